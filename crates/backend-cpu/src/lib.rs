@@ -1,0 +1,174 @@
+//! `liandan-backend-cpu`: the reference backend, the kernel trait on plain Rust with rayon
+//! threads and `matrixmultiply`'s gemm.
+//!
+//! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
+//! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
+
+mod elementwise;
+mod index;
+mod matmul;
+mod reduce;
+mod storage;
+mod strided;
+mod window;
+
+use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
+use liandan_tensor::{Backend, DType, Device, DeviceKind, Result, Storage, Strided};
+use rayon::prelude::*;
+
+pub use storage::CpuStorage;
+use storage::{cpu, each_dtype, Scalar};
+use strided::{contiguous, materialize, CHUNK, PAR_MIN};
+
+/// The CPU backend. Stateless: every call allocates its result and returns when it is done.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+liandan_tensor::inventory::submit! {
+    liandan_tensor::BackendProvider { name: "cpu", devices: || vec![std::sync::Arc::new(CpuBackend::new()) as _] }
+}
+
+/// The CPU device (the registered one, so `Device::same` holds between calls).
+pub fn device() -> Device {
+    Device::cpu()
+}
+
+fn ok(s: CpuStorage) -> Result<Storage> {
+    Ok(s.into_storage())
+}
+
+/// `numel` elements, element `i` from `f(i)`, in parallel when large.
+fn generate<T: Scalar>(numel: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let mut out = vec![T::default(); numel];
+    if numel >= PAR_MIN {
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, o)| o.iter_mut().enumerate().for_each(|(j, x)| *x = f(c * CHUNK + j)));
+    } else {
+        out.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));
+    }
+    out
+}
+
+/// A buffer of `dtype` from f64 values `f(i)`; for `Bool`, nonzero is true.
+fn from_f64_fn(numel: usize, dtype: DType, f: impl Fn(usize) -> f64 + Sync) -> CpuStorage {
+    match dtype {
+        DType::F32 => CpuStorage::F32(generate(numel, |i| Scalar::from_f64(f(i)))),
+        DType::F16 => CpuStorage::F16(generate(numel, |i| Scalar::from_f64(f(i)))),
+        DType::BF16 => CpuStorage::BF16(generate(numel, |i| Scalar::from_f64(f(i)))),
+        DType::F64 => CpuStorage::F64(generate(numel, &f)),
+        DType::I64 => CpuStorage::I64(generate(numel, |i| Scalar::from_f64(f(i)))),
+        DType::U8 => CpuStorage::U8(generate(numel, |i| Scalar::from_f64(f(i)))),
+        DType::Bool => CpuStorage::Bool(generate(numel, |i| (f(i) != 0.0) as u8)),
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        "cpu".into()
+    }
+
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Cpu
+    }
+
+    fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
+        ok(CpuStorage::from_bytes(bytes, dtype)?)
+    }
+
+    fn to_host(&self, src: Strided) -> Result<Vec<u8>> {
+        let s = cpu(src.storage);
+        Ok(each_dtype!(s, v => match contiguous(v, src.layout) {
+            Some(xs) => bytemuck::cast_slice(xs).to_vec(),
+            None => bytemuck::cast_slice(&materialize(v, src.layout)).to_vec(),
+        }))
+    }
+
+    fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
+        ok(from_f64_fn(numel, dtype, |_| value))
+    }
+
+    fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
+        // The counter is 32 bits on every backend (WGSL has no u64), so it wraps past 2^32.
+        ok(from_f64_fn(numel, dtype, |i| liandan_tensor::rng::sample(dist, seed, i as u32) as f64))
+    }
+
+    fn copy(&self, src: Strided) -> Result<Storage> {
+        ok(storage::map_dtype!(cpu(src.storage), v => materialize(v, src.layout)))
+    }
+
+    fn cast(&self, src: Strided, to: DType) -> Result<Storage> {
+        ok(elementwise::cast(cpu(src.storage), src.layout, to)?)
+    }
+
+    fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
+        ok(elementwise::unary(op, cpu(x.storage), x.layout)?)
+    }
+
+    fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        ok(elementwise::binary(op, cpu(lhs.storage), lhs.layout, cpu(rhs.storage), rhs.layout)?)
+    }
+
+    fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        ok(elementwise::compare(op, cpu(lhs.storage), lhs.layout, cpu(rhs.storage), rhs.layout)?)
+    }
+
+    fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
+        let (c, t, f) = (cpu(cond.storage), cpu(on_true.storage), cpu(on_false.storage));
+        ok(elementwise::select(c, cond.layout, t, on_true.layout, f, on_false.layout)?)
+    }
+
+    fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
+        ok(reduce::reduce(op, cpu(x.storage), x.layout)?)
+    }
+
+    fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        ok(matmul::matmul(cpu(lhs.storage), lhs.layout, cpu(rhs.storage), rhs.layout)?)
+    }
+
+    fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
+        ok(window::im2col(cpu(x.storage), x.layout, window, pad_value)?)
+    }
+
+    fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
+        ok(window::col2im(cpu(cols.storage), cols.layout, window)?)
+    }
+
+    fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
+        let (values, indices) = window::max_pool2d(cpu(x.storage), x.layout, window)?;
+        Ok((values.into_storage(), indices.into_storage()))
+    }
+
+    fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        ok(window::avg_pool2d(cpu(x.storage), x.layout, window, count_include_pad)?)
+    }
+
+    fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        ok(window::avg_pool2d_backward(cpu(dy.storage), dy.layout, window, count_include_pad)?)
+    }
+
+    fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        ok(index::gather(cpu(src.storage), src.layout, cpu(index.storage), index.layout, dim)?)
+    }
+
+    fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
+        let (d, i, s) = (cpu(dst.storage), cpu(index.storage), cpu(src.storage));
+        ok(index::scatter_add(d, dst.layout, i, index.layout, s, src.layout, dim)?)
+    }
+
+    fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        ok(index::index_select(cpu(src.storage), src.layout, cpu(index.storage), index.layout, dim)?)
+    }
+
+    fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
+        let parts: Vec<(&CpuStorage, &liandan_tensor::Layout)> = parts.iter().map(|p| (cpu(p.storage), p.layout)).collect();
+        ok(index::concat(&parts, dim)?)
+    }
+}
+
+#[cfg(test)]
+mod tests;

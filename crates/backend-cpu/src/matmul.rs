@@ -1,0 +1,138 @@
+//! Batched matrix product on `matrixmultiply`'s gemm, which takes any strides, so transposed
+//! and batch-broadcast views are read in place.
+
+use liandan_tensor::{Error, Layout, Result};
+use rayon::prelude::*;
+
+use crate::storage::{backend_error, bad_dtype, dtype_mismatch, CpuStorage, Real};
+use crate::strided::map1;
+
+pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
+    let dims = match (la.shape(), lb.shape()) {
+        (&[batch, m, k], &[batch2, k2, n]) if batch == batch2 && k == k2 => [batch, m, k, n],
+        _ => {
+            return Err(Error::ShapeMismatch {
+                op: "matmul",
+                lhs: la.shape().to_vec(),
+                rhs: lb.shape().to_vec(),
+                detail: "must be [B, M, K] and [B, K, N]".into(),
+            })
+        }
+    };
+    use CpuStorage as S;
+    Ok(match (a, b) {
+        (S::F32(x), S::F32(y)) => S::F32(gemm_batched(x, la, y, lb, dims)?),
+        (S::F64(x), S::F64(y)) => S::F64(gemm_batched(x, la, y, lb, dims)?),
+        (S::F16(x), S::F16(y)) => S::F16(via_f32(x, la, y, lb, dims)?),
+        (S::BF16(x), S::BF16(y)) => S::BF16(via_f32(x, la, y, lb, dims)?),
+        _ if a.dtype() != b.dtype() => return Err(dtype_mismatch("matmul", a, b)),
+        _ => return Err(bad_dtype("matmul", a.dtype(), "matmul takes floats; cast first")),
+    })
+}
+
+/// Half-precision products run in f32 (no half gemm is fast on a CPU) and round once at the end.
+fn via_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
+    let (x, lx) = widen(x, la);
+    let (y, ly) = widen(y, lb);
+    Ok(gemm_batched(&x, &lx, &y, &ly, dims)?.into_iter().map(T::narrow).collect())
+}
+
+/// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
+fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> (Vec<f32>, Layout) {
+    let (shape, strides) = (l.shape(), l.strides());
+    let (rows, cols) = (shape[1], shape[2]);
+    if shape[0] > 1 && strides[0] == 0 {
+        let first = Layout::new(vec![rows, cols], strides[1..].to_vec(), l.offset());
+        (map1(v, &first, T::widen), Layout::new(shape.to_vec(), vec![0, cols, 1], 0))
+    } else {
+        (map1(v, l, T::widen), Layout::contiguous(shape))
+    }
+}
+
+/// A gemm of `matrixmultiply`: `C = A B` with every matrix given by pointer and strides.
+trait Gemm: Copy + Default + Send + Sync {
+    /// # Safety
+    /// The pointers and strides must describe matrices inside live allocations, and `c` must
+    /// not overlap `a` or `b`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, c: *mut Self, rsc: isize);
+}
+
+impl Gemm for f32 {
+    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, c: *mut f32, rsc: isize) {
+        matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
+    }
+}
+
+impl Gemm for f64 {
+    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, c: *mut f64, rsc: isize) {
+        matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
+    }
+}
+
+fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {
+    let mut out = vec![T::default(); batch * m * n];
+    if out.is_empty() || k == 0 {
+        return Ok(out);
+    }
+    // The gemm reads through raw pointers: a layout that leaves its buffer must fail here.
+    if la.max_extent() > x.len() || lb.max_extent() > y.len() {
+        return Err(backend_error("matmul", "a view reaches past the end of its buffer"));
+    }
+    let stride = |l: &Layout, d: usize| l.strides()[d] as isize;
+    let one = |bi: usize, c: &mut [T]| {
+        // SAFETY: every element the gemm reads is within `max_extent`, checked above, and `c`
+        // is a fresh `m * n` block of `out`.
+        unsafe {
+            let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
+            let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
+            T::gemm(m, k, n, a, stride(la, 1), stride(la, 2), b, stride(lb, 1), stride(lb, 2), c.as_mut_ptr(), n as isize);
+        }
+    };
+    if batch > 1 {
+        out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
+    } else {
+        one(0, &mut out);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(x: &[f32], la: &Layout, y: &[f32], lb: &Layout) -> Vec<f32> {
+        let (b, m, k, n) = (la.shape()[0], la.shape()[1], la.shape()[2], lb.shape()[2]);
+        let mut out = vec![0.0; b * m * n];
+        for bi in 0..b {
+            for i in 0..m {
+                for j in 0..n {
+                    out[(bi * m + i) * n + j] = (0..k).map(|p| x[la.index_of(&[bi, i, p])] * y[lb.index_of(&[bi, p, j])]).sum();
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn transposed_and_broadcast_views_match_a_naive_loop() {
+        let (b, m, k, n) = (3, 5, 7, 4);
+        let x: Vec<f32> = (0..b * m * k + 3).map(|i| ((i * 37 % 11) as f32 - 5.0) / 3.0).collect();
+        let y: Vec<f32> = (0..k * n).map(|i| ((i * 17 % 13) as f32 - 6.0) / 4.0).collect();
+        // lhs stored as [B, K, M] from offset 3 and transposed; rhs one [N, K] matrix, transposed
+        // and broadcast over the batch.
+        let la = Layout::new(vec![b, m, k], vec![m * k, 1, m], 3);
+        let lb = Layout::new(vec![b, k, n], vec![0, 1, k], 0);
+        let got = gemm_batched(&x, &la, &y, &lb, [b, m, k, n]).unwrap();
+        let want = naive(&x, &la, &y, &lb);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{g} vs {w}");
+        }
+        let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let yh: Vec<half::f16> = y.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let got = via_f32(&xh, &la, &yh, &lb, [b, m, k, n]).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g.to_f32() - w).abs() <= 1e-2 + 1e-2 * w.abs(), "{g} vs {w}");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Reductions along the middle axis of `[outer, len, inner]`: sum, max, min, argmax, argmin.
+
+use liandan_tensor::backend::ReduceOp;
+use liandan_tensor::{Error, Layout, Result};
+use rayon::prelude::*;
+
+use crate::storage::{each_dtype, map_dtype, CpuStorage, Scalar};
+use crate::strided::{with_contiguous, CHUNK, PAR_MIN};
+
+pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
+    let dims = match *l.shape() {
+        [outer, len, inner] => [outer, len, inner],
+        _ => return Err(Error::BadShape { op: "reduce", shape: l.shape().to_vec(), detail: "expected [outer, len, inner]".into() }),
+    };
+    use CpuStorage as S;
+    Ok(match op {
+        ReduceOp::Sum => match x {
+            S::F32(v) => S::F32(sum_float(v, l, dims)),
+            S::F16(v) => S::F16(sum_float(v, l, dims)),
+            S::BF16(v) => S::BF16(sum_float(v, l, dims)),
+            S::F64(v) => S::F64(sum_float(v, l, dims)),
+            S::I64(v) => S::I64(sum_int(v, l, dims)),
+            S::U8(v) | S::Bool(v) => S::I64(sum_int(v, l, dims)),
+        },
+        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt).into_iter().map(|a| a.0).collect()),
+        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt).into_iter().map(|a| a.0).collect()),
+        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt).into_iter().map(|a| a.1).collect())),
+        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt).into_iter().map(|a| a.1).collect())),
+    })
+}
+
+/// Float sums accumulate in f64 whatever the dtype: the reference backend should not be the
+/// one that loses digits on a long row.
+fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Vec<T> {
+    let acc = with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b));
+    acc.into_iter().map(T::from_f64).collect()
+}
+
+fn sum_int<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Vec<i64> {
+    with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0i64, |a, x, _| a.wrapping_add(x.to_i64()), i64::wrapping_add))
+}
+
+/// Whether `new` beats `cur` for a max. NaN beats everything, as in PyTorch, and ties keep the
+/// earlier element, so argmax is the first occurrence.
+pub(crate) fn gt<T: Scalar>(new: T, cur: T) -> bool {
+    new > cur || (new.is_nan() && !cur.is_nan())
+}
+
+fn lt<T: Scalar>(new: T, cur: T) -> bool {
+    new < cur || (new.is_nan() && !cur.is_nan())
+}
+
+/// The winning value and its index along `len` for every lane; index -1 marks "none yet".
+fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: fn(T, T) -> bool) -> Vec<(T, i64)> {
+    let init = (T::default(), -1i64);
+    with_contiguous(v, l, |xs| {
+        fold_lanes(
+            xs,
+            dims,
+            init,
+            |a, x, i| if a.1 < 0 || beats(x, a.0) { (x, i as i64) } else { a },
+            // `a` holds the earlier indices, so it keeps ties.
+            |a, b| if b.1 >= 0 && (a.1 < 0 || beats(b.0, a.0)) { b } else { a },
+        )
+    })
+}
+
+/// Folds every lane `x[o, :, i]` of the contiguous `[outer, len, inner]` slice with `step(acc,
+/// value, index)`. `combine` joins the folds of consecutive pieces of one lane, which is how a
+/// single long lane is split across threads; `init` must be its identity.
+fn fold_lanes<T, A>(xs: &[T], [outer, len, inner]: [usize; 3], init: A, step: impl Fn(A, T, usize) -> A + Sync, combine: impl Fn(A, A) -> A + Sync) -> Vec<A>
+where
+    T: Copy + Sync,
+    A: Copy + Send + Sync,
+{
+    let mut out = vec![init; outer * inner];
+    if out.is_empty() {
+        return out;
+    }
+    let par = outer * len * inner >= PAR_MIN;
+    if inner == 1 {
+        let fold_run = |run: &[T], first: usize| run.iter().enumerate().fold(init, |a, (j, &x)| step(a, x, first + j));
+        let lane = |o: usize| {
+            let run = &xs[o * len..(o + 1) * len];
+            if len >= PAR_MIN && outer < rayon::current_num_threads() {
+                run.par_chunks(CHUNK).enumerate().map(|(c, piece)| fold_run(piece, c * CHUNK)).reduce(|| init, &combine)
+            } else {
+                fold_run(run, 0)
+            }
+        };
+        if par {
+            out.par_iter_mut().enumerate().for_each(|(o, a)| *a = lane(o));
+        } else {
+            out.iter_mut().enumerate().for_each(|(o, a)| *a = lane(o));
+        }
+        return out;
+    }
+    // Lanes side by side: walk `len` rows, updating a block of accumulators from each row,
+    // so memory is read in order.
+    let block = |o: usize, i0: usize, acc: &mut [A]| {
+        for j in 0..len {
+            let row = &xs[(o * len + j) * inner + i0..][..acc.len()];
+            acc.iter_mut().zip(row).for_each(|(a, &x)| *a = step(*a, x, j));
+        }
+    };
+    if par {
+        out.par_chunks_mut(inner).enumerate().for_each(|(o, lanes)| {
+            lanes.par_chunks_mut(CHUNK).enumerate().for_each(|(c, acc)| block(o, c * CHUNK, acc));
+        });
+    } else {
+        out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
+    }
+    out
+}

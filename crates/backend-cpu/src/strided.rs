@@ -1,0 +1,240 @@
+//! Walking strided views: the run plan every elementwise kernel shares, and when to go parallel.
+//!
+//! A [`Plan`] merges the axes of one or more same-shaped views wherever all of them are
+//! contiguous across the merge, so a contiguous view becomes one long run with stride 1 (the
+//! fast path needs no code of its own) and a broadcast or transposed one a few long runs.
+
+use liandan_tensor::Layout;
+use rayon::prelude::*;
+
+/// Below this many elements a kernel stays on the calling thread: fork-join costs more than
+/// it saves.
+pub(crate) const PAR_MIN: usize = 1 << 15;
+/// Elements per parallel task.
+pub(crate) const CHUNK: usize = 1 << 13;
+
+/// The walk over `K` views of one shape, as runs along the innermost merged axis.
+pub(crate) struct Plan<const K: usize> {
+    /// Outer merged axes, outermost first: size and per-view strides.
+    outer: Vec<(usize, [usize; K])>,
+    inner: usize,
+    /// Per-view strides along the run.
+    pub strides: [usize; K],
+    offsets: [usize; K],
+    pub numel: usize,
+}
+
+impl<const K: usize> Plan<K> {
+    pub fn new(shape: &[usize], layouts: [&Layout; K]) -> Self {
+        let mut outer: Vec<(usize, [usize; K])> = Vec::new();
+        for (d, &size) in shape.iter().enumerate() {
+            if size == 1 {
+                continue;
+            }
+            let strides: [usize; K] = std::array::from_fn(|k| layouts[k].strides()[d]);
+            if let Some(last) = outer.last_mut() {
+                if (0..K).all(|k| last.1[k] == strides[k] * size) {
+                    *last = (last.0 * size, strides);
+                    continue;
+                }
+            }
+            outer.push((size, strides));
+        }
+        let (inner, strides) = outer.pop().unwrap_or((1, [0; K]));
+        let offsets = std::array::from_fn(|k| layouts[k].offset());
+        Plan { outer, inner, strides, offsets, numel: shape.iter().product() }
+    }
+
+    /// Storage offsets of row-major element `i` in every view.
+    fn offsets_at(&self, i: usize) -> [usize; K] {
+        let (mut rest, col) = (i / self.inner, i % self.inner);
+        let mut off: [usize; K] = std::array::from_fn(|k| self.offsets[k] + col * self.strides[k]);
+        for &(size, strides) in self.outer.iter().rev() {
+            let c = rest % size;
+            rest /= size;
+            off.iter_mut().zip(strides).for_each(|(o, s)| *o += c * s);
+        }
+        off
+    }
+
+    /// Calls `f(pos, offsets, n)` for each run covering elements `start..start + len`: `pos`
+    /// is relative to `start`, `offsets` are where the run starts in each view, `n` its length.
+    pub fn runs(&self, start: usize, len: usize, mut f: impl FnMut(usize, [usize; K], usize)) {
+        let end = start + len;
+        let mut i = start;
+        while i < end {
+            let n = (self.inner - i % self.inner).min(end - i);
+            f(i - start, self.offsets_at(i), n);
+            i += n;
+        }
+    }
+
+    /// Whether some view reads along its rows across cache lines but down its columns along
+    /// them: a transpose, which [`Plan::fill_blocked`] walks faster.
+    pub fn transposed(&self) -> bool {
+        self.outer.last().is_some_and(|(_, outer)| (0..K).any(|k| self.strides[k] > 1 && outer[k] < self.strides[k]))
+    }
+
+    /// Fills `out` element by element, `f(out_element, offsets)`, in `TILE` x `TILE` blocks of
+    /// the last two merged axes: walking one row of a transpose would touch a cache line per
+    /// element, a block reads `TILE` whole lines.
+    pub fn fill_blocked<O: Send>(&self, out: &mut [O], f: impl Fn(&mut O, [usize; K]) + Sync) {
+        const TILE: usize = 16;
+        let inner = self.inner;
+        let rows_of = |first: usize, o: &mut [O]| {
+            let rows = o.len() / inner;
+            let bases: [[usize; K]; TILE] = std::array::from_fn(|q| if q < rows { self.offsets_at(first + q * inner) } else { [0; K] });
+            for j0 in (0..inner).step_by(TILE) {
+                for (q, base) in bases[..rows].iter().enumerate() {
+                    for j in j0..(j0 + TILE).min(inner) {
+                        f(&mut o[q * inner + j], std::array::from_fn(|k| base[k] + j * self.strides[k]));
+                    }
+                }
+            }
+        };
+        if out.len() >= PAR_MIN {
+            out.par_chunks_mut(TILE * inner).enumerate().for_each(|(c, o)| rows_of(c * TILE * inner, o));
+        } else {
+            out.chunks_mut(TILE * inner).enumerate().for_each(|(c, o)| rows_of(c * TILE * inner, o));
+        }
+    }
+
+    /// Fills `out` (the plan's elements, row-major) run by run, in parallel when large:
+    /// `f(out_run, offsets)`.
+    pub fn fill<O: Send>(&self, out: &mut [O], f: impl Fn(&mut [O], [usize; K]) + Sync) {
+        debug_assert_eq!(out.len(), self.numel);
+        let go = |start: usize, chunk: &mut [O]| self.runs(start, chunk.len(), |p, off, n| f(&mut chunk[p..p + n], off));
+        if out.len() >= PAR_MIN {
+            out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, chunk)| go(c * CHUNK, chunk));
+        } else {
+            go(0, out);
+        }
+    }
+}
+
+/// `f` over one view.
+pub(crate) fn map1<A, O>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync) -> Vec<O>
+where
+    A: Copy + Sync,
+    O: Copy + Default + Send,
+{
+    let plan = Plan::new(la.shape(), [la]);
+    let mut out = vec![O::default(); plan.numel];
+    if plan.transposed() {
+        plan.fill_blocked(&mut out, |o, [i]| *o = f(a[i]));
+        return out;
+    }
+    plan.fill(&mut out, |o, [i]| {
+        let n = o.len();
+        match plan.strides {
+            [1] => o.iter_mut().zip(&a[i..i + n]).for_each(|(o, &x)| *o = f(x)),
+            [s] => o.iter_mut().enumerate().for_each(|(j, o)| *o = f(a[i + j * s])),
+        }
+    });
+    out
+}
+
+/// `f` over two views of one shape.
+pub(crate) fn map2<A, B, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: impl Fn(A, B) -> O + Sync) -> Vec<O>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    O: Copy + Default + Send,
+{
+    let plan = Plan::new(la.shape(), [la, lb]);
+    let mut out = vec![O::default(); plan.numel];
+    if plan.transposed() {
+        plan.fill_blocked(&mut out, |o, [i, k]| *o = f(a[i], b[k]));
+        return out;
+    }
+    plan.fill(&mut out, |o, [i, k]| {
+        let n = o.len();
+        match plan.strides {
+            [1, 1] => o.iter_mut().zip(&a[i..i + n]).zip(&b[k..k + n]).for_each(|((o, &x), &y)| *o = f(x, y)),
+            [1, 0] => o.iter_mut().zip(&a[i..i + n]).for_each(|(o, &x)| *o = f(x, b[k])),
+            [0, 1] => o.iter_mut().zip(&b[k..k + n]).for_each(|(o, &y)| *o = f(a[i], y)),
+            [sa, sb] => o.iter_mut().enumerate().for_each(|(j, o)| *o = f(a[i + j * sa], b[k + j * sb])),
+        }
+    });
+    out
+}
+
+/// `f` over three views of one shape.
+pub(crate) fn map3<A, B, C, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, c: &[C], lc: &Layout, f: impl Fn(A, B, C) -> O + Sync) -> Vec<O>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    C: Copy + Sync,
+    O: Copy + Default + Send,
+{
+    let plan = Plan::new(la.shape(), [la, lb, lc]);
+    let mut out = vec![O::default(); plan.numel];
+    if plan.transposed() {
+        plan.fill_blocked(&mut out, |o, [i, j, k]| *o = f(a[i], b[j], c[k]));
+        return out;
+    }
+    let [sa, sb, sc] = plan.strides;
+    plan.fill(&mut out, |o, [i, j, k]| {
+        o.iter_mut().enumerate().for_each(|(n, o)| *o = f(a[i + n * sa], b[j + n * sb], c[k + n * sc]));
+    });
+    out
+}
+
+/// The view's elements in row-major order, as a fresh `Vec`.
+pub(crate) fn materialize<T: Copy + Default + Send + Sync>(data: &[T], layout: &Layout) -> Vec<T> {
+    match contiguous(data, layout) {
+        Some(s) => s.to_vec(),
+        None => map1(data, layout, |x| x),
+    }
+}
+
+/// The view as a plain slice, when it is one.
+pub(crate) fn contiguous<'a, T>(data: &'a [T], layout: &Layout) -> Option<&'a [T]> {
+    layout.is_contiguous().then(|| &data[layout.offset()..layout.offset() + layout.numel()])
+}
+
+/// Runs `f` on the view as a slice. The contract says the view is contiguous; a strided one
+/// is copied rather than trusted.
+pub(crate) fn with_contiguous<T: Copy + Default + Send + Sync, R>(v: &[T], l: &Layout, f: impl FnOnce(&[T]) -> R) -> R {
+    match contiguous(v, l) {
+        Some(xs) => f(xs),
+        None => f(&materialize(v, l)),
+    }
+}
+
+/// Records the first bad index a parallel kernel meets, so it can finish and then fail.
+#[derive(Default)]
+pub(crate) struct Fault(std::sync::Mutex<Option<(i64, usize)>>);
+
+impl Fault {
+    pub fn set(&self, index: i64, size: usize) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.get_or_insert((index, size));
+    }
+
+    pub fn check(self, op: &'static str) -> liandan_tensor::Result<()> {
+        match self.0.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some((index, size)) => Err(liandan_tensor::Error::IndexOutOfRange { op, index, size }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_merges_contiguous_and_walks_transpose() {
+        let l = Layout::contiguous(&[2, 3, 4]);
+        let p = Plan::new(l.shape(), [&l]);
+        assert!(p.outer.is_empty() && p.inner == 24 && p.strides == [1]);
+        let t = Layout::contiguous(&[3, 4]).permute(&[1, 0]).unwrap();
+        let data: Vec<i64> = (0..12).collect();
+        assert_eq!(map1(&data, &t, |x| x), vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
+        let big = Layout::new(vec![300, 200], vec![1, 300], 5);
+        let data: Vec<i64> = (0..60_005).collect();
+        let want: Vec<i64> = big.indices().map(|i| i as i64).collect();
+        assert_eq!(map1(&data, &big, |x| x), want);
+    }
+}

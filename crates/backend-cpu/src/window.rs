@@ -1,0 +1,288 @@
+//! Sliding 2-D windows over `[N, C, H, W]`: im2col/col2im for convolution, max and average
+//! pooling. Every kernel works one `[H, W]` plane at a time, in parallel over `N * C`.
+
+use std::ops::Range;
+
+use liandan_tensor::backend::Window2d;
+use liandan_tensor::{Error, Layout, Result};
+use num_traits::Zero;
+use rayon::prelude::*;
+
+use crate::reduce::gt;
+use crate::storage::{map_dtype, map_float, CpuStorage, Real, Scalar};
+use crate::strided::{with_contiguous, PAR_MIN};
+
+/// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
+#[derive(Clone, Copy)]
+struct Geo {
+    planes: usize,
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    ph: isize,
+    pw: isize,
+    dh: usize,
+    dw: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Geo {
+    fn new(op: &'static str, w: &Window2d) -> Result<Geo> {
+        let (k, s, p, d) = (w.kernel, w.stride, w.padding, w.dilation);
+        let fits = |size: usize, p: usize, d: usize, k: usize| size + 2 * p > d * (k - 1);
+        if [k.0, k.1, s.0, s.1, d.0, d.1].contains(&0) || !fits(w.h, p.0, d.0, k.0) || !fits(w.w, p.1, d.1, k.1) {
+            return Err(Error::BadShape { op, shape: vec![w.n, w.c, w.h, w.w], detail: format!("no window fits: {w:?}") });
+        }
+        Ok(Geo {
+            planes: w.n * w.c,
+            h: w.h,
+            w: w.w,
+            kh: k.0,
+            kw: k.1,
+            sh: s.0,
+            sw: s.1,
+            ph: p.0 as isize,
+            pw: p.1 as isize,
+            dh: d.0,
+            dw: d.1,
+            oh: w.out_h(),
+            ow: w.out_w(),
+        })
+    }
+
+    fn hw(&self) -> usize {
+        self.h * self.w
+    }
+
+    fn l(&self) -> usize {
+        self.oh * self.ow
+    }
+
+    /// For im2col row `(i, j)`: the output rows and columns whose tap lands inside the input,
+    /// and the input column the first of those columns reads.
+    fn im2col_spans(&self, i: usize, j: usize) -> (Range<usize>, Range<usize>, usize) {
+        let ys = span((i * self.dh) as isize - self.ph, self.sh, self.h, self.oh);
+        let xs = span((j * self.dw) as isize - self.pw, self.sw, self.w, self.ow);
+        // Clamped so an empty span still slices (to nothing).
+        let iw0 = ((xs.start * self.sw + j * self.dw) as isize - self.pw).clamp(0, self.w as isize) as usize;
+        (ys, xs, iw0)
+    }
+
+    /// The input row of tap `i` at output row `y` (inside the input when `y` is in the span).
+    fn row_of(&self, y: usize, i: usize) -> usize {
+        ((y * self.sh + i * self.dh) as isize - self.ph) as usize
+    }
+
+    /// PyTorch's average-pooling window of output `(y, x)`: the clipped input ranges and the
+    /// divisor. The window is first clipped to the padded input, which is what
+    /// `count_include_pad` counts, then to the real one.
+    fn avg_window(&self, y: usize, x: usize, count_include_pad: bool) -> (Range<usize>, Range<usize>, usize) {
+        let clip = |o: usize, s: usize, k: usize, p: isize, size: usize| {
+            let start = (o * s) as isize - p;
+            let end = (start + k as isize).min(size as isize + p);
+            let padded = (end - start) as usize;
+            let (start, end) = (start.max(0) as usize, end.min(size as isize).max(0) as usize);
+            (start..end.max(start), padded)
+        };
+        let (rows, ph) = clip(y, self.sh, self.kh, self.ph, self.h);
+        let (cols, pw) = clip(x, self.sw, self.kw, self.pw, self.w);
+        let count = if count_include_pad { ph * pw } else { rows.len() * cols.len() };
+        (rows, cols, count)
+    }
+}
+
+/// The `t` in `0..count` for which `base + t * step` lies in `0..size`: the valid taps or
+/// outputs along one axis, computed once so the inner loops need no bounds tests.
+fn span(base: isize, step: usize, size: usize, count: usize) -> Range<usize> {
+    let (step, size) = (step as isize, size as isize);
+    let lo = if base >= 0 { 0 } else { (-base + step - 1) / step };
+    let hi = if base >= size { 0 } else { (size - base + step - 1) / step };
+    let hi = (hi as usize).min(count);
+    (lo as usize).min(hi)..hi
+}
+
+/// The input positions, along one axis, of the kernel taps of a window starting at `start`
+/// that land inside the input.
+fn taps_along(start: isize, dilation: usize, size: usize, kernel: usize) -> std::iter::StepBy<Range<usize>> {
+    let t = span(start, dilation, size, kernel);
+    let first = (start + (t.start * dilation) as isize).max(0) as usize;
+    (first..first + t.len() * dilation).step_by(dilation)
+}
+
+/// Splits `out` into per-plane chunks and runs `f(plane, chunk)` on each, in parallel when
+/// `work` (elements touched) is large.
+fn per_plane<O: Send>(out: &mut [O], chunk: usize, work: usize, f: impl Fn(usize, &mut [O]) + Sync) {
+    if chunk == 0 {
+        return;
+    }
+    if work >= PAR_MIN {
+        out.par_chunks_mut(chunk).enumerate().for_each(|(p, c)| f(p, c));
+    } else {
+        out.chunks_mut(chunk).enumerate().for_each(|(p, c)| f(p, c));
+    }
+}
+
+fn check_input<const R: usize>(op: &'static str, l: &Layout, shape: [usize; R]) -> Result<()> {
+    if l.shape() != shape {
+        return Err(Error::BadShape { op, shape: l.shape().to_vec(), detail: format!("the window describes {shape:?}") });
+    }
+    Ok(())
+}
+
+/// Average pooling has no dilation (the trait says so); refuse rather than quietly ignore it.
+fn check_no_dilation(op: &'static str, w: &Window2d) -> Result<()> {
+    if w.dilation != (1, 1) {
+        return Err(Error::BadShape { op, shape: vec![w.n, w.c, w.h, w.w], detail: format!("dilation {:?} is not supported", w.dilation) });
+    }
+    Ok(())
+}
+
+pub(crate) fn im2col(x: &CpuStorage, l: &Layout, window: Window2d, pad_value: f64) -> Result<CpuStorage> {
+    let g = Geo::new("im2col", &window)?;
+    check_input("im2col", l, [window.n, window.c, g.h, g.w])?;
+    if let CpuStorage::Bool(v) = x {
+        return Ok(CpuStorage::Bool(with_contiguous(v, l, |xs| im2col_t(xs, g, (pad_value != 0.0) as u8))));
+    }
+    Ok(map_dtype!(x, v => with_contiguous(v, l, |xs| im2col_t(xs, g, Scalar::from_f64(pad_value)))))
+}
+
+fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Vec<T> {
+    let (kk, l) = (g.kh * g.kw, g.l());
+    let mut out = vec![pad; g.planes * kk * l];
+    let work = out.len();
+    per_plane(&mut out, kk * l, work, |p, block| {
+        let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
+        for (r, row) in block.chunks_mut(l).enumerate() {
+            let (i, j) = (r / g.kw, r % g.kw);
+            let (ys, xs, iw0) = g.im2col_spans(i, j);
+            for y in ys {
+                let src = &plane[g.row_of(y, i) * g.w..][iw0..g.w];
+                let dst = &mut row[y * g.ow..][xs.clone()];
+                dst.iter_mut().zip(src.iter().step_by(g.sw)).for_each(|(d, &s)| *d = s);
+            }
+        }
+    });
+    out
+}
+
+pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<CpuStorage> {
+    let g = Geo::new("col2im", &window)?;
+    check_input("col2im", l, [window.n, window.c * g.kh * g.kw, g.l()])?;
+    Ok(map_float!(cols, "col2im", v => with_contiguous(v, l, |xs| col2im_t(xs, g))))
+}
+
+fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
+    let (kk, l) = (g.kh * g.kw, g.l());
+    let mut out = vec![T::zero(); g.planes * g.hw()];
+    per_plane(&mut out, g.hw(), xs.len(), |p, plane| {
+        let block = &xs[p * kk * l..(p + 1) * kk * l];
+        let mut acc = vec![T::Acc::zero(); g.hw()];
+        for (r, row) in block.chunks(l).enumerate() {
+            let (i, j) = (r / g.kw, r % g.kw);
+            let (ys, xs, iw0) = g.im2col_spans(i, j);
+            for y in ys {
+                let dst = &mut acc[g.row_of(y, i) * g.w..][iw0..g.w];
+                let src = &row[y * g.ow..][xs.clone()];
+                dst.iter_mut().step_by(g.sw).zip(src).for_each(|(d, &s)| *d += s.widen());
+            }
+        }
+        plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
+    });
+    out
+}
+
+pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result<(CpuStorage, CpuStorage)> {
+    let g = Geo::new("max_pool2d", &window)?;
+    check_input("max_pool2d", l, [window.n, window.c, g.h, g.w])?;
+    let indices: Vec<i64>;
+    let values = map_dtype!(x, v => {
+        let (vals, idx) = with_contiguous(v, l, |xs| max_pool_t(xs, g));
+        indices = idx;
+        vals
+    });
+    Ok((values, CpuStorage::I64(indices)))
+}
+
+/// A window that lies wholly in the padding (possible only with odd geometry) yields the
+/// lowest value and index -1.
+fn max_pool_t<T: Scalar>(xs: &[T], g: Geo) -> (Vec<T>, Vec<i64>) {
+    let mut out = vec![(T::from_f64(f64::NEG_INFINITY), -1i64); g.planes * g.l()];
+    let work = out.len() * g.kh * g.kw;
+    // The taps inside the input, per output row and column: the same for every plane, and
+    // their divisions cost more than the comparisons.
+    let row_taps: Vec<_> = (0..g.oh).map(|y| taps_along((y * g.sh) as isize - g.ph, g.dh, g.h, g.kh)).collect();
+    let col_taps: Vec<_> = (0..g.ow).map(|x| taps_along((x * g.sw) as isize - g.pw, g.dw, g.w, g.kw)).collect();
+    per_plane(&mut out, g.l(), work, |p, dst| {
+        let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
+        for (hs, dst) in row_taps.iter().zip(dst.chunks_mut(g.ow)) {
+            for (cols, out) in col_taps.iter().zip(dst) {
+                let mut best = *out;
+                for ih in hs.clone() {
+                    let row = &plane[ih * g.w..(ih + 1) * g.w];
+                    for iw in cols.clone() {
+                        if best.1 < 0 || gt(row[iw], best.0) {
+                            best = (row[iw], (ih * g.w + iw) as i64);
+                        }
+                    }
+                }
+                *out = best;
+            }
+        }
+    });
+    out.into_iter().unzip()
+}
+
+pub(crate) fn avg_pool2d(x: &CpuStorage, l: &Layout, window: Window2d, count_include_pad: bool) -> Result<CpuStorage> {
+    let g = Geo::new("avg_pool2d", &window)?;
+    check_no_dilation("avg_pool2d", &window)?;
+    check_input("avg_pool2d", l, [window.n, window.c, g.h, g.w])?;
+    Ok(map_float!(x, "avg_pool2d", v => with_contiguous(v, l, |xs| avg_pool_t(xs, g, count_include_pad))))
+}
+
+fn avg_pool_t<T: Real>(xs: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
+    let mut out = vec![T::zero(); g.planes * g.l()];
+    let work = out.len() * g.kh * g.kw;
+    per_plane(&mut out, g.l(), work, |p, dst| {
+        let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
+        for (o, d) in dst.iter_mut().enumerate() {
+            let (rows, cols, count) = g.avg_window(o / g.ow, o % g.ow, count_include_pad);
+            let mut sum = T::Acc::zero();
+            for ih in rows {
+                plane[ih * g.w + cols.start..ih * g.w + cols.end].iter().for_each(|&v| sum += v.widen());
+            }
+            *d = if count == 0 { T::zero() } else { T::narrow(sum / T::Acc::from_i64(count as i64)) };
+        }
+    });
+    out
+}
+
+pub(crate) fn avg_pool2d_backward(dy: &CpuStorage, l: &Layout, window: Window2d, count_include_pad: bool) -> Result<CpuStorage> {
+    let g = Geo::new("avg_pool2d_backward", &window)?;
+    check_no_dilation("avg_pool2d_backward", &window)?;
+    check_input("avg_pool2d_backward", l, [window.n, window.c, g.oh, g.ow])?;
+    Ok(map_float!(dy, "avg_pool2d_backward", v => with_contiguous(v, l, |dys| avg_pool_backward_t(dys, g, count_include_pad))))
+}
+
+fn avg_pool_backward_t<T: Real>(dys: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
+    let mut dx = vec![T::zero(); g.planes * g.hw()];
+    per_plane(&mut dx, g.hw(), dys.len() * g.kh * g.kw, |p, plane| {
+        let dy = &dys[p * g.l()..(p + 1) * g.l()];
+        let mut acc = vec![T::Acc::zero(); g.hw()];
+        for (o, &d) in dy.iter().enumerate() {
+            let (rows, cols, count) = g.avg_window(o / g.ow, o % g.ow, count_include_pad);
+            if count == 0 {
+                continue;
+            }
+            let share = d.widen() / T::Acc::from_i64(count as i64);
+            for ih in rows {
+                acc[ih * g.w + cols.start..ih * g.w + cols.end].iter_mut().for_each(|a| *a += share);
+            }
+        }
+        plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
+    });
+    dx
+}

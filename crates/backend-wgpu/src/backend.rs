@@ -1,0 +1,243 @@
+//! `WgpuBackend`: the kernel trait on one wgpu adapter. Each method runs a WGSL kernel, or,
+//! for what this device cannot run (f64 on Metal, f64 transcendentals, i64 arithmetic), the
+//! CPU backend's kernel with a one-time warning and an entry in the fallback report.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use liandan_backend_cpu::CpuBackend;
+use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
+use liandan_tensor::{Backend, DType, DeviceKind, Error, Layout, MemoryStats, Result, Storage, Strided};
+
+use crate::gpu::Gpu;
+use crate::repr::Repr;
+use crate::storage::WgpuStorage;
+
+pub struct WgpuBackend {
+    adapter: wgpu::Adapter,
+    info: wgpu::AdapterInfo,
+    gpu: OnceLock<std::result::Result<Arc<Gpu>, String>>,
+    pub(crate) repr: Repr,
+    pub(crate) cpu: CpuBackend,
+    fallbacks: Mutex<BTreeMap<String, u64>>,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WgpuBackend({})", self.name())
+    }
+}
+
+/// The GPU buffer of a view handed to this backend.
+pub(crate) fn gpu_storage<'a>(s: &Strided<'a>) -> &'a WgpuStorage {
+    s.storage.as_any().downcast_ref::<WgpuStorage>().expect("liandan-backend-wgpu was handed another backend's storage")
+}
+
+impl WgpuBackend {
+    pub(crate) fn new(adapter: wgpu::Adapter) -> WgpuBackend {
+        let info = adapter.get_info();
+        let repr = Repr::new(adapter.features());
+        WgpuBackend { adapter, info, gpu: OnceLock::new(), repr, cpu: CpuBackend::new(), fallbacks: Mutex::default() }
+    }
+
+    /// The opened device, opened on first use.
+    pub(crate) fn gpu(&self) -> Result<&Arc<Gpu>> {
+        self.gpu
+            .get_or_init(|| Gpu::open(&self.adapter).map(Arc::new).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Device(e.clone()))
+    }
+
+    /// A fresh buffer for `numel` elements of `dtype`.
+    pub(crate) fn output(&self, dtype: DType, numel: usize) -> Result<WgpuStorage> {
+        let gpu = self.gpu()?;
+        Ok(WgpuStorage { buf: gpu.alloc(self.repr.buffer_bytes(dtype, numel))?, elem_bytes: self.repr.gpu_size(dtype), numel, dtype })
+    }
+
+    /// Records that `what` ran on the CPU, warning the first time.
+    fn note_fallback(&self, what: String) {
+        let mut f = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        let n = f.entry(what.clone()).or_insert(0);
+        if *n == 0 {
+            eprintln!("liandan: {what} is not supported on {}; running it on the CPU (results stay correct, but slower)", self.name());
+        }
+        *n += 1;
+    }
+
+    /// Runs `f` on the CPU backend over host copies of `inputs` and uploads its `outputs`
+    /// results (dtypes given) back to this device.
+    pub(crate) fn fallback(&self, what: String, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
+        self.note_fallback(what);
+        let mut held = Vec::with_capacity(inputs.len());
+        for s in inputs {
+            let bytes = self.to_host(*s)?;
+            held.push((self.cpu.from_host(&bytes, s.dtype)?, Layout::contiguous(s.layout.shape()), s.dtype));
+        }
+        let views: Vec<Strided> = held.iter().map(|(st, l, d)| Strided { storage: &**st, layout: l, dtype: *d }).collect();
+        let results = f(&self.cpu, &views)?;
+        results
+            .iter()
+            .zip(outputs)
+            .map(|(r, &dtype)| {
+                let n = r.size_in_bytes() / dtype.size_in_bytes();
+                let bytes = self.cpu.to_host(Strided { storage: &**r, layout: &Layout::contiguous(&[n]), dtype })?;
+                self.from_host(&bytes, dtype)
+            })
+            .collect()
+    }
+
+    /// [`WgpuBackend::fallback`] for an op with one output.
+    pub(crate) fn fallback1(&self, what: String, inputs: &[Strided], out: DType, f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
+        Ok(self.fallback(what, inputs, &[out], |cpu, v| Ok(vec![f(cpu, v)?]))?.remove(0))
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> String {
+        format!("{} ({:?})", self.info.name, self.info.backend)
+    }
+
+    fn kind(&self) -> DeviceKind {
+        match self.info.device_type {
+            wgpu::DeviceType::DiscreteGpu => DeviceKind::DiscreteGpu,
+            wgpu::DeviceType::Cpu => DeviceKind::SoftwareGpu,
+            _ => DeviceKind::IntegratedGpu,
+        }
+    }
+
+    fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
+        let numel = bytes.len() / dtype.size_in_bytes();
+        let out = self.output(dtype, numel)?;
+        self.gpu()?.upload(out.buffer(), 0, &self.repr.host_to_gpu(bytes, dtype));
+        Ok(Arc::new(out))
+    }
+
+    fn to_host(&self, src: Strided) -> Result<Vec<u8>> {
+        let gpu = self.gpu()?;
+        let numel = src.layout.numel();
+        let size = self.repr.gpu_size(src.dtype) as u64;
+        let start = src.layout.offset() as u64 * size;
+        let direct = src.layout.is_contiguous() && start % 4 == 0;
+        let bytes = if direct {
+            let len = (numel as u64 * size).next_multiple_of(4);
+            let s = gpu_storage(&src);
+            let len = len.min(s.buffer().size() - start);
+            gpu.read(s.buffer(), start, len)?
+        } else {
+            let copy = self.copy(src)?;
+            let s = copy.as_any().downcast_ref::<WgpuStorage>().expect("own storage");
+            gpu.read(s.buffer(), 0, self.repr.buffer_bytes(src.dtype, numel))?
+        };
+        Ok(self.repr.gpu_to_host(&bytes[..numel * size as usize], src.dtype))
+    }
+
+    fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
+        self.fill(numel, value, dtype)
+    }
+
+    fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
+        self.random_fill(dist, numel, seed, dtype)
+    }
+
+    fn copy(&self, src: Strided) -> Result<Storage> {
+        self.copy_view(src)
+    }
+
+    fn cast(&self, src: Strided, to: DType) -> Result<Storage> {
+        self.cast_view(src, to)
+    }
+
+    fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
+        self.unary_op(op, x)
+    }
+
+    fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.binary_op(op, lhs, rhs)
+    }
+
+    fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.compare_op(op, lhs, rhs)
+    }
+
+    fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
+        self.select_op(cond, on_true, on_false)
+    }
+
+    fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
+        let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
+        self.fallback1(format!("reduce {op:?} ({})", x.dtype), &[x], out, |cpu, v| cpu.reduce(op, v[0]))
+    }
+
+    fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.fallback1(format!("matmul ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]))
+    }
+
+    fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
+        self.fallback1(format!("im2col ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value))
+    }
+
+    fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
+        self.fallback1(format!("col2im ({})", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window))
+    }
+
+    fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
+        let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
+            let (a, b) = cpu.max_pool2d(v[0], window)?;
+            Ok(vec![a, b])
+        })?;
+        let idx = r.pop().expect("two outputs");
+        Ok((r.pop().expect("two outputs"), idx))
+    }
+
+    fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        self.fallback1(format!("avg_pool2d ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad))
+    }
+
+    fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad))
+    }
+
+    fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        self.fallback1(format!("gather ({})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim))
+    }
+
+    fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
+        self.fallback1(format!("scatter_add ({})", dst.dtype), &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim))
+    }
+
+    fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        self.fallback1(format!("index_select ({})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim))
+    }
+
+    fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
+        self.concat_views(parts, dim)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        match self.gpu.get() {
+            Some(Ok(gpu)) => gpu.synchronize(),
+            _ => Ok(()),
+        }
+    }
+
+    fn memory_stats(&self) -> Option<MemoryStats> {
+        match self.gpu.get() {
+            Some(Ok(gpu)) => Some(gpu.pool.stats()),
+            _ => Some(MemoryStats::default()),
+        }
+    }
+
+    fn empty_cache(&self) {
+        if let Some(Ok(gpu)) = self.gpu.get() {
+            gpu.pool.empty();
+        }
+    }
+
+    fn fallback_report(&self) -> Vec<(String, u64)> {
+        self.fallbacks.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        crate::info::describe(&self.adapter)
+    }
+}

@@ -1,0 +1,329 @@
+//! Elementwise kernels: fill, random, copy, concat, cast, unary, binary, compare and select.
+//! All take strided (and broadcast, stride-0) operands and write a dense output.
+
+use std::sync::Arc;
+
+use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
+use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{dense, grid, source, strided_meta};
+use crate::repr::Repr;
+
+const UNARY: &str = include_str!("shaders/unary.wgsl");
+const BINARY: &str = include_str!("shaders/binary.wgsl");
+const COMPARE: &str = include_str!("shaders/compare.wgsl");
+const SELECT: &str = include_str!("shaders/select.wgsl");
+const COPY: &str = include_str!("shaders/copy.wgsl");
+const CAST: &str = include_str!("shaders/cast.wgsl");
+const FILL: &str = include_str!("shaders/fill.wgsl");
+const RANDOM: &str = include_str!("shaders/random.wgsl");
+
+fn unary_expr(op: UnaryOp) -> &'static str {
+    match op {
+        UnaryOp::Neg => "-v",
+        UnaryOp::Abs => "abs(v)",
+        UnaryOp::Sign => "sign(v)",
+        UnaryOp::Exp => "exp(v)",
+        UnaryOp::Log => "log(v)",
+        UnaryOp::Sqrt => "sqrt(v)",
+        UnaryOp::Recip => "C_x(1) / v",
+        UnaryOp::Sin => "sin(v)",
+        UnaryOp::Cos => "cos(v)",
+        UnaryOp::Erf => "erf_(v)",
+        UnaryOp::Floor => "floor(v)",
+        UnaryOp::Ceil => "ceil(v)",
+        // WGSL's round() rounds half to even, as torch.round.
+        UnaryOp::Round => "round(v)",
+    }
+}
+
+/// GLSL.std.450 (and so Vulkan) defines exp, log, sin, cos, pow only up to 32 bits.
+fn f64_capable(op: UnaryOp) -> bool {
+    !matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf)
+}
+
+fn binary_expr(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "a + b",
+        BinaryOp::Sub => "a - b",
+        BinaryOp::Mul => "a * b",
+        BinaryOp::Div => "a / b",
+        BinaryOp::Pow => "pow_(a, b)",
+        BinaryOp::Maximum => "maximum_(a, b)",
+        BinaryOp::Minimum => "minimum_(a, b)",
+    }
+}
+
+/// The unary kernel for `op` over `dtype`.
+pub(crate) fn unary_source(repr: &Repr, op: UnaryOp, dtype: DType) -> String {
+    let mut template = UNARY.to_string();
+    if dtype == DType::F64 {
+        // The f32 erf helper would not type-check against f64; f64 erf runs on the CPU.
+        let i = template.find("// Abramowitz").expect("erf helper");
+        let j = template.find("@compute").expect("entry point");
+        template.replace_range(i..j, "");
+    }
+    source(repr, &template, &[("x", dtype)], &[("EXPR", unary_expr(op))])
+}
+
+/// The binary kernel for `op` over `dtype`.
+pub(crate) fn binary_source(repr: &Repr, op: BinaryOp, dtype: DType) -> String {
+    let mut template = BINARY.to_string();
+    if dtype == DType::F64 {
+        let i = template.find("// PyTorch's pow").expect("pow helper");
+        let j = template.find("// maximum/minimum").expect("max helper");
+        template.replace_range(i..j, "");
+    }
+    source(repr, &template, &[("x", dtype)], &[("EXPR", binary_expr(op))])
+}
+
+/// The comparison kernel for `op` over `dtype`.
+pub(crate) fn compare_source(repr: &Repr, op: CmpOp, dtype: DType) -> String {
+    let (load, expr) = if dtype == DType::I64 {
+        let e = match op {
+            CmpOp::Eq => "all(a == b)",
+            CmpOp::Ne => "any(a != b)",
+            CmpOp::Lt => "lt64(a, b)",
+            CmpOp::Le => "!lt64(b, a)",
+            CmpOp::Gt => "lt64(b, a)",
+            CmpOp::Ge => "!lt64(a, b)",
+        };
+        ("", e)
+    } else {
+        let e = match op {
+            CmpOp::Eq => "a == b",
+            CmpOp::Ne => "a != b",
+            CmpOp::Lt => "a < b",
+            CmpOp::Le => "a <= b",
+            CmpOp::Gt => "a > b",
+            CmpOp::Ge => "a >= b",
+        };
+        (if dtype.is_float() { "load_x" } else { "" }, e)
+    };
+    source(repr, COMPARE, &[("x", dtype)], &[("LOAD", load), ("EXPR", expr)])
+}
+
+/// The conversion kernel from `from` to `to` (neither an f64 the device cannot compute).
+pub(crate) fn cast_source(repr: &Repr, from: DType, to: DType) -> String {
+    let wide = if from == DType::F64 || to == DType::F64 { "f64" } else { "f32" };
+    let to_f = match from {
+        DType::I64 => format!("({wide}(bitcast<i32>(v.y)) * {wide}(4294967296.0) + {wide}(v.x))"),
+        DType::U8 | DType::Bool => format!("{wide}(v)"),
+        _ => format!("{wide}(load_x(v))"),
+    };
+    let convert = match to {
+        DType::Bool => match from {
+            DType::I64 => "select(0u, 1u, any(v != vec2<u32>(0u)))".to_string(),
+            DType::U8 | DType::Bool => "select(0u, 1u, v != 0u)".to_string(),
+            _ => format!("select(0u, 1u, {to_f} != {wide}(0))"),
+        },
+        DType::U8 => match from {
+            DType::I64 => "v.x & 255u".to_string(),
+            DType::U8 | DType::Bool => "v".to_string(),
+            // Truncate toward zero, then wrap into a byte, as a C cast through int does.
+            _ => format!("bitcast<u32>(i32(trunc({to_f}))) & 255u"),
+        },
+        DType::I64 => match from {
+            DType::U8 | DType::Bool => "vec2<u32>(v, 0u)".to_string(),
+            _ => format!("i64_from_float_(trunc({to_f}))"),
+        },
+        _ => format!("store_y(C_y({to_f}))"),
+    };
+    let helper = format!(
+        "fn i64_from_float_(t: {wide}) -> vec2<u32> {{\n  let hi = floor(t / {wide}(4294967296.0));\n  let lo = t - hi * {wide}(4294967296.0);\n  return vec2<u32>(u32(lo), bitcast<u32>(i32(hi)));\n}}\n"
+    );
+    source(repr, &format!("{helper}{CAST}"), &[("x", from), ("y", to)], &[("CONVERT", &convert)])
+}
+
+/// The fill kernel for `dtype` and the meta words carrying `value`.
+pub(crate) fn fill_source(repr: &Repr, dtype: DType, value: f64) -> (String, [u32; 2]) {
+    let (lo, hi, expr) = match dtype {
+        DType::I64 => {
+            let v = value as i64;
+            (v as u32, (v >> 32) as u32, "vec2<u32>(meta[1], meta[2])")
+        }
+        DType::U8 => ((value as i64 as u8) as u32, 0, "meta[1]"),
+        DType::Bool => ((value != 0.0) as u32, 0, "meta[1]"),
+        DType::F64 if repr.f64 => {
+            // Two f32s whose sum is the f64 value: exact for the constants users write.
+            let hi = value as f32;
+            let lo = (value - hi as f64) as f32;
+            (hi.to_bits(), lo.to_bits(), "f64(bitcast<f32>(meta[1])) + f64(bitcast<f32>(meta[2]))")
+        }
+        DType::F64 => {
+            let b = value.to_bits();
+            (b as u32, (b >> 32) as u32, "vec2<u32>(meta[1], meta[2])")
+        }
+        _ => ((value as f32).to_bits(), 0, "store_x(bitcast<f32>(meta[1]))"),
+    };
+    (source(repr, FILL, &[("x", dtype)], &[("VALUE", expr)]), [lo, hi])
+}
+
+/// Every elementwise kernel this device could build, for validation tests.
+pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
+    use DType::*;
+    let mut out = Vec::new();
+    let floats: Vec<DType> = [F32, F16, BF16, F64].into_iter().filter(|&d| repr.computes(d)).collect();
+    let unary = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sign, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Recip, UnaryOp::Sin, UnaryOp::Cos, UnaryOp::Erf, UnaryOp::Floor, UnaryOp::Ceil, UnaryOp::Round];
+    let binary = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum];
+    let cmp = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+    for &d in &floats {
+        for op in unary.into_iter().filter(|&op| d != F64 || f64_capable(op)) {
+            out.push((format!("unary {op:?} {d}"), unary_source(repr, op, d)));
+        }
+        for op in binary.into_iter().filter(|&op| d != F64 || op != BinaryOp::Pow) {
+            out.push((format!("binary {op:?} {d}"), binary_source(repr, op, d)));
+        }
+        out.push((format!("random {d}"), source(repr, RANDOM, &[("x", d)], &[])));
+    }
+    let comparable: Vec<DType> = DType::ALL.into_iter().filter(|&d| repr.computes(d) || !d.is_float()).collect();
+    for &d in &comparable {
+        for op in cmp {
+            out.push((format!("compare {op:?} {d}"), compare_source(repr, op, d)));
+        }
+    }
+    let castable: Vec<DType> = DType::ALL.into_iter().filter(|&d| d != F64 || repr.f64).collect();
+    for &from in &castable {
+        for &to in castable.iter().filter(|&&t| t != from) {
+            out.push((format!("cast {from} -> {to}"), cast_source(repr, from, to)));
+        }
+    }
+    for d in DType::ALL {
+        out.push((format!("fill {d}"), fill_source(repr, d, 1.5).0));
+        out.push((format!("copy {d}"), source(repr, COPY, &[("x", d)], &[])));
+        out.push((format!("select {d}"), source(repr, SELECT, &[("x", d)], &[])));
+    }
+    out
+}
+
+impl WgpuBackend {
+    /// Dispatches a 1-D kernel over `meta[0]` invocations.
+    fn run(&self, key: &str, src: impl FnOnce() -> String, meta: &[u32], buffers: &[&wgpu::Buffer]) -> Result<()> {
+        let gpu = self.gpu()?;
+        let kernel = gpu.kernel(key, &[], src)?;
+        gpu.dispatch(&kernel, meta, buffers, grid(meta[0] as usize))
+    }
+
+    pub(crate) fn fill(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
+        let out = self.output(dtype, numel)?;
+        let (src, [lo, hi]) = fill_source(&self.repr, dtype, value);
+        let key = format!("fill {dtype}");
+        self.run(&key, || src, &[numel as u32, lo, hi], &[out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
+        if !self.repr.computes(dtype) {
+            let what = format!("random ({dtype})");
+            return self.fallback1(what, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+        }
+        let out = self.output(dtype, numel)?;
+        let (kind, a, b) = match dist {
+            Distribution::Uniform { low, high } => (0u32, low as f32, (high - low) as f32),
+            Distribution::Normal { mean, std } => (1, mean as f32, std as f32),
+            Distribution::Bernoulli { p } => (2, p as f32, 0.0),
+        };
+        let meta = [numel as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits()];
+        let key = format!("random {dtype}");
+        self.run(&key, || source(&self.repr, RANDOM, &[("x", dtype)], &[]), &meta, &[out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    /// Writes the view `src` into `dst` viewed through `dst_layout` (same shape).
+    fn copy_into(&self, src: Strided, dst: &wgpu::Buffer, dst_layout: &Layout) -> Result<bool> {
+        let Some(meta) = strided_meta(src.layout.shape(), &[src.layout, dst_layout]) else { return Ok(false) };
+        let key = format!("copy {}", self.repr.storage_type(src.dtype));
+        self.run(&key, || source(&self.repr, COPY, &[("x", src.dtype)], &[]), &meta, &[gpu_storage(&src).buffer(), dst])?;
+        Ok(true)
+    }
+
+    pub(crate) fn copy_view(&self, src: Strided) -> Result<Storage> {
+        let shape = src.layout.shape();
+        let out = self.output(src.dtype, src.layout.numel())?;
+        if !self.copy_into(src, out.buffer(), &dense(shape))? {
+            return self.fallback1(format!("copy ({}, beyond 32-bit indexing)", src.dtype), &[src], src.dtype, |cpu, v| cpu.copy(v[0]));
+        }
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn concat_views(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
+        let first = parts[0];
+        let mut shape = first.layout.shape().to_vec();
+        shape[dim] = parts.iter().map(|p| p.layout.shape()[dim]).sum();
+        let out = self.output(first.dtype, shape.iter().product())?;
+        let full = dense(&shape);
+        let mut start = 0;
+        for p in parts {
+            let len = p.layout.shape()[dim];
+            let dst = full.narrow(dim, start, len)?;
+            if p.layout.numel() > 0 && !self.copy_into(*p, out.buffer(), &dst)? {
+                return self.fallback1(format!("concat ({}, beyond 32-bit indexing)", first.dtype), parts, first.dtype, |cpu, v| cpu.concat(v, dim));
+            }
+            start += len;
+        }
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn cast_view(&self, src: Strided, to: DType) -> Result<Storage> {
+        let from = src.dtype;
+        let exotic = |d: DType| d == DType::F64 && !self.repr.f64;
+        let meta = strided_meta(src.layout.shape(), &[src.layout]);
+        let (Some(meta), false) = (meta, exotic(from) || exotic(to)) else {
+            return self.fallback1(format!("cast ({from} -> {to})"), &[src], to, |cpu, v| cpu.cast(v[0], to));
+        };
+        let out = self.output(to, src.layout.numel())?;
+        let key = format!("cast {from} -> {to}");
+        self.run(&key, || cast_source(&self.repr, from, to), &meta, &[gpu_storage(&src).buffer(), out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn unary_op(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
+        let native = self.repr.computes(x.dtype) && (x.dtype != DType::F64 || f64_capable(op));
+        let meta = strided_meta(x.layout.shape(), &[x.layout]);
+        let (true, Some(meta)) = (native, meta) else {
+            return self.fallback1(format!("unary {op:?} ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
+        };
+        let out = self.output(x.dtype, x.layout.numel())?;
+        let key = format!("unary {op:?} {}", x.dtype);
+        self.run(&key, || unary_source(&self.repr, op, x.dtype), &meta, &[gpu_storage(&x).buffer(), out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn binary_op(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        let native = self.repr.computes(lhs.dtype) && !(lhs.dtype == DType::F64 && op == BinaryOp::Pow);
+        let meta = strided_meta(lhs.layout.shape(), &[lhs.layout, rhs.layout]);
+        let (true, Some(meta)) = (native, meta) else {
+            return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
+        };
+        let out = self.output(lhs.dtype, lhs.layout.numel())?;
+        let key = format!("binary {op:?} {}", lhs.dtype);
+        self.run(&key, || binary_source(&self.repr, op, lhs.dtype), &meta, &[gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn compare_op(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        let dtype = lhs.dtype;
+        let meta = strided_meta(lhs.layout.shape(), &[lhs.layout, rhs.layout]);
+        let native = self.repr.computes(dtype) || !dtype.is_float();
+        let (true, Some(meta)) = (native, meta) else {
+            return self.fallback1(format!("compare {op:?} ({dtype})"), &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
+        };
+        let out = self.output(DType::Bool, lhs.layout.numel())?;
+        let key = format!("compare {op:?} {dtype}");
+        self.run(&key, || compare_source(&self.repr, op, dtype), &meta, &[gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), out.buffer()])?;
+        Ok(Arc::new(out))
+    }
+
+    pub(crate) fn select_op(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
+        let dtype = on_true.dtype;
+        let Some(meta) = strided_meta(cond.layout.shape(), &[cond.layout, on_true.layout, on_false.layout]) else {
+            return self.fallback1(format!("select ({dtype}, beyond 32-bit indexing)"), &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
+        };
+        let out = self.output(dtype, cond.layout.numel())?;
+        let key = format!("select {}", self.repr.storage_type(dtype));
+        let buffers = [gpu_storage(&cond).buffer(), gpu_storage(&on_true).buffer(), gpu_storage(&on_false).buffer(), out.buffer()];
+        self.run(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), &meta, &buffers)?;
+        Ok(Arc::new(out))
+    }
+}

@@ -1,0 +1,65 @@
+//! Adapter discovery and the facts `liandan info` prints.
+
+/// One adapter as `liandan info` lists it.
+#[derive(Clone, Debug)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+}
+
+/// The adapters wgpu can open here, best first (discrete, integrated, virtual, CPU), one per
+/// physical device (the Vulkan and GL views of one GPU are not listed twice).
+pub(crate) fn enumerate() -> Vec<wgpu::Adapter> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
+    let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu | wgpu::DeviceType::Other => 2,
+        wgpu::DeviceType::Cpu => 3,
+    };
+    adapters.sort_by_key(rank);
+    let mut seen = std::collections::HashSet::new();
+    adapters.retain(|a| {
+        let i = a.get_info();
+        seen.insert((i.name, i.vendor, i.device, i.device_pci_bus_id))
+    });
+    adapters
+}
+
+/// Summaries of the adapters wgpu finds.
+pub fn adapters() -> Vec<AdapterSummary> {
+    enumerate()
+        .iter()
+        .map(|a| {
+            let i = a.get_info();
+            AdapterSummary { name: i.name, backend: format!("{:?}", i.backend), device_type: format!("{:?}", i.device_type), driver: format!("{} {}", i.driver, i.driver_info) }
+        })
+        .collect()
+}
+
+/// Name, API, type, the features liandan uses, the limits it depends on, and memory hints.
+pub(crate) fn describe(adapter: &wgpu::Adapter) -> Vec<(String, String)> {
+    let i = adapter.get_info();
+    let f = adapter.features();
+    let l = adapter.limits();
+    let mib = |b: u64| format!("{} MiB", b >> 20);
+    let flags: Vec<&str> = [(wgpu::Features::SHADER_F16, "shader-f16"), (wgpu::Features::SHADER_F64, "shader-f64"), (wgpu::Features::SUBGROUP, "subgroup"), (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query")]
+        .iter()
+        .filter(|(flag, _)| f.contains(*flag))
+        .map(|(_, n)| *n)
+        .collect();
+    vec![
+        ("name".into(), i.name.clone()),
+        ("api".into(), format!("{:?}", i.backend)),
+        ("type".into(), format!("{:?}", i.device_type)),
+        ("driver".into(), format!("{} {}", i.driver, i.driver_info).trim().to_string()),
+        ("features".into(), flags.join(", ")),
+        ("max buffer".into(), mib(l.max_buffer_size)),
+        ("max storage binding".into(), mib(l.max_storage_buffer_binding_size as u64)),
+        ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),
+        ("max workgroup memory".into(), format!("{} KiB", l.max_compute_workgroup_storage_size >> 10)),
+    ]
+}

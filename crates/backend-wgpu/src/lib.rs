@@ -1,0 +1,40 @@
+//! `liandan-backend-wgpu`: the kernel trait as WGSL compute shaders run by `wgpu`, so one
+//! model trains on Metal, Vulkan and DX12 alike.
+//!
+//! Linking this crate (and naming it once: `use liandan_backend_wgpu as _;`) registers every
+//! adapter wgpu finds with `liandan_tensor::Device`; `Device::best()` then prefers a discrete
+//! GPU, then an integrated one. Software adapters (lavapipe) are listed but used only when asked
+//! for (`LIANDAN_DEVICE=gpu`).
+//!
+//! Design: dispatches are batched into one command encoder and submitted when the host needs
+//! data; buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]);
+//! pipelines are compiled once per shader variant; ops a device cannot run go to the CPU
+//! backend with a one-time warning ([`liandan_tensor::Device::fallback_report`]).
+
+mod backend;
+mod elementwise;
+mod gpu;
+mod info;
+mod kernels;
+mod pool;
+mod repr;
+mod storage;
+
+use std::sync::Arc;
+
+pub use backend::WgpuBackend;
+pub use info::{adapters, AdapterSummary};
+pub use storage::WgpuStorage;
+
+/// The shader sources, for validation tests (naga, MSL translation).
+pub mod shaders {
+    pub use crate::kernels::all_sources;
+}
+
+fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {
+    info::enumerate().into_iter().map(|a| Arc::new(WgpuBackend::new(a)) as Arc<dyn liandan_tensor::Backend>).collect()
+}
+
+liandan_tensor::inventory::submit! {
+    liandan_tensor::BackendProvider { name: "wgpu", devices }
+}

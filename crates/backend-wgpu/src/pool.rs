@@ -1,0 +1,146 @@
+//! The caching allocator: freed buffers return to a pool by size class and are reused, so a
+//! training loop that allocates the same shapes every step stops allocating after warm-up and
+//! its memory stays flat (the `torch.mps` caching-allocator behaviour, with its statistics).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use liandan_tensor::{Error, MemoryStats, Result};
+
+/// Rounds a request up to its size class: powers of two up to 4 KiB, then quarter steps
+/// between powers of two (at most 25% waste), always a multiple of 256 bytes.
+pub(crate) fn size_class(bytes: u64) -> u64 {
+    let b = bytes.max(256);
+    if b <= 4096 {
+        return b.next_power_of_two();
+    }
+    let top = 63 - b.leading_zeros() as u64; // 2^top <= b
+    let step = 1u64 << (top - 2);
+    b.div_ceil(step) * step
+}
+
+pub(crate) struct Pool {
+    device: wgpu::Device,
+    usage: wgpu::BufferUsages,
+    max_buffer: u64,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Default)]
+struct PoolState {
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    stats: MemoryStats,
+}
+
+/// A buffer on loan from the pool; it goes back when dropped.
+pub(crate) struct PooledBuffer {
+    buffer: Option<wgpu::Buffer>,
+    pool: Arc<Pool>,
+}
+
+impl PooledBuffer {
+    pub(crate) fn buffer(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("pooled buffer used after release")
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            self.pool.release(b);
+        }
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(device: wgpu::Device, max_buffer: u64) -> Arc<Pool> {
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        Arc::new(Pool { device, usage, max_buffer, state: Mutex::new(PoolState::default()) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A buffer of at least `bytes` bytes, reused from the pool when one of its class is free.
+    pub(crate) fn alloc(self: &Arc<Self>, bytes: u64, device_name: &str) -> Result<PooledBuffer> {
+        let class = size_class(bytes);
+        if class > self.max_buffer {
+            return Err(Error::Backend {
+                backend: device_name.to_string(),
+                op: "alloc",
+                detail: format!("{bytes} bytes asked for, but this device's largest buffer is {} bytes", self.max_buffer),
+            });
+        }
+        let reused = {
+            let mut st = self.lock();
+            let b = st.free.get_mut(&class).and_then(Vec::pop);
+            if b.is_some() {
+                st.stats.pooled -= class;
+                st.stats.in_use += class;
+                st.stats.peak = st.stats.peak.max(st.stats.in_use);
+            }
+            b
+        };
+        if let Some(buffer) = reused {
+            return Ok(PooledBuffer { buffer: Some(buffer), pool: self.clone() });
+        }
+        let buffer = self.create(class, device_name)?;
+        let mut st = self.lock();
+        st.stats.in_use += class;
+        st.stats.allocations += 1;
+        st.stats.peak = st.stats.peak.max(st.stats.in_use);
+        Ok(PooledBuffer { buffer: Some(buffer), pool: self.clone() })
+    }
+
+    /// Creates a buffer, turning an out-of-memory into an error (after emptying the pool once).
+    fn create(&self, class: u64, device_name: &str) -> Result<wgpu::Buffer> {
+        for attempt in 0..2 {
+            let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("liandan"), size: class, usage: self.usage, mapped_at_creation: false });
+            match pollster::block_on(scope.pop()) {
+                None => return Ok(buffer),
+                Some(_) if attempt == 0 => self.empty(),
+                Some(e) => {
+                    return Err(Error::Backend { backend: device_name.to_string(), op: "alloc", detail: format!("out of memory allocating {class} bytes: {e}") });
+                }
+            }
+        }
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    fn release(&self, buffer: wgpu::Buffer) {
+        let class = buffer.size();
+        let mut st = self.lock();
+        st.stats.in_use -= class;
+        st.stats.pooled += class;
+        st.free.entry(class).or_default().push(buffer);
+    }
+
+    pub(crate) fn stats(&self) -> MemoryStats {
+        self.lock().stats
+    }
+
+    /// Returns every pooled buffer to the driver (`torch.mps.empty_cache`).
+    pub(crate) fn empty(&self) {
+        let mut st = self.lock();
+        st.free.clear();
+        st.stats.pooled = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn size_classes_waste_at_most_a_quarter() {
+        assert_eq!(size_class(1), 256);
+        assert_eq!(size_class(300), 512);
+        assert_eq!(size_class(4096), 4096);
+        for bytes in [4097u64, 5000, 65_537, 1 << 20, (1 << 27) + 12] {
+            let c = size_class(bytes);
+            assert!(c >= bytes && c % 256 == 0 && (c - bytes) * 4 <= bytes, "{bytes} -> {c}");
+        }
+    }
+}

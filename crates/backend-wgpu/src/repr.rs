@@ -1,0 +1,107 @@
+//! How each dtype sits in GPU memory, and the WGSL prelude that lets one shader source serve
+//! every dtype.
+//!
+//! | dtype | GPU element | computed in |
+//! |---|---|---|
+//! | f32 | `f32` | f32 |
+//! | f16 | `f16` with SHADER_F16, else `f32` holding an f16-rounded value | f32, rounded on store |
+//! | bf16 | `f32` holding a bf16-rounded value | f32, rounded to bf16 on every store |
+//! | f64 | `f64` with SHADER_F64, else `vec2<u32>` words (Metal) | f64; without the feature, on the CPU |
+//! | i64 | `vec2<u32>` (low, high words) | moved and compared here; arithmetic on the CPU |
+//! | u8, bool | `u32` | moved and compared here; arithmetic on the CPU |
+//!
+//! Every kernel handles one element per invocation; sub-word stores (8- or 16-bit) would race
+//! between neighbouring invocations, which is why the small integer types take a word.
+
+use liandan_tensor::DType;
+
+/// What the adapter can hold natively.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Repr {
+    pub f16: bool,
+    pub f64: bool,
+}
+
+impl Repr {
+    pub(crate) fn new(features: wgpu::Features) -> Repr {
+        Repr { f16: features.contains(wgpu::Features::SHADER_F16), f64: features.contains(wgpu::Features::SHADER_F64) }
+    }
+
+    /// True when float kernels can compute on this dtype here.
+    pub(crate) fn computes(&self, dtype: DType) -> bool {
+        dtype.is_float() && (dtype != DType::F64 || self.f64)
+    }
+
+    /// The WGSL storage type of a dtype.
+    pub(crate) fn storage_type(&self, dtype: DType) -> &'static str {
+        match dtype {
+            DType::F32 | DType::BF16 => "f32",
+            DType::F16 if self.f16 => "f16",
+            DType::F16 => "f32",
+            DType::F64 if self.f64 => "f64",
+            DType::F64 | DType::I64 => "vec2<u32>",
+            DType::U8 | DType::Bool => "u32",
+        }
+    }
+
+    /// Bytes one element occupies on the GPU.
+    pub(crate) fn gpu_size(&self, dtype: DType) -> usize {
+        match self.storage_type(dtype) {
+            "f16" => 2,
+            "f64" | "vec2<u32>" => 8,
+            _ => 4,
+        }
+    }
+
+    /// Buffer bytes for `numel` elements (at least 4, a multiple of 4).
+    pub(crate) fn buffer_bytes(&self, dtype: DType, numel: usize) -> u64 {
+        ((numel * self.gpu_size(dtype)).max(4) as u64).next_multiple_of(4)
+    }
+
+    /// Host bytes in the tensor's dtype to GPU element bytes.
+    pub(crate) fn host_to_gpu(&self, bytes: &[u8], dtype: DType) -> Vec<u8> {
+        let widen = |v: Vec<f32>| bytemuck::cast_slice(&v).to_vec();
+        match dtype {
+            DType::BF16 => widen(bytemuck::pod_collect_to_vec::<u8, half::bf16>(bytes).iter().map(|x| x.to_f32()).collect()),
+            DType::F16 if !self.f16 => widen(bytemuck::pod_collect_to_vec::<u8, half::f16>(bytes).iter().map(|x| x.to_f32()).collect()),
+            DType::U8 | DType::Bool => bytemuck::cast_slice(&bytes.iter().map(|&b| b as u32).collect::<Vec<u32>>()).to_vec(),
+            _ => bytes.to_vec(),
+        }
+    }
+
+    /// GPU element bytes (exactly `numel` elements) to host bytes in the tensor's dtype.
+    pub(crate) fn gpu_to_host(&self, bytes: &[u8], dtype: DType) -> Vec<u8> {
+        let narrow = || bytemuck::pod_collect_to_vec::<u8, f32>(bytes);
+        match dtype {
+            DType::BF16 => bytemuck::cast_slice(&narrow().iter().map(|&x| half::bf16::from_f32(x)).collect::<Vec<_>>()).to_vec(),
+            DType::F16 if !self.f16 => bytemuck::cast_slice(&narrow().iter().map(|&x| half::f16::from_f32(x)).collect::<Vec<_>>()).to_vec(),
+            DType::U8 | DType::Bool => bytemuck::pod_collect_to_vec::<u8, u32>(bytes).iter().map(|&x| x as u8).collect(),
+            _ => bytes.to_vec(),
+        }
+    }
+
+    /// The WGSL prelude for elements of `dtype` named `name`: the storage alias `S_name` and,
+    /// for dtypes computed here, the compute alias `C_name` with `load_name(S) -> C` and
+    /// `store_name(C) -> S` (which rounds to the dtype's precision).
+    pub(crate) fn prelude(&self, name: &str, dtype: DType) -> String {
+        let s = self.storage_type(dtype);
+        let mut out = format!("alias S_{name} = {s};\n");
+        if !self.computes(dtype) {
+            return out;
+        }
+        let c = if dtype == DType::F64 { "f64" } else { "f32" };
+        out += &format!("alias C_{name} = {c};\nfn load_{name}(x: {s}) -> {c} {{ return {c}(x); }}\n");
+        out += &match dtype {
+            // Round to nearest even at bf16 precision, keeping NaN a NaN.
+            DType::BF16 => format!("fn store_{name}(x: f32) -> f32 {{\n  if (x != x) {{ return x; }}\n  let b = bitcast<u32>(x);\n  return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);\n}}\n"),
+            DType::F16 if !self.f16 => format!("fn store_{name}(x: f32) -> f32 {{ return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }}\n"),
+            _ => format!("fn store_{name}(x: {c}) -> {s} {{ return {s}(x); }}\n"),
+        };
+        out
+    }
+
+    /// `enable` directives a shader touching these dtypes needs.
+    pub(crate) fn enables(&self, dtypes: &[DType]) -> String {
+        if self.f16 && dtypes.contains(&DType::F16) { "enable f16;\n".into() } else { String::new() }
+    }
+}

@@ -1,0 +1,12 @@
+// y = x converted between dtypes, through a float of the wider side ({{TO_F}} / {{FROM_F}}).
+
+@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> y: array<S_y>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid);
+    if (i >= meta[0]) { return; }
+    let v = x[offset_of(i, 0u)];
+    y[i] = {{CONVERT}};
+}

@@ -1,0 +1,194 @@
+//! The backward rule of every recorded op, each written once from tensor ops.
+//!
+//! `backward(g, inputs, out)` receives the gradient of the op's output, the op's inputs and its
+//! output (detached), and returns one gradient per input (`None` where none is needed). Rules
+//! run with grad mode off.
+
+use crate::backend::{BinaryOp, UnaryOp, Window2d};
+use crate::device::Device;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+#[derive(Clone)]
+pub(crate) enum GradFn {
+    /// The gradient passes through unchanged (`contiguous`).
+    Identity,
+    ToDevice { from: Device },
+    Cast { from: DType },
+    Reshape { from: Vec<usize> },
+    Permute { perm: Vec<usize> },
+    Narrow { dim: usize, start: usize, full: usize },
+    Expand { from: Vec<usize> },
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Select { cond: Tensor },
+    Sum { from: Vec<usize> },
+    Extremum { dim: usize, max: bool },
+    Matmul,
+    Im2col(Window2d),
+    Col2im(Window2d),
+    MaxPool2d { window: Window2d, indices: Tensor },
+    AvgPool2d { window: Window2d, count_include_pad: bool },
+    AvgPool2dBackward { window: Window2d, count_include_pad: bool },
+    Gather { dim: usize, index: Tensor },
+    ScatterAdd { dim: usize, index: Tensor },
+    IndexSelect { dim: usize, index: Tensor },
+    Cat { dim: usize, sizes: Vec<usize> },
+    Sigmoid,
+    Tanh,
+    Softmax { dim: usize },
+    LogSoftmax { dim: usize },
+}
+
+fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
+    Ok(vec![Some(t)])
+}
+
+impl GradFn {
+    pub(crate) fn name(&self) -> String {
+        match self {
+            GradFn::Unary(op) => format!("{op:?}"),
+            GradFn::Binary(op) => format!("{op:?}"),
+            other => {
+                let s = format!("{:?}", std::mem::discriminant(other));
+                s
+            }
+        }
+    }
+
+    pub(crate) fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let x = &inputs[0];
+        match self {
+            GradFn::Identity => one(g.clone()),
+            GradFn::ToDevice { from } => one(g.to_device(from)?),
+            GradFn::Cast { from } => one(g.to_dtype(*from)?),
+            GradFn::Reshape { from } => one(g.reshape(from)?),
+            GradFn::Permute { perm } => {
+                let mut inv = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inv[p] = i;
+                }
+                one(g.permute(&inv)?)
+            }
+            GradFn::Narrow { dim, start, full } => {
+                let len = g.shape()[*dim];
+                let mut parts = Vec::new();
+                let pad = |n: usize| -> Result<Tensor> {
+                    let mut s = g.shape().to_vec();
+                    s[*dim] = n;
+                    Tensor::zeros(&s, g.dtype(), g.device())
+                };
+                if *start > 0 {
+                    parts.push(pad(*start)?);
+                }
+                parts.push(g.clone());
+                if start + len < *full {
+                    parts.push(pad(full - start - len)?);
+                }
+                let refs: Vec<&Tensor> = parts.iter().collect();
+                one(Tensor::cat(&refs, *dim)?)
+            }
+            GradFn::Expand { from } => one(g.sum_to(from)?),
+            GradFn::Unary(op) => one(unary_backward(*op, g, x, out)?),
+            GradFn::Binary(op) => binary_backward(*op, g, x, &inputs[1], out),
+            GradFn::Select { cond } => {
+                let zero = g.scalar_like(0.0)?;
+                let (a, b) = (&inputs[0], &inputs[1]);
+                Ok(vec![
+                    Some(Tensor::where_cond(cond, g, &zero)?.sum_to(a.shape())?),
+                    Some(Tensor::where_cond(cond, &zero, g)?.sum_to(b.shape())?),
+                ])
+            }
+            GradFn::Sum { from } => one(g.expand(from)?),
+            GradFn::Extremum { dim, max } => {
+                let idx = if *max { x.argmax(*dim, true)? } else { x.argmin(*dim, true)? };
+                one(x.zeros_like()?.scatter_add(*dim, &idx, g)?)
+            }
+            GradFn::Matmul => {
+                let (a, b) = (&inputs[0], &inputs[1]);
+                let ga = if a.requires_grad() { Some(g.matmul(&b.t()?)?.sum_to(a.shape())?) } else { None };
+                let gb = if b.requires_grad() { Some(a.t()?.matmul(g)?.sum_to(b.shape())?) } else { None };
+                Ok(vec![ga, gb])
+            }
+            GradFn::Im2col(w) => one(g.col2im_window(*w)?),
+            GradFn::Col2im(w) => one(g.im2col_window(*w)?),
+            GradFn::MaxPool2d { window: w, indices } => {
+                let (planes, l) = (w.n * w.c, w.out_h() * w.out_w());
+                let zeros = Tensor::zeros(&[planes, w.h * w.w], g.dtype(), g.device())?;
+                let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &g.reshape(&[planes, l])?)?;
+                one(dx.reshape(&[w.n, w.c, w.h, w.w])?)
+            }
+            GradFn::AvgPool2d { window, count_include_pad } => one(g.avg_pool2d_backward_window(*window, *count_include_pad)?),
+            GradFn::AvgPool2dBackward { window, count_include_pad } => one(g.avg_pool2d_window(*window, *count_include_pad)?),
+            GradFn::Gather { dim, index } => one(x.zeros_like()?.scatter_add(*dim, index, g)?),
+            GradFn::ScatterAdd { dim, index } => Ok(vec![Some(g.clone()), Some(g.gather(*dim, index)?)]),
+            GradFn::IndexSelect { dim, index } => {
+                let mut shape = vec![1; g.rank()];
+                shape[*dim] = index.numel();
+                let full = index.reshape(&shape)?.expand(g.shape())?.contiguous()?;
+                one(x.zeros_like()?.scatter_add(*dim, &full, g)?)
+            }
+            GradFn::Cat { dim, sizes } => {
+                let mut start = 0;
+                let mut grads = Vec::with_capacity(sizes.len());
+                for &s in sizes {
+                    grads.push(Some(g.narrow(*dim, start, s)?));
+                    start += s;
+                }
+                Ok(grads)
+            }
+            GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
+            GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
+            GradFn::Softmax { dim } => {
+                let dot = g.mul(out)?.sum(&[*dim], true)?;
+                one(out.mul(&g.sub(&dot)?)?)
+            }
+            GradFn::LogSoftmax { dim } => {
+                let total = g.sum(&[*dim], true)?;
+                one(g.sub(&out.exp()?.mul(&total)?)?)
+            }
+        }
+    }
+}
+
+fn unary_backward(op: UnaryOp, g: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    match op {
+        UnaryOp::Neg => g.neg(),
+        UnaryOp::Abs => g.mul(&x.sign()?),
+        // Piecewise constant: zero gradient almost everywhere, as PyTorch.
+        UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => g.zeros_like(),
+        UnaryOp::Exp => g.mul(y),
+        UnaryOp::Log => g.div(x),
+        UnaryOp::Sqrt => g.div(&y.mul_scalar(2.0)?),
+        UnaryOp::Recip => g.mul(&y.square()?)?.neg(),
+        UnaryOp::Sin => g.mul(&x.cos()?),
+        UnaryOp::Cos => g.mul(&x.sin()?)?.neg(),
+        UnaryOp::Erf => g.mul(&x.square()?.neg()?.exp()?.mul_scalar(std::f64::consts::FRAC_2_SQRT_PI)?),
+    }
+}
+
+fn binary_backward(op: BinaryOp, g: &Tensor, a: &Tensor, b: &Tensor, y: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    let (ga, gb) = match op {
+        BinaryOp::Add => (g.clone(), g.clone()),
+        BinaryOp::Sub => (g.clone(), g.neg()?),
+        BinaryOp::Mul => (g.mul(b)?, g.mul(a)?),
+        BinaryOp::Div => (g.div(b)?, g.mul(y)?.div(b)?.neg()?),
+        BinaryOp::Pow => {
+            let ga = g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
+            // d/db a^b = a^b log a; where a <= 0 the log is undefined and PyTorch's convention
+            // (zero where the base is zero) keeps it finite.
+            let positive = a.gt_scalar(0.0)?;
+            let safe_log = Tensor::where_cond(&positive, &a.log()?, &a.scalar_like(0.0)?)?;
+            (ga, g.mul(y)?.mul(&safe_log)?)
+        }
+        BinaryOp::Maximum | BinaryOp::Minimum => {
+            let a_wins = if op == BinaryOp::Maximum { a.ge(b)? } else { a.le(b)? };
+            let zero = g.scalar_like(0.0)?;
+            (Tensor::where_cond(&a_wins, g, &zero)?, Tensor::where_cond(&a_wins, &zero, g)?)
+        }
+    };
+    let ga = if a.requires_grad() { Some(ga.sum_to(a.shape())?) } else { None };
+    let gb = if b.requires_grad() { Some(gb.sum_to(b.shape())?) } else { None };
+    Ok(vec![ga, gb])
+}

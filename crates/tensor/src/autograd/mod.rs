@@ -1,0 +1,185 @@
+//! Reverse-mode autograd above the backends.
+//!
+//! Every recorded op leaves a [`Node`] on its result: the backward rule ([`GradFn`]) and the
+//! input tensors it needs. [`Tensor::backward`] walks the graph once in reverse topological
+//! order, summing gradients per tensor; at leaves that require grad it adds them to `.grad()`,
+//! so gradients accumulate across calls until cleared (gradient accumulation relies on this).
+//! Each node's rule and inputs are dropped as soon as it has run, which frees the graph and its
+//! saved tensors; a second backward through the same graph is an error unless the first kept
+//! it (`backward_with(.., retain_graph: true)`).
+
+mod grad_fn;
+
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+pub(crate) use grad_fn::GradFn;
+
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// One recorded op in the graph.
+pub(crate) struct Node {
+    /// `None` once backward has freed it.
+    state: Mutex<Option<(GradFn, Vec<Tensor>)>>,
+}
+
+impl Node {
+    pub(crate) fn new(grad_fn: GradFn, inputs: Vec<Tensor>) -> Node {
+        Node { state: Mutex::new(Some((grad_fn, inputs))) }
+    }
+
+    fn inputs(&self) -> Option<Vec<Tensor>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, i)| i.clone())
+    }
+}
+
+impl Drop for Node {
+    /// Frees a chain of nodes iteratively: the default recursive drop (node -> its inputs ->
+    /// their nodes -> ...) overflows the stack on a deep graph that is dropped without backward,
+    /// such as a long RNN evaluated with grad on.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        let mut stack: Vec<Tensor> = state.map(|(_, inputs)| inputs).unwrap_or_default();
+        while let Some(t) = stack.pop() {
+            // Only a tensor this chain owns outright can be taken apart; a shared one stays alive.
+            let Ok(inner) = std::sync::Arc::try_unwrap(t.0) else { continue };
+            let Some(node) = inner.node else { continue };
+            let Ok(mut node) = std::sync::Arc::try_unwrap(node) else { continue };
+            if let Some((_, inputs)) = node.state.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+                stack.extend(inputs);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// True unless inside [`no_grad`] (per thread).
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Turns graph recording off until dropped, like `torch.no_grad()`.
+pub struct NoGradGuard {
+    prev: bool,
+}
+
+impl NoGradGuard {
+    pub fn new() -> NoGradGuard {
+        NoGradGuard { prev: GRAD_ENABLED.with(|g| g.replace(false)) }
+    }
+}
+
+impl Default for NoGradGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for NoGradGuard {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.prev));
+    }
+}
+
+/// Runs `f` without recording the graph.
+pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    let _guard = NoGradGuard::new();
+    f()
+}
+
+/// Tensors reachable from `root` through recorded nodes, each after all tensors that use it.
+fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    // Iterative post-order DFS: deep graphs (an RNN over a long sequence) must not overflow the stack.
+    let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
+    while let Some((t, expanded)) = stack.pop() {
+        if expanded {
+            order.push(t);
+            continue;
+        }
+        if !seen.insert(t.id()) {
+            continue;
+        }
+        stack.push((t.clone(), true));
+        if let Some(node) = t.node() {
+            let inputs = node.inputs().ok_or_else(|| {
+                Error::Autograd("this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into())
+            })?;
+            for i in inputs.into_iter().filter(|i| i.requires_grad()) {
+                if !seen.contains(&i.id()) {
+                    stack.push((i, false));
+                }
+            }
+        }
+    }
+    order.reverse();
+    Ok(order)
+}
+
+impl Tensor {
+    /// Computes the gradient of this one-element tensor with respect to every leaf that
+    /// requires grad, adding it to their `.grad()`, then frees the graph.
+    pub fn backward(&self) -> Result<()> {
+        if self.numel() != 1 {
+            return Err(Error::Autograd(format!("backward() needs a one-element tensor, got shape {:?}; use backward_with to pass a gradient", self.shape())));
+        }
+        self.backward_with(&self.ones_like()?, false)
+    }
+
+    /// Backpropagates `grad` (shaped like `self`). With `retain_graph` the graph is kept for
+    /// another backward.
+    pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) -> Result<()> {
+        if !self.requires_grad() {
+            return Err(Error::Autograd("this tensor does not require grad: no input was marked with set_requires_grad(true), or it was computed under no_grad".into()));
+        }
+        if grad.shape() != self.shape() {
+            return Err(Error::shape("backward", self.shape(), grad.shape(), "output and gradient must have the same shape"));
+        }
+        let _guard = NoGradGuard::new();
+        let order = topo_order(self)?;
+        let mut grads: HashMap<u64, Tensor> = HashMap::new();
+        grads.insert(self.id(), grad.detach());
+        for t in order {
+            let Some(g) = grads.remove(&t.id()) else { continue };
+            let Some(node) = t.node() else {
+                // A leaf: accumulate into .grad.
+                if t.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed) {
+                    let total = match t.grad() {
+                        Some(old) => old.add(&g)?,
+                        None => g.contiguous()?,
+                    };
+                    t.set_grad(Some(total));
+                }
+                continue;
+            };
+            let (grad_fn, inputs) = {
+                let mut state = node.state.lock().unwrap_or_else(|e| e.into_inner());
+                let taken = if retain_graph { state.clone() } else { state.take() };
+                taken.ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?
+            };
+            let input_grads = grad_fn.backward(&g, &inputs, &t.detach())?;
+            for (input, ig) in inputs.iter().zip(input_grads) {
+                let Some(ig) = ig else { continue };
+                if !input.requires_grad() {
+                    continue;
+                }
+                if ig.shape() != input.shape() {
+                    return Err(Error::Autograd(format!("internal: the {} rule gave a gradient of shape {:?} for an input of shape {:?}", grad_fn.name(), ig.shape(), input.shape())));
+                }
+                let ig = if ig.dtype() != input.dtype() { ig.to_dtype(input.dtype())? } else { ig };
+                let total = match grads.remove(&input.id()) {
+                    Some(old) => old.add(&ig)?,
+                    None => ig,
+                };
+                grads.insert(input.id(), total);
+            }
+        }
+        Ok(())
+    }
+}

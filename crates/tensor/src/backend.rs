@@ -1,0 +1,253 @@
+//! The kernel trait every backend implements, and the closed set of primitive ops.
+//!
+//! A backend runs forward kernels only: it knows nothing of autograd. Every method takes its
+//! inputs as [`Strided`] views and returns a fresh, contiguous (row-major) [`Storage`]. Shapes,
+//! dtypes and devices have already been checked by `liandan-tensor`, so a backend only fails for
+//! its own reasons (out of memory, device lost) or for index values it finds out of range.
+//! `docs/adding-an-op.md` lists the primitives and why each is one.
+
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::layout::Layout;
+
+/// A backend's buffer. Backends downcast it back to their own type with [`BackendStorage::as_any`].
+pub trait BackendStorage: Any + Send + Sync + Debug {
+    fn as_any(&self) -> &dyn Any;
+    /// Bytes held by this buffer.
+    fn size_in_bytes(&self) -> usize;
+}
+
+/// Shared handle to a backend buffer. Views share one.
+pub type Storage = Arc<dyn BackendStorage>;
+
+/// A strided view of a storage: what every kernel reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Strided<'a> {
+    pub storage: &'a dyn BackendStorage,
+    pub layout: &'a Layout,
+    pub dtype: DType,
+}
+
+/// Elementwise functions of one float argument. Integer dtypes accept `Neg`, `Abs` and `Sign`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Exp,
+    Log,
+    Sqrt,
+    Recip,
+    Sin,
+    Cos,
+    /// The Gauss error function, for exact GELU.
+    Erf,
+    Floor,
+    Ceil,
+    /// Round half to even, as `torch.round`.
+    Round,
+}
+
+/// Elementwise functions of two arguments of the same dtype (broadcast already applied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// True division for floats; for integers, division rounding toward negative infinity
+    /// (`torch.div(rounding_mode="floor")`), and an error on division by zero.
+    Div,
+    /// Floats only.
+    Pow,
+    Maximum,
+    Minimum,
+}
+
+/// Elementwise comparisons; the result is `Bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Reductions along the middle axis of a contiguous `[outer, len, inner]` view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Accumulates in f32 for f16/bf16, in i64 for integers and bools.
+    Sum,
+    Max,
+    Min,
+    /// Index (`I64`) of the first maximum.
+    ArgMax,
+    /// Index (`I64`) of the first minimum.
+    ArgMin,
+}
+
+/// How to fill a tensor with random values. All backends draw the same values from the same
+/// seed: element `i` of the result is a function of `(seed, i)` alone, defined in [`crate::rng`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Distribution {
+    /// Uniform on `[low, high)`.
+    Uniform { low: f64, high: f64 },
+    /// Normal with the given mean and standard deviation.
+    Normal { mean: f64, std: f64 },
+    /// 1 with probability `p`, else 0.
+    Bernoulli { p: f64 },
+}
+
+/// The geometry of a 2-D sliding window over a `[N, C, H, W]` input, shared by convolution
+/// (through im2col/col2im) and pooling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window2d {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+}
+
+impl Window2d {
+    /// Output height: `floor((H + 2p - d(k-1) - 1) / s) + 1`, as PyTorch.
+    pub fn out_h(&self) -> usize {
+        (self.h + 2 * self.padding.0 - self.dilation.0 * (self.kernel.0 - 1) - 1) / self.stride.0 + 1
+    }
+
+    pub fn out_w(&self) -> usize {
+        (self.w + 2 * self.padding.1 - self.dilation.1 * (self.kernel.1 - 1) - 1) / self.stride.1 + 1
+    }
+
+    /// Rows of the im2col matrix: `C * kh * kw`.
+    pub fn col_rows(&self) -> usize {
+        self.c * self.kernel.0 * self.kernel.1
+    }
+
+    /// Columns of the im2col matrix: `out_h * out_w`.
+    pub fn col_cols(&self) -> usize {
+        self.out_h() * self.out_w()
+    }
+}
+
+/// What a device is, for `Device::best()` and `liandan info`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceKind {
+    Cpu,
+    /// A software rasterizer posing as a GPU (lavapipe); picked only when asked for.
+    SoftwareGpu,
+    IntegratedGpu,
+    DiscreteGpu,
+}
+
+/// The kernel trait. One implementation per backend; see the module docs for the contract.
+///
+/// Layout conventions, shared by all backends:
+/// - `im2col` maps `[N, C, H, W]` to `[N, C*kh*kw, out_h*out_w]`, row `c*kh*kw + i*kw + j`
+///   (PyTorch's `unfold`); padded positions read `pad_value`.
+/// - `col2im` is its adjoint: it sums the columns back into `[N, C, H, W]`.
+/// - pooling indices are `I64` offsets `h*W + w` within each `[H, W]` plane (PyTorch's).
+pub trait Backend: Send + Sync + Debug + 'static {
+    /// A human-readable name, e.g. `cpu` or `NVIDIA H200 (Vulkan)`.
+    fn name(&self) -> String;
+    fn kind(&self) -> DeviceKind;
+
+    /// Copies host bytes (native endian, `dtype` elements) into a new buffer.
+    fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage>;
+    /// Copies a view back to the host as contiguous native-endian bytes. Waits for pending work.
+    fn to_host(&self, src: Strided) -> Result<Vec<u8>>;
+    /// A buffer of `numel` elements all equal to `value` (converted to `dtype`).
+    fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage>;
+    /// Seeded random fill; see [`Distribution`].
+    fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage>;
+
+    /// Materializes a view in row-major order (also how views become contiguous).
+    fn copy(&self, src: Strided) -> Result<Storage>;
+    /// Converts element type; float to integer truncates toward zero, anything to bool is `!= 0`.
+    fn cast(&self, src: Strided, to: DType) -> Result<Storage>;
+
+    fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage>;
+    /// `lhs` and `rhs` have the same shape (broadcasting is done with zero strides) and dtype.
+    fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage>;
+    /// Result dtype is `Bool`.
+    fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage>;
+    /// `cond ? on_true : on_false`, all of one shape; `cond` is `Bool`.
+    fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage>;
+
+    /// Reduces axis 1 of the contiguous view `x` of shape `[outer, len, inner]` to
+    /// `[outer, inner]`. `len` is at least 1.
+    fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage>;
+
+    /// Batched matrix product of `lhs` `[B, M, K]` and `rhs` `[B, K, N]` into `[B, M, N]`.
+    /// Either view may have any strides (a stride of 0 on B broadcasts; transposes are free).
+    fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage>;
+
+    /// Unfolds sliding windows of the contiguous `[N, C, H, W]` input `x`.
+    fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage>;
+    /// Folds `[N, C*kh*kw, L]` columns back to `[N, C, H, W]`, summing overlaps.
+    fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage>;
+
+    /// Max pooling of the contiguous `[N, C, H, W]` input: values and `I64` argmax indices,
+    /// both `[N, C, out_h, out_w]`. Padding never wins.
+    fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)>;
+    /// Average pooling; `count_include_pad` as PyTorch. Dilation is 1.
+    fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage>;
+    /// The adjoint of [`Backend::avg_pool2d`]: spreads `[N, C, out_h, out_w]` gradients over
+    /// `[N, C, H, W]`.
+    fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage>;
+
+    /// `out[.., i, ..] = src[.., index[.., i, ..], ..]` along `dim`; `index` (`I64`) has the
+    /// rank of `src` and sizes no larger than `src`'s off `dim`. Out-of-range indices are errors.
+    fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage>;
+    /// A copy of `dst` with `src` added at `index` along `dim` (`index` and `src` share a
+    /// shape, no larger than `dst` off `dim`).
+    fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage>;
+    /// Picks the entries of the 1-D `I64` `index` along `dim`.
+    fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage>;
+    /// Joins views of equal rank and dtype along `dim`.
+    fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage>;
+
+    /// Waits until all submitted work has finished. A no-op for synchronous backends.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Allocator statistics, for backends with a caching allocator (`torch.mps` style).
+    fn memory_stats(&self) -> Option<MemoryStats> {
+        None
+    }
+
+    /// Returns cached, unused buffers to the driver.
+    fn empty_cache(&self) {}
+
+    /// Ops this device handed to the CPU because it cannot run them, with how often.
+    fn fallback_report(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Facts about the device for `liandan info`: name, API, type, features, limits, memory.
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![("name".into(), self.name())]
+    }
+}
+
+/// Memory held by a device's caching allocator, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes in buffers owned by live tensors.
+    pub in_use: u64,
+    /// Bytes in freed buffers kept for reuse.
+    pub pooled: u64,
+    /// The most `in_use` has ever been.
+    pub peak: u64,
+    /// Buffers created from the driver so far (reuses not counted): flat after warm-up.
+    pub allocations: u64,
+}

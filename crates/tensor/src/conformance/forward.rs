@@ -1,0 +1,183 @@
+//! Forward results against independent float64 reference code on plain `Vec<f64>`: the list of
+//! forward tests and the index arithmetic the `forward_*` files share.
+//!
+//! Reference code never calls a tensor op: expected values come from loops over host vectors,
+//! computed from the inputs as their dtype stores them.
+
+use super::assert_close;
+use crate::{DType, Result, Tensor};
+
+/// Defines the forward tests for `$device`: one `#[test]` per check.
+#[macro_export]
+macro_rules! conformance_forward_tests {
+    ($device:expr) => {
+        #[test] fn forward_creation() { $crate::conformance::forward_create::creation(&$device) }
+        #[test] fn forward_arange() { $crate::conformance::forward_create::arange(&$device) }
+        #[test] fn forward_from_slice() { $crate::conformance::forward_create::from_slice(&$device) }
+        #[test] fn forward_random() { $crate::conformance::forward_create::random(&$device) }
+        #[test] fn forward_random_moments() { $crate::conformance::forward_create::random_moments(&$device) }
+        #[test] fn forward_reshape() { $crate::conformance::forward_views::reshape(&$device) }
+        #[test] fn forward_permute() { $crate::conformance::forward_views::permute(&$device) }
+        #[test] fn forward_narrow_select() { $crate::conformance::forward_views::narrow_select(&$device) }
+        #[test] fn forward_split_chunk() { $crate::conformance::forward_views::split_chunk(&$device) }
+        #[test] fn forward_expand_squeeze() { $crate::conformance::forward_views::expand_squeeze(&$device) }
+        #[test] fn forward_unary() { $crate::conformance::forward_unary::unary(&$device) }
+        #[test] fn forward_unary_special() { $crate::conformance::forward_unary::unary_special(&$device) }
+        #[test] fn forward_unary_int() { $crate::conformance::forward_unary::unary_int(&$device) }
+        #[test] fn forward_unary_dtypes() { $crate::conformance::forward_unary::unary_dtypes(&$device) }
+        #[test] fn forward_binary() { $crate::conformance::forward_binary::binary(&$device) }
+        #[test] fn forward_binary_scalar() { $crate::conformance::forward_binary::binary_scalar(&$device) }
+        #[test] fn forward_binary_int_bool() { $crate::conformance::forward_binary::binary_int_bool(&$device) }
+        #[test] fn forward_binary_dtypes() { $crate::conformance::forward_binary::binary_dtypes(&$device) }
+        #[test] fn forward_shape_errors() { $crate::conformance::forward_binary::shape_errors(&$device) }
+        #[test] fn forward_compare() { $crate::conformance::forward_compare::compare(&$device) }
+        #[test] fn forward_where_cond() { $crate::conformance::forward_compare::where_cond(&$device) }
+        #[test] fn forward_cast() { $crate::conformance::forward_compare::cast(&$device) }
+        #[test] fn forward_cast_rounding() { $crate::conformance::forward_compare::cast_rounding(&$device) }
+        #[test] fn forward_sum_mean() { $crate::conformance::forward_reduce::sum_mean(&$device) }
+        #[test] fn forward_var() { $crate::conformance::forward_reduce::var(&$device) }
+        #[test] fn forward_extrema() { $crate::conformance::forward_reduce::extrema(&$device) }
+        #[test] fn forward_reduce_dtypes() { $crate::conformance::forward_reduce::reduce_dtypes(&$device) }
+        #[test] fn forward_matmul() { $crate::conformance::forward_matmul::matmul(&$device) }
+        #[test] fn forward_matmul_vectors() { $crate::conformance::forward_matmul::matmul_vectors(&$device) }
+        #[test] fn forward_matmul_batched() { $crate::conformance::forward_matmul::matmul_batched(&$device) }
+        #[test] fn forward_matmul_dtypes() { $crate::conformance::forward_matmul::matmul_dtypes(&$device) }
+        #[test] fn forward_im2col_col2im() { $crate::conformance::forward_conv::im2col_col2im(&$device) }
+        #[test] fn forward_conv2d() { $crate::conformance::forward_conv::conv2d(&$device) }
+        #[test] fn forward_conv2d_dtypes() { $crate::conformance::forward_conv::conv2d_dtypes(&$device) }
+        #[test] fn forward_max_pool2d() { $crate::conformance::forward_conv::max_pool2d(&$device) }
+        #[test] fn forward_avg_pool2d() { $crate::conformance::forward_conv::avg_pool2d(&$device) }
+        #[test] fn forward_gather_scatter() { $crate::conformance::forward_index::gather_scatter(&$device) }
+        #[test] fn forward_index_select() { $crate::conformance::forward_index::index_select(&$device) }
+        #[test] fn forward_cat_stack() { $crate::conformance::forward_index::cat_stack(&$device) }
+        #[test] fn forward_activations() { $crate::conformance::forward_nn::activations(&$device) }
+        #[test] fn forward_activations_dtypes() { $crate::conformance::forward_nn::activations_dtypes(&$device) }
+        #[test] fn forward_softmax() { $crate::conformance::forward_nn::softmax(&$device) }
+        #[test] fn forward_layer_norm() { $crate::conformance::forward_nn::layer_norm(&$device) }
+        #[test] fn forward_batch_norm() { $crate::conformance::forward_nn::batch_norm(&$device) }
+        #[test] fn forward_dropout() { $crate::conformance::forward_nn::dropout(&$device) }
+        #[test] fn forward_losses() { $crate::conformance::forward_loss::losses(&$device) }
+        #[test] fn forward_losses_extreme() { $crate::conformance::forward_loss::losses_extreme(&$device) }
+    };
+}
+
+/// Row-major multi-index of element `flat` of `shape`.
+pub fn unravel(flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    let mut rem = flat;
+    for d in (0..shape.len()).rev() {
+        idx[d] = rem % shape[d];
+        rem /= shape[d];
+    }
+    idx
+}
+
+/// Row-major position of `idx` in `shape`.
+pub fn ravel(idx: &[usize], shape: &[usize]) -> usize {
+    idx.iter().zip(shape).fold(0, |acc, (&i, &s)| acc * s + i)
+}
+
+/// Position in `shape` of the element that broadcasting maps to `idx` of a result of equal or
+/// higher rank (shapes right-aligned, size-1 axes repeated).
+pub fn broadcast_ravel(idx: &[usize], shape: &[usize]) -> usize {
+    let lead = idx.len() - shape.len();
+    shape.iter().enumerate().fold(0, |acc, (i, &s)| acc * s + if s == 1 { 0 } else { idx[lead + i] })
+}
+
+/// The broadcast of two shapes (the caller only passes compatible ones).
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let rank = a.len().max(b.len());
+    let get = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    (0..rank).map(|i| get(a, i).max(get(b, i))).collect()
+}
+
+/// `f(a, b)` elementwise with broadcasting; returns the values and the result shape.
+pub fn ref_zip(a: &[f64], ash: &[usize], b: &[f64], bsh: &[usize], f: impl Fn(f64, f64) -> f64) -> (Vec<f64>, Vec<usize>) {
+    let shape = broadcast_shape(ash, bsh);
+    let n: usize = shape.iter().product();
+    let out = (0..n)
+        .map(|flat| {
+            let idx = unravel(flat, &shape);
+            f(a[broadcast_ravel(&idx, ash)], b[broadcast_ravel(&idx, bsh)])
+        })
+        .collect();
+    (out, shape)
+}
+
+/// Applies `f` to the values of each group that reducing `dims` of `shape` merges (each group in
+/// row-major order of the reduced axes); returns the results and the keepdim shape.
+pub fn ref_reduce(v: &[f64], shape: &[usize], dims: &[usize], f: impl Fn(&[f64]) -> f64) -> (Vec<f64>, Vec<usize>) {
+    let mut keep = shape.to_vec();
+    for &d in dims {
+        keep[d] = 1;
+    }
+    let mut groups = vec![Vec::new(); keep.iter().product()];
+    for (flat, &x) in v.iter().enumerate() {
+        let mut idx = unravel(flat, shape);
+        for &d in dims {
+            idx[d] = 0;
+        }
+        groups[ravel(&idx, &keep)].push(x);
+    }
+    (groups.iter().map(|g| f(g)).collect(), keep)
+}
+
+/// `keep` with the axes in `dims` removed (the shape of a reduction without keepdim).
+pub fn drop_dims(keep: &[usize], dims: &[usize]) -> Vec<usize> {
+    keep.iter().enumerate().filter(|(i, _)| !dims.contains(i)).map(|(_, &s)| s).collect()
+}
+
+/// The Gauss error function to ~1e-15, from `erf(x) = 2/sqrt(pi) exp(-x^2) sum_n 2^n x^(2n+1) /
+/// (2n+1)!!`, whose terms are all positive (no cancellation, unlike the Taylor series).
+pub fn ref_erf(x: f64) -> f64 {
+    let a = x.abs();
+    if a > 6.0 {
+        return x.signum();
+    }
+    let (mut term, mut sum, mut n) = (a, a, 0.0);
+    while term > 1e-17 * sum {
+        n += 1.0;
+        term *= 2.0 * a * a / (2.0 * n + 1.0);
+        sum += term;
+    }
+    x.signum() * 2.0 / std::f64::consts::PI.sqrt() * (-a * a).exp() * sum
+}
+
+/// `v` as `dtype` stores it (host-side rounding, for references on reduced-precision outputs).
+pub fn rounded(v: &[f64], dtype: DType) -> Vec<f64> {
+    crate::dtype::bytes_to_f64(&crate::dtype::f64_to_bytes(v, dtype), dtype)
+}
+
+/// Asserts that an op succeeded with `shape` and values close to `want`.
+#[track_caller]
+pub fn check(what: &str, got: &Result<Tensor>, shape: &[usize], want: &[f64], atol: f64, rtol: f64) {
+    let t = match got {
+        Ok(t) => t,
+        Err(e) => panic!("{what}: op failed: {e}"),
+    };
+    assert_eq!(t.shape(), shape, "{what}: shape");
+    let v = t.to_vec_f64().unwrap_or_else(|e| panic!("{what}: read-back failed: {e}"));
+    assert_close(what, &v, want, atol, rtol);
+}
+
+/// Asserts that `r` is an error and returns its message.
+#[track_caller]
+pub fn expect_err<T>(what: &str, r: Result<T>) -> String {
+    match r {
+        Ok(_) => panic!("{what}: expected an error, got Ok"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_reference_matches_known_values() {
+        // erf(0.5), erf(1), erf(2), erf(3) to 16 digits (DLMF tables).
+        for (x, want) in [(0.5, 0.520_499_877_813_046_5), (1.0, 0.842_700_792_949_714_9), (2.0, 0.995_322_265_018_952_7), (3.0, 0.999_977_909_503_001_4)] {
+            assert!((ref_erf(x) - want).abs() < 1e-14 && (ref_erf(-x) + want).abs() < 1e-14, "erf({x}) = {}", ref_erf(x));
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Gradient checks of the composites: activations, softmax family, normalization, dropout and
+//! losses (each under every `Reduction`).
+
+use super::grads::{check_grads, index, leaf, positive_leaf, strided_leaf};
+use crate::{Device, Reduction, Tensor};
+
+const REDUCTIONS: [Reduction; 3] = [Reduction::None, Reduction::Mean, Reduction::Sum];
+
+pub fn relu_leaky_relu(d: &Device) {
+    // values() keeps |x| >= 0.1, away from the kink.
+    check_grads("relu", &[leaf(d, &[33], 1)], |x| x[0].relu(), 1e-7, 1e-6);
+    check_grads("relu strided", &[strided_leaf(d, &[7, 3], 2)], |x| x[0].relu(), 1e-7, 1e-6);
+    check_grads("leaky_relu", &[strided_leaf(d, &[7, 5], 3)], |x| x[0].leaky_relu(0.1), 1e-7, 1e-6);
+}
+
+pub fn sigmoid_tanh(d: &Device) {
+    check_grads("sigmoid", &[leaf(d, &[33], 4)], |x| x[0].sigmoid(), 1e-7, 1e-6);
+    check_grads("tanh", &[strided_leaf(d, &[7, 5], 5)], |x| x[0].tanh(), 1e-7, 1e-6);
+    // Scaled to |x| up to 40: the closed-form rules stay finite where the tails saturate.
+    check_grads("sigmoid saturating", &[leaf(d, &[33], 6)], |x| x[0].mul_scalar(20.0)?.sigmoid(), 1e-6, 1e-5);
+    check_grads("tanh saturating", &[leaf(d, &[33], 7)], |x| x[0].mul_scalar(20.0)?.tanh(), 1e-6, 1e-5);
+}
+
+pub fn gelu_silu_softplus(d: &Device) {
+    check_grads("gelu", &[leaf(d, &[33], 8)], |x| x[0].gelu(), 1e-7, 1e-6);
+    check_grads("silu", &[strided_leaf(d, &[7, 3], 9)], |x| x[0].silu(), 1e-7, 1e-6);
+    check_grads("softplus", &[leaf(d, &[33], 10)], |x| x[0].softplus(), 1e-7, 1e-6);
+    check_grads("softplus strided, scaled", &[strided_leaf(d, &[5, 7], 11)], |x| x[0].mul_scalar(10.0)?.softplus(), 1e-6, 1e-5);
+}
+
+pub fn logsumexp(d: &Device) {
+    check_grads("logsumexp dim 1", &[leaf(d, &[4, 7], 12)], |x| x[0].logsumexp(1usize, false), 1e-7, 1e-6);
+    check_grads("logsumexp dim 0 keepdim, strided", &[strided_leaf(d, &[5, 3], 13)], |x| x[0].logsumexp(0usize, true), 1e-7, 1e-6);
+    check_grads("logsumexp [1]", &[leaf(d, &[1], 14)], |x| x[0].logsumexp(-1isize, false), 1e-7, 1e-6);
+}
+
+pub fn softmax(d: &Device) {
+    let x = leaf(d, &[5, 7], 15);
+    check_grads("softmax dim 0", std::slice::from_ref(&x), |x| x[0].softmax(0usize), 1e-7, 1e-6);
+    check_grads("softmax dim -1", &[x], |x| x[0].softmax(-1isize), 1e-7, 1e-6);
+    check_grads("softmax middle dim, strided", &[strided_leaf(d, &[3, 7, 5], 16)], |x| x[0].softmax(1usize), 1e-7, 1e-6);
+}
+
+pub fn log_softmax(d: &Device) {
+    let x = leaf(d, &[5, 7], 17);
+    check_grads("log_softmax dim 0", std::slice::from_ref(&x), |x| x[0].log_softmax(0usize), 1e-7, 1e-6);
+    check_grads("log_softmax dim -1", &[x], |x| x[0].log_softmax(-1isize), 1e-7, 1e-6);
+    check_grads("log_softmax middle dim, strided", &[strided_leaf(d, &[3, 7, 5], 18)], |x| x[0].log_softmax(1usize), 1e-7, 1e-6);
+}
+
+pub fn layer_norm(d: &Device) {
+    let (x, w, b) = (leaf(d, &[3, 7], 19), leaf(d, &[7], 20), leaf(d, &[7], 21));
+    check_grads("layer_norm last dim", &[x, w, b], |x| x[0].layer_norm(1, Some(&x[1]), Some(&x[2]), 1e-5), 1e-6, 1e-5);
+    let (x, w, b) = (strided_leaf(d, &[2, 3, 5], 22), leaf(d, &[3, 5], 23), strided_leaf(d, &[3, 5], 24));
+    check_grads("layer_norm last 2 dims, strided", &[x, w, b], |x| x[0].layer_norm(2, Some(&x[1]), Some(&x[2]), 1e-5), 1e-6, 1e-5);
+    check_grads("layer_norm no affine", &[leaf(d, &[4, 33], 25)], |x| x[0].layer_norm(1, None, None, 1e-5), 1e-6, 1e-5);
+}
+
+/// Training mode normalizes with batch statistics; the running statistics are passed (and
+/// updated in place on every forward, harmlessly) but are not inputs of the check.
+pub fn batch_norm_train(d: &Device) {
+    let (rm, rv) = (leaf(d, &[3], 26), positive_leaf(d, &[3], 27, 0.5, 2.0));
+    let (x, w, b) = (leaf(d, &[4, 3, 5], 28), leaf(d, &[3], 29), leaf(d, &[3], 30));
+    check_grads("batch_norm train [N, C, L]", &[x, w, b], move |x| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5), 1e-6, 1e-5);
+    let (x, w) = (strided_leaf(d, &[2, 3, 2, 3], 31), leaf(d, &[3], 32));
+    check_grads("batch_norm train [N, C, H, W] strided, no stats", &[x, w], |x| x[0].batch_norm(None, None, Some(&x[1]), None, true, 0.1, 1e-5), 1e-6, 1e-5);
+}
+
+pub fn batch_norm_eval(d: &Device) {
+    let (rm, rv) = (leaf(d, &[3], 33), positive_leaf(d, &[3], 34, 0.5, 2.0));
+    let (x, w, b) = (leaf(d, &[4, 3, 5], 35), leaf(d, &[3], 36), leaf(d, &[3], 37));
+    check_grads("batch_norm eval", &[x, w, b], move |x| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), false, 0.1, 1e-5), 1e-7, 1e-6);
+}
+
+/// With a fixed seed the mask is the same on every forward, so finite differences apply.
+pub fn dropout(d: &Device) {
+    check_grads("dropout p 0.3", &[leaf(d, &[7, 5], 38)], |x| x[0].dropout(0.3, true, Some(1234)), 1e-7, 1e-6);
+    check_grads("dropout p 0.5 strided", &[strided_leaf(d, &[33], 39)], |x| x[0].dropout(0.5, true, Some(99))?.square(), 1e-7, 1e-6);
+    check_grads("dropout eval", &[leaf(d, &[7], 40)], |x| x[0].dropout(0.5, false, None)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn cross_entropy_nll(d: &Device) {
+    let targets: Tensor = index(d, &[3, 0, 6, 3, 1], &[5]);
+    for r in REDUCTIONS {
+        let t = targets.clone();
+        check_grads(&format!("cross_entropy {r:?}"), &[leaf(d, &[5, 7], 41)], move |x| x[0].cross_entropy(&t, r), 1e-7, 1e-6);
+        let t = targets.clone();
+        check_grads(&format!("nll_loss {r:?}"), &[strided_leaf(d, &[5, 7], 42)], move |x| x[0].nll_loss(&t, r), 1e-7, 1e-6);
+    }
+    let t = index(d, &[0], &[1]);
+    check_grads("cross_entropy [1, 1]", &[leaf(d, &[1, 1], 43)], move |x| x[0].cross_entropy(&t, Reduction::Mean), 1e-7, 1e-6);
+}
+
+/// Gradients go to both prediction and target.
+pub fn mse_bce(d: &Device) {
+    for r in REDUCTIONS {
+        let (p, t) = (leaf(d, &[4, 7], 44), strided_leaf(d, &[4, 7], 45));
+        check_grads(&format!("mse_loss {r:?}"), &[p, t], |x| x[0].mse_loss(&x[1], r), 1e-7, 1e-6);
+        let (p, t) = (leaf(d, &[4, 7], 46), positive_leaf(d, &[4, 7], 47, 0.05, 0.95));
+        check_grads(&format!("bce_with_logits {r:?}"), &[p, t], |x| x[0].bce_with_logits(&x[1], r), 1e-7, 1e-6);
+    }
+}

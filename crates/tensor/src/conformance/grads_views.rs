@@ -1,0 +1,88 @@
+//! Gradient checks of views (reshape, permute, narrow, expand, squeeze, ...) and of the
+//! indexing ops (gather, scatter_add, index_select, cat, stack).
+
+use super::grads::{check_grads, index, leaf, strided_leaf};
+use crate::{Device, Tensor};
+
+pub fn reshape_flatten(d: &Device) {
+    // A non-contiguous reshape copies first: Identity then Reshape.
+    check_grads("reshape strided", &[strided_leaf(d, &[3, 7], 1)], |x| x[0].reshape(&[7, 3])?.sin(), 1e-7, 1e-6);
+    check_grads("reshape to [1]", &[leaf(d, &[1, 1], 2)], |x| x[0].reshape(&[1])?.exp(), 1e-6, 1e-6);
+    check_grads("flatten(1, 2)", &[leaf(d, &[2, 3, 5], 3)], |x| x[0].flatten(1usize, 2usize)?.mul(&x[0].reshape(&[2, 15])?), 1e-7, 1e-6);
+    check_grads("flatten strided", &[strided_leaf(d, &[2, 3, 5], 4)], |x| x[0].flatten(0usize, -2isize)?.exp(), 1e-6, 1e-6);
+}
+
+pub fn permute_transpose(d: &Device) {
+    // Multiplying by a fixed tensor makes the element order matter to the loss.
+    let c = leaf(d, &[5, 2, 3], 5);
+    check_grads("permute", &[leaf(d, &[2, 3, 5], 6)], move |x| x[0].permute(&[2, 0, 1])?.mul(&c), 1e-7, 1e-6);
+    check_grads("transpose strided", &[strided_leaf(d, &[4, 5, 3], 7)], |x| x[0].transpose(0usize, -1isize)?.sin(), 1e-7, 1e-6);
+    check_grads("t", &[leaf(d, &[7, 3], 8)], |x| x[0].t()?.cos(), 1e-7, 1e-6);
+}
+
+pub fn narrow_select(d: &Device) {
+    check_grads("narrow middle", &[leaf(d, &[5, 7], 9)], |x| x[0].narrow(1usize, 2, 3)?.square(), 1e-7, 1e-6);
+    check_grads("narrow strided", &[strided_leaf(d, &[5, 7], 10)], |x| x[0].narrow(0usize, 1, 3)?.sin(), 1e-7, 1e-6);
+    check_grads("narrow prefix", &[leaf(d, &[33], 11)], |x| x[0].narrow(0usize, 0, 32)?.exp(), 1e-6, 1e-6);
+    check_grads("select middle", &[leaf(d, &[4, 5, 3], 12)], |x| x[0].select(1usize, 2)?.square(), 1e-7, 1e-6);
+    check_grads("select last", &[strided_leaf(d, &[4, 3], 13)], |x| x[0].select(-1isize, 2)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn split_chunk(d: &Device) {
+    check_grads("split middle piece", &[leaf(d, &[7, 4], 14)], |x| x[0].split(3, 0usize)?[1].square(), 1e-7, 1e-6);
+    check_grads("split short last piece", &[leaf(d, &[7, 4], 15)], |x| x[0].split(3, 0usize)?[2].square(), 1e-7, 1e-6);
+    check_grads("chunk", &[strided_leaf(d, &[7, 5], 16)], |x| x[0].chunk(3, 1usize)?[1].exp(), 1e-6, 1e-6);
+}
+
+pub fn expand(d: &Device) {
+    check_grads("expand size-1 and new dims", &[leaf(d, &[3, 1], 17)], |x| x[0].expand(&[2, 3, 4])?.sin(), 1e-7, 1e-6);
+    check_grads("expand [1] -> [33]", &[leaf(d, &[1], 18)], |x| x[0].expand(&[33])?.sin(), 1e-6, 1e-6);
+    check_grads("expand strided", &[strided_leaf(d, &[3, 1, 7], 19)], |x| x[0].expand(&[2, 3, 5, 7])?.cos(), 1e-6, 1e-6);
+}
+
+pub fn squeeze_unsqueeze(d: &Device) {
+    check_grads("squeeze/unsqueeze", &[leaf(d, &[3, 1, 5], 20)], |x| x[0].squeeze(1usize)?.unsqueeze(0usize)?.unsqueeze(-1isize)?.sin(), 1e-7, 1e-6);
+    check_grads("unsqueeze strided", &[strided_leaf(d, &[7, 3], 21)], |x| x[0].unsqueeze(1usize)?.expand(&[7, 2, 3])?.square(), 1e-7, 1e-6);
+}
+
+pub fn contiguous(d: &Device) {
+    check_grads("contiguous strided", &[strided_leaf(d, &[5, 7], 22)], |x| x[0].contiguous()?.square(), 1e-7, 1e-6);
+    check_grads("contiguous of a permute", &[leaf(d, &[3, 7], 23)], |x| x[0].t()?.contiguous()?.sin(), 1e-7, 1e-6);
+}
+
+pub fn gather(d: &Device) {
+    // Repeated indices: the gradient adds up at the repeated source element.
+    let idx = index(d, &[0, 4, 4, 1, 1, 1, 3, 0, 2, 2, 4, 0], &[4, 3]);
+    check_grads("gather dim 1", &[leaf(d, &[4, 5], 24)], move |x| x[0].gather(1usize, &idx), 1e-7, 1e-6);
+    let idx = index(d, &[3, 0, 3, 1, 2, 0, 0, 0, 3, 3], &[2, 5]);
+    check_grads("gather dim 0 strided", &[strided_leaf(d, &[4, 5], 25)], move |x| x[0].gather(0usize, &idx)?.square(), 1e-7, 1e-6);
+}
+
+pub fn scatter_add(d: &Device) {
+    let idx = index(d, &[0, 4, 4, 1, 1, 1, 3, 0, 2, 2, 4, 0], &[4, 3]);
+    let (dst, src) = (leaf(d, &[4, 5], 26), leaf(d, &[4, 3], 27));
+    check_grads("scatter_add dim 1", &[dst, src], move |x| x[0].scatter_add(1usize, &idx, &x[1])?.square(), 1e-7, 1e-6);
+    let idx = index(d, &[2, 0, 1, 2, 2, 2, 0, 0, 1, 0, 2, 1, 0, 0, 0, 0, 2, 1, 1, 2], &[5, 4]);
+    let (dst, src) = (strided_leaf(d, &[3, 4], 28), strided_leaf(d, &[5, 4], 29));
+    check_grads("scatter_add dim 0 strided", &[dst, src], move |x| x[0].scatter_add(0usize, &idx, &x[1])?.sin(), 1e-7, 1e-6);
+}
+
+pub fn index_select(d: &Device) {
+    let idx = index(d, &[0, 3, 3, 1, 0, 4, 3], &[7]);
+    check_grads("index_select dim 0", &[leaf(d, &[5, 3], 30)], move |x| x[0].index_select(0usize, &idx)?.square(), 1e-7, 1e-6);
+    let idx = index(d, &[4, 4, 0, 2], &[4]);
+    check_grads("index_select dim 1 strided", &[strided_leaf(d, &[3, 5], 31)], move |x| x[0].index_select(1usize, &idx)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn cat(d: &Device) {
+    let parts = [leaf(d, &[3, 2], 32), strided_leaf(d, &[3, 4], 33), leaf(d, &[3, 1], 34)];
+    check_grads("cat dim 1", &parts, |x| Tensor::cat(&[&x[0], &x[1], &x[2]], 1usize)?.square(), 1e-7, 1e-6);
+    let parts = [leaf(d, &[1, 3], 35), leaf(d, &[7, 3], 36), strided_leaf(d, &[2, 3], 37)];
+    check_grads("cat dim 0", &parts, |x| Tensor::cat(&[&x[0], &x[1], &x[2]], 0usize)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn stack(d: &Device) {
+    let parts = [leaf(d, &[2, 3], 38), strided_leaf(d, &[2, 3], 39), leaf(d, &[2, 3], 40)];
+    check_grads("stack dim 1", &parts, |x| Tensor::stack(&[&x[0], &x[1], &x[2]], 1usize)?.square(), 1e-7, 1e-6);
+    check_grads("stack dim -1", &parts, |x| Tensor::stack(&[&x[0], &x[1], &x[2]], -1isize)?.sin(), 1e-7, 1e-6);
+}

@@ -1,0 +1,169 @@
+//! Runtime devices: which backend a tensor lives on, and how the best one is picked.
+//!
+//! Backends register a [`BackendProvider`] with `inventory::submit!`; linking a backend crate
+//! (and naming it once, e.g. `use liandan_backend_cpu as _;`) is all it takes to make its
+//! devices visible to [`Device::cpu`], [`Device::best`] and [`Device::all`].
+
+use std::sync::{Arc, OnceLock};
+
+use crate::backend::{Backend, DeviceKind};
+use crate::error::{Error, Result};
+
+/// A compute device: a handle to one backend instance. Cheap to clone.
+#[derive(Clone)]
+pub struct Device {
+    backend: Arc<dyn Backend>,
+}
+
+/// How a backend crate makes its devices known. See the module docs.
+pub struct BackendProvider {
+    /// Short name, e.g. `cpu` or `wgpu`.
+    pub name: &'static str,
+    /// Lists the devices this backend can open. Called once; the result is cached.
+    pub devices: fn() -> Vec<Arc<dyn Backend>>,
+}
+
+inventory::collect!(BackendProvider);
+
+fn registry() -> &'static [Device] {
+    static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
+    DEVICES.get_or_init(|| {
+        let mut all = Vec::new();
+        for p in inventory::iter::<BackendProvider> {
+            for backend in (p.devices)() {
+                all.push(Device { backend });
+            }
+        }
+        all
+    })
+}
+
+impl Device {
+    /// Wraps a backend instance that is not in the registry (tests, third-party backends).
+    pub fn from_backend(backend: Arc<dyn Backend>) -> Device {
+        Device { backend }
+    }
+
+    /// The CPU device.
+    ///
+    /// # Panics
+    /// If no CPU backend is linked into the program: depend on `liandan-backend-cpu` and name
+    /// it once (`use liandan_backend_cpu as _;`). This is a build mistake, not a runtime one.
+    pub fn cpu() -> Device {
+        registry().iter().find(|d| d.kind() == DeviceKind::Cpu).cloned().expect(
+            "Device::cpu(): no CPU backend is linked; add liandan-backend-cpu to your dependencies and write `use liandan_backend_cpu as _;`",
+        )
+    }
+
+    /// Every device of every linked backend.
+    pub fn all() -> Vec<Device> {
+        registry().to_vec()
+    }
+
+    /// GPUs in the order `gpu:N` counts them.
+    pub fn gpus() -> Vec<Device> {
+        registry().iter().filter(|d| d.kind() != DeviceKind::Cpu).cloned().collect()
+    }
+
+    /// The best device available: `LIANDAN_DEVICE` (`cpu`, `gpu`, `gpu:N`) if set, else a
+    /// discrete GPU, then an integrated one, then the CPU. A software GPU is used only when
+    /// asked for by name. An unusable `LIANDAN_DEVICE` is reported on stderr and ignored.
+    pub fn best() -> Device {
+        if let Ok(spec) = std::env::var("LIANDAN_DEVICE") {
+            match Device::parse(&spec) {
+                Ok(d) => return d,
+                Err(e) => eprintln!("liandan: ignoring LIANDAN_DEVICE={spec:?}: {e}"),
+            }
+        }
+        let mut candidates: Vec<Device> = registry().iter().filter(|d| d.kind() != DeviceKind::SoftwareGpu).cloned().collect();
+        candidates.sort_by_key(|d| std::cmp::Reverse(d.kind()));
+        candidates.into_iter().next().unwrap_or_else(Device::cpu)
+    }
+
+    /// Parses `cpu`, `gpu` (the first GPU) or `gpu:N`.
+    pub fn parse(spec: &str) -> Result<Device> {
+        let spec = spec.trim().to_ascii_lowercase();
+        let gpus = Device::gpus();
+        let pick = |n: usize| {
+            gpus.get(n).cloned().ok_or_else(|| {
+                Error::Device(format!("`{spec}` asks for GPU {n}, but {} GPU(s) were found; run `liandan info` to list them", gpus.len()))
+            })
+        };
+        match spec.as_str() {
+            "cpu" => Ok(Device::cpu()),
+            "gpu" => pick(0),
+            s => match s.strip_prefix("gpu:").map(str::parse::<usize>) {
+                Some(Ok(n)) => pick(n),
+                _ => Err(Error::Device(format!("`{spec}` is not a device; use cpu, gpu or gpu:N"))),
+            },
+        }
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        self.backend.kind()
+    }
+
+    pub fn is_cpu(&self) -> bool {
+        self.kind() == DeviceKind::Cpu
+    }
+
+    /// Waits until all work queued on this device has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.backend.synchronize()
+    }
+
+    /// The caching allocator's statistics, where the backend has one.
+    pub fn memory_stats(&self) -> Option<crate::backend::MemoryStats> {
+        self.backend.memory_stats()
+    }
+
+    /// Releases cached, unused device memory (`torch.mps.empty_cache`).
+    pub fn empty_cache(&self) {
+        self.backend.empty_cache()
+    }
+
+    /// Ops that ran on the CPU because this device cannot run them, with counts.
+    pub fn fallback_report(&self) -> Vec<(String, u64)> {
+        self.backend.fallback_report()
+    }
+
+    /// Facts about the device (name, API, type, features, limits, memory).
+    pub fn describe(&self) -> Vec<(String, String)> {
+        self.backend.describe()
+    }
+
+    pub fn same(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.backend, &other.backend)
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other)
+    }
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind() {
+            DeviceKind::Cpu => write!(f, "cpu"),
+            _ => {
+                let n = Device::gpus().iter().position(|d| d.same(self));
+                match n {
+                    Some(n) => write!(f, "gpu:{n} ({})", self.backend.name()),
+                    None => write!(f, "gpu ({})", self.backend.name()),
+                }
+            }
+        }
+    }
+}

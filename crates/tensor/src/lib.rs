@@ -1,0 +1,44 @@
+//! `liandan-tensor`: one [`Tensor`] type over pluggable backends, with reverse-mode autograd.
+//!
+//! A tensor lives on a [`Device`], picked at run time ([`Device::best`]). Backends implement the
+//! small kernel trait [`backend::Backend`]; everything else (views, broadcasting, composite ops,
+//! gradients) is written once, here. `docs/adding-an-op.md` in the repository lists the
+//! primitives and the checklist for adding one.
+//!
+//! ```
+//! use liandan_tensor::{Device, DType, Tensor};
+//! # use liandan_backend_cpu as _;
+//! let dev = Device::cpu();
+//! let w = Tensor::randn(&[3, 2], 0, DType::F32, &dev)?.requires_grad_(true)?;
+//! let x = Tensor::ones(&[4, 3], DType::F32, &dev)?;
+//! let loss = x.matmul(&w)?.relu()?.sum_all()?;
+//! loss.backward()?;
+//! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
+//! # Ok::<(), liandan_tensor::Error>(())
+//! ```
+
+pub mod autograd;
+pub mod backend;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod layout;
+mod ops;
+pub mod rng;
+mod tensor;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
+pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats, Storage, Strided};
+pub use device::{BackendProvider, Device};
+pub use dtype::{Bool8, DType, Element};
+pub use error::{Error, Result};
+pub use layout::Layout;
+pub use ops::{Dim, Reduction};
+pub use rng::manual_seed;
+pub use tensor::Tensor;
+
+#[doc(hidden)]
+pub use inventory;

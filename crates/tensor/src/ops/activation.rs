@@ -1,0 +1,88 @@
+//! Activations and softmax, built from primitives. Sigmoid, tanh, softmax and log-softmax keep
+//! their composite forward but carry a closed-form backward rule: chaining the primitives'
+//! rules through `1 / (1 + exp(-x))` gives `0 * inf = NaN` for large `|x|`.
+
+use crate::autograd::{self, GradFn};
+use crate::error::Result;
+use crate::ops::{check_float, Dim};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Records `out` (computed without the graph) as the result of `self` through `grad_fn`.
+    fn record_composite(&self, out: Tensor, grad_fn: impl FnOnce() -> GradFn) -> Tensor {
+        Tensor::view_op(out.storage(), out.layout().clone(), out.dtype(), out.device(), &[self], grad_fn)
+    }
+
+    /// `max(x, 0)`. The gradient at 0 is 0, as PyTorch's. (Written as a select rather than
+    /// `maximum(x, 0)`, whose tie rule would pass the gradient at exactly 0.)
+    pub fn relu(&self) -> Result<Tensor> {
+        check_float("relu", self)?;
+        Tensor::where_cond(&self.gt_scalar(0.0)?, self, &self.scalar_like(0.0)?)
+    }
+
+    /// `max(x, 0) + slope * min(x, 0)`.
+    pub fn leaky_relu(&self, slope: f64) -> Result<Tensor> {
+        Tensor::where_cond(&self.gt_scalar(0.0)?, self, &self.mul_scalar(slope)?)
+    }
+
+    /// `1 / (1 + exp(-x))`.
+    pub fn sigmoid(&self) -> Result<Tensor> {
+        check_float("sigmoid", self)?;
+        let out = autograd::no_grad(|| self.neg()?.exp()?.add_scalar(1.0)?.recip())?;
+        Ok(self.record_composite(out, || GradFn::Sigmoid))
+    }
+
+    /// `2 * sigmoid(2x) - 1`.
+    pub fn tanh(&self) -> Result<Tensor> {
+        check_float("tanh", self)?;
+        let out = autograd::no_grad(|| self.mul_scalar(-2.0)?.exp()?.add_scalar(1.0)?.recip()?.mul_scalar(2.0)?.sub_scalar(1.0))?;
+        Ok(self.record_composite(out, || GradFn::Tanh))
+    }
+
+    /// Exact GELU, `x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`, PyTorch's default.
+    pub fn gelu(&self) -> Result<Tensor> {
+        check_float("gelu", self)?;
+        let cdf = self.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
+        self.mul(&cdf)
+    }
+
+    /// `x * sigmoid(x)`.
+    pub fn silu(&self) -> Result<Tensor> {
+        self.mul(&self.sigmoid()?)
+    }
+
+    /// `log(1 + exp(x))`, computed as `max(x, 0) + log(1 + exp(-|x|))` so it never overflows.
+    pub fn softplus(&self) -> Result<Tensor> {
+        self.relu()?.add(&self.abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?)
+    }
+
+    /// `log(sum(exp(x)))` along `dim`, shifted by the maximum so it never overflows.
+    pub fn logsumexp(&self, dim: impl Dim, keepdim: bool) -> Result<Tensor> {
+        check_float("logsumexp", self)?;
+        let d = dim.resolve("logsumexp", self.rank())?;
+        // The shift is a constant for the gradient: it cancels exactly.
+        let m = self.max(d, true)?.detach();
+        let m = Tensor::where_cond(&m.abs()?.lt_scalar(f64::INFINITY)?, &m, &m.zeros_like()?)?;
+        let lse = self.sub(&m)?.exp()?.sum(&[d], true)?.log()?.add(&m)?;
+        if keepdim { Ok(lse) } else { lse.squeeze(d) }
+    }
+
+    /// `exp(x) / sum(exp(x))` along `dim`.
+    pub fn softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        check_float("softmax", self)?;
+        let d = dim.resolve("softmax", self.rank())?;
+        let out = autograd::no_grad(|| {
+            let e = self.sub(&self.max(d, true)?)?.exp()?;
+            e.div(&e.sum(&[d], true)?)
+        })?;
+        Ok(self.record_composite(out, || GradFn::Softmax { dim: d }))
+    }
+
+    /// `x - logsumexp(x)` along `dim`.
+    pub fn log_softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        check_float("log_softmax", self)?;
+        let d = dim.resolve("log_softmax", self.rank())?;
+        let out = autograd::no_grad(|| self.sub(&self.logsumexp(d, true)?))?;
+        Ok(self.record_composite(out, || GradFn::LogSoftmax { dim: d }))
+    }
+}

@@ -1,0 +1,60 @@
+//! Matrix products with PyTorch's `matmul` semantics: 1-D operands, broadcast batch dims.
+
+use crate::autograd::GradFn;
+use crate::backend::Strided;
+use crate::error::{Error, Result};
+use crate::layout::broadcast_shapes;
+use crate::ops::{check_float, check_same_device, check_same_dtype};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Matrix product as `torch.matmul`: `[.., M, K] @ [.., K, N] -> [.., M, N]` with the batch
+    /// dims broadcast; a 1-D lhs is a row vector and a 1-D rhs a column vector (removed after).
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        check_same_dtype("matmul", self, rhs)?;
+        check_same_device("matmul", self, rhs)?;
+        check_float("matmul", self)?;
+        if self.rank() == 0 || rhs.rank() == 0 {
+            return Err(Error::shape("matmul", self.shape(), rhs.shape(), "must both have at least one dim"));
+        }
+        match (self.rank(), rhs.rank()) {
+            (1, 1) => self.unsqueeze(0usize)?.matmul_nd(&rhs.unsqueeze(1usize)?)?.reshape(&[]),
+            (1, _) => self.unsqueeze(0usize)?.matmul_nd(rhs)?.squeeze(-2isize),
+            (_, 1) => self.matmul_nd(&rhs.unsqueeze(1usize)?)?.squeeze(-1isize),
+            _ => self.matmul_nd(rhs),
+        }
+    }
+
+    /// Both operands of rank >= 2.
+    fn matmul_nd(&self, rhs: &Tensor) -> Result<Tensor> {
+        let (ls, rs) = (self.shape(), rhs.shape());
+        let (m, k) = (ls[ls.len() - 2], ls[ls.len() - 1]);
+        let (k2, n) = (rs[rs.len() - 2], rs[rs.len() - 1]);
+        if k != k2 {
+            return Err(Error::shape("matmul", ls, rs, "disagree on the inner dimension"));
+        }
+        let batch = broadcast_shapes("matmul", &ls[..ls.len() - 2], &rs[..rs.len() - 2])
+            .map_err(|_| Error::shape("matmul", ls, rs, "have batch dims that cannot be broadcast"))?;
+        let b: usize = batch.iter().product();
+        let as3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
+            let mut full = batch.clone();
+            full.extend_from_slice(&[r, c]);
+            let e = t.expand(&full)?;
+            // A 3-D view when the batch strides merge (always for <= 1 batch dim), else a copy.
+            match e.layout().reshape(&[b, r, c]) {
+                Some(_) => e.reshape(&[b, r, c]),
+                None => e.contiguous()?.reshape(&[b, r, c]),
+            }
+        };
+        let (l3, r3) = (as3(self, m, k)?, as3(rhs, k, n)?);
+        let (lst, rst) = (l3.storage(), r3.storage());
+        let dtype = self.dtype();
+        let storage = self.device().backend().matmul(
+            Strided { storage: &*lst, layout: l3.layout(), dtype },
+            Strided { storage: &*rst, layout: r3.layout(), dtype },
+        )?;
+        let mut out_shape = batch;
+        out_shape.extend_from_slice(&[m, n]);
+        Ok(Tensor::from_op(storage, &out_shape, dtype, self.device(), &[self, rhs], || GradFn::Matmul))
+    }
+}

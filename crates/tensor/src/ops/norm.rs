@@ -1,0 +1,99 @@
+//! Normalization and dropout, built from primitives.
+
+use crate::autograd;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// Layer normalization over the last `normalized_dims` axes, with optional elementwise
+    /// `weight` and `bias` of those axes' shape (`torch.nn.functional.layer_norm`).
+    pub fn layer_norm(&self, normalized_dims: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        crate::ops::check_float("layer_norm", self)?;
+        if normalized_dims == 0 || normalized_dims > self.rank() {
+            return Err(Error::bad_shape("layer_norm", self.shape(), format!("cannot normalize over the last {normalized_dims} dims")));
+        }
+        let dims: Vec<usize> = (self.rank() - normalized_dims..self.rank()).collect();
+        let norm_shape = &self.shape()[self.rank() - normalized_dims..];
+        let centered = self.sub(&self.mean(&dims, true)?)?;
+        let var = centered.square()?.mean(&dims, true)?;
+        let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?;
+        for (name, p) in [("weight", weight), ("bias", bias)] {
+            if let Some(p) = p {
+                if p.shape() != norm_shape {
+                    return Err(Error::shape("layer_norm", self.shape(), p.shape(), format!("input and {name} disagree: the {name} must be {norm_shape:?}")));
+                }
+                out = if name == "weight" { out.mul(p)? } else { out.add(p)? };
+            }
+        }
+        Ok(out)
+    }
+
+    /// Batch normalization of `[N, C, ...]` over every axis but 1
+    /// (`torch.nn.functional.batch_norm`). In training, normalizes with the batch statistics and,
+    /// when given, updates the running ones in place with `momentum` (running variance takes the
+    /// unbiased batch variance, as PyTorch). In eval, uses the running statistics.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch_norm(&self, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, weight: Option<&Tensor>, bias: Option<&Tensor>, training: bool, momentum: f64, eps: f64) -> Result<Tensor> {
+        crate::ops::check_float("batch_norm", self)?;
+        if self.rank() < 2 {
+            return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));
+        }
+        let c = self.shape()[1];
+        let mut bshape = vec![1; self.rank()];
+        bshape[1] = c;
+        for (name, p) in [("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)] {
+            if let Some(p) = p {
+                if p.shape() != [c] {
+                    return Err(Error::shape("batch_norm", self.shape(), p.shape(), format!("input and {name} disagree: {name} must be [C] = [{c}]")));
+                }
+            }
+        }
+        let dims: Vec<usize> = (0..self.rank()).filter(|&d| d != 1).collect();
+        let (mean, var) = if training {
+            let n: usize = dims.iter().map(|&d| self.shape()[d]).product();
+            if n <= 1 {
+                return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
+            }
+            let mean = self.mean(&dims, true)?;
+            let var = self.sub(&mean)?.square()?.mean(&dims, true)?;
+            if let (Some(rm), Some(rv)) = (running_mean, running_var) {
+                autograd::no_grad(|| -> Result<()> {
+                    let unbiased = var.reshape(&[c])?.mul_scalar(n as f64 / (n - 1) as f64)?;
+                    rm.assign(&rm.mul_scalar(1.0 - momentum)?.add(&mean.reshape(&[c])?.mul_scalar(momentum)?)?)?;
+                    rv.assign(&rv.mul_scalar(1.0 - momentum)?.add(&unbiased.mul_scalar(momentum)?)?)
+                })?;
+            }
+            (mean, var)
+        } else {
+            match (running_mean, running_var) {
+                (Some(m), Some(v)) => (m.reshape(&bshape)?, v.reshape(&bshape)?),
+                _ => return Err(Error::bad_shape("batch_norm", self.shape(), "eval mode needs running_mean and running_var")),
+            }
+        };
+        let mut out = self.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?;
+        if let Some(w) = weight {
+            out = out.mul(&w.reshape(&bshape)?)?;
+        }
+        if let Some(b) = bias {
+            out = out.add(&b.reshape(&bshape)?)?;
+        }
+        Ok(out)
+    }
+
+    /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` in
+    /// training; the identity otherwise. `seed: None` draws from the global generator.
+    pub fn dropout(&self, p: f64, training: bool, seed: Option<u64>) -> Result<Tensor> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::bad_shape("dropout", self.shape(), format!("probability {p} is outside [0, 1]")));
+        }
+        if !training || p == 0.0 {
+            return Ok(self.clone());
+        }
+        if p == 1.0 {
+            return self.mul(&self.zeros_like()?);
+        }
+        let seed = seed.unwrap_or_else(crate::rng::next_seed);
+        let mask = Tensor::bernoulli(self.shape(), 1.0 - p, seed, self.dtype(), self.device())?;
+        self.mul(&mask.mul_scalar(1.0 / (1.0 - p))?)
+    }
+}

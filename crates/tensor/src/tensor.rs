@@ -1,0 +1,339 @@
+//! The [`Tensor`] type: a strided view of backend storage, plus its place in the autograd graph.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::autograd::{self, GradFn, Node};
+use crate::backend::{Distribution, Storage, Strided};
+use crate::device::Device;
+use crate::dtype::{bytes_to_f64, f64_to_bytes, DType, Element};
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+
+/// An n-dimensional array on a [`Device`], cheap to clone (clones share storage and graph).
+///
+/// Views (`reshape`, `permute`, `narrow`, `expand`, ...) share storage with their source. Ops
+/// never write into an existing tensor; [`Tensor::assign`] swaps in new contents, which is how
+/// optimizers update parameters.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<Inner>);
+
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    pub(crate) storage: RwLock<Storage>,
+    pub(crate) layout: Layout,
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+    /// Set by the user on leaves; non-leaves require grad by having a `node`.
+    pub(crate) requires_grad: AtomicBool,
+    pub(crate) grad: Mutex<Option<Tensor>>,
+    pub(crate) node: Option<Arc<Node>>,
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Tensor {
+    pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType, device: Device, node: Option<Arc<Node>>) -> Tensor {
+        Tensor(Arc::new(Inner {
+            id: next_id(),
+            storage: RwLock::new(storage),
+            layout,
+            dtype,
+            device,
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(None),
+            node,
+        }))
+    }
+
+    /// A result of an op: contiguous storage of `shape`, recorded in the graph when any input
+    /// requires grad and grad mode is on. `grad_fn` is only called when recording.
+    pub(crate) fn from_op(storage: Storage, shape: &[usize], dtype: DType, device: &Device, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
+        Tensor::view_op(storage, Layout::contiguous(shape), dtype, device, inputs, grad_fn)
+    }
+
+    /// Like [`Tensor::from_op`] with an arbitrary layout (views).
+    pub(crate) fn view_op(storage: Storage, layout: Layout, dtype: DType, device: &Device, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
+        let node = if autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
+            Some(Arc::new(Node::new(grad_fn(), inputs.iter().map(|t| (*t).clone()).collect())))
+        } else {
+            None
+        };
+        Tensor::from_parts(storage, layout, dtype, device.clone(), node)
+    }
+
+    // ---- creation -------------------------------------------------------------------------
+
+    /// A tensor from host values, copied to `device`. Errors if `data.len()` is not the
+    /// product of `shape`.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor> {
+        let want: usize = shape.iter().product();
+        if data.len() != want {
+            return Err(Error::ElementCount { op: "from_slice", got: data.len(), want, shape: shape.to_vec() });
+        }
+        let storage = device.backend().from_host(bytemuck::cast_slice(data), T::DTYPE)?;
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), T::DTYPE, device.clone(), None))
+    }
+
+    /// Like [`Tensor::from_slice`], taking ownership.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
+        Tensor::from_slice(&data, shape, device)
+    }
+
+    /// A tensor from `f64` values converted to `dtype` (handy in tests and for constants).
+    pub fn from_f64s(data: &[f64], shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        let want: usize = shape.iter().product();
+        if data.len() != want {
+            return Err(Error::ElementCount { op: "from_f64s", got: data.len(), want, shape: shape.to_vec() });
+        }
+        let storage = device.backend().from_host(&f64_to_bytes(data, dtype), dtype)?;
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+    }
+
+    /// Every element equal to `value`.
+    pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
+        let storage = device.backend().full(shape.iter().product(), value, dtype)?;
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+    }
+
+    pub fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(shape, 0.0, dtype, device)
+    }
+
+    pub fn ones(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(shape, 1.0, dtype, device)
+    }
+
+    /// A 0-dimensional tensor.
+    pub fn scalar(value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(&[], value, dtype, device)
+    }
+
+    /// Zeros with this tensor's shape, dtype and device.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Tensor::zeros(self.shape(), self.dtype(), self.device())
+    }
+
+    pub fn ones_like(&self) -> Result<Tensor> {
+        Tensor::ones(self.shape(), self.dtype(), self.device())
+    }
+
+    /// `start, start + step, ...` up to but excluding `end`, as `torch.arange`.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType, device: &Device) -> Result<Tensor> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(Error::bad_shape("arange", &[], format!("start {start}, end {end} and step {step} must be finite, step non-zero")));
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+        Tensor::from_f64s(&values, &[n], dtype, device)
+    }
+
+    /// Seeded random values; the same seed gives the same tensor on every backend.
+    pub fn random(shape: &[usize], dist: Distribution, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
+        let numel: usize = shape.iter().product();
+        if numel > u32::MAX as usize {
+            return Err(Error::bad_shape("random", shape, "more than 2^32 elements in one random tensor"));
+        }
+        let storage = device.backend().random(dist, numel, seed, dtype)?;
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+    }
+
+    /// Uniform on `[low, high)`.
+    pub fn rand(shape: &[usize], low: f64, high: f64, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::random(shape, Distribution::Uniform { low, high }, seed, dtype, device)
+    }
+
+    /// Standard normal.
+    pub fn randn(shape: &[usize], seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::random(shape, Distribution::Normal { mean: 0.0, std: 1.0 }, seed, dtype, device)
+    }
+
+    /// 1 with probability `p`, else 0.
+    pub fn bernoulli(shape: &[usize], p: f64, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::random(shape, Distribution::Bernoulli { p }, seed, dtype, device)
+    }
+
+    // ---- accessors ------------------------------------------------------------------------
+
+    pub fn shape(&self) -> &[usize] {
+        self.0.layout.shape()
+    }
+
+    /// Size of one dimension (negative counts from the end).
+    pub fn dim(&self, dim: impl crate::Dim) -> Result<usize> {
+        let d = dim.resolve("dim", self.rank())?;
+        Ok(self.shape()[d])
+    }
+
+    pub fn rank(&self) -> usize {
+        self.0.layout.rank()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.0.device
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// A stable identity for this tensor (views get their own).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    pub(crate) fn storage(&self) -> Storage {
+        self.0.storage.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Runs `f` with a [`Strided`] view of this tensor.
+    pub(crate) fn with_strided<R>(&self, f: impl FnOnce(Strided) -> R) -> R {
+        let storage = self.storage();
+        f(Strided { storage: &*storage, layout: &self.0.layout, dtype: self.0.dtype })
+    }
+
+    // ---- host read-back -------------------------------------------------------------------
+
+    /// Copies the elements to the host in row-major order. `T` must match the dtype.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::DTypeMismatch { op: "to_vec", lhs: self.dtype(), rhs: T::DTYPE });
+        }
+        let bytes = self.with_strided(|s| self.device().backend().to_host(s))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Copies the elements to the host as `f64`, whatever the dtype.
+    pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
+        let bytes = self.with_strided(|s| self.device().backend().to_host(s))?;
+        Ok(bytes_to_f64(&bytes, self.dtype()))
+    }
+
+    /// The value of a one-element tensor. `T` must match the dtype.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::bad_shape("item", self.shape(), "only a tensor with exactly one element has an item"));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The value of a one-element tensor as `f64`, whatever the dtype.
+    pub fn item_f64(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::bad_shape("item", self.shape(), "only a tensor with exactly one element has an item"));
+        }
+        Ok(self.to_vec_f64()?[0])
+    }
+
+    // ---- devices and in-place assignment --------------------------------------------------
+
+    /// This tensor on `device` (the same tensor if already there). Gradients flow back.
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if self.device() == device {
+            return Ok(self.clone());
+        }
+        let bytes = self.with_strided(|s| self.device().backend().to_host(s))?;
+        let storage = device.backend().from_host(&bytes, self.dtype())?;
+        let src_device = self.device().clone();
+        Ok(Tensor::from_op(storage, self.shape(), self.dtype(), device, &[self], || GradFn::ToDevice { from: src_device }))
+    }
+
+    /// Replaces this tensor's contents with `value`'s (same shape, dtype and device), without
+    /// touching the graph: how optimizers update parameters and batch norm its running stats.
+    /// Views taken earlier keep the old contents.
+    pub fn assign(&self, value: &Tensor) -> Result<()> {
+        if value.shape() != self.shape() {
+            return Err(Error::shape("assign", self.shape(), value.shape(), "must have the same shape"));
+        }
+        if value.dtype() != self.dtype() {
+            return Err(Error::DTypeMismatch { op: "assign", lhs: self.dtype(), rhs: value.dtype() });
+        }
+        crate::ops::check_same_device("assign", self, value)?;
+        if !self.is_contiguous() || self.0.layout.offset() != 0 {
+            return Err(Error::bad_shape("assign", self.shape(), "only a tensor that owns contiguous storage can be assigned to"));
+        }
+        let value = value.contiguous()?;
+        let new = if value.0.layout.offset() == 0 { value.storage() } else { value.with_strided(|s| self.device().backend().copy(s))? };
+        *self.0.storage.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(())
+    }
+
+    /// A tensor sharing this one's storage, cut from the graph.
+    pub fn detach(&self) -> Tensor {
+        Tensor::from_parts(self.storage(), self.0.layout.clone(), self.dtype(), self.device().clone(), None)
+    }
+
+    // ---- autograd state -------------------------------------------------------------------
+
+    /// True for a leaf marked with [`Tensor::set_requires_grad`] or any result computed from one.
+    pub fn requires_grad(&self) -> bool {
+        self.0.node.is_some() || self.0.requires_grad.load(Ordering::Relaxed)
+    }
+
+    /// Marks a leaf as a parameter whose gradient [`Tensor::backward`] accumulates.
+    pub fn set_requires_grad(&self, on: bool) -> Result<()> {
+        if self.0.node.is_some() {
+            return Err(Error::Autograd("set_requires_grad: only leaf tensors can change this; call `detach()` first".into()));
+        }
+        if on && !self.dtype().is_float() {
+            return Err(Error::dtype("set_requires_grad", self.dtype(), "only floating-point tensors have gradients"));
+        }
+        self.0.requires_grad.store(on, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Builder form of [`Tensor::set_requires_grad`].
+    pub fn requires_grad_(self, on: bool) -> Result<Tensor> {
+        self.set_requires_grad(on)?;
+        Ok(self)
+    }
+
+    /// True when this tensor was not produced by a recorded op.
+    pub fn is_leaf(&self) -> bool {
+        self.0.node.is_none()
+    }
+
+    /// The accumulated gradient of a leaf, if any.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sets or clears the accumulated gradient (`zero_grad` sets `None`, as PyTorch does by default).
+    pub fn set_grad(&self, grad: Option<Tensor>) {
+        *self.0.grad.lock().unwrap_or_else(|e| e.into_inner()) = grad;
+    }
+
+    pub(crate) fn node(&self) -> Option<&Arc<Node>> {
+        self.0.node.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor{{shape: {:?}, dtype: {}, device: {}", self.shape(), self.dtype(), self.device())?;
+        if self.requires_grad() {
+            write!(f, ", requires_grad")?;
+        }
+        if self.numel() <= 16 {
+            if let Ok(v) = self.to_vec_f64() {
+                write!(f, ", data: {v:?}")?;
+            }
+        }
+        write!(f, "}}")
+    }
+}
