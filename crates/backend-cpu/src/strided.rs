@@ -72,7 +72,7 @@ impl<const K: usize> Plan<K> {
     /// Whether some view reads along its rows across cache lines but down its columns along
     /// them: a transpose, which [`Plan::fill_blocked`] walks faster.
     pub fn transposed(&self) -> bool {
-        self.outer.last().is_some_and(|(_, outer)| (0..K).any(|k| self.strides[k] > 1 && outer[k] < self.strides[k]))
+        self.numel > 0 && self.outer.last().is_some_and(|(_, outer)| (0..K).any(|k| self.strides[k] > 1 && outer[k] < self.strides[k]))
     }
 
     /// Fills `out` element by element, `f(out_element, offsets)`, in `TILE` x `TILE` blocks of
@@ -236,5 +236,7 @@ mod tests {
         let data: Vec<i64> = (0..60_005).collect();
         let want: Vec<i64> = big.indices().map(|i| i as i64).collect();
         assert_eq!(map1(&data, &big, |x| x), want);
+        let empty = Layout::contiguous(&[0, 5]).permute(&[1, 0]).unwrap();
+        assert!(map1(&data, &empty, |x| x).is_empty());
     }
 }

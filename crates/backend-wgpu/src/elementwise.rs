@@ -93,7 +93,8 @@ pub(crate) fn compare_source(repr: &Repr, op: CmpOp, dtype: DType) -> String {
     } else {
         let e = match op {
             CmpOp::Eq => "a == b",
-            CmpOp::Ne => "a != b",
+            // `!=` compiles to an ordered comparison (false for NaN); PyTorch's ne is true there.
+            CmpOp::Ne => "!(a == b)",
             CmpOp::Lt => "a < b",
             CmpOp::Le => "a <= b",
             CmpOp::Gt => "a > b",
@@ -108,7 +109,7 @@ pub(crate) fn compare_source(repr: &Repr, op: CmpOp, dtype: DType) -> String {
 pub(crate) fn cast_source(repr: &Repr, from: DType, to: DType) -> String {
     let wide = if from == DType::F64 || to == DType::F64 { "f64" } else { "f32" };
     let to_f = match from {
-        DType::I64 => format!("({wide}(bitcast<i32>(v.y)) * {wide}(4294967296.0) + {wide}(v.x))"),
+        DType::I64 => "i64_to_float_(v)".to_string(),
         DType::U8 | DType::Bool => format!("{wide}(v)"),
         _ => format!("{wide}(load_x(v))"),
     };
@@ -131,7 +132,7 @@ pub(crate) fn cast_source(repr: &Repr, from: DType, to: DType) -> String {
         _ => format!("store_y(C_y({to_f}))"),
     };
     let helper = format!(
-        "fn i64_from_float_(t: {wide}) -> vec2<u32> {{\n  let hi = floor(t / {wide}(4294967296.0));\n  let lo = t - hi * {wide}(4294967296.0);\n  return vec2<u32>(u32(lo), bitcast<u32>(i32(hi)));\n}}\n"
+        "fn i64_to_float_(v: vec2<u32>) -> {wide} {{\n  // A value that fits 32 bits converts directly; splitting it would cancel in f32.\n  if (v.y == select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ return {wide}(bitcast<i32>(v.x)); }}\n  return {wide}(bitcast<i32>(v.y)) * {wide}(4294967296.0) + {wide}(v.x);\n}}\nfn i64_from_float_(t: {wide}) -> vec2<u32> {{\n  if (abs(t) < {wide}(2147483648.0)) {{\n    let v = i32(t);\n    return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0));\n  }}\n  // Beyond 32 bits the value is a whole number in any float, so the split is exact.\n  let hi = floor(t / {wide}(4294967296.0));\n  let lo = t - hi * {wide}(4294967296.0);\n  return vec2<u32>(u32(lo), bitcast<u32>(i32(hi)));\n}}\n"
     );
     source(repr, &format!("{helper}{CAST}"), &[("x", from), ("y", to)], &[("CONVERT", &convert)])
 }
@@ -141,21 +142,21 @@ pub(crate) fn fill_source(repr: &Repr, dtype: DType, value: f64) -> (String, [u3
     let (lo, hi, expr) = match dtype {
         DType::I64 => {
             let v = value as i64;
-            (v as u32, (v >> 32) as u32, "vec2<u32>(meta[1], meta[2])")
+            (v as u32, (v >> 32) as u32, "vec2<u32>(params[1], params[2])")
         }
-        DType::U8 => ((value as i64 as u8) as u32, 0, "meta[1]"),
-        DType::Bool => ((value != 0.0) as u32, 0, "meta[1]"),
+        DType::U8 => ((value as i64 as u8) as u32, 0, "params[1]"),
+        DType::Bool => ((value != 0.0) as u32, 0, "params[1]"),
         DType::F64 if repr.f64 => {
             // Two f32s whose sum is the f64 value: exact for the constants users write.
             let hi = value as f32;
             let lo = (value - hi as f64) as f32;
-            (hi.to_bits(), lo.to_bits(), "f64(bitcast<f32>(meta[1])) + f64(bitcast<f32>(meta[2]))")
+            (hi.to_bits(), lo.to_bits(), "f64(bitcast<f32>(params[1])) + f64(bitcast<f32>(params[2]))")
         }
         DType::F64 => {
             let b = value.to_bits();
-            (b as u32, (b >> 32) as u32, "vec2<u32>(meta[1], meta[2])")
+            (b as u32, (b >> 32) as u32, "vec2<u32>(params[1], params[2])")
         }
-        _ => ((value as f32).to_bits(), 0, "store_x(bitcast<f32>(meta[1]))"),
+        _ => ((value as f32).to_bits(), 0, "store_x(bitcast<f32>(params[1]))"),
     };
     (source(repr, FILL, &[("x", dtype)], &[("VALUE", expr)]), [lo, hi])
 }

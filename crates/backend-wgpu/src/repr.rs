@@ -93,7 +93,7 @@ impl Repr {
         out += &format!("alias C_{name} = {c};\nfn load_{name}(x: {s}) -> {c} {{ return {c}(x); }}\n");
         out += &match dtype {
             // Round to nearest even at bf16 precision, keeping NaN a NaN.
-            DType::BF16 => format!("fn store_{name}(x: f32) -> f32 {{\n  if (x != x) {{ return x; }}\n  let b = bitcast<u32>(x);\n  return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);\n}}\n"),
+            DType::BF16 => format!("fn store_{name}(x: f32) -> f32 {{\n  if (!(x == x)) {{ return x; }}\n  let b = bitcast<u32>(x);\n  return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);\n}}\n"),
             DType::F16 if !self.f16 => format!("fn store_{name}(x: f32) -> f32 {{ return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }}\n"),
             _ => format!("fn store_{name}(x: {c}) -> {s} {{ return {s}(x); }}\n"),
         };

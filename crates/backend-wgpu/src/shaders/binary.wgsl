@@ -16,21 +16,22 @@ fn pow_(a: C_x, b: C_x) -> C_x {
     return m;
 }
 
-// maximum/minimum propagate NaN, as PyTorch's.
+// maximum/minimum propagate NaN, as PyTorch's. (`x != x` is not a NaN test here: `!=`
+// compiles to an ordered comparison, false when either side is NaN.)
 fn maximum_(a: C_x, b: C_x) -> C_x {
-    if (a != a || b != b) { return a + b; }
+    if (!(a == a) || !(b == b)) { return a + b; }
     return max(a, b);
 }
 
 fn minimum_(a: C_x, b: C_x) -> C_x {
-    if (a != a || b != b) { return a + b; }
+    if (!(a == a) || !(b == b)) { return a + b; }
     return min(a, b);
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= meta[0]) { return; }
+    if (i >= params[0]) { return; }
     let a = load_x(lhs[offset_of(i, 0u)]);
     let b = load_x(rhs[offset_of(i, 1u)]);
     out[i] = store_x({{EXPR}});

@@ -6,7 +6,7 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= meta[0]) { return; }
+    if (i >= params[0]) { return; }
     let v = x[offset_of(i, 0u)];
     y[i] = {{CONVERT}};
 }

@@ -1,9 +1,9 @@
 // Shared by every kernel: the meta block and strided indexing.
 //
-// meta[0] = number of elements (invocations that do work), meta[1] = rank R, meta[2..2+R] =
+// params[0] = number of elements (invocations that do work), params[1] = rank R, params[2..2+R] =
 // shape, then for each operand k: R strides and an offset, at 2 + R + k * (R + 1).
 
-@group(0) @binding(0) var<storage, read> meta: array<u32>;
+@group(0) @binding(0) var<storage, read> params: array<u32>;
 
 // The flat invocation index over a 2-D grid of 256-wide workgroups (grids are split in two
 // dimensions because one may hold at most 65,535 workgroups).
@@ -13,13 +13,13 @@ fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 
 // Storage index of element `i` (row-major over the shape) of operand `k`.
 fn offset_of(i: u32, k: u32) -> u32 {
-    let rank = meta[1];
+    let rank = params[1];
     let base = 2u + rank + k * (rank + 1u);
-    var off = meta[base + rank];
+    var off = params[base + rank];
     var rem = i;
     for (var d = i32(rank) - 1; d >= 0; d--) {
-        let size = meta[2u + u32(d)];
-        off += (rem % size) * meta[base + u32(d)];
+        let size = params[2u + u32(d)];
+        off += (rem % size) * params[base + u32(d)];
         rem = rem / size;
     }
     return off;

@@ -14,7 +14,7 @@ fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= meta[0]) { return; }
+    if (i >= params[0]) { return; }
     let a = {{LOAD}}(lhs[offset_of(i, 0u)]);
     let b = {{LOAD}}(rhs[offset_of(i, 1u)]);
     out[i] = select(0u, 1u, {{EXPR}});

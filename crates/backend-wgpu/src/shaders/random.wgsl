@@ -15,7 +15,7 @@ fn hash32(v: u32) -> u32 {
 }
 
 fn draw(counter: u32) -> u32 {
-    let key = hash32(meta[2] ^ hash32(meta[3] ^ 0x9e3779b9u));
+    let key = hash32(params[2] ^ hash32(params[3] ^ 0x9e3779b9u));
     let rot = (counter << 16u) | (counter >> 16u);
     return hash32(counter ^ hash32((key + rot) ^ 0x85ebca6bu));
 }
@@ -27,11 +27,11 @@ fn uniform01(counter: u32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= meta[0]) { return; }
-    let a = bitcast<f32>(meta[4]);
-    let b = bitcast<f32>(meta[5]);
+    if (i >= params[0]) { return; }
+    let a = bitcast<f32>(params[4]);
+    let b = bitcast<f32>(params[5]);
     var v: f32;
-    switch meta[1] {
+    switch params[1] {
         case 0u: { v = a + b * uniform01(i); }
         case 1u: {
             let u1 = uniform01(i * 2u) + 1.0 / 16777216.0;

@@ -11,53 +11,53 @@ use crate::{DType, Result, Tensor};
 #[macro_export]
 macro_rules! conformance_forward_tests {
     ($device:expr) => {
-        #[test] fn forward_creation() { $crate::conformance::forward_create::creation(&$device) }
-        #[test] fn forward_arange() { $crate::conformance::forward_create::arange(&$device) }
-        #[test] fn forward_from_slice() { $crate::conformance::forward_create::from_slice(&$device) }
-        #[test] fn forward_random() { $crate::conformance::forward_create::random(&$device) }
-        #[test] fn forward_random_moments() { $crate::conformance::forward_create::random_moments(&$device) }
-        #[test] fn forward_reshape() { $crate::conformance::forward_views::reshape(&$device) }
-        #[test] fn forward_permute() { $crate::conformance::forward_views::permute(&$device) }
-        #[test] fn forward_narrow_select() { $crate::conformance::forward_views::narrow_select(&$device) }
-        #[test] fn forward_split_chunk() { $crate::conformance::forward_views::split_chunk(&$device) }
-        #[test] fn forward_expand_squeeze() { $crate::conformance::forward_views::expand_squeeze(&$device) }
-        #[test] fn forward_unary() { $crate::conformance::forward_unary::unary(&$device) }
-        #[test] fn forward_unary_special() { $crate::conformance::forward_unary::unary_special(&$device) }
-        #[test] fn forward_unary_int() { $crate::conformance::forward_unary::unary_int(&$device) }
-        #[test] fn forward_unary_dtypes() { $crate::conformance::forward_unary::unary_dtypes(&$device) }
-        #[test] fn forward_binary() { $crate::conformance::forward_binary::binary(&$device) }
-        #[test] fn forward_binary_scalar() { $crate::conformance::forward_binary::binary_scalar(&$device) }
-        #[test] fn forward_binary_int_bool() { $crate::conformance::forward_binary::binary_int_bool(&$device) }
-        #[test] fn forward_binary_dtypes() { $crate::conformance::forward_binary::binary_dtypes(&$device) }
-        #[test] fn forward_shape_errors() { $crate::conformance::forward_binary::shape_errors(&$device) }
-        #[test] fn forward_compare() { $crate::conformance::forward_compare::compare(&$device) }
-        #[test] fn forward_where_cond() { $crate::conformance::forward_compare::where_cond(&$device) }
-        #[test] fn forward_cast() { $crate::conformance::forward_compare::cast(&$device) }
-        #[test] fn forward_cast_rounding() { $crate::conformance::forward_compare::cast_rounding(&$device) }
-        #[test] fn forward_sum_mean() { $crate::conformance::forward_reduce::sum_mean(&$device) }
-        #[test] fn forward_var() { $crate::conformance::forward_reduce::var(&$device) }
-        #[test] fn forward_extrema() { $crate::conformance::forward_reduce::extrema(&$device) }
-        #[test] fn forward_reduce_dtypes() { $crate::conformance::forward_reduce::reduce_dtypes(&$device) }
-        #[test] fn forward_matmul() { $crate::conformance::forward_matmul::matmul(&$device) }
-        #[test] fn forward_matmul_vectors() { $crate::conformance::forward_matmul::matmul_vectors(&$device) }
-        #[test] fn forward_matmul_batched() { $crate::conformance::forward_matmul::matmul_batched(&$device) }
-        #[test] fn forward_matmul_dtypes() { $crate::conformance::forward_matmul::matmul_dtypes(&$device) }
-        #[test] fn forward_im2col_col2im() { $crate::conformance::forward_conv::im2col_col2im(&$device) }
-        #[test] fn forward_conv2d() { $crate::conformance::forward_conv::conv2d(&$device) }
-        #[test] fn forward_conv2d_dtypes() { $crate::conformance::forward_conv::conv2d_dtypes(&$device) }
-        #[test] fn forward_max_pool2d() { $crate::conformance::forward_conv::max_pool2d(&$device) }
-        #[test] fn forward_avg_pool2d() { $crate::conformance::forward_conv::avg_pool2d(&$device) }
-        #[test] fn forward_gather_scatter() { $crate::conformance::forward_index::gather_scatter(&$device) }
-        #[test] fn forward_index_select() { $crate::conformance::forward_index::index_select(&$device) }
-        #[test] fn forward_cat_stack() { $crate::conformance::forward_index::cat_stack(&$device) }
-        #[test] fn forward_activations() { $crate::conformance::forward_nn::activations(&$device) }
-        #[test] fn forward_activations_dtypes() { $crate::conformance::forward_nn::activations_dtypes(&$device) }
-        #[test] fn forward_softmax() { $crate::conformance::forward_nn::softmax(&$device) }
-        #[test] fn forward_layer_norm() { $crate::conformance::forward_nn::layer_norm(&$device) }
-        #[test] fn forward_batch_norm() { $crate::conformance::forward_nn::batch_norm(&$device) }
-        #[test] fn forward_dropout() { $crate::conformance::forward_nn::dropout(&$device) }
-        #[test] fn forward_losses() { $crate::conformance::forward_loss::losses(&$device) }
-        #[test] fn forward_losses_extreme() { $crate::conformance::forward_loss::losses_extreme(&$device) }
+        #[test] fn forward_creation() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::creation(&d) } }
+        #[test] fn forward_arange() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::arange(&d) } }
+        #[test] fn forward_from_slice() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::from_slice(&d) } }
+        #[test] fn forward_random() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::random(&d) } }
+        #[test] fn forward_random_moments() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::random_moments(&d) } }
+        #[test] fn forward_reshape() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::reshape(&d) } }
+        #[test] fn forward_permute() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::permute(&d) } }
+        #[test] fn forward_narrow_select() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::narrow_select(&d) } }
+        #[test] fn forward_split_chunk() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::split_chunk(&d) } }
+        #[test] fn forward_expand_squeeze() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::expand_squeeze(&d) } }
+        #[test] fn forward_unary() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary(&d) } }
+        #[test] fn forward_unary_special() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_special(&d) } }
+        #[test] fn forward_unary_int() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_int(&d) } }
+        #[test] fn forward_unary_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_dtypes(&d) } }
+        #[test] fn forward_binary() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary(&d) } }
+        #[test] fn forward_binary_scalar() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_scalar(&d) } }
+        #[test] fn forward_binary_int_bool() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_int_bool(&d) } }
+        #[test] fn forward_binary_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_dtypes(&d) } }
+        #[test] fn forward_shape_errors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::shape_errors(&d) } }
+        #[test] fn forward_compare() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::compare(&d) } }
+        #[test] fn forward_where_cond() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::where_cond(&d) } }
+        #[test] fn forward_cast() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::cast(&d) } }
+        #[test] fn forward_cast_rounding() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::cast_rounding(&d) } }
+        #[test] fn forward_sum_mean() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::sum_mean(&d) } }
+        #[test] fn forward_var() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::var(&d) } }
+        #[test] fn forward_extrema() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::extrema(&d) } }
+        #[test] fn forward_reduce_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::reduce_dtypes(&d) } }
+        #[test] fn forward_matmul() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul(&d) } }
+        #[test] fn forward_matmul_vectors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_vectors(&d) } }
+        #[test] fn forward_matmul_batched() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_batched(&d) } }
+        #[test] fn forward_matmul_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_dtypes(&d) } }
+        #[test] fn forward_im2col_col2im() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::im2col_col2im(&d) } }
+        #[test] fn forward_conv2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::conv2d(&d) } }
+        #[test] fn forward_conv2d_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::conv2d_dtypes(&d) } }
+        #[test] fn forward_max_pool2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::max_pool2d(&d) } }
+        #[test] fn forward_avg_pool2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::avg_pool2d(&d) } }
+        #[test] fn forward_gather_scatter() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::gather_scatter(&d) } }
+        #[test] fn forward_index_select() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::index_select(&d) } }
+        #[test] fn forward_cat_stack() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::cat_stack(&d) } }
+        #[test] fn forward_activations() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::activations(&d) } }
+        #[test] fn forward_activations_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::activations_dtypes(&d) } }
+        #[test] fn forward_softmax() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::softmax(&d) } }
+        #[test] fn forward_layer_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::layer_norm(&d) } }
+        #[test] fn forward_batch_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::batch_norm(&d) } }
+        #[test] fn forward_dropout() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::dropout(&d) } }
+        #[test] fn forward_losses() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses(&d) } }
+        #[test] fn forward_losses_extreme() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses_extreme(&d) } }
     };
 }
 

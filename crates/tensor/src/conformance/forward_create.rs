@@ -125,11 +125,16 @@ pub fn random(d: &Device) {
             let want: Vec<f64> = (0..n as u32).map(|i| sample(dist, seed, i) as f64).collect();
             let t = draw(d, name, shape, seed, DType::F32);
             assert_eq!(t.shape(), shape);
-            assert_close(&format!("{name} {shape:?} seed {seed} f32"), &t.to_vec_f64().unwrap(), &want, 0.0, 0.0);
+            // Uniform and bernoulli draws are integer arithmetic: bit-exact on every backend.
+            // Normal draws go through ln and cos, which Vulkan only promises to 2^-21 absolute
+            // error near 1 (amplified by the sqrt in Box-Muller for small samples).
+            let (atol, rtol) = if name == "randn" { (1e-5, 1e-5) } else { (0.0, 0.0) };
+            let got = t.to_vec_f64().unwrap();
+            assert_close(&format!("{name} {shape:?} seed {seed} f32"), &got, &want, atol, rtol);
             let t64 = draw(d, name, shape, seed, DType::F64);
-            assert_close(&format!("{name} {shape:?} seed {seed} f64"), &t64.to_vec_f64().unwrap(), &want, 1e-6, 1e-6);
+            assert_close(&format!("{name} {shape:?} seed {seed} f64"), &t64.to_vec_f64().unwrap(), &want, atol.max(1e-6), rtol.max(1e-6));
             let again = draw(d, name, shape, seed, DType::F32).to_vec_f64().unwrap();
-            assert_eq!(again, want, "{name}: same seed, same tensor");
+            assert_eq!(again, got, "{name}: same seed, same tensor");
         }
         let a = draw(d, name, &[1000], 11, DType::F32).to_vec_f64().unwrap();
         let b = draw(d, name, &[1000], 12, DType::F32).to_vec_f64().unwrap();

@@ -3,6 +3,8 @@
 //!
 //! ```ignore
 //! liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
+//! // or, for a backend that may find no device here: an expression giving Option<Device>
+//! liandan_tensor::conformance_suite!(my_backend_tests::gpu());
 //! ```
 //!
 //! Forward results are compared with independent float64 reference code written on plain
@@ -116,6 +118,30 @@ pub fn read(what: &str, t: &Result<Tensor>) -> Vec<f64> {
         Ok(t) => t.to_vec_f64().unwrap_or_else(|e| panic!("{what}: read-back failed: {e}")),
         Err(e) => panic!("{what}: op failed: {e}"),
     }
+}
+
+/// What a suite runs on: a [`Device`], or `None` when the backend has no device here (each
+/// test then returns at once; the backend's test file prints why, and refuses to skip when
+/// `LIANDAN_REQUIRE_GPU` is set).
+pub trait SuiteDevice {
+    fn resolve(self) -> Option<Device>;
+}
+
+impl SuiteDevice for Device {
+    fn resolve(self) -> Option<Device> {
+        Some(self)
+    }
+}
+
+impl SuiteDevice for Option<Device> {
+    fn resolve(self) -> Option<Device> {
+        self
+    }
+}
+
+/// Resolves the device a suite test runs on (see [`SuiteDevice`]).
+pub fn suite_device(d: impl SuiteDevice) -> Option<Device> {
+    d.resolve()
 }
 
 /// Defines one `#[test]` per conformance check for the device expression `$device`.
