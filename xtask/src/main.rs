@@ -1,6 +1,8 @@
-//! Project chores. `cargo xtask bench [--device cpu|gpu|gpu:N] [--quick]` times the core
-//! kernels and a training step on one device and prints a table (median of timed repeats after
-//! warm-up). Benchmarks are never tests: nothing here asserts a time.
+//! Project chores. `cargo xtask bench [--device cpu|gpu|gpu:N|all] [--quick]` times the core
+//! kernels and a training step and prints a Markdown table (median of timed repeats after
+//! warm-up, the device synchronized around each repeat). `xtask/bench_torch.py` prints the
+//! same table for PyTorch, so both sides can be measured in one run on one machine.
+//! Benchmarks are never tests: nothing here asserts a time.
 
 use std::time::Instant;
 
@@ -8,8 +10,9 @@ use liandan_tensor::{no_grad, DType, Device, Reduction, Result, Tensor};
 
 // Linking the backends registers their devices.
 use liandan_backend_cpu as _;
+use liandan_backend_wgpu as _;
 
-/// Median seconds of `reps` runs of `f` after `warmup` runs, synchronizing the device each time.
+/// Median seconds of `reps` runs of `f` after `warmup` runs.
 fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     for _ in 0..warmup {
         f()?;
@@ -26,39 +29,43 @@ fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Resu
     Ok(samples[samples.len() / 2])
 }
 
+fn row(device: &str, bench: &str, size: &str, seconds: f64, throughput: &str) {
+    println!("| liandan {device} | {bench} | {size} | {:.3} | {throughput} |", seconds * 1e3);
+}
+
 fn bench(device: &Device, quick: bool) -> Result<()> {
+    let name = if device.is_cpu() { "cpu".to_string() } else { format!("wgpu {}", device.backend().name()) };
     let reps = if quick { 3 } else { 10 };
-    println!("device: {device}");
-    println!("| benchmark | size | median | throughput |");
-    println!("|---|---|---|---|");
-    let sizes: &[usize] = if quick { &[256, 512] } else { &[256, 512, 1024, 2048] };
+    let sizes: &[usize] = if quick { &[256, 512] } else { &[1024, 2048, 4096] };
     for &n in sizes {
         let a = Tensor::randn(&[n, n], 1, DType::F32, device)?;
         let b = Tensor::randn(&[n, n], 2, DType::F32, device)?;
-        let s = time(device, 2, reps, || a.matmul(&b)?.sum_all().map(drop))?;
-        println!("| matmul f32 | {n}x{n}x{n} | {:.3} ms | {:.1} GFLOP/s |", s * 1e3, 2.0 * (n as f64).powi(3) / s / 1e9);
+        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        row(&name, "matmul f32", &format!("{n}x{n}x{n}"), s, &format!("{:.0} GFLOP/s", 2.0 * (n as f64).powi(3) / s / 1e9));
     }
-    for &n in &[1usize << 20, 1 << 24] {
-        let a = Tensor::randn(&[n], 3, DType::F32, device)?;
-        let b = Tensor::randn(&[n], 4, DType::F32, device)?;
-        let s = time(device, 2, reps, || a.add(&b).map(drop))?;
-        println!("| add f32 | {n} | {:.3} ms | {:.2} GB/s |", s * 1e3, 3.0 * 4.0 * n as f64 / s / 1e9);
-    }
-    let x = Tensor::randn(&[1], 5, DType::F32, device)?;
-    let s = time(device, 10, reps, || {
+    let n = if quick { 1 << 20 } else { 1 << 24 };
+    let a = Tensor::randn(&[n], 3, DType::F32, device)?;
+    let b = Tensor::randn(&[n], 4, DType::F32, device)?;
+    let s = time(device, 2, reps, || a.add(&b).map(drop))?;
+    row(&name, "add f32 (read 2, write 1)", &n.to_string(), s, &format!("{:.1} GB/s", 3.0 * 4.0 * n as f64 / s / 1e9));
+
+    // Per-op overhead: a chain of dependent adds on one element, waited for once.
+    let chain = 1000;
+    let x = Tensor::zeros(&[1], DType::F32, device)?;
+    let s = time(device, 2, reps, || {
         let mut y = x.clone();
-        for _ in 0..100 {
+        for _ in 0..chain {
             y = y.add_scalar(1.0)?;
         }
-        y.item_f64().map(drop)
+        Ok(())
     })?;
-    println!("| 100 dependent tiny adds | 1 | {:.3} ms | {:.2} us/op |", s * 1e3, s * 1e6 / 100.0);
+    row(&name, "dependent tiny adds", &format!("{chain} ops"), s, &format!("{:.2} us/op", s * 1e6 / chain as f64));
 
     // The zoo's `mlp` (1024-512-256-10, batch 1024, SGD lr 0.01) written with raw tensor ops.
     let batch = if quick { 256 } else { 1024 };
     let x = Tensor::randn(&[batch, 1024], 6, DType::F32, device)?;
-    let y = Tensor::arange(0.0, batch as f64, 1.0, DType::I64, device)?.to_dtype(DType::F64)?;
-    let y = y.sub(&y.div_scalar(10.0)?.floor()?.mul_scalar(10.0)?)?.to_dtype(DType::I64)?;
+    let labels: Vec<i64> = (0..batch as i64).map(|i| i % 10).collect();
+    let y = Tensor::from_vec(labels, &[batch], device)?;
     let dims = [(1024, 512), (512, 256), (256, 10)];
     let params: Vec<(Tensor, Tensor)> = dims
         .iter()
@@ -70,7 +77,7 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
             Ok((w, b))
         })
         .collect::<Result<_>>()?;
-    let s = time(device, 2, reps, || {
+    let s = time(device, 3, reps, || {
         let mut h = x.clone();
         for (i, (w, b)) in params.iter().enumerate() {
             h = h.matmul(&w.t()?)?.add(b)?;
@@ -82,7 +89,7 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
         no_grad(|| {
             for (w, b) in &params {
                 for p in [w, b] {
-                    let g = p.grad().expect("gradient");
+                    let g = p.grad().expect("every parameter has a gradient");
                     p.assign(&p.sub(&g.mul_scalar(0.01)?)?)?;
                     p.set_grad(None);
                 }
@@ -90,37 +97,42 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
             Ok(())
         })
     })?;
-    println!("| mlp train step (zoo shapes) | batch {batch} | {:.3} ms | |", s * 1e3);
+    row(&name, "mlp train step (zoo shapes)", &format!("batch {batch}"), s, "");
+    for (op, count) in device.fallback_report() {
+        eprintln!("note: on {name}, `{op}` ran on the CPU {count} times");
+    }
     Ok(())
+}
+
+fn devices(spec: Option<&str>) -> std::result::Result<Vec<Device>, String> {
+    match spec {
+        None | Some("all") => {
+            let mut all = vec![Device::cpu()];
+            all.extend(Device::gpus());
+            Ok(all)
+        }
+        Some(s) => Device::parse(s).map(|d| vec![d]).map_err(|e| e.to_string()),
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let device = match args.iter().position(|a| a == "--device").map(|i| args.get(i + 1)) {
-        Some(Some(spec)) => match Device::parse(spec) {
-            Ok(d) => d,
-            Err(e) => {
-                eprintln!("xtask bench: {e}");
-                std::process::exit(2);
-            }
-        },
-        Some(None) => {
-            eprintln!("xtask bench: --device needs a value (cpu, gpu or gpu:N)");
-            std::process::exit(2);
-        }
-        None => Device::best(),
-    };
-    match args.first().map(String::as_str) {
-        Some("bench") => {
-            if let Err(e) = bench(&device, quick) {
-                eprintln!("xtask bench: {e}");
-                std::process::exit(1);
-            }
-        }
-        _ => {
-            eprintln!("usage: cargo xtask bench [--device cpu|gpu|gpu:N] [--quick]");
-            std::process::exit(2);
+    let spec = args.iter().position(|a| a == "--device").map(|i| args.get(i + 1).map(String::as_str).unwrap_or(""));
+    if args.first().map(String::as_str) != Some("bench") {
+        eprintln!("usage: cargo xtask bench [--device cpu|gpu|gpu:N|all] [--quick]");
+        std::process::exit(2);
+    }
+    let devices = devices(spec).unwrap_or_else(|e| {
+        eprintln!("xtask bench: {e}");
+        std::process::exit(2);
+    });
+    println!("| side | benchmark | size | median ms | throughput |");
+    println!("|---|---|---|---|---|");
+    for d in devices {
+        if let Err(e) = bench(&d, quick) {
+            eprintln!("xtask bench on {d}: {e}");
+            std::process::exit(1);
         }
     }
 }

@@ -76,6 +76,15 @@ impl Backend for CpuBackend {
         DeviceKind::Cpu
     }
 
+    fn describe(&self) -> Vec<(String, String)> {
+        vec![
+            ("name".into(), "cpu".into()),
+            ("type".into(), "Cpu".into()),
+            ("threads".into(), rayon::current_num_threads().to_string()),
+            ("gemm".into(), "matrixmultiply (f32/f64; f16/bf16 through f32)".into()),
+        ]
+    }
+
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
         ok(CpuStorage::from_bytes(bytes, dtype)?)
     }

@@ -92,6 +92,17 @@ impl WgpuBackend {
     }
 }
 
+impl WgpuBackend {
+    /// True when a view's buffer, or an output of `out_elems` elements of `dtype`, is larger
+    /// than one binding may cover here: such ops (other than the chunked elementwise ones)
+    /// run on the CPU.
+    fn oversized(&self, views: &[Strided], out_elems: usize, dtype: DType) -> bool {
+        let Ok(gpu) = self.gpu() else { return false };
+        let limit = gpu.max_binding();
+        self.repr.buffer_bytes(dtype, out_elems) > limit || views.iter().any(|v| gpu_storage(v).buffer().size() > limit)
+    }
+}
+
 impl Backend for WgpuBackend {
     fn name(&self) -> String {
         format!("{} ({:?})", self.info.name, self.info.backend)
@@ -165,48 +176,81 @@ impl Backend for WgpuBackend {
 
     fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
         let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
-        self.fallback1(format!("reduce {op:?} ({})", x.dtype), &[x], out, |cpu, v| cpu.reduce(op, v[0]))
+        let s = x.layout.shape();
+        if self.oversized(&[x], s[0] * s[2], out) {
+            return self.fallback1(format!("reduce {op:?} ({}, too large to bind)", x.dtype), &[x], out, |cpu, v| cpu.reduce(op, v[0]));
+        }
+        self.reduce_op(op, x)
     }
 
     fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.fallback1(format!("matmul ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]))
+        let (l, r) = (lhs.layout.shape(), rhs.layout.shape());
+        if self.oversized(&[lhs, rhs], l[0] * l[1] * r[2], lhs.dtype) {
+            return self.fallback1(format!("matmul ({}, too large to bind)", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+        }
+        self.matmul_op(lhs, rhs)
     }
 
     fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
-        self.fallback1(format!("im2col ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value))
+        if self.oversized(&[x], window.n * window.col_rows() * window.col_cols(), x.dtype) {
+            return self.fallback1(format!("im2col ({}, too large to bind)", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value));
+        }
+        self.im2col_op(x, window, pad_value)
     }
 
     fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
-        self.fallback1(format!("col2im ({})", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window))
+        if self.oversized(&[cols], window.n * window.c * window.h * window.w, cols.dtype) {
+            return self.fallback1(format!("col2im ({}, too large to bind)", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window));
+        }
+        self.col2im_op(cols, window)
     }
 
     fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
-        let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
-            let (a, b) = cpu.max_pool2d(v[0], window)?;
-            Ok(vec![a, b])
-        })?;
-        let idx = r.pop().expect("two outputs");
-        Ok((r.pop().expect("two outputs"), idx))
+        if self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
+            let mut r = self.fallback(format!("max_pool2d ({}, too large to bind)", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
+                let (a, b) = cpu.max_pool2d(v[0], window)?;
+                Ok(vec![a, b])
+            })?;
+            let idx = r.pop().expect("two outputs");
+            return Ok((r.pop().expect("two outputs"), idx));
+        }
+        self.max_pool2d_op(x, window)
     }
 
     fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        self.fallback1(format!("avg_pool2d ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad))
+        if self.oversized(&[x], window.n * window.c * window.col_cols(), x.dtype) {
+            return self.fallback1(format!("avg_pool2d ({}, too large to bind)", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad));
+        }
+        self.avg_pool2d_op(x, window, count_include_pad)
     }
 
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad))
+        if self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
+            return self.fallback1(format!("avg_pool2d_backward ({}, too large to bind)", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad));
+        }
+        self.avg_pool2d_backward_op(dy, window, count_include_pad)
     }
 
     fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        self.fallback1(format!("gather ({})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim))
+        if self.oversized(&[src, index], index.layout.numel(), src.dtype) {
+            return self.fallback1(format!("gather ({}, too large to bind)", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim));
+        }
+        self.gather_op(src, index, dim)
     }
 
     fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
-        self.fallback1(format!("scatter_add ({})", dst.dtype), &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim))
+        if self.oversized(&[dst, index, src], dst.layout.numel(), dst.dtype) {
+            return self.fallback1(format!("scatter_add ({}, too large to bind)", dst.dtype), &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim));
+        }
+        self.scatter_add_op(dst, index, src, dim)
     }
 
     fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        self.fallback1(format!("index_select ({})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim))
+        let out = src.layout.numel() / src.layout.shape()[dim].max(1) * index.layout.numel();
+        if self.oversized(&[src, index], out, src.dtype) {
+            return self.fallback1(format!("index_select ({}, too large to bind)", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim));
+        }
+        self.index_select_op(src, index, dim)
     }
 
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {

@@ -7,7 +7,9 @@ use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
 use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
-use crate::kernels::{dense, grid, source, strided_meta};
+use crate::kernels::{dense, source};
+use crate::launch::{strided, Operand};
+use crate::storage::WgpuStorage;
 use crate::repr::Repr;
 
 const UNARY: &str = include_str!("shaders/unary.wgsl");
@@ -199,25 +201,27 @@ pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
 }
 
 impl WgpuBackend {
-    /// Dispatches a 1-D kernel over `meta[0]` invocations.
-    fn run(&self, key: &str, src: impl FnOnce() -> String, meta: &[u32], buffers: &[&wgpu::Buffer]) -> Result<()> {
-        let gpu = self.gpu()?;
-        let kernel = gpu.kernel(key, &[], src)?;
-        gpu.dispatch(&kernel, meta, buffers, grid(meta[0] as usize))
+    fn operand<'a>(&self, s: &Strided<'a>) -> Operand<'a> {
+        Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: self.repr.gpu_size(s.dtype) as u64 }
+    }
+
+    fn dense_out<'a>(&self, out: &'a WgpuStorage) -> Operand<'a> {
+        Operand { buffer: out.buffer(), layout: None, elem: self.repr.gpu_size(out.dtype) as u64 }
     }
 
     pub(crate) fn fill(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
         let out = self.output(dtype, numel)?;
         let (src, [lo, hi]) = fill_source(&self.repr, dtype, value);
-        let key = format!("fill {dtype}");
-        self.run(&key, || src, &[numel as u32, lo, hi], &[out.buffer()])?;
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, lo, hi]);
+        if !self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
+            return self.fallback1(format!("fill ({dtype})"), &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
+        }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
         if !self.repr.computes(dtype) {
-            let what = format!("random ({dtype})");
-            return self.fallback1(what, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+            return self.fallback1(format!("random ({dtype})"), &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
         let out = self.output(dtype, numel)?;
         let (kind, a, b) = match dist {
@@ -225,25 +229,25 @@ impl WgpuBackend {
             Distribution::Normal { mean, std } => (1, mean as f32, std as f32),
             Distribution::Bernoulli { p } => (2, p as f32, 0.0),
         };
-        let meta = [numel as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits()];
-        let key = format!("random {dtype}");
-        self.run(&key, || source(&self.repr, RANDOM, &[("x", dtype)], &[]), &meta, &[out.buffer()])?;
+        let meta = |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
+        let src = || source(&self.repr, RANDOM, &[("x", dtype)], &[]);
+        if !self.launch(&format!("random {dtype}"), src, &[numel], &[self.dense_out(&out)], &meta)? {
+            return self.fallback1(format!("random ({dtype})"), &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+        }
         Ok(Arc::new(out))
     }
 
     /// Writes the view `src` into `dst` viewed through `dst_layout` (same shape).
-    fn copy_into(&self, src: Strided, dst: &wgpu::Buffer, dst_layout: &Layout) -> Result<bool> {
-        let Some(meta) = strided_meta(src.layout.shape(), &[src.layout, dst_layout]) else { return Ok(false) };
+    fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<bool> {
         let key = format!("copy {}", self.repr.storage_type(src.dtype));
-        self.run(&key, || source(&self.repr, COPY, &[("x", src.dtype)], &[]), &meta, &[gpu_storage(&src).buffer(), dst])?;
-        Ok(true)
+        let out = Operand { buffer: dst.buffer(), layout: Some(dst_layout), elem: self.repr.gpu_size(dst.dtype) as u64 };
+        self.launch(&key, || source(&self.repr, COPY, &[("x", src.dtype)], &[]), src.layout.shape(), &[self.operand(&src), out], &strided)
     }
 
     pub(crate) fn copy_view(&self, src: Strided) -> Result<Storage> {
-        let shape = src.layout.shape();
         let out = self.output(src.dtype, src.layout.numel())?;
-        if !self.copy_into(src, out.buffer(), &dense(shape))? {
-            return self.fallback1(format!("copy ({}, beyond 32-bit indexing)", src.dtype), &[src], src.dtype, |cpu, v| cpu.copy(v[0]));
+        if !self.copy_into(src, &out, &dense(src.layout.shape()))? {
+            return self.fallback1(format!("copy ({})", src.dtype), &[src], src.dtype, |cpu, v| cpu.copy(v[0]));
         }
         Ok(Arc::new(out))
     }
@@ -258,8 +262,8 @@ impl WgpuBackend {
         for p in parts {
             let len = p.layout.shape()[dim];
             let dst = full.narrow(dim, start, len)?;
-            if p.layout.numel() > 0 && !self.copy_into(*p, out.buffer(), &dst)? {
-                return self.fallback1(format!("concat ({}, beyond 32-bit indexing)", first.dtype), parts, first.dtype, |cpu, v| cpu.concat(v, dim));
+            if p.layout.numel() > 0 && !self.copy_into(*p, &out, &dst)? {
+                return self.fallback1(format!("concat ({})", first.dtype), parts, first.dtype, |cpu, v| cpu.concat(v, dim));
             }
             start += len;
         }
@@ -269,62 +273,59 @@ impl WgpuBackend {
     pub(crate) fn cast_view(&self, src: Strided, to: DType) -> Result<Storage> {
         let from = src.dtype;
         let exotic = |d: DType| d == DType::F64 && !self.repr.f64;
-        let meta = strided_meta(src.layout.shape(), &[src.layout]);
-        let (Some(meta), false) = (meta, exotic(from) || exotic(to)) else {
-            return self.fallback1(format!("cast ({from} -> {to})"), &[src], to, |cpu, v| cpu.cast(v[0], to));
-        };
         let out = self.output(to, src.layout.numel())?;
         let key = format!("cast {from} -> {to}");
-        self.run(&key, || cast_source(&self.repr, from, to), &meta, &[gpu_storage(&src).buffer(), out.buffer()])?;
+        let ran = !exotic(from) && !exotic(to) && self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)?;
+        if !ran {
+            return self.fallback1(format!("cast ({from} -> {to})"), &[src], to, |cpu, v| cpu.cast(v[0], to));
+        }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn unary_op(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
         let native = self.repr.computes(x.dtype) && (x.dtype != DType::F64 || f64_capable(op));
-        let meta = strided_meta(x.layout.shape(), &[x.layout]);
-        let (true, Some(meta)) = (native, meta) else {
-            return self.fallback1(format!("unary {op:?} ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
-        };
         let out = self.output(x.dtype, x.layout.numel())?;
         let key = format!("unary {op:?} {}", x.dtype);
-        self.run(&key, || unary_source(&self.repr, op, x.dtype), &meta, &[gpu_storage(&x).buffer(), out.buffer()])?;
+        let ran = native && self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)?;
+        if !ran {
+            return self.fallback1(format!("unary {op:?} ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
+        }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn binary_op(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
         let native = self.repr.computes(lhs.dtype) && !(lhs.dtype == DType::F64 && op == BinaryOp::Pow);
-        let meta = strided_meta(lhs.layout.shape(), &[lhs.layout, rhs.layout]);
-        let (true, Some(meta)) = (native, meta) else {
-            return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
-        };
         let out = self.output(lhs.dtype, lhs.layout.numel())?;
         let key = format!("binary {op:?} {}", lhs.dtype);
-        self.run(&key, || binary_source(&self.repr, op, lhs.dtype), &meta, &[gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), out.buffer()])?;
+        let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
+        let ran = native && self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)?;
+        if !ran {
+            return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
+        }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn compare_op(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
         let dtype = lhs.dtype;
-        let meta = strided_meta(lhs.layout.shape(), &[lhs.layout, rhs.layout]);
         let native = self.repr.computes(dtype) || !dtype.is_float();
-        let (true, Some(meta)) = (native, meta) else {
-            return self.fallback1(format!("compare {op:?} ({dtype})"), &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
-        };
         let out = self.output(DType::Bool, lhs.layout.numel())?;
         let key = format!("compare {op:?} {dtype}");
-        self.run(&key, || compare_source(&self.repr, op, dtype), &meta, &[gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), out.buffer()])?;
+        let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
+        let ran = native && self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)?;
+        if !ran {
+            return self.fallback1(format!("compare {op:?} ({dtype})"), &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
+        }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn select_op(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
         let dtype = on_true.dtype;
-        let Some(meta) = strided_meta(cond.layout.shape(), &[cond.layout, on_true.layout, on_false.layout]) else {
-            return self.fallback1(format!("select ({dtype}, beyond 32-bit indexing)"), &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
-        };
         let out = self.output(dtype, cond.layout.numel())?;
         let key = format!("select {}", self.repr.storage_type(dtype));
-        let buffers = [gpu_storage(&cond).buffer(), gpu_storage(&on_true).buffer(), gpu_storage(&on_false).buffer(), out.buffer()];
-        self.run(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), &meta, &buffers)?;
+        let operands = [self.operand(&cond), self.operand(&on_true), self.operand(&on_false), self.dense_out(&out)];
+        if !self.launch(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), cond.layout.shape(), &operands, &strided)? {
+            return self.fallback1(format!("select ({dtype})"), &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
+        }
         Ok(Arc::new(out))
     }
 }

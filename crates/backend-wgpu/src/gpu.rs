@@ -44,10 +44,21 @@ pub(crate) struct Gpu {
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
+    /// Where index kernels report an out-of-range index: [flag, low word, high word, axis
+    /// size], one buffer per calling thread so each thread hears of its own ops' faults. Read
+    /// back with every host read and at `synchronize`, so indexing never waits.
+    index_faults: Mutex<HashMap<std::thread::ThreadId, wgpu::Buffer>>,
 }
+
+/// Bytes of the index-fault buffer.
+pub(crate) const INDEX_FAULT_BYTES: u64 = 16;
 
 /// One buffer binding of a dispatch: a whole pooled buffer.
 pub(crate) type Binding<'a> = &'a wgpu::Buffer;
+
+/// A window of a buffer bound to a dispatch: `(buffer, byte offset, byte size)`. Offsets are
+/// multiples of the adapter's storage offset alignment.
+pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
 impl Gpu {
     pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
@@ -94,6 +105,7 @@ impl Gpu {
             recorder: Mutex::new(Recorder { encoder: None, meta: Vec::new(), dispatches: 0 }),
             kernels: Mutex::default(),
             fault,
+            index_faults: Mutex::default(),
         })
     }
 
@@ -141,6 +153,25 @@ impl Gpu {
     /// Records one dispatch of `kernel` over `groups` workgroups, binding `meta` at binding 0
     /// and `buffers` at bindings 1.. (whole buffers, read-write as the shader declares).
     pub(crate) fn dispatch(&self, kernel: &Kernel, meta: &[u32], buffers: &[Binding], groups: (u32, u32, u32)) -> Result<()> {
+        let windows: Vec<Window> = buffers.iter().map(|b| (*b, 0, b.size())).collect();
+        self.dispatch_windows(kernel, meta, &windows, groups)
+    }
+
+    /// The largest buffer window one binding may cover on this device.
+    pub(crate) fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size as u64
+    }
+
+    /// The alignment of binding offsets on this device.
+    pub(crate) fn offset_alignment(&self) -> u64 {
+        self.limits.min_storage_buffer_offset_alignment as u64
+    }
+
+    /// [`Gpu::dispatch`] with explicit windows of each buffer.
+    pub(crate) fn dispatch_windows(&self, kernel: &Kernel, meta: &[u32], buffers: &[Window], groups: (u32, u32, u32)) -> Result<()> {
+        if let Some((b, _, size)) = buffers.iter().find(|w| w.2 > self.max_binding()) {
+            return Err(self.err("dispatch", format!("a binding of {size} bytes (of a {}-byte buffer) exceeds this device's {}-byte limit", b.size(), self.max_binding())));
+        }
         assert!(meta.len() <= META_WORDS, "meta block of {} words exceeds a slot", meta.len());
         if groups.0 == 0 || groups.1 == 0 || groups.2 == 0 {
             return Ok(());
@@ -154,8 +185,9 @@ impl Gpu {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.arena, offset: slot as u64 * self.slot_bytes, size: wgpu::BufferSize::new(SLOT_BYTES) }),
         }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: b.as_entire_binding() });
+        for (i, &(buffer, offset, size)) in buffers.iter().enumerate() {
+            let binding = wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size) };
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
         }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries: &entries });
         let encoder = rec.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }));
@@ -206,30 +238,48 @@ impl Gpu {
         self.submit(&mut rec);
     }
 
-    /// Submits and waits for all work, then reports any device fault.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        self.flush();
-        self.device
-            .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
-            .map_err(|e| self.err("synchronize", e.to_string()))?;
-        self.check_fault("synchronize")
+    /// The calling thread's buffer for index kernels to report out-of-range indices in
+    /// (created zeroed on first use).
+    pub(crate) fn index_fault_buffer(&self) -> wgpu::Buffer {
+        let mut faults = self.index_faults.lock().unwrap_or_else(|p| p.into_inner());
+        faults
+            .entry(std::thread::current().id())
+            .or_insert_with(|| {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("liandan index faults"),
+                    size: INDEX_FAULT_BYTES,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })
+            .clone()
     }
 
-    /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host.
+    /// Submits and waits for all work, then reports any device fault or bad index.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let fault = self.index_fault_buffer();
+        self.read(&fault, 0, 0).map(drop)
+    }
+
+    /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host, after
+    /// all recorded work, and fails if any of that work met a device fault or a bad index.
     pub(crate) fn read(&self, src: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
-        if len == 0 {
-            return Ok(Vec::new());
-        }
+        // The index-fault words ride along at the end of the same read-back.
+        let at = len.next_multiple_of(4);
+        let index_fault = self.index_fault_buffer();
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("liandan read-back"),
-            size: len,
+            size: at + INDEX_FAULT_BYTES,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
         {
             let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
             let encoder = rec.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }));
-            encoder.copy_buffer_to_buffer(src, offset, &staging, 0, len);
+            if len > 0 {
+                encoder.copy_buffer_to_buffer(src, offset, &staging, 0, len);
+            }
+            encoder.copy_buffer_to_buffer(&index_fault, 0, &staging, at, INDEX_FAULT_BYTES);
             self.submit(&mut rec);
         }
         let (tx, rx) = std::sync::mpsc::channel();
@@ -244,8 +294,17 @@ impl Gpu {
             Ok(Ok(())) => {}
             _ => return Err(self.err("read", "mapping the read-back buffer failed")),
         }
-        let data = staging.slice(..).get_mapped_range().map_err(|e| self.err("read", e.to_string()))?.to_vec();
+        let mut data = staging.slice(..).get_mapped_range().map_err(|e| self.err("read", e.to_string()))?.to_vec();
         staging.unmap();
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&data[at as usize..]);
+        if words[0] != 0 {
+            // Report the first bad index once, and clear the flag for what follows.
+            self.upload(&index_fault, 0, &[0; INDEX_FAULT_BYTES as usize]);
+            self.flush();
+            let index = ((words[2] as u64) << 32 | words[1] as u64) as i64;
+            return Err(liandan_tensor::Error::IndexOutOfRange { op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)", index, size: words[3] as usize });
+        }
+        data.truncate(len as usize);
         Ok(data)
     }
 }

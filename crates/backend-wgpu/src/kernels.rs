@@ -70,5 +70,10 @@ pub(crate) fn dense(shape: &[usize]) -> Layout {
 /// `f16`/`f64` say which native types to assume (Metal: f16 yes, f64 no).
 pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
     let repr = Repr { f16, f64 };
-    crate::elementwise::sources(&repr)
+    let mut all = crate::elementwise::sources(&repr);
+    all.extend(crate::reduce::sources(&repr));
+    all.extend(crate::matmul::sources(&repr));
+    all.extend(crate::window::sources(&repr));
+    all.extend(crate::index::sources(&repr));
+    all
 }

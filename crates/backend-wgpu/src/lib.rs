@@ -14,11 +14,16 @@
 mod backend;
 mod elementwise;
 mod gpu;
+mod index;
 mod info;
 mod kernels;
+mod launch;
+mod matmul;
 mod pool;
+mod reduce;
 mod repr;
 mod storage;
+mod window;
 
 use std::sync::Arc;
 

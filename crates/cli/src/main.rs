@@ -14,8 +14,11 @@ commands:
   train    train a model (not available yet: it lands with the training-loop issue)";
 
 fn info() -> liandan_nn::Result<()> {
-    for (i, d) in Device::all().iter().enumerate() {
-        println!("device {i}: {d} ({:?})", d.kind());
+    for d in Device::all() {
+        println!("{d}");
+        for (key, value) in d.describe() {
+            println!("    {key:<24} {value}");
+        }
     }
     let best = Device::best();
     println!("best: {best}");

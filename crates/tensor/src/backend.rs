@@ -205,7 +205,10 @@ pub trait Backend: Send + Sync + Debug + 'static {
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage>;
 
     /// `out[.., i, ..] = src[.., index[.., i, ..], ..]` along `dim`; `index` (`I64`) has the
-    /// rank of `src` and sizes no larger than `src`'s off `dim`. Out-of-range indices are errors.
+    /// rank of `src` and sizes no larger than `src`'s off `dim`. Out-of-range indices are errors:
+    /// from the op itself on a synchronous backend; an asynchronous one (a GPU) skips the bad
+    /// element and returns the error from the next call that waits (a read-back or
+    /// `synchronize`), so that indexing never stalls the queue.
     fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage>;
     /// A copy of `dst` with `src` added at `index` along `dim` (`index` and `src` share a
     /// shape, no larger than `dst` off `dim`).

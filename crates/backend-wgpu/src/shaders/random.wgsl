@@ -1,6 +1,7 @@
 // Seeded random fill, bit-for-bit the generator of liandan-tensor's `rng.rs`: element i depends
-// only on (seed, i). meta: [numel, kind (0 uniform, 1 normal, 2 bernoulli), seed lo, seed hi,
-// a, b] with (a, b) = (low, high - low), (mean, std) or (p, -).
+// only on (seed, i). params: [count, kind (0 uniform, 1 normal, 2 bernoulli), seed lo, seed hi,
+// a, b, first] with (a, b) = (low, high - low), (mean, std) or (p, -); element i of this
+// launch is element first + i of the tensor (launches over huge tensors come in chunks).
 
 @group(0) @binding(1) var<storage, read_write> y: array<S_x>;
 
@@ -26,8 +27,9 @@ fn uniform01(counter: u32) -> f32 {
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    let local = flat_id(wid, nwg, lid);
+    if (local >= params[0]) { return; }
+    let i = local + params[6];
     let a = bitcast<f32>(params[4]);
     let b = bitcast<f32>(params[5]);
     var v: f32;
@@ -40,5 +42,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         default: { v = select(0.0, 1.0, uniform01(i) < a); }
     }
-    y[i] = store_x(C_x(v));
+    y[local] = store_x(C_x(v));
 }

@@ -130,9 +130,24 @@ impl Tensor {
         self.binary(rhs, BinaryOp::Minimum)
     }
 
-    /// A scalar of this tensor's dtype and device, for the `*_scalar` ops.
+    /// A scalar of this tensor's dtype and device, for the `*_scalar` ops. Constants are
+    /// cached per device: on a GPU each new one would cost a dispatch, and they are only ever
+    /// read (ops never write into existing storage, and these never reach `assign`).
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
-        Tensor::scalar(value, self.dtype(), self.device())
+        type Key = (usize, DType, u64);
+        static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, Tensor>>> = std::sync::OnceLock::new();
+        let key = (self.device().backend() as *const dyn crate::Backend as *const () as usize, self.dtype(), value.to_bits());
+        let cache = CACHE.get_or_init(Default::default);
+        if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(t.clone());
+        }
+        let t = Tensor::scalar(value, self.dtype(), self.device())?;
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= 4096 {
+            c.clear();
+        }
+        c.insert(key, t.clone());
+        Ok(t)
     }
 
     pub fn add_scalar(&self, v: f64) -> Result<Tensor> {

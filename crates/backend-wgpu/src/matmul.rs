@@ -1,0 +1,190 @@
+//! Batched matrix multiplication: a tiled kernel with register blocking (`shaders/matmul.wgsl`),
+//! reading each operand through its strides, or in vec4s where its inner dimension allows.
+//!
+//! The loaders are picked per operand at run time: vec4s along K for a row-major lhs or a
+//! transposed rhs (a linear layer's weight), vec4s along M / N for the other orientation, and
+//! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
+//! accumulate in f32; f64 without SHADER_F64 runs on the CPU.
+
+use std::sync::Arc;
+
+use liandan_tensor::{Backend, DType, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::source;
+use crate::repr::Repr;
+
+const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+
+/// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
+/// the lhs, N of the rhs), or scalars through any strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Load {
+    K,
+    Outer,
+    Strided,
+}
+
+/// One compiled variant: `h` = 1 gives 64 x 64 tiles, 2 gives 128 x 128.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Variant {
+    h: u32,
+    a: Load,
+    b: Load,
+    out4: bool,
+}
+
+/// Tiles of 128 x 128 once there are this many of them (else 64 x 64 keeps more of the GPU busy).
+const BIG_TILES: usize = 192;
+
+/// The bindings and their element accessors: `fetch_x(i)` / `fetch_x4(i)` read element `i` /
+/// the four from `i` (a multiple of 4), `store_y` / `store_y4` write. Both forms exist over
+/// either binding type so that every loader type-checks in every variant.
+fn access(a4: bool, b4: bool, y4: bool) -> String {
+    let read = |name: &str, binding: u32, vec: bool| {
+        if vec {
+            format!(
+                "@group(0) @binding({binding}) var<storage, read> {name}: array<vec4<S_x>>;\n\
+                 fn fetch_{name}4(i: u32) -> vec4<C_x> {{ return vec4<C_x>({name}[i / 4u]); }}\n\
+                 fn fetch_{name}(i: u32) -> C_x {{ return load_x({name}[i / 4u][i % 4u]); }}\n"
+            )
+        } else {
+            format!(
+                "@group(0) @binding({binding}) var<storage, read> {name}: array<S_x>;\n\
+                 fn fetch_{name}(i: u32) -> C_x {{ return load_x({name}[i]); }}\n\
+                 fn fetch_{name}4(i: u32) -> vec4<C_x> {{ return vec4<C_x>(fetch_{name}(i), fetch_{name}(i + 1u), fetch_{name}(i + 2u), fetch_{name}(i + 3u)); }}\n"
+            )
+        }
+    };
+    let rounded = "vec4<S_x>(store_x(v.x), store_x(v.y), store_x(v.z), store_x(v.w))";
+    let write = if y4 {
+        format!(
+            "@group(0) @binding(3) var<storage, read_write> y: array<vec4<S_x>>;\n\
+             fn store_y4(i: u32, v: vec4<C_x>) {{ y[i / 4u] = {rounded}; }}\n\
+             fn store_y(i: u32, v: C_x) {{ y[i / 4u][i % 4u] = store_x(v); }}\n"
+        )
+    } else {
+        "@group(0) @binding(3) var<storage, read_write> y: array<S_x>;\n\
+         fn store_y(i: u32, v: C_x) { y[i] = store_x(v); }\n\
+         fn store_y4(i: u32, v: vec4<C_x>) { for (var c = 0u; c < 4u; c++) { store_y(i + c, v[c]); } }\n"
+            .to_string()
+    };
+    read("a", 1, a4) + &read("b", 2, b4) + &write
+}
+
+fn matmul_source(repr: &Repr, dtype: DType, v: Variant) -> String {
+    let loader = |l: Load, outer: &'static str, p: &'static str| match l {
+        Load::K => format!("{p}_k_"),
+        Load::Outer => format!("{p}_{outer}_"),
+        Load::Strided => format!("{p}_g_"),
+    };
+    let access = access(v.a != Load::Strided, v.b != Load::Strided, v.out4);
+    // Workgroup memory stays within 16 KiB, the least every adapter offers: 64 x 64 f32 tiles
+    // can afford a vec4 of padding per row, 128 x 128 f32 and 64 x 64 f64 tiles cannot.
+    let pad = if v.h == 1 && dtype != DType::F64 { "1" } else { "0" };
+    let subs = [
+        ("ACCESS", access.as_str()),
+        ("H", &v.h.to_string()),
+        ("BK", "16"),
+        ("PAD", pad),
+        ("A_LOAD", &loader(v.a, "m", "a")),
+        ("B_LOAD", &loader(v.b, "n", "b")),
+        ("OUT4", if v.out4 { "true" } else { "false" }),
+    ];
+    source(repr, MATMUL, &[("x", dtype)], &subs)
+}
+
+fn tile_sizes(dtype: DType) -> &'static [u32] {
+    // 64 f64 accumulators per invocation would spill; f64 keeps to the small tile.
+    if dtype == DType::F64 { &[1] } else { &[1, 2] }
+}
+
+/// Every matmul kernel this device could build, for validation tests.
+pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let loads = [Load::K, Load::Outer, Load::Strided];
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d)) {
+        for &h in tile_sizes(dtype) {
+            for a in loads {
+                for b in loads {
+                    for out4 in [false, true] {
+                        let v = Variant { h, a, b, out4 };
+                        out.push((format!("matmul {dtype} {v:?}"), matmul_source(repr, dtype, v)));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `[B, rows, cols]` strides and offset of one operand, with `rows`/`cols` its two matrix dims.
+struct Operand {
+    sizes: [usize; 3],
+    strides: [usize; 3],
+    offset: usize,
+}
+
+impl Operand {
+    fn of(x: &Strided) -> Operand {
+        let (s, t) = (x.layout.shape(), x.layout.strides());
+        Operand { sizes: [s[0], s[1], s[2]], strides: [t[0], t[1], t[2]], offset: x.layout.offset() }
+    }
+
+    /// Whether vec4s along matrix dim `d` (1 or 2) are aligned whole vec4s inside the view: `d`
+    /// is contiguous and a multiple of 4 long, and every other stride and the offset are
+    /// multiples of 4 (or belong to a dim of size 1, whose stride is never used).
+    fn vec4_along(&self, d: usize) -> bool {
+        let other_ok = (0..3).filter(|&e| e != d).all(|e| self.sizes[e] == 1 || self.strides[e] % 4 == 0);
+        self.strides[d] == 1 && self.sizes[d] % 4 == 0 && other_ok && self.offset % 4 == 0
+    }
+
+    /// The loader for this operand, whose K dim is `k` (2 for the lhs, 1 for the rhs).
+    fn load(&self, k: usize) -> Load {
+        if self.vec4_along(k) {
+            Load::K
+        } else if self.vec4_along(3 - k) {
+            Load::Outer
+        } else {
+            Load::Strided
+        }
+    }
+
+    /// For the scalar loader: whether to walk the non-K dim (the one with the smaller stride)
+    /// so that neighbouring invocations read neighbouring elements.
+    fn walk_outer(&self, k: usize) -> bool {
+        let outer = 3 - k;
+        self.sizes[k] == 1 || (self.sizes[outer] > 1 && self.strides[outer] < self.strides[k])
+    }
+}
+
+impl WgpuBackend {
+    pub(crate) fn matmul_op(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        let dtype = lhs.dtype;
+        let (a, b) = (Operand::of(&lhs), Operand::of(&rhs));
+        let [batch, m, k] = a.sizes;
+        let n = b.sizes[2];
+        let words = [
+            batch, m, k, n,
+            a.strides[0], a.strides[1], a.strides[2], a.offset,
+            b.strides[0], b.strides[1], b.strides[2], b.offset,
+            a.walk_outer(2) as usize, b.walk_outer(1) as usize,
+        ];
+        let meta: Option<Vec<u32>> = words.iter().map(|&w| u32::try_from(w).ok()).collect();
+        let fits = u32::try_from(batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
+        let (true, Some(meta), true) = (self.repr.computes(dtype), meta, fits) else {
+            return self.fallback1(format!("matmul ({dtype})"), &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+        };
+        let out = self.output(dtype, batch * m * n)?;
+        let big = dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
+        let v = Variant { h: if big { 2 } else { 1 }, a: a.load(2), b: b.load(1), out4: n % 4 == 0 };
+        let tile = 64 * v.h as usize;
+        let groups = |count: usize| count.clamp(1, 65_535) as u32;
+        let grid = (groups(n.div_ceil(tile)), groups(m.div_ceil(tile)), groups(batch));
+        let gpu = self.gpu()?;
+        let key = format!("matmul {dtype} {v:?}");
+        let kernel = gpu.kernel(&key, &[], || matmul_source(&self.repr, dtype, v))?;
+        gpu.dispatch(&kernel, &meta, &[gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), out.buffer()], grid)?;
+        Ok(Arc::new(out))
+    }
+}

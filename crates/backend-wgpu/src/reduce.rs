@@ -1,0 +1,200 @@
+//! Reductions over the middle axis of `[outer, len, inner]`: sum, max, min, argmax, argmin of
+//! the float dtypes this device computes, as tree reductions in workgroup memory
+//! (`shaders/reduce.wgsl`). Integer and bool inputs, and f64 without SHADER_F64, run on the CPU.
+//!
+//! How invocations are spread depends on the shape: lanes of a few elements get one invocation
+//! each; longer lanes get 32 or 256 invocations and a tree. When `inner > 1` the invocations
+//! sharing an output sit 16 apart so that neighbours read neighbouring columns. A few long lanes
+//! would leave most of the GPU idle, so they are cut into chunks reduced in two passes.
+
+use std::sync::Arc;
+
+use liandan_tensor::backend::ReduceOp;
+use liandan_tensor::{Backend, DType, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{grid, source, WG};
+use crate::repr::Repr;
+
+const REDUCE: &str = include_str!("shaders/reduce.wgsl");
+
+/// Which part of a reduction a kernel does: all of it, or the first (partial results per
+/// chunk of a lane) or second (reducing the partials) pass of a split one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    Whole,
+    Split,
+    Finish,
+}
+
+/// `t` invocations per output; `cols`: they sit `256 / t` apart rather than side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Spread {
+    t: usize,
+    cols: bool,
+}
+
+const SPREADS: [Spread; 4] = [Spread { t: 1, cols: false }, Spread { t: 32, cols: false }, Spread { t: 256, cols: false }, Spread { t: 16, cols: true }];
+
+fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
+    match (inner, len) {
+        (_, 0..=16) => SPREADS[0],
+        (1, 17..=512) => SPREADS[1],
+        (1, _) => SPREADS[2],
+        // Enough outputs to fill the GPU with one invocation each, reading adjacent columns.
+        _ if outputs >= 16_384 => SPREADS[0],
+        _ => SPREADS[3],
+    }
+}
+
+/// Workgroups below which a long lane is split, the workgroups a split aims for, and the
+/// fewest elements a chunk holds.
+const FEW_GROUPS: usize = 128;
+const SPLIT_GROUPS: usize = 512;
+const MIN_CHUNK: usize = 4096;
+
+/// The bindings and the `load_`/`store_` functions of a pass. A split keeps the partial results
+/// in the compute type (and the winners' indices for max and min), never rounded to the dtype.
+fn io(op: ReduceOp, pass: Pass) -> String {
+    let indexed = op != ReduceOp::Sum;
+    let mut s = String::new();
+    let mut binding = 1;
+    let mut bind = |s: &mut String, access: &str, name: &str, ty: &str| {
+        *s += &format!("@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;\n");
+        binding += 1;
+    };
+    if pass == Pass::Finish {
+        bind(&mut s, "read", "x", "C_x");
+        if indexed {
+            bind(&mut s, "read", "xi", "u32");
+            s += "fn load_(k: u32, j: u32) -> Acc { return Acc(x[k], xi[k]); }\n";
+        } else {
+            s += "fn load_(k: u32, j: u32) -> Acc { return Acc(x[k], 0u); }\n";
+        }
+    } else {
+        bind(&mut s, "read", "x", "S_x");
+        s += "fn load_(k: u32, j: u32) -> Acc { return Acc(load_x(x[k]), j); }\n";
+    }
+    if pass == Pass::Split {
+        bind(&mut s, "read_write", "y", "C_x");
+        if indexed {
+            bind(&mut s, "read_write", "yi", "u32");
+            s += "fn store_(o: u32, a: Acc) { y[o] = a.v; yi[o] = a.i; }\n";
+        } else {
+            s += "fn store_(o: u32, a: Acc) { y[o] = a.v; }\n";
+        }
+    } else if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+        // An i64 index: (low, high) words.
+        bind(&mut s, "read_write", "y", "vec2<u32>");
+        s += "fn store_(o: u32, a: Acc) { y[o] = vec2<u32>(a.i, 0u); }\n";
+    } else {
+        bind(&mut s, "read_write", "y", "S_x");
+        s += "fn store_(o: u32, a: Acc) { y[o] = store_x(a.v); }\n";
+    }
+    s
+}
+
+fn reduce_source(repr: &Repr, op: ReduceOp, dtype: DType, pass: Pass, sp: Spread) -> String {
+    let fold = match op {
+        ReduceOp::Sum => "sum_",
+        ReduceOp::Max | ReduceOp::ArgMax => "max_",
+        ReduceOp::Min | ReduceOp::ArgMin => "min_",
+    };
+    let (t, cols) = (sp.t.to_string(), sp.cols.to_string());
+    source(repr, REDUCE, &[("x", dtype)], &[("IO", &io(op, pass)), ("OP", fold), ("T", &t), ("COLS", &cols)])
+}
+
+const OPS: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin];
+
+/// Every reduction kernel this device could build, for validation tests.
+pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d)) {
+        for op in OPS {
+            for pass in [Pass::Whole, Pass::Split, Pass::Finish] {
+                for sp in SPREADS {
+                    out.push((format!("reduce {op:?} {dtype} {pass:?} {sp:?}"), reduce_source(repr, op, dtype, pass, sp)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One dispatch's geometry: `[outer, len, inner]` with strides and offset, lanes cut into
+/// `chunks` of `chunk` elements.
+struct Geometry {
+    dims: [usize; 3],
+    strides: [usize; 3],
+    offset: usize,
+    chunks: usize,
+    chunk: usize,
+}
+
+impl Geometry {
+    fn outputs(&self) -> usize {
+        self.dims[0] * self.chunks * self.dims[2]
+    }
+
+    /// The meta block, or `None` when a value exceeds 32 bits.
+    fn meta(&self) -> Option<Vec<u32>> {
+        let [outer, len, inner] = self.dims;
+        u32::try_from(self.outputs()).ok()?;
+        let words = [outer, len, inner, self.chunks, self.chunk, self.strides[0], self.strides[1], self.strides[2], self.offset];
+        words.iter().map(|&w| u32::try_from(w).ok()).collect()
+    }
+}
+
+impl WgpuBackend {
+    pub(crate) fn reduce_op(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
+        let float_out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) { DType::I64 } else { x.dtype };
+        let out_dtype = if op == ReduceOp::Sum && !x.dtype.is_float() { DType::I64 } else { float_out };
+        let (shape, strides) = (x.layout.shape(), x.layout.strides());
+        let whole = match (shape, strides) {
+            (&[o, l, i], &[a, b, c]) => Geometry { dims: [o, l, i], strides: [a, b, c], offset: x.layout.offset(), chunks: 1, chunk: l },
+            _ => unreachable!("reduce views are [outer, len, inner]"),
+        };
+        let fits = whole.meta().is_some() && u32::try_from(x.layout.max_extent()).is_ok();
+        if !self.repr.computes(x.dtype) || !fits {
+            return self.fallback1(format!("reduce {op:?} ({})", x.dtype), &[x], out_dtype, |cpu, v| cpu.reduce(op, v[0]));
+        }
+        let out = self.output(out_dtype, whole.outputs())?;
+        let input = gpu_storage(&x).buffer();
+        let [outer, len, inner] = whole.dims;
+        let sp = spread(len, inner, outer * inner);
+        let groups = (outer * inner).div_ceil(WG / sp.t);
+        if groups >= FEW_GROUPS || len < 4 * MIN_CHUNK {
+            self.reduce_pass(op, x.dtype, Pass::Whole, &whole, &[input, out.buffer()])?;
+            return Ok(Arc::new(out));
+        }
+        let chunks = SPLIT_GROUPS.div_ceil(groups).min(len / MIN_CHUNK);
+        let chunk = len.div_ceil(chunks);
+        let first = Geometry { chunks: len.div_ceil(chunk), chunk, ..whole };
+        let gpu = self.gpu()?;
+        let n = first.outputs() as u64;
+        let values = gpu.alloc(n * if x.dtype == DType::F64 { 8 } else { 4 })?;
+        let indices = gpu.alloc(n * 4)?;
+        let mut buffers = vec![input, values.buffer()];
+        if op != ReduceOp::Sum {
+            buffers.push(indices.buffer());
+        }
+        self.reduce_pass(op, x.dtype, Pass::Split, &first, &buffers)?;
+        let chunks = first.chunks;
+        let second = Geometry { dims: [outer, chunks, inner], strides: [chunks * inner, inner, 1], offset: 0, chunks: 1, chunk: chunks };
+        buffers.remove(0);
+        buffers.push(out.buffer());
+        self.reduce_pass(op, x.dtype, Pass::Finish, &second, &buffers)?;
+        Ok(Arc::new(out))
+    }
+
+    fn reduce_pass(&self, op: ReduceOp, dtype: DType, pass: Pass, g: &Geometry, buffers: &[&wgpu::Buffer]) -> Result<()> {
+        let [_, len, inner] = g.dims;
+        let outputs = g.outputs();
+        let sp = spread(g.chunk.min(len), inner, outputs);
+        let key = format!("reduce {op:?} {dtype} {pass:?} {sp:?}");
+        let gpu = self.gpu()?;
+        let kernel = gpu.kernel(&key, &[], || reduce_source(&self.repr, op, dtype, pass, sp))?;
+        let meta = g.meta().expect("checked by the caller");
+        gpu.dispatch(&kernel, &meta, buffers, grid(outputs.div_ceil(WG / sp.t) * WG))
+    }
+}

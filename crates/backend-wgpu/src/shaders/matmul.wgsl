@@ -1,0 +1,277 @@
+// Batched matrix product y[b] = a[b] x[b] of strided a [B, M, K] and b [B, K, N] into dense
+// y [B, M, N]. A workgroup of 16 x 16 invocations computes a BM x BN tile of y; each invocation a
+// TM x TN block of it, held in registers, as H x H blocks of 4 x 4 lying 64 apart (so that
+// neighbours read neighbouring vec4s of workgroup memory, free of bank conflicts). Each step
+// stages a BK-deep slice of a and b in workgroup memory, while the next slice is already being
+// fetched into registers.
+//
+// params: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at [4..8]; b's over
+// B, K, N and offset at [8..12]; [12] and [13]: whether the generic loaders of a and b walk
+// along M (a) or N (b) rather than K, chosen by which stride is smaller, for coalesced reads.
+//
+// Substituted per kernel: ACCESS, the bindings and their fetch/store functions (vec4 or
+// scalar elements); H, BK and PAD, the tile; A_LOAD and B_LOAD, which loaders stage the slices
+// (a_k_ / b_k_: vec4s along K; a_m_: along M; b_n_: along N; a_g_ / b_g_: scalars through
+// any strides); OUT4, whether y is written in vec4s.
+
+const H: u32 = {{H}}u;
+const BM: u32 = 64u * H;
+const BN: u32 = 64u * H;
+const BK: u32 = {{BK}}u;
+// vec4s of a staged slice per invocation, and per row of workgroup memory (one of padding
+// where it fits, to spread the transposing stores of the K-contiguous loaders over the banks).
+const PV: u32 = BM * BK / 1024u; // 1 or 2
+const STR: u32 = BM / 4u + {{PAD}}u;
+const OUT4: bool = {{OUT4}};
+
+// Slices stored K-major: as[k * STR + m / 4][m % 4] = a[m0 + m, k0 + k], likewise bs for n.
+var<workgroup> as_: array<vec4<C_x>, BK * STR>;
+var<workgroup> bs_: array<vec4<C_x>, BK * STR>;
+
+{{ACCESS}}
+
+fn dims_() -> vec4<u32> {
+    return vec4<u32>(params[0], params[1], params[2], params[3]);
+}
+
+// a, vec4s along K (a row-major [M, K]).
+fn a_k_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+    let v = lid + 256u * p;
+    let mm = v / (BK / 4u);
+    let m = m0 + mm;
+    let k = k0 + (v % (BK / 4u)) * 4u;
+    if (m < params[1] && k < params[2]) { return fetch_a4(base + m * params[5] + k); }
+    return vec4<C_x>();
+}
+
+fn a_k_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * p;
+    let mm = v / (BK / 4u);
+    let at = (v % (BK / 4u)) * 4u * STR + mm / 4u;
+    let c = mm % 4u;
+    as_[at][c] = x.x;
+    as_[at + STR][c] = x.y;
+    as_[at + 2u * STR][c] = x.z;
+    as_[at + 3u * STR][c] = x.w;
+}
+
+// a, vec4s along M (a transposed view of a [K, M] matrix).
+fn a_m_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+    let v = lid + 256u * p;
+    let m = m0 + (v % (BM / 4u)) * 4u;
+    let k = k0 + v / (BM / 4u);
+    if (m < params[1] && k < params[2]) { return fetch_a4(base + k * params[6] + m); }
+    return vec4<C_x>();
+}
+
+fn a_m_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * p;
+    as_[(v / (BM / 4u)) * STR + v % (BM / 4u)] = x;
+}
+
+// a, four scalars through any strides; element e of the slice is at (mm, kk).
+fn a_g_at(e: u32) -> vec2<u32> {
+    if (params[12] != 0u) { return vec2<u32>(e % BM, e / BM); }
+    return vec2<u32>(e / BK, e % BK);
+}
+
+fn a_g_one(e: u32, base: u32, m0: u32, k0: u32) -> C_x {
+    let at = a_g_at(e);
+    let m = m0 + at.x;
+    let k = k0 + at.y;
+    if (m < params[1] && k < params[2]) { return fetch_a(base + m * params[5] + k * params[6]); }
+    return C_x(0);
+}
+
+fn a_g_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+    let e = p * 1024u + lid;
+    return vec4<C_x>(a_g_one(e, base, m0, k0), a_g_one(e + 256u, base, m0, k0), a_g_one(e + 512u, base, m0, k0), a_g_one(e + 768u, base, m0, k0));
+}
+
+fn a_g_put1(e: u32, x: C_x) {
+    let at = a_g_at(e);
+    as_[at.y * STR + at.x / 4u][at.x % 4u] = x;
+}
+
+fn a_g_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let e = p * 1024u + lid;
+    a_g_put1(e, x.x);
+    a_g_put1(e + 256u, x.y);
+    a_g_put1(e + 512u, x.z);
+    a_g_put1(e + 768u, x.w);
+}
+
+// b, vec4s along N (b row-major [K, N]).
+fn b_n_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+    let v = lid + 256u * p;
+    let n = n0 + (v % (BN / 4u)) * 4u;
+    let k = k0 + v / (BN / 4u);
+    if (n < params[3] && k < params[2]) { return fetch_b4(base + k * params[9] + n); }
+    return vec4<C_x>();
+}
+
+fn b_n_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * p;
+    bs_[(v / (BN / 4u)) * STR + v % (BN / 4u)] = x;
+}
+
+// b, vec4s along K (a transposed view of an [N, K] matrix, as a linear layer's weight).
+fn b_k_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+    let v = lid + 256u * p;
+    let n = n0 + v / (BK / 4u);
+    let k = k0 + (v % (BK / 4u)) * 4u;
+    if (n < params[3] && k < params[2]) { return fetch_b4(base + n * params[10] + k); }
+    return vec4<C_x>();
+}
+
+fn b_k_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * p;
+    let nn = v / (BK / 4u);
+    let at = (v % (BK / 4u)) * 4u * STR + nn / 4u;
+    let c = nn % 4u;
+    bs_[at][c] = x.x;
+    bs_[at + STR][c] = x.y;
+    bs_[at + 2u * STR][c] = x.z;
+    bs_[at + 3u * STR][c] = x.w;
+}
+
+// b, four scalars through any strides; element e of the slice is at (nn, kk).
+fn b_g_at(e: u32) -> vec2<u32> {
+    if (params[13] != 0u) { return vec2<u32>(e % BN, e / BN); }
+    return vec2<u32>(e / BK, e % BK);
+}
+
+fn b_g_one(e: u32, base: u32, n0: u32, k0: u32) -> C_x {
+    let at = b_g_at(e);
+    let n = n0 + at.x;
+    let k = k0 + at.y;
+    if (n < params[3] && k < params[2]) { return fetch_b(base + k * params[9] + n * params[10]); }
+    return C_x(0);
+}
+
+fn b_g_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+    let e = p * 1024u + lid;
+    return vec4<C_x>(b_g_one(e, base, n0, k0), b_g_one(e + 256u, base, n0, k0), b_g_one(e + 512u, base, n0, k0), b_g_one(e + 768u, base, n0, k0));
+}
+
+fn b_g_put1(e: u32, x: C_x) {
+    let at = b_g_at(e);
+    bs_[at.y * STR + at.x / 4u][at.x % 4u] = x;
+}
+
+fn b_g_put(p: u32, lid: u32, x: vec4<C_x>) {
+    let e = p * 1024u + lid;
+    b_g_put1(e, x.x);
+    b_g_put1(e + 256u, x.y);
+    b_g_put1(e + 512u, x.z);
+    b_g_put1(e + 768u, x.w);
+}
+
+// Rows m..m+3, columns n..n+3 of y[b] from the four row vectors.
+fn store_block(ybase: u32, m: u32, n: u32, r0: vec4<C_x>, r1: vec4<C_x>, r2: vec4<C_x>, r3: vec4<C_x>) {
+    store_row(ybase, m, n, r0);
+    store_row(ybase, m + 1u, n, r1);
+    store_row(ybase, m + 2u, n, r2);
+    store_row(ybase, m + 3u, n, r3);
+}
+
+fn store_row(ybase: u32, m: u32, n: u32, v: vec4<C_x>) {
+    let d = dims_();
+    if (m >= d.y || n >= d.w) { return; }
+    let at = ybase + m * d.w + n;
+    if (OUT4) {
+        store_y4(at, v);
+    } else {
+        store_y(at, v.x);
+        if (n + 1u < d.w) { store_y(at + 1u, v.y); }
+        if (n + 2u < d.w) { store_y(at + 2u, v.z); }
+        if (n + 3u < d.w) { store_y(at + 3u, v.w); }
+    }
+}
+
+// One BM x BN tile of y[b] at (m0, n0). The register block is written out by hand, every index
+// a constant: a loop over it would index registers dynamically, which spills them to memory.
+fn tile(b: u32, m0: u32, n0: u32, lid: u32) {
+    let d = dims_();
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    let abase = params[7] + b * params[4];
+    let bbase = params[11] + b * params[8];
+    // acc[(hm * H + hn) * 4 + q]: row hm * 64 + ty * 4 + q, columns hn * 64 + tx * 4 + 0..3.
+    var acc: array<vec4<C_x>, 16>;
+    // The next slice, fetched while this one is multiplied (a second vec4 each for H = 2).
+    var ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, 0u);
+    var rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, 0u);
+    var ra1 = vec4<C_x>();
+    var rb1 = vec4<C_x>();
+    if (PV == 2u) {
+        ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, 0u);
+        rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, 0u);
+    }
+    for (var k0 = 0u; k0 < d.z; k0 += BK) {
+        workgroupBarrier();
+        {{A_LOAD}}put(0u, lid, ra0);
+        {{B_LOAD}}put(0u, lid, rb0);
+        if (PV == 2u) {
+            {{A_LOAD}}put(1u, lid, ra1);
+            {{B_LOAD}}put(1u, lid, rb1);
+        }
+        workgroupBarrier();
+        if (k0 + BK < d.z) {
+            ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k0 + BK);
+            rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k0 + BK);
+            if (PV == 2u) {
+                ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k0 + BK);
+                rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k0 + BK);
+            }
+        }
+        for (var kk = 0u; kk < BK; kk++) {
+            let a0 = as_[kk * STR + ty];
+            let b0 = bs_[kk * STR + tx];
+            acc[0] = fma(vec4<C_x>(a0.x), b0, acc[0]);
+            acc[1] = fma(vec4<C_x>(a0.y), b0, acc[1]);
+            acc[2] = fma(vec4<C_x>(a0.z), b0, acc[2]);
+            acc[3] = fma(vec4<C_x>(a0.w), b0, acc[3]);
+            if (H == 2u) {
+                let a1 = as_[kk * STR + 16u + ty];
+                let b1 = bs_[kk * STR + 16u + tx];
+                acc[4] = fma(vec4<C_x>(a0.x), b1, acc[4]);
+                acc[5] = fma(vec4<C_x>(a0.y), b1, acc[5]);
+                acc[6] = fma(vec4<C_x>(a0.z), b1, acc[6]);
+                acc[7] = fma(vec4<C_x>(a0.w), b1, acc[7]);
+                acc[8] = fma(vec4<C_x>(a1.x), b0, acc[8]);
+                acc[9] = fma(vec4<C_x>(a1.y), b0, acc[9]);
+                acc[10] = fma(vec4<C_x>(a1.z), b0, acc[10]);
+                acc[11] = fma(vec4<C_x>(a1.w), b0, acc[11]);
+                acc[12] = fma(vec4<C_x>(a1.x), b1, acc[12]);
+                acc[13] = fma(vec4<C_x>(a1.y), b1, acc[13]);
+                acc[14] = fma(vec4<C_x>(a1.z), b1, acc[14]);
+                acc[15] = fma(vec4<C_x>(a1.w), b1, acc[15]);
+            }
+        }
+    }
+    let ybase = b * d.y * d.w;
+    let m = m0 + ty * 4u;
+    let n = n0 + tx * 4u;
+    store_block(ybase, m, n, acc[0], acc[1], acc[2], acc[3]);
+    if (H == 2u) {
+        store_block(ybase, m, n + 64u, acc[4], acc[5], acc[6], acc[7]);
+        store_block(ybase, m + 64u, n, acc[8], acc[9], acc[10], acc[11]);
+        store_block(ybase, m + 64u, n + 64u, acc[12], acc[13], acc[14], acc[15]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
+    let d = dims_();
+    let mt = (d.y + BM - 1u) / BM;
+    let nt = (d.w + BN - 1u) / BN;
+    for (var b = wid.z; b < d.x; b += nwg.z) {
+        for (var my = wid.y; my < mt; my += nwg.y) {
+            for (var nx = wid.x; nx < nt; nx += nwg.x) {
+                tile(b, my * BM, nx * BN, lid);
+            }
+        }
+    }
+}

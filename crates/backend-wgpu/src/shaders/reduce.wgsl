@@ -1,0 +1,97 @@
+// Reduces axis 1 of an [outer, len, inner] view: T invocations share each output, each folding
+// every T-th element of the lane, then a tree in workgroup memory joins their T partial results.
+// A workgroup of 256 serves R = 256 / T outputs.
+//
+// params: [0] outer, [1] len, [2] inner, [3] chunks, [4] chunk_len, [5..8] strides of outer,
+// len, inner, [8] offset. A lane may be cut into `chunks` pieces of `chunk_len` (a first pass
+// of a split reduction, writing partial results); outputs are then [outer, chunks, inner].
+//
+// Substituted per kernel: IO, the bindings with `load_(k, j) -> Acc` and `store_(o, Acc)`; OP,
+// the fold (sum_, max_ or min_); T and COLS, how the workgroup is shared out (see below).
+
+struct Acc { v: C_x, i: u32 }
+
+// The index of "no element yet": it loses to every element.
+const NONE: u32 = 0xffffffffu;
+const T: u32 = {{T}}u;
+const R: u32 = 256u / T;
+// Which invocations share an output. Rows (false): T adjacent invocations, for inner = 1, where
+// one lane's elements are adjacent in memory. Columns (true): every R-th invocation, so adjacent
+// invocations serve adjacent outputs, which for inner > 1 are adjacent in memory.
+const COLS: bool = {{COLS}};
+
+var<workgroup> sv: array<C_x, 256>;
+var<workgroup> si: array<u32, 256>;
+
+{{IO}}
+
+fn sum_(a: Acc, b: Acc) -> Acc {
+    return Acc(a.v + b.v, 0u);
+}
+
+fn nan_(x: C_x) -> bool {
+    return !(x == x);
+}
+
+// Max and min carry the winner's index so that all four share one fold. NaN beats everything,
+// as in PyTorch, and a tie goes to the smaller index whichever side holds it, so the first
+// occurrence wins in whatever order the tree joins partial results.
+fn pick_(a: Acc, b: Acc, b_beats: bool, a_beats: bool) -> Acc {
+    if (a.i == NONE || (b.i != NONE && (b_beats || (!a_beats && b.i < a.i)))) { return b; }
+    return a;
+}
+
+fn max_(a: Acc, b: Acc) -> Acc {
+    return pick_(a, b, b.v > a.v || (nan_(b.v) && !nan_(a.v)), a.v > b.v || (nan_(a.v) && !nan_(b.v)));
+}
+
+fn min_(a: Acc, b: Acc) -> Acc {
+    return pick_(a, b, b.v < a.v || (nan_(b.v) && !nan_(a.v)), a.v < b.v || (nan_(a.v) && !nan_(b.v)));
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let len = params[1];
+    let inner = params[2];
+    let chunks = params[3];
+    let clen = params[4];
+    let n = params[0] * chunks * inner;
+    var t = lid % T;
+    var r = lid / T;
+    if (COLS) {
+        t = lid / R;
+        r = lid % R;
+    }
+    let o = (wid.y * nwg.x + wid.x) * R + r;
+    var a = Acc(C_x(0), NONE);
+    if (o < n) {
+        let i = o % inner;
+        let q = o / inner;
+        let c = q % chunks;
+        let start = c * clen;
+        let end = min(len, start + clen);
+        let base = params[8] + (q / chunks) * params[5] + i * params[7];
+        let step = params[6];
+        for (var j = start + t; j < end; j += T) {
+            a = {{OP}}(a, load_(base + j * step, j));
+        }
+    }
+    if (T > 1u) {
+        sv[lid] = a.v;
+        si[lid] = a.i;
+        workgroupBarrier();
+        let stride = select(1u, R, COLS);
+        for (var s = T / 2u; s > 0u; s >>= 1u) {
+            if (t < s) {
+                let p = lid + s * stride;
+                a = {{OP}}(a, Acc(sv[p], si[p]));
+                sv[lid] = a.v;
+                si[lid] = a.i;
+            }
+            workgroupBarrier();
+        }
+    }
+    if (t == 0u && o < n) {
+        store_(o, a);
+    }
+}

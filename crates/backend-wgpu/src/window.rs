@@ -1,0 +1,193 @@
+//! Sliding-window kernels over `[N, C, H, W]`: im2col, col2im and pooling. Each invocation
+//! computes one output element; the adjoints (col2im, avg-pool backward) gather per input pixel
+//! from every window covering it, so none needs atomics.
+
+use std::sync::Arc;
+
+use liandan_tensor::backend::Window2d;
+use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{grid, source};
+use crate::repr::Repr;
+
+const GEOMETRY: &str = include_str!("shaders/window_geometry.wgsl");
+const IM2COL: &str = include_str!("shaders/window_im2col.wgsl");
+const COL2IM: &str = include_str!("shaders/window_col2im.wgsl");
+const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
+const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
+const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Im2col,
+    Col2im,
+    MaxPool,
+    AvgPool,
+    AvgPoolBackward,
+}
+
+const KINDS: [Kind; 5] = [Kind::Im2col, Kind::Col2im, Kind::MaxPool, Kind::AvgPool, Kind::AvgPoolBackward];
+
+impl Kind {
+    fn template(self) -> &'static str {
+        match self {
+            Kind::Im2col => IM2COL,
+            Kind::Col2im => COL2IM,
+            Kind::MaxPool => MAX_POOL,
+            Kind::AvgPool => AVG_POOL,
+            Kind::AvgPoolBackward => AVG_POOL_BACKWARD,
+        }
+    }
+
+    /// The shape the kernel's input must have.
+    fn input_shape(self, w: &Window2d) -> Vec<usize> {
+        match self {
+            Kind::Im2col | Kind::MaxPool | Kind::AvgPool => vec![w.n, w.c, w.h, w.w],
+            Kind::Col2im => vec![w.n, w.col_rows(), w.col_cols()],
+            Kind::AvgPoolBackward => vec![w.n, w.c, w.out_h(), w.out_w()],
+        }
+    }
+
+    /// Elements of the (first) output, one invocation each.
+    fn outputs(self, w: &Window2d) -> usize {
+        match self {
+            Kind::Im2col => w.n * w.col_rows() * w.col_cols(),
+            Kind::Col2im | Kind::AvgPoolBackward => w.n * w.c * w.h * w.w,
+            Kind::MaxPool | Kind::AvgPool => w.n * w.c * w.col_cols(),
+        }
+    }
+}
+
+/// The kernel of `kind` over `dtype` (a float the device computes).
+pub(crate) fn window_source(repr: &Repr, kind: Kind, dtype: DType) -> String {
+    // The pad value arrives as f32 bits in params[14]; an f64 one as the sum of three f32s
+    // (see `split_pad`).
+    let pad = if dtype == DType::F64 { "f64(bitcast<f32>(params[14])) + f64(bitcast<f32>(params[15])) + f64(bitcast<f32>(params[16]))" } else { "store_x(bitcast<f32>(params[14]))" };
+    source(repr, &format!("{GEOMETRY}{}", kind.template()), &[("x", dtype)], &[("PAD", pad)])
+}
+
+/// Whether some window fits, with no zero sizes: the CPU backend's check, which otherwise
+/// reports the error (so a bad geometry goes there).
+fn geometry_ok(w: &Window2d) -> bool {
+    let (k, s, d, p) = (w.kernel, w.stride, w.dilation, w.padding);
+    let fits = |size: usize, p: usize, d: usize, k: usize| size + 2 * p > d * (k - 1);
+    ![k.0, k.1, s.0, s.1, d.0, d.1].contains(&0) && fits(w.h, p.0, d.0, k.0) && fits(w.w, p.1, d.1, k.1)
+}
+
+/// `v` as three f32s whose sum, taken in f64 from the left, is exactly `v` (72 bits of
+/// mantissa cover f64's 53), or `None` for the few finite values outside f32's exponent range.
+fn split_pad(v: f64) -> Option<[u32; 3]> {
+    let a = v as f32;
+    if !v.is_finite() {
+        return Some([a.to_bits(), 0, 0]);
+    }
+    let b = (v - a as f64) as f32;
+    let c = (v - a as f64 - b as f64) as f32;
+    (a as f64 + b as f64 + c as f64 == v).then_some([a.to_bits(), b.to_bits(), c.to_bits()])
+}
+
+/// The meta block: invocations, geometry, the input's offset, three kernel-specific words.
+/// `None` when a value exceeds 32 bits.
+fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize, extra: [u32; 3]) -> Option<Vec<u32>> {
+    let words = [invocations, w.h, w.w, w.kernel.0, w.kernel.1, w.stride.0, w.stride.1, w.padding.0, w.padding.1, w.dilation.0, w.dilation.1, w.out_h(), w.out_w(), offset];
+    // Every index a kernel forms stays below these (padded rows too).
+    let bounds = [offset + input_len, (w.h + 2 * w.padding.0) * (w.w + 2 * w.padding.1) * w.n * w.c];
+    for b in bounds.iter().chain(&words) {
+        u32::try_from(*b).ok()?;
+    }
+    Some(words.iter().map(|&v| v as u32).chain(extra).collect())
+}
+
+/// A kernel's outputs, or why it cannot run here (appended to the fallback's description).
+type Native = std::result::Result<Vec<Storage>, &'static str>;
+
+impl WgpuBackend {
+    /// Runs the `kind` kernel over `x`, returning its outputs (values, then indices for max
+    /// pooling), or why this device cannot: the caller then falls back to the CPU.
+    fn window_kernel(&self, kind: Kind, x: Strided, w: &Window2d, extra: [u32; 3]) -> Result<Native> {
+        let dtype = x.dtype;
+        let pool = matches!(kind, Kind::AvgPool | Kind::AvgPoolBackward);
+        if !self.repr.computes(dtype) || !geometry_ok(w) || x.layout.shape() != kind.input_shape(w) || (pool && w.dilation != (1, 1)) {
+            return Ok(Err(""));
+        }
+        // The tensor layer hands over contiguous views; anything else is made so first.
+        let held;
+        let contiguous = Layout::contiguous(x.layout.shape());
+        let x = if x.layout.is_contiguous() {
+            x
+        } else {
+            held = self.copy_view(x)?;
+            Strided { storage: &*held, layout: &contiguous, dtype }
+        };
+        let n = kind.outputs(w);
+        let Some(meta) = window_meta(w, n, x.layout.offset(), x.layout.numel(), extra) else { return Ok(Err(", beyond 32-bit indexing")) };
+        let mut outs = vec![self.output(dtype, n)?];
+        if kind == Kind::MaxPool {
+            outs.push(self.output(DType::I64, n)?);
+        }
+        let gpu = self.gpu()?;
+        let mut buffers = vec![gpu_storage(&x).buffer()];
+        buffers.extend(outs.iter().map(|o| o.buffer()));
+        // Each kernel binds whole buffers; one larger than a binding may cover (128 MiB on
+        // lavapipe) would need the launch split by planes, which this does not do yet.
+        if buffers.iter().any(|b| b.size() > gpu.limits.max_storage_buffer_binding_size) {
+            return Ok(Err(", beyond one binding"));
+        }
+        let key = format!("{kind:?} {dtype}");
+        let kernel = gpu.kernel(&key, &[], || window_source(&self.repr, kind, dtype))?;
+        gpu.dispatch(&kernel, &meta, &buffers, grid(n))?;
+        Ok(Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect()))
+    }
+
+    pub(crate) fn im2col_op(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
+        let pad = if x.dtype == DType::F64 { split_pad(pad_value) } else { Some([(pad_value as f32).to_bits(), 0, 0]) };
+        let out = match pad {
+            Some(extra) => self.window_kernel(Kind::Im2col, x, &window, extra)?,
+            None => Err(", pad value beyond f32's range"),
+        };
+        match out {
+            Ok(mut v) => Ok(v.remove(0)),
+            Err(why) => self.fallback1(format!("im2col ({}{why})", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value)),
+        }
+    }
+
+    pub(crate) fn col2im_op(&self, cols: Strided, window: Window2d) -> Result<Storage> {
+        match self.window_kernel(Kind::Col2im, cols, &window, [0, 0, 0])? {
+            Ok(mut v) => Ok(v.remove(0)),
+            Err(why) => self.fallback1(format!("col2im ({}{why})", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window)),
+        }
+    }
+
+    pub(crate) fn max_pool2d_op(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
+        let mut r = match self.window_kernel(Kind::MaxPool, x, &window, [f32::NEG_INFINITY.to_bits(), 0, 0])? {
+            Ok(v) => v,
+            Err(why) => self.fallback(format!("max_pool2d ({}{why})", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
+                let (a, b) = cpu.max_pool2d(v[0], window)?;
+                Ok(vec![a, b])
+            })?,
+        };
+        let idx = r.pop().expect("two outputs");
+        Ok((r.pop().expect("two outputs"), idx))
+    }
+
+    pub(crate) fn avg_pool2d_op(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        match self.window_kernel(Kind::AvgPool, x, &window, [count_include_pad as u32, 0, 0])? {
+            Ok(mut v) => Ok(v.remove(0)),
+            Err(why) => self.fallback1(format!("avg_pool2d ({}{why})", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad)),
+        }
+    }
+
+    pub(crate) fn avg_pool2d_backward_op(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        match self.window_kernel(Kind::AvgPoolBackward, dy, &window, [count_include_pad as u32, 0, 0])? {
+            Ok(mut v) => Ok(v.remove(0)),
+            Err(why) => self.fallback1(format!("avg_pool2d_backward ({}{why})", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad)),
+        }
+    }
+}
+
+/// Every window kernel this device could build, for validation tests.
+pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
+    let floats = [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d));
+    floats.flat_map(|d| KINDS.map(|k| (format!("{k:?} {d}"), window_source(repr, k, d)))).collect()
+}

@@ -1,0 +1,84 @@
+//! The wgpu backend as a device: tensors larger than one binding, errors that name the device and the bytes, the fallback report, and the
+//! device-selection policy.
+
+use liandan_backend_wgpu as _;
+use liandan_tensor::{DType, Device, DeviceKind, Tensor};
+
+fn gpu() -> Option<Device> {
+    match Device::gpus().into_iter().next() {
+        Some(d) => Some(d),
+        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
+        None => {
+            eprintln!("skipping: wgpu found no adapter here");
+            None
+        }
+    }
+}
+
+#[test]
+fn tensors_larger_than_one_binding_work() {
+    let Some(d) = gpu() else { return };
+    // 40M f32 = 160 MiB, over lavapipe's 128 MiB binding limit and over 65,535 x 256 invocations.
+    let n = 40_000_000;
+    let x = Tensor::full(&[n], 1.5, DType::F32, &d).unwrap();
+    let y = Tensor::arange(0.0, n as f64, 1.0, DType::F32, &d).unwrap();
+    let z = x.mul_scalar(2.0).unwrap().add(&y).unwrap(); // 3 + i
+    let head = z.narrow(0usize, 0, 3).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(head, vec![3.0, 4.0, 5.0]);
+    let tail = z.narrow(0usize, n - 2, 2).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(tail, vec![(n - 2) as f32 + 3.0, (n - 1) as f32 + 3.0]);
+    let total = x.sum_all().unwrap().item::<f32>().unwrap();
+    assert!((total as f64 - 1.5 * n as f64).abs() < 1e-3 * 1.5 * n as f64, "{total}");
+    let r = Tensor::rand(&[n], 0.0, 1.0, 7, DType::F32, &d).unwrap();
+    let cpu = Tensor::rand(&[n], 0.0, 1.0, 7, DType::F32, &Device::cpu()).unwrap();
+    let (a, b) = (r.narrow(0usize, n - 5, 5).unwrap().to_vec::<f32>().unwrap(), cpu.narrow(0usize, n - 5, 5).unwrap().to_vec::<f32>().unwrap());
+    assert_eq!(a, b, "random values past the first chunk match the CPU's");
+}
+
+#[test]
+fn impossible_allocations_are_errors_naming_device_and_bytes() {
+    let Some(d) = gpu() else { return };
+    let err = Tensor::zeros(&[1 << 40], DType::F32, &d).unwrap_err().to_string();
+    assert!(err.contains("bytes") && err.contains(&d.backend().name()), "{err}");
+}
+
+#[test]
+fn unsupported_ops_fall_back_and_are_reported() {
+    let Some(d) = gpu() else { return };
+    // Vulkan has no f64 exp: it runs on the CPU, correctly, and is reported.
+    let x = Tensor::from_slice(&[0.5f64, 1.0, 2.0], &[3], &d).unwrap();
+    let y = x.exp().unwrap().to_vec::<f64>().unwrap();
+    for (got, v) in y.iter().zip([0.5f64, 1.0, 2.0]) {
+        assert!((got - v.exp()).abs() < 1e-14);
+    }
+    let report = d.fallback_report();
+    assert!(report.iter().any(|(op, n)| op.contains("Exp") && op.contains("f64") && *n >= 1), "{report:?}");
+}
+
+#[test]
+fn software_adapters_are_used_only_when_asked_for() {
+    let Some(d) = gpu() else { return };
+    if std::env::var("LIANDAN_DEVICE").is_err() && d.kind() == DeviceKind::SoftwareGpu && Device::gpus().len() == 1 {
+        assert!(Device::best().is_cpu(), "a software adapter must not be picked automatically");
+    }
+    assert_eq!(Device::parse("gpu:0").unwrap(), d);
+    let facts = d.describe();
+    for key in ["name", "api", "type", "features", "max storage binding"] {
+        assert!(facts.iter().any(|(k, v)| k == key && !v.is_empty()), "describe() lacks {key}: {facts:?}");
+    }
+}
+
+#[test]
+fn a_bad_index_is_reported_at_the_next_read_without_stalling_the_op() {
+    let Some(d) = gpu() else { return };
+    let src = Tensor::arange(0.0, 12.0, 1.0, DType::F32, &d).unwrap().reshape(&[3, 4]).unwrap();
+    let bad = Tensor::from_slice(&[0i64, 9, 1], &[3, 1], &d).unwrap();
+    // The op itself returns at once (nothing waits on the GPU inside it) ...
+    let picked = src.gather(1usize, &bad).unwrap();
+    // ... and the first read-back reports the index and the axis size.
+    let err = picked.to_vec::<f32>().unwrap_err().to_string();
+    assert!(err.contains('9') && err.contains('4'), "{err}");
+    // The fault is reported once; the device goes on working.
+    let good = Tensor::from_slice(&[3i64, 0, 1], &[3, 1], &d).unwrap();
+    assert_eq!(src.gather(1usize, &good).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 4.0, 9.0]);
+}

@@ -1,0 +1,148 @@
+//! The native reduce and matmul kernels against the CPU backend at sizes the conformance suite
+//! does not reach: long lanes (split in two passes), many outputs (2-D grids), big and odd
+//! matrices, transposed and batch-broadcast operands, every variant of the vec4 loaders. Skips
+//! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
+
+use liandan_backend_wgpu as _;
+use liandan_tensor::{DType, Device, Tensor};
+
+fn gpu() -> Option<Device> {
+    match Device::gpus().into_iter().next() {
+        Some(d) => Some(d),
+        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
+        None => {
+            eprintln!("skipping: wgpu found no adapter here (set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
+            None
+        }
+    }
+}
+
+/// Seeded values on the CPU, rounded to `dtype`, and the same tensor on `gpu`.
+fn pair(gpu: &Device, shape: &[usize], seed: u64, dtype: DType) -> (Tensor, Tensor) {
+    let c = Tensor::randn(shape, seed, DType::F32, &Device::cpu()).unwrap().to_dtype(dtype).unwrap();
+    let g = c.to_device(gpu).unwrap();
+    (g, c)
+}
+
+fn check(what: &str, got: &Tensor, want: &Tensor, atol: f64, rtol: f64) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    let (g, w) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap());
+    for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+        let ok = (g - w).abs() <= atol + rtol * w.abs() || (g.is_nan() && w.is_nan());
+        assert!(ok, "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+/// No matmul or reduce of these dtypes went to the CPU.
+fn assert_native(d: &Device, dtypes: &[DType]) {
+    for (what, _) in d.fallback_report() {
+        let ours = what.starts_with("matmul") || what.starts_with("reduce");
+        assert!(!(ours && dtypes.iter().any(|t| what.contains(&format!("({t})")))), "{what} ran on the CPU");
+    }
+}
+
+/// `[b, m, k] x [b, k, n]` on both devices; `ta` / `tb` store the operand transposed.
+fn matmul_case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, dtype: DType, tol: f64) {
+    let operand = |rows: usize, cols: usize, t: bool, seed: u64| {
+        let shape = if t { [b, cols, rows] } else { [b, rows, cols] };
+        let (g, c) = pair(d, &shape, seed, dtype);
+        if t { (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap()) } else { (g, c) }
+    };
+    let (ga, ca) = operand(m, k, ta, 1);
+    let (gb, cb) = operand(k, n, tb, 2);
+    let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] {dtype} (transposed: {ta}, {tb})");
+    check(&what, &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), tol * (k as f64).sqrt(), tol);
+}
+
+#[test]
+fn matmul_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    for dims in [[1, 1, 1, 1], [1, 17, 33, 65], [1, 256, 256, 256], [2, 64, 36, 8], [3, 5, 4, 12]] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            matmul_case(&d, dims, ta, tb, DType::F32, 1e-5);
+        }
+    }
+    // Enough output for 128 x 128 tiles, with ragged edges.
+    matmul_case(&d, [3, 1000, 64, 1024], false, true, DType::F32, 1e-5);
+    matmul_case(&d, [3, 1027, 19, 1021], true, false, DType::F32, 1e-5);
+    for dtype in [DType::F16, DType::BF16, DType::F64] {
+        let tol = if dtype == DType::F64 { 1e-12 } else { 1e-2 };
+        matmul_case(&d, [1, 256, 256, 256], false, true, dtype, tol);
+        matmul_case(&d, [2, 17, 33, 65], true, false, dtype, tol);
+    }
+    // A narrowed rhs (row stride wider than the row) and a lhs batch broadcast with stride 0.
+    let (ga, ca) = pair(&d, &[1, 40, 24], 3, DType::F32);
+    let (gb, cb) = pair(&d, &[4, 24, 48], 4, DType::F32);
+    let (gb, cb) = (gb.narrow(2, 4, 40).unwrap(), cb.narrow(2, 4, 40).unwrap());
+    let (ga, ca) = (ga.expand(&[4, 40, 24]).unwrap(), ca.expand(&[4, 40, 24]).unwrap());
+    check("matmul broadcast lhs x narrowed rhs", &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
+    // A 2-D rhs against a batch, broadcast over it, stored transposed as a linear layer's weight.
+    let (gw, cw) = pair(&d, &[48, 24], 5, DType::F32);
+    let (gx, cx) = (gb.transpose(1, 2).unwrap(), cb.transpose(1, 2).unwrap());
+    check("matmul batch x broadcast weight.t()", &gx.matmul(&gw.t().unwrap()).unwrap(), &cx.matmul(&cw.t().unwrap()).unwrap(), 1e-4, 1e-5);
+    // K = 0: zeros.
+    let (ga, ca) = pair(&d, &[3, 0], 6, DType::F32);
+    let (gb, cb) = pair(&d, &[0, 5], 7, DType::F32);
+    check("matmul K = 0", &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), 0.0, 0.0);
+    d.synchronize().unwrap();
+    assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+/// Every reduction of `x` over `dims` (sum) or `dim` (the rest) on both devices.
+fn reduce_case(what: &str, g: &Tensor, c: &Tensor, dim: usize, sum_tol: f64) {
+    let what = format!("{what} {:?} {} over {dim}", c.shape(), c.dtype());
+    check(&format!("sum {what}"), &g.sum(&[dim], false).unwrap(), &c.sum(&[dim], false).unwrap(), sum_tol, sum_tol);
+    check(&format!("max {what}"), &g.max(dim, false).unwrap(), &c.max(dim, false).unwrap(), 0.0, 0.0);
+    check(&format!("min {what}"), &g.min(dim, true).unwrap(), &c.min(dim, true).unwrap(), 0.0, 0.0);
+    check(&format!("argmax {what}"), &g.argmax(dim, false).unwrap(), &c.argmax(dim, false).unwrap(), 0.0, 0.0);
+    check(&format!("argmin {what}"), &g.argmin(dim, false).unwrap(), &c.argmin(dim, false).unwrap(), 0.0, 0.0);
+}
+
+#[test]
+fn reduce_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    // Long lanes (split in two passes), along the last axis and down columns.
+    for shape in [&[100_000][..], &[2, 100_000], &[100_000, 5], &[3, 40_000, 2]] {
+        let (g, c) = pair(&d, shape, 10, DType::F32);
+        for dim in 0..shape.len() {
+            reduce_case("long", &g, &c, dim, 1e-4);
+        }
+    }
+    // Many short lanes; many long lanes (256 invocations each, over a 2-D grid of workgroups).
+    let (g, c) = pair(&d, &[70_000, 3], 11, DType::F32);
+    reduce_case("many", &g, &c, 1, 1e-5);
+    reduce_case("many", &g, &c, 0, 1e-4);
+    let (g, c) = pair(&d, &[70_000, 520], 12, DType::F16);
+    reduce_case("2-D grid", &g, &c, 1, 1e-2);
+    // Middle lengths for each spread of invocations.
+    for shape in [[300, 100, 1], [7, 1000, 9], [64, 300, 300], [5, 17, 20_000]] {
+        let (g, c) = pair(&d, &shape, 13, DType::F32);
+        reduce_case("mid", &g, &c, 1, 1e-4);
+    }
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let (g, c) = pair(&d, &[33, 5000], 14, dtype);
+        let tol = if dtype == DType::F64 { 1e-10 } else { 2e-2 };
+        reduce_case("dtype", &g, &c, 1, tol);
+        reduce_case("dtype", &g, &c, 0, tol);
+    }
+    d.synchronize().unwrap();
+    assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+#[test]
+fn reduce_ties_and_nan_keep_the_first() {
+    let Some(d) = gpu() else { return };
+    // Small integers: ties everywhere; NaNs placed in some lanes, twice in one.
+    let n = 50_000;
+    let mut v: Vec<f64> = (0..3 * n).map(|i| ((i * 7919) % 5) as f64 - 2.0).collect();
+    for i in [n + 123, n + 40_000, 2 * n + 7, 2 * n + 9] {
+        v[i] = f64::NAN;
+    }
+    let c = Tensor::from_f64s(&v, &[3, n], DType::F32, &Device::cpu()).unwrap();
+    let g = c.to_device(&d).unwrap();
+    reduce_case("ties", &g, &c, 1, 1e-5);
+    let (gt, ct) = (g.t().unwrap().contiguous().unwrap(), c.t().unwrap().contiguous().unwrap());
+    reduce_case("ties", &gt, &ct, 0, 1e-5);
+    reduce_case("ties", &gt, &ct, 1, 1e-5);
+}

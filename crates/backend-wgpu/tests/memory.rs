@@ -1,0 +1,65 @@
+//! Memory stays flat over many identical training steps: after warm-up the caching
+//! allocator serves every request from its pool. (A test binary of its own, so no other test
+//! allocates on the device meanwhile.)
+
+use liandan_backend_wgpu as _;
+use liandan_tensor::{no_grad, DType, Device, Reduction, Tensor};
+
+fn gpu() -> Option<Device> {
+    match Device::gpus().into_iter().next() {
+        Some(d) => Some(d),
+        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
+        None => {
+            eprintln!("skipping: wgpu found no adapter here");
+            None
+        }
+    }
+}
+
+/// One SGD step of a small conv net: every kernel family allocates and frees on the way.
+fn train_step(d: &Device, params: &[Tensor], x: &Tensor, y: &Tensor) {
+    let h = x.conv2d(&params[0], Some(&params[1]), (1, 1), (1, 1), (1, 1), 1).unwrap().relu().unwrap();
+    let h = h.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1)).unwrap().flatten(1usize, -1isize).unwrap();
+    let logits = h.matmul(&params[2]).unwrap();
+    let loss = logits.cross_entropy(y, Reduction::Mean).unwrap();
+    loss.backward().unwrap();
+    no_grad(|| {
+        for p in params {
+            let g = p.grad().unwrap();
+            p.assign(&p.sub(&g.mul_scalar(0.01)?)?)?;
+            p.set_grad(None);
+        }
+        liandan_tensor::Result::Ok(())
+    })
+    .unwrap();
+    d.synchronize().unwrap();
+}
+
+#[test]
+fn memory_stays_flat_over_training_steps() {
+    let Some(d) = gpu() else { return };
+    let x = Tensor::randn(&[8, 3, 16, 16], 1, DType::F32, &d).unwrap();
+    let y = Tensor::from_vec((0..8).map(|i| i % 10).collect::<Vec<i64>>(), &[8], &d).unwrap();
+    let params = [
+        Tensor::randn(&[4, 3, 3, 3], 2, DType::F32, &d).unwrap().mul_scalar(0.1).unwrap(),
+        Tensor::zeros(&[4], DType::F32, &d).unwrap(),
+        Tensor::randn(&[4 * 8 * 8, 10], 3, DType::F32, &d).unwrap().mul_scalar(0.05).unwrap(),
+    ];
+    for p in &params {
+        p.set_requires_grad(true).unwrap();
+    }
+    for _ in 0..5 {
+        train_step(&d, &params, &x, &y);
+    }
+    let warm = d.memory_stats().expect("the wgpu backend reports memory");
+    for _ in 0..200 {
+        train_step(&d, &params, &x, &y);
+    }
+    let after = d.memory_stats().unwrap();
+    assert_eq!(after.allocations, warm.allocations, "buffers were created after warm-up: {warm:?} -> {after:?}");
+    assert_eq!(after.in_use, warm.in_use, "memory in use grew: {warm:?} -> {after:?}");
+    assert!(after.peak >= after.in_use && after.pooled > 0, "{after:?}");
+    d.empty_cache();
+    assert_eq!(d.memory_stats().unwrap().pooled, 0);
+}
+

@@ -1,0 +1,74 @@
+"""The PyTorch side of `cargo xtask bench`: the same operations, sizes and timing method
+(median of timed repeats after warm-up, synchronized around each repeat), printed as rows of
+the same Markdown table. Run both in one session on one machine to compare."""
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def timed(device, warmup, reps, fn):
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def row(side, bench, size, seconds, throughput=""):
+    print(f"| torch {side} | {bench} | {size} | {seconds * 1e3:.3f} | {throughput} |")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args()
+    dev = torch.device(a.device)
+    side = f"{torch.__version__} {dev.type}" + (f" {torch.cuda.get_device_name()}" if dev.type == "cuda" else "")
+    reps = 3 if a.quick else 10
+    g = torch.Generator(device="cpu").manual_seed(0)
+    for n in ([256, 512] if a.quick else [1024, 2048, 4096]):
+        x = torch.randn(n, n, generator=g).to(dev)
+        y = torch.randn(n, n, generator=g).to(dev)
+        s = timed(dev, 2, reps, lambda: x @ y)
+        row(side, "matmul f32", f"{n}x{n}x{n}", s, f"{2 * n**3 / s / 1e9:.0f} GFLOP/s")
+    n = 1 << 20 if a.quick else 1 << 24
+    x = torch.randn(n, generator=g).to(dev)
+    y = torch.randn(n, generator=g).to(dev)
+    s = timed(dev, 2, reps, lambda: x + y)
+    row(side, "add f32 (read 2, write 1)", str(n), s, f"{3 * 4 * n / s / 1e9:.1f} GB/s")
+    chain = 1000
+    z = torch.zeros(1, device=dev)
+
+    def tiny_adds():
+        w = z
+        for _ in range(chain):
+            w = w + 1.0
+
+    s = timed(dev, 2, reps, tiny_adds)
+    row(side, "dependent tiny adds", f"{chain} ops", s, f"{s * 1e6 / chain:.2f} us/op")
+    batch = 256 if a.quick else 1024
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xb = torch.randn(batch, 1024, generator=g).to(dev)
+    yb = (torch.arange(batch) % 10).to(dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        opt.step()
+
+    s = timed(dev, 3, reps, step)
+    row(side, "mlp train step (zoo shapes)", f"batch {batch}", s)
+
+
+if __name__ == "__main__":
+    main()
