@@ -2,15 +2,16 @@
 //! the float dtypes this device computes, as tree reductions in workgroup memory
 //! (`shaders/reduce.wgsl`). Integer and bool inputs, and f64 without SHADER_F64, run on the CPU.
 //!
-//! How invocations are spread depends on the shape: lanes of a few elements get one invocation
-//! each; longer lanes get 32 or 256 invocations and a tree. When `inner > 1` the invocations
-//! sharing an output sit 16 apart so that neighbours read neighbouring columns. A few long lanes
-//! would leave most of the GPU idle, so they are cut into chunks reduced in two passes.
+//! How invocations are spread depends on the shape (`spread`): lanes of a few elements get one
+//! invocation each; longer ones 8, 32 or 256 side by side and a tree. When `inner > 1` the
+//! invocations sharing an output sit apart, so that neighbours read neighbouring columns. A few
+//! long lanes would leave most of the GPU idle, so they are cut into chunks and reduced in two
+//! passes; the second pass also adds up the partial products of a split-K matmul.
 
 use std::sync::Arc;
 
 use liandan_tensor::backend::ReduceOp;
-use liandan_tensor::{Backend, DType, Result, Storage, Strided};
+use liandan_tensor::{Backend, DType, Error, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, source, WG};
@@ -34,27 +35,43 @@ struct Spread {
     cols: bool,
 }
 
-const SPREADS: [Spread; 4] = [Spread { t: 1, cols: false }, Spread { t: 32, cols: false }, Spread { t: 256, cols: false }, Spread { t: 16, cols: true }];
+const ONE: Spread = Spread { t: 1, cols: false };
+const SPREADS: [Spread; 6] = [
+    ONE,
+    Spread { t: 8, cols: false },
+    Spread { t: 32, cols: false },
+    Spread { t: 256, cols: false },
+    Spread { t: 4, cols: true },
+    Spread { t: 16, cols: true },
+];
 
+/// The spread for lanes of `len` elements `inner` apart, `outputs` of them. Enough invocations
+/// to fill a big GPU (some 256K), each with enough elements to be worth a tree.
 fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
+    let rows = |t| Spread { t, cols: false };
+    let cols = |t| Spread { t, cols: true };
     match (inner, len) {
-        (_, 0..=16) => SPREADS[0],
-        (1, 17..=512) => SPREADS[1],
-        (1, _) => SPREADS[2],
-        // Enough outputs to fill the GPU with one invocation each, reading adjacent columns.
-        _ if outputs >= 16_384 => SPREADS[0],
-        _ => SPREADS[3],
+        (_, 0..=16) => ONE,
+        (1, 17..=128) => rows(8),
+        (1, 129..=4096) if outputs >= 2048 => rows(32),
+        (1, _) => rows(256),
+        _ if outputs >= 262_144 => ONE,
+        _ if outputs >= 32_768 => cols(4),
+        _ => cols(16),
     }
 }
 
-/// Workgroups below which a long lane is split, the workgroups a split aims for, and the
-/// fewest elements a chunk holds.
-const FEW_GROUPS: usize = 128;
-const SPLIT_GROUPS: usize = 512;
-const MIN_CHUNK: usize = 4096;
+/// A reduction of at least `SPLIT_MIN` elements in fewer than `FEW_GROUPS` workgroups is split
+/// into chunks of at least `MIN_CHUNK` elements per lane, aiming at `SPLIT_GROUPS` workgroups.
+const SPLIT_MIN: usize = 1 << 21;
+const FEW_GROUPS: usize = 1024;
+const SPLIT_GROUPS: usize = 2048;
+const MIN_CHUNK: usize = 1024;
 
 /// The bindings and the `load_`/`store_` functions of a pass. A split keeps the partial results
 /// in the compute type (and the winners' indices for max and min), never rounded to the dtype.
+/// (Generated rather than kept in the .wgsl file: which buffers are bound, and their element
+/// types, are what differs between passes.)
 fn io(op: ReduceOp, pass: Pass) -> String {
     let indexed = op != ReduceOp::Sum;
     let mut s = String::new();
@@ -152,7 +169,7 @@ impl WgpuBackend {
         let (shape, strides) = (x.layout.shape(), x.layout.strides());
         let whole = match (shape, strides) {
             (&[o, l, i], &[a, b, c]) => Geometry { dims: [o, l, i], strides: [a, b, c], offset: x.layout.offset(), chunks: 1, chunk: l },
-            _ => unreachable!("reduce views are [outer, len, inner]"),
+            _ => return Err(Error::BadShape { op: "reduce", shape: shape.to_vec(), detail: "expected [outer, len, inner]".into() }),
         };
         let fits = whole.meta().is_some() && u32::try_from(x.layout.max_extent()).is_ok();
         if !self.repr.computes(x.dtype) || !fits {
@@ -163,7 +180,7 @@ impl WgpuBackend {
         let [outer, len, inner] = whole.dims;
         let sp = spread(len, inner, outer * inner);
         let groups = (outer * inner).div_ceil(WG / sp.t);
-        if groups >= FEW_GROUPS || len < 4 * MIN_CHUNK {
+        if groups >= FEW_GROUPS || len < 2 * MIN_CHUNK || x.layout.numel() < SPLIT_MIN {
             self.reduce_pass(op, x.dtype, Pass::Whole, &whole, &[input, out.buffer()])?;
             return Ok(Arc::new(out));
         }
@@ -173,11 +190,9 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let n = first.outputs() as u64;
         let values = gpu.alloc(n * if x.dtype == DType::F64 { 8 } else { 4 })?;
-        let indices = gpu.alloc(n * 4)?;
+        let indices = if op == ReduceOp::Sum { None } else { Some(gpu.alloc(n * 4)?) };
         let mut buffers = vec![input, values.buffer()];
-        if op != ReduceOp::Sum {
-            buffers.push(indices.buffer());
-        }
+        buffers.extend(indices.as_ref().map(|i| i.buffer()));
         self.reduce_pass(op, x.dtype, Pass::Split, &first, &buffers)?;
         let chunks = first.chunks;
         let second = Geometry { dims: [outer, chunks, inner], strides: [chunks * inner, inner, 1], offset: 0, chunks: 1, chunk: chunks };
@@ -185,6 +200,13 @@ impl WgpuBackend {
         buffers.push(out.buffer());
         self.reduce_pass(op, x.dtype, Pass::Finish, &second, &buffers)?;
         Ok(Arc::new(out))
+    }
+
+    /// Sums `splits` partial results of `n` elements each, stored one after another in the
+    /// compute type of `dtype`, into `out` (the second pass of a split-K matmul).
+    pub(crate) fn sum_partials(&self, dtype: DType, splits: usize, n: usize, partials: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<()> {
+        let g = Geometry { dims: [1, splits, n], strides: [splits * n, n, 1], offset: 0, chunks: 1, chunk: splits };
+        self.reduce_pass(ReduceOp::Sum, dtype, Pass::Finish, &g, &[partials, out])
     }
 
     fn reduce_pass(&self, op: ReduceOp, dtype: DType, pass: Pass, g: &Geometry, buffers: &[&wgpu::Buffer]) -> Result<()> {

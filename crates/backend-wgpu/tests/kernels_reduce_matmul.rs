@@ -58,7 +58,8 @@ fn matmul_case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, dtype: 
 #[test]
 fn matmul_matches_cpu() {
     let Some(d) = gpu() else { return };
-    for dims in [[1, 1, 1, 1], [1, 17, 33, 65], [1, 256, 256, 256], [2, 64, 36, 8], [3, 5, 4, 12]] {
+    // Few tiles and a long K are split along K.
+    for dims in [[1, 1, 1, 1], [1, 17, 33, 65], [1, 256, 256, 256], [2, 64, 36, 8], [3, 5, 4, 12], [1, 17, 3000, 65], [2, 64, 1024, 64]] {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             matmul_case(&d, dims, ta, tb, DType::F32, 1e-5);
         }
@@ -70,6 +71,7 @@ fn matmul_matches_cpu() {
         let tol = if dtype == DType::F64 { 1e-12 } else { 1e-2 };
         matmul_case(&d, [1, 256, 256, 256], false, true, dtype, tol);
         matmul_case(&d, [2, 17, 33, 65], true, false, dtype, tol);
+        matmul_case(&d, [1, 1, 2048, 64], false, true, dtype, tol);
     }
     // A narrowed rhs (row stride wider than the row) and a lhs batch broadcast with stride 0.
     let (ga, ca) = pair(&d, &[1, 40, 24], 3, DType::F32);
@@ -102,21 +104,22 @@ fn reduce_case(what: &str, g: &Tensor, c: &Tensor, dim: usize, sum_tol: f64) {
 #[test]
 fn reduce_matches_cpu() {
     let Some(d) = gpu() else { return };
-    // Long lanes (split in two passes), along the last axis and down columns.
-    for shape in [&[100_000][..], &[2, 100_000], &[100_000, 5], &[3, 40_000, 2]] {
+    // Long lanes, along the last axis and down columns; past 2M elements they are split in two
+    // passes.
+    for shape in [&[100_000][..], &[(1 << 21) + 3], &[2, 1_100_000], &[1_100_000, 2], &[3, 400_000, 2]] {
         let (g, c) = pair(&d, shape, 10, DType::F32);
         for dim in 0..shape.len() {
             reduce_case("long", &g, &c, dim, 1e-4);
         }
     }
-    // Many short lanes; many long lanes (256 invocations each, over a 2-D grid of workgroups).
+    // Many short lanes; more than 65,535 workgroups (a 2-D grid).
     let (g, c) = pair(&d, &[70_000, 3], 11, DType::F32);
     reduce_case("many", &g, &c, 1, 1e-5);
     reduce_case("many", &g, &c, 0, 1e-4);
-    let (g, c) = pair(&d, &[70_000, 520], 12, DType::F16);
+    let (g, c) = pair(&d, &[2_100_000, 17], 12, DType::F16);
     reduce_case("2-D grid", &g, &c, 1, 1e-2);
     // Middle lengths for each spread of invocations.
-    for shape in [[300, 100, 1], [7, 1000, 9], [64, 300, 300], [5, 17, 20_000]] {
+    for shape in [[300, 100, 1], [3000, 300, 1], [7, 1000, 9], [64, 300, 300], [40, 100, 1000], [5, 17, 20_000]] {
         let (g, c) = pair(&d, &shape, 13, DType::F32);
         reduce_case("mid", &g, &c, 1, 1e-4);
     }

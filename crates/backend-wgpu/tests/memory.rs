@@ -59,6 +59,8 @@ fn memory_stays_flat_over_training_steps() {
     assert_eq!(after.allocations, warm.allocations, "buffers were created after warm-up: {warm:?} -> {after:?}");
     assert_eq!(after.in_use, warm.in_use, "memory in use grew: {warm:?} -> {after:?}");
     assert!(after.peak >= after.in_use && after.pooled > 0, "{after:?}");
+    // Every kernel of an f32 training step ran on the GPU: nothing fell back to the CPU.
+    assert_eq!(d.fallback_report(), vec![], "an f32 training step used the CPU fallback");
     d.empty_cache();
     assert_eq!(d.memory_stats().unwrap().pooled, 0);
 }

@@ -1,34 +1,45 @@
-// Batched matrix product y[b] = a[b] x[b] of strided a [B, M, K] and b [B, K, N] into dense
-// y [B, M, N]. A workgroup of 16 x 16 invocations computes a BM x BN tile of y; each invocation a
-// TM x TN block of it, held in registers, as H x H blocks of 4 x 4 lying 64 apart (so that
-// neighbours read neighbouring vec4s of workgroup memory, free of bank conflicts). Each step
-// stages a BK-deep slice of a and b in workgroup memory, while the next slice is already being
-// fetched into registers.
+// Batched matrix product y[b] = a[b] x b[b] of strided a [B, M, K] and b [B, K, N] into dense
+// y [B, M, N]. A workgroup of 16 x 16 invocations computes a BM x BN tile of y, each invocation
+// an H x H grid of 4 x 4 blocks lying 64 apart, held in registers (neighbours then read
+// neighbouring vec4s of workgroup memory, free of bank conflicts). Each step stages a BK-deep
+// slice of a and b in workgroup memory while the next slice is fetched into registers.
+//
+// With S > 1 splits, K is cut into S ranges of KS: workgroup z = b * S + s computes the partial
+// product over range s into y[s, b] in the compute type, and a reduction sums the partials.
+// This keeps the GPU busy when M x N alone makes too few tiles (a batch of a few rows).
 //
 // params: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at [4..8]; b's over
-// B, K, N and offset at [8..12]; [12] and [13]: whether the generic loaders of a and b walk
-// along M (a) or N (b) rather than K, chosen by which stride is smaller, for coalesced reads.
+// B, K, N and offset at [8..12]; [12] / [13]: whether the scalar loaders of a / b walk along M /
+// N rather than K (whichever has the smaller stride, for coalesced reads); [14] S, [15] KS.
 //
-// Substituted per kernel: ACCESS, the bindings and their fetch/store functions (vec4 or
-// scalar elements); H, BK and PAD, the tile; A_LOAD and B_LOAD, which loaders stage the slices
-// (a_k_ / b_k_: vec4s along K; a_m_: along M; b_n_: along N; a_g_ / b_g_: scalars through
-// any strides); OUT4, whether y is written in vec4s.
+// Substituted per kernel: ACCESS, the bindings and their fetch/store functions (vec4 or scalar
+// elements); H and PAD, the tile; A_LOAD and B_LOAD, which loaders stage the slices (a_k_ /
+// b_k_: vec4s along K; a_m_: along M; b_n_: along N; a_g_ / b_g_: scalars through any strides);
+// OUT4, whether y is written in vec4s; UNROLL, whether the inner loop is unrolled by hand.
 
 const H: u32 = {{H}}u;
 const BM: u32 = 64u * H;
 const BN: u32 = 64u * H;
-const BK: u32 = {{BK}}u;
-// vec4s of a staged slice per invocation, and per row of workgroup memory (one of padding
-// where it fits, to spread the transposing stores of the K-contiguous loaders over the banks).
-const PV: u32 = BM * BK / 1024u; // 1 or 2
+const BK: u32 = 16u;
+// vec4s of a staged slice per invocation (1 or 2), and per row of workgroup memory (one of
+// padding where it fits, to spread the transposing stores of the K-major loaders over banks).
+const PV: u32 = BM * BK / 1024u;
 const STR: u32 = BM / 4u + {{PAD}}u;
 const OUT4: bool = {{OUT4}};
+const UNROLL: bool = {{UNROLL}};
 
 // Slices stored K-major: as[k * STR + m / 4][m % 4] = a[m0 + m, k0 + k], likewise bs for n.
 var<workgroup> as_: array<vec4<C_x>, BK * STR>;
 var<workgroup> bs_: array<vec4<C_x>, BK * STR>;
 
 {{ACCESS}}
+
+// The end of the K range of the tile being computed; loads past it read zeros.
+var<private> kend: u32;
+// acc[(hm * H + hn) * 4 + q]: row hm * 64 + ty * 4 + q, columns hn * 64 + tx * 4 + 0..3 of the
+// tile. Every index into it is a constant: a loop over it would index registers dynamically,
+// which spills them to memory.
+var<private> acc: array<vec4<C_x>, 16>;
 
 fn dims_() -> vec4<u32> {
     return vec4<u32>(params[0], params[1], params[2], params[3]);
@@ -40,7 +51,7 @@ fn a_k_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
     let mm = v / (BK / 4u);
     let m = m0 + mm;
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (m < params[1] && k < params[2]) { return fetch_a4(base + m * params[5] + k); }
+    if (m < params[1] && k < kend) { return fetch_a4(base + m * params[5] + k); }
     return vec4<C_x>();
 }
 
@@ -60,7 +71,7 @@ fn a_m_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
     let v = lid + 256u * p;
     let m = m0 + (v % (BM / 4u)) * 4u;
     let k = k0 + v / (BM / 4u);
-    if (m < params[1] && k < params[2]) { return fetch_a4(base + k * params[6] + m); }
+    if (m < params[1] && k < kend) { return fetch_a4(base + k * params[6] + m); }
     return vec4<C_x>();
 }
 
@@ -79,7 +90,7 @@ fn a_g_one(e: u32, base: u32, m0: u32, k0: u32) -> C_x {
     let at = a_g_at(e);
     let m = m0 + at.x;
     let k = k0 + at.y;
-    if (m < params[1] && k < params[2]) { return fetch_a(base + m * params[5] + k * params[6]); }
+    if (m < params[1] && k < kend) { return fetch_a(base + m * params[5] + k * params[6]); }
     return C_x(0);
 }
 
@@ -106,7 +117,7 @@ fn b_n_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
     let v = lid + 256u * p;
     let n = n0 + (v % (BN / 4u)) * 4u;
     let k = k0 + v / (BN / 4u);
-    if (n < params[3] && k < params[2]) { return fetch_b4(base + k * params[9] + n); }
+    if (n < params[3] && k < kend) { return fetch_b4(base + k * params[9] + n); }
     return vec4<C_x>();
 }
 
@@ -120,7 +131,7 @@ fn b_k_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
     let v = lid + 256u * p;
     let n = n0 + v / (BK / 4u);
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (n < params[3] && k < params[2]) { return fetch_b4(base + n * params[10] + k); }
+    if (n < params[3] && k < kend) { return fetch_b4(base + n * params[10] + k); }
     return vec4<C_x>();
 }
 
@@ -145,7 +156,7 @@ fn b_g_one(e: u32, base: u32, n0: u32, k0: u32) -> C_x {
     let at = b_g_at(e);
     let n = n0 + at.x;
     let k = k0 + at.y;
-    if (n < params[3] && k < params[2]) { return fetch_b(base + k * params[9] + n * params[10]); }
+    if (n < params[3] && k < kend) { return fetch_b(base + k * params[9] + n * params[10]); }
     return C_x(0);
 }
 
@@ -189,26 +200,50 @@ fn store_row(ybase: u32, m: u32, n: u32, v: vec4<C_x>) {
     }
 }
 
-// One BM x BN tile of y[b] at (m0, n0). The register block is written out by hand, every index
-// a constant: a loop over it would index registers dynamically, which spills them to memory.
-fn tile(b: u32, m0: u32, n0: u32, lid: u32) {
-    let d = dims_();
+// acc += the outer product of row kk of the staged slices.
+fn mac(kk: u32, tx: u32, ty: u32) {
+    let a0 = as_[kk * STR + ty];
+    let b0 = bs_[kk * STR + tx];
+    acc[0] = fma(vec4<C_x>(a0.x), b0, acc[0]);
+    acc[1] = fma(vec4<C_x>(a0.y), b0, acc[1]);
+    acc[2] = fma(vec4<C_x>(a0.z), b0, acc[2]);
+    acc[3] = fma(vec4<C_x>(a0.w), b0, acc[3]);
+    if (H == 2u) {
+        let a1 = as_[kk * STR + 16u + ty];
+        let b1 = bs_[kk * STR + 16u + tx];
+        acc[4] = fma(vec4<C_x>(a0.x), b1, acc[4]);
+        acc[5] = fma(vec4<C_x>(a0.y), b1, acc[5]);
+        acc[6] = fma(vec4<C_x>(a0.z), b1, acc[6]);
+        acc[7] = fma(vec4<C_x>(a0.w), b1, acc[7]);
+        acc[8] = fma(vec4<C_x>(a1.x), b0, acc[8]);
+        acc[9] = fma(vec4<C_x>(a1.y), b0, acc[9]);
+        acc[10] = fma(vec4<C_x>(a1.z), b0, acc[10]);
+        acc[11] = fma(vec4<C_x>(a1.w), b0, acc[11]);
+        acc[12] = fma(vec4<C_x>(a1.x), b1, acc[12]);
+        acc[13] = fma(vec4<C_x>(a1.y), b1, acc[13]);
+        acc[14] = fma(vec4<C_x>(a1.z), b1, acc[14]);
+        acc[15] = fma(vec4<C_x>(a1.w), b1, acc[15]);
+    }
+}
+
+// One BM x BN tile of y at (m0, n0): the product of a[b] and b[b] over k in [k0, k1), stored
+// at y[ybase..].
+fn tile(b: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
     let tx = lid % 16u;
     let ty = lid / 16u;
     let abase = params[7] + b * params[4];
     let bbase = params[11] + b * params[8];
-    // acc[(hm * H + hn) * 4 + q]: row hm * 64 + ty * 4 + q, columns hn * 64 + tx * 4 + 0..3.
-    var acc: array<vec4<C_x>, 16>;
-    // The next slice, fetched while this one is multiplied (a second vec4 each for H = 2).
-    var ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, 0u);
-    var rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, 0u);
+    kend = k1;
+    acc = array<vec4<C_x>, 16>();
+    var ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k0);
+    var rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k0);
     var ra1 = vec4<C_x>();
     var rb1 = vec4<C_x>();
     if (PV == 2u) {
-        ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, 0u);
-        rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, 0u);
+        ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k0);
+        rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k0);
     }
-    for (var k0 = 0u; k0 < d.z; k0 += BK) {
+    for (var k = k0; k < k1; k += BK) {
         workgroupBarrier();
         {{A_LOAD}}put(0u, lid, ra0);
         {{B_LOAD}}put(0u, lid, rb0);
@@ -217,40 +252,27 @@ fn tile(b: u32, m0: u32, n0: u32, lid: u32) {
             {{B_LOAD}}put(1u, lid, rb1);
         }
         workgroupBarrier();
-        if (k0 + BK < d.z) {
-            ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k0 + BK);
-            rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k0 + BK);
+        if (k + BK < k1) {
+            ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k + BK);
+            rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k + BK);
             if (PV == 2u) {
-                ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k0 + BK);
-                rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k0 + BK);
+                ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k + BK);
+                rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k + BK);
             }
         }
-        for (var kk = 0u; kk < BK; kk++) {
-            let a0 = as_[kk * STR + ty];
-            let b0 = bs_[kk * STR + tx];
-            acc[0] = fma(vec4<C_x>(a0.x), b0, acc[0]);
-            acc[1] = fma(vec4<C_x>(a0.y), b0, acc[1]);
-            acc[2] = fma(vec4<C_x>(a0.z), b0, acc[2]);
-            acc[3] = fma(vec4<C_x>(a0.w), b0, acc[3]);
-            if (H == 2u) {
-                let a1 = as_[kk * STR + 16u + ty];
-                let b1 = bs_[kk * STR + 16u + tx];
-                acc[4] = fma(vec4<C_x>(a0.x), b1, acc[4]);
-                acc[5] = fma(vec4<C_x>(a0.y), b1, acc[5]);
-                acc[6] = fma(vec4<C_x>(a0.z), b1, acc[6]);
-                acc[7] = fma(vec4<C_x>(a0.w), b1, acc[7]);
-                acc[8] = fma(vec4<C_x>(a1.x), b0, acc[8]);
-                acc[9] = fma(vec4<C_x>(a1.y), b0, acc[9]);
-                acc[10] = fma(vec4<C_x>(a1.z), b0, acc[10]);
-                acc[11] = fma(vec4<C_x>(a1.w), b0, acc[11]);
-                acc[12] = fma(vec4<C_x>(a1.x), b1, acc[12]);
-                acc[13] = fma(vec4<C_x>(a1.y), b1, acc[13]);
-                acc[14] = fma(vec4<C_x>(a1.z), b1, acc[14]);
-                acc[15] = fma(vec4<C_x>(a1.w), b1, acc[15]);
+        if (UNROLL) {
+            for (var kk = 0u; kk < BK; kk += 4u) {
+                mac(kk, tx, ty);
+                mac(kk + 1u, tx, ty);
+                mac(kk + 2u, tx, ty);
+                mac(kk + 3u, tx, ty);
+            }
+        } else {
+            for (var kk = 0u; kk < BK; kk++) {
+                mac(kk, tx, ty);
             }
         }
     }
-    let ybase = b * d.y * d.w;
     let m = m0 + ty * 4u;
     let n = n0 + tx * 4u;
     store_block(ybase, m, n, acc[0], acc[1], acc[2], acc[3]);
@@ -265,12 +287,17 @@ fn tile(b: u32, m0: u32, n0: u32, lid: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
     let d = dims_();
+    let splits = params[14];
     let mt = (d.y + BM - 1u) / BM;
     let nt = (d.w + BN - 1u) / BN;
-    for (var b = wid.z; b < d.x; b += nwg.z) {
+    for (var z = wid.z; z < d.x * splits; z += nwg.z) {
+        let b = z / splits;
+        let k0 = (z % splits) * params[15];
+        let k1 = min(d.z, k0 + params[15]);
+        let ybase = ((z % splits) * d.x + b) * d.y * d.w;
         for (var my = wid.y; my < mt; my += nwg.y) {
             for (var nx = wid.x; nx < nt; nx += nwg.x) {
-                tile(b, my * BM, nx * BN, lid);
+                tile(b, my * BM, nx * BN, k0, k1, ybase, lid);
             }
         }
     }

@@ -72,7 +72,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let end = min(len, start + clen);
         let base = params[8] + (q / chunks) * params[5] + i * params[7];
         let step = params[6];
-        for (var j = start + t; j < end; j += T) {
+        // Four loads in flight per invocation before they are folded, in order.
+        var j = start + t;
+        for (; j + 3u * T < end; j += 4u * T) {
+            let x0 = load_(base + j * step, j);
+            let x1 = load_(base + (j + T) * step, j + T);
+            let x2 = load_(base + (j + 2u * T) * step, j + 2u * T);
+            let x3 = load_(base + (j + 3u * T) * step, j + 3u * T);
+            a = {{OP}}({{OP}}({{OP}}({{OP}}(a, x0), x1), x2), x3);
+        }
+        for (; j < end; j += T) {
             a = {{OP}}(a, load_(base + j * step, j));
         }
     }

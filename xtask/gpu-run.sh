@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One run on a GPU machine with no Rust toolchain: the conformance suite on the GPU, then both
+# sides of the benchmark (liandan on CPU and GPU, PyTorch on CPU and CUDA) in the same session.
+# Build first on a machine with Rust (see docs/PERFORMANCE.md), copy .bin/ and .gpu/ over, then:
+#   bash xtask/gpu-run.sh
+set -u
+cd "$(dirname "$0")/.."
+[ -f .gpu/env.sh ] && . .gpu/env.sh
+echo "## machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
+lscpu | grep -E "^Model name|^CPU\(s\)" | sed 's/  */ /g'
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" 2>/dev/null
+echo "## liandan info"
+./.bin/liandan info
+echo "## conformance suite on the GPU"
+LIANDAN_REQUIRE_GPU=1 ./.bin/conformance --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked" | head -40
+LIANDAN_REQUIRE_GPU=1 ./.bin/device 2>&1 | grep -E "^test result|FAILED|panicked"
+LIANDAN_REQUIRE_GPU=1 ./.bin/memory 2>&1 | grep -E "^test result|FAILED|panicked"
+echo "## benchmarks"
+./.bin/xtask bench --device all
+python3 xtask/bench_torch.py --device cuda | tail -n +1
+python3 xtask/bench_torch.py --device cpu
