@@ -6,6 +6,9 @@
 set -u
 cd "$(dirname "$0")/.."
 [ -f .gpu/env.sh ] && . .gpu/env.sh
+# Binaries may arrive gzipped (the copy to the GPU machine is size-limited).
+for f in .bin/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
+chmod +x .bin/* 2>/dev/null
 echo "## machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
 lscpu | grep -E "^Model name|^CPU\(s\)" | sed 's/  */ /g'
@@ -18,5 +21,9 @@ LIANDAN_REQUIRE_GPU=1 ./.bin/device 2>&1 | grep -E "^test result|FAILED|panicked
 LIANDAN_REQUIRE_GPU=1 ./.bin/memory 2>&1 | grep -E "^test result|FAILED|panicked"
 echo "## benchmarks"
 ./.bin/xtask bench --device all
+if [ -x .bin/xtask-base ]; then
+    # The previous build, timed in the same session, so a speedup is measured, not remembered.
+    LIANDAN_BENCH_LABEL="liandan (previous build)" ./.bin/xtask-base bench --device gpu
+fi
 python3 xtask/bench_torch.py --device cuda | tail -n +1
 python3 xtask/bench_torch.py --device cpu

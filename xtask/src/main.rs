@@ -2,7 +2,8 @@
 //! kernels and a training step and prints a Markdown table (median of timed repeats after
 //! warm-up, the device synchronized around each repeat). `xtask/bench_torch.py` prints the
 //! same table for PyTorch, so both sides can be measured in one run on one machine.
-//! Benchmarks are never tests: nothing here asserts a time.
+//! `LIANDAN_BENCH_LABEL` renames the side (to time two builds in one run). Benchmarks are never
+//! tests: nothing here asserts a time.
 
 use std::time::Instant;
 
@@ -30,7 +31,8 @@ fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Resu
 }
 
 fn row(device: &str, bench: &str, size: &str, seconds: f64, throughput: &str) {
-    println!("| liandan {device} | {bench} | {size} | {:.3} | {throughput} |", seconds * 1e3);
+    let label = std::env::var("LIANDAN_BENCH_LABEL").unwrap_or_else(|_| "liandan".into());
+    println!("| {label} {device} | {bench} | {size} | {:.3} | {throughput} |", seconds * 1e3);
 }
 
 fn bench(device: &Device, quick: bool) -> Result<()> {

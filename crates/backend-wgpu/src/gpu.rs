@@ -28,8 +28,29 @@ pub(crate) struct Kernel {
 
 struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
+    /// The open compute pass: consecutive dispatches share one (wgpu orders them), which costs
+    /// far less per dispatch than a pass each. Ended before any copy on the encoder.
+    pass: Option<wgpu::ComputePass<'static>>,
     meta: Vec<u32>,
     dispatches: usize,
+}
+
+impl Recorder {
+    /// The encoder, with any open pass ended so that copies can be recorded.
+    fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }))
+    }
+
+    /// The open compute pass, beginning one if needed.
+    fn pass(&mut self, device: &wgpu::Device) -> &mut wgpu::ComputePass<'static> {
+        if self.pass.is_none() {
+            let encoder = self.encoder(device);
+            let pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None }).forget_lifetime();
+            self.pass = Some(pass);
+        }
+        self.pass.as_mut().expect("just opened")
+    }
 }
 
 pub(crate) struct Gpu {
@@ -102,7 +123,7 @@ impl Gpu {
             pool,
             arena,
             slot_bytes,
-            recorder: Mutex::new(Recorder { encoder: None, meta: Vec::new(), dispatches: 0 }),
+            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0 }),
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
@@ -190,13 +211,10 @@ impl Gpu {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
         }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries: &entries });
-        let encoder = rec.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }));
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-            pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
-            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
-        }
+        let pass = rec.pass(&self.device);
+        pass.set_pipeline(&kernel.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         rec.dispatches += 1;
         if rec.dispatches >= MAX_BATCH {
             self.submit(&mut rec);
@@ -218,11 +236,11 @@ impl Gpu {
         };
         let staging = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: Some("liandan upload"), contents: data, usage: wgpu::BufferUsages::COPY_SRC });
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let encoder = rec.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }));
-        encoder.copy_buffer_to_buffer(&staging, 0, dst, offset, data.len() as u64);
+        rec.encoder(&self.device).copy_buffer_to_buffer(&staging, 0, dst, offset, data.len() as u64);
     }
 
     fn submit(&self, rec: &mut Recorder) {
+        rec.pass = None;
         let Some(encoder) = rec.encoder.take() else { return };
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
@@ -275,7 +293,7 @@ impl Gpu {
         });
         {
             let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
-            let encoder = rec.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("liandan batch") }));
+            let encoder = rec.encoder(&self.device);
             if len > 0 {
                 encoder.copy_buffer_to_buffer(src, offset, &staging, 0, len);
             }

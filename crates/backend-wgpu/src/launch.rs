@@ -21,11 +21,42 @@ pub(crate) struct Operand<'a> {
 /// layouts of the operands that have one.
 pub(crate) type MetaFn<'a> = &'a dyn Fn(usize, usize, &[Layout]) -> Option<Vec<u32>>;
 
-/// The usual meta block: strided indexing over the operands' (common) shape.
+/// The usual meta block: strided indexing over the operands' (common) shape, with adjacent
+/// dimensions merged wherever every operand allows (a dense or broadcast-scalar operand set
+/// becomes one dimension, which the kernels index without integer division).
 pub(crate) fn strided(len: usize, _first: usize, layouts: &[Layout]) -> Option<Vec<u32>> {
-    let refs: Vec<&Layout> = layouts.iter().collect();
-    let shape = layouts.first().map_or_else(|| vec![len], |l| l.shape().to_vec());
+    let Some(first) = layouts.first() else { return strided_meta(&[len], &[]) };
+    let (shape, merged) = coalesce(first.shape(), layouts);
+    let refs: Vec<&Layout> = merged.iter().collect();
     strided_meta(&shape, &refs)
+}
+
+/// Drops size-1 dimensions and merges dimension `d` into `d + 1` when, for every layout,
+/// `stride[d] == stride[d + 1] * size[d + 1]`: the same elements, in the same order, fewer axes.
+pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<Layout>) {
+    let keep: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    let mut dims: Vec<usize> = keep.iter().map(|&d| shape[d]).collect();
+    let mut strides: Vec<Vec<usize>> = layouts.iter().map(|l| keep.iter().map(|&d| l.strides()[d]).collect()).collect();
+    let mut d = dims.len();
+    while d > 1 {
+        d -= 1;
+        let mergeable = strides.iter().all(|s| s[d - 1] == s[d] * dims[d]);
+        if mergeable {
+            dims[d - 1] *= dims[d];
+            dims.remove(d);
+            for s in &mut strides {
+                s.remove(d - 1);
+            }
+        }
+    }
+    if dims.is_empty() {
+        dims.push(1);
+        for s in &mut strides {
+            s.push(0);
+        }
+    }
+    let merged = layouts.iter().zip(strides).map(|(l, s)| Layout::new(dims.clone(), s, l.offset())).collect();
+    (dims, merged)
 }
 
 impl WgpuBackend {
@@ -84,5 +115,33 @@ impl WgpuBackend {
             i0 += len;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coalesce;
+    use liandan_tensor::Layout;
+
+    #[test]
+    fn dense_and_scalar_operands_merge_to_one_dimension() {
+        let dense = Layout::contiguous(&[4, 5, 6]);
+        let scalar = Layout::new(vec![4, 5, 6], vec![0, 0, 0], 3);
+        let (shape, l) = coalesce(&[4, 5, 6], &[dense, scalar]);
+        assert_eq!(shape, vec![120]);
+        assert_eq!((l[0].strides(), l[1].strides(), l[1].offset()), (&[1usize][..], &[0usize][..], 3));
+    }
+
+    #[test]
+    fn broadcast_and_transposed_operands_keep_what_they_need() {
+        // A bias broadcast over rows cannot merge with the rows.
+        let x = Layout::contiguous(&[8, 3]);
+        let bias = Layout::new(vec![8, 3], vec![0, 1], 0);
+        assert_eq!(coalesce(&[8, 3], &[x.clone(), bias]).0, vec![8, 3]);
+        // A transposed view keeps both axes; size-1 axes disappear.
+        let t = Layout::contiguous(&[3, 1, 8]).permute(&[2, 1, 0]).unwrap();
+        let (shape, l) = coalesce(&[8, 1, 3], &[Layout::contiguous(&[8, 1, 3]), t]);
+        assert_eq!(shape, vec![8, 3]);
+        assert_eq!(l[1].strides(), &[1, 8]);
     }
 }

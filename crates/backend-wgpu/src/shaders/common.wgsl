@@ -15,6 +15,8 @@ fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
 fn offset_of(i: u32, k: u32) -> u32 {
     let rank = params[1];
     let base = 2u + rank + k * (rank + 1u);
+    // One dimension (what dense and scalar operands coalesce to): no division needed.
+    if (rank == 1u) { return params[base + 1u] + i * params[base]; }
     var off = params[base + rank];
     var rem = i;
     for (var d = i32(rank) - 1; d >= 0; d--) {
