@@ -4,16 +4,8 @@
 use liandan_backend_wgpu as _;
 use liandan_tensor::{DType, Device, DeviceKind, Tensor};
 
-fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
-        None => {
-            eprintln!("skipping: wgpu found no adapter here");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 #[test]
 fn tensors_larger_than_one_binding_work() {

@@ -6,16 +6,8 @@
 use liandan_backend_wgpu as _;
 use liandan_tensor::{DType, Device, Tensor};
 
-fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
-        None => {
-            eprintln!("skipping: wgpu found no adapter here (set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// Seeded values on the CPU, rounded to `dtype`, and the same tensor on `gpu`.
 fn pair(gpu: &Device, shape: &[usize], seed: u64, dtype: DType) -> (Tensor, Tensor) {

@@ -10,16 +10,8 @@ use liandan_tensor::dtype::{bytes_to_f64, f64_to_bytes};
 use liandan_tensor::layout::contiguous_strides;
 use liandan_tensor::{DType, Device, Error, Layout, Result, Storage, Strided};
 
-fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
-        None => {
-            eprintln!("skipping: wgpu found no adapter here (set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// A tensor's storage on one device, with `pad` junk elements before the data so the view has
 /// an offset.

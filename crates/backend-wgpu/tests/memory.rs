@@ -5,16 +5,8 @@
 use liandan_backend_wgpu as _;
 use liandan_tensor::{no_grad, DType, Device, Reduction, Tensor};
 
-fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter"),
-        None => {
-            eprintln!("skipping: wgpu found no adapter here");
-            None
-        }
-    }
-}
+mod common;
+use common::gpu;
 
 /// One SGD step of a small conv net: every kernel family allocates and frees on the way.
 fn train_step(d: &Device, params: &[Tensor], x: &Tensor, y: &Tensor) {
