@@ -139,28 +139,40 @@ pub(crate) fn cast_source(repr: &Repr, from: DType, to: DType) -> String {
     source(repr, &format!("{helper}{CAST}"), &[("x", from), ("y", to)], &[("CONVERT", &convert)])
 }
 
-/// The fill kernel for `dtype` and the meta words carrying `value`.
-pub(crate) fn fill_source(repr: &Repr, dtype: DType, value: f64) -> (String, [u32; 2]) {
-    let (lo, hi, expr) = match dtype {
+/// The three f32s whose sum is exactly `value` (72 bits cover f64's 53), or `None` when no
+/// such split exists (finite values beyond f32's range or below its smallest subnormal).
+/// Infinities and NaN travel in the first part alone.
+fn f64_parts(value: f64) -> Option<[f32; 3]> {
+    let a = value as f32;
+    if !a.is_finite() {
+        return (!value.is_finite()).then_some([a, 0.0, 0.0]);
+    }
+    let b = (value - a as f64) as f32;
+    let c = (value - a as f64 - b as f64) as f32;
+    (a as f64 + b as f64 + c as f64 == value).then_some([a, b, c])
+}
+
+/// The fill kernel for `dtype` and the meta words carrying `value`; `None` for an f64 value
+/// the kernel cannot carry (the caller uploads it instead).
+pub(crate) fn fill_source(repr: &Repr, dtype: DType, value: f64) -> Option<(String, [u32; 3])> {
+    let (words, expr) = match dtype {
         DType::I64 => {
             let v = value as i64;
-            (v as u32, (v >> 32) as u32, "vec2<u32>(params[1], params[2])")
+            ([v as u32, (v >> 32) as u32, 0], "vec2<u32>(params[1], params[2])")
         }
-        DType::U8 => ((value as i64 as u8) as u32, 0, "params[1]"),
-        DType::Bool => ((value != 0.0) as u32, 0, "params[1]"),
+        DType::U8 => ([(value as i64 as u8) as u32, 0, 0], "params[1]"),
+        DType::Bool => ([(value != 0.0) as u32, 0, 0], "params[1]"),
         DType::F64 if repr.f64 => {
-            // Two f32s whose sum is the f64 value: exact for the constants users write.
-            let hi = value as f32;
-            let lo = (value - hi as f64) as f32;
-            (hi.to_bits(), lo.to_bits(), "f64(bitcast<f32>(params[1])) + f64(bitcast<f32>(params[2]))")
+            let [a, b, c] = f64_parts(value)?;
+            ([a.to_bits(), b.to_bits(), c.to_bits()], "f64(bitcast<f32>(params[1])) + f64(bitcast<f32>(params[2])) + f64(bitcast<f32>(params[3]))")
         }
         DType::F64 => {
             let b = value.to_bits();
-            (b as u32, (b >> 32) as u32, "vec2<u32>(params[1], params[2])")
+            ([b as u32, (b >> 32) as u32, 0], "vec2<u32>(params[1], params[2])")
         }
-        _ => ((value as f32).to_bits(), 0, "store_x(bitcast<f32>(params[1]))"),
+        _ => ([(value as f32).to_bits(), 0, 0], "store_x(bitcast<f32>(params[1]))"),
     };
-    (source(repr, FILL, &[("x", dtype)], &[("VALUE", expr)]), [lo, hi])
+    Some((source(repr, FILL, &[("x", dtype)], &[("VALUE", expr)]), words))
 }
 
 /// Every elementwise kernel this device could build, for validation tests.
@@ -193,7 +205,7 @@ pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
         }
     }
     for d in DType::ALL {
-        out.push((format!("fill {d}"), fill_source(repr, d, 1.5).0));
+        out.push((format!("fill {d}"), fill_source(repr, d, 1.5).expect("1.5 is exact").0));
         out.push((format!("copy {d}"), source(repr, COPY, &[("x", d)], &[])));
         out.push((format!("select {d}"), source(repr, SELECT, &[("x", d)], &[])));
     }
@@ -210,9 +222,13 @@ impl WgpuBackend {
     }
 
     pub(crate) fn fill(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
+        let Some((src, [a, b, c])) = fill_source(&self.repr, dtype, value) else {
+            // Not expressible in the kernel's parameters: upload it (no CPU computation).
+            let bytes: Vec<u8> = std::iter::repeat_n(value.to_ne_bytes(), numel).flatten().collect();
+            return self.from_host(&bytes, dtype);
+        };
         let out = self.output(dtype, numel)?;
-        let (src, [lo, hi]) = fill_source(&self.repr, dtype, value);
-        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, lo, hi]);
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, a, b, c]);
         if !self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("fill ({dtype})"), &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
         }
@@ -327,5 +343,21 @@ impl WgpuBackend {
             return self.fallback1(format!("select ({dtype})"), &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
         }
         Ok(Arc::new(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::f64_parts;
+
+    #[test]
+    fn f64_constants_split_exactly_into_three_f32s_or_not_at_all() {
+        for v in [0.1, -1.0 / 3.0, 123_456_789.123_456_78, 1e-30, std::f64::consts::PI, 0.0] {
+            let [a, b, c] = f64_parts(v).unwrap_or_else(|| panic!("{v} should split"));
+            assert_eq!(a as f64 + b as f64 + c as f64, v);
+        }
+        assert!(f64_parts(1e300).is_none() && f64_parts(3e-310).is_none());
+        assert_eq!(f64_parts(f64::NEG_INFINITY).unwrap()[0], f32::NEG_INFINITY);
+        assert!(f64_parts(f64::NAN).unwrap()[0].is_nan());
     }
 }

@@ -11,14 +11,13 @@ pub(crate) const COMMON: &str = include_str!("shaders/common.wgsl");
 const MAX_GROUPS: usize = 65_535;
 pub(crate) const WG: usize = 256;
 
-/// A 2-D grid of 256-wide workgroups covering `n` invocations.
+/// A 2-D grid of 256-wide workgroups covering `n` invocations: as few rows as the
+/// 65,535-per-dimension limit allows, and rows as even as possible, so at most `rows - 1`
+/// workgroups find nothing to do.
 pub(crate) fn grid(n: usize) -> (u32, u32, u32) {
     let groups = n.div_ceil(WG).max(1);
-    if groups <= MAX_GROUPS {
-        (groups as u32, 1, 1)
-    } else {
-        (MAX_GROUPS as u32, groups.div_ceil(MAX_GROUPS) as u32, 1)
-    }
+    let rows = groups.div_ceil(MAX_GROUPS);
+    (groups.div_ceil(rows) as u32, rows as u32, 1)
 }
 
 /// Builds a shader: `enable`s, a prelude per `(name, dtype)`, the common block, then the
@@ -76,4 +75,19 @@ pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
     all.extend(crate::window::sources(&repr));
     all.extend(crate::index::sources(&repr));
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{grid, MAX_GROUPS, WG};
+
+    #[test]
+    fn grids_cover_the_work_with_little_waste() {
+        for n in [1usize, 255, 256, 257, 65_535 * 256, 65_536 * 256, 40_000_000, 1 << 31] {
+            let (x, y, _) = grid(n);
+            let groups = n.div_ceil(WG);
+            assert!(x as usize <= MAX_GROUPS && y as usize <= MAX_GROUPS, "{n}: {x}x{y}");
+            assert!((x * y) as usize >= groups && (x * y) as usize - groups < y as usize, "{n}: {x}x{y} for {groups}");
+        }
+    }
 }

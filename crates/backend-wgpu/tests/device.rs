@@ -74,3 +74,15 @@ fn a_bad_index_is_reported_at_the_next_read_without_stalling_the_op() {
     let good = Tensor::from_slice(&[3i64, 0, 1], &[3, 1], &d).unwrap();
     assert_eq!(src.gather(1usize, &good).unwrap().to_vec::<f32>().unwrap(), vec![3.0, 4.0, 9.0]);
 }
+
+#[test]
+fn f64_fills_keep_infinities_and_values_beyond_f32() {
+    let Some(d) = gpu() else { return };
+    for v in [f64::NEG_INFINITY, f64::INFINITY, 1e300, -3.0e-310, 0.1, 123_456_789.123_456_78] {
+        let t = Tensor::full(&[3], v, DType::F64, &d).unwrap().to_vec::<f64>().unwrap();
+        let tol = if v.is_finite() { v.abs() * 1e-14 } else { 0.0 };
+        assert!(t.iter().all(|&x| x == v || (x - v).abs() <= tol), "fill {v}: {t:?}");
+    }
+    let nan = Tensor::full(&[2], f64::NAN, DType::F64, &d).unwrap().to_vec::<f64>().unwrap();
+    assert!(nan.iter().all(|x| x.is_nan()));
+}

@@ -1,4 +1,5 @@
-// y[i] = the value in meta (as f32 bits, or two words for i64), converted by {{VALUE}}.
+// y[i] = the value in params[1..4] (f32 bits; two words for i64; three f32 parts summing to
+// an f64), converted by {{VALUE}}.
 
 @group(0) @binding(1) var<storage, read_write> y: array<S_x>;
 
