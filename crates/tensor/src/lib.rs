@@ -36,7 +36,7 @@ pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
 pub use layout::Layout;
-pub use ops::{Dim, Reduction};
+pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;
 pub use tensor::Tensor;
 

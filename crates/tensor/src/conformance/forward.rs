@@ -58,6 +58,18 @@ macro_rules! conformance_forward_tests {
         #[test] fn forward_dropout() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::dropout(&d) } }
         #[test] fn forward_losses() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses(&d) } }
         #[test] fn forward_losses_extreme() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses_extreme(&d) } }
+        #[test] fn forward_conv1d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::conv1d(&d) } }
+        #[test] fn forward_conv_transpose2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::conv_transpose2d(&d) } }
+        #[test] fn forward_adaptive_pools() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::adaptive_pools(&d) } }
+        #[test] fn forward_group_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::group_norm(&d) } }
+        #[test] fn forward_embedding() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::embedding(&d) } }
+        #[test] fn forward_dropout2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::dropout2d(&d) } }
+        #[test] fn forward_linear() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::linear(&d) } }
+        #[test] fn forward_attention() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::attention(&d) } }
+        #[test] fn forward_l1_loss() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::l1_loss(&d) } }
+        #[test] fn forward_bce_loss() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::bce_loss(&d) } }
+        #[test] fn forward_kl_div() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::kl_div(&d) } }
+        #[test] fn forward_cross_entropy_with() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::cross_entropy_with(&d) } }
     };
 }
 

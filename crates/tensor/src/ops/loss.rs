@@ -15,7 +15,7 @@ pub enum Reduction {
 }
 
 impl Reduction {
-    fn apply(self, t: Tensor) -> Result<Tensor> {
+    pub(crate) fn apply(self, t: Tensor) -> Result<Tensor> {
         match self {
             Reduction::None => Ok(t),
             Reduction::Mean => t.mean_all(),
@@ -24,7 +24,7 @@ impl Reduction {
     }
 }
 
-fn check_same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
+pub(crate) fn check_same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.shape() != b.shape() {
         return Err(Error::shape(op, a.shape(), b.shape(), "input and target must have the same shape"));
     }

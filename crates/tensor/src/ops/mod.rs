@@ -3,15 +3,19 @@
 
 mod activation;
 mod conv;
+mod conv_extra;
 mod elementwise;
 mod index;
 mod loss;
+mod loss_extra;
 mod matmul;
+mod nn_extra;
 mod norm;
 mod reduce;
 mod view;
 
 pub use loss::Reduction;
+pub use loss_extra::{CrossEntropyOptions, KlReduction};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
