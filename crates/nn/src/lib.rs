@@ -1,10 +1,15 @@
 //! `liandan-nn`: modules, layers, losses, the model zoo and checkpoints.
 //!
-//! The layers arrive with the nn issue. Today this crate re-exports the tensor API and links the
-//! CPU and wgpu backends, so that depending on it is enough for `Device::best()` to find the GPU.
+//! Today: [`checkpoint`], safetensors files that PyTorch reads and writes as its own (atomic
+//! writes; strict and non-strict state-dict loading); the tensor API, re-exported; and both
+//! backends linked, so that depending on this crate is enough for `Device::best()` to find the
+//! GPU. Modules, layers and the model zoo are still to come (the nn issue is open).
 
 pub use liandan_tensor::*;
 
 // Linking the backends registers their devices with `Device::cpu()` / `Device::best()`.
 use liandan_backend_cpu as _;
 use liandan_backend_wgpu as _;
+
+pub mod checkpoint;
+pub mod error;
