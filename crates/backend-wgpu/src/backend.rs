@@ -282,6 +282,11 @@ impl Backend for WgpuBackend {
     }
 
     fn describe(&self) -> Vec<(String, String)> {
-        crate::info::describe(&self.adapter)
+        let mut facts = crate::info::describe(&self.adapter);
+        // wgpu reports no total video memory; what this process holds is known exactly.
+        let m = self.memory_stats().unwrap_or_default();
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
+        facts.push(("memory (this process)".into(), format!("{} in use, {} pooled, {} peak", mib(m.in_use), mib(m.pooled), mib(m.peak))));
+        facts
     }
 }
