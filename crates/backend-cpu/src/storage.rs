@@ -96,7 +96,7 @@ impl CpuStorage {
     pub fn from_bytes(bytes: &[u8], dtype: DType) -> Result<CpuStorage> {
         fn read<T: bytemuck::Pod>(bytes: &[u8], dtype: DType) -> Result<Vec<T>> {
             let size = std::mem::size_of::<T>();
-            if bytes.len() % size != 0 {
+            if !bytes.len().is_multiple_of(size) {
                 return Err(backend_error("from_host", format!("{} bytes is not a whole number of {dtype} elements", bytes.len())));
             }
             // Copying through a typed Vec, not `cast_slice`, since host bytes need not be aligned.

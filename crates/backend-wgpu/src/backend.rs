@@ -128,7 +128,7 @@ impl Backend for WgpuBackend {
         let numel = src.layout.numel();
         let size = self.repr.gpu_size(src.dtype) as u64;
         let start = src.layout.offset() as u64 * size;
-        let direct = src.layout.is_contiguous() && start % 4 == 0;
+        let direct = src.layout.is_contiguous() && start.is_multiple_of(4);
         let bytes = if direct {
             let len = (numel as u64 * size).next_multiple_of(4);
             let s = gpu_storage(&src);

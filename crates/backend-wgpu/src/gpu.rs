@@ -180,7 +180,7 @@ impl Gpu {
 
     /// The largest buffer window one binding may cover on this device.
     pub(crate) fn max_binding(&self) -> u64 {
-        self.limits.max_storage_buffer_binding_size as u64
+        self.limits.max_storage_buffer_binding_size
     }
 
     /// The alignment of binding offsets on this device.
@@ -229,7 +229,7 @@ impl Gpu {
             return;
         }
         let mut padded;
-        let data = if bytes.len() % 4 == 0 { bytes } else {
+        let data = if bytes.len().is_multiple_of(4) { bytes } else {
             padded = bytes.to_vec();
             padded.resize(bytes.len().next_multiple_of(4), 0);
             &padded[..]

@@ -79,7 +79,7 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), out.buffer(), &fault];
-        if buffers.iter().any(|b| b.size() > gpu.limits.max_storage_buffer_binding_size) {
+        if buffers.iter().any(|b| b.size() > gpu.max_binding()) {
             return Ok(Err(HUGE));
         }
         let key = format!("take {}", self.repr.storage_type(src.dtype));
@@ -148,7 +148,7 @@ impl WgpuBackend {
         let acc_buf = acc.as_any().downcast_ref::<WgpuStorage>().expect("own storage").buffer();
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), acc_buf, &fault];
-        if buffers.iter().any(|b| b.size() > gpu.limits.max_storage_buffer_binding_size) {
+        if buffers.iter().any(|b| b.size() > gpu.max_binding()) {
             return Ok(Err(HUGE));
         }
         let key = format!("scatter_add {}", dst.dtype);

@@ -58,7 +58,7 @@ pub(crate) fn describe(adapter: &wgpu::Adapter) -> Vec<(String, String)> {
         ("driver".into(), format!("{} {}", i.driver, i.driver_info).trim().to_string()),
         ("features".into(), flags.join(", ")),
         ("max buffer".into(), mib(l.max_buffer_size)),
-        ("max storage binding".into(), mib(l.max_storage_buffer_binding_size as u64)),
+        ("max storage binding".into(), mib(l.max_storage_buffer_binding_size)),
         ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),
         ("max workgroup memory".into(), format!("{} KiB", l.max_compute_workgroup_storage_size >> 10)),
     ]

@@ -153,8 +153,8 @@ impl Operand {
     /// is contiguous and a multiple of 4 long, and every other stride and the offset are
     /// multiples of 4 (or belong to a dim of size 1, whose stride is never used).
     fn vec4_along(&self, d: usize) -> bool {
-        let other_ok = (0..3).filter(|&e| e != d).all(|e| self.sizes[e] == 1 || self.strides[e] % 4 == 0);
-        self.strides[d] == 1 && self.sizes[d] % 4 == 0 && other_ok && self.offset % 4 == 0
+        let other_ok = (0..3).filter(|&e| e != d).all(|e| self.sizes[e] == 1 || self.strides[e].is_multiple_of(4));
+        self.strides[d] == 1 && self.sizes[d].is_multiple_of(4) && other_ok && self.offset.is_multiple_of(4)
     }
 
     /// The loader for this operand, whose K dim is `k` (2 for the lhs, 1 for the rhs).

@@ -140,7 +140,7 @@ mod tests {
         assert_eq!(size_class(4096), 4096);
         for bytes in [4097u64, 5000, 65_537, 1 << 20, (1 << 27) + 12] {
             let c = size_class(bytes);
-            assert!(c >= bytes && c % 256 == 0 && (c - bytes) * 4 <= bytes, "{bytes} -> {c}");
+            assert!(c >= bytes && c.is_multiple_of(256) && (c - bytes) * 4 <= bytes, "{bytes} -> {c}");
         }
     }
 }

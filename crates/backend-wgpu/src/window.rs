@@ -131,7 +131,7 @@ impl WgpuBackend {
         buffers.extend(outs.iter().map(|o| o.buffer()));
         // Each kernel binds whole buffers; one larger than a binding may cover (128 MiB on
         // lavapipe) would need the launch split by planes, which this does not do yet.
-        if buffers.iter().any(|b| b.size() > gpu.limits.max_storage_buffer_binding_size) {
+        if buffers.iter().any(|b| b.size() > gpu.max_binding()) {
             return Ok(Err(", beyond one binding"));
         }
         let key = format!("{kind:?} {dtype}");

@@ -161,6 +161,8 @@ pub trait Backend: Send + Sync + Debug + 'static {
     fn kind(&self) -> DeviceKind;
 
     /// Copies host bytes (native endian, `dtype` elements) into a new buffer.
+    // `from_host` pairs with `to_host`; it is a method because the backend owns the buffer.
+    #[allow(clippy::wrong_self_convention)]
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage>;
     /// Copies a view back to the host as contiguous native-endian bytes. Waits for pending work.
     fn to_host(&self, src: Strided) -> Result<Vec<u8>>;

@@ -105,7 +105,7 @@ impl Layout {
     /// The sub-range `start..start + len` of axis `dim`.
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Layout> {
         let size = self.shape[dim];
-        if start.checked_add(len).map_or(true, |end| end > size) {
+        if start.checked_add(len).is_none_or(|end| end > size) {
             return Err(Error::bad_shape("narrow", &self.shape, format!("range {start}..{} exceeds dim {dim} of size {size}", start + len)));
         }
         let mut out = self.clone();

@@ -51,7 +51,7 @@ impl Tensor {
     /// overlaps (`torch.nn.functional.fold`); the adjoint of [`Tensor::im2col`].
     pub fn col2im(&self, output_size: (usize, usize), kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Tensor> {
         let s = self.shape();
-        if s.len() != 3 || kernel.0 * kernel.1 == 0 || s[1] % (kernel.0 * kernel.1) != 0 {
+        if s.len() != 3 || kernel.0 * kernel.1 == 0 || !s[1].is_multiple_of(kernel.0 * kernel.1) {
             return Err(Error::bad_shape("col2im", s, format!("expects [N, C*kh*kw, L] columns for kernel {kernel:?}")));
         }
         let c = s[1] / (kernel.0 * kernel.1);

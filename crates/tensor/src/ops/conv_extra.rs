@@ -165,7 +165,7 @@ impl Tensor {
         if len == out {
             return Ok(self.clone());
         }
-        if len % out == 0 {
+        if len.is_multiple_of(out) {
             let k = if dim == 2 { (len / out, 1) } else { (1, len / out) };
             return self.window_pool(pool, k);
         }

@@ -29,8 +29,8 @@ fn broadcast2(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Vec<usize>, L
 
 impl Tensor {
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
-        let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign);
-        if !self.dtype().is_float() && !(int_ok && self.dtype() == DType::I64) {
+        let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign) && self.dtype() == DType::I64;
+        if !self.dtype().is_float() && !int_ok {
             return Err(Error::dtype("unary", self.dtype(), format!("{op:?} needs a floating-point tensor")));
         }
         let storage = self.with_strided(|x| self.device().backend().unary(op, x))?;

@@ -74,7 +74,7 @@ impl Tensor {
         const OP: &str = "group_norm";
         check_float(OP, self)?;
         let s = self.shape();
-        if s.len() < 2 || groups == 0 || s[1] % groups != 0 {
+        if s.len() < 2 || groups == 0 || !s[1].is_multiple_of(groups) {
             return Err(Error::bad_shape(OP, s, format!("expects [N, C, *] with C divisible by groups = {groups}")));
         }
         let c = s[1];
