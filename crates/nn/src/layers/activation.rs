@@ -1,0 +1,217 @@
+//! Layers without parameters: activations, `Softmax`/`LogSoftmax`, `Flatten`, and the two
+//! dropouts (which only have a train/eval mode).
+
+use liandan_tensor::Tensor;
+
+use super::stateless_module;
+use crate::error::Result;
+use crate::module::{Forward, Module, TensorKind};
+
+/// An elementwise activation: a unit struct calling one tensor op.
+macro_rules! activation {
+    ($(#[$doc:meta] $name:ident => $op:ident),* $(,)?) => {
+        $(
+            #[$doc]
+            ///
+            /// # Shapes
+            /// - input: any shape `[*]`
+            /// - output: the input's shape
+            #[derive(Clone, Copy, Debug, Default)]
+            pub struct $name;
+
+            impl Forward for $name {
+                fn forward(&self, x: &Tensor) -> Result<Tensor> {
+                    Ok(x.$op()?)
+                }
+            }
+
+            stateless_module!($name);
+        )*
+    };
+}
+
+activation! {
+    /// `max(x, 0)` (`torch.nn.ReLU`).
+    ReLU => relu,
+    /// Exact GELU, `x Φ(x)` (`torch.nn.GELU()`, `approximate='none'`).
+    GELU => gelu,
+    /// `x σ(x)` (`torch.nn.SiLU`).
+    SiLU => silu,
+    /// `1 / (1 + e^-x)` (`torch.nn.Sigmoid`).
+    Sigmoid => sigmoid,
+    /// `tanh(x)` (`torch.nn.Tanh`).
+    Tanh => tanh,
+}
+
+/// `x` where positive, `negative_slope x` elsewhere (`torch.nn.LeakyReLU(negative_slope=0.01)`).
+///
+/// # Shapes
+/// - input: any shape `[*]`
+/// - output: the input's shape
+#[derive(Clone, Copy, Debug)]
+pub struct LeakyReLU {
+    pub negative_slope: f64,
+}
+
+impl Default for LeakyReLU {
+    fn default() -> Self {
+        LeakyReLU { negative_slope: 0.01 }
+    }
+}
+
+impl LeakyReLU {
+    pub fn new(negative_slope: f64) -> Self {
+        LeakyReLU { negative_slope }
+    }
+}
+
+impl Forward for LeakyReLU {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.leaky_relu(self.negative_slope)?)
+    }
+}
+
+/// Softmax along `dim` (negative counts from the end), `torch.nn.Softmax(dim)`.
+///
+/// # Shapes
+/// - input: any shape `[*]`
+/// - output: the input's shape, summing to 1 along `dim`
+#[derive(Clone, Copy, Debug)]
+pub struct Softmax {
+    pub dim: isize,
+}
+
+impl Softmax {
+    pub fn new(dim: isize) -> Self {
+        Softmax { dim }
+    }
+}
+
+impl Forward for Softmax {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.softmax(self.dim)?)
+    }
+}
+
+/// Log of the softmax along `dim`, computed stably (`torch.nn.LogSoftmax(dim)`).
+///
+/// # Shapes
+/// - input: any shape `[*]`
+/// - output: the input's shape
+#[derive(Clone, Copy, Debug)]
+pub struct LogSoftmax {
+    pub dim: isize,
+}
+
+impl LogSoftmax {
+    pub fn new(dim: isize) -> Self {
+        LogSoftmax { dim }
+    }
+}
+
+impl Forward for LogSoftmax {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.log_softmax(self.dim)?)
+    }
+}
+
+/// Flattens dims `start_dim..=end_dim` into one (`torch.nn.Flatten(start_dim=1, end_dim=-1)`).
+///
+/// # Shapes
+/// - input: `[N, *]` with the defaults
+/// - output: `[N, product of *]`
+#[derive(Clone, Copy, Debug)]
+pub struct Flatten {
+    pub start_dim: isize,
+    pub end_dim: isize,
+}
+
+impl Default for Flatten {
+    fn default() -> Self {
+        Flatten { start_dim: 1, end_dim: -1 }
+    }
+}
+
+impl Flatten {
+    pub fn new(start_dim: isize, end_dim: isize) -> Self {
+        Flatten { start_dim, end_dim }
+    }
+}
+
+impl Forward for Flatten {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.flatten(self.start_dim, self.end_dim)?)
+    }
+}
+
+stateless_module!(LeakyReLU, Softmax, LogSoftmax, Flatten);
+
+/// A dropout layer's mode and probability; `Module` for both dropouts.
+macro_rules! dropout_module {
+    ($($ty:ty),*) => {
+        $(
+            impl $ty {
+                /// A layer in training mode that zeroes with probability `p` (PyTorch's default
+                /// is 0.5).
+                pub fn new(p: f64) -> Self {
+                    Self { p, training: true }
+                }
+            }
+
+            impl Default for $ty {
+                fn default() -> Self {
+                    Self::new(0.5)
+                }
+            }
+
+            impl Module for $ty {
+                fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+                fn visit_mut(&mut self, _prefix: &str, _f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+                    Ok(())
+                }
+                fn set_training(&mut self, training: bool) {
+                    self.training = training;
+                }
+            }
+        )*
+    };
+}
+
+/// In training, zeroes each element with probability `p` and scales the rest by `1 / (1 - p)`;
+/// in eval, the identity (`torch.nn.Dropout(p=0.5)`). Masks are seeded from the global
+/// generator, so [`liandan_tensor::manual_seed`] makes them reproducible.
+///
+/// # Shapes
+/// - input: any shape `[*]`
+/// - output: the input's shape
+#[derive(Clone, Copy, Debug)]
+pub struct Dropout {
+    pub p: f64,
+    pub training: bool,
+}
+
+impl Forward for Dropout {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.dropout(self.p, self.training, None)?)
+    }
+}
+
+/// In training, zeroes whole channels with probability `p` and scales the others by
+/// `1 / (1 - p)`; in eval, the identity (`torch.nn.Dropout2d(p=0.5)`).
+///
+/// # Shapes
+/// - input: `[N, C, H, W]`
+/// - output: `[N, C, H, W]`
+#[derive(Clone, Copy, Debug)]
+pub struct Dropout2d {
+    pub p: f64,
+    pub training: bool,
+}
+
+impl Forward for Dropout2d {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.dropout2d(self.p, self.training, None)?)
+    }
+}
+
+dropout_module!(Dropout, Dropout2d);

@@ -1,0 +1,133 @@
+//! The layers: each a struct of parameter tensors plus a `XxxConfig` whose fields carry
+//! PyTorch's defaults and whose `init(&device)` initializes the parameters as PyTorch's
+//! `reset_parameters` does, seeded from [`liandan_tensor::rng::next_seed`] so that
+//! [`liandan_tensor::manual_seed`] makes initialization reproducible.
+//!
+//! Dimension letters: N batch, C channels, H height, W width, L length, D features.
+
+mod activation;
+mod conv;
+mod embedding;
+mod linear;
+mod norm;
+mod pool;
+mod sequential;
+
+pub use activation::{Dropout, Dropout2d, Flatten, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
+pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
+pub use embedding::{Embedding, EmbeddingConfig};
+pub use linear::{Linear, LinearConfig};
+pub use norm::{BatchNorm, BatchNorm1d, BatchNorm1dConfig, BatchNorm2d, BatchNorm2dConfig, BatchNormConfig, GroupNorm, GroupNormConfig, LayerNorm, LayerNormConfig};
+pub use pool::{AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d};
+pub use sequential::Sequential;
+
+use liandan_tensor::{DType, Device, Tensor};
+
+use crate::error::Result;
+
+/// A parameter: a leaf F32 tensor drawn from uniform(-bound, bound), requiring grad. This is
+/// PyTorch's default for Linear and Conv: `kaiming_uniform_(a = sqrt(5))` gives
+/// `gain * sqrt(3 / fan_in)` with `gain = sqrt(2 / (1 + 5))`, i.e. `1 / sqrt(fan_in)`, and
+/// biases take the same bound.
+fn uniform_param(shape: &[usize], bound: f64, device: &Device) -> Result<Tensor> {
+    Ok(Tensor::rand(shape, -bound, bound, liandan_tensor::rng::next_seed(), DType::F32, device)?.requires_grad_(true)?)
+}
+
+/// A parameter filled with `value` (norm layers' weight 1 and bias 0).
+fn full_param(shape: &[usize], value: f64, device: &Device) -> Result<Tensor> {
+    Ok(Tensor::full(shape, value, DType::F32, device)?.requires_grad_(true)?)
+}
+
+/// `1 / sqrt(fan_in)`, the bound of PyTorch's default Linear/Conv init (0 for an empty fan-in,
+/// where PyTorch skips the bias init and leaves zeros-sized tensors anyway).
+fn default_bound(fan_in: usize) -> f64 {
+    if fan_in == 0 {
+        0.0
+    } else {
+        1.0 / (fan_in as f64).sqrt()
+    }
+}
+
+/// Builder methods `with_<field>(value)` for a config's public fields (burn's style), so that
+/// `Conv2dConfig::new(1, 32, 3).with_stride((2, 2))` reads like PyTorch's keyword arguments.
+macro_rules! with_fields {
+    ($ty:ty { $($method:ident : $field:ident : $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                pub fn $method(mut self, $field: $t) -> Self {
+                    self.$field = $field;
+                    self
+                }
+            )*
+        }
+    };
+}
+pub(crate) use with_fields;
+
+/// `Module` for layers without tensors or modes (activations, pools, flatten).
+macro_rules! stateless_module {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl crate::module::Module for $ty {
+                fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &liandan_tensor::Tensor, crate::module::TensorKind)) {}
+                fn visit_mut(
+                    &mut self,
+                    _prefix: &str,
+                    _f: &mut dyn FnMut(&str, &mut liandan_tensor::Tensor, crate::module::TensorKind) -> crate::error::Result<()>,
+                ) -> crate::error::Result<()> {
+                    Ok(())
+                }
+                fn set_training(&mut self, _training: bool) {}
+            }
+        )*
+    };
+}
+pub(crate) use stateless_module;
+
+/// Visits `weight` and, when present, `bias` as parameters: the tensors of Conv and norm layers.
+fn visit_weight_bias(prefix: &str, weight: Option<&Tensor>, bias: Option<&Tensor>, f: &mut dyn FnMut(&str, &Tensor, crate::module::TensorKind)) {
+    for (name, t) in [("weight", weight), ("bias", bias)] {
+        if let Some(t) = t {
+            f(&crate::module::join(prefix, name), t, crate::module::TensorKind::Parameter);
+        }
+    }
+}
+
+/// The `visit_mut` twin of [`visit_weight_bias`].
+fn visit_weight_bias_mut(
+    prefix: &str,
+    weight: Option<&mut Tensor>,
+    bias: Option<&mut Tensor>,
+    f: &mut dyn FnMut(&str, &mut Tensor, crate::module::TensorKind) -> Result<()>,
+) -> Result<()> {
+    for (name, t) in [("weight", weight), ("bias", bias)] {
+        if let Some(t) = t {
+            f(&crate::module::join(prefix, name), t, crate::module::TensorKind::Parameter)?;
+        }
+    }
+    Ok(())
+}
+
+/// `Module` for a layer whose tensors are `weight: Tensor` and `bias: Option<Tensor>` and that
+/// has no train/eval behaviour.
+macro_rules! weight_bias_module {
+    ($($ty:ty),* $(,)?) => {
+        $(
+            impl crate::module::Module for $ty {
+                fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &liandan_tensor::Tensor, crate::module::TensorKind)) {
+                    super::visit_weight_bias(prefix, Some(&self.weight), self.bias.as_ref(), f)
+                }
+                fn visit_mut(
+                    &mut self,
+                    prefix: &str,
+                    f: &mut dyn FnMut(&str, &mut liandan_tensor::Tensor, crate::module::TensorKind) -> crate::error::Result<()>,
+                ) -> crate::error::Result<()> {
+                    super::visit_weight_bias_mut(prefix, Some(&mut self.weight), self.bias.as_mut(), f)
+                }
+                fn set_training(&mut self, _training: bool) {}
+            }
+        )*
+    };
+}
+pub(crate) use weight_bias_module;

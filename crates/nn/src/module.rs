@@ -1,0 +1,258 @@
+//! The module system: [`Module`] walks a layer's tensors under their PyTorch state-dict names,
+//! [`Forward`] applies it, and [`ModuleExt`] builds everything else (parameter lists, device
+//! and dtype moves, train/eval, checkpoints) on that one walk.
+//!
+//! Parameters are found by walking the struct, not by registering them: each layer's
+//! [`Module::visit`] names its own tensors and hands a longer prefix to its children, so the
+//! names come out as PyTorch's (`conv1.weight`, `layers.3.b1.running_mean`) and a checkpoint
+//! moves between liandan and PyTorch unchanged.
+//!
+//! Prefixes: the root is visited with `""`; a child named `c` of a module visited with prefix
+//! `p` is visited with `join(p, "c")`, which is `c` when `p` is empty and `p.c` otherwise.
+//!
+//! A model of your own implements [`Module`] by visiting its fields in PyTorch's order
+//! (the order of the `__init__` assignments), and [`Forward`] however it likes:
+//!
+//! ```
+//! use liandan_nn::layers::{Linear, LinearConfig};
+//! use liandan_nn::{error::Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
+//!
+//! struct Mlp { fc1: Linear, fc2: Linear }
+//!
+//! impl Module for Mlp {
+//!     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+//!         self.fc1.visit(&join(prefix, "fc1"), f);
+//!         self.fc2.visit(&join(prefix, "fc2"), f);
+//!     }
+//!     fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+//!         self.fc1.visit_mut(&join(prefix, "fc1"), f)?;
+//!         self.fc2.visit_mut(&join(prefix, "fc2"), f)
+//!     }
+//!     fn set_training(&mut self, training: bool) {
+//!         self.fc1.set_training(training);
+//!         self.fc2.set_training(training);
+//!     }
+//! }
+//!
+//! impl Forward for Mlp {
+//!     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+//!         self.fc2.forward(&self.fc1.forward(x)?.relu()?)
+//!     }
+//! }
+//!
+//! # fn main() -> Result<()> {
+//! let dev = Device::cpu();
+//! let mlp = Mlp { fc1: LinearConfig::new(4, 8).init(&dev)?, fc2: LinearConfig::new(8, 2).init(&dev)? };
+//! let names: Vec<String> = mlp.state_dict().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::path::Path;
+
+use liandan_tensor::{DType, Device, Tensor};
+
+use crate::checkpoint::{self, LoadReport};
+use crate::error::Result;
+
+/// Parameters (trained) or buffers (state such as running statistics), as PyTorch names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    /// A trained tensor: it requires grad and an optimizer updates it.
+    Parameter,
+    /// State that is saved with the model but not trained (BatchNorm's running statistics).
+    Buffer,
+}
+
+/// A layer or a model: something that owns named tensors.
+pub trait Module {
+    /// Calls `f` for every parameter and buffer, depth first, with its state-dict name
+    /// (`prefix` + field name, dot-separated: `conv1.weight`, `layers.3.b1.running_mean`).
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind));
+
+    /// Lets `f` replace every parameter and buffer (moving devices, converting dtypes), in the
+    /// order of [`Module::visit`]. Stops at the first error.
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()>;
+
+    /// Train or eval mode (dropout, batch norm); containers pass it to their children.
+    /// Layers without such behaviour ignore it.
+    fn set_training(&mut self, training: bool);
+}
+
+/// A module applied to one tensor.
+pub trait Forward {
+    /// Applies the module to `x`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor>;
+}
+
+/// What [`Sequential`](crate::layers::Sequential) holds: any module with a one-tensor
+/// forward that can cross threads. Implemented for every such type.
+pub trait Layer: Module + Forward + Send + Sync {}
+
+impl<T: Module + Forward + Send + Sync> Layer for T {}
+
+/// A list of modules, named by index as `torch.nn.ModuleList`: `blocks.0.weight`, `blocks.1.weight`.
+impl<M: Module> Module for Vec<M> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for (i, m) in self.iter().enumerate() {
+            m.visit(&join(prefix, &i.to_string()), f);
+        }
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        for (i, m) in self.iter_mut().enumerate() {
+            m.visit_mut(&join(prefix, &i.to_string()), f)?;
+        }
+        Ok(())
+    }
+
+    fn set_training(&mut self, training: bool) {
+        for m in self {
+            m.set_training(training);
+        }
+    }
+}
+
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        (**self).visit(prefix, f)
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        (**self).visit_mut(prefix, f)
+    }
+
+    fn set_training(&mut self, training: bool) {
+        (**self).set_training(training)
+    }
+}
+
+impl<M: Forward + ?Sized> Forward for Box<M> {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).forward(x)
+    }
+}
+
+/// The state-dict name of child or field `name` under `prefix` (see the module docs).
+pub fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}.{name}")
+    }
+}
+
+/// What every [`Module`] can do, built on [`Module::visit`] and [`Module::visit_mut`].
+pub trait ModuleExt: Module {
+    /// The parameters (not buffers) under their state-dict names, in field order
+    /// (`model.named_parameters()`).
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.visit("", &mut |name, t, kind| {
+            if kind == TensorKind::Parameter {
+                out.push((name.to_string(), t.clone()));
+            }
+        });
+        out
+    }
+
+    /// The parameters alone, in field order (`model.parameters()`), e.g. for an optimizer.
+    fn parameters(&self) -> Vec<Tensor> {
+        self.named_parameters().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Parameters and buffers under their state-dict names, in PyTorch's order (field order),
+    /// ready for [`checkpoint::save`]. The tensors are the model's own (shared storage), so
+    /// [`checkpoint::load_state_dict`] writes through them into the model.
+    fn state_dict(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.visit("", &mut |name, t, _| out.push((name.to_string(), t.clone())));
+        out
+    }
+
+    /// The number of parameter elements (buffers not counted), as
+    /// `sum(p.numel() for p in model.parameters())`.
+    fn num_parameters(&self) -> usize {
+        let mut n = 0;
+        self.visit("", &mut |_, t, kind| {
+            if kind == TensorKind::Parameter {
+                n += t.numel();
+            }
+        });
+        n
+    }
+
+    /// Moves every parameter and buffer to `device`. Parameters stay leaves that require grad
+    /// (their gradients are dropped); tensors already there are left as they are.
+    fn to_device(&mut self, device: &Device) -> Result<()> {
+        self.visit_mut("", &mut |_, t, _| {
+            if t.device() != device {
+                *t = relabel(t, t.to_device(device)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Converts every floating-point parameter and buffer to the float dtype `dtype`; integer
+    /// tensors (BatchNorm's `num_batches_tracked`) keep theirs, as PyTorch's `model.to(dtype)`.
+    fn to_dtype(&mut self, dtype: DType) -> Result<()> {
+        if !dtype.is_float() {
+            return Err(liandan_tensor::Error::BadDType { op: "to_dtype", got: dtype, detail: "modules convert to floating-point dtypes only".into() }.into());
+        }
+        self.visit_mut("", &mut |_, t, _| {
+            if t.dtype().is_float() && t.dtype() != dtype {
+                *t = relabel(t, t.to_dtype(dtype)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Training mode (`model.train()`): dropout drops, batch norm uses and updates batch
+    /// statistics.
+    fn train(&mut self) {
+        self.set_training(true);
+    }
+
+    /// Evaluation mode (`model.eval()`): dropout is the identity, batch norm uses its running
+    /// statistics.
+    fn eval(&mut self) {
+        self.set_training(false);
+    }
+
+    /// Clears every parameter's gradient (`model.zero_grad()`, which sets them to `None`).
+    fn zero_grad(&self) {
+        self.visit("", &mut |_, t, _| t.set_grad(None));
+    }
+
+    /// Writes [`ModuleExt::state_dict`] to a safetensors file PyTorch reads as its own.
+    fn save(&self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        checkpoint::save(path, &self.state_dict(), None)
+    }
+
+    /// Loads a safetensors file into this model's tensors by state-dict name
+    /// (`model.load_state_dict(load_file(path), strict)`); see [`checkpoint::load_state_dict`]
+    /// for what `strict` does. Tensors are read onto the device of the model's first tensor.
+    fn load(&mut self, path: impl AsRef<Path>, strict: bool) -> Result<LoadReport>
+    where
+        Self: Sized,
+    {
+        let expected = self.state_dict();
+        let device = expected.first().map(|(_, t)| t.device().clone()).unwrap_or_else(Device::cpu);
+        checkpoint::load_state_dict(&expected, checkpoint::load(path, &device)?, strict)
+    }
+}
+
+impl<M: Module + ?Sized> ModuleExt for M {}
+
+/// `new` as a fresh leaf taking `old`'s place: cut from the graph, requiring grad if `old` did.
+fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
+    let new = new.detach();
+    if old.requires_grad() {
+        new.set_requires_grad(true)?;
+    }
+    Ok(new)
+}
