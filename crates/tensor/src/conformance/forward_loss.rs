@@ -6,7 +6,7 @@ use crate::{DType, Device, Reduction, Result, Tensor};
 
 /// Checks `got` against per-element losses `per` under `reduction` (`shape` for `None`).
 #[track_caller]
-fn check_reduced(what: &str, got: Result<Tensor>, reduction: Reduction, per: &[f64], shape: &[usize], atol: f64, rtol: f64) {
+pub(super) fn check_reduced(what: &str, got: Result<Tensor>, reduction: Reduction, per: &[f64], shape: &[usize], atol: f64, rtol: f64) {
     let (want, wshape): (Vec<f64>, &[usize]) = match reduction {
         Reduction::None => (per.to_vec(), shape),
         Reduction::Mean => (vec![per.iter().sum::<f64>() / per.len() as f64], &[]),

@@ -5,20 +5,10 @@
 use super::forward::{check, expect_err};
 use super::forward_nn_extra::expect_shapes_err;
 use super::{from_values, input, positive_values, strided_input, values};
+use super::forward_loss::check_reduced;
 use crate::{CrossEntropyOptions, DType, Device, KlReduction, Reduction, Result, Tensor};
 
 const REDUCTIONS: [Reduction; 3] = [Reduction::None, Reduction::Mean, Reduction::Sum];
-
-/// Checks `got` against per-element losses `per` under `reduction` (`shape` for `None`).
-#[track_caller]
-fn check_reduced(what: &str, got: Result<Tensor>, reduction: Reduction, per: &[f64], shape: &[usize], atol: f64, rtol: f64) {
-    let (want, wshape): (Vec<f64>, &[usize]) = match reduction {
-        Reduction::None => (per.to_vec(), shape),
-        Reduction::Mean => (vec![per.iter().sum::<f64>() / per.len() as f64], &[]),
-        Reduction::Sum => (vec![per.iter().sum::<f64>()], &[]),
-    };
-    check(&format!("{what} {reduction:?}"), &got, wshape, &want, atol, rtol);
-}
 
 pub fn l1_loss(d: &Device) {
     for shape in [vec![7usize], vec![4, 33], vec![2, 3, 5]] {
