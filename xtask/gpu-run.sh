@@ -19,6 +19,8 @@ echo "## conformance suite on the GPU"
 LIANDAN_REQUIRE_GPU=1 ./.bin/conformance --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked" | head -40
 LIANDAN_REQUIRE_GPU=1 ./.bin/device 2>&1 | grep -E "^test result|FAILED|panicked"
 LIANDAN_REQUIRE_GPU=1 ./.bin/memory 2>&1 | grep -E "^test result|FAILED|panicked"
+# nn layers, where built: a model moved to the GPU and trained there.
+[ -x .bin/layers ] && ./.bin/layers 2>&1 | grep -E "^test result|FAILED|panicked"
 echo "## benchmarks"
 ./.bin/xtask bench --device all
 if [ -x .bin/xtask-base ]; then
