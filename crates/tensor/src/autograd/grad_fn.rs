@@ -46,15 +46,37 @@ fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
 }
 
 impl GradFn {
+    /// The op's name, for error messages.
     pub(crate) fn name(&self) -> String {
-        match self {
-            GradFn::Unary(op) => format!("{op:?}"),
-            GradFn::Binary(op) => format!("{op:?}"),
-            other => {
-                let s = format!("{:?}", std::mem::discriminant(other));
-                s
-            }
-        }
+        let name = match self {
+            GradFn::Unary(op) => return format!("{op:?}"),
+            GradFn::Binary(op) => return format!("{op:?}"),
+            GradFn::Identity => "contiguous",
+            GradFn::ToDevice { .. } => "to_device",
+            GradFn::Cast { .. } => "to_dtype",
+            GradFn::Reshape { .. } => "reshape",
+            GradFn::Permute { .. } => "permute",
+            GradFn::Narrow { .. } => "narrow",
+            GradFn::Expand { .. } => "expand",
+            GradFn::Select { .. } => "where",
+            GradFn::Sum { .. } => "sum",
+            GradFn::Extremum { .. } => "max/min",
+            GradFn::Matmul => "matmul",
+            GradFn::Im2col(_) => "im2col",
+            GradFn::Col2im(_) => "col2im",
+            GradFn::MaxPool2d { .. } => "max_pool2d",
+            GradFn::AvgPool2d { .. } => "avg_pool2d",
+            GradFn::AvgPool2dBackward { .. } => "avg_pool2d_backward",
+            GradFn::Gather { .. } => "gather",
+            GradFn::ScatterAdd { .. } => "scatter_add",
+            GradFn::IndexSelect { .. } => "index_select",
+            GradFn::Cat { .. } => "cat",
+            GradFn::Sigmoid => "sigmoid",
+            GradFn::Tanh => "tanh",
+            GradFn::Softmax { .. } => "softmax",
+            GradFn::LogSoftmax { .. } => "log_softmax",
+        };
+        name.to_string()
     }
 
     pub(crate) fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {

@@ -18,8 +18,7 @@ fn pair_ok(op: &'static str, shape: &[usize], name: &str, p: (usize, usize)) -> 
 }
 
 /// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
-fn window(op: &'static str, x: &Tensor, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Window2d> {
-    let s = x.shape();
+fn window(op: &'static str, s: &[usize], kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Window2d> {
     if s.len() != 4 {
         return Err(Error::bad_shape(op, s, "expects a 4-D [N, C, H, W] input"));
     }
@@ -37,7 +36,7 @@ fn window(op: &'static str, x: &Tensor, kernel: (usize, usize), stride: (usize, 
 impl Tensor {
     /// Unfolds sliding windows: `[N, C, H, W] -> [N, C*kh*kw, out_h*out_w]` (`torch.nn.functional.unfold`).
     pub fn im2col(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Tensor> {
-        let w = window("im2col", self, kernel, stride, padding, dilation)?;
+        let w = window("im2col", self.shape(), kernel, stride, padding, dilation)?;
         self.im2col_window(w)
     }
 
@@ -55,8 +54,7 @@ impl Tensor {
             return Err(Error::bad_shape("col2im", s, format!("expects [N, C*kh*kw, L] columns for kernel {kernel:?}")));
         }
         let c = s[1] / (kernel.0 * kernel.1);
-        let probe = Tensor::zeros(&[s[0], c, output_size.0, output_size.1], self.dtype(), self.device())?;
-        let w = window("col2im", &probe, kernel, stride, padding, dilation)?;
+        let w = window("col2im", &[s[0], c, output_size.0, output_size.1], kernel, stride, padding, dilation)?;
         if w.col_cols() != s[2] {
             return Err(Error::bad_shape("col2im", s, format!("has {} columns, but output size {output_size:?} gives {} windows", s[2], w.col_cols())));
         }
@@ -66,8 +64,7 @@ impl Tensor {
     /// The gradient of [`Tensor::avg_pool2d`] for an input of `[N, C, H, W]` = `input_shape`,
     /// given `self` = the gradient of its output.
     pub fn avg_pool2d_backward(&self, input_shape: &[usize], kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), count_include_pad: bool) -> Result<Tensor> {
-        let probe = Tensor::zeros(input_shape, self.dtype(), self.device())?;
-        let w = window("avg_pool2d_backward", &probe, kernel, stride, padding, (1, 1))?;
+        let w = window("avg_pool2d_backward", input_shape, kernel, stride, padding, (1, 1))?;
         if self.shape() != [w.n, w.c, w.out_h(), w.out_w()] {
             return Err(Error::shape("avg_pool2d_backward", input_shape, self.shape(), "input shape and output gradient disagree"));
         }
@@ -95,7 +92,7 @@ impl Tensor {
         if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
             return Err(Error::shape("conv2d", xs, ws, format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1])));
         }
-        let w = window("conv2d", self, (ws[2], ws[3]), stride, padding, dilation)?;
+        let w = window("conv2d", self.shape(), (ws[2], ws[3]), stride, padding, dilation)?;
         let (n, o, l) = (xs[0], ws[0], w.col_cols());
         let cols = self.im2col_window(w)?; // [N, C*kh*kw, L]
         let out = if groups == 1 {
@@ -120,7 +117,7 @@ impl Tensor {
     /// 2-D max pooling; the gradient goes to the (first) maximal element of each window.
     pub fn max_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Tensor> {
         check_float("max_pool2d", self)?;
-        let w = window("max_pool2d", self, kernel, stride, padding, dilation)?;
+        let w = window("max_pool2d", self.shape(), kernel, stride, padding, dilation)?;
         if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
             return Err(Error::bad_shape("max_pool2d", self.shape(), format!("padding {padding:?} must be at most half the kernel {kernel:?}")));
         }
@@ -134,7 +131,7 @@ impl Tensor {
     /// 2-D average pooling; `count_include_pad` as PyTorch (which defaults to true).
     pub fn avg_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), count_include_pad: bool) -> Result<Tensor> {
         check_float("avg_pool2d", self)?;
-        let w = window("avg_pool2d", self, kernel, stride, padding, (1, 1))?;
+        let w = window("avg_pool2d", self.shape(), kernel, stride, padding, (1, 1))?;
         if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
             return Err(Error::bad_shape("avg_pool2d", self.shape(), format!("padding {padding:?} must be at most half the kernel {kernel:?}")));
         }

@@ -36,15 +36,11 @@ impl Tensor {
         let batch = broadcast_shapes("matmul", &ls[..ls.len() - 2], &rs[..rs.len() - 2])
             .map_err(|_| Error::shape("matmul", ls, rs, "have batch dims that cannot be broadcast"))?;
         let b: usize = batch.iter().product();
+        // A 3-D view when the batch strides merge (always for <= 1 batch dim), else a copy.
         let as3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
             let mut full = batch.clone();
             full.extend_from_slice(&[r, c]);
-            let e = t.expand(&full)?;
-            // A 3-D view when the batch strides merge (always for <= 1 batch dim), else a copy.
-            match e.layout().reshape(&[b, r, c]) {
-                Some(_) => e.reshape(&[b, r, c]),
-                None => e.contiguous()?.reshape(&[b, r, c]),
-            }
+            t.expand(&full)?.reshape(&[b, r, c])
         };
         let (l3, r3) = (as3(self, m, k)?, as3(rhs, k, n)?);
         let (lst, rst) = (l3.storage(), r3.storage());
