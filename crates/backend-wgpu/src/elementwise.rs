@@ -15,6 +15,7 @@ use crate::repr::Repr;
 const UNARY: &str = include_str!("shaders/unary.wgsl");
 const BINARY: &str = include_str!("shaders/binary.wgsl");
 const COMPARE: &str = include_str!("shaders/compare.wgsl");
+const BINARY_I64: &str = include_str!("shaders/binary_i64.wgsl");
 const SELECT: &str = include_str!("shaders/select.wgsl");
 const COPY: &str = include_str!("shaders/copy.wgsl");
 const CAST: &str = include_str!("shaders/cast.wgsl");
@@ -45,6 +46,12 @@ fn f64_capable(op: UnaryOp) -> bool {
     !matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf)
 }
 
+/// i64 addition and subtraction run here (as word pairs with a carry); other i64 arithmetic
+/// goes to the CPU.
+fn i64_native(op: BinaryOp, dtype: DType) -> bool {
+    dtype == DType::I64 && matches!(op, BinaryOp::Add | BinaryOp::Sub)
+}
+
 fn binary_expr(op: BinaryOp) -> &'static str {
     match op {
         BinaryOp::Add => "a + b",
@@ -71,6 +78,10 @@ pub(crate) fn unary_source(repr: &Repr, op: UnaryOp, dtype: DType) -> String {
 
 /// The binary kernel for `op` over `dtype`.
 pub(crate) fn binary_source(repr: &Repr, op: BinaryOp, dtype: DType) -> String {
+    if dtype == DType::I64 {
+        let expr = if op == BinaryOp::Add { "add64(a, b)" } else { "sub64(a, b)" };
+        return source(repr, BINARY_I64, &[("x", dtype)], &[("EXPR", expr)]);
+    }
     let mut template = BINARY.to_string();
     if dtype == DType::F64 {
         let i = template.find("// PyTorch's pow").expect("pow helper");
@@ -192,6 +203,9 @@ pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
         }
         out.push((format!("random {d}"), source(repr, RANDOM, &[("x", d)], &[])));
     }
+    for op in [BinaryOp::Add, BinaryOp::Sub] {
+        out.push((format!("binary {op:?} {I64}"), binary_source(repr, op, I64)));
+    }
     let comparable: Vec<DType> = DType::ALL.into_iter().filter(|&d| repr.computes(d) || !d.is_float()).collect();
     for &d in &comparable {
         for op in cmp {
@@ -310,7 +324,7 @@ impl WgpuBackend {
     }
 
     pub(crate) fn binary_op(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        let native = self.repr.computes(lhs.dtype) && !(lhs.dtype == DType::F64 && op == BinaryOp::Pow);
+        let native = (self.repr.computes(lhs.dtype) && !(lhs.dtype == DType::F64 && op == BinaryOp::Pow)) || i64_native(op, lhs.dtype);
         let out = self.output(lhs.dtype, lhs.layout.numel())?;
         let key = format!("binary {op:?} {}", lhs.dtype);
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];

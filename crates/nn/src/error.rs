@@ -46,6 +46,10 @@ pub enum Error {
     #[error("load_state_dict: key `{key}` appears more than once among the loaded tensors; each key must be unique")]
     DuplicateKey { key: String },
 
+    /// `zoo::build` was asked for a model the zoo does not have.
+    #[error("the model zoo has no model named `{name}`; the models are: {known}")]
+    UnknownModel { name: String, known: String },
+
     /// A tensor operation failed while handling one named tensor (`context` names it).
     #[error("{context}: {source}")]
     TensorIn { context: String, source: liandan_tensor::Error },

@@ -19,5 +19,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod layers;
 pub mod module;
+pub mod summary;
+pub mod zoo;
 
 pub use module::{join, Forward, Layer, Module, ModuleExt, TensorKind};

@@ -256,3 +256,53 @@ fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
     }
     Ok(new)
 }
+
+/// Implements [`Module`] for a struct by listing its fields in PyTorch's order: first the
+/// tensors it owns directly (its `nn.Parameter`s, visited as parameters), then its child
+/// modules. Each child is visited under its field name, and `set_training` reaches every child.
+///
+/// ```
+/// use liandan_nn::layers::{Dropout, Linear, LinearConfig};
+/// use liandan_nn::{impl_module, Device, ModuleExt, Tensor};
+///
+/// struct Head { scale: Tensor, fc: Linear, drop: Dropout }
+/// impl_module!(Head { params: [scale], modules: [fc, drop] });
+///
+/// struct Pair { a: Linear, b: Linear }
+/// impl_module!(Pair { a, b });
+/// # fn main() -> liandan_nn::error::Result<()> {
+/// let dev = Device::cpu();
+/// let head = Head { scale: Tensor::ones(&[1], liandan_nn::DType::F32, &dev)?, fc: LinearConfig::new(2, 2).init(&dev)?, drop: Dropout::new(0.1) };
+/// let names: Vec<String> = head.state_dict().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["scale", "fc.weight", "fc.bias"]);
+/// # Ok(())
+/// # }
+/// ```
+#[macro_export]
+macro_rules! impl_module {
+    ($ty:ty { $($module:ident),* $(,)? }) => {
+        $crate::impl_module!($ty { params: [], modules: [$($module),*] });
+    };
+    ($ty:ty { params: [$($param:ident),* $(,)?], modules: [$($module:ident),* $(,)?] }) => {
+        impl $crate::Module for $ty {
+            fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor, $crate::TensorKind)) {
+                $( f(&$crate::join(prefix, stringify!($param)), &self.$param, $crate::TensorKind::Parameter); )*
+                $( $crate::Module::visit(&self.$module, &$crate::join(prefix, stringify!($module)), f); )*
+            }
+
+            fn visit_mut(
+                &mut self,
+                prefix: &str,
+                f: &mut dyn FnMut(&str, &mut $crate::Tensor, $crate::TensorKind) -> $crate::error::Result<()>,
+            ) -> $crate::error::Result<()> {
+                $( f(&$crate::join(prefix, stringify!($param)), &mut self.$param, $crate::TensorKind::Parameter)?; )*
+                $( $crate::Module::visit_mut(&mut self.$module, &$crate::join(prefix, stringify!($module)), f)?; )*
+                Ok(())
+            }
+
+            fn set_training(&mut self, _training: bool) {
+                $( $crate::Module::set_training(&mut self.$module, _training); )*
+            }
+        }
+    };
+}

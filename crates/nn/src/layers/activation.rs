@@ -21,7 +21,9 @@ macro_rules! activation {
 
             impl Forward for $name {
                 fn forward(&self, x: &Tensor) -> Result<Tensor> {
-                    Ok(x.$op()?)
+                    crate::summary::scope(self, || {
+                        Ok(x.$op()?)
+                    })
                 }
             }
 
@@ -67,7 +69,9 @@ impl LeakyReLU {
 
 impl Forward for LeakyReLU {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.leaky_relu(self.negative_slope)?)
+        crate::summary::scope(self, || {
+            Ok(x.leaky_relu(self.negative_slope)?)
+        })
     }
 }
 
@@ -89,7 +93,9 @@ impl Softmax {
 
 impl Forward for Softmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.softmax(self.dim)?)
+        crate::summary::scope(self, || {
+            Ok(x.softmax(self.dim)?)
+        })
     }
 }
 
@@ -111,7 +117,9 @@ impl LogSoftmax {
 
 impl Forward for LogSoftmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.log_softmax(self.dim)?)
+        crate::summary::scope(self, || {
+            Ok(x.log_softmax(self.dim)?)
+        })
     }
 }
 
@@ -140,7 +148,9 @@ impl Flatten {
 
 impl Forward for Flatten {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.flatten(self.start_dim, self.end_dim)?)
+        crate::summary::scope(self, || {
+            Ok(x.flatten(self.start_dim, self.end_dim)?)
+        })
     }
 }
 
@@ -192,7 +202,9 @@ pub struct Dropout {
 
 impl Forward for Dropout {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.dropout(self.p, self.training, None)?)
+        crate::summary::scope(self, || {
+            Ok(x.dropout(self.p, self.training, None)?)
+        })
     }
 }
 
@@ -210,7 +222,9 @@ pub struct Dropout2d {
 
 impl Forward for Dropout2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.dropout2d(self.p, self.training, None)?)
+        crate::summary::scope(self, || {
+            Ok(x.dropout2d(self.p, self.training, None)?)
+        })
     }
 }
 

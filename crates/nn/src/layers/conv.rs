@@ -78,8 +78,10 @@ pub struct Conv1d {
 
 impl Forward for Conv1d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let c = &self.config;
-        Ok(x.conv1d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
+        crate::summary::scope(self, || {
+            let c = &self.config;
+            Ok(x.conv1d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
+        })
     }
 }
 
@@ -155,8 +157,10 @@ pub struct Conv2d {
 
 impl Forward for Conv2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let c = &self.config;
-        Ok(x.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
+        crate::summary::scope(self, || {
+            let c = &self.config;
+            Ok(x.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
+        })
     }
 }
 
@@ -237,8 +241,10 @@ pub struct ConvTranspose2d {
 
 impl Forward for ConvTranspose2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let c = &self.config;
-        Ok(x.conv_transpose2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.output_padding, c.dilation, c.groups)?)
+        crate::summary::scope(self, || {
+            let c = &self.config;
+            Ok(x.conv_transpose2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.output_padding, c.dilation, c.groups)?)
+        })
     }
 }
 

@@ -55,6 +55,8 @@ impl Module for Embedding {
 
 impl Forward for Embedding {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.embedding(&self.weight)?)
+        crate::summary::scope(self, || {
+            Ok(x.embedding(&self.weight)?)
+        })
     }
 }

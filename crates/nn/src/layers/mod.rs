@@ -6,12 +6,15 @@
 //! Dimension letters: N batch, C channels, H height, W width, L length, D features.
 
 mod activation;
+mod attention;
 mod conv;
 mod embedding;
 mod linear;
 mod norm;
 mod pool;
+mod rnn;
 mod sequential;
+mod transformer;
 
 pub use activation::{Dropout, Dropout2d, Flatten, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
@@ -19,6 +22,9 @@ pub use embedding::{Embedding, EmbeddingConfig};
 pub use linear::{Linear, LinearConfig};
 pub use norm::{BatchNorm, BatchNorm1d, BatchNorm1dConfig, BatchNorm2d, BatchNorm2dConfig, BatchNormConfig, GroupNorm, GroupNormConfig, LayerNorm, LayerNormConfig};
 pub use pool::{AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d};
+pub use rnn::*;
+pub use attention::*;
+pub use transformer::*;
 pub use sequential::Sequential;
 
 use liandan_tensor::{DType, Device, Tensor};

@@ -120,28 +120,30 @@ impl<const D: usize> Module for BatchNorm<D> {
 
 impl<const D: usize> Forward for BatchNorm<D> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
-        if !ranks.contains(&x.rank()) {
-            return Err(liandan_tensor::Error::BadShape { op: name, shape: x.shape().to_vec(), detail: format!("expects an input of rank {ranks:?} with channels on axis 1") }.into());
-        }
-        let c = &self.config;
-        // As PyTorch: batch statistics in training, or whenever there are no running ones.
-        let use_batch_stats = self.training || self.running_mean.is_none();
-        let y = x.batch_norm(
-            self.running_mean.as_ref(),
-            self.running_var.as_ref(),
-            self.weight.as_ref(),
-            self.bias.as_ref(),
-            use_batch_stats,
-            c.momentum,
-            c.eps,
-        )?;
-        if self.training {
-            if let Some(n) = &self.num_batches_tracked {
-                no_grad(|| n.assign(&n.add_scalar(1.0)?))?;
+        crate::summary::scope(self, || {
+            let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
+            if !ranks.contains(&x.rank()) {
+                return Err(liandan_tensor::Error::BadShape { op: name, shape: x.shape().to_vec(), detail: format!("expects an input of rank {ranks:?} with channels on axis 1") }.into());
             }
-        }
-        Ok(y)
+            let c = &self.config;
+            // As PyTorch: batch statistics in training, or whenever there are no running ones.
+            let use_batch_stats = self.training || self.running_mean.is_none();
+            let y = x.batch_norm(
+                self.running_mean.as_ref(),
+                self.running_var.as_ref(),
+                self.weight.as_ref(),
+                self.bias.as_ref(),
+                use_batch_stats,
+                c.momentum,
+                c.eps,
+            )?;
+            if self.training {
+                if let Some(n) = &self.num_batches_tracked {
+                    no_grad(|| n.assign(&n.add_scalar(1.0)?))?;
+                }
+            }
+            Ok(y)
+        })
     }
 }
 
@@ -192,11 +194,13 @@ pub struct LayerNorm {
 
 impl Forward for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let s = &self.config.normalized_shape;
-        if x.rank() < s.len() || &x.shape()[x.rank() - s.len()..] != s.as_slice() {
-            return Err(liandan_tensor::Error::ShapeMismatch { op: "LayerNorm", lhs: x.shape().to_vec(), rhs: s.clone(), detail: "the input's trailing dims must equal normalized_shape".into() }.into());
-        }
-        Ok(x.layer_norm(s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
+        crate::summary::scope(self, || {
+            let s = &self.config.normalized_shape;
+            if x.rank() < s.len() || &x.shape()[x.rank() - s.len()..] != s.as_slice() {
+                return Err(liandan_tensor::Error::ShapeMismatch { op: "LayerNorm", lhs: x.shape().to_vec(), rhs: s.clone(), detail: "the input's trailing dims must equal normalized_shape".into() }.into());
+            }
+            Ok(x.layer_norm(s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
+        })
     }
 }
 
@@ -248,7 +252,9 @@ pub struct GroupNorm {
 
 impl Forward for GroupNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
+        crate::summary::scope(self, || {
+            Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
+        })
     }
 }
 

@@ -111,6 +111,11 @@ pub fn binary_int_bool(d: &Device) {
     let big = Tensor::from_slice(&[(1i64 << 60) + 1], &[1], d).unwrap();
     let sum = big.add(&Tensor::from_slice(&[2i64], &[1], d).unwrap()).unwrap();
     assert_eq!(sum.to_vec::<i64>().unwrap(), [(1i64 << 60) + 3], "add i64 beyond 2^53");
+    // Carries and borrows across 32 bits (a GPU may hold i64 as two 32-bit words).
+    let words = Tensor::from_slice(&[(1i64 << 32) - 1, 1i64 << 32, -(1i64 << 32)], &[3], d).unwrap();
+    let one = Tensor::from_slice(&[1i64], &[1], d).unwrap();
+    assert_eq!(words.add(&one).unwrap().to_vec::<i64>().unwrap(), [1i64 << 32, (1i64 << 32) + 1, -(1i64 << 32) + 1], "add i64 carries");
+    assert_eq!(words.sub(&one).unwrap().to_vec::<i64>().unwrap(), [(1i64 << 32) - 2, (1i64 << 32) - 1, -(1i64 << 32) - 1], "sub i64 borrows");
     // Broadcast [3, 1] against [4], with a strided lhs.
     let (lv, rv) = ([-9.0, 4.0, 13.0], [3.0, -3.0, 5.0, 1.0]);
     let l = strided_input(d, &[3, 1], &lv, DType::I64);
@@ -119,6 +124,10 @@ pub fn binary_int_bool(d: &Device) {
     check("div i64 broadcast", &l.div(&r), &shape, &want, 0.0, 0.0);
     let (want, shape) = ref_zip(&lv, &[3, 1], &rv, &[4], |x, y| x * y);
     check("mul i64 broadcast", &l.mul(&r), &shape, &want, 0.0, 0.0);
+    let (want, shape) = ref_zip(&lv, &[3, 1], &rv, &[4], |x, y| x + y);
+    check("add i64 broadcast", &l.add(&r), &shape, &want, 0.0, 0.0);
+    let (want, shape) = ref_zip(&lv, &[3, 1], &rv, &[4], |x, y| x - y);
+    check("sub i64 broadcast", &l.sub(&r), &shape, &want, 0.0, 0.0);
     expect_err("div i64 by zero", ta.div(&Tensor::zeros(&[9], DType::I64, d).unwrap()));
     expect_err("pow of i64", ta.pow(&tb));
     // Bool: maximum is or, minimum is and (broadcast [4, 1] against [3]).

@@ -1,0 +1,447 @@
+//! Recurrent layers: [`LSTM`] and [`GRU`] (`torch.nn.LSTM`, `torch.nn.GRU`), multi-layer and
+//! optionally bidirectional, with PyTorch's parameter names, shapes, gate order and init.
+//!
+//! Dimension letters: L sequence length, N batch, H hidden size, D directions (2 when
+//! bidirectional, else 1), G gates (4 for the LSTM, 3 for the GRU).
+//!
+//! Each layer and direction projects the whole input sequence with one matmul
+//! (`[L*N, in] x W_ih^T`), so the time loop only does the `[N, H] x W_hh^T` product and the
+//! elementwise gate arithmetic. Everything is built from differentiable tensor ops, so
+//! backward needs no rule of its own.
+
+use liandan_tensor::{Device, Tensor};
+
+use super::{default_bound, uniform_param, with_fields};
+use crate::error::Result;
+use crate::module::{join, Forward, Module, TensorKind};
+
+/// Configuration of an [`LSTM`] (`torch.nn.LSTM(input_size, hidden_size, num_layers=1,
+/// bias=True, batch_first=False, dropout=0.0, bidirectional=False)`). `proj_size` is not
+/// supported.
+#[derive(Clone, Debug)]
+pub struct LSTMConfig {
+    /// Features of each input step.
+    pub input_size: usize,
+    /// H, the features of the hidden (and cell) state.
+    pub hidden_size: usize,
+    /// Stacked layers; layer k > 0 reads layer k - 1's output. Default 1.
+    pub num_layers: usize,
+    /// Whether the layers have `bias_ih` and `bias_hh`; default true.
+    pub bias: bool,
+    /// Input and output as `[N, L, *]` instead of `[L, N, *]` (the states stay
+    /// `[D * num_layers, N, H]`); default false.
+    pub batch_first: bool,
+    /// Dropout probability on the outputs of every layer but the last, in training only;
+    /// default 0.
+    pub dropout: f64,
+    /// Run a second pass from the end of the sequence and concatenate; default false.
+    pub bidirectional: bool,
+}
+
+/// Configuration of a [`GRU`] (`torch.nn.GRU(input_size, hidden_size, num_layers=1, bias=True,
+/// batch_first=False, dropout=0.0, bidirectional=False)`). The fields mean what they mean in
+/// [`LSTMConfig`].
+#[derive(Clone, Debug)]
+pub struct GRUConfig {
+    pub input_size: usize,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub bias: bool,
+    pub batch_first: bool,
+    pub dropout: f64,
+    pub bidirectional: bool,
+}
+
+with_fields!(LSTMConfig { with_num_layers: num_layers: usize, with_bias: bias: bool, with_batch_first: batch_first: bool, with_dropout: dropout: f64, with_bidirectional: bidirectional: bool });
+with_fields!(GRUConfig { with_num_layers: num_layers: usize, with_bias: bias: bool, with_batch_first: batch_first: bool, with_dropout: dropout: f64, with_bidirectional: bidirectional: bool });
+
+impl LSTMConfig {
+    /// One unidirectional layer with biases, sequence first, no dropout.
+    pub fn new(input_size: usize, hidden_size: usize) -> Self {
+        LSTMConfig { input_size, hidden_size, num_layers: 1, bias: true, batch_first: false, dropout: 0.0, bidirectional: false }
+    }
+
+    /// An LSTM on `device` in training mode, F32, every parameter uniform(±1/√H) as PyTorch.
+    /// Errors when `hidden_size` or `num_layers` is 0 or `dropout` is outside [0, 1].
+    pub fn init(&self, device: &Device) -> Result<LSTM> {
+        let weights = self.spec().init(device)?;
+        Ok(LSTM { weights, config: self.clone(), training: true })
+    }
+
+    fn spec(&self) -> Spec {
+        let c = self;
+        Spec {
+            op: "LSTM",
+            gates: 4,
+            input_size: c.input_size,
+            hidden_size: c.hidden_size,
+            num_layers: c.num_layers,
+            bias: c.bias,
+            batch_first: c.batch_first,
+            dropout: c.dropout,
+            bidirectional: c.bidirectional,
+        }
+    }
+}
+
+impl GRUConfig {
+    /// One unidirectional layer with biases, sequence first, no dropout.
+    pub fn new(input_size: usize, hidden_size: usize) -> Self {
+        GRUConfig { input_size, hidden_size, num_layers: 1, bias: true, batch_first: false, dropout: 0.0, bidirectional: false }
+    }
+
+    /// A GRU on `device` in training mode, F32, every parameter uniform(±1/√H) as PyTorch.
+    /// Errors when `hidden_size` or `num_layers` is 0 or `dropout` is outside [0, 1].
+    pub fn init(&self, device: &Device) -> Result<GRU> {
+        let weights = self.spec().init(device)?;
+        Ok(GRU { weights, config: self.clone(), training: true })
+    }
+
+    fn spec(&self) -> Spec {
+        let c = self;
+        Spec {
+            op: "GRU",
+            gates: 3,
+            input_size: c.input_size,
+            hidden_size: c.hidden_size,
+            num_layers: c.num_layers,
+            bias: c.bias,
+            batch_first: c.batch_first,
+            dropout: c.dropout,
+            bidirectional: c.bidirectional,
+        }
+    }
+}
+
+/// The tensors of one direction of one layer. PyTorch names them `weight_ih_l{k}`,
+/// `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`, with `_reverse` appended for the
+/// backward direction.
+///
+/// # Shapes
+/// - `weight_ih`: `[G*H, in]` with `in` the input size for layer 0 and `D*H` above it
+/// - `weight_hh`: `[G*H, H]`; `bias_ih`, `bias_hh`: `[G*H]`
+///
+/// The G blocks of rows are the gates in PyTorch's order: i, f, g, o for the LSTM; r, z, n
+/// for the GRU.
+#[derive(Clone, Debug)]
+pub struct RnnWeights {
+    pub weight_ih: Tensor,
+    pub weight_hh: Tensor,
+    pub bias_ih: Option<Tensor>,
+    pub bias_hh: Option<Tensor>,
+}
+
+/// A multi-layer long short-term memory network (`torch.nn.LSTM`). At each step, with the
+/// gates in PyTorch's order:
+///
+/// ```text
+/// i, f, g, o = σ(W_ii x + b_ii + W_hi h + b_hi), σ(..f..), tanh(..g..), σ(..o..)
+/// c' = f * c + i * g
+/// h' = o * tanh(c')
+/// ```
+///
+/// [`Forward::forward`] returns the output sequence only (so the layer fits in a
+/// [`Sequential`](super::Sequential)); [`LSTM::forward_with_state`] also takes and returns the
+/// states.
+///
+/// State-dict keys, for each layer k in order: `weight_ih_l{k}`, `weight_hh_l{k}`,
+/// `bias_ih_l{k}`, `bias_hh_l{k}`, then the same with `_reverse` when bidirectional (biases
+/// absent when `bias` is false). See [`RnnWeights`] for their shapes.
+///
+/// # Shapes
+/// - input: `[L, N, input_size]`, `[N, L, input_size]` when `batch_first`, or unbatched
+///   `[L, input_size]`
+/// - `h_0`, `c_0`, `h_n`, `c_n`: `[D * num_layers, N, H]` (never batch first), or
+///   `[D * num_layers, H]` for an unbatched input
+/// - output: `[L, N, D * H]` (`[N, L, D * H]` when `batch_first`, `[L, D * H]` unbatched):
+///   the last layer's h at every step, both directions concatenated
+#[derive(Clone, Debug)]
+pub struct LSTM {
+    /// One entry per layer and direction, layer-major: `weights[k * D + d]`.
+    pub weights: Vec<RnnWeights>,
+    pub config: LSTMConfig,
+    pub training: bool,
+}
+
+/// A multi-layer gated recurrent unit network (`torch.nn.GRU`). At each step, with the gates
+/// in PyTorch's order:
+///
+/// ```text
+/// r = σ(W_ir x + b_ir + W_hr h + b_hr)
+/// z = σ(W_iz x + b_iz + W_hz h + b_hz)
+/// n = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+/// h' = (1 - z) * n + z * h
+/// ```
+///
+/// [`Forward::forward`] returns the output sequence only; [`GRU::forward_with_state`] also
+/// takes and returns the hidden state.
+///
+/// State-dict keys: as [`LSTM`]'s.
+///
+/// # Shapes
+/// - input: `[L, N, input_size]`, `[N, L, input_size]` when `batch_first`, or unbatched
+///   `[L, input_size]`
+/// - `h_0`, `h_n`: `[D * num_layers, N, H]` (never batch first), or `[D * num_layers, H]`
+///   for an unbatched input
+/// - output: `[L, N, D * H]` (`[N, L, D * H]` when `batch_first`, `[L, D * H]` unbatched)
+#[derive(Clone, Debug)]
+pub struct GRU {
+    /// One entry per layer and direction, layer-major: `weights[k * D + d]`.
+    pub weights: Vec<RnnWeights>,
+    pub config: GRUConfig,
+    pub training: bool,
+}
+
+impl LSTM {
+    /// Runs the sequence from `state = (h_0, c_0)` (zeros when `None`) and returns
+    /// `(output, (h_n, c_n))`; see the type's docs for the shapes.
+    pub fn forward_with_state(&self, x: &Tensor, state: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, (Tensor, Tensor))> {
+        let mut states = None;
+        let out = crate::summary::scope(self, || {
+            let (out, h, c) = self.config.spec().run(&self.weights, self.training, x, state.map(|s| s.0), state.map(|s| s.1))?;
+            states = Some((h, c.expect("the LSTM keeps a cell state")));
+            Ok(out)
+        })?;
+        Ok((out, states.expect("set when the forward succeeds")))
+    }
+}
+
+impl GRU {
+    /// Runs the sequence from `h_0` (zeros when `None`) and returns `(output, h_n)`; see the
+    /// type's docs for the shapes.
+    pub fn forward_with_state(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+        let mut h_n = None;
+        let out = crate::summary::scope(self, || {
+            let (out, h, _) = self.config.spec().run(&self.weights, self.training, x, h0, None)?;
+            h_n = Some(h);
+            Ok(out)
+        })?;
+        Ok((out, h_n.expect("set when the forward succeeds")))
+    }
+}
+
+impl Forward for LSTM {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.forward_with_state(x, None)?.0)
+    }
+}
+
+impl Forward for GRU {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.forward_with_state(x, None)?.0)
+    }
+}
+
+/// `Module` for both: the weights in PyTorch's order, and the mode (dropout between layers).
+macro_rules! rnn_module {
+    ($($ty:ty),*) => {
+        $(
+            impl Module for $ty {
+                fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+                    let d = if self.config.bidirectional { 2 } else { 1 };
+                    for (i, w) in self.weights.iter().enumerate() {
+                        let named = [("weight_ih", Some(&w.weight_ih)), ("weight_hh", Some(&w.weight_hh)), ("bias_ih", w.bias_ih.as_ref()), ("bias_hh", w.bias_hh.as_ref())];
+                        for (name, t) in named {
+                            if let Some(t) = t {
+                                f(&join(prefix, &format!("{name}{}", suffix(i, d))), t, TensorKind::Parameter);
+                            }
+                        }
+                    }
+                }
+
+                fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+                    let d = if self.config.bidirectional { 2 } else { 1 };
+                    for (i, w) in self.weights.iter_mut().enumerate() {
+                        let named = [("weight_ih", Some(&mut w.weight_ih)), ("weight_hh", Some(&mut w.weight_hh)), ("bias_ih", w.bias_ih.as_mut()), ("bias_hh", w.bias_hh.as_mut())];
+                        for (name, t) in named {
+                            if let Some(t) = t {
+                                f(&join(prefix, &format!("{name}{}", suffix(i, d))), t, TensorKind::Parameter)?;
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+
+                fn set_training(&mut self, training: bool) {
+                    self.training = training;
+                }
+            }
+        )*
+    };
+}
+rnn_module!(LSTM, GRU);
+
+/// `_l{k}` or `_l{k}_reverse` for entry `i` of the weights with `d` directions.
+fn suffix(i: usize, d: usize) -> String {
+    let reverse = if i % d == 1 { "_reverse" } else { "" };
+    format!("_l{}{reverse}", i / d)
+}
+
+/// What the LSTM and the GRU share: the config plus the op name and the number of gates.
+struct Spec {
+    op: &'static str,
+    gates: usize,
+    input_size: usize,
+    hidden_size: usize,
+    num_layers: usize,
+    bias: bool,
+    batch_first: bool,
+    dropout: f64,
+    bidirectional: bool,
+}
+
+impl Spec {
+    fn directions(&self) -> usize {
+        if self.bidirectional {
+            2
+        } else {
+            1
+        }
+    }
+
+    fn bad_shape(&self, shape: &[usize], detail: String) -> crate::error::Error {
+        liandan_tensor::Error::BadShape { op: self.op, shape: shape.to_vec(), detail }.into()
+    }
+
+    fn init(&self, device: &Device) -> Result<Vec<RnnWeights>> {
+        let (h, d) = (self.hidden_size, self.directions());
+        let shape = [self.input_size, self.hidden_size, self.num_layers];
+        if h == 0 || self.num_layers == 0 {
+            return Err(self.bad_shape(&shape, "[input_size, hidden_size, num_layers]: hidden_size and num_layers must be positive".into()));
+        }
+        if !(0.0..=1.0).contains(&self.dropout) {
+            return Err(self.bad_shape(&shape, format!("dropout {} is outside [0, 1]", self.dropout)));
+        }
+        let (gh, bound) = (self.gates * h, default_bound(h));
+        let mut weights = Vec::with_capacity(self.num_layers * d);
+        for k in 0..self.num_layers {
+            let input = if k == 0 { self.input_size } else { d * h };
+            for _ in 0..d {
+                let bias = || if self.bias { uniform_param(&[gh], bound, device).map(Some) } else { Ok(None) };
+                // Drawn in state-dict order, as PyTorch's reset_parameters.
+                let weight_ih = uniform_param(&[gh, input], bound, device)?;
+                let weight_hh = uniform_param(&[gh, h], bound, device)?;
+                let (bias_ih, bias_hh) = (bias()?, bias()?);
+                weights.push(RnnWeights { weight_ih, weight_hh, bias_ih, bias_hh });
+            }
+        }
+        Ok(weights)
+    }
+
+    /// Checks an initial state against `want` (the batched shape, `[D * num_layers, N, H]`) and
+    /// returns it batched; zeros when absent.
+    fn initial_state(&self, state: Option<&Tensor>, name: &str, x: &Tensor, want: &[usize], batched: bool) -> Result<Tensor> {
+        let Some(s) = state else {
+            return Ok(Tensor::zeros(want, x.dtype(), x.device())?);
+        };
+        let expected: Vec<usize> = if batched { want.to_vec() } else { vec![want[0], want[2]] };
+        if s.shape() != expected.as_slice() {
+            let what = if batched { "[D * num_layers, N, hidden_size]" } else { "[D * num_layers, hidden_size]" };
+            return Err(self.bad_shape(s.shape(), format!("{name} must have shape {expected:?} ({what}) for an input of shape {:?}", x.shape())));
+        }
+        Ok(if batched { s.clone() } else { s.unsqueeze(1usize)? })
+    }
+
+    /// The forward pass: `(output, h_n, c_n)`, `c_n` only for the LSTM (`c0` is ignored for the
+    /// GRU).
+    fn run(&self, weights: &[RnnWeights], training: bool, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+        let (h, d) = (self.hidden_size, self.directions());
+        if weights.len() != self.num_layers * d {
+            // Only reachable by editing the public fields by hand.
+            return Err(self.bad_shape(&[weights.len()], format!("holds {} weight sets; num_layers * D = {} * {d} need one each", weights.len(), self.num_layers)));
+        }
+        let batched = x.rank() == 3;
+        let layout = if self.batch_first { "[N, L, input_size]" } else { "[L, N, input_size]" };
+        if !(x.rank() == 2 || batched) || x.shape()[x.rank() - 1] != self.input_size {
+            return Err(self.bad_shape(x.shape(), format!("expects an input {layout} or unbatched [L, input_size] with input_size = {}", self.input_size)));
+        }
+        // Work sequence first, [L, N, in], whatever the caller's layout.
+        let xs = match (batched, self.batch_first) {
+            (false, _) => x.unsqueeze(1usize)?,
+            (true, false) => x.clone(),
+            (true, true) => x.transpose(0usize, 1usize)?,
+        };
+        let (l, n) = (xs.shape()[0], xs.shape()[1]);
+        if l == 0 {
+            return Err(self.bad_shape(x.shape(), "the sequence is empty (L = 0)".into()));
+        }
+        let want = [d * self.num_layers, n, h];
+        let h0 = self.initial_state(h0, "h_0", x, &want, batched)?;
+        let c0 = if self.gates == 4 { Some(self.initial_state(c0, "c_0", x, &want, batched)?) } else { None };
+
+        let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
+        let mut layer_in = xs;
+        for k in 0..self.num_layers {
+            let mut outs = Vec::with_capacity(d);
+            for dir in 0..d {
+                let i = k * d + dir;
+                let c_init = c0.as_ref().map(|c| c.select(0usize, i)).transpose()?;
+                let (out, h_last, c_last) = self.direction(&weights[i], &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
+                outs.push(out);
+                h_n.push(h_last);
+                c_n.extend(c_last);
+            }
+            let out = if d == 1 { outs.pop().expect("one direction") } else { Tensor::cat(&[&outs[0], &outs[1]], 2usize)? };
+            // As PyTorch: dropout on every layer's output but the last, in training only.
+            layer_in = if k + 1 < self.num_layers { out.dropout(self.dropout, training, None)? } else { out };
+        }
+
+        let stack = |v: &[Tensor]| -> Result<Tensor> {
+            let s = Tensor::stack(&v.iter().collect::<Vec<_>>(), 0usize)?;
+            Ok(if batched { s } else { s.squeeze(1usize)? })
+        };
+        let out = match (batched, self.batch_first) {
+            (false, _) => layer_in.squeeze(1usize)?,
+            (true, false) => layer_in,
+            (true, true) => layer_in.transpose(0usize, 1usize)?.contiguous()?,
+        };
+        let c_n = if c_n.is_empty() { None } else { Some(stack(&c_n)?) };
+        Ok((out, stack(&h_n)?, c_n))
+    }
+
+    /// One direction of one layer over `x` `[L, N, in]` from `h` (and `c` for the LSTM), both
+    /// `[N, H]`: the output `[L, N, H]` in time order and the final states.
+    fn direction(&self, w: &RnnWeights, x: &Tensor, mut h: Tensor, mut c: Option<Tensor>, reverse: bool) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+        let (l, n, gh) = (x.shape()[0], x.shape()[1], self.gates * self.hidden_size);
+        let lstm = self.gates == 4;
+        // The input projection of every step in one matmul. The LSTM adds both biases here
+        // (they are only ever summed); the GRU keeps b_hh in the step, since b_hn sits
+        // inside r * (W_hn h + b_hn).
+        let mut xp = x.reshape(&[l * n, x.shape()[2]])?.linear(&w.weight_ih, w.bias_ih.as_ref())?;
+        if lstm {
+            if let Some(b) = &w.bias_hh {
+                xp = xp.add(b)?;
+            }
+        }
+        let xp = xp.reshape(&[l, n, gh])?;
+        let hh_bias = if lstm { None } else { w.bias_hh.as_ref() };
+
+        let mut outs: Vec<Tensor> = Vec::with_capacity(l);
+        let steps: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..l).rev()) } else { Box::new(0..l) };
+        for t in steps {
+            let gx = xp.select(0usize, t)?;
+            let gh = h.linear(&w.weight_hh, hh_bias)?;
+            if let Some(c_prev) = &c {
+                let g = gx.add(&gh)?.chunk(4, 1usize)?;
+                let (i, f, gg, o) = (g[0].sigmoid()?, g[1].sigmoid()?, g[2].tanh()?, g[3].sigmoid()?);
+                let c_new = f.mul(c_prev)?.add(&i.mul(&gg)?)?;
+                h = o.mul(&c_new.tanh()?)?;
+                c = Some(c_new);
+            } else {
+                let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);
+                let r = x3[0].add(&h3[0])?.sigmoid()?;
+                let z = x3[1].add(&h3[1])?.sigmoid()?;
+                let nn = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
+                // (1 - z) * n + z * h, written with one multiply fewer.
+                h = nn.add(&z.mul(&h.sub(&nn)?)?)?;
+            }
+            outs.push(h.clone());
+        }
+        if reverse {
+            // Step t's output belongs at position t of the sequence.
+            outs.reverse();
+        }
+        let out = Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?;
+        Ok((out, h, c))
+    }
+}

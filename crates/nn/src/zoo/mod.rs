@@ -1,0 +1,195 @@
+//! The seed model zoo: the seven models PyTorch-on-Apple-GPU users train and benchmark, with
+//! exactly the architectures, state-dict names and parameter counts of PyTorch's definitions
+//! (`shared/reference/torch_zoo.py`), so that a checkpoint moves between the two unchanged and
+//! timings compare one to one.
+//!
+//! | name | input (batch) | loss | optimizer | params |
+//! |---|---|---|---|---|
+//! | `mlp` | 1024x1024 | cross-entropy | SGD lr 0.01 | 658,698 |
+//! | `mnist_cnn` | 64x1x28x28 | NLL (the model ends in LogSoftmax) | Adadelta lr 1.0, StepLR gamma 0.7 | 1,199,882 |
+//! | `seed003_cnn` | 128x1x28x28 | cross-entropy | Adam lr 0.01 | 831,626 |
+//! | `resnet18` | 128x3x32x32 | cross-entropy | SGD lr 0.1 momentum 0.9 wd 5e-4 | 11,173,962 |
+//! | `vit` | 128x3x32x32 | cross-entropy | AdamW lr 1e-3 | 2,693,578 |
+//! | `lstm` | 64x28x28 | cross-entropy | Adam lr 1e-3 | 295,434 |
+//! | `vae` | 128x784 | BCE (sum) + KL | Adam lr 1e-3 | 652,824 |
+//!
+//! ```
+//! use liandan_nn::{zoo, Device, ModuleExt};
+//! # fn main() -> liandan_nn::error::Result<()> {
+//! let model = zoo::build("mlp", &Device::cpu())?;
+//! assert_eq!(model.num_parameters(), 658_698);
+//! assert_eq!(model.spec().input_shape, &[1024, 1024]);
+//! # Ok(())
+//! # }
+//! ```
+
+mod cnn;
+mod dense;
+mod sequence;
+
+pub use cnn::{BasicBlock, MnistCnn, ResNet18, Seed003Cnn};
+pub use dense::{Mlp, Vae, VaeOutput};
+pub use sequence::{LstmNet, Vit};
+
+use liandan_tensor::{Device, Tensor};
+
+use crate::error::{Error, Result};
+use crate::module::Layer;
+
+/// How a zoo model is trained in the reference: the optimizer and its hyper-parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerSpec {
+    Sgd { lr: f64, momentum: f64, weight_decay: f64 },
+    Adadelta { lr: f64 },
+    Adam { lr: f64 },
+    AdamW { lr: f64 },
+}
+
+/// What the model learns from: class labels, or the input itself (the VAE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Integer labels `[N]` in `0..classes`.
+    Classes(usize),
+    /// The input is its own target.
+    Reconstruction,
+}
+
+/// One zoo entry: the facts `shared/MODEL_ZOO.md` states about a model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ZooSpec {
+    pub name: &'static str,
+    pub architecture: &'static str,
+    /// The reference batch's shape, batch first.
+    pub input_shape: &'static [usize],
+    pub target: Target,
+    pub loss: &'static str,
+    pub optimizer: OptimizerSpec,
+    /// `StepLR` decay per epoch, where the reference uses one.
+    pub step_lr_gamma: Option<f64>,
+    /// Parameter elements, as `sum(p.numel() for p in model.parameters())` in PyTorch.
+    pub params: usize,
+}
+
+/// A zoo model: a [`Layer`] that also knows its spec and its training loss.
+pub trait ZooModel: Layer {
+    fn spec(&self) -> &'static ZooSpec;
+
+    /// The loss the reference trains with, on a batch `x` with labels `y` (`None` for
+    /// [`Target::Reconstruction`]; labels are I64 class indices).
+    fn loss(&self, x: &Tensor, y: Option<&Tensor>) -> Result<Tensor>;
+}
+
+/// Every model of the zoo, in `MODEL_ZOO.md`'s order.
+pub const SPECS: &[ZooSpec] = &[
+    ZooSpec {
+        name: "mlp",
+        architecture: "Linear 1024-512, ReLU, Linear 512-256, ReLU, Linear 256-10",
+        input_shape: &[1024, 1024],
+        target: Target::Classes(10),
+        loss: "cross-entropy",
+        optimizer: OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 },
+        step_lr_gamma: None,
+        params: 658_698,
+    },
+    ZooSpec {
+        name: "mnist_cnn",
+        architecture: "Conv 1-32 k3, ReLU, Conv 32-64 k3, ReLU, MaxPool 2, Dropout .25, Flatten, Linear 9216-128, ReLU, Dropout .5, Linear 128-10, LogSoftmax",
+        input_shape: &[64, 1, 28, 28],
+        target: Target::Classes(10),
+        loss: "NLL",
+        optimizer: OptimizerSpec::Adadelta { lr: 1.0 },
+        step_lr_gamma: Some(0.7),
+        params: 1_199_882,
+    },
+    ZooSpec {
+        name: "seed003_cnn",
+        architecture: "Conv 1-64 k3, MaxPool 2, Conv 64-512 k3, MaxPool 2, Dropout2d .1, AdaptiveMaxPool (1,1), Flatten, Linear 512-1024, ReLU, Linear 1024-10",
+        input_shape: &[128, 1, 28, 28],
+        target: Target::Classes(10),
+        loss: "cross-entropy",
+        optimizer: OptimizerSpec::Adam { lr: 0.01 },
+        step_lr_gamma: None,
+        params: 831_626,
+    },
+    ZooSpec {
+        name: "resnet18",
+        architecture: "CIFAR ResNet-18: 3x3 stem (64, no max-pool), BasicBlocks [2,2,2,2] at 64/128/256/512 with BatchNorm, 1x1 conv shortcut on downsample, global avg-pool, Linear 512-10",
+        input_shape: &[128, 3, 32, 32],
+        target: Target::Classes(10),
+        loss: "cross-entropy",
+        optimizer: OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 5e-4 },
+        step_lr_gamma: None,
+        params: 11_173_962,
+    },
+    ZooSpec {
+        name: "vit",
+        architecture: "patch 4 conv embed, dim 192, cls token + learned pos (65 tokens), 6 pre-norm encoder layers (3 heads, MLP 768, GELU), LayerNorm, Linear 192-10",
+        input_shape: &[128, 3, 32, 32],
+        target: Target::Classes(10),
+        loss: "cross-entropy",
+        optimizer: OptimizerSpec::AdamW { lr: 1e-3 },
+        step_lr_gamma: None,
+        params: 2_693_578,
+    },
+    ZooSpec {
+        name: "lstm",
+        architecture: "LSTM input 28, hidden 256, one layer, batch-first, over the 28 rows of an MNIST image; Linear 256-10 on the last step",
+        input_shape: &[64, 28, 28],
+        target: Target::Classes(10),
+        loss: "cross-entropy",
+        optimizer: OptimizerSpec::Adam { lr: 1e-3 },
+        step_lr_gamma: None,
+        params: 295_434,
+    },
+    ZooSpec {
+        name: "vae",
+        architecture: "pytorch/examples VAE: 784-400, then 400-20 twice (mu, logvar), reparameterize, 20-400-784, sigmoid",
+        input_shape: &[128, 784],
+        target: Target::Reconstruction,
+        loss: "BCE (sum) + KL",
+        optimizer: OptimizerSpec::Adam { lr: 1e-3 },
+        step_lr_gamma: None,
+        params: 652_824,
+    },
+];
+
+/// The names of the zoo's models.
+pub fn names() -> Vec<&'static str> {
+    SPECS.iter().map(|s| s.name).collect()
+}
+
+/// The spec of the model called `name`.
+pub fn spec(name: &str) -> Result<&'static ZooSpec> {
+    SPECS.iter().find(|s| s.name == name).ok_or_else(|| Error::UnknownModel { name: name.to_string(), known: names().join(", ") })
+}
+
+/// The model called `name`, freshly initialized on `device` as PyTorch initializes it (seeded
+/// from [`liandan_tensor::manual_seed`]), in training mode.
+pub fn build(name: &str, device: &Device) -> Result<Box<dyn ZooModel>> {
+    let spec = spec(name)?;
+    Ok(match spec.name {
+        "mlp" => Box::new(Mlp::new(device)?),
+        "mnist_cnn" => Box::new(MnistCnn::new(device)?),
+        "seed003_cnn" => Box::new(Seed003Cnn::new(device)?),
+        "resnet18" => Box::new(ResNet18::new(10, device)?),
+        "vit" => Box::new(Vit::new(device)?),
+        "lstm" => Box::new(LstmNet::new(device)?),
+        "vae" => Box::new(Vae::new(device)?),
+        other => unreachable!("SPECS lists `{other}` but build() does not"),
+    })
+}
+
+/// `SPECS` entry `name`, for the models' own `spec()`.
+fn spec_of(name: &str) -> &'static ZooSpec {
+    SPECS.iter().find(|s| s.name == name).expect("every zoo model is listed in SPECS")
+}
+
+/// Cross-entropy on class labels, the loss of most of the zoo.
+fn class_loss(logits: Tensor, y: Option<&Tensor>, model: &str) -> Result<Tensor> {
+    let y = y.ok_or_else(|| missing_labels(model))?;
+    Ok(logits.cross_entropy(y, liandan_tensor::Reduction::Mean)?)
+}
+
+fn missing_labels(model: &str) -> Error {
+    Error::Tensor(liandan_tensor::Error::BadShape { op: "zoo loss", shape: Vec::new(), detail: format!("`{model}` is trained on class labels; pass them as `y`") })
+}

@@ -1,0 +1,49 @@
+//! What the nn test files share: the devices to run on, and tensors from fixture files.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use liandan_nn::{checkpoint, Device, Tensor};
+
+/// The first GPU wgpu finds (lavapipe counts). Without one, GPU tests skip (saying why),
+/// unless `LIANDAN_REQUIRE_GPU` is set (as `.ci/run` does), in which case they fail.
+pub fn gpu() -> Option<Device> {
+    match Device::gpus().into_iter().next() {
+        Some(d) => Some(d),
+        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => {
+            panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
+        }
+        None => {
+            eprintln!(
+                "skipping the GPU: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)"
+            );
+            None
+        }
+    }
+}
+
+/// The CPU, then the GPU when there is one.
+pub fn devices() -> Vec<Device> {
+    std::iter::once(Device::cpu()).chain(gpu()).collect()
+}
+
+/// `crates/nn/tests/data/<name>`.
+pub fn data_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join(name)
+}
+
+/// Every tensor of the fixture file `tests/data/<name>`, on `device`, by name.
+pub fn fixture(name: &str, device: &Device) -> HashMap<String, Tensor> {
+    let path = data_path(name);
+    checkpoint::load(&path, device).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into_iter().collect()
+}
+
+/// `max |a - b| / max(max |b|, floor)`: the error relative to the reference's scale, which stays
+/// meaningful where individual reference elements are near zero.
+pub fn rel_err(got: &Tensor, want: &Tensor, floor: f64) -> f64 {
+    assert_eq!(got.shape(), want.shape(), "shapes differ");
+    let (a, b) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap());
+    let scale = b.iter().fold(floor, |m, v| m.max(v.abs()));
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / scale
+}
