@@ -68,6 +68,40 @@ def main():
 
     s = timed(dev, 3, reps, step)
     row(side, "mlp train step (zoo shapes)", f"batch {batch}", s)
+    if dev.type != "cpu":
+        zoo_passes(dev, side, a.quick, reps)
+
+
+def zoo_passes(dev, side, quick, reps):
+    """Forward and backward of every zoo model at its reference batch, as `cargo xtask bench`
+    times them on GPUs; the models are those of the parity script."""
+    import os
+    import sys
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
+    from make_parity import build
+    shapes = {"mlp": [1024, 1024], "mnist_cnn": [64, 1, 28, 28], "seed003_cnn": [128, 1, 28, 28], "resnet18": [128, 3, 32, 32],
+              "vit": [128, 3, 32, 32], "lstm": [64, 28, 28], "vae": [128, 784]}
+    for name, shape in shapes.items():
+        if quick:
+            shape = [min(shape[0], 16)] + shape[1:]
+        torch.manual_seed(0)
+        model = build(name).to(dev).train()
+        x = torch.rand(shape, device=dev)
+        y = (torch.arange(shape[0]) % 10).to(dev)
+
+        def fwd_bwd():
+            model.zero_grad(set_to_none=True)
+            if name == "vae":
+                r, mu, lv = model(x, torch.randn(shape[0], 20, device=dev))
+                loss = F.binary_cross_entropy(r, x.view(-1, 784), reduction="sum") - 0.5 * torch.sum(1 + lv - mu.pow(2) - lv.exp())
+            else:
+                out = model(x)
+                loss = F.nll_loss(out, y) if name == "mnist_cnn" else F.cross_entropy(out, y)
+            loss.backward()
+
+        s = timed(dev, 3, reps, fwd_bwd)
+        row(side, f"zoo {name} forward+backward", f"batch {shape[0]}", s, f"{shape[0] / s:.0f} samples/s")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,13 @@ echo "## conformance suite on the GPU"
 LIANDAN_REQUIRE_GPU=1 ./.bin/conformance --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked" | head -40
 LIANDAN_REQUIRE_GPU=1 ./.bin/device 2>&1 | grep -E "^test result|FAILED|panicked"
 LIANDAN_REQUIRE_GPU=1 ./.bin/memory 2>&1 | grep -E "^test result|FAILED|panicked"
-# nn layers, where built: a model moved to the GPU and trained there.
-[ -x .bin/layers ] && ./.bin/layers 2>&1 | grep -E "^test result|FAILED|panicked"
+# nn, where built: layers, recurrent and attention layers, losses, and every zoo model against
+# PyTorch's outputs and gradients (tests/data/parity), on the GPU and the CPU.
+for t in layers rnn attention loss init summary parity; do
+    [ -x .bin/$t ] || continue
+    echo "### nn $t"
+    LIANDAN_REQUIRE_GPU=1 ./.bin/$t --nocapture --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|rel err|fell back"
+done
 echo "## benchmarks"
 ./.bin/xtask bench --device all
 if [ -x .bin/xtask-base ]; then

@@ -100,8 +100,35 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
         })
     })?;
     row(&name, "mlp train step (zoo shapes)", &format!("batch {batch}"), s, "");
+    if !device.is_cpu() {
+        zoo_passes(device, &name, quick)?;
+    }
     for (op, count) in device.fallback_report() {
         eprintln!("note: on {name}, `{op}` ran on the CPU {count} times");
+    }
+    Ok(())
+}
+
+/// Forward and backward of every zoo model at its reference batch (the training step without
+/// the optimizer, which arrives with the training loop), on GPUs only: our CPU backend would
+/// take minutes over the convolutional models. `bench_torch.py` times the same passes.
+fn zoo_passes(device: &Device, name: &str, quick: bool) -> Result<()> {
+    use liandan_nn::{zoo, ModuleExt};
+    let reps = if quick { 3 } else { 10 };
+    for spec in zoo::SPECS {
+        let mut shape = spec.input_shape.to_vec();
+        if quick {
+            shape[0] = shape[0].min(16);
+        }
+        let model = zoo::build(spec.name, device).map_err(|e| liandan_tensor::Error::Backend { backend: name.into(), op: "zoo::build", detail: e.to_string() })?;
+        let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
+        let y = Tensor::from_vec((0..shape[0] as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[shape[0]], device)?;
+        let s = time(device, 3, reps, || {
+            model.zero_grad();
+            let loss = model.loss(&x, Some(&y)).map_err(|e| liandan_tensor::Error::Backend { backend: name.into(), op: "zoo loss", detail: e.to_string() })?;
+            loss.backward()
+        })?;
+        row(name, &format!("zoo {} forward+backward", spec.name), &format!("batch {}", shape[0]), s, &format!("{:.0} samples/s", shape[0] as f64 / s));
     }
     Ok(())
 }

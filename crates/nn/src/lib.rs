@@ -17,7 +17,9 @@ use liandan_backend_wgpu as _;
 
 pub mod checkpoint;
 pub mod error;
+pub mod init;
 pub mod layers;
+pub mod loss;
 pub mod module;
 pub mod summary;
 pub mod zoo;

@@ -386,3 +386,26 @@ fn a_model_moves_to_every_device_and_trains_there() -> R {
     }
     Ok(())
 }
+
+#[test]
+fn embedding_padding_row_starts_at_zero_and_gets_no_gradient() -> R {
+    let _rng = serial();
+    for d in Device::all() {
+        let e = EmbeddingConfig::new(5, 3).with_padding_idx(Some(-1)).init(&d)?;
+        assert_eq!(e.padding_idx, Some(4));
+        let ids = Tensor::from_vec(vec![4i64, 1, 4, 2], &[2, 2], &d)?;
+        let out = e.forward(&ids)?;
+        let v = out.to_vec_f64()?;
+        assert_eq!(&v[0..3], &[0.0; 3], "the padding row is zero at first");
+        let w = e.weight.to_vec_f64()?;
+        assert_eq!(&v[3..6], &w[3..6], "other rows are the table's");
+        out.sum_all()?.backward()?;
+        let g = e.weight.grad().expect("the table gets a gradient").to_vec_f64()?;
+        assert_eq!(&g[12..15], &[0.0; 3], "no gradient reaches the padding row");
+        assert_eq!(&g[3..6], &[1.0; 3]);
+        assert_eq!(&g[0..3], &[0.0; 3], "row 0 was not looked up");
+    }
+    assert!(EmbeddingConfig::new(5, 3).with_padding_idx(Some(5)).init(&dev()).is_err());
+    assert!(EmbeddingConfig::new(5, 3).with_padding_idx(Some(-6)).init(&dev()).is_err());
+    Ok(())
+}

@@ -137,6 +137,17 @@ impl Tensor {
         if numel > u32::MAX as usize {
             return Err(Error::bad_shape("random", shape, "more than 2^32 elements in one random tensor"));
         }
+        if let Distribution::Uniform { low, high } = dist {
+            if dtype.is_float() && (low, high) != (0.0, 1.0) {
+                // Scale and shift as kernels of their own: inside one kernel a GPU compiler may
+                // fuse `low + (high - low) * u` into an fma, whose one rounding differs from the
+                // CPU's two (seen on NVIDIA), and a seed must give the same bits everywhere.
+                let work = if dtype == DType::F64 { DType::F64 } else { DType::F32 };
+                let u = Tensor::random(shape, Distribution::Uniform { low: 0.0, high: 1.0 }, seed, work, device)?;
+                let x = u.mul_scalar(high - low)?.add_scalar(low)?;
+                return if work == dtype { Ok(x) } else { x.to_dtype(dtype) };
+            }
+        }
         let storage = device.backend().random(dist, numel, seed, dtype)?;
         Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
     }

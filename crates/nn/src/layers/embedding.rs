@@ -5,27 +5,54 @@ use liandan_tensor::{DType, Device, Tensor};
 use crate::error::Result;
 use crate::module::{join, Forward, Module, TensorKind};
 
-/// Configuration of an [`Embedding`] (`torch.nn.Embedding(num_embeddings, embedding_dim)`).
-/// `padding_idx`, `max_norm` and sparse gradients are not supported.
+/// Configuration of an [`Embedding`] (`torch.nn.Embedding(num_embeddings, embedding_dim,
+/// padding_idx=None)`). `max_norm` and sparse gradients are not supported.
 #[derive(Clone, Debug)]
 pub struct EmbeddingConfig {
     /// V, the number of rows.
     pub num_embeddings: usize,
     /// D, the width of a row.
     pub embedding_dim: usize,
+    /// A row that starts at zero and never receives a gradient (the padding token's), as
+    /// PyTorch's `padding_idx`; negative values count from the end. Default none.
+    pub padding_idx: Option<i64>,
 }
+
+super::with_fields!(EmbeddingConfig { with_padding_idx: padding_idx: Option<i64> });
 
 impl EmbeddingConfig {
     pub fn new(num_embeddings: usize, embedding_dim: usize) -> Self {
-        EmbeddingConfig { num_embeddings, embedding_dim }
+        EmbeddingConfig { num_embeddings, embedding_dim, padding_idx: None }
     }
 
-    /// A table on `device`, F32, drawn from normal(0, 1) as PyTorch.
+    /// A table on `device`, F32, drawn from normal(0, 1) as PyTorch, with the padding row zero.
     pub fn init(&self, device: &Device) -> Result<Embedding> {
+        let v = self.num_embeddings as i64;
+        let padding_idx = match self.padding_idx {
+            None => None,
+            Some(p) if (-v..v).contains(&p) => Some(p.rem_euclid(v.max(1)) as usize),
+            Some(p) => {
+                return Err(liandan_tensor::Error::BadShape {
+                    op: "Embedding",
+                    shape: vec![self.num_embeddings, self.embedding_dim],
+                    detail: format!("padding_idx {p} is outside the table's {v} rows"),
+                }
+                .into())
+            }
+        };
         let shape = [self.num_embeddings, self.embedding_dim];
-        let weight = Tensor::randn(&shape, liandan_tensor::rng::next_seed(), DType::F32, device)?.requires_grad_(true)?;
-        Ok(Embedding { weight })
+        let mut weight = Tensor::randn(&shape, liandan_tensor::rng::next_seed(), DType::F32, device)?;
+        if let Some(p) = padding_idx {
+            weight = weight.mul(&row_mask(self.num_embeddings, p, device)?)?;
+        }
+        Ok(Embedding { weight: weight.requires_grad_(true)?, padding_idx })
     }
+}
+
+/// `[V, 1]`: 1 on every row but `pad`, 0 there.
+fn row_mask(rows: usize, pad: usize, device: &Device) -> Result<Tensor> {
+    let mask: Vec<f32> = (0..rows).map(|r| if r == pad { 0.0 } else { 1.0 }).collect();
+    Ok(Tensor::from_vec(mask, &[rows, 1], device)?)
 }
 
 /// Rows of `weight` picked by integer indices.
@@ -39,6 +66,8 @@ impl EmbeddingConfig {
 #[derive(Clone, Debug)]
 pub struct Embedding {
     pub weight: Tensor,
+    /// The row that receives no gradient (resolved to `0..V`).
+    pub padding_idx: Option<usize>,
 }
 
 impl Module for Embedding {
@@ -56,7 +85,12 @@ impl Module for Embedding {
 impl Forward for Embedding {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::summary::scope(self, || {
-            Ok(x.embedding(&self.weight)?)
+            let Some(pad) = self.padding_idx else { return Ok(x.embedding(&self.weight)?) };
+            // The padding row's value, but no gradient: the table as it is, with the padding
+            // row taken from a detached copy.
+            let keep = row_mask(self.weight.shape()[0], pad, self.weight.device())?.to_dtype(self.weight.dtype())?;
+            let frozen = self.weight.detach().mul(&keep.neg()?.add_scalar(1.0)?)?;
+            Ok(x.embedding(&self.weight.mul(&keep)?.add(&frozen)?)?)
         })
     }
 }

@@ -28,9 +28,12 @@ pub fn devices() -> Vec<Device> {
     std::iter::once(Device::cpu()).chain(gpu()).collect()
 }
 
-/// `crates/nn/tests/data/<name>`.
+/// `crates/nn/tests/data/<name>`: under the crate this test was built from, or, for a test
+/// binary copied to another machine, under `crates/nn/tests/data` of the working directory.
 pub fn data_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join(name)
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data");
+    let dir = if built.is_dir() { built } else { PathBuf::from("crates/nn/tests/data") };
+    dir.join(name)
 }
 
 /// Every tensor of the fixture file `tests/data/<name>`, on `device`, by name.

@@ -39,6 +39,7 @@ pub(crate) enum GradFn {
     Tanh,
     Softmax { dim: usize },
     LogSoftmax { dim: usize },
+    Softplus,
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -75,6 +76,7 @@ impl GradFn {
             GradFn::Tanh => "tanh",
             GradFn::Softmax { .. } => "softmax",
             GradFn::LogSoftmax { .. } => "log_softmax",
+            GradFn::Softplus => "softplus",
         };
         name.to_string()
     }
@@ -170,6 +172,9 @@ impl GradFn {
                 let total = g.sum(&[*dim], true)?;
                 one(g.sub(&out.exp()?.mul(&total)?)?)
             }
+            // d softplus(x) / dx = sigmoid(x), also at x = 0 (where the stable forward's
+            // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
+            GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
         }
     }
 }

@@ -100,10 +100,12 @@ pub fn from_slice(d: &Device) {
     expect_err("item::<f64> of f32", s.item::<f64>());
 }
 
-/// The three distributions the random ops draw from.
-fn dists() -> [(&'static str, Distribution); 3] {
+/// The distributions the random ops draw from. The second uniform range is not a power of two
+/// wide, so `low + span * u` rounds twice, and a GPU that fused it into an fma would differ.
+fn dists() -> [(&'static str, Distribution); 4] {
     [
         ("rand", Distribution::Uniform { low: -1.5, high: 2.5 }),
+        ("rand odd", Distribution::Uniform { low: -0.1234, high: 0.5678 }),
         ("randn", Distribution::Normal { mean: 0.0, std: 1.0 }),
         ("bernoulli", Distribution::Bernoulli { p: 0.3 }),
     ]
@@ -112,6 +114,7 @@ fn dists() -> [(&'static str, Distribution); 3] {
 fn draw(d: &Device, name: &str, shape: &[usize], seed: u64, dtype: DType) -> Tensor {
     let t = match name {
         "rand" => Tensor::rand(shape, -1.5, 2.5, seed, dtype, d),
+        "rand odd" => Tensor::rand(shape, -0.1234, 0.5678, seed, dtype, d),
         "randn" => Tensor::randn(shape, seed, dtype, d),
         _ => Tensor::bernoulli(shape, 0.3, seed, dtype, d),
     };

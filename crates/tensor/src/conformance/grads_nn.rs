@@ -2,7 +2,7 @@
 //! losses (each under every `Reduction`).
 
 use super::grads::{check_grads, index, leaf, positive_leaf, strided_leaf};
-use crate::{Device, Reduction, Tensor};
+use crate::{DType, Device, Reduction, Tensor};
 
 const REDUCTIONS: [Reduction; 3] = [Reduction::None, Reduction::Mean, Reduction::Sum];
 
@@ -26,6 +26,11 @@ pub fn gelu_silu_softplus(d: &Device) {
     check_grads("silu", &[strided_leaf(d, &[7, 3], 9)], |x| x[0].silu(), 1e-7, 1e-6);
     check_grads("softplus", &[leaf(d, &[33], 10)], |x| x[0].softplus(), 1e-7, 1e-6);
     check_grads("softplus strided, scaled", &[strided_leaf(d, &[5, 7], 11)], |x| x[0].mul_scalar(10.0)?.softplus(), 1e-6, 1e-5);
+    // At exactly 0 the stable form's kinks must not leak into the gradient (sigmoid(0) = 0.5).
+    let zeros = || Tensor::from_f64s(&[0.0, 0.0, 1.5, -2.0], &[4], DType::F64, d).unwrap();
+    check_grads("softplus at 0", &[zeros()], |x| x[0].softplus(), 1e-7, 1e-6);
+    let target = Tensor::from_f64s(&[0.0, 1.0, 0.3, 1.0], &[4], DType::F64, d).unwrap();
+    check_grads("bce_with_logits at 0", &[zeros()], |x| x[0].bce_with_logits(&target, Reduction::Sum), 1e-7, 1e-6);
 }
 
 pub fn logsumexp(d: &Device) {

@@ -51,9 +51,12 @@ impl Tensor {
         self.mul(&self.sigmoid()?)
     }
 
-    /// `log(1 + exp(x))`, computed as `max(x, 0) + log(1 + exp(-|x|))` so it never overflows.
+    /// `log(1 + exp(x))`, computed as `max(x, 0) + log(1 + exp(-|x|))` so it never overflows;
+    /// its gradient is `sigmoid(x)` everywhere, 0.5 at 0.
     pub fn softplus(&self) -> Result<Tensor> {
-        self.relu()?.add(&self.abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?)
+        check_float("softplus", self)?;
+        let out = autograd::no_grad(|| self.relu()?.add(&self.abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?))?;
+        Ok(self.record_composite(out, || GradFn::Softplus))
     }
 
     /// `log(sum(exp(x)))` along `dim`, shifted by the maximum so it never overflows.

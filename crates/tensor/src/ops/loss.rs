@@ -61,7 +61,7 @@ impl Tensor {
     /// Binary cross-entropy on logits, `max(x, 0) - x y + log(1 + exp(-|x|))`: finite for any x.
     pub fn bce_with_logits(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
         check_same_shape("bce_with_logits", self, target)?;
-        let softplus_neg_abs = self.abs()?.neg()?.exp()?.add_scalar(1.0)?.log()?;
-        reduction.apply(self.relu()?.sub(&self.mul(target)?)?.add(&softplus_neg_abs)?)
+        // softplus(x) - x y: stable for any logit, and its gradient sigmoid(x) - y also at 0.
+        reduction.apply(self.softplus()?.sub(&self.mul(target)?)?)
     }
 }

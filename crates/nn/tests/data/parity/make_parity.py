@@ -36,7 +36,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ["mlp", "mnist_cnn", "seed003_cnn", "resnet18", "vit", "lstm", "vae"]
@@ -240,6 +239,7 @@ def grad_record(pname, g, out):
 
 
 def generate(name, weights_dir):
+    from safetensors.torch import save_file  # imported here so that `build` works without it
     torch.manual_seed(0)
     out = {}
     model = build(name)
@@ -268,6 +268,7 @@ def generate(name, weights_dir):
 def check_liandan(name, directory):
     """Loads the checkpoint liandan wrote for `name` into PyTorch's model (strict) and checks the
     output of the stored batch against the stored output."""
+    from safetensors.torch import load_file
     path = os.path.join(directory, f"{name}.liandan.safetensors")
     ref = load_file(os.path.join(HERE, f"{name}.safetensors"))
     model = build(name)
