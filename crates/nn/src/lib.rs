@@ -1,13 +1,18 @@
-//! `liandan-nn`: modules, layers, losses, the model zoo and checkpoints.
+//! `liandan-nn`: PyTorch's `torch.nn` for liandan, named as PyTorch names it.
 //!
-//! Today: [`checkpoint`], safetensors files that PyTorch reads and writes as its own (atomic
-//! writes; strict and non-strict state-dict loading); the tensor API, re-exported; and both
-//! backends linked, so that depending on this crate is enough for `Device::best()` to find the
-//! GPU; and the module system: [`Module`] (tensors found by walking each layer's struct, named
-//! with PyTorch's state-dict keys), [`Forward`], [`ModuleExt`] (parameters, state dicts,
-//! devices, dtypes, train/eval, save/load) and the [`layers`], each a struct plus a
-//! `XxxConfig` with `init(&device)`. Recurrent layers, attention and the model zoo are still
-//! to come.
+//! - [`Module`], [`Forward`] and [`ModuleExt`]: tensors found by walking each layer's struct
+//!   under PyTorch's state-dict keys; parameters, state dicts, device and dtype moves,
+//!   train/eval, save/load; [`impl_module!`] for models of your own.
+//! - [`layers`]: each a struct plus an `XxxConfig` with `init(&device)`, initialized as PyTorch
+//!   initializes it: linear, convolutions, pooling, normalization, dropout, embedding,
+//!   activations, LSTM/GRU, multi-head attention, the Transformer encoder, Sequential.
+//! - [`loss`]: the loss modules; [`init`]: `torch.nn.init`.
+//! - [`zoo`]: the seven seed models, with PyTorch's architectures and parameter counts.
+//! - [`summary`]: a model's layers, output shapes and parameter counts as a table.
+//! - [`checkpoint`]: safetensors files that PyTorch reads and writes as its own.
+//!
+//! The tensor API is re-exported, and both backends are linked, so that depending on this
+//! crate is enough for `Device::best()` to find the GPU.
 
 pub use liandan_tensor::*;
 
