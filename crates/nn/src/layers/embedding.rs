@@ -43,16 +43,15 @@ impl EmbeddingConfig {
         let shape = [self.num_embeddings, self.embedding_dim];
         let mut weight = Tensor::randn(&shape, liandan_tensor::rng::next_seed(), DType::F32, device)?;
         if let Some(p) = padding_idx {
-            weight = weight.mul(&row_mask(self.num_embeddings, p, device)?)?;
+            weight = Tensor::where_cond(&is_row(self.num_embeddings, p, device)?, &Tensor::zeros(&[], DType::F32, device)?, &weight)?;
         }
         Ok(Embedding { weight: weight.requires_grad_(true)?, padding_idx })
     }
 }
 
-/// `[V, 1]`: 1 on every row but `pad`, 0 there.
-fn row_mask(rows: usize, pad: usize, device: &Device) -> Result<Tensor> {
-    let mask: Vec<f32> = (0..rows).map(|r| if r == pad { 0.0 } else { 1.0 }).collect();
-    Ok(Tensor::from_vec(mask, &[rows, 1], device)?)
+/// `[V, 1]` Bool, true on row `pad` alone.
+fn is_row(rows: usize, pad: usize, device: &Device) -> Result<Tensor> {
+    Ok(Tensor::arange(0.0, rows as f64, 1.0, DType::F32, device)?.eq_scalar(pad as f64)?.reshape(&[rows, 1])?)
 }
 
 /// Rows of `weight` picked by integer indices.
@@ -86,11 +85,9 @@ impl Forward for Embedding {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::summary::scope(self, || {
             let Some(pad) = self.padding_idx else { return Ok(x.embedding(&self.weight)?) };
-            // The padding row's value, but no gradient: the table as it is, with the padding
-            // row taken from a detached copy.
-            let keep = row_mask(self.weight.shape()[0], pad, self.weight.device())?.to_dtype(self.weight.dtype())?;
-            let frozen = self.weight.detach().mul(&keep.neg()?.add_scalar(1.0)?)?;
-            Ok(x.embedding(&self.weight.mul(&keep)?.add(&frozen)?)?)
+            // The padding row's value, but no gradient: that row comes from a detached copy.
+            let pad_row = is_row(self.weight.shape()[0], pad, self.weight.device())?;
+            Ok(x.embedding(&Tensor::where_cond(&pad_row, &self.weight.detach(), &self.weight)?)?)
         })
     }
 }

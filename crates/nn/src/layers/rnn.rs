@@ -15,11 +15,12 @@ use super::{default_bound, uniform_param, with_fields};
 use crate::error::Result;
 use crate::module::{join, Forward, Module, TensorKind};
 
-/// Configuration of an [`LSTM`] (`torch.nn.LSTM(input_size, hidden_size, num_layers=1,
-/// bias=True, batch_first=False, dropout=0.0, bidirectional=False)`). `proj_size` is not
+/// Configuration of a recurrent layer; [`LSTMConfig`] and [`GRUConfig`] name it for each
+/// cell (`torch.nn.LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+/// dropout=0.0, bidirectional=False)`, and the same for `torch.nn.GRU`). `proj_size` is not
 /// supported.
 #[derive(Clone, Debug)]
-pub struct LSTMConfig {
+pub struct RnnConfig<C> {
     /// Features of each input step.
     pub input_size: usize,
     /// H, the features of the hidden (and cell) state.
@@ -36,80 +37,62 @@ pub struct LSTMConfig {
     pub dropout: f64,
     /// Run a second pass from the end of the sequence and concatenate; default false.
     pub bidirectional: bool,
+    cell: std::marker::PhantomData<C>,
 }
 
-/// Configuration of a [`GRU`] (`torch.nn.GRU(input_size, hidden_size, num_layers=1, bias=True,
-/// batch_first=False, dropout=0.0, bidirectional=False)`). The fields mean what they mean in
-/// [`LSTMConfig`].
-#[derive(Clone, Debug)]
-pub struct GRUConfig {
-    pub input_size: usize,
-    pub hidden_size: usize,
-    pub num_layers: usize,
-    pub bias: bool,
-    pub batch_first: bool,
-    pub dropout: f64,
-    pub bidirectional: bool,
+/// The cell a [`RnnConfig`] configures: its op name and number of gates.
+pub trait Cell {
+    const OP: &'static str;
+    const GATES: usize;
 }
+
+/// The LSTM cell (gates i, f, g, o).
+#[derive(Clone, Copy, Debug)]
+pub enum LstmCell {}
+
+/// The GRU cell (gates r, z, n).
+#[derive(Clone, Copy, Debug)]
+pub enum GruCell {}
+
+impl Cell for LstmCell {
+    const OP: &'static str = "LSTM";
+    const GATES: usize = 4;
+}
+
+impl Cell for GruCell {
+    const OP: &'static str = "GRU";
+    const GATES: usize = 3;
+}
+
+/// Configuration of an [`LSTM`].
+pub type LSTMConfig = RnnConfig<LstmCell>;
+
+/// Configuration of a [`GRU`].
+pub type GRUConfig = RnnConfig<GruCell>;
 
 with_fields!(LSTMConfig { with_num_layers: num_layers: usize, with_bias: bias: bool, with_batch_first: batch_first: bool, with_dropout: dropout: f64, with_bidirectional: bidirectional: bool });
 with_fields!(GRUConfig { with_num_layers: num_layers: usize, with_bias: bias: bool, with_batch_first: batch_first: bool, with_dropout: dropout: f64, with_bidirectional: bidirectional: bool });
 
-impl LSTMConfig {
+impl<C: Cell> RnnConfig<C> {
     /// One unidirectional layer with biases, sequence first, no dropout.
     pub fn new(input_size: usize, hidden_size: usize) -> Self {
-        LSTMConfig { input_size, hidden_size, num_layers: 1, bias: true, batch_first: false, dropout: 0.0, bidirectional: false }
+        RnnConfig { input_size, hidden_size, num_layers: 1, bias: true, batch_first: false, dropout: 0.0, bidirectional: false, cell: std::marker::PhantomData }
     }
+}
 
+impl LSTMConfig {
     /// An LSTM on `device` in training mode, F32, every parameter uniform(±1/√H) as PyTorch.
     /// Errors when `hidden_size` or `num_layers` is 0 or `dropout` is outside [0, 1].
     pub fn init(&self, device: &Device) -> Result<LSTM> {
-        let weights = self.spec().init(device)?;
-        Ok(LSTM { weights, config: self.clone(), training: true })
-    }
-
-    fn spec(&self) -> Spec {
-        let c = self;
-        Spec {
-            op: "LSTM",
-            gates: 4,
-            input_size: c.input_size,
-            hidden_size: c.hidden_size,
-            num_layers: c.num_layers,
-            bias: c.bias,
-            batch_first: c.batch_first,
-            dropout: c.dropout,
-            bidirectional: c.bidirectional,
-        }
+        Ok(LSTM { weights: self.init_weights(device)?, config: self.clone(), training: true })
     }
 }
 
 impl GRUConfig {
-    /// One unidirectional layer with biases, sequence first, no dropout.
-    pub fn new(input_size: usize, hidden_size: usize) -> Self {
-        GRUConfig { input_size, hidden_size, num_layers: 1, bias: true, batch_first: false, dropout: 0.0, bidirectional: false }
-    }
-
     /// A GRU on `device` in training mode, F32, every parameter uniform(±1/√H) as PyTorch.
     /// Errors when `hidden_size` or `num_layers` is 0 or `dropout` is outside [0, 1].
     pub fn init(&self, device: &Device) -> Result<GRU> {
-        let weights = self.spec().init(device)?;
-        Ok(GRU { weights, config: self.clone(), training: true })
-    }
-
-    fn spec(&self) -> Spec {
-        let c = self;
-        Spec {
-            op: "GRU",
-            gates: 3,
-            input_size: c.input_size,
-            hidden_size: c.hidden_size,
-            num_layers: c.num_layers,
-            bias: c.bias,
-            batch_first: c.batch_first,
-            dropout: c.dropout,
-            bidirectional: c.bidirectional,
-        }
+        Ok(GRU { weights: self.init_weights(device)?, config: self.clone(), training: true })
     }
 }
 
@@ -198,7 +181,7 @@ impl LSTM {
     pub fn forward_with_state(&self, x: &Tensor, state: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, (Tensor, Tensor))> {
         let mut states = None;
         let out = crate::summary::scope(self, || {
-            let (out, h, c) = self.config.spec().run(&self.weights, self.training, x, state.map(|s| s.0), state.map(|s| s.1))?;
+            let (out, h, c) = self.config.run(&self.weights, self.training, x, state.map(|s| s.0), state.map(|s| s.1))?;
             states = Some((h, c.expect("the LSTM keeps a cell state")));
             Ok(out)
         })?;
@@ -212,7 +195,7 @@ impl GRU {
     pub fn forward_with_state(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
         let mut h_n = None;
         let out = crate::summary::scope(self, || {
-            let (out, h, _) = self.config.spec().run(&self.weights, self.training, x, h0, None)?;
+            let (out, h, _) = self.config.run(&self.weights, self.training, x, h0, None)?;
             h_n = Some(h);
             Ok(out)
         })?;
@@ -277,20 +260,8 @@ fn suffix(i: usize, d: usize) -> String {
     format!("_l{}{reverse}", i / d)
 }
 
-/// What the LSTM and the GRU share: the config plus the op name and the number of gates.
-struct Spec {
-    op: &'static str,
-    gates: usize,
-    input_size: usize,
-    hidden_size: usize,
-    num_layers: usize,
-    bias: bool,
-    batch_first: bool,
-    dropout: f64,
-    bidirectional: bool,
-}
-
-impl Spec {
+/// What the LSTM and the GRU share: initialization and the forward pass.
+impl<C: Cell> RnnConfig<C> {
     fn directions(&self) -> usize {
         if self.bidirectional {
             2
@@ -300,10 +271,10 @@ impl Spec {
     }
 
     fn bad_shape(&self, shape: &[usize], detail: String) -> crate::error::Error {
-        liandan_tensor::Error::BadShape { op: self.op, shape: shape.to_vec(), detail }.into()
+        liandan_tensor::Error::BadShape { op: C::OP, shape: shape.to_vec(), detail }.into()
     }
 
-    fn init(&self, device: &Device) -> Result<Vec<RnnWeights>> {
+    fn init_weights(&self, device: &Device) -> Result<Vec<RnnWeights>> {
         let (h, d) = (self.hidden_size, self.directions());
         let shape = [self.input_size, self.hidden_size, self.num_layers];
         if h == 0 || self.num_layers == 0 {
@@ -312,7 +283,7 @@ impl Spec {
         if !(0.0..=1.0).contains(&self.dropout) {
             return Err(self.bad_shape(&shape, format!("dropout {} is outside [0, 1]", self.dropout)));
         }
-        let (gh, bound) = (self.gates * h, default_bound(h));
+        let (gh, bound) = (C::GATES * h, default_bound(h));
         let mut weights = Vec::with_capacity(self.num_layers * d);
         for k in 0..self.num_layers {
             let input = if k == 0 { self.input_size } else { d * h };
@@ -367,7 +338,7 @@ impl Spec {
         }
         let want = [d * self.num_layers, n, h];
         let h0 = self.initial_state(h0, "h_0", x, &want, batched)?;
-        let c0 = if self.gates == 4 { Some(self.initial_state(c0, "c_0", x, &want, batched)?) } else { None };
+        let c0 = if C::GATES == 4 { Some(self.initial_state(c0, "c_0", x, &want, batched)?) } else { None };
 
         let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
         let mut layer_in = xs;
@@ -402,8 +373,8 @@ impl Spec {
     /// One direction of one layer over `x` `[L, N, in]` from `h` (and `c` for the LSTM), both
     /// `[N, H]`: the output `[L, N, H]` in time order and the final states.
     fn direction(&self, w: &RnnWeights, x: &Tensor, mut h: Tensor, mut c: Option<Tensor>, reverse: bool) -> Result<(Tensor, Tensor, Option<Tensor>)> {
-        let (l, n, gh) = (x.shape()[0], x.shape()[1], self.gates * self.hidden_size);
-        let lstm = self.gates == 4;
+        let (l, n, gh) = (x.shape()[0], x.shape()[1], C::GATES * self.hidden_size);
+        let lstm = C::GATES == 4;
         // The input projection of every step in one matmul. The LSTM adds both biases here
         // (they are only ever summed); the GRU keeps b_hh in the step, since b_hn sits
         // inside r * (W_hn h + b_hn).

@@ -181,7 +181,7 @@ pub fn build(name: &str, device: &Device) -> Result<Box<dyn ZooModel>> {
 
 /// `SPECS` entry `name`, for the models' own `spec()`.
 fn spec_of(name: &str) -> &'static ZooSpec {
-    SPECS.iter().find(|s| s.name == name).expect("every zoo model is listed in SPECS")
+    spec(name).expect("every zoo model is listed in SPECS")
 }
 
 /// Cross-entropy on class labels, the loss of most of the zoo.
