@@ -1,6 +1,14 @@
-//! `liandan-train`: optimizers, schedulers and the training loop.
+//! `liandan-train`: optimizers, learning-rate schedulers, data loading and the training loop.
 //!
-//! The training loop arrives with its own issue; this crate exists so that the workspace's
-//! layering (`tensor` <- backends <- `nn` <- `train` <- `liandan`) is in place from the start.
+//! - [`optim`]: `torch.optim`'s optimizers behind the [`optim::Optimizer`] trait.
+//! - [`sched`]: `torch.optim.lr_scheduler`'s schedulers behind [`sched::LrScheduler`].
+//! - [`data`]: datasets and a prefetching [`data::DataLoader`].
 
 pub use liandan_nn as nn;
+
+pub mod data;
+pub mod error;
+pub mod optim;
+pub mod sched;
+
+pub use error::{Error, Result};

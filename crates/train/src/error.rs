@@ -1,0 +1,32 @@
+//! The one error type of `liandan-train`.
+//!
+//! Policy: `Result` everywhere. Everything that comes from outside the program (data files,
+//! downloads, checkpoints, optimizer state, arguments) is checked and answered with an
+//! [`Error`] that names what is wrong and what to do; nothing from outside can panic. Panics
+//! are kept for broken internal invariants only. Errors of the crates below are wrapped, not
+//! re-worded.
+
+/// Errors raised by optimizers, schedulers, data loading and the training loop.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A hyper-parameter or option outside its domain (`lr` negative, `betas` outside
+    /// `[0, 1)`, a batch size of 0, ...). `what` names it and says what is allowed.
+    #[error("{op}: {what}")]
+    InvalidArgument { op: &'static str, what: String },
+
+    /// Saved state (optimizer, scheduler, training checkpoint) that does not fit what it is
+    /// loaded into; `detail` names the offending entries.
+    #[error("{op}: {detail}")]
+    State { op: &'static str, detail: String },
+
+    /// A module or checkpoint operation failed.
+    #[error(transparent)]
+    Nn(#[from] liandan_nn::error::Error),
+
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] liandan_tensor::Error),
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

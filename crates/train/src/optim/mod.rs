@@ -1,0 +1,51 @@
+//! Optimizers, named and defaulted as `torch.optim` names and defaults them.
+//!
+//! Every optimizer implements [`Optimizer`]. Parameters are handed over as named tensors
+//! (`model.named_parameters()`), grouped in [`ParamGroup`]s that each carry their own
+//! hyper-parameters.
+
+use liandan_tensor::Tensor;
+
+use crate::error::Result;
+
+/// Parameters that share hyper-parameters (`torch.optim`'s `param_groups` entry).
+#[derive(Clone)]
+pub struct ParamGroup {
+    /// The parameters, under their state-dict names.
+    pub params: Vec<(String, Tensor)>,
+    /// The group's learning rate.
+    pub lr: f64,
+    /// The group's weight decay (L2 penalty, or decoupled for AdamW).
+    pub weight_decay: f64,
+}
+
+/// An optimizer's whole state: tensors (step counts, moments) under names of the form
+/// `<param name>.<state name>` (`fc1.weight.exp_avg`), plus the hyper-parameters of every
+/// group as JSON. Enough to resume exactly.
+pub struct OptimizerState {
+    pub tensors: Vec<(String, Tensor)>,
+    pub hyper: serde_json::Value,
+}
+
+/// What every optimizer does (`torch.optim.Optimizer`).
+pub trait Optimizer: Send {
+    /// Updates every parameter that has a gradient, on the parameters' device; reads nothing
+    /// back to the host.
+    fn step(&mut self) -> Result<()>;
+
+    /// Drops every parameter's gradient (PyTorch's default `set_to_none=True`).
+    fn zero_grad(&mut self);
+
+    /// The parameter groups, in order.
+    fn param_groups(&self) -> &[ParamGroup];
+
+    /// Sets the learning rate of group `group` (schedulers call this).
+    fn set_lr(&mut self, group: usize, lr: f64);
+
+    /// The state to save in a checkpoint.
+    fn state_dict(&self) -> Result<OptimizerState>;
+
+    /// Restores state saved by [`Optimizer::state_dict`]; an error naming the offending
+    /// entries when it was saved for other parameters.
+    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()>;
+}
