@@ -28,6 +28,17 @@ impl std::fmt::Debug for WgpuBackend {
     }
 }
 
+/// Why an op runs on the CPU rather than on this device.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Why {
+    /// This device has no kernel for the op, or for its dtype.
+    Unsupported,
+    /// The op's sizes or values are past what its kernel can express here.
+    Limit(&'static str),
+    /// A buffer of this many bytes is larger than one binding may cover.
+    Oversized(u64),
+}
+
 /// The GPU buffer of a view handed to this backend.
 pub(crate) fn gpu_storage<'a>(s: &Strided<'a>) -> &'a WgpuStorage {
     s.storage.as_any().downcast_ref::<WgpuStorage>().expect("liandan-backend-wgpu was handed another backend's storage")
@@ -54,23 +65,68 @@ impl WgpuBackend {
         Ok(WgpuStorage { buf: gpu.alloc(self.repr.buffer_bytes(dtype, numel))?, elem_bytes: self.repr.gpu_size(dtype), numel, dtype })
     }
 
-    /// Records that `what` ran on the CPU, warning the first time.
-    fn note_fallback(&self, what: String) {
+    /// Records that `what` ran on the CPU and why, warning the first time.
+    fn note_fallback(&self, what: &str, why: Why) {
+        let key = match why {
+            Why::Unsupported => what.to_string(),
+            Why::Limit(limit) => format!("{what}: {limit}"),
+            Why::Oversized(_) => format!("{what}: too large to bind"),
+        };
         let mut f = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
-        let n = f.entry(what.clone()).or_insert(0);
+        let n = f.entry(key).or_insert(0);
         if *n == 0 {
-            eprintln!("liandan: {what} is not supported on {}; running it on the CPU (results stay correct, but slower)", self.name());
+            let name = self.name();
+            let reason = match why {
+                Why::Unsupported => format!("{what} is not supported on {name}"),
+                Why::Limit(limit) => format!("{what} cannot run on {name}: {limit}"),
+                Why::Oversized(bytes) => {
+                    let limit = self.gpu().map(|g| g.max_binding()).unwrap_or_default();
+                    format!("{what} cannot run on {name}: a buffer of {bytes} bytes is past its {limit}-byte storage binding limit")
+                }
+            };
+            eprintln!("liandan: {reason}; running it on the CPU (results stay correct, but slower)");
         }
         *n += 1;
     }
 
+    /// The view `src` as contiguous host bytes in its dtype, read without any kernel: the
+    /// buffer span it touches comes back in windows no larger than one binding, and the strides
+    /// are applied here. What the fallbacks read through, so a view too large for the device's
+    /// own copy kernel can never send the copy back to the fallback.
+    pub(crate) fn read_view(&self, src: Strided) -> Result<Vec<u8>> {
+        let gpu = self.gpu()?;
+        let buffer = gpu_storage(&src).buffer();
+        let size = self.repr.gpu_size(src.dtype);
+        if src.layout.numel() == 0 {
+            return Ok(Vec::new());
+        }
+        // Strides are never negative: the view touches elements `offset .. max_extent`.
+        let (lo, hi) = (src.layout.offset(), src.layout.max_extent());
+        let (start, end) = ((lo * size) as u64 / 4 * 4, ((hi * size) as u64).next_multiple_of(4).min(buffer.size()));
+        let window = (gpu.max_binding() / 4 * 4).max(4);
+        let mut bytes = Vec::with_capacity((end - start) as usize);
+        let mut at = start;
+        while at < end {
+            let len = window.min(end - at);
+            bytes.extend(gpu.read(buffer, at, len)?);
+            at += len;
+        }
+        let base = start as usize;
+        let mut picked = Vec::with_capacity(src.layout.numel() * size);
+        for i in src.layout.indices() {
+            let b = i * size - base;
+            picked.extend_from_slice(&bytes[b..b + size]);
+        }
+        Ok(self.repr.gpu_to_host(&picked, src.dtype))
+    }
+
     /// Runs `f` on the CPU backend over host copies of `inputs` and uploads its `outputs`
     /// results (dtypes given) back to this device.
-    pub(crate) fn fallback(&self, what: String, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
-        self.note_fallback(what);
+    pub(crate) fn fallback(&self, what: String, why: Why, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
+        self.note_fallback(&what, why);
         let mut held = Vec::with_capacity(inputs.len());
         for s in inputs {
-            let bytes = self.to_host(*s)?;
+            let bytes = self.read_view(*s)?;
             held.push((self.cpu.from_host(&bytes, s.dtype)?, Layout::contiguous(s.layout.shape()), s.dtype));
         }
         let views: Vec<Strided> = held.iter().map(|(st, l, d)| Strided { storage: &**st, layout: l, dtype: *d }).collect();
@@ -87,19 +143,19 @@ impl WgpuBackend {
     }
 
     /// [`WgpuBackend::fallback`] for an op with one output.
-    pub(crate) fn fallback1(&self, what: String, inputs: &[Strided], out: DType, f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
-        Ok(self.fallback(what, inputs, &[out], |cpu, v| Ok(vec![f(cpu, v)?]))?.remove(0))
+    pub(crate) fn fallback1(&self, what: String, why: Why, inputs: &[Strided], out: DType, f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
+        Ok(self.fallback(what, why, inputs, &[out], |cpu, v| Ok(vec![f(cpu, v)?]))?.remove(0))
     }
 }
 
 impl WgpuBackend {
-    /// True when a view's buffer, or an output of `out_elems` elements of `dtype`, is larger
-    /// than one binding may cover here: such ops (other than the chunked elementwise ones)
-    /// run on the CPU.
-    fn oversized(&self, views: &[Strided], out_elems: usize, dtype: DType) -> bool {
-        let Ok(gpu) = self.gpu() else { return false };
-        let limit = gpu.max_binding();
-        self.repr.buffer_bytes(dtype, out_elems) > limit || views.iter().any(|v| gpu_storage(v).buffer().size() > limit)
+    /// Why an op over `views` with an output of `out_elems` elements of `dtype` cannot run
+    /// here, when one of those buffers is larger than one binding may cover: such ops (other
+    /// than the chunked elementwise ones) run on the CPU.
+    fn oversized(&self, views: &[Strided], out_elems: usize, dtype: DType) -> Option<Why> {
+        let limit = self.gpu().ok()?.max_binding();
+        let sizes = views.iter().map(|v| gpu_storage(v).buffer().size()).chain([self.repr.buffer_bytes(dtype, out_elems)]);
+        sizes.filter(|&b| b > limit).max().map(Why::Oversized)
     }
 }
 
@@ -129,6 +185,10 @@ impl Backend for WgpuBackend {
         let size = self.repr.gpu_size(src.dtype) as u64;
         let start = src.layout.offset() as u64 * size;
         let direct = src.layout.is_contiguous() && start.is_multiple_of(4);
+        if !direct && gpu_storage(&src).buffer().size() > gpu.max_binding() {
+            // The copy kernel cannot bind this buffer: gather the view on the host.
+            return self.read_view(src);
+        }
         let bytes = if direct {
             let len = (numel as u64 * size).next_multiple_of(4);
             let s = gpu_storage(&src);
@@ -177,37 +237,37 @@ impl Backend for WgpuBackend {
     fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
         let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
         let s = x.layout.shape();
-        if self.oversized(&[x], s[0] * s[2], out) {
-            return self.fallback1(format!("reduce {op:?} ({}, too large to bind)", x.dtype), &[x], out, |cpu, v| cpu.reduce(op, v[0]));
+        if let Some(why) = self.oversized(&[x], s[0] * s[2], out) {
+            return self.fallback1(format!("reduce {op:?} ({})", x.dtype), why, &[x], out, |cpu, v| cpu.reduce(op, v[0]));
         }
         self.reduce_op(op, x)
     }
 
     fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
         let (l, r) = (lhs.layout.shape(), rhs.layout.shape());
-        if self.oversized(&[lhs, rhs], l[0] * l[1] * r[2], lhs.dtype) {
-            return self.fallback1(format!("matmul ({}, too large to bind)", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+        if let Some(why) = self.oversized(&[lhs, rhs], l[0] * l[1] * r[2], lhs.dtype) {
+            return self.fallback1(format!("matmul ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         }
         self.matmul_op(lhs, rhs)
     }
 
     fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
-        if self.oversized(&[x], window.n * window.col_rows() * window.col_cols(), x.dtype) {
-            return self.fallback1(format!("im2col ({}, too large to bind)", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value));
+        if let Some(why) = self.oversized(&[x], window.n * window.col_rows() * window.col_cols(), x.dtype) {
+            return self.fallback1(format!("im2col ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value));
         }
         self.im2col_op(x, window, pad_value)
     }
 
     fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
-        if self.oversized(&[cols], window.n * window.c * window.h * window.w, cols.dtype) {
-            return self.fallback1(format!("col2im ({}, too large to bind)", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window));
+        if let Some(why) = self.oversized(&[cols], window.n * window.c * window.h * window.w, cols.dtype) {
+            return self.fallback1(format!("col2im ({})", cols.dtype), why, &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window));
         }
         self.col2im_op(cols, window)
     }
 
     fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
-        if self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
-            let mut r = self.fallback(format!("max_pool2d ({}, too large to bind)", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
+        if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
+            let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), why, &[x], &[x.dtype, DType::I64], |cpu, v| {
                 let (a, b) = cpu.max_pool2d(v[0], window)?;
                 Ok(vec![a, b])
             })?;
@@ -218,37 +278,37 @@ impl Backend for WgpuBackend {
     }
 
     fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        if self.oversized(&[x], window.n * window.c * window.col_cols(), x.dtype) {
-            return self.fallback1(format!("avg_pool2d ({}, too large to bind)", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad));
+        if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), x.dtype) {
+            return self.fallback1(format!("avg_pool2d ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad));
         }
         self.avg_pool2d_op(x, window, count_include_pad)
     }
 
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        if self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
-            return self.fallback1(format!("avg_pool2d_backward ({}, too large to bind)", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad));
+        if let Some(why) = self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
+            return self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad));
         }
         self.avg_pool2d_backward_op(dy, window, count_include_pad)
     }
 
     fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        if self.oversized(&[src, index], index.layout.numel(), src.dtype) {
-            return self.fallback1(format!("gather ({}, too large to bind)", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim));
+        if let Some(why) = self.oversized(&[src, index], index.layout.numel(), src.dtype) {
+            return self.fallback1(format!("gather ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim));
         }
         self.gather_op(src, index, dim)
     }
 
     fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
-        if self.oversized(&[dst, index, src], dst.layout.numel(), dst.dtype) {
-            return self.fallback1(format!("scatter_add ({}, too large to bind)", dst.dtype), &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim));
+        if let Some(why) = self.oversized(&[dst, index, src], dst.layout.numel(), dst.dtype) {
+            return self.fallback1(format!("scatter_add ({})", dst.dtype), why, &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim));
         }
         self.scatter_add_op(dst, index, src, dim)
     }
 
     fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
         let out = src.layout.numel() / src.layout.shape()[dim].max(1) * index.layout.numel();
-        if self.oversized(&[src, index], out, src.dtype) {
-            return self.fallback1(format!("index_select ({}, too large to bind)", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim));
+        if let Some(why) = self.oversized(&[src, index], out, src.dtype) {
+            return self.fallback1(format!("index_select ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim));
         }
         self.index_select_op(src, index, dim)
     }
@@ -282,7 +342,11 @@ impl Backend for WgpuBackend {
     }
 
     fn describe(&self) -> Vec<(String, String)> {
-        let mut facts = crate::info::describe(&self.adapter);
+        let limits = match self.gpu.get() {
+            Some(Ok(gpu)) => gpu.limits.clone(),
+            _ => self.adapter.limits(),
+        };
+        let mut facts = crate::info::describe(&self.adapter, &limits);
         // wgpu reports no total video memory; what this process holds is known exactly.
         let m = self.memory_stats().unwrap_or_default();
         let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);

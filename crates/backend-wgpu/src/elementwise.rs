@@ -6,9 +6,9 @@ use std::sync::Arc;
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
 use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, source};
-use crate::launch::{strided, Operand};
+use crate::launch::{strided, Operand, Ran};
 use crate::storage::WgpuStorage;
 use crate::repr::Repr;
 
@@ -243,15 +243,15 @@ impl WgpuBackend {
         };
         let out = self.output(dtype, numel)?;
         let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, a, b, c]);
-        if !self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
-            return self.fallback1(format!("fill ({dtype})"), &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
+        if let Err(why) = self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
+            return self.fallback1(format!("fill ({dtype})"), why, &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
         }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
         if !self.repr.computes(dtype) {
-            return self.fallback1(format!("random ({dtype})"), &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+            return self.fallback1(format!("random ({dtype})"), Why::Unsupported, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
         let out = self.output(dtype, numel)?;
         let (kind, a, b) = match dist {
@@ -261,14 +261,14 @@ impl WgpuBackend {
         };
         let meta = |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
         let src = || source(&self.repr, RANDOM, &[("x", dtype)], &[]);
-        if !self.launch(&format!("random {dtype}"), src, &[numel], &[self.dense_out(&out)], &meta)? {
-            return self.fallback1(format!("random ({dtype})"), &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+        if let Err(why) = self.launch(&format!("random {dtype}"), src, &[numel], &[self.dense_out(&out)], &meta)? {
+            return self.fallback1(format!("random ({dtype})"), why, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
         Ok(Arc::new(out))
     }
 
     /// Writes the view `src` into `dst` viewed through `dst_layout` (same shape).
-    fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<bool> {
+    fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<Ran> {
         let key = format!("copy {}", self.repr.storage_type(src.dtype));
         let out = Operand { buffer: dst.buffer(), layout: Some(dst_layout), elem: self.repr.gpu_size(dst.dtype) as u64 };
         self.launch(&key, || source(&self.repr, COPY, &[("x", src.dtype)], &[]), src.layout.shape(), &[self.operand(&src), out], &strided)
@@ -276,8 +276,8 @@ impl WgpuBackend {
 
     pub(crate) fn copy_view(&self, src: Strided) -> Result<Storage> {
         let out = self.output(src.dtype, src.layout.numel())?;
-        if !self.copy_into(src, &out, &dense(src.layout.shape()))? {
-            return self.fallback1(format!("copy ({})", src.dtype), &[src], src.dtype, |cpu, v| cpu.copy(v[0]));
+        if let Err(why) = self.copy_into(src, &out, &dense(src.layout.shape()))? {
+            return self.fallback1(format!("copy ({})", src.dtype), why, &[src], src.dtype, |cpu, v| cpu.copy(v[0]));
         }
         Ok(Arc::new(out))
     }
@@ -292,8 +292,9 @@ impl WgpuBackend {
         for p in parts {
             let len = p.layout.shape()[dim];
             let dst = full.narrow(dim, start, len)?;
-            if p.layout.numel() > 0 && !self.copy_into(*p, &out, &dst)? {
-                return self.fallback1(format!("concat ({})", first.dtype), parts, first.dtype, |cpu, v| cpu.concat(v, dim));
+            let ran = if p.layout.numel() > 0 { self.copy_into(*p, &out, &dst)? } else { Ok(()) };
+            if let Err(why) = ran {
+                return self.fallback1(format!("concat ({})", first.dtype), why, parts, first.dtype, |cpu, v| cpu.concat(v, dim));
             }
             start += len;
         }
@@ -305,9 +306,9 @@ impl WgpuBackend {
         let exotic = |d: DType| d == DType::F64 && !self.repr.f64;
         let out = self.output(to, src.layout.numel())?;
         let key = format!("cast {from} -> {to}");
-        let ran = !exotic(from) && !exotic(to) && self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)?;
-        if !ran {
-            return self.fallback1(format!("cast ({from} -> {to})"), &[src], to, |cpu, v| cpu.cast(v[0], to));
+        let ran = if exotic(from) || exotic(to) { Err(Why::Unsupported) } else { self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)? };
+        if let Err(why) = ran {
+            return self.fallback1(format!("cast ({from} -> {to})"), why, &[src], to, |cpu, v| cpu.cast(v[0], to));
         }
         Ok(Arc::new(out))
     }
@@ -316,9 +317,9 @@ impl WgpuBackend {
         let native = self.repr.computes(x.dtype) && (x.dtype != DType::F64 || f64_capable(op));
         let out = self.output(x.dtype, x.layout.numel())?;
         let key = format!("unary {op:?} {}", x.dtype);
-        let ran = native && self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)?;
-        if !ran {
-            return self.fallback1(format!("unary {op:?} ({})", x.dtype), &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
+        let ran = if native { self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)? } else { Err(Why::Unsupported) };
+        if let Err(why) = ran {
+            return self.fallback1(format!("unary {op:?} ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
         }
         Ok(Arc::new(out))
     }
@@ -328,9 +329,9 @@ impl WgpuBackend {
         let out = self.output(lhs.dtype, lhs.layout.numel())?;
         let key = format!("binary {op:?} {}", lhs.dtype);
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran = native && self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)?;
-        if !ran {
-            return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
+        let ran = if native { self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
+        if let Err(why) = ran {
+            return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
         }
         Ok(Arc::new(out))
     }
@@ -341,9 +342,9 @@ impl WgpuBackend {
         let out = self.output(DType::Bool, lhs.layout.numel())?;
         let key = format!("compare {op:?} {dtype}");
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran = native && self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)?;
-        if !ran {
-            return self.fallback1(format!("compare {op:?} ({dtype})"), &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
+        let ran = if native { self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
+        if let Err(why) = ran {
+            return self.fallback1(format!("compare {op:?} ({dtype})"), why, &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
         }
         Ok(Arc::new(out))
     }
@@ -353,8 +354,8 @@ impl WgpuBackend {
         let out = self.output(dtype, cond.layout.numel())?;
         let key = format!("select {}", self.repr.storage_type(dtype));
         let operands = [self.operand(&cond), self.operand(&on_true), self.operand(&on_false), self.dense_out(&out)];
-        if !self.launch(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), cond.layout.shape(), &operands, &strided)? {
-            return self.fallback1(format!("select ({dtype})"), &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
+        if let Err(why) = self.launch(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), cond.layout.shape(), &operands, &strided)? {
+            return self.fallback1(format!("select ({dtype})"), why, &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
         }
         Ok(Arc::new(out))
     }

@@ -81,13 +81,28 @@ pub(crate) type Binding<'a> = &'a wgpu::Buffer;
 /// multiples of the adapter's storage offset alignment.
 pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
+/// `LIANDAN_WGPU_MAX_BINDING`: a smaller storage binding limit (bytes) than the adapter's, so
+/// the paths for buffers past the limit (lavapipe's is 128 MiB) can be tried on any GPU.
+fn binding_cap() -> Result<Option<u64>> {
+    match std::env::var("LIANDAN_WGPU_MAX_BINDING") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
+            Ok(b) if b >= 1 << 16 => Ok(Some(b / 256 * 256)),
+            _ => Err(Error::Device(format!("LIANDAN_WGPU_MAX_BINDING={v:?} is not a byte count of at least 65536; unset it to use the adapter's limit"))),
+        },
+        _ => Ok(None),
+    }
+}
+
 impl Gpu {
     pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
         let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64;
         let features = adapter.features() & wanted;
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
+        if let Some(cap) = binding_cap()? {
+            limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap);
+        }
         let desc = wgpu::DeviceDescriptor {
             label: Some("liandan"),
             required_features: features,

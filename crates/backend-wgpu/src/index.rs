@@ -11,7 +11,8 @@ use std::sync::Arc;
 use liandan_tensor::layout::contiguous_strides;
 use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::launch::WIDE;
 use crate::kernels::{grid, source, strided_meta};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
@@ -62,12 +63,7 @@ fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, ex
 }
 
 /// A kernel's output, or why it cannot run here (appended to the fallback's description).
-type Native = std::result::Result<Storage, &'static str>;
-
-const WIDE: &str = ", beyond 32-bit indexing";
-/// Each kernel binds whole buffers; one larger than a binding may cover (128 MiB on lavapipe)
-/// would need the launch split, which these do not do yet.
-const HUGE: &str = ", beyond one binding";
+type Native = std::result::Result<Storage, Why>;
 
 impl WgpuBackend {
     /// `out[e] = src[base(e) + idx[e] * step]` over `shape`, for gather and index-select.
@@ -87,7 +83,7 @@ impl WgpuBackend {
 
     pub(crate) fn gather_op(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
         let (ls, li) = (src.layout, index.layout);
-        let mut why = "";
+        let mut why = Why::Unsupported;
         if fits(&index, ls.shape(), dim) {
             let (strides, step) = split_stride(ls.strides(), dim);
             let base = Layout::new(li.shape().to_vec(), strides, ls.offset());
@@ -96,12 +92,12 @@ impl WgpuBackend {
                 Err(w) => why = w,
             }
         }
-        self.fallback1(format!("gather ({}{why})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim))
+        self.fallback1(format!("gather ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim))
     }
 
     pub(crate) fn index_select_op(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
         let (ls, li) = (src.layout, index.layout);
-        let mut why = "";
+        let mut why = Why::Unsupported;
         if index.dtype == DType::I64 && li.rank() == 1 && dim < ls.rank() {
             // The gather walk, with the 1-D index broadcast over the result's shape.
             let mut shape = ls.shape().to_vec();
@@ -116,20 +112,20 @@ impl WgpuBackend {
                 Err(w) => why = w,
             }
         }
-        self.fallback1(format!("index_select ({}{why})", src.dtype), &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim))
+        self.fallback1(format!("index_select ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim))
     }
 
     pub(crate) fn scatter_add_op(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
         let dtype = dst.dtype;
         let (ld, li) = (dst.layout, index.layout);
-        let mut why = "";
+        let mut why = Why::Unsupported;
         if scatter_native(&self.repr, dtype) && src.dtype == dtype && li.shape() == src.layout.shape() && fits(&index, ld.shape(), dim) {
             match self.scatter_add_native(dst, index, src, dim)? {
                 Ok(out) => return Ok(out),
                 Err(w) => why = w,
             }
         }
-        self.fallback1(format!("scatter_add ({dtype}{why})"), &[dst, index, src], dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim))
+        self.fallback1(format!("scatter_add ({dtype})"), why, &[dst, index, src], dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim))
     }
 
     /// Scatter-add into an f32 copy of `dst`, rounded to `dst`'s dtype at the end (so a bf16 or
@@ -146,8 +142,10 @@ impl WgpuBackend {
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), acc_buf, &fault];
         // backend.rs checked the operands; the f32 accumulator can be twice a native-f16 `dst`.
+        // Each kernel binds whole buffers: one larger than a binding would need the launch
+        // split, which these do not do yet.
         if acc_buf.size() > gpu.max_binding() {
-            return Ok(Err(HUGE));
+            return Ok(Err(Why::Oversized(acc_buf.size())));
         }
         let key = format!("scatter_add {}", dst.dtype);
         let kernel = gpu.kernel(&key, &[], || scatter_add_source(&self.repr, dst.dtype))?;

@@ -40,11 +40,11 @@ pub fn adapters() -> Vec<AdapterSummary> {
         .collect()
 }
 
-/// Name, API, type, the features liandan uses, the limits it depends on, and memory hints.
-pub(crate) fn describe(adapter: &wgpu::Adapter) -> Vec<(String, String)> {
+/// Name, API, type, the features liandan uses, the limits it depends on (`l`: the opened
+/// device's, which may be lower than the adapter's), and memory hints.
+pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String, String)> {
     let i = adapter.get_info();
     let f = adapter.features();
-    let l = adapter.limits();
     let mib = |b: u64| format!("{} MiB", b >> 20);
     let flags: Vec<&str> = [(wgpu::Features::SHADER_F16, "shader-f16"), (wgpu::Features::SHADER_F64, "shader-f64"), (wgpu::Features::SUBGROUP, "subgroup"), (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query")]
         .iter()

@@ -4,7 +4,7 @@
 
 use liandan_tensor::{Layout, Result};
 
-use crate::backend::WgpuBackend;
+use crate::backend::{WgpuBackend, Why};
 use crate::gpu::Window;
 use crate::kernels::{grid, strided_meta};
 
@@ -16,6 +16,12 @@ pub(crate) struct Operand<'a> {
     /// Bytes per element as stored on the GPU.
     pub elem: u64,
 }
+
+/// Whether a launch ran, or why it cannot run on this device.
+pub(crate) type Ran = std::result::Result<(), Why>;
+
+/// The meta block of a launch cannot carry the op's sizes.
+pub(crate) const WIDE: Why = Why::Limit("beyond 32-bit indexing");
 
 /// Builds a chunk's meta block from its element count, its first global element and the 1-D
 /// layouts of the operands that have one.
@@ -60,20 +66,20 @@ pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<
 }
 
 impl WgpuBackend {
-    /// Dispatches the kernel `key` over the `numel` elements of `shape`. Returns `false` when
-    /// the work cannot be expressed on this device (beyond 32-bit indexing, or a buffer too
-    /// large to bind whose view cannot be chunked); the caller then falls back to the CPU.
-    pub(crate) fn launch(&self, key: &str, src: impl FnOnce() -> String, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<bool> {
+    /// Dispatches the kernel `key` over the `numel` elements of `shape`, or says why the work
+    /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
+    /// bind whose view cannot be chunked); the caller then falls back to the CPU.
+    pub(crate) fn launch(&self, key: &str, src: impl FnOnce() -> String, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
         let gpu = self.gpu()?;
         let numel: usize = shape.iter().product();
         let limit = gpu.max_binding();
         if operands.iter().all(|o| o.buffer.size() <= limit) {
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
-            let Some(m) = meta(numel, 0, &layouts) else { return Ok(false) };
+            let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let kernel = gpu.kernel(key, &[], src)?;
             let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
             gpu.dispatch(&kernel, &m, &buffers, grid(numel))?;
-            return Ok(true);
+            return Ok(Ok(()));
         }
         // Chunked: every operand must be dense over `shape`, or a broadcast scalar.
         let chunkable = operands.iter().all(|o| match o.layout {
@@ -81,7 +87,8 @@ impl WgpuBackend {
             Some(l) => l.strides().iter().all(|&s| s == 0) && o.buffer.size() <= limit || l.is_contiguous() && l.numel() == numel,
         });
         if !chunkable {
-            return Ok(false);
+            let largest = operands.iter().map(|o| o.buffer.size()).max().unwrap_or(0);
+            return Ok(Err(Why::Oversized(largest)));
         }
         let align = gpu.offset_alignment().max(4);
         let max_elem = operands.iter().map(|o| o.elem).max().unwrap_or(4);
@@ -110,11 +117,11 @@ impl WgpuBackend {
                     }
                 }
             }
-            let Some(m) = meta(len, i0, &layouts) else { return Ok(false) };
+            let Some(m) = meta(len, i0, &layouts) else { return Ok(Err(WIDE)) };
             gpu.dispatch_windows(&kernel, &m, &windows, grid(len))?;
             i0 += len;
         }
-        Ok(true)
+        Ok(Ok(()))
     }
 }
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use liandan_tensor::{Backend, DType, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::launch::WIDE;
 use crate::kernels::source;
 use crate::repr::Repr;
 
@@ -196,7 +197,8 @@ impl WgpuBackend {
         let meta: Option<Vec<u32>> = words.iter().map(|&w| u32::try_from(w).ok()).collect();
         let fits = u32::try_from(splits * batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
         let (true, Some(meta), true) = (self.repr.computes(dtype), meta, fits) else {
-            return self.fallback1(format!("matmul ({dtype})"), &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+            let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
+            return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
         let out = self.output(dtype, batch * m * n)?;
         let v = Variant { h: tile as u32 / 64, a: a.load(2), b: b.load(1), out4: n % 4 == 0, partial: splits > 1 };

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{Backend, DType, Error, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::launch::WIDE;
 use crate::kernels::{grid, source, WG};
 use crate::repr::Repr;
 
@@ -173,7 +174,8 @@ impl WgpuBackend {
         };
         let fits = whole.meta().is_some() && u32::try_from(x.layout.max_extent()).is_ok();
         if !self.repr.computes(x.dtype) || !fits {
-            return self.fallback1(format!("reduce {op:?} ({})", x.dtype), &[x], out_dtype, |cpu, v| cpu.reduce(op, v[0]));
+            let why = if self.repr.computes(x.dtype) { WIDE } else { Why::Unsupported };
+            return self.fallback1(format!("reduce {op:?} ({})", x.dtype), why, &[x], out_dtype, |cpu, v| cpu.reduce(op, v[0]));
         }
         let out = self.output(out_dtype, whole.outputs())?;
         let input = gpu_storage(&x).buffer();

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::launch::WIDE;
 use crate::kernels::{grid, source};
 use crate::repr::Repr;
 
@@ -100,7 +101,7 @@ fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize
 }
 
 /// A kernel's outputs, or why it cannot run here (appended to the fallback's description).
-type Native = std::result::Result<Vec<Storage>, &'static str>;
+type Native = std::result::Result<Vec<Storage>, Why>;
 
 impl WgpuBackend {
     /// Runs the `kind` kernel over `x`, returning its outputs (values, then indices for max
@@ -109,7 +110,7 @@ impl WgpuBackend {
         let dtype = x.dtype;
         let pool = matches!(kind, Kind::AvgPool | Kind::AvgPoolBackward);
         if !self.repr.computes(dtype) || !geometry_ok(w) || x.layout.shape() != kind.input_shape(w) || (pool && w.dilation != (1, 1)) {
-            return Ok(Err(""));
+            return Ok(Err(Why::Unsupported));
         }
         // The tensor layer hands over contiguous views; anything else is made so first.
         let held;
@@ -121,7 +122,7 @@ impl WgpuBackend {
             Strided { storage: &*held, layout: &contiguous, dtype }
         };
         let n = kind.outputs(w);
-        let Some(meta) = window_meta(w, n, x.layout.offset(), x.layout.numel(), extra) else { return Ok(Err(", beyond 32-bit indexing")) };
+        let Some(meta) = window_meta(w, n, x.layout.offset(), x.layout.numel(), extra) else { return Ok(Err(WIDE)) };
         let mut outs = vec![self.output(dtype, n)?];
         if kind == Kind::MaxPool {
             outs.push(self.output(DType::I64, n)?);
@@ -139,25 +140,25 @@ impl WgpuBackend {
         let pad = if x.dtype == DType::F64 { split_pad(pad_value) } else { Some([(pad_value as f32).to_bits(), 0, 0]) };
         let out = match pad {
             Some(extra) => self.window_kernel(Kind::Im2col, x, &window, extra)?,
-            None => Err(", pad value beyond f32's range"),
+            None => Err(Why::Limit("pad value beyond f32's range")),
         };
         match out {
             Ok(mut v) => Ok(v.remove(0)),
-            Err(why) => self.fallback1(format!("im2col ({}{why})", x.dtype), &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value)),
+            Err(why) => self.fallback1(format!("im2col ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value)),
         }
     }
 
     pub(crate) fn col2im_op(&self, cols: Strided, window: Window2d) -> Result<Storage> {
         match self.window_kernel(Kind::Col2im, cols, &window, [0, 0, 0])? {
             Ok(mut v) => Ok(v.remove(0)),
-            Err(why) => self.fallback1(format!("col2im ({}{why})", cols.dtype), &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window)),
+            Err(why) => self.fallback1(format!("col2im ({})", cols.dtype), why, &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window)),
         }
     }
 
     pub(crate) fn max_pool2d_op(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
         let mut r = match self.window_kernel(Kind::MaxPool, x, &window, [f32::NEG_INFINITY.to_bits(), 0, 0])? {
             Ok(v) => v,
-            Err(why) => self.fallback(format!("max_pool2d ({}{why})", x.dtype), &[x], &[x.dtype, DType::I64], |cpu, v| {
+            Err(why) => self.fallback(format!("max_pool2d ({})", x.dtype), why, &[x], &[x.dtype, DType::I64], |cpu, v| {
                 let (a, b) = cpu.max_pool2d(v[0], window)?;
                 Ok(vec![a, b])
             })?,
@@ -169,14 +170,14 @@ impl WgpuBackend {
     pub(crate) fn avg_pool2d_op(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
         match self.window_kernel(Kind::AvgPool, x, &window, [count_include_pad as u32, 0, 0])? {
             Ok(mut v) => Ok(v.remove(0)),
-            Err(why) => self.fallback1(format!("avg_pool2d ({}{why})", x.dtype), &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad)),
+            Err(why) => self.fallback1(format!("avg_pool2d ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad)),
         }
     }
 
     pub(crate) fn avg_pool2d_backward_op(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
         match self.window_kernel(Kind::AvgPoolBackward, dy, &window, [count_include_pad as u32, 0, 0])? {
             Ok(mut v) => Ok(v.remove(0)),
-            Err(why) => self.fallback1(format!("avg_pool2d_backward ({}{why})", dy.dtype), &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad)),
+            Err(why) => self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad)),
         }
     }
 }

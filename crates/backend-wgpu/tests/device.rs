@@ -86,3 +86,61 @@ fn f64_fills_keep_infinities_and_values_beyond_f32() {
     let nan = Tensor::full(&[2], f64::NAN, DType::F64, &d).unwrap().to_vec::<f64>().unwrap();
     assert!(nan.iter().all(|x| x.is_nan()));
 }
+
+/// The device's storage binding limit in bytes, as `describe()` reports it (whole MiB).
+fn binding_limit(d: &Device) -> u64 {
+    let facts = d.describe();
+    let mib = facts.iter().find(|(k, _)| k == "max storage binding").and_then(|(_, v)| v.trim_end_matches(" MiB").parse::<u64>().ok());
+    mib.expect("describe() reports the storage binding limit in MiB") << 20
+}
+
+#[test]
+fn non_contiguous_views_of_a_buffer_past_the_binding_limit_work() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    // 128 MiB + 256 bytes of f32: just past lavapipe's limit.
+    let (rows, cols) = (524_289, 64);
+    let x = Tensor::rand(&[rows, cols], -1.0, 1.0, 11, DType::F32, &d).unwrap();
+    let limit = binding_limit(&d);
+    if (rows * cols * 4) as u64 <= limit {
+        eprintln!("skipping: this device binds {limit} bytes at once; run with LIANDAN_WGPU_MAX_BINDING=134217728 to test buffers past the limit");
+        return;
+    }
+    let xc = Tensor::rand(&[rows, cols], -1.0, 1.0, 11, DType::F32, &cpu).unwrap();
+    let same = |what: &str, g: &Tensor, c: &Tensor| {
+        assert_eq!(g.shape(), c.shape(), "{what}");
+        assert!(g.to_vec::<f32>().unwrap() == c.to_vec::<f32>().unwrap(), "{what}: values differ from the CPU's");
+    };
+    // Transposed: read back, and made contiguous (a copy no kernel can bind).
+    same("transpose", &x.t().unwrap(), &xc.t().unwrap());
+    let tc = x.t().unwrap().contiguous().unwrap();
+    same("transpose, contiguous", &tc, &xc.t().unwrap().contiguous().unwrap());
+    drop(tc);
+    // Narrowed along the inner axis, and small views far into the buffer.
+    same("narrow", &x.narrow(1usize, 5, 50).unwrap(), &xc.narrow(1usize, 5, 50).unwrap());
+    let tail = |t: &Tensor| t.narrow(0usize, rows - 3, 3).unwrap().t().unwrap();
+    same("narrow, transpose", &tail(&x).contiguous().unwrap(), &tail(&xc));
+    // Expanded (stride 0) from the last rows.
+    let expand = |t: &Tensor| t.narrow(0usize, rows - 2, 2).unwrap().unsqueeze(0usize).unwrap().expand(&[3, 2, cols]).unwrap();
+    same("expand", &expand(&x), &expand(&xc));
+    same("expand, contiguous", &expand(&x).contiguous().unwrap(), &expand(&xc));
+    // Fed to matmul and conv2d.
+    let close = |what: &str, g: Tensor, c: Tensor| {
+        let (g, c) = (g.to_vec::<f32>().unwrap(), c.to_vec::<f32>().unwrap());
+        assert_eq!(g.len(), c.len(), "{what}");
+        for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+            assert!((a - b).abs() <= 1e-4 + 1e-4 * b.abs(), "{what}: element {i}: {a} vs {b}");
+        }
+    };
+    let lhs = |t: &Tensor| t.narrow(0usize, 1000, 96).unwrap().t().unwrap();
+    let rhs = |t: &Tensor| t.narrow(0usize, rows - 96, 96).unwrap();
+    close("matmul", lhs(&x).matmul(&rhs(&x)).unwrap(), lhs(&xc).matmul(&rhs(&xc)).unwrap());
+    let image = |t: &Tensor| t.narrow(0usize, rows - 64, 64).unwrap().t().unwrap().unsqueeze(0usize).unwrap().unsqueeze(0usize).unwrap();
+    let wc = Tensor::rand(&[4, 1, 3, 3], -1.0, 1.0, 12, DType::F32, &cpu).unwrap();
+    let w = wc.to_device(&d).unwrap();
+    let conv = |t: &Tensor, w: &Tensor| t.conv2d(w, None, (1, 1), (1, 1), (1, 1), 1).unwrap();
+    close("conv2d", conv(&image(&x), &w), conv(&image(&xc), &wc));
+    // The fallback says why it ran on the CPU.
+    let report = d.fallback_report();
+    assert!(report.iter().any(|(op, _)| op.starts_with("copy (f32)") && op.contains("too large to bind")), "{report:?}");
+}
