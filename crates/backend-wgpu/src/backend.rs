@@ -175,7 +175,7 @@ impl Backend for WgpuBackend {
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
         let numel = bytes.len() / dtype.size_in_bytes();
         let out = self.output(dtype, numel)?;
-        self.gpu()?.upload(out.buffer(), 0, &self.repr.host_to_gpu(bytes, dtype));
+        self.gpu()?.upload(out.buffer(), 0, &self.repr.host_to_gpu(bytes, dtype))?;
         Ok(Arc::new(out))
     }
 
@@ -326,7 +326,7 @@ impl Backend for WgpuBackend {
 
     fn memory_stats(&self) -> Option<MemoryStats> {
         match self.gpu.get() {
-            Some(Ok(gpu)) => Some(gpu.pool.stats()),
+            Some(Ok(gpu)) => Some(MemoryStats { staging: gpu.staging_bytes(), ..gpu.pool.stats() }),
             _ => Some(MemoryStats::default()),
         }
     }
@@ -350,7 +350,7 @@ impl Backend for WgpuBackend {
         // wgpu reports no total video memory; what this process holds is known exactly.
         let m = self.memory_stats().unwrap_or_default();
         let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
-        facts.push(("memory (this process)".into(), format!("{} in use, {} pooled, {} peak", mib(m.in_use), mib(m.pooled), mib(m.peak))));
+        facts.push(("memory (this process)".into(), format!("{} in use, {} pooled, {} peak, {} upload staging", mib(m.in_use), mib(m.pooled), mib(m.peak), mib(m.staging))));
         facts
     }
 }

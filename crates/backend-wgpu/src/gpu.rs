@@ -5,8 +5,14 @@
 //! needs data (`read`), on `synchronize`, or after `MAX_BATCH` dispatches. A training step
 //! that reads nothing back never waits. Each dispatch's small parameter block ("meta") goes
 //! into a slot of one arena buffer that is written once per batch, just before its submit.
+//!
+//! Uploads go through staging buffers that the driver frees only once the copy out of them has
+//! run. They are counted (`MemoryStats::staging`) and bounded: past `UPLOAD_BATCH` pending bytes
+//! the batch is submitted, and past `UPLOAD_LIMIT` bytes not yet released the host waits for
+//! the GPU, so loading a checkpoint in a loop cannot grow memory without end.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use liandan_tensor::{Error, Result};
@@ -19,6 +25,10 @@ const MAX_BATCH: usize = 512;
 /// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
 const SLOT_BYTES: u64 = 256;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
+/// Upload bytes recorded before the batch is submitted, so their staging can be released.
+const UPLOAD_BATCH: u64 = 64 << 20;
+/// Upload staging bytes not yet released past which an upload waits for the GPU.
+pub const UPLOAD_LIMIT: u64 = 256 << 20;
 
 /// A compiled compute pipeline and its bind group layout.
 pub(crate) struct Kernel {
@@ -33,6 +43,8 @@ struct Recorder {
     pass: Option<wgpu::ComputePass<'static>>,
     meta: Vec<u32>,
     dispatches: usize,
+    /// Bytes uploaded into the open encoder.
+    uploads: u64,
 }
 
 impl Recorder {
@@ -62,6 +74,9 @@ pub(crate) struct Gpu {
     arena: wgpu::Buffer,
     slot_bytes: u64,
     recorder: Mutex<Recorder>,
+    /// Bytes in upload staging buffers not yet released: recorded, or submitted and not yet
+    /// finished (each submission subtracts its own when the GPU is done with it).
+    staging: Arc<AtomicU64>,
     kernels: Mutex<HashMap<String, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
@@ -138,7 +153,8 @@ impl Gpu {
             pool,
             arena,
             slot_bytes,
-            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0 }),
+            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0 }),
+            staging: Arc::default(),
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
@@ -239,9 +255,10 @@ impl Gpu {
 
     /// Records a copy of host bytes into `dst` at `offset`, ordered after the work already
     /// recorded (a `queue.write_buffer` would land before it, under a buffer still being read).
-    pub(crate) fn upload(&self, dst: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+    /// Bounded by `UPLOAD_LIMIT` (see the module docs).
+    pub(crate) fn upload(&self, dst: &wgpu::Buffer, offset: u64, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
-            return;
+            return Ok(());
         }
         let mut padded;
         let data = if bytes.len().is_multiple_of(4) { bytes } else {
@@ -252,6 +269,21 @@ impl Gpu {
         let staging = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: Some("liandan upload"), contents: data, usage: wgpu::BufferUsages::COPY_SRC });
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         rec.encoder(&self.device).copy_buffer_to_buffer(&staging, 0, dst, offset, data.len() as u64);
+        rec.uploads += staging.size();
+        let staged = self.staging.fetch_add(staging.size(), Ordering::Relaxed) + staging.size();
+        if rec.uploads >= UPLOAD_BATCH || staged > UPLOAD_LIMIT {
+            self.submit(&mut rec);
+        }
+        if staged > UPLOAD_LIMIT {
+            // Everything is submitted: once the GPU is done, the driver frees every staging buffer.
+            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err("upload", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Bytes in upload staging buffers not yet released.
+    pub(crate) fn staging_bytes(&self) -> u64 {
+        self.staging.load(Ordering::Relaxed)
     }
 
     fn submit(&self, rec: &mut Recorder) {
@@ -261,6 +293,12 @@ impl Gpu {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
         self.queue.submit([encoder.finish()]);
+        if rec.uploads > 0 {
+            let (staging, bytes) = (self.staging.clone(), std::mem::take(&mut rec.uploads));
+            self.queue.on_submitted_work_done(move || {
+                staging.fetch_sub(bytes, Ordering::Relaxed);
+            });
+        }
         rec.meta.clear();
         rec.dispatches = 0;
     }
@@ -332,7 +370,7 @@ impl Gpu {
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&data[at as usize..]);
         if words[0] != 0 {
             // Report the first bad index once, and clear the flag for what follows.
-            self.upload(&index_fault, 0, &[0; INDEX_FAULT_BYTES as usize]);
+            self.upload(&index_fault, 0, &[0; INDEX_FAULT_BYTES as usize])?;
             self.flush();
             let index = ((words[2] as u64) << 32 | words[1] as u64) as i64;
             return Err(liandan_tensor::Error::IndexOutOfRange { op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)", index, size: words[3] as usize });

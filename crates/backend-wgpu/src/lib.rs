@@ -28,6 +28,7 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
+pub use gpu::UPLOAD_LIMIT;
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
 

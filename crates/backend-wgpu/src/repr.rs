@@ -13,6 +13,8 @@
 //! Every kernel handles one element per invocation; sub-word stores (8- or 16-bit) would race
 //! between neighbouring invocations, which is why the small integer types take a word.
 
+use std::borrow::Cow;
+
 use liandan_tensor::DType;
 
 /// What the adapter can hold natively.
@@ -59,13 +61,14 @@ impl Repr {
     }
 
     /// Host bytes in the tensor's dtype to GPU element bytes.
-    pub(crate) fn host_to_gpu(&self, bytes: &[u8], dtype: DType) -> Vec<u8> {
-        let widen = |v: Vec<f32>| bytemuck::cast_slice(&v).to_vec();
+    /// (Borrowed where they agree, so that an f32 upload copies nothing extra.)
+    pub(crate) fn host_to_gpu<'a>(&self, bytes: &'a [u8], dtype: DType) -> Cow<'a, [u8]> {
+        let widen = |v: Vec<f32>| Cow::Owned(bytemuck::cast_slice(&v).to_vec());
         match dtype {
             DType::BF16 => widen(bytemuck::pod_collect_to_vec::<u8, half::bf16>(bytes).iter().map(|x| x.to_f32()).collect()),
             DType::F16 if !self.f16 => widen(bytemuck::pod_collect_to_vec::<u8, half::f16>(bytes).iter().map(|x| x.to_f32()).collect()),
-            DType::U8 | DType::Bool => bytemuck::cast_slice(&bytes.iter().map(|&b| b as u32).collect::<Vec<u32>>()).to_vec(),
-            _ => bytes.to_vec(),
+            DType::U8 | DType::Bool => Cow::Owned(bytemuck::cast_slice(&bytes.iter().map(|&b| b as u32).collect::<Vec<u32>>()).to_vec()),
+            _ => Cow::Borrowed(bytes),
         }
     }
 

@@ -1,9 +1,14 @@
 //! Memory stays flat over many identical training steps: after warm-up the caching
-//! allocator serves every request from its pool. (A test binary of its own, so no other test
-//! allocates on the device meanwhile.)
+//! allocator serves every request from its pool; upload staging is counted and bounded. (A
+//! test binary of its own, its tests one at a time, so no other test allocates meanwhile.)
 
-use liandan_backend_wgpu as _;
+use std::sync::Mutex;
+
+use liandan_backend_wgpu::UPLOAD_LIMIT;
 use liandan_tensor::{no_grad, DType, Device, Reduction, Tensor};
+
+/// Held by each test: they read the device's counters, which the other would move.
+static ALONE: Mutex<()> = Mutex::new(());
 
 mod common;
 use common::gpu;
@@ -29,6 +34,7 @@ fn train_step(d: &Device, params: &[Tensor], x: &Tensor, y: &Tensor) {
 
 #[test]
 fn memory_stays_flat_over_training_steps() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
     let Some(d) = gpu() else { return };
     let x = Tensor::randn(&[8, 3, 16, 16], 1, DType::F32, &d).unwrap();
     let y = Tensor::from_vec((0..8).map(|i| i % 10).collect::<Vec<i64>>(), &[8], &d).unwrap();
@@ -57,3 +63,25 @@ fn memory_stays_flat_over_training_steps() {
     assert_eq!(d.memory_stats().unwrap().pooled, 0);
 }
 
+
+#[test]
+fn upload_staging_is_counted_and_bounded() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    d.synchronize().unwrap();
+    // 1,000 uploads of 2 MiB with no read-back or synchronize: 2 GB through staging buffers.
+    let data: Vec<f32> = (0..1 << 19).map(|i| i as f32).collect();
+    let upload = (data.len() * 4) as u64;
+    let mut most = 0;
+    for _ in 0..1000 {
+        let t = Tensor::from_slice(&data, &[data.len()], &d).unwrap();
+        let staging = d.memory_stats().unwrap().staging;
+        assert!(staging <= UPLOAD_LIMIT + upload, "{staging} bytes of upload staging, past the {UPLOAD_LIMIT}-byte bound");
+        most = most.max(staging);
+        drop(t);
+    }
+    assert!(most >= upload, "uploads were not counted: at most {most} bytes of staging");
+    let last = Tensor::from_slice(&data, &[data.len()], &d).unwrap();
+    assert_eq!(last.to_vec::<f32>().unwrap(), data, "the last upload arrived intact");
+    assert_eq!(d.memory_stats().unwrap().staging, 0, "a read-back waits for every upload, releasing its staging");
+}

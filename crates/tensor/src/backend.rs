@@ -255,4 +255,7 @@ pub struct MemoryStats {
     pub peak: u64,
     /// Buffers created from the driver so far (reuses not counted): flat after warm-up.
     pub allocations: u64,
+    /// Bytes in host-to-device upload staging buffers not yet released (outside the pool; a
+    /// backend bounds them).
+    pub staging: u64,
 }
