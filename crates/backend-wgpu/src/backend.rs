@@ -59,10 +59,15 @@ impl WgpuBackend {
             .map_err(|e| Error::Device(e.clone()))
     }
 
-    /// A fresh buffer for `numel` elements of `dtype`.
+    /// A fresh buffer for `numel` elements of `dtype`, or an error naming the bytes asked for
+    /// when this device cannot hold them (never a panic or an abort).
     pub(crate) fn output(&self, dtype: DType, numel: usize) -> Result<WgpuStorage> {
         let gpu = self.gpu()?;
-        Ok(WgpuStorage { buf: gpu.alloc(self.repr.buffer_bytes(dtype, numel))?, elem_bytes: self.repr.gpu_size(dtype), numel, dtype })
+        let elem_bytes = self.repr.gpu_size(dtype);
+        let Some(bytes) = (numel as u64).checked_mul(elem_bytes as u64).and_then(|b| b.checked_next_multiple_of(4)) else {
+            return Err(gpu.err("alloc", format!("{numel} elements of {dtype} ({elem_bytes} bytes each) need more than 2^64 bytes")));
+        };
+        Ok(WgpuStorage { buf: gpu.alloc(bytes.max(4))?, elem_bytes, numel, dtype })
     }
 
     /// Records that `what` ran on the CPU and why, warning the first time.
@@ -103,14 +108,7 @@ impl WgpuBackend {
         // Strides are never negative: the view touches elements `offset .. max_extent`.
         let (lo, hi) = (src.layout.offset(), src.layout.max_extent());
         let (start, end) = ((lo * size) as u64 / 4 * 4, ((hi * size) as u64).next_multiple_of(4).min(buffer.size()));
-        let window = (gpu.max_binding() / 4 * 4).max(4);
-        let mut bytes = Vec::with_capacity((end - start) as usize);
-        let mut at = start;
-        while at < end {
-            let len = window.min(end - at);
-            bytes.extend(gpu.read(buffer, at, len)?);
-            at += len;
-        }
+        let bytes = gpu.read_windows(buffer, start, end)?;
         let base = start as usize;
         let mut picked = Vec::with_capacity(src.layout.numel() * size);
         for i in src.layout.indices() {
@@ -190,10 +188,9 @@ impl Backend for WgpuBackend {
             return self.read_view(src);
         }
         let bytes = if direct {
-            let len = (numel as u64 * size).next_multiple_of(4);
             let s = gpu_storage(&src);
-            let len = len.min(s.buffer().size() - start);
-            gpu.read(s.buffer(), start, len)?
+            let end = (start + numel as u64 * size).next_multiple_of(4).min(s.buffer().size());
+            gpu.read_windows(s.buffer(), start, end)?
         } else {
             let copy = self.copy(src)?;
             let s = copy.as_any().downcast_ref::<WgpuStorage>().expect("own storage");

@@ -236,12 +236,16 @@ impl WgpuBackend {
     }
 
     pub(crate) fn fill(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        let Some((src, [a, b, c])) = fill_source(&self.repr, dtype, value) else {
-            // Not expressible in the kernel's parameters: upload it (no CPU computation).
-            let bytes: Vec<u8> = std::iter::repeat_n(value.to_ne_bytes(), numel).flatten().collect();
-            return self.from_host(&bytes, dtype);
-        };
         let out = self.output(dtype, numel)?;
+        let Some((src, [a, b, c])) = fill_source(&self.repr, dtype, value) else {
+            // Not expressible in the kernel's parameters (an f64): upload it, no CPU computation.
+            let gpu = self.gpu()?;
+            let mut bytes = Vec::new();
+            bytes.try_reserve_exact(numel * 8).map_err(|_| gpu.err("fill", format!("no host memory for the {} bytes to upload", numel * 8)))?;
+            bytes.extend(std::iter::repeat_n(value.to_ne_bytes(), numel).flatten());
+            gpu.upload(out.buffer(), 0, &self.repr.host_to_gpu(&bytes, dtype))?;
+            return Ok(Arc::new(out));
+        };
         let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, a, b, c]);
         if let Err(why) = self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("fill ({dtype})"), why, &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
@@ -250,10 +254,11 @@ impl WgpuBackend {
     }
 
     pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
+        // Allocated first, also for the CPU's draw: the size check names the bytes.
+        let out = self.output(dtype, numel)?;
         if !self.repr.computes(dtype) {
             return self.fallback1(format!("random ({dtype})"), Why::Unsupported, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
-        let out = self.output(dtype, numel)?;
         let (kind, a, b) = match dist {
             Distribution::Uniform { low, high } => (0u32, low as f32, (high - low) as f32),
             Distribution::Normal { mean, std } => (1, mean as f32, std as f32),

@@ -332,6 +332,26 @@ impl Gpu {
         self.read(&fault, 0, 0).map(drop)
     }
 
+    /// [`Gpu::read`] of bytes `start..end` of `src` (multiples of 4), in windows no larger than
+    /// one binding, so that no read-back buffer grows past what the device allows.
+    pub(crate) fn read_windows(&self, src: &wgpu::Buffer, start: u64, end: u64) -> Result<Vec<u8>> {
+        // Room for the index-fault words that ride along in each read-back buffer.
+        let window = (self.max_binding().min(self.limits.max_buffer_size - 256) / 4 * 4).max(4);
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact((end - start) as usize).map_err(|_| self.err("read", format!("no host memory for the {} bytes read back", end - start)))?;
+        let mut at = start;
+        while at < end {
+            let len = window.min(end - at);
+            bytes.extend(self.read(src, at, len)?);
+            at += len;
+        }
+        if start == end {
+            // Still wait for the work, and hear of its faults, as any read-back does.
+            self.read(src, start, 0)?;
+        }
+        Ok(bytes)
+    }
+
     /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host, after
     /// all recorded work, and fails if any of that work met a device fault or a bad index.
     pub(crate) fn read(&self, src: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {

@@ -16,7 +16,8 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
     }
     let top = 63 - b.leading_zeros() as u64; // 2^top <= b
     let step = 1u64 << (top - 2);
-    b.div_ceil(step) * step
+    // Saturating: a request near 2^64 is refused by the caller's size check, not an overflow.
+    b.div_ceil(step).saturating_mul(step)
 }
 
 pub(crate) struct Pool {
@@ -69,7 +70,7 @@ impl Pool {
             return Err(Error::Backend {
                 backend: device_name.to_string(),
                 op: "alloc",
-                detail: format!("{bytes} bytes asked for, but this device's largest buffer is {} bytes", self.max_buffer),
+                detail: format!("{bytes} bytes asked for, but this device's largest buffer is {} bytes (max_buffer_size)", self.max_buffer),
             });
         }
         let reused = {
@@ -93,17 +94,21 @@ impl Pool {
         Ok(PooledBuffer { buffer: Some(buffer), pool: self.clone() })
     }
 
-    /// Creates a buffer, turning an out-of-memory into an error (after emptying the pool once).
+    /// Creates a buffer, turning an out-of-memory into an error (after emptying the pool once),
+    /// and any other error wgpu raises for it into an error too, rather than a device fault.
     fn create(&self, class: u64, device_name: &str) -> Result<wgpu::Buffer> {
+        let fail = |detail: String| Error::Backend { backend: device_name.to_string(), op: "alloc", detail };
         for attempt in 0..2 {
-            let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("liandan"), size: class, usage: self.usage, mapped_at_creation: false });
-            match pollster::block_on(scope.pop()) {
+            if let Some(e) = pollster::block_on(invalid.pop()) {
+                return Err(fail(format!("could not create a buffer of {class} bytes: {e}")));
+            }
+            match pollster::block_on(oom.pop()) {
                 None => return Ok(buffer),
                 Some(_) if attempt == 0 => self.empty(),
-                Some(e) => {
-                    return Err(Error::Backend { backend: device_name.to_string(), op: "alloc", detail: format!("out of memory allocating {class} bytes: {e}") });
-                }
+                Some(e) => return Err(fail(format!("out of memory allocating {class} bytes: {e}"))),
             }
         }
         unreachable!("the loop returns on its second attempt")

@@ -55,9 +55,10 @@ impl Repr {
         }
     }
 
-    /// Buffer bytes for `numel` elements (at least 4, a multiple of 4).
+    /// Buffer bytes for `numel` elements (at least 4, a multiple of 4), saturating at the
+    /// largest multiple of 4 (which no device can allocate).
     pub(crate) fn buffer_bytes(&self, dtype: DType, numel: usize) -> u64 {
-        ((numel * self.gpu_size(dtype)).max(4) as u64).next_multiple_of(4)
+        (numel as u64).saturating_mul(self.gpu_size(dtype) as u64).max(4).checked_next_multiple_of(4).unwrap_or(u64::MAX / 4 * 4)
     }
 
     /// Host bytes in the tensor's dtype to GPU element bytes.

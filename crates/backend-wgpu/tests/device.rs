@@ -144,3 +144,24 @@ fn non_contiguous_views_of_a_buffer_past_the_binding_limit_work() {
     let report = d.fallback_report();
     assert!(report.iter().any(|(op, _)| op.starts_with("copy (f32)") && op.contains("too large to bind")), "{report:?}");
 }
+
+#[test]
+fn allocations_past_the_largest_buffer_are_errors_naming_the_bytes() {
+    use liandan_tensor::Distribution;
+    let Some(d) = gpu() else { return };
+    let b = d.backend();
+    // Past max_buffer_size, and past 2^64 bytes: nothing is allocated, nothing panics.
+    for (numel, dtype) in [(1usize << 40, DType::F32), (usize::MAX / 2, DType::F32), (usize::MAX, DType::F64), (usize::MAX, DType::U8)] {
+        let err = b.full(numel, 1.0, dtype).unwrap_err().to_string();
+        // Either the byte count, or (past 2^64 bytes) the element count, is named.
+        let named = err.contains(&numel.to_string()) || numel.checked_mul(4).is_some_and(|n| err.contains(&n.to_string()));
+        assert!(err.contains("bytes") && named && err.contains(&b.name()), "full({numel}, {dtype}): {err}");
+        let err = b.random(Distribution::Uniform { low: 0.0, high: 1.0 }, numel, 0, dtype).unwrap_err().to_string();
+        assert!(err.contains("bytes"), "random({numel}, {dtype}): {err}");
+    }
+    // An f64 fill the kernel cannot carry is uploaded: the size is checked before any host buffer.
+    let err = b.full(1 << 40, 1e300, DType::F64).unwrap_err().to_string();
+    assert!(err.contains(&(8u64 << 40).to_string()), "{err}");
+    // The device goes on working.
+    assert_eq!(Tensor::ones(&[2], DType::F32, &d).unwrap().to_vec::<f32>().unwrap(), vec![1.0, 1.0]);
+}
