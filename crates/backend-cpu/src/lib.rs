@@ -5,6 +5,7 @@
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
 
 mod elementwise;
+mod fused;
 mod index;
 mod matmul;
 mod reduce;
@@ -13,7 +14,7 @@ mod strided;
 mod window;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
-use liandan_tensor::{Backend, DType, Device, DeviceKind, Result, Storage, Strided};
+use liandan_tensor::{Backend, DType, Device, DeviceKind, FusedOp, Result, Storage, Strided};
 use rayon::prelude::*;
 
 pub use storage::CpuStorage;
@@ -176,6 +177,10 @@ impl Backend for CpuBackend {
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
         let parts: Vec<(&CpuStorage, &liandan_tensor::Layout)> = parts.iter().map(|p| (cpu(p.storage), p.layout)).collect();
         ok(index::concat(&parts, dim)?)
+    }
+
+    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        fused::fused(op, inputs)
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::fused::FusedOp;
 use crate::layout::Layout;
 
 /// A backend's buffer. Backends downcast it back to their own type with [`BackendStorage::as_any`].
@@ -219,6 +220,15 @@ pub trait Backend: Send + Sync + Debug + 'static {
     fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage>;
     /// Joins views of equal rank and dtype along `dim`.
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage>;
+
+    /// Runs a composite as one kernel, if this backend has one for `op`; `None` (the default)
+    /// lets the composite run its primitives. `inputs` and the returned buffers are as the
+    /// [`FusedOp`] variant documents; shapes and dtypes are checked before the call. See
+    /// [`crate::fused`] for how fused ops are tested and switched off.
+    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let _ = (op, inputs);
+        None
+    }
 
     /// Waits until all submitted work has finished. A no-op for synchronous backends.
     fn synchronize(&self) -> Result<()> {

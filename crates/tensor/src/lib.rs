@@ -22,6 +22,7 @@ pub mod backend;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod fused;
 pub mod layout;
 mod ops;
 pub mod rng;
@@ -35,6 +36,7 @@ pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
+pub use fused::{fusion_enabled, no_fusion, FusedOp, NoFusionGuard};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;

@@ -7,7 +7,8 @@
 //! Each layer and direction projects the whole input sequence with one matmul
 //! (`[L*N, in] x W_ih^T`), so the time loop only does the `[N, H] x W_hh^T` product and the
 //! elementwise gate arithmetic. Everything is built from differentiable tensor ops, so
-//! backward needs no rule of its own.
+//! backward needs no rule of its own; the LSTM's gate arithmetic is `Tensor::lstm_cell`, which
+//! runs as one fused kernel where the device has one.
 
 use liandan_tensor::{Device, Tensor};
 
@@ -393,10 +394,9 @@ impl<C: Cell> RnnConfig<C> {
             let gx = xp.select(0usize, t)?;
             let gh = h.linear(&w.weight_hh, hh_bias)?;
             if let Some(c_prev) = &c {
-                let g = gx.add(&gh)?.chunk(4, 1usize)?;
-                let (i, f, gg, o) = (g[0].sigmoid()?, g[1].sigmoid()?, g[2].tanh()?, g[3].sigmoid()?);
-                let c_new = f.mul(c_prev)?.add(&i.mul(&gg)?)?;
-                h = o.mul(&c_new.tanh()?)?;
+                // The gate arithmetic is one op, a single kernel where the device has one.
+                let (h_new, c_new) = Tensor::lstm_cell(&gx.add(&gh)?, c_prev)?;
+                h = h_new;
                 c = Some(c_new);
             } else {
                 let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);

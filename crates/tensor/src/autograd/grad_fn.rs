@@ -40,6 +40,8 @@ pub(crate) enum GradFn {
     Softmax { dim: usize },
     LogSoftmax { dim: usize },
     Softplus,
+    /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`; output `[2, N, H]`.
+    LstmCell,
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -77,6 +79,7 @@ impl GradFn {
             GradFn::Softmax { .. } => "softmax",
             GradFn::LogSoftmax { .. } => "log_softmax",
             GradFn::Softplus => "softplus",
+            GradFn::LstmCell => "lstm_cell",
         };
         name.to_string()
     }
@@ -175,6 +178,10 @@ impl GradFn {
             // d softplus(x) / dx = sigmoid(x), also at x = 0 (where the stable forward's
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
+            GradFn::LstmCell => {
+                let (dgates, dc) = Tensor::lstm_cell_backward(g, x, &inputs[1], out)?;
+                Ok(vec![Some(dgates), Some(dc)])
+            }
         }
     }
 }

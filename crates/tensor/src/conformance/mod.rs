@@ -27,6 +27,7 @@ pub mod forward_nn_extra;
 pub mod forward_reduce;
 pub mod forward_unary;
 pub mod forward_views;
+pub mod fused;
 pub mod grads;
 pub mod grads_elementwise;
 pub mod grads_nn;
@@ -154,5 +155,6 @@ macro_rules! conformance_suite {
         $crate::conformance_forward_tests!($device);
         $crate::conformance_grad_tests!($device);
         $crate::conformance_e2e_tests!($device);
+        $crate::conformance_fused_tests!($device);
     };
 }

@@ -11,6 +11,7 @@ mod loss_extra;
 mod matmul;
 mod nn_extra;
 mod norm;
+mod recurrent;
 mod reduce;
 mod view;
 

@@ -1,0 +1,138 @@
+//! Fused kernels: the composites this backend runs in one pass over memory instead of one
+//! pass per primitive (`liandan_tensor::fused` has the contract; each is tested against its
+//! composite by the conformance suite). Halves compute in f32 and round once, on store.
+
+use std::borrow::Cow;
+
+use half::{bf16, f16};
+use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
+use num_traits::Float;
+use rayon::prelude::*;
+
+use crate::storage::{bad_dtype, cpu, CpuStorage, Real};
+use crate::strided::{contiguous, materialize, PAR_MIN};
+
+/// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
+macro_rules! per_float {
+    ($v:expr, $op:expr, $f:ident) => {
+        match $v[0].dtype {
+            DType::F32 => $f::<f32>($v),
+            DType::F64 => $f::<f64>($v),
+            DType::F16 => $f::<f16>($v),
+            DType::BF16 => $f::<bf16>($v),
+            other => Err(bad_dtype($op, other, "floating-point dtypes only")),
+        }
+    };
+}
+
+/// The kernel for `op`, or `None` for the ops this backend leaves to their composites.
+pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
+        FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
+        FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
+        _ => return None,
+    };
+    Some(kernel(inputs).map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect()))
+}
+
+
+/// A float element type whose buffers can be borrowed out of a [`CpuStorage`] and wrapped back.
+trait Elem: Real {
+    fn slice(s: &CpuStorage) -> Option<&[Self]>;
+    fn wrap(v: Vec<Self>) -> CpuStorage;
+}
+
+macro_rules! elem {
+    ($t:ty, $variant:ident) => {
+        impl Elem for $t {
+            fn slice(s: &CpuStorage) -> Option<&[Self]> {
+                match s {
+                    CpuStorage::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn wrap(v: Vec<Self>) -> CpuStorage {
+                CpuStorage::$variant(v)
+            }
+        }
+    };
+}
+elem!(f32, F32);
+elem!(f64, F64);
+elem!(f16, F16);
+elem!(bf16, BF16);
+
+/// The inputs as row-major slices of `T` (the contract says contiguous; a strided view is
+/// copied rather than trusted).
+fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<Cow<'a, [T]>>> {
+    inputs
+        .iter()
+        .map(|s| {
+            let v = T::slice(cpu(s.storage)).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
+            Ok(match contiguous(v, s.layout) {
+                Some(xs) => Cow::Borrowed(xs),
+                None => Cow::Owned(materialize(v, s.layout)),
+            })
+        })
+        .collect()
+}
+
+fn sigmoid<A: Float>(x: A) -> A {
+    A::one() / (A::one() + (-x).exp())
+}
+
+/// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
+/// parallel when the work is large.
+fn rows<T: Send>(a: &mut [T], wa: usize, b: &mut [T], wb: usize, f: impl Fn(usize, &mut [T], &mut [T]) + Sync) {
+    if a.len() + b.len() >= PAR_MIN {
+        a.par_chunks_mut(wa).zip(b.par_chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
+    } else {
+        a.chunks_mut(wa).zip(b.chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
+    }
+}
+
+/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` to `[2, N, H]` (h', then c').
+fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("lstm_cell", inputs)?;
+    let (gates, c) = (&v[0], &v[1]);
+    let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
+    let mut out = vec![T::default(); 2 * n * h];
+    let (hs, cs) = out.split_at_mut(n * h);
+    rows(hs, h, cs, h, |r, h_row, c_row| {
+        let a = |k: usize, j: usize| gates[r * 4 * h + k * h + j].widen();
+        for j in 0..h {
+            let c_new = sigmoid(a(1, j)) * c[r * h + j].widen() + sigmoid(a(0, j)) * a(2, j).tanh();
+            h_row[j] = T::narrow(sigmoid(a(3, j)) * c_new.tanh());
+            c_row[j] = T::narrow(c_new);
+        }
+    });
+    Ok(vec![T::wrap(out)])
+}
+
+/// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dout `[2, N, H]` to dgates
+/// `[N, 4H]` and dc `[N, H]`.
+fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("lstm_cell_backward", inputs)?;
+    let (gates, c, out, dout) = (&v[0], &v[1], &v[2], &v[3]);
+    let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
+    let mut dgates = vec![T::default(); n * 4 * h];
+    let mut dc = vec![T::default(); n * h];
+    rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
+        let one = <T::Acc as num_traits::One>::one();
+        for j in 0..h {
+            let a = |k: usize| gates[r * 4 * h + k * h + j].widen();
+            let (i, f, g, o) = (sigmoid(a(0)), sigmoid(a(1)), a(2).tanh(), sigmoid(a(3)));
+            let at = r * h + j;
+            let tanh_c = out[n * h + at].widen().tanh();
+            let dh = dout[at].widen();
+            // c' reaches the loss directly and through h' = o * tanh(c').
+            let dc_total = dout[n * h + at].widen() + dh * o * (one - tanh_c * tanh_c);
+            dg_row[j] = T::narrow(dc_total * g * i * (one - i));
+            dg_row[h + j] = T::narrow(dc_total * c[at].widen() * f * (one - f));
+            dg_row[2 * h + j] = T::narrow(dc_total * i * (one - g * g));
+            dg_row[3 * h + j] = T::narrow(dh * tanh_c * o * (one - o));
+            dc_row[j] = T::narrow(dc_total * f);
+        }
+    });
+    Ok(vec![T::wrap(dgates), T::wrap(dc)])
+}

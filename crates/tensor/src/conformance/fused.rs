@@ -1,0 +1,184 @@
+//! Fused kernels against their composites: every [`FusedOp`] a backend may override is run
+//! with fusion on and off on the same device, forward and backward, and the results compared
+//! ([`check_fused`]); the composite itself is checked against float64 reference code and
+//! finite differences. On a backend without the override both runs take the composite and the
+//! check holds trivially; each backend's own tests say which overrides it has
+//! ([`backend_runs`]), so an override that stops being used is noticed.
+
+use super::grads::{check_grads, leaf, strided_leaf};
+use super::{assert_close, from_values, strided_input, values};
+use crate::{no_fusion, DType, Device, FusedOp, Result, Tensor};
+
+/// Defines one `#[test]` per fused-op check for `$device`.
+#[macro_export]
+macro_rules! conformance_fused_tests {
+    ($device:expr) => {
+        #[test] fn fused_switch() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::switch(&d) } }
+        #[test] fn fused_lstm_cell_forward() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_forward(&d) } }
+        #[test] fn fused_lstm_cell_matches_composite() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_matches_composite(&d) } }
+        #[test] fn fused_lstm_cell_grads() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_grads(&d) } }
+        #[test] fn fused_lstm_cell_errors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_errors(&d) } }
+    };
+}
+
+/// Runs `f` on `inputs` (float leaves) with fusion on and with it off, and compares each
+/// output and the gradient of every input for the loss `sum_k sum(out_k * w_k)` (seeded `w`).
+#[track_caller]
+pub fn check_fused(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>, atol: f64, rtol: f64) {
+    let run = || -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+        for x in inputs {
+            x.set_grad(None);
+            x.set_requires_grad(true).expect("conformance: inputs must be float leaves");
+        }
+        let outs = f(inputs).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
+        let mut loss: Option<Tensor> = None;
+        for (k, o) in outs.iter().enumerate() {
+            let w = Tensor::from_f64s(&values(o.numel(), 0xfeed + k as u64), o.shape(), o.dtype(), o.device()).unwrap();
+            let term = o.mul(&w).and_then(|t| t.to_dtype(DType::F64)).and_then(|t| t.sum_all()).unwrap();
+            loss = Some(match loss {
+                Some(l) => l.add(&term).unwrap(),
+                None => term,
+            });
+        }
+        loss.expect("at least one output").backward().unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
+        let values = outs.iter().map(|o| o.to_vec_f64().unwrap()).collect();
+        let grads = inputs.iter().map(|x| x.grad().map(|g| g.to_vec_f64().unwrap()).unwrap_or_default()).collect();
+        for x in inputs {
+            x.set_requires_grad(false).unwrap();
+            x.set_grad(None);
+        }
+        (values, grads)
+    };
+    let (fused_out, fused_grads) = run();
+    let (plain_out, plain_grads) = no_fusion(run);
+    for (k, (got, want)) in fused_out.iter().zip(&plain_out).enumerate() {
+        assert_close(&format!("{what}: output {k}, fused against composite"), got, want, atol, rtol);
+    }
+    for (k, (got, want)) in fused_grads.iter().zip(&plain_grads).enumerate() {
+        assert!(!want.is_empty(), "{what}: input {k} received no gradient");
+        assert_close(&format!("{what}: d/d(input {k}), fused against composite"), got, want, atol, rtol);
+    }
+}
+
+/// Whether `device`'s backend has its own kernel for `op` (calls it directly on small inputs).
+pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
+    let (n, h) = (3, 5);
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
+    let inputs = match op {
+        FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
+        FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[2, n, h], 4)],
+    };
+    let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
+    let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
+    match device.backend().fused(op, &views) {
+        None => false,
+        Some(r) => r.map(|outs| outs.len() == op.outputs()).unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())),
+    }
+}
+
+/// `LIANDAN_FUSION`'s thread-local twin: `no_fusion` turns fusion off and restores it, nested.
+pub fn switch(_d: &Device) {
+    let before = crate::fusion_enabled();
+    no_fusion(|| {
+        assert!(!crate::fusion_enabled(), "no_fusion turns fusion off");
+        no_fusion(|| assert!(!crate::fusion_enabled()));
+        assert!(!crate::fusion_enabled(), "an inner no_fusion restores the outer state");
+    });
+    assert_eq!(crate::fusion_enabled(), before, "no_fusion restores the state it found");
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `lstm_cell` (fused where the device can) against float64 reference code, in every float
+/// dtype the device computes, on odd sizes and non-contiguous inputs, with gates large enough
+/// to saturate the activations.
+pub fn lstm_cell_forward(d: &Device) {
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 1e-2, 1e-2), (DType::BF16, 5e-2, 5e-2)] {
+        for (n, h, strided) in [(1, 1, false), (3, 7, true), (5, 33, false)] {
+            let mut gv = values(n * 4 * h, 31);
+            // Saturating gates: where a naive exp would overflow.
+            gv[0] = 60.0;
+            gv[n * 4 * h - 1] = -95.0;
+            let (gates, g) = from_values(d, &[n, 4 * h], &gv, dtype);
+            let (c, cv) = from_values(d, &[n, h], &values(n * h, 32), dtype);
+            let (gates, c) = if strided { (strided_input(d, &[n, 4 * h], &g, dtype), strided_input(d, &[n, h], &cv, dtype)) } else { (gates, c) };
+            let what = format!("lstm_cell {dtype} N {n} H {h}{}", if strided { " strided" } else { "" });
+            let (hn, cn) = Tensor::lstm_cell(&gates, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (mut want_h, mut want_c) = (Vec::new(), Vec::new());
+            for r in 0..n {
+                for j in 0..h {
+                    let at = |k: usize| g[r * 4 * h + k * h + j];
+                    let c_new = sigmoid(at(1)) * cv[r * h + j] + sigmoid(at(0)) * at(2).tanh();
+                    want_c.push(c_new);
+                    want_h.push(sigmoid(at(3)) * c_new.tanh());
+                }
+            }
+            assert_close(&format!("{what}: h'"), &hn.to_vec_f64().unwrap(), &want_h, atol, rtol);
+            assert_close(&format!("{what}: c'"), &cn.to_vec_f64().unwrap(), &want_c, atol, rtol);
+        }
+    }
+}
+
+/// The fused forward and backward against the composite's, on the same device.
+pub fn lstm_cell_matches_composite(d: &Device) {
+    let cell = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (h, c) = Tensor::lstm_cell(&x[0], &x[1])?;
+        Ok(vec![h, c])
+    };
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F16, 2e-2, 2e-2), (DType::BF16, 1e-1, 5e-2)] {
+        for (n, h) in [(1, 1), (3, 7), (16, 65)] {
+            let gates = Tensor::from_f64s(&values(n * 4 * h, 41), &[n, 4 * h], dtype, d).unwrap();
+            let c = Tensor::from_f64s(&values(n * h, 42), &[n, h], dtype, d).unwrap();
+            check_fused(&format!("lstm_cell {dtype} N {n} H {h}"), &[gates, c], cell, atol, rtol);
+        }
+    }
+    // Two steps chained, only h' of the second used: the first step's c' gets its gradient
+    // through the second step alone, and the second's dc' is zero.
+    let two_steps = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (h1, c1) = Tensor::lstm_cell(&x[0], &x[2])?;
+        let gates2 = x[1].add(&h1.matmul(&x[3])?)?;
+        Ok(vec![Tensor::lstm_cell(&gates2, &c1)?.0])
+    };
+    let (n, h) = (4, 9);
+    let inputs = [(&[n, 4 * h][..], 43), (&[n, 4 * h][..], 44), (&[n, h][..], 45), (&[h, 4 * h][..], 46)].map(|(s, seed)| Tensor::from_f64s(&values(s.iter().product(), seed), s, DType::F32, d).unwrap());
+    check_fused("two chained lstm_cell steps", &inputs, two_steps, 1e-5, 1e-5);
+}
+
+/// The backward rule against finite differences in f64, with fusion on and off.
+pub fn lstm_cell_grads(d: &Device) {
+    let cell = |x: &[Tensor]| -> Result<Tensor> {
+        let (h, c) = Tensor::lstm_cell(&x[0], &x[1])?;
+        Tensor::stack(&[&h, &c.mul_scalar(0.7)?], 0usize)
+    };
+    for fused in [true, false] {
+        let what = if fused { "lstm_cell (fused where the device can)" } else { "lstm_cell (composite)" };
+        let run = || {
+            check_grads(what, &[leaf(d, &[3, 8], 51), leaf(d, &[3, 2], 52)], cell, 1e-7, 1e-6);
+            check_grads(&format!("{what}, strided, h' only"), &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)], |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0), 1e-7, 1e-6);
+        };
+        if fused {
+            run()
+        } else {
+            no_fusion(run)
+        }
+    }
+}
+
+/// Misshapen or mismatched operands are errors naming the op, never panics.
+pub fn lstm_cell_errors(d: &Device) {
+    let t = |shape: &[usize], dtype| Tensor::zeros(shape, dtype, d).unwrap();
+    let cases = [
+        (t(&[2, 8], DType::F32), t(&[2, 3], DType::F32), "4H != 4 * H"),
+        (t(&[2, 8], DType::F32), t(&[3, 2], DType::F32), "N disagrees"),
+        (t(&[8], DType::F32), t(&[2], DType::F32), "rank 1"),
+        (t(&[2, 0], DType::F32), t(&[2, 0], DType::F32), "H = 0"),
+        (t(&[2, 8], DType::F32), t(&[2, 2], DType::F64), "dtypes differ"),
+        (t(&[2, 8], DType::I64), t(&[2, 2], DType::I64), "integer gates"),
+    ];
+    for (gates, c, why) in cases {
+        let err = Tensor::lstm_cell(&gates, &c).err().unwrap_or_else(|| panic!("lstm_cell accepted operands where {why}"));
+        assert!(err.to_string().contains("lstm_cell"), "{why}: the error must name the op: {err}");
+    }
+}
