@@ -19,6 +19,16 @@ pub enum Error {
     #[error("{op}: {detail}")]
     State { op: &'static str, detail: String },
 
+    /// A data file or directory that cannot be used (missing, truncated, of the wrong format,
+    /// disagreeing with its companion file); `detail` says what is wrong and what to do.
+    #[error("{}: {detail}", path.display())]
+    Data { path: std::path::PathBuf, detail: String },
+
+    /// A download that failed or whose bytes do not match their checksum; `detail` says what
+    /// to do (retry, or fetch the file by hand into the cache directory when offline).
+    #[error("download of {url}: {detail}")]
+    Download { url: String, detail: String },
+
     /// A module or checkpoint operation failed.
     #[error(transparent)]
     Nn(#[from] liandan_nn::error::Error),
