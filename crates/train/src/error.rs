@@ -34,6 +34,16 @@ pub enum Error {
     #[error("interrupted at epoch {epoch}, step {step}{}", match saved { Some(p) => format!("; the training state is in {}, continue with resume", p.display()), None => "; nothing was saved (no checkpoint directory)".to_string() })]
     Interrupted { epoch: usize, step: usize, saved: Option<std::path::PathBuf> },
 
+    /// A data file or directory that cannot be used (missing, truncated, of the wrong format,
+    /// disagreeing with its companion file); `detail` says what is wrong and what to do.
+    #[error("{}: {detail}", path.display())]
+    Data { path: std::path::PathBuf, detail: String },
+
+    /// A download that failed or whose bytes do not match their checksum; `detail` says what
+    /// to do (retry, or fetch the file by hand into the cache directory when offline).
+    #[error("download of {url}: {detail}")]
+    Download { url: String, detail: String },
+
     /// A module or checkpoint operation failed.
     #[error(transparent)]
     Nn(#[from] liandan_nn::error::Error),
