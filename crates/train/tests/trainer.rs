@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use liandan_train::data::{Dataset, Sample};
+use liandan_train::data::{DataLoader, Dataset, Sample};
 use liandan_train::nn::layers::{Dropout, LinearConfig, ReLU, Sequential};
 use liandan_train::nn::{checkpoint, manual_seed, Device, ModuleExt, Reduction, Tensor};
 use liandan_train::optim::{Adam, AdamConfig};
@@ -28,6 +28,20 @@ impl Dataset for Blobs {
         Ok(Sample { input, shape: vec![8], target })
     }
 }
+
+/// `n` blobs in batches of 16 on the CPU, shuffled by seed 3 when `shuffle`.
+fn loader(n: usize, shuffle: bool) -> DataLoader {
+    let l = DataLoader::new(Blobs(n), 16, &Device::cpu()).unwrap();
+    if shuffle {
+        l.shuffle(3)
+    } else {
+        l
+    }
+}
+
+/// liandan's random generator is global to the process (as PyTorch's), and the test harness
+/// runs tests on several threads: each test holds this lock so that none reseeds another's.
+static RNG: Mutex<()> = Mutex::new(());
 
 fn model(dev: &Device) -> Sequential {
     manual_seed(1);
@@ -64,7 +78,7 @@ impl Callback for Recorder {
 }
 
 fn config(epochs: usize, dir: &std::path::Path) -> FitConfig {
-    let mut c = FitConfig::new(epochs, 16);
+    let mut c = FitConfig::new(epochs);
     c.checkpoint_dir = Some(dir.to_path_buf());
     c.log_interval = 1;
     c.seed = 42;
@@ -78,12 +92,13 @@ fn weights(t: &Trainer<Sequential>) -> Vec<(String, Vec<u32>)> {
 
 #[test]
 fn fit_learns_and_writes_checkpoints_history_and_plot() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut t = trainer(Recorder::default());
     let mut c = config(3, dir.path());
     c.monitor = "val_acc".into();
     c.mode = Mode::Max;
-    let h = t.fit(&Blobs(192), Some(&Blobs(48)), &c).unwrap();
+    let h = t.fit(&loader(192, true), Some(&loader(48, false)), &c).unwrap();
     assert_eq!(h.columns, ["epoch", "lr", "loss", "acc", "top2", "val_loss", "val_acc", "val_top2", "time_s"]);
     assert_eq!(h.column("epoch").unwrap(), [1.0, 2.0, 3.0]);
     let loss = h.column("loss").unwrap();
@@ -105,19 +120,20 @@ fn fit_learns_and_writes_checkpoints_history_and_plot() {
     let png = std::fs::read(dir.path().join("history.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     // evaluate agrees with the last epoch's validation when the model is the last epoch's.
-    let eval = t.evaluate(&Blobs(48), 16).unwrap();
+    let eval = t.evaluate(&loader(48, false)).unwrap();
     assert_eq!(eval[0].0, "loss");
     assert!((eval[1].1 - h.last("val_acc").unwrap()).abs() < 1e-12);
-    let out = t.predict(&Blobs(20), 8).unwrap();
+    let out = t.predict(&loader(20, false)).unwrap();
     assert_eq!(out.shape(), &[20, 3]);
 }
 
 #[test]
 fn a_run_resumed_mid_epoch_matches_the_uninterrupted_run_bit_for_bit() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let straight_dir = tempfile::tempdir().unwrap();
     let straight = Recorder::default();
     let mut a = trainer(straight.clone());
-    let ha = a.fit(&Blobs(100), Some(&Blobs(30)), &config(3, straight_dir.path())).unwrap();
+    let ha = a.fit(&loader(100, true), Some(&loader(30, false)), &config(3, straight_dir.path())).unwrap();
 
     // Stopped after step 11 (the flag is set as step 10's loss is read, and seen after the
     // next step): epoch 2, step 4 of 7. Then resumed by a fresh process's worth
@@ -127,13 +143,13 @@ fn a_run_resumed_mid_epoch_matches_the_uninterrupted_run_bit_for_bit() {
     let first = Recorder { stop: Some((flag.clone(), 10)), ..Default::default() };
     let mut c = config(3, dir.path());
     c.stop = Some(flag);
-    let err = trainer(first.clone()).fit(&Blobs(100), Some(&Blobs(30)), &c).unwrap_err();
+    let err = trainer(first.clone()).fit(&loader(100, true), Some(&loader(30, false)), &c).unwrap_err();
     assert!(matches!(err, Error::Interrupted { epoch: 2, step: 4, saved: Some(_) }), "{err}");
     let second = Recorder::default();
     let mut b = trainer(second.clone());
     let mut c = config(3, dir.path());
     c.resume = true;
-    let hb = b.fit(&Blobs(100), Some(&Blobs(30)), &c).unwrap();
+    let hb = b.fit(&loader(100, true), Some(&loader(30, false)), &c).unwrap();
 
     let mut resumed = first.losses.lock().unwrap().clone();
     resumed.extend(second.losses.lock().unwrap().iter().copied());
@@ -148,6 +164,7 @@ fn a_run_resumed_mid_epoch_matches_the_uninterrupted_run_bit_for_bit() {
 
 #[test]
 fn early_stopping_waits_patience_epochs_without_improvement() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let dev = Device::cpu();
     let m = model(&dev);
@@ -156,12 +173,13 @@ fn early_stopping_waits_patience_epochs_without_improvement() {
     let mut t = Trainer::new(m, |out, y| Ok(out.cross_entropy(y, Reduction::Mean)?), opt);
     let mut c = config(10, dir.path());
     c.patience = Some(2);
-    let h = t.fit(&Blobs(32), Some(&Blobs(16)), &c).unwrap();
+    let h = t.fit(&loader(32, true), Some(&loader(16, false)), &c).unwrap();
     assert_eq!(h.len(), 3);
 }
 
 #[test]
 fn a_non_finite_loss_stops_training_naming_epoch_and_step() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dev = Device::cpu();
     let m = model(&dev);
     let opt = Adam::new(m.named_parameters(), AdamConfig::adam(0.01)).unwrap();
@@ -172,39 +190,42 @@ fn a_non_finite_loss_stops_training_naming_epoch_and_step() {
         Ok(if calls.fetch_add(1, Ordering::SeqCst) == 4 { l.mul_scalar(f64::NAN)? } else { l })
     };
     let mut t = Trainer::new(m, loss, opt);
-    let mut c = FitConfig::new(5, 16);
+    let mut c = FitConfig::new(5);
     c.log_interval = 4;
     c.progress = ProgressStyle::Quiet;
     c.monitor = "loss".into();
-    let err = t.fit(&Blobs(48), None, &c).unwrap_err();
+    let err = t.fit(&loader(48, true), None, &c).unwrap_err();
     assert!(matches!(err, Error::NonFinite { epoch: 2, step: 2, .. }), "{err}");
     assert!(err.to_string().contains("epoch 2, step 2"), "{err}");
 }
 
 #[test]
 fn bad_settings_are_errors_not_panics() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut t = trainer(Recorder::default());
+    assert!(DataLoader::new(Blobs(8), 0, &Device::cpu()).is_err());
     let mut c = config(1, dir.path());
-    c.batch_size = 0;
-    assert!(t.fit(&Blobs(8), None, &c).unwrap_err().to_string().contains("batch_size is 0"));
+    c.log_interval = 0;
+    assert!(t.fit(&loader(8, true), None, &c).unwrap_err().to_string().contains("log_interval is 0"));
     let mut c = config(1, dir.path());
     c.monitor = "val_f1".into();
-    let err = t.fit(&Blobs(8), Some(&Blobs(8)), &c).unwrap_err().to_string();
+    let err = t.fit(&loader(8, true), Some(&loader(8, false)), &c).unwrap_err().to_string();
     assert!(err.contains("cannot monitor `val_f1`") && err.contains("val_acc"), "{err}");
     let mut c = config(1, dir.path());
     c.monitor = "loss".into();
     c.resume = true;
-    let err = t.fit(&Blobs(8), None, &c).unwrap_err().to_string();
+    let err = t.fit(&loader(8, true), None, &c).unwrap_err().to_string();
     assert!(err.contains("no training state"), "{err}");
     // A plain model checkpoint is not a training state.
     t.model().save(dir.path().join("last.safetensors")).unwrap();
-    let err = t.fit(&Blobs(8), None, &c).unwrap_err().to_string();
+    let err = t.fit(&loader(8, true), None, &c).unwrap_err().to_string();
     assert!(err.contains("not a training state"), "{err}");
 }
 
 #[test]
 fn top_k_counts_the_label_among_the_k_highest_scores() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     use liandan_train::trainer::Metric;
     let dev = Device::cpu();
     let out = Tensor::from_vec(vec![0.1f32, 0.5, 0.4, 0.9, 0.05, 0.05, 0.2, 0.3, 0.5], &[3, 3], &dev).unwrap();

@@ -62,10 +62,6 @@ pub enum SchedulerStep {
 pub struct FitConfig {
     /// Epochs to train in all (a resumed run continues up to this number).
     pub epochs: usize,
-    /// Samples per batch.
-    pub batch_size: usize,
-    /// Whether the training data is shuffled every epoch (seeded by `seed` and the epoch).
-    pub shuffle: bool,
     /// Stop when the monitored metric has not improved for this many epochs.
     pub patience: Option<usize>,
     /// The history column that early stopping and `best.safetensors` follow: `val_loss`,
@@ -79,8 +75,8 @@ pub struct FitConfig {
     /// Steps between read-backs of the loss and metrics from the device (each read-back waits
     /// for the device's queue to drain).
     pub log_interval: usize,
-    /// Seeds shuffling and every random op of a step (dropout), so a run can be repeated and
-    /// resumed exactly.
+    /// Seeds every random op of a step (dropout), so a run can be repeated and resumed
+    /// exactly. (The data loader has its own seed for shuffling and augmentation.)
     pub seed: u64,
     /// Continue from `checkpoint_dir/last.safetensors` instead of starting afresh.
     pub resume: bool,
@@ -94,13 +90,10 @@ pub struct FitConfig {
 }
 
 impl FitConfig {
-    /// `epochs` epochs of batches of `batch_size`, shuffled, monitoring `val_loss`, logging
-    /// every 20 steps, seed 0, writing nothing.
-    pub fn new(epochs: usize, batch_size: usize) -> FitConfig {
+    /// `epochs` epochs, monitoring `val_loss`, logging every 20 steps, seed 0, writing nothing.
+    pub fn new(epochs: usize) -> FitConfig {
         FitConfig {
             epochs,
-            batch_size,
-            shuffle: true,
             patience: None,
             monitor: "val_loss".into(),
             mode: Mode::Min,
@@ -117,9 +110,6 @@ impl FitConfig {
     /// Refuses settings that cannot train.
     pub(crate) fn check(&self) -> Result<()> {
         let bad = |what: &str| Err(Error::InvalidArgument { op: "fit", what: what.to_string() });
-        if self.batch_size == 0 {
-            return bad("batch_size is 0; give a positive batch size such as 64");
-        }
         if self.log_interval == 0 {
             return bad("log_interval is 0; give a positive number of steps such as 20");
         }

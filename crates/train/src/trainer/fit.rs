@@ -1,19 +1,17 @@
 //! [`Trainer::fit`]: the epoch loop with read-backs once per log interval, early stopping,
 //! checkpoints after every epoch, exact resume and a clean stop on request.
 
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use liandan_nn::{Layer, ModuleExt, Tensor};
 
-use super::batches::{self, epoch_order, num_batches};
 use super::config::{FitConfig, SchedulerStep};
 use super::history::History;
 use super::progress::{format_values, Progress};
 use super::state::{self, TrainState};
-use super::{plot, Trainer};
-use crate::data::Dataset;
+use super::{check_loader, plot, Trainer};
+use crate::data::DataLoader;
 use crate::error::{Error, Result};
 
 /// The seed of the random stream of optimizer step `step`: every random op of a step (dropout)
@@ -26,10 +24,11 @@ impl<M: Layer> Trainer<M> {
     /// Trains on `train` for `config.epochs` epochs, validating on `val` after each, and
     /// returns the history (including epochs of the run being resumed). See the module docs
     /// for the files written.
-    pub fn fit(&mut self, train: &dyn Dataset, val: Option<&dyn Dataset>, config: &FitConfig) -> Result<History> {
+    pub fn fit(&mut self, train: &DataLoader, val: Option<&DataLoader>, config: &FitConfig) -> Result<History> {
         config.check()?;
-        if train.is_empty() {
-            return Err(Error::InvalidArgument { op: "fit", what: "the training set is empty".into() });
+        check_loader("fit", train, &self.device)?;
+        if let Some(val) = val {
+            check_loader("fit (validation)", val, &self.device)?;
         }
         self.check_monitor(val.is_some(), config)?;
         let dir = config.checkpoint_dir.as_deref();
@@ -51,7 +50,7 @@ impl<M: Layer> Trainer<M> {
             }
             _ => TrainState::new(config.seed),
         };
-        let steps = num_batches(train.len(), config.batch_size).min(config.limit_batches.unwrap_or(usize::MAX));
+        let steps = train.len().min(config.limit_batches.unwrap_or(usize::MAX));
         let mut progress = Progress::new(config.progress);
         while st.epoch < config.epochs {
             let epoch = st.epoch + 1; // 1-based for people
@@ -69,7 +68,7 @@ impl<M: Layer> Trainer<M> {
                 }
                 return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });
             }
-            let row = self.end_epoch(epoch, lr, val, config, &mut st, &progress)?;
+            let row = self.end_epoch(epoch, lr, val, &mut st, &progress)?;
             st.history.push(&row);
             let monitored = row.iter().find(|(n, _)| *n == config.monitor).map(|(_, v)| *v).expect("check_monitor saw this column");
             if let Some((s, SchedulerStep::Epoch)) = &mut self.scheduler {
@@ -112,62 +111,67 @@ impl<M: Layer> Trainer<M> {
 
     /// Runs the batches `st.batch..steps` of epoch `st.epoch`; `Ok(true)` when stopped on
     /// request after a step.
-    fn train_epoch(&mut self, train: &dyn Dataset, config: &FitConfig, steps: usize, st: &mut TrainState, progress: &mut Progress) -> Result<bool> {
+    fn train_epoch(&mut self, train: &DataLoader, config: &FitConfig, steps: usize, st: &mut TrainState, progress: &mut Progress) -> Result<bool> {
         self.model.train();
-        let order = epoch_order(train.len(), config.shuffle, config.seed, st.epoch);
         let mut pending: Vec<Tensor> = Vec::new();
-        let mut interrupted = false;
         let mut seen = 0usize; // samples this process has run this epoch, for samples/s
-        let (model, loss_fn, optimizer, metrics, callbacks) = (&self.model, &self.loss, &mut self.optimizer, &mut self.metrics, &mut self.callbacks);
-        let mut scheduler = self.scheduler.as_mut();
-        batches::for_each_batch(train, &order, config.batch_size, st.batch..steps, &self.device, |b, batch| {
+        for batch in train.iter_from(st.epoch as u64, st.batch)?.take(steps - st.batch) {
+            let batch = batch?;
             liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
-            let out = model.forward(&batch.x)?;
-            let loss = loss_fn(&out, &batch.y)?;
-            optimizer.zero_grad();
+            let out = self.model.forward(&batch.input)?;
+            let loss = (self.loss)(&out, &batch.target)?;
+            self.optimizer.zero_grad();
             loss.backward()?;
-            optimizer.step()?;
-            if let Some((s, SchedulerStep::Batch)) = &mut scheduler {
-                s.step(&mut **optimizer, None)?;
+            self.optimizer.step()?;
+            if let Some((s, SchedulerStep::Batch)) = &mut self.scheduler {
+                s.step(&mut *self.optimizer, None)?;
             }
             let out = out.detach();
-            for m in metrics.iter_mut() {
-                m.update(&out, &batch.y)?;
+            for m in &mut self.metrics {
+                m.update(&out, &batch.target)?;
             }
             pending.push(loss.detach());
             st.global_step += 1;
-            st.batch = b + 1;
-            let n = batch.y.shape()[0];
+            st.batch += 1;
+            let n = batch.target.shape()[0];
             st.samples += n;
             seen += n;
-            interrupted = config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+            let interrupted = config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
             if pending.len() == config.log_interval || st.batch == steps || interrupted {
-                // The one read-back of the interval: every step's loss at once.
-                let losses = Tensor::stack(&pending.iter().collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
-                let first = st.batch - losses.len();
-                if let Some(i) = losses.iter().position(|l| !l.is_finite()) {
-                    return Err(Error::NonFinite { epoch: st.epoch + 1, step: first + i + 1, value: losses[i] });
-                }
-                for c in callbacks.iter_mut() {
-                    c.on_losses(st.epoch + 1, st.global_step - losses.len() as u64, &losses)?;
-                }
-                st.loss_sum += losses.iter().sum::<f64>();
-                st.loss_steps += losses.len();
-                pending.clear();
-                let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps as f64)];
-                for m in metrics.iter() {
-                    values.push((m.name(), m.compute()?));
-                }
-                progress.update(st.batch, seen, &values);
+                self.read_back(&mut pending, st, seen, progress)?;
             }
-            Ok(if interrupted { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
-        })?;
-        Ok(interrupted)
+            if interrupted {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The one read-back of a log interval: every pending step's loss at once (checked for
+    /// NaN and infinities), then the metrics.
+    fn read_back(&mut self, pending: &mut Vec<Tensor>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
+        let losses = Tensor::stack(&pending.iter().collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        pending.clear();
+        let first = st.batch - losses.len();
+        if let Some(i) = losses.iter().position(|l| !l.is_finite()) {
+            return Err(Error::NonFinite { epoch: st.epoch + 1, step: first + i + 1, value: losses[i] });
+        }
+        for c in &mut self.callbacks {
+            c.on_losses(st.epoch + 1, st.global_step - losses.len() as u64, &losses)?;
+        }
+        st.loss_sum += losses.iter().sum::<f64>();
+        st.loss_steps += losses.len();
+        let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps as f64)];
+        for m in &self.metrics {
+            values.push((m.name(), m.compute()?));
+        }
+        progress.update(st.batch, seen, &values);
+        Ok(())
     }
 
     /// The epoch's history row: epoch, lr, training loss and metrics, validation loss and
     /// metrics, wall time.
-    fn end_epoch(&mut self, epoch: usize, lr: f64, val: Option<&dyn Dataset>, config: &FitConfig, st: &mut TrainState, progress: &Progress) -> Result<Vec<(String, f64)>> {
+    fn end_epoch(&mut self, epoch: usize, lr: f64, val: Option<&DataLoader>, st: &mut TrainState, progress: &Progress) -> Result<Vec<(String, f64)>> {
         let mut row = vec![("epoch".to_string(), epoch as f64), ("lr".to_string(), lr)];
         row.push(("loss".to_string(), if st.loss_steps > 0 { st.loss_sum / st.loss_steps as f64 } else { f64::NAN }));
         for m in &mut self.metrics {
@@ -175,7 +179,7 @@ impl<M: Layer> Trainer<M> {
             m.reset();
         }
         if let Some(val) = val {
-            for (name, v) in self.evaluate(val, config.batch_size)? {
+            for (name, v) in self.evaluate(val)? {
                 row.push((format!("val_{name}"), v));
             }
         }

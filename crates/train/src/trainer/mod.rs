@@ -11,22 +11,30 @@
 //! `history.csv`, `history.json` and `history.png`. Every file is written atomically.
 //!
 //! ```no_run
-//! use liandan_train::trainer::{Accuracy, FitConfig, Trainer};
-//! use liandan_train::optim::{Adadelta, AdadeltaConfig};
+//! use liandan_train::data::{bundled_mnist, DataLoader};
 //! use liandan_train::nn::{zoo, Device, ModuleExt, Reduction};
-//! # fn run(train: &dyn liandan_train::data::Dataset, val: &dyn liandan_train::data::Dataset) -> liandan_train::Result<()> {
-//! let model = zoo::build("mnist_cnn", &Device::best())?;
-//! let optimizer = Adadelta::new(model.named_parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() })?;
-//! let mut trainer = Trainer::new(model, |out, y| Ok(out.nll_loss(y, Reduction::Mean)?), optimizer).with_metric(Accuracy::new());
-//! let mut config = FitConfig::new(5, 64);
+//! use liandan_train::optim::{Adadelta, AdadeltaConfig};
+//! use liandan_train::sched::StepLR;
+//! use liandan_train::trainer::{Accuracy, FitConfig, Mode, SchedulerStep, Trainer};
+//! # fn main() -> liandan_train::Result<()> {
+//! let device = Device::best();
+//! let (train, val) = bundled_mnist()?;
+//! let train = DataLoader::new(train, 64, &device)?.shuffle(1);
+//! let val = DataLoader::new(val, 1000, &device)?;
+//! let model = zoo::build("mnist_cnn", &device)?;
+//! let mut optimizer = Adadelta::new(model.named_parameters(), AdadeltaConfig { lr: 1.0, ..Default::default() })?;
+//! let scheduler = StepLR::new(&mut optimizer, 1, 0.7)?;
+//! let mut trainer = Trainer::new(model, |out, y| Ok(out.nll_loss(y, Reduction::Mean)?), optimizer)
+//!     .with_metric(Accuracy::new())
+//!     .with_scheduler(scheduler, SchedulerStep::Epoch);
+//! let mut config = FitConfig::new(5);
 //! config.checkpoint_dir = Some("runs/mnist".into());
-//! let history = trainer.fit(train, Some(val), &config)?;
-//! println!("best val_acc {:?}", history.best("val_acc", liandan_train::trainer::Mode::Max));
+//! let history = trainer.fit(&train, Some(&val), &config)?;
+//! println!("best val_acc {:?}", history.best("val_acc", Mode::Max));
 //! # Ok(())
 //! # }
 //! ```
 
-mod batches;
 mod callback;
 mod config;
 mod fit;
@@ -44,7 +52,7 @@ pub use plot::plot_history;
 
 use liandan_nn::{no_grad, Device, Layer, ModuleExt, Tensor};
 
-use crate::data::Dataset;
+use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
 use crate::sched::LrScheduler;
@@ -134,70 +142,69 @@ impl<M: Layer> Trainer<M> {
 
     /// The loss and every metric over `data` in evaluation mode without gradients, as
     /// `[("loss", ..), ("acc", ..), ...]`; the loss is the mean over samples.
-    pub fn evaluate(&mut self, data: &dyn Dataset, batch_size: usize) -> Result<Vec<(String, f64)>> {
-        check_batch_size(batch_size)?;
-        if data.is_empty() {
-            return Err(Error::InvalidArgument { op: "evaluate", what: "the dataset is empty".into() });
-        }
+    pub fn evaluate(&mut self, data: &DataLoader) -> Result<Vec<(String, f64)>> {
+        check_loader("evaluate", data, &self.device)?;
         self.model.eval();
         for m in &mut self.metrics {
             m.reset();
         }
-        let order: Vec<usize> = (0..data.len()).collect();
         let mut loss_sum: Option<Tensor> = None;
-        let _guard = liandan_nn::NoGradGuard::new();
-        let (model, loss, metrics) = (&self.model, &self.loss, &mut self.metrics);
-        batches::for_each_batch(data, &order, batch_size, 0..batches::num_batches(data.len(), batch_size), &self.device, |_, b| {
-            let out = model.forward(&b.x)?;
-            // The batch's mean loss times its size: the sum over samples, kept on the device.
-            let l = loss(&out, &b.y)?.mul_scalar(b.y.shape()[0] as f64)?;
-            loss_sum = Some(match loss_sum.take() {
-                Some(s) => s.add(&l)?,
-                None => l,
-            });
-            for m in metrics.iter_mut() {
-                m.update(&out, &b.y)?;
+        let mut samples = 0usize;
+        let result = no_grad(|| -> Result<()> {
+            for batch in data.iter(0)? {
+                let batch = batch?;
+                let out = self.model.forward(&batch.input)?;
+                let n = batch.target.shape()[0];
+                // The batch's mean loss times its size: the sum over samples, kept on the device.
+                let l = (self.loss)(&out, &batch.target)?.mul_scalar(n as f64)?;
+                loss_sum = Some(match loss_sum.take() {
+                    Some(s) => s.add(&l)?,
+                    None => l,
+                });
+                samples += n;
+                for m in &mut self.metrics {
+                    m.update(&out, &batch.target)?;
+                }
             }
-            Ok(std::ops::ControlFlow::Continue(()))
-        })?;
-        let mut out = vec![("loss".to_string(), loss_sum.expect("a non-empty dataset has a batch").item_f64()? / data.len() as f64)];
+            Ok(())
+        });
+        self.model.train();
+        result?;
+        let mut out = vec![("loss".to_string(), loss_sum.expect("a non-empty loader has a batch").item_f64()? / samples as f64)];
         for m in &mut self.metrics {
             out.push((m.name(), m.compute()?));
             m.reset();
         }
-        self.model.train();
         Ok(out)
     }
 
     /// The model's outputs for every sample of `data`, in order, stacked along the first
     /// dimension (evaluation mode, no gradients), on the model's device.
-    pub fn predict(&mut self, data: &dyn Dataset, batch_size: usize) -> Result<Tensor> {
-        predict(&mut self.model, &self.device, data, batch_size)
+    pub fn predict(&mut self, data: &DataLoader) -> Result<Tensor> {
+        check_loader("predict", data, &self.device)?;
+        predict(&mut self.model, data)
     }
 }
 
 /// [`Trainer::predict`] for a model without a trainer (`liandan predict`).
-pub fn predict<M: Layer>(model: &mut M, device: &Device, data: &dyn Dataset, batch_size: usize) -> Result<Tensor> {
-    check_batch_size(batch_size)?;
-    if data.is_empty() {
+pub fn predict<M: Layer>(model: &mut M, data: &DataLoader) -> Result<Tensor> {
+    model.eval();
+    let outputs = no_grad(|| data.iter(0)?.map(|b| Ok(model.forward(&b?.input)?)).collect::<Result<Vec<Tensor>>>());
+    model.train();
+    let outputs = outputs?;
+    if outputs.is_empty() {
         return Err(Error::InvalidArgument { op: "predict", what: "there is nothing to predict (no samples)".into() });
     }
-    model.eval();
-    let order: Vec<usize> = (0..data.len()).collect();
-    let mut outputs = Vec::new();
-    no_grad(|| {
-        batches::for_each_batch(data, &order, batch_size, 0..batches::num_batches(data.len(), batch_size), device, |_, b| {
-            outputs.push(model.forward(&b.x)?);
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-    })?;
-    model.train();
     Ok(Tensor::cat(&outputs.iter().collect::<Vec<_>>(), 0usize)?)
 }
 
-fn check_batch_size(batch_size: usize) -> Result<()> {
-    if batch_size == 0 {
-        return Err(Error::InvalidArgument { op: "batch", what: "batch size 0; give a positive batch size such as 64".into() });
+/// The loader must have batches, on the model's device.
+pub(crate) fn check_loader(op: &'static str, data: &DataLoader, device: &Device) -> Result<()> {
+    if data.is_empty() {
+        return Err(Error::InvalidArgument { op, what: "the data loader has no batches (an empty dataset?)".into() });
+    }
+    if data.device() != device {
+        return Err(Error::InvalidArgument { op, what: format!("the data loader puts batches on {:?} but the model is on {device:?}; build both on one device", data.device()) });
     }
     Ok(())
 }
