@@ -19,6 +19,31 @@ pub enum Error {
     #[error("{op}: {detail}")]
     State { op: &'static str, detail: String },
 
+    /// A file of the training loop (checkpoint directory, history, plot) could not be read or
+    /// written.
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io { path: std::path::PathBuf, action: &'static str, source: std::io::Error },
+
+    /// The training loss stopped being a finite number; `epoch` and `step` (both counted from
+    /// 1, `step` within the epoch) name the first batch where it happened.
+    #[error("training stopped: the loss is {value} at epoch {epoch}, step {step}; lower the learning rate, or clip gradients")]
+    NonFinite { epoch: usize, step: usize, value: f64 },
+
+    /// Training was interrupted (Ctrl-C) after finishing a step; `saved` is where the training
+    /// state went, when there is a checkpoint directory.
+    #[error("interrupted at epoch {epoch}, step {step}{}", match saved { Some(p) => format!("; the training state is in {}, continue with resume", p.display()), None => "; nothing was saved (no checkpoint directory)".to_string() })]
+    Interrupted { epoch: usize, step: usize, saved: Option<std::path::PathBuf> },
+
+    /// A data file or directory that cannot be used (missing, truncated, of the wrong format,
+    /// disagreeing with its companion file); `detail` says what is wrong and what to do.
+    #[error("{}: {detail}", path.display())]
+    Data { path: std::path::PathBuf, detail: String },
+
+    /// A download that failed or whose bytes do not match their checksum; `detail` says what
+    /// to do (retry, or fetch the file by hand into the cache directory when offline).
+    #[error("download of {url}: {detail}")]
+    Download { url: String, detail: String },
+
     /// A module or checkpoint operation failed.
     #[error(transparent)]
     Nn(#[from] liandan_nn::error::Error),

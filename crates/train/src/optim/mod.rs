@@ -49,3 +49,35 @@ pub trait Optimizer: Send {
     /// entries when it was saved for other parameters.
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()>;
 }
+
+mod adadelta;
+mod adagrad;
+mod adam;
+mod clip;
+mod core;
+mod rmsprop;
+mod sgd;
+mod state;
+
+pub use adadelta::{Adadelta, AdadeltaConfig};
+pub use adagrad::{Adagrad, AdagradConfig};
+pub use adam::{Adam, AdamConfig, AdamW};
+pub use clip::{clip_grad_norm_, clip_grad_value_};
+pub use core::{Optim, ParamState, Params, Rule};
+pub use rmsprop::{RmsProp, RmsPropConfig};
+pub use sgd::{Sgd, SgdConfig};
+
+impl ParamGroup {
+    /// A group of `params` with its own `lr` and `weight_decay`.
+    pub fn new(params: Vec<(String, Tensor)>, lr: f64, weight_decay: f64) -> ParamGroup {
+        ParamGroup { params, lr, weight_decay }
+    }
+
+    /// The usual split: weights (rank 2 and up) decayed by `weight_decay`; biases and
+    /// normalization scales (rank 0 and 1) not decayed, as most recipes train them. Empty
+    /// groups are left out.
+    pub fn decay_split(params: Vec<(String, Tensor)>, lr: f64, weight_decay: f64) -> Vec<ParamGroup> {
+        let (decay, no_decay): (Vec<_>, Vec<_>) = params.into_iter().partition(|(_, t)| t.rank() >= 2);
+        [ParamGroup::new(decay, lr, weight_decay), ParamGroup::new(no_decay, lr, 0.0)].into_iter().filter(|g| !g.params.is_empty()).collect()
+    }
+}

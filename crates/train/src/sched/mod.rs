@@ -21,3 +21,23 @@ pub trait LrScheduler: Send {
     /// Restores state saved by [`LrScheduler::state_dict`].
     fn load_state_dict(&mut self, state: &serde_json::Value) -> Result<()>;
 }
+
+mod chain;
+mod plateau;
+mod schedules;
+mod sequential;
+
+pub use chain::{Chainable, Ctx, Schedule, Scheduled};
+pub use plateau::{PlateauConfig, PlateauMode, ReduceLROnPlateau, ThresholdMode};
+pub use schedules::{Anneal, CosineAnnealing, CosineAnnealingLR, Exponential, ExponentialLR, Linear, LinearLR, MultiStep, MultiStepLR, OneCycle, OneCycleLR, Step, StepLR};
+pub use sequential::SequentialLR;
+
+/// The learning rate of every group of `optimizer`.
+pub(crate) fn group_lrs(optimizer: &dyn Optimizer) -> Vec<f64> {
+    optimizer.param_groups().iter().map(|g| g.lr).collect()
+}
+
+/// An error about a scheduler's saved state.
+pub(crate) fn state_err(op: &'static str, detail: String) -> crate::Error {
+    crate::Error::State { op, detail }
+}

@@ -1,0 +1,124 @@
+//! What [`Trainer::fit`](super::Trainer::fit) is asked to do: epochs, batching, early stopping,
+//! checkpoints, logging, seeding and resuming.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Whether a smaller or a larger value of the monitored metric is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    Min,
+    Max,
+}
+
+impl Mode {
+    /// The usual mode for a metric name: `Min` for losses (`val_loss`, `loss`), `Max` for
+    /// everything else (accuracies).
+    pub fn for_metric(name: &str) -> Mode {
+        if name.ends_with("loss") {
+            Mode::Min
+        } else {
+            Mode::Max
+        }
+    }
+
+    /// Whether `new` improves on `best`. NaN never improves.
+    pub fn improves(self, new: f64, best: f64) -> bool {
+        match self {
+            Mode::Min => new < best,
+            Mode::Max => new > best,
+        }
+    }
+}
+
+/// How progress is shown while training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgressStyle {
+    /// A progress bar when stdout is a terminal, plain lines otherwise.
+    Auto,
+    /// A progress bar (on stderr) whatever stdout is.
+    Bar,
+    /// Plain lines on stdout: a few per epoch and the epoch summary.
+    Lines,
+    /// Nothing but errors.
+    Quiet,
+}
+
+/// When the learning-rate scheduler steps, as in PyTorch: once per epoch (`StepLR`) or once
+/// per batch (`OneCycleLR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulerStep {
+    Epoch,
+    Batch,
+}
+
+/// The options of [`Trainer::fit`](super::Trainer::fit) (torchkeras' `fit` arguments).
+#[derive(Clone, Debug)]
+pub struct FitConfig {
+    /// Epochs to train in all (a resumed run continues up to this number).
+    pub epochs: usize,
+    /// Stop when the monitored metric has not improved for this many epochs.
+    pub patience: Option<usize>,
+    /// The history column that early stopping and `best.safetensors` follow: `val_loss`,
+    /// `val_acc`, `loss`, or any metric's name (`val_` + name for its validation value).
+    pub monitor: String,
+    /// Whether smaller or larger `monitor` values are better.
+    pub mode: Mode,
+    /// Where `best.safetensors`, `last.safetensors` and the history go; nothing is written
+    /// when `None`.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Steps between read-backs of the loss and metrics from the device (each read-back waits
+    /// for the device's queue to drain).
+    pub log_interval: usize,
+    /// Seeds every random op of a step (dropout), so a run can be repeated and resumed
+    /// exactly. (The data loader has its own seed for shuffling and augmentation.)
+    pub seed: u64,
+    /// Continue from `checkpoint_dir/last.safetensors` instead of starting afresh.
+    pub resume: bool,
+    /// Train on at most this many batches per epoch (quick trials and tests).
+    pub limit_batches: Option<usize>,
+    /// How progress is shown.
+    pub progress: ProgressStyle,
+    /// Set (by a Ctrl-C handler, say) to stop after the current step: `last` is written and
+    /// `fit` returns [`Error::Interrupted`].
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+impl FitConfig {
+    /// `epochs` epochs, monitoring `val_loss`, logging every 20 steps, seed 0, writing nothing.
+    pub fn new(epochs: usize) -> FitConfig {
+        FitConfig {
+            epochs,
+            patience: None,
+            monitor: "val_loss".into(),
+            mode: Mode::Min,
+            checkpoint_dir: None,
+            log_interval: 20,
+            seed: 0,
+            resume: false,
+            limit_batches: None,
+            progress: ProgressStyle::Auto,
+            stop: None,
+        }
+    }
+
+    /// Refuses settings that cannot train.
+    pub(crate) fn check(&self) -> Result<()> {
+        let bad = |what: &str| Err(Error::InvalidArgument { op: "fit", what: what.to_string() });
+        if self.log_interval == 0 {
+            return bad("log_interval is 0; give a positive number of steps such as 20");
+        }
+        if self.limit_batches == Some(0) {
+            return bad("limit_batches is 0; give a positive number of batches, or none for whole epochs");
+        }
+        if self.resume && self.checkpoint_dir.is_none() {
+            return bad("resume needs a checkpoint directory to resume from");
+        }
+        Ok(())
+    }
+}

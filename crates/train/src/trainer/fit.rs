@@ -1,0 +1,210 @@
+//! [`Trainer::fit`]: the epoch loop with read-backs once per log interval, early stopping,
+//! checkpoints after every epoch, exact resume and a clean stop on request.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use liandan_nn::{Layer, ModuleExt, Tensor};
+
+use super::config::{FitConfig, SchedulerStep};
+use super::history::History;
+use super::progress::{format_values, Progress};
+use super::state::{self, TrainState};
+use super::{check_loader, plot, Trainer};
+use crate::data::DataLoader;
+use crate::error::{Error, Result};
+
+/// The seed of the random stream of optimizer step `step`: every random op of a step (dropout)
+/// draws from it, so a run resumed at any step draws what the uninterrupted run drew.
+fn step_seed(seed: u64, step: u64) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step.wrapping_add(1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+}
+
+impl<M: Layer> Trainer<M> {
+    /// Trains on `train` for `config.epochs` epochs, validating on `val` after each, and
+    /// returns the history (including epochs of the run being resumed). See the module docs
+    /// for the files written.
+    pub fn fit(&mut self, train: &DataLoader, val: Option<&DataLoader>, config: &FitConfig) -> Result<History> {
+        config.check()?;
+        check_loader("fit", train, &self.device)?;
+        if let Some(val) = val {
+            check_loader("fit (validation)", val, &self.device)?;
+        }
+        self.check_monitor(val.is_some(), config)?;
+        let dir = config.checkpoint_dir.as_deref();
+        if let Some(dir) = dir {
+            std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.into(), action: "create the checkpoint directory", source })?;
+        }
+        let last = dir.map(|d| d.join("last.safetensors"));
+        let mut st = match (&last, config.resume) {
+            (Some(path), true) => {
+                let sched = self.scheduler.as_mut().map(|(s, _)| &mut **s);
+                let st = state::load(path, &self.device, &mut self.model, &mut *self.optimizer, sched)?;
+                if st.seed != config.seed {
+                    return Err(Error::State { op: "resume", detail: format!("{} was trained with seed {}, not {}; resume with the same seed", path.display(), st.seed, config.seed) });
+                }
+                for (m, s) in self.metrics.iter_mut().zip(&st.metric_states) {
+                    m.load_state(s)?;
+                }
+                st
+            }
+            _ => TrainState::new(config.seed),
+        };
+        let steps = train.len().min(config.limit_batches.unwrap_or(usize::MAX));
+        let mut progress = Progress::new(config.progress);
+        while st.epoch < config.epochs {
+            let epoch = st.epoch + 1; // 1-based for people
+            for c in &mut self.callbacks {
+                c.on_epoch_start(epoch)?;
+            }
+            progress.start_epoch(epoch, config.epochs, steps, st.batch);
+            let lr = self.optimizer.param_groups().first().map_or(f64::NAN, |g| g.lr);
+            let interrupted = self.train_epoch(train, config, steps, &mut st, &mut progress)?;
+            if interrupted {
+                st.elapsed += progress.elapsed();
+                st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
+                if let Some(path) = &last {
+                    state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
+                }
+                return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });
+            }
+            let row = self.end_epoch(epoch, lr, val, &mut st, &progress)?;
+            st.history.push(&row);
+            let monitored = row.iter().find(|(n, _)| *n == config.monitor).map(|(_, v)| *v).expect("check_monitor saw this column");
+            if let Some((s, SchedulerStep::Epoch)) = &mut self.scheduler {
+                s.step(&mut *self.optimizer, Some(monitored))?;
+            }
+            let improved = st.best.is_none_or(|b| config.mode.improves(monitored, b));
+            if improved {
+                st.best = Some(monitored);
+                st.bad_epochs = 0;
+            } else {
+                st.bad_epochs += 1;
+            }
+            let mut summary = format!("epoch {epoch}/{}  {}  lr {lr}  {:.1} s", config.epochs, format_values(&row[2..row.len() - 1]), row[row.len() - 1].1);
+            if improved && dir.is_some() {
+                summary.push_str("  (best so far, saved)");
+            }
+            progress.finish_epoch(&summary);
+            (st.epoch, st.batch, st.loss_sum, st.loss_steps, st.samples, st.elapsed) = (epoch, 0, 0.0, 0, 0, 0.0);
+            st.metric_states.clear();
+            if let (Some(dir), Some(path)) = (dir, &last) {
+                if improved {
+                    liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), None)?;
+                }
+                state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
+                write_history(&st.history, dir)?;
+            }
+            for c in &mut self.callbacks {
+                c.on_epoch_end(epoch, &row)?;
+            }
+            if config.patience.is_some_and(|p| st.bad_epochs >= p) {
+                progress.println(&format!("early stop: `{}` has not improved for {} epochs", config.monitor, st.bad_epochs));
+                break;
+            }
+        }
+        for c in &mut self.callbacks {
+            c.on_fit_end(&st.history)?;
+        }
+        Ok(st.history)
+    }
+
+    /// Runs the batches `st.batch..steps` of epoch `st.epoch`; `Ok(true)` when stopped on
+    /// request after a step.
+    fn train_epoch(&mut self, train: &DataLoader, config: &FitConfig, steps: usize, st: &mut TrainState, progress: &mut Progress) -> Result<bool> {
+        self.model.train();
+        let mut pending: Vec<Tensor> = Vec::new();
+        let mut seen = 0usize; // samples this process has run this epoch, for samples/s
+        for batch in train.iter_from(st.epoch as u64, st.batch)?.take(steps - st.batch) {
+            let batch = batch?;
+            liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
+            let out = self.model.forward(&batch.input)?;
+            let loss = (self.loss)(&out, &batch.target)?;
+            self.optimizer.zero_grad();
+            loss.backward()?;
+            self.optimizer.step()?;
+            if let Some((s, SchedulerStep::Batch)) = &mut self.scheduler {
+                s.step(&mut *self.optimizer, None)?;
+            }
+            let out = out.detach();
+            for m in &mut self.metrics {
+                m.update(&out, &batch.target)?;
+            }
+            pending.push(loss.detach());
+            st.global_step += 1;
+            st.batch += 1;
+            let n = batch.target.shape()[0];
+            st.samples += n;
+            seen += n;
+            let interrupted = config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+            if pending.len() == config.log_interval || st.batch == steps || interrupted {
+                self.read_back(&mut pending, st, seen, progress)?;
+            }
+            if interrupted {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The one read-back of a log interval: every pending step's loss at once (checked for
+    /// NaN and infinities), then the metrics.
+    fn read_back(&mut self, pending: &mut Vec<Tensor>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
+        let losses = Tensor::stack(&pending.iter().collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        pending.clear();
+        let first = st.batch - losses.len();
+        if let Some(i) = losses.iter().position(|l| !l.is_finite()) {
+            return Err(Error::NonFinite { epoch: st.epoch + 1, step: first + i + 1, value: losses[i] });
+        }
+        for c in &mut self.callbacks {
+            c.on_losses(st.epoch + 1, st.global_step - losses.len() as u64, &losses)?;
+        }
+        st.loss_sum += losses.iter().sum::<f64>();
+        st.loss_steps += losses.len();
+        let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps as f64)];
+        for m in &self.metrics {
+            values.push((m.name(), m.compute()?));
+        }
+        progress.update(st.batch, seen, &values);
+        Ok(())
+    }
+
+    /// The epoch's history row: epoch, lr, training loss and metrics, validation loss and
+    /// metrics, wall time.
+    fn end_epoch(&mut self, epoch: usize, lr: f64, val: Option<&DataLoader>, st: &mut TrainState, progress: &Progress) -> Result<Vec<(String, f64)>> {
+        let mut row = vec![("epoch".to_string(), epoch as f64), ("lr".to_string(), lr)];
+        row.push(("loss".to_string(), if st.loss_steps > 0 { st.loss_sum / st.loss_steps as f64 } else { f64::NAN }));
+        for m in &mut self.metrics {
+            row.push((m.name(), m.compute()?));
+            m.reset();
+        }
+        if let Some(val) = val {
+            for (name, v) in self.evaluate(val)? {
+                row.push((format!("val_{name}"), v));
+            }
+        }
+        row.push(("time_s".to_string(), st.elapsed + progress.elapsed()));
+        Ok(row)
+    }
+
+    /// The monitored column must be one the history will have.
+    fn check_monitor(&self, has_val: bool, config: &FitConfig) -> Result<()> {
+        let mut columns = vec!["loss".to_string()];
+        columns.extend(self.metrics.iter().map(|m| m.name()));
+        if has_val {
+            columns.extend(columns.clone().into_iter().map(|c| format!("val_{c}")).collect::<Vec<_>>());
+        }
+        if columns.contains(&config.monitor) {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument { op: "fit", what: format!("cannot monitor `{}`: the history will have {}", config.monitor, columns.join(", ")) })
+    }
+}
+
+/// `history.csv`, `history.json` and `history.png` in `dir`.
+pub(crate) fn write_history(history: &History, dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
+    let (csv, json) = history.save(dir)?;
+    let png = dir.join("history.png");
+    plot::plot_history(history, &png)?;
+    Ok((csv, json, png))
+}

@@ -1,0 +1,27 @@
+//! What the test files share: the devices to run on.
+
+#![allow(dead_code)]
+
+use liandan_nn::Device;
+
+/// The first GPU wgpu finds. Without one, GPU tests skip (saying why), unless
+/// `LIANDAN_REQUIRE_GPU` is set (as `.ci/run` does), in which case they fail.
+pub fn gpu() -> Option<Device> {
+    match Device::gpus().into_iter().next() {
+        Some(d) => Some(d),
+        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => {
+            panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
+        }
+        None => {
+            eprintln!("skipping the GPU: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
+            None
+        }
+    }
+}
+
+/// The CPU, and the GPU when there is one.
+pub fn devices() -> Vec<Device> {
+    let mut all = vec![Device::cpu()];
+    all.extend(gpu());
+    all
+}
