@@ -32,6 +32,7 @@
 mod bundled;
 mod cifar;
 pub mod download;
+pub mod fuzz;
 mod idx;
 mod loader;
 mod memory;

@@ -20,7 +20,8 @@ pub enum NpyDType {
 }
 
 impl NpyDType {
-    fn size(self) -> usize {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
         match self {
             NpyDType::F32 => 4,
             NpyDType::F16 => 2,
