@@ -15,7 +15,7 @@ fn data_error(path: &Path, detail: impl Into<String>) -> Error {
 
 /// Parses one CIFAR-10 binary batch into `(pixels, labels)`; `path` names it in errors.
 pub fn parse_cifar(bytes: &[u8], path: &Path) -> Result<(Vec<u8>, Vec<i64>)> {
-    if bytes.is_empty() || bytes.len() % RECORD != 0 {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(RECORD) {
         return Err(data_error(path, format!("it is {} bytes long, not a whole number of {RECORD}-byte CIFAR-10 records; it is truncated or not a CIFAR-10 binary batch", bytes.len())));
     }
     let n = bytes.len() / RECORD;

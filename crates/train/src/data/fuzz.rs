@@ -119,8 +119,8 @@ pub fn mutate(input: &[u8], seed: u64, case: u64) -> Vec<u8> {
     out
 }
 
-/// Parses `bytes` as `format`: `Ok(true)` when accepted, `Ok(false)` when rejected.
-fn parse(format: Format, bytes: &[u8], scratch: &Path) -> bool {
+/// Parses `bytes` as `format`: true when accepted, false when rejected (with an error).
+pub fn parse(format: Format, bytes: &[u8], scratch: &Path) -> bool {
     let name = Path::new("fuzz");
     match format {
         Format::Idx | Format::IdxGz => parse_idx(bytes, name).is_ok(),
