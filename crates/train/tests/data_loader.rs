@@ -117,3 +117,30 @@ fn bundled_mnist_is_split_and_normalized() {
     let (train2, _) = bundled_mnist().unwrap();
     assert_eq!(train.get(123).unwrap(), train2.get(123).unwrap());
 }
+
+/// Fails on one index, to check that an error reaches the training loop and ends the epoch.
+struct FailsAt(usize);
+
+impl Dataset for FailsAt {
+    fn len(&self) -> usize {
+        40
+    }
+    fn get(&self, index: usize) -> liandan_train::Result<liandan_train::data::Sample> {
+        if index == self.0 {
+            return Err(liandan_train::Error::Data { path: "bad.bin".into(), detail: format!("sample {index} is unreadable") });
+        }
+        Ok(liandan_train::data::Sample { input: vec![index as f32], shape: vec![1], target: 0 })
+    }
+}
+
+#[test]
+fn a_dataset_error_ends_the_epoch_with_that_error() {
+    for workers in [0, 2] {
+        let loader = DataLoader::new(FailsAt(17), 4, &Device::cpu()).unwrap().workers(workers);
+        let items: Vec<_> = loader.iter(0).unwrap().collect();
+        assert_eq!(items.len(), 5, "batches 0..4 then the error");
+        assert!(items[..4].iter().all(Result::is_ok));
+        let msg = items[4].as_ref().err().unwrap().to_string();
+        assert!(msg.contains("bad.bin") && msg.contains("sample 17"), "{msg}");
+    }
+}
