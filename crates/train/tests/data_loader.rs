@@ -144,3 +144,29 @@ fn a_dataset_error_ends_the_epoch_with_that_error() {
         assert!(msg.contains("bad.bin") && msg.contains("sample 17"), "{msg}");
     }
 }
+
+/// The first GPU (lavapipe counts); skips without one unless `LIANDAN_REQUIRE_GPU` is set.
+fn gpu() -> Option<Device> {
+    let found = Device::gpus().into_iter().next();
+    if found.is_none() {
+        assert!(!std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0"), "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)");
+        eprintln!("skipping the GPU: wgpu found no adapter here");
+    }
+    found
+}
+
+#[test]
+fn batches_uploaded_to_the_gpu_from_the_loader_thread_equal_the_cpu_batches() {
+    use liandan_backend_wgpu as _;
+    let Some(gpu) = gpu() else { return };
+    let (_, val) = bundled_mnist().unwrap();
+    let val: Arc<dyn Dataset> = Arc::new(val);
+    let cpu = DataLoader::new(val.clone(), 100, &Device::cpu()).unwrap().shuffle(4);
+    let on_gpu = DataLoader::new(val, 100, &gpu).unwrap().shuffle(4).workers(2);
+    for (a, b) in cpu.iter_from(1, 15).unwrap().zip(on_gpu.iter_from(1, 15).unwrap()) {
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(b.input.device().same(&gpu));
+        assert_eq!(a.input.to_vec::<f32>().unwrap(), b.input.to_vec::<f32>().unwrap());
+        assert_eq!(a.target.to_vec::<i64>().unwrap(), b.target.to_vec::<i64>().unwrap());
+    }
+}
