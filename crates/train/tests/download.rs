@@ -146,3 +146,26 @@ fn an_unreachable_server_says_what_to_do_offline() {
     let msg = message(fetch(&format!("http://127.0.0.1:{port}/x.bin"), "00", &dir.path().join("x.bin")).unwrap_err());
     assert!(msg.contains("offline"), "{msg}");
 }
+
+#[test]
+fn an_archive_is_fetched_and_unpacked_into_place() {
+    // A .tar.gz holding top/test_batch.bin, as CIFAR-10's archive holds cifar-10-batches-bin/.
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let record = vec![7u8; 3073];
+    let mut header = tar::Header::new_gnu();
+    header.set_size(record.len() as u64);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "top/test_batch.bin", record.as_slice()).unwrap();
+    let archive = tar.into_inner().unwrap().finish().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(scratch.path().join("a"), &archive).unwrap();
+    let sum = file_sha256(&scratch.path().join("a")).unwrap();
+
+    let (base, server) = serve(archive, vec![ok]);
+    let root = tempfile::tempdir().unwrap();
+    let dir = liandan_train::data::download::fetch_and_unpack(&format!("{base}data.tar.gz"), &sum, root.path(), "top").unwrap();
+    server.join().unwrap();
+    assert_eq!(dir, root.path().join("top"));
+    let ds = liandan_train::data::cifar10(&dir, liandan_train::data::Split::Test).unwrap();
+    assert_eq!(liandan_train::data::Dataset::len(&ds), 1);
+}

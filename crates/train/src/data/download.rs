@@ -74,13 +74,19 @@ pub fn fashion_mnist(root: Option<&Path>) -> Result<PathBuf> {
 
 /// Downloads and unpacks CIFAR-10 into `root/cifar-10-batches-bin` (for [`super::cifar10`]).
 pub fn cifar10(root: Option<&Path>) -> Result<PathBuf> {
-    let root = root_or_cache(root)?;
-    let dir = root.join("cifar-10-batches-bin");
-    if dir.join("test_batch.bin").is_file() {
+    fetch_and_unpack(&format!("{CIFAR10_URL}{}", CIFAR10_FILE.name), CIFAR10_FILE.sha256, &root_or_cache(root)?, "cifar-10-batches-bin")
+}
+
+/// Fetches the `.tar.gz` at `url` into `root` and unpacks its top directory `top` there,
+/// unless `root/top` already exists; returns `root/top`.
+pub fn fetch_and_unpack(url: &str, sha256: &str, root: &Path, top: &str) -> Result<PathBuf> {
+    let dir = root.join(top);
+    if dir.is_dir() {
         return Ok(dir);
     }
-    let archive = fetch(&format!("{CIFAR10_URL}{}", CIFAR10_FILE.name), CIFAR10_FILE.sha256, &root.join(CIFAR10_FILE.name))?;
-    unpack_tar_gz(&archive, &root, "cifar-10-batches-bin")
+    let name = url.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download.tar.gz");
+    let archive = fetch(url, sha256, &root.join(name))?;
+    unpack_tar_gz(&archive, root, top)
 }
 
 fn root_or_cache(root: Option<&Path>) -> Result<PathBuf> {
