@@ -3,10 +3,12 @@
 //! warm-up, the device synchronized around each repeat). `xtask/bench_torch.py` prints the
 //! same table for PyTorch, so both sides can be measured in one run on one machine.
 //! `LIANDAN_BENCH_LABEL` renames the side (to time two builds in one run). Benchmarks are never
-//! tests: nothing here asserts a time. `cargo xtask fuzz [--cases N]` and `cargo xtask
-//! bench-loader` are the data chores of `data.rs`.
+//! tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..] [--quick]`
+//! times the zoo `lstm` with fused kernels on and off (`fusion.rs`). `cargo xtask fuzz
+//! [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod data;
+mod fusion;
 
 use std::time::Instant;
 
@@ -166,14 +168,24 @@ fn main() {
         }
         return;
     }
-    if args.first().map(String::as_str) != Some("bench") {
-        eprintln!("usage: cargo xtask bench [--device cpu|gpu|gpu:N|all] [--quick] | fuzz [--cases N] | bench-loader");
+    let command = args.first().map(String::as_str);
+    if command != Some("bench") && command != Some("bench-fusion") {
+        eprintln!("usage: cargo xtask bench|bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
         eprintln!("xtask bench: {e}");
         std::process::exit(2);
     });
+    if command == Some("bench-fusion") {
+        for d in devices {
+            if let Err(e) = fusion::bench_fusion(&d, quick) {
+                eprintln!("xtask bench-fusion on {d}: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     println!("| side | benchmark | size | median ms | throughput |");
     println!("|---|---|---|---|---|");
     for d in devices {

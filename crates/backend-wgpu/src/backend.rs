@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use liandan_backend_cpu::CpuBackend;
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
-use liandan_tensor::{Backend, DType, DeviceKind, Error, Layout, MemoryStats, Result, Storage, Strided};
+use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, Layout, MemoryStats, Result, Storage, Strided};
 
 use crate::gpu::Gpu;
 use crate::repr::Repr;
@@ -312,6 +312,10 @@ impl Backend for WgpuBackend {
 
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
         self.concat_views(parts, dim)
+    }
+
+    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        self.fused_op(op, inputs)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -74,6 +74,7 @@ pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
     all.extend(crate::matmul::sources(&repr));
     all.extend(crate::window::sources(&repr));
     all.extend(crate::index::sources(&repr));
+    all.extend(crate::fused::sources(&repr));
     all
 }
 

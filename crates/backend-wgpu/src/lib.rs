@@ -13,6 +13,7 @@
 
 mod backend;
 mod elementwise;
+mod fused;
 mod gpu;
 mod index;
 mod info;

@@ -8,3 +8,18 @@ mod common;
 use common::gpu;
 
 liandan_tensor::conformance_suite!(gpu());
+
+/// The fused ops this backend runs as its own kernels (the suite's `fused_*` tests compare
+/// them with their composites; this makes sure they are not silently skipped). f64 takes the
+/// composite: Vulkan has no f64 `exp`.
+#[test]
+fn fused_kernels_run_here() {
+    use liandan_tensor::{conformance::fused::backend_runs, DType, FusedOp};
+    let Some(d) = gpu() else { return };
+    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward] {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
+        }
+        assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
+    }
+}
