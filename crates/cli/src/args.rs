@@ -1,0 +1,152 @@
+//! The command line's grammar (`clap` derive): every subcommand and option, with `--help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "liandan", version, about = "Train neural networks on the GPU you have (Metal, Vulkan, DX12) or the CPU.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List the devices liandan can use and the one it would pick.
+    Info,
+    /// List the zoo's models with their inputs, losses and optimizers.
+    Zoo,
+    /// Print a zoo model's layers, output shapes and parameter counts.
+    Summary(SummaryArgs),
+    /// Train a zoo model (default: mnist_cnn on the bundled MNIST, on the best device).
+    Train(TrainArgs),
+    /// Loss and accuracy of a checkpoint on a dataset.
+    Eval(EvalArgs),
+    /// Predicted class and probability for images (IDX, .npy or PNG).
+    Predict(PredictArgs),
+    /// Redraw the plot of a training history (history.json or history.csv).
+    Plot(PlotArgs),
+}
+
+#[derive(Args)]
+pub struct SummaryArgs {
+    /// The model (`liandan zoo` lists them).
+    pub model: Option<String>,
+    /// The batch size of the input the table is computed for.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub batch: Option<String>,
+}
+
+/// Where data comes from, for `train` and `eval`.
+#[derive(Args, Clone)]
+pub struct DataArgs {
+    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist` or
+    /// `fashion-mnist` (their IDX files under $LIANDAN_DATA/<name>), `cifar10`, or a directory
+    /// holding MNIST-format IDX files (train-* and t10k-*).
+    #[arg(long, default_value = "bundled", value_name = "NAME|DIR")]
+    pub data: String,
+    /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Use at most this many samples of each split (quick trials and tests).
+    #[arg(long, value_name = "N", value_parser = positive, hide = true)]
+    pub max_samples: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// The zoo model to train.
+    #[arg(long, default_value = "mnist_cnn")]
+    pub model: String,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Epochs to train.
+    #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub epochs: Option<usize>,
+    /// Samples per batch (default: the model's, from MODEL_ZOO.md).
+    #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub batch_size: Option<usize>,
+    /// Learning rate (default: the model's).
+    #[arg(long, value_name = "X", allow_hyphen_values = true)]
+    pub lr: Option<f64>,
+    /// sgd, adam, adamw, adadelta, rmsprop or adagrad (default: the model's).
+    #[arg(long, value_name = "NAME")]
+    pub optimizer: Option<String>,
+    /// none, step[:GAMMA] (StepLR every epoch), exponential:GAMMA or cosine (default: the
+    /// model's; mnist_cnn uses step:0.7).
+    #[arg(long, value_name = "SPEC")]
+    pub scheduler: Option<String>,
+    /// Where checkpoints, history and plot go (default: runs/<model>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Stop after this many epochs without improvement of --monitor.
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub patience: Option<usize>,
+    /// What early stopping and best.safetensors follow: val_loss, val_acc, loss, acc.
+    #[arg(long, default_value = "val_acc", value_name = "METRIC")]
+    pub monitor: String,
+    /// Continue the run in --out from its last.safetensors.
+    #[arg(long)]
+    pub resume: bool,
+    /// Seed of the initial weights, the shuffle and dropout.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Train on at most N batches per epoch (quick trials and tests).
+    #[arg(long, value_name = "N", value_parser = positive, hide = true)]
+    pub limit_batches: Option<usize>,
+    /// Steps between read-backs of the loss from the device.
+    #[arg(long, default_value_t = 20, value_name = "N", value_parser = positive, hide = true)]
+    pub log_interval: usize,
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// The zoo model the checkpoint is for.
+    #[arg(long)]
+    pub model: String,
+    /// A safetensors state dict: ours (best.safetensors, last.safetensors) or PyTorch's
+    /// `save_file(model.state_dict(), path)`.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: PathBuf,
+    #[command(flatten)]
+    pub data: DataArgs,
+    /// Samples per batch.
+    #[arg(long, default_value_t = 500, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub batch_size: usize,
+}
+
+#[derive(Args)]
+pub struct PredictArgs {
+    /// The zoo model the checkpoint is for.
+    #[arg(long)]
+    pub model: String,
+    /// A safetensors state dict (ours or PyTorch's).
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: PathBuf,
+    /// An image file (IDX, possibly gzipped; .npy of u8 pixels or floats in [0, 1]; PNG) or a
+    /// directory of them. Images are 28x28 grayscale, normalized as in training.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub input: PathBuf,
+    /// cpu, gpu or gpu:N.
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+}
+
+#[derive(Args)]
+pub struct PlotArgs {
+    /// history.json or history.csv as `liandan train` wrote it.
+    pub history: PathBuf,
+    /// The PNG to write (default: beside the history, history.png).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// A whole number of at least 1.
+fn positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(n as usize),
+        Ok(n) => Err(format!("{n} is not allowed; give a positive whole number such as 64")),
+        Err(_) => Err(format!("`{s}` is not a whole number; give a positive whole number such as 64")),
+    }
+}

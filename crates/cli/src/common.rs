@@ -1,0 +1,165 @@
+//! What `train`, `eval` and `predict` share: choosing the device (and saying why), building a
+//! zoo model for the data's shape, opening datasets, loading checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
+use liandan_nn::{checkpoint, DeviceKind, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
+use liandan_nn::{error::Result as NnResult, Device};
+use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
+
+use crate::Failure;
+
+/// The device to run on, and a sentence saying why it was chosen.
+pub fn pick_device(flag: Option<&str>) -> Result<(Device, String), Failure> {
+    let (spec, source) = match (flag, std::env::var("LIANDAN_DEVICE").ok()) {
+        (Some(f), _) => (Some(f.to_string()), "--device"),
+        (None, Some(env)) => (Some(env), "LIANDAN_DEVICE"),
+        (None, None) => (None, ""),
+    };
+    if let Some(spec) = spec {
+        let dev = Device::parse(&spec).map_err(|e| Failure::usage(format!("{source}={spec}: {e}")))?;
+        return Ok((dev, format!("asked for with {source}={spec}")));
+    }
+    let dev = Device::best();
+    let why = match dev.kind() {
+        DeviceKind::DiscreteGpu => "the best device found: a discrete GPU".to_string(),
+        DeviceKind::IntegratedGpu => "the best device found: an integrated GPU (no discrete one)".to_string(),
+        DeviceKind::Cpu => {
+            let software = Device::gpus().iter().any(|d| d.kind() == DeviceKind::SoftwareGpu);
+            let note = if software { " (a software Vulkan adapter exists; --device gpu would use it, slower than the CPU)" } else { "" };
+            format!("NO GPU FOUND, falling back to the CPU{note}")
+        }
+        other => format!("the best device found ({other:?})"),
+    };
+    Ok((dev, why))
+}
+
+/// A zoo model whose input is reshaped to the model's own per-sample shape (the LSTM reads
+/// an MNIST image `[1, 28, 28]` as 28 steps of 28).
+pub struct ZooNet {
+    pub inner: Box<dyn ZooModel>,
+    sample_shape: Vec<usize>,
+}
+
+impl Module for ZooNet {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.inner.visit(prefix, f)
+    }
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> NnResult<()>) -> NnResult<()> {
+        self.inner.visit_mut(prefix, f)
+    }
+    fn set_training(&mut self, training: bool) {
+        self.inner.set_training(training)
+    }
+}
+
+impl Forward for ZooNet {
+    fn forward(&self, x: &Tensor) -> NnResult<Tensor> {
+        let mut shape = vec![x.shape()[0]];
+        shape.extend_from_slice(&self.sample_shape);
+        self.inner.forward(&x.reshape(&shape)?)
+    }
+}
+
+/// The spec of `name`, if it is a classifier (the only kind `train` handles).
+pub fn classifier(name: &str) -> Result<&'static ZooSpec, Failure> {
+    let spec = zoo::spec(name)?;
+    match spec.target {
+        Target::Classes(_) => Ok(spec),
+        Target::Reconstruction => Err(Failure::usage(format!("`{name}` learns to reconstruct its input, which train/eval/predict do not handle yet; pick a classifier (`liandan zoo`)"))),
+    }
+}
+
+/// Builds model `spec` on `device` for samples of `sample_shape`, seeded by `seed`.
+pub fn build_model(spec: &ZooSpec, sample_shape: &[usize], device: &Device, seed: u64) -> Result<ZooNet, Failure> {
+    let want = &spec.input_shape[1..];
+    if want.iter().product::<usize>() != sample_shape.iter().product::<usize>() {
+        return Err(Failure::usage(format!(
+            "`{}` takes samples of shape {want:?} but the data has {sample_shape:?}; pick a model for this data (`liandan zoo`) or other data",
+            spec.name
+        )));
+    }
+    liandan_nn::manual_seed(seed);
+    Ok(ZooNet { inner: zoo::build(spec.name, device)?, sample_shape: want.to_vec() })
+}
+
+/// The loss the zoo model trains with, on its outputs: NLL for models ending in LogSoftmax,
+/// cross-entropy otherwise.
+pub fn loss_for(spec: &ZooSpec) -> impl Fn(&Tensor, &Tensor) -> liandan_train::Result<Tensor> + Send + 'static {
+    let nll = spec.loss == "NLL";
+    move |out, y| Ok(if nll { out.nll_loss(y, Reduction::Mean)? } else { out.cross_entropy(y, Reduction::Mean)? })
+}
+
+/// Class probabilities from the model's outputs (log-probabilities for NLL models).
+pub fn probabilities(spec: &ZooSpec, out: &Tensor) -> Result<Tensor, Failure> {
+    Ok(if spec.loss == "NLL" { out.exp()? } else { out.softmax(1usize)? })
+}
+
+/// Training and validation datasets for `--data`, cut to `max` samples each.
+pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>, String), Failure> {
+    let (train, val, what): (Arc<dyn Dataset>, Arc<dyn Dataset>, String) = match data {
+        "bundled" => {
+            let (t, v) = bundled_mnist()?;
+            (Arc::new(t), Arc::new(v), "bundled MNIST (real MNIST test split, 8,000 train / 2,000 validation)".into())
+        }
+        "mnist" | "fashion-mnist" => {
+            let dir = data_home().join(data);
+            if !dir.is_dir() {
+                return Err(Failure::usage(format!("{data} is not in {}; put its four IDX files there (or set LIANDAN_DATA), or pass --data DIR", dir.display())));
+            }
+            let (t, v) = idx_dir(&dir)?;
+            (t, v, format!("{data} from {}", dir.display()))
+        }
+        "cifar10" => return Err(Failure::usage("cifar10 is not readable by this build yet; use --data bundled, mnist, fashion-mnist or a directory of MNIST-format IDX files")),
+        dir if Path::new(dir).is_dir() => {
+            let (t, v) = idx_dir(Path::new(dir))?;
+            (t, v, format!("IDX files in {dir}"))
+        }
+        other => return Err(Failure::usage(format!("unknown dataset `{other}`: use bundled, mnist, fashion-mnist, cifar10 or an existing directory of IDX files"))),
+    };
+    let cut = |d: Arc<dyn Dataset>| -> Result<Arc<dyn Dataset>, Failure> {
+        match max {
+            Some(n) if n < d.len() => Ok(Arc::new(Subset::new(d, (0..n).collect())?)),
+            _ => Ok(d),
+        }
+    };
+    Ok((cut(train)?, cut(val)?, what))
+}
+
+/// MNIST-format IDX files in `dir`: the train split, and the t10k split to validate on;
+/// normalized as the bundled set is.
+fn idx_dir(dir: &Path) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>), Failure> {
+    let normalized = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(dir, split)?), mnist_transforms())?)) };
+    Ok((normalized(Split::Train)?, normalized(Split::Test)?))
+}
+
+/// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
+pub fn mnist_transforms() -> Vec<Transform> {
+    vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
+}
+
+/// `$LIANDAN_DATA`, else `~/.cache/liandan/data`.
+fn data_home() -> PathBuf {
+    match std::env::var_os("LIANDAN_DATA") {
+        Some(d) => PathBuf::from(d),
+        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(".cache/liandan/data"),
+    }
+}
+
+/// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`
+/// tensors of a `last.safetensors`) or one PyTorch saved with `save_file(model.state_dict())`.
+pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<(), Failure> {
+    if !path.is_file() {
+        return Err(Failure::usage(format!("{}: no such checkpoint file; give the best.safetensors that train wrote, or a PyTorch state dict saved with safetensors", path.display())));
+    }
+    let mut tensors = checkpoint::load(path, device)?;
+    if tensors.iter().all(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer.")) && tensors.iter().any(|(n, _)| n.starts_with("optimizer.")) {
+        // A training state: keep the model's part.
+        tensors = tensors.into_iter().filter_map(|(n, t)| n.strip_prefix("model.").map(|n| (n.to_string(), t))).collect();
+    }
+    checkpoint::load_state_dict(&model.state_dict(), tensors, true)
+        .map_err(|e| Failure::usage(format!("{} does not fit `{}` (is it a checkpoint of another model?): {e}", path.display(), model.inner.spec().name)))?;
+    Ok(())
+}
