@@ -12,23 +12,23 @@ use crate::strided::{map1, map2, map3};
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
     use CpuStorage as S;
     Ok(match x {
-        S::F32(v) => S::F32(unary_real(op, v, l)),
-        S::F16(v) => S::F16(unary_real(op, v, l)),
-        S::BF16(v) => S::BF16(unary_real(op, v, l)),
-        S::F64(v) => S::F64(unary_real(op, v, l)),
+        S::F32(v) => S::F32(unary_real(op, v, l)?),
+        S::F16(v) => S::F16(unary_real(op, v, l)?),
+        S::BF16(v) => S::BF16(unary_real(op, v, l)?),
+        S::F64(v) => S::F64(unary_real(op, v, l)?),
         S::I64(v) => S::I64(match op {
             UnaryOp::Neg => map1(v, l, i64::wrapping_neg),
             UnaryOp::Abs => map1(v, l, i64::wrapping_abs),
             UnaryOp::Sign => map1(v, l, i64::signum),
             _ => return Err(bad_dtype(name_of(op), DType::I64, "integers accept only neg, abs and sign")),
-        }),
+        }?),
         // Unsigned, as PyTorch's uint8: negation wraps, abs is the identity.
         S::U8(v) => S::U8(match op {
             UnaryOp::Neg => map1(v, l, u8::wrapping_neg),
             UnaryOp::Abs => map1(v, l, |x| x),
             UnaryOp::Sign => map1(v, l, |x| x.min(1)),
             _ => return Err(bad_dtype(name_of(op), DType::U8, "integers accept only neg, abs and sign")),
-        }),
+        }?),
         S::Bool(_) => return Err(bad_dtype(name_of(op), DType::Bool, "bool tensors take no arithmetic; cast first")),
     })
 }
@@ -52,7 +52,7 @@ fn name_of(op: UnaryOp) -> &'static str {
 }
 
 /// One closure per op, chosen outside the loop so the loop body inlines.
-fn unary_real<T: Real>(op: UnaryOp, v: &[T], l: &Layout) -> Vec<T> {
+fn unary_real<T: Real>(op: UnaryOp, v: &[T], l: &Layout) -> Result<Vec<T>> {
     match op {
         UnaryOp::Neg => map1(v, l, |x: T| -x),
         UnaryOp::Abs => map1(v, l, T::abs),
@@ -83,10 +83,10 @@ pub(crate) fn binary(op: BinaryOp, a: &CpuStorage, la: &Layout, b: &CpuStorage, 
     use CpuStorage as S;
     let zero_div = AtomicBool::new(false);
     let out = match (a, b) {
-        (S::F32(x), S::F32(y)) => S::F32(binary_real(op, x, la, y, lb)),
-        (S::F16(x), S::F16(y)) => S::F16(binary_real(op, x, la, y, lb)),
-        (S::BF16(x), S::BF16(y)) => S::BF16(binary_real(op, x, la, y, lb)),
-        (S::F64(x), S::F64(y)) => S::F64(binary_real(op, x, la, y, lb)),
+        (S::F32(x), S::F32(y)) => S::F32(binary_real(op, x, la, y, lb)?),
+        (S::F16(x), S::F16(y)) => S::F16(binary_real(op, x, la, y, lb)?),
+        (S::BF16(x), S::BF16(y)) => S::BF16(binary_real(op, x, la, y, lb)?),
+        (S::F64(x), S::F64(y)) => S::F64(binary_real(op, x, la, y, lb)?),
         (S::I64(x), S::I64(y)) => S::I64(match op {
             BinaryOp::Add => map2(x, la, y, lb, i64::wrapping_add),
             BinaryOp::Sub => map2(x, la, y, lb, i64::wrapping_sub),
@@ -95,7 +95,7 @@ pub(crate) fn binary(op: BinaryOp, a: &CpuStorage, la: &Layout, b: &CpuStorage, 
             BinaryOp::Maximum => map2(x, la, y, lb, i64::max),
             BinaryOp::Minimum => map2(x, la, y, lb, i64::min),
             BinaryOp::Pow => return Err(bad_dtype("pow", DType::I64, "pow takes floats; cast first")),
-        }),
+        }?),
         (S::U8(x), S::U8(y)) => S::U8(match op {
             BinaryOp::Add => map2(x, la, y, lb, u8::wrapping_add),
             BinaryOp::Sub => map2(x, la, y, lb, u8::wrapping_sub),
@@ -109,13 +109,13 @@ pub(crate) fn binary(op: BinaryOp, a: &CpuStorage, la: &Layout, b: &CpuStorage, 
             BinaryOp::Maximum => map2(x, la, y, lb, u8::max),
             BinaryOp::Minimum => map2(x, la, y, lb, u8::min),
             BinaryOp::Pow => return Err(bad_dtype("pow", DType::U8, "pow takes floats; cast first")),
-        }),
+        }?),
         // On bools, maximum is `or` and minimum is `and`; nothing else has a meaning.
         (S::Bool(x), S::Bool(y)) => S::Bool(match op {
             BinaryOp::Maximum => map2(x, la, y, lb, |p, q| (p | q != 0) as u8),
             BinaryOp::Minimum => map2(x, la, y, lb, |p, q| (p != 0 && q != 0) as u8),
             _ => return Err(bad_dtype("binary", DType::Bool, format!("{op:?} is not defined on bools; cast first"))),
-        }),
+        }?),
         _ => return Err(dtype_mismatch("binary", a, b)),
     };
     if zero_div.load(Ordering::Relaxed) {
@@ -138,7 +138,7 @@ fn floor_div(p: i64, q: i64, zero_div: &AtomicBool) -> i64 {
     }
 }
 
-fn binary_real<T: Real>(op: BinaryOp, x: &[T], la: &Layout, y: &[T], lb: &Layout) -> Vec<T> {
+fn binary_real<T: Real>(op: BinaryOp, x: &[T], la: &Layout, y: &[T], lb: &Layout) -> Result<Vec<T>> {
     match op {
         BinaryOp::Add => map2(x, la, y, lb, |p: T, q| p + q),
         BinaryOp::Sub => map2(x, la, y, lb, |p: T, q| p - q),
@@ -152,7 +152,7 @@ fn binary_real<T: Real>(op: BinaryOp, x: &[T], la: &Layout, y: &[T], lb: &Layout
 }
 
 pub(crate) fn compare(op: CmpOp, a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
-    fn cmp<T: Scalar>(op: CmpOp, x: &[T], la: &Layout, y: &[T], lb: &Layout) -> Vec<u8> {
+    fn cmp<T: Scalar>(op: CmpOp, x: &[T], la: &Layout, y: &[T], lb: &Layout) -> Result<Vec<u8>> {
         match op {
             CmpOp::Eq => map2(x, la, y, lb, |p, q| (p == q) as u8),
             CmpOp::Ne => map2(x, la, y, lb, |p, q| (p != q) as u8),
@@ -164,12 +164,12 @@ pub(crate) fn compare(op: CmpOp, a: &CpuStorage, la: &Layout, b: &CpuStorage, lb
     }
     use CpuStorage as S;
     Ok(S::Bool(match (a, b) {
-        (S::F32(x), S::F32(y)) => cmp(op, x, la, y, lb),
-        (S::F16(x), S::F16(y)) => cmp(op, x, la, y, lb),
-        (S::BF16(x), S::BF16(y)) => cmp(op, x, la, y, lb),
-        (S::F64(x), S::F64(y)) => cmp(op, x, la, y, lb),
-        (S::I64(x), S::I64(y)) => cmp(op, x, la, y, lb),
-        (S::U8(x), S::U8(y)) | (S::Bool(x), S::Bool(y)) => cmp(op, x, la, y, lb),
+        (S::F32(x), S::F32(y)) => cmp(op, x, la, y, lb)?,
+        (S::F16(x), S::F16(y)) => cmp(op, x, la, y, lb)?,
+        (S::BF16(x), S::BF16(y)) => cmp(op, x, la, y, lb)?,
+        (S::F64(x), S::F64(y)) => cmp(op, x, la, y, lb)?,
+        (S::I64(x), S::I64(y)) => cmp(op, x, la, y, lb)?,
+        (S::U8(x), S::U8(y)) | (S::Bool(x), S::Bool(y)) => cmp(op, x, la, y, lb)?,
         _ => return Err(dtype_mismatch("compare", a, b)),
     }))
 }
@@ -178,18 +178,18 @@ pub(crate) fn select(cond: &CpuStorage, lc: &Layout, t: &CpuStorage, lt: &Layout
     let CpuStorage::Bool(c) = cond else {
         return Err(bad_dtype("select", cond.dtype(), "the condition must be bool"));
     };
-    fn pick<T: Scalar>(c: &[u8], lc: &Layout, x: &[T], lt: &Layout, y: &[T], lf: &Layout) -> Vec<T> {
+    fn pick<T: Scalar>(c: &[u8], lc: &Layout, x: &[T], lt: &Layout, y: &[T], lf: &Layout) -> Result<Vec<T>> {
         map3(c, lc, x, lt, y, lf, |c, p, q| if c != 0 { p } else { q })
     }
     use CpuStorage as S;
     Ok(match (t, f) {
-        (S::F32(x), S::F32(y)) => S::F32(pick(c, lc, x, lt, y, lf)),
-        (S::F16(x), S::F16(y)) => S::F16(pick(c, lc, x, lt, y, lf)),
-        (S::BF16(x), S::BF16(y)) => S::BF16(pick(c, lc, x, lt, y, lf)),
-        (S::F64(x), S::F64(y)) => S::F64(pick(c, lc, x, lt, y, lf)),
-        (S::I64(x), S::I64(y)) => S::I64(pick(c, lc, x, lt, y, lf)),
-        (S::U8(x), S::U8(y)) => S::U8(pick(c, lc, x, lt, y, lf)),
-        (S::Bool(x), S::Bool(y)) => S::Bool(pick(c, lc, x, lt, y, lf)),
+        (S::F32(x), S::F32(y)) => S::F32(pick(c, lc, x, lt, y, lf)?),
+        (S::F16(x), S::F16(y)) => S::F16(pick(c, lc, x, lt, y, lf)?),
+        (S::BF16(x), S::BF16(y)) => S::BF16(pick(c, lc, x, lt, y, lf)?),
+        (S::F64(x), S::F64(y)) => S::F64(pick(c, lc, x, lt, y, lf)?),
+        (S::I64(x), S::I64(y)) => S::I64(pick(c, lc, x, lt, y, lf)?),
+        (S::U8(x), S::U8(y)) => S::U8(pick(c, lc, x, lt, y, lf)?),
+        (S::Bool(x), S::Bool(y)) => S::Bool(pick(c, lc, x, lt, y, lf)?),
         _ => return Err(dtype_mismatch("select", t, f)),
     })
 }
@@ -197,32 +197,32 @@ pub(crate) fn select(cond: &CpuStorage, lc: &Layout, t: &CpuStorage, lt: &Layout
 /// Converts element type: float to integer truncates toward zero, anything to bool is `!= 0`,
 /// bool to a number is 0 or 1.
 pub(crate) fn cast(x: &CpuStorage, l: &Layout, to: DType) -> Result<CpuStorage> {
-    fn from<T: Scalar>(v: &[T], l: &Layout, to: DType) -> CpuStorage {
-        fn conv<T: Scalar, U: Scalar>(v: &[T], l: &Layout) -> Vec<U> {
+    fn from<T: Scalar>(v: &[T], l: &Layout, to: DType) -> Result<CpuStorage> {
+        fn conv<T: Scalar, U: Scalar>(v: &[T], l: &Layout) -> Result<Vec<U>> {
             if T::FLOAT {
                 map1(v, l, |x| U::from_f64(x.to_f64()))
             } else {
                 map1(v, l, |x| U::from_i64(x.to_i64()))
             }
         }
-        match to {
-            DType::F32 => CpuStorage::F32(conv(v, l)),
-            DType::F16 => CpuStorage::F16(conv(v, l)),
-            DType::BF16 => CpuStorage::BF16(conv(v, l)),
-            DType::F64 => CpuStorage::F64(conv(v, l)),
-            DType::I64 => CpuStorage::I64(conv(v, l)),
-            DType::U8 => CpuStorage::U8(conv(v, l)),
+        Ok(match to {
+            DType::F32 => CpuStorage::F32(conv(v, l)?),
+            DType::F16 => CpuStorage::F16(conv(v, l)?),
+            DType::BF16 => CpuStorage::BF16(conv(v, l)?),
+            DType::F64 => CpuStorage::F64(conv(v, l)?),
+            DType::I64 => CpuStorage::I64(conv(v, l)?),
+            DType::U8 => CpuStorage::U8(conv(v, l)?),
             // `to_f64` is exact enough for this: no nonzero integer maps to 0.0, and NaN is true.
-            DType::Bool => CpuStorage::Bool(map1(v, l, |x| (x.to_f64() != 0.0) as u8)),
-        }
+            DType::Bool => CpuStorage::Bool(map1(v, l, |x| (x.to_f64() != 0.0) as u8)?),
+        })
     }
     Ok(match x {
-        CpuStorage::F32(v) => from(v, l, to),
-        CpuStorage::F16(v) => from(v, l, to),
-        CpuStorage::BF16(v) => from(v, l, to),
-        CpuStorage::F64(v) => from(v, l, to),
-        CpuStorage::I64(v) => from(v, l, to),
-        CpuStorage::U8(v) => from(v, l, to),
-        CpuStorage::Bool(v) => from(&map1(v, l, |b| (b != 0) as u8), &Layout::contiguous(&[l.numel()]), to),
+        CpuStorage::F32(v) => from(v, l, to)?,
+        CpuStorage::F16(v) => from(v, l, to)?,
+        CpuStorage::BF16(v) => from(v, l, to)?,
+        CpuStorage::F64(v) => from(v, l, to)?,
+        CpuStorage::I64(v) => from(v, l, to)?,
+        CpuStorage::U8(v) => from(v, l, to)?,
+        CpuStorage::Bool(v) => from(&map1(v, l, |b| (b != 0) as u8)?, &Layout::contiguous(&[l.numel()]), to)?,
     })
 }

@@ -3,7 +3,7 @@
 
 use liandan_tensor::{DType, Error, Layout, Result};
 
-use crate::storage::{bad_dtype, dtype_mismatch, each_dtype, map_dtype, CpuStorage, Scalar};
+use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, CpuStorage, Scalar};
 use crate::strided::{materialize, with_contiguous, Fault, Plan};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
@@ -95,7 +95,7 @@ pub(crate) fn scatter_add(dst: &CpuStorage, ld: &Layout, index: &CpuStorage, li:
 /// Sequential: repeated indices make any two updates race, and this op feeds gather's and
 /// embedding's backward, where the target axis is usually the only long one.
 fn scatter_add_t<T: Scalar + bytemuck::Pod>(d: &[T], ld: &Layout, idx: &[i64], li: &Layout, s: &[T], ls: &Layout, dim: usize) -> Result<Vec<T>> {
-    let mut out = materialize(d, ld);
+    let mut out = materialize(d, ld)?;
     let mut strides = liandan_tensor::layout::contiguous_strides(ld.shape());
     let step = std::mem::replace(&mut strides[dim], 0);
     let size = ld.shape()[dim];
@@ -142,14 +142,14 @@ pub(crate) fn concat(parts: &[(&CpuStorage, &Layout)], dim: usize) -> Result<Cpu
         }
         shape[dim] += l.shape()[dim];
     }
-    Ok(map_dtype!(first, _v => concat_t(parts, dim, &shape)))
+    Ok(map_dtype!(first, _v => concat_t(parts, dim, &shape)?))
 }
 
-fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: usize, shape: &[usize]) -> Vec<T> {
+fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: usize, shape: &[usize]) -> Result<Vec<T>> {
     let outer: usize = shape[..dim].iter().product();
     let inner: usize = shape[dim + 1..].iter().product();
     let total = shape[dim] * inner;
-    let mut out = vec![T::default(); outer * total];
+    let mut out = alloc("concat", outer * total, T::default())?;
     let mut col = 0;
     for &(s, l) in parts {
         let width = l.shape()[dim] * inner;
@@ -159,8 +159,8 @@ fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: us
             for o in 0..outer {
                 out[o * total + col..][..width].copy_from_slice(&xs[o * width..][..width]);
             }
-        });
+        })?;
         col += width;
     }
-    out
+    Ok(out)
 }

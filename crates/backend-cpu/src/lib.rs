@@ -45,27 +45,27 @@ fn ok(s: CpuStorage) -> Result<Storage> {
 }
 
 /// `numel` elements, element `i` from `f(i)`, in parallel when large.
-fn generate<T: Scalar>(numel: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let mut out = vec![T::default(); numel];
+fn generate<T: Scalar>(numel: usize, f: impl Fn(usize) -> T + Sync) -> Result<Vec<T>> {
+    let mut out = storage::alloc("full", numel, T::default())?;
     if numel >= PAR_MIN {
         out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, o)| o.iter_mut().enumerate().for_each(|(j, x)| *x = f(c * CHUNK + j)));
     } else {
         out.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));
     }
-    out
+    Ok(out)
 }
 
 /// A buffer of `dtype` from f64 values `f(i)`; for `Bool`, nonzero is true.
-fn from_f64_fn(numel: usize, dtype: DType, f: impl Fn(usize) -> f64 + Sync) -> CpuStorage {
-    match dtype {
-        DType::F32 => CpuStorage::F32(generate(numel, |i| Scalar::from_f64(f(i)))),
-        DType::F16 => CpuStorage::F16(generate(numel, |i| Scalar::from_f64(f(i)))),
-        DType::BF16 => CpuStorage::BF16(generate(numel, |i| Scalar::from_f64(f(i)))),
-        DType::F64 => CpuStorage::F64(generate(numel, &f)),
-        DType::I64 => CpuStorage::I64(generate(numel, |i| Scalar::from_f64(f(i)))),
-        DType::U8 => CpuStorage::U8(generate(numel, |i| Scalar::from_f64(f(i)))),
-        DType::Bool => CpuStorage::Bool(generate(numel, |i| (f(i) != 0.0) as u8)),
-    }
+fn from_f64_fn(numel: usize, dtype: DType, f: impl Fn(usize) -> f64 + Sync) -> Result<CpuStorage> {
+    Ok(match dtype {
+        DType::F32 => CpuStorage::F32(generate(numel, |i| Scalar::from_f64(f(i)))?),
+        DType::F16 => CpuStorage::F16(generate(numel, |i| Scalar::from_f64(f(i)))?),
+        DType::BF16 => CpuStorage::BF16(generate(numel, |i| Scalar::from_f64(f(i)))?),
+        DType::F64 => CpuStorage::F64(generate(numel, &f)?),
+        DType::I64 => CpuStorage::I64(generate(numel, |i| Scalar::from_f64(f(i)))?),
+        DType::U8 => CpuStorage::U8(generate(numel, |i| Scalar::from_f64(f(i)))?),
+        DType::Bool => CpuStorage::Bool(generate(numel, |i| (f(i) != 0.0) as u8)?),
+    })
 }
 
 impl Backend for CpuBackend {
@@ -94,21 +94,21 @@ impl Backend for CpuBackend {
         let s = cpu(src.storage);
         Ok(each_dtype!(s, v => match contiguous(v, src.layout) {
             Some(xs) => bytemuck::cast_slice(xs).to_vec(),
-            None => bytemuck::cast_slice(&materialize(v, src.layout)).to_vec(),
+            None => bytemuck::cast_slice(&materialize(v, src.layout)?).to_vec(),
         }))
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        ok(from_f64_fn(numel, dtype, |_| value))
+        ok(from_f64_fn(numel, dtype, |_| value)?)
     }
 
     fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
         // The counter is 32 bits on every backend (WGSL has no u64), so it wraps past 2^32.
-        ok(from_f64_fn(numel, dtype, |i| liandan_tensor::rng::sample(dist, seed, i as u32) as f64))
+        ok(from_f64_fn(numel, dtype, |i| liandan_tensor::rng::sample(dist, seed, i as u32) as f64)?)
     }
 
     fn copy(&self, src: Strided) -> Result<Storage> {
-        ok(storage::map_dtype!(cpu(src.storage), v => materialize(v, src.layout)))
+        ok(storage::map_dtype!(cpu(src.storage), v => materialize(v, src.layout)?))
     }
 
     fn cast(&self, src: Strided, to: DType) -> Result<Storage> {

@@ -4,7 +4,7 @@
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{backend_error, bad_dtype, dtype_mismatch, CpuStorage, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, CpuStorage, Real};
 use crate::strided::map1;
 
 pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
@@ -32,20 +32,20 @@ pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -
 
 /// Half-precision products run in f32 (no half gemm is fast on a CPU) and round once at the end.
 fn via_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
-    let (x, lx) = widen(x, la);
-    let (y, ly) = widen(y, lb);
+    let (x, lx) = widen(x, la)?;
+    let (y, ly) = widen(y, lb)?;
     Ok(gemm_batched(&x, &lx, &y, &ly, dims)?.into_iter().map(T::narrow).collect())
 }
 
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
-fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> (Vec<f32>, Layout) {
+fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> {
     let (shape, strides) = (l.shape(), l.strides());
     let (rows, cols) = (shape[1], shape[2]);
     if shape[0] > 1 && strides[0] == 0 {
         let first = Layout::new(vec![rows, cols], strides[1..].to_vec(), l.offset());
-        (map1(v, &first, T::widen), Layout::new(shape.to_vec(), vec![0, cols, 1], 0))
+        Ok((map1(v, &first, T::widen)?, Layout::new(shape.to_vec(), vec![0, cols, 1], 0)))
     } else {
-        (map1(v, l, T::widen), Layout::contiguous(shape))
+        Ok((map1(v, l, T::widen)?, Layout::contiguous(shape)))
     }
 }
 
@@ -71,7 +71,7 @@ impl Gemm for f64 {
 }
 
 fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {
-    let mut out = vec![T::default(); batch * m * n];
+    let mut out = alloc("matmul", batch * m * n, T::default())?;
     if out.is_empty() || k == 0 {
         return Ok(out);
     }

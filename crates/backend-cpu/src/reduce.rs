@@ -15,28 +15,28 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
     use CpuStorage as S;
     Ok(match op {
         ReduceOp::Sum => match x {
-            S::F32(v) => S::F32(sum_float(v, l, dims)),
-            S::F16(v) => S::F16(sum_float(v, l, dims)),
-            S::BF16(v) => S::BF16(sum_float(v, l, dims)),
-            S::F64(v) => S::F64(sum_float(v, l, dims)),
-            S::I64(v) => S::I64(sum_int(v, l, dims)),
-            S::U8(v) | S::Bool(v) => S::I64(sum_int(v, l, dims)),
+            S::F32(v) => S::F32(sum_float(v, l, dims)?),
+            S::F16(v) => S::F16(sum_float(v, l, dims)?),
+            S::BF16(v) => S::BF16(sum_float(v, l, dims)?),
+            S::F64(v) => S::F64(sum_float(v, l, dims)?),
+            S::I64(v) => S::I64(sum_int(v, l, dims)?),
+            S::U8(v) | S::Bool(v) => S::I64(sum_int(v, l, dims)?),
         },
-        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt).into_iter().map(|a| a.0).collect()),
-        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt).into_iter().map(|a| a.0).collect()),
-        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt).into_iter().map(|a| a.1).collect())),
-        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt).into_iter().map(|a| a.1).collect())),
+        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.0).collect()),
+        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.0).collect()),
+        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.1).collect())),
+        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.1).collect())),
     })
 }
 
 /// Float sums accumulate in f64 whatever the dtype: the reference backend should not be the
 /// one that loses digits on a long row.
-fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Vec<T> {
-    let acc = with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b));
-    acc.into_iter().map(T::from_f64).collect()
+fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<T>> {
+    let acc = with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b))?;
+    Ok(acc.into_iter().map(T::from_f64).collect())
 }
 
-fn sum_int<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Vec<i64> {
+fn sum_int<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<i64>> {
     with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0i64, |a, x, _| a.wrapping_add(x.to_i64()), i64::wrapping_add))
 }
 
@@ -51,7 +51,7 @@ fn lt<T: Scalar>(new: T, cur: T) -> bool {
 }
 
 /// The winning value and its index along `len` for every lane; index -1 marks "none yet".
-fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: fn(T, T) -> bool) -> Vec<(T, i64)> {
+fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: fn(T, T) -> bool) -> Result<Vec<(T, i64)>> {
     let init = (T::default(), -1i64);
     with_contiguous(v, l, |xs| {
         fold_lanes(

@@ -100,7 +100,7 @@ impl CpuStorage {
                 return Err(backend_error("from_host", format!("{} bytes is not a whole number of {dtype} elements", bytes.len())));
             }
             // Copying through a typed Vec, not `cast_slice`, since host bytes need not be aligned.
-            let mut v = vec![T::zeroed(); bytes.len() / size];
+            let mut v = alloc("from_host", bytes.len() / size, T::zeroed())?;
             bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
             Ok(v)
         }
@@ -137,6 +137,26 @@ impl BackendStorage for CpuStorage {
 /// so this is a broken invariant, not a user error.
 pub(crate) fn cpu(s: &dyn BackendStorage) -> &CpuStorage {
     s.as_any().downcast_ref::<CpuStorage>().unwrap_or_else(|| panic!("cpu backend was handed a foreign storage: {s:?}"))
+}
+
+/// A buffer of `n` copies of `value`, or an error naming the bytes when the host cannot give
+/// them. Every result buffer is allocated here so that an absurd size is an error a caller can
+/// act on (a batch-size finder depends on it), not a capacity panic or the allocator's abort.
+pub(crate) fn alloc<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
+    let mut v = reserve(op, n)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// An empty buffer with room for `n` elements, or the error of [`alloc`].
+pub(crate) fn reserve<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| Error::OutOfMemory {
+        op,
+        bytes: n as u128 * std::mem::size_of::<T>() as u128,
+        detail: format!("the host has no such memory ({e}); use a smaller batch or shape"),
+    })?;
+    Ok(v)
 }
 
 pub(crate) fn bad_dtype(op: &'static str, got: DType, detail: impl Into<String>) -> Error {

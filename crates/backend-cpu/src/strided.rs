@@ -4,8 +4,10 @@
 //! contiguous across the merge, so a contiguous view becomes one long run with stride 1 (the
 //! fast path needs no code of its own) and a broadcast or transposed one a few long runs.
 
-use liandan_tensor::Layout;
+use liandan_tensor::{Layout, Result};
 use rayon::prelude::*;
+
+use crate::storage::{alloc, reserve};
 
 /// Below this many elements a kernel stays on the calling thread: fork-join costs more than
 /// it saves.
@@ -113,16 +115,16 @@ impl<const K: usize> Plan<K> {
 }
 
 /// `f` over one view.
-pub(crate) fn map1<A, O>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync) -> Vec<O>
+pub(crate) fn map1<A, O>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync) -> Result<Vec<O>>
 where
     A: Copy + Sync,
     O: Copy + Default + Send,
 {
     let plan = Plan::new(la.shape(), [la]);
-    let mut out = vec![O::default(); plan.numel];
+    let mut out = alloc("elementwise", plan.numel, O::default())?;
     if plan.transposed() {
         plan.fill_blocked(&mut out, |o, [i]| *o = f(a[i]));
-        return out;
+        return Ok(out);
     }
     plan.fill(&mut out, |o, [i]| {
         let n = o.len();
@@ -131,21 +133,21 @@ where
             [s] => o.iter_mut().enumerate().for_each(|(j, o)| *o = f(a[i + j * s])),
         }
     });
-    out
+    Ok(out)
 }
 
 /// `f` over two views of one shape.
-pub(crate) fn map2<A, B, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: impl Fn(A, B) -> O + Sync) -> Vec<O>
+pub(crate) fn map2<A, B, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: impl Fn(A, B) -> O + Sync) -> Result<Vec<O>>
 where
     A: Copy + Sync,
     B: Copy + Sync,
     O: Copy + Default + Send,
 {
     let plan = Plan::new(la.shape(), [la, lb]);
-    let mut out = vec![O::default(); plan.numel];
+    let mut out = alloc("elementwise", plan.numel, O::default())?;
     if plan.transposed() {
         plan.fill_blocked(&mut out, |o, [i, k]| *o = f(a[i], b[k]));
-        return out;
+        return Ok(out);
     }
     plan.fill(&mut out, |o, [i, k]| {
         let n = o.len();
@@ -156,11 +158,11 @@ where
             [sa, sb] => o.iter_mut().enumerate().for_each(|(j, o)| *o = f(a[i + j * sa], b[k + j * sb])),
         }
     });
-    out
+    Ok(out)
 }
 
 /// `f` over three views of one shape.
-pub(crate) fn map3<A, B, C, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, c: &[C], lc: &Layout, f: impl Fn(A, B, C) -> O + Sync) -> Vec<O>
+pub(crate) fn map3<A, B, C, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, c: &[C], lc: &Layout, f: impl Fn(A, B, C) -> O + Sync) -> Result<Vec<O>>
 where
     A: Copy + Sync,
     B: Copy + Sync,
@@ -168,22 +170,26 @@ where
     O: Copy + Default + Send,
 {
     let plan = Plan::new(la.shape(), [la, lb, lc]);
-    let mut out = vec![O::default(); plan.numel];
+    let mut out = alloc("elementwise", plan.numel, O::default())?;
     if plan.transposed() {
         plan.fill_blocked(&mut out, |o, [i, j, k]| *o = f(a[i], b[j], c[k]));
-        return out;
+        return Ok(out);
     }
     let [sa, sb, sc] = plan.strides;
     plan.fill(&mut out, |o, [i, j, k]| {
         o.iter_mut().enumerate().for_each(|(n, o)| *o = f(a[i + n * sa], b[j + n * sb], c[k + n * sc]));
     });
-    out
+    Ok(out)
 }
 
 /// The view's elements in row-major order, as a fresh `Vec`.
-pub(crate) fn materialize<T: Copy + Default + Send + Sync>(data: &[T], layout: &Layout) -> Vec<T> {
+pub(crate) fn materialize<T: Copy + Default + Send + Sync>(data: &[T], layout: &Layout) -> Result<Vec<T>> {
     match contiguous(data, layout) {
-        Some(s) => s.to_vec(),
+        Some(s) => {
+            let mut v = reserve("copy", s.len())?;
+            v.extend_from_slice(s);
+            Ok(v)
+        }
         None => map1(data, layout, |x| x),
     }
 }
@@ -195,10 +201,10 @@ pub(crate) fn contiguous<'a, T>(data: &'a [T], layout: &Layout) -> Option<&'a [T
 
 /// Runs `f` on the view as a slice. The contract says the view is contiguous; a strided one
 /// is copied rather than trusted.
-pub(crate) fn with_contiguous<T: Copy + Default + Send + Sync, R>(v: &[T], l: &Layout, f: impl FnOnce(&[T]) -> R) -> R {
+pub(crate) fn with_contiguous<T: Copy + Default + Send + Sync, R>(v: &[T], l: &Layout, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     match contiguous(v, l) {
-        Some(xs) => f(xs),
-        None => f(&materialize(v, l)),
+        Some(xs) => Ok(f(xs)),
+        None => Ok(f(&materialize(v, l)?)),
     }
 }
 
@@ -231,12 +237,12 @@ mod tests {
         assert!(p.outer.is_empty() && p.inner == 24 && p.strides == [1]);
         let t = Layout::contiguous(&[3, 4]).permute(&[1, 0]).unwrap();
         let data: Vec<i64> = (0..12).collect();
-        assert_eq!(map1(&data, &t, |x| x), vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
+        assert_eq!(map1(&data, &t, |x| x).unwrap(), vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
         let big = Layout::new(vec![300, 200], vec![1, 300], 5);
         let data: Vec<i64> = (0..60_005).collect();
         let want: Vec<i64> = big.indices().map(|i| i as i64).collect();
-        assert_eq!(map1(&data, &big, |x| x), want);
+        assert_eq!(map1(&data, &big, |x| x).unwrap(), want);
         let empty = Layout::contiguous(&[0, 5]).permute(&[1, 0]).unwrap();
-        assert!(map1(&data, &empty, |x| x).is_empty());
+        assert!(map1(&data, &empty, |x| x).unwrap().is_empty());
     }
 }

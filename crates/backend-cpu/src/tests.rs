@@ -356,3 +356,17 @@ fn random_uses_the_shared_generator() {
     let bern = get(&B.random(Distribution::Bernoulli { p: 0.3 }, 100, 1, DType::Bool).unwrap(), DType::Bool);
     assert!(bern.iter().all(|&v| v == 0.0 || v == 1.0));
 }
+
+#[test]
+fn allocations_the_host_cannot_give_are_errors_naming_the_bytes() {
+    // Past isize::MAX bytes (a capacity overflow before), and 64 TiB (an allocator abort
+    // before): neither touches memory, since the request is refused before any page is used.
+    for (numel, bytes) in [(usize::MAX / 2, (usize::MAX / 2) as u128 * 4), (1usize << 44, 1u128 << 46)] {
+        match B.full(numel, 1.0, DType::F32) {
+            Err(Error::OutOfMemory { bytes: b, .. }) => assert_eq!(b, bytes),
+            other => panic!("{numel} elements: {:?}", other.map(|s| s.size_in_bytes())),
+        }
+    }
+    let e = B.random(Distribution::Normal { mean: 0.0, std: 1.0 }, 1 << 44, 0, DType::F64).unwrap_err().to_string();
+    assert!(e.contains("140737488355328 bytes"), "{e}");
+}

@@ -9,7 +9,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use crate::reduce::gt;
-use crate::storage::{map_dtype, map_float, CpuStorage, Real, Scalar};
+use crate::storage::{alloc, map_dtype, map_float, CpuStorage, Real, Scalar};
 use crate::strided::{with_contiguous, PAR_MIN};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
@@ -145,14 +145,15 @@ pub(crate) fn im2col(x: &CpuStorage, l: &Layout, window: Window2d, pad_value: f6
     let g = Geo::new("im2col", &window)?;
     check_input("im2col", l, [window.n, window.c, g.h, g.w])?;
     if let CpuStorage::Bool(v) = x {
-        return Ok(CpuStorage::Bool(with_contiguous(v, l, |xs| im2col_t(xs, g, (pad_value != 0.0) as u8))));
+        return Ok(CpuStorage::Bool(with_contiguous(v, l, |xs| im2col_t(xs, g, (pad_value != 0.0) as u8))??));
     }
-    Ok(map_dtype!(x, v => with_contiguous(v, l, |xs| im2col_t(xs, g, Scalar::from_f64(pad_value)))))
+    Ok(map_dtype!(x, v => with_contiguous(v, l, |xs| im2col_t(xs, g, Scalar::from_f64(pad_value)))??))
 }
 
-fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Vec<T> {
+fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Result<Vec<T>> {
     let (kk, l) = (g.kh * g.kw, g.l());
-    let mut out = vec![pad; g.planes * kk * l];
+    // The largest buffer of a convolution, so the one most worth refusing with an error.
+    let mut out = alloc("im2col", g.planes * kk * l, pad)?;
     let work = out.len();
     per_plane(&mut out, kk * l, work, |p, block| {
         let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
@@ -166,13 +167,13 @@ fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Vec<T> {
             }
         }
     });
-    out
+    Ok(out)
 }
 
 pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<CpuStorage> {
     let g = Geo::new("col2im", &window)?;
     check_input("col2im", l, [window.n, window.c * g.kh * g.kw, g.l()])?;
-    Ok(map_float!(cols, "col2im", v => with_contiguous(v, l, |xs| col2im_t(xs, g))))
+    Ok(map_float!(cols, "col2im", v => with_contiguous(v, l, |xs| col2im_t(xs, g))?))
 }
 
 fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
@@ -200,7 +201,7 @@ pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result
     check_input("max_pool2d", l, [window.n, window.c, g.h, g.w])?;
     let indices: Vec<i64>;
     let values = map_dtype!(x, v => {
-        let (vals, idx) = with_contiguous(v, l, |xs| max_pool_t(xs, g));
+        let (vals, idx) = with_contiguous(v, l, |xs| max_pool_t(xs, g))?;
         indices = idx;
         vals
     });
@@ -240,7 +241,7 @@ pub(crate) fn avg_pool2d(x: &CpuStorage, l: &Layout, window: Window2d, count_inc
     let g = Geo::new("avg_pool2d", &window)?;
     check_no_dilation("avg_pool2d", &window)?;
     check_input("avg_pool2d", l, [window.n, window.c, g.h, g.w])?;
-    Ok(map_float!(x, "avg_pool2d", v => with_contiguous(v, l, |xs| avg_pool_t(xs, g, count_include_pad))))
+    Ok(map_float!(x, "avg_pool2d", v => with_contiguous(v, l, |xs| avg_pool_t(xs, g, count_include_pad))?))
 }
 
 fn avg_pool_t<T: Real>(xs: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
@@ -264,7 +265,7 @@ pub(crate) fn avg_pool2d_backward(dy: &CpuStorage, l: &Layout, window: Window2d,
     let g = Geo::new("avg_pool2d_backward", &window)?;
     check_no_dilation("avg_pool2d_backward", &window)?;
     check_input("avg_pool2d_backward", l, [window.n, window.c, g.oh, g.ow])?;
-    Ok(map_float!(dy, "avg_pool2d_backward", v => with_contiguous(v, l, |dys| avg_pool_backward_t(dys, g, count_include_pad))))
+    Ok(map_float!(dy, "avg_pool2d_backward", v => with_contiguous(v, l, |dys| avg_pool_backward_t(dys, g, count_include_pad))?))
 }
 
 fn avg_pool_backward_t<T: Real>(dys: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {

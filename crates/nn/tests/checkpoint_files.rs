@@ -77,6 +77,14 @@ fn broken_files_give_format_errors_that_name_the_file() {
         ),
         ("offsets_reversed", with_header(&format!("{{{}}}", f32_entry("w", "[0]", 8, 0)), &[0; 8]), "invalid offset"),
         ("shape_size_mismatch", with_header(&format!("{{{}}}", f32_entry("w", "[3]", 0, 8)), &[0; 8]), "invalid shape"),
+        ("shape_size_mismatch_named", with_header(&format!("{{{}}}", f32_entry("w", "[3]", 0, 8)), &[0; 8]), "`w`: shape [3] of F32 needs 12 bytes"),
+        // Empty tensors whose later dims overflow every stride: safetensors meets the 0 first
+        // and accepts them; building the tensor panicked in `contiguous_strides` before.
+        ("zero_then_huge_dims", with_header(&format!("{{{}}}", f32_entry("w", "[0, 4294967296, 4294967296]", 0, 0)), &[]), "`w`: load: shape"),
+        ("zero_then_past_isize_max", with_header(&format!("{{{}}}", f32_entry("w", "[0, 2, 4611686018427387904]", 0, 0)), &[]), "too large"),
+        ("zero_then_past_usize_max", with_header(&format!("{{{}}}", f32_entry("w", "[0, 3, 6148914691236517206]", 0, 0)), &[]), "too large"),
+        ("huge_dims_then_zero", with_header(&format!("{{{}}}", f32_entry("w", "[4294967296, 4294967296, 0]", 0, 0)), &[]), "`w`"),
+        ("just_past_usize_max", with_header(&format!("{{{}}}", f32_entry("w", "[3, 6148914691236517206]", 0, 0)), &[]), "`w`"),
         (
             "shape_overflow",
             with_header(&format!("{{{}}}", f32_entry("w", "[4294967296, 4294967296, 4294967296]", 0, 8)), &[0; 8]),

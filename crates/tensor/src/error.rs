@@ -42,6 +42,11 @@ pub enum Error {
     #[error("{op}: {got} elements given for shape {shape:?}, which holds {want}")]
     ElementCount { op: &'static str, got: usize, want: usize, shape: Vec<usize> },
 
+    /// Memory for a tensor cannot be had: more than an address space holds, or more than the
+    /// device (or the host) has free. `bytes` is what was asked for.
+    #[error("{op}: cannot allocate {bytes} bytes: {detail}")]
+    OutOfMemory { op: &'static str, bytes: u128, detail: String },
+
     /// Autograd was asked for something it cannot do.
     #[error("backward: {0}")]
     Autograd(String),

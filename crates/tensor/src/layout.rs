@@ -13,13 +13,34 @@ pub struct Layout {
     offset: usize,
 }
 
-/// Row-major (C order) strides of `shape`.
+/// The most elements (and the largest stride) a shape may have: Rust allocations stop at
+/// `isize::MAX` bytes, so a shape past it cannot be real, even with a zero dim elsewhere.
+pub const MAX_ELEMENTS: usize = isize::MAX as usize;
+
+/// Checks that `shape`'s element count and row-major strides fit in [`MAX_ELEMENTS`], and
+/// returns the element count. Every shape that enters the crate from outside (creation, files,
+/// reshape, expand) passes here, so the unchecked arithmetic of [`Layout`] cannot overflow.
+///
+/// The product of the non-zero dims bounds every stride: `[0, 2^32, 2^32]` holds no element,
+/// but its first stride would be 2^64.
+pub fn check_shape(op: &'static str, shape: &[usize]) -> Result<usize> {
+    let mut nonzero = 1usize;
+    for &d in shape.iter().filter(|&&d| d != 0) {
+        nonzero = nonzero.checked_mul(d).filter(|&n| n <= MAX_ELEMENTS).ok_or_else(|| {
+            Error::bad_shape(op, shape, format!("is too large: its element count or strides pass {MAX_ELEMENTS} (isize::MAX)"))
+        })?;
+    }
+    Ok(if shape.contains(&0) { 0 } else { nonzero })
+}
+
+/// Row-major (C order) strides of `shape`. Saturating, so that a shape that skipped
+/// [`check_shape`] gives nonsense strides for an empty tensor rather than a panic.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![0; shape.len()];
-    let mut acc = 1;
+    let mut acc = 1usize;
     for (s, &d) in strides.iter_mut().zip(shape).rev() {
         *s = acc;
-        acc *= d;
+        acc = acc.saturating_mul(d);
     }
     strides
 }
@@ -53,7 +74,12 @@ impl Layout {
     }
 
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // Zero first: `[2^40, 2^40, 0]` is empty, and a left-to-right product would overflow.
+        if self.shape.contains(&0) {
+            0
+        } else {
+            self.shape.iter().product()
+        }
     }
 
     /// True when the elements are densely packed in row-major order (size-1 dims may have any
@@ -64,7 +90,7 @@ impl Layout {
             if d != 1 && s != acc {
                 return false;
             }
-            acc *= d;
+            acc = acc.saturating_mul(d);
         }
         true
     }
@@ -106,7 +132,7 @@ impl Layout {
     pub fn narrow(&self, dim: usize, start: usize, len: usize) -> Result<Layout> {
         let size = self.shape[dim];
         if start.checked_add(len).is_none_or(|end| end > size) {
-            return Err(Error::bad_shape("narrow", &self.shape, format!("range {start}..{} exceeds dim {dim} of size {size}", start + len)));
+            return Err(Error::bad_shape("narrow", &self.shape, format!("range {start}..{} exceeds dim {dim} of size {size}", start as u128 + len as u128)));
         }
         let mut out = self.clone();
         out.offset += start * self.strides[dim];
@@ -117,6 +143,7 @@ impl Layout {
     /// Broadcasts to `shape` (numpy rules: align right, size-1 or missing axes repeat).
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Layout> {
         let err = || Error::shape("broadcast_to", &self.shape, shape, "cannot be broadcast: sizes must match or be 1");
+        check_shape("broadcast_to", shape)?;
         if shape.len() < self.rank() {
             return Err(err());
         }
@@ -245,6 +272,7 @@ pub fn broadcast_shapes(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Resul
             }
         };
     }
+    check_shape(op, &out)?;
     Ok(out)
 }
 
@@ -266,6 +294,21 @@ mod tests {
         let t = Layout::contiguous(&[2, 3, 4]).permute(&[0, 2, 1]).unwrap();
         assert!(t.reshape(&[2, 12]).is_none());
         assert_eq!(t.reshape(&[2, 4, 3, 1]).unwrap().strides()[..3], [12, 1, 4]);
+    }
+
+    #[test]
+    fn shapes_past_isize_max_are_errors_not_overflows() {
+        let big = 1usize << 32;
+        for shape in [&[0, big, big][..], &[big, big, 0], &[usize::MAX, 2], &[MAX_ELEMENTS, 2], &[3, 0, MAX_ELEMENTS / 2]] {
+            let e = check_shape("t", shape).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{shape:?}: {e}");
+        }
+        assert_eq!(check_shape("t", &[0, big, 1 << 30]).unwrap(), 0);
+        assert_eq!(check_shape("t", &[MAX_ELEMENTS, 1]).unwrap(), MAX_ELEMENTS);
+        assert_eq!(check_shape("t", &[]).unwrap(), 1);
+        assert_eq!(Layout::contiguous(&[big, big, 0]).numel(), 0);
+        assert!(Layout::contiguous(&[1, 1]).broadcast_to(&[big, big]).is_err());
+        assert!(broadcast_shapes("add", &[big, 1], &[1, big]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::backend::{Distribution, Storage, Strided};
 use crate::device::Device;
 use crate::dtype::{bytes_to_f64, f64_to_bytes, DType, Element};
 use crate::error::{Error, Result};
-use crate::layout::Layout;
+use crate::layout::{check_shape, Layout, MAX_ELEMENTS};
 
 /// An n-dimensional array on a [`Device`], cheap to clone (clones share storage and graph).
 ///
@@ -28,6 +28,19 @@ pub(crate) struct Inner {
     pub(crate) requires_grad: AtomicBool,
     pub(crate) grad: Mutex<Option<Tensor>>,
     pub(crate) node: Option<Arc<Node>>,
+}
+
+/// The element count of a new tensor of `shape` and `dtype`, checked before a backend is asked
+/// for its memory: the shape's strides must fit (see [`check_shape`]) and its bytes the address
+/// space, so that an absurd size is an error naming the bytes, not a panic in an allocator.
+pub(crate) fn checked_numel(op: &'static str, shape: &[usize], dtype: DType) -> Result<usize> {
+    let numel = check_shape(op, shape)?;
+    let bytes = numel as u128 * dtype.size_in_bytes() as u128;
+    if bytes > MAX_ELEMENTS as u128 {
+        let detail = format!("a {dtype} tensor of shape {shape:?} is larger than any address space holds (isize::MAX bytes)");
+        return Err(Error::OutOfMemory { op, bytes, detail });
+    }
+    Ok(numel)
 }
 
 fn next_id() -> u64 {
@@ -70,7 +83,7 @@ impl Tensor {
     /// A tensor from host values, copied to `device`. Errors if `data.len()` is not the
     /// product of `shape`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor> {
-        let want: usize = shape.iter().product();
+        let want = checked_numel("from_slice", shape, T::DTYPE)?;
         if data.len() != want {
             return Err(Error::ElementCount { op: "from_slice", got: data.len(), want, shape: shape.to_vec() });
         }
@@ -85,7 +98,7 @@ impl Tensor {
 
     /// A tensor from `f64` values converted to `dtype` (handy in tests and for constants).
     pub fn from_f64s(data: &[f64], shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        let want: usize = shape.iter().product();
+        let want = checked_numel("from_f64s", shape, dtype)?;
         if data.len() != want {
             return Err(Error::ElementCount { op: "from_f64s", got: data.len(), want, shape: shape.to_vec() });
         }
@@ -95,7 +108,7 @@ impl Tensor {
 
     /// Every element equal to `value`.
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
-        let storage = device.backend().full(shape.iter().product(), value, dtype)?;
+        let storage = device.backend().full(checked_numel("full", shape, dtype)?, value, dtype)?;
         Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
     }
 
@@ -126,14 +139,20 @@ impl Tensor {
         if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
             return Err(Error::bad_shape("arange", &[], format!("start {start}, end {end} and step {step} must be finite, step non-zero")));
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let n = ((end - start) / step).ceil().max(0.0);
+        // Checked in f64 first: `as usize` saturates, and a saturated count must not reach a Vec.
+        if n > MAX_ELEMENTS as f64 {
+            return Err(Error::bad_shape("arange", &[], format!("start {start}, end {end} and step {step} give {n} elements, too many to hold")));
+        }
+        let n = n as usize;
+        checked_numel("arange", &[n], dtype)?;
         let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
         Tensor::from_f64s(&values, &[n], dtype, device)
     }
 
     /// Seeded random values; the same seed gives the same tensor on every backend.
     pub fn random(shape: &[usize], dist: Distribution, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-        let numel: usize = shape.iter().product();
+        let numel = checked_numel("random", shape, dtype)?;
         if numel > u32::MAX as usize {
             return Err(Error::bad_shape("random", shape, "more than 2^32 elements in one random tensor"));
         }

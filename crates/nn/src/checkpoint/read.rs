@@ -7,7 +7,7 @@ use std::path::Path;
 
 use half::{bf16, f16};
 use liandan_tensor::{Bool8, DType, Device, Element, Tensor};
-use safetensors::tensor::Metadata;
+use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
 use super::{StateDict, LEN_BYTES, MAX_HEADER};
@@ -65,7 +65,10 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
         .map_err(|e| bad(format!("its header is not UTF-8 text ({e}); is it a safetensors file?")))?;
     // The safetensors library's own checks: JSON shape, dtype names, offsets that tile the data
     // section without gaps or overlaps, and byte counts that agree with shape and dtype.
-    let meta: Metadata = serde_json::from_str(header).map_err(|e| bad(format!("its header is not a valid safetensors header: {e}")))?;
+    let meta: Metadata = serde_json::from_str(header).map_err(|e| {
+        let which = bad_entry(header).map(|w| format!("; {w}")).unwrap_or_default();
+        bad(format!("its header is not a valid safetensors header: {e}{which}"))
+    })?;
 
     let data_len = meta.data_len() as u64;
     let after_header = after_len - header_len;
@@ -90,6 +93,9 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
         if loaded_dtype(info.dtype).is_none() {
             return Err(unsupported(path, &name, info.dtype));
         }
+        // safetensors multiplies the dims left to right and stops caring at a 0, so an empty
+        // tensor's later dims may still overflow every stride; refuse it by name here.
+        liandan_tensor::layout::check_shape("load", &info.shape).map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
         infos.push((name, info));
     }
 
@@ -103,6 +109,32 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
         tensors.push((name, t));
     }
     Ok((tensors, meta.metadata().clone().unwrap_or_default()))
+}
+
+/// Which entry of a header that safetensors refused is wrong, and how: its own errors
+/// ("invalid shape, data type, or offset for tensor") do not say which tensor they mean.
+fn bad_entry(header: &str) -> Option<String> {
+    let entries: HashMap<String, serde_json::Value> = serde_json::from_str(header).ok()?;
+    let mut infos: Vec<(String, TensorInfo)> =
+        entries.into_iter().filter(|(name, _)| name != "__metadata__").filter_map(|(name, v)| Some((name, serde_json::from_value(v).ok()?))).collect();
+    infos.sort_by_key(|(_, info)| info.data_offsets);
+    infos.into_iter().find_map(|(name, info)| {
+        let (start, end) = info.data_offsets;
+        let shape = &info.shape;
+        // Left to right in usize, as safetensors counts, so an overflow it met is found here.
+        let bits = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).and_then(|n| n.checked_mul(info.dtype.bitsize()));
+        match bits {
+            None => Some(format!("tensor `{name}`: shape {shape:?} of {:?} holds more bytes than any file can", info.dtype)),
+            Some(_) if end < start => Some(format!("tensor `{name}`: its data_offsets [{start}, {end}] end before they start")),
+            Some(bits) if bits != 8 * (end - start) => Some(format!(
+                "tensor `{name}`: shape {shape:?} of {:?} needs {} bytes, but its data_offsets [{start}, {end}] give {}",
+                info.dtype,
+                bits.div_ceil(8),
+                end - start
+            )),
+            Some(_) => None,
+        }
+    })
 }
 
 fn unsupported(path: &Path, name: &str, dtype: Dtype) -> Error {

@@ -84,11 +84,12 @@ impl Tensor {
                 return Err(Error::shape("cat", first.shape(), p.shape(), format!("must agree on every dim but {d}")));
             }
         }
+        let mut shape = first.shape().to_vec();
+        shape[d] = parts.iter().try_fold(0usize, |n, p| n.checked_add(p.shape()[d])).unwrap_or(usize::MAX);
+        crate::tensor::checked_numel("cat", &shape, first.dtype())?;
         let storages: Vec<_> = parts.iter().map(|p| p.storage()).collect();
         let views: Vec<Strided> = parts.iter().zip(&storages).map(|(p, s)| Strided { storage: &**s, layout: p.layout(), dtype: p.dtype() }).collect();
         let storage = first.device().backend().concat(&views, d)?;
-        let mut shape = first.shape().to_vec();
-        shape[d] = parts.iter().map(|p| p.shape()[d]).sum();
         let sizes: Vec<usize> = parts.iter().map(|p| p.shape()[d]).collect();
         Ok(Tensor::from_op(storage, &shape, first.dtype(), first.device(), parts, || GradFn::Cat { dim: d, sizes }))
     }

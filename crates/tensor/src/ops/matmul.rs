@@ -42,15 +42,16 @@ impl Tensor {
             full.extend_from_slice(&[r, c]);
             t.expand(&full)?.reshape(&[b, r, c])
         };
+        let dtype = self.dtype();
+        let mut out_shape = batch.clone();
+        out_shape.extend_from_slice(&[m, n]);
+        crate::tensor::checked_numel("matmul", &out_shape, dtype)?;
         let (l3, r3) = (as3(self, m, k)?, as3(rhs, k, n)?);
         let (lst, rst) = (l3.storage(), r3.storage());
-        let dtype = self.dtype();
         let storage = self.device().backend().matmul(
             Strided { storage: &*lst, layout: l3.layout(), dtype },
             Strided { storage: &*rst, layout: r3.layout(), dtype },
         )?;
-        let mut out_shape = batch;
-        out_shape.extend_from_slice(&[m, n]);
         Ok(Tensor::from_op(storage, &out_shape, dtype, self.device(), &[self, rhs], || GradFn::Matmul))
     }
 }

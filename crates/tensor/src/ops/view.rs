@@ -14,7 +14,7 @@ impl Tensor {
 
     /// The same elements in a new shape; a view when the strides allow, else a copy.
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
+        let n = crate::layout::check_shape("reshape", shape)?;
         if n != self.numel() {
             return Err(Error::shape("reshape", self.shape(), shape, format!("hold {} and {n} elements", self.numel())));
         }
