@@ -37,9 +37,9 @@ fn bad_arguments_are_explained_not_panicked_on() {
         (&["summary"][..], "needs a model name"),
         (&["summary", "alexnet"][..], "no model named `alexnet`"),
         (&["summary", "vit", "--batch", "zero"][..], "positive whole number"),
-        (&["summary", "vit", "--batch"][..], "--batch needs a number"),
+        (&["summary", "vit", "--batch"][..], "a value is required for '--batch"),
         (&["summary", "vit", "--frobnicate"][..], "unexpected argument"),
-        (&["frobnicate"][..], "unknown command"),
+        (&["frobnicate"][..], "unrecognized subcommand"),
     ] {
         let o = liandan(args);
         let (_, err) = text(&o);
@@ -47,4 +47,114 @@ fn bad_arguments_are_explained_not_panicked_on() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+/// A tiny training run on the CPU: 64 bundled images in batches of 16.
+fn tiny_train(out: &std::path::Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
+    c.env("LIANDAN_DEVICE", "cpu").args(["train", "--max-samples", "64", "--batch-size", "16", "--out"]).arg(out).args(extra);
+    c
+}
+
+#[test]
+fn info_prints_no_driver_noise_on_stderr() {
+    let o = Command::new(env!("CARGO_BIN_EXE_liandan")).arg("info").env_remove("XDG_RUNTIME_DIR").output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("best:"), "{out}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+}
+
+#[test]
+fn train_writes_its_files_and_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = tiny_train(dir.path(), &["--epochs", "1"]).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("device: cpu") && out.contains("Total params: 1,199,882") && out.contains("epoch 1/1"), "{out}");
+    for f in ["best.safetensors", "last.safetensors", "history.csv", "history.json", "history.png"] {
+        assert!(out.contains(&dir.path().join(f).display().to_string()), "{f} not named:\n{out}");
+        assert!(dir.path().join(f).is_file(), "{f} missing");
+    }
+    let best = dir.path().join("best.safetensors");
+    let o = liandan(&["eval", "--model", "mnist_cnn", "--checkpoint", best.to_str().unwrap(), "--max-samples", "32", "--device", "cpu"]);
+    assert!(o.status.success() && text(&o).0.contains("accuracy"), "{:?}", text(&o));
+    let o = liandan(&["plot", dir.path().join("history.csv").to_str().unwrap(), "--out", dir.path().join("again.png").to_str().unwrap()]);
+    assert!(o.status.success() && dir.path().join("again.png").is_file(), "{:?}", text(&o));
+}
+
+#[test]
+fn a_run_killed_mid_training_resumes_to_the_uninterrupted_weights() {
+    let straight = tempfile::tempdir().unwrap();
+    assert!(tiny_train(straight.path(), &["--epochs", "3"]).output().unwrap().status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tiny_train(dir.path(), &["--epochs", "3"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let last = dir.path().join("last.safetensors");
+    while !last.exists() && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no chance to save anything more
+    child.wait().unwrap();
+    let o = tiny_train(dir.path(), &["--epochs", "3", "--resume"]).output().unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let a = std::fs::read(straight.path().join("best.safetensors")).unwrap();
+    let b = std::fs::read(dir.path().join("best.safetensors")).unwrap();
+    assert!(a == b, "the resumed run's best weights differ from the uninterrupted run's");
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_saves_the_state_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = tiny_train(dir.path(), &["--epochs", "50"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // Wait for the first epoch's checkpoint so that the handler is installed, then interrupt.
+    let last = dir.path().join("last.safetensors");
+    while !last.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let before = std::fs::metadata(&last).unwrap().modified().unwrap();
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted at epoch") && err.contains("resume"), "{err}");
+    assert!(std::fs::metadata(&last).unwrap().modified().unwrap() >= before);
+}
+
+#[test]
+fn bad_training_input_is_one_line_and_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let out = dir.path().to_str().unwrap();
+    let blocked = file.join("sub");
+    for (args, needle) in [
+        (vec!["train", "--model", "alexnet"], "no model named `alexnet`"),
+        (vec!["train", "--data", "imagenet", "--out", out], "unknown dataset `imagenet`"),
+        (vec!["train", "--data", out, "--out", out], "train-images-idx3-ubyte"),
+        (vec!["train", "--optimizer", "lbfgs", "--lr", "0.1", "--out", out], "unknown optimizer `lbfgs`"),
+        (vec!["train", "--device", "tpu", "--out", out], "not a device"),
+        (vec!["train", "--batch-size", "0"], "positive whole number"),
+        (vec!["train", "--batch-size", "-3"], "positive whole number"),
+        (vec!["train", "--out", blocked.to_str().unwrap()], "cannot write to"),
+        (vec!["eval", "--model", "lstm", "--checkpoint", file.to_str().unwrap()], "a-file"),
+        (vec!["train", "--model", "vae"], "reconstruct"),
+    ] {
+        let o = liandan(&args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_checkpoint_of_another_model_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(tiny_train(dir.path(), &["--epochs", "1"]).output().unwrap().status.success());
+    let best = dir.path().join("best.safetensors");
+    let o = liandan(&["eval", "--model", "seed003_cnn", "--checkpoint", best.to_str().unwrap(), "--device", "cpu"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("another model") && err.lines().count() == 1, "{err}");
 }
