@@ -71,7 +71,7 @@ fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<C
             let v = T::slice(cpu(s.storage)).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
             Ok(match contiguous(v, s.layout) {
                 Some(xs) => Cow::Borrowed(xs),
-                None => Cow::Owned(materialize(v, s.layout)),
+                None => Cow::Owned(materialize(v, s.layout)?),
             })
         })
         .collect()

@@ -1,13 +1,14 @@
 //! `WgpuBackend`: the kernel trait on one wgpu adapter. Each method runs a WGSL kernel, or,
 //! for what this device cannot run (f64 on Metal, f64 transcendentals, i64 arithmetic), the
-//! CPU backend's kernel with a one-time warning and an entry in the fallback report.
+//! kernel of the registry's CPU device (`liandan_tensor::fallback`) with a one-time warning and
+//! an entry in the fallback report.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use liandan_backend_cpu::CpuBackend;
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
-use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, Layout, MemoryStats, Result, Storage, Strided};
+use liandan_tensor::fallback::HostTensor;
+use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, MemoryStats, Result, Storage, Strided};
 
 use crate::gpu::Gpu;
 use crate::repr::Repr;
@@ -18,7 +19,6 @@ pub struct WgpuBackend {
     info: wgpu::AdapterInfo,
     gpu: OnceLock<std::result::Result<Arc<Gpu>, String>>,
     pub(crate) repr: Repr,
-    pub(crate) cpu: CpuBackend,
     fallbacks: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -48,7 +48,7 @@ impl WgpuBackend {
     pub(crate) fn new(adapter: wgpu::Adapter) -> WgpuBackend {
         let info = adapter.get_info();
         let repr = Repr::new(adapter.features());
-        WgpuBackend { adapter, info, gpu: OnceLock::new(), repr, cpu: CpuBackend::new(), fallbacks: Mutex::default() }
+        WgpuBackend { adapter, info, gpu: OnceLock::new(), repr, fallbacks: Mutex::default() }
     }
 
     /// The opened device, opened on first use.
@@ -118,30 +118,20 @@ impl WgpuBackend {
         Ok(self.repr.gpu_to_host(&picked, src.dtype))
     }
 
-    /// Runs `f` on the CPU backend over host copies of `inputs` and uploads its `outputs`
-    /// results (dtypes given) back to this device.
-    pub(crate) fn fallback(&self, what: String, why: Why, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
+    /// Runs `f` on the CPU (the device registry's) over host copies of `inputs` and uploads
+    /// its `outputs` results (dtypes given) back to this device.
+    pub(crate) fn fallback(&self, what: String, why: Why, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
         self.note_fallback(&what, why);
-        let mut held = Vec::with_capacity(inputs.len());
+        let mut host = Vec::with_capacity(inputs.len());
         for s in inputs {
-            let bytes = self.read_view(*s)?;
-            held.push((self.cpu.from_host(&bytes, s.dtype)?, Layout::contiguous(s.layout.shape()), s.dtype));
+            host.push(HostTensor { bytes: self.read_view(*s)?, shape: s.layout.shape(), dtype: s.dtype });
         }
-        let views: Vec<Strided> = held.iter().map(|(st, l, d)| Strided { storage: &**st, layout: l, dtype: *d }).collect();
-        let results = f(&self.cpu, &views)?;
-        results
-            .iter()
-            .zip(outputs)
-            .map(|(r, &dtype)| {
-                let n = r.size_in_bytes() / dtype.size_in_bytes();
-                let bytes = self.cpu.to_host(Strided { storage: &**r, layout: &Layout::contiguous(&[n]), dtype })?;
-                self.from_host(&bytes, dtype)
-            })
-            .collect()
+        let results = liandan_tensor::fallback::on_cpu(&what, host, outputs, f)?;
+        results.iter().zip(outputs).map(|(bytes, &dtype)| self.from_host(bytes, dtype)).collect()
     }
 
     /// [`WgpuBackend::fallback`] for an op with one output.
-    pub(crate) fn fallback1(&self, what: String, why: Why, inputs: &[Strided], out: DType, f: impl FnOnce(&CpuBackend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
+    pub(crate) fn fallback1(&self, what: String, why: Why, inputs: &[Strided], out: DType, f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
         Ok(self.fallback(what, why, inputs, &[out], |cpu, v| Ok(vec![f(cpu, v)?]))?.remove(0))
     }
 }

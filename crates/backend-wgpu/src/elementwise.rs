@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
-use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
+use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, source};

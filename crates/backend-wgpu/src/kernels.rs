@@ -1,4 +1,5 @@
-//! Shader assembly and dispatch helpers shared by the kernel families.
+//! Shader assembly and dispatch helpers shared by the kernel families. (The families use this
+//! module; it names none of them: their sources are collected at the crate root.)
 
 use liandan_tensor::{DType, Layout};
 
@@ -62,20 +63,6 @@ pub(crate) fn strided_meta(shape: &[usize], layouts: &[&Layout]) -> Option<Vec<u
 /// A contiguous layout of `shape`, as every kernel output has.
 pub(crate) fn dense(shape: &[usize]) -> Layout {
     Layout::contiguous(shape)
-}
-
-/// Every shader template with a representative instantiation per dtype and op, for the naga
-/// validation and MSL translation test: `(name, WGSL source)`.
-/// `f16`/`f64` say which native types to assume (Metal: f16 yes, f64 no).
-pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
-    let repr = Repr { f16, f64 };
-    let mut all = crate::elementwise::sources(&repr);
-    all.extend(crate::reduce::sources(&repr));
-    all.extend(crate::matmul::sources(&repr));
-    all.extend(crate::window::sources(&repr));
-    all.extend(crate::index::sources(&repr));
-    all.extend(crate::fused::sources(&repr));
-    all
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //!
 //! Design: dispatches are batched into one command encoder and submitted when the host needs
 //! data; buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]);
-//! pipelines are compiled once per shader variant; ops a device cannot run go to the CPU
-//! backend with a one-time warning ([`liandan_tensor::Device::fallback_report`]).
+//! pipelines are compiled once per shader variant; ops a device cannot run go to the device
+//! registry's CPU backend (link one, e.g. `liandan-backend-cpu`) with a one-time warning
+//! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
 mod elementwise;
@@ -35,7 +36,21 @@ pub use storage::WgpuStorage;
 
 /// The shader sources, for validation tests (naga, MSL translation).
 pub mod shaders {
-    pub use crate::kernels::all_sources;
+    use crate::repr::Repr;
+
+    /// Every shader template with a representative instantiation per dtype and op, for the
+    /// naga validation and MSL translation test: `(name, WGSL source)`. `f16`/`f64` say which
+    /// native types to assume (Metal: f16 yes, f64 no).
+    pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
+        let repr = Repr { f16, f64 };
+        let mut all = crate::elementwise::sources(&repr);
+        all.extend(crate::reduce::sources(&repr));
+        all.extend(crate::matmul::sources(&repr));
+        all.extend(crate::window::sources(&repr));
+        all.extend(crate::index::sources(&repr));
+        all.extend(crate::fused::sources(&repr));
+        all
+    }
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::{Backend, DType, Result, Storage, Strided};
+use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::launch::WIDE;

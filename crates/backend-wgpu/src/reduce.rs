@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use liandan_tensor::backend::ReduceOp;
-use liandan_tensor::{Backend, DType, Error, Result, Storage, Strided};
+use liandan_tensor::{DType, Error, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::launch::WIDE;

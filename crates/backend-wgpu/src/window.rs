@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
-use liandan_tensor::{Backend, DType, Layout, Result, Storage, Strided};
+use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::launch::WIDE;

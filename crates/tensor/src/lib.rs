@@ -22,6 +22,7 @@ pub mod backend;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod fallback;
 pub mod fused;
 pub mod layout;
 mod ops;

@@ -1,5 +1,7 @@
 //! What every GPU test file shares: the device to run on, or a reason to skip.
 
+// The CPU device: the reference, and where fallbacks run.
+use liandan_backend_cpu as _;
 use liandan_tensor::Device;
 
 /// The first GPU wgpu finds. Without one, tests skip (saying why), unless
