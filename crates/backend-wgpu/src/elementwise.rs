@@ -73,7 +73,12 @@ pub(crate) fn unary_source(repr: &Repr, op: UnaryOp, dtype: DType) -> String {
         let j = template.find("@compute").expect("entry point");
         template.replace_range(i..j, "");
     }
-    source(repr, &template, &[("x", dtype)], &[("EXPR", unary_expr(op))])
+    // Half to even from floor alone: lavapipe's f64 round() was seen rounding 1.5 to 1. The
+    // fractional part `v - floor(v)` is exact, so no tie is misjudged (unlike floor(v + 0.5)).
+    const ROUND_F64: &str = "select(select(floor(v), floor(v) + C_x(1), v - floor(v) > C_x(0.5)), \
+        select(floor(v), floor(v) + C_x(1), floor(v) - C_x(2) * floor(floor(v) * C_x(0.5)) != C_x(0)), v - floor(v) == C_x(0.5))";
+    let expr = if dtype == DType::F64 && op == UnaryOp::Round { ROUND_F64 } else { unary_expr(op) };
+    source(repr, &template, &[("x", dtype)], &[("EXPR", expr)])
 }
 
 /// The binary kernel for `op` over `dtype`.
