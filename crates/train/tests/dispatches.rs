@@ -1,0 +1,129 @@
+//! What an optimizer step costs in kernel launches, counted by a backend that wraps the CPU
+//! and counts every kernel-trait call. Each call is at least one dispatch on the wgpu
+//! backend (which batches them into one submission), so these are the GPU's launch counts.
+//! `cargo test -p liandan-train --test dispatches -- --nocapture` prints them.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
+use liandan_nn::{manual_seed, zoo, Backend, DType, Device, DeviceKind, Distribution, ModuleExt, Result, Storage, Strided};
+use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+
+/// The CPU backend, counting kernel launches (host copies are not launches).
+#[derive(Debug)]
+struct Counting {
+    inner: Device,
+    launches: AtomicU64,
+}
+
+impl Counting {
+    fn hit(&self) -> &dyn Backend {
+        self.launches.fetch_add(1, Ordering::Relaxed);
+        self.inner.backend()
+    }
+}
+
+impl Backend for Counting {
+    fn name(&self) -> String {
+        "counting cpu".into()
+    }
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::SoftwareGpu
+    }
+    fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
+        self.inner.backend().from_host(bytes, dtype)
+    }
+    fn to_host(&self, src: Strided) -> Result<Vec<u8>> {
+        self.inner.backend().to_host(src)
+    }
+    fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
+        self.hit().full(numel, value, dtype)
+    }
+    fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
+        self.hit().random(dist, numel, seed, dtype)
+    }
+    fn copy(&self, src: Strided) -> Result<Storage> {
+        self.hit().copy(src)
+    }
+    fn cast(&self, src: Strided, to: DType) -> Result<Storage> {
+        self.hit().cast(src, to)
+    }
+    fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
+        self.hit().unary(op, x)
+    }
+    fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.hit().binary(op, lhs, rhs)
+    }
+    fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.hit().compare(op, lhs, rhs)
+    }
+    fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
+        self.hit().select(cond, on_true, on_false)
+    }
+    fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
+        self.hit().reduce(op, x)
+    }
+    fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.hit().matmul(lhs, rhs)
+    }
+    fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
+        self.hit().im2col(x, window, pad_value)
+    }
+    fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
+        self.hit().col2im(cols, window)
+    }
+    fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
+        self.hit().max_pool2d(x, window)
+    }
+    fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        self.hit().avg_pool2d(x, window, count_include_pad)
+    }
+    fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
+        self.hit().avg_pool2d_backward(dy, window, count_include_pad)
+    }
+    fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        self.hit().gather(src, index, dim)
+    }
+    fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
+        self.hit().scatter_add(dst, index, src, dim)
+    }
+    fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
+        self.hit().index_select(src, index, dim)
+    }
+    fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
+        self.hit().concat(parts, dim)
+    }
+}
+
+/// Launches of the second step (the first also creates the state) over resnet18's parameters.
+fn launches_per_step(make: impl FnOnce(Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer>) -> (usize, u64) {
+    let counting = Arc::new(Counting { inner: Device::cpu(), launches: AtomicU64::new(0) });
+    let dev = Device::from_backend(counting.clone());
+    manual_seed(0);
+    let model = zoo::build("resnet18", &dev).unwrap();
+    let params = model.named_parameters();
+    let mut opt = make(params.clone());
+    for (_, p) in &params {
+        p.set_grad(Some(p.ones_like().unwrap()));
+    }
+    opt.step().unwrap();
+    let before = counting.launches.load(Ordering::Relaxed);
+    opt.step().unwrap();
+    (params.len(), counting.launches.load(Ordering::Relaxed) - before)
+}
+
+/// The composite updates cost a fixed number of launches per parameter tensor, counted here
+/// so that a change that adds launches shows. A fused update kernel brings each to one.
+#[test]
+fn launches_of_a_resnet18_step() {
+    let (n, adam) = launches_per_step(|p| Box::new(Adam::new(p, AdamConfig::adam(1e-3)).unwrap()));
+    let (_, sgd) = launches_per_step(|p| Box::new(Sgd::new(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap()));
+    println!("resnet18 ({n} parameter tensors): Adam step {adam} launches, SGD momentum + weight decay step {sgd} launches");
+    assert_eq!(n, 62);
+    // Adam: lerp 3, second moment 4, denominator 3, update 3; plus the step's two new scalars.
+    assert_eq!(adam, 13 * n as u64 + 2);
+    // SGD: weight decay 2, momentum 2, update 2; plus the momentum scalar, first used in the
+    // second step (the first starts the buffer at the gradient).
+    assert_eq!(sgd, 6 * n as u64 + 1);
+}
