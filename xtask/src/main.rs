@@ -3,7 +3,10 @@
 //! warm-up, the device synchronized around each repeat). `xtask/bench_torch.py` prints the
 //! same table for PyTorch, so both sides can be measured in one run on one machine.
 //! `LIANDAN_BENCH_LABEL` renames the side (to time two builds in one run). Benchmarks are never
-//! tests: nothing here asserts a time.
+//! tests: nothing here asserts a time. `cargo xtask fuzz [--cases N]` and `cargo xtask
+//! bench-loader` are the data chores of `data.rs`.
+
+mod data;
 
 use std::time::Instant;
 
@@ -12,6 +15,9 @@ use liandan_tensor::{no_grad, DType, Device, Reduction, Result, Tensor};
 // Linking the backends registers their devices.
 use liandan_backend_cpu as _;
 use liandan_backend_wgpu as _;
+
+#[global_allocator]
+static ALLOCATOR: data::Tracking = data::Tracking;
 
 /// Median seconds of `reps` runs of `f` after `warmup` runs.
 fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
@@ -148,8 +154,20 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let spec = args.iter().position(|a| a == "--device").map(|i| args.get(i + 1).map(String::as_str).unwrap_or(""));
+    let chore = match args.first().map(String::as_str) {
+        Some("fuzz") => Some(data::fuzz_all(&args)),
+        Some("bench-loader") => Some(data::bench_loader()),
+        _ => None,
+    };
+    if let Some(result) = chore {
+        if let Err(e) = result {
+            eprintln!("xtask {}: {e}", args[0]);
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.first().map(String::as_str) != Some("bench") {
-        eprintln!("usage: cargo xtask bench [--device cpu|gpu|gpu:N|all] [--quick]");
+        eprintln!("usage: cargo xtask bench [--device cpu|gpu|gpu:N|all] [--quick] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {

@@ -117,3 +117,56 @@ fn bundled_mnist_is_split_and_normalized() {
     let (train2, _) = bundled_mnist().unwrap();
     assert_eq!(train.get(123).unwrap(), train2.get(123).unwrap());
 }
+
+/// Fails on one index, to check that an error reaches the training loop and ends the epoch.
+struct FailsAt(usize);
+
+impl Dataset for FailsAt {
+    fn len(&self) -> usize {
+        40
+    }
+    fn get(&self, index: usize) -> liandan_train::Result<liandan_train::data::Sample> {
+        if index == self.0 {
+            return Err(liandan_train::Error::Data { path: "bad.bin".into(), detail: format!("sample {index} is unreadable") });
+        }
+        Ok(liandan_train::data::Sample { input: vec![index as f32], shape: vec![1], target: 0 })
+    }
+}
+
+#[test]
+fn a_dataset_error_ends_the_epoch_with_that_error() {
+    for workers in [0, 2] {
+        let loader = DataLoader::new(FailsAt(17), 4, &Device::cpu()).unwrap().workers(workers);
+        let items: Vec<_> = loader.iter(0).unwrap().collect();
+        assert_eq!(items.len(), 5, "batches 0..4 then the error");
+        assert!(items[..4].iter().all(Result::is_ok));
+        let msg = items[4].as_ref().err().unwrap().to_string();
+        assert!(msg.contains("bad.bin") && msg.contains("sample 17"), "{msg}");
+    }
+}
+
+/// The first GPU (lavapipe counts); skips without one unless `LIANDAN_REQUIRE_GPU` is set.
+fn gpu() -> Option<Device> {
+    let found = Device::gpus().into_iter().next();
+    if found.is_none() {
+        assert!(!std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0"), "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)");
+        eprintln!("skipping the GPU: wgpu found no adapter here");
+    }
+    found
+}
+
+#[test]
+fn batches_uploaded_to_the_gpu_from_the_loader_thread_equal_the_cpu_batches() {
+    use liandan_backend_wgpu as _;
+    let Some(gpu) = gpu() else { return };
+    let (_, val) = bundled_mnist().unwrap();
+    let val: Arc<dyn Dataset> = Arc::new(val);
+    let cpu = DataLoader::new(val.clone(), 100, &Device::cpu()).unwrap().shuffle(4);
+    let on_gpu = DataLoader::new(val, 100, &gpu).unwrap().shuffle(4).workers(2);
+    for (a, b) in cpu.iter_from(1, 15).unwrap().zip(on_gpu.iter_from(1, 15).unwrap()) {
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(b.input.device().same(&gpu));
+        assert_eq!(a.input.to_vec::<f32>().unwrap(), b.input.to_vec::<f32>().unwrap());
+        assert_eq!(a.target.to_vec::<i64>().unwrap(), b.target.to_vec::<i64>().unwrap());
+    }
+}

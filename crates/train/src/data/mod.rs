@@ -30,23 +30,24 @@
 //! ```
 
 mod bundled;
-// mod cifar;
-// pub mod download;
+mod cifar;
+pub mod download;
+pub mod fuzz;
 mod idx;
 mod loader;
 mod memory;
-// mod npy;
+mod npy;
 pub mod rng;
-// mod synthetic;
+mod synthetic;
 mod transform;
 
 pub use bundled::{bundled_mnist, bundled_mnist_raw, MNIST_MEAN, MNIST_STD};
-// pub use cifar::{cifar10, parse_cifar};
+pub use cifar::{cifar10, parse_cifar};
 pub use idx::{parse_idx, read_idx, IdxArray, Mnist, Split};
 pub use loader::{collate, Batch, DataLoader, HostBatch};
 pub use memory::{random_split, ImageDataset, Subset, TensorDataset};
-// pub use npy::{parse_npy, NpyArray, NpyDType, NpyDataset};
-// pub use synthetic::Synthetic;
+pub use npy::{parse_npy, NpyArray, NpyDType, NpyDataset};
+pub use synthetic::Synthetic;
 pub use transform::{Transform, Transformed};
 
 use std::sync::Arc;

@@ -141,3 +141,59 @@ impl Dataset for Transformed {
         Ok(sample)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `[2, 3, 4]` image whose values are their own indices.
+    fn image() -> Sample {
+        Sample { input: (0..24).map(|v| v as f32).collect(), shape: vec![2, 3, 4], target: 1 }
+    }
+
+    #[test]
+    fn scale_and_per_channel_normalize() {
+        let s = Transform::ToFloat { scale: 0.5 }.apply(image(), 0).unwrap();
+        assert_eq!(s.input[23], 11.5);
+        let n = Transform::Normalize { mean: vec![1.0, 2.0], std: vec![2.0, 4.0] }.apply(image(), 0).unwrap();
+        assert_eq!((n.input[0], n.input[11], n.input[12], n.input[23]), (-0.5, 5.0, 2.5, 5.25));
+        assert!(Transform::Normalize { mean: vec![0.0; 3], std: vec![1.0; 3] }.apply(image(), 0).is_err());
+    }
+
+    #[test]
+    fn crop_without_padding_at_full_size_is_the_identity_and_padding_shows_zeros() {
+        let same = Transform::RandomCrop { height: 3, width: 4, padding: 0 }.apply(image(), 9).unwrap();
+        assert_eq!(same, image());
+        let mut zeros_seen = false;
+        for seed in 0..50 {
+            let c = Transform::RandomCrop { height: 3, width: 4, padding: 2 }.apply(image(), seed).unwrap();
+            assert_eq!(c.shape, [2, 3, 4]);
+            // Every value is zero padding or a source value from the same plane.
+            for (i, &v) in c.input.iter().enumerate() {
+                let plane = (i / 12) as f32;
+                assert!(v == 0.0 || (v >= plane * 12.0 && v < plane * 12.0 + 12.0), "{v} in plane {plane}");
+            }
+            zeros_seen |= c.input.iter().filter(|&&v| v == 0.0).count() > 1;
+            assert_eq!(c, Transform::RandomCrop { height: 3, width: 4, padding: 2 }.apply(image(), seed).unwrap());
+        }
+        assert!(zeros_seen);
+        assert!(Transform::RandomCrop { height: 9, width: 4, padding: 2 }.apply(image(), 0).is_err());
+    }
+
+    #[test]
+    fn flip_mirrors_rows_with_probability_p() {
+        let f = Transform::RandomHorizontalFlip { p: 1.0 }.apply(image(), 3).unwrap();
+        assert_eq!(&f.input[..4], &[3.0, 2.0, 1.0, 0.0]);
+        assert_eq!(Transform::RandomHorizontalFlip { p: 0.0 }.apply(image(), 3).unwrap(), image());
+        let flipped = (0..1000).filter(|&s| Transform::RandomHorizontalFlip { p: 0.5 }.apply(image(), s).unwrap() != image()).count();
+        assert!((400..600).contains(&flipped), "{flipped}");
+    }
+
+    #[test]
+    fn bad_parameters_are_refused() {
+        let ds: Arc<dyn Dataset> = Arc::new(super::super::Synthetic::new(2, &[1, 2, 2], 2, 0).unwrap());
+        for t in [Transform::Normalize { mean: vec![0.0], std: vec![0.0] }, Transform::RandomHorizontalFlip { p: 2.0 }, Transform::RandomCrop { height: 0, width: 1, padding: 0 }] {
+            assert!(Transformed::new(ds.clone(), vec![t]).is_err());
+        }
+    }
+}
