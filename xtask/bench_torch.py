@@ -70,11 +70,25 @@ def main():
     row(side, "mlp train step (zoo shapes)", f"batch {batch}", s)
     if dev.type != "cpu":
         zoo_passes(dev, side, a.quick, reps)
+        zoo_passes(dev, side, a.quick, reps, train=True)
 
 
-def zoo_passes(dev, side, quick, reps):
+# MODEL_ZOO.md's optimizer of each model, torch.optim's default (foreach) implementation.
+OPTIMIZERS = {
+    "mlp": lambda p: torch.optim.SGD(p, lr=0.01),
+    "mnist_cnn": lambda p: torch.optim.Adadelta(p, lr=1.0),
+    "seed003_cnn": lambda p: torch.optim.Adam(p, lr=0.01),
+    "resnet18": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4),
+    "vit": lambda p: torch.optim.AdamW(p, lr=1e-3),
+    "lstm": lambda p: torch.optim.Adam(p, lr=1e-3),
+    "vae": lambda p: torch.optim.Adam(p, lr=1e-3),
+}
+
+
+def zoo_passes(dev, side, quick, reps, train=False):
     """Forward and backward of every zoo model at its reference batch, as `cargo xtask bench`
-    times them on GPUs; the models are those of the parity script."""
+    times them on GPUs; the models are those of the parity script. With `train`, the full
+    training step: the same plus the step of the model's optimizer ("zoo <name> train step")."""
     import os
     import sys
     import torch.nn.functional as F
@@ -89,6 +103,7 @@ def zoo_passes(dev, side, quick, reps):
         model = build(name).to(dev).train()
         x = torch.rand(shape, device=dev)
         y = (torch.arange(shape[0]) % 10).to(dev)
+        opt = OPTIMIZERS[name](model.parameters())
 
         def fwd_bwd():
             model.zero_grad(set_to_none=True)
@@ -99,9 +114,12 @@ def zoo_passes(dev, side, quick, reps):
                 out = model(x)
                 loss = F.nll_loss(out, y) if name == "mnist_cnn" else F.cross_entropy(out, y)
             loss.backward()
+            if train:
+                opt.step()
 
         s = timed(dev, 3, reps, fwd_bwd)
-        row(side, f"zoo {name} forward+backward", f"batch {shape[0]}", s, f"{shape[0] / s:.0f} samples/s")
+        what = "train step" if train else "forward+backward"
+        row(side, f"zoo {name} {what}", f"batch {shape[0]}", s, f"{shape[0] / s:.0f} samples/s")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
     row(&name, "mlp train step (zoo shapes)", &format!("batch {batch}"), s, "");
     if !device.is_cpu() {
         zoo_passes(device, &name, quick)?;
+        zoo_train_steps(device, &name, quick)?;
     }
     for (op, count) in device.fallback_report() {
         eprintln!("note: on {name}, `{op}` ran on the CPU {count} times");
@@ -118,7 +119,7 @@ fn bench(device: &Device, quick: bool) -> Result<()> {
 }
 
 /// Forward and backward of every zoo model at its reference batch (the training step without
-/// the optimizer, which arrives with the training loop), on GPUs only: our CPU backend would
+/// the optimizer step; `zoo_train_steps` adds it), on GPUs only: our CPU backend would
 /// take minutes over the convolutional models. `bench_torch.py` times the same passes.
 fn zoo_passes(device: &Device, name: &str, quick: bool) -> Result<()> {
     use liandan_nn::{zoo, ModuleExt};
@@ -137,6 +138,40 @@ fn zoo_passes(device: &Device, name: &str, quick: bool) -> Result<()> {
             loss.backward()
         })?;
         row(name, &format!("zoo {} forward+backward", spec.name), &format!("batch {}", shape[0]), s, &format!("{:.0} samples/s", shape[0] as f64 / s));
+    }
+    Ok(())
+}
+
+/// A full training step of every zoo model (forward, backward, and the step of the optimizer
+/// `MODEL_ZOO.md` names), beside the forward+backward rows so the optimizer's share shows.
+/// `bench_torch.py` times the same steps with `torch.optim`.
+fn zoo_train_steps(device: &Device, name: &str, quick: bool) -> Result<()> {
+    use liandan_nn::zoo::{self, OptimizerSpec};
+    use liandan_nn::ModuleExt;
+    use liandan_train::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+    let err = |op: &'static str, e: &dyn std::fmt::Display| liandan_tensor::Error::Backend { backend: name.into(), op, detail: e.to_string() };
+    let reps = if quick { 3 } else { 10 };
+    for spec in zoo::SPECS {
+        let mut shape = spec.input_shape.to_vec();
+        if quick {
+            shape[0] = shape[0].min(16);
+        }
+        let model = zoo::build(spec.name, device).map_err(|e| err("zoo::build", &e))?;
+        let params = model.named_parameters();
+        let mut opt: Box<dyn Optimizer> = match spec.optimizer {
+            OptimizerSpec::Sgd { lr, momentum, weight_decay } => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() }).map_err(|e| err("optimizer", &e))?),
+            OptimizerSpec::Adadelta { lr } => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() }).map_err(|e| err("optimizer", &e))?),
+            OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr)).map_err(|e| err("optimizer", &e))?),
+            OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr)).map_err(|e| err("optimizer", &e))?),
+        };
+        let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
+        let y = Tensor::from_vec((0..shape[0] as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[shape[0]], device)?;
+        let s = time(device, 3, reps, || {
+            opt.zero_grad();
+            model.loss(&x, Some(&y)).map_err(|e| err("zoo loss", &e))?.backward()?;
+            opt.step().map_err(|e| err("optimizer step", &e))
+        })?;
+        row(name, &format!("zoo {} train step", spec.name), &format!("batch {}", shape[0]), s, &format!("{:.0} samples/s", shape[0] as f64 / s));
     }
     Ok(())
 }
