@@ -129,7 +129,8 @@ fn zoo_passes(device: &Device, name: &str, quick: bool) -> Result<()> {
         if quick {
             shape[0] = shape[0].min(16);
         }
-        let model = zoo::build(spec.name, device).map_err(|e| liandan_tensor::Error::Backend { backend: name.into(), op: "zoo::build", detail: e.to_string() })?;
+        let model =
+            zoo::build(spec.name, device).map_err(|e| liandan_tensor::Error::Backend { backend: name.into(), op: "zoo::build", detail: e.to_string() })?;
         let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
         let y = Tensor::from_vec((0..shape[0] as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[shape[0]], device)?;
         let s = time(device, 3, reps, || {
@@ -159,8 +160,12 @@ fn zoo_train_steps(device: &Device, name: &str, quick: bool) -> Result<()> {
         let model = zoo::build(spec.name, device).map_err(|e| err("zoo::build", &e))?;
         let params = model.named_parameters();
         let mut opt: Box<dyn Optimizer> = match spec.optimizer {
-            OptimizerSpec::Sgd { lr, momentum, weight_decay } => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() }).map_err(|e| err("optimizer", &e))?),
-            OptimizerSpec::Adadelta { lr } => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() }).map_err(|e| err("optimizer", &e))?),
+            OptimizerSpec::Sgd { lr, momentum, weight_decay } => {
+                Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() }).map_err(|e| err("optimizer", &e))?)
+            }
+            OptimizerSpec::Adadelta { lr } => {
+                Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() }).map_err(|e| err("optimizer", &e))?)
+            }
             OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr)).map_err(|e| err("optimizer", &e))?),
             OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr)).map_err(|e| err("optimizer", &e))?),
         };

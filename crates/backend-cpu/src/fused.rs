@@ -35,7 +35,6 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
     Some(kernel(inputs).map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect()))
 }
 
-
 /// A float element type whose buffers can be borrowed out of a [`CpuStorage`] and wrapped back.
 trait Elem: Real {
     fn slice(s: &CpuStorage) -> Option<&[Self]>;

@@ -76,7 +76,12 @@ fn take<T: Scalar>(op: &'static str, v: &[T], base: &Layout, step: usize, size: 
 pub(crate) fn scatter_add(dst: &CpuStorage, ld: &Layout, index: &CpuStorage, li: &Layout, src: &CpuStorage, ls: &Layout, dim: usize) -> Result<CpuStorage> {
     let idx = i64_data("scatter_add", index)?;
     if li.shape() != ls.shape() {
-        return Err(Error::ShapeMismatch { op: "scatter_add", lhs: li.shape().to_vec(), rhs: ls.shape().to_vec(), detail: "index and src must share a shape".into() });
+        return Err(Error::ShapeMismatch {
+            op: "scatter_add",
+            lhs: li.shape().to_vec(),
+            rhs: ls.shape().to_vec(),
+            detail: "index and src must share a shape".into(),
+        });
     }
     check_fits("scatter_add", li.shape(), ld.shape(), dim)?;
     if dst.dtype() != src.dtype() {

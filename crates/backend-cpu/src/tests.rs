@@ -146,7 +146,9 @@ fn naive_windows(x: &[f64], w: &Window2d) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
                 let mut best = (f64::NEG_INFINITY, -1.0);
                 for i in 0..kh {
                     for j in 0..kw {
-                        if let (Some(ih), Some(iw)) = (at(y, i, w.stride.0, w.padding.0, w.dilation.0, w.h), at(xo, j, w.stride.1, w.padding.1, w.dilation.1, w.w)) {
+                        if let (Some(ih), Some(iw)) =
+                            (at(y, i, w.stride.0, w.padding.0, w.dilation.0, w.h), at(xo, j, w.stride.1, w.padding.1, w.dilation.1, w.w))
+                        {
                             let v = x[p * w.h * w.w + ih * w.w + iw];
                             if best.1 < 0.0 || v > best.0 {
                                 best = (v, (ih * w.w + iw) as f64);

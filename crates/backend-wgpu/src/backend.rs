@@ -53,10 +53,7 @@ impl WgpuBackend {
 
     /// The opened device, opened on first use.
     pub(crate) fn gpu(&self) -> Result<&Arc<Gpu>> {
-        self.gpu
-            .get_or_init(|| Gpu::open(&self.adapter).map(Arc::new).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| Error::Device(e.clone()))
+        self.gpu.get_or_init(|| Gpu::open(&self.adapter).map(Arc::new).map_err(|e| e.to_string())).as_ref().map_err(|e| Error::Device(e.clone()))
     }
 
     /// A fresh buffer for `numel` elements of `dtype`, or an error naming the bytes asked for
@@ -120,7 +117,14 @@ impl WgpuBackend {
 
     /// Runs `f` on the CPU (the device registry's) over host copies of `inputs` and uploads
     /// its `outputs` results (dtypes given) back to this device.
-    pub(crate) fn fallback(&self, what: String, why: Why, inputs: &[Strided], outputs: &[DType], f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Storage>> {
+    pub(crate) fn fallback(
+        &self,
+        what: String,
+        why: Why,
+        inputs: &[Strided],
+        outputs: &[DType],
+        f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Vec<Storage>>,
+    ) -> Result<Vec<Storage>> {
         self.note_fallback(&what, why);
         let mut host = Vec::with_capacity(inputs.len());
         for s in inputs {
@@ -131,7 +135,14 @@ impl WgpuBackend {
     }
 
     /// [`WgpuBackend::fallback`] for an op with one output.
-    pub(crate) fn fallback1(&self, what: String, why: Why, inputs: &[Strided], out: DType, f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Storage>) -> Result<Storage> {
+    pub(crate) fn fallback1(
+        &self,
+        what: String,
+        why: Why,
+        inputs: &[Strided],
+        out: DType,
+        f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Storage>,
+    ) -> Result<Storage> {
         Ok(self.fallback(what, why, inputs, &[out], |cpu, v| Ok(vec![f(cpu, v)?]))?.remove(0))
     }
 }
@@ -273,7 +284,9 @@ impl Backend for WgpuBackend {
 
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
         if let Some(why) = self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
-            return self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad));
+            return self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| {
+                cpu.avg_pool2d_backward(v[0], window, count_include_pad)
+            });
         }
         self.avg_pool2d_backward_op(dy, window, count_include_pad)
     }
@@ -341,7 +354,10 @@ impl Backend for WgpuBackend {
         // wgpu reports no total video memory; what this process holds is known exactly.
         let m = self.memory_stats().unwrap_or_default();
         let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
-        facts.push(("memory (this process)".into(), format!("{} in use, {} pooled, {} peak, {} upload staging", mib(m.in_use), mib(m.pooled), mib(m.peak), mib(m.staging))));
+        facts.push((
+            "memory (this process)".into(),
+            format!("{} in use, {} pooled, {} peak, {} upload staging", mib(m.in_use), mib(m.pooled), mib(m.peak), mib(m.staging)),
+        ));
         facts
     }
 }

@@ -9,8 +9,8 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, source};
 use crate::launch::{strided, Operand, Ran};
-use crate::storage::WgpuStorage;
 use crate::repr::Repr;
+use crate::storage::WgpuStorage;
 
 const UNARY: &str = include_str!("shaders/unary.wgsl");
 const BINARY: &str = include_str!("shaders/binary.wgsl");
@@ -196,7 +196,21 @@ pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
     use DType::*;
     let mut out = Vec::new();
     let floats: Vec<DType> = [F32, F16, BF16, F64].into_iter().filter(|&d| repr.computes(d)).collect();
-    let unary = [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Sign, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Recip, UnaryOp::Sin, UnaryOp::Cos, UnaryOp::Erf, UnaryOp::Floor, UnaryOp::Ceil, UnaryOp::Round];
+    let unary = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Recip,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Erf,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+    ];
     let binary = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum];
     let cmp = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
     for &d in &floats {
@@ -269,7 +283,8 @@ impl WgpuBackend {
             Distribution::Normal { mean, std } => (1, mean as f32, std as f32),
             Distribution::Bernoulli { p } => (2, p as f32, 0.0),
         };
-        let meta = |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
+        let meta =
+            |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
         let src = || source(&self.repr, RANDOM, &[("x", dtype)], &[]);
         if let Err(why) = self.launch(&format!("random {dtype}"), src, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("random ({dtype})"), why, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
@@ -316,7 +331,11 @@ impl WgpuBackend {
         let exotic = |d: DType| d == DType::F64 && !self.repr.f64;
         let out = self.output(to, src.layout.numel())?;
         let key = format!("cast {from} -> {to}");
-        let ran = if exotic(from) || exotic(to) { Err(Why::Unsupported) } else { self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)? };
+        let ran = if exotic(from) || exotic(to) {
+            Err(Why::Unsupported)
+        } else {
+            self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)?
+        };
         if let Err(why) = ran {
             return self.fallback1(format!("cast ({from} -> {to})"), why, &[src], to, |cpu, v| cpu.cast(v[0], to));
         }
@@ -327,7 +346,11 @@ impl WgpuBackend {
         let native = self.repr.computes(x.dtype) && (x.dtype != DType::F64 || f64_capable(op));
         let out = self.output(x.dtype, x.layout.numel())?;
         let key = format!("unary {op:?} {}", x.dtype);
-        let ran = if native { self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)? } else { Err(Why::Unsupported) };
+        let ran = if native {
+            self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)?
+        } else {
+            Err(Why::Unsupported)
+        };
         if let Err(why) = ran {
             return self.fallback1(format!("unary {op:?} ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
         }
@@ -339,7 +362,11 @@ impl WgpuBackend {
         let out = self.output(lhs.dtype, lhs.layout.numel())?;
         let key = format!("binary {op:?} {}", lhs.dtype);
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran = if native { self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
+        let ran = if native {
+            self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)?
+        } else {
+            Err(Why::Unsupported)
+        };
         if let Err(why) = ran {
             return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
         }
@@ -352,7 +379,8 @@ impl WgpuBackend {
         let out = self.output(DType::Bool, lhs.layout.numel())?;
         let key = format!("compare {op:?} {dtype}");
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran = if native { self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
+        let ran =
+            if native { self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
         if let Err(why) = ran {
             return self.fallback1(format!("compare {op:?} ({dtype})"), why, &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
         }

@@ -126,8 +126,8 @@ impl Gpu {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
-            .map_err(|e| Error::Device(format!("{name}: could not open the device: {e}")))?;
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Device(format!("{name}: could not open the device: {e}")))?;
         let fault: Arc<Mutex<Option<String>>> = Arc::default();
         let f = fault.clone();
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
@@ -222,7 +222,10 @@ impl Gpu {
     /// [`Gpu::dispatch`] with explicit windows of each buffer.
     pub(crate) fn dispatch_windows(&self, kernel: &Kernel, meta: &[u32], buffers: &[Window], groups: (u32, u32, u32)) -> Result<()> {
         if let Some((b, _, size)) = buffers.iter().find(|w| w.2 > self.max_binding()) {
-            return Err(self.err("dispatch", format!("a binding of {size} bytes (of a {}-byte buffer) exceeds this device's {}-byte limit", b.size(), self.max_binding())));
+            return Err(self.err(
+                "dispatch",
+                format!("a binding of {size} bytes (of a {}-byte buffer) exceeds this device's {}-byte limit", b.size(), self.max_binding()),
+            ));
         }
         assert!(meta.len() <= META_WORDS, "meta block of {} words exceeds a slot", meta.len());
         if groups.0 == 0 || groups.1 == 0 || groups.2 == 0 {
@@ -235,7 +238,11 @@ impl Gpu {
         rec.meta[slot * words_per_slot..slot * words_per_slot + meta.len()].copy_from_slice(meta);
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &self.arena, offset: slot as u64 * self.slot_bytes, size: wgpu::BufferSize::new(SLOT_BYTES) }),
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.arena,
+                offset: slot as u64 * self.slot_bytes,
+                size: wgpu::BufferSize::new(SLOT_BYTES),
+            }),
         }];
         for (i, &(buffer, offset, size)) in buffers.iter().enumerate() {
             let binding = wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size) };
@@ -261,12 +268,18 @@ impl Gpu {
             return Ok(());
         }
         let mut padded;
-        let data = if bytes.len().is_multiple_of(4) { bytes } else {
+        let data = if bytes.len().is_multiple_of(4) {
+            bytes
+        } else {
             padded = bytes.to_vec();
             padded.resize(bytes.len().next_multiple_of(4), 0);
             &padded[..]
         };
-        let staging = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: Some("liandan upload"), contents: data, usage: wgpu::BufferUsages::COPY_SRC });
+        let staging = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("liandan upload"),
+            contents: data,
+            usage: wgpu::BufferUsages::COPY_SRC,
+        });
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         rec.encoder(&self.device).copy_buffer_to_buffer(&staging, 0, dst, offset, data.len() as u64);
         rec.uploads += staging.size();
@@ -377,9 +390,7 @@ impl Gpu {
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device
-            .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
-            .map_err(|e| self.err("read", e.to_string()))?;
+        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err("read", e.to_string()))?;
         self.check_fault("read")?;
         match rx.recv() {
             Ok(Ok(())) => {}
@@ -393,7 +404,11 @@ impl Gpu {
             self.upload(&index_fault, 0, &[0; INDEX_FAULT_BYTES as usize])?;
             self.flush();
             let index = ((words[2] as u64) << 32 | words[1] as u64) as i64;
-            return Err(liandan_tensor::Error::IndexOutOfRange { op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)", index, size: words[3] as usize });
+            return Err(liandan_tensor::Error::IndexOutOfRange {
+                op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)",
+                index,
+                size: words[3] as usize,
+            });
         }
         data.truncate(len as usize);
         Ok(data)

@@ -12,8 +12,8 @@ use liandan_tensor::layout::contiguous_strides;
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::launch::WIDE;
 use crate::kernels::{grid, source, strided_meta};
+use crate::launch::WIDE;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 

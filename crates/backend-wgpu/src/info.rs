@@ -35,7 +35,12 @@ pub fn adapters() -> Vec<AdapterSummary> {
         .iter()
         .map(|a| {
             let i = a.get_info();
-            AdapterSummary { name: i.name, backend: format!("{:?}", i.backend), device_type: format!("{:?}", i.device_type), driver: format!("{} {}", i.driver, i.driver_info) }
+            AdapterSummary {
+                name: i.name,
+                backend: format!("{:?}", i.backend),
+                device_type: format!("{:?}", i.device_type),
+                driver: format!("{} {}", i.driver, i.driver_info),
+            }
         })
         .collect()
 }
@@ -46,11 +51,16 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
     let i = adapter.get_info();
     let f = adapter.features();
     let mib = |b: u64| format!("{} MiB", b >> 20);
-    let flags: Vec<&str> = [(wgpu::Features::SHADER_F16, "shader-f16"), (wgpu::Features::SHADER_F64, "shader-f64"), (wgpu::Features::SUBGROUP, "subgroup"), (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query")]
-        .iter()
-        .filter(|(flag, _)| f.contains(*flag))
-        .map(|(_, n)| *n)
-        .collect();
+    let flags: Vec<&str> = [
+        (wgpu::Features::SHADER_F16, "shader-f16"),
+        (wgpu::Features::SHADER_F64, "shader-f64"),
+        (wgpu::Features::SUBGROUP, "subgroup"),
+        (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query"),
+    ]
+    .iter()
+    .filter(|(flag, _)| f.contains(*flag))
+    .map(|(_, n)| *n)
+    .collect();
     vec![
         ("name".into(), i.name.clone()),
         ("api".into(), format!("{:?}", i.backend)),

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::launch::WIDE;
 use crate::kernels::source;
+use crate::launch::WIDE;
 use crate::repr::Repr;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
@@ -67,11 +67,8 @@ fn access(a4: bool, b4: bool, y4: bool, partial: bool) -> String {
         }
     };
     // Partial sums stay in the compute type; results are rounded to the dtype.
-    let (elem, round, round4) = if partial {
-        ("C_x", "v", "v")
-    } else {
-        ("S_x", "store_x(v)", "vec4<S_x>(store_x(v.x), store_x(v.y), store_x(v.z), store_x(v.w))")
-    };
+    let (elem, round, round4) =
+        if partial { ("C_x", "v", "v") } else { ("S_x", "store_x(v)", "vec4<S_x>(store_x(v.x), store_x(v.y), store_x(v.z), store_x(v.w))") };
     let write = if y4 {
         format!(
             "@group(0) @binding(3) var<storage, read_write> y: array<vec4<{elem}>>;\n\
@@ -115,7 +112,11 @@ fn matmul_source(repr: &Repr, dtype: DType, v: Variant) -> String {
 
 fn tile_sizes(dtype: DType) -> &'static [u32] {
     // 64 f64 accumulators per invocation would spill; f64 keeps to the small tile.
-    if dtype == DType::F64 { &[1] } else { &[1, 2] }
+    if dtype == DType::F64 {
+        &[1]
+    } else {
+        &[1, 2]
+    }
 }
 
 /// Every matmul kernel this device could build, for validation tests.
@@ -189,10 +190,22 @@ impl WgpuBackend {
         let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
         let splits = k.div_ceil(ks).max(1);
         let words = [
-            batch, m, k, n,
-            a.strides[0], a.strides[1], a.strides[2], a.offset,
-            b.strides[0], b.strides[1], b.strides[2], b.offset,
-            a.walk_outer(2) as usize, b.walk_outer(1) as usize, splits, ks,
+            batch,
+            m,
+            k,
+            n,
+            a.strides[0],
+            a.strides[1],
+            a.strides[2],
+            a.offset,
+            b.strides[0],
+            b.strides[1],
+            b.strides[2],
+            b.offset,
+            a.walk_outer(2) as usize,
+            b.walk_outer(1) as usize,
+            splits,
+            ks,
         ];
         let meta: Option<Vec<u32>> = words.iter().map(|&w| u32::try_from(w).ok()).collect();
         let fits = u32::try_from(splits * batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());

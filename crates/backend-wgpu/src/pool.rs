@@ -101,7 +101,8 @@ impl Pool {
         for attempt in 0..2 {
             let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
             let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("liandan"), size: class, usage: self.usage, mapped_at_creation: false });
+            let buffer =
+                self.device.create_buffer(&wgpu::BufferDescriptor { label: Some("liandan"), size: class, usage: self.usage, mapped_at_creation: false });
             if let Some(e) = pollster::block_on(invalid.pop()) {
                 return Err(fail(format!("could not create a buffer of {class} bytes: {e}")));
             }

@@ -14,8 +14,8 @@ use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{DType, Error, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::launch::WIDE;
 use crate::kernels::{grid, source, WG};
+use crate::launch::WIDE;
 use crate::repr::Repr;
 
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");

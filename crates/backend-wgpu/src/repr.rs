@@ -106,6 +106,10 @@ impl Repr {
 
     /// `enable` directives a shader touching these dtypes needs.
     pub(crate) fn enables(&self, dtypes: &[DType]) -> String {
-        if self.f16 && dtypes.contains(&DType::F16) { "enable f16;\n".into() } else { String::new() }
+        if self.f16 && dtypes.contains(&DType::F16) {
+            "enable f16;\n".into()
+        } else {
+            String::new()
+        }
     }
 }

@@ -8,8 +8,8 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::launch::WIDE;
 use crate::kernels::{grid, source};
+use crate::launch::WIDE;
 use crate::repr::Repr;
 
 const GEOMETRY: &str = include_str!("shaders/window_geometry.wgsl");
@@ -64,7 +64,11 @@ impl Kind {
 pub(crate) fn window_source(repr: &Repr, kind: Kind, dtype: DType) -> String {
     // The pad value arrives as f32 bits in params[14]; an f64 one as the sum of three f32s
     // (see `split_pad`).
-    let pad = if dtype == DType::F64 { "f64(bitcast<f32>(params[14])) + f64(bitcast<f32>(params[15])) + f64(bitcast<f32>(params[16]))" } else { "store_x(bitcast<f32>(params[14]))" };
+    let pad = if dtype == DType::F64 {
+        "f64(bitcast<f32>(params[14])) + f64(bitcast<f32>(params[15])) + f64(bitcast<f32>(params[16]))"
+    } else {
+        "store_x(bitcast<f32>(params[14]))"
+    };
     source(repr, &format!("{GEOMETRY}{}", kind.template()), &[("x", dtype)], &[("PAD", pad)])
 }
 
@@ -91,7 +95,22 @@ fn split_pad(v: f64) -> Option<[u32; 3]> {
 /// The meta block: invocations, geometry, the input's offset, three kernel-specific words.
 /// `None` when a value exceeds 32 bits.
 fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize, extra: [u32; 3]) -> Option<Vec<u32>> {
-    let words = [invocations, w.h, w.w, w.kernel.0, w.kernel.1, w.stride.0, w.stride.1, w.padding.0, w.padding.1, w.dilation.0, w.dilation.1, w.out_h(), w.out_w(), offset];
+    let words = [
+        invocations,
+        w.h,
+        w.w,
+        w.kernel.0,
+        w.kernel.1,
+        w.stride.0,
+        w.stride.1,
+        w.padding.0,
+        w.padding.1,
+        w.dilation.0,
+        w.dilation.1,
+        w.out_h(),
+        w.out_w(),
+        offset,
+    ];
     // Every index a kernel forms stays below these (padded rows too).
     let bounds = [offset + input_len, (w.h + 2 * w.padding.0) * (w.w + 2 * w.padding.1) * w.n * w.c];
     for b in bounds.iter().chain(&words) {
@@ -177,7 +196,9 @@ impl WgpuBackend {
     pub(crate) fn avg_pool2d_backward_op(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
         match self.window_kernel(Kind::AvgPoolBackward, dy, &window, [count_include_pad as u32, 0, 0])? {
             Ok(mut v) => Ok(v.remove(0)),
-            Err(why) => self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| cpu.avg_pool2d_backward(v[0], window, count_include_pad)),
+            Err(why) => self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| {
+                cpu.avg_pool2d_backward(v[0], window, count_include_pad)
+            }),
         }
     }
 }

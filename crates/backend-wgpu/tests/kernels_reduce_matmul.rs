@@ -39,7 +39,11 @@ fn matmul_case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, dtype: 
     let operand = |rows: usize, cols: usize, t: bool, seed: u64| {
         let shape = if t { [b, cols, rows] } else { [b, rows, cols] };
         let (g, c) = pair(d, &shape, seed, dtype);
-        if t { (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap()) } else { (g, c) }
+        if t {
+            (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
+        } else {
+            (g, c)
+        }
     };
     let (ga, ca) = operand(m, k, ta, 1);
     let (gb, cb) = operand(k, n, tb, 2);

@@ -35,11 +35,13 @@ impl Buf {
         let mut stored = shape.to_vec();
         stored.swap(r - 2, r - 1);
         let (rows, cols) = (shape[r - 2], shape[r - 1]);
-        let t: Vec<f64> = (0..v.len()).map(|f| {
-            let (b, rc) = (f / (rows * cols), f % (rows * cols));
-            let (j, i) = (rc / rows, rc % rows);
-            v[b * rows * cols + i * cols + j]
-        }).collect();
+        let t: Vec<f64> = (0..v.len())
+            .map(|f| {
+                let (b, rc) = (f / (rows * cols), f % (rows * cols));
+                let (j, i) = (rc / rows, rc % rows);
+                v[b * rows * cols + i * cols + j]
+            })
+            .collect();
         let mut strides = contiguous_strides(&stored);
         strides.swap(r - 2, r - 1);
         let storage = d.backend().from_host(&f64_to_bytes(&t, dtype), dtype).unwrap();
@@ -126,7 +128,8 @@ fn max_pool_matches_cpu_with_ties_and_nans() {
     for w in geometries() {
         for dtype in FLOATS {
             // Few distinct values, so windows hold ties; a NaN now and then.
-            let x: Vec<f64> = values(w.n * w.c * w.h * w.w, 3).iter().enumerate().map(|(i, v)| if i % 17 == 5 { f64::NAN } else { (v * 2.0).round() }).collect();
+            let x: Vec<f64> =
+                values(w.n * w.c * w.h * w.w, 3).iter().enumerate().map(|(i, v)| if i % 17 == 5 { f64::NAN } else { (v * 2.0).round() }).collect();
             let shape = [w.n, w.c, w.h, w.w];
             let n = w.n * w.c * w.col_cols();
             let run = |d: &Device| {
@@ -218,7 +221,13 @@ fn scatter_add_with_many_repeats_matches_cpu() {
             read(d, &d.backend().scatter_add(a.view(), i.view(), s.view(), 0).unwrap(), 7, dtype)
         };
         // ~1400 terms per slot summed in an unspecified order.
-        let t = if dtype == DType::F64 { 1e-10 } else if dtype == DType::F32 { 1e-3 } else { 0.5 };
+        let t = if dtype == DType::F64 {
+            1e-10
+        } else if dtype == DType::F32 {
+            1e-3
+        } else {
+            0.5
+        };
         assert_close(&format!("scatter_add 10000 into 7 {dtype}"), &run(&g), &run(&cpu), t, t);
         // 2-D along each dim, strided index and src, an index shorter than dst off dim.
         for (dim, ishape) in [(0, [40, 20]), (1, [4, 60])] {

@@ -63,7 +63,6 @@ fn memory_stays_flat_over_training_steps() {
     assert_eq!(d.memory_stats().unwrap().pooled, 0);
 }
 
-
 #[test]
 fn upload_staging_is_counted_and_bounded() {
     let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());

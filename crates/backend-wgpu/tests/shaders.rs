@@ -7,9 +7,7 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 
 fn validate(name: &str, src: &str, caps: Capabilities) -> (naga::Module, naga::valid::ModuleInfo) {
     let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{name}: WGSL parse error:\n{}\n{src}", e.emit_to_string(src)));
-    let info = Validator::new(ValidationFlags::all(), caps)
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: naga validation failed: {e:?}\n{src}"));
+    let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("{name}: naga validation failed: {e:?}\n{src}"));
     (module, info)
 }
 

@@ -68,7 +68,9 @@ pub fn classifier(name: &str) -> Result<&'static ZooSpec, Failure> {
     let spec = zoo::spec(name)?;
     match spec.target {
         Target::Classes(_) => Ok(spec),
-        Target::Reconstruction => Err(Failure::usage(format!("`{name}` learns to reconstruct its input, which train/eval/predict do not handle yet; pick a classifier (`liandan zoo`)"))),
+        Target::Reconstruction => Err(Failure::usage(format!(
+            "`{name}` learns to reconstruct its input, which train/eval/predict do not handle yet; pick a classifier (`liandan zoo`)"
+        ))),
     }
 }
 
@@ -97,7 +99,11 @@ pub fn probabilities(spec: &ZooSpec, out: &Tensor) -> Result<Tensor, Failure> {
     Ok(if spec.loss == "NLL" { out.exp()? } else { out.softmax(1usize)? })
 }
 
-/// Training and validation datasets for `--data`, cut to `max` samples each.
+/// A training and a validation dataset.
+type Splits = (Arc<dyn Dataset>, Arc<dyn Dataset>);
+
+/// Training and validation datasets for `--data`, cut to `max` samples each, and a line saying what they are.
+#[allow(clippy::type_complexity)] // spelled out: the two datasets and the description
 pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>, String), Failure> {
     let (train, val, what): (Arc<dyn Dataset>, Arc<dyn Dataset>, String) = match data {
         "bundled" => {
@@ -107,17 +113,26 @@ pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Ar
         "mnist" | "fashion-mnist" => {
             let dir = data_home().join(data);
             if !dir.is_dir() {
-                return Err(Failure::usage(format!("{data} is not in {}; put its four IDX files there (or set LIANDAN_DATA), or pass --data DIR", dir.display())));
+                return Err(Failure::usage(format!(
+                    "{data} is not in {}; put its four IDX files there (or set LIANDAN_DATA), or pass --data DIR",
+                    dir.display()
+                )));
             }
             let (t, v) = idx_dir(&dir)?;
             (t, v, format!("{data} from {}", dir.display()))
         }
-        "cifar10" => return Err(Failure::usage("cifar10 is not readable by this build yet; use --data bundled, mnist, fashion-mnist or a directory of MNIST-format IDX files")),
+        "cifar10" => {
+            return Err(Failure::usage(
+                "cifar10 is not readable by this build yet; use --data bundled, mnist, fashion-mnist or a directory of MNIST-format IDX files",
+            ))
+        }
         dir if Path::new(dir).is_dir() => {
             let (t, v) = idx_dir(Path::new(dir))?;
             (t, v, format!("IDX files in {dir}"))
         }
-        other => return Err(Failure::usage(format!("unknown dataset `{other}`: use bundled, mnist, fashion-mnist, cifar10 or an existing directory of IDX files"))),
+        other => {
+            return Err(Failure::usage(format!("unknown dataset `{other}`: use bundled, mnist, fashion-mnist, cifar10 or an existing directory of IDX files")))
+        }
     };
     let cut = |d: Arc<dyn Dataset>| -> Result<Arc<dyn Dataset>, Failure> {
         match max {
@@ -130,7 +145,7 @@ pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Ar
 
 /// MNIST-format IDX files in `dir`: the train split, and the t10k split to validate on;
 /// normalized as the bundled set is.
-fn idx_dir(dir: &Path) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>), Failure> {
+fn idx_dir(dir: &Path) -> Result<Splits, Failure> {
     let normalized = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(dir, split)?), mnist_transforms())?)) };
     Ok((normalized(Split::Train)?, normalized(Split::Test)?))
 }
@@ -152,7 +167,10 @@ fn data_home() -> PathBuf {
 /// tensors of a `last.safetensors`) or one PyTorch saved with `save_file(model.state_dict())`.
 pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<(), Failure> {
     if !path.is_file() {
-        return Err(Failure::usage(format!("{}: no such checkpoint file; give the best.safetensors that train wrote, or a PyTorch state dict saved with safetensors", path.display())));
+        return Err(Failure::usage(format!(
+            "{}: no such checkpoint file; give the best.safetensors that train wrote, or a PyTorch state dict saved with safetensors",
+            path.display()
+        )));
     }
     let mut tensors = checkpoint::load(path, device)?;
     if tensors.iter().all(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer.")) && tensors.iter().any(|(n, _)| n.starts_with("optimizer.")) {

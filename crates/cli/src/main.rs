@@ -65,7 +65,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match cli.command {
         Command::Info => ("info", listing::info()),
-        Command::Zoo => ("zoo", Ok(listing::zoo())),
+        Command::Zoo => ("zoo", {
+            listing::zoo();
+            Ok(())
+        }),
         Command::Summary(a) => ("summary", listing::summary(&a)),
         Command::Train(a) => ("train", train::train(&a)),
         Command::Eval(a) => ("eval", train::eval(&a)),

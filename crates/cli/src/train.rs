@@ -38,7 +38,12 @@ pub fn train(a: &TrainArgs) -> Result<(), Failure> {
     let table = summary::summary(&build_model(spec, &sample_shape, &cpu, a.seed)?, &[1].iter().chain(&sample_shape).copied().collect::<Vec<_>>(), &cpu)?;
     print!("{}: {}\n{table}", spec.name, spec.architecture);
     let group = &optimizer.param_groups()[0];
-    println!("optimizer: {} lr {}, scheduler: {}, batch size {batch_size}", optimizer_name(a.optimizer.as_deref(), spec), group.lr, a.scheduler.as_deref().unwrap_or(default_scheduler(spec)));
+    println!(
+        "optimizer: {} lr {}, scheduler: {}, batch size {batch_size}",
+        optimizer_name(a.optimizer.as_deref(), spec),
+        group.lr,
+        a.scheduler.as_deref().unwrap_or(default_scheduler(spec))
+    );
 
     let train_loader = DataLoader::new(train_set, batch_size, &device)?.shuffle(a.seed);
     let val_loader = DataLoader::new(val_set, 1000.max(batch_size), &device)?;

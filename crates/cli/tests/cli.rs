@@ -15,7 +15,15 @@ fn zoo_lists_the_seven_models_with_their_parameter_counts() {
     let o = liandan(&["zoo"]);
     let (out, _) = text(&o);
     assert!(o.status.success());
-    for (name, params) in [("mlp", "658698"), ("mnist_cnn", "1199882"), ("seed003_cnn", "831626"), ("resnet18", "11173962"), ("vit", "2693578"), ("lstm", "295434"), ("vae", "652824")] {
+    for (name, params) in [
+        ("mlp", "658698"),
+        ("mnist_cnn", "1199882"),
+        ("seed003_cnn", "831626"),
+        ("resnet18", "11173962"),
+        ("vit", "2693578"),
+        ("lstm", "295434"),
+        ("vae", "652824"),
+    ] {
         let line = out.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} missing:\n{out}"));
         assert!(line.contains(params), "{line}");
     }

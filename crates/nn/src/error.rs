@@ -52,7 +52,7 @@ pub enum Error {
 
     /// A tensor operation failed while handling one named tensor (`context` names it).
     #[error("{context}: {source}")]
-    TensorIn { context: String, source: liandan_tensor::Error },
+    TensorIn { context: String, source: Box<liandan_tensor::Error> },
 
     /// A tensor operation failed.
     #[error(transparent)]

@@ -83,10 +83,7 @@ fn tensors_on_every_device_round_trip() -> R {
     let dir = tempfile::tempdir()?;
     for (i, dev) in Device::all().iter().enumerate() {
         let path = dir.path().join(format!("dev{i}.safetensors"));
-        let src = named(vec![
-            ("w", Tensor::randn(&[3, 4], 11, DType::F32, dev)?.t()?),
-            ("n", Tensor::from_slice(&[5i64], &[], dev)?),
-        ]);
+        let src = named(vec![("w", Tensor::randn(&[3, 4], 11, DType::F32, dev)?.t()?), ("n", Tensor::from_slice(&[5i64], &[], dev)?)]);
         save(&path, &src, None)?;
         for (name, got) in load(&path, dev)? {
             let want = &src.iter().find(|(k, _)| *k == name).unwrap().1;
@@ -234,10 +231,7 @@ fn strict_mismatch_lists_everything_and_assigns_nothing() {
     let msg = err.to_string();
     assert!(msg.contains("Missing key(s) in state_dict: \"bn.num_batches_tracked\"."), "{msg}");
     assert!(msg.contains("Unexpected key(s) in state_dict: \"head.weight\"."), "{msg}");
-    assert!(
-        msg.contains("size mismatch for fc.weight: copying a param with shape [3, 3] from checkpoint, the shape in current model is [2, 3]."),
-        "{msg}"
-    );
+    assert!(msg.contains("size mismatch for fc.weight: copying a param with shape [3, 3] from checkpoint, the shape in current model is [2, 3]."), "{msg}");
     // fc.bias and emb.weight matched, but strict loading changed nothing.
     for (k, t) in &m {
         assert!(t.to_vec_f64().unwrap().iter().all(|&v| v == 0.0), "{k} was assigned");

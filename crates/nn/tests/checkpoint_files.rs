@@ -65,16 +65,8 @@ fn broken_files_give_format_errors_that_name_the_file() {
         ("negative_offset", with_header(r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}"#, &[]), "not a valid"),
         ("metadata_not_strings", with_header(r#"{"__metadata__":{"epoch":3}}"#, &[]), "not a valid"),
         ("offsets_out_of_range", with_header(&format!("{{{}}}", f32_entry("w", "[100]", 0, 400)), &[0; 8]), "truncated"),
-        (
-            "offsets_overlap",
-            with_header(&format!("{{{},{}}}", f32_entry("a", "[2]", 0, 8), f32_entry("b", "[2]", 4, 12)), &[0; 12]),
-            "invalid offset",
-        ),
-        (
-            "offsets_gap",
-            with_header(&format!("{{{},{}}}", f32_entry("a", "[2]", 0, 8), f32_entry("b", "[2]", 12, 20)), &[0; 20]),
-            "invalid offset",
-        ),
+        ("offsets_overlap", with_header(&format!("{{{},{}}}", f32_entry("a", "[2]", 0, 8), f32_entry("b", "[2]", 4, 12)), &[0; 12]), "invalid offset"),
+        ("offsets_gap", with_header(&format!("{{{},{}}}", f32_entry("a", "[2]", 0, 8), f32_entry("b", "[2]", 12, 20)), &[0; 20]), "invalid offset"),
         ("offsets_reversed", with_header(&format!("{{{}}}", f32_entry("w", "[0]", 8, 0)), &[0; 8]), "invalid offset"),
         ("shape_size_mismatch", with_header(&format!("{{{}}}", f32_entry("w", "[3]", 0, 8)), &[0; 8]), "invalid shape"),
         ("shape_size_mismatch_named", with_header(&format!("{{{}}}", f32_entry("w", "[3]", 0, 8)), &[0; 8]), "`w`: shape [3] of F32 needs 12 bytes"),
@@ -85,11 +77,7 @@ fn broken_files_give_format_errors_that_name_the_file() {
         ("zero_then_past_usize_max", with_header(&format!("{{{}}}", f32_entry("w", "[0, 3, 6148914691236517206]", 0, 0)), &[]), "too large"),
         ("huge_dims_then_zero", with_header(&format!("{{{}}}", f32_entry("w", "[4294967296, 4294967296, 0]", 0, 0)), &[]), "`w`"),
         ("just_past_usize_max", with_header(&format!("{{{}}}", f32_entry("w", "[3, 6148914691236517206]", 0, 0)), &[]), "`w`"),
-        (
-            "shape_overflow",
-            with_header(&format!("{{{}}}", f32_entry("w", "[4294967296, 4294967296, 4294967296]", 0, 8)), &[0; 8]),
-            "overflow",
-        ),
+        ("shape_overflow", with_header(&format!("{{{}}}", f32_entry("w", "[4294967296, 4294967296, 4294967296]", 0, 8)), &[0; 8]), "overflow"),
         ("trailing_bytes", trailing, "follow the last tensor"),
     ];
     for (name, bytes, expect) in cases {

@@ -63,10 +63,7 @@ fn a_save_that_fails_midway_leaves_the_old_file_and_no_temporary() -> std::resul
     let before = fs::read(&path)?;
 
     // "a" (on the CPU) is written first, then reading "b" back fails.
-    let tensors = vec![
-        ("a".to_string(), Tensor::full(&[1000], 2.0, DType::F32, &cpu)?),
-        ("b".to_string(), Tensor::full(&[1000], 3.0, DType::F32, &lost)?),
-    ];
+    let tensors = vec![("a".to_string(), Tensor::full(&[1000], 2.0, DType::F32, &cpu)?), ("b".to_string(), Tensor::full(&[1000], 3.0, DType::F32, &lost)?)];
     let err = save(&path, &tensors, None).unwrap_err();
     assert!(matches!(err, Error::TensorIn { .. }), "{err}");
     let msg = err.to_string();

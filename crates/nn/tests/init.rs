@@ -65,7 +65,7 @@ fn gains_are_pytorchs() {
         (ConvTranspose2d, None, 1.0),
         (Sigmoid, None, 1.0),
         (Tanh, None, 1.6666666666666667),
-        (ReLU, None, 1.4142135623730951),
+        (ReLU, None, std::f64::consts::SQRT_2),
         (LeakyReLU, None, 1.4141428569978354),
         (LeakyReLU, Some(0.2), 1.3867504905630728),
         (LeakyReLU, Some(5f64.sqrt()), 0.5773502691896257),

@@ -299,11 +299,7 @@ fn save_load_round_trip() -> R {
 #[test]
 fn backward_reaches_every_parameter() -> R {
     let _rng = serial();
-    let m = Sequential::new()
-        .push(small_cnn()?)
-        .push(GELU)
-        .push(LayerNormConfig::new(&[10]).init(&dev())?)
-        .push(LinearConfig::new(10, 3).init(&dev())?);
+    let m = Sequential::new().push(small_cnn()?).push(GELU).push(LayerNormConfig::new(&[10]).init(&dev())?).push(LinearConfig::new(10, 3).init(&dev())?);
     let names: Vec<String> = m.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names[0], "0.0.weight");
     assert_eq!(names.last().unwrap(), "3.bias");

@@ -22,6 +22,7 @@ const TOL: f64 = 1e-5;
 
 /// The fixture script's `CASES` table: name, module, reduction, ignore_index, label smoothing,
 /// log_target. Weights and `pos_weight` come from the file where the case has them.
+#[allow(clippy::type_complexity)] // one row per case, as the fixture script writes it
 const CASES: &[(&str, &str, &str, Option<i64>, f64, bool)] = &[
     ("ce_mean", "ce", "mean", None, 0.0, false),
     ("ce_sum", "ce", "sum", None, 0.0, false),

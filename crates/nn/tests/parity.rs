@@ -209,7 +209,8 @@ fn zoo_state_dict_keys_are_pytorchs() {
             assert!(r.contains_key(&format!("init.{key}")), "{name}: PyTorch's model has no `{key}`");
         }
         let ours = model.state_dict().len();
-        let theirs = r.keys().filter(|k| k.starts_with("init.")).count() + model.state_dict().iter().filter(|(k, _)| k.ends_with("num_batches_tracked")).count();
+        let theirs =
+            r.keys().filter(|k| k.starts_with("init.")).count() + model.state_dict().iter().filter(|(k, _)| k.ends_with("num_batches_tracked")).count();
         assert_eq!(ours, theirs, "{name}: PyTorch's state dict has keys ours lacks");
     }
 }

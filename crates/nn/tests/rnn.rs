@@ -96,7 +96,8 @@ fn lstm_matches_pytorch() -> R {
             let file = format!("rnn_lstm_{}.safetensors", case.name);
             check_metadata(&file, case);
             let f = fixture(&file, &dev);
-            let m: LSTM = LSTMConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
+            let m: LSTM =
+                LSTMConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
             load_weights(&m, &f, "lstm.")?;
             let x = leaf(&f["input"]);
             let state = case.with_state.then(|| (leaf(&f["h0"]), leaf(&f["c0"])));
@@ -130,7 +131,8 @@ fn gru_matches_pytorch() -> R {
             let file = format!("rnn_gru_{}.safetensors", case.name);
             check_metadata(&file, case);
             let f = fixture(&file, &dev);
-            let m: GRU = GRUConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
+            let m: GRU =
+                GRUConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
             load_weights(&m, &f, "gru.")?;
             let x = leaf(&f["input"]);
             let h0 = case.with_state.then(|| leaf(&f["h0"]));

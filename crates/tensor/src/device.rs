@@ -50,9 +50,11 @@ impl Device {
     /// If no CPU backend is linked into the program: depend on `liandan-backend-cpu` and name
     /// it once (`use liandan_backend_cpu as _;`). This is a build mistake, not a runtime one.
     pub fn cpu() -> Device {
-        registry().iter().find(|d| d.kind() == DeviceKind::Cpu).cloned().expect(
-            "Device::cpu(): no CPU backend is linked; add liandan-backend-cpu to your dependencies and write `use liandan_backend_cpu as _;`",
-        )
+        registry()
+            .iter()
+            .find(|d| d.kind() == DeviceKind::Cpu)
+            .cloned()
+            .expect("Device::cpu(): no CPU backend is linked; add liandan-backend-cpu to your dependencies and write `use liandan_backend_cpu as _;`")
     }
 
     /// Every device of every linked backend.
@@ -85,9 +87,9 @@ impl Device {
         let spec = spec.trim().to_ascii_lowercase();
         let gpus = Device::gpus();
         let pick = |n: usize| {
-            gpus.get(n).cloned().ok_or_else(|| {
-                Error::Device(format!("`{spec}` asks for GPU {n}, but {} GPU(s) were found; run `liandan info` to list them", gpus.len()))
-            })
+            gpus.get(n)
+                .cloned()
+                .ok_or_else(|| Error::Device(format!("`{spec}` asks for GPU {n}, but {} GPU(s) were found; run `liandan info` to list them", gpus.len())))
         };
         match spec.as_str() {
             "cpu" => Ok(Device::cpu()),

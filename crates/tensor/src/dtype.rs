@@ -46,8 +46,7 @@ impl DType {
     }
 
     /// Every dtype, for tests and exhaustive tables.
-    pub const ALL: [DType; 7] =
-        [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::U8, DType::Bool];
+    pub const ALL: [DType; 7] = [DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::U8, DType::Bool];
 }
 
 impl std::fmt::Display for DType {

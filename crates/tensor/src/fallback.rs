@@ -17,10 +17,17 @@ pub struct HostTensor<'a> {
 /// Runs `f` with the registry's CPU backend over `inputs`, and returns its results as host
 /// bytes, one per entry of `outputs` (their dtypes). `what` names the op for the error raised
 /// when no CPU backend is linked into the program.
-pub fn on_cpu(what: &str, inputs: Vec<HostTensor>, outputs: &[DType], f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Vec<Storage>>) -> Result<Vec<Vec<u8>>> {
+pub fn on_cpu(
+    what: &str,
+    inputs: Vec<HostTensor>,
+    outputs: &[DType],
+    f: impl FnOnce(&dyn Backend, &[Strided]) -> Result<Vec<Storage>>,
+) -> Result<Vec<Vec<u8>>> {
     // Not `Device::cpu()`, which panics: a missing CPU backend here is reported, not fatal.
     let Some(cpu) = Device::all().into_iter().find(Device::is_cpu) else {
-        return Err(Error::Device(format!("{what} must run on the CPU, but no CPU backend is linked: add liandan-backend-cpu to your dependencies and write `use liandan_backend_cpu as _;`")));
+        return Err(Error::Device(format!(
+            "{what} must run on the CPU, but no CPU backend is linked: add liandan-backend-cpu to your dependencies and write `use liandan_backend_cpu as _;`"
+        )));
     };
     let backend = cpu.backend();
     let mut held = Vec::with_capacity(inputs.len());

@@ -140,7 +140,11 @@ pub(crate) fn try_fused(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<Vec<S
         if outs.len() == op.outputs() {
             Ok(outs)
         } else {
-            Err(Error::Backend { backend: first.device().backend().name(), op: op.name(), detail: format!("the fused kernel returned {} buffers; the op has {}", outs.len(), op.outputs()) })
+            Err(Error::Backend {
+                backend: first.device().backend().name(),
+                op: op.name(),
+                detail: format!("the fused kernel returned {} buffers; the op has {}", outs.len(), op.outputs()),
+            })
         }
     }))
 }

@@ -26,9 +26,10 @@ pub const MAX_ELEMENTS: usize = isize::MAX as usize;
 pub fn check_shape(op: &'static str, shape: &[usize]) -> Result<usize> {
     let mut nonzero = 1usize;
     for &d in shape.iter().filter(|&&d| d != 0) {
-        nonzero = nonzero.checked_mul(d).filter(|&n| n <= MAX_ELEMENTS).ok_or_else(|| {
-            Error::bad_shape(op, shape, format!("is too large: its element count or strides pass {MAX_ELEMENTS} (isize::MAX)"))
-        })?;
+        nonzero = nonzero
+            .checked_mul(d)
+            .filter(|&n| n <= MAX_ELEMENTS)
+            .ok_or_else(|| Error::bad_shape(op, shape, format!("is too large: its element count or strides pass {MAX_ELEMENTS} (isize::MAX)")))?;
     }
     Ok(if shape.contains(&0) { 0 } else { nonzero })
 }
@@ -121,11 +122,7 @@ impl Layout {
         if perm.len() != rank || perm.iter().any(|&p| p >= rank || std::mem::replace(&mut seen[p], true)) {
             return Err(Error::bad_shape("permute", &self.shape, format!("{perm:?} is not a permutation of 0..{rank}")));
         }
-        Ok(Layout {
-            shape: perm.iter().map(|&p| self.shape[p]).collect(),
-            strides: perm.iter().map(|&p| self.strides[p]).collect(),
-            offset: self.offset,
-        })
+        Ok(Layout { shape: perm.iter().map(|&p| self.shape[p]).collect(), strides: perm.iter().map(|&p| self.strides[p]).collect(), offset: self.offset })
     }
 
     /// The sub-range `start..start + len` of axis `dim`.

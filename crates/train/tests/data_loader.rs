@@ -69,7 +69,8 @@ fn resuming_mid_epoch_gives_the_remaining_batches() {
 #[test]
 fn batches_do_not_depend_on_the_worker_count() {
     let (train, _) = bundled_mnist().unwrap();
-    let crop = Transformed::new(Arc::new(train), vec![Transform::RandomCrop { height: 24, width: 24, padding: 2 }, Transform::RandomHorizontalFlip { p: 0.5 }]).unwrap();
+    let crop = Transformed::new(Arc::new(train), vec![Transform::RandomCrop { height: 24, width: 24, padding: 2 }, Transform::RandomHorizontalFlip { p: 0.5 }])
+        .unwrap();
     let crop: Arc<dyn Dataset> = Arc::new(crop);
     let dev = Device::cpu();
     let run = |workers: usize| -> Vec<(Vec<f32>, Vec<i64>)> {
@@ -149,7 +150,10 @@ fn a_dataset_error_ends_the_epoch_with_that_error() {
 fn gpu() -> Option<Device> {
     let found = Device::gpus().into_iter().next();
     if found.is_none() {
-        assert!(!std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0"), "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)");
+        assert!(
+            !std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0"),
+            "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)"
+        );
         eprintln!("skipping the GPU: wgpu found no adapter here");
     }
     found

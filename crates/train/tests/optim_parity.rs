@@ -5,8 +5,13 @@
 mod common;
 
 use liandan_nn::{DType, Device, Tensor};
-use liandan_train::optim::{clip_grad_norm_, clip_grad_value_, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, ParamGroup, RmsPropConfig, Rule, SgdConfig};
-use liandan_train::sched::{Anneal, Chainable, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, MultiStepLR, OneCycle, OneCycleLR, PlateauConfig, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR, ThresholdMode};
+use liandan_train::optim::{
+    clip_grad_norm_, clip_grad_value_, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, ParamGroup, RmsPropConfig, Rule, SgdConfig,
+};
+use liandan_train::sched::{
+    Anneal, Chainable, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, MultiStepLR, OneCycle, OneCycleLR, PlateauConfig, PlateauMode,
+    ReduceLROnPlateau, SequentialLR, StepLR, ThresholdMode,
+};
 use serde_json::Value;
 
 fn data() -> Value {

@@ -54,7 +54,11 @@ fn trainer(callback: Recorder) -> Trainer<Sequential> {
     let m = model(&dev);
     let mut opt = Adam::new(m.named_parameters(), AdamConfig::adam(0.01)).unwrap();
     let sched = StepLR::new(&mut opt, 1, 0.9).unwrap();
-    Trainer::new(m, |out, y| Ok(out.cross_entropy(y, Reduction::Mean)?), opt).with_metric(Accuracy::new()).with_metric(TopK::new(2)).with_scheduler(sched, SchedulerStep::Epoch).with_callback(callback)
+    Trainer::new(m, |out, y| Ok(out.cross_entropy(y, Reduction::Mean)?), opt)
+        .with_metric(Accuracy::new())
+        .with_metric(TopK::new(2))
+        .with_scheduler(sched, SchedulerStep::Epoch)
+        .with_callback(callback)
 }
 
 /// Records every step's loss, and sets `stop` once `stop_after` steps have run.

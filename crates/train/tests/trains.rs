@@ -48,7 +48,10 @@ fn mlp_learns_a_separable_problem_with_every_optimizer() {
     type Make = Box<dyn Fn(Vec<(String, Tensor)>) -> Box<dyn Optimizer>>;
     let cases: Vec<(&str, Make)> = vec![
         ("SGD momentum", Box::new(|p| Box::new(Sgd::new(p, SgdConfig { lr: 0.05, momentum: 0.9, ..SgdConfig::default() }).unwrap()))),
-        ("SGD nesterov", Box::new(|p| Box::new(Sgd::new(p, SgdConfig { lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap()))),
+        (
+            "SGD nesterov",
+            Box::new(|p| Box::new(Sgd::new(p, SgdConfig { lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap())),
+        ),
         ("Adam", Box::new(|p| Box::new(Adam::new(p, AdamConfig::adam(1e-3)).unwrap()))),
         ("AdamW amsgrad", Box::new(|p| Box::new(Adam::new(p, AdamConfig { amsgrad: true, ..AdamConfig::adamw(1e-3) }).unwrap()))),
         ("Adadelta", Box::new(|p| Box::new(Adadelta::new(p, AdadeltaConfig::default()).unwrap()))),

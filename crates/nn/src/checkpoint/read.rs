@@ -41,9 +41,7 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
     let mut file = BufReader::with_capacity(1 << 20, file);
 
     if file_len < LEN_BYTES as u64 {
-        return Err(bad(format!(
-            "it is {file_len} bytes long, too short to hold even the 8-byte header length; was it written completely?"
-        )));
+        return Err(bad(format!("it is {file_len} bytes long, too short to hold even the 8-byte header length; was it written completely?")));
     }
     let mut len_field = [0u8; LEN_BYTES];
     file.read_exact(&mut len_field).map_err(io("read the header length"))?;
@@ -61,8 +59,7 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
     }
     let mut header = vec![0u8; header_len as usize];
     file.read_exact(&mut header).map_err(io("read the header"))?;
-    let header = std::str::from_utf8(&header)
-        .map_err(|e| bad(format!("its header is not UTF-8 text ({e}); is it a safetensors file?")))?;
+    let header = std::str::from_utf8(&header).map_err(|e| bad(format!("its header is not UTF-8 text ({e}); is it a safetensors file?")))?;
     // The safetensors library's own checks: JSON shape, dtype names, offsets that tile the data
     // section without gaps or overlaps, and byte counts that agree with shape and dtype.
     let meta: Metadata = serde_json::from_str(header).map_err(|e| {
@@ -79,10 +76,7 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
         )));
     }
     if data_len < after_header {
-        return Err(bad(format!(
-            "{} bytes follow the last tensor's data, which the format does not allow; the file is corrupt",
-            after_header - data_len
-        )));
+        return Err(bad(format!("{} bytes follow the last tensor's data, which the format does not allow; the file is corrupt", after_header - data_len)));
     }
 
     // Refuse an unsupported dtype before reading gigabytes of the tensors ahead of it.
@@ -105,7 +99,7 @@ pub fn load_with_metadata(path: impl AsRef<Path>, device: &Device) -> Result<(St
         let mut bytes = vec![0u8; end - start];
         file.read_exact(&mut bytes).map_err(io("read tensor data (was the file changed while it was read?)"))?;
         let t = decode(&bytes, info.dtype, &info.shape, device).ok_or_else(|| unsupported(path, &name, info.dtype))?;
-        let t = t.map_err(|source| Error::TensorIn { context: format!("{}: tensor `{name}`", path.display()), source })?;
+        let t = t.map_err(|source| Error::TensorIn { context: format!("{}: tensor `{name}`", path.display()), source: Box::new(source) })?;
         tensors.push((name, t));
     }
     Ok((tensors, meta.metadata().clone().unwrap_or_default()))

@@ -65,11 +65,9 @@ pub fn load_state_dict(expected: &[(String, Tensor)], loaded: StateDict, strict:
     for (key, model_t) in expected {
         match by_key.get(key.as_str()) {
             None => report.missing.push(key.clone()),
-            Some(file_t) if file_t.shape() != model_t.shape() => report.mismatched.push(SizeMismatch {
-                key: key.clone(),
-                expected: model_t.shape().to_vec(),
-                found: file_t.shape().to_vec(),
-            }),
+            Some(file_t) if file_t.shape() != model_t.shape() => {
+                report.mismatched.push(SizeMismatch { key: key.clone(), expected: model_t.shape().to_vec(), found: file_t.shape().to_vec() })
+            }
             Some(file_t) => matched.push((key, model_t, *file_t)),
         }
     }
@@ -89,21 +87,21 @@ pub fn load_state_dict(expected: &[(String, Tensor)], loaded: StateDict, strict:
         if !model_t.is_contiguous() || model_t.layout().offset() != 0 {
             return Err(Error::TensorIn {
                 context: context(),
-                source: liandan_tensor::Error::BadShape {
+                source: Box::new(liandan_tensor::Error::BadShape {
                     op: "assign",
                     shape: model_t.shape().to_vec(),
                     detail: "the model's tensor is a view; only a tensor that owns contiguous storage can be loaded into".into(),
-                },
+                }),
             });
         }
         let value = file_t
             .to_dtype(model_t.dtype())
             .and_then(|t| t.to_device(model_t.device()))
-            .map_err(|source| Error::TensorIn { context: context(), source })?;
+            .map_err(|source| Error::TensorIn { context: context(), source: Box::new(source) })?;
         ready.push((key, model_t, value));
     }
     for (key, model_t, value) in ready {
-        model_t.assign(&value).map_err(|source| Error::TensorIn { context: format!("load_state_dict: `{key}`"), source })?;
+        model_t.assign(&value).map_err(|source| Error::TensorIn { context: format!("load_state_dict: `{key}`"), source: Box::new(source) })?;
         report.loaded.push(key.clone());
     }
     Ok(report)

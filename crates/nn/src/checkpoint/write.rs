@@ -77,7 +77,7 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)], metadata: Opti
     out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io("write"))?;
     out.write_all(&header).map_err(io("write"))?;
     for (name, t) in &order {
-        let bytes = host_bytes(t).map_err(|source| Error::TensorIn { context: format!("{}: tensor `{name}`", path.display()), source })?;
+        let bytes = host_bytes(t).map_err(|source| Error::TensorIn { context: format!("{}: tensor `{name}`", path.display()), source: Box::new(source) })?;
         let want = t.numel() * t.dtype().size_in_bytes();
         if bytes.len() != want {
             // A backend handing back the wrong number of bytes would corrupt the file silently.

@@ -69,9 +69,7 @@ impl LeakyReLU {
 
 impl Forward for LeakyReLU {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.leaky_relu(self.negative_slope)?)
-        })
+        crate::summary::scope(self, || Ok(x.leaky_relu(self.negative_slope)?))
     }
 }
 
@@ -93,9 +91,7 @@ impl Softmax {
 
 impl Forward for Softmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.softmax(self.dim)?)
-        })
+        crate::summary::scope(self, || Ok(x.softmax(self.dim)?))
     }
 }
 
@@ -117,9 +113,7 @@ impl LogSoftmax {
 
 impl Forward for LogSoftmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.log_softmax(self.dim)?)
-        })
+        crate::summary::scope(self, || Ok(x.log_softmax(self.dim)?))
     }
 }
 
@@ -148,9 +142,7 @@ impl Flatten {
 
 impl Forward for Flatten {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.flatten(self.start_dim, self.end_dim)?)
-        })
+        crate::summary::scope(self, || Ok(x.flatten(self.start_dim, self.end_dim)?))
     }
 }
 
@@ -202,9 +194,7 @@ pub struct Dropout {
 
 impl Forward for Dropout {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.dropout(self.p, self.training, None)?)
-        })
+        crate::summary::scope(self, || Ok(x.dropout(self.p, self.training, None)?))
     }
 }
 
@@ -222,9 +212,7 @@ pub struct Dropout2d {
 
 impl Forward for Dropout2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.dropout2d(self.p, self.training, None)?)
-        })
+        crate::summary::scope(self, || Ok(x.dropout2d(self.p, self.training, None)?))
     }
 }
 

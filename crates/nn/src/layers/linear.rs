@@ -67,8 +67,6 @@ impl Module for Linear {
 
 impl Forward for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.linear(&self.weight, self.bias.as_ref())?)
-        })
+        crate::summary::scope(self, || Ok(x.linear(&self.weight, self.bias.as_ref())?))
     }
 }

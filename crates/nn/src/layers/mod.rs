@@ -17,15 +17,17 @@ mod sequential;
 mod transformer;
 
 pub use activation::{Dropout, Dropout2d, Flatten, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
+pub use attention::*;
 pub use conv::{Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, ConvTranspose2d, ConvTranspose2dConfig};
 pub use embedding::{Embedding, EmbeddingConfig};
 pub use linear::{Linear, LinearConfig};
-pub use norm::{BatchNorm, BatchNorm1d, BatchNorm1dConfig, BatchNorm2d, BatchNorm2dConfig, BatchNormConfig, GroupNorm, GroupNormConfig, LayerNorm, LayerNormConfig};
+pub use norm::{
+    BatchNorm, BatchNorm1d, BatchNorm1dConfig, BatchNorm2d, BatchNorm2dConfig, BatchNormConfig, GroupNorm, GroupNormConfig, LayerNorm, LayerNormConfig,
+};
 pub use pool::{AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d};
 pub use rnn::*;
-pub use attention::*;
-pub use transformer::*;
 pub use sequential::Sequential;
+pub use transformer::*;
 
 use liandan_tensor::{DType, Device, Tensor};
 

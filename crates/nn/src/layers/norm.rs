@@ -45,11 +45,7 @@ impl<const D: usize> BatchNormConfig<D> {
         let c = self.num_features;
         let (weight, bias) = if self.affine { (Some(full_param(&[c], 1.0, device)?), Some(full_param(&[c], 0.0, device)?)) } else { (None, None) };
         let (running_mean, running_var, num_batches_tracked) = if self.track_running_stats {
-            (
-                Some(Tensor::zeros(&[c], DType::F32, device)?),
-                Some(Tensor::ones(&[c], DType::F32, device)?),
-                Some(Tensor::scalar(0.0, DType::I64, device)?),
-            )
+            (Some(Tensor::zeros(&[c], DType::F32, device)?), Some(Tensor::ones(&[c], DType::F32, device)?), Some(Tensor::scalar(0.0, DType::I64, device)?))
         } else {
             (None, None, None)
         };
@@ -105,7 +101,9 @@ impl<const D: usize> Module for BatchNorm<D> {
 
     fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
         visit_weight_bias_mut(prefix, self.weight.as_mut(), self.bias.as_mut(), f)?;
-        for (name, t) in [("running_mean", &mut self.running_mean), ("running_var", &mut self.running_var), ("num_batches_tracked", &mut self.num_batches_tracked)] {
+        for (name, t) in
+            [("running_mean", &mut self.running_mean), ("running_var", &mut self.running_var), ("num_batches_tracked", &mut self.num_batches_tracked)]
+        {
             if let Some(t) = t {
                 f(&join(prefix, name), t, TensorKind::Buffer)?;
             }
@@ -123,7 +121,12 @@ impl<const D: usize> Forward for BatchNorm<D> {
         crate::summary::scope(self, || {
             let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
             if !ranks.contains(&x.rank()) {
-                return Err(liandan_tensor::Error::BadShape { op: name, shape: x.shape().to_vec(), detail: format!("expects an input of rank {ranks:?} with channels on axis 1") }.into());
+                return Err(liandan_tensor::Error::BadShape {
+                    op: name,
+                    shape: x.shape().to_vec(),
+                    detail: format!("expects an input of rank {ranks:?} with channels on axis 1"),
+                }
+                .into());
             }
             let c = &self.config;
             // As PyTorch: batch statistics in training, or whenever there are no running ones.
@@ -197,7 +200,13 @@ impl Forward for LayerNorm {
         crate::summary::scope(self, || {
             let s = &self.config.normalized_shape;
             if x.rank() < s.len() || &x.shape()[x.rank() - s.len()..] != s.as_slice() {
-                return Err(liandan_tensor::Error::ShapeMismatch { op: "LayerNorm", lhs: x.shape().to_vec(), rhs: s.clone(), detail: "the input's trailing dims must equal normalized_shape".into() }.into());
+                return Err(liandan_tensor::Error::ShapeMismatch {
+                    op: "LayerNorm",
+                    lhs: x.shape().to_vec(),
+                    rhs: s.clone(),
+                    detail: "the input's trailing dims must equal normalized_shape".into(),
+                }
+                .into());
             }
             Ok(x.layer_norm(s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
         })
@@ -226,7 +235,12 @@ impl GroupNormConfig {
     /// A layer on `device`: weight 1, bias 0, F32.
     pub fn init(&self, device: &Device) -> Result<GroupNorm> {
         if self.num_groups == 0 || !self.num_channels.is_multiple_of(self.num_groups) {
-            return Err(liandan_tensor::Error::BadShape { op: "GroupNorm", shape: vec![self.num_channels], detail: format!("num_channels must be divisible by num_groups = {}", self.num_groups) }.into());
+            return Err(liandan_tensor::Error::BadShape {
+                op: "GroupNorm",
+                shape: vec![self.num_channels],
+                detail: format!("num_channels must be divisible by num_groups = {}", self.num_groups),
+            }
+            .into());
         }
         let c = self.num_channels;
         let (weight, bias) = if self.affine { (Some(full_param(&[c], 1.0, device)?), Some(full_param(&[c], 0.0, device)?)) } else { (None, None) };
@@ -252,9 +266,7 @@ pub struct GroupNorm {
 
 impl Forward for GroupNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
-        })
+        crate::summary::scope(self, || Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?))
     }
 }
 
@@ -275,4 +287,3 @@ macro_rules! optional_weight_module {
     };
 }
 optional_weight_module!(LayerNorm, GroupNorm);
-

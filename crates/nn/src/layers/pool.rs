@@ -39,9 +39,7 @@ with_fields!(MaxPool2d {
 
 impl Forward for MaxPool2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation)?)
-        })
+        crate::summary::scope(self, || Ok(x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation)?))
     }
 }
 
@@ -76,9 +74,7 @@ with_fields!(AvgPool2d {
 
 impl Forward for AvgPool2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)?)
-        })
+        crate::summary::scope(self, || Ok(x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)?))
     }
 }
 
@@ -100,9 +96,7 @@ impl AdaptiveAvgPool2d {
 
 impl Forward for AdaptiveAvgPool2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.adaptive_avg_pool2d(self.output_size)?)
-        })
+        crate::summary::scope(self, || Ok(x.adaptive_avg_pool2d(self.output_size)?))
     }
 }
 
@@ -124,9 +118,7 @@ impl AdaptiveMaxPool2d {
 
 impl Forward for AdaptiveMaxPool2d {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            Ok(x.adaptive_max_pool2d(self.output_size)?)
-        })
+        crate::summary::scope(self, || Ok(x.adaptive_max_pool2d(self.output_size)?))
     }
 }
 

@@ -320,7 +320,9 @@ impl<C: Cell> RnnConfig<C> {
         let (h, d) = (self.hidden_size, self.directions());
         if weights.len() != self.num_layers * d {
             // Only reachable by editing the public fields by hand.
-            return Err(self.bad_shape(&[weights.len()], format!("holds {} weight sets; num_layers * D = {} * {d} need one each", weights.len(), self.num_layers)));
+            return Err(
+                self.bad_shape(&[weights.len()], format!("holds {} weight sets; num_layers * D = {} * {d} need one each", weights.len(), self.num_layers))
+            );
         }
         let batched = x.rank() == 3;
         let layout = if self.batch_first { "[N, L, input_size]" } else { "[L, N, input_size]" };

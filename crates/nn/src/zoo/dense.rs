@@ -25,7 +25,11 @@ impl_module!(Mlp { fc1, fc2, fc3 });
 
 impl Mlp {
     pub fn new(device: &Device) -> Result<Mlp> {
-        Ok(Mlp { fc1: LinearConfig::new(1024, 512).init(device)?, fc2: LinearConfig::new(512, 256).init(device)?, fc3: LinearConfig::new(256, 10).init(device)? })
+        Ok(Mlp {
+            fc1: LinearConfig::new(1024, 512).init(device)?,
+            fc2: LinearConfig::new(512, 256).init(device)?,
+            fc3: LinearConfig::new(256, 10).init(device)?,
+        })
     }
 }
 

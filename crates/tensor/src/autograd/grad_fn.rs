@@ -14,31 +14,77 @@ use crate::tensor::Tensor;
 pub(crate) enum GradFn {
     /// The gradient passes through unchanged (`contiguous`).
     Identity,
-    ToDevice { from: Device },
-    Cast { from: DType },
-    Reshape { from: Vec<usize> },
-    Permute { perm: Vec<usize> },
-    Narrow { dim: usize, start: usize, full: usize },
-    Expand { from: Vec<usize> },
+    ToDevice {
+        from: Device,
+    },
+    Cast {
+        from: DType,
+    },
+    Reshape {
+        from: Vec<usize>,
+    },
+    Permute {
+        perm: Vec<usize>,
+    },
+    Narrow {
+        dim: usize,
+        start: usize,
+        full: usize,
+    },
+    Expand {
+        from: Vec<usize>,
+    },
     Unary(UnaryOp),
     Binary(BinaryOp),
-    Select { cond: Tensor },
-    Sum { from: Vec<usize> },
-    Extremum { dim: usize, max: bool },
+    Select {
+        cond: Tensor,
+    },
+    Sum {
+        from: Vec<usize>,
+    },
+    Extremum {
+        dim: usize,
+        max: bool,
+    },
     Matmul,
     Im2col(Window2d),
     Col2im(Window2d),
-    MaxPool2d { window: Window2d, indices: Tensor },
-    AvgPool2d { window: Window2d, count_include_pad: bool },
-    AvgPool2dBackward { window: Window2d, count_include_pad: bool },
-    Gather { dim: usize, index: Tensor },
-    ScatterAdd { dim: usize, index: Tensor },
-    IndexSelect { dim: usize, index: Tensor },
-    Cat { dim: usize, sizes: Vec<usize> },
+    MaxPool2d {
+        window: Window2d,
+        indices: Tensor,
+    },
+    AvgPool2d {
+        window: Window2d,
+        count_include_pad: bool,
+    },
+    AvgPool2dBackward {
+        window: Window2d,
+        count_include_pad: bool,
+    },
+    Gather {
+        dim: usize,
+        index: Tensor,
+    },
+    ScatterAdd {
+        dim: usize,
+        index: Tensor,
+    },
+    IndexSelect {
+        dim: usize,
+        index: Tensor,
+    },
+    Cat {
+        dim: usize,
+        sizes: Vec<usize>,
+    },
     Sigmoid,
     Tanh,
-    Softmax { dim: usize },
-    LogSoftmax { dim: usize },
+    Softmax {
+        dim: usize,
+    },
+    LogSoftmax {
+        dim: usize,
+    },
     Softplus,
     /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`; output `[2, N, H]`.
     LstmCell,
@@ -122,10 +168,7 @@ impl GradFn {
             GradFn::Select { cond } => {
                 let zero = g.scalar_like(0.0)?;
                 let (a, b) = (&inputs[0], &inputs[1]);
-                Ok(vec![
-                    Some(Tensor::where_cond(cond, g, &zero)?.sum_to(a.shape())?),
-                    Some(Tensor::where_cond(cond, &zero, g)?.sum_to(b.shape())?),
-                ])
+                Ok(vec![Some(Tensor::where_cond(cond, g, &zero)?.sum_to(a.shape())?), Some(Tensor::where_cond(cond, &zero, g)?.sum_to(b.shape())?)])
             }
             GradFn::Sum { from } => one(g.expand(from)?),
             GradFn::Extremum { dim, max } => {

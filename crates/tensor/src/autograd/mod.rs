@@ -109,7 +109,9 @@ fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
         stack.push((t.clone(), true));
         if let Some(node) = t.node() {
             let inputs = node.inputs().ok_or_else(|| {
-                Error::Autograd("this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into())
+                Error::Autograd(
+                    "this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into(),
+                )
             })?;
             for i in inputs.into_iter().filter(|i| i.requires_grad()) {
                 if !seen.contains(&i.id()) {
@@ -136,7 +138,9 @@ impl Tensor {
     /// another backward.
     pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) -> Result<()> {
         if !self.requires_grad() {
-            return Err(Error::Autograd("this tensor does not require grad: no input was marked with set_requires_grad(true), or it was computed under no_grad".into()));
+            return Err(Error::Autograd(
+                "this tensor does not require grad: no input was marked with set_requires_grad(true), or it was computed under no_grad".into(),
+            ));
         }
         if grad.shape() != self.shape() {
             return Err(Error::shape("backward", self.shape(), grad.shape(), "output and gradient must have the same shape"));
@@ -170,7 +174,12 @@ impl Tensor {
                     continue;
                 }
                 if ig.shape() != input.shape() {
-                    return Err(Error::Autograd(format!("internal: the {} rule gave a gradient of shape {:?} for an input of shape {:?}", grad_fn.name(), ig.shape(), input.shape())));
+                    return Err(Error::Autograd(format!(
+                        "internal: the {} rule gave a gradient of shape {:?} for an input of shape {:?}",
+                        grad_fn.name(),
+                        ig.shape(),
+                        input.shape()
+                    )));
                 }
                 let ig = if ig.dtype() != input.dtype() { ig.to_dtype(input.dtype())? } else { ig };
                 let total = match grads.remove(&input.id()) {

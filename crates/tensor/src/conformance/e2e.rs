@@ -31,14 +31,8 @@ fn param(d: &Device, shape: &[usize], fan_in: usize, seed: u64) -> Tensor {
 pub fn train_mlp(d: &Device) {
     let (x, y) = dataset(d, 256);
     let (h1, h2) = (32, 32);
-    let params = [
-        param(d, &[2, h1], 2, 1),
-        param(d, &[h1], 2, 2),
-        param(d, &[h1, h2], h1, 3),
-        param(d, &[h2], h1, 4),
-        param(d, &[h2, 2], h2, 5),
-        param(d, &[2], h2, 6),
-    ];
+    let params =
+        [param(d, &[2, h1], 2, 1), param(d, &[h1], 2, 2), param(d, &[h1, h2], h1, 3), param(d, &[h2], h1, 4), param(d, &[h2, 2], h2, 5), param(d, &[2], h2, 6)];
     let forward = |p: &[Tensor]| -> crate::Result<Tensor> {
         let a = x.matmul(&p[0])?.add(&p[1])?.tanh()?;
         let b = a.matmul(&p[2])?.add(&p[3])?.relu()?;

@@ -11,65 +11,360 @@ use crate::{DType, Result, Tensor};
 #[macro_export]
 macro_rules! conformance_forward_tests {
     ($device:expr) => {
-        #[test] fn forward_creation() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::creation(&d) } }
-        #[test] fn forward_arange() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::arange(&d) } }
-        #[test] fn forward_from_slice() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::from_slice(&d) } }
-        #[test] fn forward_random() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::random(&d) } }
-        #[test] fn forward_random_moments() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_create::random_moments(&d) } }
-        #[test] fn forward_reshape() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::reshape(&d) } }
-        #[test] fn forward_permute() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::permute(&d) } }
-        #[test] fn forward_narrow_select() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::narrow_select(&d) } }
-        #[test] fn forward_split_chunk() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::split_chunk(&d) } }
-        #[test] fn forward_expand_squeeze() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_views::expand_squeeze(&d) } }
-        #[test] fn forward_unary() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary(&d) } }
-        #[test] fn forward_unary_special() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_special(&d) } }
-        #[test] fn forward_unary_int() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_int(&d) } }
-        #[test] fn forward_unary_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_unary::unary_dtypes(&d) } }
-        #[test] fn forward_binary() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary(&d) } }
-        #[test] fn forward_binary_scalar() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_scalar(&d) } }
-        #[test] fn forward_binary_int_bool() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_int_bool(&d) } }
-        #[test] fn forward_binary_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::binary_dtypes(&d) } }
-        #[test] fn forward_shape_errors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_binary::shape_errors(&d) } }
-        #[test] fn forward_compare() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::compare(&d) } }
-        #[test] fn forward_where_cond() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::where_cond(&d) } }
-        #[test] fn forward_cast() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::cast(&d) } }
-        #[test] fn forward_cast_rounding() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_compare::cast_rounding(&d) } }
-        #[test] fn forward_sum_mean() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::sum_mean(&d) } }
-        #[test] fn forward_var() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::var(&d) } }
-        #[test] fn forward_extrema() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::extrema(&d) } }
-        #[test] fn forward_reduce_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_reduce::reduce_dtypes(&d) } }
-        #[test] fn forward_matmul() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul(&d) } }
-        #[test] fn forward_matmul_vectors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_vectors(&d) } }
-        #[test] fn forward_matmul_batched() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_batched(&d) } }
-        #[test] fn forward_matmul_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_matmul::matmul_dtypes(&d) } }
-        #[test] fn forward_im2col_col2im() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::im2col_col2im(&d) } }
-        #[test] fn forward_conv2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::conv2d(&d) } }
-        #[test] fn forward_conv2d_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::conv2d_dtypes(&d) } }
-        #[test] fn forward_max_pool2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::max_pool2d(&d) } }
-        #[test] fn forward_avg_pool2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_conv::avg_pool2d(&d) } }
-        #[test] fn forward_gather_scatter() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::gather_scatter(&d) } }
-        #[test] fn forward_index_select() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::index_select(&d) } }
-        #[test] fn forward_cat_stack() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_index::cat_stack(&d) } }
-        #[test] fn forward_activations() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::activations(&d) } }
-        #[test] fn forward_activations_dtypes() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::activations_dtypes(&d) } }
-        #[test] fn forward_softmax() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::softmax(&d) } }
-        #[test] fn forward_layer_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::layer_norm(&d) } }
-        #[test] fn forward_batch_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::batch_norm(&d) } }
-        #[test] fn forward_dropout() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn::dropout(&d) } }
-        #[test] fn forward_losses() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses(&d) } }
-        #[test] fn forward_losses_extreme() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss::losses_extreme(&d) } }
-        #[test] fn forward_conv1d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::conv1d(&d) } }
-        #[test] fn forward_conv_transpose2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::conv_transpose2d(&d) } }
-        #[test] fn forward_adaptive_pools() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::adaptive_pools(&d) } }
-        #[test] fn forward_group_norm() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::group_norm(&d) } }
-        #[test] fn forward_embedding() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::embedding(&d) } }
-        #[test] fn forward_dropout2d() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::dropout2d(&d) } }
-        #[test] fn forward_linear() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::linear(&d) } }
-        #[test] fn forward_attention() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_nn_extra::attention(&d) } }
-        #[test] fn forward_l1_loss() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::l1_loss(&d) } }
-        #[test] fn forward_bce_loss() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::bce_loss(&d) } }
-        #[test] fn forward_kl_div() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::kl_div(&d) } }
-        #[test] fn forward_cross_entropy_with() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::forward_loss_extra::cross_entropy_with(&d) } }
+        #[test]
+        fn forward_creation() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_create::creation(&d)
+            }
+        }
+        #[test]
+        fn forward_arange() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_create::arange(&d)
+            }
+        }
+        #[test]
+        fn forward_from_slice() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_create::from_slice(&d)
+            }
+        }
+        #[test]
+        fn forward_random() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_create::random(&d)
+            }
+        }
+        #[test]
+        fn forward_random_moments() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_create::random_moments(&d)
+            }
+        }
+        #[test]
+        fn forward_reshape() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_views::reshape(&d)
+            }
+        }
+        #[test]
+        fn forward_permute() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_views::permute(&d)
+            }
+        }
+        #[test]
+        fn forward_narrow_select() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_views::narrow_select(&d)
+            }
+        }
+        #[test]
+        fn forward_split_chunk() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_views::split_chunk(&d)
+            }
+        }
+        #[test]
+        fn forward_expand_squeeze() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_views::expand_squeeze(&d)
+            }
+        }
+        #[test]
+        fn forward_unary() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_unary::unary(&d)
+            }
+        }
+        #[test]
+        fn forward_unary_special() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_unary::unary_special(&d)
+            }
+        }
+        #[test]
+        fn forward_unary_int() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_unary::unary_int(&d)
+            }
+        }
+        #[test]
+        fn forward_unary_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_unary::unary_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_binary() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_binary::binary(&d)
+            }
+        }
+        #[test]
+        fn forward_binary_scalar() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_binary::binary_scalar(&d)
+            }
+        }
+        #[test]
+        fn forward_binary_int_bool() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_binary::binary_int_bool(&d)
+            }
+        }
+        #[test]
+        fn forward_binary_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_binary::binary_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_shape_errors() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_binary::shape_errors(&d)
+            }
+        }
+        #[test]
+        fn forward_compare() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_compare::compare(&d)
+            }
+        }
+        #[test]
+        fn forward_where_cond() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_compare::where_cond(&d)
+            }
+        }
+        #[test]
+        fn forward_cast() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_compare::cast(&d)
+            }
+        }
+        #[test]
+        fn forward_cast_rounding() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_compare::cast_rounding(&d)
+            }
+        }
+        #[test]
+        fn forward_sum_mean() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_reduce::sum_mean(&d)
+            }
+        }
+        #[test]
+        fn forward_var() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_reduce::var(&d)
+            }
+        }
+        #[test]
+        fn forward_extrema() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_reduce::extrema(&d)
+            }
+        }
+        #[test]
+        fn forward_reduce_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_reduce::reduce_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_matmul() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_matmul::matmul(&d)
+            }
+        }
+        #[test]
+        fn forward_matmul_vectors() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_matmul::matmul_vectors(&d)
+            }
+        }
+        #[test]
+        fn forward_matmul_batched() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_matmul::matmul_batched(&d)
+            }
+        }
+        #[test]
+        fn forward_matmul_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_matmul::matmul_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_im2col_col2im() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_conv::im2col_col2im(&d)
+            }
+        }
+        #[test]
+        fn forward_conv2d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_conv::conv2d(&d)
+            }
+        }
+        #[test]
+        fn forward_conv2d_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_conv::conv2d_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_max_pool2d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_conv::max_pool2d(&d)
+            }
+        }
+        #[test]
+        fn forward_avg_pool2d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_conv::avg_pool2d(&d)
+            }
+        }
+        #[test]
+        fn forward_gather_scatter() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_index::gather_scatter(&d)
+            }
+        }
+        #[test]
+        fn forward_index_select() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_index::index_select(&d)
+            }
+        }
+        #[test]
+        fn forward_cat_stack() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_index::cat_stack(&d)
+            }
+        }
+        #[test]
+        fn forward_activations() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::activations(&d)
+            }
+        }
+        #[test]
+        fn forward_activations_dtypes() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::activations_dtypes(&d)
+            }
+        }
+        #[test]
+        fn forward_softmax() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::softmax(&d)
+            }
+        }
+        #[test]
+        fn forward_layer_norm() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::layer_norm(&d)
+            }
+        }
+        #[test]
+        fn forward_batch_norm() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::batch_norm(&d)
+            }
+        }
+        #[test]
+        fn forward_dropout() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn::dropout(&d)
+            }
+        }
+        #[test]
+        fn forward_losses() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss::losses(&d)
+            }
+        }
+        #[test]
+        fn forward_losses_extreme() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss::losses_extreme(&d)
+            }
+        }
+        #[test]
+        fn forward_conv1d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::conv1d(&d)
+            }
+        }
+        #[test]
+        fn forward_conv_transpose2d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::conv_transpose2d(&d)
+            }
+        }
+        #[test]
+        fn forward_adaptive_pools() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::adaptive_pools(&d)
+            }
+        }
+        #[test]
+        fn forward_group_norm() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::group_norm(&d)
+            }
+        }
+        #[test]
+        fn forward_embedding() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::embedding(&d)
+            }
+        }
+        #[test]
+        fn forward_dropout2d() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::dropout2d(&d)
+            }
+        }
+        #[test]
+        fn forward_linear() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::linear(&d)
+            }
+        }
+        #[test]
+        fn forward_attention() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_nn_extra::attention(&d)
+            }
+        }
+        #[test]
+        fn forward_l1_loss() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss_extra::l1_loss(&d)
+            }
+        }
+        #[test]
+        fn forward_bce_loss() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss_extra::bce_loss(&d)
+            }
+        }
+        #[test]
+        fn forward_kl_div() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss_extra::kl_div(&d)
+            }
+        }
+        #[test]
+        fn forward_cross_entropy_with() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::forward_loss_extra::cross_entropy_with(&d)
+            }
+        }
     };
 }
 

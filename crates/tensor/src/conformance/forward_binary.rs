@@ -22,15 +22,8 @@ fn cases() -> [Case; 7] {
 }
 
 /// Shape pairs: equal, both-sided broadcast, rank-extending, a 0-d scalar, a 1000+ row.
-const SHAPES: [(&[usize], &[usize]); 7] = [
-    (&[7, 33], &[7, 33]),
-    (&[7, 1], &[1, 33]),
-    (&[33], &[7, 33]),
-    (&[2, 3, 1, 5], &[3, 4, 1]),
-    (&[1], &[1]),
-    (&[7, 33], &[]),
-    (&[3, 1001], &[1001]),
-];
+const SHAPES: [(&[usize], &[usize]); 7] =
+    [(&[7, 33], &[7, 33]), (&[7, 1], &[1, 33]), (&[33], &[7, 33]), (&[2, 3, 1, 5], &[3, 4, 1]), (&[1], &[1]), (&[7, 33], &[]), (&[3, 1001], &[1001])];
 
 /// Every case on every shape pair in `dtype`: contiguous, strided and transposed operands.
 fn run_cases(d: &Device, dtype: DType, atol: f64, rtol: f64) {

@@ -36,14 +36,8 @@ fn ref_scatter_add(dst: &[f64], dshape: &[usize], idx: &[f64], ishape: &[usize],
 
 pub fn gather_scatter(d: &Device) {
     // (src shape, index shape, dim): full and partial index extents, rank 3, a 1000+ row.
-    let cases: [(&[usize], &[usize], usize); 6] = [
-        (&[7, 33], &[7, 20], 1),
-        (&[7, 33], &[5, 33], 0),
-        (&[7, 33], &[5, 20], 1),
-        (&[3, 4, 5], &[3, 2, 7], 2),
-        (&[1], &[1], 0),
-        (&[2, 1500], &[2, 1200], 1),
-    ];
+    let cases: [(&[usize], &[usize], usize); 6] =
+        [(&[7, 33], &[7, 20], 1), (&[7, 33], &[5, 33], 0), (&[7, 33], &[5, 20], 1), (&[3, 4, 5], &[3, 2, 7], 2), (&[1], &[1], 0), (&[2, 1500], &[2, 1200], 1)];
     for (k, (sshape, ishape, dim)) in cases.into_iter().enumerate() {
         let (src, sv) = input(d, sshape, 300 + k as u64, DType::F32);
         let (idx, iv) = indices(d, ishape, sshape[dim], 310 + k as u64);
@@ -139,7 +133,16 @@ pub fn cat_stack(d: &Device) {
     // Rank 3 along the last dim, i64, and a 1000+ long join.
     let (x, xv) = input(d, &[2, 3, 4], 364, DType::F64);
     let (y, yv) = input(d, &[2, 3, 1], 365, DType::F64);
-    let want: Vec<f64> = (0..30).map(|f| { let (o, j) = (f / 5, f % 5); if j < 4 { xv[o * 4 + j] } else { yv[o] } }).collect();
+    let want: Vec<f64> = (0..30)
+        .map(|f| {
+            let (o, j) = (f / 5, f % 5);
+            if j < 4 {
+                xv[o * 4 + j]
+            } else {
+                yv[o]
+            }
+        })
+        .collect();
     check("cat rank 3 dim -1", &Tensor::cat(&[&x, &y, &x.narrow(2, 0, 0).unwrap()], -1), &[2, 3, 5], &want, 0.0, 0.0);
     let i1 = Tensor::arange(0.0, 1000.0, 1.0, DType::I64, d).unwrap();
     let i2 = Tensor::arange(1000.0, 1500.0, 1.0, DType::I64, d).unwrap();
@@ -156,7 +159,13 @@ pub fn cat_stack(d: &Device) {
     let srcs = [&pv, &sv, &rv];
     for (dim, shape) in [(0isize, [3, 7, 33]), (1, [7, 3, 33]), (-1, [7, 33, 3])] {
         let axis = if dim < 0 { 2 } else { dim as usize };
-        let want: Vec<f64> = (0..693).map(|f| { let mut i = unravel(f, &shape); let k = i.remove(axis); srcs[k][i[0] * 33 + i[1]] }).collect();
+        let want: Vec<f64> = (0..693)
+            .map(|f| {
+                let mut i = unravel(f, &shape);
+                let k = i.remove(axis);
+                srcs[k][i[0] * 33 + i[1]]
+            })
+            .collect();
         check(&format!("stack dim {dim}"), &Tensor::stack(&[&p, &q, &r], dim), &shape, &want, 0.0, 0.0);
     }
     expect_err("stack of mismatched shapes", Tensor::stack(&[&p, &a], 0));

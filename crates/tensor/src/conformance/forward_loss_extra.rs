@@ -3,9 +3,9 @@
 //! including probabilities of exactly 0 and 1.
 
 use super::forward::{check, expect_err};
+use super::forward_loss::check_reduced;
 use super::forward_nn_extra::expect_shapes_err;
 use super::{from_values, input, positive_values, strided_input, values};
-use super::forward_loss::check_reduced;
 use crate::{CrossEntropyOptions, DType, Device, KlReduction, Reduction, Result, Tensor};
 
 const REDUCTIONS: [Reduction; 3] = [Reduction::None, Reduction::Mean, Reduction::Sum];
@@ -162,7 +162,8 @@ pub fn cross_entropy_with(d: &Device) {
     let (n, c) = (33usize, 5usize);
     let (x, xv) = from_values(d, &[n, c], &values(n * c, 730).iter().map(|v| 3.0 * v).collect::<Vec<_>>(), DType::F32);
     let sx = strided_input(d, &[n, c], &xv, DType::F32);
-    let tv: Vec<i64> = positive_values(n, 731, 0.0, c as f64).iter().enumerate().map(|(i, &v)| if i % 7 == 3 { -100 } else { (v as i64).min(c as i64 - 1) }).collect();
+    let tv: Vec<i64> =
+        positive_values(n, 731, 0.0, c as f64).iter().enumerate().map(|(i, &v)| if i % 7 == 3 { -100 } else { (v as i64).min(c as i64 - 1) }).collect();
     let (w, wv) = from_values(d, &[c], &positive_values(c, 732, 0.2, 2.0), DType::F32);
     for (weight, ignore, eps) in [(false, None, 0.0), (true, None, 0.0), (false, Some(-100), 0.1), (true, Some(-100), 0.25), (true, Some(2), 0.3)] {
         if ignore.is_none() && tv.contains(&-100) {
@@ -183,7 +184,15 @@ pub fn cross_entropy_with(d: &Device) {
             if !weight {
                 // No options at all: the plain cross_entropy.
                 let plain = ref_ce(&kx, c, &kt, None, None, 0.0);
-                check_reduced("cross_entropy_with default = cross_entropy", kxt.cross_entropy_with(&ktt, CrossEntropyOptions::default(), Reduction::Mean), Reduction::Mean, &plain.0, &[keep.len()], 1e-5, 1e-5);
+                check_reduced(
+                    "cross_entropy_with default = cross_entropy",
+                    kxt.cross_entropy_with(&ktt, CrossEntropyOptions::default(), Reduction::Mean),
+                    Reduction::Mean,
+                    &plain.0,
+                    &[keep.len()],
+                    1e-5,
+                    1e-5,
+                );
             }
             continue;
         }
@@ -199,7 +208,14 @@ pub fn cross_entropy_with(d: &Device) {
             if eps == 0.0 || ignore == Some(2) {
                 let nll_want = ref_ce(&xv, c, &tv, weight.then_some(&wv[..]), ignore, 0.0);
                 let logp = x.log_softmax(1usize).unwrap();
-                check_ce(&format!("nll_loss_with weight={weight} ignore={ignore:?}"), logp.nll_loss_with(&t, weight.then_some(&w), ignore, r), r, &nll_want, &[n], 1e-5);
+                check_ce(
+                    &format!("nll_loss_with weight={weight} ignore={ignore:?}"),
+                    logp.nll_loss_with(&t, weight.then_some(&w), ignore, r),
+                    r,
+                    &nll_want,
+                    &[n],
+                    1e-5,
+                );
             }
         }
     }
@@ -222,12 +238,23 @@ pub fn cross_entropy_with(d: &Device) {
     let (l, _) = input(d, &[2, 3], 735, DType::F32);
     let t2 = Tensor::from_slice(&[0i64, 2], &[2], d).unwrap();
     let w2 = Tensor::ones(&[4], DType::F32, d).unwrap();
-    expect_shapes_err("cross_entropy", l.cross_entropy_with(&t2, CrossEntropyOptions { weight: Some(&w2), ..Default::default() }, Reduction::Mean), &[2, 3], &[4]);
+    expect_shapes_err(
+        "cross_entropy",
+        l.cross_entropy_with(&t2, CrossEntropyOptions { weight: Some(&w2), ..Default::default() }, Reduction::Mean),
+        &[2, 3],
+        &[4],
+    );
     let t3b = Tensor::from_slice(&[0i64, 1, 2], &[3], d).unwrap();
     expect_shapes_err("cross_entropy", l.cross_entropy_with(&t3b, CrossEntropyOptions::default(), Reduction::Mean), &[2, 3], &[3]);
     expect_shapes_err("nll_loss", l.nll_loss_with(&t3b, None, None, Reduction::Sum), &[2, 3], &[3]);
     expect_err("cross_entropy_with f32 targets", l.cross_entropy_with(&l, CrossEntropyOptions::default(), Reduction::Mean));
-    expect_err("cross_entropy_with smoothing 1.5", l.cross_entropy_with(&t2, CrossEntropyOptions { label_smoothing: 1.5, ..Default::default() }, Reduction::Mean));
+    expect_err(
+        "cross_entropy_with smoothing 1.5",
+        l.cross_entropy_with(&t2, CrossEntropyOptions { label_smoothing: 1.5, ..Default::default() }, Reduction::Mean),
+    );
     let bad = Tensor::from_slice(&[0i64, 3], &[2], d).unwrap();
-    expect_err("cross_entropy_with class 3 of 3", l.cross_entropy_with(&bad, CrossEntropyOptions { ignore_index: Some(-100), ..Default::default() }, Reduction::Mean).and_then(|t| t.to_vec_f64()));
+    expect_err(
+        "cross_entropy_with class 3 of 3",
+        l.cross_entropy_with(&bad, CrossEntropyOptions { ignore_index: Some(-100), ..Default::default() }, Reduction::Mean).and_then(|t| t.to_vec_f64()),
+    );
 }

@@ -31,7 +31,12 @@ pub fn ref_matmul(a: &[f64], ash: &[usize], b: &[f64], bsh: &[usize]) -> (Vec<f6
 /// `v` of a `[.., r, c]` batch of matrices, each transposed (what a `[.., c, r]` tensor must
 /// hold for its `.t()` to hold `v`).
 fn transposed(v: &[f64], batch: usize, r: usize, c: usize) -> Vec<f64> {
-    (0..batch * r * c).map(|f| { let (b, i, j) = (f / (r * c), (f / r) % c, f % r); v[b * r * c + j * c + i] }).collect()
+    (0..batch * r * c)
+        .map(|f| {
+            let (b, i, j) = (f / (r * c), (f / r) % c, f % r);
+            v[b * r * c + j * c + i]
+        })
+        .collect()
 }
 
 pub fn matmul(d: &Device) {

@@ -6,7 +6,11 @@ use super::{from_values, input, positive_values, strided_input, values};
 use crate::{DType, Device, Result, Tensor};
 
 fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 { 1.0 / (1.0 + (-x).exp()) } else { x.exp() / (1.0 + x.exp()) }
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        x.exp() / (1.0 + x.exp())
+    }
 }
 
 type Act = (&'static str, fn(&Tensor) -> Result<Tensor>, fn(f64) -> f64);
@@ -68,7 +72,12 @@ fn along(v: &[f64], shape: &[usize], dim: usize, f: impl Fn(&[f64]) -> Vec<f64>)
         if idx[dim] != 0 {
             continue;
         }
-        let lane: Vec<usize> = (0..shape[dim]).map(|i| { idx[dim] = i; ravel(&idx, shape) }).collect();
+        let lane: Vec<usize> = (0..shape[dim])
+            .map(|i| {
+                idx[dim] = i;
+                ravel(&idx, shape)
+            })
+            .collect();
         let got = f(&lane.iter().map(|&p| v[p]).collect::<Vec<_>>());
         for (p, g) in lane.into_iter().zip(got) {
             out[p] = g;
@@ -92,8 +101,14 @@ pub fn softmax(d: &Device) {
         let s = strided_input(d, shape, &v, DType::F32);
         for &dim in dims {
             let ud = if dim < 0 { (shape.len() as isize + dim) as usize } else { dim as usize };
-            let sm = along(&v, shape, ud, |g| { let l = ref_lse(g); g.iter().map(|x| (x - l).exp()).collect() });
-            let lsm = along(&v, shape, ud, |g| { let l = ref_lse(g); g.iter().map(|x| x - l).collect() });
+            let sm = along(&v, shape, ud, |g| {
+                let l = ref_lse(g);
+                g.iter().map(|x| (x - l).exp()).collect()
+            });
+            let lsm = along(&v, shape, ud, |g| {
+                let l = ref_lse(g);
+                g.iter().map(|x| x - l).collect()
+            });
             let lse = along(&v, shape, ud, |g| vec![ref_lse(g); g.len()]);
             let mut keep = shape.to_vec();
             keep[ud] = 1;
@@ -141,7 +156,14 @@ pub fn layer_norm(d: &Device) {
         check(&what, &x.layer_norm(nd, None, None, eps), shape, &ref_normalize(&xv, m, None, None, eps), 1e-4, 1e-4);
         check(&format!("{what} weight"), &sx.layer_norm(nd, Some(&w), None, eps), shape, &ref_normalize(&xv, m, Some(&wv), None, eps), 1e-4, 1e-4);
         check(&format!("{what} bias"), &x.layer_norm(nd, None, Some(&b), eps), shape, &ref_normalize(&xv, m, None, Some(&bv), eps), 1e-4, 1e-4);
-        check(&format!("{what} weight, bias strided"), &sx.layer_norm(nd, Some(&w), Some(&b), 0.1), shape, &ref_normalize(&xv, m, Some(&wv), Some(&bv), 0.1), 1e-4, 1e-4);
+        check(
+            &format!("{what} weight, bias strided"),
+            &sx.layer_norm(nd, Some(&w), Some(&b), 0.1),
+            shape,
+            &ref_normalize(&xv, m, Some(&wv), Some(&bv), 0.1),
+            1e-4,
+            1e-4,
+        );
     }
     let (x, xv) = input(d, &[3, 7], 423, DType::F64);
     check("layer_norm f64", &x.layer_norm(1, None, None, 1e-5), &[3, 7], &ref_normalize(&xv, 7, None, None, 1e-5), 1e-12, 1e-10);
@@ -169,7 +191,12 @@ pub fn batch_norm(d: &Device) {
         let (b, bv) = input(d, &[c], 432, DType::F32);
         let (rm0, rv0) = (super::forward::rounded(&values(c, 433), DType::F32), super::forward::rounded(&positive_values(c, 434, 0.5, 2.0), DType::F32));
         let norm = |mean: &dyn Fn(usize) -> f64, var: &dyn Fn(usize) -> f64| -> Vec<f64> {
-            (0..xv.len()).map(|f| { let c0 = unravel(f, shape)[1]; (xv[f] - mean(c0)) / (var(c0) + eps).sqrt() * wv[c0] + bv[c0] }).collect()
+            (0..xv.len())
+                .map(|f| {
+                    let c0 = unravel(f, shape)[1];
+                    (xv[f] - mean(c0)) / (var(c0) + eps).sqrt() * wv[c0] + bv[c0]
+                })
+                .collect()
         };
         let what = format!("batch_norm {shape:?}");
         for (x, tag) in [(&x, ""), (&sx, " strided")] {
@@ -179,7 +206,12 @@ pub fn batch_norm(d: &Device) {
             check(&format!("{what} training{tag}"), &out, shape, &norm(&|c0| stats[c0].0, &|c0| stats[c0].1), 1e-4, 1e-4);
             // Running stats: (1 - m) old + m batch, the variance unbiased.
             let new_rm: Vec<f64> = (0..c).map(|c0| (1.0 - momentum) * rm0[c0] + momentum * stats[c0].0).collect();
-            let new_rv: Vec<f64> = (0..c).map(|c0| { let (_, v, n) = stats[c0]; (1.0 - momentum) * rv0[c0] + momentum * v * n as f64 / (n - 1) as f64 }).collect();
+            let new_rv: Vec<f64> = (0..c)
+                .map(|c0| {
+                    let (_, v, n) = stats[c0];
+                    (1.0 - momentum) * rv0[c0] + momentum * v * n as f64 / (n - 1) as f64
+                })
+                .collect();
             check(&format!("{what} running_mean{tag}"), &Ok(rm.clone()), &[c], &new_rm, 1e-6, 1e-5);
             check(&format!("{what} running_var{tag}"), &Ok(rv.clone()), &[c], &new_rv, 1e-6, 1e-5);
             // Eval uses the running stats, and leaves them alone.
@@ -188,7 +220,12 @@ pub fn batch_norm(d: &Device) {
             check(&format!("{what} eval keeps running_mean{tag}"), &Ok(rm), &[c], &new_rm, 1e-6, 1e-5);
         }
         // Training without running stats, weight or bias.
-        let want: Vec<f64> = (0..xv.len()).map(|f| { let c0 = unravel(f, shape)[1]; (xv[f] - stats[c0].0) / (stats[c0].1 + eps).sqrt() }).collect();
+        let want: Vec<f64> = (0..xv.len())
+            .map(|f| {
+                let c0 = unravel(f, shape)[1];
+                (xv[f] - stats[c0].0) / (stats[c0].1 + eps).sqrt()
+            })
+            .collect();
         check(&format!("{what} training, no affine"), &x.batch_norm(None, None, None, None, true, momentum, eps), shape, &want, 1e-4, 1e-4);
         expect_err(&format!("{what} eval without running stats"), x.batch_norm(None, None, None, None, false, momentum, eps));
     }

@@ -276,7 +276,8 @@ pub fn linear(d: &Device) {
         let mut oshape = shape.clone();
         *oshape.last_mut().unwrap() = 4;
         for has_b in [true, false] {
-            let want: Vec<f64> = (0..rows * 4).map(|f| (0..5).map(|i| xv[(f / 4) * 5 + i] * wv[(f % 4) * 5 + i]).sum::<f64>() + if has_b { bv[f % 4] } else { 0.0 }).collect();
+            let want: Vec<f64> =
+                (0..rows * 4).map(|f| (0..5).map(|i| xv[(f / 4) * 5 + i] * wv[(f % 4) * 5 + i]).sum::<f64>() + if has_b { bv[f % 4] } else { 0.0 }).collect();
             let what = format!("linear {shape:?} bias={has_b}");
             check(&what, &x.linear(&w, has_b.then_some(&b)), &oshape, &want, 1e-5, 1e-5);
             let (sx, sw) = (strided_input(d, &shape, &xv, DType::F32), strided_input(d, &[4, 5], &wv, DType::F32));
@@ -295,7 +296,8 @@ fn ref_attention(q: &[f64], k: &[f64], v: &[f64], mask: &[f64], (b, l, s, e, ev)
     let mut out = vec![0.0; b * l * ev];
     for bi in 0..b {
         for i in 0..l {
-            let scores: Vec<f64> = (0..s).map(|j| (0..e).map(|t| q[(bi * l + i) * e + t] * k[(bi * s + j) * e + t]).sum::<f64>() * scale + mask[(bi * l + i) * s + j]).collect();
+            let scores: Vec<f64> =
+                (0..s).map(|j| (0..e).map(|t| q[(bi * l + i) * e + t] * k[(bi * s + j) * e + t]).sum::<f64>() * scale + mask[(bi * l + i) * s + j]).collect();
             let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let ex: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
             let z: f64 = ex.iter().sum();
@@ -325,10 +327,24 @@ pub fn attention(d: &Device) {
     let none = vec![0.0; 2 * h * l * s];
     check("attention", &q.scaled_dot_product_attention(&k, &v, None, false, None), &oshape, &ref_attention(&qv, &kv, &vb, &none, dims, scale), 1e-5, 1e-5);
     let sq = strided_input(d, &[2, h, l, e], &qv, DType::F32);
-    check("attention strided, scale 0.7", &sq.scaled_dot_product_attention(&k, &v, None, false, Some(0.7)), &oshape, &ref_attention(&qv, &kv, &vb, &none, dims, 0.7), 1e-5, 1e-5);
+    check(
+        "attention strided, scale 0.7",
+        &sq.scaled_dot_product_attention(&k, &v, None, false, Some(0.7)),
+        &oshape,
+        &ref_attention(&qv, &kv, &vb, &none, dims, 0.7),
+        1e-5,
+        1e-5,
+    );
     // Causal: key j <= query i.
     let causal: Vec<f64> = (0..2 * h * l * s).map(|f| if f % s <= (f / s) % l { 0.0 } else { f64::NEG_INFINITY }).collect();
-    check("attention causal", &q.scaled_dot_product_attention(&k, &v, None, true, None), &oshape, &ref_attention(&qv, &kv, &vb, &causal, dims, scale), 1e-5, 1e-5);
+    check(
+        "attention causal",
+        &q.scaled_dot_product_attention(&k, &v, None, true, None),
+        &oshape,
+        &ref_attention(&qv, &kv, &vb, &causal, dims, scale),
+        1e-5,
+        1e-5,
+    );
     // A bool [L, S] mask broadcast over batch and heads (every query keeps key 0).
     let keep: Vec<bool> = (0..l * s).map(|f| f % s == 0 || (f * 7 + 3) % 5 < 3).collect();
     let bm = Tensor::from_f64s(&keep.iter().map(|&b| b as u8 as f64).collect::<Vec<_>>(), &[l, s], DType::Bool, d).unwrap();

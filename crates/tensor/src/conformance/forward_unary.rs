@@ -11,7 +11,20 @@ fn cases() -> [Case; 15] {
     [
         ("neg", |t| t.neg(), |x| -x, false),
         ("abs", |t| t.abs(), f64::abs, false),
-        ("sign", |t| t.sign(), |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 }, false),
+        (
+            "sign",
+            |t| t.sign(),
+            |x| {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            },
+            false,
+        ),
         ("exp", |t| t.exp(), f64::exp, false),
         ("log", |t| t.log(), f64::ln, true),
         ("sqrt", |t| t.sqrt(), f64::sqrt, true),
@@ -30,7 +43,11 @@ fn cases() -> [Case; 15] {
 /// Seeded inputs for a case: in `[0.05, 4]` when it needs positive ones, else `values * 2.5`
 /// (so floor/ceil/round see several integers' worth of range).
 fn case_values(n: usize, seed: u64, positive: bool) -> Vec<f64> {
-    if positive { positive_values(n, seed, 0.05, 4.0) } else { values(n, seed).iter().map(|x| x * 2.5).collect() }
+    if positive {
+        positive_values(n, seed, 0.05, 4.0)
+    } else {
+        values(n, seed).iter().map(|x| x * 2.5).collect()
+    }
 }
 
 /// Runs every case on contiguous inputs of each `shape` and on a strided view, in `dtype`.

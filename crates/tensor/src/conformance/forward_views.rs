@@ -159,7 +159,12 @@ pub fn split_chunk(d: &Device) {
 pub fn expand_squeeze(d: &Device) {
     let (t, v) = input(d, &[3, 1, 5], 10, DType::F32);
     let target = [2, 3, 4, 5];
-    let want: Vec<f64> = (0..120).map(|f| { let i = unravel(f, &target); v[i[1] * 5 + i[3]] }).collect();
+    let want: Vec<f64> = (0..120)
+        .map(|f| {
+            let i = unravel(f, &target);
+            v[i[1] * 5 + i[3]]
+        })
+        .collect();
     let e = t.expand(&target);
     check("expand [3, 1, 5] -> [2, 3, 4, 5]", &e, &target, &want, 0.0, 0.0);
     check("expand contiguous", &e.as_ref().unwrap().contiguous(), &target, &want, 0.0, 0.0);
@@ -181,6 +186,11 @@ pub fn expand_squeeze(d: &Device) {
     // An expanded (stride-0) view feeds an op like any other tensor.
     let (r, rv) = input(d, &[4, 5], 11, DType::F32);
     let sum = read("add expanded", &s.expand(&target).and_then(|x| x.add(&r)));
-    let want_sum: Vec<f64> = (0..120).map(|f| { let i = unravel(f, &target); v[i[1] * 5 + i[3]] + rv[i[2] * 5 + i[3]] }).collect();
+    let want_sum: Vec<f64> = (0..120)
+        .map(|f| {
+            let i = unravel(f, &target);
+            v[i[1] * 5 + i[3]] + rv[i[2] * 5 + i[3]]
+        })
+        .collect();
     super::assert_close("add of an expanded view", &sum, &want_sum, 1e-6, 1e-6);
 }

@@ -13,11 +13,36 @@ use crate::{no_fusion, DType, Device, FusedOp, Result, Tensor};
 #[macro_export]
 macro_rules! conformance_fused_tests {
     ($device:expr) => {
-        #[test] fn fused_switch() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::switch(&d) } }
-        #[test] fn fused_lstm_cell_forward() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_forward(&d) } }
-        #[test] fn fused_lstm_cell_matches_composite() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_matches_composite(&d) } }
-        #[test] fn fused_lstm_cell_grads() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_grads(&d) } }
-        #[test] fn fused_lstm_cell_errors() { if let Some(d) = $crate::conformance::suite_device($device) { $crate::conformance::fused::lstm_cell_errors(&d) } }
+        #[test]
+        fn fused_switch() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::switch(&d)
+            }
+        }
+        #[test]
+        fn fused_lstm_cell_forward() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::lstm_cell_forward(&d)
+            }
+        }
+        #[test]
+        fn fused_lstm_cell_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::lstm_cell_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_lstm_cell_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::lstm_cell_grads(&d)
+            }
+        }
+        #[test]
+        fn fused_lstm_cell_errors() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::lstm_cell_errors(&d)
+            }
+        }
     };
 }
 
@@ -142,7 +167,8 @@ pub fn lstm_cell_matches_composite(d: &Device) {
         Ok(vec![Tensor::lstm_cell(&gates2, &c1)?.0])
     };
     let (n, h) = (4, 9);
-    let inputs = [(&[n, 4 * h][..], 43), (&[n, 4 * h][..], 44), (&[n, h][..], 45), (&[h, 4 * h][..], 46)].map(|(s, seed)| Tensor::from_f64s(&values(s.iter().product(), seed), s, DType::F32, d).unwrap());
+    let inputs = [(&[n, 4 * h][..], 43), (&[n, 4 * h][..], 44), (&[n, h][..], 45), (&[h, 4 * h][..], 46)]
+        .map(|(s, seed)| Tensor::from_f64s(&values(s.iter().product(), seed), s, DType::F32, d).unwrap());
     check_fused("two chained lstm_cell steps", &inputs, two_steps, 1e-5, 1e-5);
 }
 
@@ -156,7 +182,13 @@ pub fn lstm_cell_grads(d: &Device) {
         let what = if fused { "lstm_cell (fused where the device can)" } else { "lstm_cell (composite)" };
         let run = || {
             check_grads(what, &[leaf(d, &[3, 8], 51), leaf(d, &[3, 2], 52)], cell, 1e-7, 1e-6);
-            check_grads(&format!("{what}, strided, h' only"), &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)], |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0), 1e-7, 1e-6);
+            check_grads(
+                &format!("{what}, strided, h' only"),
+                &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)],
+                |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0),
+                1e-7,
+                1e-6,
+            );
         };
         if fused {
             run()

@@ -66,7 +66,13 @@ pub fn layer_norm(d: &Device) {
 pub fn batch_norm_train(d: &Device) {
     let (rm, rv) = (leaf(d, &[3], 26), positive_leaf(d, &[3], 27, 0.5, 2.0));
     let (x, w, b) = (leaf(d, &[4, 3, 5], 28), leaf(d, &[3], 29), leaf(d, &[3], 30));
-    check_grads("batch_norm train [N, C, L]", &[x, w, b], move |x| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5), 1e-6, 1e-5);
+    check_grads(
+        "batch_norm train [N, C, L]",
+        &[x, w, b],
+        move |x| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5),
+        1e-6,
+        1e-5,
+    );
     let (x, w) = (strided_leaf(d, &[2, 3, 2, 3], 31), leaf(d, &[3], 32));
     check_grads("batch_norm train [N, C, H, W] strided, no stats", &[x, w], |x| x[0].batch_norm(None, None, Some(&x[1]), None, true, 0.1, 1e-5), 1e-6, 1e-5);
 }

@@ -34,7 +34,13 @@ pub fn adaptive_pools(d: &Device) {
 pub fn group_norm(d: &Device) {
     let (x, w, b) = (leaf(d, &[2, 6, 5], 13), leaf(d, &[6], 14), leaf(d, &[6], 15));
     check_grads("group_norm [2, 6, 5] groups 3", &[x, w, b], |x| x[0].group_norm(3, Some(&x[1]), Some(&x[2]), 1e-5), 1e-6, 1e-5);
-    check_grads("group_norm [2, 4, 2, 3] strided, groups 2, no affine", &[strided_leaf(d, &[2, 4, 2, 3], 16)], |x| x[0].group_norm(2, None, None, 1e-5), 1e-6, 1e-5);
+    check_grads(
+        "group_norm [2, 4, 2, 3] strided, groups 2, no affine",
+        &[strided_leaf(d, &[2, 4, 2, 3], 16)],
+        |x| x[0].group_norm(2, None, None, 1e-5),
+        1e-6,
+        1e-5,
+    );
 }
 
 pub fn embedding(d: &Device) {
@@ -63,9 +69,21 @@ pub fn attention(d: &Device) {
     check_grads("attention causal", &[q.clone(), k.clone(), v.clone()], |x| x[0].scaled_dot_product_attention(&x[1], &x[2], None, true, Some(0.8)), 1e-7, 1e-6);
     let keep: Vec<f64> = (0..20).map(|f| (f % 4 == 0 || f % 3 == 1) as u8 as f64).collect();
     let mask = Tensor::from_f64s(&keep, &[5, 4], DType::Bool, d).unwrap();
-    check_grads("attention bool mask", &[q.clone(), k.clone(), v.clone()], move |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&mask), false, None), 1e-7, 1e-6);
+    check_grads(
+        "attention bool mask",
+        &[q.clone(), k.clone(), v.clone()],
+        move |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&mask), false, None),
+        1e-7,
+        1e-6,
+    );
     // The additive float mask gets a gradient too.
-    check_grads("attention float mask", &[strided_leaf(d, &[2, 5, 3], 29), k, v, leaf(d, &[1, 5, 4], 30)], |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&x[3]), false, None), 1e-7, 1e-6);
+    check_grads(
+        "attention float mask",
+        &[strided_leaf(d, &[2, 5, 3], 29), k, v, leaf(d, &[1, 5, 4], 30)],
+        |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&x[3]), false, None),
+        1e-7,
+        1e-6,
+    );
 }
 
 pub fn l1_bce_kl(d: &Device) {
@@ -95,7 +113,13 @@ pub fn cross_entropy_with(d: &Device) {
         };
         check_grads(&format!("cross_entropy_with all options {r:?}"), &[leaf(d, &[6, 7], 39), positive_leaf(d, &[7], 40, 0.2, 2.0)], f, 1e-7, 1e-6);
         let t = targets.clone();
-        check_grads(&format!("nll_loss_with {r:?}"), &[strided_leaf(d, &[6, 7], 41), positive_leaf(d, &[7], 42, 0.2, 2.0)], move |x| x[0].nll_loss_with(&t, Some(&x[1]), Some(-100), r), 1e-7, 1e-6);
+        check_grads(
+            &format!("nll_loss_with {r:?}"),
+            &[strided_leaf(d, &[6, 7], 41), positive_leaf(d, &[7], 42, 0.2, 2.0)],
+            move |x| x[0].nll_loss_with(&t, Some(&x[1]), Some(-100), r),
+            1e-7,
+            1e-6,
+        );
     }
     let t = index(d, &[0, 2, 1, 1, 2, 0], &[2, 3]);
     let opts = CrossEntropyOptions { ignore_index: Some(1), label_smoothing: 0.1, ..Default::default() };

@@ -53,8 +53,20 @@ pub fn avg_pool2d(d: &Device) {
 pub fn avg_pool2d_backward(d: &Device) {
     for cip in [true, false] {
         let dy = leaf(d, &[2, 3, 3, 6], 17);
-        check_grads(&format!("avg_pool2d_backward, count_include_pad {cip}"), &[dy], |x| x[0].avg_pool2d_backward(&[2, 3, 6, 5], (3, 2), (2, 1), (1, 1), cip), 1e-7, 1e-6);
+        check_grads(
+            &format!("avg_pool2d_backward, count_include_pad {cip}"),
+            &[dy],
+            |x| x[0].avg_pool2d_backward(&[2, 3, 6, 5], (3, 2), (2, 1), (1, 1), cip),
+            1e-7,
+            1e-6,
+        );
         let dy = strided_leaf(d, &[1, 2, 4, 4], 18);
-        check_grads(&format!("avg_pool2d_backward strided, count_include_pad {cip}"), &[dy], |x| x[0].avg_pool2d_backward(&[1, 2, 7, 7], (3, 3), (2, 2), (1, 1), cip)?.square(), 1e-7, 1e-6);
+        check_grads(
+            &format!("avg_pool2d_backward strided, count_include_pad {cip}"),
+            &[dy],
+            |x| x[0].avg_pool2d_backward(&[1, 2, 7, 7], (3, 3), (2, 2), (1, 1), cip)?.square(),
+            1e-7,
+            1e-6,
+        );
     }
 }

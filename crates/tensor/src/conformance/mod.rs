@@ -45,7 +45,11 @@ pub fn values(n: usize, seed: u64) -> Vec<f64> {
         .map(|i| {
             let u = crate::rng::uniform01(seed, i) as f64;
             let mag = 0.1 + 1.9 * (crate::rng::uniform01(seed ^ 0xa5a5, i) as f64);
-            if u < 0.5 { -mag } else { mag }
+            if u < 0.5 {
+                -mag
+            } else {
+                mag
+            }
         })
         .collect()
 }
@@ -110,7 +114,13 @@ pub fn strided_input(device: &Device, shape: &[usize], values: &[f64], dtype: DT
 pub fn assert_close(what: &str, got: &[f64], want: &[f64], atol: f64, rtol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: got {} values, want {}", got.len(), want.len());
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() { g.is_nan() } else if w.is_infinite() { g == w } else { (g - w).abs() <= atol + rtol * w.abs() };
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            (g - w).abs() <= atol + rtol * w.abs()
+        };
         assert!(ok, "{what}: element {i}: got {g}, want {w} (atol {atol}, rtol {rtol})");
     }
 }

@@ -67,7 +67,11 @@ impl Tensor {
         let m = self.max(d, true)?.detach();
         let m = Tensor::where_cond(&m.abs()?.lt_scalar(f64::INFINITY)?, &m, &m.zeros_like()?)?;
         let lse = self.sub(&m)?.exp()?.sum(&[d], true)?.log()?.add(&m)?;
-        if keepdim { Ok(lse) } else { lse.squeeze(d) }
+        if keepdim {
+            Ok(lse)
+        } else {
+            lse.squeeze(d)
+        }
     }
 
     /// `exp(x) / sum(exp(x))` along `dim`.

@@ -18,7 +18,14 @@ fn pair_ok(op: &'static str, shape: &[usize], name: &str, p: (usize, usize)) -> 
 }
 
 /// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
-fn window(op: &'static str, s: &[usize], kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Window2d> {
+fn window(
+    op: &'static str,
+    s: &[usize],
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+) -> Result<Window2d> {
     if s.len() != 4 {
         return Err(Error::bad_shape(op, s, "expects a 4-D [N, C, H, W] input"));
     }
@@ -48,7 +55,14 @@ impl Tensor {
 
     /// Folds `[N, C*kh*kw, L]` columns into `[N, C, H, W]` with `(H, W) = output_size`, summing
     /// overlaps (`torch.nn.functional.fold`); the adjoint of [`Tensor::im2col`].
-    pub fn col2im(&self, output_size: (usize, usize), kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Tensor> {
+    pub fn col2im(
+        &self,
+        output_size: (usize, usize),
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Result<Tensor> {
         let s = self.shape();
         if s.len() != 3 || kernel.0 * kernel.1 == 0 || !s[1].is_multiple_of(kernel.0 * kernel.1) {
             return Err(Error::bad_shape("col2im", s, format!("expects [N, C*kh*kw, L] columns for kernel {kernel:?}")));
@@ -63,7 +77,14 @@ impl Tensor {
 
     /// The gradient of [`Tensor::avg_pool2d`] for an input of `[N, C, H, W]` = `input_shape`,
     /// given `self` = the gradient of its output.
-    pub fn avg_pool2d_backward(&self, input_shape: &[usize], kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), count_include_pad: bool) -> Result<Tensor> {
+    pub fn avg_pool2d_backward(
+        &self,
+        input_shape: &[usize],
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        count_include_pad: bool,
+    ) -> Result<Tensor> {
         let w = window("avg_pool2d_backward", input_shape, kernel, stride, padding, (1, 1))?;
         if self.shape() != [w.n, w.c, w.out_h(), w.out_w()] {
             return Err(Error::shape("avg_pool2d_backward", input_shape, self.shape(), "input shape and output gradient disagree"));
@@ -81,7 +102,15 @@ impl Tensor {
 
     /// 2-D convolution (cross-correlation, as PyTorch) of `[N, C, H, W]` with a
     /// `[O, C/groups, kh, kw]` weight and an optional `[O]` bias.
-    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize), groups: usize) -> Result<Tensor> {
+    pub fn conv2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Result<Tensor> {
         check_float("conv2d", self)?;
         check_same_dtype("conv2d", self, weight)?;
         check_same_device("conv2d", self, weight)?;
@@ -90,7 +119,12 @@ impl Tensor {
             return Err(Error::shape("conv2d", xs, ws, "must be a 4-D [N, C, H, W] input and a 4-D [O, C/groups, kh, kw] weight"));
         }
         if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
-            return Err(Error::shape("conv2d", xs, ws, format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1])));
+            return Err(Error::shape(
+                "conv2d",
+                xs,
+                ws,
+                format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
+            ));
         }
         let w = window("conv2d", self.shape(), (ws[2], ws[3]), stride, padding, dilation)?;
         let (n, o, l) = (xs[0], ws[0], w.col_cols());
@@ -141,7 +175,10 @@ impl Tensor {
     pub(crate) fn avg_pool2d_window(&self, w: Window2d, cip: bool) -> Result<Tensor> {
         let x = self.contiguous()?;
         let storage = x.with_strided(|s| self.device().backend().avg_pool2d(s, w, cip))?;
-        Ok(Tensor::from_op(storage, &[w.n, w.c, w.out_h(), w.out_w()], self.dtype(), self.device(), &[self], || GradFn::AvgPool2d { window: w, count_include_pad: cip }))
+        Ok(Tensor::from_op(storage, &[w.n, w.c, w.out_h(), w.out_w()], self.dtype(), self.device(), &[self], || GradFn::AvgPool2d {
+            window: w,
+            count_include_pad: cip,
+        }))
     }
 
     /// The adjoint of average pooling, as a differentiable op of its own (its gradient is
@@ -149,6 +186,9 @@ impl Tensor {
     pub(crate) fn avg_pool2d_backward_window(&self, w: Window2d, cip: bool) -> Result<Tensor> {
         let dy = self.contiguous()?;
         let storage = dy.with_strided(|s| self.device().backend().avg_pool2d_backward(s, w, cip))?;
-        Ok(Tensor::from_op(storage, &[w.n, w.c, w.h, w.w], self.dtype(), self.device(), &[self], || GradFn::AvgPool2dBackward { window: w, count_include_pad: cip }))
+        Ok(Tensor::from_op(storage, &[w.n, w.c, w.h, w.w], self.dtype(), self.device(), &[self], || GradFn::AvgPool2dBackward {
+            window: w,
+            count_include_pad: cip,
+        }))
     }
 }

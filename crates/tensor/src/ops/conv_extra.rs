@@ -44,10 +44,20 @@ impl Tensor {
             return Err(Error::shape("conv1d", xs, ws, "must be a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight"));
         }
         if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
-            return Err(Error::shape("conv1d", xs, ws, format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1])));
+            return Err(Error::shape(
+                "conv1d",
+                xs,
+                ws,
+                format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
+            ));
         }
         if stride == 0 || dilation == 0 || ws[2] == 0 || xs[2] + 2 * padding < dilation * (ws[2].max(1) - 1) + 1 {
-            return Err(Error::shape("conv1d", xs, ws, format!("kernel {} (dilation {dilation}, stride {stride}) does not fit the input padded by {padding}", ws[2])));
+            return Err(Error::shape(
+                "conv1d",
+                xs,
+                ws,
+                format!("kernel {} (dilation {dilation}, stride {stride}) does not fit the input padded by {padding}", ws[2]),
+            ));
         }
         let x4 = self.unsqueeze(2usize)?;
         let w4 = weight.unsqueeze(2usize)?;
@@ -67,7 +77,16 @@ impl Tensor {
     ///
     /// `output_padding` must be smaller than the stride or the dilation on its axis, as PyTorch.
     #[allow(clippy::too_many_arguments)]
-    pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: (usize, usize), padding: (usize, usize), output_padding: (usize, usize), dilation: (usize, usize), groups: usize) -> Result<Tensor> {
+    pub fn conv_transpose2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        output_padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Result<Tensor> {
         const OP: &str = "conv_transpose2d";
         check_float(OP, self)?;
         check_same_dtype(OP, self, weight)?;
@@ -77,17 +96,32 @@ impl Tensor {
             return Err(Error::shape(OP, xs, ws, "must be a 4-D [N, C_in, H, W] input and a 4-D [C_in, C_out/groups, kh, kw] weight"));
         }
         if groups == 0 || xs[1] % groups != 0 || ws[0] != xs[1] {
-            return Err(Error::shape(OP, xs, ws, format!("disagree on channels: input has {} channels, weight has {} input channels ({groups} groups)", xs[1], ws[0])));
+            return Err(Error::shape(
+                OP,
+                xs,
+                ws,
+                format!("disagree on channels: input has {} channels, weight has {} input channels ({groups} groups)", xs[1], ws[0]),
+            ));
         }
         let (n, c_in, h, w) = (xs[0], xs[1], xs[2], xs[3]);
         let (cout_g, kernel) = (ws[1], (ws[2], ws[3]));
         let c_out = cout_g * groups;
         let ok = |s: usize, d: usize, k: usize, op: usize| s > 0 && d > 0 && k > 0 && (op < s || op < d);
         if !ok(stride.0, dilation.0, kernel.0, output_padding.0) || !ok(stride.1, dilation.1, kernel.1, output_padding.1) {
-            return Err(Error::shape(OP, xs, ws, format!("stride {stride:?}, dilation {dilation:?} and kernel must be positive, output_padding {output_padding:?} smaller than stride or dilation")));
+            return Err(Error::shape(
+                OP,
+                xs,
+                ws,
+                format!(
+                    "stride {stride:?}, dilation {dilation:?} and kernel must be positive, output_padding {output_padding:?} smaller than stride or dilation"
+                ),
+            ));
         }
-        let out_len = |len: usize, s: usize, p: usize, d: usize, k: usize, op: usize| ((len as isize - 1) * s as isize - 2 * p as isize + (d * (k - 1) + op + 1) as isize).max(0) as usize;
-        let (oh, ow) = (out_len(h, stride.0, padding.0, dilation.0, kernel.0, output_padding.0), out_len(w, stride.1, padding.1, dilation.1, kernel.1, output_padding.1));
+        let out_len = |len: usize, s: usize, p: usize, d: usize, k: usize, op: usize| {
+            ((len as isize - 1) * s as isize - 2 * p as isize + (d * (k - 1) + op + 1) as isize).max(0) as usize
+        };
+        let (oh, ow) =
+            (out_len(h, stride.0, padding.0, dilation.0, kernel.0, output_padding.0), out_len(w, stride.1, padding.1, dilation.1, kernel.1, output_padding.1));
         if h == 0 || w == 0 || oh == 0 || ow == 0 {
             return Err(Error::shape(OP, xs, ws, format!("give an empty output [{oh}, {ow}] with stride {stride:?}, padding {padding:?}")));
         }

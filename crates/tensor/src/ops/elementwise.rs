@@ -97,11 +97,7 @@ impl Tensor {
         let (shape, ll, rl) = broadcast2(name, self, rhs)?;
         let (ls, rs) = (self.storage(), rhs.storage());
         let dtype = self.dtype();
-        let storage = self.device().backend().binary(
-            op,
-            Strided { storage: &*ls, layout: &ll, dtype },
-            Strided { storage: &*rs, layout: &rl, dtype },
-        )?;
+        let storage = self.device().backend().binary(op, Strided { storage: &*ls, layout: &ll, dtype }, Strided { storage: &*rs, layout: &rl, dtype })?;
         Ok(Tensor::from_op(storage, &shape, dtype, self.device(), &[self, rhs], || GradFn::Binary(op)))
     }
 
@@ -181,11 +177,7 @@ impl Tensor {
         let (shape, ll, rl) = broadcast2("compare", self, rhs)?;
         let (ls, rs) = (self.storage(), rhs.storage());
         let dtype = self.dtype();
-        let storage = self.device().backend().compare(
-            op,
-            Strided { storage: &*ls, layout: &ll, dtype },
-            Strided { storage: &*rs, layout: &rl, dtype },
-        )?;
+        let storage = self.device().backend().compare(op, Strided { storage: &*ls, layout: &ll, dtype }, Strided { storage: &*rs, layout: &rl, dtype })?;
         // Comparisons have no gradient: the result is not recorded.
         Ok(Tensor::from_op(storage, &shape, DType::Bool, self.device(), &[], || GradFn::Identity))
     }

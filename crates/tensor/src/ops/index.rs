@@ -63,9 +63,7 @@ impl Tensor {
         }
         let idx = index.contiguous()?;
         let is = idx.storage();
-        let storage = self.with_strided(|s| {
-            self.device().backend().index_select(s, Strided { storage: &*is, layout: idx.layout(), dtype: idx.dtype() }, d)
-        })?;
+        let storage = self.with_strided(|s| self.device().backend().index_select(s, Strided { storage: &*is, layout: idx.layout(), dtype: idx.dtype() }, d))?;
         let mut shape = self.shape().to_vec();
         shape[d] = index.numel();
         let index = idx.detach();

@@ -48,10 +48,8 @@ impl Tensor {
         crate::tensor::checked_numel("matmul", &out_shape, dtype)?;
         let (l3, r3) = (as3(self, m, k)?, as3(rhs, k, n)?);
         let (lst, rst) = (l3.storage(), r3.storage());
-        let storage = self.device().backend().matmul(
-            Strided { storage: &*lst, layout: l3.layout(), dtype },
-            Strided { storage: &*rst, layout: r3.layout(), dtype },
-        )?;
+        let storage =
+            self.device().backend().matmul(Strided { storage: &*lst, layout: l3.layout(), dtype }, Strided { storage: &*rst, layout: r3.layout(), dtype })?;
         Ok(Tensor::from_op(storage, &out_shape, dtype, self.device(), &[self, rhs], || GradFn::Matmul))
     }
 }

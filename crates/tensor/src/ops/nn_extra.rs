@@ -137,7 +137,14 @@ impl Tensor {
     /// - `self` (queries): `[*, L, E]`; `key`: `[*, S, E]`; `value`: `[*, S, Ev]` (batch dims
     ///   `*` broadcast)
     /// - result: `[*, L, Ev]`
-    pub fn scaled_dot_product_attention(&self, key: &Tensor, value: &Tensor, attn_mask: Option<&Tensor>, is_causal: bool, scale: Option<f64>) -> Result<Tensor> {
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        attn_mask: Option<&Tensor>,
+        is_causal: bool,
+        scale: Option<f64>,
+    ) -> Result<Tensor> {
         const OP: &str = "scaled_dot_product_attention";
         check_float(OP, self)?;
         for t in [key, value] {
@@ -155,7 +162,8 @@ impl Tensor {
         if ks[kr - 2] != vs[vr - 2] {
             return Err(Error::shape(OP, ks, vs, "key and value disagree on the length S"));
         }
-        let batch = broadcast_shapes(OP, &qs[..r - 2], &ks[..kr - 2]).map_err(|_| Error::shape(OP, qs, ks, "query and key have batch dims that cannot be broadcast"))?;
+        let batch = broadcast_shapes(OP, &qs[..r - 2], &ks[..kr - 2])
+            .map_err(|_| Error::shape(OP, qs, ks, "query and key have batch dims that cannot be broadcast"))?;
         broadcast_shapes(OP, &batch, &vs[..vr - 2]).map_err(|_| Error::shape(OP, qs, vs, "query and value have batch dims that cannot be broadcast"))?;
         let (l, s, e) = (qs[r - 2], ks[kr - 2], qs[r - 1]);
         let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());

@@ -33,7 +33,16 @@ impl Tensor {
     /// when given, updates the running ones in place with `momentum` (running variance takes the
     /// unbiased batch variance, as PyTorch). In eval, uses the running statistics.
     #[allow(clippy::too_many_arguments)]
-    pub fn batch_norm(&self, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, weight: Option<&Tensor>, bias: Option<&Tensor>, training: bool, momentum: f64, eps: f64) -> Result<Tensor> {
+    pub fn batch_norm(
+        &self,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        training: bool,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Tensor> {
         crate::ops::check_float("batch_norm", self)?;
         if self.rank() < 2 {
             return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));

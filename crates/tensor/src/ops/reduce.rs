@@ -32,7 +32,9 @@ impl Tensor {
             keep[d] = 1;
         }
         let adjacent = dims.windows(2).all(|w| w[1] == w[0] + 1);
-        let x = if adjacent { self.contiguous()? } else {
+        let x = if adjacent {
+            self.contiguous()?
+        } else {
             let mut perm: Vec<usize> = (0..self.rank()).filter(|d| !dims.contains(d)).collect();
             perm.extend_from_slice(dims);
             self.permute(&perm)?.contiguous()?

@@ -34,6 +34,7 @@ pub fn bundled_mnist() -> Result<(Transformed, Transformed)> {
     let all: Arc<dyn Dataset> = Arc::new(bundled_mnist_raw()?);
     let parts = random_split(all.clone(), &[TRAIN_LEN, all.len() - TRAIN_LEN], SPLIT_SEED)?;
     let normalize = || vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }];
-    let [train, val]: [_; 2] = parts.try_into().map_err(|_| crate::Error::State { op: "bundled_mnist", detail: "random_split gave other than two parts".into() })?;
+    let [train, val]: [_; 2] =
+        parts.try_into().map_err(|_| crate::Error::State { op: "bundled_mnist", detail: "random_split gave other than two parts".into() })?;
     Ok((Transformed::new(Arc::new(train), normalize())?, Transformed::new(Arc::new(val), normalize())?))
 }

@@ -16,7 +16,10 @@ fn data_error(path: &Path, detail: impl Into<String>) -> Error {
 /// Parses one CIFAR-10 binary batch into `(pixels, labels)`; `path` names it in errors.
 pub fn parse_cifar(bytes: &[u8], path: &Path) -> Result<(Vec<u8>, Vec<i64>)> {
     if bytes.is_empty() || !bytes.len().is_multiple_of(RECORD) {
-        return Err(data_error(path, format!("it is {} bytes long, not a whole number of {RECORD}-byte CIFAR-10 records; it is truncated or not a CIFAR-10 binary batch", bytes.len())));
+        return Err(data_error(
+            path,
+            format!("it is {} bytes long, not a whole number of {RECORD}-byte CIFAR-10 records; it is truncated or not a CIFAR-10 binary batch", bytes.len()),
+        ));
     }
     let n = bytes.len() / RECORD;
     let mut pixels = Vec::with_capacity(n * (RECORD - 1));
@@ -35,7 +38,10 @@ pub fn parse_cifar(bytes: &[u8], path: &Path) -> Result<(Vec<u8>, Vec<i64>)> {
 /// `[3, 32, 32]` raw pixel values 0..=255.
 pub fn cifar10(dir: &Path, split: Split) -> Result<ImageDataset> {
     if !dir.is_dir() {
-        return Err(data_error(dir, "no such directory; download CIFAR-10 with `liandan_train::data::download` or point at its `cifar-10-batches-bin` directory"));
+        return Err(data_error(
+            dir,
+            "no such directory; download CIFAR-10 with `liandan_train::data::download` or point at its `cifar-10-batches-bin` directory",
+        ));
     }
     let names: Vec<String> = match split {
         Split::Train => (1..=5).map(|i| format!("data_batch_{i}.bin")).collect(),

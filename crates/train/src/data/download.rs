@@ -58,7 +58,10 @@ pub fn cache_dir() -> Result<PathBuf> {
     } else {
         env("XDG_CACHE_HOME").or_else(|| env("HOME").map(|h| h.join(".cache")))
     };
-    base.map(|b| b.join("liandan")).ok_or_else(|| Error::InvalidArgument { op: "data::download::cache_dir", what: "no cache directory: set LIANDAN_DATA to a directory for datasets".into() })
+    base.map(|b| b.join("liandan")).ok_or_else(|| Error::InvalidArgument {
+        op: "data::download::cache_dir",
+        what: "no cache directory: set LIANDAN_DATA to a directory for datasets".into(),
+    })
 }
 
 /// Downloads MNIST into `root/mnist` (root: [`cache_dir`] when `None`) and returns that
@@ -134,7 +137,12 @@ pub fn fetch(url: &str, sha256: &str, dest: &Path) -> Result<PathBuf> {
         fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create {} ({e}); set LIANDAN_DATA to a writable directory", dir.display())))?;
     }
     let part = dest.with_extension(format!("{}part", dest.extension().map(|e| format!("{}.", e.to_string_lossy())).unwrap_or_default()));
-    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_connect(Some(Duration::from_secs(20))).timeout_recv_response(Some(Duration::from_secs(60))).build().into();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_connect(Some(Duration::from_secs(20)))
+        .timeout_recv_response(Some(Duration::from_secs(60)))
+        .build()
+        .into();
     let mut last = String::new();
     for _ in 0..ATTEMPTS {
         match attempt(&agent, url, &part) {
@@ -195,7 +203,11 @@ fn attempt(agent: &ureq::Agent, url: &str, part: &Path) -> std::result::Result<(
             file.set_len(0).map_err(disk)?;
             return Err(Attempt::Retry("the server refused to resume the partial download".into()));
         }
-        _ => return Err(Attempt::Fatal(format!("the server answered HTTP {status}; check the URL, or download the file by hand into the cache directory (LIANDAN_DATA)"))),
+        _ => {
+            return Err(Attempt::Fatal(format!(
+                "the server answered HTTP {status}; check the URL, or download the file by hand into the cache directory (LIANDAN_DATA)"
+            )))
+        }
     };
     let remaining = response.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     let bar = if io::stderr().is_terminal() { ProgressBar::new(start + remaining.unwrap_or(0)) } else { ProgressBar::hidden() };

@@ -81,7 +81,10 @@ fn read_idx_from(mut reader: impl Read, bound: u64, path: &Path) -> Result<IdxAr
     }
     let count = count as usize; // <= bound, which came from a length in memory or on disk.
     let mut data = Vec::with_capacity(count);
-    reader.take(count as u64 + 1).read_to_end(&mut data).map_err(|e| data_error(path, format!("cannot read its data ({e}); the file is corrupt or truncated")))?;
+    reader
+        .take(count as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| data_error(path, format!("cannot read its data ({e}); the file is corrupt or truncated")))?;
     if data.len() < count {
         return Err(data_error(path, format!("it is truncated: its header {dims:?} needs {count} values but only {} follow; download it again", data.len())));
     }
@@ -109,7 +112,10 @@ impl Mnist {
     /// raw. Samples are `[1, 28, 28]` raw pixel values 0..=255.
     pub fn load(dir: &Path, split: Split) -> Result<ImageDataset> {
         if !dir.is_dir() {
-            return Err(data_error(dir, "no such directory; download the dataset with `liandan_train::data::download` or point at the directory holding its IDX files"));
+            return Err(data_error(
+                dir,
+                "no such directory; download the dataset with `liandan_train::data::download` or point at the directory holding its IDX files",
+            ));
         }
         let prefix = if split == Split::Train { "train" } else { "t10k" };
         let images_path = find(dir, &format!("{prefix}-images-idx3-ubyte"))?;
@@ -124,7 +130,10 @@ impl Mnist {
             return Err(data_error(images_path, format!("holds an array of shape {:?}; MNIST images are [N, 28, 28]", images.dims)));
         };
         if labels.dims != [n] {
-            return Err(data_error(labels_path, format!("holds labels of shape {:?} but {} holds {n} images; are the two files from the same split?", labels.dims, images_path.display())));
+            return Err(data_error(
+                labels_path,
+                format!("holds labels of shape {:?} but {} holds {n} images; are the two files from the same split?", labels.dims, images_path.display()),
+            ));
         }
         let labels = labels.data.iter().map(|&l| i64::from(l)).collect();
         ImageDataset::new(images.data, labels, &[1, h, w]).map_err(|e| data_error(images_path, e.to_string()))

@@ -49,7 +49,13 @@ pub fn collate(samples: Vec<Sample>, indices: &[usize]) -> Result<HostBatch> {
         if s.shape != item_shape || s.input.len() != item_shape.iter().product::<usize>() {
             return Err(Error::InvalidArgument {
                 op: "collate",
-                what: format!("sample {} has shape {:?} ({} values) but sample {} has {item_shape:?}; samples of a batch must share a shape", indices[k], s.shape, s.input.len(), indices[0]),
+                what: format!(
+                    "sample {} has shape {:?} ({} values) but sample {} has {item_shape:?}; samples of a batch must share a shape",
+                    indices[k],
+                    s.shape,
+                    s.input.len(),
+                    indices[0]
+                ),
             });
         }
         input.extend_from_slice(&s.input);

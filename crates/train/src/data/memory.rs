@@ -154,7 +154,10 @@ impl Dataset for Subset {
 pub fn random_split(dataset: Arc<dyn Dataset>, lengths: &[usize], seed: u64) -> Result<Vec<Subset>> {
     let total: usize = lengths.iter().sum();
     if total != dataset.len() {
-        return Err(Error::InvalidArgument { op: "random_split", what: format!("lengths {lengths:?} add up to {total}, not the dataset's {} samples", dataset.len()) });
+        return Err(Error::InvalidArgument {
+            op: "random_split",
+            what: format!("lengths {lengths:?} add up to {total}, not the dataset's {} samples", dataset.len()),
+        });
     }
     let order = rng::permutation(total, seed);
     let mut start = 0;

@@ -56,7 +56,10 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
         2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
         v => return Err(bad(format!("unsupported .npy format version {v}.{} (or a truncated header); versions 1 to 3 are read", bytes[7]))),
     };
-    let header = start.checked_add(header_len).and_then(|end| bytes.get(start..end)).ok_or_else(|| bad(format!("truncated: its header claims {header_len} bytes but the file is {} bytes long", bytes.len())))?;
+    let header = start
+        .checked_add(header_len)
+        .and_then(|end| bytes.get(start..end))
+        .ok_or_else(|| bad(format!("truncated: its header claims {header_len} bytes but the file is {} bytes long", bytes.len())))?;
     let header = std::str::from_utf8(header).map_err(|_| bad("its header is not text; the file is corrupt".into()))?;
     let descr = value_of(header, "descr").ok_or_else(|| bad(format!("its header has no 'descr' entry: {header:?}")))?;
     let dtype = match descr.trim_matches(|c| c == '\'' || c == '"') {
@@ -81,7 +84,8 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<NpyArray> {
         .map(|s| s.parse::<usize>().map_err(|_| bad(format!("its shape {shape_text} is not a tuple of sizes"))))
         .collect::<Result<Vec<usize>>>()?;
     let offset = start + header_len;
-    let want = shape.iter().try_fold(dtype.size(), |acc, &d| acc.checked_mul(d)).ok_or_else(|| bad(format!("its shape {shape:?} overflows the address space")))?;
+    let want =
+        shape.iter().try_fold(dtype.size(), |acc, &d| acc.checked_mul(d)).ok_or_else(|| bad(format!("its shape {shape:?} overflows the address space")))?;
     let have = bytes.len() - offset;
     if want != have {
         return Err(bad(format!("its header says {shape:?} of {dtype:?} ({want} bytes) but {have} bytes of data follow; the file is truncated or corrupt")));
@@ -107,7 +111,8 @@ struct Mapped {
 
 impl Mapped {
     fn open(path: PathBuf) -> Result<Mapped> {
-        let file = File::open(&path).map_err(|e| data_error(&path, format!("cannot open it ({e}); an .npy dataset directory holds features.npy and labels.npy")))?;
+        let file =
+            File::open(&path).map_err(|e| data_error(&path, format!("cannot open it ({e}); an .npy dataset directory holds features.npy and labels.npy")))?;
         // SAFETY: the map is read-only and we never hand out references that outlive it. Another
         // program truncating the file while it is mapped would fault the process (SIGBUS): the
         // price of reading data larger than memory without copying it.
@@ -158,7 +163,15 @@ impl NpyDataset {
         }
         let n = features.array.shape.first().copied();
         if n.is_none() || labels.array.shape != [n.unwrap_or(0)] {
-            return Err(data_error(&labels.path, format!("has shape {:?} but {} has shape {:?}; labels must be [N] for features [N, ...]", labels.array.shape, features.path.display(), features.array.shape)));
+            return Err(data_error(
+                &labels.path,
+                format!(
+                    "has shape {:?} but {} has shape {:?}; labels must be [N] for features [N, ...]",
+                    labels.array.shape,
+                    features.path.display(),
+                    features.array.shape
+                ),
+            ));
         }
         Ok(NpyDataset { features, labels })
     }

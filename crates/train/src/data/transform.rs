@@ -31,7 +31,9 @@ impl Transform {
             Transform::Normalize { mean, std } if mean.is_empty() || mean.len() != std.len() => {
                 bad(format!("Normalize needs as many means as stds, at least one: got {} and {}", mean.len(), std.len()))
             }
-            Transform::Normalize { std, .. } if std.iter().any(|&s| !(s > 0.0 && s.is_finite())) => bad(format!("Normalize stds must be positive and finite: {std:?}")),
+            Transform::Normalize { std, .. } if std.iter().any(|&s| !(s > 0.0 && s.is_finite())) => {
+                bad(format!("Normalize stds must be positive and finite: {std:?}"))
+            }
             Transform::RandomCrop { height, width, .. } if *height == 0 || *width == 0 => bad("RandomCrop size must be positive".into()),
             Transform::RandomHorizontalFlip { p } if !(0.0..=1.0).contains(p) => bad(format!("RandomHorizontalFlip p = {p} is not in [0, 1]")),
             _ => Ok(()),
@@ -192,7 +194,11 @@ mod tests {
     #[test]
     fn bad_parameters_are_refused() {
         let ds: Arc<dyn Dataset> = Arc::new(super::super::Synthetic::new(2, &[1, 2, 2], 2, 0).unwrap());
-        for t in [Transform::Normalize { mean: vec![0.0], std: vec![0.0] }, Transform::RandomHorizontalFlip { p: 2.0 }, Transform::RandomCrop { height: 0, width: 1, padding: 0 }] {
+        for t in [
+            Transform::Normalize { mean: vec![0.0], std: vec![0.0] },
+            Transform::RandomHorizontalFlip { p: 2.0 },
+            Transform::RandomCrop { height: 0, width: 1, padding: 0 },
+        ] {
             assert!(Transformed::new(ds.clone(), vec![t]).is_err());
         }
     }

@@ -15,10 +15,10 @@ use crate::error::Result;
 /// none has one the norm is 0.
 pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Result<Tensor> {
     const OP: &str = "clip_grad_norm_";
-    if !(norm_type > 0.0) {
+    if norm_type.is_nan() || norm_type <= 0.0 {
         return Err(invalid(OP, format!("norm_type {norm_type} must be > 0 (2.0 for L2, f64::INFINITY for the largest magnitude)")));
     }
-    if !(max_norm >= 0.0) {
+    if max_norm.is_nan() || max_norm < 0.0 {
         return Err(invalid(OP, format!("max_norm {max_norm} must be >= 0")));
     }
     let first = params.first().ok_or_else(|| invalid(OP, "no parameters given".into()))?;
@@ -52,7 +52,7 @@ fn norm(x: &Tensor, norm_type: f64) -> Result<Tensor> {
 
 /// Clamps every gradient of `params` to `[-clip_value, clip_value]`.
 pub fn clip_grad_value_(params: &[Tensor], clip_value: f64) -> Result<()> {
-    if !(clip_value >= 0.0) {
+    if clip_value.is_nan() || clip_value < 0.0 {
         return Err(invalid("clip_grad_value_", format!("clip_value {clip_value} must be >= 0")));
     }
     let _no_grad = NoGradGuard::new();

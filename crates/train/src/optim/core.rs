@@ -143,7 +143,13 @@ impl<R: Rule> super::Optimizer for Optim<R> {
                 if grad.shape() != param.shape() || grad.dtype() != param.dtype() {
                     return Err(Error::State {
                         op: R::NAME,
-                        detail: format!("the gradient of `{name}` is {:?} {} but the parameter is {:?} {}", grad.shape(), grad.dtype(), param.shape(), param.dtype()),
+                        detail: format!(
+                            "the gradient of `{name}` is {:?} {} but the parameter is {:?} {}",
+                            grad.shape(),
+                            grad.dtype(),
+                            param.shape(),
+                            param.dtype()
+                        ),
                     });
                 }
                 state.step += 1;

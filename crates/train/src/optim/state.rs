@@ -45,7 +45,8 @@ pub(crate) fn load<R: Rule>(opt: &mut Optim<R>, saved: &OptimizerState) -> Resul
     if kind != R::NAME {
         return Err(state_err(op, format!("the state was saved by a {kind} optimizer, not {}", R::NAME)));
     }
-    let rule: R = serde_json::from_value(hyper.get("config").cloned().unwrap_or(Value::Null)).map_err(|e| state_err(op, format!("the saved config does not read as {}'s: {e}", R::NAME)))?;
+    let rule: R = serde_json::from_value(hyper.get("config").cloned().unwrap_or(Value::Null))
+        .map_err(|e| state_err(op, format!("the saved config does not read as {}'s: {e}", R::NAME)))?;
     rule.validate()?;
     let groups = hyper.get("groups").and_then(Value::as_array).ok_or_else(|| state_err(op, "the saved state has no `groups` list".into()))?;
     if groups.len() != opt.groups.len() {
@@ -75,7 +76,9 @@ pub(crate) fn load<R: Rule>(opt: &mut Optim<R>, saved: &OptimizerState) -> Resul
             for what in &state_names {
                 let key = format!("{name}.{what}");
                 match by_name.remove(key.as_str()) {
-                    Some(t) if t.shape() != param.shape() => problems.push(format!("`{key}` has shape {:?} but the parameter has {:?}", t.shape(), param.shape())),
+                    Some(t) if t.shape() != param.shape() => {
+                        problems.push(format!("`{key}` has shape {:?} but the parameter has {:?}", t.shape(), param.shape()))
+                    }
                     // Moved to the parameter's device and dtype; a fresh handle, so nothing we
                     // update later writes into the caller's tensors.
                     Some(t) => tensors.push(t.to_device(param.device())?.to_dtype(param.dtype())?.contiguous()?.detach()),
@@ -118,7 +121,13 @@ fn check_group(op: &'static str, i: usize, saved: &Value, ours: &ParamGroup) -> 
         }
         return Err(state_err(
             op,
-            format!("group {i} was saved for other parameters ({} saved, {} here); missing: [{}]; unexpected: [{}]", names.len(), want.len(), missing.join(", "), extra.join(", ")),
+            format!(
+                "group {i} was saved for other parameters ({} saved, {} here); missing: [{}]; unexpected: [{}]",
+                names.len(),
+                want.len(),
+                missing.join(", "),
+                extra.join(", ")
+            ),
         ));
     }
     let num = |k: &str| saved.get(k).and_then(Value::as_f64).ok_or_else(|| state_err(op, format!("group {i} has no numeric `{k}`")));

@@ -78,7 +78,10 @@ impl<S: Schedule> Scheduled<S> {
         let ctx = Ctx { last_epoch: self.last_epoch, step_count: self.step_count, is_initial };
         let current = group_lrs(optimizer);
         if current.len() != self.base_lrs.len() {
-            return Err(state_err(S::NAME, format!("the optimizer has {} parameter groups but the scheduler was made for {}", current.len(), self.base_lrs.len())));
+            return Err(state_err(
+                S::NAME,
+                format!("the optimizer has {} parameter groups but the scheduler was made for {}", current.len(), self.base_lrs.len()),
+            ));
         }
         let mut lrs = Vec::with_capacity(current.len());
         for (i, (&lr, &base)) in current.iter().zip(&self.base_lrs).enumerate() {

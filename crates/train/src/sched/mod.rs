@@ -29,7 +29,9 @@ mod sequential;
 
 pub use chain::{Chainable, Ctx, Schedule, Scheduled};
 pub use plateau::{PlateauConfig, PlateauMode, ReduceLROnPlateau, ThresholdMode};
-pub use schedules::{Anneal, CosineAnnealing, CosineAnnealingLR, Exponential, ExponentialLR, Linear, LinearLR, MultiStep, MultiStepLR, OneCycle, OneCycleLR, Step, StepLR};
+pub use schedules::{
+    Anneal, CosineAnnealing, CosineAnnealingLR, Exponential, ExponentialLR, Linear, LinearLR, MultiStep, MultiStepLR, OneCycle, OneCycleLR, Step, StepLR,
+};
 pub use sequential::SequentialLR;
 
 /// The learning rate of every group of `optimizer`.

@@ -40,7 +40,16 @@ pub struct PlateauConfig {
 
 impl Default for PlateauConfig {
     fn default() -> Self {
-        PlateauConfig { mode: PlateauMode::Min, factor: 0.1, patience: 10, threshold: 1e-4, threshold_mode: ThresholdMode::Rel, cooldown: 0, min_lr: vec![0.0], eps: 1e-8 }
+        PlateauConfig {
+            mode: PlateauMode::Min,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            threshold_mode: ThresholdMode::Rel,
+            cooldown: 0,
+            min_lr: vec![0.0],
+            eps: 1e-8,
+        }
     }
 }
 
@@ -60,7 +69,7 @@ pub struct ReduceLROnPlateau {
 
 impl ReduceLROnPlateau {
     pub fn new(optimizer: &mut dyn Optimizer, config: PlateauConfig) -> Result<ReduceLROnPlateau> {
-        if !(config.factor < 1.0) {
+        if config.factor.is_nan() || config.factor >= 1.0 {
             return Err(Error::InvalidArgument { op: NAME, what: format!("factor {} must be < 1.0", config.factor) });
         }
         let groups = optimizer.param_groups().len();

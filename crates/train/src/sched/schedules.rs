@@ -223,7 +223,15 @@ pub struct OneCycle {
 impl OneCycle {
     /// PyTorch's defaults: `pct_start` 0.3, cosine, `div_factor` 25, `final_div_factor` 1e4.
     pub fn new(max_lr: f64, total_steps: u64) -> OneCycle {
-        OneCycle { max_lr: vec![max_lr], total_steps, pct_start: 0.3, anneal_strategy: Anneal::Cos, div_factor: 25.0, final_div_factor: 1e4, three_phase: false }
+        OneCycle {
+            max_lr: vec![max_lr],
+            total_steps,
+            pct_start: 0.3,
+            anneal_strategy: Anneal::Cos,
+            div_factor: 25.0,
+            final_div_factor: 1e4,
+            three_phase: false,
+        }
     }
 
     /// The phases as `(end_step, start lr, end lr)` for one group.
@@ -279,7 +287,10 @@ impl Schedule for OneCycle {
 
     fn base_lrs(&mut self, current: Vec<f64>) -> Result<Vec<f64>> {
         if self.max_lr.len() != 1 && self.max_lr.len() != current.len() {
-            return Err(invalid("OneCycleLR", format!("{} max_lr values for {} parameter groups; give one, or one per group", self.max_lr.len(), current.len())));
+            return Err(invalid(
+                "OneCycleLR",
+                format!("{} max_lr values for {} parameter groups; give one, or one per group", self.max_lr.len(), current.len()),
+            ));
         }
         Ok((0..current.len()).map(|g| self.max_lr.get(g).or(self.max_lr.first()).copied().unwrap_or(0.0) / self.div_factor).collect())
     }

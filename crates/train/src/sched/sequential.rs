@@ -27,7 +27,10 @@ impl SequentialLR {
             return Err(Error::InvalidArgument { op: NAME, what: "needs at least one scheduler".into() });
         }
         if milestones.len() + 1 != schedulers.len() {
-            return Err(Error::InvalidArgument { op: NAME, what: format!("{} schedulers need {} milestones, got {}", schedulers.len(), schedulers.len() - 1, milestones.len()) });
+            return Err(Error::InvalidArgument {
+                op: NAME,
+                what: format!("{} schedulers need {} milestones, got {}", schedulers.len(), schedulers.len() - 1, milestones.len()),
+            });
         }
         // PyTorch's schedulers all read the groups' `initial_lr`, set by the first one built;
         // here each kept the lr it saw, so they are given the first one's.
@@ -85,7 +88,8 @@ impl LrScheduler for SequentialLR {
             return Err(state_err(NAME, format!("the state chains {} schedulers but this one chains {}", children.len(), self.schedulers.len())));
         }
         let last_epoch = state.get("last_epoch").and_then(Value::as_i64).ok_or_else(|| state_err(NAME, "the saved state has no whole `last_epoch`".into()))?;
-        let last_lr: Vec<f64> = serde_json::from_value(state.get("last_lr").cloned().unwrap_or(Value::Null)).map_err(|e| state_err(NAME, format!("`last_lr` does not read: {e}")))?;
+        let last_lr: Vec<f64> = serde_json::from_value(state.get("last_lr").cloned().unwrap_or(Value::Null))
+            .map_err(|e| state_err(NAME, format!("`last_lr` does not read: {e}")))?;
         // Children first: a child that refuses its state leaves this one as it was.
         let before: Vec<Value> = self.schedulers.iter().map(|s| s.state_dict()).collect();
         for (i, (s, c)) in self.schedulers.iter_mut().zip(children).enumerate() {

@@ -41,7 +41,10 @@ impl<M: Layer> Trainer<M> {
                 let sched = self.scheduler.as_mut().map(|(s, _)| &mut **s);
                 let st = state::load(path, &self.device, &mut self.model, &mut *self.optimizer, sched)?;
                 if st.seed != config.seed {
-                    return Err(Error::State { op: "resume", detail: format!("{} was trained with seed {}, not {}; resume with the same seed", path.display(), st.seed, config.seed) });
+                    return Err(Error::State {
+                        op: "resume",
+                        detail: format!("{} was trained with seed {}, not {}; resume with the same seed", path.display(), st.seed, config.seed),
+                    });
                 }
                 for (m, s) in self.metrics.iter_mut().zip(&st.metric_states) {
                     m.load_state(s)?;

@@ -94,7 +94,10 @@ impl History {
     /// Reads a history written by [`History::save`], from its `.json` or its `.csv` file.
     pub fn load(path: &Path) -> Result<History> {
         let text = fs::read_to_string(path).map_err(|source| Error::Io { path: path.into(), action: "read the history", source })?;
-        let bad = |detail: String| Error::State { op: "history", detail: format!("{}: {detail}; give the history.json or history.csv that training wrote", path.display()) };
+        let bad = |detail: String| Error::State {
+            op: "history",
+            detail: format!("{}: {detail}; give the history.json or history.csv that training wrote", path.display()),
+        };
         let history = if path.extension().is_some_and(|e| e == "json") {
             let h: JsonHistory = serde_json::from_str(&text).map_err(|e| bad(format!("not a history ({e})")))?;
             History { columns: h.columns, rows: h.rows.into_iter().map(|r| r.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect()).collect() }
@@ -103,7 +106,11 @@ impl History {
             let columns: Vec<String> = lines.next().ok_or_else(|| bad("the file is empty".into()))?.split(',').map(|c| c.trim().to_string()).collect();
             let mut rows = Vec::new();
             for (i, line) in lines.enumerate() {
-                let row = line.split(',').map(|v| v.trim().parse::<f64>()).collect::<std::result::Result<Vec<_>, _>>().map_err(|e| bad(format!("line {}: {e}", i + 2)))?;
+                let row = line
+                    .split(',')
+                    .map(|v| v.trim().parse::<f64>())
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| bad(format!("line {}: {e}", i + 2)))?;
                 rows.push(row);
             }
             History { columns, rows }

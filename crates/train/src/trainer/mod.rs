@@ -204,7 +204,10 @@ pub(crate) fn check_loader(op: &'static str, data: &DataLoader, device: &Device)
         return Err(Error::InvalidArgument { op, what: "the data loader has no batches (an empty dataset?)".into() });
     }
     if data.device() != device {
-        return Err(Error::InvalidArgument { op, what: format!("the data loader puts batches on {:?} but the model is on {device:?}; build both on one device", data.device()) });
+        return Err(Error::InvalidArgument {
+            op,
+            what: format!("the data loader puts batches on {:?} but the model is on {device:?}; build both on one device", data.device()),
+        });
     }
     Ok(())
 }

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 const WIDTH: u32 = 900;
 const PANEL_HEIGHT: u32 = 320;
 
+/// One line of a panel: its name, its (epoch, value) points and its colour.
+type Series = (String, Vec<(f64, f64)>, RGBColor);
+
 /// The quantities to draw: every column but `epoch`, `lr` and `time_s`, with `val_x` drawn in
 /// the panel of `x`.
 fn panels(history: &History) -> Vec<String> {
@@ -32,7 +35,8 @@ pub fn plot_history(history: &History, path: &Path) -> Result<()> {
     static FONT: Once = Once::new();
     FONT.call_once(|| {
         // The bytes are a valid TrueType font compiled in; a failure here is a broken build.
-        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular()).unwrap_or_else(|_| panic!("the embedded DejaVu Sans font does not parse"));
+        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+            .unwrap_or_else(|_| panic!("the embedded DejaVu Sans font does not parse"));
     });
     let bad = |detail: String| Error::State { op: "plot", detail: format!("{}: {detail}", path.display()) };
     let names = panels(history);
@@ -49,7 +53,7 @@ pub fn plot_history(history: &History, path: &Path) -> Result<()> {
         let (x0, x1) = (epochs.iter().cloned().fold(f64::INFINITY, f64::min), epochs.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
         let x_range = if x1 > x0 { x0..x1 } else { x0 - 0.5..x0 + 0.5 };
         for (area, name) in root.split_evenly((names.len(), 1)).iter().zip(&names) {
-            let series: Vec<(String, Vec<(f64, f64)>, RGBColor)> = [(name.clone(), BLUE), (format!("val_{name}"), RED)]
+            let series: Vec<Series> = [(name.clone(), BLUE), (format!("val_{name}"), RED)]
                 .into_iter()
                 .filter_map(|(col, color)| {
                     let values = history.column(&col)?;

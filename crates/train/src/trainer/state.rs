@@ -87,13 +87,21 @@ pub(crate) fn save<M: Module>(path: &Path, model: &M, optimizer: &dyn Optimizer,
 /// Reads `path` back into `model`, `optimizer` and `scheduler` (tensors onto `device`) and
 /// returns the rest of the state. A file for another model, or not written by `fit`, is an
 /// error that says so.
-pub(crate) fn load<M: Module>(path: &Path, device: &Device, model: &mut M, optimizer: &mut dyn Optimizer, scheduler: Option<&mut (dyn LrScheduler + 'static)>) -> Result<TrainState> {
+pub(crate) fn load<M: Module>(
+    path: &Path,
+    device: &Device,
+    model: &mut M,
+    optimizer: &mut dyn Optimizer,
+    scheduler: Option<&mut (dyn LrScheduler + 'static)>,
+) -> Result<TrainState> {
     let bad = |detail: String| Error::State { op: "resume", detail: format!("{}: {detail}", path.display()) };
     if !path.exists() {
         return Err(bad("there is no training state to resume from; train without resume first, or point at the directory of an earlier run".into()));
     }
     let (tensors, metadata) = checkpoint::load_with_metadata(path, device)?;
-    let json = metadata.get(KEY).ok_or_else(|| bad("not a training state written by liandan (no `liandan.train_state` metadata); a plain model checkpoint cannot be resumed from".into()))?;
+    let json = metadata.get(KEY).ok_or_else(|| {
+        bad("not a training state written by liandan (no `liandan.train_state` metadata); a plain model checkpoint cannot be resumed from".into())
+    })?;
     let state: TrainState = serde_json::from_str(json).map_err(|e| bad(format!("the training state does not parse ({e})")))?;
     if state.format != FORMAT {
         return Err(bad(format!("the training state has format `{}`, this liandan reads `{FORMAT}`", state.format)));

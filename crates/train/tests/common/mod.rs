@@ -13,7 +13,9 @@ pub fn gpu() -> Option<Device> {
             panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
         }
         None => {
-            eprintln!("skipping the GPU: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
+            eprintln!(
+                "skipping the GPU: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)"
+            );
             None
         }
     }
