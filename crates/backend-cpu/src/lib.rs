@@ -77,6 +77,19 @@ impl Backend for CpuBackend {
         DeviceKind::Cpu
     }
 
+    fn memory_stats(&self) -> Option<liandan_tensor::MemoryStats> {
+        Some(storage::memory_stats())
+    }
+
+    fn set_memory_budget(&self, bytes: Option<u64>) -> bool {
+        storage::set_budget(bytes);
+        true
+    }
+
+    fn reset_peak_memory(&self) {
+        storage::reset_peak();
+    }
+
     fn describe(&self) -> Vec<(String, String)> {
         vec![
             ("name".into(), "cpu".into()),

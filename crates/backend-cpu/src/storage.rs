@@ -1,7 +1,9 @@
 //! The CPU buffer, one typed `Vec` per dtype, and the scalar traits kernels are generic over.
 
 use half::{bf16, f16};
-use liandan_tensor::{BackendStorage, DType, Error, Result, Storage};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use liandan_tensor::{BackendStorage, DType, Error, MemoryStats, Result, Storage};
 use num_traits::Float;
 
 /// A CPU buffer. `Bool` holds one byte per element, 0 or 1, like [`liandan_tensor::Bool8`].
@@ -115,8 +117,9 @@ impl CpuStorage {
         })
     }
 
+    /// The shared handle kernels return; its bytes count as in use until the last handle drops.
     pub fn into_storage(self) -> Storage {
-        std::sync::Arc::new(self)
+        std::sync::Arc::new(Accounted::new(self))
     }
 }
 
@@ -128,6 +131,56 @@ impl BackendStorage for CpuStorage {
     fn size_in_bytes(&self) -> usize {
         self.as_bytes().len()
     }
+}
+
+/// Bytes held by live CPU storages, the most they have been, how many were made, and the
+/// budget allocations must fit in (`u64::MAX`: none). Process-wide, as the CPU device is one.
+static IN_USE: AtomicU64 = AtomicU64::new(0);
+static PEAK: AtomicU64 = AtomicU64::new(0);
+static MADE: AtomicU64 = AtomicU64::new(0);
+static BUDGET: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// A [`CpuStorage`] whose bytes are counted in [`memory_stats`] while it lives. Kernels see
+/// the `CpuStorage` inside (through `as_any`).
+#[derive(Debug)]
+struct Accounted(CpuStorage);
+
+impl Accounted {
+    fn new(s: CpuStorage) -> Accounted {
+        let now = IN_USE.fetch_add(s.size_in_bytes() as u64, Ordering::Relaxed) + s.size_in_bytes() as u64;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        MADE.fetch_add(1, Ordering::Relaxed);
+        Accounted(s)
+    }
+}
+
+impl Drop for Accounted {
+    fn drop(&mut self) {
+        IN_USE.fetch_sub(self.0.size_in_bytes() as u64, Ordering::Relaxed);
+    }
+}
+
+impl BackendStorage for Accounted {
+    fn as_any(&self) -> &dyn std::any::Any {
+        &self.0
+    }
+
+    fn size_in_bytes(&self) -> usize {
+        self.0.size_in_bytes()
+    }
+}
+
+/// What the CPU's storages hold now (nothing is pooled: freed buffers go back to the system).
+pub(crate) fn memory_stats() -> MemoryStats {
+    MemoryStats { in_use: IN_USE.load(Ordering::Relaxed), pooled: 0, peak: PEAK.load(Ordering::Relaxed), allocations: MADE.load(Ordering::Relaxed), staging: 0 }
+}
+
+pub(crate) fn set_budget(bytes: Option<u64>) {
+    BUDGET.store(bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+pub(crate) fn reset_peak() {
+    PEAK.store(IN_USE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
 /// The CPU buffer behind a storage handed to this backend.
@@ -150,6 +203,15 @@ pub(crate) fn alloc<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Ve
 
 /// An empty buffer with room for `n` elements, or the error of [`alloc`].
 pub(crate) fn reserve<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    let bytes = n as u128 * std::mem::size_of::<T>() as u128;
+    let (budget, in_use) = (BUDGET.load(Ordering::Relaxed), IN_USE.load(Ordering::Relaxed));
+    if budget != u64::MAX && in_use as u128 + bytes > budget as u128 {
+        return Err(Error::OutOfMemory {
+            op,
+            bytes,
+            detail: format!("the CPU's memory budget of {budget} bytes has {} left (Device::set_memory_budget)", budget.saturating_sub(in_use)),
+        });
+    }
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|e| Error::OutOfMemory {
         op,

@@ -341,6 +341,22 @@ impl Backend for WgpuBackend {
         }
     }
 
+    fn set_memory_budget(&self, bytes: Option<u64>) -> bool {
+        match self.gpu() {
+            Ok(gpu) => {
+                gpu.pool.set_budget(bytes);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn reset_peak_memory(&self) {
+        if let Some(Ok(gpu)) = self.gpu.get() {
+            gpu.pool.reset_peak();
+        }
+    }
+
     fn fallback_report(&self) -> Vec<(String, u64)> {
         self.fallbacks.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect()
     }

@@ -31,6 +31,8 @@ pub(crate) struct Pool {
 struct PoolState {
     free: HashMap<u64, Vec<wgpu::Buffer>>,
     stats: MemoryStats,
+    /// Bytes live and pooled buffers may hold together (`Device::set_memory_budget`).
+    budget: Option<u64>,
 }
 
 /// A buffer on loan from the pool; it goes back when dropped.
@@ -86,12 +88,40 @@ impl Pool {
         if let Some(buffer) = reused {
             return Ok(PooledBuffer { buffer: Some(buffer), pool: self.clone() });
         }
+        self.check_budget(class, device_name)?;
         let buffer = self.create(class, device_name)?;
         let mut st = self.lock();
         st.stats.in_use += class;
         st.stats.allocations += 1;
         st.stats.peak = st.stats.peak.max(st.stats.in_use);
         Ok(PooledBuffer { buffer: Some(buffer), pool: self.clone() })
+    }
+
+    /// A new buffer of `class` bytes must fit the budget, after the pool is emptied if need be.
+    fn check_budget(&self, class: u64, device_name: &str) -> Result<()> {
+        let Some(budget) = self.lock().budget else { return Ok(()) };
+        let held = |st: &PoolState| st.stats.in_use + st.stats.pooled;
+        if held(&self.lock()) + class > budget {
+            self.empty();
+        }
+        let in_use = self.lock().stats.in_use;
+        if in_use + class > budget {
+            return Err(Error::OutOfMemory {
+                op: "alloc",
+                bytes: class as u128,
+                detail: format!("{device_name}'s memory budget of {budget} bytes has {} left (Device::set_memory_budget)", budget.saturating_sub(in_use)),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_budget(&self, bytes: Option<u64>) {
+        self.lock().budget = bytes;
+    }
+
+    pub(crate) fn reset_peak(&self) {
+        let mut st = self.lock();
+        st.stats.peak = st.stats.in_use;
     }
 
     /// Creates a buffer, turning an out-of-memory into an error (after emptying the pool once),
@@ -109,7 +139,13 @@ impl Pool {
             match pollster::block_on(oom.pop()) {
                 None => return Ok(buffer),
                 Some(_) if attempt == 0 => self.empty(),
-                Some(e) => return Err(fail(format!("out of memory allocating {class} bytes: {e}"))),
+                Some(e) => {
+                    return Err(Error::OutOfMemory {
+                        op: "alloc",
+                        bytes: class as u128,
+                        detail: format!("{device_name} is out of memory ({e}); use a smaller batch"),
+                    })
+                }
             }
         }
         unreachable!("the loop returns on its second attempt")

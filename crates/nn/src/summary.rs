@@ -73,6 +73,50 @@ thread_local! {
 /// Runs `forward` as the layer `module`, recording a row when a summary is being taken on this
 /// thread. The row's name is the last segment of `M`'s type name (`Conv2d`, `BasicBlock`).
 pub fn scope<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+    let named = LAYERS.with(|l| {
+        let mut l = l.borrow_mut();
+        let path = l.as_mut()?;
+        path.calls += 1;
+        path.open.push(format!("{}-{}", short_type_name::<M>(), path.calls));
+        Some(())
+    });
+    let out = scope_summary(module, forward);
+    if named.is_some() {
+        LAYERS.with(|l| l.borrow_mut().as_mut().map(|p| p.open.pop()));
+    }
+    out
+}
+
+/// The layers open on this thread, outermost first, numbered as [`summary`] numbers its rows.
+struct LayerPath {
+    calls: usize,
+    open: Vec<String>,
+}
+
+thread_local! {
+    static LAYERS: RefCell<Option<LayerPath>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` keeping track of the layer that is running, for [`current_layer`] (anomaly
+/// detection names the layer of a failing op with it).
+pub fn with_layer_path<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<LayerPath>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LAYERS.with(|l| *l.borrow_mut() = self.0.take());
+        }
+    }
+    let _reset = Reset(LAYERS.with(|l| l.borrow_mut().replace(LayerPath { calls: 0, open: Vec::new() })));
+    f()
+}
+
+/// Inside [`with_layer_path`], the running layer's path, as `Sequential-1 > Linear-4` (the
+/// names of `liandan summary`'s rows); `None` outside any layer or outside `with_layer_path`.
+pub fn current_layer() -> Option<String> {
+    LAYERS.with(|l| l.borrow().as_ref().filter(|p| !p.open.is_empty()).map(|p| p.open.join(" > ")))
+}
+
+fn scope_summary<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
     let slot = RECORDER.with(|r| {
         let mut r = r.borrow_mut();
         let rec = r.as_mut()?;

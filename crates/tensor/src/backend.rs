@@ -243,6 +243,18 @@ pub trait Backend: Send + Sync + Debug + 'static {
     /// Returns cached, unused buffers to the driver.
     fn empty_cache(&self) {}
 
+    /// Caps the bytes of live buffers: an allocation beyond `bytes` fails with
+    /// [`crate::Error::OutOfMemory`], as on a full device (how the batch-size finder is tested,
+    /// and how to try a smaller device's memory). `None` lifts the cap. Returns whether this
+    /// backend keeps such accounts.
+    fn set_memory_budget(&self, bytes: Option<u64>) -> bool {
+        let _ = bytes;
+        false
+    }
+
+    /// Starts [`MemoryStats::peak`] over from what is in use now.
+    fn reset_peak_memory(&self) {}
+
     /// Ops this device handed to the CPU because it cannot run them, with how often.
     fn fallback_report(&self) -> Vec<(String, u64)> {
         Vec::new()

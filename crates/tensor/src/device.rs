@@ -123,9 +123,22 @@ impl Device {
         self.backend.memory_stats()
     }
 
-    /// Releases cached, unused device memory (`torch.mps.empty_cache`).
+    /// Releases cached, unused device memory (`torch.mps.empty_cache`), and the constants the
+    /// `*_scalar` ops keep on this device.
     pub fn empty_cache(&self) {
+        crate::ops::drop_cached_scalars(self);
         self.backend.empty_cache()
+    }
+
+    /// Caps the bytes of live tensors on this device (see [`Backend::set_memory_budget`]);
+    /// `false` where the backend keeps no accounts.
+    pub fn set_memory_budget(&self, bytes: Option<u64>) -> bool {
+        self.backend.set_memory_budget(bytes)
+    }
+
+    /// Starts the peak of [`Device::memory_stats`] over from what is in use now.
+    pub fn reset_peak_memory(&self) {
+        self.backend.reset_peak_memory()
     }
 
     /// Ops that ran on the CPU because this device cannot run them, with counts.

@@ -17,6 +17,7 @@
 //! # Ok::<(), liandan_tensor::Error>(())
 //! ```
 
+pub mod autocast;
 pub mod autograd;
 pub mod backend;
 pub mod device;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod fallback;
 pub mod fused;
 pub mod layout;
+pub mod observe;
 mod ops;
 pub mod rng;
 mod tensor;
@@ -32,6 +34,7 @@ mod tensor;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use autocast::{autocast, autocast_dtype, AutocastGuard};
 pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
 pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats, Storage, Strided};
 pub use device::{BackendProvider, Device};

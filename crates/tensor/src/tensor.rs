@@ -70,12 +70,22 @@ impl Tensor {
 
     /// Like [`Tensor::from_op`] with an arbitrary layout (views).
     pub(crate) fn view_op(storage: Storage, layout: Layout, dtype: DType, device: &Device, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
-        let node = if autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
-            Some(Arc::new(Node::new(grad_fn(), inputs.iter().map(|t| (*t).clone()).collect())))
-        } else {
-            None
+        let record = autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
+        let observing = crate::observe::active();
+        let (node, name) = match (record, observing) {
+            (false, false) => (None, None),
+            (true, false) => (Some(Arc::new(Node::new(grad_fn(), inputs.iter().map(|t| (*t).clone()).collect()))), None),
+            (record, true) => {
+                let rule = grad_fn();
+                let name = rule.name();
+                (record.then(|| Arc::new(Node::new(rule, inputs.iter().map(|t| (*t).clone()).collect()))), Some(name))
+            }
         };
-        Tensor::from_parts(storage, layout, dtype, device.clone(), node)
+        let out = Tensor::from_parts(storage, layout, dtype, device.clone(), node);
+        if let Some(name) = name {
+            crate::observe::notify(name, inputs, &out);
+        }
+        out
     }
 
     // ---- creation -------------------------------------------------------------------------

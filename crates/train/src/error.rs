@@ -29,6 +29,16 @@ pub enum Error {
     #[error("training stopped: the loss is {value} at epoch {epoch}, step {step}; lower the learning rate, or clip gradients")]
     NonFinite { epoch: usize, step: usize, value: f64 },
 
+    /// A gradient stopped being finite while the loss was finite; `epoch` and `step` name the
+    /// batch (the last of its optimizer step, when gradients are accumulated).
+    #[error("training stopped: a gradient is not finite at epoch {epoch}, step {step} (the loss is finite); lower the learning rate, clip gradients, or train with detect_anomaly (--detect-anomaly) to find the op")]
+    NonFiniteGrad { epoch: usize, step: usize },
+
+    /// What anomaly detection found on a step that went non-finite: the first op that did,
+    /// or that diverged from the CPU, with its layer and input shapes.
+    #[error("training stopped at epoch {epoch}, step {step}: {report}")]
+    Anomaly { epoch: usize, step: usize, report: String },
+
     /// Training was interrupted (Ctrl-C) after finishing a step; `saved` is where the training
     /// state went, when there is a checkpoint directory.
     #[error("interrupted at epoch {epoch}, step {step}{}", match saved { Some(p) => format!("; the training state is in {}, continue with resume", p.display()), None => "; nothing was saved (no checkpoint directory)".to_string() })]

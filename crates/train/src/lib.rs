@@ -37,6 +37,8 @@
 
 pub use liandan_nn as nn;
 
+pub mod amp;
+pub mod batch_size;
 pub mod data;
 pub mod error;
 pub mod optim;

@@ -146,6 +146,9 @@ impl Tensor {
             return Err(Error::shape("backward", self.shape(), grad.shape(), "output and gradient must have the same shape"));
         }
         let _guard = NoGradGuard::new();
+        // Each rule computes in the types its forward saw; an open autocast region around a
+        // backward call must not recast them.
+        let _autocast = crate::autocast::AutocastGuard::off();
         let order = topo_order(self)?;
         let mut grads: HashMap<u64, Tensor> = HashMap::new();
         grads.insert(self.id(), grad.detach());
@@ -167,7 +170,7 @@ impl Tensor {
                 let taken = if retain_graph { state.clone() } else { state.take() };
                 taken.ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?
             };
-            let input_grads = grad_fn.backward(&g, &inputs, &t.detach())?;
+            let input_grads = crate::observe::in_backward_of(|| grad_fn.name(), t.id(), || grad_fn.backward(&g, &inputs, &t.detach()))?;
             for (input, ig) in inputs.iter().zip(input_grads) {
                 let Some(ig) = ig else { continue };
                 if !input.requires_grad() {

@@ -61,6 +61,9 @@ impl Tensor {
 
     /// `log(sum(exp(x)))` along `dim`, shifted by the maximum so it never overflows.
     pub fn logsumexp(&self, dim: impl Dim, keepdim: bool) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.logsumexp(dim, keepdim);
+        }
         check_float("logsumexp", self)?;
         let d = dim.resolve("logsumexp", self.rank())?;
         // The shift is a constant for the gradient: it cancels exactly.
@@ -76,6 +79,9 @@ impl Tensor {
 
     /// `exp(x) / sum(exp(x))` along `dim`.
     pub fn softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.softmax(dim);
+        }
         check_float("softmax", self)?;
         let d = dim.resolve("softmax", self.rank())?;
         let out = autograd::no_grad(|| {
@@ -87,6 +93,9 @@ impl Tensor {
 
     /// `x - logsumexp(x)` along `dim`.
     pub fn log_softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.log_softmax(dim);
+        }
         check_float("log_softmax", self)?;
         let d = dim.resolve("log_softmax", self.rank())?;
         let out = autograd::no_grad(|| self.sub(&self.logsumexp(d, true)?))?;

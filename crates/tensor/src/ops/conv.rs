@@ -111,6 +111,9 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.conv2d(&w, b.as_ref(), stride, padding, dilation, groups);
+        }
         check_float("conv2d", self)?;
         check_same_dtype("conv2d", self, weight)?;
         check_same_device("conv2d", self, weight)?;

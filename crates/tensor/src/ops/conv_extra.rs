@@ -36,6 +36,9 @@ impl Tensor {
     /// - `weight`: `[O, C/groups, k]`, `bias`: `[O]`
     /// - result: `[N, O, L_out]`, `L_out = (L + 2*padding - dilation*(k-1) - 1) / stride + 1`
     pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: usize, padding: usize, dilation: usize, groups: usize) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.conv1d(&w, b.as_ref(), stride, padding, dilation, groups);
+        }
         check_float("conv1d", self)?;
         check_same_dtype("conv1d", self, weight)?;
         check_same_device("conv1d", self, weight)?;
@@ -87,6 +90,9 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.conv_transpose2d(&w, b.as_ref(), stride, padding, output_padding, dilation, groups);
+        }
         const OP: &str = "conv_transpose2d";
         check_float(OP, self)?;
         check_same_dtype(OP, self, weight)?;

@@ -27,6 +27,23 @@ fn broadcast2(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Vec<usize>, L
     Ok((shape.clone(), a.layout().broadcast_to(&shape)?, b.layout().broadcast_to(&shape)?))
 }
 
+type ScalarKey = (usize, DType, u64);
+
+/// The `*_scalar` ops' constants, per device, dtype and value (see [`Tensor::scalar_like`]).
+static SCALARS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<ScalarKey, Tensor>>> = std::sync::OnceLock::new();
+
+fn backend_key(device: &crate::Device) -> usize {
+    device.backend() as *const dyn crate::Backend as *const () as usize
+}
+
+/// Drops `device`'s cached constants (`Device::empty_cache`), so that its memory in use
+/// returns to what live tensors hold.
+pub(crate) fn drop_cached_scalars(device: &crate::Device) {
+    if let Some(cache) = SCALARS.get() {
+        cache.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != backend_key(device));
+    }
+}
+
 impl Tensor {
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign) && self.dtype() == DType::I64;
@@ -86,6 +103,9 @@ impl Tensor {
     }
 
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+        if let Some(p) = crate::autocast::promoted(&[self, rhs])? {
+            return p[0].binary(&p[1], op);
+        }
         let name = binary_name(op);
         check_same_dtype(name, self, rhs)?;
         if self.dtype() == DType::Bool && !matches!(op, BinaryOp::Maximum | BinaryOp::Minimum) {
@@ -130,10 +150,8 @@ impl Tensor {
     /// cached per device: on a GPU each new one would cost a dispatch, and they are only ever
     /// read (ops never write into existing storage, and these never reach `assign`).
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
-        type Key = (usize, DType, u64);
-        static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, Tensor>>> = std::sync::OnceLock::new();
-        let key = (self.device().backend() as *const dyn crate::Backend as *const () as usize, self.dtype(), value.to_bits());
-        let cache = CACHE.get_or_init(Default::default);
+        let key = (backend_key(self.device()), self.dtype(), value.to_bits());
+        let cache = SCALARS.get_or_init(Default::default);
         if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(t.clone());
         }
@@ -214,6 +232,9 @@ impl Tensor {
     pub fn where_cond(cond: &Tensor, on_true: &Tensor, on_false: &Tensor) -> Result<Tensor> {
         if cond.dtype() != DType::Bool {
             return Err(Error::dtype("where", cond.dtype(), "the condition must be bool"));
+        }
+        if let Some(p) = crate::autocast::promoted(&[on_true, on_false])? {
+            return Tensor::where_cond(cond, &p[0], &p[1]);
         }
         check_same_dtype("where", on_true, on_false)?;
         check_same_device("where", cond, on_true)?;

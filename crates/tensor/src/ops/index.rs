@@ -73,6 +73,9 @@ impl Tensor {
     /// Joins tensors along `dim` (`torch.cat`).
     pub fn cat(parts: &[&Tensor], dim: impl Dim) -> Result<Tensor> {
         let first = *parts.first().ok_or_else(|| Error::bad_shape("cat", &[], "needs at least one tensor"))?;
+        if let Some(p) = crate::autocast::promoted(parts)? {
+            return Tensor::cat(&p.iter().collect::<Vec<_>>(), dim);
+        }
         let d = dim.resolve("cat", first.rank())?;
         for p in &parts[1..] {
             check_same_dtype("cat", first, p)?;

@@ -60,6 +60,9 @@ impl Tensor {
     /// - `self`, `target`: `[*]`, the same shape
     /// - result: `[*]` for `Reduction::None`, else a scalar
     pub fn l1_loss(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.l1_loss(&t, reduction);
+        }
         check_same_shape("l1_loss", self, target)?;
         Reduction::apply(reduction, self.sub(target)?.abs()?)
     }
@@ -74,6 +77,9 @@ impl Tensor {
     /// - `self`, `target`: `[*]`, the same shape
     /// - result: `[*]` for `Reduction::None`, else a scalar
     pub fn bce_loss(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.bce_loss(&t, reduction);
+        }
         check_float("bce_loss", self)?;
         check_same_shape("bce_loss", self, target)?;
         let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
@@ -92,6 +98,9 @@ impl Tensor {
     /// - `self`, `target`: `[N, *]`, the same shape
     /// - result: `[N, *]` for `None`, else a scalar
     pub fn kl_div(&self, target: &Tensor, reduction: impl Into<KlReduction>, log_target: bool) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.kl_div(&t, reduction, log_target);
+        }
         check_float("kl_div", self)?;
         check_same_shape("kl_div", self, target)?;
         let per = if log_target {
@@ -122,6 +131,9 @@ impl Tensor {
     /// - `targets`: i64 `[N]` or `[N, *]`, each in `0..C` or equal to `ignore_index`
     /// - result: the targets' shape for `Reduction::None`, else a scalar
     pub fn cross_entropy_with(&self, targets: &Tensor, options: CrossEntropyOptions, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.cross_entropy_with(targets, options, reduction);
+        }
         const OP: &str = "cross_entropy";
         check_float(OP, self)?;
         if self.rank() < 2 {
@@ -143,6 +155,9 @@ impl Tensor {
     /// - `targets`: i64 `[N]` or `[N, *]`
     /// - result: the targets' shape for `Reduction::None`, else a scalar
     pub fn nll_loss_with(&self, targets: &Tensor, weight: Option<&Tensor>, ignore_index: Option<i64>, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.nll_loss_with(targets, weight, ignore_index, reduction);
+        }
         check_float("nll_loss", self)?;
         self.weighted_nll("nll_loss", targets, CrossEntropyOptions { weight, ignore_index, label_smoothing: 0.0 }, reduction)
     }

@@ -11,6 +11,9 @@ impl Tensor {
     /// Matrix product as `torch.matmul`: `[.., M, K] @ [.., K, N] -> [.., M, N]` with the batch
     /// dims broadcast; a 1-D lhs is a row vector and a 1-D rhs a column vector (removed after).
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        if let Some([Some(a), Some(b)]) = crate::autocast::lowered([Some(self), Some(rhs)])? {
+            return a.matmul(&b);
+        }
         check_same_dtype("matmul", self, rhs)?;
         check_same_device("matmul", self, rhs)?;
         check_float("matmul", self)?;

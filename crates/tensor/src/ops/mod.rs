@@ -15,6 +15,7 @@ mod recurrent;
 mod reduce;
 mod view;
 
+pub(crate) use elementwise::drop_cached_scalars;
 pub use loss::Reduction;
 pub use loss_extra::{CrossEntropyOptions, KlReduction};
 

@@ -19,6 +19,9 @@ impl Tensor {
     /// - `weight`: `[out, in]`, `bias`: `[out]`
     /// - result: `[*, out]`
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.linear(&w, b.as_ref());
+        }
         const OP: &str = "linear";
         check_float(OP, self)?;
         check_same_dtype(OP, self, weight)?;
@@ -71,6 +74,9 @@ impl Tensor {
     /// - `weight`, `bias`: `[C]`
     /// - result: `[N, C, *]`
     pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.group_norm(groups, weight, bias, eps);
+        }
         const OP: &str = "group_norm";
         check_float(OP, self)?;
         let s = self.shape();

@@ -8,6 +8,9 @@ impl Tensor {
     /// Layer normalization over the last `normalized_dims` axes, with optional elementwise
     /// `weight` and `bias` of those axes' shape (`torch.nn.functional.layer_norm`).
     pub fn layer_norm(&self, normalized_dims: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.layer_norm(normalized_dims, weight, bias, eps);
+        }
         crate::ops::check_float("layer_norm", self)?;
         if normalized_dims == 0 || normalized_dims > self.rank() {
             return Err(Error::bad_shape("layer_norm", self.shape(), format!("cannot normalize over the last {normalized_dims} dims")));
@@ -43,6 +46,9 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.batch_norm(running_mean, running_var, weight, bias, training, momentum, eps);
+        }
         crate::ops::check_float("batch_norm", self)?;
         if self.rank() < 2 {
             return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));

@@ -29,6 +29,9 @@ impl Tensor {
     /// - `h'`, `c'`: `[N, H]`
     pub fn lstm_cell(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
         check_float("lstm_cell", gates)?;
+        if let Some(p) = crate::autocast::promoted(&[gates, c])? {
+            return Tensor::lstm_cell(&p[0], &p[1]);
+        }
         check_same_dtype("lstm_cell", gates, c)?;
         check_same_device("lstm_cell", gates, c)?;
         let (gs, cs) = (gates.shape(), c.shape());

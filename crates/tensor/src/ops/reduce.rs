@@ -70,6 +70,9 @@ impl Tensor {
 
     /// Sum over `dims`. Integer and bool tensors sum to i64.
     pub fn sum(&self, dims: &[usize], keepdim: bool) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.sum(dims, keepdim);
+        }
         let dims = resolve_dims("sum", dims, self.rank())?;
         let (storage, keep, dtype) = self.reduce_raw(ReduceOp::Sum, &dims)?;
         let from = self.shape().to_vec();

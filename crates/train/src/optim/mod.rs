@@ -81,3 +81,14 @@ impl ParamGroup {
         [ParamGroup::new(decay, lr, weight_decay), ParamGroup::new(no_decay, lr, 0.0)].into_iter().filter(|g| !g.params.is_empty()).collect()
     }
 }
+
+/// The optimizer `MODEL_ZOO.md` trains a zoo model with, over `params`.
+pub fn for_zoo(spec: &liandan_nn::zoo::ZooSpec, params: Vec<(String, Tensor)>) -> Result<Box<dyn Optimizer>> {
+    use liandan_nn::zoo::OptimizerSpec;
+    Ok(match spec.optimizer {
+        OptimizerSpec::Sgd { lr, momentum, weight_decay } => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() })?),
+        OptimizerSpec::Adadelta { lr } => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() })?),
+        OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr))?),
+        OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr))?),
+    })
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::amp::Precision;
 use crate::error::{Error, Result};
 
 /// Whether a smaller or a larger value of the monitored metric is better.
@@ -87,6 +88,19 @@ pub struct FitConfig {
     /// Set (by a Ctrl-C handler, say) to stop after the current step: `last` is written and
     /// `fit` returns [`Error::Interrupted`].
     pub stop: Option<Arc<AtomicBool>>,
+    /// The type the forward pass computes in (mixed precision; see [`crate::amp`]). With
+    /// `F16` a [`crate::amp::GradScaler`] scales the loss, and its state is saved in `last`.
+    pub precision: Precision,
+    /// Batches per optimizer step (gradient accumulation): each batch's loss is divided by
+    /// the number of batches in its step, so `N` batches of `B` update as one batch of `N*B`
+    /// would. An epoch's last step may have fewer batches; it is divided by those.
+    pub accumulate: usize,
+    /// Scale the gradients to this global L2 norm at most before each step (after unscaling).
+    pub clip_grad_norm: Option<f64>,
+    /// On a non-finite loss or gradient, re-run the step op by op on the training device and
+    /// on the CPU and name the first op that went wrong ([`crate::trainer::anomaly`]). Costs a
+    /// read-back per step.
+    pub detect_anomaly: bool,
 }
 
 impl FitConfig {
@@ -104,6 +118,10 @@ impl FitConfig {
             limit_batches: None,
             progress: ProgressStyle::Auto,
             stop: None,
+            precision: Precision::F32,
+            accumulate: 1,
+            clip_grad_norm: None,
+            detect_anomaly: false,
         }
     }
 
@@ -115,6 +133,12 @@ impl FitConfig {
         }
         if self.limit_batches == Some(0) {
             return bad("limit_batches is 0; give a positive number of batches, or none for whole epochs");
+        }
+        if self.accumulate == 0 {
+            return bad("accumulate is 0; give a positive number of batches per optimizer step such as 1");
+        }
+        if self.clip_grad_norm.is_some_and(|c| !(c > 0.0 && c.is_finite())) {
+            return bad("clip_grad_norm must be a positive finite number");
         }
         if self.resume && self.checkpoint_dir.is_none() {
             return bad("resume needs a checkpoint directory to resume from");

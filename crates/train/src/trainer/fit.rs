@@ -10,15 +10,11 @@ use super::config::{FitConfig, SchedulerStep};
 use super::history::History;
 use super::progress::{format_values, Progress};
 use super::state::{self, TrainState};
+use super::step::Pending;
 use super::{check_loader, plot, Trainer};
+use crate::amp::{GradScaler, GradScalerState, Precision};
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
-
-/// The seed of the random stream of optimizer step `step`: every random op of a step (dropout)
-/// draws from it, so a run resumed at any step draws what the uninterrupted run drew.
-fn step_seed(seed: u64, step: u64) -> u64 {
-    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step.wrapping_add(1).wrapping_mul(0xbf58_476d_1ce4_e5b9)
-}
 
 impl<M: Layer> Trainer<M> {
     /// Trains on `train` for `config.epochs` epochs, validating on `val` after each, and
@@ -53,6 +49,12 @@ impl<M: Layer> Trainer<M> {
             }
             _ => TrainState::new(config.seed),
         };
+        if config.precision == Precision::F16 {
+            let scaler = self.scaler.get_or_insert_with(GradScaler::new);
+            if let Some(saved) = &st.scaler {
+                scaler.load_state(saved)?;
+            }
+        }
         let steps = train.len().min(config.limit_batches.unwrap_or(usize::MAX));
         let mut progress = Progress::new(config.progress);
         while st.epoch < config.epochs {
@@ -67,6 +69,8 @@ impl<M: Layer> Trainer<M> {
                 st.elapsed += progress.elapsed();
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
                 if let Some(path) = &last {
+                    st.scaler = self.scaler_state(config);
+                    st.scaler = self.scaler_state(config);
                     state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
                 }
                 return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });
@@ -95,6 +99,7 @@ impl<M: Layer> Trainer<M> {
                 if improved {
                     liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), None)?;
                 }
+                st.scaler = self.scaler_state(config);
                 state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
                 write_history(&st.history, dir)?;
             }
@@ -113,34 +118,22 @@ impl<M: Layer> Trainer<M> {
     }
 
     /// Runs the batches `st.batch..steps` of epoch `st.epoch`; `Ok(true)` when stopped on
-    /// request after a step.
+    /// request after an optimizer step.
     fn train_epoch(&mut self, train: &DataLoader, config: &FitConfig, steps: usize, st: &mut TrainState, progress: &mut Progress) -> Result<bool> {
         self.model.train();
-        let mut pending: Vec<Tensor> = Vec::new();
+        let mut pending: Vec<Pending> = Vec::new();
         let mut seen = 0usize; // samples this process has run this epoch, for samples/s
-        for batch in train.iter_from(st.epoch as u64, st.batch)?.take(steps - st.batch) {
-            let batch = batch?;
-            liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
-            let out = self.model.forward(&batch.input)?;
-            let loss = (self.loss)(&out, &batch.target)?;
-            self.optimizer.zero_grad();
-            loss.backward()?;
-            self.optimizer.step()?;
-            if let Some((s, SchedulerStep::Batch)) = &mut self.scheduler {
-                s.step(&mut *self.optimizer, None)?;
+        let mut batches = train.iter_from(st.epoch as u64, st.batch)?.take(steps - st.batch);
+        while st.batch < steps {
+            let (step, samples) = self.optimizer_step(&mut batches, config, steps, st)?;
+            if step.is_empty() {
+                break; // the loader ran dry early
             }
-            let out = out.detach();
-            for m in &mut self.metrics {
-                m.update(&out, &batch.target)?;
-            }
-            pending.push(loss.detach());
-            st.global_step += 1;
-            st.batch += 1;
-            let n = batch.target.shape()[0];
-            st.samples += n;
-            seen += n;
+            pending.extend(step);
+            st.samples += samples;
+            seen += samples;
             let interrupted = config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
-            if pending.len() == config.log_interval || st.batch == steps || interrupted {
+            if pending.len() >= config.log_interval || st.batch == steps || interrupted {
                 self.read_back(&mut pending, st, seen, progress)?;
             }
             if interrupted {
@@ -150,21 +143,35 @@ impl<M: Layer> Trainer<M> {
         Ok(false)
     }
 
-    /// The one read-back of a log interval: every pending step's loss at once (checked for
-    /// NaN and infinities), then the metrics.
-    fn read_back(&mut self, pending: &mut Vec<Tensor>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
-        let losses = Tensor::stack(&pending.iter().collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+    /// The one read-back of a log interval: every pending batch's loss and gradient check at
+    /// once (stopping on NaN or infinities, except on steps the loss scaler skipped), then the
+    /// metrics.
+    fn read_back(&mut self, pending: &mut Vec<Pending>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
+        let losses = Tensor::stack(&pending.iter().map(|p| &p.loss).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        let checked: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].grads.is_some()).collect();
+        let flags = match checked.is_empty() {
+            true => Vec::new(),
+            false => Tensor::stack(&checked.iter().filter_map(|&i| pending[i].grads.as_ref()).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?,
+        };
+        let skipped: Vec<bool> = pending.iter().map(|p| p.skipped).collect();
         pending.clear();
         let first = st.batch - losses.len();
-        if let Some(i) = losses.iter().position(|l| !l.is_finite()) {
-            return Err(Error::NonFinite { epoch: st.epoch + 1, step: first + i + 1, value: losses[i] });
+        // The earlier of the first bad loss and the first bad gradient: after either, the
+        // weights are broken and everything that follows is too.
+        let bad_loss = (0..losses.len()).find(|&i| !losses[i].is_finite() && !skipped[i]);
+        let bad_grad = flags.iter().position(|f| !f.is_finite()).map(|j| checked[j]);
+        match (bad_loss, bad_grad) {
+            (Some(i), g) if g.is_none_or(|g| i <= g) => return Err(Error::NonFinite { epoch: st.epoch + 1, step: first + i + 1, value: losses[i] }),
+            (_, Some(g)) => return Err(Error::NonFiniteGrad { epoch: st.epoch + 1, step: first + g + 1 }),
+            _ => {}
         }
         for c in &mut self.callbacks {
             c.on_losses(st.epoch + 1, st.global_step - losses.len() as u64, &losses)?;
         }
-        st.loss_sum += losses.iter().sum::<f64>();
-        st.loss_steps += losses.len();
-        let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps as f64)];
+        let kept: Vec<f64> = losses.iter().zip(&skipped).filter(|(_, s)| !**s).map(|(l, _)| *l).collect();
+        st.loss_sum += kept.iter().sum::<f64>();
+        st.loss_steps += kept.len();
+        let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps.max(1) as f64)];
         for m in &self.metrics {
             values.push((m.name(), m.compute()?));
         }
@@ -188,6 +195,11 @@ impl<M: Layer> Trainer<M> {
         }
         row.push(("time_s".to_string(), st.elapsed + progress.elapsed()));
         Ok(row)
+    }
+
+    /// What `last` keeps of the loss scaler: its state in an f16 run, nothing otherwise.
+    fn scaler_state(&self, config: &FitConfig) -> Option<GradScalerState> {
+        (config.precision == Precision::F16).then(|| self.scaler.as_ref().map(GradScaler::state)).flatten()
     }
 
     /// The monitored column must be one the history will have.

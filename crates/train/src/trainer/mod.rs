@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+pub mod anomaly;
 mod callback;
 mod config;
 mod fit;
@@ -43,6 +44,7 @@ mod metrics;
 mod plot;
 mod progress;
 pub mod state;
+mod step;
 
 pub use callback::Callback;
 pub use config::{FitConfig, Mode, ProgressStyle, SchedulerStep};
@@ -52,6 +54,7 @@ pub use plot::plot_history;
 
 use liandan_nn::{no_grad, Device, Layer, ModuleExt, Tensor};
 
+use crate::amp::GradScaler;
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::optim::Optimizer;
@@ -69,6 +72,8 @@ pub struct Trainer<M: Layer> {
     metrics: Vec<Box<dyn Metric>>,
     callbacks: Vec<Box<dyn Callback>>,
     device: Device,
+    /// The f16 loss scaler, made by the first f16 `fit` unless given.
+    scaler: Option<GradScaler>,
 }
 
 impl<M: Layer> Trainer<M> {
@@ -82,7 +87,7 @@ impl<M: Layer> Trainer<M> {
     pub fn with_boxed(model: M, loss: LossFn, optimizer: Box<dyn Optimizer>) -> Trainer<M> {
         let mut device = Device::cpu();
         model.visit("", &mut |_, t, _| device = t.device().clone());
-        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device }
+        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device, scaler: None }
     }
 
     /// Adds a metric, reported for training and (as `val_` + name) validation.
@@ -114,6 +119,17 @@ impl<M: Layer> Trainer<M> {
     pub fn with_callback(mut self, callback: impl Callback + 'static) -> Self {
         self.callbacks.push(Box::new(callback));
         self
+    }
+
+    /// Sets the loss scaler of f16 runs (by default [`GradScaler::new`]: PyTorch's settings).
+    pub fn with_grad_scaler(mut self, scaler: GradScaler) -> Self {
+        self.scaler = Some(scaler);
+        self
+    }
+
+    /// The loss scaler, once an f16 run has made one.
+    pub fn grad_scaler(&self) -> Option<&GradScaler> {
+        self.scaler.as_ref()
     }
 
     /// The model.

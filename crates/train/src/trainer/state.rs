@@ -15,6 +15,7 @@ use liandan_nn::{Device, Module, ModuleExt};
 use serde::{Deserialize, Serialize};
 
 use super::history::History;
+use crate::amp::GradScalerState;
 use crate::error::{Error, Result};
 use crate::optim::{Optimizer, OptimizerState};
 use crate::sched::LrScheduler;
@@ -47,6 +48,9 @@ pub(crate) struct TrainState {
     pub optimizer_hyper: serde_json::Value,
     pub scheduler: Option<serde_json::Value>,
     pub history: History,
+    /// The f16 loss scaler's state (absent in files of f32 and bf16 runs, and of older ones).
+    #[serde(default)]
+    pub scaler: Option<GradScalerState>,
 }
 
 impl TrainState {
@@ -67,6 +71,7 @@ impl TrainState {
             optimizer_hyper: serde_json::Value::Null,
             scheduler: None,
             history: History::default(),
+            scaler: None,
         }
     }
 }

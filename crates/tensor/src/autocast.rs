@@ -1,0 +1,155 @@
+//! Automatic mixed precision (`torch.autocast`): inside an autocast region, ops pick their own
+//! precision.
+//!
+//! The policy, per thread, while a region of `F16` or `BF16` is open:
+//! - matmul, `linear` and the convolutions cast their f32 inputs (weights and bias too) to the
+//!   low type and compute in it: these are the ops a low type makes faster and smaller;
+//! - reductions (`sum`, `mean`, `var`), softmax, log-softmax, logsumexp, the normalizations and
+//!   the losses cast low inputs to f32 first: a sum of many f16 values overflows or loses its
+//!   small terms, and an exponential leaves f16's range at 11;
+//! - an elementwise op, `where`, `cat` or `stack` of mixed float types computes in the widest of
+//!   them (PyTorch's type promotion), so a low activation meets an f32 parameter without error;
+//! - everything else runs in the type it is given.
+//!
+//! The casts are ordinary recorded ops, so gradients flow back through them and reach f32
+//! parameters as f32: master weights and optimizer state stay f32. [`Tensor::backward`] runs
+//! with autocast off; each backward rule computes in the types its forward saw. Outside a
+//! region nothing changes: mixed dtypes stay an error, as they were.
+
+use std::cell::Cell;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+thread_local! {
+    static AUTOCAST: Cell<Option<DType>> = const { Cell::new(None) };
+}
+
+/// The low float type of the open autocast region on this thread, if any.
+pub fn autocast_dtype() -> Option<DType> {
+    AUTOCAST.with(|a| a.get())
+}
+
+/// An open autocast region; the previous setting comes back when it is dropped.
+pub struct AutocastGuard {
+    prev: Option<DType>,
+}
+
+impl AutocastGuard {
+    /// Opens a region computing in `dtype`: `F16` or `BF16`; `F32` closes any open region
+    /// (full precision, as `torch.autocast(enabled=False)`). Other types are an error.
+    pub fn new(dtype: DType) -> Result<AutocastGuard> {
+        let low = match dtype {
+            DType::F16 | DType::BF16 => Some(dtype),
+            DType::F32 => None,
+            other => return Err(Error::dtype("autocast", other, "autocast computes in f16 or bf16 (or f32, which turns it off)")),
+        };
+        Ok(AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)) })
+    }
+
+    /// A region with autocast off, whatever is open around it.
+    pub(crate) fn off() -> AutocastGuard {
+        AutocastGuard { prev: AUTOCAST.with(|a| a.replace(None)) }
+    }
+}
+
+impl Drop for AutocastGuard {
+    fn drop(&mut self) {
+        AUTOCAST.with(|a| a.set(self.prev));
+    }
+}
+
+/// Runs `f` in an autocast region of `dtype` (see [`AutocastGuard::new`]).
+///
+/// ```
+/// use liandan_tensor::{autocast, Device, DType, Tensor};
+/// # use liandan_backend_cpu as _;
+/// let dev = Device::cpu();
+/// let w = Tensor::randn(&[3, 2], 0, DType::F32, &dev)?.requires_grad_(true)?;
+/// let x = Tensor::ones(&[4, 3], DType::F32, &dev)?;
+/// let loss = autocast(DType::F16, || {
+///     let y = x.matmul(&w)?; // computed in f16
+///     assert_eq!(y.dtype(), DType::F16);
+///     y.sum_all() // summed in f32
+/// })?;
+/// assert_eq!(loss.dtype(), DType::F32);
+/// loss.backward()?;
+/// assert_eq!(w.grad().unwrap().dtype(), DType::F32); // the master weight's gradient
+/// # Ok::<(), liandan_tensor::Error>(())
+/// ```
+pub fn autocast<R, E: From<Error>>(dtype: DType, f: impl FnOnce() -> std::result::Result<R, E>) -> std::result::Result<R, E> {
+    let _guard = AutocastGuard::new(dtype)?;
+    f()
+}
+
+/// `t` in the region's low type when it is a float of another type (f64 stays f64).
+fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
+    if t.dtype().is_float() && t.dtype() != DType::F64 && t.dtype() != low {
+        t.to_dtype(low)
+    } else {
+        Ok(t.clone())
+    }
+}
+
+fn needs_low(t: &Tensor, low: DType) -> bool {
+    t.dtype().is_float() && t.dtype() != DType::F64 && t.dtype() != low
+}
+
+/// For the low-type ops: the inputs cast to the region's type, or `None` when no region is
+/// open or nothing needs a cast (then the op runs as called).
+pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K]) -> Result<Option<[Option<Tensor>; K]>> {
+    let Some(low) = autocast_dtype() else { return Ok(None) };
+    if !inputs.iter().flatten().any(|t| needs_low(t, low)) {
+        return Ok(None);
+    }
+    let mut out: [Option<Tensor>; K] = std::array::from_fn(|_| None);
+    for (o, t) in out.iter_mut().zip(inputs) {
+        *o = t.map(|t| to_low(t, low)).transpose()?;
+    }
+    Ok(Some(out))
+}
+
+/// For the f32 ops: the inputs with low floats cast to f32, or `None` when no region is open
+/// or none is low.
+pub(crate) fn widened<const K: usize>(inputs: [&Tensor; K]) -> Result<Option<[Tensor; K]>> {
+    let is_low = |t: &Tensor| matches!(t.dtype(), DType::F16 | DType::BF16);
+    if autocast_dtype().is_none() || !inputs.iter().any(|t| is_low(t)) {
+        return Ok(None);
+    }
+    let mut out: [Option<Tensor>; K] = std::array::from_fn(|_| None);
+    for (o, t) in out.iter_mut().zip(inputs) {
+        *o = Some(if is_low(t) { t.to_dtype(DType::F32)? } else { t.clone() });
+    }
+    Ok(Some(out.map(|t| t.expect("every slot was filled"))))
+}
+
+/// The type two floats meet in: the wider one; f16 and bf16 (neither holds the other) meet in f32.
+fn wider(a: DType, b: DType) -> DType {
+    let rank = |d: DType| match d {
+        DType::F64 => 3,
+        DType::F32 => 2,
+        _ => 1,
+    };
+    match rank(a).cmp(&rank(b)) {
+        std::cmp::Ordering::Greater => a,
+        std::cmp::Ordering::Less => b,
+        std::cmp::Ordering::Equal if a == b => a,
+        std::cmp::Ordering::Equal => DType::F32,
+    }
+}
+
+/// For ops that combine values (elementwise, `where`, `cat`): floats of mixed types cast to the
+/// widest of them, or `None` when no region is open or the types agree already.
+pub(crate) fn promoted(inputs: &[&Tensor]) -> Result<Option<Vec<Tensor>>> {
+    if autocast_dtype().is_none() {
+        return Ok(None);
+    }
+    let floats: Vec<DType> = inputs.iter().map(|t| t.dtype()).filter(|d| d.is_float()).collect();
+    let Some(&first) = floats.first() else { return Ok(None) };
+    if floats.iter().all(|&d| d == first) {
+        return Ok(None);
+    }
+    let to = floats.iter().fold(first, |acc, &d| wider(acc, d));
+    inputs.iter().map(|t| if t.dtype().is_float() { t.to_dtype(to) } else { Ok((*t).clone()) }).collect::<Result<_>>().map(Some)
+}

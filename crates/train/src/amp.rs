@@ -1,0 +1,217 @@
+//! Mixed-precision training: the [`Precision`] a run computes in, and [`GradScaler`], the
+//! dynamic loss scaler that keeps small f16 gradients from flushing to zero
+//! (`torch.amp.GradScaler`).
+//!
+//! With `Precision::F16` or `BF16` the forward pass and the loss run inside
+//! [`liandan_nn::autocast`] (matmul and convolutions in the low type, reductions, softmax,
+//! normalization and losses in f32; see that module); parameters, their gradients and the
+//! optimizer's state stay f32. f16 holds nothing below 6e-8, so the loss is multiplied by a
+//! large scale before backward and the gradients divided by it after; bf16 has f32's range
+//! and needs no scaler.
+//!
+//! A manual step, as PyTorch writes it:
+//!
+//! ```
+//! use liandan_train::amp::GradScaler;
+//! use liandan_train::nn::{autocast, zoo, DType, Device, ModuleExt, Tensor};
+//! use liandan_train::optim::{clip_grad_norm_, Optimizer, Sgd, SgdConfig};
+//! # fn main() -> liandan_train::Result<()> {
+//! let dev = Device::cpu();
+//! let model = zoo::build("mlp", &dev)?;
+//! let mut opt = Sgd::new(model.named_parameters(), SgdConfig { lr: 0.1, ..Default::default() })?;
+//! let mut scaler = GradScaler::new();
+//! let x = Tensor::rand(&[8, 1024], 0.0, 1.0, 1, DType::F32, &dev)?;
+//! let y = Tensor::from_vec((0..8i64).collect::<Vec<_>>(), &[8], &dev)?;
+//! let loss = autocast(DType::F16, || model.loss(&x, Some(&y)))?;
+//! scaler.scale(&loss)?.backward()?;
+//! let found_inf = scaler.unscale_(&model.parameters())?; // the gradients are true ones again
+//! clip_grad_norm_(&model.parameters(), 1.0, 2.0)?;
+//! if scaler.update(found_inf.item_f64()?)? {
+//!     opt.step()?; // skipped, and the scale halved, when a gradient overflowed
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+use liandan_nn::{DType, NoGradGuard, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The type a training run computes in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Precision {
+    /// Everything in f32.
+    #[default]
+    F32,
+    /// Autocast to f16, with a [`GradScaler`].
+    F16,
+    /// Autocast to bf16 (f32's range: no scaler needed).
+    BF16,
+}
+
+impl Precision {
+    /// `f32`, `f16` or `bf16` (also `fp16`, `bfloat16`, ...).
+    pub fn parse(s: &str) -> Result<Precision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f32" | "fp32" | "float32" | "32" => Ok(Precision::F32),
+            "f16" | "fp16" | "float16" | "half" | "16" => Ok(Precision::F16),
+            "bf16" | "bfloat16" => Ok(Precision::BF16),
+            other => Err(Error::InvalidArgument { op: "precision", what: format!("`{other}` is not a precision; use f32, f16 or bf16") }),
+        }
+    }
+
+    /// The dtype autocast computes matmul and convolutions in.
+    pub fn dtype(self) -> DType {
+        match self {
+            Precision::F32 => DType::F32,
+            Precision::F16 => DType::F16,
+            Precision::BF16 => DType::BF16,
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::BF16 => "bf16",
+        })
+    }
+}
+
+/// A one-element tensor that is 0 when every gradient of `params` is finite and NaN when any
+/// element of any of them is infinite or NaN (`x * 0` is 0 for finite `x` and NaN otherwise,
+/// and a sum of those cannot overflow). `None` when no parameter has a gradient. Nothing is
+/// read back: the caller decides when to look.
+pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
+    let _no_grad = NoGradGuard::new();
+    let mut total: Option<Tensor> = None;
+    for g in params.iter().filter_map(|p| p.grad()) {
+        let s = g.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
+        total = Some(match total {
+            Some(t) => t.add(&s)?,
+            None => s,
+        });
+    }
+    Ok(total)
+}
+
+/// The dynamic loss scale and its bookkeeping: everything a resumed run needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GradScalerState {
+    /// The current scale.
+    pub scale: f64,
+    /// Good steps since the scale last changed.
+    pub growth_tracker: u64,
+    /// Steps skipped so far for an overflow.
+    pub skipped: u64,
+}
+
+/// The dynamic loss scaler (`torch.amp.GradScaler`, same defaults): the loss is multiplied by
+/// `scale` (initially 2^16) before backward; after it, [`GradScaler::unscale_`] divides the
+/// gradients back (before any clipping) and checks them; [`GradScaler::update`] skips the step
+/// and multiplies the scale by `backoff_factor` (0.5) when one was not finite, and multiplies it
+/// by `growth_factor` (2) after `growth_interval` (2000) good steps in a row.
+///
+/// The decision to skip needs the check's one scalar on the host: one read-back per optimizer
+/// step (PyTorch's `scaler.step` does the same). The scale itself lives on the host, where it
+/// costs nothing to read.
+#[derive(Clone, Debug)]
+pub struct GradScaler {
+    state: GradScalerState,
+    pub growth_factor: f64,
+    pub backoff_factor: f64,
+    pub growth_interval: u64,
+}
+
+impl Default for GradScaler {
+    fn default() -> Self {
+        GradScaler::new()
+    }
+}
+
+impl GradScaler {
+    /// PyTorch's defaults: scale 2^16, growth x2 after 2000 good steps, backoff x0.5.
+    pub fn new() -> GradScaler {
+        GradScaler::with_scale(65536.0)
+    }
+
+    /// The defaults with another initial scale.
+    pub fn with_scale(scale: f64) -> GradScaler {
+        GradScaler { state: GradScalerState { scale, growth_tracker: 0, skipped: 0 }, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 }
+    }
+
+    /// The current scale.
+    pub fn get_scale(&self) -> f64 {
+        self.state.scale
+    }
+
+    /// Steps skipped so far because a gradient overflowed.
+    pub fn skipped_steps(&self) -> u64 {
+        self.state.skipped
+    }
+
+    /// `loss * scale`, to call backward on.
+    pub fn scale(&self, loss: &Tensor) -> Result<Tensor> {
+        Ok(loss.mul_scalar(self.state.scale)?)
+    }
+
+    /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
+    /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient).
+    pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
+        let _no_grad = NoGradGuard::new();
+        let inv = 1.0 / self.state.scale;
+        for p in params {
+            if let Some(g) = p.grad() {
+                p.set_grad(Some(g.mul_scalar(inv)?));
+            }
+        }
+        match nonfinite_flag(params)? {
+            Some(flag) => Ok(flag),
+            None => {
+                let device = params.first().map_or_else(liandan_nn::Device::cpu, |p| p.device().clone());
+                Ok(Tensor::scalar(0.0, DType::F32, &device)?)
+            }
+        }
+    }
+
+    /// Takes the read-back flag of [`GradScaler::unscale_`] and returns whether the optimizer
+    /// should step: `false` (and the scale backed off) when it is not finite.
+    pub fn update(&mut self, flag: f64) -> Result<bool> {
+        let st = &mut self.state;
+        if !flag.is_finite() {
+            st.scale *= self.backoff_factor;
+            st.growth_tracker = 0;
+            st.skipped += 1;
+            if st.scale.is_nan() || st.scale <= 0.0 || !st.scale.is_finite() {
+                return Err(Error::InvalidArgument {
+                    op: "GradScaler",
+                    what: format!("the loss scale fell to {}: every step overflows; the loss itself is not finite, lower the learning rate", st.scale),
+                });
+            }
+            return Ok(false);
+        }
+        st.growth_tracker += 1;
+        if st.growth_tracker >= self.growth_interval {
+            st.scale *= self.growth_factor;
+            st.growth_tracker = 0;
+        }
+        Ok(true)
+    }
+
+    /// The state to save with a checkpoint.
+    pub fn state(&self) -> GradScalerState {
+        self.state.clone()
+    }
+
+    /// Restores a saved state; a scale that is not a positive finite number is an error.
+    pub fn load_state(&mut self, state: &GradScalerState) -> Result<()> {
+        if !(state.scale > 0.0 && state.scale.is_finite()) {
+            return Err(Error::State { op: "GradScaler", detail: format!("the saved loss scale {} is not a positive finite number", state.scale) });
+        }
+        self.state = state.clone();
+        Ok(())
+    }
+}
