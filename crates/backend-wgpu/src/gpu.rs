@@ -19,6 +19,8 @@ use liandan_tensor::{Error, Result};
 use wgpu::util::DeviceExt;
 
 use crate::pool::{Pool, PooledBuffer};
+use crate::repr::Repr;
+use crate::Key;
 
 /// Dispatches per submitted batch (and arena slots).
 const MAX_BATCH: usize = 512;
@@ -77,7 +79,9 @@ pub(crate) struct Gpu {
     /// Bytes in upload staging buffers not yet released: recorded, or submitted and not yet
     /// finished (each submission subtracts its own when the GPU is done with it).
     staging: Arc<AtomicU64>,
-    kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// How this device holds each dtype, which the kernels' sources follow.
+    pub(crate) repr: Repr,
+    kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
     /// Where index kernels report an out-of-range index: [flag, low word, high word, axis
@@ -155,6 +159,7 @@ impl Gpu {
             slot_bytes,
             recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0 }),
             staging: Arc::default(),
+            repr: Repr::new(features),
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
@@ -177,28 +182,32 @@ impl Gpu {
         self.pool.alloc(bytes, &self.name)
     }
 
-    /// The pipeline for `key`, compiling `source()` the first time (with `constants` as WGSL
-    /// `override` values).
-    pub(crate) fn kernel(&self, key: &str, constants: &[(&str, f64)], source: impl FnOnce() -> String) -> Result<Arc<Kernel>> {
-        if let Some(k) = self.kernels.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
+    /// The pipeline for `key`, compiling its source the first time.
+    pub(crate) fn kernel(&self, key: impl Into<Key>) -> Result<Arc<Kernel>> {
+        let key = key.into();
+        if let Some(k) = self.kernels.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(k.clone());
         }
+        // What runs must be what the shader tests validate (tests/shaders.rs walks `Key::all`).
+        debug_assert!(Key::all(&self.repr).contains(&key), "{key:?} is built at run time but missing from Key::all, so it is never validated");
+        let label = format!("{key:?}");
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(key), source: wgpu::ShaderSource::Wgsl(source().into()) });
+        let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(key),
+            label: Some(&label),
             layout: None,
             module: &module,
             entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(self.err("compile", format!("shader `{key}` failed to build: {e}")));
+            return Err(self.err("compile", format!("shader `{label}` failed to build: {e}")));
         }
         let layout = pipeline.get_bind_group_layout(0);
         let k = Arc::new(Kernel { pipeline, layout });
-        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key.to_string(), k.clone());
+        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
         Ok(k)
     }
 

@@ -41,9 +41,10 @@ pub struct SummaryArgs {
 /// Where data comes from, for `train` and `eval`.
 #[derive(Args, Clone)]
 pub struct DataArgs {
-    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist` or
-    /// `fashion-mnist` (their IDX files under $LIANDAN_DATA/<name>), `cifar10`, or a directory
-    /// holding MNIST-format IDX files (train-* and t10k-*).
+    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist`,
+    /// `fashion-mnist` or `cifar10` (the full sets, downloaded on first use into $LIANDAN_DATA,
+    /// default ~/.cache/liandan; LIANDAN_DATA_URL replaces the download's base URL), or a
+    /// directory holding MNIST-format IDX files (train-* and t10k-*).
     #[arg(long, default_value = "bundled", value_name = "NAME|DIR")]
     pub data: String,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).

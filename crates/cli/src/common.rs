@@ -1,7 +1,7 @@
 //! What `train`, `eval` and `predict` share: choosing the device (and saying why), building a
 //! zoo model for the data's shape, opening datasets, loading checkpoints.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
@@ -110,22 +110,8 @@ pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Ar
             let (t, v) = bundled_mnist()?;
             (Arc::new(t), Arc::new(v), "bundled MNIST (real MNIST test split, 8,000 train / 2,000 validation)".into())
         }
-        "mnist" | "fashion-mnist" => {
-            let dir = data_home().join(data);
-            if !dir.is_dir() {
-                return Err(Failure::usage(format!(
-                    "{data} is not in {}; put its four IDX files there (or set LIANDAN_DATA), or pass --data DIR",
-                    dir.display()
-                )));
-            }
-            let (t, v) = idx_dir(&dir)?;
-            (t, v, format!("{data} from {}", dir.display()))
-        }
-        "cifar10" => {
-            return Err(Failure::usage(
-                "cifar10 is not readable by this build yet; use --data bundled, mnist, fashion-mnist or a directory of MNIST-format IDX files",
-            ))
-        }
+        "mnist" | "fashion-mnist" => crate::datasets::mnist_like(data)?,
+        "cifar10" => crate::datasets::cifar()?,
         dir if Path::new(dir).is_dir() => {
             let (t, v) = idx_dir(Path::new(dir))?;
             (t, v, format!("IDX files in {dir}"))
@@ -153,14 +139,6 @@ fn idx_dir(dir: &Path) -> Result<Splits, Failure> {
 /// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
 pub fn mnist_transforms() -> Vec<Transform> {
     vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
-}
-
-/// `$LIANDAN_DATA`, else `~/.cache/liandan/data`.
-fn data_home() -> PathBuf {
-    match std::env::var_os("LIANDAN_DATA") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(".cache/liandan/data"),
-    }
 }
 
 /// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`

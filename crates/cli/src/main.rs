@@ -8,6 +8,7 @@
 
 mod args;
 mod common;
+mod datasets;
 mod inputs;
 mod listing;
 mod quiet;
