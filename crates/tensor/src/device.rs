@@ -147,6 +147,12 @@ impl Device {
         self.backend.describe()
     }
 
+    /// A number naming this device's backend instance for as long as it lives (the same while
+    /// profiling, when [`Device::backend`] hands out a wrapper).
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.backend) as *const () as usize
+    }
+
     pub fn same(&self, other: &Device) -> bool {
         Arc::ptr_eq(&self.backend, &other.backend)
     }
