@@ -25,6 +25,7 @@ mod pool;
 mod reduce;
 mod repr;
 mod storage;
+mod timing;
 mod window;
 
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`.
+//! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`,
+//! `profile`.
 //!
 //! Exit status: 0 on success; 2 for input the user can fix (an unknown model, dataset,
 //! optimizer or device, a bad option, a missing or malformed file, a checkpoint for another
@@ -11,6 +12,7 @@ mod common;
 mod datasets;
 mod inputs;
 mod listing;
+mod profile;
 mod quiet;
 mod train;
 
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
+        Command::Profile(a) => ("profile", profile::profile(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -73,6 +73,8 @@ thread_local! {
 /// Runs `forward` as the layer `module`, recording a row when a summary is being taken on this
 /// thread. The row's name is the last segment of `M`'s type name (`Conv2d`, `BasicBlock`).
 pub fn scope<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+    // The profiler groups kernel calls by the same layers (nothing happens unless it runs).
+    let _layer = liandan_tensor::profile::layer(short_type_name::<M>());
     let slot = RECORDER.with(|r| {
         let mut r = r.borrow_mut();
         let rec = r.as_mut()?;

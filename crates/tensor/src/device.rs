@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Device {
     backend: Arc<dyn Backend>,
+    /// The same backend, recording every call while a profiling session runs.
+    profiled: Arc<crate::profile::Profiled>,
 }
 
 /// How a backend crate makes its devices known. See the module docs.
@@ -31,7 +33,7 @@ fn registry() -> &'static [Device] {
         let mut all = Vec::new();
         for p in inventory::iter::<BackendProvider> {
             for backend in (p.devices)() {
-                all.push(Device { backend });
+                all.push(Device::from_backend(backend));
             }
         }
         all
@@ -41,7 +43,8 @@ fn registry() -> &'static [Device] {
 impl Device {
     /// Wraps a backend instance that is not in the registry (tests, third-party backends).
     pub fn from_backend(backend: Arc<dyn Backend>) -> Device {
-        Device { backend }
+        let profiled = Arc::new(crate::profile::Profiled::new(backend.clone()));
+        Device { backend, profiled }
     }
 
     /// The CPU device.
@@ -101,8 +104,14 @@ impl Device {
         }
     }
 
+    /// The device's backend: the tensor layer's one way to its kernels (while a profiling
+    /// session runs, a wrapper that records each call: see [`crate::profile`]).
     pub fn backend(&self) -> &dyn Backend {
-        &*self.backend
+        if crate::profile::active() {
+            &*self.profiled
+        } else {
+            &*self.backend
+        }
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -115,7 +124,7 @@ impl Device {
 
     /// Waits until all work queued on this device has finished.
     pub fn synchronize(&self) -> Result<()> {
-        self.backend.synchronize()
+        self.backend().synchronize()
     }
 
     /// The caching allocator's statistics, where the backend has one.
@@ -136,6 +145,12 @@ impl Device {
     /// Facts about the device (name, API, type, features, limits, memory).
     pub fn describe(&self) -> Vec<(String, String)> {
         self.backend.describe()
+    }
+
+    /// A number naming this device's backend instance for as long as it lives (the same while
+    /// profiling, when [`Device::backend`] hands out a wrapper).
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.backend) as *const () as usize
     }
 
     pub fn same(&self, other: &Device) -> bool {

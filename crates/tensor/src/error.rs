@@ -58,6 +58,10 @@ pub enum Error {
     /// A backend failed while running a kernel (out of memory, device lost, ...).
     #[error("{backend}: {op}: {detail}")]
     Backend { backend: String, op: &'static str, detail: String },
+
+    /// The profiler was misused (stopped before it started) or could not write its trace.
+    #[error("profile: {0}")]
+    Profile(String),
 }
 
 /// `Result` with this crate's [`Error`].

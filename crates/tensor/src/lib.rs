@@ -26,6 +26,7 @@ pub mod fallback;
 pub mod fused;
 pub mod layout;
 mod ops;
+pub mod profile;
 pub mod rng;
 mod tensor;
 

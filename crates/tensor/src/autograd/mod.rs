@@ -146,6 +146,7 @@ impl Tensor {
             return Err(Error::shape("backward", self.shape(), grad.shape(), "output and gradient must have the same shape"));
         }
         let _guard = NoGradGuard::new();
+        let _layer = crate::profile::layer("backward");
         let order = topo_order(self)?;
         let mut grads: HashMap<u64, Tensor> = HashMap::new();
         grads.insert(self.id(), grad.detach());

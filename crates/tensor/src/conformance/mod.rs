@@ -34,6 +34,7 @@ pub mod grads_nn;
 pub mod grads_reduce;
 pub mod grads_views;
 pub mod grads_window;
+pub mod profile;
 
 use crate::{DType, Device, Result, Tensor};
 

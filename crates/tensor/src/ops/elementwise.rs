@@ -132,7 +132,7 @@ impl Tensor {
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
         type Key = (usize, DType, u64);
         static CACHE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, Tensor>>> = std::sync::OnceLock::new();
-        let key = (self.device().backend() as *const dyn crate::Backend as *const () as usize, self.dtype(), value.to_bits());
+        let key = (self.device().id(), self.dtype(), value.to_bits());
         let cache = CACHE.get_or_init(Default::default);
         if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(t.clone());
