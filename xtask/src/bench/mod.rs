@@ -9,6 +9,8 @@ mod chart;
 pub mod micro;
 pub mod report;
 pub mod step;
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 use std::process::Command;
