@@ -130,7 +130,9 @@ pub fn run(argv: &[String]) -> Fallible<()> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to spawn it again: {e}"))?;
     let plan = a.timing.plan(a.quick);
     let torch = if a.torch { torch_version(&a.python) } else { Err("run with --torch to measure it".into()) };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    // Where this was built, else the checkout the binary runs in (a machine without Rust).
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
 
     let mut device_reports = Vec::new();
     for (spec, name) in &devices {
