@@ -34,6 +34,11 @@ pub struct BenchArgs {
     /// The Python that has torch (default: python3).
     #[arg(long, default_value = "python3", value_name = "EXE")]
     pub python: String,
+    /// Threads for both sides' CPU work (RAYON_NUM_THREADS, MATMUL_NUM_THREADS and
+    /// OMP_NUM_THREADS of every child); default: the libraries' own choice. On a busy machine
+    /// PyTorch's OpenMP threads spin on a core another process holds: 1 keeps both sides honest.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
     /// Skip the micro-benchmarks.
     #[arg(long)]
     pub no_micro: bool,

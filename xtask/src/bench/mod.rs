@@ -9,6 +9,8 @@ mod chart;
 pub mod micro;
 pub mod report;
 pub mod step;
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 use std::process::Command;
@@ -47,8 +49,14 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
 
 /// Runs `program args`, and parses the last line of its stdout as JSON; a failure carries the
 /// last line of its stderr.
-fn spawn_json<T: DeserializeOwned>(program: &Path, args: &[String]) -> Fallible<T> {
-    let out = Command::new(program).args(args).output().map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+fn spawn_json<T: DeserializeOwned>(program: &Path, args: &[String], threads: Option<u64>) -> Fallible<T> {
+    let mut command = Command::new(program);
+    if let Some(n) = threads {
+        for var in ["RAYON_NUM_THREADS", "MATMUL_NUM_THREADS", "OMP_NUM_THREADS"] {
+            command.env(var, n.to_string());
+        }
+    }
+    let out = command.args(args).output().map_err(|e| format!("cannot run {}: {e}", program.display()))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
@@ -128,7 +136,9 @@ pub fn run(argv: &[String]) -> Fallible<()> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to spawn it again: {e}"))?;
     let plan = a.timing.plan(a.quick);
     let torch = if a.torch { torch_version(&a.python) } else { Err("run with --torch to measure it".into()) };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    // Where this was built, else the checkout the binary runs in (a machine without Rust).
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
 
     let mut device_reports = Vec::new();
     for (spec, name) in &devices {
@@ -138,7 +148,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             if a.quick {
                 args.push("--quick".into());
             }
-            spawn_json(&exe, &args)
+            spawn_json(&exe, &args, a.threads)
         });
         device_reports.push(DeviceReport { spec: spec.clone(), name: name.clone(), micro });
     }
@@ -161,11 +171,11 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     samples: 0,
                 };
                 eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
-                let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat());
+                let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
                 let theirs = torch.is_ok().then(|| {
                     let mut args = vec![script.display().to_string(), "--json".into()];
                     args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_args());
-                    spawn_json(Path::new(&a.python), &args)
+                    spawn_json(Path::new(&a.python), &args, a.threads)
                 });
                 rows.push(Row { model: model.clone(), device: device.clone(), precision: precision.clone(), batch, epoch_samples, ours, torch: theirs });
             }
@@ -186,7 +196,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             samples: a.epoch_samples(),
         };
         eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);
-        let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat());
+        let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);
         epochs.push(EpochRow { model: "mnist_cnn".into(), device: device.clone(), batch, full_epoch_samples: 60_000, times });
     }
     let command = format!("cargo xtask {}", argv.join(" "));
