@@ -15,6 +15,7 @@
 mod backend;
 mod elementwise;
 mod fused;
+mod fused_optim;
 mod gpu;
 mod index;
 mod info;
@@ -49,6 +50,7 @@ pub mod shaders {
         all.extend(crate::window::sources(&repr));
         all.extend(crate::index::sources(&repr));
         all.extend(crate::fused::sources(&repr));
+        all.extend(crate::fused_optim::sources(&repr));
         all
     }
 }

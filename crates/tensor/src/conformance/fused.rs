@@ -92,6 +92,9 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let inputs = match op {
         FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[2, n, h], 4)],
+        // Update ops: every operand shaped like the parameter (the second moments positive).
+        FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
     };
     let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
     let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
