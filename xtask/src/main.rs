@@ -4,7 +4,8 @@
 //! same table for PyTorch, so both sides can be measured in one run on one machine.
 //! `LIANDAN_BENCH_LABEL` renames the side (to time two builds in one run). Benchmarks are never
 //! tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..] [--quick]`
-//! times the zoo `lstm` with fused kernels on and off (`fusion.rs`). `cargo xtask fuzz
+//! times the zoo `lstm` and Adam/SGD steps over resnet18 with fused kernels on and off
+//! (`fusion.rs`). `cargo xtask fuzz
 //! [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod data;
