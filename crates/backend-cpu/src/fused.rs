@@ -31,6 +31,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
     let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
         FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
+        FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
+        FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
         FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
         _ => return None,
@@ -141,4 +143,33 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
         }
     });
     Ok(vec![T::wrap(dgates), T::wrap(dc)])
+}
+
+/// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
+fn normal<A: Real>(x: A) -> (A, A) {
+    let half = A::from(0.5).expect("0.5 is a float");
+    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf());
+    let pdf = (-half * x * x).exp() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
+    (cdf, pdf)
+}
+
+/// `FusedOp::Gelu`: `x Phi(x)`.
+fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gelu", inputs)?;
+    let y = v[0].iter().map(|&x| T::narrow(x.widen() * normal(x.widen()).0)).collect();
+    Ok(vec![T::wrap(y)])
+}
+
+/// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
+fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gelu_backward", inputs)?;
+    let dx = v[0]
+        .iter()
+        .zip(v[1].iter())
+        .map(|(&x, &dy)| {
+            let (cdf, pdf) = normal(x.widen());
+            T::narrow(dy.widen() * (cdf + x.widen() * pdf))
+        })
+        .collect();
+    Ok(vec![T::wrap(dx)])
 }

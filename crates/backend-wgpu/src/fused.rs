@@ -47,6 +47,9 @@ impl WgpuBackend {
         if !op.updates().is_empty() {
             return self.fused_update(op, inputs);
         }
+        if matches!(op, FusedOp::Gelu | FusedOp::GeluBackward) {
+            return self.fused_pointwise(op, inputs);
+        }
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
         let template = template(&self.repr, op, dtype)?;

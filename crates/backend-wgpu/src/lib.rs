@@ -16,6 +16,7 @@ mod backend;
 mod elementwise;
 mod fused;
 mod fused_optim;
+mod fused_pointwise;
 mod gpu;
 mod index;
 mod info;
@@ -51,6 +52,7 @@ pub mod shaders {
         all.extend(crate::index::sources(&repr));
         all.extend(crate::fused::sources(&repr));
         all.extend(crate::fused_optim::sources(&repr));
+        all.extend(crate::fused_pointwise::sources(&repr));
         all
     }
 }

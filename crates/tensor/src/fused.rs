@@ -60,6 +60,12 @@ pub enum FusedOp {
     /// forward's output `[2, N, H]` (`h'`, `c'`) and its gradient `[2, N, H]` (`dh'`, `dc'`).
     /// Outputs: `dgates` `[N, 4H]` and `dc` `[N, H]`.
     LstmCellBackward,
+    /// Exact GELU ([`Tensor::gelu`]), `y = 0.5 x (1 + erf(x / sqrt 2))`, elementwise. Input:
+    /// `x`. Output: `y`, shaped like `x`.
+    Gelu,
+    /// The gradient of [`FusedOp::Gelu`], `dx = dy (Phi(x) + x phi(x))` with `Phi` the normal
+    /// CDF and `phi` its density. Inputs: `x`, `dy` (one shape). Output: `dx`.
+    GeluBackward,
     /// One `torch.optim.Adam` / `AdamW` step of one parameter tensor (an update op: see the
     /// module docs). Inputs: `param`, `grad`, `exp_avg`, `exp_avg_sq`, then `max_exp_avg_sq`
     /// with `amsgrad`, all of one shape. Outputs: the new `param`, `exp_avg`, `exp_avg_sq`
@@ -132,6 +138,8 @@ impl FusedOp {
         match self {
             FusedOp::LstmCell => "lstm_cell",
             FusedOp::LstmCellBackward => "lstm_cell_backward",
+            FusedOp::Gelu => "gelu",
+            FusedOp::GeluBackward => "gelu_backward",
             FusedOp::AdamStep(_) => "adam_step",
             FusedOp::SgdStep(_) => "sgd_step",
         }
@@ -152,7 +160,7 @@ impl FusedOp {
     /// How many buffers the op returns.
     pub fn outputs(&self) -> usize {
         match self {
-            FusedOp::LstmCell => 1,
+            FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) => self.updates().len(),
         }
