@@ -3,7 +3,8 @@
 //! the DataLoader and micro-benchmarks, PyTorch beside them with `--torch`; a Markdown table on
 //! stdout, JSON and a PNG chart under `target/bench/` (`cargo xtask bench --help`). Benchmarks
 //! are never tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..]
-//! [--quick]` times the zoo `lstm` with fused kernels on and off (`fusion.rs`). `cargo xtask
+//! [--quick]` times the zoo `lstm` and Adam/SGD steps over resnet18 with fused kernels on and
+//! off (`fusion.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod bench;

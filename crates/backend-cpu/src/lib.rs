@@ -6,6 +6,7 @@
 
 mod elementwise;
 mod fused;
+mod fused_optim;
 mod index;
 mod matmul;
 mod reduce;

@@ -76,6 +76,12 @@ fn lstm_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize)>
 impl WgpuBackend {
     /// Runs `op` as one dispatch, or `None` (see the module docs).
     pub(crate) fn fused_op(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        if !op.updates().is_empty() {
+            return self.fused_update(op, inputs);
+        }
+        if matches!(op, FusedOp::Gelu | FusedOp::GeluBackward) {
+            return self.fused_pointwise(op, inputs);
+        }
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
         let key = Key::of(&self.repr, op, dtype)?;

@@ -15,6 +15,8 @@
 mod backend;
 mod elementwise;
 mod fused;
+mod fused_optim;
+mod fused_pointwise;
 mod gpu;
 mod index;
 mod info;
@@ -89,6 +91,8 @@ kernel_families! {
     Window(window::Key),
     Index(index::Key),
     Fused(fused::Key),
+    FusedOptim(fused_optim::Key),
+    FusedPointwise(fused_pointwise::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

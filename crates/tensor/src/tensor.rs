@@ -299,8 +299,14 @@ impl Tensor {
         }
         let value = value.contiguous()?;
         let new = if value.0.layout.offset() == 0 { value.storage() } else { value.with_strided(|s| self.device().backend().copy(s))? };
-        *self.0.storage.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.replace_storage(new);
         Ok(())
+    }
+
+    /// Swaps in `storage` (this tensor's shape and dtype, on its device, as the caller has
+    /// checked): [`Tensor::assign`]'s last step, and how fused update ops land.
+    pub(crate) fn replace_storage(&self, storage: Storage) {
+        *self.0.storage.write().unwrap_or_else(|e| e.into_inner()) = storage;
     }
 
     /// A tensor sharing this one's storage, cut from the graph.
