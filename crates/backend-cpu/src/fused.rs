@@ -9,7 +9,7 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 use num_traits::Float;
 use rayon::prelude::*;
 
-use crate::storage::{bad_dtype, cpu, CpuStorage, Real};
+use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, PAR_MIN};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
@@ -35,31 +35,9 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
     Some(kernel(inputs).map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect()))
 }
 
-/// A float element type whose buffers can be borrowed out of a [`CpuStorage`] and wrapped back.
-trait Elem: Real {
-    fn slice(s: &CpuStorage) -> Option<&[Self]>;
-    fn wrap(v: Vec<Self>) -> CpuStorage;
-}
-
-macro_rules! elem {
-    ($t:ty, $variant:ident) => {
-        impl Elem for $t {
-            fn slice(s: &CpuStorage) -> Option<&[Self]> {
-                match s {
-                    CpuStorage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn wrap(v: Vec<Self>) -> CpuStorage {
-                CpuStorage::$variant(v)
-            }
-        }
-    };
-}
-elem!(f32, F32);
-elem!(f64, F64);
-elem!(f16, F16);
-elem!(bf16, BF16);
+/// A float element type with its own [`CpuStorage`] variant.
+trait Elem: Real + CpuElement {}
+impl<T: Real + CpuElement> Elem for T {}
 
 /// The inputs as row-major slices of `T` (the contract says contiguous; a strided view is
 /// copied rather than trusted).
@@ -67,7 +45,7 @@ fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<C
     inputs
         .iter()
         .map(|s| {
-            let v = T::slice(cpu(s.storage)).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
+            let v = T::array(cpu(s.storage)).map(slice).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
             Ok(match contiguous(v, s.layout) {
                 Some(xs) => Cow::Borrowed(xs),
                 None => Cow::Owned(materialize(v, s.layout)?),
@@ -105,7 +83,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             c_row[j] = T::narrow(c_new);
         }
     });
-    Ok(vec![T::wrap(out)])
+    Ok(vec![T::wrap(out.into())])
 }
 
 /// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dout `[2, N, H]` to dgates
@@ -133,5 +111,5 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             dc_row[j] = T::narrow(dc_total * f);
         }
     });
-    Ok(vec![T::wrap(dgates), T::wrap(dc)])
+    Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }
