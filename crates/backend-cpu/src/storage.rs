@@ -92,36 +92,7 @@ pub(crate) fn slice<T>(a: &Array1<T>) -> &[T] {
 macro_rules! each_dtype {
     ($s:expr, $v:ident => $body:expr) => {{
         use $crate::storage::{slice, CpuStorage as S};
-        match $s {
-            S::F32(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::F16(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::BF16(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::F64(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::I64(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::U8(a) => {
-                let $v = slice(a);
-                $body
-            }
-            S::Bool(a) => {
-                let $v = slice(a);
-                $body
-            }
-        }
+        $crate::storage::arms!($s, $v => $body, [F32 F16 BF16 F64 I64 U8 Bool])
     }};
 }
 
@@ -130,57 +101,7 @@ macro_rules! each_dtype {
 macro_rules! map_dtype {
     ($s:expr, $v:ident => $body:expr) => {{
         use $crate::storage::{slice, CpuStorage as S};
-        match $s {
-            S::F32(a) => S::F32(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::F16(a) => S::F16(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::BF16(a) => S::BF16(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::F64(a) => S::F64(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::I64(a) => S::I64(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::U8(a) => S::U8(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::Bool(a) => S::Bool(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-        }
+        $crate::storage::arms!(rewrap $s, $v => $body, [F32 F16 BF16 F64 I64 U8 Bool])
     }};
 }
 
@@ -188,41 +109,23 @@ macro_rules! map_dtype {
 macro_rules! map_float {
     ($s:expr, $op:expr, $v:ident => $body:expr) => {{
         use $crate::storage::{slice, CpuStorage as S};
-        match $s {
-            S::F32(a) => S::F32(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::F16(a) => S::F16(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::BF16(a) => S::BF16(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            S::F64(a) => S::F64(
-                {
-                    let $v = slice(a);
-                    $body
-                }
-                .into(),
-            ),
-            other => return Err($crate::storage::bad_dtype($op, other.dtype(), "floating-point dtypes only")),
-        }
+        $crate::storage::arms!(rewrap $s, $v => $body, [F32 F16 BF16 F64],
+            other => return Err($crate::storage::bad_dtype($op, other.dtype(), "floating-point dtypes only")))
     }};
 }
 
-pub(crate) use {each_dtype, map_dtype, map_float};
+/// The match arms of the macros above: one per listed variant, with `$v` bound to its slice;
+/// `rewrap` puts the body's `Vec` back into the same variant, and a last arm may catch the rest.
+macro_rules! arms {
+    ($s:expr, $v:ident => $body:expr, [$($V:ident)*]) => {
+        match $s { $(S::$V(a) => { let $v = slice(a); $body })* }
+    };
+    (rewrap $s:expr, $v:ident => $body:expr, [$($V:ident)*] $(, $other:ident => $fallback:expr)?) => {
+        match $s { $(S::$V(a) => S::$V({ let $v = slice(a); $body }.into()),)* $($other => $fallback,)? }
+    };
+}
+
+pub(crate) use {arms, each_dtype, map_dtype, map_float};
 
 impl CpuStorage {
     pub fn dtype(&self) -> DType {
