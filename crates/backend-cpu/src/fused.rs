@@ -10,7 +10,7 @@ use num_traits::Float;
 use rayon::prelude::*;
 
 use crate::fused_optim::{adam_step, sgd_step};
-use crate::storage::{bad_dtype, cpu, CpuStorage, Real};
+use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, PAR_MIN};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
@@ -44,31 +44,9 @@ fn store(outs: Result<Vec<CpuStorage>>) -> Result<Vec<Storage>> {
     outs.map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect())
 }
 
-/// A float element type whose buffers can be borrowed out of a [`CpuStorage`] and wrapped back.
-pub(crate) trait Elem: Real {
-    fn slice(s: &CpuStorage) -> Option<&[Self]>;
-    fn wrap(v: Vec<Self>) -> CpuStorage;
-}
-
-macro_rules! elem {
-    ($t:ty, $variant:ident) => {
-        impl Elem for $t {
-            fn slice(s: &CpuStorage) -> Option<&[Self]> {
-                match s {
-                    CpuStorage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn wrap(v: Vec<Self>) -> CpuStorage {
-                CpuStorage::$variant(v)
-            }
-        }
-    };
-}
-elem!(f32, F32);
-elem!(f64, F64);
-elem!(f16, F16);
-elem!(bf16, BF16);
+/// A float element type with its own [`CpuStorage`] variant.
+pub(crate) trait Elem: Real + CpuElement {}
+impl<T: Real + CpuElement> Elem for T {}
 
 /// The inputs as row-major slices of `T` (the contract says contiguous; a strided view is
 /// copied rather than trusted).
@@ -76,7 +54,7 @@ pub(crate) fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> R
     inputs
         .iter()
         .map(|s| {
-            let v = T::slice(cpu(s.storage)).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
+            let v = T::array(cpu(s.storage)).map(slice).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
             Ok(match contiguous(v, s.layout) {
                 Some(xs) => Cow::Borrowed(xs),
                 None => Cow::Owned(materialize(v, s.layout)?),
@@ -114,7 +92,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             c_row[j] = T::narrow(c_new);
         }
     });
-    Ok(vec![T::wrap(out)])
+    Ok(vec![T::wrap(out.into())])
 }
 
 /// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dout `[2, N, H]` to dgates
@@ -142,7 +120,7 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             dc_row[j] = T::narrow(dc_total * f);
         }
     });
-    Ok(vec![T::wrap(dgates), T::wrap(dc)])
+    Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }
 
 /// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
@@ -156,14 +134,14 @@ fn normal<A: Real>(x: A) -> (A, A) {
 /// `FusedOp::Gelu`: `x Phi(x)`.
 fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu", inputs)?;
-    let y = v[0].iter().map(|&x| T::narrow(x.widen() * normal(x.widen()).0)).collect();
-    Ok(vec![T::wrap(y)])
+    let y: Vec<T> = v[0].iter().map(|&x| T::narrow(x.widen() * normal(x.widen()).0)).collect();
+    Ok(vec![T::wrap(y.into())])
 }
 
 /// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
 fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu_backward", inputs)?;
-    let dx = v[0]
+    let dx: Vec<T> = v[0]
         .iter()
         .zip(v[1].iter())
         .map(|(&x, &dy)| {
@@ -171,5 +149,5 @@ fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             T::narrow(dy.widen() * (cdf + x.widen() * pdf))
         })
         .collect();
-    Ok(vec![T::wrap(dx)])
+    Ok(vec![T::wrap(dx.into())])
 }

@@ -55,7 +55,7 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
             outs[3].push(second);
         }
     }
-    Ok(outs.into_iter().map(T::wrap).collect())
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
 /// `FusedOp::SgdStep`: param, grad[, momentum_buffer] to their new param[, momentum_buffer].
@@ -88,5 +88,5 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
         }
         outs[0].push(T::narrow(param - round(g * lr)));
     }
-    Ok(outs.into_iter().map(T::wrap).collect())
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, DeviceKind, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
-use liandan_nn::{error::Result as NnResult, Device};
+use liandan_nn::{Device, Result as NnResult};
 use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
 use crate::Failure;

@@ -50,14 +50,14 @@ impl From<liandan_train::Error> for Failure {
     }
 }
 
-impl From<liandan_nn::error::Error> for Failure {
-    fn from(e: liandan_nn::error::Error) -> Failure {
+impl From<liandan_nn::Error> for Failure {
+    fn from(e: liandan_nn::Error) -> Failure {
         Failure::usage(e.to_string())
     }
 }
 
-impl From<liandan_nn::Error> for Failure {
-    fn from(e: liandan_nn::Error) -> Failure {
+impl From<liandan_nn::TensorError> for Failure {
+    fn from(e: liandan_nn::TensorError) -> Failure {
         Failure::usage(e.to_string())
     }
 }

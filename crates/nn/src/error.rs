@@ -8,8 +8,6 @@
 
 use std::path::PathBuf;
 
-use crate::checkpoint::SizeMismatch;
-
 /// Errors raised by modules and by checkpoint I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -57,6 +55,17 @@ pub enum Error {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] liandan_tensor::Error),
+}
+
+/// A key whose tensor has one shape in the model and another in the checkpoint: a detail of
+/// [`Error::StateDict`] and of `checkpoint::LoadReport`, so it lives here, below both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeMismatch {
+    pub key: String,
+    /// The shape in the model.
+    pub expected: Vec<usize>,
+    /// The shape in the checkpoint.
+    pub found: Vec<usize>,
 }
 
 /// `Result` with this crate's [`Error`].

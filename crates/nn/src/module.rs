@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use liandan_nn::layers::{Linear, LinearConfig};
-//! use liandan_nn::{error::Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
+//! use liandan_nn::{Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
 //!
 //! struct Mlp { fc1: Linear, fc2: Linear }
 //!
@@ -270,7 +270,7 @@ fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
 ///
 /// struct Pair { a: Linear, b: Linear }
 /// impl_module!(Pair { a, b });
-/// # fn main() -> liandan_nn::error::Result<()> {
+/// # fn main() -> liandan_nn::Result<()> {
 /// let dev = Device::cpu();
 /// let head = Head { scale: Tensor::ones(&[1], liandan_nn::DType::F32, &dev)?, fc: LinearConfig::new(2, 2).init(&dev)?, drop: Dropout::new(0.1) };
 /// let names: Vec<String> = head.state_dict().into_iter().map(|(n, _)| n).collect();

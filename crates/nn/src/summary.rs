@@ -9,7 +9,7 @@
 //! ```
 //! use liandan_nn::layers::{Conv2dConfig, Flatten, LinearConfig, ReLU, Sequential};
 //! use liandan_nn::{summary, Device};
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let dev = Device::cpu();
 //! let model = Sequential::new()
 //!     .push(Conv2dConfig::new(1, 4, 3).init(&dev)?)

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use liandan_nn::checkpoint::{load, save};
-use liandan_nn::error::Error;
+use liandan_nn::Error;
 use liandan_nn::{DType, Device, Tensor};
 
 type R = Result<(), Box<dyn std::error::Error>>;

@@ -12,7 +12,7 @@ use liandan_nn::layers::Linear;
 use liandan_nn::loss::{BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss};
 use liandan_nn::{DType, Device, Forward, KlReduction, ModuleExt, Reduction, Tensor};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 
 /// Tolerances on `rel_err` (max abs error over the reference's max abs value, floor 1e-3),
 /// against references computed in float64. Measured maxima over every case: CPU 1.1e-7 (loss)
@@ -78,7 +78,7 @@ fn reduction(r: &str) -> Reduction {
 }
 
 /// The case's module applied to `x`, built as a user would from the table row.
-fn forward(row: &(&str, &str, &str, Option<i64>, f64, bool), f: &HashMap<String, Tensor>, x: &Tensor) -> liandan_nn::error::Result<Tensor> {
+fn forward(row: &(&str, &str, &str, Option<i64>, f64, bool), f: &HashMap<String, Tensor>, x: &Tensor) -> liandan_nn::Result<Tensor> {
     let &(name, module, red, ignore, smoothing, log_target) = row;
     let get = |k: &str| f.get(&format!("{name}.{k}")).cloned();
     let y = &get("target").unwrap();
@@ -158,7 +158,7 @@ fn losses_and_gradients_match_pytorch() -> R {
 /// Where p is exactly 0 or 1, PyTorch's BCE backward is `(p - y) / max(p (1 - p), 1e-12)`
 /// (up to 1e12); liandan's is the derivative of the clamped loss it computes: `1 - y` at
 /// p = 0 and `-y` at p = 1. Returns (got, want) with PyTorch's values replaced there by those.
-fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, torch: &Tensor) -> liandan_nn::error::Result<(Tensor, Tensor)> {
+fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, torch: &Tensor) -> liandan_nn::Result<(Tensor, Tensor)> {
     let (p, y, torch) = (p.to_vec_f64()?, y.to_vec_f64()?, torch.to_vec_f64()?);
     let gy = match gy {
         Some(g) => g.to_vec_f64()?,
@@ -185,7 +185,7 @@ fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, tor
 #[test]
 fn vae_with_saturated_sigmoid_stays_finite() -> R {
     for dev in devices() {
-        let t = |v: Vec<f32>, s: &[usize]| -> liandan_nn::error::Result<Tensor> { Ok(Tensor::from_vec(v, s, &dev)?) };
+        let t = |v: Vec<f32>, s: &[usize]| -> liandan_nn::Result<Tensor> { Ok(Tensor::from_vec(v, s, &dev)?) };
         // Encoder outputs for 2 samples with 2 latent dims, log-variances from -10 to 10.
         let mu = t(vec![0.5, -1.0, 3.0, 0.0], &[2, 2])?.requires_grad_(true)?;
         let lv = t(vec![-10.0, 0.0, 10.0, -0.5], &[2, 2])?.requires_grad_(true)?;

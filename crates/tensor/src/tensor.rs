@@ -227,8 +227,28 @@ impl Tensor {
         self.0.id
     }
 
-    pub(crate) fn storage(&self) -> Storage {
+    /// The buffer this tensor views, shared with its views and clones. A backend downcasts it
+    /// ([`crate::BackendStorage::as_any`]) and reads it through [`Tensor::layout`]: how
+    /// `liandan-backend-cpu` lends a tensor to `ndarray` without copying.
+    pub fn storage(&self) -> Storage {
         self.0.storage.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A tensor viewing `storage` through `layout`, outside the autograd graph: how a backend
+    /// hands a buffer it built (from an `ndarray` array, say) to the user without copying.
+    /// `storage` must come from `device`'s backend (kernels treat foreign storage as a broken
+    /// invariant). Errors if `layout` reaches past the end of `storage`.
+    pub fn from_storage(storage: Storage, layout: Layout, dtype: DType, device: &Device) -> Result<Tensor> {
+        checked_numel("from_storage", layout.shape(), dtype)?;
+        let elements = storage.size_in_bytes() / dtype.size_in_bytes();
+        // In u128, so that absurd strides are this error rather than an overflow.
+        let last: u128 = layout.shape().iter().zip(layout.strides()).map(|(&d, &s)| d.saturating_sub(1) as u128 * s as u128).sum();
+        if layout.numel() > 0 && layout.offset() as u128 + last >= elements as u128 {
+            let detail =
+                format!("the layout (strides {:?}, offset {}) reaches past a buffer of {elements} {dtype} elements", layout.strides(), layout.offset());
+            return Err(Error::bad_shape("from_storage", layout.shape(), detail));
+        }
+        Ok(Tensor::from_parts(storage, layout, dtype, device.clone(), None))
     }
 
     /// Runs `f` with a [`Strided`] view of this tensor.

@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use liandan_nn::{zoo, Device, ModuleExt};
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let model = zoo::build("mlp", &Device::cpu())?;
 //! assert_eq!(model.num_parameters(), 658_698);
 //! assert_eq!(model.spec().input_shape, &[1024, 1024]);
