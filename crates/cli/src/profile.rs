@@ -1,6 +1,6 @@
 //! `liandan profile`: where the time of a zoo model's training step goes, per op and per layer.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use liandan_nn::zoo::{self, Target};
 use liandan_nn::{DType, ModuleExt, Tensor};
@@ -69,10 +69,10 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
 }
 
 /// Fails before the run, not after it, when the trace cannot be written where asked.
-fn check_writable(path: &PathBuf) -> Result<(), Failure> {
+fn check_writable(path: &Path) -> Result<(), Failure> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
+        _ => Path::new("."),
     };
     if !dir.is_dir() {
         return Err(Failure::usage(format!("--trace {}: the directory {} does not exist; create it or pick another path", path.display(), dir.display())));
