@@ -4,7 +4,7 @@
 //! (and naming it once, e.g. `use liandan_backend_cpu as _;`) is all it takes to make its
 //! devices visible to [`Device::cpu`], [`Device::best`] and [`Device::all`].
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::backend::{Backend, DeviceKind};
 use crate::error::{Error, Result};
@@ -136,6 +136,23 @@ impl Device {
     /// Facts about the device (name, API, type, features, limits, memory).
     pub fn describe(&self) -> Vec<(String, String)> {
         self.backend.describe()
+    }
+
+    /// This device as a `&'static` handle, which tensors hold (see `tensor::State`). Registry
+    /// devices are static already; a device made by [`Device::from_backend`] is leaked once, the
+    /// first time a tensor is put on it (a program makes few of those, tests mostly).
+    pub(crate) fn interned(&self) -> &'static Device {
+        if let Some(d) = registry().iter().find(|d| d.same(self)) {
+            return d;
+        }
+        static OTHERS: Mutex<Vec<&'static Device>> = Mutex::new(Vec::new());
+        let mut others = OTHERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = others.iter().find(|d| d.same(self)) {
+            return d;
+        }
+        let d: &'static Device = Box::leak(Box::new(self.clone()));
+        others.push(d);
+        d
     }
 
     pub fn same(&self, other: &Device) -> bool {
