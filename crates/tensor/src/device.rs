@@ -67,19 +67,35 @@ impl Device {
         registry().iter().filter(|d| d.kind() != DeviceKind::Cpu).cloned().collect()
     }
 
-    /// The best device available: `LIANDAN_DEVICE` (`cpu`, `gpu`, `gpu:N`) if set, else a
-    /// discrete GPU, then an integrated one, then the CPU. A software GPU is used only when
-    /// asked for by name. An unusable `LIANDAN_DEVICE` is reported on stderr and ignored.
-    pub fn best() -> Device {
-        if let Ok(spec) = std::env::var("LIANDAN_DEVICE") {
-            match Device::parse(&spec) {
-                Ok(d) => return d,
-                Err(e) => eprintln!("liandan: ignoring LIANDAN_DEVICE={spec:?}: {e}"),
+    /// The device `LIANDAN_DEVICE` names (`cpu`, `gpu`, `gpu:N`), `None` when it is unset or
+    /// empty. A value that names no device here is an error naming the variable and the devices
+    /// that exist: an explicit request is never silently replaced by another device.
+    pub fn from_env() -> Result<Option<Device>> {
+        let spec = match std::env::var("LIANDAN_DEVICE") {
+            Ok(s) if s.trim().is_empty() => return Ok(None),
+            Ok(s) => s,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(raw)) => {
+                return Err(Error::Device(format!("LIANDAN_DEVICE={raw:?} is not valid text; set it to cpu, gpu or gpu:N, or unset it")))
             }
+        };
+        Device::parse(&spec).map(Some).map_err(|e| {
+            let found: Vec<String> = std::iter::once("cpu".to_string()).chain((0..Device::gpus().len()).map(|n| format!("gpu:{n}"))).collect();
+            Error::Device(format!("LIANDAN_DEVICE={spec:?}: {e}. Devices here: {}; set LIANDAN_DEVICE to one of them, or unset it", found.join(", ")))
+        })
+    }
+
+    /// The best device available: the one `LIANDAN_DEVICE` names if it is set (see
+    /// [`Device::from_env`]; naming a device that does not exist is an error), else a discrete
+    /// GPU, then an integrated one, then the CPU. A software GPU is used only when asked for by
+    /// name.
+    pub fn best() -> Result<Device> {
+        if let Some(d) = Device::from_env()? {
+            return Ok(d);
         }
         let mut candidates: Vec<Device> = registry().iter().filter(|d| d.kind() != DeviceKind::SoftwareGpu).cloned().collect();
         candidates.sort_by_key(|d| std::cmp::Reverse(d.kind()));
-        candidates.into_iter().next().unwrap_or_else(Device::cpu)
+        Ok(candidates.into_iter().next().unwrap_or_else(Device::cpu))
     }
 
     /// Parses `cpu`, `gpu` (the first GPU) or `gpu:N`.
