@@ -260,8 +260,9 @@ fn weights_are_buffers_that_move_with_the_module() -> R {
         let x = Tensor::zeros(&[2, 3], DType::F32, &g)?;
         let loss = bcel.forward(&x, &x)?.to_vec_f64()?[0];
         assert!((loss - std::f64::consts::LN_2).abs() < 1e-6);
-        // A weight left on another device is an error, not a panic.
-        let ce_gpu = CrossEntropyLoss::new().with_weight(w);
+        // A weight left on another device is an error, not a panic. (Not `w`: bcel shares it,
+        // and its move took `w` along in place, as PyTorch's `module.to` moves a shared tensor.)
+        let ce_gpu = CrossEntropyLoss::new().with_weight(Tensor::ones(&[3], DType::F32, &Device::cpu())?);
         assert!(ce_gpu.forward(&x, &Tensor::zeros(&[2], DType::I64, &g)?).is_err());
     }
     Ok(())
@@ -345,7 +346,7 @@ fn a_class_target_out_of_range_names_the_loss_and_the_target() -> R {
             assert!(e.starts_with(op) && e.contains(&format!("target {bad} ")) && e.contains("10 classes"), "{e}");
         }
     }
-    let e = liandan_nn::zoo::build("mlp", &d)?.loss(&Tensor::zeros(&[1, 1, 28, 28], DType::F32, &d)?, None).unwrap_err().to_string();
+    let e = liandan_nn::zoo::build("mlp", &d)?.loss(&Tensor::zeros(&[1, 1024], DType::F32, &d)?, None).unwrap_err().to_string();
     assert!(!e.contains("shape") && e.contains("mlp") && e.contains("class labels"), "{e}");
     Ok(())
 }
