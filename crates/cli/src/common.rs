@@ -13,16 +13,15 @@ use crate::Failure;
 
 /// The device to run on, and a sentence saying why it was chosen.
 pub fn pick_device(flag: Option<&str>) -> Result<(Device, String), Failure> {
-    let (spec, source) = match (flag, std::env::var("LIANDAN_DEVICE").ok()) {
-        (Some(f), _) => (Some(f.to_string()), "--device"),
-        (None, Some(env)) => (Some(env), "LIANDAN_DEVICE"),
-        (None, None) => (None, ""),
-    };
-    if let Some(spec) = spec {
-        let dev = Device::parse(&spec).map_err(|e| Failure::usage(format!("{source}={spec}: {e}")))?;
-        return Ok((dev, format!("asked for with {source}={spec}")));
+    if let Some(spec) = flag {
+        let dev = Device::parse(spec).map_err(|e| Failure::usage(format!("--device {spec}: {e}")))?;
+        return Ok((dev, format!("asked for with --device {spec}")));
     }
-    let dev = Device::best();
+    if let Some(dev) = Device::from_env().map_err(|e| Failure::usage(e.to_string()))? {
+        let spec = std::env::var("LIANDAN_DEVICE").unwrap_or_default();
+        return Ok((dev, format!("asked for with LIANDAN_DEVICE={}", spec.trim())));
+    }
+    let dev = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
     let why = match dev.kind() {
         DeviceKind::DiscreteGpu => "the best device found: a discrete GPU".to_string(),
         DeviceKind::IntegratedGpu => "the best device found: an integrated GPU (no discrete one)".to_string(),

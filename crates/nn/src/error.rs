@@ -48,6 +48,10 @@ pub enum Error {
     #[error("the model zoo has no model named `{name}`; the models are: {known}")]
     UnknownModel { name: String, known: String },
 
+    /// A zoo model's loss was asked for without the targets it is trained on.
+    #[error("{model} loss: `{model}` is trained on {what}; pass them as `y`")]
+    MissingTargets { model: String, what: &'static str },
+
     /// A tensor operation failed while handling one named tensor (`context` names it).
     #[error("{context}: {source}")]
     TensorIn { context: String, source: Box<liandan_tensor::Error> },

@@ -199,3 +199,17 @@ fn saving_onto_a_directory_is_refused() {
     assert_eq!(entries(dir.path()), vec!["model.safetensors"]);
     assert!(dir.path().join("model.safetensors").is_dir());
 }
+
+/// The longest legal file name (255 bytes on Linux and macOS): the temporary file beside it
+/// must not be named after it (that added about 12 bytes and failed with "File name too long").
+#[test]
+fn a_file_name_of_255_bytes_saves_and_loads() -> R {
+    let dir = tempfile::tempdir()?;
+    let name = format!("{}.safetensors", "m".repeat(255 - ".safetensors".len()));
+    assert_eq!(name.len(), 255);
+    let path = dir.path().join(&name);
+    save(&path, &one("w", 3.0), None)?;
+    assert_eq!(entries(dir.path()), vec![name]);
+    assert_eq!(load(&path, &Device::cpu())?[0].1.to_vec::<f32>()?, vec![3.0; 3]);
+    Ok(())
+}

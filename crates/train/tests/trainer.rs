@@ -263,3 +263,18 @@ fn top_k_counts_the_label_among_the_k_highest_scores() {
     assert_eq!(top1.compute().unwrap(), 1.0 / 3.0);
     assert_eq!(top2.compute().unwrap(), 2.0 / 3.0);
 }
+
+/// The longest legal file name (255 bytes): the temporary file of an atomic write must not be
+/// named after it (that added about 12 bytes and failed with "File name too long").
+#[test]
+fn a_plot_saves_under_a_file_name_of_255_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = History::default();
+    for epoch in 1..=3 {
+        h.push(&[("epoch".to_string(), epoch as f64), ("loss".to_string(), 1.0 / epoch as f64)]);
+    }
+    let name = format!("{}.png", "h".repeat(255 - ".png".len()));
+    liandan_train::trainer::plot_history(&h, &dir.path().join(&name)).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(entries, [name]);
+}

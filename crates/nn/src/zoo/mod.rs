@@ -191,9 +191,5 @@ fn class_loss(logits: Tensor, y: Option<&Tensor>, model: &str) -> Result<Tensor>
 }
 
 fn missing_labels(model: &str) -> Error {
-    Error::Tensor(liandan_tensor::Error::BadShape {
-        op: "zoo loss",
-        shape: Vec::new(),
-        detail: format!("`{model}` is trained on class labels; pass them as `y`"),
-    })
+    Error::MissingTargets { model: model.to_string(), what: "class labels" }
 }

@@ -61,7 +61,7 @@ impl Tensor {
     pub(crate) fn gelu_backward(dy: &Tensor, x: &Tensor) -> Result<Tensor> {
         let dy = dy.contiguous()?;
         if let Some(r) = try_fused(&FusedOp::GeluBackward, &[x, &dy]) {
-            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(x.shape()), x.dtype(), x.device().clone(), None));
+            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(x.shape()), x.dtype(), x.device(), None));
         }
         let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
         // phi(x) = exp(-x^2 / 2) / sqrt(2 pi)

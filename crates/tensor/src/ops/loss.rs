@@ -54,6 +54,16 @@ pub struct CrossEntropyOptions<'a> {
     pub label_smoothing: f64,
 }
 
+/// A loss's gather of its class targets failed on an index: name the loss and the target
+/// rather than the gather. (On a GPU the index check runs in the kernel and is reported at the
+/// next read-back, naming the gather: the loss cannot wait for it without a sync per step.)
+fn class_error(op: &'static str, classes: usize, e: Error) -> Error {
+    match e {
+        Error::IndexOutOfRange { index, .. } => Error::ClassOutOfRange { op, target: index, classes },
+        e => e,
+    }
+}
+
 /// `max(log x, -100)`, finite at `x = 0` in value and gradient (PyTorch's BCE clamp).
 fn clamped_log(x: &Tensor) -> Result<Tensor> {
     let pos = x.gt_scalar(0.0)?;
@@ -88,8 +98,8 @@ impl Tensor {
         if targets.dtype() != DType::I64 {
             return Err(Error::dtype("nll_loss", targets.dtype(), "targets must be i64 class indices"));
         }
-        let picked = self.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?;
-        reduction.apply(picked.neg()?)
+        let picked = self.gather(1usize, &targets.unsqueeze(1usize)?).map_err(|e| class_error("nll_loss", self.shape()[1], e))?;
+        reduction.apply(picked.squeeze(1usize)?.neg()?)
     }
 
     /// Cross-entropy of `[N, C]` logits against i64 class `targets` `[N]`.
@@ -97,7 +107,10 @@ impl Tensor {
         if self.rank() != 2 {
             return Err(Error::shape("cross_entropy", self.shape(), targets.shape(), "must be [N, C] logits and [N] class indices"));
         }
-        self.log_softmax(1usize)?.nll_loss(targets, reduction)
+        self.log_softmax(1usize)?.nll_loss(targets, reduction).map_err(|e| match e {
+            Error::ClassOutOfRange { target, classes, .. } => Error::ClassOutOfRange { op: "cross_entropy", target, classes },
+            e => e,
+        })
     }
 
     /// Mean squared error.
@@ -250,10 +263,10 @@ impl Tensor {
         let factor = match (options.weight, &valid) {
             (None, None) => None,
             (None, Some(v)) => Some(v.clone()),
-            (Some(w), None) => Some(w.index_select(0usize, &t)?),
-            (Some(w), Some(v)) => Some(w.index_select(0usize, &t)?.mul(v)?),
+            (Some(w), None) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?),
+            (Some(w), Some(v)) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?.mul(v)?),
         };
-        let picked = logp.gather(1usize, &t.unsqueeze(1usize)?)?.squeeze(1usize)?.neg()?;
+        let picked = logp.gather(1usize, &t.unsqueeze(1usize)?).map_err(|e| class_error(op, c, e))?.squeeze(1usize)?.neg()?;
         let mut per = match &factor {
             Some(f) => picked.mul(f)?,
             None => picked,
