@@ -1,7 +1,10 @@
-"""The PyTorch side of `cargo xtask bench`: the same operations, sizes and timing method
-(median of timed repeats after warm-up, synchronized around each repeat), printed as rows of
-the same Markdown table. Run both in one session on one machine to compare."""
+"""The PyTorch side of `cargo xtask bench`. With `--json --model NAME` (what `cargo xtask bench
+--torch` runs, one fresh Python per model): one zoo model's training step, timed as ours is
+(warm-up, then steps each synchronized, then groups of steps with one synchronize each),
+printed as one JSON line. Without `--json`: the older kernel and zoo rows as a Markdown table."""
 import argparse
+import contextlib
+import json
 import statistics
 import time
 
@@ -30,7 +33,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", action="store_true")
+    for name in ["model", "precision"]:
+        p.add_argument(f"--{name}")
+    for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
+        p.add_argument(f"--{name}", type=int)
     a = p.parse_args()
+    if a.json:
+        print(json.dumps(one_model(a)))
+        return
     dev = torch.device(a.device)
     side = f"{torch.__version__} {dev.type}" + (f" {torch.cuda.get_device_name()}" if dev.type == "cuda" else "")
     reps = 3 if a.quick else 10
@@ -120,6 +131,79 @@ def zoo_passes(dev, side, quick, reps, train=False):
         s = timed(dev, 3, reps, fwd_bwd)
         what = "train step" if train else "forward+backward"
         row(side, f"zoo {name} {what}", f"batch {shape[0]}", s, f"{shape[0] / s:.0f} samples/s")
+
+
+def torch_device(spec):
+    """Ours `cpu` or `gpu:N` as PyTorch's: the CPU, CUDA device N, or MPS on a Mac."""
+    if spec == "cpu":
+        return torch.device("cpu")
+    n = int(spec.split(":")[1]) if ":" in spec else 0
+    if torch.cuda.is_available() and n < torch.cuda.device_count():
+        return torch.device("cuda", n)
+    if n == 0 and torch.backends.mps.is_available():
+        return torch.device("mps")
+    raise SystemExit(f"this PyTorch has no GPU {n} (CUDA or MPS)")
+
+
+def one_model(a):
+    import os
+    import sys
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
+    from make_parity import build
+    dev = torch_device(a.device)
+    sync = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(dev.type, lambda: None)
+    low = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.precision]
+    shapes = {"mlp": [1024], "mnist_cnn": [1, 28, 28], "seed003_cnn": [1, 28, 28], "resnet18": [3, 32, 32], "vit": [3, 32, 32], "lstm": [28, 28], "vae": [784]}
+    torch.manual_seed(0)
+    model = build(a.model).to(dev).train()
+    opt = OPTIMIZERS[a.model](model.parameters())
+    x = torch.rand([a.batch] + shapes[a.model], device=dev)
+    y = (torch.arange(a.batch) % 10).to(dev)
+    # f16 needs a loss scaler, as ours will; bf16 has f32's range and needs none.
+    scaler = torch.amp.GradScaler(dev.type) if low == torch.float16 else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        ctx = torch.autocast(dev.type, dtype=low) if low is not None else contextlib.nullcontext()
+        with ctx:
+            if a.model == "vae":
+                r, mu, lv = model(x, torch.randn(a.batch, 20, device=dev))
+                loss = F.binary_cross_entropy(r.float(), x.view(-1, 784), reduction="sum") - 0.5 * torch.sum(1 + lv - mu.pow(2) - lv.exp())
+            else:
+                out = model(x)
+                loss = F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    sync()
+    synced = []
+    for _ in range(a.steps):
+        t = time.perf_counter()
+        step()
+        sync()
+        synced.append(time.perf_counter() - t)
+    pipelined = []
+    for _ in range(a.groups):
+        t = time.perf_counter()
+        for _ in range(a.sync_every):
+            step()
+        sync()
+        pipelined.append((time.perf_counter() - t) / a.sync_every)
+
+    def stats(v):
+        v = sorted(v)
+        return {"median_ms": v[len(v) // 2] * 1e3, "min_ms": v[0] * 1e3, "max_ms": v[-1] * 1e3}
+
+    peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
+    return {"synced": stats(synced), "pipelined": stats(pipelined), "peak_bytes": peak}
 
 
 if __name__ == "__main__":

@@ -13,25 +13,48 @@ use liandan_train::data::fuzz::{self, Format};
 use liandan_train::data::{bundled_mnist, DataLoader, Dataset, ImageDataset, Transform, Transformed};
 
 /// Records the largest single allocation, so the fuzzer can tell a parser that trusts a
-/// header's huge size from one that checks it against the input.
+/// header's huge size from one that checks it against the input, and the heap's peak, which
+/// `xtask bench` reports as the CPU's peak memory (the CPU backend's tensors live there).
 pub struct Tracking;
 
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
+static HEAP: AtomicUsize = AtomicUsize::new(0);
+static HEAP_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(by: usize) {
+    let now = HEAP.fetch_add(by, Ordering::Relaxed) + by;
+    HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// The most heap this process has held at once, in bytes.
+pub fn peak_heap_bytes() -> u64 {
+    HEAP_PEAK.load(Ordering::Relaxed) as u64
+}
 
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
         // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size());
+        }
+        p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
         // SAFETY: `ptr` came from `alloc` above, i.e. from the system allocator.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LARGEST.fetch_max(new_size, Ordering::Relaxed);
         // SAFETY: as for `dealloc`; the system allocator checks `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
+            grew(new_size);
+        }
+        p
     }
 }
 

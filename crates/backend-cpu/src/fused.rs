@@ -9,17 +9,18 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 use num_traits::Float;
 use rayon::prelude::*;
 
-use crate::storage::{bad_dtype, cpu, CpuStorage, Real};
+use crate::fused_optim::{adam_step, sgd_step};
+use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, PAR_MIN};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
 macro_rules! per_float {
-    ($v:expr, $op:expr, $f:ident) => {
+    ($v:expr, $op:expr, $f:ident $(, $arg:expr)?) => {
         match $v[0].dtype {
-            DType::F32 => $f::<f32>($v),
-            DType::F64 => $f::<f64>($v),
-            DType::F16 => $f::<f16>($v),
-            DType::BF16 => $f::<bf16>($v),
+            DType::F32 => $f::<f32>($($arg,)? $v),
+            DType::F64 => $f::<f64>($($arg,)? $v),
+            DType::F16 => $f::<f16>($($arg,)? $v),
+            DType::BF16 => $f::<bf16>($($arg,)? $v),
             other => Err(bad_dtype($op, other, "floating-point dtypes only")),
         }
     };
@@ -30,44 +31,30 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
     let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
         FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
+        FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
+        FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
+        FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
+        FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
         _ => return None,
     };
-    Some(kernel(inputs).map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect()))
+    Some(store(kernel(inputs)))
 }
 
-/// A float element type whose buffers can be borrowed out of a [`CpuStorage`] and wrapped back.
-trait Elem: Real {
-    fn slice(s: &CpuStorage) -> Option<&[Self]>;
-    fn wrap(v: Vec<Self>) -> CpuStorage;
+fn store(outs: Result<Vec<CpuStorage>>) -> Result<Vec<Storage>> {
+    outs.map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect())
 }
 
-macro_rules! elem {
-    ($t:ty, $variant:ident) => {
-        impl Elem for $t {
-            fn slice(s: &CpuStorage) -> Option<&[Self]> {
-                match s {
-                    CpuStorage::$variant(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn wrap(v: Vec<Self>) -> CpuStorage {
-                CpuStorage::$variant(v)
-            }
-        }
-    };
-}
-elem!(f32, F32);
-elem!(f64, F64);
-elem!(f16, F16);
-elem!(bf16, BF16);
+/// A float element type with its own [`CpuStorage`] variant.
+pub(crate) trait Elem: Real + CpuElement {}
+impl<T: Real + CpuElement> Elem for T {}
 
 /// The inputs as row-major slices of `T` (the contract says contiguous; a strided view is
 /// copied rather than trusted).
-fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<Cow<'a, [T]>>> {
+pub(crate) fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<Cow<'a, [T]>>> {
     inputs
         .iter()
         .map(|s| {
-            let v = T::slice(cpu(s.storage)).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
+            let v = T::array(cpu(s.storage)).map(slice).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
             Ok(match contiguous(v, s.layout) {
                 Some(xs) => Cow::Borrowed(xs),
                 None => Cow::Owned(materialize(v, s.layout)?),
@@ -105,7 +92,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             c_row[j] = T::narrow(c_new);
         }
     });
-    Ok(vec![T::wrap(out)])
+    Ok(vec![T::wrap(out.into())])
 }
 
 /// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dout `[2, N, H]` to dgates
@@ -133,5 +120,34 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             dc_row[j] = T::narrow(dc_total * f);
         }
     });
-    Ok(vec![T::wrap(dgates), T::wrap(dc)])
+    Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
+}
+
+/// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
+fn normal<A: Real>(x: A) -> (A, A) {
+    let half = A::from(0.5).expect("0.5 is a float");
+    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf());
+    let pdf = (-half * x * x).exp() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
+    (cdf, pdf)
+}
+
+/// `FusedOp::Gelu`: `x Phi(x)`.
+fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gelu", inputs)?;
+    let y: Vec<T> = v[0].iter().map(|&x| T::narrow(x.widen() * normal(x.widen()).0)).collect();
+    Ok(vec![T::wrap(y.into())])
+}
+
+/// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
+fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gelu_backward", inputs)?;
+    let dx: Vec<T> = v[0]
+        .iter()
+        .zip(v[1].iter())
+        .map(|(&x, &dy)| {
+            let (cdf, pdf) = normal(x.widen());
+            T::narrow(dy.widen() * (cdf + x.widen() * pdf))
+        })
+        .collect();
+    Ok(vec![T::wrap(dx.into())])
 }

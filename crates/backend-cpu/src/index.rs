@@ -8,7 +8,7 @@ use crate::strided::{materialize, with_contiguous, Fault, Plan};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
     match index {
-        CpuStorage::I64(v) => Ok(v),
+        CpuStorage::I64(v) => Ok(crate::storage::slice(v)),
         other => Err(bad_dtype(op, other.dtype(), "indices must be i64")),
     }
 }

@@ -1,14 +1,20 @@
-//! `liandan-backend-cpu`: the reference backend, the kernel trait on plain Rust with rayon
-//! threads and `matrixmultiply`'s gemm.
+//! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
+//! rayon threads and `matrixmultiply`'s gemm.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
+//! A CPU tensor converts to and from `ndarray` arrays without copying where its layout allows:
+//! [`to_array_view`], [`into_array`], [`from_array`] (the `array` module's table says when each
+//! copies). `ndarray` is re-exported, so a program uses the same version as this crate.
 
+mod array;
 mod elementwise;
 mod fused;
+mod fused_optim;
 mod index;
 mod matmul;
 mod reduce;
+mod scalar;
 mod storage;
 mod strided;
 mod window;
@@ -17,8 +23,10 @@ use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, 
 use liandan_tensor::{Backend, DType, Device, DeviceKind, FusedOp, Result, Storage, Strided};
 use rayon::prelude::*;
 
-pub use storage::CpuStorage;
+pub use array::{from_array, from_array_view, into_array, to_array, to_array_view, TensorView};
+pub use ndarray;
 use storage::{cpu, each_dtype, Scalar};
+pub use storage::{CpuElement, CpuStorage};
 use strided::{contiguous, materialize, CHUNK, PAR_MIN};
 
 /// The CPU backend. Stateless: every call allocates its result and returns when it is done.
@@ -58,13 +66,13 @@ fn generate<T: Scalar>(numel: usize, f: impl Fn(usize) -> T + Sync) -> Result<Ve
 /// A buffer of `dtype` from f64 values `f(i)`; for `Bool`, nonzero is true.
 fn from_f64_fn(numel: usize, dtype: DType, f: impl Fn(usize) -> f64 + Sync) -> Result<CpuStorage> {
     Ok(match dtype {
-        DType::F32 => CpuStorage::F32(generate(numel, |i| Scalar::from_f64(f(i)))?),
-        DType::F16 => CpuStorage::F16(generate(numel, |i| Scalar::from_f64(f(i)))?),
-        DType::BF16 => CpuStorage::BF16(generate(numel, |i| Scalar::from_f64(f(i)))?),
-        DType::F64 => CpuStorage::F64(generate(numel, &f)?),
-        DType::I64 => CpuStorage::I64(generate(numel, |i| Scalar::from_f64(f(i)))?),
-        DType::U8 => CpuStorage::U8(generate(numel, |i| Scalar::from_f64(f(i)))?),
-        DType::Bool => CpuStorage::Bool(generate(numel, |i| (f(i) != 0.0) as u8)?),
+        DType::F32 => CpuStorage::F32(generate(numel, |i| Scalar::from_f64(f(i)))?.into()),
+        DType::F16 => CpuStorage::F16(generate(numel, |i| Scalar::from_f64(f(i)))?.into()),
+        DType::BF16 => CpuStorage::BF16(generate(numel, |i| Scalar::from_f64(f(i)))?.into()),
+        DType::F64 => CpuStorage::F64(generate(numel, &f)?.into()),
+        DType::I64 => CpuStorage::I64(generate(numel, |i| Scalar::from_f64(f(i)))?.into()),
+        DType::U8 => CpuStorage::U8(generate(numel, |i| Scalar::from_f64(f(i)))?.into()),
+        DType::Bool => CpuStorage::Bool(generate(numel, |i| (f(i) != 0.0) as u8)?.into()),
     })
 }
 

@@ -4,7 +4,7 @@
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, CpuStorage, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, slice, CpuStorage, Real};
 use crate::strided::map1;
 
 pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
@@ -21,10 +21,10 @@ pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -
     };
     use CpuStorage as S;
     Ok(match (a, b) {
-        (S::F32(x), S::F32(y)) => S::F32(gemm_batched(x, la, y, lb, dims)?),
-        (S::F64(x), S::F64(y)) => S::F64(gemm_batched(x, la, y, lb, dims)?),
-        (S::F16(x), S::F16(y)) => S::F16(via_f32(x, la, y, lb, dims)?),
-        (S::BF16(x), S::BF16(y)) => S::BF16(via_f32(x, la, y, lb, dims)?),
+        (S::F32(x), S::F32(y)) => S::F32(gemm_batched(slice(x), la, slice(y), lb, dims)?.into()),
+        (S::F64(x), S::F64(y)) => S::F64(gemm_batched(slice(x), la, slice(y), lb, dims)?.into()),
+        (S::F16(x), S::F16(y)) => S::F16(via_f32(slice(x), la, slice(y), lb, dims)?.into()),
+        (S::BF16(x), S::BF16(y)) => S::BF16(via_f32(slice(x), la, slice(y), lb, dims)?.into()),
         _ if a.dtype() != b.dtype() => return Err(dtype_mismatch("matmul", a, b)),
         _ => return Err(bad_dtype("matmul", a.dtype(), "matmul takes floats; cast first")),
     })

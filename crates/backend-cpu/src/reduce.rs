@@ -4,7 +4,7 @@ use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{each_dtype, map_dtype, CpuStorage, Scalar};
+use crate::storage::{each_dtype, map_dtype, slice, CpuStorage, Scalar};
 use crate::strided::{with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
@@ -15,17 +15,17 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
     use CpuStorage as S;
     Ok(match op {
         ReduceOp::Sum => match x {
-            S::F32(v) => S::F32(sum_float(v, l, dims)?),
-            S::F16(v) => S::F16(sum_float(v, l, dims)?),
-            S::BF16(v) => S::BF16(sum_float(v, l, dims)?),
-            S::F64(v) => S::F64(sum_float(v, l, dims)?),
-            S::I64(v) => S::I64(sum_int(v, l, dims)?),
-            S::U8(v) | S::Bool(v) => S::I64(sum_int(v, l, dims)?),
+            S::F32(v) => S::F32(sum_float(slice(v), l, dims)?.into()),
+            S::F16(v) => S::F16(sum_float(slice(v), l, dims)?.into()),
+            S::BF16(v) => S::BF16(sum_float(slice(v), l, dims)?.into()),
+            S::F64(v) => S::F64(sum_float(slice(v), l, dims)?.into()),
+            S::I64(v) => S::I64(sum_int(slice(v), l, dims)?.into()),
+            S::U8(v) | S::Bool(v) => S::I64(sum_int(slice(v), l, dims)?.into()),
         },
-        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.0).collect()),
-        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.0).collect()),
-        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.1).collect())),
-        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.1).collect())),
+        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.0).collect::<Vec<_>>()),
+        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.0).collect::<Vec<_>>()),
+        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
+        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
     })
 }
 

@@ -1,71 +1,132 @@
-//! The CPU buffer, one typed `Vec` per dtype, and the scalar traits kernels are generic over.
+//! The CPU buffer, one typed `ndarray` array per dtype, and the scalar traits kernels are
+//! generic over.
+//!
+//! A buffer is a flat [`Array1`] in standard layout; the tensor's [`liandan_tensor::Layout`]
+//! says how it is viewed (`crate::ndarray` builds the matching n-dimensional view). Kernels
+//! work on the array's slice, [`slice`], where a flat loop is what they need.
 
 use half::{bf16, f16};
+use liandan_tensor::{BackendStorage, DType, Error, MemoryStats, Result, Storage};
+use ndarray::Array1;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use liandan_tensor::{BackendStorage, DType, Error, MemoryStats, Result, Storage};
-use num_traits::Float;
+pub(crate) use crate::scalar::{Real, Scalar};
 
 /// A CPU buffer. `Bool` holds one byte per element, 0 or 1, like [`liandan_tensor::Bool8`].
+///
+/// The variants cannot be built outside this crate (`non_exhaustive`): every buffer is made
+/// from a `Vec` here or through [`CpuElement::wrap`], so it is one contiguous run and
+/// [`slice`] always has a slice to give.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CpuStorage {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-    BF16(Vec<bf16>),
-    F64(Vec<f64>),
-    I64(Vec<i64>),
-    U8(Vec<u8>),
-    Bool(Vec<u8>),
+    #[non_exhaustive]
+    F32(Array1<f32>),
+    #[non_exhaustive]
+    F16(Array1<f16>),
+    #[non_exhaustive]
+    BF16(Array1<bf16>),
+    #[non_exhaustive]
+    F64(Array1<f64>),
+    #[non_exhaustive]
+    I64(Array1<i64>),
+    #[non_exhaustive]
+    U8(Array1<u8>),
+    #[non_exhaustive]
+    Bool(Array1<u8>),
 }
 
-/// Binds `$v` to the `Vec` inside whichever variant `$s` is and evaluates `$body`, which must
-/// type-check for every element type.
-macro_rules! each_dtype {
-    ($s:expr, $v:ident => $body:expr) => {
-        match $s {
-            $crate::storage::CpuStorage::F32($v) => $body,
-            $crate::storage::CpuStorage::F16($v) => $body,
-            $crate::storage::CpuStorage::BF16($v) => $body,
-            $crate::storage::CpuStorage::F64($v) => $body,
-            $crate::storage::CpuStorage::I64($v) => $body,
-            $crate::storage::CpuStorage::U8($v) => $body,
-            $crate::storage::CpuStorage::Bool($v) => $body,
+/// An element type with its own [`CpuStorage`] variant: `f32`, `f64`, `f16`, `bf16`, `i64` and
+/// `u8` (bool tensors are stored as bytes too, but convert them with a cast to `u8` first).
+pub trait CpuElement: liandan_tensor::Element + sealed::Sealed {
+    /// The buffer, when `s` holds this element type.
+    fn array(s: &CpuStorage) -> Option<&Array1<Self>>;
+    /// The buffer, moved out, when `s` holds this element type (`s` back otherwise).
+    fn take(s: CpuStorage) -> std::result::Result<Array1<Self>, CpuStorage>;
+    /// A buffer of these elements; a strided array (a slice of a larger one) is copied into
+    /// one contiguous run, which every buffer is.
+    fn wrap(a: Array1<Self>) -> CpuStorage;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! cpu_element {
+    ($t:ty, $variant:ident) => {
+        impl sealed::Sealed for $t {}
+        impl CpuElement for $t {
+            fn array(s: &CpuStorage) -> Option<&Array1<Self>> {
+                match s {
+                    CpuStorage::$variant(a) => Some(a),
+                    _ => None,
+                }
+            }
+            fn take(s: CpuStorage) -> std::result::Result<Array1<Self>, CpuStorage> {
+                match s {
+                    CpuStorage::$variant(a) => Ok(a),
+                    other => Err(other),
+                }
+            }
+            fn wrap(a: Array1<Self>) -> CpuStorage {
+                CpuStorage::$variant(if a.is_standard_layout() { a } else { a.as_standard_layout().into_owned() })
+            }
         }
     };
+}
+cpu_element!(f32, F32);
+cpu_element!(f64, F64);
+cpu_element!(f16, F16);
+cpu_element!(bf16, BF16);
+cpu_element!(i64, I64);
+cpu_element!(u8, U8);
+
+/// The elements of a buffer as one slice.
+///
+/// # Panics
+/// Never: every buffer is one contiguous run (see [`CpuStorage`]).
+pub(crate) fn slice<T>(a: &Array1<T>) -> &[T] {
+    a.as_slice().expect("a CPU buffer is built from a Vec, so it is contiguous")
+}
+
+/// Binds `$v` to the slice inside whichever variant `$s` is and evaluates `$body`, which must
+/// type-check for every element type.
+macro_rules! each_dtype {
+    ($s:expr, $v:ident => $body:expr) => {{
+        use $crate::storage::{slice, CpuStorage as S};
+        $crate::storage::arms!($s, $v => $body, [F32 F16 BF16 F64 I64 U8 Bool])
+    }};
 }
 
 /// Like [`each_dtype`], but `$body` yields a `Vec` of the same element type, rewrapped in the
 /// same variant.
 macro_rules! map_dtype {
     ($s:expr, $v:ident => $body:expr) => {{
-        use $crate::storage::CpuStorage as S;
-        match $s {
-            S::F32($v) => S::F32($body),
-            S::F16($v) => S::F16($body),
-            S::BF16($v) => S::BF16($body),
-            S::F64($v) => S::F64($body),
-            S::I64($v) => S::I64($body),
-            S::U8($v) => S::U8($body),
-            S::Bool($v) => S::Bool($body),
-        }
+        use $crate::storage::{slice, CpuStorage as S};
+        $crate::storage::arms!(rewrap $s, $v => $body, [F32 F16 BF16 F64 I64 U8 Bool])
     }};
 }
 
 /// [`map_dtype`] for the float variants only; other dtypes are a `BadDType` error for `$op`.
 macro_rules! map_float {
     ($s:expr, $op:expr, $v:ident => $body:expr) => {{
-        use $crate::storage::CpuStorage as S;
-        match $s {
-            S::F32($v) => S::F32($body),
-            S::F16($v) => S::F16($body),
-            S::BF16($v) => S::BF16($body),
-            S::F64($v) => S::F64($body),
-            other => return Err($crate::storage::bad_dtype($op, other.dtype(), "floating-point dtypes only")),
-        }
+        use $crate::storage::{slice, CpuStorage as S};
+        $crate::storage::arms!(rewrap $s, $v => $body, [F32 F16 BF16 F64],
+            other => return Err($crate::storage::bad_dtype($op, other.dtype(), "floating-point dtypes only")))
     }};
 }
 
-pub(crate) use {each_dtype, map_dtype, map_float};
+/// The match arms of the macros above: one per listed variant, with `$v` bound to its slice;
+/// `rewrap` puts the body's `Vec` back into the same variant, and a last arm may catch the rest.
+macro_rules! arms {
+    ($s:expr, $v:ident => $body:expr, [$($V:ident)*]) => {
+        match $s { $(S::$V(a) => { let $v = slice(a); $body })* }
+    };
+    (rewrap $s:expr, $v:ident => $body:expr, [$($V:ident)*] $(, $other:ident => $fallback:expr)?) => {
+        match $s { $(S::$V(a) => S::$V({ let $v = slice(a); $body }.into()),)* $($other => $fallback,)? }
+    };
+}
+
+pub(crate) use {arms, each_dtype, map_dtype, map_float};
 
 impl CpuStorage {
     pub fn dtype(&self) -> DType {
@@ -107,12 +168,12 @@ impl CpuStorage {
             Ok(v)
         }
         Ok(match dtype {
-            DType::F32 => CpuStorage::F32(read(bytes, dtype)?),
-            DType::F16 => CpuStorage::F16(read(bytes, dtype)?),
-            DType::BF16 => CpuStorage::BF16(read(bytes, dtype)?),
-            DType::F64 => CpuStorage::F64(read(bytes, dtype)?),
-            DType::I64 => CpuStorage::I64(read(bytes, dtype)?),
-            DType::U8 => CpuStorage::U8(read(bytes, dtype)?),
+            DType::F32 => CpuStorage::F32(read(bytes, dtype)?.into()),
+            DType::F16 => CpuStorage::F16(read(bytes, dtype)?.into()),
+            DType::BF16 => CpuStorage::BF16(read(bytes, dtype)?.into()),
+            DType::F64 => CpuStorage::F64(read(bytes, dtype)?.into()),
+            DType::I64 => CpuStorage::I64(read(bytes, dtype)?.into()),
+            DType::U8 => CpuStorage::U8(read(bytes, dtype)?.into()),
             DType::Bool => CpuStorage::Bool(read::<u8>(bytes, dtype)?.into_iter().map(|b| (b != 0) as u8).collect()),
         })
     }
@@ -152,6 +213,28 @@ impl Accounted {
         MADE.fetch_add(1, Ordering::Relaxed);
         Accounted(s)
     }
+}
+
+impl Accounted {
+    /// The buffer, which stops counting as in use (its new owner is not a tensor).
+    fn into_inner(mut self) -> CpuStorage {
+        IN_USE.fetch_sub(self.0.size_in_bytes() as u64, Ordering::Relaxed);
+        std::mem::replace(&mut self.0, CpuStorage::U8(Array1::from(Vec::new())))
+    }
+}
+
+/// The buffer moved out of a CPU storage that nothing else holds; the storage back otherwise.
+///
+/// # Panics
+/// If the storage belongs to another backend (callers check with [`cpu`]'s downcast first).
+pub(crate) fn try_unwrap(storage: Storage) -> std::result::Result<CpuStorage, Storage> {
+    let any: std::sync::Arc<dyn std::any::Any + Send + Sync> = storage;
+    let any = match any.downcast::<Accounted>() {
+        Ok(owned) => return std::sync::Arc::try_unwrap(owned).map(Accounted::into_inner).map_err(|shared| shared as Storage),
+        Err(any) => any,
+    };
+    let plain = any.downcast::<CpuStorage>().expect("the caller checked that this is a CPU storage");
+    std::sync::Arc::try_unwrap(plain).map_err(|shared| shared as Storage)
 }
 
 impl Drop for Accounted {
@@ -213,11 +296,7 @@ pub(crate) fn reserve<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
         });
     }
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|e| Error::OutOfMemory {
-        op,
-        bytes: n as u128 * std::mem::size_of::<T>() as u128,
-        detail: format!("the host has no such memory ({e}); use a smaller batch or shape"),
-    })?;
+    v.try_reserve_exact(n).map_err(|e| Error::OutOfMemory { op, bytes, detail: format!("the host has no such memory ({e}); use a smaller batch or shape") })?;
     Ok(v)
 }
 
@@ -232,155 +311,3 @@ pub(crate) fn backend_error(op: &'static str, detail: impl Into<String>) -> Erro
 pub(crate) fn dtype_mismatch(op: &'static str, lhs: &CpuStorage, rhs: &CpuStorage) -> Error {
     Error::DTypeMismatch { op, lhs: lhs.dtype(), rhs: rhs.dtype() }
 }
-
-/// An element type of a [`CpuStorage`] variant (`u8` serves both `U8` and `Bool`).
-pub(crate) trait Scalar: Copy + Default + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
-    /// Whether conversions from this type go through `f64` (floats) or `i64` (integers).
-    const FLOAT: bool;
-    fn to_f64(self) -> f64;
-    fn to_i64(self) -> i64;
-    /// Truncates toward zero for integers; out of range, i64 saturates and u8 wraps modulo 256
-    /// (PyTorch on x86 wraps u8 too).
-    fn from_f64(v: f64) -> Self;
-    fn from_i64(v: i64) -> Self;
-    fn is_nan(self) -> bool {
-        false
-    }
-    /// Addition that wraps for integers; halves round once, through f32.
-    fn add(self, other: Self) -> Self;
-}
-
-macro_rules! scalar_float {
-    ($t:ty, $to_f64:expr, $from_f64:expr, $from_i64:expr) => {
-        impl Scalar for $t {
-            const FLOAT: bool = true;
-            fn to_f64(self) -> f64 {
-                $to_f64(self)
-            }
-            fn to_i64(self) -> i64 {
-                self.to_f64() as i64
-            }
-            fn from_f64(v: f64) -> Self {
-                $from_f64(v)
-            }
-            fn from_i64(v: i64) -> Self {
-                $from_i64(v)
-            }
-            fn is_nan(self) -> bool {
-                Float::is_nan(self)
-            }
-            fn add(self, other: Self) -> Self {
-                self + other
-            }
-        }
-    };
-}
-
-scalar_float!(f32, |x: f32| x as f64, |v: f64| v as f32, |v: i64| v as f32);
-scalar_float!(f64, |x: f64| x, |v: f64| v, |v: i64| v as f64);
-scalar_float!(f16, f16::to_f64, f16::from_f64, |v: i64| f16::from_f64(v as f64));
-scalar_float!(bf16, bf16::to_f64, bf16::from_f64, |v: i64| bf16::from_f64(v as f64));
-
-impl Scalar for i64 {
-    const FLOAT: bool = false;
-    fn add(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    fn to_i64(self) -> i64 {
-        self
-    }
-    fn from_f64(v: f64) -> Self {
-        v as i64
-    }
-    fn from_i64(v: i64) -> Self {
-        v
-    }
-}
-
-impl Scalar for u8 {
-    const FLOAT: bool = false;
-    fn add(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        v as i64 as u8
-    }
-    fn from_i64(v: i64) -> Self {
-        v as u8
-    }
-}
-
-/// A float element type. `Acc` is the type sums of it are taken in: f16 and bf16 widen to f32.
-pub(crate) trait Real: Scalar + Float {
-    type Acc: Real<Acc = Self::Acc> + std::ops::AddAssign;
-    fn widen(self) -> Self::Acc;
-    fn narrow(a: Self::Acc) -> Self;
-    fn erf(self) -> Self;
-    /// Round half to even, as `torch.round`.
-    fn round_even(self) -> Self;
-}
-
-impl Real for f32 {
-    type Acc = f32;
-    fn widen(self) -> f32 {
-        self
-    }
-    fn narrow(a: f32) -> f32 {
-        a
-    }
-    fn erf(self) -> f32 {
-        libm::erff(self)
-    }
-    fn round_even(self) -> f32 {
-        self.round_ties_even()
-    }
-}
-
-impl Real for f64 {
-    type Acc = f64;
-    fn widen(self) -> f64 {
-        self
-    }
-    fn narrow(a: f64) -> f64 {
-        a
-    }
-    fn erf(self) -> f64 {
-        libm::erf(self)
-    }
-    fn round_even(self) -> f64 {
-        self.round_ties_even()
-    }
-}
-
-macro_rules! real_half {
-    ($t:ty) => {
-        impl Real for $t {
-            type Acc = f32;
-            fn widen(self) -> f32 {
-                self.to_f32()
-            }
-            fn narrow(a: f32) -> Self {
-                <$t>::from_f32(a)
-            }
-            fn erf(self) -> Self {
-                <$t>::from_f32(libm::erff(self.to_f32()))
-            }
-            fn round_even(self) -> Self {
-                // Exact: every rounded value of a half is itself representable as a half.
-                <$t>::from_f32(self.to_f32().round_ties_even())
-            }
-        }
-    };
-}
-
-real_half!(f16);
-real_half!(bf16);

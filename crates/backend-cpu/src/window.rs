@@ -9,7 +9,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use crate::reduce::gt;
-use crate::storage::{alloc, map_dtype, map_float, CpuStorage, Real, Scalar};
+use crate::storage::{alloc, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
 use crate::strided::{with_contiguous, PAR_MIN};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
@@ -145,7 +145,7 @@ pub(crate) fn im2col(x: &CpuStorage, l: &Layout, window: Window2d, pad_value: f6
     let g = Geo::new("im2col", &window)?;
     check_input("im2col", l, [window.n, window.c, g.h, g.w])?;
     if let CpuStorage::Bool(v) = x {
-        return Ok(CpuStorage::Bool(with_contiguous(v, l, |xs| im2col_t(xs, g, (pad_value != 0.0) as u8))??));
+        return Ok(CpuStorage::Bool(with_contiguous(slice(v), l, |xs| im2col_t(xs, g, (pad_value != 0.0) as u8))??.into()));
     }
     Ok(map_dtype!(x, v => with_contiguous(v, l, |xs| im2col_t(xs, g, Scalar::from_f64(pad_value)))??))
 }
@@ -205,7 +205,7 @@ pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result
         indices = idx;
         vals
     });
-    Ok((values, CpuStorage::I64(indices)))
+    Ok((values, CpuStorage::I64(indices.into())))
 }
 
 /// A window that lies wholly in the padding (possible only with odd geometry) yields the

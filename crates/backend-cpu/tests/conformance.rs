@@ -9,7 +9,7 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::{conformance::fused::backend_runs, DType, Device, FusedOp};
-    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward] {
+    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward] {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
             assert!(backend_runs(&Device::cpu(), &op, dtype), "{} in {dtype}", op.name());
         }

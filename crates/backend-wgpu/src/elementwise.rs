@@ -7,152 +7,187 @@ use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::{dense, source};
+use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand, Ran};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
 const UNARY: &str = include_str!("shaders/unary.wgsl");
 const BINARY: &str = include_str!("shaders/binary.wgsl");
-const COMPARE: &str = include_str!("shaders/compare.wgsl");
 const BINARY_I64: &str = include_str!("shaders/binary_i64.wgsl");
+const COMPARE: &str = include_str!("shaders/compare.wgsl");
 const SELECT: &str = include_str!("shaders/select.wgsl");
 const COPY: &str = include_str!("shaders/copy.wgsl");
 const CAST: &str = include_str!("shaders/cast.wgsl");
 const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
 
-fn unary_expr(op: UnaryOp) -> &'static str {
+/// One elementwise kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    Unary(UnaryOp, DType),
+    Binary(BinaryOp, DType),
+    Compare(CmpOp, DType),
+    Cast { from: DType, to: DType },
+    Fill(DType),
+    Random(DType),
+    Copy(DType),
+    Select(DType),
+}
+
+const UNARY_OPS: [UnaryOp; 13] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Sign,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Recip,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Erf,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+    UnaryOp::Round,
+];
+const BINARY_OPS: [BinaryOp; 7] = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum];
+const CMP_OPS: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
+
+/// The file defining `op_(v: C_x) -> C_x` for `op` over `dtype`.
+fn unary_body(op: UnaryOp, dtype: DType) -> &'static str {
     match op {
-        UnaryOp::Neg => "-v",
-        UnaryOp::Abs => "abs(v)",
-        UnaryOp::Sign => "sign(v)",
-        UnaryOp::Exp => "exp(v)",
-        UnaryOp::Log => "log(v)",
-        UnaryOp::Sqrt => "sqrt(v)",
-        UnaryOp::Recip => "C_x(1) / v",
-        UnaryOp::Sin => "sin(v)",
-        UnaryOp::Cos => "cos(v)",
-        UnaryOp::Erf => "erf_(v)",
-        UnaryOp::Floor => "floor(v)",
-        UnaryOp::Ceil => "ceil(v)",
-        // WGSL's round() rounds half to even, as torch.round.
-        UnaryOp::Round => "round(v)",
+        UnaryOp::Neg => include_str!("shaders/unary/neg.wgsl"),
+        UnaryOp::Abs => include_str!("shaders/unary/abs.wgsl"),
+        UnaryOp::Sign => include_str!("shaders/unary/sign.wgsl"),
+        UnaryOp::Exp => include_str!("shaders/unary/exp.wgsl"),
+        UnaryOp::Log => include_str!("shaders/unary/log.wgsl"),
+        UnaryOp::Sqrt => include_str!("shaders/unary/sqrt.wgsl"),
+        UnaryOp::Recip => include_str!("shaders/unary/recip.wgsl"),
+        UnaryOp::Sin => include_str!("shaders/unary/sin.wgsl"),
+        UnaryOp::Cos => include_str!("shaders/unary/cos.wgsl"),
+        UnaryOp::Erf => include_str!("shaders/unary/erf.wgsl"),
+        UnaryOp::Floor => include_str!("shaders/unary/floor.wgsl"),
+        UnaryOp::Ceil => include_str!("shaders/unary/ceil.wgsl"),
+        UnaryOp::Round if dtype == DType::F64 => include_str!("shaders/unary/round_f64.wgsl"),
+        UnaryOp::Round => include_str!("shaders/unary/round.wgsl"),
     }
 }
 
-/// GLSL.std.450 (and so Vulkan) defines exp, log, sin, cos, pow only up to 32 bits.
-fn f64_capable(op: UnaryOp) -> bool {
-    !matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf)
+/// The file defining `op_(a, b)` for `op` over `dtype`.
+fn binary_body(op: BinaryOp, dtype: DType) -> &'static str {
+    match (op, dtype) {
+        (BinaryOp::Add, DType::I64) => include_str!("shaders/binary/add_i64.wgsl"),
+        (BinaryOp::Sub, DType::I64) => include_str!("shaders/binary/sub_i64.wgsl"),
+        (BinaryOp::Add, _) => include_str!("shaders/binary/add.wgsl"),
+        (BinaryOp::Sub, _) => include_str!("shaders/binary/sub.wgsl"),
+        (BinaryOp::Mul, _) => include_str!("shaders/binary/mul.wgsl"),
+        (BinaryOp::Div, _) => include_str!("shaders/binary/div.wgsl"),
+        (BinaryOp::Pow, _) => include_str!("shaders/binary/pow.wgsl"),
+        (BinaryOp::Maximum, _) => include_str!("shaders/binary/maximum.wgsl"),
+        (BinaryOp::Minimum, _) => include_str!("shaders/binary/minimum.wgsl"),
+    }
 }
 
-/// i64 addition and subtraction run here (as word pairs with a carry); other i64 arithmetic
-/// goes to the CPU.
-fn i64_native(op: BinaryOp, dtype: DType) -> bool {
-    dtype == DType::I64 && matches!(op, BinaryOp::Add | BinaryOp::Sub)
-}
-
-fn binary_expr(op: BinaryOp) -> &'static str {
+/// The `OP` constant `shaders/compare/*.wgsl` switch on.
+fn cmp_code(op: CmpOp) -> u32 {
     match op {
-        BinaryOp::Add => "a + b",
-        BinaryOp::Sub => "a - b",
-        BinaryOp::Mul => "a * b",
-        BinaryOp::Div => "a / b",
-        BinaryOp::Pow => "pow_(a, b)",
-        BinaryOp::Maximum => "maximum_(a, b)",
-        BinaryOp::Minimum => "minimum_(a, b)",
+        CmpOp::Eq => 0,
+        CmpOp::Ne => 1,
+        CmpOp::Lt => 2,
+        CmpOp::Le => 3,
+        CmpOp::Gt => 4,
+        CmpOp::Ge => 5,
     }
 }
 
-/// The unary kernel for `op` over `dtype`.
-pub(crate) fn unary_source(repr: &Repr, op: UnaryOp, dtype: DType) -> String {
-    let mut template = UNARY.to_string();
-    if dtype == DType::F64 {
-        // The f32 erf helper would not type-check against f64; f64 erf runs on the CPU.
-        let i = template.find("// Abramowitz").expect("erf helper");
-        let j = template.find("@compute").expect("entry point");
-        template.replace_range(i..j, "");
-    }
-    // Half to even from floor alone: lavapipe's f64 round() was seen rounding 1.5 to 1. The
-    // fractional part `v - floor(v)` is exact, so no tie is misjudged (unlike floor(v + 0.5)).
-    const ROUND_F64: &str = "select(select(floor(v), floor(v) + C_x(1), v - floor(v) > C_x(0.5)), \
-        select(floor(v), floor(v) + C_x(1), floor(v) - C_x(2) * floor(floor(v) * C_x(0.5)) != C_x(0)), v - floor(v) == C_x(0.5))";
-    let expr = if dtype == DType::F64 && op == UnaryOp::Round { ROUND_F64 } else { unary_expr(op) };
-    source(repr, &template, &[("x", dtype)], &[("EXPR", expr)])
-}
-
-/// The binary kernel for `op` over `dtype`.
-pub(crate) fn binary_source(repr: &Repr, op: BinaryOp, dtype: DType) -> String {
-    if dtype == DType::I64 {
-        let expr = if op == BinaryOp::Add { "add64(a, b)" } else { "sub64(a, b)" };
-        return source(repr, BINARY_I64, &[("x", dtype)], &[("EXPR", expr)]);
-    }
-    let mut template = BINARY.to_string();
-    if dtype == DType::F64 {
-        let i = template.find("// PyTorch's pow").expect("pow helper");
-        let j = template.find("// maximum/minimum").expect("max helper");
-        template.replace_range(i..j, "");
-    }
-    source(repr, &template, &[("x", dtype)], &[("EXPR", binary_expr(op))])
-}
-
-/// The comparison kernel for `op` over `dtype`.
-pub(crate) fn compare_source(repr: &Repr, op: CmpOp, dtype: DType) -> String {
-    let (load, expr) = if dtype == DType::I64 {
-        let e = match op {
-            CmpOp::Eq => "all(a == b)",
-            CmpOp::Ne => "any(a != b)",
-            CmpOp::Lt => "lt64(a, b)",
-            CmpOp::Le => "!lt64(b, a)",
-            CmpOp::Gt => "lt64(b, a)",
-            CmpOp::Ge => "!lt64(a, b)",
-        };
-        ("", e)
-    } else {
-        let e = match op {
-            CmpOp::Eq => "a == b",
-            // `!=` compiles to an ordered comparison (false for NaN); PyTorch's ne is true there.
-            CmpOp::Ne => "!(a == b)",
-            CmpOp::Lt => "a < b",
-            CmpOp::Le => "a <= b",
-            CmpOp::Gt => "a > b",
-            CmpOp::Ge => "a >= b",
-        };
-        (if dtype.is_float() { "load_x" } else { "" }, e)
+/// The cast parts reading a `from` (`wide_`, `low_word_`) and writing a `to` (`convert_`).
+fn cast_parts(from: DType, to: DType) -> [&'static str; 2] {
+    let read = match from {
+        DType::I64 => include_str!("shaders/cast/from_i64.wgsl"),
+        DType::U8 | DType::Bool => include_str!("shaders/cast/from_word.wgsl"),
+        _ => include_str!("shaders/cast/from_float.wgsl"),
     };
-    source(repr, COMPARE, &[("x", dtype)], &[("LOAD", load), ("EXPR", expr)])
+    let write = match to {
+        DType::Bool => include_str!("shaders/cast/to_bool.wgsl"),
+        DType::U8 => include_str!("shaders/cast/to_u8.wgsl"),
+        DType::I64 => include_str!("shaders/cast/to_i64.wgsl"),
+        _ => include_str!("shaders/cast/to_float.wgsl"),
+    };
+    [read, write]
 }
 
-/// The conversion kernel from `from` to `to` (neither an f64 the device cannot compute).
-pub(crate) fn cast_source(repr: &Repr, from: DType, to: DType) -> String {
-    let wide = if from == DType::F64 || to == DType::F64 { "f64" } else { "f32" };
-    let to_f = match from {
-        DType::I64 => "i64_to_float_(v)".to_string(),
-        DType::U8 | DType::Bool => format!("{wide}(v)"),
-        _ => format!("{wide}(load_x(v))"),
-    };
-    let convert = match to {
-        DType::Bool => match from {
-            DType::I64 => "select(0u, 1u, any(v != vec2<u32>(0u)))".to_string(),
-            DType::U8 | DType::Bool => "select(0u, 1u, v != 0u)".to_string(),
-            _ => format!("select(0u, 1u, {to_f} != {wide}(0))"),
-        },
-        DType::U8 => match from {
-            DType::I64 => "v.x & 255u".to_string(),
-            DType::U8 | DType::Bool => "v".to_string(),
-            // Truncate toward zero, then wrap into a byte, as a C cast through int does.
-            _ => format!("bitcast<u32>(i32(trunc({to_f}))) & 255u"),
-        },
-        DType::I64 => match from {
-            DType::U8 | DType::Bool => "vec2<u32>(v, 0u)".to_string(),
-            _ => format!("i64_from_float_(trunc({to_f}))"),
-        },
-        _ => format!("store_y(C_y({to_f}))"),
-    };
-    let helper = format!(
-        "fn i64_to_float_(v: vec2<u32>) -> {wide} {{\n  // A value that fits 32 bits converts directly; splitting it would cancel in f32.\n  if (v.y == select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ return {wide}(bitcast<i32>(v.x)); }}\n  return {wide}(bitcast<i32>(v.y)) * {wide}(4294967296.0) + {wide}(v.x);\n}}\nfn i64_from_float_(t: {wide}) -> vec2<u32> {{\n  if (abs(t) < {wide}(2147483648.0)) {{\n    let v = i32(t);\n    return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0));\n  }}\n  // Beyond 32 bits the value is a whole number in any float, so the split is exact.\n  let hi = floor(t / {wide}(4294967296.0));\n  let lo = t - hi * {wide}(4294967296.0);\n  return vec2<u32>(u32(lo), bitcast<u32>(i32(hi)));\n}}\n"
-    );
-    source(repr, &format!("{helper}{CAST}"), &[("x", from), ("y", to)], &[("CONVERT", &convert)])
+/// The file defining `value_() -> S_x` for a fill of `dtype`, reading the words of `fill_words`.
+fn fill_part(repr: &Repr, dtype: DType) -> &'static str {
+    match dtype {
+        DType::I64 => include_str!("shaders/fill/words.wgsl"),
+        DType::F64 if repr.f64 => include_str!("shaders/fill/f64.wgsl"),
+        DType::F64 => include_str!("shaders/fill/words.wgsl"),
+        DType::U8 | DType::Bool => include_str!("shaders/fill/word.wgsl"),
+        _ => include_str!("shaders/fill/float.wgsl"),
+    }
+}
+
+impl Key {
+    /// Whether this device runs the variant (else the op goes to the CPU).
+    pub(crate) fn supported(&self, repr: &Repr) -> bool {
+        let f64_ok = |d: DType| d != DType::F64 || repr.f64;
+        match *self {
+            // GLSL.std.450 (and so Vulkan) defines exp, log, sin, cos, pow only up to 32 bits.
+            Key::Unary(op, d) => {
+                repr.computes(d) && (d != DType::F64 || !matches!(op, UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf))
+            }
+            // i64 addition and subtraction run here (as word pairs with a carry); other i64
+            // arithmetic goes to the CPU.
+            Key::Binary(op, d) => {
+                (repr.computes(d) && !(d == DType::F64 && op == BinaryOp::Pow)) || (d == DType::I64 && matches!(op, BinaryOp::Add | BinaryOp::Sub))
+            }
+            Key::Compare(_, d) => repr.computes(d) || !d.is_float(),
+            Key::Cast { from, to } => f64_ok(from) && f64_ok(to),
+            Key::Random(d) => repr.computes(d),
+            Key::Fill(_) | Key::Copy(_) | Key::Select(_) => true,
+        }
+    }
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr);
+        match *self {
+            Key::Unary(op, d) => w.ty("x", d).part(unary_body(op, d)).part(UNARY),
+            Key::Binary(op, d) => w.ty("x", d).part(binary_body(op, d)).part(if d == DType::I64 { BINARY_I64 } else { BINARY }),
+            Key::Compare(op, d) => {
+                let table = match d {
+                    DType::I64 => include_str!("shaders/compare/i64.wgsl"),
+                    DType::U8 | DType::Bool => include_str!("shaders/compare/word.wgsl"),
+                    _ => include_str!("shaders/compare/float.wgsl"),
+                };
+                w.ty("x", d).uint("OP", cmp_code(op)).part(table).part(COMPARE)
+            }
+            Key::Cast { from, to } => {
+                let wide = if from == DType::F64 || to == DType::F64 { "f64" } else { "f32" };
+                let [read, write] = cast_parts(from, to);
+                w.ty("x", from).ty("y", to).alias("W", wide).part(include_str!("shaders/cast/helpers.wgsl")).part(read).part(write).part(CAST)
+            }
+            Key::Fill(d) => w.ty("x", d).part(fill_part(repr, d)).part(FILL),
+            Key::Random(d) => w.ty("x", d).part(RANDOM),
+            Key::Copy(d) => w.ty("x", d).part(COPY),
+            Key::Select(d) => w.ty("x", d).part(SELECT),
+        }
+        .build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let mut out = Vec::new();
+        for d in DType::ALL {
+            out.extend(UNARY_OPS.map(|op| Key::Unary(op, d)));
+            out.extend(BINARY_OPS.map(|op| Key::Binary(op, d)));
+            out.extend(CMP_OPS.map(|op| Key::Compare(op, d)));
+            out.extend(DType::ALL.map(|to| Key::Cast { from: d, to }));
+            out.extend([Key::Fill(d), Key::Random(d), Key::Copy(d), Key::Select(d)]);
+        }
+        out.retain(|k| k.supported(repr));
+        out
+    }
 }
 
 /// The three f32s whose sum is exactly `value` (72 bits cover f64's 53), or `None` when no
@@ -168,81 +203,23 @@ fn f64_parts(value: f64) -> Option<[f32; 3]> {
     (a as f64 + b as f64 + c as f64 == value).then_some([a, b, c])
 }
 
-/// The fill kernel for `dtype` and the meta words carrying `value`; `None` for an f64 value
-/// the kernel cannot carry (the caller uploads it instead).
-pub(crate) fn fill_source(repr: &Repr, dtype: DType, value: f64) -> Option<(String, [u32; 3])> {
-    let (words, expr) = match dtype {
+/// The meta words carrying a fill `value` of `dtype` (read by `fill_part`'s file); `None` for
+/// an f64 value the kernel cannot carry (the caller uploads it instead).
+fn fill_words(repr: &Repr, dtype: DType, value: f64) -> Option<[u32; 3]> {
+    Some(match dtype {
         DType::I64 => {
             let v = value as i64;
-            ([v as u32, (v >> 32) as u32, 0], "vec2<u32>(params[1], params[2])")
+            [v as u32, (v >> 32) as u32, 0]
         }
-        DType::U8 => ([(value as i64 as u8) as u32, 0, 0], "params[1]"),
-        DType::Bool => ([(value != 0.0) as u32, 0, 0], "params[1]"),
-        DType::F64 if repr.f64 => {
-            let [a, b, c] = f64_parts(value)?;
-            ([a.to_bits(), b.to_bits(), c.to_bits()], "f64(bitcast<f32>(params[1])) + f64(bitcast<f32>(params[2])) + f64(bitcast<f32>(params[3]))")
-        }
+        DType::U8 => [(value as i64 as u8) as u32, 0, 0],
+        DType::Bool => [(value != 0.0) as u32, 0, 0],
+        DType::F64 if repr.f64 => f64_parts(value)?.map(f32::to_bits),
         DType::F64 => {
             let b = value.to_bits();
-            ([b as u32, (b >> 32) as u32, 0], "vec2<u32>(params[1], params[2])")
+            [b as u32, (b >> 32) as u32, 0]
         }
-        _ => ([(value as f32).to_bits(), 0, 0], "store_x(bitcast<f32>(params[1]))"),
-    };
-    Some((source(repr, FILL, &[("x", dtype)], &[("VALUE", expr)]), words))
-}
-
-/// Every elementwise kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    use DType::*;
-    let mut out = Vec::new();
-    let floats: Vec<DType> = [F32, F16, BF16, F64].into_iter().filter(|&d| repr.computes(d)).collect();
-    let unary = [
-        UnaryOp::Neg,
-        UnaryOp::Abs,
-        UnaryOp::Sign,
-        UnaryOp::Exp,
-        UnaryOp::Log,
-        UnaryOp::Sqrt,
-        UnaryOp::Recip,
-        UnaryOp::Sin,
-        UnaryOp::Cos,
-        UnaryOp::Erf,
-        UnaryOp::Floor,
-        UnaryOp::Ceil,
-        UnaryOp::Round,
-    ];
-    let binary = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum];
-    let cmp = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
-    for &d in &floats {
-        for op in unary.into_iter().filter(|&op| d != F64 || f64_capable(op)) {
-            out.push((format!("unary {op:?} {d}"), unary_source(repr, op, d)));
-        }
-        for op in binary.into_iter().filter(|&op| d != F64 || op != BinaryOp::Pow) {
-            out.push((format!("binary {op:?} {d}"), binary_source(repr, op, d)));
-        }
-        out.push((format!("random {d}"), source(repr, RANDOM, &[("x", d)], &[])));
-    }
-    for op in [BinaryOp::Add, BinaryOp::Sub] {
-        out.push((format!("binary {op:?} {I64}"), binary_source(repr, op, I64)));
-    }
-    let comparable: Vec<DType> = DType::ALL.into_iter().filter(|&d| repr.computes(d) || !d.is_float()).collect();
-    for &d in &comparable {
-        for op in cmp {
-            out.push((format!("compare {op:?} {d}"), compare_source(repr, op, d)));
-        }
-    }
-    let castable: Vec<DType> = DType::ALL.into_iter().filter(|&d| d != F64 || repr.f64).collect();
-    for &from in &castable {
-        for &to in castable.iter().filter(|&&t| t != from) {
-            out.push((format!("cast {from} -> {to}"), cast_source(repr, from, to)));
-        }
-    }
-    for d in DType::ALL {
-        out.push((format!("fill {d}"), fill_source(repr, d, 1.5).expect("1.5 is exact").0));
-        out.push((format!("copy {d}"), source(repr, COPY, &[("x", d)], &[])));
-        out.push((format!("select {d}"), source(repr, SELECT, &[("x", d)], &[])));
-    }
-    out
+        _ => [(value as f32).to_bits(), 0, 0],
+    })
 }
 
 impl WgpuBackend {
@@ -254,9 +231,18 @@ impl WgpuBackend {
         Operand { buffer: out.buffer(), layout: None, elem: self.repr.gpu_size(out.dtype) as u64 }
     }
 
+    /// Launches `key` over `shape` with the usual strided meta block, or says why this device
+    /// cannot run it.
+    fn launch_strided(&self, key: Key, shape: &[usize], operands: &[Operand]) -> Result<Ran> {
+        if !key.supported(&self.repr) {
+            return Ok(Err(Why::Unsupported));
+        }
+        self.launch(key, shape, operands, &strided)
+    }
+
     pub(crate) fn fill(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
         let out = self.output(dtype, numel)?;
-        let Some((src, [a, b, c])) = fill_source(&self.repr, dtype, value) else {
+        let Some([a, b, c]) = fill_words(&self.repr, dtype, value) else {
             // Not expressible in the kernel's parameters (an f64): upload it, no CPU computation.
             let gpu = self.gpu()?;
             let mut bytes = Vec::new();
@@ -266,7 +252,7 @@ impl WgpuBackend {
             return Ok(Arc::new(out));
         };
         let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, a, b, c]);
-        if let Err(why) = self.launch(&format!("fill {dtype}"), || src, &[numel], &[self.dense_out(&out)], &meta)? {
+        if let Err(why) = self.launch(Key::Fill(dtype), &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("fill ({dtype})"), why, &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
         }
         Ok(Arc::new(out))
@@ -275,7 +261,8 @@ impl WgpuBackend {
     pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
         // Allocated first, also for the CPU's draw: the size check names the bytes.
         let out = self.output(dtype, numel)?;
-        if !self.repr.computes(dtype) {
+        let key = Key::Random(dtype);
+        if !key.supported(&self.repr) {
             return self.fallback1(format!("random ({dtype})"), Why::Unsupported, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
         let (kind, a, b) = match dist {
@@ -285,8 +272,7 @@ impl WgpuBackend {
         };
         let meta =
             |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
-        let src = || source(&self.repr, RANDOM, &[("x", dtype)], &[]);
-        if let Err(why) = self.launch(&format!("random {dtype}"), src, &[numel], &[self.dense_out(&out)], &meta)? {
+        if let Err(why) = self.launch(key, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("random ({dtype})"), why, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }
         Ok(Arc::new(out))
@@ -294,9 +280,8 @@ impl WgpuBackend {
 
     /// Writes the view `src` into `dst` viewed through `dst_layout` (same shape).
     fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<Ran> {
-        let key = format!("copy {}", self.repr.storage_type(src.dtype));
         let out = Operand { buffer: dst.buffer(), layout: Some(dst_layout), elem: self.repr.gpu_size(dst.dtype) as u64 };
-        self.launch(&key, || source(&self.repr, COPY, &[("x", src.dtype)], &[]), src.layout.shape(), &[self.operand(&src), out], &strided)
+        self.launch_strided(Key::Copy(src.dtype), src.layout.shape(), &[self.operand(&src), out])
     }
 
     pub(crate) fn copy_view(&self, src: Strided) -> Result<Storage> {
@@ -328,46 +313,25 @@ impl WgpuBackend {
 
     pub(crate) fn cast_view(&self, src: Strided, to: DType) -> Result<Storage> {
         let from = src.dtype;
-        let exotic = |d: DType| d == DType::F64 && !self.repr.f64;
         let out = self.output(to, src.layout.numel())?;
-        let key = format!("cast {from} -> {to}");
-        let ran = if exotic(from) || exotic(to) {
-            Err(Why::Unsupported)
-        } else {
-            self.launch(&key, || cast_source(&self.repr, from, to), src.layout.shape(), &[self.operand(&src), self.dense_out(&out)], &strided)?
-        };
-        if let Err(why) = ran {
+        if let Err(why) = self.launch_strided(Key::Cast { from, to }, src.layout.shape(), &[self.operand(&src), self.dense_out(&out)])? {
             return self.fallback1(format!("cast ({from} -> {to})"), why, &[src], to, |cpu, v| cpu.cast(v[0], to));
         }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn unary_op(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
-        let native = self.repr.computes(x.dtype) && (x.dtype != DType::F64 || f64_capable(op));
         let out = self.output(x.dtype, x.layout.numel())?;
-        let key = format!("unary {op:?} {}", x.dtype);
-        let ran = if native {
-            self.launch(&key, || unary_source(&self.repr, op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)], &strided)?
-        } else {
-            Err(Why::Unsupported)
-        };
-        if let Err(why) = ran {
+        if let Err(why) = self.launch_strided(Key::Unary(op, x.dtype), x.layout.shape(), &[self.operand(&x), self.dense_out(&out)])? {
             return self.fallback1(format!("unary {op:?} ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.unary(op, v[0]));
         }
         Ok(Arc::new(out))
     }
 
     pub(crate) fn binary_op(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        let native = (self.repr.computes(lhs.dtype) && !(lhs.dtype == DType::F64 && op == BinaryOp::Pow)) || i64_native(op, lhs.dtype);
         let out = self.output(lhs.dtype, lhs.layout.numel())?;
-        let key = format!("binary {op:?} {}", lhs.dtype);
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran = if native {
-            self.launch(&key, || binary_source(&self.repr, op, lhs.dtype), lhs.layout.shape(), &operands, &strided)?
-        } else {
-            Err(Why::Unsupported)
-        };
-        if let Err(why) = ran {
+        if let Err(why) = self.launch_strided(Key::Binary(op, lhs.dtype), lhs.layout.shape(), &operands)? {
             return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
         }
         Ok(Arc::new(out))
@@ -375,13 +339,9 @@ impl WgpuBackend {
 
     pub(crate) fn compare_op(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
         let dtype = lhs.dtype;
-        let native = self.repr.computes(dtype) || !dtype.is_float();
         let out = self.output(DType::Bool, lhs.layout.numel())?;
-        let key = format!("compare {op:?} {dtype}");
         let operands = [self.operand(&lhs), self.operand(&rhs), self.dense_out(&out)];
-        let ran =
-            if native { self.launch(&key, || compare_source(&self.repr, op, dtype), lhs.layout.shape(), &operands, &strided)? } else { Err(Why::Unsupported) };
-        if let Err(why) = ran {
+        if let Err(why) = self.launch_strided(Key::Compare(op, dtype), lhs.layout.shape(), &operands)? {
             return self.fallback1(format!("compare {op:?} ({dtype})"), why, &[lhs, rhs], DType::Bool, |cpu, v| cpu.compare(op, v[0], v[1]));
         }
         Ok(Arc::new(out))
@@ -390,9 +350,8 @@ impl WgpuBackend {
     pub(crate) fn select_op(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
         let dtype = on_true.dtype;
         let out = self.output(dtype, cond.layout.numel())?;
-        let key = format!("select {}", self.repr.storage_type(dtype));
         let operands = [self.operand(&cond), self.operand(&on_true), self.operand(&on_false), self.dense_out(&out)];
-        if let Err(why) = self.launch(&key, || source(&self.repr, SELECT, &[("x", dtype)], &[]), cond.layout.shape(), &operands, &strided)? {
+        if let Err(why) = self.launch_strided(Key::Select(dtype), cond.layout.shape(), &operands)? {
             return self.fallback1(format!("select ({dtype})"), why, &[cond, on_true, on_false], dtype, |cpu, v| cpu.select(v[0], v[1], v[2]));
         }
         Ok(Arc::new(out))

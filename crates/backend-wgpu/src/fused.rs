@@ -8,26 +8,58 @@ use std::sync::Arc;
 use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
-use crate::kernels::{grid, source};
+use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
 const LSTM: &str = include_str!("shaders/fused_lstm.wgsl");
 const LSTM_CELL: &str = include_str!("shaders/fused_lstm_cell.wgsl");
 const LSTM_CELL_BACKWARD: &str = include_str!("shaders/fused_lstm_cell_backward.wgsl");
 
-/// The template of `op`'s kernel over `dtype`, or `None` when this backend has none.
-fn template(repr: &Repr, op: &FusedOp, dtype: DType) -> Option<&'static str> {
-    let template = match op {
-        FusedOp::LstmCell => LSTM_CELL,
-        FusedOp::LstmCellBackward => LSTM_CELL_BACKWARD,
-        _ => return None,
-    };
-    (repr.computes(dtype) && dtype != DType::F64).then_some(template)
+/// A fused kernel: one per `FusedOp` this backend runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Kernel {
+    LstmCell,
+    LstmCellBackward,
 }
 
-/// The WGSL of a kernel: its template after the helpers it shares.
-fn kernel_source(repr: &Repr, template: &str, dtype: DType) -> String {
-    source(repr, &format!("{LSTM}{template}"), &[("x", dtype)], &[])
+const KERNELS: [Kernel; 2] = [Kernel::LstmCell, Kernel::LstmCellBackward];
+
+/// One fused kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    kernel: Kernel,
+    dtype: DType,
+}
+
+impl Key {
+    /// The kernel running `op` over `dtype`, or `None` when this backend has none.
+    fn of(repr: &Repr, op: &FusedOp, dtype: DType) -> Option<Key> {
+        let kernel = match op {
+            FusedOp::LstmCell => Kernel::LstmCell,
+            FusedOp::LstmCellBackward => Kernel::LstmCellBackward,
+            _ => return None,
+        };
+        Key { kernel, dtype }.supported(repr).then_some(Key { kernel, dtype })
+    }
+
+    fn supported(&self, repr: &Repr) -> bool {
+        repr.computes(self.dtype) && self.dtype != DType::F64
+    }
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let kernel = match self.kernel {
+            Kernel::LstmCell => LSTM_CELL,
+            Kernel::LstmCellBackward => LSTM_CELL_BACKWARD,
+        };
+        Wgsl::new(repr).ty("x", self.dtype).part(LSTM).part(kernel).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let keys = KERNELS.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype }));
+        keys.filter(|k| k.supported(repr)).collect()
+    }
 }
 
 /// `(numel of each output, N * H)` of an LSTM-cell op on `inputs`.
@@ -44,9 +76,15 @@ fn lstm_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize)>
 impl WgpuBackend {
     /// Runs `op` as one dispatch, or `None` (see the module docs).
     pub(crate) fn fused_op(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        if !op.updates().is_empty() {
+            return self.fused_update(op, inputs);
+        }
+        if matches!(op, FusedOp::Gelu | FusedOp::GeluBackward) {
+            return self.fused_pointwise(op, inputs);
+        }
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
-        let template = template(&self.repr, op, dtype)?;
+        let key = Key::of(&self.repr, op, dtype)?;
         let gpu = match self.gpu() {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
@@ -61,7 +99,7 @@ impl WgpuBackend {
             meta.push(u32::try_from(v.layout.offset()).ok()?);
         }
         Some((|| {
-            let kernel = gpu.kernel(&format!("fused {} {dtype}", op.name()), &[], || kernel_source(&self.repr, template, dtype))?;
+            let kernel = gpu.kernel(key)?;
             let outs = outputs.iter().map(|&n| self.output(dtype, n)).collect::<Result<Vec<_>>>()?;
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.extend(outs.iter().map(|o| o.buffer()));
@@ -69,15 +107,4 @@ impl WgpuBackend {
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())
     }
-}
-
-/// Every fused kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward] {
-        for dtype in [DType::F32, DType::F16, DType::BF16] {
-            out.extend(template(repr, &op, dtype).map(|t| (format!("fused {} {dtype}", op.name()), kernel_source(repr, t, dtype))));
-        }
-    }
-    out
 }

@@ -19,9 +19,12 @@ use liandan_tensor::{Error, Result};
 use wgpu::util::DeviceExt;
 
 use crate::pool::{Pool, PooledBuffer};
+use crate::repr::Repr;
+use crate::timing::Timer;
+use crate::Key;
 
 /// Dispatches per submitted batch (and arena slots).
-const MAX_BATCH: usize = 512;
+pub(crate) const MAX_BATCH: usize = 512;
 /// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
 const SLOT_BYTES: u64 = 256;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
@@ -45,6 +48,8 @@ struct Recorder {
     dispatches: usize,
     /// Bytes uploaded into the open encoder.
     uploads: u64,
+    /// The op call of each dispatch timed in the open encoder (see `timing.rs`).
+    timed: Vec<u64>,
 }
 
 impl Recorder {
@@ -77,13 +82,17 @@ pub(crate) struct Gpu {
     /// Bytes in upload staging buffers not yet released: recorded, or submitted and not yet
     /// finished (each submission subtracts its own when the GPU is done with it).
     staging: Arc<AtomicU64>,
-    kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    /// How this device holds each dtype, which the kernels' sources follow.
+    pub(crate) repr: Repr,
+    kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
     /// Where index kernels report an out-of-range index: [flag, low word, high word, axis
     /// size], one buffer per calling thread so each thread hears of its own ops' faults. Read
     /// back with every host read and at `synchronize`, so indexing never waits.
     index_faults: Mutex<HashMap<std::thread::ThreadId, wgpu::Buffer>>,
+    /// Kernel timing for the profiler, where the adapter has timestamp queries.
+    timer: Option<Timer>,
 }
 
 /// Bytes of the index-fault buffer.
@@ -112,7 +121,7 @@ impl Gpu {
     pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
-        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64;
+        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
         let features = adapter.features() & wanted;
         let mut limits = adapter.limits();
         if let Some(cap) = binding_cap()? {
@@ -145,6 +154,7 @@ impl Gpu {
             mapped_at_creation: false,
         });
         let pool = Pool::new(device.clone(), limits.max_buffer_size);
+        let timer = Timer::new(&device, &queue);
         Ok(Gpu {
             name,
             device,
@@ -153,11 +163,13 @@ impl Gpu {
             pool,
             arena,
             slot_bytes,
-            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0 }),
+            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new() }),
             staging: Arc::default(),
+            repr: Repr::new(features),
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
+            timer,
         })
     }
 
@@ -177,28 +189,32 @@ impl Gpu {
         self.pool.alloc(bytes, &self.name)
     }
 
-    /// The pipeline for `key`, compiling `source()` the first time (with `constants` as WGSL
-    /// `override` values).
-    pub(crate) fn kernel(&self, key: &str, constants: &[(&str, f64)], source: impl FnOnce() -> String) -> Result<Arc<Kernel>> {
-        if let Some(k) = self.kernels.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
+    /// The pipeline for `key`, compiling its source the first time.
+    pub(crate) fn kernel(&self, key: impl Into<Key>) -> Result<Arc<Kernel>> {
+        let key = key.into();
+        if let Some(k) = self.kernels.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(k.clone());
         }
+        // What runs must be what the shader tests validate (tests/shaders.rs walks `Key::all`).
+        debug_assert!(Key::all(&self.repr).contains(&key), "{key:?} is built at run time but missing from Key::all, so it is never validated");
+        let label = format!("{key:?}");
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(key), source: wgpu::ShaderSource::Wgsl(source().into()) });
+        let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(key),
+            label: Some(&label),
             layout: None,
             module: &module,
             entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions { constants, zero_initialize_workgroup_memory: false },
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(self.err("compile", format!("shader `{key}` failed to build: {e}")));
+            return Err(self.err("compile", format!("shader `{label}` failed to build: {e}")));
         }
         let layout = pipeline.get_bind_group_layout(0);
         let k = Arc::new(Kernel { pipeline, layout });
-        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key.to_string(), k.clone());
+        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
         Ok(k)
     }
 
@@ -249,10 +265,20 @@ impl Gpu {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
         }
         let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries: &entries });
-        let pass = rec.pass(&self.device);
-        pass.set_pipeline(&kernel.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
-        pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        let record = |pass: &mut wgpu::ComputePass<'_>| {
+            pass.set_pipeline(&kernel.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        };
+        match (&self.timer, Timer::op()) {
+            (Some(timer), Some(op)) => {
+                let i = rec.timed.len();
+                let writes = Some(timer.writes(i));
+                record(&mut rec.encoder(&self.device).begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: writes }));
+                rec.timed.push(op);
+            }
+            _ => record(rec.pass(&self.device)),
+        }
         rec.dispatches += 1;
         if rec.dispatches >= MAX_BATCH {
             self.submit(&mut rec);
@@ -301,11 +327,15 @@ impl Gpu {
 
     fn submit(&self, rec: &mut Recorder) {
         rec.pass = None;
-        let Some(encoder) = rec.encoder.take() else { return };
+        let Some(mut encoder) = rec.encoder.take() else { return };
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
+        let times = self.timer.as_ref().and_then(|t| t.resolve(&self.device, &mut encoder, std::mem::take(&mut rec.timed)));
         self.queue.submit([encoder.finish()]);
+        if let (Some(timer), Some(times)) = (&self.timer, times) {
+            timer.submitted(times);
+        }
         if rec.uploads > 0 {
             let (staging, bytes) = (self.staging.clone(), std::mem::take(&mut rec.uploads));
             self.queue.on_submitted_work_done(move || {
@@ -392,6 +422,9 @@ impl Gpu {
         });
         self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err("read", e.to_string()))?;
         self.check_fault("read")?;
+        if let Some(timer) = &self.timer {
+            timer.collect();
+        }
         match rx.recv() {
             Ok(Ok(())) => {}
             _ => return Err(self.err("read", "mapping the read-back buffer failed")),

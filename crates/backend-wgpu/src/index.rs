@@ -12,7 +12,7 @@ use liandan_tensor::layout::contiguous_strides;
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::{grid, source, strided_meta};
+use crate::kernels::{grid, strided_meta, KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
@@ -21,14 +21,27 @@ const FAULT: &str = include_str!("shaders/index_fault.wgsl");
 const TAKE: &str = include_str!("shaders/index_take.wgsl");
 const SCATTER_ADD: &str = include_str!("shaders/index_scatter_add.wgsl");
 
-/// The gather/index-select kernel moving elements of `dtype` (any dtype).
-pub(crate) fn take_source(repr: &Repr, dtype: DType) -> String {
-    source(repr, &format!("{FAULT}{TAKE}"), &[("x", dtype)], &[])
+/// One indexing kernel variant (see `kernels::KernelKey`): the gather/index-select kernel
+/// moving elements of any dtype, or the scatter-add kernel adding into an f32 accumulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    Take(DType),
+    ScatterAdd(DType),
 }
 
-/// The scatter-add kernel adding `dtype` elements into an f32 accumulator.
-pub(crate) fn scatter_add_source(repr: &Repr, dtype: DType) -> String {
-    source(repr, &format!("{FAULT}{SCATTER_ADD}"), &[("x", dtype)], &[])
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let (dtype, kernel) = match *self {
+            Key::Take(d) => (d, TAKE),
+            Key::ScatterAdd(d) => (d, SCATTER_ADD),
+        };
+        Wgsl::new(repr).ty("x", dtype).part(FAULT).part(kernel).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let scatter = DType::ALL.into_iter().filter(|&d| scatter_native(repr, d)).map(Key::ScatterAdd);
+        DType::ALL.into_iter().map(Key::Take).chain(scatter).collect()
+    }
 }
 
 /// Whether scatter-add runs here: the accumulator is f32 (the only width WGSL's atomics
@@ -75,8 +88,7 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), out.buffer(), &fault];
-        let key = format!("take {}", self.repr.storage_type(src.dtype));
-        let kernel = gpu.kernel(&key, &[], || take_source(&self.repr, src.dtype))?;
+        let kernel = gpu.kernel(Key::Take(src.dtype))?;
         gpu.dispatch(&kernel, &meta, &buffers, grid(numel))?;
         Ok(Ok(Arc::new(out)))
     }
@@ -147,8 +159,7 @@ impl WgpuBackend {
         if acc_buf.size() > gpu.max_binding() {
             return Ok(Err(Why::Oversized(acc_buf.size())));
         }
-        let key = format!("scatter_add {}", dst.dtype);
-        let kernel = gpu.kernel(&key, &[], || scatter_add_source(&self.repr, dst.dtype))?;
+        let kernel = gpu.kernel(Key::ScatterAdd(dst.dtype))?;
         gpu.dispatch(&kernel, &meta, &buffers, grid(li.numel()))?;
         let out = if dst.dtype == DType::F32 {
             acc
@@ -158,13 +169,4 @@ impl WgpuBackend {
         };
         Ok(Ok(out))
     }
-}
-
-/// Every indexing kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = DType::ALL.into_iter().map(|d| (format!("take {d}"), take_source(repr, d))).collect();
-    for d in DType::ALL.into_iter().filter(|&d| scatter_native(repr, d)) {
-        out.push((format!("scatter_add {d}"), scatter_add_source(repr, d)));
-    }
-    out
 }

@@ -21,20 +21,85 @@ pub(crate) fn grid(n: usize) -> (u32, u32, u32) {
     (groups.div_ceil(rows) as u32, rows as u32, 1)
 }
 
-/// Builds a shader: `enable`s, a prelude per `(name, dtype)`, the common block, then the
-/// template with each `{{KEY}}` replaced.
-pub(crate) fn source(repr: &Repr, template: &str, types: &[(&str, DType)], subs: &[(&str, &str)]) -> String {
-    let dtypes: Vec<DType> = types.iter().map(|t| t.1).collect();
-    let mut s = repr.enables(&dtypes);
-    for (name, dtype) in types {
-        s += &repr.prelude(name, *dtype);
+/// A kernel variant's typed key: one value per compiled pipeline. It builds its WGSL, keys the
+/// pipeline cache (hashing a few small fields, no string per dispatch), and lists every variant
+/// a device could build, which the naga validation and MSL translation tests walk.
+pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
+    /// The WGSL of this variant on a device holding dtypes as `repr` says.
+    fn source(&self, repr: &Repr) -> String;
+    /// Every variant a device holding dtypes as `repr` says can build (debug builds check that
+    /// each pipeline compiled at run time is among them).
+    fn all(repr: &Repr) -> Vec<Self>;
+}
+
+/// A shader source, put together the one way every kernel is:
+///
+/// 1. `enable` directives for the dtypes it touches;
+/// 2. per operand type name `x`, `y`, ... the prelude of `repr.rs` (`S_x`, the storage type;
+///    `C_x`, the compute type; `load_x` / `store_x`);
+/// 3. the `const` declarations and type aliases its key chooses (`const H: u32 = 2u;`,
+///    `alias W = f64;`): numbers, flags and type names are the only things Rust writes;
+/// 4. `common.wgsl` (the meta block and strided indexing);
+/// 5. its parts: `.wgsl` files under `src/shaders`, concatenated in order (helpers first, the
+///    file with the entry point last). A part that varies by op (an op's body, a binding set)
+///    is a file of its own, picked by the key; a choice among functions of one file is a
+///    `const` that a `switch` or `if` in the file reads (the compiler folds it away).
+pub(crate) struct Wgsl<'r> {
+    repr: &'r Repr,
+    types: Vec<(&'static str, DType)>,
+    decls: String,
+    parts: Vec<&'static str>,
+}
+
+impl<'r> Wgsl<'r> {
+    pub(crate) fn new(repr: &'r Repr) -> Self {
+        Wgsl { repr, types: Vec::new(), decls: String::new(), parts: Vec::new() }
     }
-    s += COMMON;
-    let mut body = template.to_string();
-    for (k, v) in subs {
-        body = body.replace(&format!("{{{{{k}}}}}"), v);
+
+    /// Elements named `name` are of `dtype` (the prelude of step 2).
+    pub(crate) fn ty(mut self, name: &'static str, dtype: DType) -> Self {
+        self.types.push((name, dtype));
+        self
     }
-    s + &body
+
+    /// `const name: u32 = value;`
+    pub(crate) fn uint(mut self, name: &str, value: u32) -> Self {
+        self.decls += &format!("const {name}: u32 = {value}u;\n");
+        self
+    }
+
+    /// `const name: bool = value;`
+    pub(crate) fn flag(mut self, name: &str, value: bool) -> Self {
+        self.decls += &format!("const {name}: bool = {value};\n");
+        self
+    }
+
+    /// `alias name = wgsl_type;`
+    pub(crate) fn alias(mut self, name: &str, wgsl_type: &str) -> Self {
+        self.decls += &format!("alias {name} = {wgsl_type};\n");
+        self
+    }
+
+    /// Appends a `.wgsl` file.
+    pub(crate) fn part(mut self, wgsl: &'static str) -> Self {
+        self.parts.push(wgsl);
+        self
+    }
+
+    pub(crate) fn build(self) -> String {
+        let dtypes: Vec<DType> = self.types.iter().map(|t| t.1).collect();
+        let mut s = self.repr.enables(&dtypes);
+        for (name, dtype) in &self.types {
+            s += &self.repr.prelude(name, *dtype);
+        }
+        s += &self.decls;
+        s += COMMON;
+        for part in self.parts {
+            s += "\n";
+            s += part;
+        }
+        s
+    }
 }
 
 /// The meta block of a strided elementwise kernel: count, rank, shape, then strides and offset

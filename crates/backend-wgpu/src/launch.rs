@@ -7,6 +7,7 @@ use liandan_tensor::{Layout, Result};
 use crate::backend::{WgpuBackend, Why};
 use crate::gpu::Window;
 use crate::kernels::{grid, strided_meta};
+use crate::Key;
 
 /// One buffer a kernel binds, in binding order.
 pub(crate) struct Operand<'a> {
@@ -69,14 +70,15 @@ impl WgpuBackend {
     /// Dispatches the kernel `key` over the `numel` elements of `shape`, or says why the work
     /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
     /// bind whose view cannot be chunked); the caller then falls back to the CPU.
-    pub(crate) fn launch(&self, key: &str, src: impl FnOnce() -> String, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
+    pub(crate) fn launch(&self, key: impl Into<Key>, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
+        let key = key.into();
         let gpu = self.gpu()?;
         let numel: usize = shape.iter().product();
         let limit = gpu.max_binding();
         if operands.iter().all(|o| o.buffer.size() <= limit) {
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
-            let kernel = gpu.kernel(key, &[], src)?;
+            let kernel = gpu.kernel(key)?;
             let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
             gpu.dispatch(&kernel, &m, &buffers, grid(numel))?;
             return Ok(Ok(()));
@@ -93,7 +95,7 @@ impl WgpuBackend {
         let align = gpu.offset_alignment().max(4);
         let max_elem = operands.iter().map(|o| o.elem).max().unwrap_or(4);
         let chunk = (((limit - 2 * align) / max_elem) as usize / 1024 * 1024).max(1024);
-        let kernel = gpu.kernel(key, &[], src)?;
+        let kernel = gpu.kernel(key)?;
         let mut i0 = 0;
         while i0 < numel {
             let len = chunk.min(numel - i0);

@@ -15,6 +15,8 @@
 mod backend;
 mod elementwise;
 mod fused;
+mod fused_optim;
+mod fused_pointwise;
 mod gpu;
 mod index;
 mod info;
@@ -25,6 +27,7 @@ mod pool;
 mod reduce;
 mod repr;
 mod storage;
+mod timing;
 mod window;
 
 use std::sync::Arc;
@@ -38,19 +41,58 @@ pub use storage::WgpuStorage;
 pub mod shaders {
     use crate::repr::Repr;
 
-    /// Every shader template with a representative instantiation per dtype and op, for the
-    /// naga validation and MSL translation test: `(name, WGSL source)`. `f16`/`f64` say which
-    /// native types to assume (Metal: f16 yes, f64 no).
+    /// Every kernel variant a device holding f16 / f64 natively (as `f16`, `f64` say) can
+    /// build, from the typed keys that also key the pipeline cache: `(variant, WGSL source)`.
+    /// (Metal: f16 yes, f64 no.)
     pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
         let repr = Repr { f16, f64 };
-        let mut all = crate::elementwise::sources(&repr);
-        all.extend(crate::reduce::sources(&repr));
-        all.extend(crate::matmul::sources(&repr));
-        all.extend(crate::window::sources(&repr));
-        all.extend(crate::index::sources(&repr));
-        all.extend(crate::fused::sources(&repr));
-        all
+        crate::Key::all(&repr).into_iter().map(|k| (format!("{k:?}"), k.source(&repr))).collect()
     }
+}
+
+/// Declares the crate's kernel key: one variant per kernel family, wrapping that family's own
+/// key type (which implements `kernels::KernelKey`). A family added here is built, cached and
+/// validated like every other; a kernel cannot be compiled without a key, so none escapes the
+/// shader tests.
+macro_rules! kernel_families {
+    ($($family:ident($key:ty)),* $(,)?) => {
+        /// Any kernel variant this backend builds (see `kernels::KernelKey`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub(crate) enum Key {
+            $($family($key)),*
+        }
+
+        impl Key {
+            pub(crate) fn source(&self, repr: &repr::Repr) -> String {
+                match self {
+                    $(Key::$family(k) => kernels::KernelKey::source(k, repr)),*
+                }
+            }
+
+            pub(crate) fn all(repr: &repr::Repr) -> Vec<Key> {
+                let mut all = Vec::new();
+                $(all.extend(<$key as kernels::KernelKey>::all(repr).into_iter().map(Key::$family));)*
+                all
+            }
+        }
+
+        $(impl From<$key> for Key {
+            fn from(k: $key) -> Key {
+                Key::$family(k)
+            }
+        })*
+    };
+}
+
+kernel_families! {
+    Elementwise(elementwise::Key),
+    Reduce(reduce::Key),
+    Matmul(matmul::Key),
+    Window(window::Key),
+    Index(index::Key),
+    Fused(fused::Key),
+    FusedOptim(fused_optim::Key),
+    FusedPointwise(fused_pointwise::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::source;
+use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::repr::Repr;
 
@@ -19,7 +19,7 @@ const MATMUL: &str = include_str!("shaders/matmul.wgsl");
 
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Load {
     K,
     Outer,
@@ -28,7 +28,7 @@ enum Load {
 
 /// One compiled variant: `h` = 1 gives 64 x 64 tiles, 2 gives 128 x 128; `partial`: the
 /// kernel writes unrounded partial sums over a split of K, for `reduce` to add up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
     a: Load,
@@ -45,69 +45,11 @@ const FEW_TILES: usize = 256;
 const SPLIT_TILES: usize = 512;
 const MIN_SPLIT_K: usize = 256;
 
-/// The bindings and their element accessors: `fetch_x(i)` / `fetch_x4(i)` read element `i` /
-/// the four from `i` (a multiple of 4), `store_y` / `store_y4` write. Both forms exist over
-/// either binding type so that every loader type-checks in every variant. (Generated here
-/// rather than kept in a .wgsl file: WGSL has no generics, and the element type of a binding
-/// is the one thing that differs between these variants.)
-fn access(a4: bool, b4: bool, y4: bool, partial: bool) -> String {
-    let read = |name: &str, binding: u32, vec: bool| {
-        if vec {
-            format!(
-                "@group(0) @binding({binding}) var<storage, read> {name}: array<vec4<S_x>>;\n\
-                 fn fetch_{name}4(i: u32) -> vec4<C_x> {{ return vec4<C_x>({name}[i / 4u]); }}\n\
-                 fn fetch_{name}(i: u32) -> C_x {{ return load_x({name}[i / 4u][i % 4u]); }}\n"
-            )
-        } else {
-            format!(
-                "@group(0) @binding({binding}) var<storage, read> {name}: array<S_x>;\n\
-                 fn fetch_{name}(i: u32) -> C_x {{ return load_x({name}[i]); }}\n\
-                 fn fetch_{name}4(i: u32) -> vec4<C_x> {{ return vec4<C_x>(fetch_{name}(i), fetch_{name}(i + 1u), fetch_{name}(i + 2u), fetch_{name}(i + 3u)); }}\n"
-            )
-        }
-    };
-    // Partial sums stay in the compute type; results are rounded to the dtype.
-    let (elem, round, round4) =
-        if partial { ("C_x", "v", "v") } else { ("S_x", "store_x(v)", "vec4<S_x>(store_x(v.x), store_x(v.y), store_x(v.z), store_x(v.w))") };
-    let write = if y4 {
-        format!(
-            "@group(0) @binding(3) var<storage, read_write> y: array<vec4<{elem}>>;\n\
-             fn store_y4(i: u32, v: vec4<C_x>) {{ y[i / 4u] = {round4}; }}\n\
-             fn store_y(i: u32, v: C_x) {{ y[i / 4u][i % 4u] = {round}; }}\n"
-        )
-    } else {
-        format!(
-            "@group(0) @binding(3) var<storage, read_write> y: array<{elem}>;\n\
-             fn store_y(i: u32, v: C_x) {{ y[i] = {round}; }}\n\
-             fn store_y4(i: u32, v: vec4<C_x>) {{ store_y(i, v.x); store_y(i + 1u, v.y); store_y(i + 2u, v.z); store_y(i + 3u, v.w); }}\n"
-        )
-    };
-    read("a", 1, a4) + &read("b", 2, b4) + &write
-}
-
-fn matmul_source(repr: &Repr, dtype: DType, v: Variant) -> String {
-    let loader = |l: Load, outer: &'static str, p: &'static str| match l {
-        Load::K => format!("{p}_k_"),
-        Load::Outer => format!("{p}_{outer}_"),
-        Load::Strided => format!("{p}_g_"),
-    };
-    let access = access(v.a != Load::Strided, v.b != Load::Strided, v.out4, v.partial);
-    // Workgroup memory stays within 16 KiB, the least every adapter offers: 64 x 64 f32 tiles
-    // can afford a vec4 of padding per row, 128 x 128 f32 and 64 x 64 f64 tiles cannot.
-    let pad = if v.h == 1 && dtype != DType::F64 { "1" } else { "0" };
-    // Unrolling the inner loop by hand made f32 10-17% faster on an H200 but f16 and bf16 10-17%
-    // slower (measured, 4096^3; the driver's register allocation differs).
-    let unroll = matches!(dtype, DType::F32 | DType::F64);
-    let subs = [
-        ("ACCESS", access.as_str()),
-        ("H", &v.h.to_string()),
-        ("PAD", pad),
-        ("A_LOAD", &loader(v.a, "m", "a")),
-        ("B_LOAD", &loader(v.b, "n", "b")),
-        ("OUT4", if v.out4 { "true" } else { "false" }),
-        ("UNROLL", if unroll { "true" } else { "false" }),
-    ];
-    source(repr, MATMUL, &[("x", dtype)], &subs)
+/// One matmul kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    dtype: DType,
+    v: Variant,
 }
 
 fn tile_sizes(dtype: DType) -> &'static [u32] {
@@ -119,23 +61,47 @@ fn tile_sizes(dtype: DType) -> &'static [u32] {
     }
 }
 
-/// Every matmul kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let loads = [Load::K, Load::Outer, Load::Strided];
-    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d)) {
-        for &h in tile_sizes(dtype) {
-            for a in loads {
-                for b in loads {
-                    for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
-                        let v = Variant { h, a, b, out4, partial };
-                        out.push((format!("matmul {dtype} {v:?}"), matmul_source(repr, dtype, v)));
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let Key { dtype, v } = *self;
+        let load = |l: Load| match l {
+            Load::K => 0,
+            Load::Outer => 1,
+            Load::Strided => 2,
+        };
+        // The bindings: vec4 elements where the loader reads vec4s; partial sums stay in the
+        // compute type, results are rounded to the dtype.
+        let read_a = if v.a == Load::Strided { include_str!("shaders/matmul/read_a.wgsl") } else { include_str!("shaders/matmul/read_a4.wgsl") };
+        let read_b = if v.b == Load::Strided { include_str!("shaders/matmul/read_b.wgsl") } else { include_str!("shaders/matmul/read_b4.wgsl") };
+        let out = if v.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
+        let write = if v.out4 { include_str!("shaders/matmul/write4.wgsl") } else { include_str!("shaders/matmul/write.wgsl") };
+        // Workgroup memory stays within 16 KiB, the least every adapter offers: 64 x 64 f32 tiles
+        // can afford a vec4 of padding per row, 128 x 128 f32 and 64 x 64 f64 tiles cannot.
+        let pad = v.h == 1 && dtype != DType::F64;
+        // Unrolling the inner loop by hand made f32 10-17% faster on an H200 but f16 and bf16 10-17%
+        // slower (measured, 4096^3; the driver's register allocation differs).
+        let unroll = matches!(dtype, DType::F32 | DType::F64);
+        let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
+        let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll);
+        w.part(read_a).part(read_b).part(out).part(write).part(MATMUL).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let mut out = Vec::new();
+        let loads = [Load::K, Load::Outer, Load::Strided];
+        for dtype in DType::ALL.into_iter().filter(|&d| repr.computes(d)) {
+            for &h in tile_sizes(dtype) {
+                for a in loads {
+                    for b in loads {
+                        for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
+                            out.push(Key { dtype, v: Variant { h, a, b, out4, partial } });
+                        }
                     }
                 }
             }
         }
+        out
     }
-    out
 }
 
 /// `[B, rows, cols]` strides and offset of one operand, with `rows`/`cols` its two matrix dims.
@@ -218,8 +184,7 @@ impl WgpuBackend {
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(tile)), groups(m.div_ceil(tile)), groups(batch * splits));
         let gpu = self.gpu()?;
-        let key = format!("matmul {dtype} {v:?}");
-        let kernel = gpu.kernel(&key, &[], || matmul_source(&self.repr, dtype, v))?;
+        let kernel = gpu.kernel(Key { dtype, v })?;
         let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
         if splits == 1 {
             gpu.dispatch(&kernel, &meta, &[x, w, out.buffer()], grid)?;

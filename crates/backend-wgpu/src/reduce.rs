@@ -14,7 +14,7 @@ use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{DType, Error, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::{grid, source, WG};
+use crate::kernels::{grid, KernelKey, Wgsl, WG};
 use crate::launch::WIDE;
 use crate::repr::Repr;
 
@@ -22,7 +22,7 @@ const REDUCE: &str = include_str!("shaders/reduce.wgsl");
 
 /// Which part of a reduction a kernel does: all of it, or the first (partial results per
 /// chunk of a lane) or second (reducing the partials) pass of a split one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Pass {
     Whole,
     Split,
@@ -30,7 +30,7 @@ enum Pass {
 }
 
 /// `t` invocations per output; `cols`: they sit `256 / t` apart rather than side by side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Spread {
     t: usize,
     cols: bool,
@@ -69,74 +69,52 @@ const FEW_GROUPS: usize = 1024;
 const SPLIT_GROUPS: usize = 2048;
 const MIN_CHUNK: usize = 1024;
 
-/// The bindings and the `load_`/`store_` functions of a pass. A split keeps the partial results
-/// in the compute type (and the winners' indices for max and min), never rounded to the dtype.
-/// (Generated rather than kept in the .wgsl file: which buffers are bound, and their element
-/// types, are what differs between passes.)
-fn io(op: ReduceOp, pass: Pass) -> String {
-    let indexed = op != ReduceOp::Sum;
-    let mut s = String::new();
-    let mut binding = 1;
-    let mut bind = |s: &mut String, access: &str, name: &str, ty: &str| {
-        *s += &format!("@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;\n");
-        binding += 1;
-    };
-    if pass == Pass::Finish {
-        bind(&mut s, "read", "x", "C_x");
-        if indexed {
-            bind(&mut s, "read", "xi", "u32");
-            s += "fn load_(k: u32, j: u32) -> Acc { return Acc(x[k], xi[k]); }\n";
-        } else {
-            s += "fn load_(k: u32, j: u32) -> Acc { return Acc(x[k], 0u); }\n";
-        }
-    } else {
-        bind(&mut s, "read", "x", "S_x");
-        s += "fn load_(k: u32, j: u32) -> Acc { return Acc(load_x(x[k]), j); }\n";
-    }
-    if pass == Pass::Split {
-        bind(&mut s, "read_write", "y", "C_x");
-        if indexed {
-            bind(&mut s, "read_write", "yi", "u32");
-            s += "fn store_(o: u32, a: Acc) { y[o] = a.v; yi[o] = a.i; }\n";
-        } else {
-            s += "fn store_(o: u32, a: Acc) { y[o] = a.v; }\n";
-        }
-    } else if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
-        // An i64 index: (low, high) words.
-        bind(&mut s, "read_write", "y", "vec2<u32>");
-        s += "fn store_(o: u32, a: Acc) { y[o] = vec2<u32>(a.i, 0u); }\n";
-    } else {
-        bind(&mut s, "read_write", "y", "S_x");
-        s += "fn store_(o: u32, a: Acc) { y[o] = store_x(a.v); }\n";
-    }
-    s
+/// One reduction kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    op: ReduceOp,
+    dtype: DType,
+    pass: Pass,
+    spread: Spread,
 }
 
-fn reduce_source(repr: &Repr, op: ReduceOp, dtype: DType, pass: Pass, sp: Spread) -> String {
-    let fold = match op {
-        ReduceOp::Sum => "sum_",
-        ReduceOp::Max | ReduceOp::ArgMax => "max_",
-        ReduceOp::Min | ReduceOp::ArgMin => "min_",
-    };
-    let (t, cols) = (sp.t.to_string(), sp.cols.to_string());
-    source(repr, REDUCE, &[("x", dtype)], &[("IO", &io(op, pass)), ("OP", fold), ("T", &t), ("COLS", &cols)])
+/// The bindings and their `load_` / `store_` of a pass (a file of `shaders/reduce/`). A split
+/// keeps the partial results in the compute type, with the winners' indices for max and min.
+fn io(op: ReduceOp, pass: Pass) -> &'static str {
+    let arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+    match (pass, op) {
+        (Pass::Whole, _) if arg => include_str!("shaders/reduce/whole_index.wgsl"),
+        (Pass::Whole, _) => include_str!("shaders/reduce/whole_value.wgsl"),
+        (Pass::Split, ReduceOp::Sum) => include_str!("shaders/reduce/split.wgsl"),
+        (Pass::Split, _) => include_str!("shaders/reduce/split_indexed.wgsl"),
+        (Pass::Finish, ReduceOp::Sum) => include_str!("shaders/reduce/finish_value.wgsl"),
+        (Pass::Finish, _) if arg => include_str!("shaders/reduce/finish_indexed_index.wgsl"),
+        (Pass::Finish, _) => include_str!("shaders/reduce/finish_indexed_value.wgsl"),
+    }
 }
 
-const OPS: [ReduceOp; 5] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin];
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let fold = match self.op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Max | ReduceOp::ArgMax => 1,
+            ReduceOp::Min | ReduceOp::ArgMin => 2,
+        };
+        let w = Wgsl::new(repr).ty("x", self.dtype).uint("FOLD", fold).uint("T", self.spread.t as u32).flag("COLS", self.spread.cols);
+        w.part(io(self.op, self.pass)).part(REDUCE).build()
+    }
 
-/// Every reduction kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d)) {
-        for op in OPS {
-            for pass in [Pass::Whole, Pass::Split, Pass::Finish] {
-                for sp in SPREADS {
-                    out.push((format!("reduce {op:?} {dtype} {pass:?} {sp:?}"), reduce_source(repr, op, dtype, pass, sp)));
+    fn all(repr: &Repr) -> Vec<Key> {
+        let mut out = Vec::new();
+        for dtype in DType::ALL.into_iter().filter(|&d| repr.computes(d)) {
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin] {
+                for pass in [Pass::Whole, Pass::Split, Pass::Finish] {
+                    out.extend(SPREADS.map(|spread| Key { op, dtype, pass, spread }));
                 }
             }
         }
+        out
     }
-    out
 }
 
 /// One dispatch's geometry: `[outer, len, inner]` with strides and offset, lanes cut into
@@ -215,9 +193,8 @@ impl WgpuBackend {
         let [_, len, inner] = g.dims;
         let outputs = g.outputs();
         let sp = spread(g.chunk.min(len), inner, outputs);
-        let key = format!("reduce {op:?} {dtype} {pass:?} {sp:?}");
         let gpu = self.gpu()?;
-        let kernel = gpu.kernel(&key, &[], || reduce_source(&self.repr, op, dtype, pass, sp))?;
+        let kernel = gpu.kernel(Key { op, dtype, pass, spread: sp })?;
         let meta = g.meta().expect("checked by the caller");
         gpu.dispatch(&kernel, &meta, buffers, grid(outputs.div_ceil(WG / sp.t) * WG))
     }

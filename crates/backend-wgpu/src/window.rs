@@ -8,7 +8,7 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::{grid, source};
+use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::repr::Repr;
 
@@ -19,7 +19,7 @@ const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
 const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
 const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     Im2col,
     Col2im,
@@ -60,16 +60,29 @@ impl Kind {
     }
 }
 
-/// The kernel of `kind` over `dtype` (a float the device computes).
-pub(crate) fn window_source(repr: &Repr, kind: Kind, dtype: DType) -> String {
-    // The pad value arrives as f32 bits in params[14]; an f64 one as the sum of three f32s
-    // (see `split_pad`).
-    let pad = if dtype == DType::F64 {
-        "f64(bitcast<f32>(params[14])) + f64(bitcast<f32>(params[15])) + f64(bitcast<f32>(params[16]))"
-    } else {
-        "store_x(bitcast<f32>(params[14]))"
-    };
-    source(repr, &format!("{GEOMETRY}{}", kind.template()), &[("x", dtype)], &[("PAD", pad)])
+/// One window kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    kind: Kind,
+    dtype: DType,
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr).ty("x", self.dtype).part(GEOMETRY);
+        let w = match self.kind {
+            // The pad value arrives as f32 bits in params[14]; an f64 one as three f32s.
+            Kind::Im2col if self.dtype == DType::F64 => w.part(include_str!("shaders/window/pad_f64.wgsl")),
+            Kind::Im2col => w.part(include_str!("shaders/window/pad.wgsl")),
+            _ => w,
+        };
+        w.part(self.kind.template()).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let floats = DType::ALL.into_iter().filter(|&d| repr.computes(d));
+        floats.flat_map(|dtype| KINDS.map(|kind| Key { kind, dtype })).collect()
+    }
 }
 
 /// Whether some window fits, with no zero sizes: the CPU backend's check, which otherwise
@@ -149,8 +162,7 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let mut buffers = vec![gpu_storage(&x).buffer()];
         buffers.extend(outs.iter().map(|o| o.buffer()));
-        let key = format!("{kind:?} {dtype}");
-        let kernel = gpu.kernel(&key, &[], || window_source(&self.repr, kind, dtype))?;
+        let kernel = gpu.kernel(Key { kind, dtype })?;
         gpu.dispatch(&kernel, &meta, &buffers, grid(n))?;
         Ok(Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect()))
     }
@@ -201,10 +213,4 @@ impl WgpuBackend {
             }),
         }
     }
-}
-
-/// Every window kernel this device could build, for validation tests.
-pub(crate) fn sources(repr: &Repr) -> Vec<(String, String)> {
-    let floats = [DType::F32, DType::F16, DType::BF16, DType::F64].into_iter().filter(|&d| repr.computes(d));
-    floats.flat_map(|d| KINDS.map(|k| (format!("{k:?} {d}"), window_source(repr, k, d)))).collect()
 }

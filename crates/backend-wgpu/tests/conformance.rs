@@ -16,7 +16,7 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::{conformance::fused::backend_runs, DType, FusedOp};
     let Some(d) = gpu() else { return };
-    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward] {
+    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward] {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
         }

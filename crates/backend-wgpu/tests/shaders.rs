@@ -1,6 +1,7 @@
 //! Every shader this backend can build passes naga's validation, and translates to Metal
 //! Shading Language, so what runs on Vulkan here also compiles for Apple GPUs (which have f16
-//! but no f64). No GPU needed.
+//! but no f64). The variants come from the typed kernel keys that also key the pipeline cache
+//! (`shaders::all_sources`). No GPU needed.
 
 use naga::back::msl;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
@@ -15,7 +16,10 @@ fn validate(name: &str, src: &str, caps: Capabilities) -> (naga::Module, naga::v
 fn every_shader_validates_with_f16_and_f64() {
     let sources = liandan_backend_wgpu::shaders::all_sources(true, true);
     assert!(sources.len() > 100, "expected every op x dtype variant, got {}", sources.len());
+    let names: std::collections::HashSet<&String> = sources.iter().map(|s| &s.0).collect();
+    assert_eq!(names.len(), sources.len(), "two kernel keys print alike");
     for (name, src) in &sources {
+        assert!(!src.contains("{{"), "{name}: an unfilled placeholder");
         validate(name, src, Capabilities::SHADER_FLOAT16 | Capabilities::FLOAT64);
     }
 }

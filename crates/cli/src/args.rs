@@ -27,6 +27,8 @@ pub enum Command {
     Predict(PredictArgs),
     /// Redraw the plot of a training history (history.json or history.csv).
     Plot(PlotArgs),
+    /// Time a zoo model's training steps (forward, backward, SGD) per op and per layer.
+    Profile(ProfileArgs),
 }
 
 #[derive(Args)]
@@ -41,9 +43,10 @@ pub struct SummaryArgs {
 /// Where data comes from, for `train` and `eval`.
 #[derive(Args, Clone)]
 pub struct DataArgs {
-    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist` or
-    /// `fashion-mnist` (their IDX files under $LIANDAN_DATA/<name>), `cifar10`, or a directory
-    /// holding MNIST-format IDX files (train-* and t10k-*).
+    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist`,
+    /// `fashion-mnist` or `cifar10` (the full sets, downloaded on first use into $LIANDAN_DATA,
+    /// default ~/.cache/liandan; LIANDAN_DATA_URL replaces the download's base URL), or a
+    /// directory holding MNIST-format IDX files (train-* and t10k-*).
     #[arg(long, default_value = "bundled", value_name = "NAME|DIR")]
     pub data: String,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
@@ -140,6 +143,28 @@ pub struct PlotArgs {
     /// The PNG to write (default: beside the history, history.png).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ProfileArgs {
+    /// The zoo model (`liandan zoo` lists them).
+    #[arg(long)]
+    pub model: String,
+    /// Samples per batch (default: the model's reference batch, from MODEL_ZOO.md).
+    #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub batch: Option<usize>,
+    /// Training steps to profile.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub steps: usize,
+    /// Steps run first and left out (shader compilation, first allocations).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: usize,
+    /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// A whole number of at least 1.

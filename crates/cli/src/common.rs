@@ -1,28 +1,27 @@
 //! What `train`, `eval` and `predict` share: choosing the device (and saying why), building a
 //! zoo model for the data's shape, opening datasets, loading checkpoints.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, DeviceKind, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
-use liandan_nn::{error::Result as NnResult, Device};
+use liandan_nn::{Device, Result as NnResult};
 use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
 use crate::Failure;
 
 /// The device to run on, and a sentence saying why it was chosen.
 pub fn pick_device(flag: Option<&str>) -> Result<(Device, String), Failure> {
-    let (spec, source) = match (flag, std::env::var("LIANDAN_DEVICE").ok()) {
-        (Some(f), _) => (Some(f.to_string()), "--device"),
-        (None, Some(env)) => (Some(env), "LIANDAN_DEVICE"),
-        (None, None) => (None, ""),
-    };
-    if let Some(spec) = spec {
-        let dev = Device::parse(&spec).map_err(|e| Failure::usage(format!("{source}={spec}: {e}")))?;
-        return Ok((dev, format!("asked for with {source}={spec}")));
+    if let Some(spec) = flag {
+        let dev = Device::parse(spec).map_err(|e| Failure::usage(format!("--device {spec}: {e}")))?;
+        return Ok((dev, format!("asked for with --device {spec}")));
     }
-    let dev = Device::best();
+    if let Some(dev) = Device::from_env().map_err(|e| Failure::usage(e.to_string()))? {
+        let spec = std::env::var("LIANDAN_DEVICE").unwrap_or_default();
+        return Ok((dev, format!("asked for with LIANDAN_DEVICE={}", spec.trim())));
+    }
+    let dev = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
     let why = match dev.kind() {
         DeviceKind::DiscreteGpu => "the best device found: a discrete GPU".to_string(),
         DeviceKind::IntegratedGpu => "the best device found: an integrated GPU (no discrete one)".to_string(),
@@ -110,22 +109,8 @@ pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Ar
             let (t, v) = bundled_mnist()?;
             (Arc::new(t), Arc::new(v), "bundled MNIST (real MNIST test split, 8,000 train / 2,000 validation)".into())
         }
-        "mnist" | "fashion-mnist" => {
-            let dir = data_home().join(data);
-            if !dir.is_dir() {
-                return Err(Failure::usage(format!(
-                    "{data} is not in {}; put its four IDX files there (or set LIANDAN_DATA), or pass --data DIR",
-                    dir.display()
-                )));
-            }
-            let (t, v) = idx_dir(&dir)?;
-            (t, v, format!("{data} from {}", dir.display()))
-        }
-        "cifar10" => {
-            return Err(Failure::usage(
-                "cifar10 is not readable by this build yet; use --data bundled, mnist, fashion-mnist or a directory of MNIST-format IDX files",
-            ))
-        }
+        "mnist" | "fashion-mnist" => crate::datasets::mnist_like(data)?,
+        "cifar10" => crate::datasets::cifar()?,
         dir if Path::new(dir).is_dir() => {
             let (t, v) = idx_dir(Path::new(dir))?;
             (t, v, format!("IDX files in {dir}"))
@@ -153,14 +138,6 @@ fn idx_dir(dir: &Path) -> Result<Splits, Failure> {
 /// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
 pub fn mnist_transforms() -> Vec<Transform> {
     vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
-}
-
-/// `$LIANDAN_DATA`, else `~/.cache/liandan/data`.
-fn data_home() -> PathBuf {
-    match std::env::var_os("LIANDAN_DATA") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir).join(".cache/liandan/data"),
-    }
 }
 
 /// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`

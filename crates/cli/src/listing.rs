@@ -13,7 +13,7 @@ pub fn info() -> Result<(), Failure> {
             println!("    {key:<24} {value}");
         }
     }
-    let best = Device::best();
+    let best = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
     println!("best: {best}");
     // A tiny computation, so `info` also proves the device works.
     let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32, &best).map_err(|e| Failure { code: 1, message: e.to_string() })?;

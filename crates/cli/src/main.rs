@@ -1,4 +1,5 @@
-//! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`.
+//! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`,
+//! `profile`.
 //!
 //! Exit status: 0 on success; 2 for input the user can fix (an unknown model, dataset,
 //! optimizer or device, a bad option, a missing or malformed file, a checkpoint for another
@@ -8,8 +9,10 @@
 
 mod args;
 mod common;
+mod datasets;
 mod inputs;
 mod listing;
+mod profile;
 mod quiet;
 mod train;
 
@@ -47,14 +50,14 @@ impl From<liandan_train::Error> for Failure {
     }
 }
 
-impl From<liandan_nn::error::Error> for Failure {
-    fn from(e: liandan_nn::error::Error) -> Failure {
+impl From<liandan_nn::Error> for Failure {
+    fn from(e: liandan_nn::Error) -> Failure {
         Failure::usage(e.to_string())
     }
 }
 
-impl From<liandan_nn::Error> for Failure {
-    fn from(e: liandan_nn::Error) -> Failure {
+impl From<liandan_nn::TensorError> for Failure {
+    fn from(e: liandan_nn::TensorError) -> Failure {
         Failure::usage(e.to_string())
     }
 }
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
+        Command::Profile(a) => ("profile", profile::profile(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

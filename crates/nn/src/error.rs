@@ -8,8 +8,6 @@
 
 use std::path::PathBuf;
 
-use crate::checkpoint::SizeMismatch;
-
 /// Errors raised by modules and by checkpoint I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -50,6 +48,10 @@ pub enum Error {
     #[error("the model zoo has no model named `{name}`; the models are: {known}")]
     UnknownModel { name: String, known: String },
 
+    /// A zoo model's loss was asked for without the targets it is trained on.
+    #[error("{model} loss: `{model}` is trained on {what}; pass them as `y`")]
+    MissingTargets { model: String, what: &'static str },
+
     /// A tensor operation failed while handling one named tensor (`context` names it).
     #[error("{context}: {source}")]
     TensorIn { context: String, source: Box<liandan_tensor::Error> },
@@ -57,6 +59,17 @@ pub enum Error {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] liandan_tensor::Error),
+}
+
+/// A key whose tensor has one shape in the model and another in the checkpoint: a detail of
+/// [`Error::StateDict`] and of `checkpoint::LoadReport`, so it lives here, below both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SizeMismatch {
+    pub key: String,
+    /// The shape in the model.
+    pub expected: Vec<usize>,
+    /// The shape in the checkpoint.
+    pub found: Vec<usize>,
 }
 
 /// `Result` with this crate's [`Error`].

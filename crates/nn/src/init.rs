@@ -11,7 +11,7 @@
 //! ```
 //! use liandan_nn::init::{self, FanMode, Nonlinearity};
 //! use liandan_nn::Device;
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let dev = Device::cpu();
 //! liandan_nn::manual_seed(0);
 //! // Kaiming-He for a ReLU network, as `kaiming_normal_(w, mode="fan_out", nonlinearity="relu")`.

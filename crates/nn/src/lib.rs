@@ -12,12 +12,22 @@
 //! - [`checkpoint`]: safetensors files that PyTorch reads and writes as its own.
 //!
 //! The tensor API is re-exported, and both backends are linked, so that depending on this
-//! crate is enough for `Device::best()` to find the GPU.
+//! crate is enough for `Device::best()` to find the GPU. The wgpu backend comes with the
+//! default feature `wgpu`; `default-features = false` builds a CPU-only program without
+//! compiling wgpu.
+//!
+//! Errors: [`Error`] and [`Result`] are this crate's (every fallible function here returns
+//! them); liandan-tensor's error, which [`Error::Tensor`] wraps, is [`TensorError`], and its
+//! `Result` is [`TensorResult`] (what a [`Backend`] of your own returns).
 
 pub use liandan_tensor::*;
+// Named, so they shadow the tensor crate's `Error` and `Result` from the glob above.
+pub use error::{Error, Result};
+pub use liandan_tensor::{Error as TensorError, Result as TensorResult};
 
 // Linking the backends registers their devices with `Device::cpu()` / `Device::best()`.
 use liandan_backend_cpu as _;
+#[cfg(feature = "wgpu")]
 use liandan_backend_wgpu as _;
 
 pub mod checkpoint;

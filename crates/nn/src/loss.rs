@@ -94,7 +94,7 @@ macro_rules! loss_module {
 /// ```
 /// use liandan_nn::loss::CrossEntropyLoss;
 /// use liandan_nn::{Device, Reduction, Tensor};
-/// # fn main() -> liandan_nn::error::Result<()> {
+/// # fn main() -> liandan_nn::Result<()> {
 /// let dev = Device::cpu();
 /// let logits = Tensor::from_vec(vec![2.0f32, 0.0, 0.0, 0.0, 0.0, 2.0], &[2, 3], &dev)?.requires_grad_(true)?;
 /// let target = Tensor::from_vec(vec![0i64, 2], &[2], &dev)?;

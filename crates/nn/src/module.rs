@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use liandan_nn::layers::{Linear, LinearConfig};
-//! use liandan_nn::{error::Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
+//! use liandan_nn::{Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
 //!
 //! struct Mlp { fc1: Linear, fc2: Linear }
 //!
@@ -183,25 +183,34 @@ pub trait ModuleExt: Module {
         n
     }
 
-    /// Moves every parameter and buffer to `device`. Parameters stay leaves that require grad
-    /// (their gradients are dropped); tensors already there are left as they are.
+    /// Moves every parameter and buffer to `device` in place ([`Tensor::move_to_`]): the model
+    /// keeps the same tensors, with their gradients, so handles taken before the move (an
+    /// optimizer's parameter list) see the moved model, as after `model.to(device)` in PyTorch.
     fn to_device(&mut self, device: &Device) -> Result<()> {
         self.visit_mut("", &mut |_, t, _| {
-            if t.device() != device {
+            if t.is_leaf() {
+                t.move_to_(device)?;
+            } else if t.device() != device {
                 *t = relabel(t, t.to_device(device)?)?;
             }
             Ok(())
         })
     }
 
-    /// Converts every floating-point parameter and buffer to the float dtype `dtype`; integer
-    /// tensors (BatchNorm's `num_batches_tracked`) keep theirs, as PyTorch's `model.to(dtype)`.
+    /// Converts every floating-point parameter and buffer to the float dtype `dtype` in place
+    /// ([`Tensor::cast_`], keeping identity as [`ModuleExt::to_device`] does); integer tensors
+    /// (BatchNorm's `num_batches_tracked`) keep theirs, as PyTorch's `model.to(dtype)`.
     fn to_dtype(&mut self, dtype: DType) -> Result<()> {
         if !dtype.is_float() {
             return Err(liandan_tensor::Error::BadDType { op: "to_dtype", got: dtype, detail: "modules convert to floating-point dtypes only".into() }.into());
         }
         self.visit_mut("", &mut |_, t, _| {
-            if t.dtype().is_float() && t.dtype() != dtype {
+            if !t.dtype().is_float() || t.dtype() == dtype {
+                return Ok(());
+            }
+            if t.is_leaf() {
+                t.cast_(dtype)?;
+            } else {
                 *t = relabel(t, t.to_dtype(dtype)?)?;
             }
             Ok(())
@@ -249,6 +258,7 @@ pub trait ModuleExt: Module {
 impl<M: Module + ?Sized> ModuleExt for M {}
 
 /// `new` as a fresh leaf taking `old`'s place: cut from the graph, requiring grad if `old` did.
+/// Only for a module tensor computed by an op (a leaf moves in place and keeps its identity).
 fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
     let new = new.detach();
     if old.requires_grad() {
@@ -270,7 +280,7 @@ fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
 ///
 /// struct Pair { a: Linear, b: Linear }
 /// impl_module!(Pair { a, b });
-/// # fn main() -> liandan_nn::error::Result<()> {
+/// # fn main() -> liandan_nn::Result<()> {
 /// let dev = Device::cpu();
 /// let head = Head { scale: Tensor::ones(&[1], liandan_nn::DType::F32, &dev)?, fc: LinearConfig::new(2, 2).init(&dev)?, drop: Dropout::new(0.1) };
 /// let names: Vec<String> = head.state_dict().into_iter().map(|(n, _)| n).collect();

@@ -9,7 +9,7 @@
 //! ```
 //! use liandan_nn::layers::{Conv2dConfig, Flatten, LinearConfig, ReLU, Sequential};
 //! use liandan_nn::{summary, Device};
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let dev = Device::cpu();
 //! let model = Sequential::new()
 //!     .push(Conv2dConfig::new(1, 4, 3).init(&dev)?)
@@ -73,6 +73,8 @@ thread_local! {
 /// Runs `forward` as the layer `module`, recording a row when a summary is being taken on this
 /// thread. The row's name is the last segment of `M`'s type name (`Conv2d`, `BasicBlock`).
 pub fn scope<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+    // The profiler groups kernel calls by the same layers (nothing happens unless it runs).
+    let _layer = liandan_tensor::profile::layer(short_type_name::<M>());
     let named = LAYERS.with(|l| {
         let mut l = l.borrow_mut();
         let path = l.as_mut()?;

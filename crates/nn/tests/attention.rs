@@ -13,7 +13,7 @@ use liandan_nn::checkpoint::load_state_dict;
 use liandan_nn::layers::*;
 use liandan_nn::{manual_seed, summary, DType, Device, Forward, Module, ModuleExt, Tensor};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 type Fx = HashMap<String, Tensor>;
 
 /// Initializers and dropout masks draw from one global generator: tests that use it take turns.
@@ -68,7 +68,7 @@ fn check_grads(case: &str, d: &Device, model: &impl Module, fx: &Fx, inputs: &[(
 }
 
 /// `(out * probe).sum() (+ (weights * probe_w).sum())`, the fixtures' loss.
-fn loss(out: &Tensor, weights: Option<&Tensor>, fx: &Fx) -> liandan_nn::error::Result<Tensor> {
+fn loss(out: &Tensor, weights: Option<&Tensor>, fx: &Fx) -> liandan_nn::Result<Tensor> {
     let mut l = out.mul(&fx["probe"])?.sum_all()?;
     if let Some(w) = weights {
         l = l.add(&w.mul(&fx["probe_w"])?.sum_all()?)?;
@@ -193,7 +193,7 @@ fn encoder_layer_pre_norm_gelu_matches_pytorch() -> R {
     Ok(())
 }
 
-fn vit_like_encoder(d: &Device) -> liandan_nn::error::Result<TransformerEncoder> {
+fn vit_like_encoder(d: &Device) -> liandan_nn::Result<TransformerEncoder> {
     let layer = TransformerEncoderLayerConfig::new(8, 2)
         .with_dim_feedforward(16)
         .with_dropout(0.0)
@@ -387,7 +387,7 @@ fn input_gradients_match_finite_differences_in_f64() -> R {
     let (q, k, v) = (randn(&[3, 2, 4], 1)?, randn(&[2, 2, 4], 2)?, randn(&[2, 2, 4], 3)?);
     let kpm = Tensor::from_f64s(&[0.0, 0.0, 0.0, 1.0], &[2, 2], DType::F64, &d)?.gt_scalar(0.5)?;
     let (mask, probe, probe_w) = (randn(&[3, 2], 4)?, randn(&[3, 2, 4], 5)?, randn(&[2, 3, 2], 6)?);
-    let f = |q: &Tensor, k: &Tensor, v: &Tensor| -> liandan_nn::error::Result<Tensor> {
+    let f = |q: &Tensor, k: &Tensor, v: &Tensor| -> liandan_nn::Result<Tensor> {
         let (out, w) = m.forward_qkv(q, k, v, Some(&kpm), Some(&mask), true, true)?;
         Ok(out.mul(&probe)?.sum_all()?.add(&w.expect("weights").mul(&probe_w)?.sum_all()?)?)
     };
@@ -398,7 +398,7 @@ fn input_gradients_match_finite_differences_in_f64() -> R {
         let base = leaf.to_vec_f64()?;
         let mut numeric = Vec::with_capacity(base.len());
         for j in 0..base.len() {
-            let at = |delta: f64| -> liandan_nn::error::Result<f64> {
+            let at = |delta: f64| -> liandan_nn::Result<f64> {
                 let mut vals = base.clone();
                 vals[j] += delta;
                 let mut xs = [q.clone(), k.clone(), v.clone()];

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use liandan_nn::checkpoint::{load, load_state_dict, load_with_metadata, save, SizeMismatch};
-use liandan_nn::error::Error;
+use liandan_nn::Error;
 use liandan_nn::{Bool8, DType, Device, Tensor};
 
 type R = Result<(), Box<dyn std::error::Error>>;

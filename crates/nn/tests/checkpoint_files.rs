@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use liandan_nn::checkpoint::{load, save};
-use liandan_nn::error::Error;
+use liandan_nn::Error;
 use liandan_nn::{DType, Device, Tensor};
 
 type R = Result<(), Box<dyn std::error::Error>>;
@@ -198,4 +198,18 @@ fn saving_onto_a_directory_is_refused() {
     assert!(err.to_string().contains("directory"), "{err}");
     assert_eq!(entries(dir.path()), vec!["model.safetensors"]);
     assert!(dir.path().join("model.safetensors").is_dir());
+}
+
+/// The longest legal file name (255 bytes on Linux and macOS): the temporary file beside it
+/// must not be named after it (that added about 12 bytes and failed with "File name too long").
+#[test]
+fn a_file_name_of_255_bytes_saves_and_loads() -> R {
+    let dir = tempfile::tempdir()?;
+    let name = format!("{}.safetensors", "m".repeat(255 - ".safetensors".len()));
+    assert_eq!(name.len(), 255);
+    let path = dir.path().join(&name);
+    save(&path, &one("w", 3.0), None)?;
+    assert_eq!(entries(dir.path()), vec![name]);
+    assert_eq!(load(&path, &Device::cpu())?[0].1.to_vec::<f32>()?, vec![3.0; 3]);
+    Ok(())
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use liandan_backend_cpu::CpuBackend;
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
 use liandan_nn::checkpoint::{load, save};
-use liandan_nn::error::Error;
-use liandan_nn::{Backend, DType, Device, DeviceKind, Distribution, Result, Storage, Strided, Tensor};
+use liandan_nn::Error;
+use liandan_nn::{Backend, DType, Device, DeviceKind, Distribution, Storage, Strided, Tensor, TensorResult as Result};
 
 /// The CPU backend, except that nothing can be read back.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ impl Backend for LostDevice {
     fn kind(&self) -> DeviceKind { DeviceKind::Cpu }
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> { self.0.from_host(bytes, dtype) }
     fn to_host(&self, _: Strided) -> Result<Vec<u8>> {
-        Err(liandan_nn::Error::Backend { backend: "lost".into(), op: "to_host", detail: "device lost (simulated)".into() })
+        Err(liandan_nn::TensorError::Backend { backend: "lost".into(), op: "to_host", detail: "device lost (simulated)".into() })
     }
     fn full(&self, n: usize, v: f64, d: DType) -> Result<Storage> { self.0.full(n, v, d) }
     fn random(&self, dist: Distribution, n: usize, s: u64, d: DType) -> Result<Storage> { self.0.random(dist, n, s, d) }

@@ -11,7 +11,7 @@ use common::devices;
 use liandan_nn::init::{self, FanMode, Nonlinearity};
 use liandan_nn::{manual_seed, DType, Device, Tensor};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 
 /// `manual_seed` resets one global generator, and every draw advances it: tests that draw
 /// hold this, since tests run on parallel threads.
@@ -143,7 +143,7 @@ fn distributions_have_their_bounds_and_moments() -> R {
 #[test]
 fn manual_seed_reproduces_and_devices_agree() -> R {
     let _guard = SEED.lock().unwrap_or_else(|e| e.into_inner());
-    let draw = |dev: &Device| -> liandan_nn::error::Result<Vec<Vec<f32>>> {
+    let draw = |dev: &Device| -> liandan_nn::Result<Vec<Vec<f32>>> {
         manual_seed(1234);
         let ts = [
             init::uniform(&[64, 33], -1.0, 1.0, dev)?,

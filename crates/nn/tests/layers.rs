@@ -8,7 +8,7 @@
 use liandan_nn::layers::*;
 use liandan_nn::{manual_seed, DType, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 
 /// Every test draws from the one global generator (initializers, dropout masks), so they take
 /// turns: otherwise a test running alongside could draw between `manual_seed` and the init it
@@ -24,7 +24,7 @@ fn dev() -> Device {
 }
 
 /// Sequential(Conv2d(3, 8, 3), BatchNorm2d(8), ReLU, Flatten, Linear(8*6*6, 10)) for 8x8 input.
-fn small_cnn() -> liandan_nn::error::Result<Sequential> {
+fn small_cnn() -> liandan_nn::Result<Sequential> {
     let d = dev();
     Ok(Sequential::new()
         .push(Conv2dConfig::new(3, 8, 3).init(&d)?)
@@ -127,7 +127,7 @@ fn norm_init() -> R {
 #[test]
 fn manual_seed_makes_init_reproducible() -> R {
     let _rng = serial();
-    let draw = || -> liandan_nn::error::Result<Vec<Vec<f64>>> {
+    let draw = || -> liandan_nn::Result<Vec<Vec<f64>>> {
         manual_seed(1234);
         let m = small_cnn()?;
         let e = EmbeddingConfig::new(5, 3).init(&dev())?;

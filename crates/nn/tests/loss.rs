@@ -12,7 +12,7 @@ use liandan_nn::layers::Linear;
 use liandan_nn::loss::{BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss};
 use liandan_nn::{DType, Device, Forward, KlReduction, ModuleExt, Reduction, Tensor};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 
 /// Tolerances on `rel_err` (max abs error over the reference's max abs value, floor 1e-3),
 /// against references computed in float64. Measured maxima over every case: CPU 1.1e-7 (loss)
@@ -78,7 +78,7 @@ fn reduction(r: &str) -> Reduction {
 }
 
 /// The case's module applied to `x`, built as a user would from the table row.
-fn forward(row: &(&str, &str, &str, Option<i64>, f64, bool), f: &HashMap<String, Tensor>, x: &Tensor) -> liandan_nn::error::Result<Tensor> {
+fn forward(row: &(&str, &str, &str, Option<i64>, f64, bool), f: &HashMap<String, Tensor>, x: &Tensor) -> liandan_nn::Result<Tensor> {
     let &(name, module, red, ignore, smoothing, log_target) = row;
     let get = |k: &str| f.get(&format!("{name}.{k}")).cloned();
     let y = &get("target").unwrap();
@@ -158,7 +158,7 @@ fn losses_and_gradients_match_pytorch() -> R {
 /// Where p is exactly 0 or 1, PyTorch's BCE backward is `(p - y) / max(p (1 - p), 1e-12)`
 /// (up to 1e12); liandan's is the derivative of the clamped loss it computes: `1 - y` at
 /// p = 0 and `-y` at p = 1. Returns (got, want) with PyTorch's values replaced there by those.
-fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, torch: &Tensor) -> liandan_nn::error::Result<(Tensor, Tensor)> {
+fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, torch: &Tensor) -> liandan_nn::Result<(Tensor, Tensor)> {
     let (p, y, torch) = (p.to_vec_f64()?, y.to_vec_f64()?, torch.to_vec_f64()?);
     let gy = match gy {
         Some(g) => g.to_vec_f64()?,
@@ -185,7 +185,7 @@ fn edge_gradients(p: &Tensor, y: &Tensor, gy: Option<&Tensor>, got: &Tensor, tor
 #[test]
 fn vae_with_saturated_sigmoid_stays_finite() -> R {
     for dev in devices() {
-        let t = |v: Vec<f32>, s: &[usize]| -> liandan_nn::error::Result<Tensor> { Ok(Tensor::from_vec(v, s, &dev)?) };
+        let t = |v: Vec<f32>, s: &[usize]| -> liandan_nn::Result<Tensor> { Ok(Tensor::from_vec(v, s, &dev)?) };
         // Encoder outputs for 2 samples with 2 latent dims, log-variances from -10 to 10.
         let mu = t(vec![0.5, -1.0, 3.0, 0.0], &[2, 2])?.requires_grad_(true)?;
         let lv = t(vec![-10.0, 0.0, 10.0, -0.5], &[2, 2])?.requires_grad_(true)?;
@@ -260,8 +260,9 @@ fn weights_are_buffers_that_move_with_the_module() -> R {
         let x = Tensor::zeros(&[2, 3], DType::F32, &g)?;
         let loss = bcel.forward(&x, &x)?.to_vec_f64()?[0];
         assert!((loss - std::f64::consts::LN_2).abs() < 1e-6);
-        // A weight left on another device is an error, not a panic.
-        let ce_gpu = CrossEntropyLoss::new().with_weight(w);
+        // A weight left on another device is an error, not a panic. (Not `w`: bcel shares it,
+        // and its move took `w` along in place, as PyTorch's `module.to` moves a shared tensor.)
+        let ce_gpu = CrossEntropyLoss::new().with_weight(Tensor::ones(&[3], DType::F32, &Device::cpu())?);
         assert!(ce_gpu.forward(&x, &Tensor::zeros(&[2], DType::I64, &g)?).is_err());
     }
     Ok(())
@@ -319,5 +320,33 @@ fn functional_bce_with_logits_gradient_at_zero() -> R {
     let z = Tensor::zeros(&[1], DType::F32, &dev)?.requires_grad_(true)?;
     z.softplus()?.sum_all()?.backward()?;
     assert_eq!(z.grad().unwrap().to_vec::<f32>()?, [0.5]);
+    Ok(())
+}
+
+/// A class target outside `0..C` names the loss, the target and the number of classes (it
+/// used to surface as the gather inside the loss: "index 12 is out of range for an axis of
+/// size 10"). On the CPU, where the index check runs as the loss runs.
+#[test]
+fn a_class_target_out_of_range_names_the_loss_and_the_target() -> R {
+    let d = Device::cpu();
+    let x = Tensor::randn(&[2, 10], 3, DType::F32, &d)?;
+    let logp = x.log_softmax(1usize)?;
+    for bad in [12i64, -1] {
+        let y = Tensor::from_vec(vec![1i64, bad], &[2], &d)?;
+        let w = Tensor::ones(&[10], DType::F32, &d)?;
+        let cases: Vec<(&str, liandan_nn::error::Result<Tensor>)> = vec![
+            ("cross_entropy", x.cross_entropy(&y, Reduction::Mean).map_err(Into::into)),
+            ("nll_loss", logp.nll_loss(&y, Reduction::Mean).map_err(Into::into)),
+            ("cross_entropy", CrossEntropyLoss::new().forward(&x, &y)),
+            ("cross_entropy", CrossEntropyLoss::new().with_weight(w.clone()).forward(&x, &y)),
+            ("nll_loss", NLLLoss::new().forward(&logp, &y)),
+        ];
+        for (op, r) in cases {
+            let e = r.expect_err("an out-of-range target must be an error").to_string();
+            assert!(e.starts_with(op) && e.contains(&format!("target {bad} ")) && e.contains("10 classes"), "{e}");
+        }
+    }
+    let e = liandan_nn::zoo::build("mlp", &d)?.loss(&Tensor::zeros(&[1, 1024], DType::F32, &d)?, None).unwrap_err().to_string();
+    assert!(!e.contains("shape") && e.contains("mlp") && e.contains("class labels"), "{e}");
     Ok(())
 }

@@ -11,7 +11,7 @@ use common::{data_path, devices, fixture, rel_err};
 use liandan_nn::layers::{GRUConfig, LSTMConfig, Sequential, GRU, LSTM};
 use liandan_nn::{checkpoint, summary, DType, Device, Forward, Module, ModuleExt, Tensor};
 
-type R = liandan_nn::error::Result<()>;
+type R = liandan_nn::Result<()>;
 
 /// Tolerances on `rel_err` (max abs error over the reference's max abs value, floor 1e-3).
 /// Measured maxima over all fixtures, outputs, states and gradients: CPU 4.3e-7 (LSTM) and
@@ -256,14 +256,14 @@ fn dropout_between_layers_in_training_only() -> R {
 /// Lets the dropout test loop over both layer types.
 trait DropoutCheck {
     fn set_mode(&mut self, training: bool);
-    fn run(&self, x: &Tensor) -> liandan_nn::error::Result<Tensor>;
+    fn run(&self, x: &Tensor) -> liandan_nn::Result<Tensor>;
 }
 
 impl<M: Module + Forward> DropoutCheck for M {
     fn set_mode(&mut self, training: bool) {
         self.set_training(training);
     }
-    fn run(&self, x: &Tensor) -> liandan_nn::error::Result<Tensor> {
+    fn run(&self, x: &Tensor) -> liandan_nn::Result<Tensor> {
         self.forward(x)
     }
 }
@@ -288,7 +288,7 @@ fn bad_configs_are_errors() {
 fn bad_shapes_are_errors() -> R {
     let dev = Device::cpu();
     let z = |s: &[usize]| Tensor::zeros(s, DType::F32, &dev).unwrap();
-    let err = |r: liandan_nn::error::Result<Tensor>| r.unwrap_err().to_string();
+    let err = |r: liandan_nn::Result<Tensor>| r.unwrap_err().to_string();
     let lstm = LSTMConfig::new(5, 7).with_num_layers(2).init(&dev)?;
     let gru = GRUConfig::new(5, 7).with_batch_first(true).init(&dev)?;
 
@@ -347,11 +347,11 @@ fn shapes_sequential_and_summary() -> R {
 /// Central differences in float64 (`eps` = 1e-6) against backward, for every 3rd element of
 /// every parameter, the input and the initial states. The tolerance 1e-6 absolute plus 1e-5
 /// relative is some 100x the truncation and rounding error of the differences.
-fn check_finite_differences(what: &str, leaves: &[(String, Tensor)], loss: impl Fn() -> liandan_nn::error::Result<Tensor>) -> R {
+fn check_finite_differences(what: &str, leaves: &[(String, Tensor)], loss: impl Fn() -> liandan_nn::Result<Tensor>) -> R {
     loss()?.backward()?;
     let eps = 1e-6;
     let at = |t: &Tensor, vals: &[f64]| t.assign(&Tensor::from_f64s(vals, t.shape(), DType::F64, t.device())?);
-    let value = || -> liandan_nn::error::Result<f64> { Ok(liandan_nn::no_grad(&loss)?.item_f64()?) };
+    let value = || -> liandan_nn::Result<f64> { Ok(liandan_nn::no_grad(&loss)?.item_f64()?) };
     for (name, t) in leaves {
         let grad = t.grad().unwrap_or_else(|| panic!("{what} {name}: no gradient")).to_vec_f64()?;
         let mut vals = t.to_vec_f64()?;

@@ -4,7 +4,7 @@
 //! (and naming it once, e.g. `use liandan_backend_cpu as _;`) is all it takes to make its
 //! devices visible to [`Device::cpu`], [`Device::best`] and [`Device::all`].
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::backend::{Backend, DeviceKind};
 use crate::error::{Error, Result};
@@ -13,6 +13,8 @@ use crate::error::{Error, Result};
 #[derive(Clone)]
 pub struct Device {
     backend: Arc<dyn Backend>,
+    /// The same backend, recording every call while a profiling session runs.
+    profiled: Arc<crate::profile::Profiled>,
 }
 
 /// How a backend crate makes its devices known. See the module docs.
@@ -31,7 +33,7 @@ fn registry() -> &'static [Device] {
         let mut all = Vec::new();
         for p in inventory::iter::<BackendProvider> {
             for backend in (p.devices)() {
-                all.push(Device { backend });
+                all.push(Device::from_backend(backend));
             }
         }
         all
@@ -41,7 +43,8 @@ fn registry() -> &'static [Device] {
 impl Device {
     /// Wraps a backend instance that is not in the registry (tests, third-party backends).
     pub fn from_backend(backend: Arc<dyn Backend>) -> Device {
-        Device { backend }
+        let profiled = Arc::new(crate::profile::Profiled::new(backend.clone()));
+        Device { backend, profiled }
     }
 
     /// The CPU device.
@@ -67,19 +70,35 @@ impl Device {
         registry().iter().filter(|d| d.kind() != DeviceKind::Cpu).cloned().collect()
     }
 
-    /// The best device available: `LIANDAN_DEVICE` (`cpu`, `gpu`, `gpu:N`) if set, else a
-    /// discrete GPU, then an integrated one, then the CPU. A software GPU is used only when
-    /// asked for by name. An unusable `LIANDAN_DEVICE` is reported on stderr and ignored.
-    pub fn best() -> Device {
-        if let Ok(spec) = std::env::var("LIANDAN_DEVICE") {
-            match Device::parse(&spec) {
-                Ok(d) => return d,
-                Err(e) => eprintln!("liandan: ignoring LIANDAN_DEVICE={spec:?}: {e}"),
+    /// The device `LIANDAN_DEVICE` names (`cpu`, `gpu`, `gpu:N`), `None` when it is unset or
+    /// empty. A value that names no device here is an error naming the variable and the devices
+    /// that exist: an explicit request is never silently replaced by another device.
+    pub fn from_env() -> Result<Option<Device>> {
+        let spec = match std::env::var("LIANDAN_DEVICE") {
+            Ok(s) if s.trim().is_empty() => return Ok(None),
+            Ok(s) => s,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(raw)) => {
+                return Err(Error::Device(format!("LIANDAN_DEVICE={raw:?} is not valid text; set it to cpu, gpu or gpu:N, or unset it")))
             }
+        };
+        Device::parse(&spec).map(Some).map_err(|e| {
+            let found: Vec<String> = std::iter::once("cpu".to_string()).chain((0..Device::gpus().len()).map(|n| format!("gpu:{n}"))).collect();
+            Error::Device(format!("LIANDAN_DEVICE={spec:?}: {e}. Devices here: {}; set LIANDAN_DEVICE to one of them, or unset it", found.join(", ")))
+        })
+    }
+
+    /// The best device available: the one `LIANDAN_DEVICE` names if it is set (see
+    /// [`Device::from_env`]; naming a device that does not exist is an error), else a discrete
+    /// GPU, then an integrated one, then the CPU. A software GPU is used only when asked for by
+    /// name.
+    pub fn best() -> Result<Device> {
+        if let Some(d) = Device::from_env()? {
+            return Ok(d);
         }
         let mut candidates: Vec<Device> = registry().iter().filter(|d| d.kind() != DeviceKind::SoftwareGpu).cloned().collect();
         candidates.sort_by_key(|d| std::cmp::Reverse(d.kind()));
-        candidates.into_iter().next().unwrap_or_else(Device::cpu)
+        Ok(candidates.into_iter().next().unwrap_or_else(Device::cpu))
     }
 
     /// Parses `cpu`, `gpu` (the first GPU) or `gpu:N`.
@@ -101,8 +120,14 @@ impl Device {
         }
     }
 
+    /// The device's backend: the tensor layer's one way to its kernels (while a profiling
+    /// session runs, a wrapper that records each call: see [`crate::profile`]).
     pub fn backend(&self) -> &dyn Backend {
-        &*self.backend
+        if crate::profile::active() {
+            &*self.profiled
+        } else {
+            &*self.backend
+        }
     }
 
     pub fn kind(&self) -> DeviceKind {
@@ -115,7 +140,7 @@ impl Device {
 
     /// Waits until all work queued on this device has finished.
     pub fn synchronize(&self) -> Result<()> {
-        self.backend.synchronize()
+        self.backend().synchronize()
     }
 
     /// The caching allocator's statistics, where the backend has one.
@@ -149,6 +174,29 @@ impl Device {
     /// Facts about the device (name, API, type, features, limits, memory).
     pub fn describe(&self) -> Vec<(String, String)> {
         self.backend.describe()
+    }
+
+    /// A number naming this device's backend instance for as long as it lives (the same while
+    /// profiling, when [`Device::backend`] hands out a wrapper).
+    pub(crate) fn id(&self) -> usize {
+        Arc::as_ptr(&self.backend) as *const () as usize
+    }
+
+    /// This device as a `&'static` handle, which tensors hold (see `tensor::State`). Registry
+    /// devices are static already; a device made by [`Device::from_backend`] is leaked once, the
+    /// first time a tensor is put on it (a program makes few of those, tests mostly).
+    pub(crate) fn interned(&self) -> &'static Device {
+        if let Some(d) = registry().iter().find(|d| d.same(self)) {
+            return d;
+        }
+        static OTHERS: Mutex<Vec<&'static Device>> = Mutex::new(Vec::new());
+        let mut others = OTHERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = others.iter().find(|d| d.same(self)) {
+            return d;
+        }
+        let d: &'static Device = Box::leak(Box::new(self.clone()));
+        others.push(d);
+        d
     }
 
     pub fn same(&self, other: &Device) -> bool {

@@ -38,6 +38,10 @@ pub enum Error {
     #[error("{op}: index {index} is out of range for an axis of size {size}")]
     IndexOutOfRange { op: &'static str, index: i64, size: usize },
 
+    /// A class target of a loss outside `0..classes` (and not its `ignore_index`).
+    #[error("{op}: target {target} is not a class: the input has {classes} classes, 0 to {last}", last = *classes as i64 - 1)]
+    ClassOutOfRange { op: &'static str, target: i64, classes: usize },
+
     /// The host buffer does not hold as many elements as the shape needs.
     #[error("{op}: {got} elements given for shape {shape:?}, which holds {want}")]
     ElementCount { op: &'static str, got: usize, want: usize, shape: Vec<usize> },
@@ -58,6 +62,10 @@ pub enum Error {
     /// A backend failed while running a kernel (out of memory, device lost, ...).
     #[error("{backend}: {op}: {detail}")]
     Backend { backend: String, op: &'static str, detail: String },
+
+    /// The profiler was misused (stopped before it started) or could not write its trace.
+    #[error("profile: {0}")]
+    Profile(String),
 }
 
 /// `Result` with this crate's [`Error`].

@@ -14,6 +14,18 @@
 //! ([`FusedOp::LstmCellBackward`]), asked for and checked in the same way. A backend therefore
 //! never writes autograd code: it may override the forward, the backward, both, or neither.
 //!
+//! Update ops ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]): an optimizer's per-parameter
+//! step, which changes its operands rather than making new values. Their kernels keep the
+//! contract above (outputs are fresh buffers, holding the new contents of the inputs that
+//! [`FusedOp::updates`] names), and [`update`] swaps each into its tensor's storage, as
+//! [`Tensor::assign`] does. The old buffers go back to the allocator as soon as the swap
+//! drops them, so a step over many parameters holds one parameter's worth of extra state at
+//! a time and memory stays flat; a kernel never writes into a buffer that a view taken
+//! earlier, or a tensor saved for backward, still reads. Hyper-parameters that change per
+//! step (the lr a scheduler sets, the bias corrections of the host-side step count) travel
+//! in the op's value, which a GPU backend passes in its per-dispatch parameter block: no
+//! read-back and no new pipeline per value.
+//!
 //! `LIANDAN_FUSION=0` (read once, at the first fused op) turns every fused kernel off, so a
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
 
@@ -48,6 +60,76 @@ pub enum FusedOp {
     /// forward's output `[2, N, H]` (`h'`, `c'`) and its gradient `[2, N, H]` (`dh'`, `dc'`).
     /// Outputs: `dgates` `[N, 4H]` and `dc` `[N, H]`.
     LstmCellBackward,
+    /// Exact GELU ([`Tensor::gelu`]), `y = 0.5 x (1 + erf(x / sqrt 2))`, elementwise. Input:
+    /// `x`. Output: `y`, shaped like `x`.
+    Gelu,
+    /// The gradient of [`FusedOp::Gelu`], `dx = dy (Phi(x) + x phi(x))` with `Phi` the normal
+    /// CDF and `phi` its density. Inputs: `x`, `dy` (one shape). Output: `dx`.
+    GeluBackward,
+    /// One `torch.optim.Adam` / `AdamW` step of one parameter tensor (an update op: see the
+    /// module docs). Inputs: `param`, `grad`, `exp_avg`, `exp_avg_sq`, then `max_exp_avg_sq`
+    /// with `amsgrad`, all of one shape. Outputs: the new `param`, `exp_avg`, `exp_avg_sq`
+    /// (and `max_exp_avg_sq`), computed in the order of the composite (`liandan-train`'s
+    /// `AdamConfig::update`, its oracle):
+    ///
+    /// ```text
+    /// g = maximize ? -grad : grad
+    /// p = decoupled ? param * (1 - lr wd) : param;  g = decoupled ? g : g + param wd
+    /// exp_avg' = lerp(exp_avg, g, 1 - beta1);  exp_avg_sq' = exp_avg_sq beta2 + g (1 - beta2) g
+    /// second = amsgrad ? max(max_exp_avg_sq, exp_avg_sq') : exp_avg_sq'
+    /// param' = p + exp_avg' / (sqrt(second) / sqrt(1 - beta2^step) + eps) * -(lr / (1 - beta1^step))
+    /// ```
+    AdamStep(AdamStep),
+    /// One `torch.optim.SGD` step of one parameter tensor (an update op). Inputs: `param`,
+    /// `grad`, then `momentum_buffer` when `momentum != 0` (on the `first` step its contents
+    /// are not read: the buffer starts at the gradient, as in PyTorch). Outputs: the new
+    /// `param`, then the new `momentum_buffer`. The composite is `SgdConfig::update`:
+    ///
+    /// ```text
+    /// g = (maximize ? -grad : grad) + param wd
+    /// buf' = first ? g : buf momentum + g (1 - dampening)
+    /// param' = param - (nesterov ? g + buf' momentum : buf') lr      (momentum != 0)
+    /// param' = param - g lr                                          (momentum == 0)
+    /// ```
+    SgdStep(SgdStep),
+}
+
+/// The hyper-parameters of one [`FusedOp::AdamStep`], as `torch.optim.Adam` names them;
+/// `step` counts this step (1 for the first).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub step: u64,
+    pub amsgrad: bool,
+    pub maximize: bool,
+    /// AdamW's decay (the parameter shrunk) rather than Adam's (an L2 term in the gradient).
+    pub decoupled_weight_decay: bool,
+}
+
+impl AdamStep {
+    /// `(lr / (1 - beta1^step), sqrt(1 - beta2^step))`: the step size and the second moment's
+    /// bias correction, in f64 on the host as PyTorch's default (non-capturable) path has them.
+    pub fn corrections(&self) -> (f64, f64) {
+        let step = self.step as f64;
+        (self.lr / (1.0 - self.beta1.powf(step)), (1.0 - self.beta2.powf(step)).powf(0.5))
+    }
+}
+
+/// The hyper-parameters of one [`FusedOp::SgdStep`], as `torch.optim.SGD` names them; `first`
+/// marks the step that starts the momentum buffer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdStep {
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub weight_decay: f64,
+    pub nesterov: bool,
+    pub maximize: bool,
+    pub first: bool,
 }
 
 impl FusedOp {
@@ -56,14 +138,31 @@ impl FusedOp {
         match self {
             FusedOp::LstmCell => "lstm_cell",
             FusedOp::LstmCellBackward => "lstm_cell_backward",
+            FusedOp::Gelu => "gelu",
+            FusedOp::GeluBackward => "gelu_backward",
+            FusedOp::AdamStep(_) => "adam_step",
+            FusedOp::SgdStep(_) => "sgd_step",
+        }
+    }
+
+    /// For an update op, the inputs whose new contents its outputs are, in output order;
+    /// empty for the others.
+    pub fn updates(&self) -> Vec<usize> {
+        match self {
+            FusedOp::AdamStep(a) if a.amsgrad => vec![0, 2, 3, 4],
+            FusedOp::AdamStep(_) => vec![0, 2, 3],
+            FusedOp::SgdStep(s) if s.momentum != 0.0 => vec![0, 2],
+            FusedOp::SgdStep(_) => vec![0],
+            _ => Vec::new(),
         }
     }
 
     /// How many buffers the op returns.
     pub fn outputs(&self) -> usize {
         match self {
-            FusedOp::LstmCell => 1,
+            FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
             FusedOp::LstmCellBackward => 2,
+            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) => self.updates().len(),
         }
     }
 }
@@ -145,6 +244,25 @@ pub(crate) fn try_fused(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<Vec<S
                 op: op.name(),
                 detail: format!("the fused kernel returned {} buffers; the op has {}", outs.len(), op.outputs()),
             })
+        }
+    }))
+}
+
+/// Runs the update op `op` (see the module docs) on `inputs` where their device has a kernel
+/// for it, and swaps its outputs into the inputs it updates. `None` when fusion is off, the
+/// backend has no kernel, or an operand is not what the kernel takes (every input contiguous,
+/// of one shape, dtype and device; every updated one owning its storage from offset 0): the
+/// caller then runs its composite.
+pub fn update(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<()>> {
+    let first = inputs.first()?;
+    let targets = op.updates();
+    let fits = |t: &&Tensor| t.is_contiguous() && t.shape() == first.shape() && t.dtype() == first.dtype() && t.device() == first.device();
+    if targets.is_empty() || !inputs.iter().all(fits) || targets.iter().any(|&k| inputs.get(k).is_none_or(|t| t.layout().offset() != 0)) {
+        return None;
+    }
+    Some(try_fused(op, inputs)?.map(|outs| {
+        for (k, storage) in targets.into_iter().zip(outs) {
+            inputs[k].replace_storage(storage);
         }
     }))
 }

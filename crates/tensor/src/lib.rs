@@ -28,6 +28,7 @@ pub mod fused;
 pub mod layout;
 pub mod observe;
 mod ops;
+pub mod profile;
 pub mod rng;
 mod tensor;
 
@@ -40,7 +41,7 @@ pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
-pub use fused::{fusion_enabled, no_fusion, FusedOp, NoFusionGuard};
+pub use fused::{fusion_enabled, no_fusion, AdamStep, FusedOp, NoFusionGuard, SgdStep};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;

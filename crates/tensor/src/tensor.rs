@@ -1,7 +1,7 @@
 //! The [`Tensor`] type: a strided view of backend storage, plus its place in the autograd graph.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::autograd::{self, GradFn, Node};
 use crate::backend::{Distribution, Storage, Strided};
@@ -14,20 +14,29 @@ use crate::layout::{check_shape, Layout, MAX_ELEMENTS};
 ///
 /// Views (`reshape`, `permute`, `narrow`, `expand`, ...) share storage with their source. Ops
 /// never write into an existing tensor; [`Tensor::assign`] swaps in new contents, which is how
-/// optimizers update parameters.
+/// optimizers update parameters, and [`Tensor::move_to_`] / [`Tensor::cast_`] move a leaf to
+/// another device or dtype in place, which is how a module moves its parameters.
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<Inner>);
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
-    pub(crate) storage: RwLock<Storage>,
     pub(crate) layout: Layout,
-    pub(crate) dtype: DType,
-    pub(crate) device: Device,
+    pub(crate) state: RwLock<State>,
     /// Set by the user on leaves; non-leaves require grad by having a `node`.
     pub(crate) requires_grad: AtomicBool,
     pub(crate) grad: Mutex<Option<Tensor>>,
     pub(crate) node: Option<Arc<Node>>,
+}
+
+/// What an in-place move changes together, under one lock: a parameter keeps its identity (its
+/// `Arc`, gradient and graph edges) when its module moves, as PyTorch's `module.to(..)` keeps
+/// its Parameter objects, so handles taken before the move (an optimizer's) stay live. The
+/// device is `&'static` so that [`Tensor::device`] can still hand out a reference.
+pub(crate) struct State {
+    pub(crate) storage: Storage,
+    pub(crate) dtype: DType,
+    pub(crate) device: &'static Device,
 }
 
 /// The element count of a new tensor of `shape` and `dtype`, checked before a backend is asked
@@ -43,19 +52,23 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize], dtype: DType) -> 
     Ok(numel)
 }
 
+/// All of a storage as one contiguous run: what an in-place move copies, so that the tensor's
+/// layout (offset, strides) means the same in the new storage.
+fn whole_storage(state: &State) -> Layout {
+    Layout::contiguous(&[state.storage.size_in_bytes() / state.dtype.size_in_bytes()])
+}
+
 fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Tensor {
-    pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType, device: Device, node: Option<Arc<Node>>) -> Tensor {
+    pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType, device: &Device, node: Option<Arc<Node>>) -> Tensor {
         Tensor(Arc::new(Inner {
             id: next_id(),
-            storage: RwLock::new(storage),
             layout,
-            dtype,
-            device,
+            state: RwLock::new(State { storage, dtype, device: device.interned() }),
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(None),
             node,
@@ -81,7 +94,7 @@ impl Tensor {
                 (record.then(|| Arc::new(Node::new(rule, inputs.iter().map(|t| (*t).clone()).collect()))), Some(name))
             }
         };
-        let out = Tensor::from_parts(storage, layout, dtype, device.clone(), node);
+        let out = Tensor::from_parts(storage, layout, dtype, device, node);
         if let Some(name) = name {
             crate::observe::notify(name, inputs, &out);
         }
@@ -98,7 +111,7 @@ impl Tensor {
             return Err(Error::ElementCount { op: "from_slice", got: data.len(), want, shape: shape.to_vec() });
         }
         let storage = device.backend().from_host(bytemuck::cast_slice(data), T::DTYPE)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), T::DTYPE, device.clone(), None))
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), T::DTYPE, device, None))
     }
 
     /// Like [`Tensor::from_slice`], taking ownership.
@@ -113,13 +126,13 @@ impl Tensor {
             return Err(Error::ElementCount { op: "from_f64s", got: data.len(), want, shape: shape.to_vec() });
         }
         let storage = device.backend().from_host(&f64_to_bytes(data, dtype), dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
     }
 
     /// Every element equal to `value`.
     pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
         let storage = device.backend().full(checked_numel("full", shape, dtype)?, value, dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
     }
 
     pub fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
@@ -178,7 +191,7 @@ impl Tensor {
             }
         }
         let storage = device.backend().random(dist, numel, seed, dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device.clone(), None))
+        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
     }
 
     /// Uniform on `[low, high)`.
@@ -217,11 +230,17 @@ impl Tensor {
     }
 
     pub fn dtype(&self) -> DType {
-        self.0.dtype
+        self.state().dtype
     }
 
-    pub fn device(&self) -> &Device {
-        &self.0.device
+    pub fn device(&self) -> &'static Device {
+        self.state().device
+    }
+
+    /// The in-place state, read-locked; never held across another call on this tensor (a
+    /// second read behind a waiting writer would deadlock).
+    fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.0.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn layout(&self) -> &Layout {
@@ -237,14 +256,38 @@ impl Tensor {
         self.0.id
     }
 
-    pub(crate) fn storage(&self) -> Storage {
-        self.0.storage.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The buffer this tensor views, shared with its views and clones. A backend downcasts it
+    /// ([`crate::BackendStorage::as_any`]) and reads it through [`Tensor::layout`]: how
+    /// `liandan-backend-cpu` lends a tensor to `ndarray` without copying.
+    pub fn storage(&self) -> Storage {
+        self.state().storage.clone()
     }
 
-    /// Runs `f` with a [`Strided`] view of this tensor.
+    /// A tensor viewing `storage` through `layout`, outside the autograd graph: how a backend
+    /// hands a buffer it built (from an `ndarray` array, say) to the user without copying.
+    /// `storage` must come from `device`'s backend (kernels treat foreign storage as a broken
+    /// invariant). Errors if `layout` reaches past the end of `storage`.
+    pub fn from_storage(storage: Storage, layout: Layout, dtype: DType, device: &Device) -> Result<Tensor> {
+        checked_numel("from_storage", layout.shape(), dtype)?;
+        let elements = storage.size_in_bytes() / dtype.size_in_bytes();
+        // In u128, so that absurd strides are this error rather than an overflow.
+        let last: u128 = layout.shape().iter().zip(layout.strides()).map(|(&d, &s)| d.saturating_sub(1) as u128 * s as u128).sum();
+        if layout.numel() > 0 && layout.offset() as u128 + last >= elements as u128 {
+            let detail =
+                format!("the layout (strides {:?}, offset {}) reaches past a buffer of {elements} {dtype} elements", layout.strides(), layout.offset());
+            return Err(Error::bad_shape("from_storage", layout.shape(), detail));
+        }
+        Ok(Tensor::from_parts(storage, layout, dtype, device, None))
+    }
+
+    /// Runs `f` with a [`Strided`] view of this tensor (storage and dtype read together, so a
+    /// concurrent [`Tensor::cast_`] cannot pair one with the other).
     pub(crate) fn with_strided<R>(&self, f: impl FnOnce(Strided) -> R) -> R {
-        let storage = self.storage();
-        f(Strided { storage: &*storage, layout: &self.0.layout, dtype: self.0.dtype })
+        let (storage, dtype) = {
+            let s = self.state();
+            (s.storage.clone(), s.dtype)
+        };
+        f(Strided { storage: &*storage, layout: &self.0.layout, dtype })
     }
 
     // ---- host read-back -------------------------------------------------------------------
@@ -309,13 +352,71 @@ impl Tensor {
         }
         let value = value.contiguous()?;
         let new = if value.0.layout.offset() == 0 { value.storage() } else { value.with_strided(|s| self.device().backend().copy(s))? };
-        *self.0.storage.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.replace_storage(new);
         Ok(())
+    }
+
+    /// Moves this leaf to `device` in place: the same tensor (its id, `requires_grad` flag,
+    /// every clone of its handle) holds its storage on `device` afterwards, and its gradient
+    /// moves with it. This is what `Module::to_device` does to each parameter, so an optimizer
+    /// built before the move still trains, as after `module.to(device)` in PyTorch. Views taken
+    /// earlier keep the old storage. A result of a recorded op cannot move in place (its graph
+    /// points at the old device): use [`Tensor::to_device`].
+    pub fn move_to_(&self, device: &Device) -> Result<()> {
+        self.check_in_place("move_to_")?;
+        let grad = self.grad().map(|g| autograd::no_grad(|| g.to_device(device))).transpose()?;
+        {
+            let mut state = self.0.state.write().unwrap_or_else(|e| e.into_inner());
+            if state.device == device {
+                return Ok(());
+            }
+            let layout = whole_storage(&state);
+            let bytes = state.device.backend().to_host(Strided { storage: &*state.storage, layout: &layout, dtype: state.dtype })?;
+            state.storage = device.backend().from_host(&bytes, state.dtype)?;
+            state.device = device.interned();
+        }
+        self.set_grad(grad);
+        Ok(())
+    }
+
+    /// Converts this leaf to `dtype` in place, as [`Tensor::move_to_`] moves it: the same
+    /// tensor holds the converted values afterwards, and so does its gradient. A tensor that
+    /// requires grad must stay floating-point.
+    pub fn cast_(&self, dtype: DType) -> Result<()> {
+        self.check_in_place("cast_")?;
+        if self.requires_grad() && !dtype.is_float() {
+            return Err(Error::dtype("cast_", dtype, "a tensor that requires grad must stay floating-point"));
+        }
+        let grad = self.grad().map(|g| autograd::no_grad(|| g.to_dtype(dtype))).transpose()?;
+        {
+            let mut state = self.0.state.write().unwrap_or_else(|e| e.into_inner());
+            if state.dtype == dtype {
+                return Ok(());
+            }
+            let layout = whole_storage(&state);
+            state.storage = state.device.backend().cast(Strided { storage: &*state.storage, layout: &layout, dtype: state.dtype }, dtype)?;
+            state.dtype = dtype;
+        }
+        self.set_grad(grad);
+        Ok(())
+    }
+
+    fn check_in_place(&self, op: &'static str) -> Result<()> {
+        if self.0.node.is_some() {
+            return Err(Error::Autograd(format!("{op}: only a leaf tensor can change device or dtype in place; this one was computed by an op")));
+        }
+        Ok(())
+    }
+
+    /// Swaps in `storage` (this tensor's shape and dtype, on its device, as the caller has
+    /// checked): [`Tensor::assign`]'s last step, and how fused update ops land.
+    pub(crate) fn replace_storage(&self, storage: Storage) {
+        self.0.state.write().unwrap_or_else(|e| e.into_inner()).storage = storage;
     }
 
     /// A tensor sharing this one's storage, cut from the graph.
     pub fn detach(&self) -> Tensor {
-        Tensor::from_parts(self.storage(), self.0.layout.clone(), self.dtype(), self.device().clone(), None)
+        Tensor::from_parts(self.storage(), self.0.layout.clone(), self.dtype(), self.device(), None)
     }
 
     // ---- autograd state -------------------------------------------------------------------

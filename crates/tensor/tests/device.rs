@@ -9,7 +9,7 @@ fn cpu_is_registered_and_best_falls_back_to_it() {
     assert_eq!(cpu.kind(), DeviceKind::Cpu);
     assert!(Device::all().iter().any(|d| d.same(&cpu)));
     if Device::gpus().is_empty() && std::env::var("LIANDAN_DEVICE").is_err() {
-        assert_eq!(Device::best(), cpu);
+        assert_eq!(Device::best().unwrap(), cpu);
     }
 }
 
@@ -38,4 +38,34 @@ fn tensors_move_between_devices_and_keep_gradients() {
     assert_eq!(x.grad().unwrap().to_vec::<f32>().unwrap(), vec![2.0 * n; 3]);
     let h = Tensor::zeros(&[2], DType::F16, &cpu).unwrap();
     assert!(h.to_vec::<f32>().is_err(), "to_vec with the wrong element type is an error");
+}
+
+/// `LIANDAN_DEVICE` is read by a child run of this test (environment variables are process-wide,
+/// and setting one here would race the other tests): a name that matches no device is an
+/// error naming the variable and the devices there are; empty means unset.
+#[test]
+fn liandan_device_naming_no_device_is_an_error() {
+    const TEST: &str = "liandan_device_naming_no_device_is_an_error";
+    if let Ok(value) = std::env::var("LIANDAN_DEVICE_TEST_CHILD") {
+        if value.is_empty() {
+            assert!(Device::from_env().unwrap().is_none(), "an empty LIANDAN_DEVICE is unset");
+            assert!(Device::best().is_ok());
+            return;
+        }
+        let err = Device::from_env().unwrap_err().to_string();
+        assert!(err.contains(&format!("LIANDAN_DEVICE={value:?}")) && err.contains("Devices here: cpu"), "{err}");
+        assert_eq!(Device::best().unwrap_err().to_string(), err, "best() must not fall back to another device");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    for value in ["", "gpu:7", "gpu:x", "tpu"] {
+        let o = std::process::Command::new(&exe)
+            .args(["--exact", TEST, "--nocapture", "--test-threads", "1"])
+            .env("LIANDAN_DEVICE", value)
+            .env("LIANDAN_DEVICE_TEST_CHILD", value)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && out.contains("1 passed"), "LIANDAN_DEVICE={value:?}:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    }
 }

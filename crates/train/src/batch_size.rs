@@ -34,7 +34,7 @@ pub struct BatchSizeReport {
 }
 
 fn is_oom(e: &Error) -> bool {
-    matches!(e, Error::Tensor(liandan_nn::Error::OutOfMemory { .. }) | Error::Nn(liandan_nn::error::Error::Tensor(liandan_nn::Error::OutOfMemory { .. })))
+    matches!(e, Error::Tensor(liandan_nn::TensorError::OutOfMemory { .. }) | Error::Nn(liandan_nn::Error::Tensor(liandan_nn::TensorError::OutOfMemory { .. })))
 }
 
 /// Grows the batch from `start` (doubling, up to `max`) while `step(batch)` succeeds, then

@@ -56,7 +56,7 @@ pub enum Error {
 
     /// A module or checkpoint operation failed.
     #[error(transparent)]
-    Nn(#[from] liandan_nn::error::Error),
+    Nn(#[from] liandan_nn::Error),
 
     /// A tensor operation failed.
     #[error(transparent)]

@@ -1,13 +1,14 @@
 //! What an optimizer step costs in kernel launches, counted by a backend that wraps the CPU
 //! and counts every kernel-trait call. Each call is at least one dispatch on the wgpu
 //! backend (which batches them into one submission), so these are the GPU's launch counts.
+//! A fused kernel counts one launch, as it is one dispatch on the wgpu backend.
 //! `cargo test -p liandan-train --test dispatches -- --nocapture` prints them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
-use liandan_nn::{manual_seed, zoo, Backend, DType, Device, DeviceKind, Distribution, ModuleExt, Result, Storage, Strided};
+use liandan_nn::{manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, TensorResult as Result};
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
 /// The CPU backend, counting kernel launches (host copies are not launches).
@@ -94,6 +95,11 @@ impl Backend for Counting {
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
         self.hit().concat(parts, dim)
     }
+    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let out = self.inner.backend().fused(op, inputs)?;
+        self.launches.fetch_add(1, Ordering::Relaxed);
+        Some(out)
+    }
 }
 
 /// Launches of the second step (the first also creates the state) over resnet18's parameters.
@@ -113,13 +119,33 @@ fn launches_per_step(make: impl FnOnce(Vec<(String, liandan_nn::Tensor)>) -> Box
     (params.len(), counting.launches.load(Ordering::Relaxed) - before)
 }
 
-/// The composite updates cost a fixed number of launches per parameter tensor, counted here
-/// so that a change that adds launches shows. A fused update kernel brings each to one.
+fn adam(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
+    Box::new(Adam::new(p, AdamConfig::adam(1e-3)).unwrap())
+}
+
+fn sgd(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
+    Box::new(Sgd::new(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap())
+}
+
+/// A fused update ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]) is one launch per parameter
+/// tensor, whatever the options, with nothing else in the step.
 #[test]
-fn launches_of_a_resnet18_step() {
-    let (n, adam) = launches_per_step(|p| Box::new(Adam::new(p, AdamConfig::adam(1e-3)).unwrap()));
-    let (_, sgd) = launches_per_step(|p| Box::new(Sgd::new(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap()));
-    println!("resnet18 ({n} parameter tensors): Adam step {adam} launches, SGD momentum + weight decay step {sgd} launches");
+fn launches_of_a_fused_resnet18_step() {
+    let (n, adam) = launches_per_step(adam);
+    let (_, sgd) = launches_per_step(sgd);
+    println!("resnet18 ({n} parameter tensors), fused: Adam step {adam} launches, SGD momentum + weight decay step {sgd} launches");
+    assert_eq!(n, 62);
+    assert_eq!(adam, n as u64);
+    assert_eq!(sgd, n as u64);
+}
+
+/// The composite updates (`LIANDAN_FUSION=0`) cost a fixed number of launches per parameter
+/// tensor, counted here so that a change that adds launches shows.
+#[test]
+fn launches_of_a_composite_resnet18_step() {
+    let (n, adam) = no_fusion(|| launches_per_step(adam));
+    let (_, sgd) = no_fusion(|| launches_per_step(sgd));
+    println!("resnet18 ({n} parameter tensors), composite: Adam step {adam} launches, SGD momentum + weight decay step {sgd} launches");
     assert_eq!(n, 62);
     // Adam: lerp 3, second moment 4, denominator 3, update 3; plus the step's two new scalars.
     assert_eq!(adam, 13 * n as u64 + 2);

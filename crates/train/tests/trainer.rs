@@ -1,5 +1,8 @@
 //! `Trainer::fit` on a tiny model and a tiny synthetic problem, on the CPU: it learns, writes
-//! its files, stops early, reports a non-finite loss by epoch and step, and resumes bit for bit.
+//! its files, stops early, reports a non-finite loss by epoch and step, and resumes bit for bit
+//! (on the CPU, and on the GPU when there is one).
+
+mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,7 +34,11 @@ impl Dataset for Blobs {
 
 /// `n` blobs in batches of 16 on the CPU, shuffled by seed 3 when `shuffle`.
 fn loader(n: usize, shuffle: bool) -> DataLoader {
-    let l = DataLoader::new(Blobs(n), 16, &Device::cpu()).unwrap();
+    loader_on(&Device::cpu(), n, shuffle)
+}
+
+fn loader_on(dev: &Device, n: usize, shuffle: bool) -> DataLoader {
+    let l = DataLoader::new(Blobs(n), 16, dev).unwrap();
     if shuffle {
         l.shuffle(3)
     } else {
@@ -50,8 +57,11 @@ fn model(dev: &Device) -> Sequential {
 
 /// A trainer of a fresh model (always the same initial weights) with Adam and StepLR.
 fn trainer(callback: Recorder) -> Trainer<Sequential> {
-    let dev = Device::cpu();
-    let m = model(&dev);
+    trainer_on(&Device::cpu(), callback)
+}
+
+fn trainer_on(dev: &Device, callback: Recorder) -> Trainer<Sequential> {
+    let m = model(dev);
     let mut opt = Adam::new(m.named_parameters(), AdamConfig::adam(0.01)).unwrap();
     let sched = StepLR::new(&mut opt, 1, 0.9).unwrap();
     Trainer::new(m, |out, y| Ok(out.cross_entropy(y, Reduction::Mean)?), opt)
@@ -133,11 +143,24 @@ fn fit_learns_and_writes_checkpoints_history_and_plot() {
 
 #[test]
 fn a_run_resumed_mid_epoch_matches_the_uninterrupted_run_bit_for_bit() {
+    resumed_run_matches_bit_for_bit(&Device::cpu());
+}
+
+/// The GPU runs the same kernels in the same order either way, and its dropout masks come from
+/// the checkpointed generator state, so the resumed run is bit for bit the same there too.
+#[test]
+fn a_run_resumed_mid_epoch_on_the_gpu_matches_the_uninterrupted_run_bit_for_bit() {
+    if let Some(gpu) = common::gpu() {
+        resumed_run_matches_bit_for_bit(&gpu);
+    }
+}
+
+fn resumed_run_matches_bit_for_bit(dev: &Device) {
     let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let straight_dir = tempfile::tempdir().unwrap();
     let straight = Recorder::default();
-    let mut a = trainer(straight.clone());
-    let ha = a.fit(&loader(100, true), Some(&loader(30, false)), &config(3, straight_dir.path())).unwrap();
+    let mut a = trainer_on(dev, straight.clone());
+    let ha = a.fit(&loader_on(dev, 100, true), Some(&loader_on(dev, 30, false)), &config(3, straight_dir.path())).unwrap();
 
     // Stopped after step 11 (the flag is set as step 10's loss is read, and seen after the
     // next step): epoch 2, step 4 of 7. Then resumed by a fresh process's worth
@@ -147,22 +170,22 @@ fn a_run_resumed_mid_epoch_matches_the_uninterrupted_run_bit_for_bit() {
     let first = Recorder { stop: Some((flag.clone(), 10)), ..Default::default() };
     let mut c = config(3, dir.path());
     c.stop = Some(flag);
-    let err = trainer(first.clone()).fit(&loader(100, true), Some(&loader(30, false)), &c).unwrap_err();
-    assert!(matches!(err, Error::Interrupted { epoch: 2, step: 4, saved: Some(_) }), "{err}");
+    let err = trainer_on(dev, first.clone()).fit(&loader_on(dev, 100, true), Some(&loader_on(dev, 30, false)), &c).unwrap_err();
+    assert!(matches!(err, Error::Interrupted { epoch: 2, step: 4, saved: Some(_) }), "{dev}: {err}");
     let second = Recorder::default();
-    let mut b = trainer(second.clone());
+    let mut b = trainer_on(dev, second.clone());
     let mut c = config(3, dir.path());
     c.resume = true;
-    let hb = b.fit(&loader(100, true), Some(&loader(30, false)), &c).unwrap();
+    let hb = b.fit(&loader_on(dev, 100, true), Some(&loader_on(dev, 30, false)), &c).unwrap();
 
     let mut resumed = first.losses.lock().unwrap().clone();
     resumed.extend(second.losses.lock().unwrap().iter().copied());
     let bits = |v: &[(u64, f64)]| v.iter().map(|(s, l)| (*s, l.to_bits())).collect::<Vec<_>>();
-    assert_eq!(bits(&resumed), bits(&straight.losses.lock().unwrap()));
-    assert_eq!(weights(&b), weights(&a));
+    assert_eq!(bits(&resumed), bits(&straight.losses.lock().unwrap()), "{dev}");
+    assert_eq!(weights(&b), weights(&a), "{dev}");
     // The history (time aside) is the same too, including the interrupted epoch's training loss.
     for col in ["loss", "acc", "val_loss", "val_acc", "lr"] {
-        assert_eq!(ha.column(col), hb.column(col), "{col}");
+        assert_eq!(ha.column(col), hb.column(col), "{dev}: {col}");
     }
 }
 
@@ -239,4 +262,19 @@ fn top_k_counts_the_label_among_the_k_highest_scores() {
     top2.update(&out, &y).unwrap();
     assert_eq!(top1.compute().unwrap(), 1.0 / 3.0);
     assert_eq!(top2.compute().unwrap(), 2.0 / 3.0);
+}
+
+/// The longest legal file name (255 bytes): the temporary file of an atomic write must not be
+/// named after it (that added about 12 bytes and failed with "File name too long").
+#[test]
+fn a_plot_saves_under_a_file_name_of_255_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = History::default();
+    for epoch in 1..=3 {
+        h.push(&[("epoch".to_string(), epoch as f64), ("loss".to_string(), 1.0 / epoch as f64)]);
+    }
+    let name = format!("{}.png", "h".repeat(255 - ".png".len()));
+    liandan_train::trainer::plot_history(&h, &dir.path().join(&name)).unwrap();
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(entries, [name]);
 }

@@ -94,3 +94,30 @@ fn mnist_cnn_steps_on_the_gpu_without_fallbacks() {
     assert_eq!(opt.param_groups()[0].lr, 1.0 * 0.7 * 0.7);
     assert!(gpu.fallback_report().is_empty(), "ops fell back to the CPU: {:?}", gpu.fallback_report());
 }
+
+/// An optimizer built before the model moves still trains it: `to_dtype` and `to_device` move
+/// the parameters in place (as PyTorch's `model.to(..)` keeps its Parameter objects), so the
+/// optimizer's handles are still the model's.
+#[test]
+fn an_optimizer_built_before_a_move_still_trains() {
+    let targets = std::iter::once((Device::cpu(), DType::F64)).chain(common::gpu().map(|g| (g, DType::F32)));
+    for (device, dtype) in targets {
+        let _seed = SEED.lock().unwrap_or_else(|e| e.into_inner());
+        manual_seed(0);
+        let mut model = zoo::build("mlp", &Device::cpu()).unwrap();
+        let mut opt = Sgd::new(model.named_parameters(), SgdConfig { lr: 0.05, momentum: 0.9, ..SgdConfig::default() }).unwrap();
+        model.to_device(&device).unwrap();
+        model.to_dtype(dtype).unwrap();
+        let (x, y) = separable(4, &device);
+        let x = x.to_dtype(dtype).unwrap();
+        let mut losses = Vec::new();
+        for _ in 0..8 {
+            opt.zero_grad();
+            let loss = model.loss(&x, Some(&y)).unwrap();
+            losses.push(loss.item_f64().unwrap());
+            loss.backward().unwrap();
+            opt.step().unwrap();
+        }
+        assert!(losses[7] < 0.5 * losses[0], "{device} {dtype}: the loss should fall by half in 8 steps: {losses:?}");
+    }
+}

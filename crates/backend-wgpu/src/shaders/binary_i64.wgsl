@@ -1,26 +1,15 @@
-// out = a + b or a - b on 64-bit two's-complement integers held as vec2<u32> (low word, high
-// word), wrapping as PyTorch's int64 does; the op is substituted for {{EXPR}}. (BatchNorm's
-// `num_batches_tracked += 1` is the one i64 arithmetic a training step does; without this it
-// went to the CPU every step.)
+// out = op_(a, b) on 64-bit two's-complement integers held as vec2<u32> (low word, high
+// word), wrapping as PyTorch's int64 does; `op_` is binary/add_i64.wgsl or sub_i64.wgsl.
+// (BatchNorm's `num_batches_tracked += 1` is the one i64 arithmetic a training step does;
+// without this it went to the CPU every step.)
 
 @group(0) @binding(1) var<storage, read> lhs: array<S_x>;
 @group(0) @binding(2) var<storage, read> rhs: array<S_x>;
 @group(0) @binding(3) var<storage, read_write> out: array<S_x>;
 
-fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-    let lo = a.x + b.x;
-    return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
-}
-
-fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
-    return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let a = lhs[offset_of(i, 0u)];
-    let b = rhs[offset_of(i, 1u)];
-    out[i] = {{EXPR}};
+    out[i] = op_(lhs[offset_of(i, 0u)], rhs[offset_of(i, 1u)]);
 }

@@ -12,27 +12,28 @@
 // B, K, N and offset at [8..12]; [12] / [13]: whether the scalar loaders of a / b walk along M /
 // N rather than K (whichever has the smaller stride, for coalesced reads); [14] S, [15] KS.
 //
-// Substituted per kernel: ACCESS, the bindings and their fetch/store functions (vec4 or scalar
-// elements); H and PAD, the tile; A_LOAD and B_LOAD, which loaders stage the slices (a_k_ /
-// b_k_: vec4s along K; a_m_: along M; b_n_: along N; a_g_ / b_g_: scalars through any strides);
-// OUT4, whether y is written in vec4s; UNROLL, whether the inner loop is unrolled by hand.
+// Chosen per kernel: the bindings and their fetch_a / fetch_b / store_y functions (vec4 or
+// scalar elements; parts from matmul/ before this file), and the constants H and PAD, the tile;
+// A_LOAD and B_LOAD, which loaders stage the slices (LOAD_K: a_k_ / b_k_, vec4s along K;
+// LOAD_OUTER: a_m_ along M, b_n_ along N; LOAD_STRIDED: a_g_ / b_g_, scalars through any
+// strides); OUT4, whether y is written in vec4s; UNROLL, whether the inner loop is unrolled by
+// hand.
 
-const H: u32 = {{H}}u;
+const LOAD_K: u32 = 0u;
+const LOAD_OUTER: u32 = 1u;
+const LOAD_STRIDED: u32 = 2u;
 const BM: u32 = 64u * H;
 const BN: u32 = 64u * H;
 const BK: u32 = 16u;
 // vec4s of a staged slice per invocation (1 or 2), and per row of workgroup memory (one of
 // padding where it fits, to spread the transposing stores of the K-major loaders over banks).
 const PV: u32 = BM * BK / 1024u;
-const STR: u32 = BM / 4u + {{PAD}}u;
-const OUT4: bool = {{OUT4}};
-const UNROLL: bool = {{UNROLL}};
+const STR: u32 = BM / 4u + PAD;
 
 // Slices stored K-major: as[k * STR + m / 4][m % 4] = a[m0 + m, k0 + k], likewise bs for n.
 var<workgroup> as_: array<vec4<C_x>, BK * STR>;
 var<workgroup> bs_: array<vec4<C_x>, BK * STR>;
 
-{{ACCESS}}
 
 // The end of the K range of the tile being computed; loads past it read zeros.
 var<private> kend: u32;
@@ -178,6 +179,27 @@ fn b_g_put(p: u32, lid: u32, x: vec4<C_x>) {
     b_g_put1(e + 768u, x.w);
 }
 
+// The loaders A_LOAD and B_LOAD pick (constants: the compiler keeps only the one taken).
+fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+    if (A_LOAD == LOAD_K) { return a_k_fetch(p, lid, base, m0, k0); }
+    if (A_LOAD == LOAD_OUTER) { return a_m_fetch(p, lid, base, m0, k0); }
+    return a_g_fetch(p, lid, base, m0, k0);
+}
+
+fn a_put(p: u32, lid: u32, x: vec4<C_x>) {
+    if (A_LOAD == LOAD_K) { a_k_put(p, lid, x); } else if (A_LOAD == LOAD_OUTER) { a_m_put(p, lid, x); } else { a_g_put(p, lid, x); }
+}
+
+fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+    if (B_LOAD == LOAD_K) { return b_k_fetch(p, lid, base, n0, k0); }
+    if (B_LOAD == LOAD_OUTER) { return b_n_fetch(p, lid, base, n0, k0); }
+    return b_g_fetch(p, lid, base, n0, k0);
+}
+
+fn b_put(p: u32, lid: u32, x: vec4<C_x>) {
+    if (B_LOAD == LOAD_K) { b_k_put(p, lid, x); } else if (B_LOAD == LOAD_OUTER) { b_n_put(p, lid, x); } else { b_g_put(p, lid, x); }
+}
+
 // Rows m..m+3, columns n..n+3 of y[b] from the four row vectors.
 fn store_block(ybase: u32, m: u32, n: u32, r0: vec4<C_x>, r1: vec4<C_x>, r2: vec4<C_x>, r3: vec4<C_x>) {
     store_row(ybase, m, n, r0);
@@ -235,29 +257,29 @@ fn tile(b: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
     let bbase = params[11] + b * params[8];
     kend = k1;
     acc = array<vec4<C_x>, 16>();
-    var ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k0);
-    var rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k0);
+    var ra0 = a_fetch(0u, lid, abase, m0, k0);
+    var rb0 = b_fetch(0u, lid, bbase, n0, k0);
     var ra1 = vec4<C_x>();
     var rb1 = vec4<C_x>();
     if (PV == 2u) {
-        ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k0);
-        rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k0);
+        ra1 = a_fetch(1u, lid, abase, m0, k0);
+        rb1 = b_fetch(1u, lid, bbase, n0, k0);
     }
     for (var k = k0; k < k1; k += BK) {
         workgroupBarrier();
-        {{A_LOAD}}put(0u, lid, ra0);
-        {{B_LOAD}}put(0u, lid, rb0);
+        a_put(0u, lid, ra0);
+        b_put(0u, lid, rb0);
         if (PV == 2u) {
-            {{A_LOAD}}put(1u, lid, ra1);
-            {{B_LOAD}}put(1u, lid, rb1);
+            a_put(1u, lid, ra1);
+            b_put(1u, lid, rb1);
         }
         workgroupBarrier();
         if (k + BK < k1) {
-            ra0 = {{A_LOAD}}fetch(0u, lid, abase, m0, k + BK);
-            rb0 = {{B_LOAD}}fetch(0u, lid, bbase, n0, k + BK);
+            ra0 = a_fetch(0u, lid, abase, m0, k + BK);
+            rb0 = b_fetch(0u, lid, bbase, n0, k + BK);
             if (PV == 2u) {
-                ra1 = {{A_LOAD}}fetch(1u, lid, abase, m0, k + BK);
-                rb1 = {{B_LOAD}}fetch(1u, lid, bbase, n0, k + BK);
+                ra1 = a_fetch(1u, lid, abase, m0, k + BK);
+                rb1 = b_fetch(1u, lid, bbase, n0, k + BK);
             }
         }
         if (UNROLL) {

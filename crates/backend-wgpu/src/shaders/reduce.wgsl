@@ -6,24 +6,22 @@
 // len, inner, [8] offset. A lane may be cut into `chunks` pieces of `chunk_len` (a first pass
 // of a split reduction, writing partial results); outputs are then [outer, chunks, inner].
 //
-// Substituted per kernel: IO, the bindings with `load_(k, j) -> Acc` and `store_(o, Acc)`; OP,
-// the fold (sum_, max_ or min_); T and COLS, how the workgroup is shared out (see below).
+// Chosen per kernel: the bindings with `load_(k, j) -> Acc` and `store_(o, Acc)` (a part from
+// reduce/ before this file); the constants FOLD, the fold (0 sum_, 1 max_, 2 min_), and T and
+// COLS, how the workgroup is shared out (see below).
 
 struct Acc { v: C_x, i: u32 }
 
 // The index of "no element yet": it loses to every element.
 const NONE: u32 = 0xffffffffu;
-const T: u32 = {{T}}u;
 const R: u32 = 256u / T;
 // Which invocations share an output. Rows (false): T adjacent invocations, for inner = 1, where
 // one lane's elements are adjacent in memory. Columns (true): every R-th invocation, so adjacent
-// invocations serve adjacent outputs, which for inner > 1 are adjacent in memory.
-const COLS: bool = {{COLS}};
+// invocations serve adjacent outputs, which for inner > 1 are adjacent in memory. (COLS.)
 
 var<workgroup> sv: array<C_x, 256>;
 var<workgroup> si: array<u32, 256>;
 
-{{IO}}
 
 fn sum_(a: Acc, b: Acc) -> Acc {
     return Acc(a.v + b.v, 0u);
@@ -47,6 +45,14 @@ fn max_(a: Acc, b: Acc) -> Acc {
 
 fn min_(a: Acc, b: Acc) -> Acc {
     return pick_(a, b, b.v < a.v || (nan_(b.v) && !nan_(a.v)), a.v < b.v || (nan_(a.v) && !nan_(b.v)));
+}
+
+fn fold_(a: Acc, b: Acc) -> Acc {
+    switch FOLD {
+        case 0u: { return sum_(a, b); }
+        case 1u: { return max_(a, b); }
+        default: { return min_(a, b); }
+    }
 }
 
 @compute @workgroup_size(256)
@@ -79,10 +85,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let x1 = load_(base + (j + T) * step, j + T);
             let x2 = load_(base + (j + 2u * T) * step, j + 2u * T);
             let x3 = load_(base + (j + 3u * T) * step, j + 3u * T);
-            a = {{OP}}({{OP}}({{OP}}({{OP}}(a, x0), x1), x2), x3);
+            a = fold_(fold_(fold_(fold_(a, x0), x1), x2), x3);
         }
         for (; j < end; j += T) {
-            a = {{OP}}(a, load_(base + j * step, j));
+            a = fold_(a, load_(base + j * step, j));
         }
     }
     if (T > 1u) {
@@ -93,7 +99,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var s = T / 2u; s > 0u; s >>= 1u) {
             if (t < s) {
                 let p = lid + s * stride;
-                a = {{OP}}(a, Acc(sv[p], si[p]));
+                a = fold_(a, Acc(sv[p], si[p]));
                 sv[lid] = a.v;
                 si[lid] = a.i;
             }

@@ -16,7 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let plane = o / (l_len * kk);
   let hp = (l / g.ow) * g.sh + (r / g.kw) * g.dh;
   let wp = (l % g.ow) * g.sw + (r % g.kw) * g.dw;
-  var v: S_x = {{PAD}};
+  var v: S_x = pad_();
   if (hp >= g.ph && hp - g.ph < g.h && wp >= g.pw && wp - g.pw < g.w) {
     v = x[g.offset + (plane * g.h + hp - g.ph) * g.w + wp - g.pw];
   }

@@ -20,7 +20,7 @@
 //! ```no_run
 //! use liandan_nn::checkpoint::{load, load_state_dict, save};
 //! use liandan_nn::{DType, Device, Tensor};
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let dev = Device::cpu();
 //! let w = Tensor::randn(&[2, 3], 0, DType::F32, &dev)?;
 //! save("model.safetensors", &[("fc.weight".to_string(), w.clone())], None)?;
@@ -34,8 +34,9 @@ mod read;
 mod state_dict;
 mod write;
 
+pub use crate::error::SizeMismatch;
 pub use read::{load, load_with_metadata};
-pub use state_dict::{load_state_dict, LoadReport, SizeMismatch};
+pub use state_dict::{load_state_dict, LoadReport};
 pub use write::save;
 
 /// Named tensors in a checkpoint's order: PyTorch's state-dict keys and their tensors.

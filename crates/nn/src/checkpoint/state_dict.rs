@@ -5,17 +5,7 @@ use std::collections::{HashMap, HashSet};
 use liandan_tensor::Tensor;
 
 use super::StateDict;
-use crate::error::{Error, Result};
-
-/// A key whose tensor has one shape in the model and another in the checkpoint.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SizeMismatch {
-    pub key: String,
-    /// The shape in the model.
-    pub expected: Vec<usize>,
-    /// The shape in the checkpoint.
-    pub found: Vec<usize>,
-}
+use crate::error::{Error, Result, SizeMismatch};
 
 /// What [`load_state_dict`] did: the keys it assigned and the ones it could not.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,7 +1,6 @@
 //! Writing checkpoints: [`save`], atomically.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -123,15 +122,13 @@ struct TempFile {
 impl TempFile {
     fn create(target: &Path) -> Result<(TempFile, File)> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let name = target.file_name().ok_or_else(|| Error::InvalidSave {
+        target.file_name().ok_or_else(|| Error::InvalidSave {
             path: target.to_path_buf(),
             detail: "the path does not end in a file name; give one such as `model.safetensors`".into(),
         })?;
-        // Hidden, and unique per process and call, so concurrent saves never share one.
-        let mut temp_name = OsString::from(".");
-        temp_name.push(name);
-        temp_name.push(format!(".{}.{}.tmp", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-        let path = parent_dir(target).join(temp_name);
+        // Hidden, unique per process and call (so concurrent saves never share one), and short:
+        // a name built from the target's would pass the 255-byte limit for a legal long name.
+        let path = parent_dir(target).join(format!(".tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|source| Error::Io {
             path: target.to_path_buf(),
             action: "create a temporary file in its directory (does the directory exist, and may we write there?)",

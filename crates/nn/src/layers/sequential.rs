@@ -12,7 +12,7 @@ use crate::module::{join, Forward, Layer, Module, TensorKind};
 /// ```
 /// use liandan_nn::layers::{Conv2dConfig, Flatten, LinearConfig, ReLU, Sequential};
 /// use liandan_nn::{Device, ModuleExt};
-/// # fn main() -> liandan_nn::error::Result<()> {
+/// # fn main() -> liandan_nn::Result<()> {
 /// let dev = Device::cpu();
 /// let model = Sequential::new()
 ///     .push(Conv2dConfig::new(1, 4, 3).init(&dev)?)

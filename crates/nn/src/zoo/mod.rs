@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use liandan_nn::{zoo, Device, ModuleExt};
-//! # fn main() -> liandan_nn::error::Result<()> {
+//! # fn main() -> liandan_nn::Result<()> {
 //! let model = zoo::build("mlp", &Device::cpu())?;
 //! assert_eq!(model.num_parameters(), 658_698);
 //! assert_eq!(model.spec().input_shape, &[1024, 1024]);
@@ -191,9 +191,5 @@ fn class_loss(logits: Tensor, y: Option<&Tensor>, model: &str) -> Result<Tensor>
 }
 
 fn missing_labels(model: &str) -> Error {
-    Error::Tensor(liandan_tensor::Error::BadShape {
-        op: "zoo loss",
-        shape: Vec::new(),
-        detail: format!("`{model}` is trained on class labels; pass them as `y`"),
-    })
+    Error::MissingTargets { model: model.to_string(), what: "class labels" }
 }

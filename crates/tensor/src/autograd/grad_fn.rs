@@ -88,6 +88,8 @@ pub(crate) enum GradFn {
     Softplus,
     /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`; output `[2, N, H]`.
     LstmCell,
+    /// The fused GELU's rule (the composite's own is its primitives').
+    Gelu,
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -126,6 +128,7 @@ impl GradFn {
             GradFn::LogSoftmax { .. } => "log_softmax",
             GradFn::Softplus => "softplus",
             GradFn::LstmCell => "lstm_cell",
+            GradFn::Gelu => "gelu",
         };
         name.to_string()
     }
@@ -221,6 +224,7 @@ impl GradFn {
             // d softplus(x) / dx = sigmoid(x), also at x = 0 (where the stable forward's
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
+            GradFn::Gelu => one(Tensor::gelu_backward(g, x)?),
             GradFn::LstmCell => {
                 let (dgates, dc) = Tensor::lstm_cell_backward(g, x, &inputs[1], out)?;
                 Ok(vec![Some(dgates), Some(dc)])

@@ -146,6 +146,7 @@ impl Tensor {
             return Err(Error::shape("backward", self.shape(), grad.shape(), "output and gradient must have the same shape"));
         }
         let _guard = NoGradGuard::new();
+        let _layer = crate::profile::layer("backward");
         // Each rule computes in the types its forward saw; an open autocast region around a
         // backward call must not recast them.
         let _autocast = crate::autocast::AutocastGuard::off();

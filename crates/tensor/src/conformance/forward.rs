@@ -11,360 +11,77 @@ use crate::{DType, Result, Tensor};
 #[macro_export]
 macro_rules! conformance_forward_tests {
     ($device:expr) => {
-        #[test]
-        fn forward_creation() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_create::creation(&d)
+        $crate::conformance_forward_tests!(@emit $device;
+            forward_creation => forward_create::creation,
+            forward_arange => forward_create::arange,
+            forward_from_slice => forward_create::from_slice,
+            forward_random => forward_create::random,
+            forward_random_moments => forward_create::random_moments,
+            forward_reshape => forward_views::reshape,
+            forward_permute => forward_views::permute,
+            forward_narrow_select => forward_views::narrow_select,
+            forward_split_chunk => forward_views::split_chunk,
+            forward_expand_squeeze => forward_views::expand_squeeze,
+            forward_unary => forward_unary::unary,
+            forward_unary_special => forward_unary::unary_special,
+            forward_unary_int => forward_unary::unary_int,
+            forward_unary_dtypes => forward_unary::unary_dtypes,
+            forward_binary => forward_binary::binary,
+            forward_binary_scalar => forward_binary::binary_scalar,
+            forward_binary_int_bool => forward_binary::binary_int_bool,
+            forward_binary_dtypes => forward_binary::binary_dtypes,
+            forward_shape_errors => forward_binary::shape_errors,
+            forward_compare => forward_compare::compare,
+            forward_where_cond => forward_compare::where_cond,
+            forward_cast => forward_compare::cast,
+            forward_cast_rounding => forward_compare::cast_rounding,
+            forward_sum_mean => forward_reduce::sum_mean,
+            forward_var => forward_reduce::var,
+            forward_extrema => forward_reduce::extrema,
+            forward_reduce_dtypes => forward_reduce::reduce_dtypes,
+            forward_matmul => forward_matmul::matmul,
+            forward_matmul_vectors => forward_matmul::matmul_vectors,
+            forward_matmul_batched => forward_matmul::matmul_batched,
+            forward_matmul_dtypes => forward_matmul::matmul_dtypes,
+            forward_im2col_col2im => forward_conv::im2col_col2im,
+            forward_conv2d => forward_conv::conv2d,
+            forward_conv2d_dtypes => forward_conv::conv2d_dtypes,
+            forward_max_pool2d => forward_pool::max_pool2d,
+            forward_avg_pool2d => forward_pool::avg_pool2d,
+            forward_gather_scatter => forward_index::gather_scatter,
+            forward_index_select => forward_index::index_select,
+            forward_cat_stack => forward_index::cat_stack,
+            forward_activations => forward_nn::activations,
+            forward_activations_dtypes => forward_nn::activations_dtypes,
+            forward_softmax => forward_nn::softmax,
+            forward_layer_norm => forward_nn::layer_norm,
+            forward_batch_norm => forward_nn::batch_norm,
+            forward_dropout => forward_nn::dropout,
+            forward_losses => forward_loss::losses,
+            forward_losses_extreme => forward_loss::losses_extreme,
+            forward_conv1d => forward_conv::conv1d,
+            forward_conv_transpose2d => forward_conv::conv_transpose2d,
+            forward_adaptive_pools => forward_pool::adaptive_pools,
+            forward_group_norm => forward_nn::group_norm,
+            forward_embedding => forward_index::embedding,
+            forward_dropout2d => forward_nn::dropout2d,
+            forward_linear => forward_matmul::linear,
+            forward_attention => forward_attention::attention,
+            forward_l1_loss => forward_loss::l1_loss,
+            forward_bce_loss => forward_loss::bce_loss,
+            forward_kl_div => forward_loss::kl_div,
+            forward_cross_entropy_with => forward_loss::cross_entropy_with,
+        );
+    };
+    (@emit $device:expr; $($test:ident => $module:ident :: $check:ident,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                if let Some(d) = $crate::conformance::suite_device($device) {
+                    $crate::conformance::$module::$check(&d)
+                }
             }
-        }
-        #[test]
-        fn forward_arange() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_create::arange(&d)
-            }
-        }
-        #[test]
-        fn forward_from_slice() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_create::from_slice(&d)
-            }
-        }
-        #[test]
-        fn forward_random() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_create::random(&d)
-            }
-        }
-        #[test]
-        fn forward_random_moments() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_create::random_moments(&d)
-            }
-        }
-        #[test]
-        fn forward_reshape() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_views::reshape(&d)
-            }
-        }
-        #[test]
-        fn forward_permute() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_views::permute(&d)
-            }
-        }
-        #[test]
-        fn forward_narrow_select() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_views::narrow_select(&d)
-            }
-        }
-        #[test]
-        fn forward_split_chunk() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_views::split_chunk(&d)
-            }
-        }
-        #[test]
-        fn forward_expand_squeeze() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_views::expand_squeeze(&d)
-            }
-        }
-        #[test]
-        fn forward_unary() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_unary::unary(&d)
-            }
-        }
-        #[test]
-        fn forward_unary_special() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_unary::unary_special(&d)
-            }
-        }
-        #[test]
-        fn forward_unary_int() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_unary::unary_int(&d)
-            }
-        }
-        #[test]
-        fn forward_unary_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_unary::unary_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_binary() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_binary::binary(&d)
-            }
-        }
-        #[test]
-        fn forward_binary_scalar() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_binary::binary_scalar(&d)
-            }
-        }
-        #[test]
-        fn forward_binary_int_bool() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_binary::binary_int_bool(&d)
-            }
-        }
-        #[test]
-        fn forward_binary_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_binary::binary_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_shape_errors() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_binary::shape_errors(&d)
-            }
-        }
-        #[test]
-        fn forward_compare() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_compare::compare(&d)
-            }
-        }
-        #[test]
-        fn forward_where_cond() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_compare::where_cond(&d)
-            }
-        }
-        #[test]
-        fn forward_cast() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_compare::cast(&d)
-            }
-        }
-        #[test]
-        fn forward_cast_rounding() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_compare::cast_rounding(&d)
-            }
-        }
-        #[test]
-        fn forward_sum_mean() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_reduce::sum_mean(&d)
-            }
-        }
-        #[test]
-        fn forward_var() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_reduce::var(&d)
-            }
-        }
-        #[test]
-        fn forward_extrema() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_reduce::extrema(&d)
-            }
-        }
-        #[test]
-        fn forward_reduce_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_reduce::reduce_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_matmul() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_matmul::matmul(&d)
-            }
-        }
-        #[test]
-        fn forward_matmul_vectors() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_matmul::matmul_vectors(&d)
-            }
-        }
-        #[test]
-        fn forward_matmul_batched() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_matmul::matmul_batched(&d)
-            }
-        }
-        #[test]
-        fn forward_matmul_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_matmul::matmul_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_im2col_col2im() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_conv::im2col_col2im(&d)
-            }
-        }
-        #[test]
-        fn forward_conv2d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_conv::conv2d(&d)
-            }
-        }
-        #[test]
-        fn forward_conv2d_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_conv::conv2d_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_max_pool2d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_conv::max_pool2d(&d)
-            }
-        }
-        #[test]
-        fn forward_avg_pool2d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_conv::avg_pool2d(&d)
-            }
-        }
-        #[test]
-        fn forward_gather_scatter() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_index::gather_scatter(&d)
-            }
-        }
-        #[test]
-        fn forward_index_select() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_index::index_select(&d)
-            }
-        }
-        #[test]
-        fn forward_cat_stack() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_index::cat_stack(&d)
-            }
-        }
-        #[test]
-        fn forward_activations() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::activations(&d)
-            }
-        }
-        #[test]
-        fn forward_activations_dtypes() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::activations_dtypes(&d)
-            }
-        }
-        #[test]
-        fn forward_softmax() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::softmax(&d)
-            }
-        }
-        #[test]
-        fn forward_layer_norm() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::layer_norm(&d)
-            }
-        }
-        #[test]
-        fn forward_batch_norm() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::batch_norm(&d)
-            }
-        }
-        #[test]
-        fn forward_dropout() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn::dropout(&d)
-            }
-        }
-        #[test]
-        fn forward_losses() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss::losses(&d)
-            }
-        }
-        #[test]
-        fn forward_losses_extreme() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss::losses_extreme(&d)
-            }
-        }
-        #[test]
-        fn forward_conv1d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::conv1d(&d)
-            }
-        }
-        #[test]
-        fn forward_conv_transpose2d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::conv_transpose2d(&d)
-            }
-        }
-        #[test]
-        fn forward_adaptive_pools() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::adaptive_pools(&d)
-            }
-        }
-        #[test]
-        fn forward_group_norm() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::group_norm(&d)
-            }
-        }
-        #[test]
-        fn forward_embedding() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::embedding(&d)
-            }
-        }
-        #[test]
-        fn forward_dropout2d() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::dropout2d(&d)
-            }
-        }
-        #[test]
-        fn forward_linear() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::linear(&d)
-            }
-        }
-        #[test]
-        fn forward_attention() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_nn_extra::attention(&d)
-            }
-        }
-        #[test]
-        fn forward_l1_loss() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss_extra::l1_loss(&d)
-            }
-        }
-        #[test]
-        fn forward_bce_loss() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss_extra::bce_loss(&d)
-            }
-        }
-        #[test]
-        fn forward_kl_div() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss_extra::kl_div(&d)
-            }
-        }
-        #[test]
-        fn forward_cross_entropy_with() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::forward_loss_extra::cross_entropy_with(&d)
-            }
-        }
+        )*
     };
 }
 
@@ -473,6 +190,15 @@ pub fn expect_err<T>(what: &str, r: Result<T>) -> String {
     match r {
         Ok(_) => panic!("{what}: expected an error, got Ok"),
         Err(e) => e.to_string(),
+    }
+}
+
+/// Asserts that `r` failed with a message naming `op` and both shapes.
+#[track_caller]
+pub fn expect_shapes_err<T>(op: &str, r: Result<T>, a: &[usize], b: &[usize]) {
+    let msg = expect_err(op, r);
+    for want in [op.to_string(), format!("{a:?}"), format!("{b:?}")] {
+        assert!(msg.contains(&want), "{op}: the error {msg:?} does not name {want}");
     }
 }
 

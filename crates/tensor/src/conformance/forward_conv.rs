@@ -1,21 +1,21 @@
-//! Forward conformance of `im2col`/`col2im`, `conv2d` and pooling over `[N, C, H, W]`, against
-//! direct loops.
+//! Forward conformance of `im2col`/`col2im` and the convolutions (`conv2d`, `conv1d`,
+//! `conv_transpose2d`) against direct loops, and their shape errors.
 
-use super::forward::check;
-use super::{from_values, input, strided_input, values};
+use super::forward::{check, expect_shapes_err};
+use super::{input, strided_input};
 use crate::{DType, Device, Tensor};
 
 /// A sliding window over `[N, C, H, W]`: kernel, stride, padding and dilation as (h, w) pairs.
 #[derive(Clone, Copy, Debug)]
-struct Geo {
-    n: usize,
+pub(super) struct Geo {
+    pub(super) n: usize,
     c: usize,
     h: usize,
     w: usize,
-    k: (usize, usize),
-    s: (usize, usize),
-    p: (usize, usize),
-    d: (usize, usize),
+    pub(super) k: (usize, usize),
+    pub(super) s: (usize, usize),
+    pub(super) p: (usize, usize),
+    pub(super) d: (usize, usize),
 }
 
 impl Geo {
@@ -25,10 +25,10 @@ impl Geo {
     fn ow(&self) -> usize {
         (self.w + 2 * self.p.1 - self.d.1 * (self.k.1 - 1) - 1) / self.s.1 + 1
     }
-    fn x_shape(&self) -> [usize; 4] {
+    pub(super) fn x_shape(&self) -> [usize; 4] {
         [self.n, self.c, self.h, self.w]
     }
-    fn out_shape(&self) -> [usize; 4] {
+    pub(super) fn out_shape(&self) -> [usize; 4] {
         [self.n, self.c, self.oh(), self.ow()]
     }
     /// Input row and column under kernel tap `(i, j)` of output `(oy, ox)`, if not padding.
@@ -39,7 +39,7 @@ impl Geo {
     }
     /// Calls `f(n, c, oy, ox, taps)` for every output position with its in-range input offsets
     /// (flat, into `[N, C, H, W]`) and the number of taps the padded window holds.
-    fn each_window(&self, mut f: impl FnMut(usize, &[usize], usize)) {
+    pub(super) fn each_window(&self, mut f: impl FnMut(usize, &[usize], usize)) {
         let (oh, ow) = (self.oh(), self.ow());
         for nc in 0..self.n * self.c {
             for oy in 0..oh {
@@ -56,7 +56,7 @@ impl Geo {
 }
 
 #[allow(clippy::too_many_arguments)]
-const fn geo(n: usize, c: usize, h: usize, w: usize, k: (usize, usize), s: (usize, usize), p: (usize, usize), d: (usize, usize)) -> Geo {
+pub(super) const fn geo(n: usize, c: usize, h: usize, w: usize, k: (usize, usize), s: (usize, usize), p: (usize, usize), d: (usize, usize)) -> Geo {
     Geo { n, c, h, w, k, s, p, d }
 }
 
@@ -190,62 +190,127 @@ pub fn conv2d_dtypes(d: &Device) {
     run_conv(d, DType::BF16, &some, 3e-2, 3e-2);
 }
 
-const POOL: [Geo; 5] = [
-    geo(2, 3, 7, 9, (3, 3), (2, 2), (1, 1), (1, 1)),
-    geo(2, 3, 7, 9, (2, 3), (1, 2), (1, 1), (2, 1)),
-    geo(2, 3, 33, 33, (3, 3), (2, 2), (1, 1), (2, 2)),
-    geo(1, 2, 5, 5, (1, 1), (1, 1), (0, 0), (1, 1)),
-    geo(2, 3, 33, 33, (2, 2), (2, 2), (0, 0), (1, 1)),
-];
+/// `(N, C, L, O, k, stride, padding, dilation, groups, bias)`.
+type Conv1d = (usize, usize, usize, usize, usize, usize, usize, usize, usize, bool);
 
-pub fn max_pool2d(d: &Device) {
-    for g in POOL {
-        // All inputs negative: a window that counted padding as 0 would return 0.
-        let xv: Vec<f64> = values(g.x_shape().iter().product(), 220).iter().map(|x| x - 2.5).collect();
-        let (x, xv) = from_values(d, &g.x_shape(), &xv, DType::F32);
-        let mut want = vec![0.0; g.out_shape().iter().product()];
-        g.each_window(|o, taps, _| want[o] = taps.iter().map(|&t| xv[t]).fold(f64::NEG_INFINITY, f64::max));
-        check(&format!("max_pool2d {g:?}"), &x.max_pool2d(g.k, g.s, g.p, g.d), &g.out_shape(), &want, 0.0, 0.0);
-        let sx = strided_input(d, &g.x_shape(), &xv, DType::F32);
-        check(&format!("max_pool2d strided {g:?}"), &sx.max_pool2d(g.k, g.s, g.p, g.d), &g.out_shape(), &want, 0.0, 0.0);
-        let (h, hv) = from_values(d, &g.x_shape(), &xv, DType::F16);
-        let mut want = vec![0.0; want.len()];
-        g.each_window(|o, taps, _| want[o] = taps.iter().map(|&t| hv[t]).fold(f64::NEG_INFINITY, f64::max));
-        check(&format!("max_pool2d f16 {g:?}"), &h.max_pool2d(g.k, g.s, g.p, g.d), &g.out_shape(), &want, 0.0, 0.0);
-    }
-    let x = Tensor::ones(&[1, 1, 4, 4], DType::F32, d).unwrap();
-    super::forward::expect_err("max_pool2d padding over half the kernel", x.max_pool2d((2, 2), (1, 1), (2, 2), (1, 1)));
-}
-
-pub fn avg_pool2d(d: &Device) {
-    for g in POOL.iter().filter(|g| g.d == (1, 1)) {
-        let (x, xv) = input(d, &g.x_shape(), 230, DType::F32);
-        let sx = strided_input(d, &g.x_shape(), &xv, DType::F32);
-        let (dy, dyv) = input(d, &g.out_shape(), 231, DType::F32);
-        for cip in [true, false] {
-            // count_include_pad divides by the whole window, else by the taps inside the input.
-            let divisor = |taps: &[usize], full: usize| if cip { full as f64 } else { taps.len() as f64 };
-            let mut want = vec![0.0; g.out_shape().iter().product()];
-            let mut want_dx = vec![0.0; g.x_shape().iter().product()];
-            g.each_window(|o, taps, full| {
-                want[o] = taps.iter().map(|&t| xv[t]).sum::<f64>() / divisor(taps, full);
-                for &t in taps {
-                    want_dx[t] += dyv[o] / divisor(taps, full);
+fn ref_conv1d(x: &[f64], w: &[f64], b: Option<&[f64]>, &(n, c, l, o, k, s, p, dl, g, _): &Conv1d) -> (Vec<f64>, [usize; 3]) {
+    let lo = (l + 2 * p - dl * (k - 1) - 1) / s + 1;
+    let (cg, og) = (c / g, o / g);
+    let mut out = vec![0.0; n * o * lo];
+    for (f, v) in out.iter_mut().enumerate() {
+        let (ni, oc, t) = (f / (o * lo), (f / lo) % o, f % lo);
+        *v = b.map_or(0.0, |b| b[oc]);
+        for ci in 0..cg {
+            for j in 0..k {
+                let pos = (t * s + j * dl) as isize - p as isize;
+                if pos >= 0 && (pos as usize) < l {
+                    *v += x[(ni * c + (oc / og) * cg + ci) * l + pos as usize] * w[(oc * cg + ci) * k + j];
                 }
-            });
-            let what = format!("avg_pool2d {g:?} count_include_pad={cip}");
-            check(&what, &x.avg_pool2d(g.k, g.s, g.p, cip), &g.out_shape(), &want, 1e-6, 1e-5);
-            check(&format!("{what} strided"), &sx.avg_pool2d(g.k, g.s, g.p, cip), &g.out_shape(), &want, 1e-6, 1e-5);
-            let dx = dy.avg_pool2d_backward(&g.x_shape(), g.k, g.s, g.p, cip);
-            check(&format!("{what} backward"), &dx, &g.x_shape(), &want_dx, 1e-6, 1e-5);
-            let sdy = strided_input(d, &g.out_shape(), &dyv, DType::F32);
-            check(&format!("{what} backward strided"), &sdy.avg_pool2d_backward(&g.x_shape(), g.k, g.s, g.p, cip), &g.x_shape(), &want_dx, 1e-6, 1e-5);
+            }
         }
     }
-    // Odd windows with padding on one axis only.
-    let g = geo(2, 3, 7, 9, (3, 2), (1, 1), (1, 0), (1, 1));
-    let (x, xv) = input(d, &g.x_shape(), 232, DType::F64);
-    let mut want = vec![0.0; g.out_shape().iter().product()];
-    g.each_window(|o, taps, _| want[o] = taps.iter().map(|&t| xv[t]).sum::<f64>() / taps.len() as f64);
-    check("avg_pool2d f64 (3, 2) padding (1, 0) exclude pad", &x.avg_pool2d(g.k, g.s, g.p, false), &g.out_shape(), &want, 1e-12, 1e-12);
+    (out, [n, o, lo])
+}
+
+pub fn conv1d(d: &Device) {
+    let cases: [Conv1d; 5] = [
+        (2, 3, 11, 4, 3, 1, 0, 1, 1, true),
+        (2, 4, 9, 6, 3, 2, 1, 2, 2, true),
+        (1, 3, 7, 3, 5, 1, 2, 1, 3, false),
+        (1, 1, 1, 1, 1, 1, 0, 1, 1, true),
+        (3, 2, 33, 5, 4, 3, 2, 1, 1, true),
+    ];
+    for case in cases {
+        let (n, c, l, o, k, s, p, dl, g, has_b) = case;
+        let (x, xv) = input(d, &[n, c, l], 600, DType::F32);
+        let (w, wv) = input(d, &[o, c / g, k], 601, DType::F32);
+        let (b, bv) = input(d, &[o], 602, DType::F32);
+        let (want, shape) = ref_conv1d(&xv, &wv, has_b.then_some(&bv[..]), &case);
+        let what = format!("conv1d {case:?}");
+        check(&what, &x.conv1d(&w, has_b.then_some(&b), s, p, dl, g), &shape, &want, 1e-5, 1e-5);
+        let sx = strided_input(d, &[n, c, l], &xv, DType::F32);
+        check(&format!("{what} strided"), &sx.conv1d(&w, has_b.then_some(&b), s, p, dl, g), &shape, &want, 1e-5, 1e-5);
+    }
+    let (x, _) = input(d, &[2, 4, 9], 603, DType::F32);
+    let w = Tensor::zeros(&[6, 3, 3], DType::F32, d).unwrap();
+    expect_shapes_err("conv1d", x.conv1d(&w, None, 1, 0, 1, 1), &[2, 4, 9], &[6, 3, 3]);
+    let w4 = Tensor::zeros(&[6, 4, 3, 3], DType::F32, d).unwrap();
+    expect_shapes_err("conv1d", x.conv1d(&w4, None, 1, 0, 1, 1), &[2, 4, 9], &[6, 4, 3, 3]);
+    let big = Tensor::zeros(&[6, 4, 12], DType::F32, d).unwrap();
+    expect_shapes_err("conv1d", x.conv1d(&big, None, 1, 1, 1, 1), &[2, 4, 9], &[6, 4, 12]);
+    let w = Tensor::zeros(&[6, 4, 3], DType::F32, d).unwrap();
+    expect_shapes_err("conv1d", x.conv1d(&w, Some(&Tensor::zeros(&[5], DType::F32, d).unwrap()), 1, 0, 1, 1), &[6, 4, 3], &[5]);
+}
+
+/// `(N, C_in, H, W, C_out, k, stride, padding, output_padding, dilation, groups)`.
+type ConvT = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
+
+/// Direct scatter: input pixel `(y, x)` adds `x * w[ci, co, i, j]` at output
+/// `(y*s - p + i*d, x*s - p + j*d)` of the output channels of its group.
+fn ref_conv_transpose2d(x: &[f64], w: &[f64], b: Option<&[f64]>, &(n, ci, h, wd, co, k, s, p, op, dl, g): &ConvT) -> (Vec<f64>, [usize; 4]) {
+    let oh = (h - 1) * s.0 + dl.0 * (k.0 - 1) + op.0 + 1 - 2 * p.0;
+    let ow = (wd - 1) * s.1 + dl.1 * (k.1 - 1) + op.1 + 1 - 2 * p.1;
+    let (cig, cog) = (ci / g, co / g);
+    let mut out = vec![0.0; n * co * oh * ow];
+    for f in 0..out.len() {
+        out[f] = b.map_or(0.0, |b| b[(f / (oh * ow)) % co]);
+    }
+    for ni in 0..n {
+        for c in 0..ci {
+            for y in 0..h {
+                for xx in 0..wd {
+                    let v = x[((ni * ci + c) * h + y) * wd + xx];
+                    for c2 in 0..cog {
+                        let oc = (c / cig) * cog + c2;
+                        for i in 0..k.0 {
+                            for j in 0..k.1 {
+                                let oy = (y * s.0 + i * dl.0) as isize - p.0 as isize;
+                                let ox = (xx * s.1 + j * dl.1) as isize - p.1 as isize;
+                                if oy >= 0 && ox >= 0 && (oy as usize) < oh && (ox as usize) < ow {
+                                    out[((ni * co + oc) * oh + oy as usize) * ow + ox as usize] += v * w[((c * cog + c2) * k.0 + i) * k.1 + j];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (out, [n, co, oh, ow])
+}
+
+pub fn conv_transpose2d(d: &Device) {
+    let cases: [ConvT; 6] = [
+        (2, 4, 5, 4, 6, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 2),
+        (2, 3, 4, 5, 2, (3, 2), (1, 1), (0, 0), (0, 0), (1, 1), 1),
+        (1, 2, 3, 3, 3, (2, 3), (3, 2), (1, 0), (2, 1), (1, 2), 1),
+        // output_padding >= stride is allowed when smaller than the dilation.
+        (1, 2, 4, 3, 2, (2, 2), (1, 1), (0, 1), (1, 1), (2, 2), 1),
+        (1, 6, 7, 5, 3, (1, 1), (2, 3), (0, 0), (1, 2), (1, 1), 3),
+        (1, 1, 1, 1, 1, (1, 1), (1, 1), (0, 0), (0, 0), (1, 1), 1),
+    ];
+    for (kk, case) in cases.into_iter().enumerate() {
+        let (n, ci, h, wd, co, k, s, p, op, dl, g) = case;
+        let seed = 610 + 3 * kk as u64;
+        let (x, xv) = input(d, &[n, ci, h, wd], seed, DType::F32);
+        let (w, wv) = input(d, &[ci, co / g, k.0, k.1], seed + 1, DType::F32);
+        let (b, bv) = input(d, &[co], seed + 2, DType::F32);
+        for has_b in [true, false] {
+            let (want, shape) = ref_conv_transpose2d(&xv, &wv, has_b.then_some(&bv[..]), &case);
+            let what = format!("conv_transpose2d {case:?} bias={has_b}");
+            check(&what, &x.conv_transpose2d(&w, has_b.then_some(&b), s, p, op, dl, g), &shape, &want, 1e-5, 1e-5);
+            let (sx, sw) = (strided_input(d, &[n, ci, h, wd], &xv, DType::F32), strided_input(d, &[ci, co / g, k.0, k.1], &wv, DType::F32));
+            check(&format!("{what} strided"), &sx.conv_transpose2d(&sw, has_b.then_some(&b), s, p, op, dl, g), &shape, &want, 1e-5, 1e-5);
+        }
+    }
+    let (x, xv) = input(d, &[1, 4, 3, 3], 630, DType::F64);
+    let (w, wv) = input(d, &[4, 1, 3, 3], 631, DType::F64);
+    let case = (1, 4, 3, 3, 2, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), 2);
+    let (want, shape) = ref_conv_transpose2d(&xv, &wv, None, &case);
+    check("conv_transpose2d f64", &x.conv_transpose2d(&w, None, (2, 2), (1, 1), (1, 1), (1, 1), 2), &shape, &want, 1e-12, 1e-12);
+    let bad = Tensor::zeros(&[3, 1, 3, 3], DType::F64, d).unwrap();
+    expect_shapes_err("conv_transpose2d", x.conv_transpose2d(&bad, None, (1, 1), (0, 0), (0, 0), (1, 1), 1), &[1, 4, 3, 3], &[3, 1, 3, 3]);
+    expect_shapes_err("conv_transpose2d", x.conv_transpose2d(&w, None, (1, 1), (0, 0), (0, 0), (1, 1), 3), &[1, 4, 3, 3], &[4, 1, 3, 3]);
+    expect_shapes_err("conv_transpose2d", x.conv_transpose2d(&w, None, (2, 2), (0, 0), (2, 0), (1, 1), 1), &[1, 4, 3, 3], &[4, 1, 3, 3]);
+    expect_shapes_err("conv_transpose2d", x.conv_transpose2d(&w, Some(&w), (1, 1), (0, 0), (0, 0), (1, 1), 1), &[4, 1, 3, 3], &[4, 1, 3, 3]);
 }

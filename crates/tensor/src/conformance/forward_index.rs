@@ -1,6 +1,7 @@
-//! Forward conformance of indexing ops: gather, scatter-add, index-select, cat and stack.
+//! Forward conformance of indexing ops: gather, scatter-add, index-select, cat, stack and
+//! embedding.
 
-use super::forward::{check, expect_err, ravel, unravel};
+use super::forward::{check, expect_err, expect_shapes_err, ravel, unravel};
 use super::{input, positive_values, strided_input};
 use crate::{DType, Device, Tensor};
 
@@ -169,4 +170,22 @@ pub fn cat_stack(d: &Device) {
         check(&format!("stack dim {dim}"), &Tensor::stack(&[&p, &q, &r], dim), &shape, &want, 0.0, 0.0);
     }
     expect_err("stack of mismatched shapes", Tensor::stack(&[&p, &a], 0));
+}
+
+pub fn embedding(d: &Device) {
+    let (w, wv) = input(d, &[11, 5], 660, DType::F32);
+    let sw = strided_input(d, &[11, 5], &wv, DType::F32);
+    for (idx, shape) in [(vec![3i64, 0, 10, 3, 7, 1], vec![2usize, 3]), (vec![4], vec![]), (vec![9, 9, 2, 0, 5, 6, 1], vec![7])] {
+        let t = Tensor::from_slice(&idx, &shape, d).unwrap();
+        let want: Vec<f64> = idx.iter().flat_map(|&i| wv[i as usize * 5..(i as usize + 1) * 5].to_vec()).collect();
+        let mut oshape = shape.clone();
+        oshape.push(5);
+        check(&format!("embedding {shape:?}"), &t.embedding(&w), &oshape, &want, 0.0, 0.0);
+        check(&format!("embedding {shape:?} strided weight"), &t.embedding(&sw), &oshape, &want, 0.0, 0.0);
+    }
+    let t = Tensor::from_slice(&[1i64, 2], &[2], d).unwrap();
+    expect_shapes_err("embedding", t.embedding(&Tensor::zeros(&[11], DType::F32, d).unwrap()), &[2], &[11]);
+    expect_err("embedding f32 indices", w.embedding(&w));
+    let bad = Tensor::from_slice(&[1i64, 11], &[2], d).unwrap();
+    expect_err("embedding index 11 of 11", bad.embedding(&w).and_then(|t| t.to_vec_f64()));
 }

@@ -1,7 +1,7 @@
-//! Forward conformance of `matmul`: vectors, matrices, broadcast batches, transposed and
-//! strided operands, every float dtype.
+//! Forward conformance of `matmul` (vectors, matrices, broadcast batches, transposed and
+//! strided operands, every float dtype) and of `linear`.
 
-use super::forward::{broadcast_ravel, broadcast_shape, check, unravel};
+use super::forward::{broadcast_ravel, broadcast_shape, check, expect_shapes_err, unravel};
 use super::{input, strided_input};
 use crate::{DType, Device, Tensor};
 
@@ -140,4 +140,27 @@ pub fn matmul_dtypes(d: &Device) {
             check(&format!("{what} strided rhs"), &a.matmul(&sb), &shape, &want, atol * (ash[ash.len() - 1] as f64 / 33.0).sqrt().max(1.0), rtol);
         }
     }
+}
+
+pub fn linear(d: &Device) {
+    let (w, wv) = input(d, &[4, 5], 680, DType::F32);
+    let (b, bv) = input(d, &[4], 681, DType::F32);
+    for shape in [vec![7usize, 5], vec![2, 3, 5], vec![5], vec![1, 1, 2, 5]] {
+        let (x, xv) = input(d, &shape, 682, DType::F32);
+        let rows = xv.len() / 5;
+        let mut oshape = shape.clone();
+        *oshape.last_mut().unwrap() = 4;
+        for has_b in [true, false] {
+            let want: Vec<f64> =
+                (0..rows * 4).map(|f| (0..5).map(|i| xv[(f / 4) * 5 + i] * wv[(f % 4) * 5 + i]).sum::<f64>() + if has_b { bv[f % 4] } else { 0.0 }).collect();
+            let what = format!("linear {shape:?} bias={has_b}");
+            check(&what, &x.linear(&w, has_b.then_some(&b)), &oshape, &want, 1e-5, 1e-5);
+            let (sx, sw) = (strided_input(d, &shape, &xv, DType::F32), strided_input(d, &[4, 5], &wv, DType::F32));
+            check(&format!("{what} strided"), &sx.linear(&sw, has_b.then_some(&b)), &oshape, &want, 1e-5, 1e-5);
+        }
+    }
+    let (x, _) = input(d, &[3, 6], 683, DType::F32);
+    expect_shapes_err("linear", x.linear(&w, None), &[3, 6], &[4, 5]);
+    let (x, _) = input(d, &[3, 5], 684, DType::F32);
+    expect_shapes_err("linear", x.linear(&w, Some(&w)), &[4, 5], &[4, 5]);
 }

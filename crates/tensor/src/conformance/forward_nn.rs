@@ -1,7 +1,8 @@
-//! Forward conformance of the composite activations, softmax family, normalizations and
-//! dropout, against f64 formulas in their numerically stable forms.
+//! Forward conformance of the composite activations, softmax family, normalizations (layer,
+//! batch, group) and dropout (elementwise, channel), against f64 formulas in their numerically
+//! stable forms.
 
-use super::forward::{check, expect_err, ravel, ref_erf, unravel};
+use super::forward::{check, expect_err, expect_shapes_err, ravel, ref_erf, unravel};
 use super::{from_values, input, positive_values, strided_input, values};
 use crate::{DType, Device, Result, Tensor};
 
@@ -256,4 +257,63 @@ pub fn dropout(d: &Device) {
     let so = s.dropout(0.5, true, Some(9)).unwrap().to_vec_f64().unwrap();
     assert!(so.iter().zip(&xv).all(|(&o, &v)| o == 0.0 || (o - 2.0 * v).abs() <= 1e-6 * v.abs()), "dropout strided: {so:?}");
     expect_err("dropout p = 1.5", x.dropout(1.5, true, None));
+}
+
+pub fn group_norm(d: &Device) {
+    let eps = 1e-5;
+    for (shape, groups) in [(&[2usize, 6, 5, 3][..], 3usize), (&[3, 4, 7], 2), (&[2, 4], 4), (&[1, 6, 2, 2, 2], 1), (&[2, 3, 33], 3)] {
+        let (n, c) = (shape[0], shape[1]);
+        let per = shape.iter().product::<usize>() / (n * groups);
+        let spatial = per * groups / c;
+        let (x, xv) = input(d, shape, 650, DType::F32);
+        let (w, wv) = from_values(d, &[c], &positive_values(c, 651, 0.5, 1.5), DType::F32);
+        let (b, bv) = input(d, &[c], 652, DType::F32);
+        let norm = |affine: bool| -> Vec<f64> {
+            // Consecutive blocks of `per` values share a group; the channel of value f is (f / spatial) % c.
+            xv.chunks(per)
+                .enumerate()
+                .flat_map(|(gi, g)| {
+                    let mean = g.iter().sum::<f64>() / per as f64;
+                    let var = g.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / per as f64;
+                    g.iter().enumerate().map(move |(i, v)| (gi * per + i, (v - mean) / (var + eps).sqrt()))
+                })
+                .map(|(f, y)| if affine { y * wv[(f / spatial) % c] + bv[(f / spatial) % c] } else { y })
+                .collect()
+        };
+        let what = format!("group_norm {shape:?} groups {groups}");
+        check(&what, &x.group_norm(groups, None, None, eps), shape, &norm(false), 1e-4, 1e-4);
+        let sx = strided_input(d, shape, &xv, DType::F32);
+        check(&format!("{what} affine strided"), &sx.group_norm(groups, Some(&w), Some(&b), eps), shape, &norm(true), 1e-4, 1e-4);
+    }
+    let (x, _) = input(d, &[2, 6, 5], 653, DType::F32);
+    let w = Tensor::ones(&[4], DType::F32, d).unwrap();
+    expect_shapes_err("group_norm", x.group_norm(2, Some(&w), None, eps), &[2, 6, 5], &[4]);
+    expect_err("group_norm groups not dividing C", x.group_norm(4, None, None, eps));
+}
+
+pub fn dropout2d(d: &Device) {
+    let p = 0.3;
+    let (n, c, h, w) = (20, 30, 3, 5);
+    let (x, xv) = input(d, &[n, c, h, w], 670, DType::F32);
+    let out = x.dropout2d(p, true, Some(7)).unwrap().to_vec_f64().unwrap();
+    let mut dropped = 0;
+    for (ch, (o, v)) in out.chunks(h * w).zip(xv.chunks(h * w)).enumerate() {
+        let zero = o.iter().all(|&o| o == 0.0);
+        let kept = o.iter().zip(v).all(|(&o, &v)| (o - v / (1.0 - p)).abs() <= 1e-6 * (v / (1.0 - p)).abs());
+        assert!(zero || kept, "dropout2d: channel {ch} is neither all zero nor all scaled: {o:?}");
+        dropped += zero as usize;
+    }
+    let frac = dropped as f64 / (n * c) as f64;
+    assert!((frac - p).abs() < 0.06, "dropout2d p = {p}: dropped {frac} of the channels");
+    assert_eq!(x.dropout2d(p, true, Some(7)).unwrap().to_vec_f64().unwrap(), out, "dropout2d: same seed, same mask");
+    check("dropout2d eval", &x.dropout2d(p, false, Some(7)), &[n, c, h, w], &xv, 0.0, 0.0);
+    check("dropout2d p = 0", &x.dropout2d(0.0, true, None), &[n, c, h, w], &xv, 0.0, 0.0);
+    check("dropout2d p = 1", &x.dropout2d(1.0, true, None), &[n, c, h, w], &vec![0.0; xv.len()], 0.0, 0.0);
+    let s = strided_input(d, &[2, 3, 4, 5], &xv[..120], DType::F32);
+    let so = s.dropout2d(0.5, true, Some(9)).unwrap().to_vec_f64().unwrap();
+    for (o, v) in so.chunks(20).zip(xv[..120].chunks(20)) {
+        assert!(o.iter().all(|&o| o == 0.0) || o.iter().zip(v).all(|(&o, &v)| (o - 2.0 * v).abs() <= 1e-6 * v.abs()), "dropout2d strided: {o:?}");
+    }
+    expect_err("dropout2d p = 1.5", x.dropout2d(1.5, true, None));
+    expect_err("dropout2d of a 3-D input", x.reshape(&[n, c, h * w]).and_then(|t| t.dropout2d(0.5, true, None)));
 }

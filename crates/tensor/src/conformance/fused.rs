@@ -38,6 +38,18 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_gelu_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gelu_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_gelu_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gelu_grads(&d)
+            }
+        }
+        #[test]
         fn fused_lstm_cell_errors() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::lstm_cell_errors(&d)
@@ -92,6 +104,11 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let inputs = match op {
         FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[2, n, h], 4)],
+        FusedOp::Gelu => vec![t(&[n, h], 1)],
+        FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
+        // Update ops: every operand shaped like the parameter (the second moments positive).
+        FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
     };
     let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
     let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
@@ -213,4 +230,31 @@ pub fn lstm_cell_errors(d: &Device) {
         let err = Tensor::lstm_cell(&gates, &c).err().unwrap_or_else(|| panic!("lstm_cell accepted operands where {why}"));
         assert!(err.to_string().contains("lstm_cell"), "{why}: the error must name the op: {err}");
     }
+}
+
+/// `gelu` fused against its composite (outputs and gradients), in every float dtype the
+/// device computes, on odd sizes, large magnitudes (where erf saturates) and a strided input.
+pub fn gelu_matches_composite(d: &Device) {
+    let gelu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].gelu()?]) };
+    for (dtype, atol, rtol) in [(DType::F32, 1e-6, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 2e-3, 2e-3), (DType::BF16, 2e-2, 2e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for shape in [&[1usize][..], &[3, 7], &[2, 5, 67]] {
+            let mut v: Vec<f64> = values(shape.iter().product(), 61).iter().map(|x| 4.0 * x).collect();
+            v[0] = -9.0;
+            let x = Tensor::from_f64s(&v, shape, dtype, d).unwrap();
+            check_fused(&format!("gelu {dtype} {shape:?}"), &[x], gelu, atol, rtol);
+        }
+    }
+    let (_, v) = from_values(d, &[4, 6], &values(24, 62), DType::F32);
+    check_fused("gelu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], gelu, 1e-6, 1e-5);
+}
+
+/// The fused GELU's backward rule against finite differences in f64, with fusion on and off,
+/// composed with another op so the incoming gradient is not all ones.
+pub fn gelu_grads(d: &Device) {
+    let f = |x: &[Tensor]| x[0].gelu()?.mul(&x[0]);
+    check_grads("gelu (fused where the device can)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6);
+    no_fusion(|| check_grads("gelu (composite)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6));
 }

@@ -143,17 +143,16 @@ macro_rules! conformance_grad_tests {
             grad_dropout => grads_nn::dropout,
             grad_cross_entropy_nll => grads_nn::cross_entropy_nll,
             grad_mse_bce => grads_nn::mse_bce,
-            // nn-layer composites and the added losses
-            grad_conv1d => grads_nn_extra::conv1d,
-            grad_conv_transpose2d => grads_nn_extra::conv_transpose2d,
-            grad_adaptive_pools => grads_nn_extra::adaptive_pools,
-            grad_group_norm => grads_nn_extra::group_norm,
-            grad_embedding => grads_nn_extra::embedding,
-            grad_dropout2d => grads_nn_extra::dropout2d,
-            grad_linear => grads_nn_extra::linear,
-            grad_attention => grads_nn_extra::attention,
-            grad_l1_bce_kl => grads_nn_extra::l1_bce_kl,
-            grad_cross_entropy_with => grads_nn_extra::cross_entropy_with,
+            grad_conv1d => grads_window::conv1d,
+            grad_conv_transpose2d => grads_window::conv_transpose2d,
+            grad_adaptive_pools => grads_window::adaptive_pools,
+            grad_group_norm => grads_nn::group_norm,
+            grad_embedding => grads_views::embedding,
+            grad_dropout2d => grads_nn::dropout2d,
+            grad_linear => grads_reduce::linear,
+            grad_attention => grads_nn::attention,
+            grad_l1_bce_kl => grads_nn::l1_bce_kl,
+            grad_cross_entropy_with => grads_nn::cross_entropy_with,
         );
     };
     (@emit $device:expr; $($test:ident => $module:ident :: $check:ident,)*) => {

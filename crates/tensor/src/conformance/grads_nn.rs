@@ -1,8 +1,9 @@
-//! Gradient checks of the composites: activations, softmax family, normalization, dropout and
-//! losses (each under every `Reduction`).
+//! Gradient checks of the composites: activations, softmax family, normalization, dropout,
+//! attention and losses (each under every `Reduction`). A composite's gradient comes from its
+//! primitives' rules; these checks catch a wrong composition (a transpose, a reshape, a mask).
 
 use super::grads::{check_grads, index, leaf, positive_leaf, strided_leaf};
-use crate::{DType, Device, Reduction, Tensor};
+use crate::{CrossEntropyOptions, DType, Device, KlReduction, Reduction, Tensor};
 
 const REDUCTIONS: [Reduction; 3] = [Reduction::None, Reduction::Mean, Reduction::Sum];
 
@@ -110,4 +111,84 @@ pub fn mse_bce(d: &Device) {
         let (p, t) = (leaf(d, &[4, 7], 46), positive_leaf(d, &[4, 7], 47, 0.05, 0.95));
         check_grads(&format!("bce_with_logits {r:?}"), &[p, t], |x| x[0].bce_with_logits(&x[1], r), 1e-7, 1e-6);
     }
+}
+
+pub fn group_norm(d: &Device) {
+    let (x, w, b) = (leaf(d, &[2, 6, 5], 13), leaf(d, &[6], 14), leaf(d, &[6], 15));
+    check_grads("group_norm [2, 6, 5] groups 3", &[x, w, b], |x| x[0].group_norm(3, Some(&x[1]), Some(&x[2]), 1e-5), 1e-6, 1e-5);
+    check_grads(
+        "group_norm [2, 4, 2, 3] strided, groups 2, no affine",
+        &[strided_leaf(d, &[2, 4, 2, 3], 16)],
+        |x| x[0].group_norm(2, None, None, 1e-5),
+        1e-6,
+        1e-5,
+    );
+}
+
+pub fn dropout2d(d: &Device) {
+    check_grads("dropout2d p 0.5", &[leaf(d, &[3, 4, 2, 3], 19)], |x| x[0].dropout2d(0.5, true, Some(77)), 1e-7, 1e-6);
+    check_grads("dropout2d eval", &[leaf(d, &[1, 2, 2, 2], 20)], |x| x[0].dropout2d(0.5, false, None)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn attention(d: &Device) {
+    let (q, k, v) = (leaf(d, &[2, 5, 3], 26), leaf(d, &[2, 4, 3], 27), leaf(d, &[2, 4, 2], 28));
+    check_grads("attention", &[q.clone(), k.clone(), v.clone()], |x| x[0].scaled_dot_product_attention(&x[1], &x[2], None, false, None), 1e-7, 1e-6);
+    check_grads("attention causal", &[q.clone(), k.clone(), v.clone()], |x| x[0].scaled_dot_product_attention(&x[1], &x[2], None, true, Some(0.8)), 1e-7, 1e-6);
+    let keep: Vec<f64> = (0..20).map(|f| (f % 4 == 0 || f % 3 == 1) as u8 as f64).collect();
+    let mask = Tensor::from_f64s(&keep, &[5, 4], DType::Bool, d).unwrap();
+    check_grads(
+        "attention bool mask",
+        &[q.clone(), k.clone(), v.clone()],
+        move |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&mask), false, None),
+        1e-7,
+        1e-6,
+    );
+    // The additive float mask gets a gradient too.
+    check_grads(
+        "attention float mask",
+        &[strided_leaf(d, &[2, 5, 3], 29), k, v, leaf(d, &[1, 5, 4], 30)],
+        |x| x[0].scaled_dot_product_attention(&x[1], &x[2], Some(&x[3]), false, None),
+        1e-7,
+        1e-6,
+    );
+}
+
+pub fn l1_bce_kl(d: &Device) {
+    for r in REDUCTIONS {
+        // values() of two seeds: |x - y| stays well away from the kink at 0.
+        let (x, y) = (leaf(d, &[4, 7], 31), strided_leaf(d, &[4, 7], 32));
+        check_grads(&format!("l1_loss {r:?}"), &[x, y], |x| x[0].l1_loss(&x[1], r), 1e-7, 1e-6);
+        let (p, t) = (positive_leaf(d, &[4, 7], 33, 0.05, 0.95), positive_leaf(d, &[4, 7], 34, 0.0, 1.0));
+        check_grads(&format!("bce_loss {r:?}"), &[p, t], |x| x[0].bce_loss(&x[1], r), 1e-7, 1e-6);
+        for log_target in [false, true] {
+            let (x, t) = (leaf(d, &[3, 5], 35), positive_leaf(d, &[3, 5], 36, 0.05, 1.0));
+            check_grads(&format!("kl_div {r:?} log_target={log_target}"), &[x, t], move |x| x[0].kl_div(&x[1], r, log_target), 1e-7, 1e-6);
+        }
+    }
+    let (x, t) = (leaf(d, &[3, 5], 37), positive_leaf(d, &[3, 5], 38, 0.05, 1.0));
+    check_grads("kl_div batchmean", &[x, t], |x| x[0].kl_div(&x[1], KlReduction::BatchMean, false), 1e-7, 1e-6);
+}
+
+pub fn cross_entropy_with(d: &Device) {
+    let targets = index(d, &[3, -100, 6, 3, 1, 0], &[6]);
+    for r in REDUCTIONS {
+        // Gradients to the logits and to the class weights, with every option at once.
+        let t = targets.clone();
+        let f = move |x: &[Tensor]| {
+            let opts = CrossEntropyOptions { weight: Some(&x[1]), ignore_index: Some(-100), label_smoothing: 0.2 };
+            x[0].cross_entropy_with(&t, opts, r)
+        };
+        check_grads(&format!("cross_entropy_with all options {r:?}"), &[leaf(d, &[6, 7], 39), positive_leaf(d, &[7], 40, 0.2, 2.0)], f, 1e-7, 1e-6);
+        let t = targets.clone();
+        check_grads(
+            &format!("nll_loss_with {r:?}"),
+            &[strided_leaf(d, &[6, 7], 41), positive_leaf(d, &[7], 42, 0.2, 2.0)],
+            move |x| x[0].nll_loss_with(&t, Some(&x[1]), Some(-100), r),
+            1e-7,
+            1e-6,
+        );
+    }
+    let t = index(d, &[0, 2, 1, 1, 2, 0], &[2, 3]);
+    let opts = CrossEntropyOptions { ignore_index: Some(1), label_smoothing: 0.1, ..Default::default() };
+    check_grads("cross_entropy_with [N, C, d]", &[strided_leaf(d, &[2, 3, 3], 43)], move |x| x[0].cross_entropy_with(&t, opts, Reduction::Mean), 1e-7, 1e-6);
 }

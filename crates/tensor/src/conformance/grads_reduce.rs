@@ -1,5 +1,5 @@
-//! Gradient checks of the reductions (sum, mean, var, max, min) and of matmul in all its
-//! shapes (vectors, broadcast batches, transposed operands).
+//! Gradient checks of the reductions (sum, mean, var, max, min), of matmul in all its
+//! shapes (vectors, broadcast batches, transposed operands) and of `linear`.
 
 use super::grads::{check_grads, leaf, strided_leaf};
 use crate::Device;
@@ -75,4 +75,11 @@ pub fn matmul_batched(d: &Device) {
     check_grads("matmul strided [3,1,4] x [2,1,4,5]", &[a, b], |x| x[0].matmul(&x[1]), 1e-7, 1e-6);
     let (a, b) = (leaf(d, &[2, 3, 4], 31), leaf(d, &[2, 5, 4], 32));
     check_grads("matmul batched, transposed rhs", &[a, b], |x| x[0].matmul(&x[1].t()?), 1e-7, 1e-6);
+}
+
+pub fn linear(d: &Device) {
+    let (x, w, b) = (leaf(d, &[2, 3, 5], 21), leaf(d, &[4, 5], 22), leaf(d, &[4], 23));
+    check_grads("linear [2, 3, 5]", &[x, w, b], |x| x[0].linear(&x[1], Some(&x[2])), 1e-7, 1e-6);
+    let (x, w) = (leaf(d, &[5], 24), strided_leaf(d, &[3, 5], 25));
+    check_grads("linear 1-D input, strided weight", &[x, w], |x| x[0].linear(&x[1], None), 1e-7, 1e-6);
 }

@@ -1,5 +1,5 @@
 //! Gradient checks of views (reshape, permute, narrow, expand, squeeze, ...) and of the
-//! indexing ops (gather, scatter_add, index_select, cat, stack).
+//! indexing ops (gather, scatter_add, index_select, cat, stack, embedding).
 
 use super::grads::{check_grads, index, leaf, strided_leaf};
 use crate::{Device, Tensor};
@@ -85,4 +85,12 @@ pub fn stack(d: &Device) {
     let parts = [leaf(d, &[2, 3], 38), strided_leaf(d, &[2, 3], 39), leaf(d, &[2, 3], 40)];
     check_grads("stack dim 1", &parts, |x| Tensor::stack(&[&x[0], &x[1], &x[2]], 1usize)?.square(), 1e-7, 1e-6);
     check_grads("stack dim -1", &parts, |x| Tensor::stack(&[&x[0], &x[1], &x[2]], -1isize)?.sin(), 1e-7, 1e-6);
+}
+
+pub fn embedding(d: &Device) {
+    // Repeated indices accumulate into the same row.
+    let idx = index(d, &[3, 0, 6, 3, 1, 3], &[2, 3]);
+    check_grads("embedding", &[leaf(d, &[7, 4], 17)], move |x| idx.embedding(&x[0]), 1e-7, 1e-6);
+    let idx = index(d, &[2], &[]);
+    check_grads("embedding scalar index, strided weight", &[strided_leaf(d, &[5, 3], 18)], move |x| idx.embedding(&x[0])?.square(), 1e-7, 1e-6);
 }

@@ -1,5 +1,6 @@
 //! Gradient checks of the sliding-window ops: im2col and col2im (adjoints of each other),
-//! conv2d through them, and max and average pooling.
+//! the convolutions through them (conv2d, conv1d, conv_transpose2d), and pooling (max,
+//! average, adaptive).
 
 use super::grads::{check_grads, leaf, strided_leaf};
 use crate::Device;
@@ -68,5 +69,29 @@ pub fn avg_pool2d_backward(d: &Device) {
             1e-7,
             1e-6,
         );
+    }
+}
+
+pub fn conv1d(d: &Device) {
+    let (x, w, b) = (leaf(d, &[2, 4, 9], 1), leaf(d, &[6, 2, 3], 2), leaf(d, &[6], 3));
+    check_grads("conv1d s2 p1 d2 g2", &[x, w, b], |x| x[0].conv1d(&x[1], Some(&x[2]), 2, 1, 2, 2), 1e-6, 1e-6);
+    let (x, w) = (strided_leaf(d, &[1, 3, 7], 4), strided_leaf(d, &[2, 3, 4], 5));
+    check_grads("conv1d strided, no bias", &[x, w], |x| x[0].conv1d(&x[1], None, 1, 2, 1, 1), 1e-6, 1e-6);
+}
+
+pub fn conv_transpose2d(d: &Device) {
+    // Stride 2, padding 1, output_padding 1, 2 groups: [2, 4, 3, 3] -> [2, 6, 6, 6].
+    let (x, w, b) = (leaf(d, &[2, 4, 3, 3], 6), leaf(d, &[4, 3, 3, 3], 7), leaf(d, &[6], 8));
+    check_grads("conv_transpose2d s2 p1 op1 g2", &[x, w, b], |x| x[0].conv_transpose2d(&x[1], Some(&x[2]), (2, 2), (1, 1), (1, 1), (1, 1), 2), 1e-6, 1e-6);
+    let (x, w) = (strided_leaf(d, &[1, 2, 4, 3], 9), strided_leaf(d, &[2, 3, 2, 3], 10));
+    check_grads("conv_transpose2d strided, dilated, uneven", &[x, w], |x| x[0].conv_transpose2d(&x[1], None, (1, 2), (0, 1), (1, 1), (2, 1), 1), 1e-6, 1e-6);
+}
+
+pub fn adaptive_pools(d: &Device) {
+    // 7x5 -> 3x2: overlapping, uneven bins on both axes; 6x4 -> 3x2 takes the pooling fast path.
+    for (shape, out) in [([2usize, 2, 7, 5], (3usize, 2usize)), ([1, 3, 6, 4], (3, 2)), ([1, 2, 6, 5], (3, 4))] {
+        check_grads(&format!("adaptive_avg_pool2d {shape:?} -> {out:?}"), &[leaf(d, &shape, 11)], |x| x[0].adaptive_avg_pool2d(out), 1e-7, 1e-6);
+        // Seeded values have no ties, so each bin's maximum is unique.
+        check_grads(&format!("adaptive_max_pool2d {shape:?} -> {out:?}"), &[strided_leaf(d, &shape, 12)], |x| x[0].adaptive_max_pool2d(out), 1e-7, 1e-6);
     }
 }

@@ -14,16 +14,16 @@
 
 pub mod e2e;
 pub mod forward;
+pub mod forward_attention;
 pub mod forward_binary;
 pub mod forward_compare;
 pub mod forward_conv;
 pub mod forward_create;
 pub mod forward_index;
 pub mod forward_loss;
-pub mod forward_loss_extra;
 pub mod forward_matmul;
 pub mod forward_nn;
-pub mod forward_nn_extra;
+pub mod forward_pool;
 pub mod forward_reduce;
 pub mod forward_unary;
 pub mod forward_views;
@@ -31,10 +31,10 @@ pub mod fused;
 pub mod grads;
 pub mod grads_elementwise;
 pub mod grads_nn;
-pub mod grads_nn_extra;
 pub mod grads_reduce;
 pub mod grads_views;
 pub mod grads_window;
+pub mod profile;
 
 use crate::{DType, Device, Result, Tensor};
 

@@ -4,6 +4,8 @@
 
 use crate::autograd::{self, GradFn};
 use crate::error::Result;
+use crate::fused::{fusion_enabled, try_fused, FusedOp};
+use crate::layout::Layout;
 use crate::ops::{check_float, Dim};
 use crate::tensor::Tensor;
 
@@ -39,11 +41,32 @@ impl Tensor {
         Ok(self.record_composite(out, || GradFn::Tanh))
     }
 
-    /// Exact GELU, `x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`, PyTorch's default.
+    /// Exact GELU, `x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))`, PyTorch's default. Runs as one
+    /// fused kernel where the device has one ([`FusedOp::Gelu`]), its gradient too
+    /// ([`FusedOp::GeluBackward`]); otherwise from primitives, whose autograd is then the rule.
     pub fn gelu(&self) -> Result<Tensor> {
         check_float("gelu", self)?;
+        if fusion_enabled() {
+            let x = self.contiguous()?;
+            if let Some(r) = try_fused(&FusedOp::Gelu, &[&x]) {
+                return Ok(Tensor::from_op(r?.remove(0), x.shape(), x.dtype(), x.device(), &[&x], || GradFn::Gelu));
+            }
+        }
         let cdf = self.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
         self.mul(&cdf)
+    }
+
+    /// The backward rule of the fused [`Tensor::gelu`]: `dy (Phi(x) + x phi(x))`, itself fused
+    /// where the device can ([`FusedOp::GeluBackward`]).
+    pub(crate) fn gelu_backward(dy: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let dy = dy.contiguous()?;
+        if let Some(r) = try_fused(&FusedOp::GeluBackward, &[x, &dy]) {
+            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(x.shape()), x.dtype(), x.device(), None));
+        }
+        let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
+        // phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+        let pdf = x.square()?.mul_scalar(-0.5)?.exp()?.mul_scalar(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2)?;
+        dy.mul(&cdf.add(&x.mul(&pdf)?)?)
     }
 
     /// `x * sigmoid(x)`.

@@ -1,8 +1,12 @@
-//! Convolution and pooling over `[N, C, H, W]`.
+//! Convolutions: `im2col`/`col2im` (primitives), `conv2d`, `conv1d` (conv2d with H = 1) and
+//! `conv_transpose2d` (a matmul and `col2im`, the adjoint of conv2d).
 //!
 //! `conv2d` is a composite: `im2col` unfolds the input windows into a matrix and a batched
 //! matmul applies the weights, so its gradients come from the rules of `im2col` (whose adjoint
 //! is `col2im`) and matmul. A backend may later replace it with a fused implicit-GEMM kernel.
+//!
+//! Dimension letters: N batch, C channels, H and W height and width, L length, O output
+//! channels, G groups.
 
 use crate::autograd::GradFn;
 use crate::backend::Window2d;
@@ -18,7 +22,7 @@ fn pair_ok(op: &'static str, shape: &[usize], name: &str, p: (usize, usize)) -> 
 }
 
 /// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
-fn window(
+pub(super) fn window(
     op: &'static str,
     s: &[usize],
     kernel: (usize, usize),
@@ -38,6 +42,17 @@ fn window(
         return Err(Error::bad_shape(op, s, format!("kernel {kernel:?} (dilation {dilation:?}) is larger than the padded input")));
     }
     Ok(w)
+}
+
+/// Adds an `[O]` bias along axis 1 of `out`, or says which shapes disagree.
+fn add_channel_bias(op: &'static str, out: Tensor, weight: &Tensor, bias: Option<&Tensor>, o: usize) -> Result<Tensor> {
+    let Some(b) = bias else { return Ok(out) };
+    if b.shape() != [o] {
+        return Err(Error::shape(op, weight.shape(), b.shape(), format!("weight and bias disagree: the bias must be [O] = [{o}]")));
+    }
+    let mut shape = vec![1; out.rank()];
+    shape[1] = o;
+    out.add(&b.reshape(&shape)?)
 }
 
 impl Tensor {
@@ -73,23 +88,6 @@ impl Tensor {
             return Err(Error::bad_shape("col2im", s, format!("has {} columns, but output size {output_size:?} gives {} windows", s[2], w.col_cols())));
         }
         self.col2im_window(w)
-    }
-
-    /// The gradient of [`Tensor::avg_pool2d`] for an input of `[N, C, H, W]` = `input_shape`,
-    /// given `self` = the gradient of its output.
-    pub fn avg_pool2d_backward(
-        &self,
-        input_shape: &[usize],
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-        count_include_pad: bool,
-    ) -> Result<Tensor> {
-        let w = window("avg_pool2d_backward", input_shape, kernel, stride, padding, (1, 1))?;
-        if self.shape() != [w.n, w.c, w.out_h(), w.out_w()] {
-            return Err(Error::shape("avg_pool2d_backward", input_shape, self.shape(), "input shape and output gradient disagree"));
-        }
-        self.avg_pool2d_backward_window(w, count_include_pad)
     }
 
     /// Folds `[N, C*kh*kw, L]` columns back into `[N, C, H, W]`, summing overlaps
@@ -151,47 +149,127 @@ impl Tensor {
         }
     }
 
-    /// 2-D max pooling; the gradient goes to the (first) maximal element of each window.
-    pub fn max_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), dilation: (usize, usize)) -> Result<Tensor> {
-        check_float("max_pool2d", self)?;
-        let w = window("max_pool2d", self.shape(), kernel, stride, padding, dilation)?;
-        if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
-            return Err(Error::bad_shape("max_pool2d", self.shape(), format!("padding {padding:?} must be at most half the kernel {kernel:?}")));
+    /// 1-D convolution (cross-correlation, as `torch.nn.functional.conv1d`), run as a conv2d
+    /// over a height of 1.
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C, L]`
+    /// - `weight`: `[O, C/groups, k]`, `bias`: `[O]`
+    /// - result: `[N, O, L_out]`, `L_out = (L + 2*padding - dilation*(k-1) - 1) / stride + 1`
+    pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: usize, padding: usize, dilation: usize, groups: usize) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.conv1d(&w, b.as_ref(), stride, padding, dilation, groups);
         }
-        let x = self.contiguous()?;
-        let (values, indices) = x.with_strided(|s| self.device().backend().max_pool2d(s, w))?;
-        let out_shape = [w.n, w.c, w.out_h(), w.out_w()];
-        let indices = Tensor::from_op(indices, &out_shape, crate::DType::I64, self.device(), &[], || GradFn::Identity);
-        Ok(Tensor::from_op(values, &out_shape, self.dtype(), self.device(), &[self], || GradFn::MaxPool2d { window: w, indices }))
-    }
-
-    /// 2-D average pooling; `count_include_pad` as PyTorch (which defaults to true).
-    pub fn avg_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize), count_include_pad: bool) -> Result<Tensor> {
-        check_float("avg_pool2d", self)?;
-        let w = window("avg_pool2d", self.shape(), kernel, stride, padding, (1, 1))?;
-        if padding.0 * 2 > kernel.0 || padding.1 * 2 > kernel.1 {
-            return Err(Error::bad_shape("avg_pool2d", self.shape(), format!("padding {padding:?} must be at most half the kernel {kernel:?}")));
+        check_float("conv1d", self)?;
+        check_same_dtype("conv1d", self, weight)?;
+        check_same_device("conv1d", self, weight)?;
+        let (xs, ws) = (self.shape(), weight.shape());
+        if xs.len() != 3 || ws.len() != 3 {
+            return Err(Error::shape("conv1d", xs, ws, "must be a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight"));
         }
-        self.avg_pool2d_window(w, count_include_pad)
+        if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
+            return Err(Error::shape(
+                "conv1d",
+                xs,
+                ws,
+                format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
+            ));
+        }
+        if stride == 0 || dilation == 0 || ws[2] == 0 || xs[2] + 2 * padding < dilation * (ws[2].max(1) - 1) + 1 {
+            return Err(Error::shape(
+                "conv1d",
+                xs,
+                ws,
+                format!("kernel {} (dilation {dilation}, stride {stride}) does not fit the input padded by {padding}", ws[2]),
+            ));
+        }
+        let x4 = self.unsqueeze(2usize)?;
+        let w4 = weight.unsqueeze(2usize)?;
+        let out = x4.conv2d(&w4, None, (1, stride), (0, padding), (1, dilation), groups)?.squeeze(2usize)?;
+        add_channel_bias("conv1d", out, weight, bias, ws[0])
     }
 
-    pub(crate) fn avg_pool2d_window(&self, w: Window2d, cip: bool) -> Result<Tensor> {
-        let x = self.contiguous()?;
-        let storage = x.with_strided(|s| self.device().backend().avg_pool2d(s, w, cip))?;
-        Ok(Tensor::from_op(storage, &[w.n, w.c, w.out_h(), w.out_w()], self.dtype(), self.device(), &[self], || GradFn::AvgPool2d {
-            window: w,
-            count_include_pad: cip,
-        }))
-    }
-
-    /// The adjoint of average pooling, as a differentiable op of its own (its gradient is
-    /// average pooling again).
-    pub(crate) fn avg_pool2d_backward_window(&self, w: Window2d, cip: bool) -> Result<Tensor> {
-        let dy = self.contiguous()?;
-        let storage = dy.with_strided(|s| self.device().backend().avg_pool2d_backward(s, w, cip))?;
-        Ok(Tensor::from_op(storage, &[w.n, w.c, w.h, w.w], self.dtype(), self.device(), &[self], || GradFn::AvgPool2dBackward {
-            window: w,
-            count_include_pad: cip,
-        }))
+    /// Transposed 2-D convolution (`torch.nn.functional.conv_transpose2d`): the adjoint of
+    /// [`Tensor::conv2d`] with the same weight. Each input pixel scatters `weight` into the
+    /// output; computed as one matmul into columns and a `col2im` fold that sums the overlaps.
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C_in, H, W]`
+    /// - `weight`: `[C_in, C_out/groups, kh, kw]` (PyTorch's layout), `bias`: `[C_out]`
+    /// - result: `[N, C_out, H_out, W_out]` with
+    ///   `H_out = (H-1)*stride - 2*padding + dilation*(kh-1) + output_padding + 1` (and so W)
+    ///
+    /// `output_padding` must be smaller than the stride or the dilation on its axis, as PyTorch.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_transpose2d(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        output_padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.conv_transpose2d(&w, b.as_ref(), stride, padding, output_padding, dilation, groups);
+        }
+        const OP: &str = "conv_transpose2d";
+        check_float(OP, self)?;
+        check_same_dtype(OP, self, weight)?;
+        check_same_device(OP, self, weight)?;
+        let (xs, ws) = (self.shape(), weight.shape());
+        if xs.len() != 4 || ws.len() != 4 {
+            return Err(Error::shape(OP, xs, ws, "must be a 4-D [N, C_in, H, W] input and a 4-D [C_in, C_out/groups, kh, kw] weight"));
+        }
+        if groups == 0 || xs[1] % groups != 0 || ws[0] != xs[1] {
+            return Err(Error::shape(
+                OP,
+                xs,
+                ws,
+                format!("disagree on channels: input has {} channels, weight has {} input channels ({groups} groups)", xs[1], ws[0]),
+            ));
+        }
+        let (n, c_in, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+        let (cout_g, kernel) = (ws[1], (ws[2], ws[3]));
+        let c_out = cout_g * groups;
+        let ok = |s: usize, d: usize, k: usize, op: usize| s > 0 && d > 0 && k > 0 && (op < s || op < d);
+        if !ok(stride.0, dilation.0, kernel.0, output_padding.0) || !ok(stride.1, dilation.1, kernel.1, output_padding.1) {
+            return Err(Error::shape(
+                OP,
+                xs,
+                ws,
+                format!(
+                    "stride {stride:?}, dilation {dilation:?} and kernel must be positive, output_padding {output_padding:?} smaller than stride or dilation"
+                ),
+            ));
+        }
+        let out_len = |len: usize, s: usize, p: usize, d: usize, k: usize, op: usize| {
+            ((len as isize - 1) * s as isize - 2 * p as isize + (d * (k - 1) + op + 1) as isize).max(0) as usize
+        };
+        let (oh, ow) =
+            (out_len(h, stride.0, padding.0, dilation.0, kernel.0, output_padding.0), out_len(w, stride.1, padding.1, dilation.1, kernel.1, output_padding.1));
+        if h == 0 || w == 0 || oh == 0 || ow == 0 {
+            return Err(Error::shape(OP, xs, ws, format!("give an empty output [{oh}, {ow}] with stride {stride:?}, padding {padding:?}")));
+        }
+        // cols[n, (co, i, j), y*W + x] = sum_ci weight[ci, co, i, j] x[n, ci, y, x], per group.
+        let (cin_g, ck, l) = (c_in / groups, cout_g * kernel.0 * kernel.1, h * w);
+        let wt = weight.reshape(&[groups, cin_g, ck])?.transpose(1usize, 2usize)?; // [G, ck, cin_g]
+        let cols = wt.matmul(&self.reshape(&[n, groups, cin_g, l])?)?.reshape(&[n, groups * ck, h, w])?;
+        // The conv2d window over the output may hold more positions than the input has pixels
+        // (when output_padding >= stride): those positions have no source and get zero columns.
+        let win = Window2d { n, c: c_out, h: oh, w: ow, kernel, stride, padding, dilation };
+        let (wh, ww) = (win.out_h(), win.out_w());
+        let mut cols = cols;
+        if wh > h {
+            let z = Tensor::zeros(&[n, groups * ck, wh - h, w], self.dtype(), self.device())?;
+            cols = Tensor::cat(&[&cols, &z], 2usize)?;
+        }
+        if ww > w {
+            let z = Tensor::zeros(&[n, groups * ck, wh, ww - w], self.dtype(), self.device())?;
+            cols = Tensor::cat(&[&cols, &z], 3usize)?;
+        }
+        let out = cols.reshape(&[n, groups * ck, wh * ww])?.col2im_window(win)?;
+        add_channel_bias(OP, out, weight, bias, c_out)
     }
 }

@@ -32,15 +32,11 @@ type ScalarKey = (usize, DType, u64);
 /// The `*_scalar` ops' constants, per device, dtype and value (see [`Tensor::scalar_like`]).
 static SCALARS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<ScalarKey, Tensor>>> = std::sync::OnceLock::new();
 
-fn backend_key(device: &crate::Device) -> usize {
-    device.backend() as *const dyn crate::Backend as *const () as usize
-}
-
 /// Drops `device`'s cached constants (`Device::empty_cache`), so that its memory in use
 /// returns to what live tensors hold.
 pub(crate) fn drop_cached_scalars(device: &crate::Device) {
     if let Some(cache) = SCALARS.get() {
-        cache.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != backend_key(device));
+        cache.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != device.id());
     }
 }
 
@@ -150,7 +146,7 @@ impl Tensor {
     /// cached per device: on a GPU each new one would cost a dispatch, and they are only ever
     /// read (ops never write into existing storage, and these never reach `assign`).
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
-        let key = (backend_key(self.device()), self.dtype(), value.to_bits());
+        let key = (self.device().id(), self.dtype(), value.to_bits());
         let cache = SCALARS.get_or_init(Default::default);
         if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(t.clone());

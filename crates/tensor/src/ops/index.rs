@@ -1,4 +1,5 @@
-//! Indexing ops: gather, scatter-add, index-select, and joining tensors (cat, stack).
+//! Indexing ops: gather, scatter-add, index-select, joining tensors (cat, stack), and
+//! `embedding`, an index-select of weight rows.
 
 use crate::autograd::GradFn;
 use crate::backend::Strided;
@@ -102,5 +103,24 @@ impl Tensor {
         let expanded: Vec<Tensor> = parts.iter().map(|p| p.unsqueeze(d)).collect::<Result<_>>()?;
         let refs: Vec<&Tensor> = expanded.iter().collect();
         Tensor::cat(&refs, d)
+    }
+
+    /// Rows of `weight` picked by the i64 indices in `self` (`torch.nn.functional.embedding`);
+    /// the gradient scatters back into the picked rows.
+    ///
+    /// # Shapes
+    /// - `self`: i64 indices of any shape `[*]`, each in `0..V`
+    /// - `weight`: `[V, D]`
+    /// - result: `[*, D]`
+    pub fn embedding(&self, weight: &Tensor) -> Result<Tensor> {
+        check_index("embedding", self)?;
+        check_same_device("embedding", self, weight)?;
+        if weight.rank() != 2 {
+            return Err(Error::shape("embedding", self.shape(), weight.shape(), "must be i64 indices of any shape and a 2-D [V, D] weight"));
+        }
+        let flat = self.reshape(&[self.numel()])?;
+        let mut shape = self.shape().to_vec();
+        shape.push(weight.shape()[1]);
+        weight.index_select(0usize, &flat)?.reshape(&shape)
     }
 }

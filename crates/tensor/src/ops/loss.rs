@@ -1,8 +1,13 @@
-//! Losses built from primitives, in their numerically stable forms.
+//! Losses built from primitives, in their numerically stable forms, with PyTorch's
+//! definitions: `nll_loss`, `cross_entropy` and their `_with` forms (class weights,
+//! `ignore_index`, label smoothing), `mse_loss`, `l1_loss`, `bce_loss` on probabilities,
+//! `bce_with_logits` and `kl_div`.
+//!
+//! Dimension letters: N batch, C classes; `*` any further dims.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::check_same_device;
+use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
 /// How a loss combines per-element values.
@@ -12,6 +17,59 @@ pub enum Reduction {
     #[default]
     Mean,
     Sum,
+}
+
+/// How [`Tensor::kl_div`] combines per-element values: PyTorch's `reduction`, including
+/// `batchmean`, the sum divided by the batch size (the mathematically correct KL divergence;
+/// `Mean` divides by every element, as PyTorch's `mean` does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KlReduction {
+    None,
+    #[default]
+    Mean,
+    Sum,
+    BatchMean,
+}
+
+impl From<Reduction> for KlReduction {
+    fn from(r: Reduction) -> Self {
+        match r {
+            Reduction::None => KlReduction::None,
+            Reduction::Mean => KlReduction::Mean,
+            Reduction::Sum => KlReduction::Sum,
+        }
+    }
+}
+
+/// Options of [`Tensor::cross_entropy_with`], as `torch.nn.functional.cross_entropy`'s
+/// keyword arguments. `Default` is PyTorch's defaults, except that no target is ignored
+/// unless `ignore_index` is set (PyTorch's default `-100` is never a valid class anyway).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CrossEntropyOptions<'a> {
+    /// Per-class weights `[C]`, of the logits' dtype.
+    pub weight: Option<&'a Tensor>,
+    /// Targets equal to this contribute nothing, to the loss or to the mean's divisor.
+    pub ignore_index: Option<i64>,
+    /// `ε` in `[0, 1]`: the target distribution is `(1 - ε) one_hot + ε / C`.
+    pub label_smoothing: f64,
+}
+
+/// A loss's gather of its class targets failed on an index: name the loss and the target
+/// rather than the gather. (On a GPU the index check runs in the kernel and is reported at the
+/// next read-back, naming the gather: the loss cannot wait for it without a sync per step.)
+fn class_error(op: &'static str, classes: usize, e: Error) -> Error {
+    match e {
+        Error::IndexOutOfRange { index, .. } => Error::ClassOutOfRange { op, target: index, classes },
+        e => e,
+    }
+}
+
+/// `max(log x, -100)`, finite at `x = 0` in value and gradient (PyTorch's BCE clamp).
+fn clamped_log(x: &Tensor) -> Result<Tensor> {
+    let pos = x.gt_scalar(0.0)?;
+    // Taking the log of 1 where x = 0 keeps `0 * (1 / 0)` out of the backward pass.
+    let safe = Tensor::where_cond(&pos, x, &x.scalar_like(1.0)?)?;
+    Tensor::where_cond(&pos, &safe.log()?.maximum_scalar(-100.0)?, &x.scalar_like(-100.0)?)
 }
 
 impl Reduction {
@@ -43,8 +101,8 @@ impl Tensor {
         if targets.dtype() != DType::I64 {
             return Err(Error::dtype("nll_loss", targets.dtype(), "targets must be i64 class indices"));
         }
-        let picked = self.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?;
-        reduction.apply(picked.neg()?)
+        let picked = self.gather(1usize, &targets.unsqueeze(1usize)?).map_err(|e| class_error("nll_loss", self.shape()[1], e))?;
+        reduction.apply(picked.squeeze(1usize)?.neg()?)
     }
 
     /// Cross-entropy of `[N, C]` logits against i64 class `targets` `[N]`.
@@ -55,7 +113,10 @@ impl Tensor {
         if self.rank() != 2 {
             return Err(Error::shape("cross_entropy", self.shape(), targets.shape(), "must be [N, C] logits and [N] class indices"));
         }
-        self.log_softmax(1usize)?.nll_loss(targets, reduction)
+        self.log_softmax(1usize)?.nll_loss(targets, reduction).map_err(|e| match e {
+            Error::ClassOutOfRange { target, classes, .. } => Error::ClassOutOfRange { op: "cross_entropy", target, classes },
+            e => e,
+        })
     }
 
     /// Mean squared error.
@@ -75,5 +136,184 @@ impl Tensor {
         check_same_shape("bce_with_logits", self, target)?;
         // softplus(x) - x y: stable for any logit, and its gradient sigmoid(x) - y also at 0.
         reduction.apply(self.softplus()?.sub(&self.mul(target)?)?)
+    }
+
+    /// Mean absolute error, `|x - y|` (`torch.nn.functional.l1_loss`).
+    ///
+    /// # Shapes
+    /// - `self`, `target`: `[*]`, the same shape
+    /// - result: `[*]` for `Reduction::None`, else a scalar
+    pub fn l1_loss(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.l1_loss(&t, reduction);
+        }
+        check_same_shape("l1_loss", self, target)?;
+        Reduction::apply(reduction, self.sub(target)?.abs()?)
+    }
+
+    /// Binary cross-entropy of probabilities `self` in `[0, 1]` against targets in `[0, 1]`
+    /// (`torch.nn.functional.binary_cross_entropy`):
+    /// `-(y max(log p, -100) + (1 - y) max(log(1 - p), -100))`, finite at `p = 0` and `p = 1`.
+    /// The range of `p` is not checked (that would need a read-back); prefer
+    /// [`Tensor::bce_with_logits`], which is stabler.
+    ///
+    /// # Shapes
+    /// - `self`, `target`: `[*]`, the same shape
+    /// - result: `[*]` for `Reduction::None`, else a scalar
+    pub fn bce_loss(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.bce_loss(&t, reduction);
+        }
+        check_float("bce_loss", self)?;
+        check_same_shape("bce_loss", self, target)?;
+        let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
+        let pos = target.mul(&clamped_log(self)?)?;
+        let neg = one_minus(target)?.mul(&clamped_log(&one_minus(self)?)?)?;
+        Reduction::apply(reduction, pos.add(&neg)?.neg()?)
+    }
+
+    /// Kullback-Leibler divergence `KL(target || exp(self))` for log-probabilities `self`
+    /// (`torch.nn.functional.kl_div`): pointwise `target (log target - self)`, 0 where
+    /// `target = 0`; with `log_target`, the target is given as log-probabilities and the
+    /// pointwise value is `exp(target) (target - self)`. `reduction` takes a [`Reduction`] or
+    /// a [`KlReduction`] (for `BatchMean`, the sum divided by `N`).
+    ///
+    /// # Shapes
+    /// - `self`, `target`: `[N, *]`, the same shape
+    /// - result: `[N, *]` for `None`, else a scalar
+    pub fn kl_div(&self, target: &Tensor, reduction: impl Into<KlReduction>, log_target: bool) -> Result<Tensor> {
+        if let Some([x, t]) = crate::autocast::widened([self, target])? {
+            return x.kl_div(&t, reduction, log_target);
+        }
+        check_float("kl_div", self)?;
+        check_same_shape("kl_div", self, target)?;
+        let per = if log_target {
+            target.exp()?.mul(&target.sub(self)?)?
+        } else {
+            // xlogy(t, t) - t x: log(1) = 0 stands in where t = 0, in value and in gradient.
+            let safe = Tensor::where_cond(&target.eq_scalar(0.0)?, &target.scalar_like(1.0)?, target)?;
+            target.mul(&safe.log()?.sub(self)?)?
+        };
+        match reduction.into() {
+            KlReduction::None => Ok(per),
+            KlReduction::Mean => per.mean_all(),
+            KlReduction::Sum => per.sum_all(),
+            KlReduction::BatchMean if per.rank() == 0 => per.sum_all(),
+            KlReduction::BatchMean => per.sum_all()?.div_scalar(per.shape()[0] as f64),
+        }
+    }
+
+    /// Cross-entropy of logits against i64 class targets with PyTorch's options
+    /// (`torch.nn.functional.cross_entropy`): per target `n`, with `w = weight` (or ones),
+    /// `logp = log_softmax(logits, 1)` and `ε = label_smoothing`,
+    /// `loss_n = (1 - ε) (-w[y_n] logp[n, y_n]) + ε / C * sum_c (-w[c] logp[n, c])`,
+    /// and 0 where `y_n = ignore_index`. `Mean` divides the sum by `sum_n w[y_n]` over the
+    /// targets not ignored (NaN if all are ignored, as PyTorch).
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C]` or `[N, C, *]` logits
+    /// - `targets`: i64 `[N]` or `[N, *]`, each in `0..C` or equal to `ignore_index`
+    /// - result: the targets' shape for `Reduction::None`, else a scalar
+    pub fn cross_entropy_with(&self, targets: &Tensor, options: CrossEntropyOptions, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.cross_entropy_with(targets, options, reduction);
+        }
+        const OP: &str = "cross_entropy";
+        check_float(OP, self)?;
+        if self.rank() < 2 {
+            return Err(Error::shape(OP, self.shape(), targets.shape(), "must be [N, C, *] logits and [N, *] class indices"));
+        }
+        if !(0.0..=1.0).contains(&options.label_smoothing) {
+            return Err(Error::bad_shape(OP, self.shape(), format!("label_smoothing {} is outside [0, 1]", options.label_smoothing)));
+        }
+        self.log_softmax(1usize)?.weighted_nll(OP, targets, options, reduction)
+    }
+
+    /// Negative log-likelihood of log-probabilities at i64 class targets, with optional class
+    /// weights and an ignored index (`torch.nn.functional.nll_loss`):
+    /// `loss_n = -weight[y_n] self[n, y_n]`, 0 where `y_n = ignore_index`; `Mean` divides by
+    /// the sum of `weight[y_n]` over the targets not ignored.
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C]` or `[N, C, *]` log-probabilities; `weight`: `[C]`
+    /// - `targets`: i64 `[N]` or `[N, *]`
+    /// - result: the targets' shape for `Reduction::None`, else a scalar
+    pub fn nll_loss_with(&self, targets: &Tensor, weight: Option<&Tensor>, ignore_index: Option<i64>, reduction: Reduction) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.nll_loss_with(targets, weight, ignore_index, reduction);
+        }
+        check_float("nll_loss", self)?;
+        self.weighted_nll("nll_loss", targets, CrossEntropyOptions { weight, ignore_index, label_smoothing: 0.0 }, reduction)
+    }
+
+    /// The shared body of `nll_loss_with` and `cross_entropy_with`, on log-probabilities.
+    fn weighted_nll(&self, op: &'static str, targets: &Tensor, options: CrossEntropyOptions, reduction: Reduction) -> Result<Tensor> {
+        let (s, ts) = (self.shape(), targets.shape());
+        let mut want_t = s.to_vec();
+        if s.len() >= 2 {
+            want_t.remove(1);
+        }
+        if s.len() < 2 || ts != want_t.as_slice() {
+            return Err(Error::shape(op, s, ts, "must be [N, C, *] and [N, *] class indices (the input's shape without dim 1)"));
+        }
+        if targets.dtype() != DType::I64 {
+            return Err(Error::dtype(op, targets.dtype(), "targets must be i64 class indices"));
+        }
+        check_same_device(op, self, targets)?;
+        let c = s[1];
+        if let Some(w) = options.weight {
+            check_same_dtype(op, self, w)?;
+            check_same_device(op, self, w)?;
+            if w.shape() != [c] {
+                return Err(Error::shape(op, s, w.shape(), format!("input and weight disagree: the weight must be [C] = [{c}]")));
+            }
+        }
+        // Fold `[N, C, *]` into `[M, C]` rows with the classes last.
+        let m = targets.numel();
+        let (logp, t) = if s.len() == 2 {
+            (self.clone(), targets.clone())
+        } else {
+            let mut perm: Vec<usize> = (0..s.len()).filter(|&d| d != 1).collect();
+            perm.push(1);
+            (self.permute(&perm)?.reshape(&[m, c])?, targets.reshape(&[m])?)
+        };
+        // Ignored targets read class 0 (any valid index) and are masked out after.
+        let (t, valid) = match options.ignore_index {
+            None => (t, None),
+            Some(ig) => {
+                let keep = t.ne(&Tensor::scalar(ig as f64, DType::I64, t.device())?)?;
+                let t = Tensor::where_cond(&keep, &t, &Tensor::scalar(0.0, DType::I64, t.device())?)?;
+                (t, Some(keep.to_dtype(self.dtype())?))
+            }
+        };
+        // Each target's weight in the loss and in the mean's divisor: weight[y_n] * valid_n.
+        let factor = match (options.weight, &valid) {
+            (None, None) => None,
+            (None, Some(v)) => Some(v.clone()),
+            (Some(w), None) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?),
+            (Some(w), Some(v)) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?.mul(v)?),
+        };
+        let picked = logp.gather(1usize, &t.unsqueeze(1usize)?).map_err(|e| class_error(op, c, e))?.squeeze(1usize)?.neg()?;
+        let mut per = match &factor {
+            Some(f) => picked.mul(f)?,
+            None => picked,
+        };
+        let eps = options.label_smoothing;
+        if eps > 0.0 {
+            let weighted = match options.weight {
+                Some(w) => logp.mul(&w.reshape(&[1, c])?)?,
+                None => logp,
+            };
+            let mut smooth = weighted.sum(&[1], false)?.neg()?;
+            if let Some(v) = &valid {
+                smooth = smooth.mul(v)?;
+            }
+            per = per.mul_scalar(1.0 - eps)?.add(&smooth.mul_scalar(eps / c as f64)?)?;
+        }
+        match (reduction, factor) {
+            (Reduction::None, _) => per.reshape(ts),
+            (Reduction::Mean, Some(f)) => per.sum_all()?.div(&f.sum_all()?),
+            (r, _) => Reduction::apply(r, per),
+        }
     }
 }

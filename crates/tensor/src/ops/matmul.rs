@@ -1,4 +1,5 @@
-//! Matrix products with PyTorch's `matmul` semantics: 1-D operands, broadcast batch dims.
+//! Matrix products with PyTorch's `matmul` semantics (1-D operands, broadcast batch dims),
+//! and `linear`, the layer's product folded into one GEMM.
 
 use crate::autograd::GradFn;
 use crate::backend::Strided;
@@ -54,5 +55,40 @@ impl Tensor {
         let storage =
             self.device().backend().matmul(Strided { storage: &*lst, layout: l3.layout(), dtype }, Strided { storage: &*rst, layout: r3.layout(), dtype })?;
         Ok(Tensor::from_op(storage, &out_shape, dtype, self.device(), &[self, rhs], || GradFn::Matmul))
+    }
+
+    /// `x @ weight^T + bias` (`torch.nn.functional.linear`). Leading dims are folded into one
+    /// matrix so the product is a single GEMM.
+    ///
+    /// # Shapes
+    /// - `self`: `[*, in]` (any number of leading dims, including none)
+    /// - `weight`: `[out, in]`, `bias`: `[out]`
+    /// - result: `[*, out]`
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+            return x.linear(&w, b.as_ref());
+        }
+        const OP: &str = "linear";
+        check_float(OP, self)?;
+        check_same_dtype(OP, self, weight)?;
+        check_same_device(OP, self, weight)?;
+        let (xs, ws) = (self.shape(), weight.shape());
+        if xs.is_empty() || ws.len() != 2 || xs[xs.len() - 1] != ws[1] {
+            return Err(Error::shape(OP, xs, ws, "must be an [*, in] input and an [out, in] weight"));
+        }
+        let (fan_in, fan_out) = (ws[1], ws[0]);
+        let mut out_shape = xs.to_vec();
+        *out_shape.last_mut().expect("rank >= 1") = fan_out;
+        let out = if xs.len() <= 2 {
+            self.matmul(&weight.t()?)?
+        } else {
+            let m = self.numel() / fan_in.max(1);
+            self.reshape(&[m, fan_in])?.matmul(&weight.t()?)?.reshape(&out_shape)?
+        };
+        match bias {
+            None => Ok(out),
+            Some(b) if b.shape() == [fan_out] => out.add(b),
+            Some(b) => Err(Error::shape(OP, ws, b.shape(), format!("weight and bias disagree: the bias must be [out] = [{fan_out}]"))),
+        }
     }
 }

@@ -2,22 +2,20 @@
 //! records its backward rule; composites are built from these and need neither.
 
 mod activation;
+mod attention;
 mod conv;
-mod conv_extra;
 mod elementwise;
 mod index;
 mod loss;
-mod loss_extra;
 mod matmul;
-mod nn_extra;
 mod norm;
+mod pool;
 mod recurrent;
 mod reduce;
 mod view;
 
 pub(crate) use elementwise::drop_cached_scalars;
-pub use loss::Reduction;
-pub use loss_extra::{CrossEntropyOptions, KlReduction};
+pub use loss::{CrossEntropyOptions, KlReduction, Reduction};
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;

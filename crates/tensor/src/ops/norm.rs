@@ -1,7 +1,11 @@
-//! Normalization and dropout, built from primitives.
+//! Normalization (layer, batch, group) and dropout (elementwise, channel), built from
+//! primitives.
+//!
+//! Dimension letters: N batch, C channels, G groups.
 
 use crate::autograd;
 use crate::error::{Error, Result};
+use crate::ops::check_float;
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -11,7 +15,7 @@ impl Tensor {
         if let Some([x]) = crate::autocast::widened([self])? {
             return x.layer_norm(normalized_dims, weight, bias, eps);
         }
-        crate::ops::check_float("layer_norm", self)?;
+        check_float("layer_norm", self)?;
         if normalized_dims == 0 || normalized_dims > self.rank() {
             return Err(Error::bad_shape("layer_norm", self.shape(), format!("cannot normalize over the last {normalized_dims} dims")));
         }
@@ -49,7 +53,7 @@ impl Tensor {
         if let Some([x]) = crate::autocast::widened([self])? {
             return x.batch_norm(running_mean, running_var, weight, bias, training, momentum, eps);
         }
-        crate::ops::check_float("batch_norm", self)?;
+        check_float("batch_norm", self)?;
         if self.rank() < 2 {
             return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));
         }
@@ -109,6 +113,71 @@ impl Tensor {
         }
         let seed = seed.unwrap_or_else(crate::rng::next_seed);
         let mask = Tensor::bernoulli(self.shape(), 1.0 - p, seed, self.dtype(), self.device())?;
+        self.mul(&mask.mul_scalar(1.0 / (1.0 - p))?)
+    }
+
+    /// Group normalization (`torch.nn.functional.group_norm`): channels are split into
+    /// `groups` consecutive groups, each normalized over its channels and all spatial positions
+    /// (biased variance), then scaled and shifted per channel.
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C, *]`, with `C` divisible by `groups`
+    /// - `weight`, `bias`: `[C]`
+    /// - result: `[N, C, *]`
+    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.group_norm(groups, weight, bias, eps);
+        }
+        const OP: &str = "group_norm";
+        check_float(OP, self)?;
+        let s = self.shape();
+        if s.len() < 2 || groups == 0 || !s[1].is_multiple_of(groups) {
+            return Err(Error::bad_shape(OP, s, format!("expects [N, C, *] with C divisible by groups = {groups}")));
+        }
+        let c = s[1];
+        for (name, p) in [("weight", weight), ("bias", bias)] {
+            if let Some(p) = p {
+                if p.shape() != [c] {
+                    return Err(Error::shape(OP, s, p.shape(), format!("input and {name} disagree: the {name} must be [C] = [{c}]")));
+                }
+            }
+        }
+        let per_group = self.numel() / (s[0] * groups).max(1);
+        let mut out = self.reshape(&[s[0], groups, per_group])?.layer_norm(1, None, None, eps)?.reshape(s)?;
+        let mut cshape = vec![1; s.len()];
+        cshape[1] = c;
+        if let Some(w) = weight {
+            out = out.mul(&w.reshape(&cshape)?)?;
+        }
+        if let Some(b) = bias {
+            out = out.add(&b.reshape(&cshape)?)?;
+        }
+        Ok(out)
+    }
+
+    /// Channel dropout (`torch.nn.functional.dropout2d`): in training, zeroes each whole
+    /// `[H, W]` channel plane with probability `p` and scales the others by `1 / (1 - p)`; the
+    /// identity otherwise. `seed: None` draws from the global generator.
+    ///
+    /// # Shapes
+    /// - `self`: `[N, C, H, W]`; the mask is `[N, C, 1, 1]`
+    /// - result: `[N, C, H, W]`
+    pub fn dropout2d(&self, p: f64, training: bool, seed: Option<u64>) -> Result<Tensor> {
+        let s = self.shape();
+        if s.len() != 4 {
+            return Err(Error::bad_shape("dropout2d", s, "expects a 4-D [N, C, H, W] input"));
+        }
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::bad_shape("dropout2d", s, format!("probability {p} is outside [0, 1]")));
+        }
+        if !training || p == 0.0 {
+            return Ok(self.clone());
+        }
+        if p == 1.0 {
+            return self.mul(&self.zeros_like()?);
+        }
+        let seed = seed.unwrap_or_else(crate::rng::next_seed);
+        let mask = Tensor::bernoulli(&[s[0], s[1], 1, 1], 1.0 - p, seed, self.dtype(), self.device())?;
         self.mul(&mask.mul_scalar(1.0 / (1.0 - p))?)
     }
 }

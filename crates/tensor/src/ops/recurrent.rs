@@ -55,7 +55,7 @@ impl Tensor {
         let dout = dout.contiguous()?;
         if let Some(r) = try_fused(&FusedOp::LstmCellBackward, &[gates, c, out, &dout]) {
             let mut r = r?;
-            let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), c.dtype(), c.device().clone(), None);
+            let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), c.dtype(), c.device(), None);
             let dc = fresh(r.pop().expect("two outputs, counted by try_fused"), c.shape());
             return Ok((fresh(r.pop().expect("two outputs"), gates.shape()), dc));
         }

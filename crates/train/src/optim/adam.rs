@@ -1,7 +1,7 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW`: one rule, the weight decay coupled (an L2
 //! penalty in the gradient) or decoupled (the parameter shrunk before the update).
 
-use liandan_tensor::Tensor;
+use liandan_tensor::{fused, AdamStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, zeros_like, Optim, ParamState, Rule};
@@ -71,8 +71,29 @@ impl Rule for AdamConfig {
         }
     }
 
+    /// One fused kernel where the device has one ([`FusedOp::AdamStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
         let (beta1, beta2) = self.betas;
+        if state.tensors.is_empty() {
+            state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
+        }
+        let op = FusedOp::AdamStep(AdamStep {
+            lr,
+            beta1,
+            beta2,
+            eps: self.eps,
+            weight_decay,
+            step: state.step,
+            amsgrad: self.amsgrad,
+            maximize: self.maximize,
+            decoupled_weight_decay: self.decoupled_weight_decay,
+        });
+        let mut operands = vec![param, grad];
+        operands.extend(&state.tensors);
+        if let Some(done) = fused::update(&op, &operands) {
+            return Ok(done?);
+        }
         let mut g = signed(grad, self.maximize)?;
         let mut p = param.clone();
         if self.decoupled_weight_decay {
@@ -82,17 +103,12 @@ impl Rule for AdamConfig {
         } else {
             g = l2(g, param, weight_decay)?;
         }
-        if state.tensors.is_empty() {
-            state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
-        }
         let exp_avg = lerp(&state.tensors[0], &g, 1.0 - beta1)?;
         let exp_avg_sq = decay_addcmul(&state.tensors[1], beta2, &g, &g, 1.0 - beta2)?;
         // Bias corrections on the host in f64 from the host step count, as PyTorch's default
         // (non-capturable) path computes them: no read-back.
-        let step = state.step as f64;
-        let bias_correction1 = 1.0 - beta1.powf(step);
-        let bias_correction2_sqrt = (1.0 - beta2.powf(step)).powf(0.5);
-        let step_size = lr / bias_correction1;
+        let FusedOp::AdamStep(hyper) = op else { unreachable!("built above") };
+        let (step_size, bias_correction2_sqrt) = hyper.corrections();
         let second = if self.amsgrad {
             let max = state.tensors[2].maximum(&exp_avg_sq)?;
             state.tensors[2] = max.clone();

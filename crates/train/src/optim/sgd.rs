@@ -1,6 +1,6 @@
 //! `torch.optim.SGD`: momentum, dampening, Nesterov momentum and L2 weight decay.
 
-use liandan_tensor::Tensor;
+use liandan_tensor::{fused, FusedOp, SgdStep, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, invalid, l2, signed, Optim, ParamState, Rule};
@@ -55,7 +55,28 @@ impl Rule for SgdConfig {
         }
     }
 
+    /// One fused kernel where the device has one ([`FusedOp::SgdStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        let first = state.tensors.is_empty();
+        let op = FusedOp::SgdStep(SgdStep {
+            lr,
+            momentum: self.momentum,
+            dampening: self.dampening,
+            weight_decay,
+            nesterov: self.nesterov,
+            maximize: self.maximize,
+            first,
+        });
+        // On the first step the kernel writes the buffer without reading it: any tensor of the
+        // right shape stands in, and a handle of the gradient's own costs nothing.
+        let buf = if self.momentum == 0.0 { None } else { Some(state.tensors.first().cloned().unwrap_or_else(|| grad.detach())) };
+        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(buf.as_ref()).collect();
+        if let Some(done) = fused::update(&op, &operands) {
+            done?;
+            state.tensors = buf.into_iter().collect();
+            return Ok(());
+        }
         let mut g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         if self.momentum != 0.0 {
             let buf = match state.tensors.first() {

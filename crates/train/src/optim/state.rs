@@ -19,8 +19,10 @@ pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
     for (group, states) in opt.groups.iter().zip(&opt.state) {
         for ((name, _), state) in group.params.iter().zip(states) {
             steps.insert(name.clone(), json!(state.step));
+            // Detached: a fused update swaps the live tensor's storage, which must not reach a
+            // state already saved.
             for (what, t) in names.iter().zip(&state.tensors) {
-                tensors.push((format!("{name}.{what}"), t.clone()));
+                tensors.push((format!("{name}.{what}"), t.detach()));
             }
         }
     }

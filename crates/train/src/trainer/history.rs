@@ -4,6 +4,7 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -152,8 +153,10 @@ fn format_value(v: f64) -> String {
 /// (Checkpoints go through `liandan_nn::checkpoint::save`, which does the same.)
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let io = |action: &'static str| move |source: std::io::Error| Error::Io { path: path.to_path_buf(), action, source };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // Short and unique per process and call: a name built from the target's would pass the
+    // 255-byte limit for a legal long name, and two writers in one process must not share one.
+    let temp = path.with_file_name(format!(".tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
         let mut file = File::create(&temp).map_err(io("create a temporary file beside it (does the directory exist, and may we write there?)"))?;
         file.write_all(bytes).map_err(io("write"))?;

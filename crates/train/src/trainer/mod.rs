@@ -17,7 +17,7 @@
 //! use liandan_train::sched::StepLR;
 //! use liandan_train::trainer::{Accuracy, FitConfig, Mode, SchedulerStep, Trainer};
 //! # fn main() -> liandan_train::Result<()> {
-//! let device = Device::best();
+//! let device = Device::best()?;
 //! let (train, val) = bundled_mnist()?;
 //! let train = DataLoader::new(train, 64, &device)?.shuffle(1);
 //! let val = DataLoader::new(val, 1000, &device)?;

@@ -1,0 +1,157 @@
+//! The element types kernels are generic over: [`Scalar`] for every buffer element, [`Real`]
+//! for the floats, with the conversions and accumulation types they share.
+
+use half::{bf16, f16};
+use num_traits::Float;
+
+/// An element type of a [`CpuStorage`] variant (`u8` serves both `U8` and `Bool`).
+pub(crate) trait Scalar: Copy + Default + PartialOrd + Send + Sync + std::fmt::Debug + 'static {
+    /// Whether conversions from this type go through `f64` (floats) or `i64` (integers).
+    const FLOAT: bool;
+    fn to_f64(self) -> f64;
+    fn to_i64(self) -> i64;
+    /// Truncates toward zero for integers; out of range, i64 saturates and u8 wraps modulo 256
+    /// (PyTorch on x86 wraps u8 too).
+    fn from_f64(v: f64) -> Self;
+    fn from_i64(v: i64) -> Self;
+    fn is_nan(self) -> bool {
+        false
+    }
+    /// Addition that wraps for integers; halves round once, through f32.
+    fn add(self, other: Self) -> Self;
+}
+
+macro_rules! scalar_float {
+    ($t:ty, $to_f64:expr, $from_f64:expr, $from_i64:expr) => {
+        impl Scalar for $t {
+            const FLOAT: bool = true;
+            fn to_f64(self) -> f64 {
+                $to_f64(self)
+            }
+            fn to_i64(self) -> i64 {
+                Scalar::to_f64(self) as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                $from_f64(v)
+            }
+            fn from_i64(v: i64) -> Self {
+                $from_i64(v)
+            }
+            fn is_nan(self) -> bool {
+                Float::is_nan(self)
+            }
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+        }
+    };
+}
+
+scalar_float!(f32, |x: f32| x as f64, |v: f64| v as f32, |v: i64| v as f32);
+scalar_float!(f64, |x: f64| x, |v: f64| v, |v: i64| v as f64);
+scalar_float!(f16, f16::to_f64, f16::from_f64, |v: i64| f16::from_f64(v as f64));
+scalar_float!(bf16, bf16::to_f64, bf16::from_f64, |v: i64| bf16::from_f64(v as f64));
+
+impl Scalar for i64 {
+    const FLOAT: bool = false;
+    fn add(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn to_i64(self) -> i64 {
+        self
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        v
+    }
+}
+
+impl Scalar for u8 {
+    const FLOAT: bool = false;
+    fn add(self, other: Self) -> Self {
+        self.wrapping_add(other)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as i64 as u8
+    }
+    fn from_i64(v: i64) -> Self {
+        v as u8
+    }
+}
+
+/// A float element type. `Acc` is the type sums of it are taken in: f16 and bf16 widen to f32.
+pub(crate) trait Real: Scalar + Float {
+    type Acc: Real<Acc = Self::Acc> + std::ops::AddAssign;
+    fn widen(self) -> Self::Acc;
+    fn narrow(a: Self::Acc) -> Self;
+    fn erf(self) -> Self;
+    /// Round half to even, as `torch.round`.
+    fn round_even(self) -> Self;
+}
+
+impl Real for f32 {
+    type Acc = f32;
+    fn widen(self) -> f32 {
+        self
+    }
+    fn narrow(a: f32) -> f32 {
+        a
+    }
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+    fn round_even(self) -> f32 {
+        self.round_ties_even()
+    }
+}
+
+impl Real for f64 {
+    type Acc = f64;
+    fn widen(self) -> f64 {
+        self
+    }
+    fn narrow(a: f64) -> f64 {
+        a
+    }
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+    fn round_even(self) -> f64 {
+        self.round_ties_even()
+    }
+}
+
+macro_rules! real_half {
+    ($t:ty) => {
+        impl Real for $t {
+            type Acc = f32;
+            fn widen(self) -> f32 {
+                self.to_f32()
+            }
+            fn narrow(a: f32) -> Self {
+                <$t>::from_f32(a)
+            }
+            fn erf(self) -> Self {
+                <$t>::from_f32(libm::erff(self.to_f32()))
+            }
+            fn round_even(self) -> Self {
+                // Exact: every rounded value of a half is itself representable as a half.
+                <$t>::from_f32(self.to_f32().round_ties_even())
+            }
+        }
+    };
+}
+
+real_half!(f16);
+real_half!(bf16);

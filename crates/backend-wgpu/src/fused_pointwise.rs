@@ -1,0 +1,87 @@
+//! Fused elementwise composites (GELU and its gradient): one invocation per element of
+//! contiguous inputs of one shape, one output of that shape, in one dispatch.
+
+use std::sync::Arc;
+
+use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::repr::Repr;
+
+const ERF: &str = include_str!("shaders/erf.wgsl");
+const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
+const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
+
+/// An elementwise fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Kernel {
+    Gelu,
+    GeluBackward,
+}
+
+impl Kernel {
+    /// The kernel running `op`, or `None` for the other ops.
+    fn of(op: &FusedOp) -> Option<Kernel> {
+        match op {
+            FusedOp::Gelu => Some(Kernel::Gelu),
+            FusedOp::GeluBackward => Some(Kernel::GeluBackward),
+            _ => None,
+        }
+    }
+}
+
+/// One elementwise fused kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    kernel: Kernel,
+    dtype: DType,
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let main = match self.kernel {
+            Kernel::Gelu => GELU,
+            Kernel::GeluBackward => GELU_BACKWARD,
+        };
+        Wgsl::new(repr).ty("x", self.dtype).part(ERF).part(main).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let keys = [Kernel::Gelu, Kernel::GeluBackward].into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype }));
+        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+    }
+}
+
+impl WgpuBackend {
+    /// Runs an elementwise fused op as one dispatch, or `None` (f64, which the f32 erf cannot
+    /// serve; buffers beyond one binding or 32-bit offsets).
+    pub(crate) fn fused_pointwise(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let kernel = Kernel::of(op)?;
+        let first = inputs.first()?;
+        let (dtype, numel) = (first.dtype, first.layout.numel());
+        if !self.repr.computes(dtype) || dtype == DType::F64 {
+            return None;
+        }
+        let gpu = match self.gpu() {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let limit = gpu.max_binding();
+        if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
+            return None;
+        }
+        let mut meta = vec![numel as u32];
+        for v in inputs {
+            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        }
+        Some((|| {
+            let kernel = gpu.kernel(Key { kernel, dtype })?;
+            let out = self.output(dtype, numel)?;
+            let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
+            buffers.push(out.buffer());
+            gpu.dispatch(&kernel, &meta, &buffers, grid(numel))?;
+            Ok(vec![Arc::new(out) as Storage])
+        })())
+    }
+}

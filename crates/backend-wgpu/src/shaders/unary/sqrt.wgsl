@@ -1,0 +1,1 @@
+fn op_(v: C_x) -> C_x { return sqrt(v); }

@@ -1,0 +1,64 @@
+//! The downloadable datasets of `--data`: MNIST, Fashion-MNIST and CIFAR-10, fetched into the
+//! cache directory on first use (SHA-256 checked, resumable, atomic: `liandan_train::data::download`).
+
+use std::sync::Arc;
+
+use liandan_train::data::download::{self, RemoteFile};
+use liandan_train::data::{cifar10, Dataset, Mnist, Split, Transform, Transformed};
+
+use crate::common::mnist_transforms;
+use crate::Failure;
+
+/// A training and a validation dataset, and a line saying what they are.
+pub type Opened = (Arc<dyn Dataset>, Arc<dyn Dataset>, String);
+
+/// Replaces the download's base URL (a mirror, or the local server of the tests).
+const URL_VAR: &str = "LIANDAN_DATA_URL";
+
+/// CIFAR-10's per-channel mean and standard deviation over its training split, as the
+/// PyTorch CIFAR examples normalize with them.
+const CIFAR_MEAN: [f32; 3] = [0.4914, 0.4822, 0.4465];
+const CIFAR_STD: [f32; 3] = [0.2470, 0.2435, 0.2616];
+
+fn base_url(default: &str) -> String {
+    std::env::var(URL_VAR).ok().filter(|u| !u.is_empty()).map_or_else(|| default.to_string(), |u| if u.ends_with('/') { u } else { format!("{u}/") })
+}
+
+/// MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading the files not there yet.
+pub fn mnist_like(name: &str) -> Result<Opened, Failure> {
+    let (default_url, files): (&str, &[RemoteFile]) = match name {
+        "mnist" => (download::MNIST_URL, &download::MNIST_FILES),
+        _ => (download::FASHION_MNIST_URL, &download::FASHION_MNIST_FILES),
+    };
+    let dir = download::cache_dir()?.join(name);
+    // Files already there (gzipped or not) are used as they are: they may be the user's own
+    // copies, which checking against our sums would delete.
+    let missing: Vec<RemoteFile> =
+        files.iter().copied().filter(|f| !dir.join(f.name).is_file() && !dir.join(f.name.trim_end_matches(".gz")).is_file()).collect();
+    if !missing.is_empty() {
+        let base = base_url(default_url);
+        eprintln!("downloading {name} ({} files) from {base} into {} (set LIANDAN_DATA to change the directory)", missing.len(), dir.display());
+        download::fetch_all(&base, &missing, &dir)?;
+    }
+    let normalized = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(&dir, split)?), mnist_transforms())?)) };
+    Ok((normalized(Split::Train)?, normalized(Split::Test)?, format!("{name} from {}", dir.display())))
+}
+
+/// CIFAR-10 from `<cache>/cifar-10-batches-bin`, downloaded and unpacked there on first use;
+/// the training split is augmented as the PyTorch CIFAR examples do (random crop with
+/// padding 4, horizontal flip), both splits normalized per channel.
+pub fn cifar() -> Result<Opened, Failure> {
+    let root = download::cache_dir()?;
+    let top = "cifar-10-batches-bin";
+    if !root.join(top).is_dir() {
+        let url = format!("{}{}", base_url(download::CIFAR10_URL), download::CIFAR10_FILE.name);
+        eprintln!("downloading CIFAR-10 (163 MB) from {url} into {} (set LIANDAN_DATA to change the directory)", root.display());
+        download::fetch_and_unpack(&url, download::CIFAR10_FILE.sha256, &root, top)?;
+    }
+    let dir = root.join(top);
+    let normalize = || vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: CIFAR_MEAN.to_vec(), std: CIFAR_STD.to_vec() }];
+    let augment = [Transform::RandomCrop { height: 32, width: 32, padding: 4 }, Transform::RandomHorizontalFlip { p: 0.5 }];
+    let train = Transformed::new(Arc::new(cifar10(&dir, Split::Train)?), augment.into_iter().chain(normalize()).collect())?;
+    let val = Transformed::new(Arc::new(cifar10(&dir, Split::Test)?), normalize())?;
+    Ok((Arc::new(train), Arc::new(val), format!("CIFAR-10 from {}", dir.display())))
+}

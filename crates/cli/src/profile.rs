@@ -1,0 +1,84 @@
+//! `liandan profile`: where the time of a zoo model's training step goes, per op and per layer.
+
+use std::path::Path;
+
+use liandan_nn::zoo::{self, Target};
+use liandan_nn::{DType, ModuleExt, Tensor};
+use liandan_tensor::profile;
+use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
+
+use crate::args::ProfileArgs;
+use crate::common::pick_device;
+use crate::Failure;
+
+/// A failure of the run itself (not of the user's input): exit status 1.
+fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
+    Failure { code: 1, message: format!("{what}: {e}") }
+}
+
+pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
+    let spec = zoo::spec(&a.model)?;
+    let (device, why) = pick_device(a.device.as_deref())?;
+    if let Some(path) = &a.trace {
+        check_writable(path)?;
+    }
+    let mut shape = spec.input_shape.to_vec();
+    shape[0] = a.batch.unwrap_or(shape[0]);
+    eprintln!("profiling {} at batch {} on {device} ({why}): {} warm-up and {} measured steps", spec.name, shape[0], a.warmup, a.steps);
+    let model = zoo::build(spec.name, &device)?;
+    // Plain SGD, as the GPU-speed measurements use: the optimizer's own cost stays small.
+    let config = SgdConfig { lr: 0.01, ..SgdConfig::default() };
+    let mut opt = Sgd::new(model.named_parameters(), config)?;
+    let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, &device).map_err(|e| failed("input", e))?;
+    let y = match spec.target {
+        Target::Classes(k) => {
+            Some(Tensor::from_vec((0..shape[0] as i64).map(|i| i % k as i64).collect::<Vec<i64>>(), &[shape[0]], &device).map_err(|e| failed("labels", e))?)
+        }
+        Target::Reconstruction => None,
+    };
+    let step = |opt: &mut Sgd| -> Result<(), Failure> {
+        opt.zero_grad();
+        let loss = model.loss(&x, y.as_ref())?;
+        loss.backward().map_err(|e| failed("backward", e))?;
+        let _layer = profile::layer("optimizer");
+        opt.step()?;
+        Ok(())
+    };
+    for _ in 0..a.warmup {
+        step(&mut opt)?;
+    }
+    // Compilation and first allocations belong to the warm-up, not to the profile.
+    device.synchronize().map_err(|e| failed("synchronize", e))?;
+    profile::start().map_err(|e| failed("profile", e))?;
+    let mut run = Ok(());
+    for _ in 0..a.steps {
+        run = step(&mut opt);
+        if run.is_err() {
+            break;
+        }
+    }
+    let run = run.and_then(|_| device.synchronize().map_err(|e| failed("synchronize", e)));
+    let p = profile::stop().map_err(|e| failed("profile", e))?;
+    run?;
+    println!("{p}");
+    if let Some(path) = &a.trace {
+        p.write_trace(path).map_err(|e| Failure::usage(e.to_string()))?;
+        eprintln!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());
+    }
+    Ok(())
+}
+
+/// Fails before the run, not after it, when the trace cannot be written where asked.
+fn check_writable(path: &Path) -> Result<(), Failure> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Failure::usage(format!("--trace {}: the directory {} does not exist; create it or pick another path", path.display(), dir.display())));
+    }
+    if path.is_dir() {
+        return Err(Failure::usage(format!("--trace {}: is a directory; give a file name such as trace.json", path.display())));
+    }
+    Ok(())
+}

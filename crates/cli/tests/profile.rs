@@ -1,0 +1,43 @@
+//! `liandan profile`, run as a user runs it.
+
+use std::process::{Command, Output};
+
+fn liandan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_liandan")).args(args).output().expect("the liandan binary runs")
+}
+
+#[test]
+fn profile_prints_tables_and_writes_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--trace", trace.to_str().unwrap()]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    // Per step: three linear layers forward; backward, each weight's gradient and the input
+    // gradients of the two upper layers (the data needs none). Two steps.
+    let matmul = out.lines().find(|l| l.starts_with("matmul ")).unwrap_or_else(|| panic!("no matmul row:\n{out}"));
+    assert_eq!(matmul.split_whitespace().nth(1), Some("16"), "{matmul}");
+    for layer in ["Linear", "backward", "optimizer"] {
+        assert!(out.lines().any(|l| l.starts_with(layer)), "no {layer} row:\n{out}");
+    }
+    assert!(out.contains("GPU time not measured"), "{out}");
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("the trace is JSON");
+    let calls: u64 = out
+        .lines()
+        .skip_while(|l| !l.starts_with("op "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(json["traceEvents"].as_array().unwrap().len() as u64, calls, "one trace event per call");
+}
+
+#[test]
+fn profile_names_what_is_wrong_with_its_input() {
+    let o = liandan(&["profile", "--model", "nope", "--device", "cpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("mnist_cnn"), "lists the known models");
+    let o = liandan(&["profile", "--model", "mlp", "--device", "cpu", "--trace", "/nonexistent-dir/trace.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not exist"));
+}

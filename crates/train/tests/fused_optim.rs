@@ -1,0 +1,117 @@
+//! The fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]) against their
+//! composites (`AdamConfig::update`, `SgdConfig::update` with fusion off), on every device and
+//! float dtype, over every option, for several steps: parameters and state must agree.
+//! (Parity of the fused path with PyTorch itself is `optim_parity.rs`, which runs fused.)
+
+mod common;
+
+use liandan_nn::{fused, no_fusion, AdamStep, DType, Device, FusedOp, SgdStep, Tensor};
+use liandan_train::optim::{AdamConfig, Optim, Optimizer, Rule, SgdConfig};
+
+/// Seeded values in [-1, 1), never all zero.
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Parameters and state after `steps` steps of `config` from seeded values and gradients, as
+/// f64 vectors (parameters first, then each state tensor in `state_names` order).
+fn run<R: Rule>(device: &Device, dtype: DType, config: &R, steps: usize) -> Vec<Vec<f64>> {
+    // 7 x 37 = 259 elements: more than one 256-wide workgroup, not a multiple of it.
+    let shapes: [&[usize]; 2] = [&[7, 37], &[5]];
+    let params: Vec<(String, Tensor)> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (format!("p{k}"), Tensor::from_f64s(&values(s.iter().product(), 1 + k as u64), s, dtype, device).unwrap()))
+        .collect();
+    let mut opt = Optim::new(params.clone(), config.clone()).unwrap();
+    for step in 0..steps {
+        for (k, (_, p)) in params.iter().enumerate() {
+            p.set_grad(Some(Tensor::from_f64s(&values(p.numel(), 100 + 10 * step as u64 + k as u64), p.shape(), dtype, device).unwrap()));
+        }
+        opt.step().unwrap();
+    }
+    let mut out = Vec::new();
+    for (name, p) in &params {
+        out.push(p.to_vec_f64().unwrap());
+        out.extend(opt.param_state(name).unwrap().tensors.iter().map(|t| t.to_vec_f64().unwrap()));
+    }
+    out
+}
+
+/// The fused run against the composite's within `atol + rtol * |want|`.
+fn check<R: Rule + std::fmt::Debug>(device: &Device, config: R) {
+    for (dtype, atol, rtol) in [(DType::F32, 1e-6, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 5e-3, 5e-3), (DType::BF16, 3e-2, 3e-2)] {
+        let fused = run(device, dtype, &config, 4);
+        let plain = no_fusion(|| run(device, dtype, &config, 4));
+        assert_eq!(fused.len(), plain.len(), "{config:?} {dtype} on {device}: the state differs in size");
+        for (k, (got, want)) in fused.iter().zip(&plain).enumerate() {
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!((g - w).abs() <= atol + rtol * w.abs(), "{config:?} {dtype} on {device}: tensor {k}[{i}] fused {g}, composite {w}");
+            }
+        }
+    }
+}
+
+fn adam_configs() -> Vec<AdamConfig> {
+    let base = AdamConfig::adam(1e-2);
+    vec![
+        base.clone(),
+        AdamConfig { amsgrad: true, weight_decay: 0.1, ..base.clone() },
+        AdamConfig { maximize: true, betas: (0.3, 0.9), ..base.clone() },
+        AdamConfig::adamw(1e-2),
+        AdamConfig { amsgrad: true, maximize: true, ..AdamConfig::adamw(1e-2) },
+    ]
+}
+
+fn sgd_configs() -> Vec<SgdConfig> {
+    let base = SgdConfig { lr: 0.1, ..SgdConfig::default() };
+    vec![
+        base.clone(),
+        SgdConfig { weight_decay: 0.01, maximize: true, ..base.clone() },
+        SgdConfig { momentum: 0.9, ..base.clone() },
+        SgdConfig { momentum: 0.9, dampening: 0.3, weight_decay: 0.01, ..base.clone() },
+        SgdConfig { momentum: 0.8, nesterov: true, maximize: true, ..base },
+    ]
+}
+
+#[test]
+fn fused_updates_match_their_composites() {
+    for device in common::devices() {
+        for config in adam_configs() {
+            check(&device, config);
+        }
+        for config in sgd_configs() {
+            check(&device, config);
+        }
+    }
+}
+
+/// Every device here has the update kernels for the float dtypes it computes, so the test
+/// above compares two different paths (the CPU's f64 included; the GPU leaves f64 to the
+/// composite).
+#[test]
+fn devices_have_the_update_kernels() {
+    let adam =
+        AdamStep { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 1, amsgrad: true, maximize: false, decoupled_weight_decay: false };
+    let sgd = SgdStep { lr: 0.1, momentum: 0.9, dampening: 0.0, weight_decay: 0.0, nesterov: false, maximize: false, first: false };
+    for device in common::devices() {
+        let dtypes: &[DType] = if device.is_cpu() { &[DType::F32, DType::F64, DType::F16, DType::BF16] } else { &[DType::F32, DType::F16, DType::BF16] };
+        for &dtype in dtypes {
+            for (op, operands) in [(FusedOp::AdamStep(adam), 5), (FusedOp::SgdStep(sgd), 3)] {
+                let inputs: Vec<Tensor> = (0..operands).map(|k| Tensor::from_f64s(&values(9, k + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
+                let before = inputs[0].to_vec_f64().unwrap();
+                let refs: Vec<&Tensor> = inputs.iter().collect();
+                assert!(fused::update(&op, &refs).is_some_and(|r| r.is_ok()), "{} {dtype} on {device}: no fused kernel ran", op.name());
+                assert_ne!(inputs[0].to_vec_f64().unwrap(), before, "{} {dtype} on {device}: the parameter did not change", op.name());
+            }
+        }
+    }
+}

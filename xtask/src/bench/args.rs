@@ -1,0 +1,194 @@
+//! The options of `cargo xtask bench`, and those the per-model child processes it spawns take.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser};
+
+/// `cargo xtask bench`: the zoo's training step on every device, micro-benchmarks, a real
+/// epoch through the DataLoader, and (with `--torch`) PyTorch beside it.
+#[derive(Parser, Debug, Clone, PartialEq)]
+#[command(name = "cargo xtask bench", about)]
+pub struct BenchArgs {
+    /// Models to time, comma separated (default: the whole zoo of MODEL_ZOO.md).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,..")]
+    pub models: Vec<String>,
+    /// Devices, comma separated: cpu, gpu:N, gpu (the first), all (default: the CPU and every
+    /// hardware GPU; a software adapter such as lavapipe only when named).
+    #[arg(long, value_delimiter = ',', value_name = "DEVICE,..")]
+    pub device: Vec<String>,
+    /// Precisions, comma separated: those of `step::PRECISIONS` (this build: f32).
+    #[arg(long, value_delimiter = ',', value_name = "P,..", default_value = "f32")]
+    pub precision: Vec<String>,
+    #[command(flatten)]
+    pub timing: Timing,
+    /// Batch size for every model (default: each model's reference batch; --quick: at most 16).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: Option<u64>,
+    /// Small sizes and few steps: finishes in under two minutes on a 2-core machine.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also time PyTorch (xtask/bench_torch.py, one fresh Python per model) with the same
+    /// batch, optimizer and precision.
+    #[arg(long)]
+    pub torch: bool,
+    /// The Python that has torch (default: python3).
+    #[arg(long, default_value = "python3", value_name = "EXE")]
+    pub python: String,
+    /// Threads for both sides' CPU work (RAYON_NUM_THREADS, MATMUL_NUM_THREADS and
+    /// OMP_NUM_THREADS of every child); default: the libraries' own choice. On a busy machine
+    /// PyTorch's OpenMP threads spin on a core another process holds: 1 keeps both sides honest.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
+    /// Skip the micro-benchmarks.
+    #[arg(long)]
+    pub no_micro: bool,
+    /// Samples of the timed mnist_cnn epoch through the DataLoader (default 60,000; --quick: 1,280).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(64..))]
+    pub epoch_samples: Option<u64>,
+    /// Where bench.json and bench.png go.
+    #[arg(long, default_value = "target/bench", value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+/// How a training step is timed.
+#[derive(Args, Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Untimed steps first (default 5; --quick 1).
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u64>,
+    /// Timed steps, each synchronized (default 20; --quick 3).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: Option<u64>,
+    /// Steps between synchronizations in the pipelined timing (default 10; --quick 3).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub sync_every: Option<u64>,
+    /// Groups of --sync-every steps in the pipelined timing (default 3; --quick 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub groups: Option<u64>,
+}
+
+/// The timing with the defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Plan {
+    pub warmup: u64,
+    pub steps: u64,
+    pub sync_every: u64,
+    pub groups: u64,
+}
+
+impl Timing {
+    pub fn plan(&self, quick: bool) -> Plan {
+        let pick = |v: Option<u64>, full, fast| v.unwrap_or(if quick { fast } else { full });
+        Plan { warmup: pick(self.warmup, 5, 1), steps: pick(self.steps, 20, 3), sync_every: pick(self.sync_every, 10, 3), groups: pick(self.groups, 3, 1) }
+    }
+}
+
+impl BenchArgs {
+    /// The batch of a model whose reference batch is `reference`.
+    pub fn batch_for(&self, reference: usize) -> usize {
+        match self.batch {
+            Some(b) => b as usize,
+            None if self.quick => reference.min(16),
+            None => reference,
+        }
+    }
+
+    pub fn epoch_samples(&self) -> usize {
+        self.epoch_samples.map_or(if self.quick { 1280 } else { 60_000 }, |n| n as usize)
+    }
+}
+
+/// What one child process times: `xtask bench-model` (a training step) or `xtask bench-epoch`.
+#[derive(Parser, Debug, Clone, PartialEq)]
+pub struct ChildArgs {
+    #[arg(long)]
+    pub model: String,
+    #[arg(long)]
+    pub device: String,
+    #[arg(long, default_value = "f32")]
+    pub precision: String,
+    #[arg(long)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u64,
+    #[arg(long, default_value_t = 20)]
+    pub steps: u64,
+    #[arg(long, default_value_t = 10)]
+    pub sync_every: u64,
+    #[arg(long, default_value_t = 3)]
+    pub groups: u64,
+    /// For bench-epoch: the samples of the epoch.
+    #[arg(long, default_value_t = 60_000)]
+    pub samples: usize,
+}
+
+impl ChildArgs {
+    /// The command line that reproduces `self` in a child.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec![];
+        for (k, val) in [
+            ("--model", self.model.clone()),
+            ("--device", self.device.clone()),
+            ("--precision", self.precision.clone()),
+            ("--batch", self.batch.to_string()),
+            ("--warmup", self.warmup.to_string()),
+            ("--steps", self.steps.to_string()),
+            ("--sync-every", self.sync_every.to_string()),
+            ("--groups", self.groups.to_string()),
+            ("--samples", self.samples.to_string()),
+        ] {
+            v.push(k.to_string());
+            v.push(val);
+        }
+        v
+    }
+
+    pub fn plan(&self) -> Plan {
+        Plan { warmup: self.warmup, steps: self.steps, sync_every: self.sync_every, groups: self.groups }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_on_commas_and_defaults_fill_in() {
+        let a = BenchArgs::try_parse_from(["bench", "--models", "mlp,vit", "--device", "cpu,gpu:0", "--quick", "--torch"]).unwrap();
+        assert_eq!(a.models, ["mlp", "vit"]);
+        assert_eq!(a.device, ["cpu", "gpu:0"]);
+        assert_eq!(a.precision, ["f32"]);
+        assert!(a.quick && a.torch);
+        assert_eq!(a.timing.plan(a.quick), Plan { warmup: 1, steps: 3, sync_every: 3, groups: 1 });
+        assert_eq!((a.batch_for(1024), a.batch_for(8)), (16, 8));
+        assert_eq!(a.epoch_samples(), 1280);
+        let full = BenchArgs::try_parse_from(["bench", "--steps", "7", "--batch", "32", "--out", "/tmp/x"]).unwrap();
+        assert_eq!(full.timing.plan(false), Plan { warmup: 5, steps: 7, sync_every: 10, groups: 3 });
+        assert_eq!(full.batch_for(128), 32);
+        assert_eq!(full.out, PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn bad_numbers_are_refused() {
+        for bad in [&["bench", "--steps", "0"][..], &["bench", "--batch", "-1"], &["bench", "--epoch-samples", "10"], &["bench", "--frob"]] {
+            assert!(BenchArgs::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_child_command_line_parses_back_to_itself() {
+        let c = ChildArgs {
+            model: "lstm".into(),
+            device: "gpu:1".into(),
+            precision: "f32".into(),
+            batch: 64,
+            warmup: 2,
+            steps: 9,
+            sync_every: 4,
+            groups: 2,
+            samples: 640,
+        };
+        let back = ChildArgs::try_parse_from(std::iter::once("bench-model".to_string()).chain(c.to_args())).unwrap();
+        assert_eq!(back, c);
+    }
+}

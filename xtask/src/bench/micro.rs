@@ -1,0 +1,94 @@
+//! Micro-benchmarks of one device (`xtask bench-micro`): the device's measured peak copy
+//! bandwidth first, then matmul GFLOP/s at several sizes, elementwise GB/s, a convolution and
+//! the time per dispatch, each row beside that peak.
+
+use std::time::Instant;
+
+use liandan_tensor::{DType, Device, Result, Tensor};
+use serde::{Deserialize, Serialize};
+
+/// One micro-benchmark: median milliseconds of the timed repeats and the rate they give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MicroRow {
+    pub bench: String,
+    pub size: String,
+    pub median_ms: f64,
+    pub rate: f64,
+    /// `GFLOP/s`, `GB/s` or `us/op`.
+    pub unit: String,
+}
+
+/// A device's micro-benchmarks and its measured peak copy bandwidth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Micro {
+    pub peak_copy_gbs: f64,
+    pub rows: Vec<MicroRow>,
+}
+
+/// Median seconds of `reps` runs of `f` after `warmup` runs, the device synchronized around each.
+pub fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..warmup {
+        f()?;
+    }
+    device.synchronize()?;
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        device.synchronize()?;
+        samples.push(t.elapsed().as_secs_f64());
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+pub fn run(device: &Device, quick: bool) -> Result<Micro> {
+    let reps = if quick { 3 } else { 10 };
+    let mut rows = Vec::new();
+    let mut row = |bench: &str, size: String, s: f64, rate: f64, unit: &str| {
+        rows.push(MicroRow { bench: bench.into(), size, median_ms: s * 1e3, rate, unit: unit.into() })
+    };
+    // Peak copy: the best of a read-one-write-one kernel over sizes past any cache.
+    let mut peak: f64 = 0.0;
+    // The add below runs at the smaller size, so a cache-resident peak shows in both.
+    for n in if quick { vec![1 << 20, 1 << 22] } else { vec![1 << 24, 1 << 26] } {
+        let a = Tensor::randn(&[n], 1, DType::F32, device)?;
+        let s = time(device, 2, reps, || a.mul_scalar(1.0).map(drop))?;
+        let gbs = 2.0 * 4.0 * n as f64 / s / 1e9;
+        peak = peak.max(gbs);
+        row("copy (x * 1: read 1, write 1)", n.to_string(), s, gbs, "GB/s");
+    }
+    let sizes: &[usize] = if quick { &[128, 256, 512] } else { &[256, 1024, 2048, 4096] };
+    for &n in sizes {
+        let a = Tensor::randn(&[n, n], 1, DType::F32, device)?;
+        let b = Tensor::randn(&[n, n], 2, DType::F32, device)?;
+        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        row("matmul f32", format!("{n}x{n}x{n}"), s, 2.0 * (n as f64).powi(3) / s / 1e9, "GFLOP/s");
+    }
+    let n = if quick { 1 << 20 } else { 1 << 24 };
+    let a = Tensor::randn(&[n], 3, DType::F32, device)?;
+    let b = Tensor::randn(&[n], 4, DType::F32, device)?;
+    let s = time(device, 2, reps, || a.add(&b).map(drop))?;
+    row("add f32 (read 2, write 1)", n.to_string(), s, 3.0 * 4.0 * n as f64 / s / 1e9, "GB/s");
+
+    // mnist_cnn's second convolution at batch 64 (16 in --quick): 32 to 64 channels, 3x3, 26x26 in.
+    let batch = if quick { 16 } else { 64 };
+    let x = Tensor::randn(&[batch, 32, 26, 26], 5, DType::F32, device)?;
+    let w = Tensor::randn(&[64, 32, 3, 3], 6, DType::F32, device)?;
+    let s = time(device, 2, reps, || x.conv2d(&w, None, (1, 1), (0, 0), (1, 1), 1).map(drop))?;
+    let flops = 2.0 * (batch * 64 * 24 * 24 * 32 * 9) as f64;
+    row("conv2d f32 32->64 k3", format!("{batch}x32x26x26"), s, flops / s / 1e9, "GFLOP/s");
+
+    // Per-dispatch overhead: a chain of dependent adds on one element, waited for once.
+    let chain = 1000;
+    let x = Tensor::zeros(&[1], DType::F32, device)?;
+    let s = time(device, 2, reps, || {
+        let mut y = x.clone();
+        for _ in 0..chain {
+            y = y.add_scalar(1.0)?;
+        }
+        Ok(())
+    })?;
+    row("dependent tiny adds", format!("{chain} ops"), s, s * 1e6 / chain as f64, "us/op");
+    Ok(Micro { peak_copy_gbs: peak, rows })
+}

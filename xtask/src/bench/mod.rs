@@ -1,0 +1,238 @@
+//! `cargo xtask bench`: the zoo's training step on every device and precision, each model in a
+//! fresh process (this binary spawned again as `xtask bench-model`), PyTorch beside it with
+//! `--torch` (`xtask/bench_torch.py`, also one process per model), a real epoch through the
+//! DataLoader and micro-benchmarks; a Markdown table on stdout, `bench.json` and `bench.png`
+//! under `--out` (default `target/bench`).
+
+pub mod args;
+mod chart;
+pub mod micro;
+pub mod report;
+pub mod step;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::process::Command;
+
+use clap::Parser;
+use liandan_nn::zoo;
+use liandan_tensor::{Device, DeviceKind};
+use serde::de::DeserializeOwned;
+
+use args::{BenchArgs, ChildArgs};
+use report::{DeviceReport, EpochRow, Report, Row};
+
+type Fallible<T> = Result<T, String>;
+
+/// The child entry points: `bench-model`, `bench-epoch`, `bench-micro`. Each prints one JSON
+/// line on stdout.
+pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
+    let json = match command {
+        "bench-micro" => {
+            let spec = argv.iter().position(|a| a == "--device").and_then(|i| argv.get(i + 1)).ok_or("bench-micro needs --device")?;
+            let device = Device::parse(spec).map_err(|e| e.to_string())?;
+            serde_json::to_string(&micro::run(&device, argv.iter().any(|a| a == "--quick")).map_err(|e| e.to_string())?)
+        }
+        _ => {
+            let a = ChildArgs::try_parse_from(argv).map_err(|e| e.to_string())?;
+            if command == "bench-epoch" {
+                serde_json::to_string(&step::time_epoch(&a)?)
+            } else {
+                serde_json::to_string(&step::time_steps(&a)?)
+            }
+        }
+    };
+    println!("{}", json.map_err(|e| e.to_string())?);
+    Ok(())
+}
+
+/// Runs `program args`, and parses the last line of its stdout as JSON; a failure carries the
+/// last line of its stderr.
+fn spawn_json<T: DeserializeOwned>(program: &Path, args: &[String], threads: Option<u64>) -> Fallible<T> {
+    let mut command = Command::new(program);
+    if let Some(n) = threads {
+        for var in ["RAYON_NUM_THREADS", "MATMUL_NUM_THREADS", "OMP_NUM_THREADS"] {
+            command.env(var, n.to_string());
+        }
+    }
+    let out = command.args(args).output().map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        return Err(format!("exited with {}: {last}", out.status));
+    }
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).ok_or_else(|| format!("printed no result: {}", stdout.trim()))?;
+    serde_json::from_str(line).map_err(|e| format!("printed an unreadable result ({e}): {line}"))
+}
+
+/// The devices to measure, as child processes name them (`cpu`, `gpu:N`), with their names.
+fn devices(specs: &[String]) -> Fallible<Vec<(String, String)>> {
+    let gpus = Device::gpus();
+    let named = |i: usize, d: &Device| (format!("gpu:{i}"), d.backend().name());
+    if specs.is_empty() || specs.iter().any(|s| s == "all") {
+        let mut all = vec![("cpu".to_string(), "our CPU backend".to_string())];
+        // A software adapter (lavapipe) is slower than our CPU backend: only when named.
+        all.extend(gpus.iter().enumerate().filter(|(_, d)| d.kind() != DeviceKind::SoftwareGpu).map(|(i, d)| named(i, d)));
+        return Ok(all);
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let d = Device::parse(s).map_err(|e| e.to_string())?;
+            Ok(match gpus.iter().position(|g| g.same(&d)) {
+                Some(i) => named(i, &d),
+                None => ("cpu".to_string(), "our CPU backend".to_string()),
+            })
+        })
+        .collect()
+}
+
+/// The PyTorch device standing for ours: the CPU, or the N-th CUDA device (MPS on a Mac).
+fn torch_device(spec: &str) -> String {
+    match spec.strip_prefix("gpu:") {
+        Some(n) => format!("gpu:{n}"),
+        None => "cpu".into(),
+    }
+}
+
+/// The machine: its CPU model and core count (from /proc/cpuinfo where there is one).
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_string()));
+    format!("{} ({cores} cores)", model.unwrap_or_else(|| std::env::consts::ARCH.to_string()))
+}
+
+/// Today's date and time in UTC, from the system clock.
+fn now_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+pub fn run(argv: &[String]) -> Fallible<()> {
+    let a = BenchArgs::try_parse_from(argv).unwrap_or_else(|e| e.exit());
+    let models: Vec<String> = if a.models.is_empty() { zoo::SPECS.iter().map(|s| s.name.to_string()).collect() } else { a.models.clone() };
+    for m in &models {
+        zoo::spec(m).map_err(|e| format!("--models: {e}"))?;
+    }
+    for p in &a.precision {
+        step::precision(p).map_err(|e| format!("--precision: {e}"))?;
+    }
+    let devices = devices(&a.device).map_err(|e| format!("--device: {e}"))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to spawn it again: {e}"))?;
+    let plan = a.timing.plan(a.quick);
+    let torch = if a.torch { torch_version(&a.python) } else { Err("run with --torch to measure it".into()) };
+    // Where this was built, else the checkout the binary runs in (a machine without Rust).
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
+
+    let mut device_reports = Vec::new();
+    for (spec, name) in &devices {
+        let micro = (!a.no_micro).then(|| {
+            eprintln!("bench: micro-benchmarks on {spec}");
+            let mut args = vec!["bench-micro".to_string(), "--device".into(), spec.clone()];
+            if a.quick {
+                args.push("--quick".into());
+            }
+            spawn_json(&exe, &args, a.threads)
+        });
+        device_reports.push(DeviceReport { spec: spec.clone(), name: name.clone(), micro });
+    }
+    let mut rows = Vec::new();
+    for precision in &a.precision {
+        for model in &models {
+            let spec = zoo::spec(model).map_err(|e| e.to_string())?;
+            let batch = a.batch_for(spec.input_shape[0]);
+            let epoch_samples = if spec.input_shape.get(1) == Some(&3) { 50_000 } else { 60_000 };
+            for (device, _) in &devices {
+                let child = ChildArgs {
+                    model: model.clone(),
+                    device: device.clone(),
+                    precision: precision.clone(),
+                    batch,
+                    warmup: plan.warmup,
+                    steps: plan.steps,
+                    sync_every: plan.sync_every,
+                    groups: plan.groups,
+                    samples: 0,
+                };
+                eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
+                let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
+                let theirs = torch.is_ok().then(|| {
+                    let mut args = vec![script.display().to_string(), "--json".into()];
+                    args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_args());
+                    spawn_json(Path::new(&a.python), &args, a.threads)
+                });
+                rows.push(Row { model: model.clone(), device: device.clone(), precision: precision.clone(), batch, epoch_samples, ours, torch: theirs });
+            }
+        }
+    }
+    let mut epochs = Vec::new();
+    for (device, _) in &devices {
+        let batch = a.batch.map_or(64, |b| b as usize);
+        let child = ChildArgs {
+            model: "mnist_cnn".into(),
+            device: device.clone(),
+            precision: "f32".into(),
+            batch,
+            warmup: plan.warmup,
+            steps: 0,
+            sync_every: 1,
+            groups: 1,
+            samples: a.epoch_samples(),
+        };
+        eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);
+        let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);
+        epochs.push(EpochRow { model: "mnist_cnn".into(), device: device.clone(), batch, full_epoch_samples: 60_000, times });
+    }
+    let command = format!("cargo xtask {}", argv.join(" "));
+    let report = Report { date: now_utc(), command, machine: machine(), plan, torch, devices: device_reports, rows, epochs };
+    print!("{}", report.markdown());
+    write_outputs(&report, &a.out)
+}
+
+/// `bench.json` and `bench.png` in `dir`, each written whole then renamed into place.
+pub fn write_outputs(report: &Report, dir: &Path) -> Fallible<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {} ({e}); pass --out with a writable directory", dir.display()))?;
+    let json = serde_json::to_vec_pretty(report).map_err(|e| e.to_string())?;
+    write_atomic(&dir.join("bench.json"), &json)?;
+    write_atomic(&dir.join("bench.png"), &chart::png(report)?)?;
+    eprintln!("bench: wrote {} and {}", dir.join("bench.json").display(), dir.join("bench.png").display());
+    Ok(())
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Fallible<()> {
+    use std::io::Write;
+    let fail = |e: std::io::Error| format!("cannot write {} ({e})", path.display());
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+/// PyTorch's version, or why it cannot be measured.
+fn torch_version(python: &str) -> Fallible<String> {
+    let out = Command::new(python)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .output()
+        .map_err(|e| format!("`{python}` does not run ({e}); pass --python"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!("`{python}` cannot import torch"))
+    }
+}

@@ -1,0 +1,111 @@
+//! The bench's formatting from a fixed result set: the Markdown table's derived columns, the
+//! JSON round trip, the chart file; and the step statistics. No timing is asserted.
+
+use super::args::Plan;
+use super::micro::{Micro, MicroRow};
+use super::report::{DeviceReport, EpochRow, Report, Row};
+use super::step::{EpochTimes, Stats, StepTimes};
+
+fn times(median_ms: f64) -> StepTimes {
+    let s = Stats { median_ms, min_ms: median_ms * 0.9, max_ms: median_ms * 1.5 };
+    StepTimes { synced: Stats { median_ms: median_ms * 1.2, ..s }, pipelined: s, peak_bytes: Some(64 << 20) }
+}
+
+fn row(model: &str, device: &str, ms: f64, torch: Option<Result<StepTimes, String>>) -> Row {
+    Row { model: model.into(), device: device.into(), precision: "f32".into(), batch: 64, epoch_samples: 60_000, ours: Ok(times(ms)), torch }
+}
+
+fn fixed() -> Report {
+    let micro = Micro {
+        peak_copy_gbs: 20.0,
+        rows: vec![MicroRow { bench: "matmul f32".into(), size: "256x256x256".into(), median_ms: 1.0, rate: 33.5, unit: "GFLOP/s".into() }],
+    };
+    Report {
+        date: "2026-11-23 06:00 UTC".into(),
+        command: "cargo xtask bench --quick".into(),
+        machine: "test CPU (2 cores)".into(),
+        plan: Plan { warmup: 1, steps: 3, sync_every: 3, groups: 1 },
+        torch: Ok("2.15.0".into()),
+        devices: vec![
+            DeviceReport { spec: "cpu".into(), name: "our CPU backend".into(), micro: Some(Ok(micro)) },
+            DeviceReport { spec: "gpu:0".into(), name: "Test GPU".into(), micro: Some(Err("no adapter".into())) },
+        ],
+        rows: vec![
+            row("mnist_cnn", "cpu", 100.0, Some(Ok(times(50.0)))),
+            row("mnist_cnn", "gpu:0", 4.0, Some(Err("this PyTorch has no GPU 0".into()))),
+            Row { ours: Err("out of memory".into()), ..row("vit", "cpu", 1.0, None) },
+        ],
+        epochs: vec![EpochRow {
+            model: "mnist_cnn".into(),
+            device: "cpu".into(),
+            batch: 64,
+            full_epoch_samples: 60_000,
+            times: Ok(EpochTimes { samples: 6400, steps: 100, seconds: 8.0 }),
+        }],
+    }
+}
+
+fn line<'a>(md: &'a str, start: &str) -> &'a str {
+    md.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no line starting {start:?} in\n{md}"))
+}
+
+#[test]
+fn the_table_derives_rates_epochs_speedups_and_ratios() {
+    let md = fixed().markdown();
+    // batch 64 at 100 ms: 640 samples/s, 60,000 samples in 93.75 s; PyTorch 50 ms: ratio 2.00.
+    let cpu = line(&md, "| mnist_cnn | cpu |");
+    assert_eq!(cpu, "| mnist_cnn | cpu | f32 | 64 | 120 (90.0-150) | 100 (90.0-150) | 640 | 93.8 | 1.00x | 64 | 50.0 (45.0-75.0) | 2.00 |");
+    let gpu = line(&md, "| mnist_cnn | gpu:0 |");
+    assert!(gpu.contains("| 16000 | 3.8 | 25.00x |") && gpu.ends_with("| not measured | - |"), "{gpu}");
+    assert!(line(&md, "| vit | cpu |").contains("| failed |"));
+    assert!(md.contains("- vit on cpu (f32): out of memory") && md.contains("- PyTorch mnist_cnn on gpu:0 (f32): this PyTorch has no GPU 0"), "{md}");
+    assert!(md.contains("- micro-benchmarks on gpu:0: no adapter"), "{md}");
+    // 6,400 samples in 8 s: 800 samples/s, a 60,000-sample epoch in 75 s.
+    assert!(line(&md, "| mnist_cnn (synthetic").ends_with("| 64 | 6400 | 100 | 8.00 | 800 | 75.0 |"), "{md}");
+    assert_eq!(line(&md, "| cpu | matmul"), "| cpu | matmul f32 | 256x256x256 | 1.00 | 33.5 GFLOP/s | 20.0 GB/s |");
+    assert!(md.contains("PyTorch 2.15.0") && md.contains("`cargo xtask bench --quick`"));
+}
+
+#[test]
+fn without_torch_the_table_says_not_measured() {
+    let mut r = fixed();
+    r.torch = Err("run with --torch to measure it".into());
+    for row in &mut r.rows {
+        row.torch = None;
+    }
+    let md = r.markdown();
+    assert!(md.contains("PyTorch not measured (run with --torch to measure it)"));
+    assert!(line(&md, "| mnist_cnn | cpu |").ends_with("| not measured | - |"));
+}
+
+#[test]
+fn json_round_trips_and_the_chart_is_a_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = fixed();
+    super::write_outputs(&report, dir.path()).unwrap();
+    let back: Report = serde_json::from_slice(&std::fs::read(dir.path().join("bench.json")).unwrap()).unwrap();
+    assert_eq!(back, report);
+    let png = std::fs::read(dir.path().join("bench.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let img = image::load_from_memory(&png).unwrap().into_rgb8();
+    assert_eq!(img.dimensions(), (1100, 560));
+    // Something besides the white background and black axes was drawn (the bars).
+    assert!(img.pixels().any(|p| p.0[0] != p.0[1] || p.0[1] != p.0[2]));
+    assert!(!dir.path().join("bench.tmp").exists());
+}
+
+#[test]
+fn stats_are_median_min_and_max_in_milliseconds() {
+    let s = Stats::of(vec![0.003, 0.001, 0.002, 0.010]).unwrap();
+    assert_eq!((s.median_ms, s.min_ms, s.max_ms), (3.0, 1.0, 10.0));
+    assert!(Stats::of(vec![]).is_none());
+    assert!(super::step::precision("f32").is_ok());
+    let Err(e) = super::step::precision("f8") else { panic!("f8 accepted") };
+    assert!(e.contains("f8") && e.contains("f32"), "{e}");
+}
+
+#[test]
+fn dates_are_civil_utc() {
+    let d = super::now_utc();
+    assert!(d.len() == 20 && d.ends_with(" UTC") && d.starts_with("20"), "{d}");
+}
