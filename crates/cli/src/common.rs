@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
-use liandan_nn::{checkpoint, DeviceKind, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
+use liandan_nn::{checkpoint, impl_module, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
 use liandan_nn::{Device, Result as NnResult};
 use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
@@ -42,23 +42,18 @@ pub struct ZooNet {
     sample_shape: Vec<usize>,
 }
 
-impl Module for ZooNet {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.inner.visit(prefix, f)
-    }
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> NnResult<()>) -> NnResult<()> {
-        self.inner.visit_mut(prefix, f)
-    }
-    fn set_training(&mut self, training: bool) {
-        self.inner.set_training(training)
-    }
-}
+impl_module!(ZooNet { inner: inner });
 
 impl Forward for ZooNet {
-    fn forward(&self, x: &Tensor) -> NnResult<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> NnResult<Tensor> {
         let mut shape = vec![x.shape()[0]];
         shape.extend_from_slice(&self.sample_shape);
         self.inner.forward(&x.reshape(&shape)?)
+    }
+
+    /// A wrapper, not a layer: the zoo model inside is the model summaries and profiles see.
+    fn forward(&self, x: &Tensor) -> NnResult<Tensor> {
+        self.forward_impl(x)
     }
 }
 
