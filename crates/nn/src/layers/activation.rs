@@ -152,7 +152,6 @@ impl Forward for Flatten {
     }
 }
 
-
 /// The constructors both dropouts share.
 macro_rules! dropout_new {
     ($($ty:ty),*) => {

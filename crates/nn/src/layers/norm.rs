@@ -106,15 +106,8 @@ impl<const D: usize> Forward for BatchNorm<D> {
         let c = &self.config;
         // As PyTorch: batch statistics in training, or whenever there are no running ones.
         let use_batch_stats = self.training || self.running_mean.is_none();
-        let y = x.batch_norm(
-            self.running_mean.as_ref(),
-            self.running_var.as_ref(),
-            self.weight.as_ref(),
-            self.bias.as_ref(),
-            use_batch_stats,
-            c.momentum,
-            c.eps,
-        )?;
+        let y =
+            x.batch_norm(self.running_mean.as_ref(), self.running_var.as_ref(), self.weight.as_ref(), self.bias.as_ref(), use_batch_stats, c.momentum, c.eps)?;
         if self.training {
             if let Some(n) = &self.num_batches_tracked {
                 no_grad(|| n.assign(&n.add_scalar(1.0)?))?;

@@ -310,7 +310,14 @@ impl<C: Cell> RnnConfig<C> {
 
     /// The forward pass: `(output, h_n, c_n)`, `c_n` only for the LSTM (`c0` is ignored for the
     /// GRU).
-    fn run(&self, weights: &[Vec<RnnWeights>], training: bool, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    fn run(
+        &self,
+        weights: &[Vec<RnnWeights>],
+        training: bool,
+        x: &Tensor,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
         let (h, d) = (self.hidden_size, self.directions());
         if weights.len() != self.num_layers || weights.iter().any(|layer| layer.len() != d) {
             // Only reachable by editing the public fields by hand.
