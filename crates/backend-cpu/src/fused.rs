@@ -9,6 +9,7 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 use num_traits::Float;
 use rayon::prelude::*;
 
+use crate::fused_norm::{batch_norm_backward, batch_norm_train};
 use crate::fused_optim::{adam_step, sgd_step};
 use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, PAR_MIN};
@@ -35,6 +36,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
         FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
+        FusedOp::BatchNormTrain(_) => return Some(store(per_float!(inputs, "batch_norm_train", batch_norm_train, op))),
+        FusedOp::BatchNormBackward(_) => return Some(store(per_float!(inputs, "batch_norm_backward", batch_norm_backward, op))),
         _ => return None,
     };
     Some(store(kernel(inputs)))

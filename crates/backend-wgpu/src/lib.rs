@@ -15,6 +15,7 @@
 mod backend;
 mod elementwise;
 mod fused;
+mod fused_norm;
 mod fused_optim;
 mod fused_pointwise;
 mod gpu;
@@ -93,6 +94,7 @@ kernel_families! {
     Fused(fused::Key),
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
+    FusedNorm(fused_norm::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -92,6 +92,45 @@ pub enum FusedOp {
     /// param' = param - g lr                                          (momentum == 0)
     /// ```
     SgdStep(SgdStep),
+    /// Batch normalization in training ([`Tensor::batch_norm`] with `training`) of `x` viewed
+    /// as `[N, C, L]` (`L` the product of the axes after 1, or 1 for `[N, C]`), with `M = N L`:
+    ///
+    /// ```text
+    /// mean = sum(x[:, c, :]) / M;  var = sum((x[:, c, :] - mean)^2) / M;  invstd = 1 / sqrt(var + eps)
+    /// y = (x - mean) invstd weight + bias
+    /// running_mean' = (1 - momentum) running_mean + momentum mean
+    /// running_var'  = (1 - momentum) running_var + momentum var M / (M - 1)
+    /// ```
+    ///
+    /// Statistics are accumulated in f32 or wider, whatever the dtype. Inputs: `x` `[N, C, ...]` with
+    /// `M > 1`, then `weight`, `bias` `[C]` (when `affine`), then `running_mean`,
+    /// `running_var` `[C]` (when `running`). Outputs: `y` shaped like `x`, `mean` and
+    /// `invstd` `[C]` (what the backward needs), then the new `running_mean`, `running_var`
+    /// (when `running`; the composite assigns them).
+    BatchNormTrain(BatchNormOptions),
+    /// The gradient of [`FusedOp::BatchNormTrain`] from its saved statistics, with
+    /// `xhat = (x - mean) invstd`:
+    ///
+    /// ```text
+    /// dbias = sum(dy);  dweight = sum(dy xhat)
+    /// dx = weight invstd (dy - dbias / M - xhat dweight / M)
+    /// ```
+    ///
+    /// per channel. Inputs: `x`, `dy` (one shape), `mean`, `invstd` `[C]`, then `weight`
+    /// `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias` `[C]`
+    /// (when `affine`). `eps` and `momentum` are not read.
+    BatchNormBackward(BatchNormOptions),
+}
+
+/// The options of a fused batch normalization ([`FusedOp::BatchNormTrain`],
+/// [`FusedOp::BatchNormBackward`]), as `torch.nn.functional.batch_norm` names them; `affine`:
+/// `weight` and `bias` are given; `running`: `running_mean` and `running_var` are given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormOptions {
+    pub eps: f64,
+    pub momentum: f64,
+    pub affine: bool,
+    pub running: bool,
 }
 
 /// The hyper-parameters of one [`FusedOp::AdamStep`], as `torch.optim.Adam` names them;
@@ -142,6 +181,8 @@ impl FusedOp {
             FusedOp::GeluBackward => "gelu_backward",
             FusedOp::AdamStep(_) => "adam_step",
             FusedOp::SgdStep(_) => "sgd_step",
+            FusedOp::BatchNormTrain(_) => "batch_norm_train",
+            FusedOp::BatchNormBackward(_) => "batch_norm_backward",
         }
     }
 
@@ -163,6 +204,8 @@ impl FusedOp {
             FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) => self.updates().len(),
+            FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,
+            FusedOp::BatchNormBackward(b) => 1 + 2 * b.affine as usize,
         }
     }
 }

@@ -90,6 +90,12 @@ pub(crate) enum GradFn {
     LstmCell,
     /// The fused GELU's rule (the composite's own is its primitives').
     Gelu,
+    /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
+    /// the batch statistics saved by the forward, `[C]`.
+    BatchNorm {
+        mean: Tensor,
+        invstd: Tensor,
+    },
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -129,6 +135,7 @@ impl GradFn {
             GradFn::Softplus => "softplus",
             GradFn::LstmCell => "lstm_cell",
             GradFn::Gelu => "gelu",
+            GradFn::BatchNorm { .. } => "batch_norm",
         };
         name.to_string()
     }
@@ -228,6 +235,10 @@ impl GradFn {
             GradFn::LstmCell => {
                 let (dgates, dc) = Tensor::lstm_cell_backward(g, x, &inputs[1], out)?;
                 Ok(vec![Some(dgates), Some(dc)])
+            }
+            GradFn::BatchNorm { mean, invstd } => {
+                let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
+                Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
             }
         }
     }

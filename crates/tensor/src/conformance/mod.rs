@@ -28,6 +28,7 @@ pub mod forward_reduce;
 pub mod forward_unary;
 pub mod forward_views;
 pub mod fused;
+pub mod fused_norm;
 pub mod grads;
 pub mod grads_elementwise;
 pub mod grads_nn;
