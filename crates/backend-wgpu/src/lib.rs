@@ -13,6 +13,7 @@
 //! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
+mod conv;
 mod elementwise;
 mod fused;
 mod fused_optim;
@@ -93,6 +94,7 @@ kernel_families! {
     Fused(fused::Key),
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
+    Conv(conv::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {
