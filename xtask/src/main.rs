@@ -72,27 +72,26 @@ fn main() {
 }
 
 /// `cargo xtask bench-conv`: on the first GPU unless `--device` says otherwise.
-fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> liandan_tensor::Result<()> {
+fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), String> {
     let value = |flag: &str| args.iter().position(|a| a == flag).map(|i| args.get(i + 1).map(String::as_str).unwrap_or(""));
-    let bad = |what: String| liandan_tensor::Error::Device(what);
     let batch = match value("--batch") {
         None => 128,
-        Some(v) => v.parse::<usize>().ok().filter(|&b| b > 0).ok_or_else(|| bad(format!("--batch {v:?} is not a positive count")))?,
+        Some(v) => v.parse::<usize>().ok().filter(|&b| b > 0).ok_or_else(|| format!("--batch {v:?} is not a positive count"))?,
     };
     let dtype = match value("--dtype") {
         None | Some("f32") => liandan_tensor::DType::F32,
         Some("f16") => liandan_tensor::DType::F16,
-        Some(v) => return Err(bad(format!("--dtype {v:?}: use f32 or f16"))),
+        Some(v) => return Err(format!("--dtype {v:?}: use f32 or f16")),
     };
     let devices = match spec {
-        Some(_) => devices(spec).map_err(bad)?,
+        Some(_) => devices(spec)?,
         None => Device::gpus().into_iter().take(1).collect(),
     };
     if devices.is_empty() {
-        return Err(bad("no GPU found: pass --device cpu to time the CPU".into()));
+        return Err("no GPU found: pass --device cpu to time the CPU".into());
     }
     for d in devices {
-        conv::bench_conv(&d, batch, dtype, quick)?;
+        conv::bench_conv(&d, batch, dtype, quick).map_err(|e| format!("on {d}: {e}"))?;
     }
     Ok(())
 }

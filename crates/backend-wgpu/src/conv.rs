@@ -188,9 +188,12 @@ impl WgpuBackend {
         // weight gradient (16 bits each).
         let small = |v: usize| v < i32::MAX as usize;
         let span = |k: usize, d: usize| (k - 1) * d;
-        let packs = span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
+        let packs =
+            span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
         let sizes = [plan.total, plan.m * plan.k * geom.groups, plan.k * plan.n, geom.input_shape().iter().product(), geom.output_shape().iter().product()];
-        if !packs || !sizes.iter().all(|&s| small(s)) || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
+        if !packs
+            || !sizes.iter().all(|&s| small(s))
+            || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
             || self.repr.buffer_bytes(dtype, plan.total) > limit
         {
             return None;
@@ -235,7 +238,8 @@ impl WgpuBackend {
         words[6] = 1;
         words[14] = splits;
         words[15] = ks;
-        let geo = [geom.n, geom.c, geom.h, geom.w, geom.o, kh, kw, geom.stride.0, geom.stride.1, geom.padding.0, geom.padding.1, geom.dilation.0, geom.dilation.1];
+        let geo =
+            [geom.n, geom.c, geom.h, geom.w, geom.o, kh, kw, geom.stride.0, geom.stride.1, geom.padding.0, geom.padding.1, geom.dilation.0, geom.dilation.1];
         words[16..29].copy_from_slice(&geo);
         words[29..32].copy_from_slice(&[geom.out_h(), geom.out_w(), geom.groups]);
         words[32..36].copy_from_slice(&[b_off, a_off, plan.p, plan.rs]);
