@@ -123,5 +123,6 @@ fn fused_convolution_holds_no_column_buffer() {
     let Some(d) = gpu() else { return };
     let fused = conv_step_peak(&d, true);
     let composite = conv_step_peak(&d, false);
+    eprintln!("conv step peak: fused {fused} bytes, composite {composite} bytes");
     assert!(fused * 2 < composite, "a fused conv step peaked at {fused} bytes, the composite at {composite}: expected under half");
 }
