@@ -129,7 +129,7 @@ impl Plan {
                 p: l,
                 rs: g.o * l,
                 gather: [cg, hw, g.c * hw, g.h, g.w, ow, l],
-                aligned: cg % 16 == 0,
+                aligned: cg.is_multiple_of(16),
             },
             Pass::Input => Plan {
                 pass,
@@ -141,7 +141,7 @@ impl Plan {
                 p: hw,
                 rs: g.c * hw,
                 gather: [og, l, g.o * l, oh, ow, g.w, hw],
-                aligned: og % 16 == 0,
+                aligned: og.is_multiple_of(16),
             },
             Pass::Weight => {
                 let n = cg * kk;
@@ -216,7 +216,7 @@ impl WgpuBackend {
         };
         let b_off = b.layout.offset();
         let l = geom.out_h() * geom.out_w();
-        let a4 = a_off % 4 == 0 && if plan.pass == Pass::Weight { l % 4 == 0 } else { plan.k % 4 == 0 };
+        let a4 = a_off.is_multiple_of(4) && if plan.pass == Pass::Weight { l.is_multiple_of(4) } else { plan.k.is_multiple_of(4) };
         // The weight gradient has few tiles (O/G x C/G kh kw) and a long K: it keeps to 64 x 64
         // tiles and splits K instead.
         let tile = if plan.pass != Pass::Weight && plan.m > 64 && plan.m.div_ceil(128) * plan.n.div_ceil(128) * geom.groups >= BIG_TILES { 128 } else { 64 };
@@ -229,7 +229,7 @@ impl WgpuBackend {
         }
         let ks = plan.k.div_ceil(splits).next_multiple_of(16).max(16);
         let splits = plan.k.div_ceil(ks).max(1);
-        let out4 = plan.p % 4 == 0;
+        let out4 = plan.p.is_multiple_of(4);
         let key = Key { pass: plan.pass, dtype, h: tile as u32 / 64, a4, aligned: plan.aligned, out4, partial: splits > 1 };
         let (kh, kw) = geom.kernel;
         let mut words = vec![0usize; 52];

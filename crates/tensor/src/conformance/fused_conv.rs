@@ -57,7 +57,7 @@ fn check_case(d: &Device, case: &Case, dtype: DType, seed: u64, atol: f64, rtol:
     let g = geometry(case);
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
     let mut inputs = vec![t(&g.input_shape(), seed), t(&g.weight_shape(), seed + 1).mul_scalar(0.5).unwrap()];
-    let bias = seed % 2 == 0;
+    let bias = seed.is_multiple_of(2);
     if bias {
         inputs.push(t(&[g.o], seed + 2));
     }
