@@ -13,6 +13,7 @@
 //! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
+mod conv;
 mod elementwise;
 mod fused;
 mod fused_norm;
@@ -95,6 +96,7 @@ kernel_families! {
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
     FusedNorm(fused_norm::Key),
+    Conv(conv::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

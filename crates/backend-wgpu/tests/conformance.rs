@@ -28,3 +28,16 @@ fn fused_kernels_run_here() {
         assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
 }
+
+/// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.
+#[test]
+fn fused_conv_kernels_run_here() {
+    use liandan_tensor::{conformance::fused::backend_runs, conformance::fused_conv, DType};
+    let Some(d) = gpu() else { return };
+    for op in fused_conv::ops() {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
+        }
+        assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
+    }
+}

@@ -32,7 +32,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::backend::{Storage, Strided};
+use crate::backend::{Storage, Strided, Window2d};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -120,6 +120,24 @@ pub enum FusedOp {
     /// `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias` `[C]`
     /// (when `affine`). `eps` and `momentum` are not read.
     BatchNormBackward(BatchNormOptions),
+    /// A 2-D convolution ([`Tensor::conv2d`] without its bias), as PyTorch's cross-correlation:
+    ///
+    /// ```text
+    /// y[n, o, oy, ox] = sum_{c, ky, kx} x[n, g C/G + c, oy s - p + ky d, ox s - p + kx d] w[o, c, ky, kx]
+    /// ```
+    ///
+    /// with `g = o / (O/G)` and zeros outside the input (per axis: stride `s`, padding `p`,
+    /// dilation `d`). Inputs: `x` `[N, C, H, W]`, `weight` `[O, C/G, kh, kw]`. Output: `y`
+    /// `[N, O, out_h, out_w]`.
+    Conv2d(ConvGeometry),
+    /// The gradient of [`FusedOp::Conv2d`] with respect to its input (a transposed
+    /// convolution of `dy`). Inputs: `dy` `[N, O, out_h, out_w]`, `weight`. Output: `dx`
+    /// `[N, C, H, W]`.
+    Conv2dBackwardInput(ConvGeometry),
+    /// The gradient of [`FusedOp::Conv2d`] with respect to its weight, summed over the batch:
+    /// `dw[o, c, ky, kx] = sum_{n, oy, ox} dy[n, o, oy, ox] x[n, g C/G + c, ..]`. Inputs: `dy`,
+    /// `x`. Output: `dweight` `[O, C/G, kh, kw]`.
+    Conv2dBackwardWeight(ConvGeometry),
 }
 
 /// The options of a fused batch normalization ([`FusedOp::BatchNormTrain`],
@@ -131,6 +149,50 @@ pub struct BatchNormOptions {
     pub momentum: f64,
     pub affine: bool,
     pub running: bool,
+}
+
+/// The shape of one 2-D convolution and its gradients ([`FusedOp::Conv2d`]): input
+/// `[N, C, H, W]`, weight `[O, C/groups, kh, kw]`, output `[N, O, out_h, out_w]`; kernel,
+/// stride, padding and dilation as (height, width) pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvGeometry {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl ConvGeometry {
+    /// The window over the input (`im2col`'s geometry).
+    pub fn window(&self) -> Window2d {
+        Window2d { n: self.n, c: self.c, h: self.h, w: self.w, kernel: self.kernel, stride: self.stride, padding: self.padding, dilation: self.dilation }
+    }
+
+    pub fn out_h(&self) -> usize {
+        self.window().out_h()
+    }
+
+    pub fn out_w(&self) -> usize {
+        self.window().out_w()
+    }
+
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.o, self.c / self.groups, self.kernel.0, self.kernel.1]
+    }
+
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.o, self.out_h(), self.out_w()]
+    }
 }
 
 /// The hyper-parameters of one [`FusedOp::AdamStep`], as `torch.optim.Adam` names them;
@@ -183,6 +245,9 @@ impl FusedOp {
             FusedOp::SgdStep(_) => "sgd_step",
             FusedOp::BatchNormTrain(_) => "batch_norm_train",
             FusedOp::BatchNormBackward(_) => "batch_norm_backward",
+            FusedOp::Conv2d(_) => "conv2d",
+            FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
+            FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
         }
     }
 
@@ -202,6 +267,7 @@ impl FusedOp {
     pub fn outputs(&self) -> usize {
         match self {
             FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
+            FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) => self.updates().len(),
             FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,

@@ -41,7 +41,7 @@ pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
-pub use fused::{fusion_enabled, no_fusion, AdamStep, BatchNormOptions, FusedOp, NoFusionGuard, SgdStep};
+pub use fused::{fusion_enabled, no_fusion, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, NoFusionGuard, SgdStep};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;

@@ -8,6 +8,7 @@ use crate::backend::{BinaryOp, UnaryOp, Window2d};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::fused::ConvGeometry;
 use crate::tensor::Tensor;
 
 #[derive(Clone)]
@@ -96,6 +97,8 @@ pub(crate) enum GradFn {
         mean: Tensor,
         invstd: Tensor,
     },
+    /// `conv2d` without its bias, fused or composite: inputs `x`, `weight`.
+    Conv2d(ConvGeometry),
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -136,6 +139,7 @@ impl GradFn {
             GradFn::LstmCell => "lstm_cell",
             GradFn::Gelu => "gelu",
             GradFn::BatchNorm { .. } => "batch_norm",
+            GradFn::Conv2d(_) => "conv2d",
         };
         name.to_string()
     }
@@ -239,6 +243,12 @@ impl GradFn {
             GradFn::BatchNorm { mean, invstd } => {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
+            }
+            GradFn::Conv2d(geom) => {
+                let w = &inputs[1];
+                let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
+                let dw = if w.requires_grad() { Some(Tensor::conv2d_backward_weight(g, x, *geom)?) } else { None };
+                Ok(vec![dx, dw])
             }
         }
     }

@@ -131,6 +131,9 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
             v.extend(b.affine.then(|| t(&[h], 5)));
             v
         }
+        FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };
     let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
     let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
