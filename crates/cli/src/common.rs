@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
-use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor, TensorKind};
+use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
 use liandan_nn::{Device, Result as NnResult};
 use liandan_train::amp::Precision;
 use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
