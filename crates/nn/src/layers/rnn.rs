@@ -345,12 +345,12 @@ impl<C: Cell> RnnConfig<C> {
 
         let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
         let mut layer_in = xs;
-        for k in 0..self.num_layers {
+        for (k, layer) in weights.iter().enumerate() {
             let mut outs = Vec::with_capacity(d);
-            for dir in 0..d {
+            for (dir, w) in layer.iter().enumerate() {
                 let i = k * d + dir;
                 let c_init = c0.as_ref().map(|c| c.select(0usize, i)).transpose()?;
-                let (out, h_last, c_last) = self.direction(&weights[k][dir], &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
+                let (out, h_last, c_last) = self.direction(w, &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
                 outs.push(out);
                 h_n.push(h_last);
                 c_n.extend(c_last);
