@@ -8,12 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
-use liandan_nn::{manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result};
+use liandan_nn::{
+    manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
+};
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
-/// Kernel-trait calls of [`launches_of_a_resnet18_training_pass`] with fusion on and off.
-const FUSED_PASS: u64 = 0;
-const COMPOSITE_PASS: u64 = 0;
+/// Kernel-trait calls of [`launches_of_a_resnet18_training_pass`] with fusion on and off (the
+/// fused count holds 40 batch-norm calls, 80 dispatches on the wgpu backend).
+const FUSED_PASS: u64 = 317;
+const COMPOSITE_PASS: u64 = 1428;
 
 /// The CPU backend, counting kernel launches (host copies are not launches).
 #[derive(Debug)]
