@@ -13,10 +13,11 @@ use liandan_nn::{
 };
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
-/// Kernel-trait calls of [`launches_of_a_resnet18_training_pass`] with fusion on and off (the
-/// fused count holds 40 batch-norm calls, 80 dispatches on the wgpu backend).
-const FUSED_PASS: u64 = 317;
-const COMPOSITE_PASS: u64 = 1428;
+/// Kernel-trait calls that the fused batch norm saves in [`launches_of_a_resnet18_training_pass`]
+/// (measured: 317 fused against 1428 composite; the fused count holds 40 batch-norm calls, 80
+/// dispatches on the wgpu backend). The difference is pinned rather than both counts, so that a
+/// change to the other ops (the same either way on this backend) does not move it.
+const BATCH_NORM_SAVES: u64 = 1111;
 
 /// The CPU backend, counting kernel launches (host copies are not launches).
 #[derive(Debug)]
@@ -138,7 +139,7 @@ fn launches_of_a_resnet18_training_pass() {
     let composite = no_fusion(launches_per_training_pass);
     println!("resnet18 forward + backward, batch 2: {fused} kernel-trait calls fused, {composite} composite");
     assert!(fused < composite, "fusion must save launches: {fused} fused against {composite} composite");
-    assert_eq!((fused, composite), (FUSED_PASS, COMPOSITE_PASS));
+    assert_eq!(composite - fused, BATCH_NORM_SAVES, "{fused} fused against {composite} composite");
 }
 
 /// Launches of the second step (the first also creates the state) over resnet18's parameters.
