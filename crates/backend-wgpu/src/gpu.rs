@@ -384,7 +384,11 @@ impl Gpu {
         let slot = slots.entry(std::thread::current().id()).or_insert_with(|| {
             let buffer = |label, size, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false });
             ThreadSlot {
-                faults: buffer("liandan index faults", INDEX_FAULT_BYTES, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST),
+                faults: buffer(
+                    "liandan index faults",
+                    INDEX_FAULT_BYTES,
+                    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                ),
                 pending: false,
                 readback: buffer("liandan read-back", READBACK_BYTES, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
             }

@@ -8,12 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
-use liandan_nn::{manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result};
+use liandan_nn::{
+    manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
+};
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
-/// Kernel-trait calls of [`launches_of_a_resnet18_training_pass`] with fusion on and off.
-const FUSED_PASS: u64 = 0;
-const COMPOSITE_PASS: u64 = 0;
+/// Kernel-trait calls that the fused batch norm saves in [`launches_of_a_resnet18_training_pass`]
+/// (measured: 317 fused against 1428 composite; the fused count holds 40 batch-norm calls, 80
+/// dispatches on the wgpu backend). The difference is pinned rather than both counts, so that a
+/// change to the other ops (the same either way on this backend) does not move it.
+const BATCH_NORM_SAVES: u64 = 1111;
 
 /// The CPU backend, counting kernel launches (host copies are not launches).
 #[derive(Debug)]
@@ -135,7 +139,7 @@ fn launches_of_a_resnet18_training_pass() {
     let composite = no_fusion(launches_per_training_pass);
     println!("resnet18 forward + backward, batch 2: {fused} kernel-trait calls fused, {composite} composite");
     assert!(fused < composite, "fusion must save launches: {fused} fused against {composite} composite");
-    assert_eq!((fused, composite), (FUSED_PASS, COMPOSITE_PASS));
+    assert_eq!(composite - fused, BATCH_NORM_SAVES, "{fused} fused against {composite} composite");
 }
 
 /// Launches of the second step (the first also creates the state) over resnet18's parameters.

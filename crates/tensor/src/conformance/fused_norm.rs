@@ -59,7 +59,13 @@ pub fn batch_norm_grads(d: &Device) {
         let (rm, rv) = (leaf(d, &[3], 84), positive_leaf(d, &[3], 85, 0.5, 2.0));
         let f = move |x: &[Tensor]| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?.sin();
         check_grads(&format!("batch_norm train {what}"), &[x, w, b], f, 1e-6, 1e-5);
-        check_grads(&format!("batch_norm train [N, C] {what}"), &[leaf(d, &[5, 2], 86)], |x| x[0].batch_norm(None, None, None, None, true, 0.1, 1e-5)?.sin(), 1e-6, 1e-5);
+        check_grads(
+            &format!("batch_norm train [N, C] {what}"),
+            &[leaf(d, &[5, 2], 86)],
+            |x| x[0].batch_norm(None, None, None, None, true, 0.1, 1e-5)?.sin(),
+            1e-6,
+            1e-5,
+        );
     };
     run("(fused where the device can)");
     no_fusion(|| run("(composite)"));

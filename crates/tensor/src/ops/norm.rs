@@ -109,7 +109,14 @@ impl Tensor {
     /// Training-mode [`Tensor::batch_norm`] as [`FusedOp::BatchNormTrain`], or `None` where the
     /// composite runs instead: fusion off, no kernel, a lone weight or bias (`lopsided`), or
     /// parameters of another dtype or device than `self` (the composite reports those).
-    fn batch_norm_fused(&self, running: Option<(&Tensor, &Tensor)>, affine: Option<(&Tensor, &Tensor)>, lopsided: bool, momentum: f64, eps: f64) -> Result<Option<Tensor>> {
+    fn batch_norm_fused(
+        &self,
+        running: Option<(&Tensor, &Tensor)>,
+        affine: Option<(&Tensor, &Tensor)>,
+        lopsided: bool,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Option<Tensor>> {
         if !fusion_enabled() || lopsided {
             return Ok(None);
         }
@@ -138,7 +145,13 @@ impl Tensor {
     /// The backward rule of the fused training [`Tensor::batch_norm`]: `(dx, dweight, dbias)`
     /// (the last two with `weight`), from the saved `mean` and `invstd` `[C]`, itself fused where
     /// the device can ([`FusedOp::BatchNormBackward`]).
-    pub(crate) fn batch_norm_backward(dy: &Tensor, x: &Tensor, mean: &Tensor, invstd: &Tensor, weight: Option<&Tensor>) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+    pub(crate) fn batch_norm_backward(
+        dy: &Tensor,
+        x: &Tensor,
+        mean: &Tensor,
+        invstd: &Tensor,
+        weight: Option<&Tensor>,
+    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
         let dy = dy.contiguous()?;
         let c = x.shape()[1];
         let affine = weight.is_some();
@@ -146,7 +159,8 @@ impl Tensor {
         let inputs: Vec<&Tensor> = [x, &dy, mean, invstd].into_iter().chain(weight).collect();
         if let Some(outs) = try_fused(&op, &inputs) {
             let mut outs = outs?.into_iter();
-            let mut next = |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
+            let mut next =
+                |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
             let dx = next(x.shape());
             return Ok(if affine { (dx, Some(next(&[c])), Some(next(&[c]))) } else { (dx, None, None) });
         }
