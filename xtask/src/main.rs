@@ -3,8 +3,9 @@
 //! the DataLoader and micro-benchmarks, PyTorch beside them with `--torch`; a Markdown table on
 //! stdout, JSON and a PNG chart under `target/bench/` (`cargo xtask bench --help`). Benchmarks
 //! are never tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..]
-//! [--quick]` times the zoo `lstm` and Adam/SGD steps over resnet18 with fused kernels on and
-//! off (`fusion.rs`). `cargo xtask
+//! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
+//! with fused kernels on and off, then what an SGD or Adam step adds to `mnist_cnn`'s and
+//! `resnet18`'s forward+backward, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod bench;
@@ -52,15 +53,17 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
         eprintln!("xtask bench-fusion: {e}");
         std::process::exit(2);
     });
+    let python = args.iter().position(|a| a == "--python").and_then(|i| args.get(i + 1)).map(String::as_str).unwrap_or("python3");
+    let python = args.iter().any(|a| a == "--torch").then_some(python);
     for d in devices {
-        if let Err(e) = fusion::bench_fusion(&d, quick) {
+        if let Err(e) = fusion::bench_fusion(&d, quick, python) {
             eprintln!("xtask bench-fusion on {d}: {e}");
             std::process::exit(1);
         }

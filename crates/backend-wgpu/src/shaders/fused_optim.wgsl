@@ -1,4 +1,5 @@
-// Helpers of the fused optimizer updates (Adam, SGD), which compute in f32.
+// Helpers of the fused optimizer updates (Adam, SGD, RMSprop, Adagrad, Adadelta), which
+// compute in f32.
 //
 // params[0] = number of elements, params[1] = option flags, then the element offset of each
 // input in binding order, then the hyper-parameters as f32 bits (each kernel's file says which
