@@ -102,6 +102,18 @@ fn l2_grad<T: Elem>(param: T::Acc, grad: T, maximize: bool, weight_decay: f64, w
     }
 }
 
+/// A hyper-parameter as the composite multiplies by it: a scalar of the dtype (so in f16 an
+/// eps of 1e-8 is 0 there, and here).
+fn scalar<T: Elem>(x: f64) -> T::Acc {
+    T::narrow(acc::<T::Acc>(x)).widen()
+}
+
+/// `avg beta + a (value) b`, rounded after every operation as the composite's `decay_addcmul`.
+fn decay_addcmul<T: Elem>(avg: T::Acc, beta: T::Acc, a: T::Acc, b: T::Acc, value: T::Acc) -> T::Acc {
+    let round = |x: T::Acc| T::narrow(x).widen();
+    round(round(avg * beta) + round(round(a * value) * b))
+}
+
 /// `FusedOp::RmsPropStep`: param, grad, square_avg[, momentum_buffer][, grad_avg] to their new
 /// param, square_avg[, momentum_buffer][, grad_avg].
 pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
@@ -110,10 +122,9 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let v = slices::<T>("rmsprop_step", inputs)?;
     let n = v[0].len();
     let (with_momentum, grad_avg_at) = (momentum > 0.0, 3 + (momentum > 0.0) as usize);
-    let (wd, a, a_rest, mom, eps, neg_lr) =
-        (acc::<T::Acc>(weight_decay), acc::<T::Acc>(alpha), acc::<T::Acc>(1.0 - alpha), acc::<T::Acc>(momentum), acc::<T::Acc>(eps), acc::<T::Acc>(-lr));
+    let (wd, a, a_rest, mom, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(alpha), scalar::<T>(1.0 - alpha), scalar::<T>(momentum), scalar::<T>(eps), scalar::<T>(-lr));
     // The composite's lerp weight `1 - alpha` and its complement, both from f64.
-    let (w, w_rest) = (acc::<T::Acc>(1.0 - alpha), acc::<T::Acc>(1.0 - (1.0 - alpha)));
+    let (w, w_rest) = (scalar::<T>(1.0 - alpha), scalar::<T>(1.0 - (1.0 - alpha)));
     let round = |x: T::Acc| T::narrow(x).widen();
     let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| Vec::with_capacity(n)).collect();
     // `i` indexes every operand at once.
@@ -121,12 +132,13 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     for i in 0..n {
         let param = v[0][i].widen();
         let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
-        let sq = round(round(v[2][i].widen() * a) + round(g * a_rest) * g);
+        let sq = decay_addcmul::<T>(v[2][i].widen(), a, g, g, a_rest);
         outs[1].push(T::narrow(sq));
         let mut avg = sq;
         if centered {
             let m0 = v[grad_avg_at][i].widen();
-            let m = round(if (1.0 - alpha).abs() < 0.5 { m0 + (g - m0) * w } else { g - (g - m0) * w_rest });
+            let diff = round(g - m0);
+            let m = if (1.0 - alpha).abs() < 0.5 { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
             outs[2 + with_momentum as usize].push(T::narrow(m));
             avg = round(sq + round(-m * m));
         }
@@ -147,7 +159,7 @@ pub(crate) fn adagrad_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let AdagradStep { weight_decay, eps, maximize, .. } = *a;
     let v = slices::<T>("adagrad_step", inputs)?;
     let n = v[0].len();
-    let (wd, eps, neg_clr) = (acc::<T::Acc>(weight_decay), acc::<T::Acc>(eps), acc::<T::Acc>(-a.clr()));
+    let (wd, eps, neg_clr) = (scalar::<T>(weight_decay), scalar::<T>(eps), scalar::<T>(-a.clr()));
     let round = |x: T::Acc| T::narrow(x).widen();
     let mut outs: Vec<Vec<T>> = (0..2).map(|_| Vec::with_capacity(n)).collect();
     // `i` indexes every operand at once.
@@ -170,7 +182,7 @@ pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result
     let AdadeltaStep { lr, rho, eps, weight_decay, maximize } = *a;
     let v = slices::<T>("adadelta_step", inputs)?;
     let n = v[0].len();
-    let (wd, rho, rho_rest, eps, neg_lr) = (acc::<T::Acc>(weight_decay), acc::<T::Acc>(rho), acc::<T::Acc>(1.0 - rho), acc::<T::Acc>(eps), acc::<T::Acc>(-lr));
+    let (wd, rho, rho_rest, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(rho), scalar::<T>(1.0 - rho), scalar::<T>(eps), scalar::<T>(-lr));
     let round = |x: T::Acc| T::narrow(x).widen();
     let mut outs: Vec<Vec<T>> = (0..3).map(|_| Vec::with_capacity(n)).collect();
     // `i` indexes every operand at once.
@@ -178,14 +190,13 @@ pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result
     for i in 0..n {
         let param = v[0][i].widen();
         let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
-        let sq = round(round(v[2][i].widen() * rho) + round(g * rho_rest) * g);
+        let sq = decay_addcmul::<T>(v[2][i].widen(), rho, g, g, rho_rest);
         let std = round(round(sq + eps).sqrt());
         let acc0 = v[3][i].widen();
         let delta = round(round(round(round(acc0 + eps).sqrt()) / std) * g);
-        let acc_delta = round(round(acc0 * rho) + round(delta * rho_rest) * delta);
         outs[0].push(T::narrow(param + round(delta * neg_lr)));
         outs[1].push(T::narrow(sq));
-        outs[2].push(T::narrow(acc_delta));
+        outs[2].push(T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest)));
     }
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }

@@ -18,12 +18,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let p0 = load_x(param[params[2] + e]);
   var g = load_x(grad[params[3] + e]);
   if (flag(1u)) { g = -g; }
-  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper(6))); }
-  let sq = round_x(round_x(load_x(square_avg[params[4] + e]) * hyper(7)) + round_x(g * hyper(8)) * g);
-  let denom = round_x(sqrt(round_x(sq + hyper(9))));
+  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(6))); }
+  let sq = round_x(round_x(load_x(square_avg[params[4] + e]) * hyper_x(7)) + round_x(round_x(g * hyper_x(8)) * g));
+  let denom = round_x(sqrt(round_x(sq + hyper_x(9))));
   let acc0 = load_x(acc_delta[params[5] + e]);
-  let delta = round_x(round_x(round_x(sqrt(round_x(acc0 + hyper(9)))) / denom) * g);
-  param_out[e] = store_x(p0 + round_x(delta * hyper(10)));
+  let delta = round_x(round_x(round_x(sqrt(round_x(acc0 + hyper_x(9)))) / denom) * g);
+  param_out[e] = store_x(p0 + round_x(delta * hyper_x(10)));
   square_avg_out[e] = store_x(sq);
-  acc_delta_out[e] = store_x(round_x(round_x(acc0 * hyper(7)) + round_x(delta * hyper(8)) * delta));
+  acc_delta_out[e] = store_x(round_x(round_x(acc0 * hyper_x(7)) + round_x(round_x(delta * hyper_x(8)) * delta)));
 }

@@ -18,3 +18,9 @@ fn flag(bit: u32) -> bool {
 fn round_x(v: f32) -> f32 {
   return load_x(store_x(v));
 }
+
+// Hyper-parameter `k` as the composite multiplies by it: a scalar of the dtype (in f16 an eps of
+// 1e-8 is 0 there, and so here).
+fn hyper_x(k: u32) -> f32 {
+  return round_x(hyper(k));
+}

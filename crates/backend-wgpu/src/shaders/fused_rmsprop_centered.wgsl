@@ -8,12 +8,12 @@
 fn mean_square(e: u32, g: f32, sq: f32) -> f32 {
   let m0 = load_x(grad_avg[params[6] + e]);
   var m: f32;
+  let diff = round_x(g - m0);
   if (flag(4u)) {
-    m = m0 + (g - m0) * hyper(9);
+    m = round_x(m0 + round_x(diff * hyper_x(9)));
   } else {
-    m = g - (g - m0) * hyper(10);
+    m = round_x(g - round_x(diff * hyper_x(10)));
   }
-  m = round_x(m);
   grad_avg_out[e] = store_x(m);
   return round_x(sq + round_x(-m * m));
 }

@@ -5,7 +5,7 @@
 @group(0) @binding(7) var<storage, read_write> momentum_buffer_out: array<S_x>;
 
 fn direction(e: u32, scaled: f32) -> f32 {
-  let buf = round_x(round_x(load_x(momentum_buffer[params[5] + e]) * hyper(12)) + scaled);
+  let buf = round_x(round_x(load_x(momentum_buffer[params[5] + e]) * hyper_x(12)) + scaled);
   momentum_buffer_out[e] = store_x(buf);
   return buf;
 }
