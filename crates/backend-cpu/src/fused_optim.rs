@@ -122,7 +122,8 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let v = slices::<T>("rmsprop_step", inputs)?;
     let n = v[0].len();
     let (with_momentum, grad_avg_at) = (momentum > 0.0, 3 + (momentum > 0.0) as usize);
-    let (wd, a, a_rest, mom, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(alpha), scalar::<T>(1.0 - alpha), scalar::<T>(momentum), scalar::<T>(eps), scalar::<T>(-lr));
+    let (wd, a, a_rest, mom, eps, neg_lr) =
+        (scalar::<T>(weight_decay), scalar::<T>(alpha), scalar::<T>(1.0 - alpha), scalar::<T>(momentum), scalar::<T>(eps), scalar::<T>(-lr));
     // The composite's lerp weight `1 - alpha` and its complement, both from f64.
     let (w, w_rest) = (scalar::<T>(1.0 - alpha), scalar::<T>(1.0 - (1.0 - alpha)));
     let round = |x: T::Acc| T::narrow(x).widen();

@@ -200,7 +200,13 @@ impl WgpuBackend {
         let mut optional = inputs[fixed..].iter();
         let present = [stateful, centered];
         for k in 0..rule.slots() {
-            let input = if k < fixed { inputs.get(k) } else if present[k - fixed] { optional.next() } else { None };
+            let input = if k < fixed {
+                inputs.get(k)
+            } else if present[k - fixed] {
+                optional.next()
+            } else {
+                None
+            };
             meta.push(input.map_or(Some(0), |v| u32::try_from(v.layout.offset()).ok())?);
         }
         meta.extend(hyper);

@@ -91,7 +91,17 @@ impl WgpuBackend {
     /// `out[e] = src[base(e) + idx[e] * step]` over `shape`, for gather and index-select
     /// (`what`, the name a bad index is reported under when no op named its use).
     #[allow(clippy::too_many_arguments)]
-    fn take(&self, what: &'static str, src: Strided, index: Strided, shape: &[usize], idx_layout: &Layout, base: &Layout, step: usize, size: usize) -> Result<Native> {
+    fn take(
+        &self,
+        what: &'static str,
+        src: Strided,
+        index: Strided,
+        shape: &[usize],
+        idx_layout: &Layout,
+        base: &Layout,
+        step: usize,
+        size: usize,
+    ) -> Result<Native> {
         let gpu = self.gpu()?;
         let Some(meta) = index_meta(shape, &[idx_layout, base], step, size, src.layout.max_extent(), gpu.index_tag(what)) else { return Ok(Err(WIDE)) };
         let numel = shape.iter().product();

@@ -248,9 +248,7 @@ impl FusedOp {
         match self {
             FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
             FusedOp::LstmCellBackward => 2,
-            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => {
-                self.updates().len()
-            }
+            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),
         }
     }
 }

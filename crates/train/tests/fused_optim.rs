@@ -163,7 +163,8 @@ fn devices_have_the_update_kernels() {
         let dtypes: &[DType] = if device.is_cpu() { &[DType::F32, DType::F64, DType::F16, DType::BF16] } else { &[DType::F32, DType::F16, DType::BF16] };
         for &dtype in dtypes {
             for (op, operands) in ops.iter().cloned() {
-                let inputs: Vec<Tensor> = (0..operands).map(|k| Tensor::from_f64s(&values(9, k as u64 + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
+                let inputs: Vec<Tensor> =
+                    (0..operands).map(|k| Tensor::from_f64s(&values(9, k as u64 + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
                 let before = inputs[0].to_vec_f64().unwrap();
                 let refs: Vec<&Tensor> = inputs.iter().collect();
                 assert!(fused::update(&op, &refs).is_some_and(|r| r.is_ok()), "{} {dtype} on {device}: no fused kernel ran", op.name());
