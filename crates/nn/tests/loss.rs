@@ -362,7 +362,8 @@ fn a_class_target_out_of_range_names_the_loss_on_the_gpu() -> R {
     let w = Tensor::ones(&[10], DType::F32, &d)?;
     for bad in [12i64, -1] {
         let y = Tensor::from_vec(vec![1i64, bad], &[2], &d)?;
-        let cases: Vec<(&str, Box<dyn Fn() -> liandan_nn::Result<Tensor>>)> = vec![
+        type Loss<'a> = Box<dyn Fn() -> liandan_nn::Result<Tensor> + 'a>;
+        let cases: Vec<(&str, Loss)> = vec![
             ("cross_entropy", Box::new(|| Ok(x.cross_entropy(&y, Reduction::Mean)?))),
             ("nll_loss", Box::new(|| Ok(logp.nll_loss(&y, Reduction::Sum)?))),
             ("cross_entropy", Box::new(|| CrossEntropyLoss::new().forward(&x, &y))),
