@@ -72,6 +72,10 @@ def main():
 
     s = timed(dev, 2, reps, tiny_adds)
     row(side, "dependent tiny adds", f"{chain} ops", s, f"{s * 1e6 / chain:.2f} us/op")
+    s = timed(dev, 2, 10 * reps, lambda: (z + 1.0).item())
+    row(side, "add + read back one value", "1", s, f"{s * 1e6:.1f} us")
+    s = timed(dev, 2, 10 * reps, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
+    row(side, "synchronize, nothing pending", "-", s, f"{s * 1e6:.1f} us")
     batch = 256 if a.quick else 1024
     model = torch.nn.Sequential(torch.nn.Linear(1024, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One run on the GPU machine (no Rust there): the GPU tests, `liandan train`, the profiler on
-# resnet18 and lstm, the fused-kernel benchmark, the previous build's benchmark, then the full
-# `xtask bench --torch` table (CPU and GPU, PyTorch beside). Build here first (see
-# docs/PERFORMANCE.md), put the stripped, gzipped binaries in .bin/ (xtask-base: the previous
-# build; test binaries under their test names) and the loader folder in .gpu/, then:
+# resnet18 and lstm, the fused-kernel and convolution benchmarks, the previous build's
+# benchmark, then the full `xtask bench --torch` table (CPU and GPU, PyTorch beside). Build
+# here first (see docs/PERFORMANCE.md), put the stripped, gzipped binaries in .bin/
+# (xtask-base: the previous build; test binaries under their test names) and the loader folder
+# in .gpu/, then:
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the full table, `PART=2` the full table alone.
 set -u
@@ -28,6 +29,7 @@ if [ "$PART" != 2 ]; then
   echo "## profile resnet18"; timeout 120 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu --trace "$OUT/resnet18-trace.json" 2>&1 | head -70
   echo "## profile lstm"; timeout 120 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu --trace "$OUT/lstm-trace.json" 2>&1 | head -50
   echo "## bench-fusion"; timeout 240 ./.bin/xtask bench-fusion --device gpu --torch 2>&1
+  echo "## bench-conv"; timeout 150 ./.bin/xtask bench-conv --device gpu 2>&1; timeout 60 ./.bin/xtask bench-conv --device gpu --dtype f16 --quick 2>&1
   echo "## previous build bench"; LIANDAN_BENCH_LABEL="liandan (previous build)" timeout 150 ./.bin/xtask-base bench --device gpu 2>&1
 fi
 if [ "$PART" != 1 ]; then

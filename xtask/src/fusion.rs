@@ -1,6 +1,7 @@
 //! `cargo xtask bench-fusion`: each fused kernel's workload with fusion on and off, in one
 //! process on one device, so a fused kernel's gain is measured against the composite it
-//! replaces in the same run: the zoo `lstm` model's forward+backward (the LSTM cell), and an
+//! replaces in the same run: the zoo `lstm` model's forward+backward (the LSTM cell), resnet18's
+//! forward+backward in training (batch norm, forward and backward), and an
 //! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates). Then
 //! what the optimizer step adds to a training step (#8's speed goal: no more than PyTorch's):
 //! `mnist_cnn` and `resnet18` forward+backward, and forward+backward+step with SGD and Adam,
@@ -48,6 +49,16 @@ pub fn bench_fusion(device: &Device, quick: bool, python: Option<&str>) -> Resul
     row(&name, "lstm forward+backward", &format!("batch {}", shape[0]), device, reps, || {
         model.zero_grad();
         model.loss(&x, Some(&y)).map_err(nn_err)?.backward()
+    })?;
+
+    // resnet18's forward+backward in training: its 20 batch norms are its fused ops.
+    let net = zoo::build("resnet18", device).map_err(nn_err)?;
+    let batch = if quick { 16 } else { zoo::spec("resnet18").map_err(nn_err)?.input_shape[0] };
+    let x = Tensor::rand(&[batch, 3, 32, 32], -1.0, 1.0, 8, DType::F32, device)?;
+    let y = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[batch], device)?;
+    row(&name, "resnet18 forward+backward (batch norm)", &format!("batch {batch}"), device, reps, || {
+        net.zero_grad();
+        net.loss(&x, Some(&y)).map_err(nn_err)?.backward()
     })?;
 
     // The optimizer rows: resnet18's parameters with seeded gradients, stepped in place.

@@ -6,9 +6,13 @@
 //! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
 //! with fused kernels on and off, then what an SGD or Adam step adds to `mnist_cnn`'s and
 //! `resnet18`'s forward+backward, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
+//! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
+//! [--quick]` times resnet18's convolutions and the whole model with the fused convolution
+//! kernels on and off, with peak memory (`conv.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod bench;
+mod conv;
 mod data;
 mod fusion;
 
@@ -42,6 +46,7 @@ fn main() {
         Some("fuzz") => Some(data::fuzz_all(&args)),
         Some("bench-loader") => Some(data::bench_loader()),
         Some("bench") => Some(bench::run(&args)),
+        Some("bench-conv") => Some(bench_conv(&args, spec, quick)),
         Some(c @ ("bench-model" | "bench-epoch" | "bench-micro")) => Some(bench::child(c, &args)),
         _ => None,
     };
@@ -53,7 +58,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
@@ -68,4 +73,29 @@ fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// `cargo xtask bench-conv`: on the first GPU unless `--device` says otherwise.
+fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), String> {
+    let value = |flag: &str| args.iter().position(|a| a == flag).map(|i| args.get(i + 1).map(String::as_str).unwrap_or(""));
+    let batch = match value("--batch") {
+        None => 128,
+        Some(v) => v.parse::<usize>().ok().filter(|&b| b > 0).ok_or_else(|| format!("--batch {v:?} is not a positive count"))?,
+    };
+    let dtype = match value("--dtype") {
+        None | Some("f32") => liandan_tensor::DType::F32,
+        Some("f16") => liandan_tensor::DType::F16,
+        Some(v) => return Err(format!("--dtype {v:?}: use f32 or f16")),
+    };
+    let devices = match spec {
+        Some(_) => devices(spec)?,
+        None => Device::gpus().into_iter().take(1).collect(),
+    };
+    if devices.is_empty() {
+        return Err("no GPU found: pass --device cpu to time the CPU".into());
+    }
+    for d in devices {
+        conv::bench_conv(&d, batch, dtype, quick).map_err(|e| format!("on {d}: {e}"))?;
+    }
+    Ok(())
 }

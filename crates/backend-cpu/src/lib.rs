@@ -10,6 +10,7 @@
 mod array;
 mod elementwise;
 mod fused;
+mod fused_norm;
 mod fused_optim;
 mod index;
 mod matmul;

@@ -82,6 +82,12 @@ impl WgpuBackend {
         if matches!(op, FusedOp::Gelu | FusedOp::GeluBackward) {
             return self.fused_pointwise(op, inputs);
         }
+        if matches!(op, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_)) {
+            return self.fused_batch_norm(op, inputs);
+        }
+        if matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)) {
+            return self.fused_conv(op, inputs);
+        }
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
         let key = Key::of(&self.repr, op, dtype)?;

@@ -87,10 +87,9 @@ pub(crate) struct Gpu {
     kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
-    /// Where index kernels report an out-of-range index: [flag, low word, high word, axis
-    /// size, tag], one buffer per calling thread so each thread hears of its own ops' faults.
-    /// Read back with every host read and at `synchronize`, so indexing never waits.
-    index_faults: Mutex<HashMap<std::thread::ThreadId, wgpu::Buffer>>,
+    /// Per calling thread, so each thread hears of its own ops' faults: where its index
+    /// kernels report an out-of-range index, and its reusable read-back buffer.
+    index_faults: Mutex<HashMap<std::thread::ThreadId, ThreadSlot>>,
     /// What a fault's tag names: the primitive and the tensor-level op's use of its indices
     /// (`cross_entropy`'s class targets), so the report names what the user called.
     index_tags: Mutex<Vec<IndexTag>>,
@@ -107,6 +106,33 @@ type IndexTag = (&'static str, Option<IndexUse>);
 /// Tags past this many share the last one's number, naming the primitive alone (a program
 /// would need this many distinct losses and class counts to get there).
 const MAX_INDEX_TAGS: usize = 1024;
+
+/// Bytes of a thread's reusable read-back buffer: a read this small (a loss, a metric, the
+/// index-fault words) maps it instead of creating a mappable buffer, which costs a driver
+/// allocation each time.
+const READBACK_BYTES: u64 = 64 << 10;
+
+/// One calling thread's index-fault words, read back with every host read and at
+/// `synchronize` (so indexing never waits), but only when an index kernel was recorded since
+/// they were last read: a synchronize after none is a submit and a wait.
+struct ThreadSlot {
+    /// [flag, low word, high word, axis size, tag] of the first out-of-range index.
+    faults: wgpu::Buffer,
+    /// An index kernel was recorded since the words were last read.
+    pending: bool,
+    /// Mapped by this thread's small reads, one at a time.
+    readback: wgpu::Buffer,
+}
+
+/// Unmaps a read-back buffer when dropped, so that one reused after an error is not left
+/// mapped (or with its mapping pending).
+struct Unmap<'a>(&'a wgpu::Buffer);
+
+impl Drop for Unmap<'_> {
+    fn drop(&mut self) {
+        self.0.unmap();
+    }
+}
 
 /// One buffer binding of a dispatch: a whole pooled buffer.
 pub(crate) type Binding<'a> = &'a wgpu::Buffer;
@@ -363,21 +389,32 @@ impl Gpu {
         self.submit(&mut rec);
     }
 
-    /// The calling thread's buffer for index kernels to report out-of-range indices in
-    /// (created zeroed on first use).
+    /// The calling thread's slot, created on first use: its index-fault words (zeroed) and its
+    /// read-back buffer.
+    fn with_slot<R>(&self, f: impl FnOnce(&mut ThreadSlot) -> R) -> R {
+        let mut slots = self.index_faults.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.entry(std::thread::current().id()).or_insert_with(|| {
+            let buffer = |label, size, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false });
+            ThreadSlot {
+                faults: buffer(
+                    "liandan index faults",
+                    INDEX_FAULT_BYTES,
+                    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                ),
+                pending: false,
+                readback: buffer("liandan read-back", READBACK_BYTES, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
+            }
+        });
+        f(slot)
+    }
+
+    /// The calling thread's buffer for index kernels to report out-of-range indices in, for a
+    /// kernel about to be recorded (so the next read-back or `synchronize` reads it).
     pub(crate) fn index_fault_buffer(&self) -> wgpu::Buffer {
-        let mut faults = self.index_faults.lock().unwrap_or_else(|p| p.into_inner());
-        faults
-            .entry(std::thread::current().id())
-            .or_insert_with(|| {
-                self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("liandan index faults"),
-                    size: INDEX_FAULT_BYTES,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                })
-            })
-            .clone()
+        self.with_slot(|slot| {
+            slot.pending = true;
+            slot.faults.clone()
+        })
     }
 
     /// The tag an index kernel run now for `primitive` records with a bad index: it names
@@ -408,8 +445,17 @@ impl Gpu {
 
     /// Submits and waits for all work, then reports any device fault or bad index.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let fault = self.index_fault_buffer();
-        self.read(&fault, 0, 0).map(drop)
+        self.read(&self.arena, 0, 0).map(drop)
+    }
+
+    /// Waits for everything submitted, then reports the first device fault, if any.
+    fn wait(&self, op: &'static str) -> Result<()> {
+        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string()))?;
+        self.check_fault(op)?;
+        if let Some(timer) = &self.timer {
+            timer.collect();
+        }
+        Ok(())
     }
 
     /// [`Gpu::read`] of bytes `start..end` of `src` (multiples of 4), in windows no larger than
@@ -435,39 +481,51 @@ impl Gpu {
     /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host, after
     /// all recorded work, and fails if any of that work met a device fault or a bad index.
     pub(crate) fn read(&self, src: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
-        // The index-fault words ride along at the end of the same read-back.
+        // The index-fault words, when an index kernel ran since they were last read, ride
+        // along at the end of the same read-back.
         let at = len.next_multiple_of(4);
-        let index_fault = self.index_fault_buffer();
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("liandan read-back"),
-            size: at + INDEX_FAULT_BYTES,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let (index_fault, readback) = self.with_slot(|slot| (std::mem::take(&mut slot.pending).then(|| slot.faults.clone()), slot.readback.clone()));
+        let size = at + if index_fault.is_some() { INDEX_FAULT_BYTES } else { 0 };
+        if size == 0 {
+            self.flush();
+            return self.wait("synchronize").map(|()| Vec::new());
+        }
+        let staging = if size <= READBACK_BYTES {
+            readback
+        } else {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("liandan read-back"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
         {
             let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
             let encoder = rec.encoder(&self.device);
             if len > 0 {
                 encoder.copy_buffer_to_buffer(src, offset, &staging, 0, len);
             }
-            encoder.copy_buffer_to_buffer(&index_fault, 0, &staging, at, INDEX_FAULT_BYTES);
+            if let Some(index_fault) = &index_fault {
+                encoder.copy_buffer_to_buffer(index_fault, 0, &staging, at, INDEX_FAULT_BYTES);
+            }
             self.submit(&mut rec);
         }
         let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        let _unmap = Unmap(&staging);
+        staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err("read", e.to_string()))?;
-        self.check_fault("read")?;
-        if let Some(timer) = &self.timer {
-            timer.collect();
-        }
+        self.wait("read")?;
         match rx.recv() {
             Ok(Ok(())) => {}
             _ => return Err(self.err("read", "mapping the read-back buffer failed")),
         }
-        let mut data = staging.slice(..).get_mapped_range().map_err(|e| self.err("read", e.to_string()))?.to_vec();
-        staging.unmap();
+        let mut data = staging.slice(..size).get_mapped_range().map_err(|e| self.err("read", e.to_string()))?.to_vec();
+        let Some(index_fault) = index_fault else {
+            data.truncate(len as usize);
+            return Ok(data);
+        };
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&data[at as usize..]);
         if words[0] != 0 {
             // Report the first bad index once, and clear the flag for what follows.

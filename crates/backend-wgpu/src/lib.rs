@@ -13,8 +13,10 @@
 //! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
+mod conv;
 mod elementwise;
 mod fused;
+mod fused_norm;
 mod fused_optim;
 mod fused_pointwise;
 mod gpu;
@@ -93,6 +95,8 @@ kernel_families! {
     Fused(fused::Key),
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
+    FusedNorm(fused_norm::Key),
+    Conv(conv::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -14,9 +14,27 @@ liandan_tensor::conformance_suite!(gpu());
 /// composite: Vulkan has no f64 `exp`.
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, DType, FusedOp};
+    use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, DType, FusedOp};
     let Some(d) = gpu() else { return };
-    for op in [FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward] {
+    let mut ops = vec![FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward];
+    for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
+        let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
+        ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+    }
+    for op in ops {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
+        }
+        assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
+    }
+}
+
+/// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.
+#[test]
+fn fused_conv_kernels_run_here() {
+    use liandan_tensor::{conformance::fused::backend_runs, conformance::fused_conv, DType};
+    let Some(d) = gpu() else { return };
+    for op in fused_conv::ops() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
         }

@@ -270,6 +270,36 @@ fn out_of_range_indices_are_errors() {
     assert_eq!(got, vec![v[4], v[0], v[1]]);
 }
 
+/// A synchronize reads the index-fault words back only after an index kernel; before and after
+/// one, repeatedly, a bad index is still reported once, at the next wait on the thread that
+/// recorded it, and a wait with none pending succeeds.
+#[test]
+fn synchronize_reports_bad_indices_after_index_kernels_only() {
+    let Some(g) = gpu() else { return };
+    let src = Buf::new(&g, &values(10, 18), &[2, 5], DType::F32, 0);
+    let bad = Buf::new(&g, &[0.0, 9.0, 1.0], &[1, 3], DType::I64, 0);
+    let good = Buf::new(&g, &[0.0, 4.0, 1.0], &[1, 3], DType::I64, 0);
+    for round in 0..3 {
+        g.synchronize().unwrap_or_else(|e| panic!("round {round}: nothing pending: {e}"));
+        let out = g.backend().gather(src.view(), good.view(), 1).unwrap();
+        g.synchronize().unwrap_or_else(|e| panic!("round {round}: a good gather: {e}"));
+        g.backend().gather(src.view(), bad.view(), 1).unwrap();
+        // Other work in between (a fill), then the wait: the fault is still heard.
+        g.backend().full(4, 1.0, DType::F32).unwrap();
+        match g.synchronize() {
+            Err(Error::IndexOutOfRange { index: 9, size: 5, .. }) => {}
+            other => panic!("round {round}: expected index 9 out of range, got {other:?}"),
+        }
+        g.synchronize().unwrap_or_else(|e| panic!("round {round}: the fault is reported once: {e}"));
+        // A read-back (through the reused buffer) after a bad index reports it too.
+        g.backend().gather(src.view(), bad.view(), 1).unwrap();
+        let read_back = g.backend().to_host(Strided { storage: &*out, layout: &Layout::contiguous(&[3]), dtype: DType::F32 });
+        assert!(matches!(read_back, Err(Error::IndexOutOfRange { index: 9, .. })), "round {round}: a read reports the fault");
+        let v = bytes_to_f64(&f64_to_bytes(&values(10, 18), DType::F32), DType::F32);
+        assert_eq!(read(&g, &out, 3, DType::F32), vec![v[0], v[4], v[1]], "round {round}");
+    }
+}
+
 #[test]
 fn f32_window_and_index_ops_never_fall_back() {
     let Some(g) = gpu() else { return };

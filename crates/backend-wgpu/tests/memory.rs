@@ -84,3 +84,45 @@ fn upload_staging_is_counted_and_bounded() {
     assert_eq!(last.to_vec::<f32>().unwrap(), data, "the last upload arrived intact");
     assert_eq!(d.memory_stats().unwrap().staging, 0, "a read-back waits for every upload, releasing its staging");
 }
+
+/// The most bytes a convolution's forward and backward hold at once, beyond what was live
+/// before it, with fused kernels on or off.
+fn conv_step_peak(d: &Device, fused: bool) -> u64 {
+    let x = Tensor::randn(&[8, 16, 32, 32], 4, DType::F32, d).unwrap();
+    let w = Tensor::randn(&[16, 16, 3, 3], 5, DType::F32, d).unwrap().mul_scalar(0.1).unwrap();
+    x.set_requires_grad(true).unwrap();
+    w.set_requires_grad(true).unwrap();
+    let step = || {
+        let y = x.conv2d(&w, None, (1, 1), (1, 1), (1, 1), 1)?;
+        y.square()?.sum_all()?.backward()?;
+        d.synchronize()
+    };
+    // A first step warms the pipelines and the pool; the second is measured.
+    let run = |step: &dyn Fn() -> liandan_tensor::Result<()>| {
+        step().unwrap();
+        x.set_grad(None);
+        w.set_grad(None);
+        d.synchronize().unwrap();
+        let before = d.memory_stats().unwrap().in_use;
+        d.reset_peak_memory();
+        step().unwrap();
+        d.memory_stats().unwrap().peak - before
+    };
+    if fused {
+        run(&step)
+    } else {
+        liandan_tensor::no_fusion(|| run(&step))
+    }
+}
+
+/// Convolution without column buffers: the fused forward and backward hold far less than the
+/// composite, whose im2col columns (9x the input here) dominate.
+#[test]
+fn fused_convolution_holds_no_column_buffer() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let fused = conv_step_peak(&d, true);
+    let composite = conv_step_peak(&d, false);
+    eprintln!("conv step peak: fused {fused} bytes, composite {composite} bytes");
+    assert!(fused * 2 < composite, "a fused conv step peaked at {fused} bytes, the composite at {composite}: expected under half");
+}

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use liandan_train::amp::Precision;
 
 #[derive(Parser)]
 #[command(name = "liandan", version, about = "Train neural networks on the GPU you have (Metal, Vulkan, DX12) or the CPU.")]
@@ -29,6 +30,8 @@ pub enum Command {
     Plot(PlotArgs),
     /// Time a zoo model's training steps (forward, backward, SGD) per op and per layer.
     Profile(ProfileArgs),
+    /// The largest batch whose training step fits in the device's memory (or in --budget).
+    FindBatchSize(FindBatchSizeArgs),
 }
 
 #[derive(Args)]
@@ -101,6 +104,23 @@ pub struct TrainArgs {
     /// Steps between read-backs of the loss from the device.
     #[arg(long, default_value_t = 20, value_name = "N", value_parser = positive, hide = true)]
     pub log_interval: usize,
+    /// f32, f16 or bf16: mixed precision computes matmul and convolutions in f16 or bf16 and
+    /// keeps reductions, softmax, normalizations, losses, weights and optimizer state in f32;
+    /// f16 scales the loss dynamically (starting at 2^16) and skips a step that overflows.
+    #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
+    pub precision: Precision,
+    /// Batches per optimizer step (gradient accumulation): N batches of --batch-size update the
+    /// weights as one batch of N times that size would.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub accumulate: usize,
+    /// Scale the gradients down to this L2 norm at most before each step (after unscaling).
+    #[arg(long, value_name = "X", allow_hyphen_values = true)]
+    pub clip_grad_norm: Option<f64>,
+    /// On a non-finite loss or gradient, re-run that step op by op on the device and on the CPU
+    /// and name the first op that went wrong, with its layer and input shapes (costs a
+    /// read-back per step).
+    #[arg(long)]
+    pub detect_anomaly: bool,
 }
 
 #[derive(Args)]
@@ -165,6 +185,31 @@ pub struct ProfileArgs {
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct FindBatchSizeArgs {
+    /// The zoo model (`liandan zoo` lists them).
+    #[arg(long)]
+    pub model: String,
+    /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// f32, f16 or bf16 (as `train --precision`).
+    #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
+    pub precision: Precision,
+    /// Let tensors on the device hold at most this many MiB (needed on the CPU, where the host
+    /// swaps rather than failing an allocation; on a GPU, to ask about a smaller one).
+    #[arg(long, value_name = "MiB", allow_hyphen_values = true)]
+    pub budget: Option<f64>,
+    /// The largest batch to try.
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
+    pub max: usize,
+}
+
+/// `f32`, `f16` or `bf16`.
+fn precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).map_err(|_| format!("`{s}` is not a precision; use f32, f16 or bf16"))
 }
 
 /// A whole number of at least 1.

@@ -1,12 +1,14 @@
 //! What `train`, `eval` and `predict` share: choosing the device (and saying why), building a
-//! zoo model for the data's shape, opening datasets, loading checkpoints.
+//! zoo model for the data's shape, opening datasets, loading checkpoints, saying what a
+//! precision means on a device.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
-use liandan_nn::{checkpoint, DeviceKind, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
+use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor, TensorKind};
 use liandan_nn::{Device, Result as NnResult};
+use liandan_train::amp::Precision;
 use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
 use crate::Failure;
@@ -42,23 +44,18 @@ pub struct ZooNet {
     sample_shape: Vec<usize>,
 }
 
-impl Module for ZooNet {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.inner.visit(prefix, f)
-    }
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> NnResult<()>) -> NnResult<()> {
-        self.inner.visit_mut(prefix, f)
-    }
-    fn set_training(&mut self, training: bool) {
-        self.inner.set_training(training)
-    }
-}
+impl_module!(ZooNet { inner: inner });
 
 impl Forward for ZooNet {
-    fn forward(&self, x: &Tensor) -> NnResult<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> NnResult<Tensor> {
         let mut shape = vec![x.shape()[0]];
         shape.extend_from_slice(&self.sample_shape);
         self.inner.forward(&x.reshape(&shape)?)
+    }
+
+    /// A wrapper, not a layer: the zoo model inside is the model summaries and profiles see.
+    fn forward(&self, x: &Tensor) -> NnResult<Tensor> {
+        self.forward_impl(x)
     }
 }
 
@@ -157,4 +154,36 @@ pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<(), 
     checkpoint::load_state_dict(&model.state_dict(), tensors, true)
         .map_err(|e| Failure::usage(format!("{} does not fit `{}` (is it a checkpoint of another model?): {e}", path.display(), model.inner.spec().name)))?;
     Ok(())
+}
+
+/// What `--precision` means on `device`, in one line: the policy, and how many bytes the
+/// device spends on a value of the low type (measured, since a backend may hold a 16-bit type
+/// in 32-bit words, which saves no memory).
+pub fn precision_note(device: &Device, precision: Precision) -> String {
+    if precision == Precision::F32 {
+        return "f32".into();
+    }
+    let scaler = if precision == Precision::F16 { "; the loss scaled dynamically (from 2^16), a step that overflows skipped" } else { "" };
+    let mut note = format!(
+        "{precision} mixed precision: matmul and convolutions in {precision}; reductions, softmax, normalizations, losses, weights and optimizer state in f32{scaler}"
+    );
+    match bytes_per_value(device, precision.dtype()) {
+        Some(2) if device.is_cpu() => note.push_str(&format!("; the CPU stores {precision} in 2 bytes and computes through f32")),
+        Some(2) => note.push_str(&format!("; {device} stores {precision} in 2 bytes")),
+        Some(b) => note.push_str(&format!("; {device} holds each {precision} value in {b} bytes (rounded to {precision}), so it saves no memory there")),
+        None => {}
+    }
+    note
+}
+
+/// Bytes `device` holds per value of `dtype`, from its memory statistics around a fresh tensor.
+fn bytes_per_value(device: &Device, dtype: DType) -> Option<u64> {
+    const N: usize = 1 << 16;
+    device.synchronize().ok()?;
+    let before = device.memory_stats()?.in_use;
+    let t = Tensor::zeros(&[N], dtype, device).ok()?;
+    device.synchronize().ok()?;
+    let after = device.memory_stats()?.in_use;
+    drop(t);
+    Some(after.checked_sub(before)? / N as u64).filter(|b| *b > 0)
 }

@@ -1,13 +1,14 @@
 //! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`,
-//! `profile`.
+//! `profile`, `find-batch-size`.
 //!
 //! Exit status: 0 on success; 2 for input the user can fix (an unknown model, dataset,
 //! optimizer or device, a bad option, a missing or malformed file, a checkpoint for another
 //! model, an output directory we cannot write), always with a one-line message that says what
 //! to do; 130 when Ctrl-C stopped training (after saving it); 1 when training itself failed
-//! (a non-finite loss).
+//! (a non-finite loss or gradient, with the failing op when --detect-anomaly found it).
 
 mod args;
+mod batch_size;
 mod common;
 mod datasets;
 mod inputs;
@@ -37,13 +38,13 @@ impl Failure {
 }
 
 /// Errors of the library: what comes from outside is the user's to fix (2); a stopped run is
-/// 130; a run that failed on its own (a non-finite loss) is 1.
+/// 130; a run that failed on its own (a non-finite loss or gradient) is 1.
 impl From<liandan_train::Error> for Failure {
     fn from(e: liandan_train::Error) -> Failure {
         use liandan_train::Error as E;
         let code = match &e {
             E::Interrupted { .. } => 130,
-            E::NonFinite { .. } => 1,
+            E::NonFinite { .. } | E::NonFiniteGrad { .. } | E::Anomaly { .. } => 1,
             _ => 2,
         };
         Failure { code, message: e.to_string() }
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
         Command::Profile(a) => ("profile", profile::profile(&a)),
+        Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

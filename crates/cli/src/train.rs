@@ -14,7 +14,7 @@ use liandan_train::trainer::{plot_history, Accuracy, FitConfig, History, Mode, S
 use liandan_train::Trainer;
 
 use crate::args::{EvalArgs, PlotArgs, TrainArgs};
-use crate::common::{build_model, classifier, load_weights, loss_for, open_data, pick_device};
+use crate::common::{build_model, classifier, load_weights, loss_for, open_data, pick_device, precision_note};
 use crate::Failure;
 
 /// Epochs when `--epochs` is not given: enough for mnist_cnn to pass 97% on the bundled set.
@@ -22,6 +22,9 @@ const DEFAULT_EPOCHS: usize = 3;
 
 pub fn train(a: &TrainArgs) -> Result<(), Failure> {
     let spec = classifier(&a.model)?;
+    if let Some(c) = a.clip_grad_norm.filter(|c| !(c.is_finite() && *c > 0.0)) {
+        return Err(Failure::usage(format!("--clip-grad-norm {c}: give a positive norm such as 1.0")));
+    }
     let (device, why) = pick_device(a.data.device.as_deref())?;
     let (train_set, val_set, what) = open_data(&a.data.data, a.data.max_samples)?;
     let batch_size = a.batch_size.unwrap_or(spec.input_shape[0]);
@@ -38,12 +41,17 @@ pub fn train(a: &TrainArgs) -> Result<(), Failure> {
     let table = summary::summary(&build_model(spec, &sample_shape, &cpu, a.seed)?, &[1].iter().chain(&sample_shape).copied().collect::<Vec<_>>(), &cpu)?;
     print!("{}: {}\n{table}", spec.name, spec.architecture);
     let group = &optimizer.param_groups()[0];
+    let accumulated = match a.accumulate {
+        1 => String::new(),
+        n => format!(", {n} batches per optimizer step (as one batch of {})", n * batch_size),
+    };
     println!(
-        "optimizer: {} lr {}, scheduler: {}, batch size {batch_size}",
+        "optimizer: {} lr {}, scheduler: {}, batch size {batch_size}{accumulated}",
         optimizer_name(a.optimizer.as_deref(), spec),
         group.lr,
         a.scheduler.as_deref().unwrap_or(default_scheduler(spec))
     );
+    println!("precision: {}", precision_note(&device, a.precision));
 
     let train_loader = DataLoader::new(train_set, batch_size, &device)?.shuffle(a.seed);
     let val_loader = DataLoader::new(val_set, 1000.max(batch_size), &device)?;
@@ -61,6 +69,10 @@ pub fn train(a: &TrainArgs) -> Result<(), Failure> {
     config.resume = a.resume;
     config.limit_batches = a.limit_batches;
     config.stop = Some(ctrl_c()?);
+    config.precision = a.precision;
+    config.accumulate = a.accumulate;
+    config.clip_grad_norm = a.clip_grad_norm;
+    config.detect_anomaly = a.detect_anomaly;
     let started = Instant::now();
     let history = trainer.fit(&train_loader, Some(&val_loader), &config)?;
     println!("done in {:.1} s", started.elapsed().as_secs_f64());

@@ -23,7 +23,7 @@ struct Regressor {
 impl_module!(Regressor { fc1, fc2 });
 
 impl Forward for Regressor {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         self.fc2.forward(&self.fc1.forward(x)?.tanh()?)
     }
 }

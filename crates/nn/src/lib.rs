@@ -2,7 +2,9 @@
 //!
 //! - [`Module`], [`Forward`] and [`ModuleExt`]: tensors found by walking each layer's struct
 //!   under PyTorch's state-dict keys; parameters, state dicts, device and dtype moves,
-//!   train/eval, save/load; [`impl_module!`] for models of your own.
+//!   train/eval, save/load. Every layer, and a model of your own, is a struct, one
+//!   [`impl_module!`] call and a [`Forward::forward_impl`]; [`Forward::forward`] runs it as a
+//!   named layer for summaries, the profiler and anomaly reports.
 //! - [`layers`]: each a struct plus an `XxxConfig` with `init(&device)`, initialized as PyTorch
 //!   initializes it: linear, convolutions, pooling, normalization, dropout, embedding,
 //!   activations, LSTM/GRU, multi-head attention, the Transformer encoder, Sequential.

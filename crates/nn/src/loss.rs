@@ -14,7 +14,7 @@ use liandan_tensor::layout::broadcast_shapes;
 use liandan_tensor::{CrossEntropyOptions, KlReduction, Reduction, Tensor};
 
 use crate::error::Result;
-use crate::module::{join, Module, TensorKind};
+use crate::impl_module;
 
 /// `t` summed or averaged over every element, or left as it is.
 fn reduce(t: Tensor, reduction: Reduction) -> Result<Tensor> {
@@ -53,22 +53,6 @@ macro_rules! builders {
                     self
                 }
             )*)?
-        }
-    };
-}
-
-/// `Module` for a loss whose only state is the optional buffers named.
-macro_rules! loss_module {
-    ($ty:ty { $($field:ident),* }) => {
-        impl Module for $ty {
-            fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-                $( if let Some(t) = &self.$field { _f(&join(_prefix, stringify!($field)), t, TensorKind::Buffer); } )*
-            }
-            fn visit_mut(&mut self, _prefix: &str, _f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-                $( if let Some(t) = &mut self.$field { _f(&join(_prefix, stringify!($field)), t, TensorKind::Buffer)?; } )*
-                Ok(())
-            }
-            fn set_training(&mut self, _training: bool) {}
         }
     };
 }
@@ -129,7 +113,7 @@ impl Default for CrossEntropyLoss {
 }
 
 builders!(CrossEntropyLoss { with_ignore_index: ignore_index: i64, with_reduction: reduction: Reduction, with_label_smoothing: label_smoothing: f64 } { with_weight: weight });
-loss_module!(CrossEntropyLoss { weight });
+impl_module!(CrossEntropyLoss { buffers: [weight] });
 
 impl CrossEntropyLoss {
     /// PyTorch's defaults: no weight, `ignore_index = -100`, mean, no smoothing.
@@ -216,7 +200,7 @@ impl Default for NLLLoss {
 }
 
 builders!(NLLLoss { with_ignore_index: ignore_index: i64, with_reduction: reduction: Reduction } { with_weight: weight });
-loss_module!(NLLLoss { weight });
+impl_module!(NLLLoss { buffers: [weight] });
 
 impl NLLLoss {
     /// PyTorch's defaults: no weight, `ignore_index = -100`, mean.
@@ -241,7 +225,7 @@ pub struct MSELoss {
 }
 
 builders!(MSELoss { with_reduction: reduction: Reduction });
-loss_module!(MSELoss {});
+impl_module!(MSELoss {});
 
 impl MSELoss {
     /// PyTorch's default: mean.
@@ -265,7 +249,7 @@ pub struct L1Loss {
 }
 
 builders!(L1Loss { with_reduction: reduction: Reduction });
-loss_module!(L1Loss {});
+impl_module!(L1Loss {});
 
 impl L1Loss {
     /// PyTorch's default: mean.
@@ -295,7 +279,7 @@ pub struct BCELoss {
 }
 
 builders!(BCELoss { with_reduction: reduction: Reduction } { with_weight: weight });
-loss_module!(BCELoss { weight });
+impl_module!(BCELoss { buffers: [weight] });
 
 impl BCELoss {
     /// PyTorch's defaults: no weight, mean.
@@ -333,7 +317,7 @@ pub struct BCEWithLogitsLoss {
 }
 
 builders!(BCEWithLogitsLoss { with_reduction: reduction: Reduction } { with_weight: weight, with_pos_weight: pos_weight });
-loss_module!(BCEWithLogitsLoss { weight, pos_weight });
+impl_module!(BCEWithLogitsLoss { buffers: [weight, pos_weight] });
 
 impl BCEWithLogitsLoss {
     /// PyTorch's defaults: no weight, mean, no `pos_weight`.
@@ -389,7 +373,7 @@ pub struct KLDivLoss {
 }
 
 builders!(KLDivLoss { with_reduction: reduction: KlReduction, with_log_target: log_target: bool });
-loss_module!(KLDivLoss {});
+impl_module!(KLDivLoss {});
 
 impl KLDivLoss {
     /// PyTorch's defaults: mean (per element), probabilities as the target.

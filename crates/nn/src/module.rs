@@ -10,32 +10,22 @@
 //! Prefixes: the root is visited with `""`; a child named `c` of a module visited with prefix
 //! `p` is visited with `join(p, "c")`, which is `c` when `p` is empty and `p.c` otherwise.
 //!
-//! A model of your own implements [`Module`] by visiting its fields in PyTorch's order
-//! (the order of the `__init__` assignments), and [`Forward`] however it likes:
+//! A layer or a model of your own is a struct plus one [`impl_module!`](crate::impl_module)
+//! call listing its fields in PyTorch's order (the order of the `__init__` assignments), and a
+//! [`Forward::forward_impl`]. Callers use [`Forward::forward`], which runs `forward_impl` as a
+//! named layer: its row in [`summary`](crate::summary), its group in the profiler and its name
+//! in anomaly reports come with it.
 //!
 //! ```
 //! use liandan_nn::layers::{Linear, LinearConfig};
-//! use liandan_nn::{Result, join, Device, Forward, Module, ModuleExt, Tensor, TensorKind};
+//! use liandan_nn::{impl_module, Device, Forward, ModuleExt, Result, Tensor};
 //!
 //! struct Mlp { fc1: Linear, fc2: Linear }
 //!
-//! impl Module for Mlp {
-//!     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-//!         self.fc1.visit(&join(prefix, "fc1"), f);
-//!         self.fc2.visit(&join(prefix, "fc2"), f);
-//!     }
-//!     fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-//!         self.fc1.visit_mut(&join(prefix, "fc1"), f)?;
-//!         self.fc2.visit_mut(&join(prefix, "fc2"), f)
-//!     }
-//!     fn set_training(&mut self, training: bool) {
-//!         self.fc1.set_training(training);
-//!         self.fc2.set_training(training);
-//!     }
-//! }
+//! impl_module!(Mlp { modules: [fc1, fc2] });
 //!
 //! impl Forward for Mlp {
-//!     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+//!     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
 //!         self.fc2.forward(&self.fc1.forward(x)?.relu()?)
 //!     }
 //! }
@@ -45,6 +35,7 @@
 //! let mlp = Mlp { fc1: LinearConfig::new(4, 8).init(&dev)?, fc2: LinearConfig::new(8, 2).init(&dev)? };
 //! let names: Vec<String> = mlp.state_dict().into_iter().map(|(n, _)| n).collect();
 //! assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
+//! assert_eq!(mlp.forward(&Tensor::ones(&[3, 4], liandan_nn::DType::F32, &dev)?)?.shape(), [3, 2]);
 //! # Ok(())
 //! # }
 //! ```
@@ -65,7 +56,7 @@ pub enum TensorKind {
     Buffer,
 }
 
-/// A layer or a model: something that owns named tensors.
+/// A layer or a model: something that owns named tensors. Written by [`impl_module!`](crate::impl_module).
 pub trait Module {
     /// Calls `f` for every parameter and buffer, depth first, with its state-dict name
     /// (`prefix` + field name, dot-separated: `conv1.weight`, `layers.3.b1.running_mean`).
@@ -81,9 +72,20 @@ pub trait Module {
 }
 
 /// A module applied to one tensor.
-pub trait Forward {
-    /// Applies the module to `x`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor>;
+///
+/// Implement [`Forward::forward_impl`]; call [`Forward::forward`]. The split is what makes a
+/// layer show up by itself in summaries, profiles and anomaly reports: `forward` runs
+/// `forward_impl` inside [`summary::scope`](crate::summary::scope), as PyTorch's
+/// `module(x)` runs `forward` inside its hooks.
+pub trait Forward: Module {
+    /// The layer's computation on `x`.
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor>;
+
+    /// Applies the module to `x` as a named layer (see [`summary::scope`](crate::summary::scope)).
+    /// Wrappers that are not layers of their own (`Box`, `Sequential`) override it.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::summary::scope(self, || self.forward_impl(x))
+    }
 }
 
 /// What [`Sequential`](crate::layers::Sequential) holds: any module with a one-tensor
@@ -91,6 +93,41 @@ pub trait Forward {
 pub trait Layer: Module + Forward + Send + Sync {}
 
 impl<T: Module + Forward + Send + Sync> Layer for T {}
+
+/// What a tensor field listed in `impl_module!`'s `params` or `buffers` can be: a [`Tensor`],
+/// or an `Option` of one (absent: no key, as PyTorch's `register_parameter(name, None)`).
+pub trait TensorField {
+    /// Calls `f` for the field's tensors: the field `name` of a module visited with `prefix`.
+    fn visit_field(&self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &Tensor, TensorKind));
+
+    /// The `visit_mut` twin of [`TensorField::visit_field`].
+    fn visit_field_mut(&mut self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()>;
+}
+
+impl TensorField for Tensor {
+    fn visit_field(&self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f(&join(prefix, name), self, kind)
+    }
+
+    fn visit_field_mut(&mut self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        f(&join(prefix, name), self, kind)
+    }
+}
+
+impl<T: TensorField> TensorField for Option<T> {
+    fn visit_field(&self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        if let Some(t) = self {
+            t.visit_field(prefix, name, kind, f)
+        }
+    }
+
+    fn visit_field_mut(&mut self, prefix: &str, name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        match self {
+            Some(t) => t.visit_field_mut(prefix, name, kind, f),
+            None => Ok(()),
+        }
+    }
+}
 
 /// A list of modules, named by index as `torch.nn.ModuleList`: `blocks.0.weight`, `blocks.1.weight`.
 impl<M: Module> Module for Vec<M> {
@@ -114,6 +151,28 @@ impl<M: Module> Module for Vec<M> {
     }
 }
 
+/// An optional child (`TransformerEncoder`'s final `norm`): absent, it has no keys.
+impl<M: Module> Module for Option<M> {
+    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        if let Some(m) = self {
+            m.visit(prefix, f)
+        }
+    }
+
+    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        match self {
+            Some(m) => m.visit_mut(prefix, f),
+            None => Ok(()),
+        }
+    }
+
+    fn set_training(&mut self, training: bool) {
+        if let Some(m) = self {
+            m.set_training(training)
+        }
+    }
+}
+
 impl<M: Module + ?Sized> Module for Box<M> {
     fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
         (**self).visit(prefix, f)
@@ -128,7 +187,12 @@ impl<M: Module + ?Sized> Module for Box<M> {
     }
 }
 
+/// The box is no layer of its own: what it holds is the layer summaries and profiles see.
 impl<M: Forward + ?Sized> Forward for Box<M> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).forward_impl(x)
+    }
+
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (**self).forward(x)
     }
@@ -267,37 +331,60 @@ fn relabel(old: &Tensor, new: Tensor) -> Result<Tensor> {
     Ok(new)
 }
 
-/// Implements [`Module`] for a struct by listing its fields in PyTorch's order: first the
-/// tensors it owns directly (its `nn.Parameter`s, visited as parameters), then its child
-/// modules. Each child is visited under its field name, and `set_training` reaches every child.
+/// Implements [`Module`] for a struct by listing its fields in PyTorch's order, in up to four
+/// sections, each optional, in this order:
+///
+/// - `params: [..]`: tensors it owns directly (its `nn.Parameter`s), each a `Tensor` or an
+///   `Option<Tensor>` (any [`TensorField`]);
+/// - `buffers: [..]`: state saved but not trained (`running_mean`), the same types;
+/// - `modules: [..]`: child modules, each visited under its field name: layers, `Vec`s of
+///   them (`layers.0.*`, as `nn.ModuleList`), `Option`s of them, `Sequential`s;
+/// - `mode: field`: a `bool` field that [`Module::set_training`] sets (dropout, batch norm).
+///
+/// `set_training` reaches every child. The order is PyTorch's state-dict order too: a module's
+/// own parameters, then its own buffers, then its children. Two short forms: `Type { a, b }`
+/// lists children only, and `Type { inner: field }` makes a wrapper whose one field's tensors
+/// keep their own names (a newtype around a `Sequential`). Generic types take their
+/// parameters first: `impl_module!(impl[const D: usize] BatchNorm<D> { .. })`.
 ///
 /// ```
-/// use liandan_nn::layers::{Dropout, Linear, LinearConfig};
-/// use liandan_nn::{impl_module, Device, ModuleExt, Tensor};
+/// use liandan_nn::layers::{BatchNorm1d, BatchNorm1dConfig, Dropout, Linear, LinearConfig};
+/// use liandan_nn::{impl_module, DType, Device, ModuleExt, Tensor};
 ///
-/// struct Head { scale: Tensor, fc: Linear, drop: Dropout }
-/// impl_module!(Head { params: [scale], modules: [fc, drop] });
+/// struct Head { scale: Tensor, shift: Option<Tensor>, seen: Tensor, fc: Linear, norm: Option<BatchNorm1d>, drop: Dropout, training: bool }
+/// impl_module!(Head { params: [scale, shift], buffers: [seen], modules: [fc, norm, drop], mode: training });
 ///
 /// struct Pair { a: Linear, b: Linear }
 /// impl_module!(Pair { a, b });
 /// # fn main() -> liandan_nn::Result<()> {
 /// let dev = Device::cpu();
-/// let head = Head { scale: Tensor::ones(&[1], liandan_nn::DType::F32, &dev)?, fc: LinearConfig::new(2, 2).init(&dev)?, drop: Dropout::new(0.1) };
+/// let ones = |n| Tensor::ones(&[n], DType::F32, &dev);
+/// let mut head = Head {
+///     scale: ones(2)?, shift: None, seen: ones(1)?, fc: LinearConfig::new(2, 2).init(&dev)?,
+///     norm: Some(BatchNorm1dConfig::new(2).init(&dev)?), drop: Dropout::new(0.1), training: true,
+/// };
 /// let names: Vec<String> = head.state_dict().into_iter().map(|(n, _)| n).collect();
-/// assert_eq!(names, ["scale", "fc.weight", "fc.bias"]);
+/// assert_eq!(names, ["scale", "seen", "fc.weight", "fc.bias", "norm.weight", "norm.bias", "norm.running_mean", "norm.running_var", "norm.num_batches_tracked"]);
+/// head.eval();
+/// assert!(!head.training && !head.drop.training);
 /// # Ok(())
 /// # }
 /// ```
 #[macro_export]
 macro_rules! impl_module {
-    ($ty:ty { $($module:ident),* $(,)? }) => {
-        $crate::impl_module!($ty { params: [], modules: [$($module),*] });
+    (impl [$($gen:tt)*] $ty:ty { $($body:tt)* }) => {
+        $crate::impl_module!(@impl [$($gen)*] $ty { $($body)* });
     };
-    ($ty:ty { params: [$($param:ident),* $(,)?], modules: [$($module:ident),* $(,)?] }) => {
-        impl $crate::Module for $ty {
+    ($ty:ty { $($body:tt)* }) => {
+        $crate::impl_module!(@impl [] $ty { $($body)* });
+    };
+    (@impl [$($gen:tt)*] $ty:ty { $($module:ident),* $(,)? }) => {
+        $crate::impl_module!(@impl [$($gen)*] $ty { modules: [$($module),*] });
+    };
+    (@impl [$($gen:tt)*] $ty:ty { inner: $inner:tt $(,)? }) => {
+        impl<$($gen)*> $crate::Module for $ty {
             fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor, $crate::TensorKind)) {
-                $( f(&$crate::join(prefix, stringify!($param)), &self.$param, $crate::TensorKind::Parameter); )*
-                $( $crate::Module::visit(&self.$module, &$crate::join(prefix, stringify!($module)), f); )*
+                $crate::Module::visit(&self.$inner, prefix, f)
             }
 
             fn visit_mut(
@@ -305,13 +392,46 @@ macro_rules! impl_module {
                 prefix: &str,
                 f: &mut dyn FnMut(&str, &mut $crate::Tensor, $crate::TensorKind) -> $crate::error::Result<()>,
             ) -> $crate::error::Result<()> {
-                $( f(&$crate::join(prefix, stringify!($param)), &mut self.$param, $crate::TensorKind::Parameter)?; )*
-                $( $crate::Module::visit_mut(&mut self.$module, &$crate::join(prefix, stringify!($module)), f)?; )*
+                $crate::Module::visit_mut(&mut self.$inner, prefix, f)
+            }
+
+            fn set_training(&mut self, training: bool) {
+                $crate::Module::set_training(&mut self.$inner, training)
+            }
+        }
+    };
+    (
+        @impl [$($gen:tt)*] $ty:ty {
+            $(params: [$($param:ident),* $(,)?] $(,)?)?
+            $(buffers: [$($buffer:ident),* $(,)?] $(,)?)?
+            $(modules: [$($module:ident),* $(,)?] $(,)?)?
+            $(mode: $mode:ident $(,)?)?
+        }
+    ) => {
+        impl<$($gen)*> $crate::Module for $ty {
+            #[allow(unused_variables)]
+            fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &$crate::Tensor, $crate::TensorKind)) {
+                $($( $crate::module::TensorField::visit_field(&self.$param, prefix, stringify!($param), $crate::TensorKind::Parameter, f); )*)?
+                $($( $crate::module::TensorField::visit_field(&self.$buffer, prefix, stringify!($buffer), $crate::TensorKind::Buffer, f); )*)?
+                $($( $crate::Module::visit(&self.$module, &$crate::join(prefix, stringify!($module)), f); )*)?
+            }
+
+            #[allow(unused_variables)]
+            fn visit_mut(
+                &mut self,
+                prefix: &str,
+                f: &mut dyn FnMut(&str, &mut $crate::Tensor, $crate::TensorKind) -> $crate::error::Result<()>,
+            ) -> $crate::error::Result<()> {
+                $($( $crate::module::TensorField::visit_field_mut(&mut self.$param, prefix, stringify!($param), $crate::TensorKind::Parameter, f)?; )*)?
+                $($( $crate::module::TensorField::visit_field_mut(&mut self.$buffer, prefix, stringify!($buffer), $crate::TensorKind::Buffer, f)?; )*)?
+                $($( $crate::Module::visit_mut(&mut self.$module, &$crate::join(prefix, stringify!($module)), f)?; )*)?
                 Ok(())
             }
 
-            fn set_training(&mut self, _training: bool) {
-                $( $crate::Module::set_training(&mut self.$module, _training); )*
+            #[allow(unused_variables)]
+            fn set_training(&mut self, training: bool) {
+                $( self.$mode = training; )?
+                $($( $crate::Module::set_training(&mut self.$module, training); )*)?
             }
         }
     };

@@ -2,9 +2,14 @@
 //! forward pass runs, in call order, with its output shape and its number of parameters.
 //!
 //! It works by running the model once on zeros of the given input shape while a per-thread
-//! recorder is switched on. Every built-in layer wraps its forward in [`scope`], which does
-//! nothing when no summary is being taken (one thread-local read); a model of your own may wrap
-//! its blocks in [`scope`] too, so they show up as rows with their layers nested beneath.
+//! recorder is switched on. [`Forward::forward`] runs every module's forward in [`scope`], so
+//! every layer and block, built in or your own, is a row with its layers nested beneath, as
+//! torchsummary's hooks record every module. As there, the model itself and `Sequential`
+//! containers get no row of their own.
+//!
+//! The same scopes name the running layer for the profiler (`liandan_tensor::profile::layer`)
+//! and for anomaly reports ([`current_layer`]); outside a summary, profile or anomaly trace a
+//! scope costs a few thread-local reads.
 //!
 //! ```
 //! use liandan_nn::layers::{Conv2dConfig, Flatten, LinearConfig, ReLU, Sequential};
@@ -70,9 +75,105 @@ thread_local! {
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
 }
 
-/// Runs `forward` as the layer `module`, recording a row when a summary is being taken on this
-/// thread. The row's name is the last segment of `M`'s type name (`Conv2d`, `BasicBlock`).
-pub fn scope<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+/// What a layer's forward returns; its summary row shows the shape of the first tensor.
+pub trait LayerOutput {
+    fn first_tensor(&self) -> &Tensor;
+}
+
+impl LayerOutput for Tensor {
+    fn first_tensor(&self) -> &Tensor {
+        self
+    }
+}
+
+/// An output with states or weights beside it (`LSTM::forward_with_state`).
+impl<B> LayerOutput for (Tensor, B) {
+    fn first_tensor(&self) -> &Tensor {
+        &self.0
+    }
+}
+
+/// Runs `forward` as the layer `module`: a row in a [`summary`] being taken on this thread, a
+/// layer in the profiler's per-layer table, a segment of [`current_layer`]. The name is the
+/// last segment of `M`'s type name (`Conv2d`, `BasicBlock`).
+///
+/// [`Forward::forward`] calls it for every module; call it yourself only around a forward
+/// that takes other arguments (`LSTM::forward_with_state` does). Which calls get a row, as
+/// torchsummary: none for the outermost module on the thread (the model itself), and one
+/// for every module running inside it. A module's forward calling another scoped method of
+/// the same module (`forward` calling `forward_with_state`) is one call, one row.
+pub fn scope<M: Module + ?Sized, R: LayerOutput>(module: &M, forward: impl FnOnce() -> Result<R>) -> Result<R> {
+    let id = identity(module);
+    let role = OPEN.with(|o| match o.borrow().last() {
+        None => Role::Model,
+        Some(top) if *top == id => Role::Again,
+        Some(_) => Role::Layer,
+    });
+    match role {
+        Role::Again => forward(),
+        Role::Model => {
+            let _open = Open::push(id);
+            forward()
+        }
+        Role::Layer => {
+            let _open = Open::push(id);
+            named(module, forward)
+        }
+    }
+}
+
+/// Runs `forward` as a container of layers that gets no row itself (`Sequential`, as
+/// torchsummary skips `nn.Sequential`): its children are rows, even when the container is the
+/// model.
+pub fn container<M: Module + ?Sized, R>(module: &M, forward: impl FnOnce() -> Result<R>) -> Result<R> {
+    let id = identity(module);
+    if OPEN.with(|o| o.borrow().last() == Some(&id)) {
+        return forward();
+    }
+    let _open = Open::push(id);
+    forward()
+}
+
+enum Role {
+    /// The outermost module on the thread: the model, which gets no row.
+    Model,
+    /// The module already running (a forward calling its own scoped method).
+    Again,
+    /// A module inside the model.
+    Layer,
+}
+
+/// A module by address and type: two modules have different ones while both exist (a struct
+/// and its first field share an address but not a type).
+type Identity = (usize, &'static str);
+
+fn identity<M: ?Sized>(module: &M) -> Identity {
+    (module as *const M as *const () as usize, std::any::type_name::<M>())
+}
+
+thread_local! {
+    /// The modules whose forward is running on this thread, outermost first.
+    static OPEN: RefCell<Vec<Identity>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Closes the module it opened when dropped, so an error or a panic leaves the stack as it was.
+struct Open;
+
+impl Open {
+    fn push(id: Identity) -> Open {
+        OPEN.with(|o| o.borrow_mut().push(id));
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        OPEN.with(|o| o.borrow_mut().pop());
+    }
+}
+
+/// Runs `forward` under the layer's name: profiler layer, layer path, summary row.
+fn named<M: Module + ?Sized, R: LayerOutput>(module: &M, forward: impl FnOnce() -> Result<R>) -> Result<R> {
     // The profiler groups kernel calls by the same layers (nothing happens unless it runs).
     let _layer = liandan_tensor::profile::layer(short_type_name::<M>());
     let named = LAYERS.with(|l| {
@@ -112,13 +213,13 @@ pub fn with_layer_path<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Inside [`with_layer_path`], the running layer's path, as `Sequential-1 > Linear-4` (the
+/// Inside [`with_layer_path`], the running layer's path, as `BasicBlock-4 > Conv2d-5` (the
 /// names of `liandan summary`'s rows); `None` outside any layer or outside `with_layer_path`.
 pub fn current_layer() -> Option<String> {
     LAYERS.with(|l| l.borrow().as_ref().filter(|p| !p.open.is_empty()).map(|p| p.open.join(" > ")))
 }
 
-fn scope_summary<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Result<Tensor>) -> Result<Tensor> {
+fn scope_summary<M: Module + ?Sized, R: LayerOutput>(module: &M, forward: impl FnOnce() -> Result<R>) -> Result<R> {
     let slot = RECORDER.with(|r| {
         let mut r = r.borrow_mut();
         let rec = r.as_mut()?;
@@ -134,7 +235,7 @@ fn scope_summary<M: Module + ?Sized>(module: &M, forward: impl FnOnce() -> Resul
             if let Some(rec) = r.borrow_mut().as_mut() {
                 rec.depth -= 1;
                 if let Ok(t) = &out {
-                    rec.rows[i].output_shape = t.shape().to_vec();
+                    rec.rows[i].output_shape = t.first_tensor().shape().to_vec();
                 }
             }
         });
@@ -157,16 +258,20 @@ pub fn summary<M: Module + Forward + ?Sized>(model: &M, input_shape: &[usize], d
 }
 
 /// [`summary`] for a model whose forward takes something else than one F32 tensor (token ids,
-/// several inputs): `run` calls the forward pass; `input_shape` is only printed.
+/// several inputs): `run` calls the forward pass; `input_shape` is only printed. The model
+/// gets no row when `run` goes through a scoped method of it ([`Forward::forward`], or a
+/// forward of its own wrapped in [`scope`]); otherwise its first layer is taken for the model.
 pub fn summary_with<M: Module + ?Sized>(model: &M, input_shape: &[usize], run: impl FnOnce() -> Result<Tensor>) -> Result<Summary> {
-    struct Reset;
+    struct Reset(Vec<Identity>);
     impl Drop for Reset {
         fn drop(&mut self) {
             RECORDER.with(|r| *r.borrow_mut() = None);
+            OPEN.with(|o| *o.borrow_mut() = std::mem::take(&mut self.0));
         }
     }
+    // Taken from inside another forward, the summary still sees `model` as the outermost module.
+    let reset = Reset(OPEN.with(|o| std::mem::take(&mut *o.borrow_mut())));
     RECORDER.with(|r| *r.borrow_mut() = Some(Recorder { rows: Vec::new(), depth: 0 }));
-    let reset = Reset;
     autograd::no_grad(run)?;
     let rows = RECORDER.with(|r| r.borrow_mut().take().map(|rec| rec.rows).unwrap_or_default());
     drop(reset);

@@ -361,8 +361,9 @@ fn bad_configs_shapes_and_masks_are_errors() -> R {
 fn summary_lists_the_blocks() -> R {
     let _rng = serial();
     let d = Device::cpu();
-    let enc = vit_like_encoder(&d)?;
-    let s = summary::summary(&enc, &[3, 5, 8], &d)?;
+    // In a Sequential, as the model itself gets no row (torchsummary's rule).
+    let model = Sequential::new().push(vit_like_encoder(&d)?);
+    let s = summary::summary(&model, &[3, 5, 8], &d)?;
     assert_eq!(s.rows[0].layer, "TransformerEncoder-1");
     assert_eq!((s.rows[0].output_shape.as_slice(), s.rows[0].params), ([3, 5, 8].as_slice(), 1216));
     assert_eq!(s.rows[1].layer, "TransformerEncoderLayer-2");

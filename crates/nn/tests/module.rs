@@ -1,10 +1,11 @@
 //! The module machinery: parameters keep their identity when a model moves to another device
-//! or dtype, as PyTorch's `model.to(..)` keeps its Parameter objects.
+//! or dtype, as PyTorch's `model.to(..)` keeps its Parameter objects; `impl_module!` names
+//! every kind of field as PyTorch's state dict does.
 
 mod common;
 
-use liandan_nn::layers::{BatchNorm2dConfig, Conv2dConfig, Flatten, LinearConfig, Sequential};
-use liandan_nn::{DType, Device, Forward, ModuleExt, Reduction, Tensor};
+use liandan_nn::layers::{BatchNorm1d, BatchNorm1dConfig, BatchNorm2dConfig, Conv2dConfig, Flatten, Linear, LinearConfig, Sequential};
+use liandan_nn::{DType, Device, Forward, Module, ModuleExt, Reduction, Tensor, TensorKind};
 
 type R = liandan_nn::error::Result<()>;
 
@@ -92,5 +93,61 @@ fn in_place_moves_keep_values_and_views_their_layout() -> R {
     let y = t.mul_scalar(2.0)?;
     let e = y.cast_(DType::F32).unwrap_err().to_string();
     assert!(e.contains("cast_") && e.contains("leaf"), "{e}");
+    Ok(())
+}
+
+/// Every section `impl_module!` takes, on a generic type: optional parameters, buffers, a list
+/// and an optional child, the mode flag.
+struct Stack<const N: usize> {
+    scale: Tensor,
+    shift: Option<Tensor>,
+    steps: Tensor,
+    blocks: Vec<Linear>,
+    norm: Option<BatchNorm1d>,
+    last: Option<Linear>,
+    training: bool,
+}
+
+liandan_nn::impl_module!(impl[const N: usize] Stack<N> { params: [scale, shift], buffers: [steps], modules: [blocks, norm, last], mode: training });
+
+#[test]
+fn impl_module_names_every_kind_of_field_as_pytorch() -> R {
+    let d = Device::cpu();
+    let mut m = Stack::<2> {
+        scale: Tensor::ones(&[2], DType::F32, &d)?.requires_grad_(true)?,
+        shift: None,
+        steps: Tensor::zeros(&[], DType::I64, &d)?,
+        blocks: vec![LinearConfig::new(2, 2).init(&d)?, LinearConfig::new(2, 2).with_bias(false).init(&d)?],
+        norm: Some(BatchNorm1dConfig::new(2).init(&d)?),
+        last: None,
+        training: true,
+    };
+    let mut names = Vec::new();
+    m.visit("net", &mut |name, _, kind| names.push((name.to_string(), kind)));
+    let (p, b) = (TensorKind::Parameter, TensorKind::Buffer);
+    let want = [
+        ("net.scale", p),
+        ("net.steps", b),
+        ("net.blocks.0.weight", p),
+        ("net.blocks.0.bias", p),
+        ("net.blocks.1.weight", p),
+        ("net.norm.weight", p),
+        ("net.norm.bias", p),
+        ("net.norm.running_mean", b),
+        ("net.norm.running_var", b),
+        ("net.norm.num_batches_tracked", b),
+    ];
+    assert_eq!(names, want.map(|(n, k)| (n.to_string(), k)));
+    m.eval();
+    assert!(!m.training && !m.norm.as_ref().unwrap().training);
+    m.train();
+    assert!(m.training && m.norm.as_ref().unwrap().training);
+    // visit_mut reaches the same tensors in the same order.
+    let mut seen = Vec::new();
+    m.visit_mut("net", &mut |name, _, _| {
+        seen.push(name.to_string());
+        Ok(())
+    })?;
+    assert_eq!(seen, want.map(|(n, _)| n.to_string()));
     Ok(())
 }

@@ -33,7 +33,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::backend::{Storage, Strided};
+use crate::backend::{Storage, Strided, Window2d};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -129,6 +129,107 @@ pub enum FusedOp {
     /// param' = param - delta lr
     /// ```
     AdadeltaStep(AdadeltaStep),
+    /// Batch normalization in training ([`Tensor::batch_norm`] with `training`) of `x` viewed
+    /// as `[N, C, L]` (`L` the product of the axes after 1, or 1 for `[N, C]`), with `M = N L`:
+    ///
+    /// ```text
+    /// mean = sum(x[:, c, :]) / M;  var = sum((x[:, c, :] - mean)^2) / M;  invstd = 1 / sqrt(var + eps)
+    /// y = (x - mean) invstd weight + bias
+    /// running_mean' = (1 - momentum) running_mean + momentum mean
+    /// running_var'  = (1 - momentum) running_var + momentum var M / (M - 1)
+    /// ```
+    ///
+    /// Statistics are accumulated in f32 or wider, whatever the dtype. Inputs: `x` `[N, C, ...]` with
+    /// `M > 1`, then `weight`, `bias` `[C]` (when `affine`), then `running_mean`,
+    /// `running_var` `[C]` (when `running`). Outputs: `y` shaped like `x`, `mean` and
+    /// `invstd` `[C]` (what the backward needs), then the new `running_mean`, `running_var`
+    /// (when `running`; the composite assigns them).
+    BatchNormTrain(BatchNormOptions),
+    /// The gradient of [`FusedOp::BatchNormTrain`] from its saved statistics, with
+    /// `xhat = (x - mean) invstd`:
+    ///
+    /// ```text
+    /// dbias = sum(dy);  dweight = sum(dy xhat)
+    /// dx = weight invstd (dy - dbias / M - xhat dweight / M)
+    /// ```
+    ///
+    /// per channel. Inputs: `x`, `dy` (one shape), `mean`, `invstd` `[C]`, then `weight`
+    /// `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias` `[C]`
+    /// (when `affine`). `eps` and `momentum` are not read.
+    BatchNormBackward(BatchNormOptions),
+    /// A 2-D convolution ([`Tensor::conv2d`] without its bias), as PyTorch's cross-correlation:
+    ///
+    /// ```text
+    /// y[n, o, oy, ox] = sum_{c, ky, kx} x[n, g C/G + c, oy s - p + ky d, ox s - p + kx d] w[o, c, ky, kx]
+    /// ```
+    ///
+    /// with `g = o / (O/G)` and zeros outside the input (per axis: stride `s`, padding `p`,
+    /// dilation `d`). Inputs: `x` `[N, C, H, W]`, `weight` `[O, C/G, kh, kw]`. Output: `y`
+    /// `[N, O, out_h, out_w]`.
+    Conv2d(ConvGeometry),
+    /// The gradient of [`FusedOp::Conv2d`] with respect to its input (a transposed
+    /// convolution of `dy`). Inputs: `dy` `[N, O, out_h, out_w]`, `weight`. Output: `dx`
+    /// `[N, C, H, W]`.
+    Conv2dBackwardInput(ConvGeometry),
+    /// The gradient of [`FusedOp::Conv2d`] with respect to its weight, summed over the batch:
+    /// `dw[o, c, ky, kx] = sum_{n, oy, ox} dy[n, o, oy, ox] x[n, g C/G + c, ..]`. Inputs: `dy`,
+    /// `x`. Output: `dweight` `[O, C/G, kh, kw]`.
+    Conv2dBackwardWeight(ConvGeometry),
+}
+
+/// The options of a fused batch normalization ([`FusedOp::BatchNormTrain`],
+/// [`FusedOp::BatchNormBackward`]), as `torch.nn.functional.batch_norm` names them; `affine`:
+/// `weight` and `bias` are given; `running`: `running_mean` and `running_var` are given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchNormOptions {
+    pub eps: f64,
+    pub momentum: f64,
+    pub affine: bool,
+    pub running: bool,
+}
+
+/// The shape of one 2-D convolution and its gradients ([`FusedOp::Conv2d`]): input
+/// `[N, C, H, W]`, weight `[O, C/groups, kh, kw]`, output `[N, O, out_h, out_w]`; kernel,
+/// stride, padding and dilation as (height, width) pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvGeometry {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl ConvGeometry {
+    /// The window over the input (`im2col`'s geometry).
+    pub fn window(&self) -> Window2d {
+        Window2d { n: self.n, c: self.c, h: self.h, w: self.w, kernel: self.kernel, stride: self.stride, padding: self.padding, dilation: self.dilation }
+    }
+
+    pub fn out_h(&self) -> usize {
+        self.window().out_h()
+    }
+
+    pub fn out_w(&self) -> usize {
+        self.window().out_w()
+    }
+
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.o, self.c / self.groups, self.kernel.0, self.kernel.1]
+    }
+
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.o, self.out_h(), self.out_w()]
+    }
 }
 
 /// The hyper-parameters of one [`FusedOp::AdamStep`], as `torch.optim.Adam` names them;
@@ -224,6 +325,11 @@ impl FusedOp {
             FusedOp::RmsPropStep(_) => "rmsprop_step",
             FusedOp::AdagradStep(_) => "adagrad_step",
             FusedOp::AdadeltaStep(_) => "adadelta_step",
+            FusedOp::BatchNormTrain(_) => "batch_norm_train",
+            FusedOp::BatchNormBackward(_) => "batch_norm_backward",
+            FusedOp::Conv2d(_) => "conv2d",
+            FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
+            FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
         }
     }
 
@@ -247,8 +353,11 @@ impl FusedOp {
     pub fn outputs(&self) -> usize {
         match self {
             FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
+            FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),
+            FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,
+            FusedOp::BatchNormBackward(b) => 1 + 2 * b.affine as usize,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! What an optimizer step costs in kernel launches, counted by a backend that wraps the CPU
+//! What an optimizer step and a training pass cost in kernel launches, counted by a backend that wraps the CPU
 //! and counts every kernel-trait call. Each call is at least one dispatch on the wgpu
 //! backend (which batches them into one submission), so these are the GPU's launch counts.
 //! A fused kernel counts one launch, as it is one dispatch on the wgpu backend.
@@ -8,8 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
-use liandan_nn::{manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, TensorResult as Result};
+use liandan_nn::{
+    manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
+};
 use liandan_train::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig};
+
+/// Kernel-trait calls of [`launches_of_a_resnet18_training_pass`] with fusion on and off.
+const FUSED_PASS: u64 = 0;
+const COMPOSITE_PASS: u64 = 0;
 
 /// The CPU backend, counting kernel launches (host copies are not launches).
 #[derive(Debug)]
@@ -102,10 +108,41 @@ impl Backend for Counting {
     }
 }
 
-/// Launches of the second step (the first also creates the state) over resnet18's parameters.
-fn launches_per_step(make: impl FnOnce(Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer>) -> (usize, u64) {
+/// The counting device, wrapping the CPU.
+fn counting_device() -> (Arc<Counting>, Device) {
     let counting = Arc::new(Counting { inner: Device::cpu(), launches: AtomicU64::new(0) });
     let dev = Device::from_backend(counting.clone());
+    (counting, dev)
+}
+
+/// Launches of one resnet18 forward and backward at batch 2, in training mode (every batch
+/// norm takes the batch's statistics and updates its running ones).
+fn launches_per_training_pass() -> u64 {
+    let (counting, dev) = counting_device();
+    manual_seed(0);
+    let model = zoo::build("resnet18", &dev).unwrap();
+    let x = Tensor::rand(&[2, 3, 32, 32], -1.0, 1.0, 5, DType::F32, &dev).unwrap();
+    let y = Tensor::from_vec(vec![1i64, 7], &[2], &dev).unwrap();
+    let before = counting.launches.load(Ordering::Relaxed);
+    model.loss(&x, Some(&y)).unwrap().backward().unwrap();
+    counting.launches.load(Ordering::Relaxed) - before
+}
+
+/// Batch norm in training is one fused call forward ([`FusedOp::BatchNormTrain`]) and one
+/// backward ([`FusedOp::BatchNormBackward`]), each two dispatches on the wgpu backend, where
+/// the composite takes some twenty launches: resnet18 has 20 batch norms.
+#[test]
+fn launches_of_a_resnet18_training_pass() {
+    let fused = launches_per_training_pass();
+    let composite = no_fusion(launches_per_training_pass);
+    println!("resnet18 forward + backward, batch 2: {fused} kernel-trait calls fused, {composite} composite");
+    assert!(fused < composite, "fusion must save launches: {fused} fused against {composite} composite");
+    assert_eq!((fused, composite), (FUSED_PASS, COMPOSITE_PASS));
+}
+
+/// Launches of the second step (the first also creates the state) over resnet18's parameters.
+fn launches_per_step(make: impl FnOnce(Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer>) -> (usize, u64) {
+    let (counting, dev) = counting_device();
     manual_seed(0);
     let model = zoo::build("resnet18", &dev).unwrap();
     let params = model.named_parameters();

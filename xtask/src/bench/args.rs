@@ -16,8 +16,9 @@ pub struct BenchArgs {
     /// hardware GPU; a software adapter such as lavapipe only when named).
     #[arg(long, value_delimiter = ',', value_name = "DEVICE,..")]
     pub device: Vec<String>,
-    /// Precisions, comma separated: those of `step::PRECISIONS` (this build: f32).
-    #[arg(long, value_delimiter = ',', value_name = "P,..", default_value = "f32")]
+    /// Precisions, comma separated: f32, f16 (mixed, with the dynamic loss scaler), bf16
+    /// (mixed); each model is timed in each, PyTorch with `torch.autocast` (and `GradScaler` in f16).
+    #[arg(long, visible_alias = "precisions", value_delimiter = ',', value_name = "P,..", default_value = "f32")]
     pub precision: Vec<String>,
     #[command(flatten)]
     pub timing: Timing,
@@ -166,6 +167,8 @@ mod tests {
         assert_eq!(full.timing.plan(false), Plan { warmup: 5, steps: 7, sync_every: 10, groups: 3 });
         assert_eq!(full.batch_for(128), 32);
         assert_eq!(full.out, PathBuf::from("/tmp/x"));
+        let mixed = BenchArgs::try_parse_from(["bench", "--precisions", "f32,f16,bf16"]).unwrap();
+        assert_eq!(mixed.precision, ["f32", "f16", "bf16"]);
     }
 
     #[test]

@@ -90,5 +90,13 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
         Ok(())
     })?;
     row("dependent tiny adds", format!("{chain} ops"), s, s * 1e6 / chain as f64, "us/op");
+
+    // What a loss read-back costs, and a wait with nothing to wait for (each timed run ends in
+    // one more synchronize, as the PyTorch side's does): the gap between synced and pipelined
+    // training steps.
+    let s = time(device, 2, 10 * reps, || x.add_scalar(1.0)?.item_f64().map(drop))?;
+    row("add + read back one value", "1".into(), s, s * 1e6, "us");
+    let s = time(device, 2, 10 * reps, || device.synchronize())?;
+    row("synchronize, nothing pending", "-".into(), s, s * 1e6, "us");
     Ok(Micro { peak_copy_gbs: peak, rows })
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use liandan_nn::zoo::{self, OptimizerSpec, Target, ZooModel};
-use liandan_nn::{Device, ModuleExt};
+use liandan_nn::{AutocastGuard, Device, ModuleExt};
 use liandan_tensor::{DType, Tensor};
+use liandan_train::amp::{GradScaler, Precision};
 use liandan_train::data::{DataLoader, Synthetic};
 use liandan_train::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use serde::{Deserialize, Serialize};
@@ -17,21 +18,15 @@ use super::args::{ChildArgs, Plan};
 
 type Fallible<T> = Result<T, String>;
 
-/// A precision a training step can run in: how its forward pass and loss are computed.
-pub struct Precision {
-    pub name: &'static str,
-    pub forward: fn(&mut dyn FnMut() -> liandan_nn::error::Result<Tensor>) -> liandan_nn::error::Result<Tensor>,
-}
+/// The precisions a training step can run in, as rows and `bench_torch.py` name them: f32, and
+/// mixed precision (`liandan_train::amp`) in f16, with the dynamic loss scaler, and in bf16.
+pub const PRECISIONS: &[&str] = &["f32", "f16", "bf16"];
 
-/// The precisions this build supports. Mixed precision is one line each once autocast lands:
-/// `Precision { name: "bf16", forward: |f| liandan_nn::autocast(DType::BF16, f) },`.
-pub const PRECISIONS: &[Precision] = &[Precision { name: "f32", forward: |f| f() }];
-
-pub fn precision(name: &str) -> Fallible<&'static Precision> {
-    PRECISIONS
-        .iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| format!("unknown precision `{name}`: this build supports {}", PRECISIONS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+pub fn precision(name: &str) -> Fallible<Precision> {
+    match PRECISIONS.contains(&name) {
+        true => Precision::parse(name).map_err(|e| e.to_string()),
+        false => Err(format!("unknown precision `{name}`: use {}", PRECISIONS.join(", "))),
+    }
 }
 
 /// Median, fastest and slowest of a set of times, in milliseconds.
@@ -70,11 +65,14 @@ pub struct EpochTimes {
     pub seconds: f64,
 }
 
-/// A zoo model ready to step: the model, its optimizer, and a batch.
+/// A zoo model ready to step: the model, its optimizer, the precision and (in f16) the loss
+/// scaler.
 struct Setup {
     model: Box<dyn ZooModel>,
+    params: Vec<Tensor>,
     opt: Box<dyn Optimizer>,
-    precision: &'static Precision,
+    precision: Precision,
+    scaler: Option<GradScaler>,
 }
 
 fn setup(name: &str, device: &Device, precision: &str) -> Fallible<Setup> {
@@ -90,17 +88,32 @@ fn setup(name: &str, device: &Device, precision: &str) -> Fallible<Setup> {
         OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr)).map_err(|e| s(&e))?),
         OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr)).map_err(|e| s(&e))?),
     };
-    Ok(Setup { model, opt, precision: self::precision(precision)? })
+    let precision = self::precision(precision)?;
+    let scaler = (precision == Precision::F16).then(GradScaler::new);
+    Ok(Setup { params: model.parameters(), model, opt, precision, scaler })
 }
 
 impl Setup {
-    /// One training step on `(x, y)`; nothing is read back.
+    /// One training step on `(x, y)`. Nothing is read back, except in f16: the loss scaler's
+    /// overflow check, one scalar per step, decides whether the optimizer steps (PyTorch's
+    /// `GradScaler.step` reads it back too).
     fn step(&mut self, x: &Tensor, y: Option<&Tensor>) -> Fallible<()> {
+        let s = |e: &dyn std::fmt::Display| e.to_string();
         self.opt.zero_grad();
-        let model = &self.model;
-        let loss = (self.precision.forward)(&mut || model.loss(x, y)).map_err(|e| e.to_string())?;
-        loss.backward().map_err(|e| e.to_string())?;
-        self.opt.step().map_err(|e| e.to_string())
+        let loss = {
+            let _autocast = AutocastGuard::new(self.precision.dtype()).map_err(|e| s(&e))?;
+            self.model.loss(x, y).map_err(|e| s(&e))?
+        };
+        let Some(scaler) = &mut self.scaler else {
+            loss.backward().map_err(|e| s(&e))?;
+            return self.opt.step().map_err(|e| s(&e));
+        };
+        scaler.scale(&loss).map_err(|e| s(&e))?.backward().map_err(|e| s(&e))?;
+        let flag = scaler.unscale_(&self.params).map_err(|e| s(&e))?.item_f64().map_err(|e| s(&e))?;
+        if scaler.update(flag).map_err(|e| s(&e))? {
+            self.opt.step().map_err(|e| s(&e))?;
+        }
+        Ok(())
     }
 }
 

@@ -99,7 +99,9 @@ fn stats_are_median_min_and_max_in_milliseconds() {
     let s = Stats::of(vec![0.003, 0.001, 0.002, 0.010]).unwrap();
     assert_eq!((s.median_ms, s.min_ms, s.max_ms), (3.0, 1.0, 10.0));
     assert!(Stats::of(vec![]).is_none());
-    assert!(super::step::precision("f32").is_ok());
+    for p in ["f32", "f16", "bf16"] {
+        assert_eq!(super::step::precision(p).unwrap().to_string(), p);
+    }
     let Err(e) = super::step::precision("f8") else { panic!("f8 accepted") };
     assert!(e.contains("f8") && e.contains("f32"), "{e}");
 }

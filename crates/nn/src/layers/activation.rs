@@ -3,9 +3,9 @@
 
 use liandan_tensor::Tensor;
 
-use super::stateless_module;
 use crate::error::Result;
-use crate::module::{Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 /// An elementwise activation: a unit struct calling one tensor op.
 macro_rules! activation {
@@ -19,15 +19,13 @@ macro_rules! activation {
             #[derive(Clone, Copy, Debug, Default)]
             pub struct $name;
 
+            impl_module!($name {});
+
             impl Forward for $name {
-                fn forward(&self, x: &Tensor) -> Result<Tensor> {
-                    crate::summary::scope(self, || {
-                        Ok(x.$op()?)
-                    })
+                fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+                    Ok(x.$op()?)
                 }
             }
-
-            stateless_module!($name);
         )*
     };
 }
@@ -55,6 +53,8 @@ pub struct LeakyReLU {
     pub negative_slope: f64,
 }
 
+impl_module!(LeakyReLU {});
+
 impl Default for LeakyReLU {
     fn default() -> Self {
         LeakyReLU { negative_slope: 0.01 }
@@ -68,8 +68,8 @@ impl LeakyReLU {
 }
 
 impl Forward for LeakyReLU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.leaky_relu(self.negative_slope)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.leaky_relu(self.negative_slope)?)
     }
 }
 
@@ -83,6 +83,8 @@ pub struct Softmax {
     pub dim: isize,
 }
 
+impl_module!(Softmax {});
+
 impl Softmax {
     pub fn new(dim: isize) -> Self {
         Softmax { dim }
@@ -90,8 +92,8 @@ impl Softmax {
 }
 
 impl Forward for Softmax {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.softmax(self.dim)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.softmax(self.dim)?)
     }
 }
 
@@ -105,6 +107,8 @@ pub struct LogSoftmax {
     pub dim: isize,
 }
 
+impl_module!(LogSoftmax {});
+
 impl LogSoftmax {
     pub fn new(dim: isize) -> Self {
         LogSoftmax { dim }
@@ -112,8 +116,8 @@ impl LogSoftmax {
 }
 
 impl Forward for LogSoftmax {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.log_softmax(self.dim)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.log_softmax(self.dim)?)
     }
 }
 
@@ -128,6 +132,8 @@ pub struct Flatten {
     pub end_dim: isize,
 }
 
+impl_module!(Flatten {});
+
 impl Default for Flatten {
     fn default() -> Self {
         Flatten { start_dim: 1, end_dim: -1 }
@@ -141,15 +147,13 @@ impl Flatten {
 }
 
 impl Forward for Flatten {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.flatten(self.start_dim, self.end_dim)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.flatten(self.start_dim, self.end_dim)?)
     }
 }
 
-stateless_module!(LeakyReLU, Softmax, LogSoftmax, Flatten);
-
-/// A dropout layer's mode and probability; `Module` for both dropouts.
-macro_rules! dropout_module {
+/// The constructors both dropouts share.
+macro_rules! dropout_new {
     ($($ty:ty),*) => {
         $(
             impl $ty {
@@ -163,16 +167,6 @@ macro_rules! dropout_module {
             impl Default for $ty {
                 fn default() -> Self {
                     Self::new(0.5)
-                }
-            }
-
-            impl Module for $ty {
-                fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
-                fn visit_mut(&mut self, _prefix: &str, _f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-                    Ok(())
-                }
-                fn set_training(&mut self, training: bool) {
-                    self.training = training;
                 }
             }
         )*
@@ -192,9 +186,11 @@ pub struct Dropout {
     pub training: bool,
 }
 
+impl_module!(Dropout { mode: training });
+
 impl Forward for Dropout {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.dropout(self.p, self.training, None)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.dropout(self.p, self.training, None)?)
     }
 }
 
@@ -210,10 +206,12 @@ pub struct Dropout2d {
     pub training: bool,
 }
 
+impl_module!(Dropout2d { mode: training });
+
 impl Forward for Dropout2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.dropout2d(self.p, self.training, None)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.dropout2d(self.p, self.training, None)?)
     }
 }
 
-dropout_module!(Dropout, Dropout2d);
+dropout_new!(Dropout, Dropout2d);

@@ -9,7 +9,8 @@ use liandan_tensor::{DType, Device, Tensor};
 
 use super::{default_bound, uniform_param, with_fields, Linear};
 use crate::error::{Error, Result};
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 const MHA: &str = "MultiheadAttention";
 
@@ -88,6 +89,8 @@ pub struct MultiheadAttention {
     pub training: bool,
 }
 
+impl_module!(MultiheadAttention { params: [in_proj_weight, in_proj_bias], modules: [out_proj], mode: training });
+
 /// A mask as the additive float mask PyTorch turns it into: bool `true` (not allowed to
 /// attend) becomes `-inf` and `false` 0; a float mask is added as it is.
 fn additive_mask(mask: &Tensor, like: &Tensor, name: &str) -> Result<Tensor> {
@@ -126,13 +129,7 @@ impl MultiheadAttention {
         need_weights: bool,
         average_attn_weights: bool,
     ) -> Result<(Tensor, Option<Tensor>)> {
-        let mut weights = None;
-        let out = crate::summary::scope(self, || {
-            let (out, w) = self.attend(query, key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights)?;
-            weights = w;
-            Ok(out)
-        })?;
-        Ok((out, weights))
+        crate::summary::scope(self, || self.attend(query, key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -263,32 +260,9 @@ impl MultiheadAttention {
     }
 }
 
-impl Module for MultiheadAttention {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f(&join(prefix, "in_proj_weight"), &self.in_proj_weight, TensorKind::Parameter);
-        if let Some(b) = &self.in_proj_bias {
-            f(&join(prefix, "in_proj_bias"), b, TensorKind::Parameter);
-        }
-        self.out_proj.visit(&join(prefix, "out_proj"), f);
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        f(&join(prefix, "in_proj_weight"), &mut self.in_proj_weight, TensorKind::Parameter)?;
-        if let Some(b) = &mut self.in_proj_bias {
-            f(&join(prefix, "in_proj_bias"), b, TensorKind::Parameter)?;
-        }
-        self.out_proj.visit_mut(&join(prefix, "out_proj"), f)
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-        self.out_proj.set_training(training);
-    }
-}
-
 /// Self-attention of `x` without masks; the output only.
 impl Forward for MultiheadAttention {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         Ok(self.forward_qkv(x, x, x, None, None, false, true)?.0)
     }
 }

@@ -8,8 +8,9 @@
 
 use liandan_tensor::{Device, Tensor};
 
-use super::{default_bound, uniform_param, weight_bias_module, with_fields};
+use super::{default_bound, uniform_param, with_fields};
 use crate::error::Result;
+use crate::impl_module;
 use crate::module::Forward;
 
 /// Checks the channel counts divide into `groups`, as PyTorch's constructor does.
@@ -76,12 +77,12 @@ pub struct Conv1d {
     pub config: Conv1dConfig,
 }
 
+impl_module!(Conv1d { params: [weight, bias] });
+
 impl Forward for Conv1d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let c = &self.config;
-            Ok(x.conv1d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
-        })
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let c = &self.config;
+        Ok(x.conv1d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
     }
 }
 
@@ -155,12 +156,12 @@ pub struct Conv2d {
     pub config: Conv2dConfig,
 }
 
+impl_module!(Conv2d { params: [weight, bias] });
+
 impl Forward for Conv2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let c = &self.config;
-            Ok(x.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
-        })
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let c = &self.config;
+        Ok(x.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
     }
 }
 
@@ -239,13 +240,11 @@ pub struct ConvTranspose2d {
     pub config: ConvTranspose2dConfig,
 }
 
+impl_module!(ConvTranspose2d { params: [weight, bias] });
+
 impl Forward for ConvTranspose2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let c = &self.config;
-            Ok(x.conv_transpose2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.output_padding, c.dilation, c.groups)?)
-        })
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let c = &self.config;
+        Ok(x.conv_transpose2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.output_padding, c.dilation, c.groups)?)
     }
 }
-
-weight_bias_module!(Conv1d, Conv2d, ConvTranspose2d);

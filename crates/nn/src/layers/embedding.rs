@@ -3,7 +3,8 @@
 use liandan_tensor::{DType, Device, Tensor};
 
 use crate::error::Result;
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 /// Configuration of an [`Embedding`] (`torch.nn.Embedding(num_embeddings, embedding_dim,
 /// padding_idx=None)`). `max_norm` and sparse gradients are not supported.
@@ -69,25 +70,13 @@ pub struct Embedding {
     pub padding_idx: Option<usize>,
 }
 
-impl Module for Embedding {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f(&join(prefix, "weight"), &self.weight, TensorKind::Parameter);
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        f(&join(prefix, "weight"), &mut self.weight, TensorKind::Parameter)
-    }
-
-    fn set_training(&mut self, _training: bool) {}
-}
+impl_module!(Embedding { params: [weight] });
 
 impl Forward for Embedding {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let Some(pad) = self.padding_idx else { return Ok(x.embedding(&self.weight)?) };
-            // The padding row's value, but no gradient: that row comes from a detached copy.
-            let pad_row = is_row(self.weight.shape()[0], pad, self.weight.device())?;
-            Ok(x.embedding(&Tensor::where_cond(&pad_row, &self.weight.detach(), &self.weight)?)?)
-        })
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let Some(pad) = self.padding_idx else { return Ok(x.embedding(&self.weight)?) };
+        // The padding row's value, but no gradient: that row comes from a detached copy.
+        let pad_row = is_row(self.weight.shape()[0], pad, self.weight.device())?;
+        Ok(x.embedding(&Tensor::where_cond(&pad_row, &self.weight.detach(), &self.weight)?)?)
     }
 }

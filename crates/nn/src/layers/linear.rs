@@ -4,7 +4,8 @@ use liandan_tensor::{Device, Tensor};
 
 use super::{default_bound, uniform_param, with_fields};
 use crate::error::Result;
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 /// Configuration of a [`Linear`] layer (`torch.nn.Linear(in_features, out_features, bias=True)`).
 #[derive(Clone, Debug)]
@@ -46,27 +47,10 @@ pub struct Linear {
     pub bias: Option<Tensor>,
 }
 
-impl Module for Linear {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f(&join(prefix, "weight"), &self.weight, TensorKind::Parameter);
-        if let Some(b) = &self.bias {
-            f(&join(prefix, "bias"), b, TensorKind::Parameter);
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        f(&join(prefix, "weight"), &mut self.weight, TensorKind::Parameter)?;
-        if let Some(b) = &mut self.bias {
-            f(&join(prefix, "bias"), b, TensorKind::Parameter)?;
-        }
-        Ok(())
-    }
-
-    fn set_training(&mut self, _training: bool) {}
-}
+impl_module!(Linear { params: [weight, bias] });
 
 impl Forward for Linear {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.linear(&self.weight, self.bias.as_ref())?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.linear(&self.weight, self.bias.as_ref())?)
     }
 }

@@ -3,6 +3,10 @@
 //! `reset_parameters` does, seeded from [`liandan_tensor::rng::next_seed`] so that
 //! [`liandan_tensor::manual_seed`] makes initialization reproducible.
 //!
+//! Each layer's `Module` is one [`impl_module!`](crate::impl_module) call beside its struct,
+//! and its `Forward` is a `forward_impl`; summaries, profiles and anomaly reports name it
+//! without anything more (see [`crate::module`]).
+//!
 //! Dimension letters: N batch, C channels, H height, W width, L length, D features.
 
 mod activation;
@@ -72,70 +76,3 @@ macro_rules! with_fields {
     };
 }
 pub(crate) use with_fields;
-
-/// `Module` for layers without tensors or modes (activations, pools, flatten).
-macro_rules! stateless_module {
-    ($($ty:ty),* $(,)?) => {
-        $(
-            impl crate::module::Module for $ty {
-                fn visit(&self, _prefix: &str, _f: &mut dyn FnMut(&str, &liandan_tensor::Tensor, crate::module::TensorKind)) {}
-                fn visit_mut(
-                    &mut self,
-                    _prefix: &str,
-                    _f: &mut dyn FnMut(&str, &mut liandan_tensor::Tensor, crate::module::TensorKind) -> crate::error::Result<()>,
-                ) -> crate::error::Result<()> {
-                    Ok(())
-                }
-                fn set_training(&mut self, _training: bool) {}
-            }
-        )*
-    };
-}
-pub(crate) use stateless_module;
-
-/// Visits `weight` and, when present, `bias` as parameters: the tensors of Conv and norm layers.
-fn visit_weight_bias(prefix: &str, weight: Option<&Tensor>, bias: Option<&Tensor>, f: &mut dyn FnMut(&str, &Tensor, crate::module::TensorKind)) {
-    for (name, t) in [("weight", weight), ("bias", bias)] {
-        if let Some(t) = t {
-            f(&crate::module::join(prefix, name), t, crate::module::TensorKind::Parameter);
-        }
-    }
-}
-
-/// The `visit_mut` twin of [`visit_weight_bias`].
-fn visit_weight_bias_mut(
-    prefix: &str,
-    weight: Option<&mut Tensor>,
-    bias: Option<&mut Tensor>,
-    f: &mut dyn FnMut(&str, &mut Tensor, crate::module::TensorKind) -> Result<()>,
-) -> Result<()> {
-    for (name, t) in [("weight", weight), ("bias", bias)] {
-        if let Some(t) = t {
-            f(&crate::module::join(prefix, name), t, crate::module::TensorKind::Parameter)?;
-        }
-    }
-    Ok(())
-}
-
-/// `Module` for a layer whose tensors are `weight: Tensor` and `bias: Option<Tensor>` and that
-/// has no train/eval behaviour.
-macro_rules! weight_bias_module {
-    ($($ty:ty),* $(,)?) => {
-        $(
-            impl crate::module::Module for $ty {
-                fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &liandan_tensor::Tensor, crate::module::TensorKind)) {
-                    super::visit_weight_bias(prefix, Some(&self.weight), self.bias.as_ref(), f)
-                }
-                fn visit_mut(
-                    &mut self,
-                    prefix: &str,
-                    f: &mut dyn FnMut(&str, &mut liandan_tensor::Tensor, crate::module::TensorKind) -> crate::error::Result<()>,
-                ) -> crate::error::Result<()> {
-                    super::visit_weight_bias_mut(prefix, Some(&mut self.weight), self.bias.as_mut(), f)
-                }
-                fn set_training(&mut self, _training: bool) {}
-            }
-        )*
-    };
-}
-pub(crate) use weight_bias_module;

@@ -3,9 +3,10 @@
 
 use liandan_tensor::{no_grad, DType, Device, Tensor};
 
-use super::{full_param, visit_weight_bias, visit_weight_bias_mut, with_fields};
+use super::{full_param, with_fields};
 use crate::error::Result;
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 /// Configuration of a batch norm over `D` spatial-ish dims: [`BatchNorm1dConfig`] or
 /// [`BatchNorm2dConfig`] (`torch.nn.BatchNorm1d(num_features, eps=1e-5, momentum=0.1,
@@ -73,6 +74,8 @@ pub struct BatchNorm<const D: usize> {
     pub training: bool,
 }
 
+impl_module!(impl[const D: usize] BatchNorm<D> { params: [weight, bias], buffers: [running_mean, running_var, num_batches_tracked], mode: training });
+
 /// Batch norm of `[N, C]` or `[N, C, L]` inputs (`torch.nn.BatchNorm1d`).
 ///
 /// # Shapes
@@ -89,64 +92,28 @@ pub type BatchNorm1d = BatchNorm<1>;
 /// - output: `[N, C, H, W]`
 pub type BatchNorm2d = BatchNorm<2>;
 
-impl<const D: usize> Module for BatchNorm<D> {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_weight_bias(prefix, self.weight.as_ref(), self.bias.as_ref(), f);
-        for (name, t) in [("running_mean", &self.running_mean), ("running_var", &self.running_var), ("num_batches_tracked", &self.num_batches_tracked)] {
-            if let Some(t) = t {
-                f(&join(prefix, name), t, TensorKind::Buffer);
-            }
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        visit_weight_bias_mut(prefix, self.weight.as_mut(), self.bias.as_mut(), f)?;
-        for (name, t) in
-            [("running_mean", &mut self.running_mean), ("running_var", &mut self.running_var), ("num_batches_tracked", &mut self.num_batches_tracked)]
-        {
-            if let Some(t) = t {
-                f(&join(prefix, name), t, TensorKind::Buffer)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-}
-
 impl<const D: usize> Forward for BatchNorm<D> {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
-            if !ranks.contains(&x.rank()) {
-                return Err(liandan_tensor::Error::BadShape {
-                    op: name,
-                    shape: x.shape().to_vec(),
-                    detail: format!("expects an input of rank {ranks:?} with channels on axis 1"),
-                }
-                .into());
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
+        if !ranks.contains(&x.rank()) {
+            return Err(liandan_tensor::Error::BadShape {
+                op: name,
+                shape: x.shape().to_vec(),
+                detail: format!("expects an input of rank {ranks:?} with channels on axis 1"),
             }
-            let c = &self.config;
-            // As PyTorch: batch statistics in training, or whenever there are no running ones.
-            let use_batch_stats = self.training || self.running_mean.is_none();
-            let y = x.batch_norm(
-                self.running_mean.as_ref(),
-                self.running_var.as_ref(),
-                self.weight.as_ref(),
-                self.bias.as_ref(),
-                use_batch_stats,
-                c.momentum,
-                c.eps,
-            )?;
-            if self.training {
-                if let Some(n) = &self.num_batches_tracked {
-                    no_grad(|| n.assign(&n.add_scalar(1.0)?))?;
-                }
+            .into());
+        }
+        let c = &self.config;
+        // As PyTorch: batch statistics in training, or whenever there are no running ones.
+        let use_batch_stats = self.training || self.running_mean.is_none();
+        let y =
+            x.batch_norm(self.running_mean.as_ref(), self.running_var.as_ref(), self.weight.as_ref(), self.bias.as_ref(), use_batch_stats, c.momentum, c.eps)?;
+        if self.training {
+            if let Some(n) = &self.num_batches_tracked {
+                no_grad(|| n.assign(&n.add_scalar(1.0)?))?;
             }
-            Ok(y)
-        })
+        }
+        Ok(y)
     }
 }
 
@@ -195,21 +162,21 @@ pub struct LayerNorm {
     pub config: LayerNormConfig,
 }
 
+impl_module!(LayerNorm { params: [weight, bias] });
+
 impl Forward for LayerNorm {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || {
-            let s = &self.config.normalized_shape;
-            if x.rank() < s.len() || &x.shape()[x.rank() - s.len()..] != s.as_slice() {
-                return Err(liandan_tensor::Error::ShapeMismatch {
-                    op: "LayerNorm",
-                    lhs: x.shape().to_vec(),
-                    rhs: s.clone(),
-                    detail: "the input's trailing dims must equal normalized_shape".into(),
-                }
-                .into());
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let s = &self.config.normalized_shape;
+        if x.rank() < s.len() || &x.shape()[x.rank() - s.len()..] != s.as_slice() {
+            return Err(liandan_tensor::Error::ShapeMismatch {
+                op: "LayerNorm",
+                lhs: x.shape().to_vec(),
+                rhs: s.clone(),
+                detail: "the input's trailing dims must equal normalized_shape".into(),
             }
-            Ok(x.layer_norm(s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
-        })
+            .into());
+        }
+        Ok(x.layer_norm(s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
     }
 }
 
@@ -264,26 +231,10 @@ pub struct GroupNorm {
     pub config: GroupNormConfig,
 }
 
+impl_module!(GroupNorm { params: [weight, bias] });
+
 impl Forward for GroupNorm {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.group_norm(self.config.num_groups, self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?)
     }
 }
-
-/// LayerNorm and GroupNorm have optional weights; the shared macro wants `weight: Tensor`.
-macro_rules! optional_weight_module {
-    ($($ty:ty),*) => {
-        $(
-            impl Module for $ty {
-                fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-                    visit_weight_bias(prefix, self.weight.as_ref(), self.bias.as_ref(), f)
-                }
-                fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-                    visit_weight_bias_mut(prefix, self.weight.as_mut(), self.bias.as_mut(), f)
-                }
-                fn set_training(&mut self, _training: bool) {}
-            }
-        )*
-    };
-}
-optional_weight_module!(LayerNorm, GroupNorm);

@@ -4,8 +4,9 @@
 
 use liandan_tensor::Tensor;
 
-use super::{stateless_module, with_fields};
+use super::with_fields;
 use crate::error::Result;
+use crate::impl_module;
 use crate::module::Forward;
 
 /// Max over `kernel_size` windows (`torch.nn.MaxPool2d(kernel_size, stride=None, padding=0,
@@ -23,6 +24,8 @@ pub struct MaxPool2d {
     pub dilation: (usize, usize),
 }
 
+impl_module!(MaxPool2d {});
+
 impl MaxPool2d {
     /// A square `kernel_size` window, stride = kernel size.
     pub fn new(kernel_size: usize) -> Self {
@@ -38,8 +41,8 @@ with_fields!(MaxPool2d {
 });
 
 impl Forward for MaxPool2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.max_pool2d(self.kernel_size, self.stride, self.padding, self.dilation)?)
     }
 }
 
@@ -58,6 +61,8 @@ pub struct AvgPool2d {
     pub count_include_pad: bool,
 }
 
+impl_module!(AvgPool2d {});
+
 impl AvgPool2d {
     /// A square `kernel_size` window, stride = kernel size.
     pub fn new(kernel_size: usize) -> Self {
@@ -73,8 +78,8 @@ with_fields!(AvgPool2d {
 });
 
 impl Forward for AvgPool2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.avg_pool2d(self.kernel_size, self.stride, self.padding, self.count_include_pad)?)
     }
 }
 
@@ -88,6 +93,8 @@ pub struct AdaptiveAvgPool2d {
     pub output_size: (usize, usize),
 }
 
+impl_module!(AdaptiveAvgPool2d {});
+
 impl AdaptiveAvgPool2d {
     pub fn new(output_size: (usize, usize)) -> Self {
         AdaptiveAvgPool2d { output_size }
@@ -95,8 +102,8 @@ impl AdaptiveAvgPool2d {
 }
 
 impl Forward for AdaptiveAvgPool2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.adaptive_avg_pool2d(self.output_size)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.adaptive_avg_pool2d(self.output_size)?)
     }
 }
 
@@ -110,6 +117,8 @@ pub struct AdaptiveMaxPool2d {
     pub output_size: (usize, usize),
 }
 
+impl_module!(AdaptiveMaxPool2d {});
+
 impl AdaptiveMaxPool2d {
     pub fn new(output_size: (usize, usize)) -> Self {
         AdaptiveMaxPool2d { output_size }
@@ -117,9 +126,7 @@ impl AdaptiveMaxPool2d {
 }
 
 impl Forward for AdaptiveMaxPool2d {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || Ok(x.adaptive_max_pool2d(self.output_size)?))
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.adaptive_max_pool2d(self.output_size)?)
     }
 }
-
-stateless_module!(MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d);

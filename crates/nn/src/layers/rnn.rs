@@ -14,7 +14,8 @@ use liandan_tensor::{Device, Tensor};
 
 use super::{default_bound, uniform_param, with_fields};
 use crate::error::Result;
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::{Forward, TensorField, TensorKind};
 
 /// Configuration of a recurrent layer; [`LSTMConfig`] and [`GRUConfig`] name it for each
 /// cell (`torch.nn.LSTM(input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
@@ -141,11 +142,14 @@ pub struct RnnWeights {
 ///   the last layer's h at every step, both directions concatenated
 #[derive(Clone, Debug)]
 pub struct LSTM {
-    /// One entry per layer and direction, layer-major: `weights[k * D + d]`.
-    pub weights: Vec<RnnWeights>,
+    /// One entry per layer, each with one set per direction (forward, then reverse):
+    /// `weights[k][d]`.
+    pub weights: Vec<Vec<RnnWeights>>,
     pub config: LSTMConfig,
     pub training: bool,
 }
+
+impl_module!(LSTM { params: [weights], mode: training });
 
 /// A multi-layer gated recurrent unit network (`torch.nn.GRU`). At each step, with the gates
 /// in PyTorch's order:
@@ -170,23 +174,23 @@ pub struct LSTM {
 /// - output: `[L, N, D * H]` (`[N, L, D * H]` when `batch_first`, `[L, D * H]` unbatched)
 #[derive(Clone, Debug)]
 pub struct GRU {
-    /// One entry per layer and direction, layer-major: `weights[k * D + d]`.
-    pub weights: Vec<RnnWeights>,
+    /// One entry per layer, each with one set per direction (forward, then reverse):
+    /// `weights[k][d]`.
+    pub weights: Vec<Vec<RnnWeights>>,
     pub config: GRUConfig,
     pub training: bool,
 }
+
+impl_module!(GRU { params: [weights], mode: training });
 
 impl LSTM {
     /// Runs the sequence from `state = (h_0, c_0)` (zeros when `None`) and returns
     /// `(output, (h_n, c_n))`; see the type's docs for the shapes.
     pub fn forward_with_state(&self, x: &Tensor, state: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, (Tensor, Tensor))> {
-        let mut states = None;
-        let out = crate::summary::scope(self, || {
+        crate::summary::scope(self, || {
             let (out, h, c) = self.config.run(&self.weights, self.training, x, state.map(|s| s.0), state.map(|s| s.1))?;
-            states = Some((h, c.expect("the LSTM keeps a cell state")));
-            Ok(out)
-        })?;
-        Ok((out, states.expect("set when the forward succeeds")))
+            Ok((out, (h, c.expect("the LSTM keeps a cell state"))))
+        })
     }
 }
 
@@ -194,71 +198,59 @@ impl GRU {
     /// Runs the sequence from `h_0` (zeros when `None`) and returns `(output, h_n)`; see the
     /// type's docs for the shapes.
     pub fn forward_with_state(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
-        let mut h_n = None;
-        let out = crate::summary::scope(self, || {
+        crate::summary::scope(self, || {
             let (out, h, _) = self.config.run(&self.weights, self.training, x, h0, None)?;
-            h_n = Some(h);
-            Ok(out)
-        })?;
-        Ok((out, h_n.expect("set when the forward succeeds")))
+            Ok((out, h))
+        })
     }
 }
 
 impl Forward for LSTM {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         Ok(self.forward_with_state(x, None)?.0)
     }
 }
 
 impl Forward for GRU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         Ok(self.forward_with_state(x, None)?.0)
     }
 }
 
-/// `Module` for both: the weights in PyTorch's order, and the mode (dropout between layers).
-macro_rules! rnn_module {
-    ($($ty:ty),*) => {
-        $(
-            impl Module for $ty {
-                fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-                    let d = if self.config.bidirectional { 2 } else { 1 };
-                    for (i, w) in self.weights.iter().enumerate() {
-                        let named = [("weight_ih", Some(&w.weight_ih)), ("weight_hh", Some(&w.weight_hh)), ("bias_ih", w.bias_ih.as_ref()), ("bias_hh", w.bias_hh.as_ref())];
-                        for (name, t) in named {
-                            if let Some(t) = t {
-                                f(&join(prefix, &format!("{name}{}", suffix(i, d))), t, TensorKind::Parameter);
-                            }
-                        }
-                    }
-                }
-
-                fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-                    let d = if self.config.bidirectional { 2 } else { 1 };
-                    for (i, w) in self.weights.iter_mut().enumerate() {
-                        let named = [("weight_ih", Some(&mut w.weight_ih)), ("weight_hh", Some(&mut w.weight_hh)), ("bias_ih", w.bias_ih.as_mut()), ("bias_hh", w.bias_hh.as_mut())];
-                        for (name, t) in named {
-                            if let Some(t) = t {
-                                f(&join(prefix, &format!("{name}{}", suffix(i, d))), t, TensorKind::Parameter)?;
-                            }
-                        }
-                    }
-                    Ok(())
-                }
-
-                fn set_training(&mut self, training: bool) {
-                    self.training = training;
-                }
+/// PyTorch names an RNN's tensors by layer and direction rather than by field:
+/// `weight_ih_l{k}`, `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`, then the same for the
+/// reverse direction with `_reverse` appended.
+impl TensorField for Vec<Vec<RnnWeights>> {
+    fn visit_field(&self, prefix: &str, _name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for (k, layer) in self.iter().enumerate() {
+            for (d, w) in layer.iter().enumerate() {
+                let s = suffix(k, d);
+                w.weight_ih.visit_field(prefix, &format!("weight_ih{s}"), kind, f);
+                w.weight_hh.visit_field(prefix, &format!("weight_hh{s}"), kind, f);
+                w.bias_ih.visit_field(prefix, &format!("bias_ih{s}"), kind, f);
+                w.bias_hh.visit_field(prefix, &format!("bias_hh{s}"), kind, f);
             }
-        )*
-    };
-}
-rnn_module!(LSTM, GRU);
+        }
+    }
 
-/// `_l{k}` or `_l{k}_reverse` for entry `i` of the weights with `d` directions.
-fn suffix(i: usize, d: usize) -> String {
-    let reverse = if i % d == 1 { "_reverse" } else { "" };
-    format!("_l{}{reverse}", i / d)
+    fn visit_field_mut(&mut self, prefix: &str, _name: &str, kind: TensorKind, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
+        for (k, layer) in self.iter_mut().enumerate() {
+            for (d, w) in layer.iter_mut().enumerate() {
+                let s = suffix(k, d);
+                w.weight_ih.visit_field_mut(prefix, &format!("weight_ih{s}"), kind, f)?;
+                w.weight_hh.visit_field_mut(prefix, &format!("weight_hh{s}"), kind, f)?;
+                w.bias_ih.visit_field_mut(prefix, &format!("bias_ih{s}"), kind, f)?;
+                w.bias_hh.visit_field_mut(prefix, &format!("bias_hh{s}"), kind, f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `_l{k}` for layer `k`'s forward direction (`d` = 0), `_l{k}_reverse` for its reverse.
+fn suffix(k: usize, d: usize) -> String {
+    let reverse = if d == 1 { "_reverse" } else { "" };
+    format!("_l{k}{reverse}")
 }
 
 /// What the LSTM and the GRU share: initialization and the forward pass.
@@ -275,7 +267,7 @@ impl<C: Cell> RnnConfig<C> {
         liandan_tensor::Error::BadShape { op: C::OP, shape: shape.to_vec(), detail }.into()
     }
 
-    fn init_weights(&self, device: &Device) -> Result<Vec<RnnWeights>> {
+    fn init_weights(&self, device: &Device) -> Result<Vec<Vec<RnnWeights>>> {
         let (h, d) = (self.hidden_size, self.directions());
         let shape = [self.input_size, self.hidden_size, self.num_layers];
         if h == 0 || self.num_layers == 0 {
@@ -285,17 +277,19 @@ impl<C: Cell> RnnConfig<C> {
             return Err(self.bad_shape(&shape, format!("dropout {} is outside [0, 1]", self.dropout)));
         }
         let (gh, bound) = (C::GATES * h, default_bound(h));
-        let mut weights = Vec::with_capacity(self.num_layers * d);
+        let mut weights = Vec::with_capacity(self.num_layers);
         for k in 0..self.num_layers {
             let input = if k == 0 { self.input_size } else { d * h };
+            let mut layer = Vec::with_capacity(d);
             for _ in 0..d {
                 let bias = || if self.bias { uniform_param(&[gh], bound, device).map(Some) } else { Ok(None) };
                 // Drawn in state-dict order, as PyTorch's reset_parameters.
                 let weight_ih = uniform_param(&[gh, input], bound, device)?;
                 let weight_hh = uniform_param(&[gh, h], bound, device)?;
                 let (bias_ih, bias_hh) = (bias()?, bias()?);
-                weights.push(RnnWeights { weight_ih, weight_hh, bias_ih, bias_hh });
+                layer.push(RnnWeights { weight_ih, weight_hh, bias_ih, bias_hh });
             }
+            weights.push(layer);
         }
         Ok(weights)
     }
@@ -316,13 +310,19 @@ impl<C: Cell> RnnConfig<C> {
 
     /// The forward pass: `(output, h_n, c_n)`, `c_n` only for the LSTM (`c0` is ignored for the
     /// GRU).
-    fn run(&self, weights: &[RnnWeights], training: bool, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    fn run(
+        &self,
+        weights: &[Vec<RnnWeights>],
+        training: bool,
+        x: &Tensor,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, Option<Tensor>)> {
         let (h, d) = (self.hidden_size, self.directions());
-        if weights.len() != self.num_layers * d {
+        if weights.len() != self.num_layers || weights.iter().any(|layer| layer.len() != d) {
             // Only reachable by editing the public fields by hand.
-            return Err(
-                self.bad_shape(&[weights.len()], format!("holds {} weight sets; num_layers * D = {} * {d} need one each", weights.len(), self.num_layers))
-            );
+            let sets: Vec<usize> = weights.iter().map(Vec::len).collect();
+            return Err(self.bad_shape(&sets, format!("holds these weight sets per layer; num_layers = {} layers of D = {d} sets are needed", self.num_layers)));
         }
         let batched = x.rank() == 3;
         let layout = if self.batch_first { "[N, L, input_size]" } else { "[L, N, input_size]" };
@@ -350,7 +350,7 @@ impl<C: Cell> RnnConfig<C> {
             for dir in 0..d {
                 let i = k * d + dir;
                 let c_init = c0.as_ref().map(|c| c.select(0usize, i)).transpose()?;
-                let (out, h_last, c_last) = self.direction(&weights[i], &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
+                let (out, h_last, c_last) = self.direction(&weights[k][dir], &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
                 outs.push(out);
                 h_n.push(h_last);
                 c_n.extend(c_last);

@@ -3,7 +3,8 @@
 use liandan_tensor::Tensor;
 
 use crate::error::Result;
-use crate::module::{join, Forward, Layer, Module, TensorKind};
+use crate::impl_module;
+use crate::module::{Forward, Layer};
 
 /// Layers applied in order, each to the previous one's output. Children are named by their
 /// index, as PyTorch's: `0.weight`, `1.running_mean`, `4.bias`; layers without tensors (ReLU,
@@ -32,6 +33,8 @@ pub struct Sequential {
     pub layers: Vec<Box<dyn Layer>>,
 }
 
+impl_module!(Sequential { inner: layers });
+
 impl Sequential {
     /// An empty sequence.
     pub fn new() -> Self {
@@ -58,33 +61,18 @@ impl Sequential {
     }
 }
 
-impl Module for Sequential {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        for (i, layer) in self.layers.iter().enumerate() {
-            layer.visit(&join(prefix, &i.to_string()), f);
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        for (i, layer) in self.layers.iter_mut().enumerate() {
-            layer.visit_mut(&join(prefix, &i.to_string()), f)?;
-        }
-        Ok(())
-    }
-
-    fn set_training(&mut self, training: bool) {
-        for layer in &mut self.layers {
-            layer.set_training(training);
-        }
-    }
-}
-
 impl Forward for Sequential {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let mut x = x.clone();
         for layer in &self.layers {
             x = layer.forward(&x)?;
         }
         Ok(x)
+    }
+
+    /// A container, not a layer: no summary row or profiler layer of its own, as torchsummary
+    /// skips `nn.Sequential`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::summary::container(self, || self.forward_impl(x))
     }
 }

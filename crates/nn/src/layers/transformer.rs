@@ -7,7 +7,8 @@ use liandan_tensor::{Device, Tensor};
 
 use super::{with_fields, LayerNorm, LayerNormConfig, Linear, LinearConfig, MultiheadAttention, MultiheadAttentionConfig};
 use crate::error::Result;
-use crate::module::{join, Forward, Module, TensorKind};
+use crate::impl_module;
+use crate::module::Forward;
 
 /// The feed-forward activation of a [`TransformerEncoderLayer`] (PyTorch's `activation="relu"`
 /// or `"gelu"`, the exact GELU).
@@ -117,6 +118,8 @@ pub struct TransformerEncoderLayer {
     pub training: bool,
 }
 
+impl_module!(TransformerEncoderLayer { modules: [self_attn, linear1, linear2, norm1, norm2], mode: training });
+
 impl TransformerEncoderLayer {
     /// The layer applied to `src` with optional attention and key padding masks.
     pub fn forward_with_masks(&self, src: &Tensor, src_mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
@@ -148,36 +151,9 @@ impl TransformerEncoderLayer {
     }
 }
 
-impl Module for TransformerEncoderLayer {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.self_attn.visit(&join(prefix, "self_attn"), f);
-        self.linear1.visit(&join(prefix, "linear1"), f);
-        self.linear2.visit(&join(prefix, "linear2"), f);
-        self.norm1.visit(&join(prefix, "norm1"), f);
-        self.norm2.visit(&join(prefix, "norm2"), f);
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        self.self_attn.visit_mut(&join(prefix, "self_attn"), f)?;
-        self.linear1.visit_mut(&join(prefix, "linear1"), f)?;
-        self.linear2.visit_mut(&join(prefix, "linear2"), f)?;
-        self.norm1.visit_mut(&join(prefix, "norm1"), f)?;
-        self.norm2.visit_mut(&join(prefix, "norm2"), f)
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-        self.self_attn.set_training(training);
-        self.linear1.set_training(training);
-        self.linear2.set_training(training);
-        self.norm1.set_training(training);
-        self.norm2.set_training(training);
-    }
-}
-
 /// The layer without masks.
 impl Forward for TransformerEncoderLayer {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         self.forward_with_masks(x, None, None)
     }
 }
@@ -227,6 +203,8 @@ pub struct TransformerEncoder {
     pub norm: Option<LayerNorm>,
 }
 
+impl_module!(TransformerEncoder { modules: [layers, norm] });
+
 impl TransformerEncoder {
     /// Every layer applied with the same masks, then the final norm.
     pub fn forward_with_masks(&self, src: &Tensor, mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
@@ -243,33 +221,9 @@ impl TransformerEncoder {
     }
 }
 
-impl Module for TransformerEncoder {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.layers.visit(&join(prefix, "layers"), f);
-        if let Some(norm) = &self.norm {
-            norm.visit(&join(prefix, "norm"), f);
-        }
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        self.layers.visit_mut(&join(prefix, "layers"), f)?;
-        match &mut self.norm {
-            Some(norm) => norm.visit_mut(&join(prefix, "norm"), f),
-            None => Ok(()),
-        }
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.layers.set_training(training);
-        if let Some(norm) = &mut self.norm {
-            norm.set_training(training);
-        }
-    }
-}
-
 /// The encoder without masks.
 impl Forward for TransformerEncoder {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         self.forward_with_masks(x, None, None)
     }
 }

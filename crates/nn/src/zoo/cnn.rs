@@ -9,8 +9,7 @@ use crate::impl_module;
 use crate::layers::{
     AdaptiveMaxPool2d, BatchNorm2d, BatchNorm2dConfig, Conv2d, Conv2dConfig, Dropout, Dropout2d, Flatten, Linear, LinearConfig, MaxPool2d, ReLU, Sequential,
 };
-use crate::module::{Forward, Module, TensorKind};
-use crate::summary::scope;
+use crate::module::Forward;
 
 /// `mnist_cnn`: the network of pytorch/examples' MNIST example (1,199,882 parameters). Ends in
 /// `log_softmax`, so it trains with NLL.
@@ -45,7 +44,7 @@ impl MnistCnn {
 }
 
 impl Forward for MnistCnn {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let x = self.conv1.forward(x)?.relu()?;
         let x = self.conv2.forward(&x)?.relu()?.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))?;
         let x = self.dropout1.forward(&x)?.flatten(1, -1)?;
@@ -76,6 +75,8 @@ impl ZooModel for MnistCnn {
 /// - output: `[N, 10]` logits
 pub struct Seed003Cnn(pub Sequential);
 
+impl_module!(Seed003Cnn { inner: 0 });
+
 impl Seed003Cnn {
     pub fn new(device: &Device) -> Result<Seed003Cnn> {
         Ok(Seed003Cnn(
@@ -94,22 +95,8 @@ impl Seed003Cnn {
     }
 }
 
-impl Module for Seed003Cnn {
-    fn visit(&self, prefix: &str, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.0.visit(prefix, f)
-    }
-
-    fn visit_mut(&mut self, prefix: &str, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind) -> Result<()>) -> Result<()> {
-        self.0.visit_mut(prefix, f)
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.0.set_training(training)
-    }
-}
-
 impl Forward for Seed003Cnn {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         self.0.forward(x)
     }
 }
@@ -157,12 +144,10 @@ impl BasicBlock {
 }
 
 impl Forward for BasicBlock {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        scope(self, || {
-            let h = self.b1.forward(&self.c1.forward(x)?)?.relu()?;
-            let h = self.b2.forward(&self.c2.forward(&h)?)?;
-            Ok(h.add(&self.sc.forward(x)?)?.relu()?)
-        })
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        let h = self.b1.forward(&self.c1.forward(x)?)?.relu()?;
+        let h = self.b2.forward(&self.c2.forward(&h)?)?;
+        Ok(h.add(&self.sc.forward(x)?)?.relu()?)
     }
 }
 
@@ -201,7 +186,7 @@ impl ResNet18 {
 }
 
 impl Forward for ResNet18 {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let h = self.layers.forward(&self.stem.forward(x)?)?;
         self.fc.forward(&h.adaptive_avg_pool2d((1, 1))?.flatten(1, -1)?)
     }

@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::impl_module;
 use crate::layers::{Linear, LinearConfig};
 use crate::module::Forward;
+use crate::summary::{self, LayerOutput};
 
 /// `mlp`: Linear 1024-512, ReLU, Linear 512-256, ReLU, Linear 256-10 (658,698 parameters).
 ///
@@ -34,7 +35,7 @@ impl Mlp {
 }
 
 impl Forward for Mlp {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let h = self.fc1.forward(x)?.relu()?;
         self.fc3.forward(&self.fc2.forward(&h)?.relu()?)
     }
@@ -80,6 +81,12 @@ pub struct VaeOutput {
     pub logvar: Tensor,
 }
 
+impl LayerOutput for VaeOutput {
+    fn first_tensor(&self) -> &Tensor {
+        &self.reconstruction
+    }
+}
+
 impl Vae {
     pub fn new(device: &Device) -> Result<Vae> {
         Ok(Vae {
@@ -94,13 +101,16 @@ impl Vae {
     /// The forward pass with the reparameterization noise given: `z = mu + noise * exp(logvar / 2)`.
     /// `noise` is `[N, 20]`, normally standard normal draws.
     pub fn forward_with_noise(&self, x: &Tensor, noise: &Tensor) -> Result<VaeOutput> {
-        let n = x.shape().first().copied().unwrap_or(0);
-        let x = x.reshape(&[n, x.numel() / n.max(1)])?;
-        let h = self.fc1.forward(&x)?.relu()?;
-        let (mu, logvar) = (self.fc21.forward(&h)?, self.fc22.forward(&h)?);
-        let z = mu.add(&noise.mul(&logvar.mul_scalar(0.5)?.exp()?)?)?;
-        let reconstruction = self.fc4.forward(&self.fc3.forward(&z)?.relu()?)?.sigmoid()?;
-        Ok(VaeOutput { reconstruction, mu, logvar })
+        // A forward of its own, so it runs as the model (summaries, profiles), as `forward` does.
+        summary::scope(self, || {
+            let n = x.shape().first().copied().unwrap_or(0);
+            let x = x.reshape(&[n, x.numel() / n.max(1)])?;
+            let h = self.fc1.forward(&x)?.relu()?;
+            let (mu, logvar) = (self.fc21.forward(&h)?, self.fc22.forward(&h)?);
+            let z = mu.add(&noise.mul(&logvar.mul_scalar(0.5)?.exp()?)?)?;
+            let reconstruction = self.fc4.forward(&self.fc3.forward(&z)?.relu()?)?.sigmoid()?;
+            Ok(VaeOutput { reconstruction, mu, logvar })
+        })
     }
 
     /// The forward pass with fresh standard normal noise (`torch.randn_like(mu)`).
@@ -123,7 +133,7 @@ impl Vae {
 }
 
 impl Forward for Vae {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         Ok(self.forward_full(x)?.reconstruction)
     }
 }

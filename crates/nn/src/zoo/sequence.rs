@@ -61,7 +61,7 @@ impl Vit {
 }
 
 impl Forward for Vit {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let n = x.shape().first().copied().unwrap_or(0);
         // [N, 192, 8, 8] -> [N, 64, 192]: one token per patch.
         let tokens = self.patch.forward(x)?.flatten(2, -1)?.transpose(1, 2)?;
@@ -106,7 +106,7 @@ impl LstmNet {
 }
 
 impl Forward for LstmNet {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let n = x.shape().first().copied().unwrap_or(0);
         let (out, _) = self.lstm.forward_with_state(&x.reshape(&[n, 28, 28])?, None)?;
         self.fc.forward(&out.select(1, 27)?)

@@ -8,6 +8,7 @@ use crate::backend::{BinaryOp, UnaryOp, Window2d};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::fused::ConvGeometry;
 use crate::tensor::Tensor;
 
 #[derive(Clone)]
@@ -90,6 +91,14 @@ pub(crate) enum GradFn {
     LstmCell,
     /// The fused GELU's rule (the composite's own is its primitives').
     Gelu,
+    /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
+    /// the batch statistics saved by the forward, `[C]`.
+    BatchNorm {
+        mean: Tensor,
+        invstd: Tensor,
+    },
+    /// `conv2d` without its bias, fused or composite: inputs `x`, `weight`.
+    Conv2d(ConvGeometry),
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -129,6 +138,8 @@ impl GradFn {
             GradFn::Softplus => "softplus",
             GradFn::LstmCell => "lstm_cell",
             GradFn::Gelu => "gelu",
+            GradFn::BatchNorm { .. } => "batch_norm",
+            GradFn::Conv2d(_) => "conv2d",
         };
         name.to_string()
     }
@@ -228,6 +239,16 @@ impl GradFn {
             GradFn::LstmCell => {
                 let (dgates, dc) = Tensor::lstm_cell_backward(g, x, &inputs[1], out)?;
                 Ok(vec![Some(dgates), Some(dc)])
+            }
+            GradFn::BatchNorm { mean, invstd } => {
+                let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
+                Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
+            }
+            GradFn::Conv2d(geom) => {
+                let w = &inputs[1];
+                let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
+                let dw = if w.requires_grad() { Some(Tensor::conv2d_backward_weight(g, x, *geom)?) } else { None };
+                Ok(vec![dx, dw])
             }
         }
     }

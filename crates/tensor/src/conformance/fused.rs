@@ -50,6 +50,18 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_batch_norm_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_norm::batch_norm_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_batch_norm_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_norm::batch_norm_grads(&d)
+            }
+        }
+        #[test]
         fn fused_lstm_cell_errors() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::lstm_cell_errors(&d)
@@ -112,6 +124,19 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::RmsPropStep(r) => (0..3 + (r.momentum > 0.0) as u64 + r.centered as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::AdagradStep(_) => (0..3).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::AdadeltaStep(_) => (0..4).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        // x [N, C, L] with C = h, then [C] operands (variances and invstd positive).
+        FusedOp::BatchNormTrain(b) => {
+            let params = 2 * b.affine as u64 + 2 * b.running as u64;
+            std::iter::once(t(&[n, h, 2], 1)).chain((0..params).map(|k| t(&[h], 2 + k).abs().unwrap())).collect()
+        }
+        FusedOp::BatchNormBackward(b) => {
+            let mut v = vec![t(&[n, h, 2], 1), t(&[n, h, 2], 2), t(&[h], 3), t(&[h], 4).abs().unwrap()];
+            v.extend(b.affine.then(|| t(&[h], 5)));
+            v
+        }
+        FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };
     let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
     let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();

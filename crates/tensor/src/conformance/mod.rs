@@ -28,6 +28,8 @@ pub mod forward_reduce;
 pub mod forward_unary;
 pub mod forward_views;
 pub mod fused;
+pub mod fused_conv;
+pub mod fused_norm;
 pub mod grads;
 pub mod grads_elementwise;
 pub mod grads_nn;
@@ -166,5 +168,6 @@ macro_rules! conformance_suite {
         $crate::conformance_grad_tests!($device);
         $crate::conformance_e2e_tests!($device);
         $crate::conformance_fused_tests!($device);
+        $crate::conformance_fused_conv_tests!($device);
     };
 }

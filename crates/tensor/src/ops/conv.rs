@@ -2,8 +2,8 @@
 //! `conv_transpose2d` (a matmul and `col2im`, the adjoint of conv2d).
 //!
 //! `conv2d` is a composite: `im2col` unfolds the input windows into a matrix and a batched
-//! matmul applies the weights, so its gradients come from the rules of `im2col` (whose adjoint
-//! is `col2im`) and matmul. A backend may later replace it with a fused implicit-GEMM kernel.
+//! matmul applies the weights; a backend may run it, and each of its two gradients, as one
+//! fused implicit-GEMM kernel instead, with no column buffer (`conv_fused.rs`).
 //!
 //! Dimension letters: N batch, C channels, H and W height and width, L length, O output
 //! channels, G groups.
@@ -11,6 +11,8 @@
 use crate::autograd::GradFn;
 use crate::backend::Window2d;
 use crate::error::{Error, Result};
+use crate::fused::ConvGeometry;
+use crate::ops::conv_fused;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -127,25 +129,17 @@ impl Tensor {
                 format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
             ));
         }
-        let w = window("conv2d", self.shape(), (ws[2], ws[3]), stride, padding, dilation)?;
-        let (n, o, l) = (xs[0], ws[0], w.col_cols());
-        let cols = self.im2col_window(w)?; // [N, C*kh*kw, L]
-        let out = if groups == 1 {
-            weight.reshape(&[o, w.col_rows()])?.matmul(&cols)? // [N, O, L]
-        } else {
-            let ck = w.col_rows() / groups;
-            let cols = cols.reshape(&[n, groups, ck, l])?;
-            weight.reshape(&[groups, o / groups, ck])?.matmul(&cols)?.reshape(&[n, o, l])?
-        };
-        let out = out.reshape(&[n, o, w.out_h(), w.out_w()])?;
+        let win = window("conv2d", self.shape(), (ws[2], ws[3]), stride, padding, dilation)?;
+        let geom = ConvGeometry { n: xs[0], c: xs[1], h: xs[2], w: xs[3], o: ws[0], kernel: win.kernel, stride, padding, dilation, groups };
+        if let Some(b) = bias {
+            if b.shape() != [geom.o] {
+                return Err(Error::shape("conv2d", ws, b.shape(), "weight and bias disagree: the bias must be [O]"));
+            }
+        }
+        let out = conv_fused::conv2d(self, weight, geom)?;
         match bias {
             None => Ok(out),
-            Some(b) => {
-                if b.shape() != [o] {
-                    return Err(Error::shape("conv2d", ws, b.shape(), "weight and bias disagree: the bias must be [O]"));
-                }
-                out.add(&b.reshape(&[1, o, 1, 1])?)
-            }
+            Some(b) => out.add(&b.reshape(&[1, geom.o, 1, 1])?),
         }
     }
 

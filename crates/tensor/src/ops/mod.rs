@@ -4,6 +4,7 @@
 mod activation;
 mod attention;
 mod conv;
+mod conv_fused;
 mod elementwise;
 mod index;
 mod loss;

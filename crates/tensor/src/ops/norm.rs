@@ -3,8 +3,10 @@
 //!
 //! Dimension letters: N batch, C channels, G groups.
 
-use crate::autograd;
+use crate::autograd::{self, GradFn};
 use crate::error::{Error, Result};
+use crate::fused::{fusion_enabled, try_fused, BatchNormOptions, FusedOp};
+use crate::layout::Layout;
 use crate::ops::check_float;
 use crate::tensor::Tensor;
 
@@ -38,7 +40,9 @@ impl Tensor {
     /// Batch normalization of `[N, C, ...]` over every axis but 1
     /// (`torch.nn.functional.batch_norm`). In training, normalizes with the batch statistics and,
     /// when given, updates the running ones in place with `momentum` (running variance takes the
-    /// unbiased batch variance, as PyTorch). In eval, uses the running statistics.
+    /// unbiased batch variance, as PyTorch). In eval, uses the running statistics. Training runs
+    /// as fused kernels where the device has them ([`FusedOp::BatchNormTrain`], its gradient
+    /// [`FusedOp::BatchNormBackward`]); the primitives below are their oracle.
     #[allow(clippy::too_many_arguments)]
     pub fn batch_norm(
         &self,
@@ -73,6 +77,9 @@ impl Tensor {
             if n <= 1 {
                 return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
             }
+            if let Some(out) = self.batch_norm_fused(running_mean.zip(running_var), weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps)? {
+                return Ok(out);
+            }
             let mean = self.mean(&dims, true)?;
             let var = self.sub(&mean)?.square()?.mean(&dims, true)?;
             if let (Some(rm), Some(rv)) = (running_mean, running_var) {
@@ -97,6 +104,79 @@ impl Tensor {
             out = out.add(&b.reshape(&bshape)?)?;
         }
         Ok(out)
+    }
+
+    /// Training-mode [`Tensor::batch_norm`] as [`FusedOp::BatchNormTrain`], or `None` where the
+    /// composite runs instead: fusion off, no kernel, a lone weight or bias (`lopsided`), or
+    /// parameters of another dtype or device than `self` (the composite reports those).
+    fn batch_norm_fused(
+        &self,
+        running: Option<(&Tensor, &Tensor)>,
+        affine: Option<(&Tensor, &Tensor)>,
+        lopsided: bool,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Option<Tensor>> {
+        if !fusion_enabled() || lopsided {
+            return Ok(None);
+        }
+        let params: Vec<&Tensor> = affine.into_iter().chain(running).flat_map(|(a, b)| [a, b]).collect();
+        if params.iter().any(|p| p.dtype() != self.dtype() || p.device() != self.device()) {
+            return Ok(None);
+        }
+        let x = self.contiguous()?;
+        let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
+        let op = FusedOp::BatchNormTrain(BatchNormOptions { eps, momentum, affine: affine.is_some(), running: running.is_some() });
+        let Some(outs) = try_fused(&op, &inputs) else { return Ok(None) };
+        let mut outs = outs?.into_iter();
+        let y = outs.next().expect("counted by try_fused");
+        let c = [x.shape()[1]];
+        let mut stat = || Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(&c), x.dtype(), x.device(), None);
+        let (mean, invstd) = (stat(), stat());
+        if let Some((rm, rv)) = running {
+            rm.assign(&stat())?;
+            rv.assign(&stat())?;
+        }
+        let recorded = &inputs[..if affine.is_some() { 3 } else { 1 }];
+        Ok(Some(Tensor::from_op(y, x.shape(), x.dtype(), x.device(), recorded, || GradFn::BatchNorm { mean, invstd })))
+    }
+
+    /// The backward rule of the fused training [`Tensor::batch_norm`]: `(dx, dweight, dbias)`
+    /// (the last two with `weight`), from the saved `mean` and `invstd` `[C]`, itself fused where
+    /// the device can ([`FusedOp::BatchNormBackward`]).
+    pub(crate) fn batch_norm_backward(
+        dy: &Tensor,
+        x: &Tensor,
+        mean: &Tensor,
+        invstd: &Tensor,
+        weight: Option<&Tensor>,
+    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+        let dy = dy.contiguous()?;
+        let c = x.shape()[1];
+        let affine = weight.is_some();
+        let op = FusedOp::BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine, running: false });
+        let inputs: Vec<&Tensor> = [x, &dy, mean, invstd].into_iter().chain(weight).collect();
+        if let Some(outs) = try_fused(&op, &inputs) {
+            let mut outs = outs?.into_iter();
+            let mut next =
+                |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
+            let dx = next(x.shape());
+            return Ok(if affine { (dx, Some(next(&[c])), Some(next(&[c]))) } else { (dx, None, None) });
+        }
+        let mut bshape = vec![1; x.rank()];
+        bshape[1] = c;
+        let dims: Vec<usize> = (0..x.rank()).filter(|&d| d != 1).collect();
+        let inv_m = c as f64 / x.numel() as f64;
+        let invstd = invstd.reshape(&bshape)?;
+        let xhat = x.sub(&mean.reshape(&bshape)?)?.mul(&invstd)?;
+        let dbias = dy.sum(&dims, true)?;
+        let dweight = dy.mul(&xhat)?.sum(&dims, true)?;
+        let mut dx = dy.sub(&dbias.mul_scalar(inv_m)?)?.sub(&xhat.mul(&dweight.mul_scalar(inv_m)?)?)?.mul(&invstd)?;
+        if let Some(w) = weight {
+            dx = dx.mul(&w.reshape(&bshape)?)?;
+        }
+        Ok(if affine { (dx, Some(dweight.reshape(&[c])?), Some(dbias.reshape(&[c])?)) } else { (dx, None, None) })
     }
 
     /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` in

@@ -70,7 +70,6 @@ impl<M: Layer> Trainer<M> {
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
                 if let Some(path) = &last {
                     st.scaler = self.scaler_state(config);
-                    st.scaler = self.scaler_state(config);
                     state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
                 }
                 return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });

@@ -1,0 +1,107 @@
+//! Fused batch normalization in training ([`FusedOp::BatchNormTrain`] and its gradient,
+//! [`FusedOp::BatchNormBackward`]): per channel, the statistics in two passes over its values
+//! (in f64, whatever the dtype), then one pass writing the output; channels run in parallel.
+//! Dimension letters: `x` is `[N, C, L]`, `M = N L` values per channel.
+
+use liandan_tensor::{FusedOp, Result, Strided};
+use rayon::prelude::*;
+
+use crate::fused::{slices, Elem};
+use crate::scalar::Scalar;
+use crate::storage::CpuStorage;
+use crate::strided::PAR_MIN;
+
+/// `(N, C, L)` of `x` `[N, C, ...]`.
+fn dims(x: &Strided) -> (usize, usize, usize) {
+    let s = x.layout.shape();
+    (s[0], s[1], s[2..].iter().product())
+}
+
+/// Channel `ch`'s values of `v` (`[N, C, L]`) as f64, in order.
+fn channel<T: Elem>(v: &[T], (n, c, l): (usize, usize, usize), ch: usize) -> impl Iterator<Item = f64> + '_ {
+    (0..n).flat_map(move |i| &v[(i * c + ch) * l..(i * c + ch + 1) * l]).map(|&e| Scalar::to_f64(e))
+}
+
+/// Fills `out` (`[N, C, L]`) row by row with `f(channel, row_in, row_out)`, in parallel when large.
+fn per_row<T: Elem>(out: &mut [T], c: usize, l: usize, f: impl Fn(usize, usize, &mut [T]) + Sync) {
+    let l = l.max(1);
+    if out.len() >= PAR_MIN {
+        out.par_chunks_mut(l).enumerate().for_each(|(r, row)| f(r % c, r * l, row));
+    } else {
+        out.chunks_mut(l).enumerate().for_each(|(r, row)| f(r % c, r * l, row));
+    }
+}
+
+/// `v` rounded to `T`.
+fn put<T: Elem>(v: f64) -> T {
+    <T as Scalar>::from_f64(v)
+}
+
+fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
+    T::wrap(v.into())
+}
+
+/// `FusedOp::BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
+/// invstd [, running_mean', running_var'].
+pub(crate) fn batch_norm_train<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::BatchNormTrain(o) = op else { unreachable!("dispatched on the op") };
+    let v = slices::<T>("batch_norm_train", inputs)?;
+    let (n, c, l) = dims(&inputs[0]);
+    let m = (n * l) as f64;
+    let stats: Vec<(f64, f64)> = (0..c)
+        .into_par_iter()
+        .map(|ch| {
+            let mean = channel(&v[0], (n, c, l), ch).sum::<f64>() / m;
+            (mean, channel(&v[0], (n, c, l), ch).map(|e| (e - mean) * (e - mean)).sum::<f64>() / m)
+        })
+        .collect();
+    let invstd: Vec<f64> = stats.iter().map(|&(_, var)| 1.0 / (var + o.eps).sqrt()).collect();
+    let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(v[k][ch]) } else { default };
+    let mut y = vec![T::default(); v[0].len()];
+    per_row(&mut y, c, l, |ch, at, row| {
+        let (scale, shift) = (invstd[ch] * param(1, ch, 1.0), param(2, ch, 0.0));
+        for (j, out) in row.iter_mut().enumerate() {
+            *out = put::<T>((Scalar::to_f64(v[0][at + j]) - stats[ch].0) * scale + shift);
+        }
+    });
+    let mut outs = vec![wrap(y), wrap(stats.iter().map(|s| put::<T>(s.0)).collect()), wrap(invstd.iter().map(|&s| put::<T>(s)).collect())];
+    if o.running {
+        let k = 1 + 2 * o.affine as usize;
+        let blend = |old: &T, new: f64| put::<T>((1.0 - o.momentum) * Scalar::to_f64(*old) + o.momentum * new);
+        outs.push(wrap(v[k].iter().zip(&stats).map(|(old, s)| blend(old, s.0)).collect()));
+        outs.push(wrap(v[k + 1].iter().zip(&stats).map(|(old, s)| blend(old, s.1 * m / (m - 1.0))).collect()));
+    }
+    Ok(outs)
+}
+
+/// `FusedOp::BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias].
+pub(crate) fn batch_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::BatchNormBackward(o) = op else { unreachable!("dispatched on the op") };
+    let v = slices::<T>("batch_norm_backward", inputs)?;
+    let (n, c, l) = dims(&inputs[0]);
+    let m = (n * l) as f64;
+    let at = |k: usize, ch: usize| Scalar::to_f64(v[k][ch]);
+    // (sum(dy), sum(dy xhat)) per channel: dbias and dweight.
+    let sums: Vec<(f64, f64)> = (0..c)
+        .into_par_iter()
+        .map(|ch| {
+            let (mean, invstd) = (at(2, ch), at(3, ch));
+            channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch)).fold((0.0, 0.0), |(s, sx), (dy, x)| (s + dy, sx + dy * (x - mean) * invstd))
+        })
+        .collect();
+    let mut dx = vec![T::default(); v[0].len()];
+    per_row(&mut dx, c, l, |ch, row_at, row| {
+        let (mean, invstd, (dbias, dweight)) = (at(2, ch), at(3, ch), sums[ch]);
+        let scale = invstd * if o.affine { at(4, ch) } else { 1.0 };
+        for (j, out) in row.iter_mut().enumerate() {
+            let xhat = (Scalar::to_f64(v[0][row_at + j]) - mean) * invstd;
+            *out = put::<T>(scale * (Scalar::to_f64(v[1][row_at + j]) - dbias / m - xhat * dweight / m));
+        }
+    });
+    let mut outs = vec![wrap(dx)];
+    if o.affine {
+        outs.push(wrap(sums.iter().map(|s| put::<T>(s.1)).collect()));
+        outs.push(wrap(sums.iter().map(|s| put::<T>(s.0)).collect()));
+    }
+    Ok(outs)
+}

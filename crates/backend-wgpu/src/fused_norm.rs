@@ -1,0 +1,132 @@
+//! Fused batch normalization in training ([`FusedOp::BatchNormTrain`], its gradient
+//! [`FusedOp::BatchNormBackward`]): two dispatches each, where the composite takes some twenty.
+//! The first summarizes every segment of every channel (workgroup `(s, c)`); the second joins
+//! a channel's summaries in each of its workgroups and writes the output over its segment, so
+//! a long channel (resnet's first layers hold 128 x 32 x 32 values per channel) spreads over
+//! many workgroups. Statistics are kept in f32 whatever the dtype; f64 is left to the
+//! composite, like the other fused kernels here.
+
+use std::sync::Arc;
+
+use liandan_tensor::{BatchNormOptions, DType, FusedOp, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{KernelKey, Wgsl, WG};
+use crate::repr::Repr;
+
+const SHARED: &str = include_str!("shaders/fused_batch_norm.wgsl");
+const STATS: &str = include_str!("shaders/fused_batch_norm_stats.wgsl");
+const FORWARD: &str = include_str!("shaders/fused_batch_norm_forward.wgsl");
+const BACKWARD_SUMS: &str = include_str!("shaders/fused_batch_norm_backward_sums.wgsl");
+const BACKWARD: &str = include_str!("shaders/fused_batch_norm_backward.wgsl");
+
+/// Values each invocation of a workgroup covers in a segment, before a channel is cut into
+/// more segments; and the most segments a channel is cut into (the second pass joins them in
+/// one workgroup).
+const PER_INVOCATION: usize = 16;
+const MAX_SEGMENTS: usize = 256;
+/// The most workgroups along one grid dimension (here: channels).
+const MAX_GROUPS: usize = 65_535;
+
+/// One pass of a fused batch normalization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Pass {
+    Stats,
+    Forward,
+    BackwardSums,
+    Backward,
+}
+
+/// One fused batch-norm kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pass: Pass,
+    dtype: DType,
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let main = match self.pass {
+            Pass::Stats => STATS,
+            Pass::Forward => FORWARD,
+            Pass::BackwardSums => BACKWARD_SUMS,
+            Pass::Backward => BACKWARD,
+        };
+        Wgsl::new(repr).ty("x", self.dtype).part(SHARED).part(main).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let passes = [Pass::Stats, Pass::Forward, Pass::BackwardSums, Pass::Backward];
+        let keys = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype }));
+        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+    }
+}
+
+/// f32 bits of an option, for the parameter block.
+fn bits(x: f64) -> u32 {
+    (x as f32).to_bits()
+}
+
+impl WgpuBackend {
+    /// Runs a fused batch-norm op in two dispatches, or `None` (f64; buffers beyond one binding
+    /// or 32-bit offsets; more channels than a grid dimension holds).
+    pub(crate) fn fused_batch_norm(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let (opts, backward): (&BatchNormOptions, bool) = match op {
+            FusedOp::BatchNormTrain(o) => (o, false),
+            FusedOp::BatchNormBackward(o) => (o, true),
+            _ => return None,
+        };
+        let x = inputs.first()?;
+        let (dtype, shape) = (x.dtype, x.layout.shape());
+        if !self.repr.computes(dtype) || dtype == DType::F64 || shape.len() < 2 {
+            return None;
+        }
+        let (n, c) = (shape[0], shape[1]);
+        let numel = x.layout.numel();
+        let m = numel.checked_div(c)?;
+        if c == 0 || c > MAX_GROUPS || m == 0 {
+            return None;
+        }
+        let gpu = match self.gpu() {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let limit = gpu.max_binding();
+        if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
+            return None;
+        }
+        let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
+        let seg = m.div_ceil(segments);
+        let flags = opts.affine as u32 | (opts.running as u32) << 1;
+        let mut meta = vec![n as u32, c as u32, (m / n.max(1)) as u32, segments as u32, seg as u32, flags, bits(opts.eps), bits(opts.momentum)];
+        for v in inputs {
+            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        }
+        let groups = (segments as u32, c as u32, 1);
+        Some((|| {
+            let (first, second, words) = if backward { (Pass::BackwardSums, Pass::Backward, 2) } else { (Pass::Stats, Pass::Forward, 3) };
+            let (first, second) = (gpu.kernel(Key { pass: first, dtype })?, gpu.kernel(Key { pass: second, dtype })?);
+            let partial = self.output(DType::F32, c * segments * words)?;
+            let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
+            // Absent operands are bound to placeholders: an input to `x` (read only, never
+            // read), an output to a one-element buffer (written, never kept).
+            let input = |k: usize, present: bool| if present { buf(k) } else { buf(0) };
+            let outs = (0..op.outputs()).map(|k| self.output(dtype, if k == 0 { numel } else { c })).collect::<Result<Vec<_>>>()?;
+            let bound = if backward { 3 } else { 5 };
+            let spare = (outs.len()..bound).map(|_| self.output(dtype, 1)).collect::<Result<Vec<_>>>()?;
+            let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();
+            if backward {
+                gpu.dispatch(&first, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], groups)?;
+                let bindings = [buf(0), buf(1), buf(2), buf(3), input(4, opts.affine), partial.buffer(), out(0), out(1), out(2)];
+                gpu.dispatch(&second, &meta, &bindings, groups)?;
+            } else {
+                gpu.dispatch(&first, &meta, &[buf(0), partial.buffer()], groups)?;
+                let stats = if opts.affine { 3 } else { 1 };
+                let params = [input(1, opts.affine), input(2, opts.affine), input(stats, opts.running), input(stats + 1, opts.running)];
+                let bindings = [&[buf(0)][..], &params, &[partial.buffer(), out(0), out(1), out(2), out(3), out(4)]].concat();
+                gpu.dispatch(&second, &meta, &bindings, groups)?;
+            }
+            Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
+        })())
+    }
+}

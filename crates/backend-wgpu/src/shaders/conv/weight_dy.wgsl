@@ -1,0 +1,50 @@
+// a of the weight-gradient pass: dy of one group as an O/G x (N * L) matrix, rows the output
+// channels, k = (image, position). A4: L is a multiple of 4 and dy's offset too, so four
+// consecutive k are one aligned vec4 of one image.
+//
+// params: [47] L (out_h * out_w), [48] dy's image stride (O * L).
+
+fn a_one(i: u32, m: u32) -> C_x {
+    if (m < params[1]) { return fetch_a(i + m * params[47]); }
+    return C_x(0);
+}
+
+fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+    if (A4) {
+        let v = lid + 256u * p;
+        let m = m0 + v / 4u;
+        let k = k0 + (v % 4u) * 4u;
+        if (m >= params[1] || k >= kend) { return vec4<C_x>(); }
+        let img = k / params[47];
+        return fetch_a4(base + img * params[48] + m * params[47] + (k - img * params[47]));
+    }
+    // Scalars: each invocation reads one k (neighbours read neighbouring positions) of rows
+    // lid / 16 + 16 j + 64 p.
+    let k = k0 + lid % 16u;
+    if (k >= kend) { return vec4<C_x>(); }
+    let img = k / params[47];
+    let i = base + img * params[48] + (k - img * params[47]);
+    let m = m0 + lid / 16u + 64u * p;
+    return vec4<C_x>(a_one(i, m), a_one(i, m + 16u), a_one(i, m + 32u), a_one(i, m + 48u));
+}
+
+fn a_put(p: u32, lid: u32, x: vec4<C_x>) {
+    if (A4) {
+        let v = lid + 256u * p;
+        let mm = v / 4u;
+        let at = (v % 4u) * 4u * STR + mm / 4u;
+        let c = mm % 4u;
+        as_[at][c] = x.x;
+        as_[at + STR][c] = x.y;
+        as_[at + 2u * STR][c] = x.z;
+        as_[at + 3u * STR][c] = x.w;
+    } else {
+        let mm = lid / 16u + 64u * p;
+        let at = (lid % 16u) * STR + mm / 4u;
+        let c = mm % 4u;
+        as_[at][c] = x.x;
+        as_[at + 4u][c] = x.y;
+        as_[at + 8u][c] = x.z;
+        as_[at + 12u][c] = x.w;
+    }
+}

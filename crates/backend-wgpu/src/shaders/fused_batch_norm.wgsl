@@ -1,0 +1,68 @@
+// Shared by the fused batch-norm kernels: x is [N, C, L], M = N L values per channel, each
+// channel cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves
+// segment s of channel c. Meta: [0] N, [1] C, [2] L, [3] S, [4] E, [5] flags (1 affine,
+// 2 running statistics), [6] eps and [7] momentum as f32 bits, [8..] the inputs' offsets.
+
+fn flag(bit: u32) -> bool {
+  return (params[5] & bit) != 0u;
+}
+
+fn offset(k: u32) -> u32 {
+  return params[8u + k];
+}
+
+// Values per channel.
+fn count() -> u32 {
+  return params[0] * params[2];
+}
+
+// Where value j (0..M) of channel ch sits in a contiguous [N, C, L] buffer.
+fn at(ch: u32, j: u32) -> u32 {
+  let l = params[2];
+  return ((j / l) * params[1] + ch) * l + j % l;
+}
+
+// The values segment s of a channel covers: [first, end).
+fn segment(s: u32) -> vec2<u32> {
+  let first = s * params[4];
+  return vec2<u32>(first, min(first + params[4], count()));
+}
+
+var<workgroup> tree: array<vec3<f32>, 256>;
+
+// Two (count, mean, sum of squared deviations) summaries joined (Chan et al.), so that no
+// variance is taken as a difference of large sums.
+fn join(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {
+  let n = a.x + b.x;
+  if (b.x == 0.0) { return a; }
+  if (a.x == 0.0) { return b; }
+  let d = b.y - a.y;
+  let f = b.x / n;
+  return vec3<f32>(n, a.y + d * f, a.z + b.z + d * d * a.x * f);
+}
+
+// The workgroup's summaries joined; every invocation gets the result.
+fn join_all(lid: u32, v: vec3<f32>) -> vec3<f32> {
+  tree[lid] = v;
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (lid < k) { tree[lid] = join(tree[lid], tree[lid + k]); }
+    workgroupBarrier();
+  }
+  let r = tree[0];
+  workgroupBarrier();
+  return r;
+}
+
+// The workgroup's values summed; every invocation gets the result.
+fn sum_all(lid: u32, v: vec2<f32>) -> vec2<f32> {
+  tree[lid] = vec3<f32>(v, 0.0);
+  workgroupBarrier();
+  for (var k = 128u; k > 0u; k = k >> 1u) {
+    if (lid < k) { tree[lid] = tree[lid] + tree[lid + k]; }
+    workgroupBarrier();
+  }
+  let r = tree[0].xy;
+  workgroupBarrier();
+  return r;
+}

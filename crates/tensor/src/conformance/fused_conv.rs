@@ -1,0 +1,99 @@
+//! The fused convolution ([`FusedOp::Conv2d`] and its two gradients) against the composite
+//! (`im2col` + matmul, `col2im`), forward and backward, over the geometries a network meets:
+//! 1x1, 3x3 padded, strided, dilated, grouped, depthwise, odd sizes, a batch of one, channels
+//! that fill the 16-row slices and channels that do not, and shapes that split K. On a backend
+//! without the override both runs take the composite and the check holds trivially
+//! ([`super::fused::backend_runs`] says which backends have it).
+
+use super::fused::check_fused;
+use super::values;
+use crate::{ConvGeometry, DType, Device, FusedOp, Result, Tensor};
+
+/// Defines one `#[test]` per fused-convolution check for `$device`.
+#[macro_export]
+macro_rules! conformance_fused_conv_tests {
+    ($device:expr) => {
+        #[test]
+        fn fused_conv2d_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_conv::conv2d_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_conv2d_wide_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_conv::conv2d_wide_matches_composite(&d)
+            }
+        }
+    };
+}
+
+/// `(N, C, H, W, O, kernel, stride, padding, dilation, groups)`.
+type Case = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
+
+/// The geometries, each run in f32 (and some in f16).
+const CASES: [Case; 11] = [
+    (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),   // 1x1, odd channels
+    (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 3x3 padded (a stem)
+    (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // stride 2, odd sizes
+    (1, 3, 11, 10, 4, (3, 3), (1, 1), (2, 2), (2, 2), 1), // dilation 2, batch 1
+    (2, 6, 7, 7, 4, (3, 3), (1, 1), (1, 1), (1, 1), 2),   // groups 2
+    (2, 6, 8, 9, 6, (3, 3), (2, 1), (1, 0), (1, 1), 6),   // depthwise, uneven stride
+    (2, 4, 10, 9, 3, (2, 3), (1, 2), (0, 1), (2, 1), 1),  // uneven kernel and dilation
+    (2, 32, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1), // 32 channels: whole slices share a tap
+    (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1), // a strided 1x1 shortcut
+    (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),  // few tiles, K = 576: split K
+    (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1), // weight gradient over K = 512: split
+];
+
+fn geometry(c: &Case) -> ConvGeometry {
+    let &(n, ch, h, w, o, kernel, stride, padding, dilation, groups) = c;
+    ConvGeometry { n, c: ch, h, w, o, kernel, stride, padding, dilation, groups }
+}
+
+/// Runs `conv2d` (with a bias on every other case) fused and composite, comparing the output
+/// and the gradients of input, weight and bias.
+fn check_case(d: &Device, case: &Case, dtype: DType, seed: u64, atol: f64, rtol: f64) {
+    let g = geometry(case);
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+    let mut inputs = vec![t(&g.input_shape(), seed), t(&g.weight_shape(), seed + 1).mul_scalar(0.5).unwrap()];
+    let bias = seed.is_multiple_of(2);
+    if bias {
+        inputs.push(t(&[g.o], seed + 2));
+    }
+    let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], x.get(2), g.stride, g.padding, g.dilation, g.groups)?]) };
+    check_fused(&format!("conv2d {dtype} {g:?} bias={bias}"), &inputs, conv, atol, rtol);
+}
+
+/// Every case in f32, four in f16 (padded, grouped, whole slices, split K; f16 rounds each
+/// composite step, the fused kernel only its result: the tolerance is f16's), and a
+/// non-contiguous input.
+pub fn conv2d_matches_composite(d: &Device) {
+    for (i, case) in CASES.iter().enumerate() {
+        check_case(d, case, DType::F32, 100 + 3 * i as u64, 1e-4, 1e-4);
+    }
+    for i in [1, 4, 7, 9] {
+        check_case(d, &CASES[i], DType::F16, 100 + 3 * i as u64, 6e-2, 2e-2);
+    }
+    let g = geometry(&CASES[2]);
+    let [n, c, h, w] = g.input_shape();
+    let base = Tensor::from_f64s(&values(n * c * h * w, 7), &[n, h, w, c], DType::F32, d).unwrap();
+    let x = base.permute(&[0, 3, 1, 2]).unwrap();
+    let wt = Tensor::from_f64s(&values(g.weight_shape().iter().product(), 8), &g.weight_shape(), DType::F32, d).unwrap();
+    let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], None, g.stride, g.padding, g.dilation, g.groups)?]) };
+    check_fused("conv2d f32 channels-last input", &[x, wt], conv, 1e-4, 1e-4);
+}
+
+/// A wide layer (more than 64 output and input channels over many positions), where a big
+/// GPU's kernels take 128 x 128 tiles: the forward with whole slices per tap (80 channels), the
+/// input gradient without (72).
+pub fn conv2d_wide_matches_composite(d: &Device) {
+    let case: Case = (6, 80, 64, 64, 72, (1, 1), (1, 1), (0, 0), (1, 1), 1);
+    check_case(d, &case, DType::F32, 200, 1e-4, 1e-4);
+}
+
+/// The fused ops a backend's tests assert it runs: each pass on a small geometry.
+pub fn ops() -> [FusedOp; 3] {
+    let g = geometry(&CASES[4]);
+    [FusedOp::Conv2d(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
+}

@@ -1,0 +1,72 @@
+//! Fused normalization kernels against their composites ([`check_fused`]): batch norm in
+//! training, forward (output and running statistics) and backward, and against finite
+//! differences in f64 with fusion on and off.
+
+use super::fused::check_fused;
+use super::grads::{check_grads, leaf, positive_leaf};
+use super::{positive_values, values};
+use crate::{no_fusion, DType, Device, Result, Tensor};
+
+/// Shapes that cover `[N, C]` (BatchNorm1d), `[N, C, L]`, N = 1 with odd H and W, and a channel
+/// long enough (4,608 values) that a GPU splits it between workgroups.
+const SHAPES: [&[usize]; 5] = [&[6, 4], &[3, 5, 7], &[1, 3, 5, 7], &[2, 4, 3, 3], &[8, 3, 24, 24]];
+
+/// Training-mode `batch_norm` fused against its composite on the same device: the output, the
+/// updated running statistics (fresh each run, so both runs start alike) and the gradients of
+/// `x`, `weight` and `bias`, with and without the affine parameters and running statistics,
+/// in every float dtype the device computes (halves compute statistics in f32).
+pub fn batch_norm_matches_composite(d: &Device) {
+    // (bf16 is left out: its composite rounds every intermediate to 8 bits, so the two differ by
+    // more than a test can tell from a wrong kernel.)
+    for (dtype, atol, rtol) in [(DType::F32, 1e-4, 1e-4), (DType::F64, 1e-10, 1e-10), (DType::F16, 3e-2, 3e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for (k, &shape) in SHAPES.iter().enumerate() {
+            let c = shape[1];
+            let t = |s: &[usize], seed: u64| Tensor::from_f64s(&values(s.iter().product(), seed), s, dtype, d).unwrap();
+            let stats = move || -> Result<(Tensor, Tensor)> {
+                Ok((Tensor::from_f64s(&values(c, 71), &[c], dtype, d)?, Tensor::from_f64s(&positive_values(c, 72, 0.5, 2.0), &[c], dtype, d)?))
+            };
+            let what = format!("batch_norm train {dtype} {shape:?}");
+            let full = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+                let (rm, rv) = stats()?;
+                let y = x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?;
+                Ok(vec![y, rm, rv])
+            };
+            check_fused(&what, &[t(shape, 73 + k as u64), t(&[c], 74), t(&[c], 75)], full, atol, rtol);
+            let bare = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].batch_norm(None, None, None, None, true, 0.3, 1e-3)?]) };
+            check_fused(&format!("{what}, no affine, no running stats"), &[t(shape, 76 + k as u64)], bare, atol, rtol);
+        }
+    }
+    // A strided input, and parameters at an offset into their buffers.
+    let x = Tensor::from_f64s(&values(4 * 6 * 5, 77), &[4, 6, 5], DType::F32, d).unwrap().permute(&[0, 2, 1]).unwrap();
+    let w = Tensor::from_f64s(&values(8, 78), &[8], DType::F32, d).unwrap().narrow(0usize, 2, 5).unwrap();
+    let b = Tensor::from_f64s(&values(9, 79), &[9], DType::F32, d).unwrap().narrow(0usize, 4, 5).unwrap();
+    let f = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (rm, rv) = (Tensor::from_f64s(&values(5, 80), &[5], DType::F32, d)?, Tensor::from_f64s(&positive_values(5, 81, 0.5, 2.0), &[5], DType::F32, d)?);
+        let y = x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?;
+        Ok(vec![y, rm, rv])
+    };
+    check_fused("batch_norm train strided x", &[x, w, b], f, 1e-4, 1e-4);
+}
+
+/// The fused rule against finite differences in f64, with fusion on and off, composed with
+/// another op so the incoming gradient is not the seeded weights alone.
+pub fn batch_norm_grads(d: &Device) {
+    let run = |what: &str| {
+        let (x, w, b) = (leaf(d, &[1, 3, 3, 5], 81), leaf(d, &[3], 82), leaf(d, &[3], 83));
+        let (rm, rv) = (leaf(d, &[3], 84), positive_leaf(d, &[3], 85, 0.5, 2.0));
+        let f = move |x: &[Tensor]| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?.sin();
+        check_grads(&format!("batch_norm train {what}"), &[x, w, b], f, 1e-6, 1e-5);
+        check_grads(
+            &format!("batch_norm train [N, C] {what}"),
+            &[leaf(d, &[5, 2], 86)],
+            |x| x[0].batch_norm(None, None, None, None, true, 0.1, 1e-5)?.sin(),
+            1e-6,
+            1e-5,
+        );
+    };
+    run("(fused where the device can)");
+    no_fusion(|| run("(composite)"));
+}

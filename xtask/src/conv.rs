@@ -1,0 +1,91 @@
+//! `cargo xtask bench-conv`: resnet18's convolutions (CIFAR, batch 128 unless `--batch`) with
+//! the fused implicit-GEMM kernels on and off, forward alone and forward+backward, in one
+//! process on one device: median ms and the peak device memory each step holds beyond what was
+//! live before it. Then the whole resnet18 forward+backward the same way. Prints a Markdown
+//! table; asserts nothing.
+
+use liandan_nn::{zoo, ModuleExt};
+use liandan_tensor::{no_fusion, no_grad, DType, Device, Error, Result, Tensor};
+
+/// One layer shape of resnet18: name, `C -> O` at `H x W`, kernel, stride, padding, how many.
+struct Layer {
+    name: &'static str,
+    c: usize,
+    o: usize,
+    hw: usize,
+    k: usize,
+    stride: usize,
+    count: usize,
+}
+
+const LAYERS: [Layer; 10] = [
+    Layer { name: "stem", c: 3, o: 64, hw: 32, k: 3, stride: 1, count: 1 },
+    Layer { name: "layer1", c: 64, o: 64, hw: 32, k: 3, stride: 1, count: 4 },
+    Layer { name: "layer2.0.conv1", c: 64, o: 128, hw: 32, k: 3, stride: 2, count: 1 },
+    Layer { name: "layer2", c: 128, o: 128, hw: 16, k: 3, stride: 1, count: 3 },
+    Layer { name: "layer3.0.conv1", c: 128, o: 256, hw: 16, k: 3, stride: 2, count: 1 },
+    Layer { name: "layer3", c: 256, o: 256, hw: 8, k: 3, stride: 1, count: 3 },
+    Layer { name: "layer4.0.conv1", c: 256, o: 512, hw: 8, k: 3, stride: 2, count: 1 },
+    Layer { name: "layer4", c: 512, o: 512, hw: 4, k: 3, stride: 1, count: 3 },
+    Layer { name: "shortcut 1x1 (layer2)", c: 64, o: 128, hw: 32, k: 1, stride: 2, count: 1 },
+    Layer { name: "shortcut 1x1 (layer4)", c: 256, o: 512, hw: 8, k: 1, stride: 2, count: 1 },
+];
+
+/// Median seconds of `step` and the MiB it held at its peak beyond what was live before.
+fn measure(device: &Device, reps: usize, step: &mut dyn FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    let secs = crate::time(device, 2, reps, &mut *step)?;
+    let before = device.memory_stats().map(|m| m.in_use).unwrap_or(0);
+    device.reset_peak_memory();
+    step()?;
+    device.synchronize()?;
+    let peak = device.memory_stats().map(|m| m.peak.saturating_sub(before)).unwrap_or(0);
+    Ok((secs, peak as f64 / (1 << 20) as f64))
+}
+
+/// `step` fused and unfused: `(fused s, fused MiB, unfused s, unfused MiB)`.
+fn both(device: &Device, reps: usize, mut step: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64, f64)> {
+    let (a, am) = measure(device, reps, &mut step)?;
+    let (b, bm) = no_fusion(|| measure(device, reps, &mut step))?;
+    Ok((a, am, b, bm))
+}
+
+fn print(name: &str, what: &str, r: (f64, f64, f64, f64)) {
+    let (a, am, b, bm) = r;
+    println!("| {name} | {what} | {:.3} | {:.3} | {:.2}x | {am:.1} | {bm:.1} |", a * 1e3, b * 1e3, b / a);
+}
+
+/// Every layer and the whole model on `device`, at `batch` in `dtype`; `quick`: 3 repetitions.
+pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool) -> Result<()> {
+    let reps = if quick { 3 } else { 10 };
+    println!("conv on {device} ({dtype}, batch {batch}): ms are medians; MiB is the peak held beyond what was live before the step");
+    println!();
+    println!("| layer | pass | fused ms | unfused ms | speedup | fused peak MiB | unfused peak MiB |");
+    println!("|---|---|---|---|---|---|---|");
+    for l in &LAYERS {
+        let x = Tensor::randn(&[batch, l.c, l.hw, l.hw], 1, DType::F32, device)?.to_dtype(dtype)?;
+        let w = Tensor::randn(&[l.o, l.c, l.k, l.k], 2, DType::F32, device)?.mul_scalar(0.05)?.to_dtype(dtype)?;
+        let (s, p) = ((l.stride, l.stride), (l.k / 2, l.k / 2));
+        let name = format!("{} {}->{} {}x{} k{} s{} (x{})", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride, l.count);
+        print(&name, "forward", both(device, reps, || no_grad(|| x.conv2d(&w, None, s, p, (1, 1), 1).map(drop)))?);
+        x.set_requires_grad(true)?;
+        w.set_requires_grad(true)?;
+        print(
+            &name,
+            "forward+backward",
+            both(device, reps, || {
+                x.set_grad(None);
+                w.set_grad(None);
+                x.conv2d(&w, None, s, p, (1, 1), 1)?.sum_all()?.backward()
+            })?,
+        );
+    }
+    let model = zoo::build("resnet18", device).map_err(|e| Error::Device(e.to_string()))?;
+    let x = Tensor::randn(&[batch, 3, 32, 32], 3, DType::F32, device)?;
+    let y = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[batch], device)?;
+    let r = both(device, reps, || {
+        model.zero_grad();
+        model.loss(&x, Some(&y)).map_err(|e| Error::Device(e.to_string()))?.backward()
+    })?;
+    print("resnet18 (f32)", "forward+backward", r);
+    Ok(())
+}
