@@ -1,7 +1,9 @@
 """The PyTorch side of `cargo xtask bench`. With `--json --model NAME` (what `cargo xtask bench
 --torch` runs, one fresh Python per model): one zoo model's training step, timed as ours is
 (warm-up, then steps each synchronized, then groups of steps with one synchronize each),
-printed as one JSON line. Without `--json`: the older kernel and zoo rows as a Markdown table."""
+printed as one JSON line. With `--overhead --model NAME` (what `cargo xtask bench-fusion --torch`
+runs): forward+backward, and forward+backward+step with SGD and with Adam, as one JSON line of
+median ms. Without either: the older kernel and zoo rows as a Markdown table."""
 import argparse
 import contextlib
 import json
@@ -34,6 +36,7 @@ def main():
     p.add_argument("--device", default="cuda")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--overhead", action="store_true")
     for name in ["model", "precision"]:
         p.add_argument(f"--{name}")
     for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
@@ -41,6 +44,9 @@ def main():
     a = p.parse_args()
     if a.json:
         print(json.dumps(one_model(a)))
+        return
+    if a.overhead:
+        print(json.dumps(step_overhead(a)))
         return
     dev = torch.device(a.device)
     side = f"{torch.__version__} {dev.type}" + (f" {torch.cuda.get_device_name()}" if dev.type == "cuda" else "")
@@ -135,6 +141,40 @@ def zoo_passes(dev, side, quick, reps, train=False):
         s = timed(dev, 3, reps, fwd_bwd)
         what = "train step" if train else "forward+backward"
         row(side, f"zoo {name} {what}", f"batch {shape[0]}", s, f"{shape[0] / s:.0f} samples/s")
+
+
+def step_overhead(a):
+    """Median ms of forward+backward, and of forward+backward+step with SGD (momentum 0.9,
+    weight decay 5e-4) and with Adam (lr 1e-3), default (foreach) implementations, each step
+    synchronized, as `cargo xtask bench-fusion` times ours."""
+    import os
+    import sys
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
+    from make_parity import build
+    dev = torch_device(a.device)
+    shapes = {"mlp": [1024], "mnist_cnn": [1, 28, 28], "seed003_cnn": [1, 28, 28], "resnet18": [3, 32, 32], "vit": [3, 32, 32], "lstm": [28, 28], "vae": [784]}
+    torch.manual_seed(0)
+    model = build(a.model).to(dev).train()
+    x = torch.rand([a.batch] + shapes[a.model], device=dev)
+    y = (torch.arange(a.batch) % 10).to(dev)
+
+    def fwd_bwd():
+        model.zero_grad(set_to_none=True)
+        out = model(x)
+        (F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)).backward()
+
+    reps = a.steps or 20
+    result = {"fwd_bwd_ms": timed(dev, 2, reps, fwd_bwd) * 1e3}
+    for name, make in [("SGD", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4)), ("Adam", lambda p: torch.optim.Adam(p, lr=1e-3))]:
+        opt = make(model.parameters())
+
+        def step():
+            fwd_bwd()
+            opt.step()
+
+        result[name] = timed(dev, 2, reps, step) * 1e3
+    return result
 
 
 def torch_device(spec):

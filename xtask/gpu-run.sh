@@ -28,7 +28,7 @@ if [ "$PART" != 2 ]; then
   done
   echo "## profile resnet18"; timeout 120 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu --trace "$OUT/resnet18-trace.json" 2>&1 | head -70
   echo "## profile lstm"; timeout 120 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu --trace "$OUT/lstm-trace.json" 2>&1 | head -50
-  echo "## bench-fusion"; timeout 150 ./.bin/xtask bench-fusion --device gpu 2>&1
+  echo "## bench-fusion"; timeout 240 ./.bin/xtask bench-fusion --device gpu --torch 2>&1
   echo "## bench-conv"; timeout 150 ./.bin/xtask bench-conv --device gpu 2>&1; timeout 60 ./.bin/xtask bench-conv --device gpu --dtype f16 --quick 2>&1
   echo "## previous build bench"; LIANDAN_BENCH_LABEL="liandan (previous build)" timeout 150 ./.bin/xtask-base bench --device gpu 2>&1
 fi

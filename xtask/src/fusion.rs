@@ -2,8 +2,14 @@
 //! process on one device, so a fused kernel's gain is measured against the composite it
 //! replaces in the same run: the zoo `lstm` model's forward+backward (the LSTM cell), resnet18's
 //! forward+backward in training (batch norm, forward and backward), and an
-//! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates). Prints a
-//! Markdown table; asserts nothing.
+//! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates). Then
+//! what the optimizer step adds to a training step (#8's speed goal: no more than PyTorch's):
+//! `mnist_cnn` and `resnet18` forward+backward, and forward+backward+step with SGD and Adam,
+//! fused; with `--torch`, the same from PyTorch (`bench_torch.py --overhead`). Prints Markdown
+//! tables; asserts nothing.
+
+use std::path::Path;
+use std::process::Command;
 
 use liandan_nn::{zoo, ModuleExt};
 use liandan_tensor::{no_fusion, DType, Device, Error, Result, Tensor};
@@ -25,7 +31,8 @@ fn nn_err(e: impl std::fmt::Display) -> Error {
 }
 
 /// Every row, on `device`; `quick` shrinks the lstm batch to 16 and the repetitions to 3.
-pub fn bench_fusion(device: &Device, quick: bool) -> Result<()> {
+/// With `python`, the step-overhead table also has PyTorch's rows (run by that Python).
+pub fn bench_fusion(device: &Device, quick: bool, python: Option<&str>) -> Result<()> {
     let name = if device.is_cpu() { "cpu".to_string() } else { format!("wgpu {}", device.backend().name()) };
     let reps = if quick { 3 } else { 10 };
     println!("| device | workload | size | fused ms | unfused ms | speedup |");
@@ -71,6 +78,77 @@ pub fn bench_fusion(device: &Device, quick: bool) -> Result<()> {
     ];
     for (what, mut opt) in optimizers {
         row(&name, what, &size, device, reps, || opt.step().map_err(nn_err))?;
+    }
+    step_overhead(&name, device, quick, python)
+}
+
+/// The optimizers of the step-overhead table, as `bench_torch.py --overhead` builds them.
+fn overhead_optimizer(which: &str, params: Vec<(String, Tensor)>) -> Result<Box<dyn Optimizer>> {
+    Ok(match which {
+        "SGD" => Box::new(Sgd::new(params, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).map_err(nn_err)?),
+        _ => Box::new(Adam::new(params, AdamConfig::adam(1e-3)).map_err(nn_err)?),
+    })
+}
+
+/// PyTorch's `{"fwd_bwd_ms", "SGD", "Adam"}` for one model (ms), or why there is none.
+fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps: usize) -> std::result::Result<serde_json::Value, String> {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
+    let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
+    let spec = match Device::gpus().iter().position(|d| d.same(device)) {
+        Some(n) if !device.is_cpu() => format!("gpu:{n}"),
+        _ => "cpu".into(),
+    };
+    let args = ["--overhead", "--model", model, "--device", &spec, "--batch", &batch.to_string(), "--steps", &reps.to_string()];
+    let out = Command::new(python).arg(&script).args(args).output().map_err(|e| format!("cannot run {python}: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{} ({})", out.status, stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message")));
+    }
+    let line = stdout.lines().rev().find(|l| l.starts_with('{')).ok_or("printed no result")?;
+    serde_json::from_str(line).map_err(|e| format!("unreadable result ({e}): {line}"))
+}
+
+/// What the optimizer step adds to forward+backward, fused, for `mnist_cnn` and `resnet18`
+/// (median ms of synchronized steps), beside PyTorch's where `python` is given.
+fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>) -> Result<()> {
+    let reps = if quick { 3 } else { 20 };
+    println!();
+    println!("| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | adds / torch's |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for model_name in ["mnist_cnn", "resnet18"] {
+        let spec = zoo::spec(model_name).map_err(nn_err)?;
+        let mut shape = spec.input_shape.to_vec();
+        if quick {
+            shape[0] = shape[0].min(if device.is_cpu() { 4 } else { 16 });
+        }
+        let batch = shape[0];
+        let model = zoo::build(model_name, device).map_err(nn_err)?;
+        let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
+        let y = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[batch], device)?;
+        let fwd_bwd = || -> Result<()> {
+            model.zero_grad();
+            model.loss(&x, Some(&y)).map_err(nn_err)?.backward()
+        };
+        let base = crate::time(device, 2, reps, fwd_bwd)?;
+        let theirs = python.map(|py| torch_overhead(py, model_name, device, batch, reps));
+        for which in ["SGD", "Adam"] {
+            let mut opt = overhead_optimizer(which, model.named_parameters())?;
+            let full = crate::time(device, 2, reps, || {
+                fwd_bwd()?;
+                opt.step().map_err(nn_err)
+            })?;
+            let (ours, adds) = (format!("{:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3), (full - base) * 1e3);
+            let torch = match &theirs {
+                None => "- | - | - | -".to_string(),
+                Some(Err(e)) => format!("PyTorch failed: {e} | - | - | -"),
+                Some(Ok(t)) => {
+                    let (b, f) = (t["fwd_bwd_ms"].as_f64().unwrap_or(f64::NAN), t[which].as_f64().unwrap_or(f64::NAN));
+                    format!("{b:.3} | {f:.3} | {:.3} | {:.2}x", f - b, adds / (f - b))
+                }
+            };
+            println!("| {name} | {model_name} | {batch} | {which} | {ours} | {torch} |");
+        }
     }
     Ok(())
 }

@@ -3,8 +3,10 @@
 //! the DataLoader and micro-benchmarks, PyTorch beside them with `--torch`; a Markdown table on
 //! stdout, JSON and a PNG chart under `target/bench/` (`cargo xtask bench --help`). Benchmarks
 //! are never tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..]
-//! [--quick]` times the zoo `lstm` and Adam/SGD steps over resnet18 with fused kernels on and
-//! off (`fusion.rs`). `cargo xtask bench-conv [--device ..] [--batch N] [--dtype f32|f16]
+//! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
+//! with fused kernels on and off, then what an SGD or Adam step adds to `mnist_cnn`'s and
+//! `resnet18`'s forward+backward, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
+//! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
 //! [--quick]` times resnet18's convolutions and the whole model with the fused convolution
 //! kernels on and off, with peak memory (`conv.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
@@ -56,15 +58,17 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
         eprintln!("xtask bench-fusion: {e}");
         std::process::exit(2);
     });
+    let python = args.iter().position(|a| a == "--python").and_then(|i| args.get(i + 1)).map(String::as_str).unwrap_or("python3");
+    let python = args.iter().any(|a| a == "--torch").then_some(python);
     for d in devices {
-        if let Err(e) = fusion::bench_fusion(&d, quick) {
+        if let Err(e) = fusion::bench_fusion(&d, quick, python) {
             eprintln!("xtask bench-fusion on {d}: {e}");
             std::process::exit(1);
         }

@@ -10,7 +10,7 @@ use num_traits::Float;
 use rayon::prelude::*;
 
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
-use crate::fused_optim::{adam_step, sgd_step};
+use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step};
 use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, PAR_MIN};
 
@@ -36,6 +36,9 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
         FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
+        FusedOp::RmsPropStep(_) => return Some(store(per_float!(inputs, "rmsprop_step", rmsprop_step, op))),
+        FusedOp::AdagradStep(_) => return Some(store(per_float!(inputs, "adagrad_step", adagrad_step, op))),
+        FusedOp::AdadeltaStep(_) => return Some(store(per_float!(inputs, "adadelta_step", adadelta_step, op))),
         FusedOp::BatchNormTrain(_) => return Some(store(per_float!(inputs, "batch_norm_train", batch_norm_train, op))),
         FusedOp::BatchNormBackward(_) => return Some(store(per_float!(inputs, "batch_norm_backward", batch_norm_backward, op))),
         _ => return None,

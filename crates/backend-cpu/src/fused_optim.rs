@@ -1,9 +1,10 @@
-//! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]): one pass over a
+//! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
+//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): one pass over a
 //! parameter and its state instead of one pass per primitive of the composite, with the
 //! composite's order of operations. Halves compute in f32 and round on store (state read back
 //! through the same rounding, so what the next step reads is what was stored).
 
-use liandan_tensor::{AdamStep, FusedOp, Result, SgdStep, Strided};
+use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, FusedOp, Result, RmsPropStep, SgdStep, Strided};
 use num_traits::{Float, NumCast};
 
 use crate::fused::{slices, Elem};
@@ -87,6 +88,116 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
             g = if nesterov { round(g + round(buf * mom)) } else { buf };
         }
         outs[0].push(T::narrow(param - round(g * lr)));
+    }
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+}
+
+/// The gradient every step but Adam's starts from: negated when maximizing, plus the L2 term.
+fn l2_grad<T: Elem>(param: T::Acc, grad: T, maximize: bool, weight_decay: f64, wd: T::Acc) -> T::Acc {
+    let g = if maximize { -grad.widen() } else { grad.widen() };
+    if weight_decay != 0.0 {
+        T::narrow(g + T::narrow(param * wd).widen()).widen()
+    } else {
+        g
+    }
+}
+
+/// A hyper-parameter as the composite multiplies by it: a scalar of the dtype (so in f16 an
+/// eps of 1e-8 is 0 there, and here).
+fn scalar<T: Elem>(x: f64) -> T::Acc {
+    T::narrow(acc::<T::Acc>(x)).widen()
+}
+
+/// `avg beta + a (value) b`, rounded after every operation as the composite's `decay_addcmul`.
+fn decay_addcmul<T: Elem>(avg: T::Acc, beta: T::Acc, a: T::Acc, b: T::Acc, value: T::Acc) -> T::Acc {
+    let round = |x: T::Acc| T::narrow(x).widen();
+    round(round(avg * beta) + round(round(a * value) * b))
+}
+
+/// `FusedOp::RmsPropStep`: param, grad, square_avg[, momentum_buffer][, grad_avg] to their new
+/// param, square_avg[, momentum_buffer][, grad_avg].
+pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::RmsPropStep(r) = op else { unreachable!("rmsprop_step is dispatched for RmsPropStep only") };
+    let RmsPropStep { lr, alpha, eps, weight_decay, momentum, centered, maximize } = *r;
+    let v = slices::<T>("rmsprop_step", inputs)?;
+    let n = v[0].len();
+    let (with_momentum, grad_avg_at) = (momentum > 0.0, 3 + (momentum > 0.0) as usize);
+    let (wd, a, a_rest, mom, eps, neg_lr) =
+        (scalar::<T>(weight_decay), scalar::<T>(alpha), scalar::<T>(1.0 - alpha), scalar::<T>(momentum), scalar::<T>(eps), scalar::<T>(-lr));
+    // The composite's lerp weight `1 - alpha` and its complement, both from f64.
+    let (w, w_rest) = (scalar::<T>(1.0 - alpha), scalar::<T>(1.0 - (1.0 - alpha)));
+    let round = |x: T::Acc| T::narrow(x).widen();
+    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| Vec::with_capacity(n)).collect();
+    // `i` indexes every operand at once.
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..n {
+        let param = v[0][i].widen();
+        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
+        let sq = decay_addcmul::<T>(v[2][i].widen(), a, g, g, a_rest);
+        outs[1].push(T::narrow(sq));
+        let mut avg = sq;
+        if centered {
+            let m0 = v[grad_avg_at][i].widen();
+            let diff = round(g - m0);
+            let m = if (1.0 - alpha).abs() < 0.5 { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
+            outs[2 + with_momentum as usize].push(T::narrow(m));
+            avg = round(sq + round(-m * m));
+        }
+        let avg = round(round(avg.sqrt()) + eps);
+        let mut step = round(g / avg);
+        if with_momentum {
+            step = round(round(v[3][i].widen() * mom) + step);
+            outs[2].push(T::narrow(step));
+        }
+        outs[0].push(T::narrow(param + round(step * neg_lr)));
+    }
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+}
+
+/// `FusedOp::AdagradStep`: param, grad, sum to their new param, sum.
+pub(crate) fn adagrad_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::AdagradStep(a) = op else { unreachable!("adagrad_step is dispatched for AdagradStep only") };
+    let AdagradStep { weight_decay, eps, maximize, .. } = *a;
+    let v = slices::<T>("adagrad_step", inputs)?;
+    let n = v[0].len();
+    let (wd, eps, neg_clr) = (scalar::<T>(weight_decay), scalar::<T>(eps), scalar::<T>(-a.clr()));
+    let round = |x: T::Acc| T::narrow(x).widen();
+    let mut outs: Vec<Vec<T>> = (0..2).map(|_| Vec::with_capacity(n)).collect();
+    // `i` indexes every operand at once.
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..n {
+        let param = v[0][i].widen();
+        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
+        let sum = round(v[2][i].widen() + round(g * g));
+        let std = round(round(sum.sqrt()) + eps);
+        outs[0].push(T::narrow(param + round(round(g / std) * neg_clr)));
+        outs[1].push(T::narrow(sum));
+    }
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+}
+
+/// `FusedOp::AdadeltaStep`: param, grad, square_avg, acc_delta to their new param, square_avg,
+/// acc_delta.
+pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::AdadeltaStep(a) = op else { unreachable!("adadelta_step is dispatched for AdadeltaStep only") };
+    let AdadeltaStep { lr, rho, eps, weight_decay, maximize } = *a;
+    let v = slices::<T>("adadelta_step", inputs)?;
+    let n = v[0].len();
+    let (wd, rho, rho_rest, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(rho), scalar::<T>(1.0 - rho), scalar::<T>(eps), scalar::<T>(-lr));
+    let round = |x: T::Acc| T::narrow(x).widen();
+    let mut outs: Vec<Vec<T>> = (0..3).map(|_| Vec::with_capacity(n)).collect();
+    // `i` indexes every operand at once.
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..n {
+        let param = v[0][i].widen();
+        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
+        let sq = decay_addcmul::<T>(v[2][i].widen(), rho, g, g, rho_rest);
+        let std = round(round(sq + eps).sqrt());
+        let acc0 = v[3][i].widen();
+        let delta = round(round(round(round(acc0 + eps).sqrt()) / std) * g);
+        outs[0].push(T::narrow(param + round(delta * neg_lr)));
+        outs[1].push(T::narrow(sq));
+        outs[2].push(T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest)));
     }
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }

@@ -1,12 +1,13 @@
-//! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]): one dispatch per
-//! parameter tensor, reading the parameter, its gradient and its state once and writing their
-//! new values to fresh buffers (the update contract of `liandan_tensor::fused`). One pipeline
-//! per dtype and option set (amsgrad, momentum); everything that varies per step (lr, bias
-//! corrections) rides in the dispatch's parameter block.
+//! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
+//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): one dispatch
+//! per parameter tensor, reading the parameter, its gradient and its state once and writing
+//! their new values to fresh buffers (the update contract of `liandan_tensor::fused`). One
+//! pipeline per dtype and option set (amsgrad, momentum, centered); everything that varies per
+//! step (lr, bias corrections) rides in the dispatch's parameter block.
 
 use std::sync::Arc;
 
-use liandan_tensor::{AdamStep, DType, FusedOp, Result, SgdStep, Storage, Strided};
+use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, DType, FusedOp, Result, RmsPropStep, SgdStep, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
@@ -19,31 +20,89 @@ const ADAM_PLAIN: &str = include_str!("shaders/fused_adam_plain.wgsl");
 const SGD: &str = include_str!("shaders/fused_sgd_step.wgsl");
 const SGD_MOMENTUM: &str = include_str!("shaders/fused_sgd_momentum.wgsl");
 const SGD_PLAIN: &str = include_str!("shaders/fused_sgd_plain.wgsl");
+const RMSPROP: &str = include_str!("shaders/fused_rmsprop_step.wgsl");
+const RMSPROP_MOMENTUM: &str = include_str!("shaders/fused_rmsprop_momentum.wgsl");
+const RMSPROP_PLAIN: &str = include_str!("shaders/fused_rmsprop_plain.wgsl");
+const RMSPROP_CENTERED: &str = include_str!("shaders/fused_rmsprop_centered.wgsl");
+const RMSPROP_UNCENTERED: &str = include_str!("shaders/fused_rmsprop_uncentered.wgsl");
+const ADAGRAD: &str = include_str!("shaders/fused_adagrad_step.wgsl");
+const ADADELTA: &str = include_str!("shaders/fused_adadelta_step.wgsl");
 
-/// One fused update kernel variant (see `kernels::KernelKey`): Adam or SGD, with or without
-/// its optional state (`stateful`: amsgrad for Adam, momentum for SGD), over `dtype`.
+/// Which optimizer's update a kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Rule {
+    Adam,
+    Sgd,
+    RmsProp,
+    Adagrad,
+    Adadelta,
+}
+
+impl Rule {
+    /// The inputs every step of the rule has (the parameter, its gradient, the state that is
+    /// always kept); each has an output but the gradient.
+    fn fixed(self) -> usize {
+        match self {
+            Rule::Sgd => 2,
+            Rule::RmsProp | Rule::Adagrad => 3,
+            Rule::Adam | Rule::Adadelta => 4,
+        }
+    }
+
+    /// The input slots the kernel reads offsets for, the optional ones included.
+    fn slots(self) -> usize {
+        match self {
+            Rule::Sgd => 3,
+            Rule::Adagrad => 3,
+            Rule::Adadelta => 4,
+            Rule::Adam | Rule::RmsProp => 5,
+        }
+    }
+}
+
+/// One fused update kernel variant (see `kernels::KernelKey`): the rule, with or without its
+/// optional state (`stateful`: amsgrad for Adam, momentum for SGD and RMSprop; `centered`:
+/// RMSprop's gradient average), over `dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    adam: bool,
+    rule: Rule,
     stateful: bool,
+    centered: bool,
     dtype: DType,
 }
 
 impl KernelKey for Key {
-    /// The helpers, the step, and the part that the option set picks.
+    /// The helpers, the step, and the parts that the option set picks.
     fn source(&self, repr: &Repr) -> String {
-        let (main, part) = match (self.adam, self.stateful) {
-            (true, true) => (ADAM, ADAM_AMSGRAD),
-            (true, false) => (ADAM, ADAM_PLAIN),
-            (false, true) => (SGD, SGD_MOMENTUM),
-            (false, false) => (SGD, SGD_PLAIN),
+        let w = Wgsl::new(repr).ty("x", self.dtype);
+        let pick = |on: bool, yes: &'static str, no: &'static str| if on { yes } else { no };
+        let parts: &[&'static str] = match self.rule {
+            Rule::Adam => &[ADAM, pick(self.stateful, ADAM_AMSGRAD, ADAM_PLAIN)],
+            Rule::Sgd => &[SGD, pick(self.stateful, SGD_MOMENTUM, SGD_PLAIN)],
+            Rule::RmsProp => &[RMSPROP, pick(self.stateful, RMSPROP_MOMENTUM, RMSPROP_PLAIN), pick(self.centered, RMSPROP_CENTERED, RMSPROP_UNCENTERED)],
+            Rule::Adagrad => &[ADAGRAD],
+            Rule::Adadelta => &[ADADELTA],
         };
-        Wgsl::new(repr).ty("x", self.dtype).part(HELPERS).part(main).part(part).build()
+        // The gradient average's bindings come after the momentum buffer's, when it has them.
+        let w = if self.centered { w.uint("GRAD_AVG", if self.stateful { 8 } else { 6 }) } else { w };
+        parts.iter().fold(w.part(HELPERS), |w, p| w.part(p)).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let options = [(true, false), (true, true), (false, false), (false, true)];
-        let keys = options.into_iter().flat_map(|(adam, stateful)| DType::ALL.map(|dtype| Key { adam, stateful, dtype }));
+        let (f, t) = (false, true);
+        let options = [
+            (Rule::Adam, f, f),
+            (Rule::Adam, t, f),
+            (Rule::Sgd, f, f),
+            (Rule::Sgd, t, f),
+            (Rule::RmsProp, f, f),
+            (Rule::RmsProp, t, f),
+            (Rule::RmsProp, f, t),
+            (Rule::RmsProp, t, t),
+            (Rule::Adagrad, f, f),
+            (Rule::Adadelta, f, f),
+        ];
+        let keys = options.into_iter().flat_map(|(rule, stateful, centered)| DType::ALL.map(|dtype| Key { rule, stateful, centered, dtype }));
         keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
     }
 }
@@ -56,6 +115,16 @@ fn bits(x: f64) -> u32 {
 /// Flag words from `(bit, on)` pairs.
 fn flags(pairs: &[(u32, bool)]) -> u32 {
     pairs.iter().filter(|p| p.1).map(|p| p.0).sum()
+}
+
+/// What a step's parameter block and bindings need: the rule, its flag word, its
+/// hyper-parameter words, and which optional state it has (`stateful`, `centered`).
+struct Meta {
+    rule: Rule,
+    flags: u32,
+    hyper: Vec<u32>,
+    stateful: bool,
+    centered: bool,
 }
 
 /// `(flags, hyper-parameter words, stateful)` of an Adam step; see `fused_adam_step.wgsl`.
@@ -73,18 +142,48 @@ fn sgd_meta(s: &SgdStep) -> (u32, Vec<u32>, bool) {
     (f, [s.weight_decay, s.momentum, 1.0 - s.dampening, s.lr].map(bits).to_vec(), s.momentum != 0.0)
 }
 
+/// An RMSprop step's meta; see `fused_rmsprop_step.wgsl`.
+fn rmsprop_meta(r: &RmsPropStep) -> Meta {
+    let flags = flags(&[(1, r.maximize), (2, r.weight_decay != 0.0), (4, (1.0 - r.alpha).abs() < 0.5)]);
+    let hyper = [r.weight_decay, r.alpha, 1.0 - r.alpha, 1.0 - (1.0 - r.alpha), r.eps, r.momentum, -r.lr].map(bits).to_vec();
+    Meta { rule: Rule::RmsProp, flags, hyper, stateful: r.momentum > 0.0, centered: r.centered }
+}
+
+/// An Adagrad step's meta; see `fused_adagrad_step.wgsl`.
+fn adagrad_meta(a: &AdagradStep) -> Meta {
+    let flags = flags(&[(1, a.maximize), (2, a.weight_decay != 0.0)]);
+    Meta { rule: Rule::Adagrad, flags, hyper: [a.weight_decay, a.eps, -a.clr()].map(bits).to_vec(), stateful: false, centered: false }
+}
+
+/// An Adadelta step's meta; see `fused_adadelta_step.wgsl`.
+fn adadelta_meta(a: &AdadeltaStep) -> Meta {
+    let flags = flags(&[(1, a.maximize), (2, a.weight_decay != 0.0)]);
+    let hyper = [a.weight_decay, a.rho, 1.0 - a.rho, a.eps, -a.lr].map(bits).to_vec();
+    Meta { rule: Rule::Adadelta, flags, hyper, stateful: false, centered: false }
+}
+
+/// The meta of an update op, or `None` for the ops that are not updates.
+fn meta(op: &FusedOp) -> Option<Meta> {
+    let plain = |rule, (flags, hyper, stateful)| Meta { rule, flags, hyper, stateful, centered: false };
+    Some(match op {
+        FusedOp::AdamStep(a) => plain(Rule::Adam, adam_meta(a)),
+        FusedOp::SgdStep(s) => plain(Rule::Sgd, sgd_meta(s)),
+        FusedOp::RmsPropStep(r) => rmsprop_meta(r),
+        FusedOp::AdagradStep(a) => adagrad_meta(a),
+        FusedOp::AdadeltaStep(a) => adadelta_meta(a),
+        _ => return None,
+    })
+}
+
 impl WgpuBackend {
     /// Runs an update op as one dispatch, or `None` where this backend leaves it to the
     /// composite (f64, which the composite runs at full precision; buffers beyond one binding).
     pub(crate) fn fused_update(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (adam, (flag_word, hyper, stateful)) = match op {
-            FusedOp::AdamStep(a) => (true, adam_meta(a)),
-            FusedOp::SgdStep(s) => (false, sgd_meta(s)),
-            _ => return None,
-        };
+        let Meta { rule, flags: flag_word, hyper, stateful, centered } = meta(op)?;
         let first = inputs.first()?;
         let (dtype, numel) = (first.dtype, first.layout.numel());
-        if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != if adam { 4 } else { 2 } + stateful as usize {
+        let fixed = rule.fixed();
+        if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != fixed + stateful as usize + centered as usize {
             return None;
         }
         let gpu = match self.gpu() {
@@ -95,24 +194,32 @@ impl WgpuBackend {
         if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
             return None;
         }
-        // Offsets of every input slot the kernel names (an absent optional one reads as 0).
-        let slots = if adam { 5 } else { 3 };
+        // Offsets of every input slot the kernel names, in slot order (an absent optional
+        // one reads as 0): the fixed inputs, then the optional state in the order it comes.
         let mut meta = vec![numel as u32, flag_word];
-        for k in 0..slots {
-            meta.push(inputs.get(k).map_or(Some(0), |v| u32::try_from(v.layout.offset()).ok())?);
+        let mut optional = inputs[fixed..].iter();
+        let present = [stateful, centered];
+        for k in 0..rule.slots() {
+            let input = if k < fixed {
+                inputs.get(k)
+            } else if present[k - fixed] {
+                optional.next()
+            } else {
+                None
+            };
+            meta.push(input.map_or(Some(0), |v| u32::try_from(v.layout.offset()).ok())?);
         }
         meta.extend(hyper);
         Some((|| {
-            let kernel = gpu.kernel(Key { adam, stateful, dtype })?;
+            let kernel = gpu.kernel(Key { rule, stateful, centered, dtype })?;
             let outs = (0..op.outputs()).map(|_| self.output(dtype, numel)).collect::<Result<Vec<_>>>()?;
-            // Bindings: the always-present inputs, their outputs, then the optional state's
-            // input and output (so the option's WGSL part can add its two bindings last).
-            let fixed = if adam { 4 } else { 2 };
+            // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
+            // optional state's input and output (so an option's WGSL part adds its two last).
             let mut buffers: Vec<&wgpu::Buffer> = inputs[..fixed].iter().map(|v| gpu_storage(v).buffer()).collect();
-            buffers.extend(outs[..op.outputs() - stateful as usize].iter().map(|o| o.buffer()));
-            if stateful {
-                buffers.push(gpu_storage(&inputs[fixed]).buffer());
-                buffers.push(outs[op.outputs() - 1].buffer());
+            buffers.extend(outs[..fixed - 1].iter().map(|o| o.buffer()));
+            for (input, out) in inputs[fixed..].iter().zip(&outs[fixed - 1..]) {
+                buffers.push(gpu_storage(input).buffer());
+                buffers.push(out.buffer());
             }
             gpu.dispatch(&kernel, &meta, &buffers, grid(numel))?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())

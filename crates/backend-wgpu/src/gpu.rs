@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use liandan_tensor::{Error, Result};
+use liandan_tensor::{Error, IndexUse, Result};
 use wgpu::util::DeviceExt;
 
 use crate::pool::{Pool, PooledBuffer};
@@ -90,12 +90,23 @@ pub(crate) struct Gpu {
     /// Per calling thread, so each thread hears of its own ops' faults: where its index
     /// kernels report an out-of-range index, and its reusable read-back buffer.
     index_faults: Mutex<HashMap<std::thread::ThreadId, ThreadSlot>>,
+    /// What a fault's tag names: the primitive and the tensor-level op's use of its indices
+    /// (`cross_entropy`'s class targets), so the report names what the user called.
+    index_tags: Mutex<Vec<IndexTag>>,
     /// Kernel timing for the profiler, where the adapter has timestamp queries.
     timer: Option<Timer>,
 }
 
 /// Bytes of the index-fault buffer.
-pub(crate) const INDEX_FAULT_BYTES: u64 = 16;
+pub(crate) const INDEX_FAULT_BYTES: u64 = 20;
+
+/// The primitive an index kernel ran for, and what its indices meant to the op that asked.
+type IndexTag = (&'static str, Option<IndexUse>);
+
+/// Tags past this many share the last one's number, naming the primitive alone (a program
+/// would need this many distinct losses and class counts to get there).
+const MAX_INDEX_TAGS: usize = 1024;
+
 /// Bytes of a thread's reusable read-back buffer: a read this small (a loss, a metric, the
 /// index-fault words) maps it instead of creating a mappable buffer, which costs a driver
 /// allocation each time.
@@ -105,7 +116,7 @@ const READBACK_BYTES: u64 = 64 << 10;
 /// `synchronize` (so indexing never waits), but only when an index kernel was recorded since
 /// they were last read: a synchronize after none is a submit and a wait.
 struct ThreadSlot {
-    /// [flag, low word, high word, axis size] of the first out-of-range index.
+    /// [flag, low word, high word, axis size, tag] of the first out-of-range index.
     faults: wgpu::Buffer,
     /// An index kernel was recorded since the words were last read.
     pending: bool,
@@ -194,6 +205,7 @@ impl Gpu {
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
+            index_tags: Mutex::default(),
             timer,
         })
     }
@@ -405,6 +417,32 @@ impl Gpu {
         })
     }
 
+    /// The tag an index kernel run now for `primitive` records with a bad index: it names
+    /// the tensor-level op the indices are for, where the op said (`liandan_tensor::IndexUse`).
+    pub(crate) fn index_tag(&self, primitive: &'static str) -> u32 {
+        let tag = (primitive, liandan_tensor::current_index_use());
+        let mut tags = self.index_tags.lock().unwrap_or_else(|p| p.into_inner());
+        let at = match tags.iter().position(|t| *t == tag) {
+            Some(at) => at,
+            None if tags.len() < MAX_INDEX_TAGS => {
+                tags.push(tag);
+                tags.len() - 1
+            }
+            None => MAX_INDEX_TAGS,
+        };
+        at as u32
+    }
+
+    /// The error for a bad `index` into an axis of `size` recorded under `tag`.
+    fn index_error(&self, tag: u32, index: i64, size: usize) -> Error {
+        let tags = self.index_tags.lock().unwrap_or_else(|p| p.into_inner());
+        match tags.get(tag as usize) {
+            Some(&(_, Some(what))) => what.error(index, size),
+            Some(&(primitive, None)) => Error::IndexOutOfRange { op: primitive, index, size },
+            None => Error::IndexOutOfRange { op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)", index, size },
+        }
+    }
+
     /// Submits and waits for all work, then reports any device fault or bad index.
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.read(&self.arena, 0, 0).map(drop)
@@ -494,11 +532,7 @@ impl Gpu {
             self.upload(&index_fault, 0, &[0; INDEX_FAULT_BYTES as usize])?;
             self.flush();
             let index = ((words[2] as u64) << 32 | words[1] as u64) as i64;
-            return Err(liandan_tensor::Error::IndexOutOfRange {
-                op: "gather, index_select or scatter_add (found on the GPU, reported at the next read)",
-                index,
-                size: words[3] as usize,
-            });
+            return Err(self.index_error(words[4], index, words[3] as usize));
         }
         data.truncate(len as usize);
         Ok(data)

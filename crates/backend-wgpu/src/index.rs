@@ -3,7 +3,8 @@
 //! Index values come from user data, and a kernel cannot fail mid-dispatch: it skips an
 //! out-of-range index (reading or writing nothing) and records it in the calling thread's
 //! index-fault buffer, which its next read-back or `synchronize` turns into
-//! `Error::IndexOutOfRange`. So
+//! `Error::IndexOutOfRange`, or into the error of the op that said what the indices were for
+//! (`liandan_tensor::IndexUse`: a loss's class targets) under the tag the kernel records. So
 //! indexing never makes the host wait (cross-entropy and max-pool backward index every step).
 
 use std::sync::Arc;
@@ -20,6 +21,12 @@ use crate::storage::WgpuStorage;
 const FAULT: &str = include_str!("shaders/index_fault.wgsl");
 const TAKE: &str = include_str!("shaders/index_take.wgsl");
 const SCATTER_ADD: &str = include_str!("shaders/index_scatter_add.wgsl");
+
+// What a bad index found in a kernel is reported as, at the next read, when the op that asked
+// for the kernel did not say what its indices were for.
+const GATHER: &str = "gather (found on the GPU, reported at the next read)";
+const INDEX_SELECT: &str = "index_select (found on the GPU, reported at the next read)";
+const SCATTER_ADD_OP: &str = "scatter_add (found on the GPU, reported at the next read)";
 
 /// One indexing kernel variant (see `kernels::KernelKey`): the gather/index-select kernel
 /// moving elements of any dtype, or the scatter-add kernel adding into an f32 accumulator.
@@ -65,13 +72,15 @@ fn split_stride(strides: &[usize], dim: usize) -> (Vec<usize>, usize) {
 }
 
 /// The index kernels' meta block: the strided walk of `layouts` over `shape`, then the
-/// indexed axis' stride and size. `None` when some offset, up to `extent` (the indexed
-/// tensor's), exceeds 32 bits.
-fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, extent: usize) -> Option<Vec<u32>> {
+/// indexed axis' stride and size, and the tag a bad index is reported under
+/// (`Gpu::index_tag`). `None` when some offset, up to `extent` (the indexed tensor's),
+/// exceeds 32 bits.
+fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, extent: usize, tag: u32) -> Option<Vec<u32>> {
     u32::try_from(extent).ok()?;
     let mut m = strided_meta(shape, layouts)?;
     m.push(u32::try_from(step).ok()?);
     m.push(u32::try_from(size).ok()?);
+    m.push(tag);
     (m.len() <= crate::gpu::META_WORDS).then_some(m)
 }
 
@@ -79,13 +88,24 @@ fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, ex
 type Native = std::result::Result<Storage, Why>;
 
 impl WgpuBackend {
-    /// `out[e] = src[base(e) + idx[e] * step]` over `shape`, for gather and index-select.
+    /// `out[e] = src[base(e) + idx[e] * step]` over `shape`, for gather and index-select
+    /// (`what`, the name a bad index is reported under when no op named its use).
     #[allow(clippy::too_many_arguments)]
-    fn take(&self, src: Strided, index: Strided, shape: &[usize], idx_layout: &Layout, base: &Layout, step: usize, size: usize) -> Result<Native> {
-        let Some(meta) = index_meta(shape, &[idx_layout, base], step, size, src.layout.max_extent()) else { return Ok(Err(WIDE)) };
+    fn take(
+        &self,
+        what: &'static str,
+        src: Strided,
+        index: Strided,
+        shape: &[usize],
+        idx_layout: &Layout,
+        base: &Layout,
+        step: usize,
+        size: usize,
+    ) -> Result<Native> {
+        let gpu = self.gpu()?;
+        let Some(meta) = index_meta(shape, &[idx_layout, base], step, size, src.layout.max_extent(), gpu.index_tag(what)) else { return Ok(Err(WIDE)) };
         let numel = shape.iter().product();
         let out = self.output(src.dtype, numel)?;
-        let gpu = self.gpu()?;
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), out.buffer(), &fault];
         let kernel = gpu.kernel(Key::Take(src.dtype))?;
@@ -99,7 +119,7 @@ impl WgpuBackend {
         if fits(&index, ls.shape(), dim) {
             let (strides, step) = split_stride(ls.strides(), dim);
             let base = Layout::new(li.shape().to_vec(), strides, ls.offset());
-            match self.take(src, index, li.shape(), li, &base, step, ls.shape()[dim])? {
+            match self.take(GATHER, src, index, li.shape(), li, &base, step, ls.shape()[dim])? {
                 Ok(out) => return Ok(out),
                 Err(w) => why = w,
             }
@@ -119,7 +139,7 @@ impl WgpuBackend {
             let mut idx_strides = vec![0; shape.len()];
             idx_strides[dim] = li.strides()[0];
             let idx_layout = Layout::new(shape.clone(), idx_strides, li.offset());
-            match self.take(src, index, &shape, &idx_layout, &base, step, ls.shape()[dim])? {
+            match self.take(INDEX_SELECT, src, index, &shape, &idx_layout, &base, step, ls.shape()[dim])? {
                 Ok(out) => return Ok(out),
                 Err(w) => why = w,
             }
@@ -147,8 +167,10 @@ impl WgpuBackend {
         let shape = ld.shape();
         let (strides, step) = split_stride(&contiguous_strides(shape), dim);
         let base = Layout::new(li.shape().to_vec(), strides, 0);
-        let Some(meta) = index_meta(li.shape(), &[li, src.layout, &base], step, shape[dim], ld.numel()) else { return Ok(Err(WIDE)) };
         let gpu = self.gpu()?;
+        let Some(meta) = index_meta(li.shape(), &[li, src.layout, &base], step, shape[dim], ld.numel(), gpu.index_tag(SCATTER_ADD_OP)) else {
+            return Ok(Err(WIDE));
+        };
         let acc = if dst.dtype == DType::F32 { self.copy_view(dst)? } else { self.cast_view(dst, DType::F32)? };
         let acc_buf = acc.as_any().downcast_ref::<WgpuStorage>().expect("own storage").buffer();
         let fault = gpu.index_fault_buffer();

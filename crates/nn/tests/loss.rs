@@ -350,3 +350,35 @@ fn a_class_target_out_of_range_names_the_loss_and_the_target() -> R {
     assert!(!e.contains("shape") && e.contains("mlp") && e.contains("class labels"), "{e}");
     Ok(())
 }
+
+/// The same on the GPU, where the index check runs in the kernel and the error arrives at the
+/// next read-back: it names the loss and the target too, not the gather inside the loss. A
+/// gather the user calls directly is still reported as the gather.
+#[test]
+fn a_class_target_out_of_range_names_the_loss_on_the_gpu() -> R {
+    let Some(d) = gpu() else { return Ok(()) };
+    let x = Tensor::randn(&[2, 10], 3, DType::F32, &d)?;
+    let logp = x.log_softmax(1usize)?;
+    let w = Tensor::ones(&[10], DType::F32, &d)?;
+    for bad in [12i64, -1] {
+        let y = Tensor::from_vec(vec![1i64, bad], &[2], &d)?;
+        type Loss<'a> = Box<dyn Fn() -> liandan_nn::Result<Tensor> + 'a>;
+        let cases: Vec<(&str, Loss)> = vec![
+            ("cross_entropy", Box::new(|| Ok(x.cross_entropy(&y, Reduction::Mean)?))),
+            ("nll_loss", Box::new(|| Ok(logp.nll_loss(&y, Reduction::Sum)?))),
+            ("cross_entropy", Box::new(|| CrossEntropyLoss::new().forward(&x, &y))),
+            ("cross_entropy", Box::new(|| CrossEntropyLoss::new().with_weight(w.clone()).forward(&x, &y))),
+            ("nll_loss", Box::new(|| NLLLoss::new().forward(&logp, &y))),
+        ];
+        for (op, loss) in cases {
+            // The kernel skips the bad target; the read-back that follows reports it.
+            let e = loss().and_then(|l| Ok(l.to_vec_f64()?)).expect_err("an out-of-range target must be an error").to_string();
+            assert!(e.starts_with(op) && e.contains(&format!("target {bad} ")) && e.contains("10 classes"), "{e}");
+        }
+        // The fault is cleared once reported.
+        assert!(x.sum_all()?.to_vec_f64().is_ok());
+        let e = x.gather(1usize, &y.unsqueeze(1usize)?)?.to_vec_f64().expect_err("a bad gather index must be an error").to_string();
+        assert!(e.starts_with("gather") && e.contains(&bad.to_string()), "{e}");
+    }
+    Ok(())
+}

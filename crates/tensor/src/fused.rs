@@ -14,7 +14,8 @@
 //! ([`FusedOp::LstmCellBackward`]), asked for and checked in the same way. A backend therefore
 //! never writes autograd code: it may override the forward, the backward, both, or neither.
 //!
-//! Update ops ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]): an optimizer's per-parameter
+//! Update ops ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`], [`FusedOp::RmsPropStep`],
+//! [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): an optimizer's per-parameter
 //! step, which changes its operands rather than making new values. Their kernels keep the
 //! contract above (outputs are fresh buffers, holding the new contents of the inputs that
 //! [`FusedOp::updates`] names), and [`update`] swaps each into its tensor's storage, as
@@ -92,6 +93,42 @@ pub enum FusedOp {
     /// param' = param - g lr                                          (momentum == 0)
     /// ```
     SgdStep(SgdStep),
+    /// One `torch.optim.RMSprop` step of one parameter tensor (an update op). Inputs: `param`,
+    /// `grad`, `square_avg`, then `momentum_buffer` when `momentum > 0`, then `grad_avg` when
+    /// `centered`. Outputs: the new `param`, `square_avg` (and `momentum_buffer`, `grad_avg`).
+    /// The composite is `RmsPropConfig::update`:
+    ///
+    /// ```text
+    /// g = (maximize ? -grad : grad) + param wd
+    /// square_avg' = square_avg alpha + g (1 - alpha) g
+    /// grad_avg' = lerp(grad_avg, g, 1 - alpha)                           (centered)
+    /// avg = sqrt(centered ? square_avg' - grad_avg'^2 : square_avg') + eps
+    /// buf' = buf momentum + g / avg;  param' = param - buf' lr          (momentum > 0)
+    /// param' = param - g / avg lr                                        (momentum == 0)
+    /// ```
+    RmsPropStep(RmsPropStep),
+    /// One `torch.optim.Adagrad` step of one parameter tensor (an update op). Inputs: `param`,
+    /// `grad`, `sum`. Outputs: the new `param` and `sum`. The composite is
+    /// `AdagradConfig::update`:
+    ///
+    /// ```text
+    /// g = (maximize ? -grad : grad) + param wd
+    /// sum' = sum + g g
+    /// param' = param - g / (sqrt(sum') + eps) lr / (1 + (step - 1) lr_decay)
+    /// ```
+    AdagradStep(AdagradStep),
+    /// One `torch.optim.Adadelta` step of one parameter tensor (an update op). Inputs: `param`,
+    /// `grad`, `square_avg`, `acc_delta`. Outputs: the new `param`, `square_avg`, `acc_delta`.
+    /// The composite is `AdadeltaConfig::update`:
+    ///
+    /// ```text
+    /// g = (maximize ? -grad : grad) + param wd
+    /// square_avg' = square_avg rho + g (1 - rho) g
+    /// delta = sqrt(acc_delta + eps) / sqrt(square_avg' + eps) g
+    /// acc_delta' = acc_delta rho + delta (1 - rho) delta
+    /// param' = param - delta lr
+    /// ```
+    AdadeltaStep(AdadeltaStep),
     /// Batch normalization in training ([`Tensor::batch_norm`] with `training`) of `x` viewed
     /// as `[N, C, L]` (`L` the product of the axes after 1, or 1 for `[N, C]`), with `M = N L`:
     ///
@@ -233,6 +270,48 @@ pub struct SgdStep {
     pub first: bool,
 }
 
+/// The hyper-parameters of one [`FusedOp::RmsPropStep`], as `torch.optim.RMSprop` names them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RmsPropStep {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub centered: bool,
+    pub maximize: bool,
+}
+
+/// The hyper-parameters of one [`FusedOp::AdagradStep`], as `torch.optim.Adagrad` names them;
+/// `step` counts this step (1 for the first).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdagradStep {
+    pub lr: f64,
+    pub lr_decay: f64,
+    pub weight_decay: f64,
+    pub eps: f64,
+    pub step: u64,
+    pub maximize: bool,
+}
+
+impl AdagradStep {
+    /// The decayed learning rate `lr / (1 + (step - 1) lr_decay)`, in f64 on the host as
+    /// PyTorch computes it.
+    pub fn clr(&self) -> f64 {
+        self.lr / (1.0 + (self.step as f64 - 1.0) * self.lr_decay)
+    }
+}
+
+/// The hyper-parameters of one [`FusedOp::AdadeltaStep`], as `torch.optim.Adadelta` names them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdadeltaStep {
+    pub lr: f64,
+    pub rho: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub maximize: bool,
+}
+
 impl FusedOp {
     /// The op's name, for errors and reports.
     pub fn name(&self) -> &'static str {
@@ -243,6 +322,9 @@ impl FusedOp {
             FusedOp::GeluBackward => "gelu_backward",
             FusedOp::AdamStep(_) => "adam_step",
             FusedOp::SgdStep(_) => "sgd_step",
+            FusedOp::RmsPropStep(_) => "rmsprop_step",
+            FusedOp::AdagradStep(_) => "adagrad_step",
+            FusedOp::AdadeltaStep(_) => "adadelta_step",
             FusedOp::BatchNormTrain(_) => "batch_norm_train",
             FusedOp::BatchNormBackward(_) => "batch_norm_backward",
             FusedOp::Conv2d(_) => "conv2d",
@@ -259,6 +341,10 @@ impl FusedOp {
             FusedOp::AdamStep(_) => vec![0, 2, 3],
             FusedOp::SgdStep(s) if s.momentum != 0.0 => vec![0, 2],
             FusedOp::SgdStep(_) => vec![0],
+            // The parameter, then every state tensor (inputs 2 on).
+            FusedOp::RmsPropStep(r) => [0, 2].into_iter().chain(3..3 + (r.momentum > 0.0) as usize + r.centered as usize).collect(),
+            FusedOp::AdagradStep(_) => vec![0, 2],
+            FusedOp::AdadeltaStep(_) => vec![0, 2, 3],
             _ => Vec::new(),
         }
     }
@@ -269,7 +355,7 @@ impl FusedOp {
             FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
-            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) => self.updates().len(),
+            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),
             FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,
             FusedOp::BatchNormBackward(b) => 1 + 2 * b.affine as usize,
         }

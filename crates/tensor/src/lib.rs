@@ -25,6 +25,7 @@ pub mod dtype;
 pub mod error;
 pub mod fallback;
 pub mod fused;
+mod index_use;
 pub mod layout;
 pub mod observe;
 mod ops;
@@ -41,7 +42,8 @@ pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
-pub use fused::{fusion_enabled, no_fusion, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, NoFusionGuard, SgdStep};
+pub use fused::{fusion_enabled, no_fusion, AdadeltaStep, AdagradStep, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, NoFusionGuard, RmsPropStep, SgdStep};
+pub use index_use::{current_index_use, IndexUse};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;

@@ -11,7 +11,7 @@ use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
 use liandan_nn::{
     manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
 };
-use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use liandan_train::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig};
 
 /// Kernel-trait calls that the fused batch norm saves in [`launches_of_a_resnet18_training_pass`]
 /// (measured: 317 fused against 1428 composite; the fused count holds 40 batch-norm calls, 80
@@ -164,6 +164,31 @@ fn adam(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
 
 fn sgd(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
     Box::new(Sgd::new(p, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).unwrap())
+}
+
+fn rmsprop(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
+    Box::new(RmsProp::new(p, RmsPropConfig { momentum: 0.9, centered: true, weight_decay: 1e-4, ..RmsPropConfig::default() }).unwrap())
+}
+
+fn adagrad(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
+    Box::new(Adagrad::new(p, AdagradConfig { lr_decay: 0.01, weight_decay: 1e-4, ..AdagradConfig::default() }).unwrap())
+}
+
+fn adadelta(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
+    Box::new(Adadelta::new(p, AdadeltaConfig { weight_decay: 1e-4, ..AdadeltaConfig::default() }).unwrap())
+}
+
+/// The other fused updates ([`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`],
+/// [`FusedOp::AdadeltaStep`]), with every option that adds state or arithmetic: one launch per
+/// parameter tensor too.
+#[test]
+fn launches_of_fused_rmsprop_adagrad_adadelta_steps() {
+    let (n, rms) = launches_per_step(rmsprop);
+    let (_, ada) = launches_per_step(adagrad);
+    let (_, delta) = launches_per_step(adadelta);
+    println!("resnet18 ({n} parameter tensors), fused: RMSprop {rms}, Adagrad {ada}, Adadelta {delta} launches per step");
+    assert_eq!(n, 62);
+    assert_eq!([rms, ada, delta], [n as u64; 3]);
 }
 
 /// A fused update ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]) is one launch per parameter

@@ -1,12 +1,13 @@
-//! The fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]) against their
-//! composites (`AdamConfig::update`, `SgdConfig::update` with fusion off), on every device and
-//! float dtype, over every option, for several steps: parameters and state must agree.
+//! The fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
+//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]) against their
+//! composites (each config's `update` with fusion off), on every device and float dtype, over
+//! every option, for several steps: parameters and state must agree.
 //! (Parity of the fused path with PyTorch itself is `optim_parity.rs`, which runs fused.)
 
 mod common;
 
-use liandan_nn::{fused, no_fusion, AdamStep, DType, Device, FusedOp, SgdStep, Tensor};
-use liandan_train::optim::{AdamConfig, Optim, Optimizer, Rule, SgdConfig};
+use liandan_nn::{fused, no_fusion, AdadeltaStep, AdagradStep, AdamStep, DType, Device, FusedOp, RmsPropStep, SgdStep, Tensor};
+use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
 
 /// Seeded values in [-1, 1), never all zero.
 fn values(n: usize, seed: u64) -> Vec<f64> {
@@ -54,7 +55,10 @@ fn check<R: Rule + std::fmt::Debug>(device: &Device, config: R) {
         assert_eq!(fused.len(), plain.len(), "{config:?} {dtype} on {device}: the state differs in size");
         for (k, (got, want)) in fused.iter().zip(&plain).enumerate() {
             for (i, (g, w)) in got.iter().zip(want).enumerate() {
-                assert!((g - w).abs() <= atol + rtol * w.abs(), "{config:?} {dtype} on {device}: tensor {k}[{i}] fused {g}, composite {w}");
+                // Both NaN counts as agreeing: in f16 an eps of 1e-8 rounds to 0, so a zero
+                // second moment divides 0 by 0 in the composite as in the kernel.
+                let same = (g - w).abs() <= atol + rtol * w.abs() || g == w || g.is_nan() && w.is_nan();
+                assert!(same, "{config:?} {dtype} on {device}: tensor {k}[{i}] fused {g}, composite {w}");
             }
         }
     }
@@ -82,6 +86,31 @@ fn sgd_configs() -> Vec<SgdConfig> {
     ]
 }
 
+fn rmsprop_configs() -> Vec<RmsPropConfig> {
+    let base = RmsPropConfig::default();
+    vec![
+        base.clone(),
+        RmsPropConfig { momentum: 0.9, weight_decay: 0.01, ..base.clone() },
+        RmsPropConfig { centered: true, maximize: true, ..base.clone() },
+        // alpha below 0.5 takes torch.lerp's other branch for the gradient average.
+        RmsPropConfig { lr: 5e-3, alpha: 0.3, eps: 1e-6, momentum: 0.5, centered: true, weight_decay: 0.01, maximize: false },
+    ]
+}
+
+fn adagrad_configs() -> Vec<AdagradConfig> {
+    let base = AdagradConfig { lr: 0.1, ..AdagradConfig::default() };
+    vec![
+        base.clone(),
+        AdagradConfig { lr_decay: 0.01, weight_decay: 0.01, initial_accumulator_value: 0.1, eps: 1e-8, ..base.clone() },
+        AdagradConfig { maximize: true, ..base },
+    ]
+}
+
+fn adadelta_configs() -> Vec<AdadeltaConfig> {
+    let base = AdadeltaConfig::default();
+    vec![base.clone(), AdadeltaConfig { lr: 0.5, rho: 0.8, eps: 1e-5, weight_decay: 0.01, maximize: true }]
+}
+
 #[test]
 fn fused_updates_match_their_composites() {
     for device in common::devices() {
@@ -89,6 +118,21 @@ fn fused_updates_match_their_composites() {
             check(&device, config);
         }
         for config in sgd_configs() {
+            check(&device, config);
+        }
+    }
+}
+
+#[test]
+fn fused_rmsprop_adagrad_adadelta_match_their_composites() {
+    for device in common::devices() {
+        for config in rmsprop_configs() {
+            check(&device, config);
+        }
+        for config in adagrad_configs() {
+            check(&device, config);
+        }
+        for config in adadelta_configs() {
             check(&device, config);
         }
     }
@@ -102,11 +146,25 @@ fn devices_have_the_update_kernels() {
     let adam =
         AdamStep { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 1, amsgrad: true, maximize: false, decoupled_weight_decay: false };
     let sgd = SgdStep { lr: 0.1, momentum: 0.9, dampening: 0.0, weight_decay: 0.0, nesterov: false, maximize: false, first: false };
+    let rmsprop = |momentum, centered| RmsPropStep { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum, centered, maximize: false };
+    let adagrad = AdagradStep { lr: 0.1, lr_decay: 0.0, weight_decay: 0.0, eps: 1e-10, step: 1, maximize: false };
+    let adadelta = AdadeltaStep { lr: 1.0, rho: 0.9, eps: 1e-6, weight_decay: 0.0, maximize: false };
+    let ops = [
+        (FusedOp::AdamStep(adam), 5),
+        (FusedOp::SgdStep(sgd), 3),
+        (FusedOp::RmsPropStep(rmsprop(0.0, false)), 3),
+        (FusedOp::RmsPropStep(rmsprop(0.9, false)), 4),
+        (FusedOp::RmsPropStep(rmsprop(0.0, true)), 4),
+        (FusedOp::RmsPropStep(rmsprop(0.9, true)), 5),
+        (FusedOp::AdagradStep(adagrad), 3),
+        (FusedOp::AdadeltaStep(adadelta), 4),
+    ];
     for device in common::devices() {
         let dtypes: &[DType] = if device.is_cpu() { &[DType::F32, DType::F64, DType::F16, DType::BF16] } else { &[DType::F32, DType::F16, DType::BF16] };
         for &dtype in dtypes {
-            for (op, operands) in [(FusedOp::AdamStep(adam), 5), (FusedOp::SgdStep(sgd), 3)] {
-                let inputs: Vec<Tensor> = (0..operands).map(|k| Tensor::from_f64s(&values(9, k + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
+            for (op, operands) in ops.iter().cloned() {
+                let inputs: Vec<Tensor> =
+                    (0..operands).map(|k| Tensor::from_f64s(&values(9, k as u64 + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
                 let before = inputs[0].to_vec_f64().unwrap();
                 let refs: Vec<&Tensor> = inputs.iter().collect();
                 assert!(fused::update(&op, &refs).is_some_and(|r| r.is_ok()), "{} {dtype} on {device}: no fused kernel ran", op.name());

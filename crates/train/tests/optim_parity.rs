@@ -1,10 +1,12 @@
 //! Parity with PyTorch: every optimizer option and every scheduler against what
 //! `data/make_optim_parity.py` recorded from `torch.optim` (parameters after each step within
-//! 1e-6 of their largest magnitude, on the CPU and the GPU; learning rates exactly).
+//! 1e-6 of their largest magnitude, on the CPU and the GPU; learning rates, and the momentum
+//! that OneCycleLR cycles, exactly). The optimizers run fused where the device has kernels,
+//! and the GPU cases run again with fusion off, so both paths are held to PyTorch.
 
 mod common;
 
-use liandan_nn::{DType, Device, Tensor};
+use liandan_nn::{no_fusion, DType, Device, Tensor};
 use liandan_train::optim::{
     clip_grad_norm_, clip_grad_value_, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, ParamGroup, RmsPropConfig, Rule, SgdConfig,
 };
@@ -62,11 +64,16 @@ fn check_optimizers(device: &Device) {
         let (name, options) = (case["optimizer"].as_str().unwrap(), &case["options"]);
         let params: Vec<(String, Tensor)> = names.iter().map(|n| (n.to_string(), tensor(&d["initial"][n], n).requires_grad_(true).unwrap())).collect();
         let mut opt = optimizer(name, options, &params);
+        // Cases stepped with OneCycleLR (its default cycle_momentum reaches the update).
+        let mut sched = case.get("one_cycle").map(|a| OneCycleLR::new(&mut *opt, OneCycle::new(a["max_lr"].as_f64().unwrap(), u(&a["total_steps"]))).unwrap());
         for (step, (grads, want)) in d["grads"].as_array().unwrap().iter().zip(case["steps"].as_array().unwrap()).enumerate() {
             for (n, p) in &params {
                 p.set_grad(Some(tensor(&grads[n], n)));
             }
             opt.step().unwrap();
+            if let Some(s) = &mut sched {
+                s.step(&mut *opt, None).unwrap();
+            }
             for (n, p) in &params {
                 assert_close(&p.to_vec_f64().unwrap(), &floats(&want[n]), &format!("{name} {options} on {device}: `{n}` after step {}", step + 1));
             }
@@ -130,6 +137,14 @@ fn optimizers_match_pytorch_on_the_gpu() {
     }
 }
 
+/// The composites (`LIANDAN_FUSION=0`'s path) against PyTorch too, on every device.
+#[test]
+fn unfused_optimizers_match_pytorch() {
+    for device in common::devices() {
+        no_fusion(|| check_optimizers(&device));
+    }
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().expect("a whole number")
 }
@@ -149,6 +164,13 @@ fn chainable(name: &str, a: &Value, opt: &mut dyn Optimizer) -> Box<dyn Chainabl
             s.three_phase = a["three_phase"].as_bool().unwrap();
             if let Some(p) = a.get("pct_start") {
                 s.pct_start = p.as_f64().unwrap();
+            }
+            s.cycle_momentum = a["cycle_momentum"].as_bool().unwrap();
+            if let Some(m) = a.get("base_momentum") {
+                s.base_momentum = floats(m);
+            }
+            if let Some(m) = a.get("max_momentum") {
+                s.max_momentum = floats(m);
             }
             Box::new(OneCycleLR::new(opt, s).unwrap())
         }
@@ -197,12 +219,21 @@ fn scheduler(name: &str, a: &Value, opt: &mut dyn Optimizer) -> Box<dyn LrSchedu
     }
 }
 
-/// The script's optimizer for schedulers: SGD with groups at lr 0.1 and 0.05.
-fn sched_optimizer() -> Box<dyn Optimizer> {
+/// The script's optimizer for schedulers: SGD with momentum (or Adam where the case says so)
+/// with groups at lr 0.1 and 0.05.
+fn sched_optimizer(name: Option<&str>) -> Box<dyn Optimizer> {
     let dev = Device::cpu();
     let p = |n: &str| (n.to_string(), Tensor::zeros(&[1], DType::F32, &dev).unwrap());
     let groups = vec![ParamGroup::new(vec![p("p")], 0.1, 0.0), ParamGroup::new(vec![p("q")], 0.05, 0.0)];
-    Box::new(Optim::new(groups, SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() }).unwrap())
+    match name {
+        Some("Adam") => Box::new(Optim::new(groups, AdamConfig::adam(0.1)).unwrap()),
+        _ => Box::new(Optim::new(groups, SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() }).unwrap()),
+    }
+}
+
+/// Every group's momentum (SGD's `momentum`, Adam's `betas.0`).
+fn momenta(opt: &dyn Optimizer) -> Vec<f64> {
+    (0..opt.param_groups().len()).map(|g| opt.momentum(g).expect("the optimizer has momentum")).collect()
 }
 
 #[test]
@@ -212,18 +243,27 @@ fn schedulers_match_pytorch_exactly() {
     for case in d["schedulers"].as_array().unwrap() {
         let (name, args) = (case["scheduler"].as_str().unwrap(), &case["args"]);
         let want: Vec<Vec<f64>> = case["lrs"].as_array().unwrap().iter().map(floats).collect();
-        let mut opt = sched_optimizer();
+        let mut opt = sched_optimizer(args.get("optimizer").and_then(Value::as_str));
         let mut s = scheduler(name, args, &mut *opt);
         let mut got = vec![s.last_lr()];
+        let mut got_momenta = vec![momenta(&*opt)];
         for m in metrics.iter().take(want.len() - 1) {
             s.step(&mut *opt, Some(*m)).unwrap();
             got.push(s.last_lr());
+            got_momenta.push(momenta(&*opt));
             let on_optimizer: Vec<f64> = opt.param_groups().iter().map(|g| g.lr).collect();
             assert_eq!(&on_optimizer, got.last().unwrap(), "{name} {args}: the optimizer's lrs are not last_lr()");
         }
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             // Exact: the same f64 operations in the same order give the same bits.
             assert_eq!(g, w, "{name} {args}: lrs after step {i} differ");
+        }
+        if let Some(want) = case.get("momentums") {
+            let want: Vec<Vec<f64>> = want.as_array().unwrap().iter().map(floats).collect();
+            assert_eq!(want.len(), got_momenta.len());
+            for (i, (g, w)) in got_momenta.iter().zip(&want).enumerate() {
+                assert_eq!(g, w, "{name} {args}: momentum after step {i} differs");
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-// Helpers of the fused optimizer updates (Adam, SGD), which compute in f32.
+// Helpers of the fused optimizer updates (Adam, SGD, RMSprop, Adagrad, Adadelta), which
+// compute in f32.
 //
 // params[0] = number of elements, params[1] = option flags, then the element offset of each
 // input in binding order, then the hyper-parameters as f32 bits (each kernel's file says which
@@ -16,4 +17,10 @@ fn flag(bit: u32) -> bool {
 // `v` rounded to the dtype, as the composite stores every intermediate.
 fn round_x(v: f32) -> f32 {
   return load_x(store_x(v));
+}
+
+// Hyper-parameter `k` as the composite multiplies by it: a scalar of the dtype (in f16 an eps of
+// 1e-8 is 0 there, and so here).
+fn hyper_x(k: u32) -> f32 {
+  return round_x(hyper(k));
 }

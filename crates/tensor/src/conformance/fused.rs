@@ -121,6 +121,9 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         // Update ops: every operand shaped like the parameter (the second moments positive).
         FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
+        FusedOp::RmsPropStep(r) => (0..3 + (r.momentum > 0.0) as u64 + r.centered as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        FusedOp::AdagradStep(_) => (0..3).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        FusedOp::AdadeltaStep(_) => (0..4).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         // x [N, C, L] with C = h, then [C] operands (variances and invstd positive).
         FusedOp::BatchNormTrain(b) => {
             let params = 2 * b.affine as u64 + 2 * b.running as u64;

@@ -7,6 +7,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::index_use::{with_index_use, IndexUse};
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -54,14 +55,12 @@ pub struct CrossEntropyOptions<'a> {
     pub label_smoothing: f64,
 }
 
-/// A loss's gather of its class targets failed on an index: name the loss and the target
-/// rather than the gather. (On a GPU the index check runs in the kernel and is reported at the
-/// next read-back, naming the gather: the loss cannot wait for it without a sync per step.)
-fn class_error(op: &'static str, classes: usize, e: Error) -> Error {
-    match e {
-        Error::IndexOutOfRange { index, .. } => Error::ClassOutOfRange { op, target: index, classes },
-        e => e,
-    }
+/// Runs a loss's lookup of its class targets so that a target out of range names the loss and
+/// the target rather than the gather, whether the backend finds it now (the CPU) or at the
+/// next read-back (a GPU, whose kernel records it under this mark: the loss cannot wait for
+/// the check without a sync per step).
+fn by_class<T>(op: &'static str, classes: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    with_index_use(IndexUse::Class { op, classes }, f)
 }
 
 /// `max(log x, -100)`, finite at `x = 0` in value and gradient (PyTorch's BCE clamp).
@@ -101,7 +100,7 @@ impl Tensor {
         if targets.dtype() != DType::I64 {
             return Err(Error::dtype("nll_loss", targets.dtype(), "targets must be i64 class indices"));
         }
-        let picked = self.gather(1usize, &targets.unsqueeze(1usize)?).map_err(|e| class_error("nll_loss", self.shape()[1], e))?;
+        let picked = by_class("nll_loss", self.shape()[1], || self.gather(1usize, &targets.unsqueeze(1usize)?))?;
         reduction.apply(picked.squeeze(1usize)?.neg()?)
     }
 
@@ -113,10 +112,8 @@ impl Tensor {
         if self.rank() != 2 {
             return Err(Error::shape("cross_entropy", self.shape(), targets.shape(), "must be [N, C] logits and [N] class indices"));
         }
-        self.log_softmax(1usize)?.nll_loss(targets, reduction).map_err(|e| match e {
-            Error::ClassOutOfRange { target, classes, .. } => Error::ClassOutOfRange { op: "cross_entropy", target, classes },
-            e => e,
-        })
+        let logp = self.log_softmax(1usize)?;
+        by_class("cross_entropy", self.shape()[1], || logp.nll_loss(targets, reduction))
     }
 
     /// Mean squared error.
@@ -290,10 +287,10 @@ impl Tensor {
         let factor = match (options.weight, &valid) {
             (None, None) => None,
             (None, Some(v)) => Some(v.clone()),
-            (Some(w), None) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?),
-            (Some(w), Some(v)) => Some(w.index_select(0usize, &t).map_err(|e| class_error(op, c, e))?.mul(v)?),
+            (Some(w), None) => Some(by_class(op, c, || w.index_select(0usize, &t))?),
+            (Some(w), Some(v)) => Some(by_class(op, c, || w.index_select(0usize, &t))?.mul(v)?),
         };
-        let picked = logp.gather(1usize, &t.unsqueeze(1usize)?).map_err(|e| class_error(op, c, e))?.squeeze(1usize)?.neg()?;
+        let picked = by_class(op, c, || logp.gather(1usize, &t.unsqueeze(1usize)?))?.squeeze(1usize)?.neg()?;
         let mut per = match &factor {
             Some(f) => picked.mul(f)?,
             None => picked,

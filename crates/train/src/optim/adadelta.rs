@@ -1,6 +1,6 @@
 //! `torch.optim.Adadelta`, the optimizer of PyTorch's MNIST example (lr 1.0).
 
-use liandan_tensor::Tensor;
+use liandan_tensor::{fused, AdadeltaStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, signed, zeros_like, Optim, ParamState, Rule};
@@ -45,11 +45,18 @@ impl Rule for AdadeltaConfig {
         vec!["square_avg", "acc_delta"]
     }
 
+    /// One fused kernel where the device has one ([`FusedOp::AdadeltaStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         if state.tensors.is_empty() {
             state.tensors = vec![zeros_like(param)?, zeros_like(param)?];
         }
+        let AdadeltaConfig { rho, eps, maximize, .. } = *self;
+        let op = FusedOp::AdadeltaStep(AdadeltaStep { lr, rho, eps, weight_decay, maximize });
+        if let Some(done) = fused::update(&op, &[param, grad, &state.tensors[0], &state.tensors[1]]) {
+            return Ok(done?);
+        }
+        let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let square_avg = decay_addcmul(&state.tensors[0], self.rho, &g, &g, 1.0 - self.rho)?;
         let std = square_avg.add_scalar(self.eps)?.sqrt()?;
         let delta = state.tensors[1].add_scalar(self.eps)?.sqrt()?.div(&std)?.mul(&g)?;

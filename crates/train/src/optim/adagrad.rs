@@ -1,6 +1,6 @@
 //! `torch.optim.Adagrad`, with learning-rate decay and an initial accumulator value.
 
-use liandan_tensor::Tensor;
+use liandan_tensor::{fused, AdagradStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, l2, signed, Optim, ParamState, Rule};
@@ -47,13 +47,20 @@ impl Rule for AdagradConfig {
         vec!["sum"]
     }
 
+    /// One fused kernel where the device has one ([`FusedOp::AdagradStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        if state.tensors.is_empty() {
+            state.tensors = vec![Tensor::full(param.shape(), self.initial_accumulator_value, param.dtype(), param.device())?];
+        }
+        let AdagradConfig { lr_decay, eps, maximize, .. } = *self;
+        let hyper = AdagradStep { lr, lr_decay, weight_decay, eps, step: state.step, maximize };
+        if let Some(done) = fused::update(&FusedOp::AdagradStep(hyper), &[param, grad, &state.tensors[0]]) {
+            return Ok(done?);
+        }
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
-        let sum = match state.tensors.first() {
-            Some(sum) => sum.clone(),
-            None => Tensor::full(param.shape(), self.initial_accumulator_value, param.dtype(), param.device())?,
-        };
-        let clr = lr / (1.0 + (state.step as f64 - 1.0) * self.lr_decay);
+        let sum = state.tensors[0].clone();
+        let clr = hyper.clr();
         let sum = sum.add(&g.mul(&g)?)?;
         let std = sum.sqrt()?.add_scalar(self.eps)?;
         param.assign(&param.add(&g.div(&std)?.mul_scalar(-clr)?)?)?;

@@ -63,6 +63,14 @@ impl Rule for AdamConfig {
         check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
     }
 
+    fn momentum(&self) -> Option<f64> {
+        Some(self.betas.0)
+    }
+
+    fn with_momentum(&self, momentum: f64) -> Self {
+        AdamConfig { betas: (momentum, self.betas.1), ..self.clone() }
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         if self.amsgrad {
             vec!["exp_avg", "exp_avg_sq", "max_exp_avg_sq"]

@@ -1,6 +1,8 @@
 //! What every optimizer shares: parameter groups, per-parameter state, the step loop and the
 //! checks. An optimizer is an [`Optim`] of its [`Rule`], the update of one parameter.
 
+use std::borrow::Cow;
+
 use liandan_tensor::{NoGradGuard, Tensor};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -28,6 +30,17 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
     /// The names of the state tensors [`Rule::update`] keeps per parameter, in order
     /// (`exp_avg`, `exp_avg_sq`, ...), as `torch.optim` names them.
     fn state_names(&self) -> Vec<&'static str>;
+
+    /// The momentum a scheduler may cycle (SGD's and RMSprop's `momentum`, Adam's `betas.0`),
+    /// or `None` for rules without one.
+    fn momentum(&self) -> Option<f64> {
+        None
+    }
+
+    /// This config with that momentum set to `momentum` (unchanged for rules without one).
+    fn with_momentum(&self, _momentum: f64) -> Self {
+        self.clone()
+    }
 
     /// Updates `param` (through [`Tensor::assign`]) from `grad` and `state`, whose `step` has
     /// already been advanced; `state.tensors` is empty before the first update.
@@ -102,6 +115,14 @@ impl<R: Rule> Optim<R> {
         &self.rule
     }
 
+    /// The rule as group `group` runs it: the config, with the group's momentum where it has one.
+    pub(crate) fn group_rule(&self, group: &ParamGroup) -> Cow<'_, R> {
+        match group.momentum {
+            Some(m) => Cow::Owned(self.rule.with_momentum(m)),
+            None => Cow::Borrowed(&self.rule),
+        }
+    }
+
     /// The state of the parameter called `name`, if it is one of this optimizer's.
     pub fn param_state(&self, name: &str) -> Option<&ParamState> {
         self.groups.iter().zip(&self.state).find_map(|(g, s)| g.params.iter().position(|(n, _)| n == name).map(|i| &s[i]))
@@ -137,6 +158,10 @@ impl<R: Rule> super::Optimizer for Optim<R> {
         // Updates are not part of any graph: recording them would keep every step's tensors alive.
         let _no_grad = NoGradGuard::new();
         for (group, states) in self.groups.iter().zip(self.state.iter_mut()) {
+            let rule = match group.momentum {
+                Some(m) => Cow::Owned(self.rule.with_momentum(m)),
+                None => Cow::Borrowed(&self.rule),
+            };
             for ((name, param), state) in group.params.iter().zip(states.iter_mut()) {
                 // As PyTorch: a parameter without a gradient is skipped, its state untouched.
                 let Some(grad) = param.grad() else { continue };
@@ -153,7 +178,7 @@ impl<R: Rule> super::Optimizer for Optim<R> {
                     });
                 }
                 state.step += 1;
-                self.rule.update(group.lr, group.weight_decay, param, &grad, state)?;
+                rule.update(group.lr, group.weight_decay, param, &grad, state)?;
             }
         }
         Ok(())
@@ -175,6 +200,21 @@ impl<R: Rule> super::Optimizer for Optim<R> {
         if let Some(g) = self.groups.get_mut(group) {
             g.lr = lr;
         }
+    }
+
+    fn momentum(&self, group: usize) -> Option<f64> {
+        self.groups.get(group).and_then(|g| self.group_rule(g).momentum())
+    }
+
+    fn set_momentum(&mut self, group: usize, momentum: f64) -> Result<()> {
+        if self.rule.momentum().is_none() {
+            return Err(invalid(R::NAME, "has no momentum or betas for a scheduler to set".into()));
+        }
+        self.rule.with_momentum(momentum).validate()?;
+        if let Some(g) = self.groups.get_mut(group) {
+            g.momentum = Some(momentum);
+        }
+        Ok(())
     }
 
     fn state_dict(&self) -> Result<OptimizerState> {

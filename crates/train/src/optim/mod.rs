@@ -17,6 +17,9 @@ pub struct ParamGroup {
     pub lr: f64,
     /// The group's weight decay (L2 penalty, or decoupled for AdamW).
     pub weight_decay: f64,
+    /// The group's momentum where it differs from the config's (`None`: the config's): SGD's
+    /// and RMSprop's `momentum`, Adam's `betas.0`. Schedulers that cycle momentum set it.
+    pub momentum: Option<f64>,
 }
 
 /// An optimizer's whole state: tensors (step counts, moments) under names of the form
@@ -41,6 +44,18 @@ pub trait Optimizer: Send {
 
     /// Sets the learning rate of group `group` (schedulers call this).
     fn set_lr(&mut self, group: usize, lr: f64);
+
+    /// The momentum of group `group` that a scheduler may cycle (SGD's and RMSprop's
+    /// `momentum`, Adam's and AdamW's `betas.0`); `None` for optimizers without one.
+    fn momentum(&self, _group: usize) -> Option<f64> {
+        None
+    }
+
+    /// Sets the momentum of group `group` (`OneCycleLR` calls this); an error for optimizers
+    /// without one.
+    fn set_momentum(&mut self, _group: usize, _momentum: f64) -> Result<()> {
+        Err(crate::Error::InvalidArgument { op: "set_momentum", what: "this optimizer has no momentum or betas to set".into() })
+    }
 
     /// The state to save in a checkpoint.
     fn state_dict(&self) -> Result<OptimizerState>;
@@ -70,7 +85,7 @@ pub use sgd::{Sgd, SgdConfig};
 impl ParamGroup {
     /// A group of `params` with its own `lr` and `weight_decay`.
     pub fn new(params: Vec<(String, Tensor)>, lr: f64, weight_decay: f64) -> ParamGroup {
-        ParamGroup { params, lr, weight_decay }
+        ParamGroup { params, lr, weight_decay, momentum: None }
     }
 
     /// The usual split: weights (rank 2 and up) decayed by `weight_decay`; biases and

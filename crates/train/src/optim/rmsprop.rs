@@ -1,6 +1,6 @@
 //! `torch.optim.RMSprop`: plain, with momentum, and centered.
 
-use liandan_tensor::Tensor;
+use liandan_tensor::{fused, FusedOp, RmsPropStep, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, zeros_like, Optim, ParamState, Rule};
@@ -44,6 +44,14 @@ impl Rule for RmsPropConfig {
         check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
     }
 
+    fn momentum(&self) -> Option<f64> {
+        Some(self.momentum)
+    }
+
+    fn with_momentum(&self, momentum: f64) -> Self {
+        RmsPropConfig { momentum, ..self.clone() }
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         let mut names = vec!["square_avg"];
         if self.momentum > 0.0 {
@@ -55,11 +63,19 @@ impl Rule for RmsPropConfig {
         names
     }
 
+    /// One fused kernel where the device has one ([`FusedOp::RmsPropStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         if state.tensors.is_empty() {
             state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
         }
+        let RmsPropConfig { alpha, eps, momentum, centered, maximize, .. } = *self;
+        let op = FusedOp::RmsPropStep(RmsPropStep { lr, alpha, eps, weight_decay, momentum, centered, maximize });
+        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&state.tensors).collect();
+        if let Some(done) = fused::update(&op, &operands) {
+            return Ok(done?);
+        }
+        let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let mut next = Vec::with_capacity(state.tensors.len());
         let square_avg = decay_addcmul(&state.tensors[0], self.alpha, &g, &g, 1.0 - self.alpha)?;
         next.push(square_avg.clone());

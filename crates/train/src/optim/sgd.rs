@@ -47,6 +47,14 @@ impl Rule for SgdConfig {
         Ok(())
     }
 
+    fn momentum(&self) -> Option<f64> {
+        Some(self.momentum)
+    }
+
+    fn with_momentum(&self, momentum: f64) -> Self {
+        SgdConfig { momentum, ..self.clone() }
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         if self.momentum != 0.0 {
             vec!["momentum_buffer"]

@@ -10,13 +10,13 @@ use super::core::{Optim, ParamState, Rule};
 use super::{OptimizerState, ParamGroup};
 use crate::error::{Error, Result};
 
-/// The JSON layout: `{"optimizer", "config", "groups": [{"lr", "weight_decay", "params"}],
-/// "steps": {param: count}}`.
+/// The JSON layout: `{"optimizer", "config", "groups": [{"lr", "weight_decay", "momentum",
+/// "params"}], "steps": {param: count}}` (`momentum` null where the group has the config's).
 pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
-    let names = opt.rule.state_names();
     let mut tensors = Vec::new();
     let mut steps = serde_json::Map::new();
     for (group, states) in opt.groups.iter().zip(&opt.state) {
+        let names = opt.group_rule(group).state_names();
         for ((name, _), state) in group.params.iter().zip(states) {
             steps.insert(name.clone(), json!(state.step));
             // Detached: a fused update swaps the live tensor's storage, which must not reach a
@@ -29,7 +29,7 @@ pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
     let groups: Vec<Value> = opt
         .groups
         .iter()
-        .map(|g| json!({"lr": g.lr, "weight_decay": g.weight_decay, "params": g.params.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()}))
+        .map(|g| json!({"lr": g.lr, "weight_decay": g.weight_decay, "momentum": g.momentum, "params": g.params.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()}))
         .collect();
     let config = serde_json::to_value(&opt.rule).map_err(|e| state_err(R::NAME, format!("could not write the config: {e}")))?;
     Ok(OptimizerState { tensors, hyper: json!({"optimizer": R::NAME, "config": config, "groups": groups, "steps": steps}) })
@@ -60,10 +60,10 @@ pub(crate) fn load<R: Rule>(opt: &mut Optim<R>, saved: &OptimizerState) -> Resul
     }
     let steps = hyper.get("steps").and_then(Value::as_object).ok_or_else(|| state_err(op, "the saved state has no `steps` map".into()))?;
     let mut by_name: BTreeMap<&str, &Tensor> = saved.tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let state_names = rule.state_names();
     let mut problems = Vec::new();
     let mut state = Vec::new();
-    for group in &opt.groups {
+    for (group, &(_, _, momentum)) in opt.groups.iter().zip(&hypers) {
+        let state_names = momentum.map_or_else(|| rule.clone(), |m| rule.with_momentum(m)).state_names();
         let mut group_state = Vec::new();
         for (name, param) in &group.params {
             let step = match steps.get(name.as_str()).map(Value::as_u64) {
@@ -102,17 +102,19 @@ pub(crate) fn load<R: Rule>(opt: &mut Optim<R>, saved: &OptimizerState) -> Resul
     if !problems.is_empty() {
         return Err(state_err(op, format!("the state does not fit this optimizer: {}", problems.join("; "))));
     }
-    for (g, (lr, wd)) in opt.groups.iter_mut().zip(hypers) {
+    for (g, (lr, wd, momentum)) in opt.groups.iter_mut().zip(hypers) {
         g.lr = lr;
         g.weight_decay = wd;
+        g.momentum = momentum;
     }
     opt.rule = rule;
     opt.state = state;
     Ok(())
 }
 
-/// The saved group's `lr` and `weight_decay`, after checking it lists our parameters in order.
-fn check_group(op: &'static str, i: usize, saved: &Value, ours: &ParamGroup) -> Result<(f64, f64)> {
+/// The saved group's `lr`, `weight_decay` and `momentum` (absent or null: the config's), after
+/// checking it lists our parameters in order.
+fn check_group(op: &'static str, i: usize, saved: &Value, ours: &ParamGroup) -> Result<(f64, f64, Option<f64>)> {
     let names: Vec<&str> = saved.get("params").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
     let want: Vec<&str> = ours.params.iter().map(|(n, _)| n.as_str()).collect();
     if names != want {
@@ -133,5 +135,9 @@ fn check_group(op: &'static str, i: usize, saved: &Value, ours: &ParamGroup) -> 
         ));
     }
     let num = |k: &str| saved.get(k).and_then(Value::as_f64).ok_or_else(|| state_err(op, format!("group {i} has no numeric `{k}`")));
-    Ok((num("lr")?, num("weight_decay")?))
+    let momentum = match saved.get("momentum") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(num("momentum")?),
+    };
+    Ok((num("lr")?, num("weight_decay")?, momentum))
 }

@@ -36,6 +36,12 @@ pub trait Schedule: Clone + Send + Serialize + DeserializeOwned + 'static {
         None
     }
 
+    /// The momentum to give group `group` with the lr from [`Schedule::lr`], for schedules
+    /// that cycle it (OneCycleLR); `None` leaves the optimizer's momentum alone.
+    fn momentum(&self, _ctx: &Ctx, _group: usize) -> Result<Option<f64>> {
+        Ok(None)
+    }
+
     /// The base learning rates from the groups' current ones (OneCycleLR sets its own).
     fn base_lrs(&mut self, current: Vec<f64>) -> Result<Vec<f64>> {
         Ok(current)
@@ -84,15 +90,20 @@ impl<S: Schedule> Scheduled<S> {
             ));
         }
         let mut lrs = Vec::with_capacity(current.len());
+        let mut momenta = Vec::with_capacity(current.len());
         for (i, (&lr, &base)) in current.iter().zip(&self.base_lrs).enumerate() {
             let closed = if closed_form { self.schedule.closed_form(self.last_epoch, i, base) } else { None };
             lrs.push(match closed {
                 Some(v) => v,
                 None => self.schedule.lr(&ctx, i, lr, base)?,
             });
+            momenta.push(self.schedule.momentum(&ctx, i)?);
         }
-        for (i, &lr) in lrs.iter().enumerate() {
+        for (i, (&lr, momentum)) in lrs.iter().zip(momenta).enumerate() {
             optimizer.set_lr(i, lr);
+            if let Some(m) = momentum {
+                optimizer.set_momentum(i, m)?;
+            }
         }
         self.last_lr = lrs;
         Ok(())

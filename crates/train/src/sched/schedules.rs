@@ -205,7 +205,9 @@ pub enum Anneal {
 
 /// `torch.optim.lr_scheduler.OneCycleLR`, stepped once per batch: up from `max_lr /
 /// div_factor` to `max_lr` over `pct_start` of `total_steps`, then down to the initial lr
-/// over `final_div_factor`. Momentum is not cycled (PyTorch's `cycle_momentum=False`).
+/// over `final_div_factor`. With `cycle_momentum` (the default, as in PyTorch) the optimizer's
+/// momentum moves the other way, from `max_momentum` down to `base_momentum` and back: SGD's
+/// and RMSprop's `momentum`, Adam's and AdamW's `betas.0`.
 pub type OneCycleLR = Scheduled<OneCycle>;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -218,10 +220,21 @@ pub struct OneCycle {
     pub div_factor: f64,
     pub final_div_factor: f64,
     pub three_phase: bool,
+    /// Cycle the optimizer's momentum inversely to the lr. (State saved before momentum
+    /// cycling existed reads as `false`, which is what it did.)
+    #[serde(default)]
+    pub cycle_momentum: bool,
+    /// The lowest momentum, reached where the lr peaks; one per group, or one for all.
+    #[serde(default = "OneCycle::default_base_momentum")]
+    pub base_momentum: Vec<f64>,
+    /// The momentum at the start and the end; one per group, or one for all.
+    #[serde(default = "OneCycle::default_max_momentum")]
+    pub max_momentum: Vec<f64>,
 }
 
 impl OneCycle {
-    /// PyTorch's defaults: `pct_start` 0.3, cosine, `div_factor` 25, `final_div_factor` 1e4.
+    /// PyTorch's defaults: `pct_start` 0.3, cosine, `div_factor` 25, `final_div_factor` 1e4,
+    /// momentum cycled between 0.85 and 0.95.
     pub fn new(max_lr: f64, total_steps: u64) -> OneCycle {
         OneCycle {
             max_lr: vec![max_lr],
@@ -231,21 +244,87 @@ impl OneCycle {
             div_factor: 25.0,
             final_div_factor: 1e4,
             three_phase: false,
+            cycle_momentum: true,
+            base_momentum: OneCycle::default_base_momentum(),
+            max_momentum: OneCycle::default_max_momentum(),
         }
     }
 
-    /// The phases as `(end_step, start lr, end lr)` for one group.
-    fn phases(&self, max_lr: f64) -> Vec<(f64, f64, f64)> {
-        let initial = max_lr / self.div_factor;
-        let min = initial / self.final_div_factor;
+    fn default_base_momentum() -> Vec<f64> {
+        vec![0.85]
+    }
+
+    fn default_max_momentum() -> Vec<f64> {
+        vec![0.95]
+    }
+
+    /// The steps at which the phases end.
+    fn phase_ends(&self) -> Vec<f64> {
         let total = self.total_steps as f64;
         let last = (self.total_steps - 1) as f64;
         if self.three_phase {
-            vec![(self.pct_start * total - 1.0, initial, max_lr), (2.0 * self.pct_start * total - 2.0, max_lr, initial), (last, initial, min)]
+            vec![self.pct_start * total - 1.0, 2.0 * self.pct_start * total - 2.0, last]
         } else {
-            vec![(self.pct_start * total - 1.0, initial, max_lr), (last, max_lr, min)]
+            vec![self.pct_start * total - 1.0, last]
         }
     }
+
+    /// The lr phases as `(start lr, end lr)` for one group.
+    fn lr_phases(&self, max_lr: f64) -> Vec<(f64, f64)> {
+        let initial = max_lr / self.div_factor;
+        let min = initial / self.final_div_factor;
+        if self.three_phase {
+            vec![(initial, max_lr), (max_lr, initial), (initial, min)]
+        } else {
+            vec![(initial, max_lr), (max_lr, min)]
+        }
+    }
+
+    /// The momentum phases as `(start, end)`: against the lr's, flat in the third phase.
+    fn momentum_phases(&self, base: f64, max: f64) -> Vec<(f64, f64)> {
+        if self.three_phase {
+            vec![(max, base), (base, max), (max, max)]
+        } else {
+            vec![(max, base), (base, max)]
+        }
+    }
+
+    /// The phase that `step` lies in and how far along it (PyTorch's loop in `get_lr`).
+    fn position(&self, step: i64) -> Result<(usize, f64)> {
+        if step > self.total_steps as i64 {
+            return Err(invalid("OneCycleLR", format!("stepped {step} times, but total_steps is {}", self.total_steps)));
+        }
+        let ends = self.phase_ends();
+        let step = step as f64;
+        let mut start_step = 0.0;
+        for (i, &end_step) in ends.iter().enumerate() {
+            if step <= end_step || i == ends.len() - 1 {
+                return Ok((i, (step - start_step) / (end_step - start_step)));
+            }
+            start_step = end_step;
+        }
+        unreachable!("the last phase always matches")
+    }
+
+    fn anneal(&self, (from, to): (f64, f64), pct: f64) -> f64 {
+        match self.anneal_strategy {
+            Anneal::Cos => to + (from - to) / 2.0 * ((PI * pct).cos() + 1.0),
+            Anneal::Linear => (to - from) * pct + from,
+        }
+    }
+}
+
+/// `values[group]`, or the one value given for all groups.
+fn per_group(values: &[f64], group: usize) -> f64 {
+    values.get(group).or(values.first()).copied().unwrap_or(0.0)
+}
+
+/// Checks that `values` holds one value, or one per group, naming `what`.
+fn check_per_group(what: &str, values: &[f64], groups: usize) -> Result<()> {
+    if values.len() == 1 || values.len() == groups {
+        return Ok(());
+    }
+    Err(invalid("OneCycleLR", format!("{} {what} values for {groups} parameter groups; give one, or one per group", values.len())))
 }
 
 impl OneCycleLR {
@@ -256,6 +335,17 @@ impl OneCycleLR {
         if !(0.0..=1.0).contains(&schedule.pct_start) {
             return Err(invalid("OneCycleLR", format!("pct_start {} must lie in [0, 1]", schedule.pct_start)));
         }
+        if schedule.cycle_momentum {
+            let groups = optimizer.param_groups().len();
+            check_per_group("base_momentum", &schedule.base_momentum, groups)?;
+            check_per_group("max_momentum", &schedule.max_momentum, groups)?;
+            if (0..groups).any(|g| optimizer.momentum(g).is_none()) {
+                return Err(invalid(
+                    "OneCycleLR",
+                    "cycle_momentum needs an optimizer with momentum or betas (SGD, RMSprop, Adam, AdamW); set cycle_momentum to false".into(),
+                ));
+            }
+        }
         Scheduled::start(optimizer, schedule)
     }
 }
@@ -264,34 +354,21 @@ impl Schedule for OneCycle {
     const NAME: &'static str = "OneCycleLR";
 
     fn lr(&self, ctx: &Ctx, group: usize, _: f64, _: f64) -> Result<f64> {
-        let step = ctx.last_epoch;
-        if step > self.total_steps as i64 {
-            return Err(invalid("OneCycleLR", format!("stepped {step} times, but total_steps is {}", self.total_steps)));
+        let (phase, pct) = self.position(ctx.last_epoch)?;
+        Ok(self.anneal(self.lr_phases(per_group(&self.max_lr, group))[phase], pct))
+    }
+
+    fn momentum(&self, ctx: &Ctx, group: usize) -> Result<Option<f64>> {
+        if !self.cycle_momentum {
+            return Ok(None);
         }
-        let max_lr = self.max_lr.get(group).or(self.max_lr.first()).copied().unwrap_or(0.0);
-        let phases = self.phases(max_lr);
-        let step = step as f64;
-        let mut start_step = 0.0;
-        for (i, &(end_step, from, to)) in phases.iter().enumerate() {
-            if step <= end_step || i == phases.len() - 1 {
-                let pct = (step - start_step) / (end_step - start_step);
-                return Ok(match self.anneal_strategy {
-                    Anneal::Cos => to + (from - to) / 2.0 * ((PI * pct).cos() + 1.0),
-                    Anneal::Linear => (to - from) * pct + from,
-                });
-            }
-            start_step = end_step;
-        }
-        unreachable!("the last phase always matches")
+        let (phase, pct) = self.position(ctx.last_epoch)?;
+        let phases = self.momentum_phases(per_group(&self.base_momentum, group), per_group(&self.max_momentum, group));
+        Ok(Some(self.anneal(phases[phase], pct)))
     }
 
     fn base_lrs(&mut self, current: Vec<f64>) -> Result<Vec<f64>> {
-        if self.max_lr.len() != 1 && self.max_lr.len() != current.len() {
-            return Err(invalid(
-                "OneCycleLR",
-                format!("{} max_lr values for {} parameter groups; give one, or one per group", self.max_lr.len(), current.len()),
-            ));
-        }
-        Ok((0..current.len()).map(|g| self.max_lr.get(g).or(self.max_lr.first()).copied().unwrap_or(0.0) / self.div_factor).collect())
+        check_per_group("max_lr", &self.max_lr, current.len())?;
+        Ok((0..current.len()).map(|g| per_group(&self.max_lr, g) / self.div_factor).collect())
     }
 }

@@ -4,8 +4,11 @@ for crates/train/tests/optim_parity.rs to compare liandan's optimizers and sched
 Optimizers: two parameters in two groups (the second with half the lr and no weight decay, the
 usual bias group), a fixed sequence of gradients, every option the optimizer has; the
 parameters after every step. Schedulers: an SGD optimizer with two groups, every scheduler;
-get_last_lr() after construction and after every step. Each case stores its constructor
-arguments under torch's names, so the Rust side builds the same thing from this file.
+get_last_lr() after construction and after every step, and for OneCycleLR with
+cycle_momentum each group's momentum (SGD's `momentum`, Adam's `betas[0]`) too. Some optimizer
+cases also step a OneCycleLR after every step, so the cycled momentum (Adam's beta1) reaches
+the parameters. Each case stores its constructor arguments under torch's names, so the Rust
+side builds the same thing from this file.
 
 Run from anywhere: python3 make_optim_parity.py (needs torch; the output is byte-identical
 from run to run)."""
@@ -57,24 +60,48 @@ OPTIMIZERS = [
     ("RMSprop", {"lr": 0.005, "alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 0.01, "eps": 1e-6}),
     ("Adagrad", {"lr": 0.1}),
     ("Adagrad", {"lr": 0.1, "lr_decay": 0.01, "weight_decay": 0.01, "initial_accumulator_value": 0.1, "eps": 1e-8}),
+    ("Adagrad", {"lr": 0.1, "maximize": True}),
+    ("Adadelta", {"lr": 1.0, "maximize": True}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.9, "maximize": True}),
+]
+
+# Optimizers stepped together with OneCycleLR (default cycle_momentum=True): its momentum
+# cycling reaches the update (SGD's momentum, RMSprop's momentum, Adam's beta1).
+ONE_CYCLE = {"max_lr": 0.05, "total_steps": STEPS}
+OPTIMIZERS_WITH_ONE_CYCLE = [
+    ("SGD", {"lr": 0.1, "momentum": 0.9}),
+    ("Adam", {"lr": 0.01}),
+    ("AdamW", {"lr": 0.01, "weight_decay": 0.01, "amsgrad": True}),
+    ("RMSprop", {"lr": 0.01, "momentum": 0.5, "centered": True}),
 ]
 
 
-def run_optimizer(name, options, init, grads):
+def run_optimizer(name, options, init, grads, one_cycle=None):
     params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
     groups = [{"params": [params["w"]]}, {"params": [params["b"]], "lr": options["lr"] * 0.5, "weight_decay": 0.0}]
     opt = getattr(torch.optim, name)(groups, **options)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, **one_cycle) if one_cycle else None
     steps = []
     for g in grads:
         for k, p in params.items():
             p.grad = g[k].clone()
         opt.step()
+        if sched is not None:
+            sched.step()
         steps.append({k: f32_list(p) for k, p in params.items()})
     return steps
 
 
+def optimizer_case(name, options, init, grads, one_cycle=None):
+    case = {"optimizer": name, "options": options, "steps": run_optimizer(name, options, init, grads, one_cycle)}
+    if one_cycle:
+        case["one_cycle"] = one_cycle
+    return case
+
+
 def schedulers():
-    """(name, constructor, torch constructor arguments, metrics for ReduceLROnPlateau)."""
+    """(name, torch constructor arguments, constructor); OneCycleLR's cases give
+    cycle_momentum, and those that cycle it also the optimizer (SGD unless "optimizer" says)."""
     S = torch.optim.lr_scheduler
     cases = [
         ("StepLR", {"step_size": 1, "gamma": 0.7}, lambda o: S.StepLR(o, 1, 0.7)),
@@ -85,10 +112,17 @@ def schedulers():
         ("CosineAnnealingLR", {"T_max": 7, "eta_min": 0.0}, lambda o: S.CosineAnnealingLR(o, 7)),
         ("LinearLR", {"start_factor": 0.25, "end_factor": 1.0, "total_iters": 8}, lambda o: S.LinearLR(o, 0.25, 1.0, 8)),
         ("LinearLR", {"start_factor": 1.0, "end_factor": 0.1, "total_iters": 12}, lambda o: S.LinearLR(o, 1.0, 0.1, 12)),
-        ("OneCycleLR", {"max_lr": [1.0, 0.5], "total_steps": 30, "anneal_strategy": "cos", "three_phase": False},
+        ("OneCycleLR", {"max_lr": [1.0, 0.5], "total_steps": 30, "anneal_strategy": "cos", "three_phase": False, "cycle_momentum": False},
          lambda o: S.OneCycleLR(o, [1.0, 0.5], total_steps=30, cycle_momentum=False)),
-        ("OneCycleLR", {"max_lr": [0.3], "total_steps": 30, "anneal_strategy": "linear", "three_phase": True, "pct_start": 0.25},
+        ("OneCycleLR", {"max_lr": [0.3], "total_steps": 30, "anneal_strategy": "linear", "three_phase": True, "pct_start": 0.25, "cycle_momentum": False},
          lambda o: S.OneCycleLR(o, 0.3, total_steps=30, pct_start=0.25, anneal_strategy="linear", three_phase=True, cycle_momentum=False)),
+        ("OneCycleLR", {"max_lr": [1.0, 0.5], "total_steps": 30, "anneal_strategy": "cos", "three_phase": False, "cycle_momentum": True},
+         lambda o: S.OneCycleLR(o, [1.0, 0.5], total_steps=30)),
+        ("OneCycleLR", {"max_lr": [0.3], "total_steps": 30, "anneal_strategy": "linear", "three_phase": True, "pct_start": 0.25, "cycle_momentum": True,
+                        "base_momentum": [0.8, 0.7], "max_momentum": [0.9]},
+         lambda o: S.OneCycleLR(o, 0.3, total_steps=30, pct_start=0.25, anneal_strategy="linear", three_phase=True, base_momentum=[0.8, 0.7], max_momentum=0.9)),
+        ("OneCycleLR", {"optimizer": "Adam", "max_lr": [0.01], "total_steps": 30, "anneal_strategy": "cos", "three_phase": False, "cycle_momentum": True},
+         lambda o: S.OneCycleLR(o, 0.01, total_steps=30)),
         ("ReduceLROnPlateau", {"mode": "min", "factor": 0.5, "patience": 2, "threshold": 0.01, "threshold_mode": "rel", "cooldown": 1, "min_lr": [0.01, 0.02]},
          lambda o: S.ReduceLROnPlateau(o, "min", 0.5, 2, 0.01, "rel", 1, [0.01, 0.02])),
         ("ReduceLROnPlateau", {"mode": "max", "factor": 0.1, "patience": 0, "threshold": 0.05, "threshold_mode": "abs", "cooldown": 0, "min_lr": [0.0]},
@@ -107,13 +141,20 @@ def plateau_metrics():
             0.5, 0.49, 0.6, 0.6, 0.6, 0.6, 0.6, 0.2, 0.2, 0.2, 0.2, 0.2]
 
 
-def run_scheduler(make, metrics):
+def momenta(opt):
+    return [float(g["betas"][0]) if "betas" in g else float(g["momentum"]) for g in opt.param_groups]
+
+
+def run_scheduler(make, metrics, optimizer="SGD"):
+    """The lrs after construction and after every step; with momentum, also each group's."""
     p = torch.zeros(1, requires_grad=True)
     q = torch.zeros(1, requires_grad=True)
-    opt = torch.optim.SGD([{"params": [p]}, {"params": [q], "lr": 0.05}], lr=0.1, momentum=0.9)
+    groups = [{"params": [p]}, {"params": [q], "lr": 0.05}]
+    opt = torch.optim.Adam(groups, lr=0.1) if optimizer == "Adam" else torch.optim.SGD(groups, lr=0.1, momentum=0.9)
     sched = make(opt)
     plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
     lrs = [list(sched.get_last_lr())]
+    moms = [momenta(opt)]
     for step in range(30):
         opt.step()
         if plateau:
@@ -121,7 +162,16 @@ def run_scheduler(make, metrics):
         else:
             sched.step()
         lrs.append([float(v) for v in sched.get_last_lr()])
-    return lrs
+        moms.append(momenta(opt))
+    return lrs, moms
+
+
+def scheduler_case(name, args, make):
+    lrs, moms = run_scheduler(make, plateau_metrics(), args.get("optimizer", "SGD"))
+    case = {"scheduler": name, "args": args, "lrs": lrs}
+    if args.get("cycle_momentum"):
+        case["momentums"] = moms
+    return case
 
 
 def clipping(init, grads):
@@ -150,10 +200,11 @@ def main():
         "initial": {k: f32_list(v) for k, v in init.items()},
         "shapes": SHAPES,
         "grads": [{k: f32_list(v) for k, v in g.items()} for g in grads],
-        "optimizers": [{"optimizer": name, "options": opts, "steps": run_optimizer(name, opts, init, grads)} for name, opts in OPTIMIZERS],
+        "optimizers": [optimizer_case(name, opts, init, grads) for name, opts in OPTIMIZERS]
+        + [optimizer_case(name, opts, init, grads, ONE_CYCLE) for name, opts in OPTIMIZERS_WITH_ONE_CYCLE],
         "clipping": clipping(init, grads),
         "metrics": plateau_metrics(),
-        "schedulers": [{"scheduler": name, "args": args, "lrs": run_scheduler(make, plateau_metrics())} for name, args, make in schedulers()],
+        "schedulers": [scheduler_case(name, args, make) for name, args, make in schedulers()],
     }
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "optim_parity.json")
     with open(path, "w") as f:
