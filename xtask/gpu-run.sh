@@ -6,7 +6,7 @@
 # binaries in .bin/ (test binaries under their test names) and the loader folder in .gpu/, then:
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
-# f16/bf16 rows.
+# convolution benchmark and the f16/bf16 rows.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -30,8 +30,7 @@ if [ "$PART" = 1 ] || [ "$PART" = all ]; then
   echo "## profile resnet18"; timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu --trace "$OUT/resnet18-trace.json" 2>&1 | head -60
   echo "## profile resnet18, LIANDAN_FUSION=0"; LIANDAN_FUSION=0 timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu 2>&1 | head -30
   echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu 2>&1 | head -30
-  echo "## bench-fusion"; timeout 150 ./.bin/xtask bench-fusion --device gpu 2>&1
-  echo "## bench-conv"; timeout 150 ./.bin/xtask bench-conv --device gpu 2>&1
+  echo "## bench-fusion"; timeout 240 ./.bin/xtask bench-fusion --device gpu --torch 2>&1
 fi
 if [ "$PART" = 2 ] || [ "$PART" = all ]; then
   timeout 500 ./.bin/xtask bench --torch --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
@@ -39,6 +38,7 @@ if [ "$PART" = 2 ] || [ "$PART" = all ]; then
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -5 "$OUT/bench/bench.log"
 fi
 if [ "$PART" = 3 ] || [ "$PART" = all ]; then
+  echo "## bench-conv"; timeout 200 ./.bin/xtask bench-conv --device gpu 2>&1
   echo "## f16/bf16 rows"
   timeout 90 ./.bin/xtask bench --torch --models mnist_cnn,resnet18,vit --device gpu:0 --precisions f16,bf16 --no-micro \
     --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-amp" 2>"$OUT/bench-amp.log"; echo "rc $?"; tail -3 "$OUT/bench-amp.log"
