@@ -8,6 +8,7 @@ use std::sync::Arc;
 use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
+use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
@@ -91,15 +92,13 @@ impl WgpuBackend {
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
         let key = Key::of(&self.repr, op, dtype)?;
-        let gpu = match self.gpu() {
+        if inputs.iter().any(|v| !v.layout.is_contiguous()) {
+            return None;
+        }
+        let gpu = match self.fused_gpu(dtype, &outputs, inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let limit = gpu.max_binding();
-        let fits = |numel: usize| self.repr.buffer_bytes(dtype, numel) <= limit && u32::try_from(numel).is_ok();
-        if !outputs.iter().all(|&n| fits(n)) || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !v.layout.is_contiguous()) {
-            return None;
-        }
         let mut meta = vec![units as u32, inputs[1].layout.shape()[1] as u32];
         for v in inputs {
             meta.push(u32::try_from(v.layout.offset()).ok()?);
@@ -112,5 +111,23 @@ impl WgpuBackend {
             gpu.dispatch(&kernel, &meta, &buffers, grid(units))?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())
+    }
+}
+
+impl WgpuBackend {
+    /// The device for a fused op whose outputs (`numel` elements of `dtype` each) and inputs
+    /// each fit one storage binding with 32-bit element offsets: `None` where they do not (the
+    /// composite runs instead), `Some(Err)` where the device is gone.
+    pub(crate) fn fused_gpu(&self, dtype: DType, outputs: &[usize], inputs: &[Strided]) -> Option<Result<&Arc<Gpu>>> {
+        let gpu = match self.gpu() {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let limit = gpu.max_binding();
+        let fits = |numel: usize| u32::try_from(numel).is_ok() && self.repr.buffer_bytes(dtype, numel) <= limit;
+        if !outputs.iter().all(|&n| fits(n)) || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
+            return None;
+        }
+        Some(Ok(gpu))
     }
 }

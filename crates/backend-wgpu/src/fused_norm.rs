@@ -87,14 +87,10 @@ impl WgpuBackend {
         if c == 0 || c > MAX_GROUPS || m == 0 {
             return None;
         }
-        let gpu = match self.gpu() {
+        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let limit = gpu.max_binding();
-        if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
-            return None;
-        }
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
         let seg = m.div_ceil(segments);
         let flags = opts.affine as u32 | (opts.running as u32) << 1;

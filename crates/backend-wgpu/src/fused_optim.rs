@@ -186,14 +186,10 @@ impl WgpuBackend {
         if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != fixed + stateful as usize + centered as usize {
             return None;
         }
-        let gpu = match self.gpu() {
+        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let limit = gpu.max_binding();
-        if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
-            return None;
-        }
         // Offsets of every input slot the kernel names, in slot order (an absent optional
         // one reads as 0): the fixed inputs, then the optional state in the order it comes.
         let mut meta = vec![numel as u32, flag_word];

@@ -63,14 +63,10 @@ impl WgpuBackend {
         if !self.repr.computes(dtype) || dtype == DType::F64 {
             return None;
         }
-        let gpu = match self.gpu() {
+        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let limit = gpu.max_binding();
-        if u32::try_from(numel).is_err() || self.repr.buffer_bytes(dtype, numel) > limit || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit) {
-            return None;
-        }
         let mut meta = vec![numel as u32];
         for v in inputs {
             meta.push(u32::try_from(v.layout.offset()).ok()?);
