@@ -120,7 +120,19 @@ impl Backend for CpuBackend {
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        ok(from_f64_fn(numel, dtype, |_| value)?)
+        // One write of the value, not a fill and then a write of each element.
+        fn fill<T: Scalar>(numel: usize, value: T) -> Result<ndarray::Array1<T>> {
+            Ok(storage::alloc("full", numel, value)?.into())
+        }
+        ok(match dtype {
+            DType::F32 => CpuStorage::F32(fill(numel, Scalar::from_f64(value))?),
+            DType::F16 => CpuStorage::F16(fill(numel, Scalar::from_f64(value))?),
+            DType::BF16 => CpuStorage::BF16(fill(numel, Scalar::from_f64(value))?),
+            DType::F64 => CpuStorage::F64(fill(numel, value)?),
+            DType::I64 => CpuStorage::I64(fill(numel, Scalar::from_f64(value))?),
+            DType::U8 => CpuStorage::U8(fill(numel, Scalar::from_f64(value))?),
+            DType::Bool => CpuStorage::Bool(fill(numel, (value != 0.0) as u8)?),
+        })
     }
 
     fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
