@@ -190,6 +190,14 @@ mod tests {
                 assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?}: {g} vs {w}");
             }
         }
+        // One product alone runs threaded inside the gemm, not split over the batch.
+        let (la1, lb1) = (Layout::new(vec![1, m, k], vec![m * k, 1, m], 3), Layout::new(vec![1, k, n], vec![0, 1, k], 0));
+        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
+            let got = gemm_batched_on(engine, &x, &la1, &y, &lb1, [1, m, k, n]).unwrap();
+            for (g, w) in got.iter().zip(&want[..m * n]) {
+                assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?}: {g} vs {w}");
+            }
+        }
         let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
         let yh: Vec<half::f16> = y.iter().map(|&v| half::f16::from_f32(v)).collect();
         let got = via_f32(&xh, &la, &yh, &lb, [b, m, k, n]).unwrap();
