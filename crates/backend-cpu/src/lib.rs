@@ -1,5 +1,6 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
-//! rayon threads and `matrixmultiply`'s gemm.
+//! rayon threads, products on the `gemm` crate (`matrixmultiply` for batches split over threads,
+//! or for every product with `LIANDAN_CPU_GEMM=matrixmultiply`).
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -103,7 +104,13 @@ impl Backend for CpuBackend {
             ("name".into(), "cpu".into()),
             ("type".into(), "Cpu".into()),
             ("threads".into(), rayon::current_num_threads().to_string()),
-            ("gemm".into(), "matrixmultiply (f32/f64; f16/bf16 through f32)".into()),
+            (
+                "gemm".into(),
+                match matmul::engine() {
+                    matmul::Engine::Gemm => "gemm crate, matrixmultiply for batches split over threads (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                },
+            ),
         ]
     }
 

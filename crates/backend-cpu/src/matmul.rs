@@ -77,19 +77,55 @@ trait Gemm: Copy + Default + Send + Sync + 'static {
     /// The pointers and strides must describe matrices inside live allocations, and `c` must
     /// not overlap `a` or `b`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn matrixmultiply(m: usize, k: usize, n: usize, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, c: *mut Self, rsc: isize);
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+    );
     const ONE: Self;
 }
 
 impl Gemm for f32 {
-    unsafe fn matrixmultiply(m: usize, k: usize, n: usize, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, c: *mut f32, rsc: isize) {
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+    ) {
         matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
     }
     const ONE: f32 = 1.0;
 }
 
 impl Gemm for f64 {
-    unsafe fn matrixmultiply(m: usize, k: usize, n: usize, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, c: *mut f64, rsc: isize) {
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+    ) {
         matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
     }
     const ONE: f64 = 1.0;
@@ -100,7 +136,16 @@ impl Gemm for f64 {
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, [m, k, n]: [usize; 3], a: *const T, [rsa, csa]: [isize; 2], b: *const T, [rsb, csb]: [isize; 2], c: *mut T) {
+unsafe fn gemm_one<T: Gemm>(
+    engine: Engine,
+    threaded: bool,
+    [m, k, n]: [usize; 3],
+    a: *const T,
+    [rsa, csa]: [isize; 2],
+    b: *const T,
+    [rsb, csb]: [isize; 2],
+    c: *mut T,
+) {
     match engine {
         Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize),
         Engine::Gemm => {
