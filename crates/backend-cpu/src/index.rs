@@ -3,8 +3,10 @@
 
 use liandan_tensor::{DType, Error, Layout, Result};
 
-use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, CpuStorage, Scalar};
-use crate::strided::{materialize, with_contiguous, Fault, Plan};
+use rayon::prelude::*;
+
+use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
+use crate::strided::{contiguous, materialize, Fault, Plan, PAR_MIN};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
     match index {
@@ -154,18 +156,35 @@ fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: us
     let outer: usize = shape[..dim].iter().product();
     let inner: usize = shape[dim + 1..].iter().product();
     let total = shape[dim] * inner;
-    let mut out = alloc("concat", outer * total, T::default())?;
-    let mut col = 0;
+    // Each part as a row-major slice, with its row width.
+    let mut pieces: Vec<(std::borrow::Cow<[T]>, usize)> = Vec::with_capacity(parts.len());
     for &(s, l) in parts {
-        let width = l.shape()[dim] * inner;
         // All parts share `T`'s dtype, checked by the caller, so this cast is the identity.
         let v: &[T] = each_dtype!(s, v => bytemuck::cast_slice(v));
-        with_contiguous(v, l, |xs| {
-            for o in 0..outer {
-                out[o * total + col..][..width].copy_from_slice(&xs[o * width..][..width]);
-            }
-        })?;
-        col += width;
+        let xs = match contiguous(v, l) {
+            Some(xs) => std::borrow::Cow::Borrowed(xs),
+            None => std::borrow::Cow::Owned(materialize(v, l)?),
+        };
+        pieces.push((xs, l.shape()[dim] * inner));
+    }
+    let row = |o: usize, dst: &mut [T]| {
+        let mut col = 0;
+        for (xs, width) in &pieces {
+            dst[col..col + width].copy_from_slice(&xs[o * width..][..*width]);
+            col += width;
+        }
+    };
+    if outer * total >= PAR_MIN && outer > 1 {
+        let mut out = alloc("concat", outer * total, T::default())?;
+        out.par_chunks_mut(total).enumerate().for_each(|(o, dst)| row(o, dst));
+        return Ok(out);
+    }
+    // Written once, part after part, with no fill first: concatenation is all memory traffic.
+    let mut out = reserve("concat", outer * total)?;
+    for o in 0..outer {
+        for (xs, width) in &pieces {
+            out.extend_from_slice(&xs[o * width..][..*width]);
+        }
     }
     Ok(out)
 }

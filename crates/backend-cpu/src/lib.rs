@@ -1,5 +1,6 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
-//! rayon threads and `matrixmultiply`'s gemm.
+//! rayon threads, products on the `gemm` crate (`matrixmultiply` for batches split over threads,
+//! or for every product with `LIANDAN_CPU_GEMM=matrixmultiply`).
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -104,7 +105,13 @@ impl Backend for CpuBackend {
             ("name".into(), "cpu".into()),
             ("type".into(), "Cpu".into()),
             ("threads".into(), rayon::current_num_threads().to_string()),
-            ("gemm".into(), "matrixmultiply (f32/f64; f16/bf16 through f32)".into()),
+            (
+                "gemm".into(),
+                match matmul::engine() {
+                    matmul::Engine::Gemm => "gemm crate, matrixmultiply for batches split over threads (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                },
+            ),
         ]
     }
 
@@ -121,7 +128,19 @@ impl Backend for CpuBackend {
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        ok(from_f64_fn(numel, dtype, |_| value)?)
+        // One write of the value, not a fill and then a write of each element.
+        fn fill<T: Scalar>(numel: usize, value: T) -> Result<ndarray::Array1<T>> {
+            Ok(storage::alloc("full", numel, value)?.into())
+        }
+        ok(match dtype {
+            DType::F32 => CpuStorage::F32(fill(numel, Scalar::from_f64(value))?),
+            DType::F16 => CpuStorage::F16(fill(numel, Scalar::from_f64(value))?),
+            DType::BF16 => CpuStorage::BF16(fill(numel, Scalar::from_f64(value))?),
+            DType::F64 => CpuStorage::F64(fill(numel, value)?),
+            DType::I64 => CpuStorage::I64(fill(numel, Scalar::from_f64(value))?),
+            DType::U8 => CpuStorage::U8(fill(numel, Scalar::from_f64(value))?),
+            DType::Bool => CpuStorage::Bool(fill(numel, (value != 0.0) as u8)?),
+        })
     }
 
     fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {

@@ -1,11 +1,33 @@
-//! Batched matrix product on `matrixmultiply`'s gemm, which takes any strides, so transposed
-//! and batch-broadcast views are read in place.
+//! Batched matrix product on the `gemm` crate (AVX-512 and AVX2 kernels chosen at run time),
+//! with `matrixmultiply` kept as the alternative (`LIANDAN_CPU_GEMM=matrixmultiply`). Both take
+//! any strides, so transposed and batch-broadcast views are read in place.
+
+use std::sync::OnceLock;
 
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, slice, CpuStorage, Real};
 use crate::strided::map1;
+
+/// The gemm library the products run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// The `gemm` crate: 2-5x `matrixmultiply` at the zoo's shapes on an AVX-512 host (see
+    /// docs/BENCHMARKS.md), threaded on rayon.
+    Gemm,
+    /// `matrixmultiply`, AVX2 at most, on its own threads: kept to compare and to bisect.
+    MatrixMultiply,
+}
+
+/// The engine, read once from `LIANDAN_CPU_GEMM` (`gemm`, the default, or `matrixmultiply`).
+pub(crate) fn engine() -> Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_GEMM").as_deref() {
+        Ok("matrixmultiply") => Engine::MatrixMultiply,
+        _ => Engine::Gemm,
+    })
+}
 
 pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
     let dims = match (la.shape(), lb.shape()) {
@@ -49,28 +71,97 @@ fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> 
     }
 }
 
-/// A gemm of `matrixmultiply`: `C = A B` with every matrix given by pointer and strides.
-trait Gemm: Copy + Default + Send + Sync {
+/// `C = A B` with every matrix given by pointer and strides, on either engine.
+trait Gemm: Copy + Default + Send + Sync + 'static {
     /// # Safety
     /// The pointers and strides must describe matrices inside live allocations, and `c` must
     /// not overlap `a` or `b`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const Self, rsa: isize, csa: isize, b: *const Self, rsb: isize, csb: isize, c: *mut Self, rsc: isize);
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+    );
+    const ONE: Self;
 }
 
 impl Gemm for f32 {
-    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const f32, rsa: isize, csa: isize, b: *const f32, rsb: isize, csb: isize, c: *mut f32, rsc: isize) {
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f32,
+        rsa: isize,
+        csa: isize,
+        b: *const f32,
+        rsb: isize,
+        csb: isize,
+        c: *mut f32,
+        rsc: isize,
+    ) {
         matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
     }
+    const ONE: f32 = 1.0;
 }
 
 impl Gemm for f64 {
-    unsafe fn gemm(m: usize, k: usize, n: usize, a: *const f64, rsa: isize, csa: isize, b: *const f64, rsb: isize, csb: isize, c: *mut f64, rsc: isize) {
+    unsafe fn matrixmultiply(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const f64,
+        rsa: isize,
+        csa: isize,
+        b: *const f64,
+        rsb: isize,
+        csb: isize,
+        c: *mut f64,
+        rsc: isize,
+    ) {
         matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
+    }
+    const ONE: f64 = 1.0;
+}
+
+/// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`.
+///
+/// # Safety
+/// As [`Gemm::matrixmultiply`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_one<T: Gemm>(
+    engine: Engine,
+    threaded: bool,
+    [m, k, n]: [usize; 3],
+    a: *const T,
+    [rsa, csa]: [isize; 2],
+    b: *const T,
+    [rsb, csb]: [isize; 2],
+    c: *mut T,
+) {
+    match engine {
+        Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize),
+        Engine::Gemm => {
+            // gemm itself declines threads below its own work threshold.
+            let par = if threaded { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+            // dst = 0 * dst + 1 * a b; `read_dst` false, so the fresh block is never read.
+            gemm::gemm(m, n, k, c, 1, n as isize, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
+        }
     }
 }
 
-fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {
+fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
+    gemm_batched_on(engine(), x, la, y, lb, dims)
+}
+
+fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {
     let mut out = alloc("matmul", batch * m * n, T::default())?;
     if out.is_empty() || k == 0 {
         return Ok(out);
@@ -80,19 +171,33 @@ fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, 
         return Err(backend_error("matmul", "a view reaches past the end of its buffer"));
     }
     let stride = |l: &Layout, d: usize| l.strides()[d] as isize;
-    let one = |bi: usize, c: &mut [T]| {
+    let (sa, sb) = ([stride(la, 1), stride(la, 2)], [stride(lb, 1), stride(lb, 2)]);
+    let one = |bi: usize, c: &mut [T], threaded: bool| {
         // SAFETY: every element the gemm reads is within `max_extent`, checked above, and `c`
         // is a fresh `m * n` block of `out`.
         unsafe {
             let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
             let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-            T::gemm(m, k, n, a, stride(la, 1), stride(la, 2), b, stride(lb, 1), stride(lb, 2), c.as_mut_ptr(), n as isize);
+            gemm_one(engine, threaded, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
         }
     };
-    if batch > 1 {
+    // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
+    // no split of a small product), inside each product otherwise.
+    if batch > 1 && batch >= rayon::current_num_threads() {
+        // One-threaded gemm products side by side measured 5x slower than matrixmultiply's on
+        // the convolution's shape ([64, 288] x [288, 576] per image, docs/BENCHMARKS.md), so
+        // a batch split over threads stays on matrixmultiply until that is understood.
+        let one = |bi: usize, c: &mut [T]| {
+            // SAFETY: as above.
+            unsafe {
+                let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
+                let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
+                gemm_one(Engine::MatrixMultiply, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+            }
+        };
         out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
     } else {
-        one(0, &mut out);
+        out.chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c, true));
     }
     Ok(out)
 }
@@ -123,10 +228,20 @@ mod tests {
         // and broadcast over the batch.
         let la = Layout::new(vec![b, m, k], vec![m * k, 1, m], 3);
         let lb = Layout::new(vec![b, k, n], vec![0, 1, k], 0);
-        let got = gemm_batched(&x, &la, &y, &lb, [b, m, k, n]).unwrap();
         let want = naive(&x, &la, &y, &lb);
-        for (g, w) in got.iter().zip(&want) {
-            assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{g} vs {w}");
+        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
+            let got = gemm_batched_on(engine, &x, &la, &y, &lb, [b, m, k, n]).unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?}: {g} vs {w}");
+            }
+        }
+        // One product alone runs threaded inside the gemm, not split over the batch.
+        let (la1, lb1) = (Layout::new(vec![1, m, k], vec![m * k, 1, m], 3), Layout::new(vec![1, k, n], vec![0, 1, k], 0));
+        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
+            let got = gemm_batched_on(engine, &x, &la1, &y, &lb1, [1, m, k, n]).unwrap();
+            for (g, w) in got.iter().zip(&want[..m * n]) {
+                assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?}: {g} vs {w}");
+            }
         }
         let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
         let yh: Vec<half::f16> = y.iter().map(|&v| half::f16::from_f32(v)).collect();

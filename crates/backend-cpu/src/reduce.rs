@@ -1,4 +1,5 @@
-//! Reductions along the middle axis of `[outer, len, inner]`: sum, max, min, argmax, argmin.
+//! Reductions along the middle axis of `[outer, len, inner]`: sum, max, min, argmax, argmin,
+//! with branch-free multi-lane loops when that axis is the last (`inner == 1`).
 
 use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{Error, Layout, Result};
@@ -22,8 +23,8 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
             S::I64(v) => S::I64(sum_int(slice(v), l, dims)?.into()),
             S::U8(v) | S::Bool(v) => S::I64(sum_int(slice(v), l, dims)?.into()),
         },
-        ReduceOp::Max => map_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.0).collect::<Vec<_>>()),
-        ReduceOp::Min => map_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.0).collect::<Vec<_>>()),
+        ReduceOp::Max => map_dtype!(x, v => extreme_value(v, l, dims, gt)?),
+        ReduceOp::Min => map_dtype!(x, v => extreme_value(v, l, dims, lt)?),
         ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
         ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
     })
@@ -32,8 +33,56 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
 /// Float sums accumulate in f64 whatever the dtype: the reference backend should not be the
 /// one that loses digits on a long row.
 fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<T>> {
-    let acc = with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b))?;
+    let acc = with_contiguous(v, l, |xs| match dims {
+        // A row at a time: `LANES` running sums, so the loop vectorizes rather than waiting on
+        // one add after another.
+        [_, _, 1] => fold_rows(xs, dims, |row| {
+            let mut lanes = [0.0f64; LANES];
+            let mut chunks = row.chunks_exact(LANES);
+            for c in &mut chunks {
+                lanes.iter_mut().zip(c).for_each(|(a, x)| *a += x.to_f64());
+            }
+            chunks.remainder().iter().fold(lanes.iter().sum::<f64>(), |a, x| a + x.to_f64())
+        }),
+        _ => fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b),
+    })?;
     Ok(acc.into_iter().map(T::from_f64).collect())
+}
+
+/// Independent accumulators per row of a last-axis reduction.
+const LANES: usize = 8;
+
+/// `row(x[o, :])` for every `o` of a contiguous `[outer, len, 1]` slice, rows in parallel when
+/// the work is large.
+fn fold_rows<T: Sync, A: Send>(xs: &[T], [outer, len, _]: [usize; 3], row: impl Fn(&[T]) -> A + Sync + Send) -> Vec<A> {
+    if len == 0 {
+        return (0..outer).map(|_| row(&[])).collect();
+    }
+    if outer * len >= PAR_MIN && outer > 1 {
+        xs.par_chunks(len).map(&row).collect()
+    } else {
+        xs.chunks(len).map(row).collect()
+    }
+}
+
+/// Max or min without the index, a row at a time in `LANES` running extremes (which vectorize)
+/// when the reduced axis is the last. NaN wins, as in [`gt`], so once a lane holds one it keeps it.
+fn extreme_value<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: impl Fn(T, T) -> bool + Copy + Sync + Send) -> Result<Vec<T>> {
+    let [_, len, inner] = dims;
+    if inner != 1 || len == 0 {
+        return Ok(extreme(v, l, dims, beats)?.into_iter().map(|a| a.0).collect());
+    }
+    let pick = move |a: T, x: T| if beats(x, a) { x } else { a };
+    with_contiguous(v, l, |xs| {
+        fold_rows(xs, dims, |row| {
+            let mut lanes = [row[0]; LANES];
+            let mut chunks = row.chunks_exact(LANES);
+            for c in &mut chunks {
+                lanes.iter_mut().zip(c).for_each(|(a, &x)| *a = pick(*a, x));
+            }
+            chunks.remainder().iter().chain(&lanes).fold(row[0], |a, &x| pick(a, x))
+        })
+    })
 }
 
 fn sum_int<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<i64>> {
@@ -51,7 +100,7 @@ fn lt<T: Scalar>(new: T, cur: T) -> bool {
 }
 
 /// The winning value and its index along `len` for every lane; index -1 marks "none yet".
-fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: fn(T, T) -> bool) -> Result<Vec<(T, i64)>> {
+fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: impl Fn(T, T) -> bool + Copy + Sync + Send) -> Result<Vec<(T, i64)>> {
     let init = (T::default(), -1i64);
     with_contiguous(v, l, |xs| {
         fold_lanes(

@@ -114,12 +114,27 @@ impl<const K: usize> Plan<K> {
     }
 }
 
+/// The `n` results of a map over contiguous slices, into a buffer written once (no fill
+/// first): in parallel chunks when large, else one loop the compiler vectorizes.
+fn collect<O: Send>(n: usize, par: impl IndexedParallelIterator<Item = O>, seq: impl Iterator<Item = O>) -> Result<Vec<O>> {
+    let mut out = reserve("elementwise", n)?;
+    if n >= PAR_MIN {
+        par.with_min_len(CHUNK).collect_into_vec(&mut out);
+    } else {
+        out.extend(seq);
+    }
+    Ok(out)
+}
+
 /// `f` over one view.
 pub(crate) fn map1<A, O>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync) -> Result<Vec<O>>
 where
     A: Copy + Sync,
     O: Copy + Default + Send,
 {
+    if let Some(xs) = contiguous(a, la) {
+        return collect(xs.len(), xs.par_iter().map(|&x| f(x)), xs.iter().map(|&x| f(x)));
+    }
     let plan = Plan::new(la.shape(), [la]);
     let mut out = alloc("elementwise", plan.numel, O::default())?;
     if plan.transposed() {
@@ -143,6 +158,10 @@ where
     B: Copy + Sync,
     O: Copy + Default + Send,
 {
+    if let (Some(xs), Some(ys)) = (contiguous(a, la), contiguous(b, lb)) {
+        let par = xs.par_iter().zip(ys).map(|(&x, &y)| f(x, y));
+        return collect(xs.len(), par, xs.iter().zip(ys).map(|(&x, &y)| f(x, y)));
+    }
     let plan = Plan::new(la.shape(), [la, lb]);
     let mut out = alloc("elementwise", plan.numel, O::default())?;
     if plan.transposed() {

@@ -163,7 +163,12 @@ fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Result<Vec<T>> {
             for y in ys {
                 let src = &plane[g.row_of(y, i) * g.w..][iw0..g.w];
                 let dst = &mut row[y * g.ow..][xs.clone()];
-                dst.iter_mut().zip(src.iter().step_by(g.sw)).for_each(|(d, &s)| *d = s);
+                if g.sw == 1 {
+                    // The common case, a plain copy: `step_by` would hide that from the compiler.
+                    dst.copy_from_slice(&src[..dst.len()]);
+                } else {
+                    dst.iter_mut().zip(src.iter().step_by(g.sw)).for_each(|(d, &s)| *d = s);
+                }
             }
         }
     });
@@ -188,7 +193,11 @@ fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
             for y in ys {
                 let dst = &mut acc[g.row_of(y, i) * g.w..][iw0..g.w];
                 let src = &row[y * g.ow..][xs.clone()];
-                dst.iter_mut().step_by(g.sw).zip(src).for_each(|(d, &s)| *d += s.widen());
+                if g.sw == 1 {
+                    dst[..src.len()].iter_mut().zip(src).for_each(|(d, &s)| *d += s.widen());
+                } else {
+                    dst.iter_mut().step_by(g.sw).zip(src).for_each(|(d, &s)| *d += s.widen());
+                }
             }
         }
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));

@@ -1,6 +1,6 @@
 //! Micro-benchmarks of one device (`xtask bench-micro`): the device's measured peak copy
-//! bandwidth first, then matmul GFLOP/s at several sizes, elementwise GB/s, a convolution and
-//! the time per dispatch, each row beside that peak.
+//! bandwidth first, then matmul GFLOP/s at several square sizes and at the zoo's own shapes,
+//! elementwise GB/s, a convolution and the time per dispatch, each row beside that peak.
 
 use std::time::Instant;
 
@@ -65,6 +65,22 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
         let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
         row("matmul f32", format!("{n}x{n}x{n}"), s, 2.0 * (n as f64).powi(3) / s / 1e9, "GFLOP/s");
     }
+    // The zoo's own products, at its reference batches: Linear layers multiply by the weight
+    // read transposed (`x W^T`), their weight gradient reads the output gradient transposed,
+    // LSTM's recurrent step is skinny, ViT's attention is a batch of small products.
+    for (bench, [batch, m, k, n], layout) in ZOO_PRODUCTS {
+        let a = match layout {
+            Operands::LhsT => Tensor::randn(&[batch, k, m], 7, DType::F32, device)?.transpose(1, 2)?,
+            _ => Tensor::randn(&[batch, m, k], 7, DType::F32, device)?,
+        };
+        let b = match layout {
+            Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
+            _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
+        };
+        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        let size = format!("{}[{m},{k}]x[{k},{n}]{}", if batch > 1 { format!("{batch}x") } else { String::new() }, layout.note());
+        row(bench, size, s, 2.0 * (batch * m * k * n) as f64 / s / 1e9, "GFLOP/s");
+    }
     let n = if quick { 1 << 20 } else { 1 << 24 };
     let a = Tensor::randn(&[n], 3, DType::F32, device)?;
     let b = Tensor::randn(&[n], 4, DType::F32, device)?;
@@ -100,3 +116,34 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     row("synchronize, nothing pending", "-".into(), s, s * 1e6, "us");
     Ok(Micro { peak_copy_gbs: peak, rows })
 }
+
+/// How the operands of a product are stored.
+#[derive(Clone, Copy)]
+enum Operands {
+    Plain,
+    /// The left operand is a transposed view (a Linear layer's weight gradient, `dy^T x`).
+    LhsT,
+    /// The right operand is a transposed view (a Linear layer's forward, `x W^T`).
+    RhsT,
+}
+
+impl Operands {
+    fn note(self) -> &'static str {
+        match self {
+            Operands::Plain => "",
+            Operands::LhsT => " lhs^T",
+            Operands::RhsT => " rhs^T",
+        }
+    }
+}
+
+/// `(bench, [batch, M, K, N], operands)` of the zoo's products.
+const ZOO_PRODUCTS: [(&str, [usize; 4], Operands); 7] = [
+    ("matmul f32 mnist_cnn fc1", [1, 64, 9216, 128], Operands::RhsT),
+    ("matmul f32 mnist_cnn fc1 dW", [1, 128, 64, 9216], Operands::LhsT),
+    ("matmul f32 mlp fc1", [1, 1024, 784, 256], Operands::RhsT),
+    ("matmul f32 lstm step", [1, 64, 256, 1024], Operands::RhsT),
+    ("matmul f32 lstm dW", [1, 1024, 64, 256], Operands::LhsT),
+    ("matmul f32 vit attention QK^T", [96, 65, 64, 65], Operands::RhsT),
+    ("matmul f32 vit attention AV", [96, 65, 65, 64], Operands::Plain),
+];
