@@ -29,6 +29,9 @@ macro_rules! per_float {
 
 /// The kernel for `op`, or `None` for the ops this backend leaves to their composites.
 pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    if let FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
+        return crate::conv::fused(op, inputs).map(store);
+    }
     let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
         FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),

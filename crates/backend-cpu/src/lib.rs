@@ -9,6 +9,7 @@
 //! copies). `ndarray` is re-exported, so a program uses the same version as this crate.
 
 mod array;
+mod conv;
 mod elementwise;
 mod fused;
 mod fused_norm;

@@ -72,7 +72,7 @@ fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> 
 }
 
 /// `C = A B` with every matrix given by pointer and strides, on either engine.
-trait Gemm: Copy + Default + Send + Sync + 'static {
+pub(crate) trait Gemm: Copy + Default + Send + Sync + 'static {
     /// # Safety
     /// The pointers and strides must describe matrices inside live allocations, and `c` must
     /// not overlap `a` or `b`.
@@ -89,6 +89,7 @@ trait Gemm: Copy + Default + Send + Sync + 'static {
         csb: isize,
         c: *mut Self,
         rsc: isize,
+        beta: Self,
     );
     const ONE: Self;
 }
@@ -106,8 +107,9 @@ impl Gemm for f32 {
         csb: isize,
         c: *mut f32,
         rsc: isize,
+        beta: f32,
     ) {
-        matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
+        matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, 1);
     }
     const ONE: f32 = 1.0;
 }
@@ -125,13 +127,15 @@ impl Gemm for f64 {
         csb: isize,
         c: *mut f64,
         rsc: isize,
+        beta: f64,
     ) {
-        matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, 1);
+        matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, 1);
     }
     const ONE: f64 = 1.0;
 }
 
-/// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`.
+/// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`, added to what `c`
+/// holds when `accumulate`.
 ///
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
@@ -139,6 +143,7 @@ impl Gemm for f64 {
 unsafe fn gemm_one<T: Gemm>(
     engine: Engine,
     threaded: bool,
+    accumulate: bool,
     [m, k, n]: [usize; 3],
     a: *const T,
     [rsa, csa]: [isize; 2],
@@ -146,15 +151,53 @@ unsafe fn gemm_one<T: Gemm>(
     [rsb, csb]: [isize; 2],
     c: *mut T,
 ) {
+    let keep = if accumulate { T::ONE } else { T::default() };
     match engine {
-        Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize),
+        Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
         Engine::Gemm => {
             // gemm itself declines threads below its own work threshold.
             let par = if threaded { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
-            // dst = 0 * dst + 1 * a b; `read_dst` false, so the fresh block is never read.
-            gemm::gemm(m, n, k, c, 1, n as isize, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
+            // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
+            gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par);
         }
     }
+}
+
+/// One matrix operand: its elements and its (row, column) strides from the slice's start.
+pub(crate) struct Operand<'a, T> {
+    pub data: &'a [T],
+    pub strides: [usize; 2],
+}
+
+impl<T> Operand<'_, T> {
+    /// Whether every element of a `[rows, cols]` matrix with these strides lies in the slice.
+    fn holds(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.strides[0] + (cols - 1) * self.strides[1] < self.data.len()
+    }
+}
+
+/// `c = a b`, or `c += a b` when `accumulate`, for an `[m, k]` `a`, a `[k, n]` `b` and the
+/// row-major `[m, n]` block `c`; threaded inside the product when `threaded`.
+///
+/// # Panics
+/// If an operand's strides reach past its slice: callers build them from shapes they checked,
+/// so that is a broken invariant.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, [m, k, n]: [usize; 3], a: Operand<T>, b: Operand<T>, c: &mut [T]) {
+    assert!(a.holds(m, k) && b.holds(k, n) && c.len() >= m * n, "a product's operands do not hold [{m}, {k}] x [{k}, {n}]");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            c[..m * n].fill(T::default());
+        }
+        return;
+    }
+    let s = |o: &Operand<T>| [o.strides[0] as isize, o.strides[1] as isize];
+    // SAFETY: the assert above keeps every element read or written inside its slice, and `c`
+    // is borrowed mutably, so it overlaps neither operand.
+    unsafe { gemm_one(engine, threaded, accumulate, [m, k, n], a.data.as_ptr(), s(&a), b.data.as_ptr(), s(&b), c.as_mut_ptr()) }
 }
 
 fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
@@ -178,7 +221,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
         unsafe {
             let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
             let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-            gemm_one(engine, threaded, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+            gemm_one(engine, threaded, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
         }
     };
     // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
@@ -192,7 +235,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
             unsafe {
                 let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
                 let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-                gemm_one(Engine::MatrixMultiply, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+                gemm_one(Engine::MatrixMultiply, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
             }
         };
         out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));

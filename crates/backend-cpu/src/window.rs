@@ -14,7 +14,7 @@ use crate::strided::{with_contiguous, PAR_MIN};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
 #[derive(Clone, Copy)]
-struct Geo {
+pub(crate) struct Geo {
     planes: usize,
     h: usize,
     w: usize,
@@ -31,7 +31,7 @@ struct Geo {
 }
 
 impl Geo {
-    fn new(op: &'static str, w: &Window2d) -> Result<Geo> {
+    pub(crate) fn new(op: &'static str, w: &Window2d) -> Result<Geo> {
         let (k, s, p, d) = (w.kernel, w.stride, w.padding, w.dilation);
         let fits = |size: usize, p: usize, d: usize, k: usize| size + 2 * p > d * (k - 1);
         if [k.0, k.1, s.0, s.1, d.0, d.1].contains(&0) || !fits(w.h, p.0, d.0, k.0) || !fits(w.w, p.1, d.1, k.1) {
@@ -54,11 +54,21 @@ impl Geo {
         })
     }
 
-    fn hw(&self) -> usize {
+    pub(crate) fn hw(&self) -> usize {
         self.h * self.w
     }
 
-    fn l(&self) -> usize {
+    /// Rows of the column matrix of one plane: the kernel's taps.
+    pub(crate) fn taps(&self) -> usize {
+        self.kh * self.kw
+    }
+
+    /// Whether the columns are the input itself (a 1x1 kernel, stride 1, no padding).
+    pub(crate) fn is_identity(&self) -> bool {
+        (self.kh, self.kw, self.sh, self.sw, self.ph, self.pw) == (1, 1, 1, 1, 0, 0)
+    }
+
+    pub(crate) fn l(&self) -> usize {
         self.oh * self.ow
     }
 
@@ -155,24 +165,65 @@ fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Result<Vec<T>> {
     // The largest buffer of a convolution, so the one most worth refusing with an error.
     let mut out = alloc("im2col", g.planes * kk * l, pad)?;
     let work = out.len();
-    per_plane(&mut out, kk * l, work, |p, block| {
-        let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
-        for (r, row) in block.chunks_mut(l).enumerate() {
-            let (i, j) = (r / g.kw, r % g.kw);
-            let (ys, xs, iw0) = g.im2col_spans(i, j);
-            for y in ys {
-                let src = &plane[g.row_of(y, i) * g.w..][iw0..g.w];
-                let dst = &mut row[y * g.ow..][xs.clone()];
-                if g.sw == 1 {
-                    // The common case, a plain copy: `step_by` would hide that from the compiler.
-                    dst.copy_from_slice(&src[..dst.len()]);
-                } else {
-                    dst.iter_mut().zip(src.iter().step_by(g.sw)).for_each(|(d, &s)| *d = s);
-                }
+    per_plane(&mut out, kk * l, work, |p, block| im2col_plane(&xs[p * g.hw()..(p + 1) * g.hw()], &g, block));
+    Ok(out)
+}
+
+/// The `[kh * kw, L]` columns of one `[H, W]` plane into `block`, which holds the padding
+/// value already: the taps that fall in the padding are not written.
+fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T]) {
+    for (r, row) in block.chunks_mut(g.l()).enumerate() {
+        let (i, j) = (r / g.kw, r % g.kw);
+        let (ys, xs, iw0) = g.im2col_spans(i, j);
+        for y in ys {
+            let src = &plane[g.row_of(y, i) * g.w..][iw0..g.w];
+            let dst = &mut row[y * g.ow..][xs.clone()];
+            if g.sw == 1 {
+                // The common case, a plain copy: `step_by` would hide that from the compiler.
+                dst.copy_from_slice(&src[..dst.len()]);
+            } else {
+                dst.iter_mut().zip(src.iter().step_by(g.sw)).for_each(|(d, &s)| *d = s);
             }
         }
-    });
-    Ok(out)
+    }
+}
+
+/// The `[planes * kh * kw, L]` columns of `g.planes` consecutive planes of `xs` into `out`
+/// (zero in the padding), on this thread: the convolution calls it once per image.
+pub(crate) fn im2col_into<T: Real>(xs: &[T], g: &Geo, out: &mut [T]) {
+    let (block, hw) = (g.taps() * g.l(), g.hw());
+    if (g.ph, g.pw) != (0, 0) {
+        out.fill(T::zero());
+    }
+    for (p, block) in out.chunks_mut(block).take(g.planes).enumerate() {
+        im2col_plane(&xs[p * hw..(p + 1) * hw], g, block);
+    }
+}
+
+/// Adds the `[planes * kh * kw, L]` columns `cols`, folded back, to `g.planes` planes of
+/// `dx` (the adjoint of [`im2col_into`]), on this thread.
+pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T]) {
+    let (block, hw) = (g.taps() * g.l(), g.hw());
+    for (p, plane) in dx.chunks_mut(hw).take(g.planes).enumerate() {
+        col2im_plane(&cols[p * block..(p + 1) * block], g, plane);
+    }
+}
+
+/// Adds one plane's `[kh * kw, L]` columns, folded back, to `acc` (`[H, W]`).
+fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc]) {
+    for (r, row) in block.chunks(g.l()).enumerate() {
+        let (i, j) = (r / g.kw, r % g.kw);
+        let (ys, xs, iw0) = g.im2col_spans(i, j);
+        for y in ys {
+            let dst = &mut acc[g.row_of(y, i) * g.w..][iw0..g.w];
+            let src = &row[y * g.ow..][xs.clone()];
+            if g.sw == 1 {
+                dst[..src.len()].iter_mut().zip(src).for_each(|(d, &s)| *d += s.widen());
+            } else {
+                dst.iter_mut().step_by(g.sw).zip(src).for_each(|(d, &s)| *d += s.widen());
+            }
+        }
+    }
 }
 
 pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<CpuStorage> {
@@ -185,21 +236,8 @@ fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
     let (kk, l) = (g.kh * g.kw, g.l());
     let mut out = vec![T::zero(); g.planes * g.hw()];
     per_plane(&mut out, g.hw(), xs.len(), |p, plane| {
-        let block = &xs[p * kk * l..(p + 1) * kk * l];
         let mut acc = vec![T::Acc::zero(); g.hw()];
-        for (r, row) in block.chunks(l).enumerate() {
-            let (i, j) = (r / g.kw, r % g.kw);
-            let (ys, xs, iw0) = g.im2col_spans(i, j);
-            for y in ys {
-                let dst = &mut acc[g.row_of(y, i) * g.w..][iw0..g.w];
-                let src = &row[y * g.ow..][xs.clone()];
-                if g.sw == 1 {
-                    dst[..src.len()].iter_mut().zip(src).for_each(|(d, &s)| *d += s.widen());
-                } else {
-                    dst.iter_mut().step_by(g.sw).zip(src).for_each(|(d, &s)| *d += s.widen());
-                }
-            }
-        }
+        col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc);
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
     });
     out
