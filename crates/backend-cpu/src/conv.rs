@@ -43,13 +43,15 @@ trait Elem: Real<Acc = Self> + Gemm + CpuElement {}
 impl<T: Real<Acc = T> + Gemm + CpuElement> Elem for T {}
 
 /// The engine of the one-thread products of images run in parallel, read once from
-/// `LIANDAN_CPU_CONV_GEMM` (`matrixmultiply`, the default, or `gemm`): a switch to measure
-/// the two against each other (`cargo xtask bench-conv --device cpu`).
+/// `LIANDAN_CPU_CONV_GEMM` (`gemm`, the default, or `matrixmultiply`), kept to measure the two
+/// against each other. matrixmultiply called from rayon's workers was 4x slower than the
+/// composite on the loaded 2-core machine (`liandan profile --model mnist_cnn --steps 3
+/// --device cpu`: 10.7 s against 8.0 s composite and 1.9 s on `gemm`, docs/BENCHMARKS.md).
 fn per_image_engine() -> Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_CONV_GEMM").as_deref() {
-        Ok("gemm") => Engine::Gemm,
-        _ => Engine::MatrixMultiply,
+        Ok("matrixmultiply") => Engine::MatrixMultiply,
+        _ => Engine::Gemm,
     })
 }
 

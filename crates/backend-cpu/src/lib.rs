@@ -1,6 +1,7 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
-//! rayon threads, products on the `gemm` crate (`matrixmultiply` for batches split over threads,
-//! or for every product with `LIANDAN_CPU_GEMM=matrixmultiply`).
+//! rayon threads, products on the `gemm` crate (`matrixmultiply` for every product with
+//! `LIANDAN_CPU_GEMM=matrixmultiply`), convolution one image at a time without a batch-sized
+//! column buffer.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -109,7 +110,7 @@ impl Backend for CpuBackend {
             (
                 "gemm".into(),
                 match matmul::engine() {
-                    matmul::Engine::Gemm => "gemm crate, matrixmultiply for batches split over threads (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::Gemm => "gemm crate (f32/f64; f16/bf16 through f32)".into(),
                     matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
                 },
             ),

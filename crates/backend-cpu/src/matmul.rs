@@ -227,15 +227,15 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
     // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
     // no split of a small product), inside each product otherwise.
     if batch > 1 && batch >= rayon::current_num_threads() {
-        // One-threaded gemm products side by side measured 5x slower than matrixmultiply's on
-        // the convolution's shape ([64, 288] x [288, 576] per image, docs/BENCHMARKS.md), so
-        // a batch split over threads stays on matrixmultiply until that is understood.
+        // One-threaded products side by side, on the engine of every other product: the
+        // convolution's per-image products ran 5x faster on `gemm` than on matrixmultiply
+        // from rayon's workers (crates/backend-cpu/src/conv.rs says where that was measured).
         let one = |bi: usize, c: &mut [T]| {
             // SAFETY: as above.
             unsafe {
                 let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
                 let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-                gemm_one(Engine::MatrixMultiply, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+                gemm_one(engine, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
             }
         };
         out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
@@ -291,6 +291,29 @@ mod tests {
         let got = via_f32(&xh, &la, &yh, &lb, [b, m, k, n]).unwrap();
         for (g, w) in got.iter().zip(&want) {
             assert!((g.to_f32() - w).abs() <= 1e-2 + 1e-2 * w.abs(), "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn product_writes_or_accumulates_on_both_engines() {
+        let (m, k, n) = (4, 6, 5);
+        let x: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 9) as f32 - 4.0) / 2.0).collect();
+        // rhs stored as [N, K] and read transposed, as the convolution reads its columns.
+        let y: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();
+        let want = naive(&x, &Layout::contiguous(&[1, m, k]), &y, &Layout::new(vec![1, k, n], vec![0, 1, k], 0));
+        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
+            let mut c = vec![1.0f32; m * n];
+            let a = || Operand { data: &x[..], strides: [k, 1] };
+            let b = || Operand { data: &y[..], strides: [1, k] };
+            product(engine, false, true, [m, k, n], a(), b(), &mut c);
+            product(engine, false, true, [m, k, n], a(), b(), &mut c);
+            for (g, w) in c.iter().zip(&want) {
+                assert!((g - (1.0 + 2.0 * w)).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} accumulating: {g} vs 1 + 2 * {w}");
+            }
+            product(engine, true, false, [m, k, n], a(), b(), &mut c);
+            for (g, w) in c.iter().zip(&want) {
+                assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} writing: {g} vs {w}");
+            }
         }
     }
 }
