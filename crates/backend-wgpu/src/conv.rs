@@ -194,7 +194,8 @@ impl Phase {
 /// pixel in exactly one), or the whole when unstrided or with phases turned off (`strided`).
 fn input_phases(g: &ConvGeometry) -> (Vec<Phase>, bool) {
     let strided = g.stride != (1, 1);
-    if !strided || !(env_allows_phases() && PHASES_ON.with(|p| p.get())) {
+    let phases = env_allows_phases() && PHASES_ON.with(|p| p.get());
+    if !(strided && phases) {
         return (vec![Phase::whole(g)], strided);
     }
     let ys = Axis::phases(g.h, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0);
