@@ -130,13 +130,12 @@ fn stage_b(lid: u32, base: u32, n0: u32, k0: u32) {
     }
 }
 
-// The subgroup's 16 x 16 sum c into rows m.., columns n.. of y (those inside it), through its
-// scratch. Every invocation of the workgroup calls this at the same point (it holds barriers).
-fn emit(c: coop_mat16x16<f32, C>, ybase: u32, m: u32, n: u32, lid: u32) {
-    let at = (lid / 32u) * 256u;
-    let s16 = 16u;
-    coopStoreT(c, &cs_[at], s16);
+// The 16 x 16 sum the subgroup has just stored in its scratch into rows m.., columns n.. of y
+// (those inside it). Every invocation of the workgroup calls this at the same point (it holds
+// barriers: the first makes the scratch visible, the second frees it for the next sum).
+fn write_out(ybase: u32, m: u32, n: u32, lid: u32) {
     workgroupBarrier();
+    let at = (lid / 32u) * 256u;
     let d = dims_();
     for (var i = lid % 32u; i < 256u; i += 32u) {
         let mm = m + i / 16u;
@@ -215,22 +214,41 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     }
     let m = m0 + wm;
     let n = n0 + wn;
-    emit(c00, ybase, m, n, lid);
-    emit(c01, ybase, m, n + 16u, lid);
-    emit(c02, ybase, m, n + 32u, lid);
-    emit(c03, ybase, m, n + 48u, lid);
-    emit(c10, ybase, m + 16u, n, lid);
-    emit(c11, ybase, m + 16u, n + 16u, lid);
-    emit(c12, ybase, m + 16u, n + 32u, lid);
-    emit(c13, ybase, m + 16u, n + 48u, lid);
-    emit(c20, ybase, m + 32u, n, lid);
-    emit(c21, ybase, m + 32u, n + 16u, lid);
-    emit(c22, ybase, m + 32u, n + 32u, lid);
-    emit(c23, ybase, m + 32u, n + 48u, lid);
-    emit(c30, ybase, m + 48u, n, lid);
-    emit(c31, ybase, m + 48u, n + 16u, lid);
-    emit(c32, ybase, m + 48u, n + 32u, lid);
-    emit(c33, ybase, m + 48u, n + 48u, lid);
+    // The subgroup's scratch, and its row stride.
+    let cat = sg * 256u;
+    let s16 = 16u;
+    coopStoreT(c00, &cs_[cat], s16);
+    write_out(ybase, m, n, lid);
+    coopStoreT(c01, &cs_[cat], s16);
+    write_out(ybase, m, n + 16u, lid);
+    coopStoreT(c02, &cs_[cat], s16);
+    write_out(ybase, m, n + 32u, lid);
+    coopStoreT(c03, &cs_[cat], s16);
+    write_out(ybase, m, n + 48u, lid);
+    coopStoreT(c10, &cs_[cat], s16);
+    write_out(ybase, m + 16u, n, lid);
+    coopStoreT(c11, &cs_[cat], s16);
+    write_out(ybase, m + 16u, n + 16u, lid);
+    coopStoreT(c12, &cs_[cat], s16);
+    write_out(ybase, m + 16u, n + 32u, lid);
+    coopStoreT(c13, &cs_[cat], s16);
+    write_out(ybase, m + 16u, n + 48u, lid);
+    coopStoreT(c20, &cs_[cat], s16);
+    write_out(ybase, m + 32u, n, lid);
+    coopStoreT(c21, &cs_[cat], s16);
+    write_out(ybase, m + 32u, n + 16u, lid);
+    coopStoreT(c22, &cs_[cat], s16);
+    write_out(ybase, m + 32u, n + 32u, lid);
+    coopStoreT(c23, &cs_[cat], s16);
+    write_out(ybase, m + 32u, n + 48u, lid);
+    coopStoreT(c30, &cs_[cat], s16);
+    write_out(ybase, m + 48u, n, lid);
+    coopStoreT(c31, &cs_[cat], s16);
+    write_out(ybase, m + 48u, n + 16u, lid);
+    coopStoreT(c32, &cs_[cat], s16);
+    write_out(ybase, m + 48u, n + 32u, lid);
+    coopStoreT(c33, &cs_[cat], s16);
+    write_out(ybase, m + 48u, n + 48u, lid);
 }
 
 @compute @workgroup_size(128)
