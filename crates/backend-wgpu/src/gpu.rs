@@ -12,7 +12,7 @@
 //! the GPU, so loading a checkpoint in a loop cannot grow memory without end.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use liandan_tensor::{Error, IndexUse, Result};
@@ -96,8 +96,9 @@ pub(crate) struct Gpu {
     index_tags: Mutex<Vec<IndexTag>>,
     /// Kernel timing for the profiler, where the adapter has timestamp queries.
     timer: Option<Timer>,
-    /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them).
-    pub(crate) coop_f16: bool,
+    /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them);
+    /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
+    pub(crate) coop_f16: AtomicBool,
 }
 
 /// Bytes of the index-fault buffer.
@@ -224,7 +225,7 @@ impl Gpu {
             index_faults: Mutex::default(),
             index_tags: Mutex::default(),
             timer,
-            coop_f16,
+            coop_f16: AtomicBool::new(coop_f16),
         })
     }
 

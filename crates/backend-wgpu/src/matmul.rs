@@ -197,10 +197,10 @@ impl WgpuBackend {
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(tile)), groups(m.div_ceil(tile)), groups(batch * splits));
         let gpu = self.gpu()?;
-        let kernel = if coop {
-            gpu.kernel(matmul_coop::Key { a: a_load, b: b_load, partial })?
-        } else {
-            gpu.kernel(Key { dtype, v: Variant { h: tile as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?
+        let coop_kernel = if coop { matmul_coop::kernel(gpu, matmul_coop::Key { a: a_load, b: b_load, partial }) } else { None };
+        let kernel = match coop_kernel {
+            Some(k) => k,
+            None => gpu.kernel(Key { dtype, v: Variant { h: tile as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?,
         };
         let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
         if splits == 1 {

@@ -2,9 +2,12 @@
 //! meta block, grid and split of K as the tiled kernel of `matmul.rs`, on 128 x 128 tiles.
 //! `matmul.rs` picks it (see [`chosen`]) wherever `coop.rs` found the adapter able to run it.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use liandan_tensor::DType;
 
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, Kernel};
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::Load;
 use crate::repr::Repr;
@@ -27,7 +30,22 @@ pub(crate) struct Key {
 /// opened for them (`coop::status`); every other dtype, and every device without them, keeps
 /// the tiled kernel.
 pub(crate) fn chosen(gpu: &Gpu, dtype: DType) -> bool {
-    dtype == DType::F16 && gpu.coop_f16
+    dtype == DType::F16 && gpu.coop_f16.load(Ordering::Relaxed)
+}
+
+/// The pipeline for `key`, or `None` (with a warning, once) when this device's driver will not
+/// build it: the f16 products then go back to the tiled kernel for good, which computes the
+/// same 128 x 128 tiles and splits, so the caller's grid stays right.
+pub(crate) fn kernel(gpu: &Gpu, key: Key) -> Option<Arc<Kernel>> {
+    match gpu.kernel(key) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            if gpu.coop_f16.swap(false, Ordering::Relaxed) {
+                eprintln!("liandan: the tensor-core f16 matmul failed to build ({e}); f16 matmuls use the ordinary kernels from now on");
+            }
+            None
+        }
+    }
 }
 
 impl KernelKey for Key {
