@@ -47,7 +47,7 @@ if [ "$PART" = 2 ] || [ "$PART" = all ]; then
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -5 "$OUT/bench/bench.log"
 fi
 if [ "$PART" = 3 ] || [ "$PART" = all ]; then
-  echo "## bench-conv"; timeout 200 ./.bin/xtask bench-conv --device gpu 2>&1
+  echo "## bench-conv"; timeout 300 ./.bin/xtask bench-conv --device gpu 2>&1
   echo "## f16/bf16 rows"
   timeout 90 ./.bin/xtask bench --torch --models mnist_cnn,resnet18,vit --device gpu:0 --precisions f16,bf16 --no-micro \
     --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-amp" 2>"$OUT/bench-amp.log"; echo "rc $?"; tail -3 "$OUT/bench-amp.log"
