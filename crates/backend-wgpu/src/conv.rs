@@ -347,7 +347,16 @@ impl WgpuBackend {
         let span = |k: usize, d: usize| (k - 1) * d;
         let packs =
             span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
-        let sizes = [plan.total, plan.m * plan.k * geom.groups, plan.k * plan.n, geom.input_shape().iter().product(), geom.output_shape().iter().product()];
+        let (stride, dilation) = (geom.stride.0.saturating_mul(geom.w).max(geom.stride.1), geom.dilation.0.max(geom.dilation.1));
+        let sizes = [
+            plan.total,
+            plan.m * plan.k * geom.groups,
+            plan.k * plan.n,
+            geom.input_shape().iter().product(),
+            geom.output_shape().iter().product(),
+            stride,
+            dilation,
+        ];
         if !packs
             || !sizes.iter().all(|&s| small(s))
             || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
