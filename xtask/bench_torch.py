@@ -3,7 +3,8 @@
 (warm-up, then steps each synchronized, then groups of steps with one synchronize each),
 printed as one JSON line. With `--overhead --model NAME` (what `cargo xtask bench-fusion --torch`
 runs): forward+backward, and forward+backward+step with SGD and with Adam, as one JSON line of
-median ms. Without either: the older kernel and zoo rows as a Markdown table."""
+median ms. With `--matmul-f16` (what `cargo xtask bench --torch` runs per GPU): f16 square
+products as JSON micro-benchmark rows. Without any: the older kernel and zoo rows as a Markdown table."""
 import argparse
 import contextlib
 import json
@@ -37,6 +38,7 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--overhead", action="store_true")
+    p.add_argument("--matmul-f16", action="store_true")
     for name in ["model", "precision"]:
         p.add_argument(f"--{name}")
     for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
@@ -47,6 +49,9 @@ def main():
         return
     if a.overhead:
         print(json.dumps(step_overhead(a)))
+        return
+    if a.matmul_f16:
+        print(json.dumps(matmul_f16(a)))
         return
     dev = torch.device(a.device)
     side = f"{torch.__version__} {dev.type}" + (f" {torch.cuda.get_device_name()}" if dev.type == "cuda" else "")
@@ -187,6 +192,21 @@ def torch_device(spec):
     if n == 0 and torch.backends.mps.is_available():
         return torch.device("mps")
     raise SystemExit(f"this PyTorch has no GPU {n} (CUDA or MPS)")
+
+
+def matmul_f16(a):
+    """f16 square products (cuBLAS on tensor cores on CUDA) at the sizes of `cargo xtask bench`'s
+    f16 matmul rows, as the rows of its micro-benchmarks (JSON)."""
+    dev = torch_device(a.device)
+    reps = 3 if a.quick else 10
+    side = f"PyTorch {torch.__version__} {dev.type}"
+    rows = []
+    for n in ([256, 512] if a.quick else [1024, 2048, 4096]):
+        x = torch.randn(n, n, device=dev, dtype=torch.float16)
+        y = torch.randn(n, n, device=dev, dtype=torch.float16)
+        s = timed(dev, 2, reps, lambda: x @ y)
+        rows.append({"bench": f"matmul f16 ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
+    return {"peak_copy_gbs": 0.0, "rows": rows}
 
 
 def one_model(a):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One run on the GPU machine (no Rust there): the GPU tests, `liandan train` in f32, f16 and
+# One run on the GPU machine (no Rust there): the GPU tests (the tensor-core f16 matmul's with
+# LIANDAN_COOP_MATRIX on and off), `liandan train` in f32, f16 and
 # bf16, the profiler on resnet18 (fusion on and off) and lstm, the fused-kernel and convolution
 # benchmarks and the f16/bf16 bench rows, then the full `xtask bench --torch` table (CPU and
 # GPU, PyTorch beside). Build here first (see docs/PERFORMANCE.md), put the stripped, gzipped
@@ -27,6 +28,14 @@ if [ "$PART" = 1 ] || [ "$PART" = all ]; then
     [ -x .bin/$t ] || continue
     echo "### test $t"; timeout 200 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -20
   done
+  # The tensor-core f16 matmul (the test says which path it checked), then the ordinary one.
+  echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul|subgroup"
+  for coop in 1 0; do
+    [ -x .bin/matmul_coop ] || continue
+    echo "### test matmul_coop, LIANDAN_COOP_MATRIX=$coop"
+    LIANDAN_COOP_MATRIX=$coop timeout 100 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -20
+  done
+  [ -x .bin/kernels_reduce_matmul ] && { echo "### test kernels_reduce_matmul"; timeout 200 ./.bin/kernels_reduce_matmul 2>&1 | grep -E "^test result|FAILED|panicked" | head; }
   echo "## profile resnet18"; timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu --trace "$OUT/resnet18-trace.json" 2>&1 | head -60
   echo "## profile resnet18, LIANDAN_FUSION=0"; LIANDAN_FUSION=0 timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu 2>&1 | head -30
   echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu 2>&1 | head -30

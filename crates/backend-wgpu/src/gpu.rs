@@ -12,12 +12,13 @@
 //! the GPU, so loading a checkpoint in a loop cannot grow memory without end.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use liandan_tensor::{Error, IndexUse, Result};
 use wgpu::util::DeviceExt;
 
+use crate::coop;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
 use crate::timing::Timer;
@@ -95,6 +96,9 @@ pub(crate) struct Gpu {
     index_tags: Mutex<Vec<IndexTag>>,
     /// Kernel timing for the profiler, where the adapter has timestamp queries.
     timer: Option<Timer>,
+    /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them);
+    /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
+    pub(crate) coop_f16: AtomicBool,
 }
 
 /// Bytes of the index-fault buffer.
@@ -157,17 +161,31 @@ impl Gpu {
     pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
-        let wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
-        let features = adapter.features() & wanted;
         let mut limits = adapter.limits();
         if let Some(cap) = binding_cap()? {
             limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap);
         }
+        // Cooperative matrices only where the f16 matmul will use them (`coop.rs`): otherwise the
+        // device opens exactly as it would without them.
+        let coop_f16 = coop::status(adapter, &limits) == coop::Status::InUse;
+        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
+        if coop_f16 {
+            wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
+        let features = adapter.features() & wanted;
+        let experimental_features = if coop_f16 {
+            // SAFETY: wgpu asks us to accept that its experimental features may hold bugs. The
+            // one we enable is used by one kernel family (`matmul_coop`), which
+            // `LIANDAN_COOP_MATRIX=0` switches off together with this request.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let desc = wgpu::DeviceDescriptor {
             label: Some("liandan"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
@@ -207,6 +225,7 @@ impl Gpu {
             index_faults: Mutex::default(),
             index_tags: Mutex::default(),
             timer,
+            coop_f16: AtomicBool::new(coop_f16),
         })
     }
 

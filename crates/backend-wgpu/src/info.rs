@@ -67,6 +67,8 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
         ("type".into(), format!("{:?}", i.device_type)),
         ("driver".into(), format!("{} {}", i.driver, i.driver_info).trim().to_string()),
         ("features".into(), flags.join(", ")),
+        ("cooperative matrices".into(), crate::coop::configurations(adapter)),
+        ("f16 matmul".into(), crate::coop::status(adapter, l).describe()),
         ("max buffer".into(), mib(l.max_buffer_size)),
         ("max storage binding".into(), mib(l.max_storage_buffer_binding_size)),
         ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),

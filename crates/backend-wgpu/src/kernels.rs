@@ -34,7 +34,7 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
 
 /// A shader source, put together the one way every kernel is:
 ///
-/// 1. `enable` directives for the dtypes it touches;
+/// 1. `enable` directives for the dtypes it touches, and the extensions its key asks for;
 /// 2. per operand type name `x`, `y`, ... the prelude of `repr.rs` (`S_x`, the storage type;
 ///    `C_x`, the compute type; `load_x` / `store_x`);
 /// 3. the `const` declarations and type aliases its key chooses (`const H: u32 = 2u;`,
@@ -46,6 +46,7 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
 ///    `const` that a `switch` or `if` in the file reads (the compiler folds it away).
 pub(crate) struct Wgsl<'r> {
     repr: &'r Repr,
+    extensions: Vec<&'static str>,
     types: Vec<(&'static str, DType)>,
     decls: String,
     parts: Vec<&'static str>,
@@ -53,7 +54,14 @@ pub(crate) struct Wgsl<'r> {
 
 impl<'r> Wgsl<'r> {
     pub(crate) fn new(repr: &'r Repr) -> Self {
-        Wgsl { repr, types: Vec::new(), decls: String::new(), parts: Vec::new() }
+        Wgsl { repr, extensions: Vec::new(), types: Vec::new(), decls: String::new(), parts: Vec::new() }
+    }
+
+    /// `enable name;` beside the dtypes' (an extension the kernel's key chooses, such as
+    /// `wgpu_cooperative_matrix`).
+    pub(crate) fn enable(mut self, name: &'static str) -> Self {
+        self.extensions.push(name);
+        self
     }
 
     /// Elements named `name` are of `dtype` (the prelude of step 2).
@@ -89,6 +97,9 @@ impl<'r> Wgsl<'r> {
     pub(crate) fn build(self) -> String {
         let dtypes: Vec<DType> = self.types.iter().map(|t| t.1).collect();
         let mut s = self.repr.enables(&dtypes);
+        for name in &self.extensions {
+            s += &format!("enable {name};\n");
+        }
         for (name, dtype) in &self.types {
             s += &self.repr.prelude(name, *dtype);
         }

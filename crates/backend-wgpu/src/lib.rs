@@ -14,6 +14,7 @@
 
 mod backend;
 mod conv;
+mod coop;
 mod elementwise;
 mod fused;
 mod fused_norm;
@@ -25,6 +26,7 @@ mod info;
 mod kernels;
 mod launch;
 mod matmul;
+mod matmul_coop;
 mod pool;
 mod reduce;
 mod repr;
@@ -90,6 +92,7 @@ kernel_families! {
     Elementwise(elementwise::Key),
     Reduce(reduce::Key),
     Matmul(matmul::Key),
+    MatmulCoop(matmul_coop::Key),
     Window(window::Key),
     Index(index::Key),
     Fused(fused::Key),

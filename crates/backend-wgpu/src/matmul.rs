@@ -4,7 +4,8 @@
 //! The loaders are picked per operand at run time: vec4s along K for a row-major lhs or a
 //! transposed rhs (a linear layer's weight), vec4s along M / N for the other orientation, and
 //! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
-//! accumulate in f32; f64 without SHADER_F64 runs on the CPU.
+//! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
+//! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
+use crate::matmul_coop;
 use crate::repr::Repr;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
@@ -23,7 +25,7 @@ pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Load {
+pub(crate) enum Load {
     K,
     Outer,
     Strided,
@@ -153,7 +155,15 @@ impl WgpuBackend {
         let (a, b) = (Operand::of(&lhs), Operand::of(&rhs));
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
-        let tile = if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES { 128 } else { 64 };
+        // f16 on tensor cores where the device has them (the one place this is decided).
+        let coop = self.repr.computes(dtype) && matmul_coop::chosen(self.gpu()?, dtype);
+        let tile = if coop {
+            matmul_coop::TILE
+        } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
+            128
+        } else {
+            64
+        };
         let tiles = (m.div_ceil(tile) * n.div_ceil(tile) * batch).max(1);
         let splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
         let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
@@ -183,11 +193,15 @@ impl WgpuBackend {
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
         let out = self.output(dtype, batch * m * n)?;
-        let v = Variant { h: tile as u32 / 64, a: a.load(2), b: b.load(1), out4: n % 4 == 0, partial: splits > 1 };
+        let (a_load, b_load, partial) = (a.load(2), b.load(1), splits > 1);
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(tile)), groups(m.div_ceil(tile)), groups(batch * splits));
         let gpu = self.gpu()?;
-        let kernel = gpu.kernel(Key { dtype, v })?;
+        let coop_kernel = if coop { matmul_coop::kernel(gpu, matmul_coop::Key { a: a_load, b: b_load, partial }) } else { None };
+        let kernel = match coop_kernel {
+            Some(k) => k,
+            None => gpu.kernel(Key { dtype, v: Variant { h: tile as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?,
+        };
         let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
         if splits == 1 {
             gpu.dispatch(&kernel, &meta, &[x, w, out.buffer()], grid)?;

@@ -64,10 +64,14 @@ fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
 
 /// A reduction of at least `SPLIT_MIN` elements in fewer than `FEW_GROUPS` workgroups is split
 /// into chunks of at least `MIN_CHUNK` elements per lane, aiming at `SPLIT_GROUPS` workgroups.
-const SPLIT_MIN: usize = 1 << 21;
+/// The thresholds are low because the common small cases are bias gradients (a `[1024, 512]`
+/// sum over the batch is 32 workgroups unsplit, each of whose invocations walks 64 rows) and
+/// whole-tensor sums (one workgroup unsplit), where the second dispatch costs a few
+/// microseconds and the idle GPU costs tens.
+const SPLIT_MIN: usize = 1 << 16;
 const FEW_GROUPS: usize = 1024;
 const SPLIT_GROUPS: usize = 2048;
-const MIN_CHUNK: usize = 1024;
+const MIN_CHUNK: usize = 64;
 
 /// One reduction kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,5 +1,5 @@
 //! Micro-benchmarks of one device (`xtask bench-micro`): the device's measured peak copy
-//! bandwidth first, then matmul GFLOP/s at several square sizes and at the zoo's own shapes,
+//! bandwidth first, then matmul GFLOP/s at several square sizes (f32, and f16 on GPUs) and at the zoo's own shapes,
 //! elementwise GB/s, a convolution and the time per dispatch, each row beside that peak.
 
 use std::time::Instant;
@@ -65,6 +65,11 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
         let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
         row("matmul f32", format!("{n}x{n}x{n}"), s, 2.0 * (n as f64).powi(3) / s / 1e9, "GFLOP/s");
     }
+    if !device.is_cpu() {
+        for r in matmul_f16(device, quick)? {
+            row(&r.bench, r.size, r.median_ms / 1e3, r.rate, &r.unit);
+        }
+    }
     // The zoo's own products, at its reference batches: Linear layers multiply by the weight
     // read transposed (`x W^T`), their weight gradient reads the output gradient transposed,
     // LSTM's recurrent step is skinny, ViT's attention is a batch of small products.
@@ -115,6 +120,31 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     let s = time(device, 2, 10 * reps, || device.synchronize())?;
     row("synchronize, nothing pending", "-".into(), s, s * 1e6, "us");
     Ok(Micro { peak_copy_gbs: peak, rows })
+}
+
+/// f16 square products (f16 in, f32 sums, f16 out), named after the path the device takes:
+/// tensor cores (cooperative matrices) where it has them, else the ordinary kernels. `cargo
+/// xtask bench` also runs these rows alone in a child with `LIANDAN_COOP_MATRIX=0`, to put the
+/// ordinary kernels beside the tensor cores in one run (`bench-micro --f16-matmul`).
+pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    let reps = if quick { 3 } else { 10 };
+    let path = device.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    let path = if path.starts_with("tensor cores") {
+        "tensor cores"
+    } else if path.contains("LIANDAN_COOP_MATRIX=0") {
+        "ordinary kernels, LIANDAN_COOP_MATRIX=0"
+    } else {
+        "ordinary kernels"
+    };
+    let mut rows = Vec::new();
+    for &n in if quick { &[256, 512][..] } else { &[1024, 2048, 4096][..] } {
+        let a = Tensor::randn(&[n, n], 1, DType::F32, device)?.to_dtype(DType::F16)?;
+        let b = Tensor::randn(&[n, n], 2, DType::F32, device)?.to_dtype(DType::F16)?;
+        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        let rate = 2.0 * (n as f64).powi(3) / s / 1e9;
+        rows.push(MicroRow { bench: format!("matmul f16 ({path})"), size: format!("{n}x{n}x{n}"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+    }
+    Ok(rows)
 }
 
 /// How the operands of a product are stored.

@@ -32,7 +32,13 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
         "bench-micro" => {
             let spec = argv.iter().position(|a| a == "--device").and_then(|i| argv.get(i + 1)).ok_or("bench-micro needs --device")?;
             let device = Device::parse(spec).map_err(|e| e.to_string())?;
-            serde_json::to_string(&micro::run(&device, argv.iter().any(|a| a == "--quick")).map_err(|e| e.to_string())?)
+            let quick = argv.iter().any(|a| a == "--quick");
+            let micro = if argv.iter().any(|a| a == "--f16-matmul") {
+                micro::matmul_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
+            } else {
+                micro::run(&device, quick)
+            };
+            serde_json::to_string(&micro.map_err(|e| e.to_string())?)
         }
         _ => {
             let a = ChildArgs::try_parse_from(argv).map_err(|e| e.to_string())?;
@@ -50,7 +56,13 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
 /// Runs `program args`, and parses the last line of its stdout as JSON; a failure carries the
 /// last line of its stderr.
 fn spawn_json<T: DeserializeOwned>(program: &Path, args: &[String], threads: Option<u64>) -> Fallible<T> {
+    spawn_json_env(program, args, threads, &[])
+}
+
+/// [`spawn_json`] with more environment variables set in the child.
+fn spawn_json_env<T: DeserializeOwned>(program: &Path, args: &[String], threads: Option<u64>, env: &[(&str, &str)]) -> Fallible<T> {
     let mut command = Command::new(program);
+    command.envs(env.iter().copied());
     if let Some(n) = threads {
         for var in ["RAYON_NUM_THREADS", "MATMUL_NUM_THREADS", "OMP_NUM_THREADS"] {
             command.env(var, n.to_string());
@@ -65,6 +77,33 @@ fn spawn_json<T: DeserializeOwned>(program: &Path, args: &[String], threads: Opt
     }
     let line = stdout.lines().rev().find(|l| l.starts_with('{')).ok_or_else(|| format!("printed no result: {}", stdout.trim()))?;
     serde_json::from_str(line).map_err(|e| format!("printed an unreadable result ({e}): {line}"))
+}
+
+/// The f16 matmul rows of a GPU's micro-benchmarks beside the tensor-core ones `micro::run`
+/// measured: the ordinary kernels (a child with `LIANDAN_COOP_MATRIX=0`) and, with `--torch`,
+/// PyTorch's f16 matmul on its device. A failure becomes a row that says so.
+fn f16_matmul_rows(exe: &Path, micro_args: &[String], a: &BenchArgs, script: &Path, spec: &str) -> Vec<micro::MicroRow> {
+    let failed = |bench: &str, e: String| {
+        eprintln!("bench: {bench} failed: {e}");
+        micro::MicroRow { bench: format!("{bench} (failed: {e})"), size: "-".into(), median_ms: 0.0, rate: 0.0, unit: "GFLOP/s".into() }
+    };
+    let mut args = micro_args.to_vec();
+    args.push("--f16-matmul".into());
+    let mut rows = match spawn_json_env::<micro::Micro>(exe, &args, a.threads, &[("LIANDAN_COOP_MATRIX", "0")]) {
+        Ok(m) => m.rows,
+        Err(e) => vec![failed("matmul f16 (LIANDAN_COOP_MATRIX=0)", e)],
+    };
+    if a.torch {
+        let mut args = vec![script.display().to_string(), "--matmul-f16".into(), "--device".into(), torch_device(spec)];
+        if a.quick {
+            args.push("--quick".into());
+        }
+        match spawn_json::<micro::Micro>(Path::new(&a.python), &args, a.threads) {
+            Ok(m) => rows.extend(m.rows),
+            Err(e) => rows.push(failed("matmul f16 (PyTorch)", e)),
+        }
+    }
+    rows
 }
 
 /// The devices to measure, as child processes name them (`cpu`, `gpu:N`), with their names.
@@ -148,7 +187,11 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             if a.quick {
                 args.push("--quick".into());
             }
-            spawn_json(&exe, &args, a.threads)
+            let mut micro: Fallible<micro::Micro> = spawn_json(&exe, &args, a.threads);
+            if let (Ok(m), true) = (&mut micro, spec != "cpu") {
+                m.rows.extend(f16_matmul_rows(&exe, &args, &a, &script, spec));
+            }
+            micro
         });
         device_reports.push(DeviceReport { spec: spec.clone(), name: name.clone(), micro });
     }

@@ -32,6 +32,16 @@ impl Tensor {
             keep[d] = 1;
         }
         let adjacent = dims.windows(2).all(|w| w[1] == w[0] + 1);
+        if !adjacent && op == ReduceOp::Sum && self.dtype().is_float() {
+            // Sum the last run of adjacent axes first, then the others: two reductions that
+            // read the input once, where permuting first would copy all of it. A convolution's
+            // bias gradient (a sum over N, H and W) is the common case.
+            let last = dims.windows(2).rposition(|w| w[1] != w[0] + 1).map_or(0, |i| i + 1);
+            let (storage, partial_shape, dtype) = self.reduce_raw(op, &dims[last..])?;
+            let partial = Tensor::from_parts(storage, Layout::contiguous(&partial_shape), dtype, self.device(), None);
+            let (storage, _, dtype) = partial.reduce_raw(op, &dims[..last])?;
+            return Ok((storage, keep, dtype));
+        }
         let x = if adjacent {
             self.contiguous()?
         } else {

@@ -1,0 +1,98 @@
+//! Cooperative matrices (tensor cores) through wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX`: whether
+//! this adapter's f16 matmul runs on them, decided once, here, when the device is opened.
+//!
+//! The f16 matmul kernel (`shaders/matmul_coop.wgsl`) needs 16 x 16 x 16 f16 x f16 -> f32
+//! configurations (what NVIDIA GPUs report through Vulkan; Metal's simdgroup matrices are 8 x 8,
+//! so no Metal adapter has them), subgroups exactly 32 wide (its four subgroups of a workgroup
+//! are told apart by invocation index), native f16 and room for its workgroup memory.
+//! `LIANDAN_COOP_MATRIX=0` opens the device without the feature and keeps every f16 matmul on
+//! the ordinary kernels, so a wrong result can be bisected to this path.
+
+use std::sync::OnceLock;
+
+use crate::repr::Repr;
+
+/// Bytes of workgroup memory `matmul_coop.wgsl` declares: the staged f16 slices of a
+/// (128 x 40) and b (32 x 136), and four 16 x 16 f32 scratches.
+pub(crate) const WORKGROUP_BYTES: u32 = (128 * 40 + 32 * 136) * 2 + 4 * 256 * 4;
+
+/// Why f16 matmuls do or do not run on cooperative matrices here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    InUse,
+    SwitchedOff,
+    Lacks(&'static str),
+}
+
+impl Status {
+    /// What `liandan devices` prints for it.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Status::InUse => "tensor cores (cooperative matrices; LIANDAN_COOP_MATRIX=0 turns them off)".into(),
+            Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
+            Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),
+        }
+    }
+}
+
+/// `LIANDAN_COOP_MATRIX`, read once: `0`, `off` or `false` keep f16 matmul off cooperative
+/// matrices; unset, `1`, `on` or `true` use them where the adapter has them.
+pub(crate) fn switched_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("LIANDAN_COOP_MATRIX") {
+        Err(_) => true,
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "1" | "on" | "true" => true,
+            "0" | "off" | "false" => false,
+            _ => {
+                eprintln!("liandan: ignoring LIANDAN_COOP_MATRIX={v:?}: use 0 (tensor cores off) or 1 (on where the adapter has them, the default)");
+                true
+            }
+        },
+    })
+}
+
+/// Whether the adapter offers the configuration the kernel is written for.
+fn has_f16_config(adapter: &wgpu::Adapter) -> bool {
+    use wgpu::CooperativeScalarType::{F16, F32};
+    adapter.cooperative_matrix_properties().iter().any(|p| (p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type) == (16, 16, 16, F16, F32))
+}
+
+/// Whether f16 matmuls on a device opened from `adapter` with `limits` use cooperative matrices
+/// (the decision `Gpu::open` asks for the feature by).
+pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
+    let info = adapter.get_info();
+    if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        Status::Lacks("the adapter has no cooperative matrices")
+    } else if !has_f16_config(adapter) {
+        Status::Lacks("no 16x16x16 f16 x f16 -> f32 configuration")
+    } else if !Repr::new(adapter.features()).f16 {
+        Status::Lacks("no shader-f16")
+    } else if (info.subgroup_min_size, info.subgroup_max_size) != (32, 32) {
+        Status::Lacks("subgroups are not always 32 wide")
+    } else if limits.max_compute_workgroup_storage_size < WORKGROUP_BYTES || limits.max_compute_invocations_per_workgroup < 128 {
+        Status::Lacks("too little workgroup memory")
+    } else if !switched_on() {
+        Status::SwitchedOff
+    } else {
+        Status::InUse
+    }
+}
+
+/// The adapter's cooperative-matrix configurations, `MxNxK ab->cr` each, for `liandan devices`.
+pub(crate) fn configurations(adapter: &wgpu::Adapter) -> String {
+    if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        return "none".into();
+    }
+    let name = |t: wgpu::CooperativeScalarType| format!("{t:?}").to_lowercase();
+    let all: Vec<String> = adapter
+        .cooperative_matrix_properties()
+        .iter()
+        .map(|p| format!("{}x{}x{} {}->{}", p.m_size, p.n_size, p.k_size, name(p.ab_type), name(p.cr_type)))
+        .collect();
+    if all.is_empty() {
+        "none".into()
+    } else {
+        all.join(", ")
+    }
+}

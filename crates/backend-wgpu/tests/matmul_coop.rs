@@ -1,0 +1,74 @@
+//! f16 matmul against the CPU backend's f32 product of the same f16 values, within what rounding
+//! the result to f16 allows: on cooperative matrices (tensor cores) where the adapter has them
+//! (`liandan devices` says so under "f16 matmul"), on the ordinary kernels elsewhere, such as
+//! lavapipe, where this checks that path alone and says so. Shapes off the 128 x 128 tile and
+//! the 32-deep slice, batched and broadcast, transposed operands (each of the kernel's vec4 and
+//! strided loaders), and splits of K. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
+
+use liandan_backend_wgpu as _;
+use liandan_tensor::{DType, Device, Tensor};
+
+mod common;
+use common::gpu;
+
+/// Seeded values rounded to f16: on the GPU in f16, and on the CPU widened to f32 (the oracle).
+fn operand(d: &Device, shape: &[usize], seed: u64) -> (Tensor, Tensor) {
+    let h = Tensor::randn(shape, seed, DType::F32, &Device::cpu()).unwrap().to_dtype(DType::F16).unwrap();
+    (h.to_device(d).unwrap(), h.to_dtype(DType::F32).unwrap())
+}
+
+/// `[b, m, k] x [b, k, n]`; `ta` / `tb` store an operand transposed, `broadcast` takes one lhs
+/// matrix for the whole batch.
+fn case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, broadcast: bool) {
+    let (lb, seed) = (if broadcast { 1 } else { b }, (m * 31 + k * 7 + n) as u64);
+    let (ga, ca) = if ta {
+        let (g, c) = operand(d, &[lb, k, m], seed);
+        (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
+    } else {
+        operand(d, &[lb, m, k], seed)
+    };
+    let (ga, ca) = if broadcast { (ga.expand(&[b, m, k]).unwrap(), ca.expand(&[b, m, k]).unwrap()) } else { (ga, ca) };
+    let (gb, cb) = if tb {
+        let (g, c) = operand(d, &[b, n, k], seed + 1);
+        (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
+    } else {
+        operand(d, &[b, k, n], seed + 1)
+    };
+    let what = format!("f16 matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (transposed: {ta}, {tb}; broadcast lhs: {broadcast})");
+    let got = ga.matmul(&gb).unwrap();
+    assert_eq!(got.dtype(), DType::F16, "{what}: dtype");
+    assert_eq!(got.shape(), &[b, m, n], "{what}: shape");
+    let want = ca.matmul(&cb).unwrap().to_vec_f64().unwrap();
+    // The products are exact in f32 and summed in f32 on both sides (in another order: a few
+    // f32 ulps of sums that grow like k); the GPU's result is then rounded to f16 (half an ulp,
+    // 2^-11 relative). A wrong tile, slice or edge is off by about one.
+    let (rtol, atol) = (1.0 / 1024.0, 4.0 * f32::EPSILON as f64 * k as f64);
+    for (i, (g, w)) in got.to_vec_f64().unwrap().iter().zip(&want).enumerate() {
+        assert!((g - w).abs() <= atol + rtol * w.abs(), "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+#[test]
+fn f16_matmul_matches_cpu_f32() {
+    let Some(d) = gpu() else { return };
+    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    if path.starts_with("tensor cores") {
+        eprintln!("f16 matmul runs on cooperative matrices on {d}: checking that path");
+    } else {
+        eprintln!("{d} has no cooperative-matrix f16 matmul ({path}): checking the ordinary f16 kernels only, the tensor-core path is NOT tested here");
+    }
+    // Exact tiles; off the tile and the slice in M, N and K; a batch; K long enough to split
+    // (few tiles) and short; one row; multiples of 4 (vec4 loaders) and odd sizes (scalar ones).
+    let shapes = [[1, 128, 64, 128], [1, 17, 33, 65], [3, 130, 70, 129], [2, 64, 36, 8], [1, 1, 300, 5], [1, 200, 1500, 260], [4, 16, 16, 16]];
+    for dims in shapes {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            case(&d, dims, ta, tb, false);
+        }
+    }
+    case(&d, [3, 40, 52, 36], false, true, true);
+    case(&d, [3, 33, 17, 9], true, false, true);
+    // Nothing above went to the CPU.
+    for (what, _) in d.fallback_report() {
+        assert!(!(what.starts_with("matmul") && what.contains("(f16)")), "{what} ran on the CPU");
+    }
+}
