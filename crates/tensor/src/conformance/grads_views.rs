@@ -115,8 +115,12 @@ pub fn narrow_gathered(d: &Device) {
             }
             Ok(vec![Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?])
         }),
-        ("overlapping narrows", &[4, 9], |x| Ok(vec![x.narrow(1usize, 0, 4)?, x.narrow(1usize, 2, 5)?.sin()?, x.narrow(1usize, 6, 1)?, x.narrow(1usize, 2, 5)?])),
-        ("narrows on two dims", &[5, 6], |x| Ok(vec![x.narrow(0usize, 1, 2)?.exp()?, x.narrow(1usize, 3, 2)?, x.chunk(3, 1usize)?[0].clone(), x.select(0usize, 4)?])),
+        ("overlapping narrows", &[4, 9], |x| {
+            Ok(vec![x.narrow(1usize, 0, 4)?, x.narrow(1usize, 2, 5)?.sin()?, x.narrow(1usize, 6, 1)?, x.narrow(1usize, 2, 5)?])
+        }),
+        ("narrows on two dims", &[5, 6], |x| {
+            Ok(vec![x.narrow(0usize, 1, 2)?.exp()?, x.narrow(1usize, 3, 2)?, x.chunk(3, 1usize)?[0].clone(), x.select(0usize, 4)?])
+        }),
         ("gaps at both ends", &[7, 3], |x| Ok(vec![x.narrow(0usize, 2, 1)?, x.narrow(0usize, 4, 2)?.square()?])),
         ("dense and narrow uses", &[4, 5], |x| Ok(vec![x.sin()?, x.select(0usize, 2)?, x.mul_scalar(3.0)?, x.narrow(1usize, 1, 3)?])),
         ("nested narrows of an intermediate", &[6, 4], |x| {
@@ -131,11 +135,8 @@ pub fn narrow_gathered(d: &Device) {
         let grad = |gather: bool| -> (Vec<f64>, usize) {
             let ops = std::rc::Rc::new(std::cell::Cell::new(0));
             let values = super::values(shape.iter().product(), 60 + i as u64);
-            let x = if what == "strided leaf" {
-                super::strided_input(d, shape, &values, DType::F32)
-            } else {
-                super::from_values(d, shape, &values, DType::F32).0
-            };
+            let x =
+                if what == "strided leaf" { super::strided_input(d, shape, &values, DType::F32) } else { super::from_values(d, shape, &values, DType::F32).0 };
             x.set_requires_grad(true).expect("a leaf");
             for call in 0..2u64 {
                 let outs = f(&x).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
