@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 pub(crate) use grad_fn::GradFn;
+#[cfg(feature = "conformance")]
 pub(crate) use narrow::with_padded_rule;
 
 use crate::error::{Error, Result};

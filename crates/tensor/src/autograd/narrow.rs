@@ -29,6 +29,7 @@ pub(crate) fn gathering() -> bool {
 }
 
 /// Runs `f` with every narrow's own padded rule on this thread (see [`gathering`]).
+#[cfg(feature = "conformance")]
 pub(crate) fn with_padded_rule<R>(f: impl FnOnce() -> R) -> R {
     let prev = GATHER.with(|g| g.replace(false));
     let out = f();
