@@ -47,8 +47,33 @@ if [ "$PART" = 2 ] || [ "$PART" = all ]; then
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -5 "$OUT/bench/bench.log"
 fi
 if [ "$PART" = 3 ] || [ "$PART" = all ]; then
-  echo "## bench-conv"; timeout 200 ./.bin/xtask bench-conv --device gpu 2>&1
+  echo "## bench-conv"; timeout 300 ./.bin/xtask bench-conv --device gpu 2>&1
   echo "## f16/bf16 rows"
   timeout 90 ./.bin/xtask bench --torch --models mnist_cnn,resnet18,vit --device gpu:0 --precisions f16,bf16 --no-micro \
     --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-amp" 2>"$OUT/bench-amp.log"; echo "rc $?"; tail -3 "$OUT/bench-amp.log"
+fi
+if [ "$PART" = 4 ]; then
+  # One compact set for a session with little device time left: the tests of the new kernels,
+  # training, the profiles, the convolution table and the GPU rows of the full table.
+  echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul|subgroup"
+  for t in conformance fused_optim matmul_coop kernels_reduce_matmul memory trains; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -20
+  done
+  for p in f32 f16; do
+    echo "## liandan train --precision $p"
+    SECONDS=0; timeout 60 ./.bin/liandan train --precision $p --out "$OUT/run-$p" 2>&1 | tail -3; echo "wall ${SECONDS} s"
+  done
+  for m in "lstm 64" "resnet18 128" "mnist_cnn 64" "mlp 1024"; do
+    set -- $m; timeout 60 ./.bin/liandan profile --model $1 --batch $2 --steps 5 --device gpu > "$OUT/profile-$1.txt" 2>&1
+    echo "## profile $1 (top)"; head -12 "$OUT/profile-$1.txt"
+  done
+  echo "## bench-conv --quick"; timeout 150 ./.bin/xtask bench-conv --device gpu --quick > "$OUT/bench-conv.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-conv.txt"
+  echo "## resnet18 with LIANDAN_CONV_PHASES=0"
+  LIANDAN_CONV_PHASES=0 timeout 60 ./.bin/xtask bench --torch --models resnet18 --device gpu:0 --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+    --epoch-samples 6400 --out "$OUT/bench-nophase" > "$OUT/bench-nophase.md" 2>/dev/null; echo "rc $?"; cat "$OUT/bench-nophase.md"
+  echo "## bench --torch, GPU"
+  timeout 240 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+    --out "$OUT/bench" > "$OUT/bench/bench.md" 2> "$OUT/bench/bench.log"
+  echo "rc $?"; cat "$OUT/bench/bench.md"; tail -3 "$OUT/bench/bench.log"
 fi

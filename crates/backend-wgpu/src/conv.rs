@@ -6,8 +6,16 @@
 //! slice of the column matrix shares one kernel tap when the channels per group are a
 //! multiple of 16: one bounds check for 16 rows. f16 and bf16 accumulate in f32; f64 and
 //! sizes past 32-bit indexing or one binding are answered `None` (the composite runs).
+//!
+//! The input gradient of a strided convolution runs by phase (sub-pixel decomposition): the
+//! input pixels `(iy, ix)` are split by `(iy mod sh, ix mod sw)`, and a phase's product takes
+//! only the taps that reach its pixels (`iy + ph - ky dh` divisible by `sh`), a stride-1
+//! correlation of `dy` with those taps. Without it every pixel would run every tap, and all
+//! but about `1 / (sh sw)` of them would meet zeros. [`without_conv_phases`] (or
+//! `LIANDAN_CONV_PHASES=0`) runs the one product over every tap instead, to compare.
 
-use std::sync::Arc;
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock};
 
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
 
@@ -31,9 +39,11 @@ enum Pass {
 }
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
-/// 2 gives 128 x 128 (forward and input gradient); `a4`: a read in aligned vec4s; `aligned`: the gathered channels per group
-/// are a multiple of 16 (forward and input gradient); `out4`: y written in vec4s; `partial`:
-/// unrounded partial sums over a split of K.
+/// 2 gives 128 x 128 (forward and input gradient); `a4`: a read in aligned vec4s; `aligned`:
+/// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
+/// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
+/// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
+/// without phases); `phase`, the output is one phase's pixels, a stride apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
@@ -43,6 +53,8 @@ pub(crate) struct Key {
     aligned: bool,
     out4: bool,
     partial: bool,
+    strided: bool,
+    phase: bool,
 }
 
 impl KernelKey for Key {
@@ -54,6 +66,7 @@ impl KernelKey for Key {
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
         let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
+        let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = w.part(read_a).part(include_str!("shaders/matmul/read_b.wgsl")).part(out).part(write).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
@@ -71,12 +84,16 @@ impl KernelKey for Key {
             for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
                 let aligned: &[bool] = if pass == Pass::Weight { &[false] } else { &[false, true] };
                 let tiles: &[u32] = if pass == Pass::Weight { &[1] } else { &[1, 2] };
+                // (strided, phase); a phase's pixels are not neighbours, so it writes scalars.
+                let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
                 for &h in tiles {
                     for a4 in [false, true] {
                         for &aligned in aligned {
-                            for out4 in [false, true] {
-                                for partial in [false, true] {
-                                    all.push(Key { pass, dtype, h, a4, aligned, out4, partial });
+                            for &(strided, phase) in gathers {
+                                for out4 in [false, true].into_iter().filter(|&o| !(o && phase)) {
+                                    for partial in [false, true] {
+                                        all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase });
+                                    }
                                 }
                             }
                         }
@@ -86,6 +103,105 @@ impl KernelKey for Key {
         }
         all
     }
+}
+
+thread_local! {
+    static PHASES_ON: Cell<bool> = const { Cell::new(true) };
+}
+
+/// `LIANDAN_CONV_PHASES`, read once: `0`, `off` or `false` run strided input gradients over
+/// every tap; anything else leaves phases on.
+fn env_allows_phases() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_CONV_PHASES").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
+}
+
+/// Runs `f` with the input gradients of strided convolutions computed as one product over
+/// every kernel tap (the kernel before the phase decomposition) on this thread: for
+/// benchmarks and for bisecting a wrong result to the phases. Results agree either way.
+pub fn without_conv_phases<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PHASES_ON.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(PHASES_ON.with(|p| p.replace(false)));
+    f()
+}
+
+/// One phase of an input gradient along one axis: the input rows `first + stride * i`
+/// (`count` of them) and the kernel taps `tap0 + step * j` (`taps` of them) that reach them;
+/// tap j of row i reads dy at row `i + shift - dil * j`. One phase with `step` 1 and the
+/// convolution's padding and dilation as `shift` and `dil` is the whole axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Axis {
+    first: usize,
+    count: usize,
+    tap0: usize,
+    taps: usize,
+    step: usize,
+    shift: i64,
+    dil: usize,
+}
+
+impl Axis {
+    fn whole(size: usize, k: usize, padding: usize, dilation: usize) -> Axis {
+        Axis { first: 0, count: size, tap0: 0, taps: k, step: 1, shift: padding as i64, dil: dilation }
+    }
+
+    /// The `s` phases of an axis of `size` pixels under a kernel of `k` taps, stride `s`,
+    /// padding `p` and dilation `d`. Row `r + s i` meets tap t where `r + p - t d` is a multiple
+    /// of s, at dy row `i + (r + p - t d) / s`; the taps that do so repeat every `s / gcd(s, d)`.
+    fn phases(size: usize, k: usize, s: usize, p: usize, d: usize) -> Vec<Axis> {
+        let g = gcd(s, d);
+        let (step, dil) = (s / g, d / g);
+        (0..s)
+            .map(|r| {
+                let count = if r < size { (size - r).div_ceil(s) } else { 0 };
+                let reach = |t: usize| (r + p) as i64 - (t * d) as i64;
+                match (0..k.min(step)).find(|&t| reach(t).rem_euclid(s as i64) == 0) {
+                    Some(t0) => Axis { first: r, count, tap0: t0, taps: (k - t0).div_ceil(step), step, shift: reach(t0) / s as i64, dil },
+                    None => Axis { first: r, count, tap0: 0, taps: 0, step, shift: 0, dil },
+                }
+            })
+            .collect()
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The pixels of one product of an input gradient: a phase in y and one in x.
+#[derive(Clone, Copy, Debug)]
+struct Phase {
+    y: Axis,
+    x: Axis,
+}
+
+impl Phase {
+    fn whole(g: &ConvGeometry) -> Phase {
+        Phase { y: Axis::whole(g.h, g.kernel.0, g.padding.0, g.dilation.0), x: Axis::whole(g.w, g.kernel.1, g.padding.1, g.dilation.1) }
+    }
+}
+
+/// The products of an input gradient: one per phase of a strided convolution (every input
+/// pixel in exactly one), or the whole when unstrided or with phases turned off (`strided`).
+fn input_phases(g: &ConvGeometry) -> (Vec<Phase>, bool) {
+    let strided = g.stride != (1, 1);
+    let phases = env_allows_phases() && PHASES_ON.with(|p| p.get());
+    if !(strided && phases) {
+        return (vec![Phase::whole(g)], strided);
+    }
+    let ys = Axis::phases(g.h, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0);
+    let xs = Axis::phases(g.w, g.kernel.1, g.stride.1, g.padding.1, g.dilation.1);
+    let all = ys.iter().flat_map(|&y| xs.iter().map(move |&x| Phase { y, x }));
+    (all.filter(|p| p.y.count * p.x.count > 0).collect(), false)
 }
 
 /// Tiles of 128 x 128 once there are this many of them and M fills them; K split as matmul
@@ -131,38 +247,79 @@ impl Plan {
                 gather: [cg, hw, g.c * hw, g.h, g.w, ow, l],
                 aligned: cg.is_multiple_of(16),
             },
-            Pass::Input => Plan {
-                pass,
-                m: cg,
-                k: kk * og,
-                n: g.n * hw,
-                strides: [cg * kk * og, og * l, cg * hw],
-                total: g.n * g.c * hw,
-                p: hw,
-                rs: g.c * hw,
-                gather: [og, l, g.o * l, oh, ow, g.w, hw],
-                aligned: og.is_multiple_of(16),
-            },
+            Pass::Input => Plan::input(g, &Phase::whole(g)),
             Pass::Weight => {
                 let n = cg * kk;
                 Plan { pass, m: og, k: g.n * l, n, strides: [og * l, cg * hw, og * n], total: g.o * n, p: n, rs: 0, gather: [0; 7], aligned: false }
             }
         }
     }
+
+    /// The input gradient's product over one phase's pixels and taps; its a operand is that
+    /// phase's weights as `[G, C/G, taps, O/G]`, contiguous.
+    fn input(g: &ConvGeometry, ph: &Phase) -> Plan {
+        let (cg, og) = (g.c / g.groups, g.o / g.groups);
+        let (oh, ow) = (g.out_h(), g.out_w());
+        let (l, hw) = (oh * ow, g.h * g.w);
+        let k = ph.y.taps * ph.x.taps * og;
+        let cols = ph.y.count * ph.x.count;
+        Plan {
+            pass: Pass::Input,
+            m: cg,
+            k,
+            n: g.n * cols,
+            strides: [cg * k, og * l, cg * hw],
+            total: g.n * g.c * hw,
+            p: hw,
+            rs: g.c * hw,
+            gather: [og, l, g.o * l, oh, ow, ph.x.count, cols],
+            aligned: og.is_multiple_of(16),
+        }
+    }
 }
 
-/// The weights `[O, C/G, kh, kw]` as the pass's a operand wants them, as a layout over their
-/// buffer: `[G, O/G, taps, C/G]` for the forward, `[G, C/G, taps, O/G]` for the input gradient.
-fn permuted_weight(g: &ConvGeometry, w: &Layout, pass: Pass) -> Layout {
+/// The weights `[O, C/G, kh, kw]` as the forward's a operand wants them, as a layout over
+/// their buffer: `[G, O/G, taps, C/G]`.
+fn forward_weight(g: &ConvGeometry, w: &Layout) -> Layout {
     let (groups, kk) = (g.groups, g.kernel.0 * g.kernel.1);
     let (cg, og) = (g.c / groups, g.o / groups);
-    // Strides of the weight viewed as [G, O/G, C/G, taps].
-    let (sg, so, sc, st) = (og * cg * kk, cg * kk, kk, 1);
-    let (shape, strides) = match pass {
-        Pass::Forward => (vec![groups, og, kk, cg], vec![sg, so, st, sc]),
-        _ => (vec![groups, cg, kk, og], vec![sg, sc, st, so]),
-    };
-    Layout::new(shape, strides, w.offset())
+    Layout::new(vec![groups, og, kk, cg], vec![og * cg * kk, cg * kk, 1, kk], w.offset())
+}
+
+/// One phase's weights as the input gradient's a operand wants them: `[G, C/G, taps y,
+/// taps x, O/G]`, the taps `step` apart from the phase's first.
+fn phase_weight(g: &ConvGeometry, w: &Layout, ph: &Phase) -> Layout {
+    let (groups, kk, kw) = (g.groups, g.kernel.0 * g.kernel.1, g.kernel.1);
+    let (cg, og) = (g.c / groups, g.o / groups);
+    let shape = vec![groups, cg, ph.y.taps, ph.x.taps, og];
+    let strides = vec![og * cg * kk, kk, ph.y.step * kw, ph.x.step, cg * kk];
+    Layout::new(shape, strides, w.offset() + ph.y.tap0 * kw + ph.x.tap0)
+}
+
+/// How a product is cut: the tile's edge and the splits of K. The phases of an input gradient
+/// share one output, so one cut, chosen for the largest of them.
+fn cut(pass: Pass, m: usize, n: usize, k: usize, groups: usize, total: usize, limit: usize) -> (usize, usize) {
+    // The weight gradient has few tiles (O/G x C/G kh kw) and a long K: it keeps to 64 x 64
+    // tiles and splits K instead.
+    let tile = if pass != Pass::Weight && m > 64 && m.div_ceil(128) * n.div_ceil(128) * groups >= BIG_TILES { 128 } else { 64 };
+    let tiles = (m.div_ceil(tile) * n.div_ceil(tile) * groups).max(1);
+    let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
+    // The partial sums stay within one binding.
+    while splits > 1 && splits * total * 4 > limit {
+        splits /= 2;
+    }
+    let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
+    (tile, k.div_ceil(ks).max(1))
+}
+
+/// Where one product reads its a and b operands, and which pixels of the output it writes.
+struct Operands<'a> {
+    a: &'a wgpu::Buffer,
+    a_off: usize,
+    b: &'a wgpu::Buffer,
+    b_off: usize,
+    phase: Phase,
+    strided: bool,
 }
 
 impl WgpuBackend {
@@ -190,7 +347,16 @@ impl WgpuBackend {
         let span = |k: usize, d: usize| (k - 1) * d;
         let packs =
             span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
-        let sizes = [plan.total, plan.m * plan.k * geom.groups, plan.k * plan.n, geom.input_shape().iter().product(), geom.output_shape().iter().product()];
+        let (stride, dilation) = (geom.stride.0.saturating_mul(geom.w).max(geom.stride.1), geom.dilation.0.max(geom.dilation.1));
+        let sizes = [
+            plan.total,
+            plan.m * plan.k * geom.groups,
+            plan.k * plan.n,
+            geom.input_shape().iter().product(),
+            geom.output_shape().iter().product(),
+            stride,
+            dilation,
+        ];
         if !packs
             || !sizes.iter().all(|&s| small(s))
             || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
@@ -198,73 +364,173 @@ impl WgpuBackend {
         {
             return None;
         }
-        Some(self.conv_pass(&plan, &geom, dtype, inputs))
+        Some(match pass {
+            Pass::Input => self.conv_input(&geom, dtype, inputs),
+            _ => self.conv_pass(&plan, &geom, dtype, inputs),
+        })
     }
 
+    /// The forward or the weight gradient: one product.
     fn conv_pass(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Result<Vec<Storage>> {
         let gpu = self.gpu()?;
         // The a operand: the weights permuted (unless already in that order), or dy.
-        let permuted = (plan.pass != Pass::Weight).then(|| permuted_weight(geom, inputs[1].layout, plan.pass));
+        let permuted = (plan.pass == Pass::Forward).then(|| forward_weight(geom, inputs[1].layout));
         let copy = match &permuted {
             Some(l) if !l.is_contiguous() => Some(self.copy_view(Strided { storage: inputs[1].storage, layout: l, dtype })?),
             _ => None,
         };
-        let (a_buf, a_off, b) = match (plan.pass, &copy) {
+        let (a, a_off, b) = match (plan.pass, &copy) {
             (Pass::Weight, _) => (gpu_storage(&inputs[0]).buffer(), inputs[0].layout.offset(), &inputs[1]),
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let b_off = b.layout.offset();
-        let l = geom.out_h() * geom.out_w();
-        let a4 = a_off.is_multiple_of(4) && if plan.pass == Pass::Weight { l.is_multiple_of(4) } else { plan.k.is_multiple_of(4) };
-        // The weight gradient has few tiles (O/G x C/G kh kw) and a long K: it keeps to 64 x 64
-        // tiles and splits K instead.
-        let tile = if plan.pass != Pass::Weight && plan.m > 64 && plan.m.div_ceil(128) * plan.n.div_ceil(128) * geom.groups >= BIG_TILES { 128 } else { 64 };
-        let tiles = (plan.m.div_ceil(tile) * plan.n.div_ceil(tile) * geom.groups).max(1);
-        let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(plan.k / MIN_SPLIT_K).max(1) } else { 1 };
-        // The partial sums stay within one binding.
-        let limit = gpu.max_binding() as usize;
-        while splits > 1 && splits * plan.total * 4 > limit {
-            splits /= 2;
-        }
-        let ks = plan.k.div_ceil(splits).next_multiple_of(16).max(16);
-        let splits = plan.k.div_ceil(ks).max(1);
-        let out4 = plan.p.is_multiple_of(4);
-        let key = Key { pass: plan.pass, dtype, h: tile as u32 / 64, a4, aligned: plan.aligned, out4, partial: splits > 1 };
-        let (kh, kw) = geom.kernel;
-        let mut words = vec![0usize; 52];
-        words[..4].copy_from_slice(&[geom.groups, plan.m, plan.k, plan.n]);
-        words[5] = plan.k;
-        words[6] = 1;
-        words[14] = splits;
-        words[15] = ks;
-        let geo =
-            [geom.n, geom.c, geom.h, geom.w, geom.o, kh, kw, geom.stride.0, geom.stride.1, geom.padding.0, geom.padding.1, geom.dilation.0, geom.dilation.1];
-        words[16..29].copy_from_slice(&geo);
-        words[29..32].copy_from_slice(&[geom.out_h(), geom.out_w(), geom.groups]);
-        words[32..36].copy_from_slice(&[b_off, a_off, plan.p, plan.rs]);
-        words[36..39].copy_from_slice(&plan.strides);
-        words[39] = plan.total;
-        words[40..47].copy_from_slice(&plan.gather);
-        words[47..52].copy_from_slice(&[l, geom.o * l, geom.c * geom.h * geom.w, geom.h * geom.w, kh * kw]);
-        let meta: Vec<u32> = words.iter().map(|&w| u32::try_from(w).expect("sizes checked below i32::MAX")).collect();
+        let (tile, splits) = cut(plan.pass, plan.m, plan.n, plan.k, geom.groups, plan.total, gpu.max_binding() as usize);
         let out = self.output(dtype, plan.total)?;
-        let groups = |count: usize| count.clamp(1, 65_535) as u32;
-        let grid = (groups(plan.n.div_ceil(tile)), groups(plan.m.div_ceil(tile)), groups(geom.groups * splits));
-        let kernel = gpu.kernel(key)?;
-        let b_buf = gpu_storage(b).buffer();
-        if splits == 1 {
-            gpu.dispatch(&kernel, &meta, &[a_buf, b_buf, out.buffer()], grid)?;
-        } else {
-            let partials = gpu.alloc((splits * plan.total * 4) as u64)?;
-            gpu.dispatch(&kernel, &meta, &[a_buf, b_buf, partials.buffer()], grid)?;
-            self.sum_partials(dtype, splits, plan.total, partials.buffer(), out.buffer())?;
-        }
+        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false };
+        self.conv_products(&[(plan, ops)], geom, dtype, (tile, splits), &out)?;
         Ok(vec![Arc::new(out) as Storage])
     }
+
+    /// The input gradient: one product per phase (see the module docs), into one output.
+    fn conv_input(&self, geom: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Result<Vec<Storage>> {
+        let gpu = self.gpu()?;
+        let (dy, w) = (&inputs[0], &inputs[1]);
+        let (phases, strided) = input_phases(geom);
+        let plans: Vec<Plan> = phases.iter().map(|ph| Plan::input(geom, ph)).collect();
+        // Each phase's weights, copied into the order its product reads them (none for a
+        // phase no tap reaches: its product is zeros).
+        let mut copies = Vec::with_capacity(phases.len());
+        for (ph, plan) in phases.iter().zip(&plans) {
+            let l = phase_weight(geom, w.layout, ph);
+            copies.push(if plan.k > 0 && !l.is_contiguous() { Some(self.copy_view(Strided { storage: w.storage, layout: &l, dtype })?) } else { None });
+        }
+        let products: Vec<(&Plan, Operands)> = phases
+            .iter()
+            .zip(&plans)
+            .zip(&copies)
+            .map(|((&phase, plan), copy)| {
+                let (a, a_off) = match copy {
+                    Some(c) => (wgpu_buffer(c), 0),
+                    None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
+                };
+                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided })
+            })
+            .collect();
+        let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
+        let cut = cut(Pass::Input, plans[0].m, n, k, geom.groups, plans[0].total, gpu.max_binding() as usize);
+        let out = self.output(dtype, plans[0].total)?;
+        self.conv_products(&products, geom, dtype, cut, &out)?;
+        Ok(vec![Arc::new(out) as Storage])
+    }
+
+    /// Dispatches products that together write every element of `out` once, with `(tile,
+    /// splits)` of `cut` (a product with a shorter K leaves its last splits zero), then sums the
+    /// partial results when K is split.
+    fn conv_products(&self, products: &[(&Plan, Operands)], geom: &ConvGeometry, dtype: DType, cut: (usize, usize), out: &WgpuStorage) -> Result<()> {
+        let gpu = self.gpu()?;
+        let (tile, splits) = cut;
+        let total = products[0].0.total;
+        let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
+        let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
+        let l = geom.out_h() * geom.out_w();
+        for (plan, ops) in products {
+            let phase = plan.pass == Pass::Input && geom.stride != (1, 1) && !ops.strided;
+            let a4 = ops.a_off.is_multiple_of(4) && if plan.pass == Pass::Weight { l.is_multiple_of(4) } else { plan.k.is_multiple_of(4) };
+            let ks = plan.k.div_ceil(splits).next_multiple_of(16).max(16);
+            let out4 = !phase && plan.p.is_multiple_of(4);
+            let key = Key { pass: plan.pass, dtype, h: tile as u32 / 64, a4, aligned: plan.aligned, out4, partial: splits > 1, strided: ops.strided, phase };
+            let meta = conv_meta(plan, geom, ops, splits, ks);
+            let groups = |count: usize| count.clamp(1, 65_535) as u32;
+            let grid = (groups(plan.n.div_ceil(tile)), groups(plan.m.div_ceil(tile)), groups(geom.groups * splits));
+            let kernel = gpu.kernel(key)?;
+            gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?;
+        }
+        if let Some(p) = &partials {
+            self.sum_partials(dtype, splits, total, p.buffer(), out.buffer())?;
+        }
+        Ok(())
+    }
+}
+
+/// The meta block of one product (the layout `shaders/conv.wgsl` describes).
+fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> Vec<u32> {
+    let (kh, kw) = geom.kernel;
+    let (ph, input) = (&ops.phase, plan.pass == Pass::Input);
+    let mut words = vec![0usize; 55];
+    words[..4].copy_from_slice(&[geom.groups, plan.m, plan.k, plan.n]);
+    words[5] = plan.k;
+    words[6] = 1;
+    words[14] = splits;
+    words[15] = ks;
+    // The input gradient reads a phase's taps, stride 1 apart in dy unless `strided` (a phase
+    // no tap reaches claims one, which its empty K never reads, so that nothing divides by 0).
+    let (taps, stride, dilation) = match input {
+        true if !ops.strided => ((ph.y.taps.max(1), ph.x.taps.max(1)), (1, 1), (ph.y.dil, ph.x.dil)),
+        _ => (geom.kernel, geom.stride, geom.dilation),
+    };
+    let geo = [geom.n, geom.c, geom.h, geom.w, geom.o, taps.0, taps.1, stride.0, stride.1, geom.padding.0, geom.padding.1, dilation.0, dilation.1];
+    words[16..29].copy_from_slice(&geo);
+    words[29..32].copy_from_slice(&[geom.out_h(), geom.out_w(), geom.groups]);
+    words[32..36].copy_from_slice(&[ops.b_off, ops.a_off, plan.p, plan.rs]);
+    words[36..39].copy_from_slice(&plan.strides);
+    words[39] = plan.total;
+    words[40..47].copy_from_slice(&plan.gather);
+    let l = geom.out_h() * geom.out_w();
+    words[47..52].copy_from_slice(&[l, geom.o * l, geom.c * geom.h * geom.w, geom.h * geom.w, kh * kw]);
+    words[52..55].copy_from_slice(&[geom.stride.0 * geom.w, geom.stride.1, ph.y.first * geom.w + ph.x.first]);
+    let mut meta: Vec<u32> = words.iter().map(|&w| u32::try_from(w).expect("sizes checked below i32::MAX")).collect();
+    if input {
+        // Signed: a phase's first tap may read dy above its first row (the shader's sums wrap).
+        meta[25] = ph.y.shift as i32 as u32;
+        meta[26] = ph.x.shift as i32 as u32;
+    }
+    meta
 }
 
 /// The buffer of a storage this backend made.
 fn wgpu_buffer(s: &Storage) -> &wgpu::Buffer {
     s.as_any().downcast_ref::<WgpuStorage>().expect("the copy kernel returns this backend's storage").buffer()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Axis;
+
+    /// Every (input row, tap) pair that meets a dy row, found by trying them all, is in exactly
+    /// one phase, at the dy row the phase says; no phase holds a pair that meets none.
+    #[test]
+    fn phases_hold_exactly_the_taps_that_reach() {
+        for size in 1..9 {
+            for k in 1..6 {
+                for s in 1..5 {
+                    for p in 0..4 {
+                        for d in 1..4 {
+                            let mut want: Vec<(usize, usize, i64)> = Vec::new();
+                            for row in 0..size {
+                                for t in 0..k {
+                                    let reach = (row + p) as i64 - (t * d) as i64;
+                                    if reach.rem_euclid(s as i64) == 0 {
+                                        want.push((row, t, reach.div_euclid(s as i64)));
+                                    }
+                                }
+                            }
+                            let phases = Axis::phases(size, k, s, p, d);
+                            assert_eq!(phases.iter().map(|a| a.count).sum::<usize>(), size);
+                            let mut got = Vec::new();
+                            for a in phases {
+                                for i in 0..a.count {
+                                    for j in 0..a.taps {
+                                        got.push((a.first + s * i, a.tap0 + a.step * j, i as i64 + a.shift - (a.dil * j) as i64));
+                                    }
+                                }
+                            }
+                            want.sort();
+                            got.sort();
+                            assert_eq!(got, want, "size {size} k {k} s {s} p {p} d {d}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

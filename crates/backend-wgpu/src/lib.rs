@@ -37,6 +37,7 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
+pub use conv::without_conv_phases;
 pub use gpu::UPLOAD_LIMIT;
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;

@@ -41,3 +41,11 @@ fn fused_conv_kernels_run_here() {
         assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
 }
+
+/// The strided input gradients computed the way they were before the phase decomposition (one
+/// product over every tap, kept for `xtask bench-conv` and for bisecting) against the composite.
+#[test]
+fn fused_conv_without_phases_matches_composite() {
+    let Some(d) = gpu() else { return };
+    liandan_backend_wgpu::without_conv_phases(|| liandan_tensor::conformance::fused_conv::conv2d_strided_matches_composite(&d));
+}

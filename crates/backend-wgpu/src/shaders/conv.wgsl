@@ -18,9 +18,21 @@
 // [30] out_w, [31] G; [32] / [33]: offsets of the b / a operands; [34] P, [35] RS: output
 // element (m, n) of a group is at m * P + (n / P) * RS + n % P; [36] / [37] / [38]: per group
 // strides of a, b and y; [39] the output's size (a split's stride in the partial sums);
-// [40..46] the gathered operand (conv/gather.wgsl).
+// [40..46] the gathered operand (conv/gather.wgsl); [52] / [53] PHASE: the steps in y between
+// a phase's rows and columns, [54] its first pixel (conv.rs), folded into ybase.
+//
+// PHASE: the input gradient of one phase of a strided convolution, whose columns are the
+// pixels (i, j) of the phase's grid ([45] wide, [46] in all) in each image, at row
+// first + i * stride of the input.
 
 fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
+    if (PHASE) {
+        let q = params[46];
+        let img = n / q;
+        let r = n - img * q;
+        let i = r / params[45];
+        return ybase + img * params[35] + m * params[34] + i * params[52] + (r - i * params[45]) * params[53];
+    }
     let p = params[34];
     let img = n / p;
     return ybase + img * params[35] + m * p + (n - img * p);
@@ -38,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let s = z % splits;
         let k0 = s * params[15];
         let k1 = min(d.z, k0 + params[15]);
-        let ybase = s * params[39] + g * params[38];
+        let ybase = s * params[39] + g * params[38] + params[54];
         let abase = params[33] + g * params[36];
         let bbase = params[32] + g * params[37];
         for (var my = wid.y; my < mt; my += nwg.y) {

@@ -1,7 +1,9 @@
 //! The fused convolution ([`FusedOp::Conv2d`] and its two gradients) against the composite
 //! (`im2col` + matmul, `col2im`), forward and backward, over the geometries a network meets:
 //! 1x1, 3x3 padded, strided, dilated, grouped, depthwise, odd sizes, a batch of one, channels
-//! that fill the 16-row slices and channels that do not, and shapes that split K. On a backend
+//! that fill the 16-row slices and channels that do not, and shapes that split K; strided ones
+//! whose input gradient splits into phases that reach dy above its first row, phases no tap
+//! reaches and phases with no pixels. On a backend
 //! without the override both runs take the composite and the check holds trivially
 //! ([`super::fused::backend_runs`] says which backends have it).
 
@@ -32,7 +34,7 @@ macro_rules! conformance_fused_conv_tests {
 type Case = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
 
 /// The geometries, each run in f32 (and some in f16).
-const CASES: [Case; 11] = [
+const CASES: [Case; 15] = [
     (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),   // 1x1, odd channels
     (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 3x3 padded (a stem)
     (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // stride 2, odd sizes
@@ -44,7 +46,14 @@ const CASES: [Case; 11] = [
     (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1), // a strided 1x1 shortcut
     (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),  // few tiles, K = 576: split K
     (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1), // weight gradient over K = 512: split
+    (2, 3, 13, 11, 8, (7, 7), (2, 2), (3, 3), (1, 1), 1), // a 7x7 stride-2 stem, odd sizes
+    (2, 5, 10, 11, 6, (3, 3), (3, 2), (0, 1), (2, 2), 1), // stride 3 dilation 2 (a shift of -1), stride 2 dilation 2 (a phase without taps)
+    (2, 4, 2, 5, 3, (1, 1), (3, 3), (0, 0), (1, 1), 1),   // stride past the input: phases without pixels
+    (1, 4, 7, 7, 128, (3, 3), (2, 2), (1, 1), (1, 1), 1), // strided, whole slices per tap, phases of unequal K split
 ];
+
+/// The cases whose input gradient runs by phase where a backend decomposes it.
+const STRIDED: [usize; 8] = [2, 5, 6, 8, 11, 12, 13, 14];
 
 fn geometry(c: &Case) -> ConvGeometry {
     let &(n, ch, h, w, o, kernel, stride, padding, dilation, groups) = c;
@@ -65,14 +74,14 @@ fn check_case(d: &Device, case: &Case, dtype: DType, seed: u64, atol: f64, rtol:
     check_fused(&format!("conv2d {dtype} {g:?} bias={bias}"), &inputs, conv, atol, rtol);
 }
 
-/// Every case in f32, four in f16 (padded, grouped, whole slices, split K; f16 rounds each
+/// Every case in f32, five in f16 (padded, grouped, whole slices, split K, the strided stem; f16 rounds each
 /// composite step, the fused kernel only its result: the tolerance is f16's), and a
 /// non-contiguous input.
 pub fn conv2d_matches_composite(d: &Device) {
     for (i, case) in CASES.iter().enumerate() {
         check_case(d, case, DType::F32, 100 + 3 * i as u64, 1e-4, 1e-4);
     }
-    for i in [1, 4, 7, 9] {
+    for i in [1, 4, 7, 9, 11] {
         check_case(d, &CASES[i], DType::F16, 100 + 3 * i as u64, 6e-2, 2e-2);
     }
     let g = geometry(&CASES[2]);
@@ -82,6 +91,15 @@ pub fn conv2d_matches_composite(d: &Device) {
     let wt = Tensor::from_f64s(&values(g.weight_shape().iter().product(), 8), &g.weight_shape(), DType::F32, d).unwrap();
     let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], None, g.stride, g.padding, g.dilation, g.groups)?]) };
     check_fused("conv2d f32 channels-last input", &[x, wt], conv, 1e-4, 1e-4);
+}
+
+/// The strided cases in f32 alone: for a backend's tests to run them again with its
+/// decomposition of the input gradient turned off.
+pub fn conv2d_strided_matches_composite(d: &Device) {
+    for i in STRIDED {
+        assert_ne!(CASES[i].6, (1, 1), "case {i} is strided");
+        check_case(d, &CASES[i], DType::F32, 300 + 3 * i as u64, 1e-4, 1e-4);
+    }
 }
 
 /// A wide layer (more than 64 output and input channels over many positions), where a big

@@ -7,9 +7,11 @@
 // [43] / [44] its height and width, [45] / [46] the width and size of the column grid
 // (out_w, out_h * out_w for the forward; W, H * W for the input gradient).
 // TRANSPOSED: the input gradient, where tap (ky, kx) of position (iy, ix) reads dy at
-// ((iy + p - ky d) / s, ..) when that divides evenly and lies inside; else the forward, reading
-// x at (oy s - p + ky d, ..) inside the padding. ALIGNED: the channels per group are a
-// multiple of BK, so a slice's rows share one tap and one bounds check.
+// ((iy + p - ky d) / s, ..) when that divides evenly and lies inside (STRIDED), or, for one
+// phase of a strided gradient (conv.rs) or stride 1, at (iy + p - ky d, ..) with that phase's
+// taps, shift p (signed) and dilation d; else the forward, reading x at (oy s - p + ky d, ..)
+// inside the padding. ALIGNED: the channels per group are a multiple of BK, so a slice's rows
+// share one tap and one bounds check.
 
 var<private> col_ok: bool;
 // The image's offset in g, and the column's position before the tap is applied (signed).
@@ -26,8 +28,9 @@ fn begin_tile(m0: u32, n0: u32, lid: u32) {
     let cx = r - cy * params[45];
     col_img = img * params[42];
     if (TRANSPOSED) {
-        col_y = i32(cy + params[25]);
-        col_x = i32(cx + params[26]);
+        // The shift is signed (two's complement in a u32): the sum wraps to the right value.
+        col_y = bitcast<i32>(cy + params[25]);
+        col_x = bitcast<i32>(cx + params[26]);
     } else {
         col_y = i32(cy * params[23]) - i32(params[25]);
         col_x = i32(cx * params[24]) - i32(params[26]);
@@ -43,6 +46,10 @@ fn tap_offset(t: u32) -> i32 {
     if (TRANSPOSED) {
         let ty = col_y - i32(ky * params[27]);
         let tx = col_x - i32(kx * params[28]);
+        if (!STRIDED) {
+            if (ty < 0 || tx < 0 || ty >= i32(params[43]) || tx >= i32(params[44])) { return -1; }
+            return ty * i32(params[44]) + tx;
+        }
         if (ty < 0 || tx < 0) { return -1; }
         let oy = u32(ty) / params[23];
         let ox = u32(tx) / params[24];
