@@ -7,14 +7,20 @@
 //! Each node's rule and inputs are dropped as soon as it has run, which frees the graph and its
 //! saved tensors; a second backward through the same graph is an error unless the first kept
 //! it (`backward_with(.., retain_graph: true)`).
+//!
+//! Narrows are the exception to "run each node's rule": their gradients are gathered per input
+//! and joined once at the input's turn (`narrow.rs` says why and how).
 
 mod grad_fn;
+mod narrow;
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 pub(crate) use grad_fn::GradFn;
+#[cfg(feature = "conformance")]
+pub(crate) use narrow::with_padded_rule;
 
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -152,9 +158,22 @@ impl Tensor {
         let _autocast = crate::autocast::AutocastGuard::off();
         let order = topo_order(self)?;
         let mut grads: HashMap<u64, Tensor> = HashMap::new();
+        let mut pieces: HashMap<u64, Vec<narrow::Piece>> = HashMap::new();
         grads.insert(self.id(), grad.detach());
         for t in order {
-            let Some(g) = grads.remove(&t.id()) else { continue };
+            let dense = grads.remove(&t.id());
+            let g = match pieces.remove(&t.id()) {
+                Some(p) => {
+                    // Attributed to the first narrow, whose forward result names the layer.
+                    let joined = crate::observe::in_backward_of(|| "narrow".into(), p[0].from, || narrow::assemble(&t, p))?;
+                    Some(match dense {
+                        Some(d) => d.add(&joined)?,
+                        None => joined,
+                    })
+                }
+                None => dense,
+            };
+            let Some(g) = g else { continue };
             let Some(node) = t.node() else {
                 // A leaf: accumulate into .grad.
                 if t.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed) {
@@ -171,6 +190,14 @@ impl Tensor {
                 let taken = if retain_graph { state.clone() } else { state.take() };
                 taken.ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?
             };
+            if let (GradFn::Narrow { dim, start, .. }, true) = (&grad_fn, narrow::gathering()) {
+                let input = &inputs[0];
+                if input.requires_grad() {
+                    let g = if g.dtype() != input.dtype() { g.to_dtype(input.dtype())? } else { g };
+                    pieces.entry(input.id()).or_default().push(narrow::Piece { dim: *dim, start: *start, grad: g, from: t.id() });
+                }
+                continue;
+            }
             let input_grads = crate::observe::in_backward_of(|| grad_fn.name(), t.id(), || grad_fn.backward(&g, &inputs, &t.detach()))?;
             for (input, ig) in inputs.iter().zip(input_grads) {
                 let Some(ig) = ig else { continue };

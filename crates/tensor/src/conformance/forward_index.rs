@@ -131,6 +131,17 @@ pub fn cat_stack(d: &Device) {
     let refs: Vec<&Tensor> = parts.iter().collect();
     assert_eq!(refs.len(), 4);
     check("cat of split transposed parts", &Tensor::cat(&refs, 0), &[40, 7], &want0, 0.0, 0.0);
+    // Along dim 0 of contiguous parts, which a GPU may join by buffer copies: a part at an
+    // offset, a broadcast zero, and f16 parts whose bytes are not 4-aligned.
+    let (base, bv) = input(d, &[10, 3], 367, DType::F32);
+    let (tail, tv) = input(d, &[3, 3], 368, DType::F32);
+    let zero = Tensor::zeros(&[], DType::F32, d).unwrap().expand(&[2, 3]).unwrap();
+    let want: Vec<f64> = bv[3..15].iter().copied().chain([0.0; 6]).chain(tv.iter().copied()).collect();
+    check("cat dim 0 runs and a gap", &Tensor::cat(&[&base.narrow(0, 1, 4).unwrap(), &zero, &tail], 0), &[9, 3], &want, 0.0, 0.0);
+    let (h, hv) = input(d, &[9], 369, DType::F16);
+    let halves = [h.narrow(0, 1, 3).unwrap(), h.narrow(0, 4, 5).unwrap(), h.narrow(0, 0, 2).unwrap()];
+    let want: Vec<f64> = hv[1..9].iter().chain(&hv[0..2]).copied().collect();
+    check("cat dim 0 f16 unaligned", &Tensor::cat(&halves.iter().collect::<Vec<_>>(), 0), &[10], &want, 0.0, 0.0);
     // Rank 3 along the last dim, i64, and a 1000+ long join.
     let (x, xv) = input(d, &[2, 3, 4], 364, DType::F64);
     let (y, yv) = input(d, &[2, 3, 1], 365, DType::F64);

@@ -94,3 +94,68 @@ pub fn embedding(d: &Device) {
     let idx = index(d, &[2], &[]);
     check_grads("embedding scalar index, strided weight", &[strided_leaf(d, &[5, 3], 18)], move |x| idx.embedding(&x[0])?.square(), 1e-7, 1e-6);
 }
+
+/// A case of [`narrow_gathered`]: the outputs, each read through one or more narrows of `x`.
+type NarrowCase = fn(&Tensor) -> crate::Result<Vec<Tensor>>;
+
+/// The engine gathers the gradients of many narrows of one tensor and joins them once; each
+/// narrow's own rule (zero padding, one full-size gradient per narrow, summed) is the oracle.
+/// Covers an RNN's per-step selects, overlapping narrows, narrows on different dims, gaps,
+/// dense uses beside narrow ones, nested narrows and a strided leaf, each over two backward
+/// calls that accumulate into `.grad`. In f32, the dtype models train in.
+pub fn narrow_gathered(d: &Device) {
+    use crate::DType;
+    let cases: [(&str, &[usize], NarrowCase); 7] = [
+        ("recurrent selects", &[6, 3, 8], |x| {
+            let mut h = x.select(0usize, 0)?.tanh()?;
+            let mut outs = Vec::new();
+            for t in 1..x.shape()[0] {
+                h = x.select(0usize, t)?.add(&h)?.tanh()?;
+                outs.push(h.clone());
+            }
+            Ok(vec![Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?])
+        }),
+        ("overlapping narrows", &[4, 9], |x| {
+            Ok(vec![x.narrow(1usize, 0, 4)?, x.narrow(1usize, 2, 5)?.sin()?, x.narrow(1usize, 6, 1)?, x.narrow(1usize, 2, 5)?])
+        }),
+        ("narrows on two dims", &[5, 6], |x| {
+            Ok(vec![x.narrow(0usize, 1, 2)?.exp()?, x.narrow(1usize, 3, 2)?, x.chunk(3, 1usize)?[0].clone(), x.select(0usize, 4)?])
+        }),
+        ("gaps at both ends", &[7, 3], |x| Ok(vec![x.narrow(0usize, 2, 1)?, x.narrow(0usize, 4, 2)?.square()?])),
+        ("dense and narrow uses", &[4, 5], |x| Ok(vec![x.sin()?, x.select(0usize, 2)?, x.mul_scalar(3.0)?, x.narrow(1usize, 1, 3)?])),
+        ("nested narrows of an intermediate", &[6, 4], |x| {
+            let y = x.mul_scalar(2.0)?;
+            let inner = y.narrow(0usize, 1, 4)?;
+            Ok(vec![inner.narrow(0usize, 0, 2)?, inner.narrow(0usize, 2, 2)?.cos()?, y.select(0usize, 5)?, inner.split(1, 1usize)?[3].clone()])
+        }),
+        ("strided leaf", &[5, 7], |x| Ok(x.split(2, 0usize)?.into_iter().chain(x.split(3, 1usize)?).collect())),
+    ];
+    for (i, (what, shape, f)) in cases.into_iter().enumerate() {
+        // The ops that backward runs, so that the test also sees that gathering took place.
+        let grad = |gather: bool| -> (Vec<f64>, usize) {
+            let ops = std::rc::Rc::new(std::cell::Cell::new(0));
+            let values = super::values(shape.iter().product(), 60 + i as u64);
+            let x =
+                if what == "strided leaf" { super::strided_input(d, shape, &values, DType::F32) } else { super::from_values(d, shape, &values, DType::F32).0 };
+            x.set_requires_grad(true).expect("a leaf");
+            for call in 0..2u64 {
+                let outs = f(&x).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
+                let mut loss = Tensor::scalar(0.0, DType::F32, d).unwrap();
+                for (k, o) in outs.iter().enumerate() {
+                    let w = super::input(d, o.shape(), 100 * call + k as u64, DType::F32).0;
+                    loss = loss.add(&o.mul(&w).and_then(|p| p.sum_all()).unwrap()).unwrap();
+                }
+                let counter = ops.clone();
+                let run = || crate::observe::observe_ops(move |_| counter.set(counter.get() + 1), || loss.backward());
+                let done = if gather { run() } else { crate::autograd::with_padded_rule(run) };
+                done.unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
+            }
+            (x.grad().expect("a gradient").to_vec_f64().unwrap(), ops.get())
+        };
+        let ((gathered, gathered_ops), (padded, padded_ops)) = (grad(true), grad(false));
+        super::assert_close(what, &gathered, &padded, 1e-6, 1e-6);
+        // Overlapping pieces need layers (and broadcast views for their gaps): only the
+        // recurrent case is sure to run fewer ops.
+        assert!(i > 0 || gathered_ops < padded_ops, "{what}: backward ran {gathered_ops} ops gathering narrows, {padded_ops} with the padded rule");
+    }
+}

@@ -1,0 +1,103 @@
+//! Gradients of narrows (and so of `select`, `split`, `chunk`), gathered per input and
+//! assembled once.
+//!
+//! The rule of one narrow on its own pads its gradient with zeros to the input's shape, so a
+//! tensor read through T narrows (an RNN's projected inputs, one step at a time) would get T
+//! full-size gradients and T - 1 full-size additions: O(T * size) traffic and some 4 T kernels.
+//! Instead the engine keeps each narrow's gradient as a [`Piece`] and, at the input's turn,
+//! joins disjoint pieces along one dim with a single `cat` whose gaps are a broadcast zero:
+//! O(size), one kernel. Overlapping pieces, or pieces on different dims, go into separate
+//! layers that are summed, which is the padded rule's arithmetic again.
+//!
+//! The values are the padded rule's: in a layer every element receives at most one piece's
+//! value, and adding the zeros of the padded rule changes no value. Only where a tensor also
+//! has other (dense) gradients may the order of the float additions differ.
+
+use std::cell::Cell;
+
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+thread_local! {
+    static GATHER: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether the engine gathers narrow gradients (the default) or runs each narrow's own padded
+/// rule, the oracle that the conformance suite compares with.
+pub(crate) fn gathering() -> bool {
+    GATHER.with(|g| g.get())
+}
+
+/// Runs `f` with every narrow's own padded rule on this thread (see [`gathering`]).
+#[cfg(feature = "conformance")]
+pub(crate) fn with_padded_rule<R>(f: impl FnOnce() -> R) -> R {
+    let prev = GATHER.with(|g| g.replace(false));
+    let out = f();
+    GATHER.with(|g| g.set(prev));
+    out
+}
+
+/// The gradient of one narrow's output, to be placed at `start..start + len` of `dim`.
+pub(crate) struct Piece {
+    pub dim: usize,
+    pub start: usize,
+    pub grad: Tensor,
+    /// The id of the narrow's result.
+    pub from: u64,
+}
+
+impl Piece {
+    fn end(&self) -> usize {
+        self.start + self.grad.shape()[self.dim]
+    }
+}
+
+/// The sum of `pieces` (in the order they arrived) as one gradient of `input`'s shape.
+pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
+    // Each layer: pieces along one dim, pairwise disjoint.
+    let mut layers: Vec<Vec<Piece>> = Vec::new();
+    for p in pieces {
+        let fits = |layer: &Vec<Piece>| layer[0].dim == p.dim && layer.iter().all(|q| q.end() <= p.start || p.end() <= q.start);
+        match layers.iter_mut().find(|l| fits(l)) {
+            Some(layer) => layer.push(p),
+            None => layers.push(vec![p]),
+        }
+    }
+    let zero = Tensor::zeros(&[], input.dtype(), input.device())?;
+    let mut total: Option<Tensor> = None;
+    for layer in layers {
+        let joined = join(input.shape(), layer, &zero)?;
+        total = Some(match total {
+            Some(t) => t.add(&joined)?,
+            None => joined,
+        });
+    }
+    Ok(total.expect("assemble is called with at least one piece"))
+}
+
+/// Disjoint pieces along one dim joined into `shape`, the gaps filled from the scalar `zero`.
+fn join(shape: &[usize], mut layer: Vec<Piece>, zero: &Tensor) -> Result<Tensor> {
+    let dim = layer[0].dim;
+    layer.sort_by_key(|p| p.start);
+    if layer.len() == 1 && layer[0].grad.shape() == shape {
+        return Ok(layer.pop().expect("one piece").grad);
+    }
+    let gap = |len: usize| {
+        let mut s = shape.to_vec();
+        s[dim] = len;
+        zero.expand(&s)
+    };
+    let mut parts = Vec::with_capacity(2 * layer.len() + 1);
+    let mut at = 0;
+    for p in layer {
+        if p.start > at {
+            parts.push(gap(p.start - at)?);
+        }
+        at = p.end();
+        parts.push(p.grad);
+    }
+    if at < shape[dim] {
+        parts.push(gap(shape[dim] - at)?);
+    }
+    Tensor::cat(&parts.iter().collect::<Vec<_>>(), dim)
+}
