@@ -130,13 +130,7 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     let image = |cols: &mut Vec<T>, n: usize, y: &mut [T]| {
         let x = &x[n * p.image_in()..][..p.image_in()];
         for grp in 0..g.groups {
-            let x = &x[grp * p.cg * p.geo.hw()..][..p.cg * p.geo.hw()];
-            let cols: &[T] = if p.geo.is_identity() {
-                x
-            } else {
-                im2col_into(x, &p.geo, cols);
-                cols
-            };
+            let cols = group_columns(&p, x, grp, cols);
             let (w, y) = (&w[grp * p.og * p.k..][..p.og * p.k], &mut y[grp * p.og * p.l..][..p.og * p.l]);
             product(engine, threaded, false, [p.og, p.k, p.l], mat(w, p.k, false), mat(cols, p.l, false), y);
         }
@@ -183,13 +177,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let image = |cols: &mut Vec<T>, n: usize, dw: &mut [T]| {
         let (x, dy) = (&x[n * p.image_in()..][..p.image_in()], &dy[n * p.image_out()..][..p.image_out()]);
         for grp in 0..g.groups {
-            let x = &x[grp * p.cg * p.geo.hw()..][..p.cg * p.geo.hw()];
-            let cols: &[T] = if p.geo.is_identity() {
-                x
-            } else {
-                im2col_into(x, &p.geo, cols);
-                cols
-            };
+            let cols = group_columns(&p, x, grp, cols);
             let (dy, dw) = (&dy[grp * p.og * p.l..][..p.og * p.l], &mut dw[grp * p.og * p.k..][..p.og * p.k]);
             product(engine, threaded, true, [p.og, p.l, p.k], mat(dy, p.l, false), mat(cols, p.l, true), dw);
         }
@@ -225,4 +213,16 @@ fn each_image<T: Elem>(p: &Plan, op: &'static str, out: &mut [T], chunk: usize, 
         run(0, out, &mut bufs[0]);
     }
     Ok(())
+}
+
+/// The columns of group `grp` of one image's input `x`: the input itself when the window is
+/// the identity (a 1x1, stride-1 convolution), else its im2col in `cols`.
+fn group_columns<'a, T: Real>(p: &Plan, x: &'a [T], grp: usize, cols: &'a mut [T]) -> &'a [T] {
+    let x = &x[grp * p.cg * p.geo.hw()..][..p.cg * p.geo.hw()];
+    if p.geo.is_identity() {
+        x
+    } else {
+        im2col_into(x, &p.geo, cols);
+        cols
+    }
 }
