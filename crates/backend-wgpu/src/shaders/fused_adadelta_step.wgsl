@@ -16,9 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let e = flat_id(wid, nwg, lid);
   if (e >= params[0]) { return; }
   let p0 = load_x(param[params[2] + e]);
-  var g = load_x(grad[params[3] + e]);
-  if (flag(1u)) { g = -g; }
-  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(6))); }
+  let g = gradient(e, p0, 6u);
   let sq = round_x(round_x(load_x(square_avg[params[4] + e]) * hyper_x(7)) + round_x(round_x(g * hyper_x(8)) * g));
   let denom = round_x(sqrt(round_x(sq + hyper_x(9))));
   let acc0 = load_x(acc_delta[params[5] + e]);

@@ -13,9 +13,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let e = flat_id(wid, nwg, lid);
   if (e >= params[0]) { return; }
   let p0 = load_x(param[params[2] + e]);
-  var g = load_x(grad[params[3] + e]);
-  if (flag(1u)) { g = -g; }
-  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(5))); }
+  let g = gradient(e, p0, 5u);
   let s = round_x(load_x(sum_in[params[4] + e]) + round_x(g * g));
   let denom = round_x(round_x(sqrt(s)) + hyper_x(6));
   param_out[e] = store_x(p0 + round_x(round_x(g / denom) * hyper_x(7)));

@@ -24,3 +24,12 @@ fn round_x(v: f32) -> f32 {
 fn hyper_x(k: u32) -> f32 {
   return round_x(hyper(k));
 }
+
+// Element `e`'s gradient as the composite takes it: negated when maximizing (flag 1), plus
+// weight decay `hyper_x(wd) * param` (flag 2). Reads the `grad` binding of the update's file.
+fn gradient(e: u32, p0: f32, wd: u32) -> f32 {
+  var g = load_x(grad[params[3] + e]);
+  if (flag(1u)) { g = -g; }
+  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(wd))); }
+  return g;
+}

@@ -16,9 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let e = flat_id(wid, nwg, lid);
   if (e >= params[0]) { return; }
   let p0 = load_x(param[params[2] + e]);
-  var g = load_x(grad[params[3] + e]);
-  if (flag(1u)) { g = -g; }
-  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(7))); }
+  let g = gradient(e, p0, 7u);
   let sq = round_x(round_x(load_x(square_avg[params[4] + e]) * hyper_x(8)) + round_x(round_x(g * hyper_x(9)) * g));
   square_avg_out[e] = store_x(sq);
   let avg = round_x(round_x(sqrt(mean_square(e, g, sq))) + hyper_x(11));
