@@ -201,11 +201,15 @@ def matmul_f16(a):
     reps = 3 if a.quick else 10
     side = f"PyTorch {torch.__version__} {dev.type}"
     rows = []
-    for n in ([256, 512] if a.quick else [1024, 2048, 4096]):
+    sizes = [256, 512] if a.quick else [1024, 2048, 4096]
+    # The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
+    for n, rhs_t in [(n, False) for n in sizes] + [(sizes[-1], True)]:
         x = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = torch.randn(n, n, device=dev, dtype=torch.float16)
+        y = y.t() if rhs_t else y
         s = timed(dev, 2, reps, lambda: x @ y)
-        rows.append({"bench": f"matmul f16 ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
+        note = " rhs^T" if rhs_t else ""
+        rows.append({"bench": f"matmul f16{note} ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
     return {"peak_copy_gbs": 0.0, "rows": rows}
 
 
