@@ -256,7 +256,15 @@ impl Gpu {
         let label = format!("{key:?}");
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source };
+        let module = if key.runtime_checks() {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: only keys whose shaders index in bounds, divide by non-zero values and
+            // end every loop ask for this (`KernelKey::runtime_checks`; today the tensor-core
+            // matmul's `+unchecked` variants, see matmul_coop.rs).
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: None,

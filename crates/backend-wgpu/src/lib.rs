@@ -74,6 +74,12 @@ macro_rules! kernel_families {
                 }
             }
 
+            pub(crate) fn runtime_checks(&self) -> bool {
+                match self {
+                    $(Key::$family(k) => kernels::KernelKey::runtime_checks(k)),*
+                }
+            }
+
             pub(crate) fn all(repr: &repr::Repr) -> Vec<Key> {
                 let mut all = Vec::new();
                 $(all.extend(<$key as kernels::KernelKey>::all(repr).into_iter().map(Key::$family));)*
