@@ -7,7 +7,8 @@
 # binaries in .bin/ (test binaries under their test names) and the loader folder in .gpu/, then:
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
-# convolution benchmark and the f16/bf16 rows.
+# convolution benchmark and the f16/bf16 rows, `PART=coop` the tensor-core f16 matmul's
+# variants (tests and timings).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -76,4 +77,18 @@ if [ "$PART" = 4 ]; then
   timeout 240 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
     --out "$OUT/bench" > "$OUT/bench/bench.md" 2> "$OUT/bench/bench.log"
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -3 "$OUT/bench/bench.log"
+fi
+if [ "$PART" = coop ]; then
+  # The tensor-core f16 matmul's variants (LIANDAN_COOP_VARIANT), each checked against the CPU's
+  # f32 product (the matmul_coop test) and then timed (bench-micro --f16-matmul prints one JSON
+  # line of rows: 1024^3, 2048^3, 4096^3 and 4096^3 with a transposed rhs), the ordinary kernels
+  # and PyTorch's f16 matmul last for comparison. VARIANTS overrides the list.
+  echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul|subgroup"
+  for v in ${VARIANTS:-staged32 prefetch wide direct narrow staged32+unchecked prefetch+unchecked wide+unchecked direct+unchecked narrow+unchecked}; do
+    echo "### variant $v"
+    LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -8
+    LIANDAN_COOP_VARIANT=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  done
+  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
 fi

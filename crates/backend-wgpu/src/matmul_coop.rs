@@ -19,7 +19,8 @@ const MATMUL_COOP_PIPE: &str = include_str!("shaders/matmul_coop_pipe.wgsl");
 /// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
 /// variants can be timed and checked against each other on a GPU that has tensor cores (none
 /// here does, so which is fastest is for such a GPU to say; staged32 stays the default until
-/// one has). All compute 64 x 64 per subgroup of 32 as 4 x 4 cooperative 16 x 16 sums.
+/// one has). Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4 cooperative 16 x 16
+/// sums, but in `Narrow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
     /// `matmul_coop.wgsl`: 128 x 128 tiles, 4 subgroups; each 32-deep slice loaded, staged and
@@ -34,10 +35,14 @@ pub(crate) enum Variant {
     /// As `Prefetch`, but tiles inside y with vec4-read operands load straight from the storage
     /// buffers (no workgroup memory, no barriers; the next 16-deep blocks load while these multiply).
     Direct,
+    /// As `Prefetch` on 128 x 128 tiles with 8 subgroups of 32 x 64 each: half the accumulators
+    /// per invocation (64 registers rather than 128), so more workgroups fit on a multiprocessor
+    /// to hide latency, at the cost of more loads from workgroup memory per product.
+    Narrow,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 4] = [Variant::Staged32, Variant::Prefetch, Variant::Wide, Variant::Direct];
+    pub(crate) const ALL: [Variant; 5] = [Variant::Staged32, Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
 
     /// Its name in `LIANDAN_COOP_VARIANT` with `+unchecked`.
     fn unchecked_name(self) -> &'static str {
@@ -46,6 +51,7 @@ impl Variant {
             Variant::Prefetch => "prefetch+unchecked",
             Variant::Wide => "wide+unchecked",
             Variant::Direct => "direct+unchecked",
+            Variant::Narrow => "narrow+unchecked",
         }
     }
 
@@ -56,6 +62,7 @@ impl Variant {
             Variant::Prefetch => "prefetch",
             Variant::Wide => "wide",
             Variant::Direct => "direct",
+            Variant::Narrow => "narrow",
         }
     }
 
@@ -68,14 +75,24 @@ impl Variant {
     fn subgroups(self) -> (u32, u32) {
         match self {
             Variant::Wide => (2, 4),
+            Variant::Narrow => (4, 2),
             _ => (2, 2),
+        }
+    }
+
+    /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
+    fn fragment_rows(self) -> u32 {
+        if self == Variant::Narrow {
+            2
+        } else {
+            4
         }
     }
 
     /// The output tile, rows x columns.
     pub(crate) fn tile(self) -> (usize, usize) {
         let (sm, sn) = self.subgroups();
-        (64 * sm as usize, 64 * sn as usize)
+        ((16 * self.fragment_rows() * sm) as usize, 64 * sn as usize)
     }
 
     pub(crate) fn invocations(self) -> u32 {
@@ -195,7 +212,13 @@ impl KernelKey for Key {
         let store = if self.partial { include_str!("shaders/matmul_coop/store_partial.wgsl") } else { include_str!("shaders/matmul_coop/store_rounded.wgsl") };
         let (sgm, sgn) = self.variant.subgroups();
         let (a_vecs, b_vecs) = self.variant.staged_vecs(self.a, self.b);
-        let w = w.uint("SGM", sgm).uint("SGN", sgn).flag("DIRECT", self.variant == Variant::Direct).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
+        let w = w
+            .uint("SGM", sgm)
+            .uint("SGN", sgn)
+            .uint("FM", self.variant.fragment_rows())
+            .flag("DIRECT", self.variant == Variant::Direct)
+            .uint("A_VECS", a_vecs)
+            .uint("B_VECS", b_vecs);
         w.part(raw_a).part(raw_b).part(store).part(MATMUL_COOP_PIPE).build()
     }
 

@@ -5,8 +5,9 @@
 //
 // A workgroup is SGM x SGN subgroups of exactly 32 invocations (the Rust side picks these
 // kernels only where subgroups are 32 wide, so subgroup s is invocations 32s..32s+31); subgroup
-// s computes the 64 x 64 block (s / SGN, s % SGN) of the BM x BN tile as 4 x 4 cooperative
-// 16 x 16 sums. What differs from staged32:
+// s computes the 16 FM x 64 block (s / SGN, s % SGN) of the BM x BN tile as FM x 4 cooperative
+// 16 x 16 sums (FM = 4, or 2 for half the registers: rows 32..63 of the block are skipped by
+// tests of the constant FM, which the compiler folds away). What differs from staged32:
 // - Each 32-deep slice of a and b is fetched from global memory into registers while the
 //   tensor cores work on the previous one in workgroup memory, so a slice costs one barrier
 //   pair and its memory latency hides behind the products.
@@ -25,7 +26,7 @@
 // a constant or on params (see whole_tiles), every loop bound the workgroup's. Every index and
 // stride handed to a cooperative load or store is a `let` of its own.
 //
-// Chosen per kernel: SGM, SGN; DIRECT; A_LOAD and B_LOAD (as matmul_coop.wgsl); A_VECS and
+// Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul_coop.wgsl); A_VECS and
 // B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
 // raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl).
 
@@ -34,7 +35,7 @@ const LOAD_OUTER: u32 = 1u;
 const LOAD_STRIDED: u32 = 2u;
 
 const WG: u32 = 32u * SGM * SGN;
-const BM: u32 = 64u * SGM;
+const BM: u32 = 16u * FM * SGM;
 const BN: u32 = 64u * SGN;
 const BK: u32 = 32u;
 // Row strides of the staged slices in vec4s of f16: rows along K (a as M x K, b as N x K),
@@ -284,7 +285,7 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     kend = k1;
     let sg = lid / 32u;
     // The subgroup's block: rows wm.., columns wn.. of the tile.
-    let wm = (sg / SGN) * 64u;
+    let wm = (sg / SGN) * 16u * FM;
     let wn = (sg % SGN) * 64u;
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
@@ -307,8 +308,13 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
         let bn = n0 + wn;
         var a0 = glob_a(abase, am, k0);
         var a1 = glob_a(abase, am + 16u, k0);
-        var a2 = glob_a(abase, am + 32u, k0);
-        var a3 = glob_a(abase, am + 48u, k0);
+        // Rows 32..63 of the subgroup's block only where it has them (FM = 4).
+        var a2 = coop_mat16x16<f16, A>();
+        var a3 = coop_mat16x16<f16, A>();
+        if (FM == 4u) {
+            a2 = glob_a(abase, am + 32u, k0);
+            a3 = glob_a(abase, am + 48u, k0);
+        }
         var b0 = glob_b(bbase, bn, k0);
         var b1 = glob_b(bbase, bn + 16u, k0);
         var b2 = glob_b(bbase, bn + 32u, k0);
@@ -318,8 +324,12 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             let kn = min(k + 16u, k1 - 16u);
             let na0 = glob_a(abase, am, kn);
             let na1 = glob_a(abase, am + 16u, kn);
-            let na2 = glob_a(abase, am + 32u, kn);
-            let na3 = glob_a(abase, am + 48u, kn);
+            var na2 = coop_mat16x16<f16, A>();
+            var na3 = coop_mat16x16<f16, A>();
+            if (FM == 4u) {
+                na2 = glob_a(abase, am + 32u, kn);
+                na3 = glob_a(abase, am + 48u, kn);
+            }
             let nb0 = glob_b(bbase, bn, kn);
             let nb1 = glob_b(bbase, bn + 16u, kn);
             let nb2 = glob_b(bbase, bn + 32u, kn);
@@ -332,14 +342,16 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             c11 = coopMultiplyAdd(a1, b1, c11);
             c12 = coopMultiplyAdd(a1, b2, c12);
             c13 = coopMultiplyAdd(a1, b3, c13);
-            c20 = coopMultiplyAdd(a2, b0, c20);
-            c21 = coopMultiplyAdd(a2, b1, c21);
-            c22 = coopMultiplyAdd(a2, b2, c22);
-            c23 = coopMultiplyAdd(a2, b3, c23);
-            c30 = coopMultiplyAdd(a3, b0, c30);
-            c31 = coopMultiplyAdd(a3, b1, c31);
-            c32 = coopMultiplyAdd(a3, b2, c32);
-            c33 = coopMultiplyAdd(a3, b3, c33);
+            if (FM == 4u) {
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                c21 = coopMultiplyAdd(a2, b1, c21);
+                c22 = coopMultiplyAdd(a2, b2, c22);
+                c23 = coopMultiplyAdd(a2, b3, c23);
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                c31 = coopMultiplyAdd(a3, b1, c31);
+                c32 = coopMultiplyAdd(a3, b2, c32);
+                c33 = coopMultiplyAdd(a3, b3, c33);
+            }
             a0 = na0;
             a1 = na1;
             a2 = na2;
@@ -363,8 +375,12 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             }
             let a0 = frag_a(wm, kk);
             let a1 = frag_a(wm + 16u, kk);
-            let a2 = frag_a(wm + 32u, kk);
-            let a3 = frag_a(wm + 48u, kk);
+            var a2 = coop_mat16x16<f16, A>();
+            var a3 = coop_mat16x16<f16, A>();
+            if (FM == 4u) {
+                a2 = frag_a(wm + 32u, kk);
+                a3 = frag_a(wm + 48u, kk);
+            }
             let b0 = frag_b(wn, kk);
             let b1 = frag_b(wn + 16u, kk);
             let b2 = frag_b(wn + 32u, kk);
@@ -377,14 +393,16 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             c11 = coopMultiplyAdd(a1, b1, c11);
             c12 = coopMultiplyAdd(a1, b2, c12);
             c13 = coopMultiplyAdd(a1, b3, c13);
-            c20 = coopMultiplyAdd(a2, b0, c20);
-            c21 = coopMultiplyAdd(a2, b1, c21);
-            c22 = coopMultiplyAdd(a2, b2, c22);
-            c23 = coopMultiplyAdd(a2, b3, c23);
-            c30 = coopMultiplyAdd(a3, b0, c30);
-            c31 = coopMultiplyAdd(a3, b1, c31);
-            c32 = coopMultiplyAdd(a3, b2, c32);
-            c33 = coopMultiplyAdd(a3, b3, c33);
+            if (FM == 4u) {
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                c21 = coopMultiplyAdd(a2, b1, c21);
+                c22 = coopMultiplyAdd(a2, b2, c22);
+                c23 = coopMultiplyAdd(a2, b3, c23);
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                c31 = coopMultiplyAdd(a3, b1, c31);
+                c32 = coopMultiplyAdd(a3, b2, c32);
+                c33 = coopMultiplyAdd(a3, b3, c33);
+            }
         }
     }
     let m = m0 + wm;
@@ -398,14 +416,16 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
         store_frag(c11, out_at(ybase, m + 16u, n + 16u));
         store_frag(c12, out_at(ybase, m + 16u, n + 32u));
         store_frag(c13, out_at(ybase, m + 16u, n + 48u));
-        store_frag(c20, out_at(ybase, m + 32u, n));
-        store_frag(c21, out_at(ybase, m + 32u, n + 16u));
-        store_frag(c22, out_at(ybase, m + 32u, n + 32u));
-        store_frag(c23, out_at(ybase, m + 32u, n + 48u));
-        store_frag(c30, out_at(ybase, m + 48u, n));
-        store_frag(c31, out_at(ybase, m + 48u, n + 16u));
-        store_frag(c32, out_at(ybase, m + 48u, n + 32u));
-        store_frag(c33, out_at(ybase, m + 48u, n + 48u));
+        if (FM == 4u) {
+            store_frag(c20, out_at(ybase, m + 32u, n));
+            store_frag(c21, out_at(ybase, m + 32u, n + 16u));
+            store_frag(c22, out_at(ybase, m + 32u, n + 32u));
+            store_frag(c23, out_at(ybase, m + 32u, n + 48u));
+            store_frag(c30, out_at(ybase, m + 48u, n));
+            store_frag(c31, out_at(ybase, m + 48u, n + 16u));
+            store_frag(c32, out_at(ybase, m + 48u, n + 32u));
+            store_frag(c33, out_at(ybase, m + 48u, n + 48u));
+        }
         return;
     }
     // The subgroup's scratch, and its row stride.
@@ -427,22 +447,24 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     write_out(ybase, m + 16u, n + 32u, lid);
     coopStoreT(c13, &cs_[cat], s16);
     write_out(ybase, m + 16u, n + 48u, lid);
-    coopStoreT(c20, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n, lid);
-    coopStoreT(c21, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 16u, lid);
-    coopStoreT(c22, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 32u, lid);
-    coopStoreT(c23, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 48u, lid);
-    coopStoreT(c30, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n, lid);
-    coopStoreT(c31, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 16u, lid);
-    coopStoreT(c32, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 32u, lid);
-    coopStoreT(c33, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 48u, lid);
+    if (FM == 4u) {
+        coopStoreT(c20, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n, lid);
+        coopStoreT(c21, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 16u, lid);
+        coopStoreT(c22, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 32u, lid);
+        coopStoreT(c23, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 48u, lid);
+        coopStoreT(c30, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n, lid);
+        coopStoreT(c31, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 16u, lid);
+        coopStoreT(c32, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 32u, lid);
+        coopStoreT(c33, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 48u, lid);
+    }
 }
 
 @compute @workgroup_size(WG)
