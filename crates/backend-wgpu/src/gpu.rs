@@ -257,12 +257,15 @@ impl Gpu {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
         let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source };
-        let module = if key.runtime_checks() {
+        let module = if shader_checks() && key.runtime_checks() {
             self.device.create_shader_module(desc)
         } else {
-            // SAFETY: only keys whose shaders index in bounds, divide by non-zero values and
-            // end every loop ask for this (`KernelKey::runtime_checks`; today the tensor-core
-            // matmul's `+unchecked` variants, see matmul_coop.rs).
+            // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
+            // instead of a clamped read. Every kernel guards its indices by the sizes in its
+            // params, and the shader tests validate every variant; this path is opt-in
+            // (`LIANDAN_SHADER_CHECKS=0` for every kernel, for measuring what the checks cost;
+            // `KernelKey::runtime_checks` for one, today the tensor-core matmul's `+unchecked`
+            // variants, see matmul_coop.rs).
             unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -572,4 +575,11 @@ impl Gpu {
         data.truncate(len as usize);
         Ok(data)
     }
+}
+
+/// Whether shaders keep naga's run-time checks (clamped indices, bounded loops): yes unless
+/// `LIANDAN_SHADER_CHECKS` is `0`, `off` or `false`.
+fn shader_checks() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
 }
