@@ -7,7 +7,8 @@
 # binaries in .bin/ (test binaries under their test names) and the loader folder in .gpu/, then:
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
-# convolution benchmark and the f16/bf16 rows.
+# convolution benchmark and the f16/bf16 rows; `PART=4` a compact set; `PART=5` what the shader
+# run-time checks cost.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -76,4 +77,19 @@ if [ "$PART" = 4 ]; then
   timeout 240 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
     --out "$OUT/bench" > "$OUT/bench/bench.md" 2> "$OUT/bench/bench.log"
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -3 "$OUT/bench/bench.log"
+fi
+if [ "$PART" = 5 ]; then
+  # What naga's run-time checks cost (LIANDAN_SHADER_CHECKS=0 builds shaders without them),
+  # micro-benchmarks and four models, PyTorch beside the checked run; the fused optimizers' test.
+  for t in fused_optim; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -20
+  done
+  for c in 1 0; do
+    torch=""; [ $c = 1 ] && torch="--torch"
+    echo "## bench, LIANDAN_SHADER_CHECKS=$c"
+    LIANDAN_SHADER_CHECKS=$c timeout 200 ./.bin/xtask bench $torch --device gpu:0 --models mlp,seed003_cnn,lstm,resnet18 --warmup 3 --steps 10 \
+      --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-checks$c" > "$OUT/bench-checks$c.md" 2> "$OUT/bench-checks$c.log"
+    echo "rc $?"; cat "$OUT/bench-checks$c.md"
+  done
 fi
