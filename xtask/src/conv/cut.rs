@@ -61,7 +61,7 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
     println!();
     println!("Each pass alone ({PER_SAMPLE} back to back per sample): the default cut (auto: 256 workgroups), the cut of run 8 (previous), and auto's rule aiming at 512 and 1024 workgroups (LIANDAN_CONV_CUT=previous, =512, =1024):");
     println!();
-    println!("| layer | pass | auto ms | previous ms | fill 512 ms | fill 1024 ms | previous / auto | auto TFLOP/s |");
+    println!("| layer | pass | auto ms | previous ms | fill 512 ms | fill 1024 ms | previous / auto | auto GFLOP/s |");
     println!("|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for l in &LAYERS {
@@ -72,8 +72,8 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
             let previous = time_pass(device, &op, &inputs, ConvCut::Previous, reps)?;
             let f512 = time_pass(device, &op, &inputs, ConvCut::Fill(512), reps)?;
             let f1024 = time_pass(device, &op, &inputs, ConvCut::Fill(1024), reps)?;
-            let tflops = flops(&g) / auto * 1e-9;
-            println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {tflops:.1} |", previous / auto);
+            let gflops = flops(&g) / auto * 1e-6;
+            println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {gflops:.0} |", previous / auto);
             rows.push((name.clone(), what, op, inputs));
         }
     }
