@@ -256,7 +256,16 @@ impl Gpu {
         let label = format!("{key:?}");
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source };
+        let module = if shader_checks() {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
+            // instead of a clamped read. Every kernel guards its indices by the sizes in its
+            // params, and the shader tests validate every variant; this path is opt-in
+            // (`LIANDAN_SHADER_CHECKS=0`), for measuring what the checks cost.
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: None,
@@ -564,4 +573,11 @@ impl Gpu {
         data.truncate(len as usize);
         Ok(data)
     }
+}
+
+/// Whether shaders keep naga's run-time checks (clamped indices, bounded loops): yes unless
+/// `LIANDAN_SHADER_CHECKS` is `0`, `off` or `false`.
+fn shader_checks() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
 }
