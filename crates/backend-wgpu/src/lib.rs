@@ -37,7 +37,7 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
-pub use conv::without_conv_phases;
+pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
 pub use gpu::UPLOAD_LIMIT;
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
