@@ -8,7 +8,7 @@
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
 # convolution benchmark and the f16/bf16 rows; `PART=4` a compact set; `PART=5` what the shader
-# run-time checks cost.
+# run-time checks cost; `PART=6` the convolution cut and the optimizer step's cost.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -92,4 +92,23 @@ if [ "$PART" = 5 ]; then
       --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-checks$c" > "$OUT/bench-checks$c.md" 2> "$OUT/bench-checks$c.log"
     echo "rc $?"; cat "$OUT/bench-checks$c.md"
   done
+fi
+if [ "$PART" = 6 ]; then
+  # The convolution cut (tiles and K splits per pass), the step-overhead table of every zoo
+  # model, and the model rows under the cut and shader-check switches, PyTorch beside.
+  for t in conformance fused_optim; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 200 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -20
+  done
+  echo "## bench-conv --sweep"; SECONDS=0; timeout 240 ./.bin/xtask bench-conv --device gpu --sweep > "$OUT/bench-conv.txt" 2>&1; echo "rc $? in ${SECONDS} s"
+  grep -E "^\| (resnet18|whole|model)|best|^## " "$OUT/bench-conv.txt" | head -40
+  for v in default previous 1024 checks; do
+    env=""; torch=""
+    case $v in previous) env="LIANDAN_CONV_CUT=previous";; 1024) env="LIANDAN_CONV_CUT=1024";; checks) env="LIANDAN_SHADER_CHECKS=1";; default) torch="--torch";; esac
+    echo "## bench resnet18, seed003_cnn: $v"
+    env $env timeout 120 ./.bin/xtask bench $torch --device gpu:0 --models resnet18,seed003_cnn --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 --out "$OUT/bench-$v" > "$OUT/bench-$v.md" 2> "$OUT/bench-$v.log"; echo "rc $?"; grep -E "^\| (resnet18|seed003)" "$OUT/bench-$v.md"
+  done
+  echo "## bench-fusion --torch"; timeout 200 ./.bin/xtask bench-fusion --device gpu --torch > "$OUT/bench-fusion.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-fusion.txt"
+  echo "## profile resnet18"; timeout 60 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu > "$OUT/profile-resnet18.txt" 2>&1; head -14 "$OUT/profile-resnet18.txt"
 fi
