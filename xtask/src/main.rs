@@ -4,8 +4,8 @@
 //! stdout, JSON and a PNG chart under `target/bench/` (`cargo xtask bench --help`). Benchmarks
 //! are never tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..]
 //! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
-//! with fused kernels on and off, then what an SGD or Adam step adds to `mnist_cnn`'s and
-//! `resnet18`'s forward+backward, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
+//! with fused kernels on and off, then what each zoo model's optimizer step adds to its
+//! forward+backward and costs alone, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
 //! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
 //! [--quick] [--sweep]` times resnet18's convolutions and the whole model with the fused
 //! convolution kernels on and off, with peak memory, and each pass under the default and the
