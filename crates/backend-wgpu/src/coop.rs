@@ -27,7 +27,7 @@ impl Status {
     pub(crate) fn describe(self) -> String {
         match self {
             Status::InUse => {
-                format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", crate::matmul_coop::choice().2)
+                format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", Variant::chosen().name())
             }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),

@@ -30,11 +30,6 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
     /// Every variant a device holding dtypes as `repr` says can build (debug builds check that
     /// each pipeline compiled at run time is among them).
     fn all(repr: &Repr) -> Vec<Self>;
-    /// Whether wgpu adds its runtime checks (index clamps, loop bounds, guarded division) to the
-    /// shader: every kernel but one whose key says its source needs none (`Gpu::kernel`).
-    fn runtime_checks(&self) -> bool {
-        true
-    }
 }
 
 /// A shader source, put together the one way every kernel is:

@@ -198,8 +198,7 @@ impl WgpuBackend {
         let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
         let gpu = self.gpu()?;
         let kernel = if coop {
-            let (variant, unchecked, _) = matmul_coop::choice();
-            let key = matmul_coop::Key { variant, unchecked, a: a_load, b: b_load, partial };
+            let key = matmul_coop::Key { variant: matmul_coop::Variant::chosen(), a: a_load, b: b_load, partial };
             match matmul_coop::kernel(gpu, key) {
                 Some(k) => k,
                 // It failed to build and f16 has left the tensor cores for good: tiles and splits

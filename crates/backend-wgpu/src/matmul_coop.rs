@@ -44,17 +44,6 @@ pub(crate) enum Variant {
 impl Variant {
     pub(crate) const ALL: [Variant; 5] = [Variant::Staged32, Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
 
-    /// Its name in `LIANDAN_COOP_VARIANT` with `+unchecked`.
-    fn unchecked_name(self) -> &'static str {
-        match self {
-            Variant::Staged32 => "staged32+unchecked",
-            Variant::Prefetch => "prefetch+unchecked",
-            Variant::Wide => "wide+unchecked",
-            Variant::Direct => "direct+unchecked",
-            Variant::Narrow => "narrow+unchecked",
-        }
-    }
-
     /// Its name in `LIANDAN_COOP_VARIANT`.
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -66,9 +55,22 @@ impl Variant {
         }
     }
 
-    /// The variant `LIANDAN_COOP_VARIANT` names (see [`choice`]).
+    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above; unset or empty is staged32,
+    /// and an unknown name is staged32 with a warning that lists the names.
     pub(crate) fn chosen() -> Variant {
-        choice().0
+        static CHOSEN: OnceLock<Variant> = OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return Variant::Staged32 };
+            let name = v.trim().to_ascii_lowercase();
+            if name.is_empty() {
+                return Variant::Staged32;
+            }
+            Variant::ALL.into_iter().find(|x| x.name() == name).unwrap_or_else(|| {
+                let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
+                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (staged32, the default)", names.join(", "));
+                Variant::Staged32
+            })
+        })
     }
 
     /// Subgroups per workgroup along M and along N.
@@ -123,46 +125,11 @@ impl Variant {
     }
 }
 
-/// `LIANDAN_COOP_VARIANT`, read once: a variant's name, and `+unchecked` after it to build the
-/// kernel without wgpu's runtime checks (index clamps on workgroup memory, which hide from the
-/// driver that the rows a tensor-core load reads are aligned; loop counters; guarded division):
-/// these kernels index in bounds, divide by constants or by params that are never 0, and end
-/// every loop, so the checks only cost. Unset or empty is staged32 with the checks; an unknown
-/// name is that with a warning listing the names. Also says it: `prefetch+unchecked`.
-pub(crate) fn choice() -> (Variant, bool, &'static str) {
-    static CHOICE: OnceLock<(Variant, bool, &'static str)> = OnceLock::new();
-    *CHOICE.get_or_init(|| {
-        let default = (Variant::Staged32, false, "staged32");
-        let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return default };
-        let name = v.trim().to_ascii_lowercase();
-        if name.is_empty() {
-            return default;
-        }
-        let (base, unchecked) = match name.strip_suffix("+unchecked") {
-            Some(base) => (base, true),
-            None => (name.as_str(), false),
-        };
-        match Variant::ALL.into_iter().find(|x| x.name() == base) {
-            Some(x) => (x, unchecked, if unchecked { x.unchecked_name() } else { x.name() }),
-            None => {
-                let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
-                eprintln!(
-                    "liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {}, each optionally with +unchecked (staged32, the default)",
-                    names.join(", ")
-                );
-                default
-            }
-        }
-    })
-}
-
-/// One kernel: the variant, whether wgpu's runtime checks are left out (see [`choice`]), how
-/// each operand's slices are read, and whether the kernel writes f32 partial sums over a split
-/// of K (for `reduce` to add up) rather than f16 results.
+/// One kernel: the variant, how each operand's slices are read, and whether the kernel writes
+/// f32 partial sums over a split of K (for `reduce` to add up) rather than f16 results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) variant: Variant,
-    pub(crate) unchecked: bool,
     pub(crate) a: Load,
     pub(crate) b: Load,
     pub(crate) partial: bool,
@@ -233,17 +200,11 @@ impl KernelKey for Key {
             for a in loads {
                 for b in loads {
                     for partial in [false, true] {
-                        for unchecked in [false, true] {
-                            out.push(Key { variant, unchecked, a, b, partial });
-                        }
+                        out.push(Key { variant, a, b, partial });
                     }
                 }
             }
         }
         out
-    }
-
-    fn runtime_checks(&self) -> bool {
-        !self.unchecked
     }
 }
