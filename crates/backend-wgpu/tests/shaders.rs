@@ -59,8 +59,9 @@ fn every_metal_shader_translates_to_msl() {
 
 /// The cooperative-matrix kernels also go through naga's SPIR-V writer, as wgpu's Vulkan backend
 /// takes them (the only backend that runs them; lavapipe has no cooperative matrices, so this
-/// is as far as they get on a machine without a GPU that has them), with wgpu's bounds checks
-/// on Vulkan. With `LIANDAN_SPIRV_DUMP=dir` each module is written there as `<n>.spv` (the key
+/// is as far as they get on a machine without a GPU that has them), with the index clamps wgpu
+/// adds on Vulkan when the checks are on (`LIANDAN_SHADER_CHECKS=1`; without them the module
+/// only loses its clamps). With `LIANDAN_SPIRV_DUMP=dir` each module is written there as `<n>.spv` (the key
 /// in `<n>.txt`), for `spirv-val --target-env vulkan1.3` to check further.
 #[test]
 fn cooperative_shaders_translate_to_spirv() {
