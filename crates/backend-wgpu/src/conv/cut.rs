@@ -1,18 +1,18 @@
 //! How a convolution pass is cut into workgroups: the tile's edge (64 or 128) and the number of
-//! ranges K is split into. [`ConvCut::Auto`] (the default) chooses by shape;
-//! [`ConvCut::Fill`] is the same rule aiming at another number of workgroups; [`ConvCut::Previous`]
-//! is the cut of H200 run 8, kept so one process can time both (`LIANDAN_CONV_CUT=previous` or
-//! `=512`, or [`with_conv_cut`]); [`ConvCut::Fixed`] forces one, for sweeps (`cargo xtask
-//! bench-conv --sweep`) and for tests of every tile and split.
+//! ranges K is split into. [`ConvCut::Previous`] (the default) is the cut of H200 run 8;
+//! [`ConvCut::Auto`] chooses 128 x 128 tiles more often and splits K to fill the GPU;
+//! [`ConvCut::Fill`] is Auto's rule aiming at another number of workgroups
+//! (`LIANDAN_CONV_CUT=auto`, `=512`, or [`with_conv_cut`]); [`ConvCut::Fixed`] forces one, for
+//! sweeps (`cargo xtask bench-conv --sweep`) and for tests of every tile and split.
 //!
-//! Why the default changed: in resnet18 (CIFAR, batch 128) the weight gradient of layers 2-4
-//! is a product of a few hundred 64 x 64 tiles over a long K (layer4: 512 x 4608 by K = 2048,
-//! 576 tiles, no split), and the forward and input gradient of layers 3-4 likewise (layer4: 256
-//! tiles, K = 4608). A 64 x 64 tile reads two vec4s of workgroup memory for 16 multiply-adds; a
-//! 128 x 128 tile (8 x 8 per invocation) reads four for 64, and pays its loaders' index
-//! arithmetic once per four times the work. So the default takes 128 x 128 tiles wherever
-//! splitting K can still give the grid `FILL` workgroups, which only the weight gradient could
-//! not before (it kept to 64 x 64).
+//! Why Auto is not the default: in resnet18 (CIFAR, batch 128) the weight gradient of layers
+//! 2-4 is a product of a few hundred 64 x 64 tiles over a long K (layer4: 512 x 4608 by K =
+//! 2048, 576 tiles, no split), and the forward and input gradient of layers 3-4 likewise
+//! (layer4: 256 tiles, K = 4608), so Auto takes 128 x 128 tiles (8 x 8 per invocation, fewer
+//! workgroup-memory reads per multiply-add) wherever splitting K still gives the grid `FILL`
+//! workgroups. On the H200 that made resnet18's forward+backward slower, 29.4 ms against 26.9
+//! with the previous cut (`cargo xtask bench-conv`, run 10 in docs/PERFORMANCE.md), and the
+//! training step 27.0 against 25.0 ms.
 
 use std::cell::Cell;
 use std::sync::OnceLock;
@@ -22,15 +22,15 @@ use super::Pass;
 /// How the convolution kernels cut a product into workgroups (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConvCut {
-    /// By shape: [`ConvCut::Fill`] with 256 workgroups (two per compute unit of a GPU with 128).
+    /// [`ConvCut::Fill`] with 256 workgroups (two per compute unit of a GPU with 128).
     Auto,
     /// 128 x 128 tiles where both sides of the output exceed 64 and the grid, with K split
     /// into ranges of at least 256, reaches this many workgroups; else 64 x 64 tiles with K
     /// split until the grid reaches twice as many. More workgroups shorten the last wave of a
     /// GPU's compute units at the cost of more partial sums.
     Fill(usize),
-    /// The cut of H200 run 8: the weight gradient in 64 x 64 tiles; the other passes in
-    /// 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles.
+    /// The default, the cut of H200 run 8: the weight gradient in 64 x 64 tiles; the other
+    /// passes in 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles.
     Previous,
     /// Tiles of `tile` x `tile` (128; any other value means 64) and K cut into `splits`
     /// ranges (at least one, at most one per 16-deep slice; halved while the partial sums
@@ -42,14 +42,14 @@ thread_local! {
     static CUT: Cell<Option<ConvCut>> = const { Cell::new(None) };
 }
 
-/// `LIANDAN_CONV_CUT`, read once: `previous` (or `old`, `0`) gives [`ConvCut::Previous`], a
-/// count N of workgroups `ConvCut::Fill(N)`; anything else, or nothing, [`ConvCut::Auto`].
+/// `LIANDAN_CONV_CUT`, read once: `auto` gives [`ConvCut::Auto`], a count N of workgroups
+/// `ConvCut::Fill(N)`; anything else, or nothing, [`ConvCut::Previous`].
 fn env_cut() -> ConvCut {
     static CUT: OnceLock<ConvCut> = OnceLock::new();
     *CUT.get_or_init(|| match std::env::var("LIANDAN_CONV_CUT").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("previous" | "old" | "0") => ConvCut::Previous,
-        Ok(v) => v.parse().map_or(ConvCut::Auto, ConvCut::Fill),
-        Err(_) => ConvCut::Auto,
+        Ok("auto") => ConvCut::Auto,
+        Ok(v) => v.parse().map_or(ConvCut::Previous, ConvCut::Fill),
+        Err(_) => ConvCut::Previous,
     })
 }
 
