@@ -13,6 +13,7 @@
 //! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
+mod bind;
 mod conv;
 mod coop;
 mod elementwise;
