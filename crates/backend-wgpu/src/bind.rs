@@ -98,3 +98,34 @@ pub(crate) fn layout_entries(wgsl: &str) -> std::result::Result<Vec<wgpu::BindGr
     entries.sort_by_key(|e| e.binding);
     Ok(entries)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::layout_entries;
+
+    fn storage(read_only: bool, dynamic: bool) -> wgpu::BindingType {
+        wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only }, has_dynamic_offset: dynamic, min_binding_size: None }
+    }
+
+    #[test]
+    fn layouts_follow_the_declarations_and_skip_unused_bindings() {
+        let wgsl = "
+            @group(0) @binding(0) var<storage, read> params: array<u32>;
+            @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+            @group(0) @binding(1) var<storage, read> x: array<f32>;
+            @group(0) @binding(3) var<storage, read> unused: array<f32>;
+            @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+                if (id.x < params[0]) { out[id.x] = x[id.x]; }
+            }";
+        let got: Vec<(u32, wgpu::BindingType)> = layout_entries(wgsl).unwrap().into_iter().map(|e| (e.binding, e.ty)).collect();
+        assert_eq!(got, vec![(0, storage(true, true)), (1, storage(true, false)), (2, storage(false, false))]);
+    }
+
+    #[test]
+    fn a_uniform_binding_is_refused() {
+        let wgsl = "
+            @group(0) @binding(0) var<uniform> params: vec4<u32>;
+            @compute @workgroup_size(1) fn main() { _ = params.x; }";
+        assert!(layout_entries(wgsl).unwrap_err().contains("not a storage buffer"));
+    }
+}
