@@ -34,7 +34,14 @@ pub(crate) struct BindGroups {
 impl BindGroups {
     /// The bind group of `layout` over `arena` (binding 0, one `slot_bytes` window at a dynamic
     /// offset) and `windows` (bindings 1..), made the first time it is asked for.
-    pub(crate) fn get(&self, device: &wgpu::Device, layout: &wgpu::BindGroupLayout, arena: &wgpu::Buffer, slot_bytes: u64, windows: &[Window]) -> wgpu::BindGroup {
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        arena: &wgpu::Buffer,
+        slot_bytes: u64,
+        windows: &[Window],
+    ) -> wgpu::BindGroup {
         let key = BindKey { layout: layout.clone(), windows: windows.iter().map(|&(b, o, s)| (b.clone(), o, s)).collect() };
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(group) = cache.get(&key) {

@@ -285,8 +285,11 @@ impl Gpu {
         let entries = bind::layout_entries(&wgsl).map_err(|e| self.err("compile", format!("shader `{label}` failed to build: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&label), entries: &entries });
-        let pipeline_layout =
-            self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: Some(&label), bind_group_layouts: &[Some(&layout)], immediate_size: 0 });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&label),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
