@@ -290,7 +290,16 @@ impl Gpu {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        let module = if shader_checks() {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
+            // instead of a clamped read. Every kernel guards its indices by the sizes in its
+            // params, and the shader tests validate every variant; this path is opt-in
+            // (`LIANDAN_SHADER_CHECKS=0`), for measuring what the checks cost.
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: Some(&pipeline_layout),
@@ -589,4 +598,11 @@ impl Gpu {
         data.truncate(len as usize);
         Ok(data)
     }
+}
+
+/// Whether shaders keep naga's run-time checks (clamped indices, bounded loops): yes unless
+/// `LIANDAN_SHADER_CHECKS` is `0`, `off` or `false`.
+fn shader_checks() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
 }
