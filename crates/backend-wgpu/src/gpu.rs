@@ -291,13 +291,14 @@ impl Gpu {
             immediate_size: 0,
         });
         let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if shader_checks() {
+        let module = if shader_checks().unwrap_or(key.checked()) {
             self.device.create_shader_module(desc)
         } else {
             // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
-            // instead of a clamped read. Every kernel guards its indices by the sizes in its
-            // params, and the shader tests validate every variant; this path is opt-in
-            // (`LIANDAN_SHADER_CHECKS=0`), for measuring what the checks cost.
+            // instead of a clamped one. The kernels built this way (`Key::checked`) bound every
+            // index by the sizes in their params or by constant tile sizes, never by data, and
+            // run the conformance suite in this mode; wgpu's robust buffer access still keeps
+            // storage accesses inside their buffers on Vulkan.
             unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
@@ -600,9 +601,14 @@ impl Gpu {
     }
 }
 
-/// Whether shaders keep naga's run-time checks (clamped indices, bounded loops): yes unless
-/// `LIANDAN_SHADER_CHECKS` is `0`, `off` or `false`.
-fn shader_checks() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
+/// `LIANDAN_SHADER_CHECKS`: `1` keeps naga's run-time checks (clamped indices, bounded loops) in
+/// every shader, `0` drops them from every shader; unset, each kernel family decides
+/// (`Key::checked`).
+fn shader_checks() -> Option<bool> {
+    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Ok("0" | "off" | "false") => Some(false),
+        Ok("1" | "on" | "true") => Some(true),
+        _ => None,
+    })
 }
