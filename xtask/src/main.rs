@@ -10,12 +10,15 @@
 //! [--quick] [--sweep]` times resnet18's convolutions and the whole model with the fused
 //! convolution kernels on and off, with peak memory, and each pass under the default and the
 //! previous cut into tiles (every tile and split with `--sweep`) (`conv.rs`). `cargo xtask
+//! bench-host [--device ..] [--ops N] [--reps N] [--only TEXT]` times what recording an op
+//! costs the host, apart from running it, and what a synchronize costs (`host.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod bench;
 mod conv;
 mod data;
 mod fusion;
+mod host;
 
 use liandan_tensor::Device;
 
@@ -48,6 +51,7 @@ fn main() {
         Some("bench-loader") => Some(data::bench_loader()),
         Some("bench") => Some(bench::run(&args)),
         Some("bench-conv") => Some(bench_conv(&args, spec, quick)),
+        Some("bench-host") => Some(host::bench_host(&args)),
         Some(c @ ("bench-model" | "bench-epoch" | "bench-micro")) => Some(bench::child(c, &args)),
         _ => None,
     };
@@ -59,7 +63,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {

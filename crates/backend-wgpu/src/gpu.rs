@@ -2,8 +2,12 @@
 //! pipeline cache.
 //!
 //! Dispatches are recorded into one command encoder and submitted in batches: when the host
-//! needs data (`read`), on `synchronize`, or after `MAX_BATCH` dispatches. A training step
-//! that reads nothing back never waits. Each dispatch's small parameter block ("meta") goes
+//! needs data (`read`), on `synchronize`, or when the batch reaches its size. A training step
+//! that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
+//! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `MAX_BATCH`: the
+//! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
+//! synchronized step does not pay for recording and running one after the other, and a long
+//! pipelined run still submits in large batches. Each dispatch's small parameter block ("meta") goes
 //! into a slot of one arena buffer that is written once per batch, just before its submit.
 //!
 //! Uploads go through staging buffers that the driver frees only once the copy out of them has
@@ -18,14 +22,18 @@ use std::sync::{Arc, Mutex};
 use liandan_tensor::{Error, IndexUse, Result};
 use wgpu::util::DeviceExt;
 
+use crate::bind;
 use crate::coop;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
 use crate::timing::Timer;
 use crate::Key;
 
-/// Dispatches per submitted batch (and arena slots).
+/// Dispatches per submitted batch at most (and arena slots).
 pub(crate) const MAX_BATCH: usize = 512;
+/// Dispatches in the first batch after a wait (`LIANDAN_WGPU_FIRST_BATCH` sets it; 512 submits
+/// in full batches only).
+const FIRST_BATCH: usize = 16;
 /// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
 const SLOT_BYTES: u64 = 256;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
@@ -34,7 +42,7 @@ const UPLOAD_BATCH: u64 = 64 << 20;
 /// Upload staging bytes not yet released past which an upload waits for the GPU.
 pub const UPLOAD_LIMIT: u64 = 256 << 20;
 
-/// A compiled compute pipeline and its bind group layout.
+/// A compiled compute pipeline and its bind group layout (`bind.rs`).
 pub(crate) struct Kernel {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
@@ -51,6 +59,9 @@ struct Recorder {
     uploads: u64,
     /// The op call of each dispatch timed in the open encoder (see `timing.rs`).
     timed: Vec<u64>,
+    /// Dispatches at which the open batch is submitted: `first_batch` after a wait, doubling
+    /// with each batch submitted for its size.
+    batch: usize,
 }
 
 impl Recorder {
@@ -80,6 +91,8 @@ pub(crate) struct Gpu {
     arena: wgpu::Buffer,
     slot_bytes: u64,
     recorder: Mutex<Recorder>,
+    /// The size of the first batch after a wait (see the module docs).
+    first_batch: usize,
     /// Bytes in upload staging buffers not yet released: recorded, or submitted and not yet
     /// finished (each submission subtracts its own when the GPU is done with it).
     staging: Arc<AtomicU64>,
@@ -145,6 +158,18 @@ pub(crate) type Binding<'a> = &'a wgpu::Buffer;
 /// multiples of the adapter's storage offset alignment.
 pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
+/// `LIANDAN_WGPU_FIRST_BATCH`: dispatches in the first batch submitted after a wait, 1 to
+/// `MAX_BATCH` (see the module docs), so the ramp can be compared with full batches on a GPU.
+fn first_batch() -> Result<usize> {
+    match std::env::var("LIANDAN_WGPU_FIRST_BATCH") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_BATCH).contains(&n) => Ok(n),
+            _ => Err(Error::Device(format!("LIANDAN_WGPU_FIRST_BATCH={v:?} is not a dispatch count from 1 to {MAX_BATCH}; unset it for {FIRST_BATCH}"))),
+        },
+        _ => Ok(FIRST_BATCH),
+    }
+}
+
 /// `LIANDAN_WGPU_MAX_BINDING`: a smaller storage binding limit (bytes) than the adapter's, so
 /// the paths for buffers past the limit (lavapipe's is 128 MiB) can be tried on any GPU.
 fn binding_cap() -> Result<Option<u64>> {
@@ -168,6 +193,7 @@ impl Gpu {
         // Cooperative matrices only where the f16 matmul will use them (`coop.rs`): otherwise the
         // device opens exactly as it would without them.
         let coop_f16 = coop::status(adapter, &limits) == coop::Status::InUse;
+        let first_batch = first_batch()?;
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
         if coop_f16 {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
@@ -217,7 +243,8 @@ impl Gpu {
             pool,
             arena,
             slot_bytes,
-            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new() }),
+            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new(), batch: first_batch }),
+            first_batch,
             staging: Arc::default(),
             repr: Repr::new(features),
             kernels: Mutex::default(),
@@ -254,9 +281,16 @@ impl Gpu {
         // What runs must be what the shader tests validate (tests/shaders.rs walks `Key::all`).
         debug_assert!(Key::all(&self.repr).contains(&key), "{key:?} is built at run time but missing from Key::all, so it is never validated");
         let label = format!("{key:?}");
+        let wgsl = key.source(&self.repr);
+        let entries = bind::layout_entries(&wgsl).map_err(|e| self.err("compile", format!("shader `{label}` failed to build: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source };
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&label), entries: &entries });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(&label),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
         let module = if shader_checks().unwrap_or(key.checked()) {
             self.device.create_shader_module(desc)
         } else {
@@ -269,7 +303,7 @@ impl Gpu {
         };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
-            layout: None,
+            layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some("main"),
             compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
@@ -278,7 +312,6 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(self.err("compile", format!("shader `{label}` failed to build: {e}")));
         }
-        let layout = pipeline.get_bind_group_layout(0);
         let k = Arc::new(Kernel { pipeline, layout });
         self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
         Ok(k)
@@ -318,22 +351,11 @@ impl Gpu {
         let words_per_slot = (self.slot_bytes / 4) as usize;
         rec.meta.resize((slot + 1) * words_per_slot, 0);
         rec.meta[slot * words_per_slot..slot * words_per_slot + meta.len()].copy_from_slice(meta);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &self.arena,
-                offset: slot as u64 * self.slot_bytes,
-                size: wgpu::BufferSize::new(SLOT_BYTES),
-            }),
-        }];
-        for (i, &(buffer, offset, size)) in buffers.iter().enumerate() {
-            let binding = wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size) };
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
-        }
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &kernel.layout, entries: &entries });
+        let bind_group = self.pool.bind_groups.get(&self.device, &kernel.layout, &self.arena, SLOT_BYTES, buffers);
+        let meta_offset = [(slot as u64 * self.slot_bytes) as u32];
         let record = |pass: &mut wgpu::ComputePass<'_>| {
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
+            pass.set_bind_group(0, &bind_group, &meta_offset);
             pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         };
         match (&self.timer, Timer::op()) {
@@ -346,8 +368,9 @@ impl Gpu {
             _ => record(rec.pass(&self.device)),
         }
         rec.dispatches += 1;
-        if rec.dispatches >= MAX_BATCH {
+        if rec.dispatches >= rec.batch {
             self.submit(&mut rec);
+            rec.batch = (rec.batch * 2).min(MAX_BATCH);
         }
         Ok(())
     }
@@ -488,6 +511,8 @@ impl Gpu {
     /// Waits for everything submitted, then reports the first device fault, if any.
     fn wait(&self, op: &'static str) -> Result<()> {
         self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string()))?;
+        // The GPU is idle: feed it small batches again.
+        self.recorder.lock().unwrap_or_else(|p| p.into_inner()).batch = self.first_batch;
         self.check_fault(op)?;
         if let Some(timer) = &self.timer {
             timer.collect();

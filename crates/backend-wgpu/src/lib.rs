@@ -6,13 +6,14 @@
 //! GPU, then an integrated one. Software adapters (lavapipe) are listed but used only when asked
 //! for (`LIANDAN_DEVICE=gpu`).
 //!
-//! Design: dispatches are batched into one command encoder and submitted when the host needs
-//! data; buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]);
+//! Design: dispatches are batched into command encoders, submitted in batches that start small
+//! after each wait and double (`gpu.rs`); bind groups are cached per buffer set (`bind.rs`); buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]);
 //! pipelines are compiled once per shader variant; ops a device cannot run go to the device
 //! registry's CPU backend (link one, e.g. `liandan-backend-cpu`) with a one-time warning
 //! ([`liandan_tensor::Device::fallback_report`]).
 
 mod backend;
+mod bind;
 mod conv;
 mod coop;
 mod elementwise;

@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use liandan_tensor::{Error, MemoryStats, Result};
 
+use crate::bind::BindGroups;
+
 /// Rounds a request up to its size class: powers of two up to 4 KiB, then quarter steps
 /// between powers of two (at most 25% waste), always a multiple of 256 bytes.
 pub(crate) fn size_class(bytes: u64) -> u64 {
@@ -25,6 +27,9 @@ pub(crate) struct Pool {
     usage: wgpu::BufferUsages,
     max_buffer: u64,
     state: Mutex<PoolState>,
+    /// Bind groups over these buffers, kept for reuse: they hold buffers alive, so they are
+    /// dropped whenever the pool returns its buffers to the driver.
+    pub(crate) bind_groups: BindGroups,
 }
 
 #[derive(Default)]
@@ -58,7 +63,7 @@ impl Drop for PooledBuffer {
 impl Pool {
     pub(crate) fn new(device: wgpu::Device, max_buffer: u64) -> Arc<Pool> {
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-        Arc::new(Pool { device, usage, max_buffer, state: Mutex::new(PoolState::default()) })
+        Arc::new(Pool { device, usage, max_buffer, state: Mutex::new(PoolState::default()), bind_groups: BindGroups::default() })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
@@ -165,6 +170,7 @@ impl Pool {
 
     /// Returns every pooled buffer to the driver (`torch.mps.empty_cache`).
     pub(crate) fn empty(&self) {
+        self.bind_groups.clear();
         let mut st = self.lock();
         st.free.clear();
         st.stats.pooled = 0;

@@ -1,0 +1,146 @@
+//! `cargo xtask bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT]`: what an op costs the host, apart
+//! from what it costs the device, and what a synchronize costs (`--only`: the rows whose name
+//! holds TEXT).
+//!
+//! A small model's step is bound by the host when recording its ops takes longer than running
+//! them (the zoo `lstm` on an H200: about 330 op calls per step). Each "record" row times only
+//! the calls that record work, with no wait inside the timed span: the device runs the work
+//! after the clock stops, at one synchronize that is not timed. On a software adapter
+//! (lavapipe) the kernels run on the same CPU, so only these rows separate our encode cost
+//! from execution there. The "sync" rows time a whole wait, execution included.
+//!
+//! Keep `--ops` under the recorder's batch (512 dispatches): lavapipe runs a submitted batch
+//! inside `vkQueueSubmit`, on the calling thread, so a submit in the timed span would count the
+//! batch's execution. Each sample starts from an idle device with an empty batch.
+
+use std::time::Instant;
+
+use liandan_nn::zoo::{self, Target};
+use liandan_nn::ModuleExt;
+use liandan_tensor::{DType, Device, Tensor};
+use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
+
+/// Any error of the crates timed here (tensor, nn, train).
+type Fallible<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Median of `reps` timings of `f`, each returning the seconds it counts, after one warm-up.
+fn median(reps: usize, mut f: impl FnMut() -> Fallible<f64>) -> Fallible<f64> {
+    f()?;
+    let mut samples: Vec<f64> = (0..reps).map(|_| f()).collect::<Fallible<_>>()?;
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// Microseconds per call of `op`, called `ops` times with nothing waited for inside the timed
+/// span, then one (untimed) synchronize so the next sample starts from an idle device.
+fn record<E: Into<Box<dyn std::error::Error>>>(device: &Device, ops: usize, reps: usize, mut op: impl FnMut() -> Result<(), E>) -> Fallible<f64> {
+    let s = median(reps, || {
+        device.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..ops {
+            op().map_err(Into::into)?;
+        }
+        let s = t.elapsed().as_secs_f64();
+        device.synchronize()?;
+        Ok(s)
+    })?;
+    Ok(s * 1e6 / ops as f64)
+}
+
+/// Microseconds of `f` and the wait it ends with, median of `reps`.
+fn synced<E: Into<Box<dyn std::error::Error>>>(device: &Device, reps: usize, mut f: impl FnMut() -> Result<(), E>) -> Fallible<f64> {
+    let s = median(reps, || {
+        device.synchronize()?;
+        let t = Instant::now();
+        f().map_err(Into::into)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    Ok(s * 1e6)
+}
+
+pub fn bench_host(args: &[String]) -> Result<(), String> {
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(String::as_str);
+    let number = |flag: &str, default: usize| -> Result<usize, String> {
+        match value(flag) {
+            None => Ok(default),
+            Some(v) => v.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("{flag} {v:?} is not a positive count")),
+        }
+    };
+    let device = Device::parse(value("--device").unwrap_or("gpu")).map_err(|e| e.to_string())?;
+    let (ops, reps) = (number("--ops", 400)?, number("--reps", 7)?);
+    let rows = run(&device, ops, reps, value("--only")).map_err(|e| e.to_string())?;
+    println!("host cost per op on {device} ({ops} calls per sample, median of {reps} samples)\n");
+    println!("| row | us |");
+    println!("|---|---|");
+    for (name, us) in rows {
+        println!("| {name} | {us:.1} |");
+    }
+    Ok(())
+}
+
+fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible<Vec<(String, f64)>> {
+    let mut rows = Vec::new();
+    let mut row = |name: &str, time: &mut dyn FnMut() -> Fallible<f64>| -> Fallible<()> {
+        if only.is_none_or(|o| name.contains(o)) {
+            rows.push((name.to_string(), time()?));
+        }
+        Ok(())
+    };
+    let f32 = DType::F32;
+    let one_a = Tensor::randn(&[1], 1, f32, device)?;
+    let one_b = Tensor::randn(&[1], 2, f32, device)?;
+    row("record: add [1] + [1], per op", &mut || record(device, ops, reps, || one_a.add(&one_b).map(drop)))?;
+    let (a, b) = (Tensor::randn(&[64, 1024], 3, f32, device)?, Tensor::randn(&[1024], 4, f32, device)?);
+    row("record: add [64,1024] + [1024] (bias), per op", &mut || record(device, ops, reps, || a.add(&b).map(drop)))?;
+    let (x, w) = (Tensor::randn(&[64, 256], 5, f32, device)?, Tensor::randn(&[1024, 256], 6, f32, device)?);
+    let wt = w.transpose(0, 1)?;
+    row("record: matmul [64,256] x [1024,256]^T (lstm step), per op", &mut || record(device, ops, reps, || x.matmul(&wt).map(drop)))?;
+    let (ga, gb) = (one_a.detach().requires_grad_(true)?, one_b.detach().requires_grad_(true)?);
+    row("record: add [1] + [1], inputs requiring grad, per op", &mut || record(device, ops, reps, || ga.add(&gb).map(drop)))?;
+    // A chain, as a network is: each op reads the last one's output, which stays alive until then.
+    row("record: chain of mul_scalar on [1], per op", &mut || {
+        let us = record(device, 1, reps, || -> Fallible<()> {
+            let mut y = one_a.clone();
+            for _ in 0..ops {
+                y = y.mul_scalar(1.0)?;
+            }
+            Ok(())
+        })?;
+        Ok(us / ops as f64)
+    })?;
+    row("record: zoo lstm (batch 64) training step, per step", &mut || lstm_step(device, reps))?;
+
+    let sync_reps = 10 * reps;
+    row("sync: synchronize, nothing pending", &mut || synced(device, sync_reps, || device.synchronize()))?;
+    row("sync: add [1] + synchronize", &mut || synced(device, sync_reps, || one_a.add(&one_b).and_then(|_| device.synchronize())))?;
+    row("sync: add [1] + read the value back", &mut || {
+        synced(device, sync_reps, || -> Fallible<()> { one_a.add(&one_b)?.item_f64().map(drop).map_err(Into::into) })
+    })?;
+    let src = Tensor::randn(&[64, 10], 7, f32, device)?;
+    let index = Tensor::from_vec((0..64).map(|i| i % 10).collect::<Vec<i64>>(), &[64, 1], device)?;
+    row("sync: gather [64,10] + read one value back (index-fault check)", &mut || {
+        synced(device, sync_reps, || -> Fallible<()> { src.gather(1, &index)?.sum_all()?.item_f64().map(drop).map_err(Into::into) })
+    })?;
+    Ok(rows)
+}
+
+/// Host microseconds of one zoo `lstm` training step (forward, loss, backward, SGD), recorded
+/// from an idle device (one step per sample).
+fn lstm_step(device: &Device, reps: usize) -> Fallible<f64> {
+    let spec = zoo::spec("lstm")?;
+    let mut shape = spec.input_shape.to_vec();
+    shape[0] = 64;
+    let model = zoo::build(spec.name, device)?;
+    let mut opt = Sgd::new(model.named_parameters(), SgdConfig { lr: 0.01, ..SgdConfig::default() })?;
+    let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
+    let y = match spec.target {
+        Target::Classes(k) => Some(Tensor::from_vec((0..shape[0] as i64).map(|i| i % k as i64).collect::<Vec<i64>>(), &[shape[0]], device)?),
+        Target::Reconstruction => None,
+    };
+    let us = record(device, 1, reps, || -> Fallible<()> {
+        opt.zero_grad();
+        model.loss(&x, y.as_ref())?.backward()?;
+        Ok(opt.step()?)
+    })?;
+    Ok(us)
+}
