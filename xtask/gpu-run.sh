@@ -127,3 +127,32 @@ if [ "$PART" = coop ]; then
   echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
   echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
 fi
+if [ "$PART" = 7 ]; then
+  # One call for a session's final build: the GPU tests, the tensor-core variants (as PART=coop),
+  # the host cost per op with and without the batch ramp, the full GPU table beside PyTorch, the
+  # small models without the ramp, the lstm profile and `liandan train`.
+  for t in conformance device memory matmul_coop kernels_reduce_matmul trains; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -12
+  done
+  echo "## liandan info"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul"
+  for v in ${VARIANTS:-staged32 prefetch wide direct narrow}; do
+    echo "### variant $v"
+    LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "^test result|FAILED|panicked" | head -4
+    LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  done
+  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  echo "### PyTorch"; timeout 60 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  for fb in default 512; do
+    env=""; [ $fb = 512 ] && env="LIANDAN_WGPU_FIRST_BATCH=512"
+    echo "## bench-host ($fb)"; env $env timeout 60 ./.bin/xtask bench-host --device gpu > "$OUT/bench-host-$fb.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-host-$fb.txt"
+  done
+  echo "## bench --torch, GPU"
+  timeout 200 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+    --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.log"; echo "rc $?"; grep -E "^\||^2026" "$OUT/bench.md" | head -40
+  echo "## small models, LIANDAN_WGPU_FIRST_BATCH=512"
+  LIANDAN_WGPU_FIRST_BATCH=512 timeout 90 ./.bin/xtask bench --device gpu:0 --models lstm,mnist_cnn,seed003_cnn,mlp --no-micro --warmup 3 --steps 10 \
+    --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-fb512" > "$OUT/bench-fb512.md" 2>/dev/null; echo "rc $?"; grep -E "^\| (lstm|mnist|seed|mlp)" "$OUT/bench-fb512.md"
+  echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu > "$OUT/profile-lstm.txt" 2>&1; head -14 "$OUT/profile-lstm.txt"
+  echo "## liandan train"; SECONDS=0; timeout 60 ./.bin/liandan train --out "$OUT/run-f32" 2>&1 | tail -3; echo "wall ${SECONDS} s"
+fi
