@@ -13,7 +13,7 @@ use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
 use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step};
 use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
-use crate::strided::{contiguous, materialize, CHUNK, parallel};
+use crate::strided::{contiguous, materialize, parallel, CHUNK};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
 macro_rules! per_float {
@@ -140,8 +140,8 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 /// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
 fn normal<A: Real>(x: A) -> (A, A) {
     let half = A::from(0.5).expect("0.5 is a float");
-    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf());
-    let pdf = (-half * x * x).exp() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
+    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf_fused());
+    let pdf = (-half * x * x).exp_fused() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
     (cdf, pdf)
 }
 
@@ -164,6 +164,31 @@ fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
         })
         .collect();
     Ok(vec![T::wrap(dx.into())])
+}
+
+/// Independent running sums in [`sum_by`]: a loop adding into one waits on each add, eight
+/// side by side vectorize.
+const LANES: usize = 8;
+
+/// `sum(f(x))` over `xs`, in [`LANES`] running sums.
+pub(crate) fn sum_by<T: Copy, A: Float>(xs: &[T], f: impl Fn(&T) -> A) -> A {
+    let mut lanes = [A::zero(); LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        lanes.iter_mut().zip(c).for_each(|(s, x)| *s = *s + f(x));
+    }
+    chunks.remainder().iter().fold(lanes.iter().fold(A::zero(), |a, &b| a + b), |a, x| a + f(x))
+}
+
+/// `sum(f(x, y))` over `xs` and `ys` side by side, in [`LANES`] running sums.
+pub(crate) fn sum_by2<T: Copy, A: Float>(xs: &[T], ys: &[T], f: impl Fn(T, T) -> A) -> A {
+    let mut lanes = [A::zero(); LANES];
+    let (mut cx, mut cy) = (xs.chunks_exact(LANES), ys.chunks_exact(LANES));
+    for (a, b) in (&mut cx).zip(&mut cy) {
+        lanes.iter_mut().zip(a.iter().zip(b)).for_each(|(s, (&x, &y))| *s = *s + f(x, y));
+    }
+    let head = lanes.iter().fold(A::zero(), |a, &b| a + b);
+    cx.remainder().iter().zip(cy.remainder()).fold(head, |a, (&x, &y)| a + f(x, y))
 }
 
 /// Runs `f(rows_in, rows_out, scratch)` over whole rows of `width` (the inputs' rows at the
@@ -198,12 +223,8 @@ fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     row_blocks(&[&v[0]], &mut y, width, |ins, out, e| {
         for (x, y) in ins[0].chunks_exact(width).zip(out.chunks_exact_mut(width)) {
             let max = x.iter().map(|a| a.widen()).fold(x[0].widen(), |m, a| if a > m || a.is_nan() { a } else { m });
-            let mut sum = <T::Acc as num_traits::Zero>::zero();
-            for (e, a) in e.iter_mut().zip(x) {
-                *e = (a.widen() - max).exp();
-                sum = sum + *e;
-            }
-            let inv = sum.recip();
+            e.iter_mut().zip(x).for_each(|(e, a)| *e = (a.widen() - max).exp_fused());
+            let inv = sum_by(e, |&e| e).recip();
             y.iter_mut().zip(e.iter()).for_each(|(y, &e)| *y = T::narrow(e * inv));
         }
     });
@@ -217,7 +238,7 @@ fn softmax_last_dim_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStora
     let mut dx = vec![T::default(); v[0].len()];
     row_blocks(&[&v[0], &v[1]], &mut dx, width, |ins, out, _| {
         for ((y, dy), dx) in ins[0].chunks_exact(width).zip(ins[1].chunks_exact(width)).zip(out.chunks_exact_mut(width)) {
-            let dot = y.iter().zip(dy).fold(<T::Acc as num_traits::Zero>::zero(), |s, (&y, &g)| s + y.widen() * g.widen());
+            let dot = sum_by2(y, dy, |y, g| y.widen() * g.widen());
             dx.iter_mut().zip(y.iter().zip(dy)).for_each(|(dx, (&y, &g))| *dx = T::narrow(y.widen() * (g.widen() - dot)));
         }
     });

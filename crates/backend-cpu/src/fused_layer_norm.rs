@@ -7,7 +7,7 @@ use liandan_tensor::{FusedOp, Result, Strided};
 use num_traits::{Float, One, Zero};
 use rayon::prelude::*;
 
-use crate::fused::{slices, Elem};
+use crate::fused::{slices, sum_by, Elem};
 use crate::scalar::Scalar;
 use crate::storage::CpuStorage;
 use crate::strided::{parallel, CHUNK};
@@ -45,8 +45,8 @@ pub(crate) fn layer_norm<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Ve
     row_pieces(&mut y, &mut stats, d, |first, ys, ss| {
         for (r, (y, s)) in ys.chunks_exact_mut(d).zip(ss.iter_mut()).enumerate() {
             let row = &x[(first + r) * d..(first + r + 1) * d];
-            let mean = row.iter().fold(T::Acc::zero(), |a, e| a + e.widen()) / width(d);
-            let var = row.iter().fold(T::Acc::zero(), |a, e| a + (e.widen() - mean) * (e.widen() - mean)) / width(d);
+            let mean = sum_by(row, |e| e.widen()) / width(d);
+            let var = sum_by(row, |e| (e.widen() - mean) * (e.widen() - mean)) / width(d);
             let rstd = (var + eps).sqrt().recip();
             for (j, (y, e)) in y.iter_mut().zip(row).enumerate() {
                 let mut out = (e.widen() - mean) * rstd;
@@ -73,14 +73,16 @@ pub(crate) fn layer_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> 
     let weight = o.weight.then(|| &v[4]);
     let stat = |k: usize, r: usize| v[k][r].widen();
     let mut dx = vec![T::default(); x.len()];
+    // Row positions, for the row sums of `g` and `g xhat` in `sum_by`'s lanes.
+    let idx: Vec<usize> = (0..d).collect();
+    // No statistics come out of the backward: zero-sized placeholders for `row_pieces`.
     let mut unused = vec![(); x.len() / d];
     row_pieces(&mut dx, &mut unused, d, |first, dxs, _| {
         for (r, dx) in dxs.chunks_exact_mut(d).enumerate() {
             let (at, (mean, rstd)) = ((first + r) * d, (stat(2, first + r), stat(3, first + r)));
             let g = |j: usize| dy[at + j].widen() * weight.map_or(T::Acc::one(), |w| w[j].widen());
             let xhat = |j: usize| (x[at + j].widen() - mean) * rstd;
-            let (sum_g, sum_gx) = (0..d).fold((T::Acc::zero(), T::Acc::zero()), |(s, sx), j| (s + g(j), sx + g(j) * xhat(j)));
-            let (mean_g, mean_gx) = (sum_g / width(d), sum_gx / width(d));
+            let (mean_g, mean_gx) = (sum_by(&idx, |&j| g(j)) / width(d), sum_by(&idx, |&j| g(j) * xhat(j)) / width(d));
             for (j, dx) in dx.iter_mut().enumerate() {
                 *dx = T::narrow(rstd * (g(j) - mean_g - xhat(j) * mean_gx));
             }

@@ -6,7 +6,7 @@ use liandan_tensor::{DType, Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
-use crate::strided::{contiguous, materialize, Fault, Plan, parallel};
+use crate::strided::{contiguous, materialize, parallel, Fault, Plan};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
     match index {

@@ -22,6 +22,7 @@ mod reduce;
 mod scalar;
 mod storage;
 mod strided;
+mod vmath;
 mod window;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, backend_error, reserve, bad_dtype, dtype_mismatch, slice, CpuStorage, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, reserve, slice, CpuStorage, Real};
 use crate::strided::map1;
 
 /// The gemm library the products run on.

@@ -6,7 +6,7 @@ use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{each_dtype, map_dtype, slice, CpuStorage, Scalar};
-use crate::strided::{with_contiguous, CHUNK, PAR_MIN, parallel};
+use crate::strided::{parallel, with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
     let dims = match *l.shape() {

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::reduce::gt;
 use crate::storage::{alloc, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
-use crate::strided::{with_contiguous, parallel};
+use crate::strided::{parallel, with_contiguous};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
 #[derive(Clone, Copy)]

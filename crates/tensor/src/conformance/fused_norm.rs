@@ -80,6 +80,11 @@ pub fn layer_norm_matches_composite(d: &Device) {
             continue;
         }
         for (k, (shape, dims)) in [(&[6usize, 4][..], 1), (&[3, 5, 7], 1), (&[2, 3, 5, 7], 2), (&[4, 1], 1), (&[2, 65, 192], 1)].into_iter().enumerate() {
+            // Rows of one value in f16: the composite's own gradient is NaN there (its rsqrt
+            // of eps overflows f16 on the way back), so there is nothing to compare with.
+            if dtype == DType::F16 && shape == [4, 1] {
+                continue;
+            }
             let t = |s: &[usize], seed: u64| Tensor::from_f64s(&values(s.iter().product(), seed), s, dtype, d).unwrap();
             let norm = &shape[shape.len() - dims..];
             let what = format!("layer_norm {dtype} {shape:?} over {dims}");
@@ -107,7 +112,13 @@ pub fn layer_norm_grads(d: &Device) {
     let run = |what: &str| {
         let (x, w, b) = (leaf(d, &[3, 2, 5], 102), leaf(d, &[5], 103), leaf(d, &[5], 104));
         check_grads(&format!("layer_norm {what}"), &[x, w, b], |x| x[0].layer_norm(1, Some(&x[1]), Some(&x[2]), 1e-5)?.sin(), 1e-6, 1e-5);
-        check_grads(&format!("layer_norm over 2 dims, no affine {what}"), &[leaf(d, &[2, 3, 4], 105)], |x| x[0].layer_norm(2, None, None, 1e-5)?.sin(), 1e-6, 1e-5);
+        check_grads(
+            &format!("layer_norm over 2 dims, no affine {what}"),
+            &[leaf(d, &[2, 3, 4], 105)],
+            |x| x[0].layer_norm(2, None, None, 1e-5)?.sin(),
+            1e-6,
+            1e-5,
+        );
     };
     run("(fused where the device can)");
     no_fusion(|| run("(composite)"));

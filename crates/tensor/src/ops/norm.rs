@@ -81,7 +81,8 @@ impl Tensor {
         let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).collect();
         if let Some(outs) = try_fused(&FusedOp::LayerNormBackward(options), &inputs) {
             let mut outs = outs?.into_iter();
-            let mut next = |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
+            let mut next =
+                |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
             let dx = next(x.shape());
             let dweight = options.weight.then(|| next(&[d]));
             let dbias = options.bias.then(|| next(&[d]));
