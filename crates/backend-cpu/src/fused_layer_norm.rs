@@ -54,7 +54,7 @@ pub(crate) fn layer_norm<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Ve
                     out = out * w[j].widen();
                 }
                 if let Some(b) = bias {
-                    out = out + b[j].widen();
+                    out += b[j].widen();
                 }
                 *y = T::narrow(out);
             }
@@ -96,8 +96,8 @@ pub(crate) fn layer_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> 
             let (mean, rstd) = (stat(2, r), stat(3, r));
             for j in 0..d {
                 let e = dy[r * d + j].widen();
-                dweight[j] = dweight[j] + e * (x[r * d + j].widen() - mean) * rstd;
-                dbias[j] = dbias[j] + e;
+                dweight[j] += e * (x[r * d + j].widen() - mean) * rstd;
+                dbias[j] += e;
             }
         }
         let narrow = |s: Vec<T::Acc>| wrap(s.into_iter().map(T::narrow).collect::<Vec<T>>());
