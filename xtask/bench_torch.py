@@ -149,9 +149,10 @@ def zoo_passes(dev, side, quick, reps, train=False):
 
 
 def step_overhead(a):
-    """Median ms of forward+backward, and of forward+backward+step with SGD (momentum 0.9,
-    weight decay 5e-4) and with Adam (lr 1e-3), default (foreach) implementations, each step
-    synchronized, as `cargo xtask bench-fusion` times ours."""
+    """Median ms of forward+backward, of forward+backward+step with the model's optimizer
+    (MODEL_ZOO.md's, default foreach implementation), and of the step alone (the gradients of one
+    backward stepped again and again), each synchronized, as `cargo xtask bench-fusion` times
+    ours."""
     import os
     import sys
     import torch.nn.functional as F
@@ -166,19 +167,24 @@ def step_overhead(a):
 
     def fwd_bwd():
         model.zero_grad(set_to_none=True)
-        out = model(x)
-        (F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)).backward()
+        if a.model == "vae":
+            r, mu, lv = model(x, torch.randn(a.batch, 20, device=dev))
+            loss = F.binary_cross_entropy(r, x.view(-1, 784), reduction="sum") - 0.5 * torch.sum(1 + lv - mu.pow(2) - lv.exp())
+        else:
+            out = model(x)
+            loss = F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)
+        loss.backward()
 
     reps = a.steps or 20
     result = {"fwd_bwd_ms": timed(dev, 2, reps, fwd_bwd) * 1e3}
-    for name, make in [("SGD", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=5e-4)), ("Adam", lambda p: torch.optim.Adam(p, lr=1e-3))]:
-        opt = make(model.parameters())
+    opt = OPTIMIZERS[a.model](model.parameters())
 
-        def step():
-            fwd_bwd()
-            opt.step()
+    def step():
+        fwd_bwd()
+        opt.step()
 
-        result[name] = timed(dev, 2, reps, step) * 1e3
+    result["step_ms"] = timed(dev, 2, reps, step) * 1e3
+    result["step_alone_ms"] = timed(dev, 2, reps, opt.step) * 1e3
     return result
 
 
@@ -201,11 +207,15 @@ def matmul_f16(a):
     reps = 3 if a.quick else 10
     side = f"PyTorch {torch.__version__} {dev.type}"
     rows = []
-    for n in ([256, 512] if a.quick else [1024, 2048, 4096]):
+    sizes = [256, 512] if a.quick else [1024, 2048, 4096]
+    # The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
+    for n, rhs_t in [(n, False) for n in sizes] + [(sizes[-1], True)]:
         x = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = torch.randn(n, n, device=dev, dtype=torch.float16)
+        y = y.t() if rhs_t else y
         s = timed(dev, 2, reps, lambda: x @ y)
-        rows.append({"bench": f"matmul f16 ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
+        note = " rhs^T" if rhs_t else ""
+        rows.append({"bench": f"matmul f16{note} ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
     return {"peak_copy_gbs": 0.0, "rows": rows}
 
 

@@ -7,7 +7,9 @@
 # binaries in .bin/ (test binaries under their test names) and the loader folder in .gpu/, then:
 # bash xtask/gpu-run.sh (OUT: where files go). The device tool limits one command to 10
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
-# convolution benchmark and the f16/bf16 rows.
+# convolution benchmark and the f16/bf16 rows; `PART=4` a compact set; `PART=5` what the shader
+# run-time checks cost; `PART=6` the convolution cut and the optimizer step's cost;
+# `PART=coop` the tensor-core f16 matmul's variants (tests and timings).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -76,4 +78,52 @@ if [ "$PART" = 4 ]; then
   timeout 240 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
     --out "$OUT/bench" > "$OUT/bench/bench.md" 2> "$OUT/bench/bench.log"
   echo "rc $?"; cat "$OUT/bench/bench.md"; tail -3 "$OUT/bench/bench.log"
+fi
+if [ "$PART" = 5 ]; then
+  # What naga's run-time checks cost (LIANDAN_SHADER_CHECKS=0 builds shaders without them),
+  # micro-benchmarks and four models, PyTorch beside the checked run; the fused optimizers' test.
+  for t in fused_optim; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -20
+  done
+  for c in 1 0; do
+    torch=""; [ $c = 1 ] && torch="--torch"
+    echo "## bench, LIANDAN_SHADER_CHECKS=$c"
+    LIANDAN_SHADER_CHECKS=$c timeout 200 ./.bin/xtask bench $torch --device gpu:0 --models mlp,seed003_cnn,lstm,resnet18 --warmup 3 --steps 10 \
+      --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench-checks$c" > "$OUT/bench-checks$c.md" 2> "$OUT/bench-checks$c.log"
+    echo "rc $?"; cat "$OUT/bench-checks$c.md"
+  done
+fi
+if [ "$PART" = 6 ]; then
+  # The convolution cut (tiles and K splits per pass), the step-overhead table of every zoo
+  # model, and the model rows under the cut and shader-check switches, PyTorch beside.
+  for t in conformance fused_optim; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 200 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -20
+  done
+  echo "## bench-conv --sweep"; SECONDS=0; timeout 240 ./.bin/xtask bench-conv --device gpu --sweep > "$OUT/bench-conv.txt" 2>&1; echo "rc $? in ${SECONDS} s"
+  grep -E "^\| (resnet18|whole|model)|best|^## " "$OUT/bench-conv.txt" | head -40
+  for v in default previous 1024 checks; do
+    env=""; torch=""
+    case $v in previous) env="LIANDAN_CONV_CUT=previous";; 1024) env="LIANDAN_CONV_CUT=1024";; checks) env="LIANDAN_SHADER_CHECKS=1";; default) torch="--torch";; esac
+    echo "## bench resnet18, seed003_cnn: $v"
+    env $env timeout 120 ./.bin/xtask bench $torch --device gpu:0 --models resnet18,seed003_cnn --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 --out "$OUT/bench-$v" > "$OUT/bench-$v.md" 2> "$OUT/bench-$v.log"; echo "rc $?"; grep -E "^\| (resnet18|seed003)" "$OUT/bench-$v.md"
+  done
+  echo "## bench-fusion --torch"; timeout 200 ./.bin/xtask bench-fusion --device gpu --torch > "$OUT/bench-fusion.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-fusion.txt"
+  echo "## profile resnet18"; timeout 60 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu > "$OUT/profile-resnet18.txt" 2>&1; head -14 "$OUT/profile-resnet18.txt"
+fi
+if [ "$PART" = coop ]; then
+  # The tensor-core f16 matmul's variants (LIANDAN_COOP_VARIANT), each checked against the CPU's
+  # f32 product (the matmul_coop test) and then timed (bench-micro --f16-matmul prints one JSON
+  # line of rows: 1024^3, 2048^3, 4096^3 and 4096^3 with a transposed rhs), the ordinary kernels
+  # and PyTorch's f16 matmul last for comparison. VARIANTS overrides the list.
+  echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul|subgroup"
+  for v in ${VARIANTS:-staged32 prefetch wide direct narrow}; do
+    echo "### variant $v"
+    LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -8
+    LIANDAN_COOP_VARIANT=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  done
+  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
 fi

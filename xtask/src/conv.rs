@@ -4,10 +4,14 @@
 //! gradient alone (input frozen), and with both, in one process on one device: median ms and
 //! the peak device memory each step holds beyond what was live before it. Strided layers also
 //! run their input gradient without the phase decomposition (`without_conv_phases`, the kernel
-//! before it). Then the whole resnet18 forward+backward the same way. Prints a Markdown table;
-//! asserts nothing.
+//! before it). Then the whole resnet18 forward+backward the same way, and under the previous
+//! cut of the kernels into tiles (`ConvCut::Previous`); then each pass alone under both cuts,
+//! and with `--sweep` under every tile and split (`cut.rs`). Prints Markdown tables; asserts
+//! nothing.
 
-use liandan_backend_wgpu::without_conv_phases;
+mod cut;
+
+use liandan_backend_wgpu::{with_conv_cut, without_conv_phases, ConvCut};
 use liandan_nn::{zoo, ModuleExt};
 use liandan_tensor::{no_fusion, no_grad, DType, Device, Error, Result, Tensor};
 
@@ -67,8 +71,9 @@ fn print(name: &str, what: &str, r: Times) {
     println!("| {name} | {what} | {:.3} | {p} | {:.3} | {:.2}x | {ps} | {am:.1} | {bm:.1} |", a * 1e3, b * 1e3, b / a);
 }
 
-/// Every layer and the whole model on `device`, at `batch` in `dtype`; `quick`: 3 repetitions.
-pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool) -> Result<()> {
+/// Every layer and the whole model on `device`, at `batch` in `dtype`; `quick`: 3 repetitions;
+/// `sweep`: the table of every tile and split too.
+pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool, sweep: bool) -> Result<()> {
     let reps = if quick { 3 } else { 10 };
     println!("conv on {device} ({dtype}, batch {batch}): ms are medians; MiB is the peak held beyond what was live before the step");
     println!("(\"no phases\": the strided input gradient as one product over every tap; \"vs phases\": its ms over the fused ms)");
@@ -96,10 +101,22 @@ pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool) -> R
     let model = zoo::build("resnet18", device).map_err(|e| Error::Device(e.to_string()))?;
     let x = Tensor::randn(&[batch, 3, 32, 32], 3, DType::F32, device)?;
     let y = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[batch], device)?;
-    let r = variants(device, reps, true, || {
+    let mut step = || {
         model.zero_grad();
         model.loss(&x, Some(&y)).map_err(|e| Error::Device(e.to_string()))?.backward()
-    })?;
+    };
+    let r = variants(device, reps, true, &mut step)?;
     print("resnet18 (f32)", "forward+backward", r);
-    Ok(())
+    let ((auto, _), _, _) = r;
+    println!();
+    println!("resnet18 (f32) forward+backward under each cut of the convolutions (ms; ratio to the default):");
+    println!();
+    println!("| cut | ms | / default |");
+    println!("|---|---|---|");
+    println!("| default (auto) | {:.3} | 1.00x |", auto * 1e3);
+    for cut in [ConvCut::Previous, ConvCut::Fill(512), ConvCut::Fill(1024)] {
+        let (s, _) = with_conv_cut(cut, || measure(device, reps, &mut step))?;
+        println!("| {cut:?} | {:.3} | {:.2}x |", s * 1e3, s / auto);
+    }
+    cut::bench_cuts(device, batch, dtype, reps, sweep)
 }

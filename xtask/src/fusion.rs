@@ -3,10 +3,9 @@
 //! replaces in the same run: the zoo `lstm` model's forward+backward (the LSTM cell), resnet18's
 //! forward+backward in training (batch norm, forward and backward), and an
 //! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates). Then
-//! what the optimizer step adds to a training step (#8's speed goal: no more than PyTorch's):
-//! `mnist_cnn` and `resnet18` forward+backward, and forward+backward+step with SGD and Adam,
-//! fused; with `--torch`, the same from PyTorch (`bench_torch.py --overhead`). Prints Markdown
-//! tables; asserts nothing.
+//! what the optimizer step costs a training step (#8's speed goal: no more than PyTorch's),
+//! for every zoo model with its MODEL_ZOO.md optimizer, fused; with `--torch`, the same from
+//! PyTorch (`bench_torch.py --overhead`). Prints Markdown tables; asserts nothing.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,15 +81,7 @@ pub fn bench_fusion(device: &Device, quick: bool, python: Option<&str>) -> Resul
     step_overhead(&name, device, quick, python)
 }
 
-/// The optimizers of the step-overhead table, as `bench_torch.py --overhead` builds them.
-fn overhead_optimizer(which: &str, params: Vec<(String, Tensor)>) -> Result<Box<dyn Optimizer>> {
-    Ok(match which {
-        "SGD" => Box::new(Sgd::new(params, SgdConfig { lr: 0.1, momentum: 0.9, weight_decay: 5e-4, ..SgdConfig::default() }).map_err(nn_err)?),
-        _ => Box::new(Adam::new(params, AdamConfig::adam(1e-3)).map_err(nn_err)?),
-    })
-}
-
-/// PyTorch's `{"fwd_bwd_ms", "SGD", "Adam"}` for one model (ms), or why there is none.
+/// PyTorch's `{"fwd_bwd_ms", "step_ms", "step_alone_ms"}` for one model (ms), or why there is none.
 fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps: usize) -> std::result::Result<serde_json::Value, String> {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
     let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
@@ -109,14 +100,18 @@ fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps
     serde_json::from_str(line).map_err(|e| format!("unreadable result ({e}): {line}"))
 }
 
-/// What the optimizer step adds to forward+backward, fused, for `mnist_cnn` and `resnet18`
-/// (median ms of synchronized steps), beside PyTorch's where `python` is given.
+/// What the optimizer step of MODEL_ZOO.md costs each zoo model, fused (median ms of
+/// synchronized repetitions): forward+backward, the same plus the step, their difference, and
+/// the step alone (the gradients of one backward stepped again and again: the same work, without
+/// the noise of the difference); beside PyTorch's where `python` is given.
 fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>) -> Result<()> {
     let reps = if quick { 3 } else { 20 };
     println!();
-    println!("| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | adds / torch's |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for model_name in ["mnist_cnn", "resnet18"] {
+    println!(
+        "| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | step alone ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | torch step alone ms | step alone / torch's |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for model_name in zoo::names() {
         let spec = zoo::spec(model_name).map_err(nn_err)?;
         let mut shape = spec.input_shape.to_vec();
         if quick {
@@ -125,30 +120,34 @@ fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>)
         let batch = shape[0];
         let model = zoo::build(model_name, device).map_err(nn_err)?;
         let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device)?;
-        let y = Tensor::from_vec((0..batch as i64).map(|i| i % 10).collect::<Vec<i64>>(), &[batch], device)?;
+        let y = match spec.target {
+            zoo::Target::Classes(k) => Some(Tensor::from_vec((0..batch as i64).map(|i| i % k as i64).collect::<Vec<i64>>(), &[batch], device)?),
+            zoo::Target::Reconstruction => None,
+        };
         let fwd_bwd = || -> Result<()> {
             model.zero_grad();
-            model.loss(&x, Some(&y)).map_err(nn_err)?.backward()
+            model.loss(&x, y.as_ref()).map_err(nn_err)?.backward()
         };
         let base = crate::time(device, 2, reps, fwd_bwd)?;
-        let theirs = python.map(|py| torch_overhead(py, model_name, device, batch, reps));
-        for which in ["SGD", "Adam"] {
-            let mut opt = overhead_optimizer(which, model.named_parameters())?;
-            let full = crate::time(device, 2, reps, || {
-                fwd_bwd()?;
-                opt.step().map_err(nn_err)
-            })?;
-            let (ours, adds) = (format!("{:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3), (full - base) * 1e3);
-            let torch = match &theirs {
-                None => "- | - | - | -".to_string(),
-                Some(Err(e)) => format!("PyTorch failed: {e} | - | - | -"),
-                Some(Ok(t)) => {
-                    let (b, f) = (t["fwd_bwd_ms"].as_f64().unwrap_or(f64::NAN), t[which].as_f64().unwrap_or(f64::NAN));
-                    format!("{b:.3} | {f:.3} | {:.3} | {:.2}x", f - b, adds / (f - b))
-                }
-            };
-            println!("| {name} | {model_name} | {batch} | {which} | {ours} | {torch} |");
-        }
+        let mut opt = crate::bench::step::zoo_optimizer(model.as_ref()).map_err(Error::Device)?;
+        let full = crate::time(device, 2, reps, || {
+            fwd_bwd()?;
+            opt.step().map_err(nn_err)
+        })?;
+        let alone = crate::time(device, 2, reps, || opt.step().map_err(nn_err))?;
+        let which = format!("{:?}", spec.optimizer);
+        let which = which.split([' ', '{']).next().unwrap_or("?");
+        let ours = format!("{:.3} | {:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3, alone * 1e3);
+        let torch = match python.map(|py| torch_overhead(py, model_name, device, batch, reps)) {
+            None => "- | - | - | - | -".to_string(),
+            Some(Err(e)) => format!("PyTorch failed: {e} | - | - | - | -"),
+            Some(Ok(t)) => {
+                let get = |k: &str| t[k].as_f64().unwrap_or(f64::NAN);
+                let (b, f, a) = (get("fwd_bwd_ms"), get("step_ms"), get("step_alone_ms"));
+                format!("{b:.3} | {f:.3} | {:.3} | {a:.3} | {:.2}x", f - b, alone * 1e3 / a)
+            }
+        };
+        println!("| {name} | {model_name} | {batch} | {which} | {ours} | {torch} |");
     }
     Ok(())
 }

@@ -4,11 +4,12 @@
 //! stdout, JSON and a PNG chart under `target/bench/` (`cargo xtask bench --help`). Benchmarks
 //! are never tests: nothing here asserts a time. `cargo xtask bench-fusion [--device ..]
 //! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
-//! with fused kernels on and off, then what an SGD or Adam step adds to `mnist_cnn`'s and
-//! `resnet18`'s forward+backward, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
+//! with fused kernels on and off, then what each zoo model's optimizer step adds to its
+//! forward+backward and costs alone, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
 //! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
-//! [--quick]` times resnet18's convolutions and the whole model with the fused convolution
-//! kernels on and off, with peak memory (`conv.rs`). `cargo xtask
+//! [--quick] [--sweep]` times resnet18's convolutions and the whole model with the fused
+//! convolution kernels on and off, with peak memory, and each pass under the default and the
+//! previous cut into tiles (every tile and split with `--sweep`) (`conv.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
 
 mod bench;
@@ -58,7 +59,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
@@ -95,7 +96,7 @@ fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), St
         return Err("no GPU found: pass --device cpu to time the CPU".into());
     }
     for d in devices {
-        conv::bench_conv(&d, batch, dtype, quick).map_err(|e| format!("on {d}: {e}"))?;
+        conv::bench_conv(&d, batch, dtype, quick, args.iter().any(|a| a == "--sweep")).map_err(|e| format!("on {d}: {e}"))?;
     }
     Ok(())
 }

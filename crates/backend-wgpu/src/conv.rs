@@ -13,6 +13,8 @@
 //! correlation of `dy` with those taps. Without it every pixel would run every tap, and all
 //! but about `1 / (sh sw)` of them would meet zeros. [`without_conv_phases`] (or
 //! `LIANDAN_CONV_PHASES=0`) runs the one product over every tap instead, to compare.
+//!
+//! How each product is cut into tiles and splits of K is `conv/cut.rs` ([`ConvCut`]).
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -24,6 +26,10 @@ use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{LOAD_A, TILE};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
+
+mod cut;
+use cut::cut;
+pub use cut::{with_conv_cut, ConvCut};
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
 const GATHER: &str = include_str!("shaders/conv/gather.wgsl");
@@ -39,7 +45,7 @@ enum Pass {
 }
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
-/// 2 gives 128 x 128 (forward and input gradient); `a4`: a read in aligned vec4s; `aligned`:
+/// 2 gives 128 x 128 (`cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
 /// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
 /// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
 /// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
@@ -83,10 +89,9 @@ impl KernelKey for Key {
         for dtype in [DType::F32, DType::F16, DType::BF16].into_iter().filter(|&d| repr.computes(d)) {
             for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
                 let aligned: &[bool] = if pass == Pass::Weight { &[false] } else { &[false, true] };
-                let tiles: &[u32] = if pass == Pass::Weight { &[1] } else { &[1, 2] };
                 // (strided, phase); a phase's pixels are not neighbours, so it writes scalars.
                 let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
-                for &h in tiles {
+                for h in [1, 2] {
                     for a4 in [false, true] {
                         for &aligned in aligned {
                             for &(strided, phase) in gathers {
@@ -206,13 +211,6 @@ fn input_phases(g: &ConvGeometry) -> (Vec<Phase>, bool) {
     (all.filter(|p| p.y.count * p.x.count > 0).collect(), false)
 }
 
-/// Tiles of 128 x 128 once there are this many of them and M fills them; K split as matmul
-/// does when the tiles alone would leave a big GPU idle.
-const BIG_TILES: usize = 192;
-const FEW_TILES: usize = 256;
-const SPLIT_TILES: usize = 512;
-const MIN_SPLIT_K: usize = 256;
-
 /// One pass as a product: `[G]` batches of `M x K` times `K x N`, and where its operands are.
 struct Plan {
     pass: Pass,
@@ -296,22 +294,6 @@ fn phase_weight(g: &ConvGeometry, w: &Layout, ph: &Phase) -> Layout {
     let shape = vec![groups, cg, ph.y.taps, ph.x.taps, og];
     let strides = vec![og * cg * kk, kk, ph.y.step * kw, ph.x.step, cg * kk];
     Layout::new(shape, strides, w.offset() + ph.y.tap0 * kw + ph.x.tap0)
-}
-
-/// How a product is cut: the tile's edge and the splits of K. The phases of an input gradient
-/// share one output, so one cut, chosen for the largest of them.
-fn cut(pass: Pass, m: usize, n: usize, k: usize, groups: usize, total: usize, limit: usize) -> (usize, usize) {
-    // The weight gradient has few tiles (O/G x C/G kh kw) and a long K: it keeps to 64 x 64
-    // tiles and splits K instead.
-    let tile = if pass != Pass::Weight && m > 64 && m.div_ceil(128) * n.div_ceil(128) * groups >= BIG_TILES { 128 } else { 64 };
-    let tiles = (m.div_ceil(tile) * n.div_ceil(tile) * groups).max(1);
-    let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
-    // The partial sums stay within one binding.
-    while splits > 1 && splits * total * 4 > limit {
-        splits /= 2;
-    }
-    let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
-    (tile, k.div_ceil(ks).max(1))
 }
 
 /// Where one product reads its a and b operands, and which pixels of the output it writes.
@@ -418,6 +400,7 @@ impl WgpuBackend {
                 (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided })
             })
             .collect();
+        // The phases share one output, so one cut, chosen for the largest of them.
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
         let cut = cut(Pass::Input, plans[0].m, n, k, geom.groups, plans[0].total, gpu.max_binding() as usize);
         let out = self.output(dtype, plans[0].total)?;

@@ -7,14 +7,12 @@
 //! are told apart by invocation index), native f16 and room for its workgroup memory.
 //! `LIANDAN_COOP_MATRIX=0` opens the device without the feature and keeps every f16 matmul on
 //! the ordinary kernels, so a wrong result can be bisected to this path.
+//! `LIANDAN_COOP_VARIANT` picks how the kernel is built (`matmul_coop::Variant`).
 
 use std::sync::OnceLock;
 
+use crate::matmul_coop::Variant;
 use crate::repr::Repr;
-
-/// Bytes of workgroup memory `matmul_coop.wgsl` declares: the staged f16 slices of a
-/// (128 x 40) and b (32 x 136), and four 16 x 16 f32 scratches.
-pub(crate) const WORKGROUP_BYTES: u32 = (128 * 40 + 32 * 136) * 2 + 4 * 256 * 4;
 
 /// Why f16 matmuls do or do not run on cooperative matrices here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +26,9 @@ impl Status {
     /// What `liandan devices` prints for it.
     pub(crate) fn describe(self) -> String {
         match self {
-            Status::InUse => "tensor cores (cooperative matrices; LIANDAN_COOP_MATRIX=0 turns them off)".into(),
+            Status::InUse => {
+                format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", Variant::chosen().name())
+            }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),
         }
@@ -70,8 +70,10 @@ pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
         Status::Lacks("no shader-f16")
     } else if (info.subgroup_min_size, info.subgroup_max_size) != (32, 32) {
         Status::Lacks("subgroups are not always 32 wide")
-    } else if limits.max_compute_workgroup_storage_size < WORKGROUP_BYTES || limits.max_compute_invocations_per_workgroup < 128 {
-        Status::Lacks("too little workgroup memory")
+    } else if limits.max_compute_workgroup_storage_size < Variant::chosen().workgroup_bytes() {
+        Status::Lacks("too little workgroup memory for the LIANDAN_COOP_VARIANT chosen")
+    } else if limits.max_compute_invocations_per_workgroup < Variant::chosen().invocations() {
+        Status::Lacks("workgroups too small for the LIANDAN_COOP_VARIANT chosen")
     } else if !switched_on() {
         Status::SwitchedOff
     } else {

@@ -256,7 +256,17 @@ impl Gpu {
         let label = format!("{key:?}");
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let source = wgpu::ShaderSource::Wgsl(key.source(&self.repr).into());
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor { label: Some(&label), source });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source };
+        let module = if shader_checks().unwrap_or(key.checked()) {
+            self.device.create_shader_module(desc)
+        } else {
+            // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
+            // instead of a clamped one. The kernels built this way (`Key::checked`) bound every
+            // index by the sizes in their params or by constant tile sizes, never by data, and
+            // run the conformance suite in this mode; wgpu's robust buffer access still keeps
+            // storage accesses inside their buffers on Vulkan.
+            unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: None,
@@ -564,4 +574,16 @@ impl Gpu {
         data.truncate(len as usize);
         Ok(data)
     }
+}
+
+/// `LIANDAN_SHADER_CHECKS`: `1` keeps naga's run-time checks (clamped indices, bounded loops) in
+/// every shader, `0` drops them from every shader; unset, each kernel family decides
+/// (`Key::checked`).
+fn shader_checks() -> Option<bool> {
+    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Ok("0" | "off" | "false") => Some(false),
+        Ok("1" | "on" | "true") => Some(true),
+        _ => None,
+    })
 }

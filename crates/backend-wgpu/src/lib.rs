@@ -37,7 +37,7 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
-pub use conv::without_conv_phases;
+pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
 pub use gpu::UPLOAD_LIMIT;
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
@@ -87,6 +87,17 @@ macro_rules! kernel_families {
             }
         })*
     };
+}
+
+impl Key {
+    /// Whether the shader keeps naga's run-time checks. The matrix products and convolutions go
+    /// without them: their indices are bounded by explicit comparisons with the sizes in their
+    /// params and by constant tile sizes, and the clamps naga adds to every access cost an H200
+    /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
+    /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
+    pub(crate) fn checked(&self) -> bool {
+        !matches!(self, Key::Matmul(_) | Key::MatmulCoop(_) | Key::Conv(_))
+    }
 }
 
 kernel_families! {

@@ -157,14 +157,14 @@ impl WgpuBackend {
         let n = b.sizes[2];
         // f16 on tensor cores where the device has them (the one place this is decided).
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(self.gpu()?, dtype);
-        let tile = if coop {
-            matmul_coop::TILE
+        let (tm, tn) = if coop {
+            matmul_coop::Variant::chosen().tile()
         } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
-            128
+            (128, 128)
         } else {
-            64
+            (64, 64)
         };
-        let tiles = (m.div_ceil(tile) * n.div_ceil(tile) * batch).max(1);
+        let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch).max(1);
         let splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
         let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
         let splits = k.div_ceil(ks).max(1);
@@ -195,12 +195,18 @@ impl WgpuBackend {
         let out = self.output(dtype, batch * m * n)?;
         let (a_load, b_load, partial) = (a.load(2), b.load(1), splits > 1);
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
-        let grid = (groups(n.div_ceil(tile)), groups(m.div_ceil(tile)), groups(batch * splits));
+        let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
         let gpu = self.gpu()?;
-        let coop_kernel = if coop { matmul_coop::kernel(gpu, matmul_coop::Key { a: a_load, b: b_load, partial }) } else { None };
-        let kernel = match coop_kernel {
-            Some(k) => k,
-            None => gpu.kernel(Key { dtype, v: Variant { h: tile as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?,
+        let kernel = if coop {
+            let key = matmul_coop::Key { variant: matmul_coop::Variant::chosen(), a: a_load, b: b_load, partial };
+            match matmul_coop::kernel(gpu, key) {
+                Some(k) => k,
+                // It failed to build and f16 has left the tensor cores for good: tiles and splits
+                // are the ordinary kernels' again.
+                None => return self.matmul_op(lhs, rhs),
+            }
+        } else {
+            gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?
         };
         let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
         if splits == 1 {

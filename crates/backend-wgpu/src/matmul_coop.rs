@@ -1,9 +1,10 @@
-//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl`): the same operands,
-//! meta block, grid and split of K as the tiled kernel of `matmul.rs`, on 128 x 128 tiles.
+//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl` and
+//! `shaders/matmul_coop_pipe.wgsl`): the same operands, meta block, grid and split of K as the
+//! tiled kernel of `matmul.rs`, on the tiles of the [`Variant`] `LIANDAN_COOP_VARIANT` names.
 //! `matmul.rs` picks it (see [`chosen`]) wherever `coop.rs` found the adapter able to run it.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use liandan_tensor::DType;
 
@@ -13,14 +14,122 @@ use crate::matmul::Load;
 use crate::repr::Repr;
 
 const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
+const MATMUL_COOP_PIPE: &str = include_str!("shaders/matmul_coop_pipe.wgsl");
 
-/// The side of the kernel's square output tile.
-pub(crate) const TILE: usize = 128;
+/// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
+/// variants can be timed and checked against each other on a GPU that has tensor cores (none
+/// here does, so which is fastest is for such a GPU to say; staged32 stays the default until
+/// one has). Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4 cooperative 16 x 16
+/// sums, but in `Narrow`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Variant {
+    /// `matmul_coop.wgsl`: 128 x 128 tiles, 4 subgroups; each 32-deep slice loaded, staged and
+    /// then multiplied, with no prefetch.
+    Staged32,
+    /// `matmul_coop_pipe.wgsl`, 128 x 128 tiles, 4 subgroups: the next slice fetched into
+    /// registers while this one is multiplied; slices staged in the operands' orientation.
+    Prefetch,
+    /// As `Prefetch` on 128 x 256 tiles (M x N) with 8 subgroups: twice the reuse of each a
+    /// slice and twice the subgroups to hide latency, at the cost of fewer workgroups.
+    Wide,
+    /// As `Prefetch`, but tiles inside y with vec4-read operands load straight from the storage
+    /// buffers (no workgroup memory, no barriers; the next 16-deep blocks load while these multiply).
+    Direct,
+    /// As `Prefetch` on 128 x 128 tiles with 8 subgroups of 32 x 64 each: half the accumulators
+    /// per invocation (64 registers rather than 128), so more workgroups fit on a multiprocessor
+    /// to hide latency, at the cost of more loads from workgroup memory per product.
+    Narrow,
+}
 
-/// One variant: how each operand's slices are read, and whether the kernel writes f32 partial
-/// sums over a split of K (for `reduce` to add up) rather than f16 results.
+impl Variant {
+    pub(crate) const ALL: [Variant; 5] = [Variant::Staged32, Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
+
+    /// Its name in `LIANDAN_COOP_VARIANT`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Variant::Staged32 => "staged32",
+            Variant::Prefetch => "prefetch",
+            Variant::Wide => "wide",
+            Variant::Direct => "direct",
+            Variant::Narrow => "narrow",
+        }
+    }
+
+    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above; unset or empty is staged32,
+    /// and an unknown name is staged32 with a warning that lists the names.
+    pub(crate) fn chosen() -> Variant {
+        static CHOSEN: OnceLock<Variant> = OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return Variant::Staged32 };
+            let name = v.trim().to_ascii_lowercase();
+            if name.is_empty() {
+                return Variant::Staged32;
+            }
+            Variant::ALL.into_iter().find(|x| x.name() == name).unwrap_or_else(|| {
+                let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
+                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (staged32, the default)", names.join(", "));
+                Variant::Staged32
+            })
+        })
+    }
+
+    /// Subgroups per workgroup along M and along N.
+    fn subgroups(self) -> (u32, u32) {
+        match self {
+            Variant::Wide => (2, 4),
+            Variant::Narrow => (4, 2),
+            _ => (2, 2),
+        }
+    }
+
+    /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
+    fn fragment_rows(self) -> u32 {
+        if self == Variant::Narrow {
+            2
+        } else {
+            4
+        }
+    }
+
+    /// The output tile, rows x columns.
+    pub(crate) fn tile(self) -> (usize, usize) {
+        let (sm, sn) = self.subgroups();
+        ((16 * self.fragment_rows() * sm) as usize, 64 * sn as usize)
+    }
+
+    pub(crate) fn invocations(self) -> u32 {
+        let (sm, sn) = self.subgroups();
+        32 * sm * sn
+    }
+
+    /// vec4s of f16 the staged slices of a and b take in `matmul_coop_pipe.wgsl` (32 deep, rows
+    /// padded by 8 f16: as K-long rows for a K-major operand, else as M- or N-long rows).
+    fn staged_vecs(self, a: Load, b: Load) -> (u32, u32) {
+        let (bm, bn) = self.tile();
+        let (bm, bn) = (bm as u32, bn as u32);
+        let (krow, mrow, nrow) = ((32 + 8) / 4, (bm + 8) / 4, (bn + 8) / 4);
+        let a_vecs = if a == Load::Outer { 32 * mrow } else { bm * krow };
+        let b_vecs = if b == Load::K { bn * krow } else { 32 * nrow };
+        (a_vecs, b_vecs)
+    }
+
+    /// Bytes of workgroup memory its kernels declare, the most over the loaders.
+    pub(crate) fn workgroup_bytes(self) -> u32 {
+        let scratch = self.invocations() / 32 * 256 * 4;
+        if self == Variant::Staged32 {
+            return (128 * 40 + 32 * 136) * 2 + scratch;
+        }
+        let loads = [Load::K, Load::Outer, Load::Strided];
+        let most = loads.iter().flat_map(|&a| loads.map(|b| self.staged_vecs(a, b))).map(|(x, y)| x + y).max().unwrap_or(0);
+        most * 8 + scratch
+    }
+}
+
+/// One kernel: the variant, how each operand's slices are read, and whether the kernel writes
+/// f32 partial sums over a split of K (for `reduce` to add up) rather than f16 results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
+    pub(crate) variant: Variant,
     pub(crate) a: Load,
     pub(crate) b: Load,
     pub(crate) partial: bool,
@@ -34,8 +143,8 @@ pub(crate) fn chosen(gpu: &Gpu, dtype: DType) -> bool {
 }
 
 /// The pipeline for `key`, or `None` (with a warning, once) when this device's driver will not
-/// build it: the f16 products then go back to the tiled kernel for good, which computes the
-/// same 128 x 128 tiles and splits, so the caller's grid stays right.
+/// build it: the f16 products then go back to the tiled kernel for good (the caller starts
+/// over, as the tiles may differ).
 pub(crate) fn kernel(gpu: &Gpu, key: Key) -> Option<Arc<Kernel>> {
     match gpu.kernel(key) {
         Ok(k) => Some(k),
@@ -60,7 +169,24 @@ impl KernelKey for Key {
         let read_b = if self.b == Load::Strided { include_str!("shaders/matmul/read_b.wgsl") } else { include_str!("shaders/matmul/read_b4.wgsl") };
         let out = if self.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
         let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16).uint("A_LOAD", load(self.a)).uint("B_LOAD", load(self.b));
-        w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl")).part(MATMUL_COOP).build()
+        let w = w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl"));
+        if self.variant == Variant::Staged32 {
+            return w.part(MATMUL_COOP).build();
+        }
+        // The f16 values as stored, without the f32 round trip of matmul's fetch_* helpers.
+        let raw_a = if self.a == Load::Strided { include_str!("shaders/matmul_coop/raw_a.wgsl") } else { include_str!("shaders/matmul_coop/raw_a4.wgsl") };
+        let raw_b = if self.b == Load::Strided { include_str!("shaders/matmul_coop/raw_b.wgsl") } else { include_str!("shaders/matmul_coop/raw_b4.wgsl") };
+        let store = if self.partial { include_str!("shaders/matmul_coop/store_partial.wgsl") } else { include_str!("shaders/matmul_coop/store_rounded.wgsl") };
+        let (sgm, sgn) = self.variant.subgroups();
+        let (a_vecs, b_vecs) = self.variant.staged_vecs(self.a, self.b);
+        let w = w
+            .uint("SGM", sgm)
+            .uint("SGN", sgn)
+            .uint("FM", self.variant.fragment_rows())
+            .flag("DIRECT", self.variant == Variant::Direct)
+            .uint("A_VECS", a_vecs)
+            .uint("B_VECS", b_vecs);
+        w.part(raw_a).part(raw_b).part(store).part(MATMUL_COOP_PIPE).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -70,10 +196,12 @@ impl KernelKey for Key {
         }
         let loads = [Load::K, Load::Outer, Load::Strided];
         let mut out = Vec::new();
-        for a in loads {
-            for b in loads {
-                for partial in [false, true] {
-                    out.push(Key { a, b, partial });
+        for variant in Variant::ALL {
+            for a in loads {
+                for b in loads {
+                    for partial in [false, true] {
+                        out.push(Key { variant, a, b, partial });
+                    }
                 }
             }
         }

@@ -86,7 +86,8 @@ impl Repr {
 
     /// The WGSL prelude for elements of `dtype` named `name`: the storage alias `S_name` and,
     /// for dtypes computed here, the compute alias `C_name` with `load_name(S) -> C` and
-    /// `store_name(C) -> S` (which rounds to the dtype's precision).
+    /// `store_name(C) -> S` (which rounds to the dtype's precision), and `quantize_name(C) -> C`,
+    /// the value rounded to the dtype's precision without leaving the compute type.
     pub(crate) fn prelude(&self, name: &str, dtype: DType) -> String {
         let s = self.storage_type(dtype);
         let mut out = format!("alias S_{name} = {s};\n");
@@ -100,6 +101,20 @@ impl Repr {
             DType::BF16 => format!("fn store_{name}(x: f32) -> f32 {{\n  if (!(x == x)) {{ return x; }}\n  let b = bitcast<u32>(x);\n  return bitcast<f32>((b + 0x7fffu + ((b >> 16u) & 1u)) & 0xffff0000u);\n}}\n"),
             DType::F16 if !self.f16 => format!("fn store_{name}(x: f32) -> f32 {{ return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x; }}\n"),
             _ => format!("fn store_{name}(x: {c}) -> {s} {{ return {s}(x); }}\n"),
+        };
+        out += &match dtype {
+            // Round to nearest even at f16 precision by scaling with powers of two: exact f32
+            // arithmetic that a driver cannot fold away. (On the H200 a round trip through the
+            // f16 type inside one kernel did not round as a store does: docs/PERFORMANCE.md, run 9.)
+            // Quanta: 2^(e - 10) for exponent e, 2^-24 for f16 subnormals; 65520 and up overflow.
+            DType::F16 => format!(
+                "fn quantize_{name}(x: f32) -> f32 {{\n  let a = abs(x);\n  if (!(a < 65520.0)) {{ return select(x, bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u), a == a); }}\n  \
+                 let e = max(i32((bitcast<u32>(a) >> 23u) & 0xffu) - 127, -14) - 10;\n  \
+                 let r = round(a * bitcast<f32>(u32(127 - e) << 23u)) * bitcast<f32>(u32(127 + e) << 23u);\n  \
+                 return bitcast<f32>(bitcast<u32>(r) | (bitcast<u32>(x) & 0x80000000u));\n}}\n"
+            ),
+            DType::BF16 => format!("fn quantize_{name}(x: f32) -> f32 {{ return store_{name}(x); }}\n"),
+            _ => format!("fn quantize_{name}(x: {c}) -> {c} {{ return x; }}\n"),
         };
         out
     }

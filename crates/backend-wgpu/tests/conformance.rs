@@ -49,3 +49,33 @@ fn fused_conv_without_phases_matches_composite() {
     let Some(d) = gpu() else { return };
     liandan_backend_wgpu::without_conv_phases(|| liandan_tensor::conformance::fused_conv::conv2d_strided_matches_composite(&d));
 }
+
+/// The convolution under every tile and with K forced into splits (cuts the default picks only
+/// for big layers: 128 x 128 tiles of the weight gradient, split forwards and input gradients)
+/// against the composite, forward and backward, on shapes that leave every tile ragged: strided
+/// (by phase), grouped, channels that fill whole 16-row slices, and positions per image that
+/// are and are not a multiple of 4 (the weight gradient's vec4 and scalar loaders of dy).
+#[test]
+fn fused_conv_every_cut_matches_composite() {
+    use liandan_backend_wgpu::{with_conv_cut, ConvCut};
+    use liandan_tensor::conformance::{fused::check_fused, values};
+    use liandan_tensor::{DType, Tensor};
+    let Some(d) = gpu() else { return };
+    // (N, C, H, W, O, kernel, stride, padding, groups)
+    let cases = [(2, 5, 9, 7, 6, 3, 2, 1, 1), (2, 32, 6, 6, 16, 3, 1, 1, 1), (1, 4, 7, 7, 40, 3, 2, 1, 1), (2, 6, 7, 7, 4, 3, 1, 1, 2)];
+    let cuts = [ConvCut::Fixed { tile: 128, splits: 1 }, ConvCut::Fixed { tile: 128, splits: 3 }, ConvCut::Fixed { tile: 64, splits: 2 }];
+    for (i, &(n, c, h, w, o, k, s, p, g)) in cases.iter().enumerate() {
+        // f16 (accumulated in f32 either way) on one case: the kernels' loaders are the same.
+        let f16 = [(DType::F16, (6e-2, 2e-2))];
+        for &(dtype, tol) in [(DType::F32, (1e-4, 1e-4))].iter().chain(if i == 1 { &f16[..] } else { &[] }) {
+            let seed = 40 + 3 * i as u64;
+            let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, &d).unwrap();
+            let inputs = [t(&[n, c, h, w], seed), t(&[o, c / g, k, k], seed + 1).mul_scalar(0.5).unwrap()];
+            let conv = |x: &[Tensor]| Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), g)?]);
+            for cut in cuts {
+                let what = format!("conv2d {dtype} case {i} under {cut:?}");
+                with_conv_cut(cut, || check_fused(&what, &inputs, conv, tol.0, tol.1));
+            }
+        }
+    }
+}

@@ -59,16 +59,27 @@ fn every_metal_shader_translates_to_msl() {
 
 /// The cooperative-matrix kernels also go through naga's SPIR-V writer, as wgpu's Vulkan backend
 /// takes them (the only backend that runs them; lavapipe has no cooperative matrices, so this
-/// is as far as they get on a machine without a GPU that has them).
+/// is as far as they get on a machine without a GPU that has them), with the index clamps wgpu
+/// adds on Vulkan when the checks are on (`LIANDAN_SHADER_CHECKS=1`; without them the module
+/// only loses its clamps). With `LIANDAN_SPIRV_DUMP=dir` each module is written there as `<n>.spv` (the key
+/// in `<n>.txt`), for `spirv-val --target-env vulkan1.3` to check further.
 #[test]
 fn cooperative_shaders_translate_to_spirv() {
     let sources = liandan_backend_wgpu::shaders::all_sources(true, false);
+    let dump = std::env::var_os("LIANDAN_SPIRV_DUMP").map(std::path::PathBuf::from);
     let mut translated = 0;
     for (name, src) in sources.iter().filter(|(_, src)| cooperative(src)) {
         let (module, info) = validate(name, src, Capabilities::SHADER_FLOAT16);
-        let options = naga::back::spv::Options { lang_version: (1, 6), ..Default::default() };
+        let restrict = naga::proc::BoundsCheckPolicy::Restrict;
+        let bounds = naga::proc::BoundsCheckPolicies { index: restrict, buffer: restrict, image_load: restrict, ..Default::default() };
+        let options = naga::back::spv::Options { lang_version: (1, 6), bounds_check_policies: bounds, ..Default::default() };
         let words = naga::back::spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("{name}: SPIR-V translation failed: {e:?}"));
         assert!(words.len() > 100, "{name}: a suspiciously short SPIR-V module");
+        if let Some(dir) = &dump {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            std::fs::write(dir.join(format!("{translated}.spv")), bytes).unwrap();
+            std::fs::write(dir.join(format!("{translated}.txt")), name).unwrap();
+        }
         translated += 1;
     }
     assert!(translated > 0, "no cooperative-matrix kernel found");

@@ -129,26 +129,36 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
 }
 
 /// f16 square products (f16 in, f32 sums, f16 out), named after the path the device takes:
-/// tensor cores (cooperative matrices) where it has them, else the ordinary kernels. `cargo
+/// tensor cores (cooperative matrices, with the `LIANDAN_COOP_VARIANT` in use) where it has
+/// them, else the ordinary kernels. `cargo
 /// xtask bench` also runs these rows alone in a child with `LIANDAN_COOP_MATRIX=0`, to put the
 /// ordinary kernels beside the tensor cores in one run (`bench-micro --f16-matmul`).
 pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let reps = if quick { 3 } else { 10 };
     let path = device.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
     let path = if path.starts_with("tensor cores") {
-        "tensor cores"
+        // "tensor cores (cooperative matrices, variant NAME; ...)": the LIANDAN_COOP_VARIANT in use.
+        match path.split("variant ").nth(1).and_then(|v| v.split(';').next()) {
+            Some(v) => format!("tensor cores, {v}"),
+            None => "tensor cores".into(),
+        }
     } else if path.contains("LIANDAN_COOP_MATRIX=0") {
-        "ordinary kernels, LIANDAN_COOP_MATRIX=0"
+        "ordinary kernels, LIANDAN_COOP_MATRIX=0".into()
     } else {
-        "ordinary kernels"
+        "ordinary kernels".into()
     };
     let mut rows = Vec::new();
-    for &n in if quick { &[256, 512][..] } else { &[1024, 2048, 4096][..] } {
+    let sizes = if quick { &[256, 512][..] } else { &[1024, 2048, 4096][..] };
+    // The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
+    let cases = sizes.iter().map(|&n| (n, false)).chain(sizes.last().map(|&n| (n, true)));
+    for (n, rhs_t) in cases {
         let a = Tensor::randn(&[n, n], 1, DType::F32, device)?.to_dtype(DType::F16)?;
         let b = Tensor::randn(&[n, n], 2, DType::F32, device)?.to_dtype(DType::F16)?;
+        let b = if rhs_t { b.transpose(0, 1)? } else { b };
         let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
         let rate = 2.0 * (n as f64).powi(3) / s / 1e9;
-        rows.push(MicroRow { bench: format!("matmul f16 ({path})"), size: format!("{n}x{n}x{n}"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+        let note = if rhs_t { " rhs^T" } else { "" };
+        rows.push(MicroRow { bench: format!("matmul f16{note} ({path})"), size: format!("{n}x{n}x{n}"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
     }
     Ok(rows)
 }

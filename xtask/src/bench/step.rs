@@ -78,19 +78,24 @@ struct Setup {
 fn setup(name: &str, device: &Device, precision: &str) -> Fallible<Setup> {
     let s = |e: &dyn std::fmt::Display| e.to_string();
     let model = zoo::build(name, device).map_err(|e| s(&e))?;
+    let opt = zoo_optimizer(model.as_ref())?;
+    let precision = self::precision(precision)?;
+    let scaler = (precision == Precision::F16).then(GradScaler::new);
+    Ok(Setup { params: model.parameters(), model, opt, precision, scaler })
+}
+
+/// The optimizer MODEL_ZOO.md gives `model`, over its named parameters.
+pub fn zoo_optimizer(model: &dyn ZooModel) -> Fallible<Box<dyn Optimizer>> {
     let params = model.named_parameters();
-    let spec = model.spec();
-    let opt: Box<dyn Optimizer> = match spec.optimizer {
+    let s = |e: &dyn std::fmt::Display| e.to_string();
+    Ok(match model.spec().optimizer {
         OptimizerSpec::Sgd { lr, momentum, weight_decay } => {
             Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() }).map_err(|e| s(&e))?)
         }
         OptimizerSpec::Adadelta { lr } => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() }).map_err(|e| s(&e))?),
         OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr)).map_err(|e| s(&e))?),
         OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr)).map_err(|e| s(&e))?),
-    };
-    let precision = self::precision(precision)?;
-    let scaler = (precision == Precision::F16).then(GradScaler::new);
-    Ok(Setup { params: model.parameters(), model, opt, precision, scaler })
+    })
 }
 
 impl Setup {

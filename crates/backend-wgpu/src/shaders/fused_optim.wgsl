@@ -16,7 +16,7 @@ fn flag(bit: u32) -> bool {
 
 // `v` rounded to the dtype, as the composite stores every intermediate.
 fn round_x(v: f32) -> f32 {
-  return load_x(store_x(v));
+  return quantize_x(v);
 }
 
 // Hyper-parameter `k` as the composite multiplies by it: a scalar of the dtype (in f16 an eps of

@@ -1,0 +1,128 @@
+//! How a convolution pass is cut into workgroups: the tile's edge (64 or 128) and the number of
+//! ranges K is split into. [`ConvCut::Auto`] (the default) chooses by shape;
+//! [`ConvCut::Fill`] is the same rule aiming at another number of workgroups; [`ConvCut::Previous`]
+//! is the cut of H200 run 8, kept so one process can time both (`LIANDAN_CONV_CUT=previous` or
+//! `=512`, or [`with_conv_cut`]); [`ConvCut::Fixed`] forces one, for sweeps (`cargo xtask
+//! bench-conv --sweep`) and for tests of every tile and split.
+//!
+//! Why the default changed: in resnet18 (CIFAR, batch 128) the weight gradient of layers 2-4
+//! is a product of a few hundred 64 x 64 tiles over a long K (layer4: 512 x 4608 by K = 2048,
+//! 576 tiles, no split), and the forward and input gradient of layers 3-4 likewise (layer4: 256
+//! tiles, K = 4608). A 64 x 64 tile reads two vec4s of workgroup memory for 16 multiply-adds; a
+//! 128 x 128 tile (8 x 8 per invocation) reads four for 64, and pays its loaders' index
+//! arithmetic once per four times the work. So the default takes 128 x 128 tiles wherever
+//! splitting K can still give the grid `FILL` workgroups, which only the weight gradient could
+//! not before (it kept to 64 x 64).
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use super::Pass;
+
+/// How the convolution kernels cut a product into workgroups (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvCut {
+    /// By shape: [`ConvCut::Fill`] with 256 workgroups (two per compute unit of a GPU with 128).
+    Auto,
+    /// 128 x 128 tiles where both sides of the output exceed 64 and the grid, with K split
+    /// into ranges of at least 256, reaches this many workgroups; else 64 x 64 tiles with K
+    /// split until the grid reaches twice as many. More workgroups shorten the last wave of a
+    /// GPU's compute units at the cost of more partial sums.
+    Fill(usize),
+    /// The cut of H200 run 8: the weight gradient in 64 x 64 tiles; the other passes in
+    /// 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles.
+    Previous,
+    /// Tiles of `tile` x `tile` (128; any other value means 64) and K cut into `splits`
+    /// ranges (at least one, at most one per 16-deep slice; halved while the partial sums
+    /// would not fit one binding).
+    Fixed { tile: usize, splits: usize },
+}
+
+thread_local! {
+    static CUT: Cell<Option<ConvCut>> = const { Cell::new(None) };
+}
+
+/// `LIANDAN_CONV_CUT`, read once: `previous` (or `old`, `0`) gives [`ConvCut::Previous`], a
+/// count N of workgroups `ConvCut::Fill(N)`; anything else, or nothing, [`ConvCut::Auto`].
+fn env_cut() -> ConvCut {
+    static CUT: OnceLock<ConvCut> = OnceLock::new();
+    *CUT.get_or_init(|| match std::env::var("LIANDAN_CONV_CUT").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Ok("previous" | "old" | "0") => ConvCut::Previous,
+        Ok(v) => v.parse().map_or(ConvCut::Auto, ConvCut::Fill),
+        Err(_) => ConvCut::Auto,
+    })
+}
+
+/// Runs `f` with the convolution kernels of this thread cut as `cut` says: for benchmarks and
+/// tests. Results agree whatever the cut, up to the order of f32 additions.
+pub fn with_conv_cut<R>(cut: ConvCut, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<ConvCut>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CUT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CUT.with(|c| c.replace(Some(cut))));
+    f()
+}
+
+/// Workgroups that keep a big GPU busy (`ConvCut::Auto`): two 128 x 128 tiles per compute
+/// unit on one with 128 of them (the H200 has 132).
+const FILL: usize = 256;
+/// The shortest range of K a split leaves to one workgroup.
+const MIN_SPLIT_K: usize = 256;
+
+/// `(tile, splits)` for `groups` products of `m x k` by `k x n` whose output holds `total`
+/// elements; the partial sums of a split (`splits * total` f32s) stay within `limit` bytes.
+pub(super) fn cut(pass: Pass, m: usize, n: usize, k: usize, groups: usize, total: usize, limit: usize) -> (usize, usize) {
+    let grid = |t: usize| (m.div_ceil(t) * n.div_ceil(t) * groups).max(1);
+    // Splits that bring `tiles` workgroups up to `want`, each range at least MIN_SPLIT_K deep.
+    let fill = |tiles: usize, want: usize| if tiles < want { want.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
+    let cut = CUT.with(|c| c.get()).unwrap_or_else(env_cut);
+    let (tile, splits) = match cut {
+        ConvCut::Fixed { tile, splits } => (if tile == 128 { 128 } else { 64 }, splits.clamp(1, k.div_ceil(16).max(1))),
+        ConvCut::Previous => {
+            let tile = if pass != Pass::Weight && m > 64 && grid(128) >= 192 { 128 } else { 64 };
+            (tile, if grid(tile) < 256 { 512usize.div_ceil(grid(tile)).min(k / MIN_SPLIT_K).max(1) } else { 1 })
+        }
+        ConvCut::Auto | ConvCut::Fill(_) => {
+            let want = match cut {
+                ConvCut::Fill(w) => w.max(1),
+                _ => FILL,
+            };
+            let big = fill(grid(128), want);
+            if m > 64 && n > 64 && grid(128) * big >= want {
+                (128, big)
+            } else {
+                (64, fill(grid(64), 2 * want))
+            }
+        }
+    };
+    let mut splits = splits;
+    while splits > 1 && splits * total * 4 > limit {
+        splits /= 2;
+    }
+    // Every range a whole number of 16-deep slices (the aligned loaders need it).
+    let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
+    (tile, k.div_ceil(ks).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cut, with_conv_cut, ConvCut, Pass};
+
+    /// resnet18's layer4 weight gradient (512 x 4608 by K = 2048): 64 x 64 tiles unsplit before,
+    /// 128 x 128 tiles split in two now; its stem's (64 x 27 by K = 131,072) stays 64 x 64,
+    /// split to fill the grid either way.
+    #[test]
+    fn the_weight_gradient_takes_big_split_tiles() {
+        let limit = 1 << 30;
+        assert_eq!(with_conv_cut(ConvCut::Previous, || cut(Pass::Weight, 512, 4608, 2048, 1, 512 * 4608, limit)), (64, 1));
+        assert_eq!(with_conv_cut(ConvCut::Auto, || cut(Pass::Weight, 512, 4608, 2048, 1, 512 * 4608, limit)), (128, 2));
+        assert_eq!(with_conv_cut(ConvCut::Auto, || cut(Pass::Weight, 64, 27, 131_072, 1, 64 * 27, limit)), (64, 512));
+        assert_eq!(with_conv_cut(ConvCut::Fill(1024), || cut(Pass::Weight, 512, 4608, 2048, 1, 512 * 4608, limit)), (128, 8));
+        // A forced split never passes one range per slice, nor the binding.
+        assert_eq!(with_conv_cut(ConvCut::Fixed { tile: 128, splits: 99 }, || cut(Pass::Forward, 8, 8, 40, 1, 64, limit)), (128, 3));
+        assert_eq!(with_conv_cut(ConvCut::Fixed { tile: 64, splits: 8 }, || cut(Pass::Forward, 8, 8, 4096, 1, 64, 64 * 4 * 3)), (64, 2));
+    }
+}

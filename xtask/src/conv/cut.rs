@@ -1,0 +1,100 @@
+//! `cargo xtask bench-conv`'s cut tables: each layer's three passes timed alone (the fused
+//! kernel asked of the backend directly, without autograd or the bias), under the default cut
+//! against the previous one (`ConvCut::Auto` against `ConvCut::Previous`, in one process), and
+//! with `--sweep` under every forced tile and split (`ConvCut::Fixed`), to choose from on a new
+//! GPU. Prints Markdown tables; asserts nothing.
+
+use liandan_backend_wgpu::{with_conv_cut, ConvCut};
+use liandan_tensor::{ConvGeometry, DType, Device, Error, FusedOp, Result, Strided, Tensor};
+
+use super::{Layer, LAYERS};
+
+/// Passes run back to back per timed sample, so one synchronize does not dominate a small one.
+const PER_SAMPLE: usize = 5;
+/// The splits of K the sweep tries for each tile.
+const SWEEP_SPLITS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+
+/// A layer's geometry at `batch`, as resnet18 pads it (k / 2).
+fn geometry(l: &Layer, batch: usize) -> ConvGeometry {
+    let (s, p) = ((l.stride, l.stride), (l.k / 2, l.k / 2));
+    ConvGeometry { n: batch, c: l.c, h: l.hw, w: l.hw, o: l.o, kernel: (l.k, l.k), stride: s, padding: p, dilation: (1, 1), groups: 1 }
+}
+
+/// One pass and its operands: `(name, op, inputs)`.
+type PassRun = (&'static str, FusedOp, [Tensor; 2]);
+
+fn passes(g: ConvGeometry, dtype: DType, device: &Device) -> Result<[PassRun; 3]> {
+    let t = |shape: &[usize], seed| -> Result<Tensor> { Tensor::randn(shape, seed, DType::F32, device)?.mul_scalar(0.1)?.to_dtype(dtype) };
+    let (x, w, dy) = (t(&g.input_shape(), 1)?, t(&g.weight_shape(), 2)?, t(&g.output_shape(), 3)?);
+    Ok([
+        ("forward", FusedOp::Conv2d(g), [x.clone(), w.clone()]),
+        ("input grad", FusedOp::Conv2dBackwardInput(g), [dy.clone(), w]),
+        ("weight grad", FusedOp::Conv2dBackwardWeight(g), [dy, x]),
+    ])
+}
+
+/// Median ms of one `op` on `inputs` under `cut`.
+fn time_pass(device: &Device, op: &FusedOp, inputs: &[Tensor], cut: ConvCut, reps: usize) -> Result<f64> {
+    let storages: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
+    let views: Vec<Strided> = inputs.iter().zip(&storages).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect();
+    let mut run = || -> Result<()> {
+        for _ in 0..PER_SAMPLE {
+            match device.backend().fused(op, &views) {
+                Some(r) => drop(r?),
+                None => return Err(Error::Device(format!("{} has no fused kernel on {device}", op.name()))),
+            }
+        }
+        Ok(())
+    };
+    let secs = with_conv_cut(cut, || crate::time(device, 2, reps, &mut run))?;
+    Ok(secs * 1e3 / PER_SAMPLE as f64)
+}
+
+/// Multiply-adds of one pass, times two (every pass does as many as the forward).
+fn flops(g: &ConvGeometry) -> f64 {
+    2.0 * (g.n * g.o * g.out_h() * g.out_w() * g.c / g.groups * g.kernel.0 * g.kernel.1) as f64
+}
+
+/// Every layer's passes under the default cut, the previous one and two fills; with `sweep`,
+/// also under every tile and split of `SWEEP_SPLITS`.
+pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, sweep: bool) -> Result<()> {
+    println!();
+    println!("Each pass alone ({PER_SAMPLE} back to back per sample): the default cut (auto: 256 workgroups), the cut of run 8 (previous), and auto's rule aiming at 512 and 1024 workgroups (LIANDAN_CONV_CUT=previous, =512, =1024):");
+    println!();
+    println!("| layer | pass | auto ms | previous ms | fill 512 ms | fill 1024 ms | previous / auto | auto GFLOP/s |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
+    for l in &LAYERS {
+        let g = geometry(l, batch);
+        let name = format!("{} {}->{} {}x{} k{} s{}", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride);
+        for (what, op, inputs) in passes(g, dtype, device)? {
+            let auto = time_pass(device, &op, &inputs, ConvCut::Auto, reps)?;
+            let previous = time_pass(device, &op, &inputs, ConvCut::Previous, reps)?;
+            let f512 = time_pass(device, &op, &inputs, ConvCut::Fill(512), reps)?;
+            let f1024 = time_pass(device, &op, &inputs, ConvCut::Fill(1024), reps)?;
+            let gflops = flops(&g) / auto * 1e-6;
+            println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {gflops:.0} |", previous / auto);
+            rows.push((name.clone(), what, op, inputs));
+        }
+    }
+    if !sweep {
+        return Ok(());
+    }
+    let variants: Vec<(usize, usize)> = [64, 128].iter().flat_map(|&t| SWEEP_SPLITS.iter().map(move |&s| (t, s))).collect();
+    println!();
+    println!("Sweep: ms of each pass with tiles of T x T and K split in S (TxS; a split is capped at one per 16-deep slice of K):");
+    println!();
+    let head: Vec<String> = variants.iter().map(|(t, s)| format!("{t}x{s}")).collect();
+    println!("| layer | pass | {} | best |", head.join(" | "));
+    println!("|---|---|{}---|", "---|".repeat(variants.len()));
+    for (name, what, op, inputs) in rows {
+        let mut ms = Vec::with_capacity(variants.len());
+        for &(tile, splits) in &variants {
+            ms.push(time_pass(device, &op, &inputs, ConvCut::Fixed { tile, splits }, reps)?);
+        }
+        let best = (0..ms.len()).min_by(|&a, &b| ms[a].total_cmp(&ms[b])).unwrap_or(0);
+        let cells: Vec<String> = ms.iter().map(|m| format!("{m:.3}")).collect();
+        println!("| {name} | {what} | {} | {} |", cells.join(" | "), head[best]);
+    }
+    Ok(())
+}
