@@ -9,10 +9,11 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 use num_traits::Float;
 use rayon::prelude::*;
 
+use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
 use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step};
 use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
-use crate::strided::{contiguous, materialize, PAR_MIN};
+use crate::strided::{contiguous, materialize, parallel, CHUNK};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
 macro_rules! per_float {
@@ -37,6 +38,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
         FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
+        FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
+        FusedOp::SoftmaxLastDimBackward => |v| per_float!(v, "softmax_last_dim_backward", softmax_last_dim_backward),
         FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
         FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
         FusedOp::RmsPropStep(_) => return Some(store(per_float!(inputs, "rmsprop_step", rmsprop_step, op))),
@@ -44,6 +47,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::AdadeltaStep(_) => return Some(store(per_float!(inputs, "adadelta_step", adadelta_step, op))),
         FusedOp::BatchNormTrain(_) => return Some(store(per_float!(inputs, "batch_norm_train", batch_norm_train, op))),
         FusedOp::BatchNormBackward(_) => return Some(store(per_float!(inputs, "batch_norm_backward", batch_norm_backward, op))),
+        FusedOp::LayerNorm(_) => return Some(store(per_float!(inputs, "layer_norm", layer_norm, op))),
+        FusedOp::LayerNormBackward(_) => return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, op))),
         _ => return None,
     };
     Some(store(kernel(inputs)))
@@ -79,7 +84,7 @@ fn sigmoid<A: Float>(x: A) -> A {
 /// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
 /// parallel when the work is large.
 fn rows<T: Send>(a: &mut [T], wa: usize, b: &mut [T], wb: usize, f: impl Fn(usize, &mut [T], &mut [T]) + Sync) {
-    if a.len() + b.len() >= PAR_MIN {
+    if parallel(a.len() + b.len()) {
         a.par_chunks_mut(wa).zip(b.par_chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
     } else {
         a.chunks_mut(wa).zip(b.chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
@@ -135,8 +140,8 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 /// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
 fn normal<A: Real>(x: A) -> (A, A) {
     let half = A::from(0.5).expect("0.5 is a float");
-    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf());
-    let pdf = (-half * x * x).exp() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
+    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf_fused());
+    let pdf = (-half * x * x).exp_fused() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
     (cdf, pdf)
 }
 
@@ -158,5 +163,84 @@ fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
             T::narrow(dy.widen() * (cdf + x.widen() * pdf))
         })
         .collect();
+    Ok(vec![T::wrap(dx.into())])
+}
+
+/// Independent running sums in [`sum_by`]: a loop adding into one waits on each add, eight
+/// side by side vectorize.
+const LANES: usize = 8;
+
+/// `sum(f(x))` over `xs`, in [`LANES`] running sums.
+pub(crate) fn sum_by<T: Copy, A: Float>(xs: &[T], f: impl Fn(&T) -> A) -> A {
+    let mut lanes = [A::zero(); LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        lanes.iter_mut().zip(c).for_each(|(s, x)| *s = *s + f(x));
+    }
+    chunks.remainder().iter().fold(lanes.iter().fold(A::zero(), |a, &b| a + b), |a, x| a + f(x))
+}
+
+/// `sum(f(x, y))` over `xs` and `ys` side by side, in [`LANES`] running sums.
+pub(crate) fn sum_by2<T: Copy, A: Float>(xs: &[T], ys: &[T], f: impl Fn(T, T) -> A) -> A {
+    let mut lanes = [A::zero(); LANES];
+    let (mut cx, mut cy) = (xs.chunks_exact(LANES), ys.chunks_exact(LANES));
+    for (a, b) in (&mut cx).zip(&mut cy) {
+        lanes.iter_mut().zip(a.iter().zip(b)).for_each(|(s, (&x, &y))| *s = *s + f(x, y));
+    }
+    let head = lanes.iter().fold(A::zero(), |a, &b| a + b);
+    cx.remainder().iter().zip(cy.remainder()).fold(head, |a, (&x, &y)| a + f(x, y))
+}
+
+/// Runs `f(rows_in, rows_out, scratch)` over whole rows of `width` (the inputs' rows at the
+/// same places), in parallel pieces when large; `scratch` is one row of the wide type, made
+/// once per piece.
+fn row_blocks<T: Elem>(ins: &[&[T]], out: &mut [T], width: usize, f: impl Fn(&[&[T]], &mut [T], &mut [T::Acc]) + Sync)
+where
+    T::Acc: Default + Clone + Send,
+{
+    if width == 0 || out.is_empty() {
+        return;
+    }
+    let rows_per = (CHUNK / width).max(1);
+    let piece = |p: usize, o: &mut [T]| {
+        let span = p * rows_per * width..p * rows_per * width + o.len();
+        let parts: Vec<&[T]> = ins.iter().map(|x| &x[span.clone()]).collect();
+        f(&parts, o, &mut vec![T::Acc::default(); width]);
+    };
+    if parallel(out.len()) {
+        out.par_chunks_mut(rows_per * width).enumerate().for_each(|(p, o)| piece(p, o));
+    } else {
+        out.chunks_mut(rows_per * width).enumerate().for_each(|(p, o)| piece(p, o));
+    }
+}
+
+/// `FusedOp::SoftmaxLastDim`: a row's maximum (NaN wins, as the composite's `max`), its
+/// shifted exponentials kept wide, their sum, then one scaled store.
+fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("softmax_last_dim", inputs)?;
+    let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
+    let mut y = vec![T::default(); v[0].len()];
+    row_blocks(&[&v[0]], &mut y, width, |ins, out, e| {
+        for (x, y) in ins[0].chunks_exact(width).zip(out.chunks_exact_mut(width)) {
+            let max = x.iter().map(|a| a.widen()).fold(x[0].widen(), |m, a| if a > m || a.is_nan() { a } else { m });
+            e.iter_mut().zip(x).for_each(|(e, a)| *e = (a.widen() - max).exp_fused());
+            let inv = sum_by(e, |&e| e).recip();
+            y.iter_mut().zip(e.iter()).for_each(|(y, &e)| *y = T::narrow(e * inv));
+        }
+    });
+    Ok(vec![T::wrap(y.into())])
+}
+
+/// `FusedOp::SoftmaxLastDimBackward`: `y (dy - sum(dy y))` row by row.
+fn softmax_last_dim_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("softmax_last_dim_backward", inputs)?;
+    let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
+    let mut dx = vec![T::default(); v[0].len()];
+    row_blocks(&[&v[0], &v[1]], &mut dx, width, |ins, out, _| {
+        for ((y, dy), dx) in ins[0].chunks_exact(width).zip(ins[1].chunks_exact(width)).zip(out.chunks_exact_mut(width)) {
+            let dot = sum_by2(y, dy, |y, g| y.widen() * g.widen());
+            dx.iter_mut().zip(y.iter().zip(dy)).for_each(|(dx, (&y, &g))| *dx = T::narrow(y.widen() * (g.widen() - dot)));
+        }
+    });
     Ok(vec![T::wrap(dx.into())])
 }

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::fused::{slices, Elem};
 use crate::scalar::Scalar;
 use crate::storage::CpuStorage;
-use crate::strided::PAR_MIN;
+use crate::strided::parallel;
 
 /// `(N, C, L)` of `x` `[N, C, ...]`.
 fn dims(x: &Strided) -> (usize, usize, usize) {
@@ -25,7 +25,7 @@ fn channel<T: Elem>(v: &[T], (n, c, l): (usize, usize, usize), ch: usize) -> imp
 /// Fills `out` (`[N, C, L]`) row by row with `f(channel, row_in, row_out)`, in parallel when large.
 fn per_row<T: Elem>(out: &mut [T], c: usize, l: usize, f: impl Fn(usize, usize, &mut [T]) + Sync) {
     let l = l.max(1);
-    if out.len() >= PAR_MIN {
+    if parallel(out.len()) {
         out.par_chunks_mut(l).enumerate().for_each(|(r, row)| f(r % c, r * l, row));
     } else {
         out.chunks_mut(l).enumerate().for_each(|(r, row)| f(r % c, r * l, row));

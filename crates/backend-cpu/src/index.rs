@@ -6,7 +6,7 @@ use liandan_tensor::{DType, Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
-use crate::strided::{contiguous, materialize, Fault, Plan, PAR_MIN};
+use crate::strided::{contiguous, materialize, parallel, Fault, Plan};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
     match index {
@@ -174,7 +174,7 @@ fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: us
             col += width;
         }
     };
-    if outer * total >= PAR_MIN && outer > 1 {
+    if parallel(outer * total) && outer > 1 {
         let mut out = alloc("concat", outer * total, T::default())?;
         out.par_chunks_mut(total).enumerate().for_each(|(o, dst)| row(o, dst));
         return Ok(out);

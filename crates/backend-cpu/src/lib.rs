@@ -13,6 +13,7 @@ mod array;
 mod conv;
 mod elementwise;
 mod fused;
+mod fused_layer_norm;
 mod fused_norm;
 mod fused_optim;
 mod index;
@@ -21,6 +22,7 @@ mod reduce;
 mod scalar;
 mod storage;
 mod strided;
+mod vmath;
 mod window;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
@@ -31,7 +33,7 @@ pub use array::{from_array, from_array_view, into_array, to_array, to_array_view
 pub use ndarray;
 use storage::{cpu, each_dtype, Scalar};
 pub use storage::{CpuElement, CpuStorage};
-use strided::{contiguous, materialize, CHUNK, PAR_MIN};
+use strided::{contiguous, materialize, parallel, CHUNK};
 
 /// The CPU backend. Stateless: every call allocates its result and returns when it is done.
 #[derive(Clone, Copy, Debug, Default)]
@@ -59,7 +61,7 @@ fn ok(s: CpuStorage) -> Result<Storage> {
 /// `numel` elements, element `i` from `f(i)`, in parallel when large.
 fn generate<T: Scalar>(numel: usize, f: impl Fn(usize) -> T + Sync) -> Result<Vec<T>> {
     let mut out = storage::alloc("full", numel, T::default())?;
-    if numel >= PAR_MIN {
+    if parallel(numel) {
         out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, o)| o.iter_mut().enumerate().for_each(|(j, x)| *x = f(c * CHUNK + j)));
     } else {
         out.iter_mut().enumerate().for_each(|(i, x)| *x = f(i));

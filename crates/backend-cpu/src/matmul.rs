@@ -2,12 +2,13 @@
 //! with `matrixmultiply` kept as the alternative (`LIANDAN_CPU_GEMM=matrixmultiply`). Both take
 //! any strides, so transposed and batch-broadcast views are read in place.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, slice, CpuStorage, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, reserve, slice, CpuStorage, Real};
 use crate::strided::map1;
 
 /// The gemm library the products run on.
@@ -155,8 +156,9 @@ unsafe fn gemm_one<T: Gemm>(
     match engine {
         Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
         Engine::Gemm => {
-            // gemm itself declines threads below its own work threshold.
-            let par = if threaded { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
+            // gemm itself declines threads below its own work threshold; a pool of one thread
+            // would only add a hand-off to it.
+            let par = if threaded && rayon::current_num_threads() > 1 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
             // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
             gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par);
         }
@@ -205,9 +207,8 @@ fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usiz
 }
 
 fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {
-    let mut out = alloc("matmul", batch * m * n, T::default())?;
-    if out.is_empty() || k == 0 {
-        return Ok(out);
+    if batch * m * n == 0 || k == 0 {
+        return alloc("matmul", batch * m * n, T::default());
     }
     // The gemm reads through raw pointers: a layout that leaves its buffer must fail here.
     if la.max_extent() > x.len() || lb.max_extent() > y.len() {
@@ -215,33 +216,40 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
     }
     let stride = |l: &Layout, d: usize| l.strides()[d] as isize;
     let (sa, sb) = ([stride(la, 1), stride(la, 2)], [stride(lb, 1), stride(lb, 2)]);
-    let one = |bi: usize, c: &mut [T], threaded: bool| {
+    // The products write every element without reading it (beta 0, `read_dst` false), so
+    // they fill fresh memory: no zeroing pass on one thread first.
+    let mut out = reserve("matmul", batch * m * n)?;
+    let blocks = &mut out.spare_capacity_mut()[..batch * m * n];
+    let one = |bi: usize, c: &mut [MaybeUninit<T>], threaded: bool| {
         // SAFETY: every element the gemm reads is within `max_extent`, checked above, and `c`
         // is a fresh `m * n` block of `out`.
         unsafe {
             let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
             let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-            gemm_one(engine, threaded, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+            gemm_one(engine, threaded, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr().cast());
         }
     };
     // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
     // no split of a small product), inside each product otherwise.
-    if batch > 1 && batch >= rayon::current_num_threads() {
+    let threads = rayon::current_num_threads();
+    if threads > 1 && batch > 1 && batch >= threads {
         // One-threaded products side by side, on the engine of every other product: the
         // convolution's per-image products ran 5x faster on `gemm` than on matrixmultiply
         // from rayon's workers (crates/backend-cpu/src/conv.rs says where that was measured).
-        let one = |bi: usize, c: &mut [T]| {
+        let one = |bi: usize, c: &mut [MaybeUninit<T>]| {
             // SAFETY: as above.
             unsafe {
                 let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
                 let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-                gemm_one(engine, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr());
+                gemm_one(engine, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr().cast());
             }
         };
-        out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
+        blocks.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
     } else {
-        out.chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c, true));
+        blocks.chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c, true));
     }
+    // SAFETY: the products above wrote all `batch` blocks of `m * n`.
+    unsafe { out.set_len(batch * m * n) };
     Ok(out)
 }
 

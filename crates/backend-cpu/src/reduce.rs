@@ -6,7 +6,7 @@ use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{each_dtype, map_dtype, slice, CpuStorage, Scalar};
-use crate::strided::{with_contiguous, CHUNK, PAR_MIN};
+use crate::strided::{parallel, with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
     let dims = match *l.shape() {
@@ -58,7 +58,7 @@ fn fold_rows<T: Sync, A: Send>(xs: &[T], [outer, len, _]: [usize; 3], row: impl 
     if len == 0 {
         return (0..outer).map(|_| row(&[])).collect();
     }
-    if outer * len >= PAR_MIN && outer > 1 {
+    if parallel(outer * len) && outer > 1 {
         xs.par_chunks(len).map(&row).collect()
     } else {
         xs.chunks(len).map(row).collect()
@@ -126,7 +126,7 @@ where
     if out.is_empty() {
         return out;
     }
-    let par = outer * len * inner >= PAR_MIN;
+    let par = parallel(outer * len * inner);
     if inner == 1 {
         let fold_run = |run: &[T], first: usize| run.iter().enumerate().fold(init, |a, (j, &x)| step(a, x, first + j));
         let lane = |o: usize| {

@@ -98,6 +98,14 @@ pub(crate) trait Real: Scalar + Float {
     fn erf(self) -> Self;
     /// Round half to even, as `torch.round`.
     fn round_even(self) -> Self;
+    /// `exp` for the fused kernels: vectorizable in f32 ([`crate::vmath`]), `exp` otherwise.
+    fn exp_fused(self) -> Self {
+        self.exp()
+    }
+    /// `erf` for the fused kernels: vectorizable in f32 ([`crate::vmath`]), `erf` otherwise.
+    fn erf_fused(self) -> Self {
+        Real::erf(self)
+    }
 }
 
 impl Real for f32 {
@@ -113,6 +121,12 @@ impl Real for f32 {
     }
     fn round_even(self) -> f32 {
         self.round_ties_even()
+    }
+    fn exp_fused(self) -> f32 {
+        crate::vmath::exp_f32(self)
+    }
+    fn erf_fused(self) -> f32 {
+        crate::vmath::erf_f32(self)
     }
 }
 

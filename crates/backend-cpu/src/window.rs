@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::reduce::gt;
 use crate::storage::{alloc, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
-use crate::strided::{with_contiguous, PAR_MIN};
+use crate::strided::{parallel, with_contiguous};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
 #[derive(Clone, Copy)]
@@ -129,7 +129,7 @@ fn per_plane<O: Send>(out: &mut [O], chunk: usize, work: usize, f: impl Fn(usize
     if chunk == 0 {
         return;
     }
-    if work >= PAR_MIN {
+    if parallel(work) {
         out.par_chunks_mut(chunk).enumerate().for_each(|(p, c)| f(p, c));
     } else {
         out.chunks_mut(chunk).enumerate().for_each(|(p, c)| f(p, c));

@@ -8,11 +8,14 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 /// them with their composites; this makes sure they are not silently skipped).
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, ConvGeometry, DType, Device, FusedOp};
-    let mut ops = vec![FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward];
+    use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, ConvGeometry, DType, Device, FusedOp, LayerNormOptions};
+    let mut ops =
+        vec![FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward, FusedOp::SoftmaxLastDim, FusedOp::SoftmaxLastDimBackward];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+        let l = LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
+        ops.extend([FusedOp::LayerNorm(l), FusedOp::LayerNormBackward(l)]);
     }
     for op in ops {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {

@@ -65,6 +65,10 @@ impl KernelKey for Key {
 
 /// `(numel of each output, N * H)` of an LSTM-cell op on `inputs`.
 fn lstm_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize)> {
+    // Other ops' second input need not be a matrix (a layer norm's weight, a 1-D softmax).
+    if !matches!(op, FusedOp::LstmCell | FusedOp::LstmCellBackward) {
+        return None;
+    }
     let c = inputs.get(1)?.layout.shape();
     let units = c[0] * c[1];
     match op {

@@ -67,6 +67,13 @@ pub enum FusedOp {
     /// The gradient of [`FusedOp::Gelu`], `dx = dy (Phi(x) + x phi(x))` with `Phi` the normal
     /// CDF and `phi` its density. Inputs: `x`, `dy` (one shape). Output: `dx`.
     GeluBackward,
+    /// Softmax along the last axis ([`Tensor::softmax`] with `dim` the last), each row shifted
+    /// by its maximum: `y = exp(x - max(x)) / sum(exp(x - max(x)))`. Input: `x`. Output: `y`,
+    /// shaped like `x`.
+    SoftmaxLastDim,
+    /// The gradient of [`FusedOp::SoftmaxLastDim`], `dx = y (dy - sum(dy y))` with the sum
+    /// along the last axis. Inputs: `y`, `dy` (one shape). Output: `dx`.
+    SoftmaxLastDimBackward,
     /// One `torch.optim.Adam` / `AdamW` step of one parameter tensor (an update op: see the
     /// module docs). Inputs: `param`, `grad`, `exp_avg`, `exp_avg_sq`, then `max_exp_avg_sq`
     /// with `amsgrad`, all of one shape. Outputs: the new `param`, `exp_avg`, `exp_avg_sq`
@@ -157,6 +164,30 @@ pub enum FusedOp {
     /// `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias` `[C]`
     /// (when `affine`). `eps` and `momentum` are not read.
     BatchNormBackward(BatchNormOptions),
+    /// Layer normalization ([`Tensor::layer_norm`]) of `x` viewed as `[R, D]`, `D = width` the
+    /// product of the normalized axes, row by row:
+    ///
+    /// ```text
+    /// mean = sum(x[r, :]) / D;  var = sum((x[r, :] - mean)^2) / D;  rstd = 1 / sqrt(var + eps)
+    /// y = (x - mean) rstd weight + bias
+    /// ```
+    ///
+    /// Statistics are accumulated in f32 or wider. Inputs: `x`, then `weight` (when `weight`),
+    /// then `bias` (when `bias`), each `D` elements. Outputs: `y` shaped like `x`, then `mean`
+    /// and `rstd` `[R]` (what the backward needs).
+    LayerNorm(LayerNormOptions),
+    /// The gradient of [`FusedOp::LayerNorm`] from its saved statistics, with
+    /// `xhat = (x - mean) rstd` and `g = dy weight` (`g = dy` without a weight):
+    ///
+    /// ```text
+    /// dx = rstd (g - sum(g) / D - xhat sum(g xhat) / D)      (sums along the row)
+    /// dweight = sum over rows of dy xhat;  dbias = sum over rows of dy
+    /// ```
+    ///
+    /// Inputs: `x`, `dy` (one shape), `mean`, `rstd` `[R]`, then `weight` (when `weight`).
+    /// Outputs: `dx`, then `dweight` (when `weight`), then `dbias` (when `bias`), each `D`
+    /// elements. `eps` is not read.
+    LayerNormBackward(LayerNormOptions),
     /// A 2-D convolution ([`Tensor::conv2d`] without its bias), as PyTorch's cross-correlation:
     ///
     /// ```text
@@ -186,6 +217,17 @@ pub struct BatchNormOptions {
     pub momentum: f64,
     pub affine: bool,
     pub running: bool,
+}
+
+/// What one [`FusedOp::LayerNorm`] (and [`FusedOp::LayerNormBackward`]) normalizes: rows of
+/// `width` elements, `eps` as `torch.nn.functional.layer_norm` names it, and which of `weight`
+/// and `bias` are given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerNormOptions {
+    pub width: usize,
+    pub eps: f64,
+    pub weight: bool,
+    pub bias: bool,
 }
 
 /// The shape of one 2-D convolution and its gradients ([`FusedOp::Conv2d`]): input
@@ -320,6 +362,8 @@ impl FusedOp {
             FusedOp::LstmCellBackward => "lstm_cell_backward",
             FusedOp::Gelu => "gelu",
             FusedOp::GeluBackward => "gelu_backward",
+            FusedOp::SoftmaxLastDim => "softmax_last_dim",
+            FusedOp::SoftmaxLastDimBackward => "softmax_last_dim_backward",
             FusedOp::AdamStep(_) => "adam_step",
             FusedOp::SgdStep(_) => "sgd_step",
             FusedOp::RmsPropStep(_) => "rmsprop_step",
@@ -327,6 +371,8 @@ impl FusedOp {
             FusedOp::AdadeltaStep(_) => "adadelta_step",
             FusedOp::BatchNormTrain(_) => "batch_norm_train",
             FusedOp::BatchNormBackward(_) => "batch_norm_backward",
+            FusedOp::LayerNorm(_) => "layer_norm",
+            FusedOp::LayerNormBackward(_) => "layer_norm_backward",
             FusedOp::Conv2d(_) => "conv2d",
             FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
             FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
@@ -352,12 +398,14 @@ impl FusedOp {
     /// How many buffers the op returns.
     pub fn outputs(&self) -> usize {
         match self {
-            FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward => 1,
+            FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),
             FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,
             FusedOp::BatchNormBackward(b) => 1 + 2 * b.affine as usize,
+            FusedOp::LayerNorm(_) => 3,
+            FusedOp::LayerNormBackward(l) => 1 + l.weight as usize + l.bias as usize,
         }
     }
 }

@@ -42,7 +42,10 @@ pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
-pub use fused::{fusion_enabled, no_fusion, AdadeltaStep, AdagradStep, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, NoFusionGuard, RmsPropStep, SgdStep};
+pub use fused::{
+    fusion_enabled, no_fusion, AdadeltaStep, AdagradStep, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, LayerNormOptions, NoFusionGuard, RmsPropStep,
+    SgdStep,
+};
 pub use index_use::{current_index_use, IndexUse};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};

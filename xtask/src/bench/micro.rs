@@ -58,6 +58,12 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
         peak = peak.max(gbs);
         row("copy (x * 1: read 1, write 1)", n.to_string(), s, gbs, "GB/s");
     }
+    // A transpose materialized (`contiguous()` of `t()`): what a strided copy costs against the
+    // plain one above, at a power-of-two width (every row of a tile in one cache set).
+    let n = if quick { 1024 } else { 4096 };
+    let a = Tensor::randn(&[n, n], 1, DType::F32, device)?.t()?;
+    let s = time(device, 2, reps, || a.contiguous().map(drop))?;
+    row("transposed copy (t().contiguous())", format!("{n}x{n}"), s, 2.0 * 4.0 * (n * n) as f64 / s / 1e9, "GB/s");
     let sizes: &[usize] = if quick { &[128, 256, 512] } else { &[256, 1024, 2048, 4096] };
     for &n in sizes {
         let a = Tensor::randn(&[n, n], 1, DType::F32, device)?;

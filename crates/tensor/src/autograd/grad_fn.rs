@@ -8,7 +8,7 @@ use crate::backend::{BinaryOp, UnaryOp, Window2d};
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::fused::ConvGeometry;
+use crate::fused::{ConvGeometry, LayerNormOptions};
 use crate::tensor::Tensor;
 
 #[derive(Clone)]
@@ -97,6 +97,12 @@ pub(crate) enum GradFn {
         mean: Tensor,
         invstd: Tensor,
     },
+    /// The fused layer norm; inputs `x`, then the weight and the bias that were given.
+    LayerNorm {
+        options: LayerNormOptions,
+        mean: Tensor,
+        rstd: Tensor,
+    },
     /// `conv2d` without its bias, fused or composite: inputs `x`, `weight`.
     Conv2d(ConvGeometry),
 }
@@ -139,6 +145,7 @@ impl GradFn {
             GradFn::LstmCell => "lstm_cell",
             GradFn::Gelu => "gelu",
             GradFn::BatchNorm { .. } => "batch_norm",
+            GradFn::LayerNorm { .. } => "layer_norm",
             GradFn::Conv2d(_) => "conv2d",
         };
         name.to_string()
@@ -191,8 +198,20 @@ impl GradFn {
             }
             GradFn::Matmul => {
                 let (a, b) = (&inputs[0], &inputs[1]);
-                let ga = if a.requires_grad() { Some(g.matmul(&b.t()?)?.sum_to(a.shape())?) } else { None };
-                let gb = if b.requires_grad() { Some(a.t()?.matmul(g)?.sum_to(b.shape())?) } else { None };
+                // A transposed operand (`linear`'s `weight.t()`) gets its gradient as the
+                // transpose of a row-major product, so the transpose's own rule hands the weight a
+                // row-major gradient: no strided copy into `.grad`, and an LSTM's per-step weight
+                // gradients add as plain buffers.
+                let ga = match a.requires_grad() {
+                    false => None,
+                    true if transposed_matrix(a) && same_batch(a, b) => Some(b.matmul(&g.t()?)?.t()?),
+                    true => Some(g.matmul(&b.t()?)?.sum_to(a.shape())?),
+                };
+                let gb = match b.requires_grad() {
+                    false => None,
+                    true if transposed_matrix(b) && same_batch(a, b) => Some(g.t()?.matmul(a)?.t()?),
+                    true => Some(a.t()?.matmul(g)?.sum_to(b.shape())?),
+                };
                 Ok(vec![ga, gb])
             }
             GradFn::Im2col(w) => one(g.col2im_window(*w)?),
@@ -224,10 +243,7 @@ impl GradFn {
             }
             GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
             GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
-            GradFn::Softmax { dim } => {
-                let dot = g.mul(out)?.sum(&[*dim], true)?;
-                one(out.mul(&g.sub(&dot)?)?)
-            }
+            GradFn::Softmax { dim } => one(Tensor::softmax_backward(g, out, *dim)?),
             GradFn::LogSoftmax { dim } => {
                 let total = g.sum(&[*dim], true)?;
                 one(g.sub(&out.exp()?.mul(&total)?)?)
@@ -243,6 +259,13 @@ impl GradFn {
             GradFn::BatchNorm { mean, invstd } => {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
+            }
+            GradFn::LayerNorm { options, mean, rstd } => {
+                let weight = options.weight.then(|| &inputs[1]);
+                let (dx, dweight, dbias) = Tensor::layer_norm_backward(g, x, mean, rstd, weight, *options)?;
+                // The kernel's `[D]` gradients, in the parameters' own (normalized axes') shape.
+                let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
+                std::iter::once(Ok(Some(dx))).chain(params).collect()
             }
             GradFn::Conv2d(geom) => {
                 let w = &inputs[1];
@@ -293,4 +316,19 @@ fn binary_backward(op: BinaryOp, g: &Tensor, a: &Tensor, b: &Tensor, y: &Tensor)
     let ga = if a.requires_grad() { Some(ga.sum_to(a.shape())?) } else { None };
     let gb = if b.requires_grad() { Some(gb.sum_to(b.shape())?) } else { None };
     Ok(vec![ga, gb])
+}
+
+/// Whether `t`'s matrices (its last two axes) are stored column by column: the transpose of
+/// row-major ones.
+fn transposed_matrix(t: &Tensor) -> bool {
+    let (shape, strides) = (t.shape(), t.layout().strides());
+    let r = shape.len();
+    r >= 2 && shape[r - 2] > 1 && shape[r - 1] > 1 && strides[r - 2] == 1 && strides[r - 1] == shape[r - 2]
+}
+
+/// Whether a product's operands have the same batch axes, so neither gradient is summed over
+/// a broadcast.
+fn same_batch(a: &Tensor, b: &Tensor) -> bool {
+    let (sa, sb) = (a.shape(), b.shape());
+    sa.len() == sb.len() && sa[..sa.len() - 2] == sb[..sb.len() - 2]
 }

@@ -50,6 +50,18 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_softmax_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::softmax_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_softmax_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::softmax_grads(&d)
+            }
+        }
+        #[test]
         fn fused_batch_norm_matches_composite() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused_norm::batch_norm_matches_composite(&d)
@@ -59,6 +71,18 @@ macro_rules! conformance_fused_tests {
         fn fused_batch_norm_grads() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused_norm::batch_norm_grads(&d)
+            }
+        }
+        #[test]
+        fn fused_layer_norm_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_norm::layer_norm_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_layer_norm_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_norm::layer_norm_grads(&d)
             }
         }
         #[test]
@@ -118,6 +142,8 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[2, n, h], 4)],
         FusedOp::Gelu => vec![t(&[n, h], 1)],
         FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
+        FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
+        FusedOp::SoftmaxLastDimBackward => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
         // Update ops: every operand shaped like the parameter (the second moments positive).
         FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
@@ -132,6 +158,13 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::BatchNormBackward(b) => {
             let mut v = vec![t(&[n, h, 2], 1), t(&[n, h, 2], 2), t(&[h], 3), t(&[h], 4).abs().unwrap()];
             v.extend(b.affine.then(|| t(&[h], 5)));
+            v
+        }
+        // x [N, D], then the [D] parameters given; the backward's statistics [N], rstd positive.
+        FusedOp::LayerNorm(l) => std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect(),
+        FusedOp::LayerNormBackward(l) => {
+            let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
+            v.extend(l.weight.then(|| t(&[l.width], 5)));
             v
         }
         FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
@@ -285,4 +318,31 @@ pub fn gelu_grads(d: &Device) {
     let f = |x: &[Tensor]| x[0].gelu()?.mul(&x[0]);
     check_grads("gelu (fused where the device can)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6);
     no_fusion(|| check_grads("gelu (composite)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6));
+}
+
+/// The fused softmax along the last axis, forward and backward, against the composite: odd
+/// row lengths, a row of one, large logits (where an unshifted exp overflows), a strided input.
+pub fn softmax_matches_composite(d: &Device) {
+    let softmax = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].softmax(-1isize)?]) };
+    for (dtype, atol, rtol) in [(DType::F32, 1e-6, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 2e-3, 2e-3), (DType::BF16, 2e-2, 2e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for shape in [&[1usize][..], &[3, 7], &[2, 5, 67], &[4, 1]] {
+            let mut v: Vec<f64> = values(shape.iter().product(), 71).iter().map(|x| 4.0 * x).collect();
+            v[0] = 90.0;
+            let x = Tensor::from_f64s(&v, shape, dtype, d).unwrap();
+            check_fused(&format!("softmax {dtype} {shape:?}"), &[x], softmax, atol, rtol);
+        }
+    }
+    let (_, v) = from_values(d, &[4, 6], &values(24, 72), DType::F32);
+    check_fused("softmax strided", &[strided_input(d, &[4, 6], &v, DType::F32)], softmax, 1e-6, 1e-5);
+}
+
+/// The fused softmax's backward rule against finite differences in f64, with fusion on and off,
+/// composed with another op so the incoming gradient is not all ones.
+pub fn softmax_grads(d: &Device) {
+    let f = |x: &[Tensor]| x[0].softmax(-1isize)?.mul(&x[0]);
+    check_grads("softmax (fused where the device can)", &[leaf(d, &[3, 5], 73)], f, 1e-7, 1e-6);
+    no_fusion(|| check_grads("softmax (composite)", &[leaf(d, &[3, 5], 73)], f, 1e-7, 1e-6));
 }

@@ -70,3 +70,56 @@ pub fn batch_norm_grads(d: &Device) {
     run("(fused where the device can)");
     no_fusion(|| run("(composite)"));
 }
+
+/// `layer_norm` fused against its composite on the same device: the output and the gradients
+/// of `x`, `weight` and `bias`, with both parameters, one of them, or none, over the last axis
+/// and the last two, in every float dtype the device computes.
+pub fn layer_norm_matches_composite(d: &Device) {
+    for (dtype, atol, rtol) in [(DType::F32, 1e-4, 1e-4), (DType::F64, 1e-10, 1e-10), (DType::F16, 3e-2, 3e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for (k, (shape, dims)) in [(&[6usize, 4][..], 1), (&[3, 5, 7], 1), (&[2, 3, 5, 7], 2), (&[4, 1], 1), (&[2, 65, 192], 1)].into_iter().enumerate() {
+            // Rows of one value in f16: the composite's own gradient is NaN there (its rsqrt
+            // of eps overflows f16 on the way back), so there is nothing to compare with.
+            if dtype == DType::F16 && shape == [4, 1] {
+                continue;
+            }
+            let t = |s: &[usize], seed: u64| Tensor::from_f64s(&values(s.iter().product(), seed), s, dtype, d).unwrap();
+            let norm = &shape[shape.len() - dims..];
+            let what = format!("layer_norm {dtype} {shape:?} over {dims}");
+            let full = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].layer_norm(dims, Some(&x[1]), Some(&x[2]), 1e-5)?]) };
+            check_fused(&what, &[t(shape, 91 + k as u64), t(norm, 92), t(norm, 93)], full, atol, rtol);
+            let weight = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].layer_norm(dims, Some(&x[1]), None, 1e-3)?]) };
+            check_fused(&format!("{what}, weight only"), &[t(shape, 94 + k as u64), t(norm, 95)], weight, atol, rtol);
+            let bias = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].layer_norm(dims, None, Some(&x[1]), 1e-5)?]) };
+            check_fused(&format!("{what}, bias only"), &[t(shape, 96 + k as u64), t(norm, 97)], bias, atol, rtol);
+            let bare = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].layer_norm(dims, None, None, 1e-5)?]) };
+            check_fused(&format!("{what}, no affine"), &[t(shape, 98 + k as u64)], bare, atol, rtol);
+        }
+    }
+    // A strided input, and parameters at an offset into their buffers.
+    let x = Tensor::from_f64s(&values(4 * 6 * 5, 99), &[4, 6, 5], DType::F32, d).unwrap().permute(&[0, 2, 1]).unwrap();
+    let w = Tensor::from_f64s(&values(8, 100), &[8], DType::F32, d).unwrap().narrow(0usize, 2, 6).unwrap();
+    let b = Tensor::from_f64s(&values(9, 101), &[9], DType::F32, d).unwrap().narrow(0usize, 3, 6).unwrap();
+    let f = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].layer_norm(1, Some(&x[1]), Some(&x[2]), 1e-5)?]) };
+    check_fused("layer_norm strided x", &[x, w, b], f, 1e-4, 1e-4);
+}
+
+/// The fused layer norm's rule against finite differences in f64, with fusion on and off,
+/// composed with another op so the incoming gradient is not the seeded weights alone.
+pub fn layer_norm_grads(d: &Device) {
+    let run = |what: &str| {
+        let (x, w, b) = (leaf(d, &[3, 2, 5], 102), leaf(d, &[5], 103), leaf(d, &[5], 104));
+        check_grads(&format!("layer_norm {what}"), &[x, w, b], |x| x[0].layer_norm(1, Some(&x[1]), Some(&x[2]), 1e-5)?.sin(), 1e-6, 1e-5);
+        check_grads(
+            &format!("layer_norm over 2 dims, no affine {what}"),
+            &[leaf(d, &[2, 3, 4], 105)],
+            |x| x[0].layer_norm(2, None, None, 1e-5)?.sin(),
+            1e-6,
+            1e-5,
+        );
+    };
+    run("(fused where the device can)");
+    no_fusion(|| run("(composite)"));
+}

@@ -53,6 +53,12 @@ pub fn matmul(d: &Device) {
     check_grads("matmul batched x transposed", &[a, b], |x| x[0].matmul(&x[1]), 1e-7, 1e-6);
     let (a, b) = (leaf(d, &[7, 33], 15), strided_leaf(d, &[33, 5], 16));
     check_grads("matmul 2-D, strided rhs", &[a, b], |x| x[0].matmul(&x[1]), 1e-6, 1e-6);
+    // Transposed operands of one batch (`linear`'s `x W^T`, attention's `q k^T`): their
+    // gradients are computed as transposes of row-major products.
+    let (a, b) = (leaf(d, &[7, 3], 27), leaf(d, &[5, 7], 28));
+    check_grads("matmul transposed x transposed", &[a, b], |x| x[0].t()?.matmul(&x[1].t()?), 1e-7, 1e-6);
+    let (a, b) = (leaf(d, &[2, 3, 7], 29), leaf(d, &[2, 5, 7], 30));
+    check_grads("matmul batched x batched transposed", &[a, b], |x| x[0].matmul(&x[1].t()?), 1e-7, 1e-6);
     let (a, b) = (leaf(d, &[1, 1], 17), leaf(d, &[1, 7], 18));
     check_grads("matmul [1, 1] x [1, 7]", &[a, b], |x| x[0].matmul(&x[1]), 1e-7, 1e-6);
 }

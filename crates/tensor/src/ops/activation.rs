@@ -107,11 +107,30 @@ impl Tensor {
         }
         check_float("softmax", self)?;
         let d = dim.resolve("softmax", self.rank())?;
+        if d + 1 == self.rank() && fusion_enabled() {
+            let x = self.contiguous()?;
+            if let Some(r) = try_fused(&FusedOp::SoftmaxLastDim, &[&x]) {
+                return Ok(Tensor::from_op(r?.remove(0), x.shape(), x.dtype(), x.device(), &[&x], || GradFn::Softmax { dim: d }));
+            }
+        }
         let out = autograd::no_grad(|| {
             let e = self.sub(&self.max(d, true)?)?.exp()?;
             e.div(&e.sum(&[d], true)?)
         })?;
         Ok(self.record_composite(out, || GradFn::Softmax { dim: d }))
+    }
+
+    /// The backward rule of [`Tensor::softmax`] from its output `y`: `y (dy - sum(dy y))` along
+    /// `dim`, fused where the device can and `dim` is the last ([`FusedOp::SoftmaxLastDimBackward`]).
+    pub(crate) fn softmax_backward(dy: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+        if dim + 1 == y.rank() && fusion_enabled() {
+            let (y, dy) = (y.contiguous()?, dy.contiguous()?);
+            if let Some(r) = try_fused(&FusedOp::SoftmaxLastDimBackward, &[&y, &dy]) {
+                return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(y.shape()), y.dtype(), y.device(), None));
+            }
+        }
+        let dot = dy.mul(y)?.sum(&[dim], true)?;
+        y.mul(&dy.sub(&dot)?)
     }
 
     /// `x - logsumexp(x)` along `dim`.

@@ -5,7 +5,7 @@
 
 use crate::autograd::{self, GradFn};
 use crate::error::{Error, Result};
-use crate::fused::{fusion_enabled, try_fused, BatchNormOptions, FusedOp};
+use crate::fused::{fusion_enabled, try_fused, BatchNormOptions, FusedOp, LayerNormOptions};
 use crate::layout::Layout;
 use crate::ops::check_float;
 use crate::tensor::Tensor;
@@ -23,18 +23,84 @@ impl Tensor {
         }
         let dims: Vec<usize> = (self.rank() - normalized_dims..self.rank()).collect();
         let norm_shape = &self.shape()[self.rank() - normalized_dims..];
+        for (name, p) in [("weight", weight), ("bias", bias)] {
+            if p.is_some_and(|p| p.shape() != norm_shape) {
+                let p = p.expect("checked is_some");
+                return Err(Error::shape("layer_norm", self.shape(), p.shape(), format!("input and {name} disagree: the {name} must be {norm_shape:?}")));
+            }
+        }
+        if let Some(out) = self.layer_norm_fused(norm_shape.iter().product(), weight, bias, eps)? {
+            return Ok(out);
+        }
         let centered = self.sub(&self.mean(&dims, true)?)?;
         let var = centered.square()?.mean(&dims, true)?;
         let mut out = centered.mul(&var.add_scalar(eps)?.rsqrt()?)?;
-        for (name, p) in [("weight", weight), ("bias", bias)] {
-            if let Some(p) = p {
-                if p.shape() != norm_shape {
-                    return Err(Error::shape("layer_norm", self.shape(), p.shape(), format!("input and {name} disagree: the {name} must be {norm_shape:?}")));
-                }
-                out = if name == "weight" { out.mul(p)? } else { out.add(p)? };
-            }
+        if let Some(w) = weight {
+            out = out.mul(w)?;
+        }
+        if let Some(b) = bias {
+            out = out.add(b)?;
         }
         Ok(out)
+    }
+
+    /// [`Tensor::layer_norm`] over rows of `width` as [`FusedOp::LayerNorm`], or `None` where the
+    /// composite runs instead: fusion off, no kernel, empty rows, or parameters of another
+    /// dtype or device than `self` (the composite reports those).
+    fn layer_norm_fused(&self, width: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<Option<Tensor>> {
+        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+        if !fusion_enabled() || width == 0 || params.iter().any(|p| p.dtype() != self.dtype() || p.device() != self.device()) {
+            return Ok(None);
+        }
+        let x = self.contiguous()?;
+        let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
+        let options = LayerNormOptions { width, eps, weight: weight.is_some(), bias: bias.is_some() };
+        let Some(outs) = try_fused(&FusedOp::LayerNorm(options), &inputs) else { return Ok(None) };
+        let mut outs = outs?.into_iter();
+        let y = outs.next().expect("counted by try_fused");
+        let rows = [x.numel() / width];
+        let mut stat = || Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(&rows), x.dtype(), x.device(), None);
+        let (mean, rstd) = (stat(), stat());
+        Ok(Some(Tensor::from_op(y, x.shape(), x.dtype(), x.device(), &inputs, || GradFn::LayerNorm { options, mean, rstd })))
+    }
+
+    /// The backward rule of the fused [`Tensor::layer_norm`]: `(dx, dweight, dbias)` (the last
+    /// two where given), from the saved `mean` and `rstd` `[R]`, itself fused where the device
+    /// can ([`FusedOp::LayerNormBackward`]).
+    pub(crate) fn layer_norm_backward(
+        dy: &Tensor,
+        x: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        options: LayerNormOptions,
+    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+        let dy = dy.contiguous()?;
+        let d = options.width;
+        let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).collect();
+        if let Some(outs) = try_fused(&FusedOp::LayerNormBackward(options), &inputs) {
+            let mut outs = outs?.into_iter();
+            let mut next =
+                |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
+            let dx = next(x.shape());
+            let dweight = options.weight.then(|| next(&[d]));
+            let dbias = options.bias.then(|| next(&[d]));
+            return Ok((dx, dweight, dbias));
+        }
+        let r = mean.numel();
+        let (x2, dy2) = (x.reshape(&[r, d])?, dy.reshape(&[r, d])?);
+        let rstd = rstd.reshape(&[r, 1])?;
+        let xhat = x2.sub(&mean.reshape(&[r, 1])?)?.mul(&rstd)?;
+        let g = match weight {
+            Some(w) => dy2.mul(&w.reshape(&[1, d])?)?,
+            None => dy2.clone(),
+        };
+        let (mean_g, mean_gx) = (g.mean(&[1], true)?, g.mul(&xhat)?.mean(&[1], true)?);
+        let dx = g.sub(&mean_g)?.sub(&xhat.mul(&mean_gx)?)?.mul(&rstd)?.reshape(x.shape())?;
+        let dweight = if options.weight { Some(dy2.mul(&xhat)?.sum(&[0], false)?) } else { None };
+        let dbias = if options.bias { Some(dy2.sum(&[0], false)?) } else { None };
+        Ok((dx, dweight, dbias))
     }
 
     /// Batch normalization of `[N, C, ...]` over every axis but 1
