@@ -17,10 +17,11 @@ const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
 const MATMUL_COOP_PIPE: &str = include_str!("shaders/matmul_coop_pipe.wgsl");
 
 /// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
-/// variants can be timed and checked against each other on a GPU that has tensor cores (none
-/// here does, so which is fastest is for such a GPU to say; staged32 stays the default until
-/// one has). Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4 cooperative 16 x 16
-/// sums, but in `Narrow`.
+/// variants can be timed and checked against each other on a GPU that has tensor cores. On the
+/// H200 (docs/PERFORMANCE.md, run 11) all five were correct; at 4096^3 prefetch and wide reached
+/// about 128 TFLOP/s against staged32's 81, and at 2048^3 prefetch 86 against wide's 59, so
+/// prefetch is the default. Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4
+/// cooperative 16 x 16 sums, but in `Narrow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
     /// `matmul_coop.wgsl`: 128 x 128 tiles, 4 subgroups; each 32-deep slice loaded, staged and
@@ -55,20 +56,20 @@ impl Variant {
         }
     }
 
-    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above; unset or empty is staged32,
-    /// and an unknown name is staged32 with a warning that lists the names.
+    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above; unset or empty is the
+    /// default (prefetch), and an unknown name is the default with a warning that lists the names.
     pub(crate) fn chosen() -> Variant {
         static CHOSEN: OnceLock<Variant> = OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return Variant::Staged32 };
+            let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return Variant::Prefetch };
             let name = v.trim().to_ascii_lowercase();
             if name.is_empty() {
-                return Variant::Staged32;
+                return Variant::Prefetch;
             }
             Variant::ALL.into_iter().find(|x| x.name() == name).unwrap_or_else(|| {
                 let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
-                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (staged32, the default)", names.join(", "));
-                Variant::Staged32
+                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (prefetch, the default)", names.join(", "));
+                Variant::Prefetch
             })
         })
     }
