@@ -19,6 +19,19 @@ chmod +x .bin/* 2>/dev/null
 mkdir -p /work && ln -sfn "$PWD" /work/main   # test binaries find their data under /work/main
 . .gpu/env.sh
 export LIANDAN_REQUIRE_GPU=1
+# The tensor-core f16 matmul's variants (LIANDAN_COOP_VARIANT), each checked against the CPU's
+# f32 product (the matmul_coop test) and then timed (bench-micro --f16-matmul prints one JSON
+# line of rows: 1024^3, 2048^3, 4096^3 and 4096^3 with a transposed rhs), the ordinary kernels
+# and PyTorch's f16 matmul last for comparison. VARIANTS overrides the list.
+coop_variants() {
+  for v in ${VARIANTS:-prefetch wide direct narrow}; do
+    echo "### variant $v"
+    LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -8
+    LIANDAN_COOP_VARIANT=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  done
+  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
+  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+}
 echo "## machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 python3 -c "import torch; print('torch', torch.__version__)"
 if [ "$PART" = 1 ] || [ "$PART" = all ]; then
@@ -114,18 +127,9 @@ if [ "$PART" = 6 ]; then
   echo "## profile resnet18"; timeout 60 ./.bin/liandan profile --model resnet18 --batch 128 --steps 5 --device gpu > "$OUT/profile-resnet18.txt" 2>&1; head -14 "$OUT/profile-resnet18.txt"
 fi
 if [ "$PART" = coop ]; then
-  # The tensor-core f16 matmul's variants (LIANDAN_COOP_VARIANT), each checked against the CPU's
-  # f32 product (the matmul_coop test) and then timed (bench-micro --f16-matmul prints one JSON
-  # line of rows: 1024^3, 2048^3, 4096^3 and 4096^3 with a transposed rhs), the ordinary kernels
-  # and PyTorch's f16 matmul last for comparison. VARIANTS overrides the list.
+  # The tensor-core f16 matmul's variants (see coop_variants).
   echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul|subgroup"
-  for v in ${VARIANTS:-staged32 prefetch wide direct narrow}; do
-    echo "### variant $v"
-    LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -8
-    LIANDAN_COOP_VARIANT=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
-  done
-  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
-  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  coop_variants
 fi
 if [ "$PART" = 7 ]; then
   # One call for a session's final build: the GPU tests, the tensor-core variants (as PART=coop),
@@ -136,13 +140,7 @@ if [ "$PART" = 7 ]; then
     echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -12
   done
   echo "## liandan info"; ./.bin/liandan info 2>&1 | grep -iE "cooperative|f16 matmul"
-  for v in ${VARIANTS:-staged32 prefetch wide direct narrow}; do
-    echo "### variant $v"
-    LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/matmul_coop --nocapture 2>&1 | grep -E "^test result|FAILED|panicked" | head -4
-    LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
-  done
-  echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
-  echo "### PyTorch"; timeout 60 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  coop_variants
   for fb in default 512; do
     env=""; [ $fb = 512 ] && env="LIANDAN_WGPU_FIRST_BATCH=512"
     echo "## bench-host ($fb)"; env $env timeout 60 ./.bin/xtask bench-host --device gpu > "$OUT/bench-host-$fb.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-host-$fb.txt"

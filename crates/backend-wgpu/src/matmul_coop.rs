@@ -1,5 +1,4 @@
-//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl` and
-//! `shaders/matmul_coop_pipe.wgsl`): the same operands, meta block, grid and split of K as the
+//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl`): the same operands, meta block, grid and split of K as the
 //! tiled kernel of `matmul.rs`, on the tiles of the [`Variant`] `LIANDAN_COOP_VARIANT` names.
 //! `matmul.rs` picks it (see [`chosen`]) wherever `coop.rs` found the adapter able to run it.
 
@@ -14,20 +13,16 @@ use crate::matmul::Load;
 use crate::repr::Repr;
 
 const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
-const MATMUL_COOP_PIPE: &str = include_str!("shaders/matmul_coop_pipe.wgsl");
 
 /// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
 /// variants can be timed and checked against each other on a GPU that has tensor cores. On the
-/// H200 (docs/PERFORMANCE.md, run 11) all five were correct; at 4096^3 prefetch and wide reached
-/// about 128 TFLOP/s against staged32's 81, and at 2048^3 prefetch 86 against wide's 59, so
-/// prefetch is the default. Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4
+/// H200 (docs/PERFORMANCE.md, run 11) all were correct; at 4096^3 prefetch and wide reached
+/// about 128 TFLOP/s against 81 for run 8's kernel (each slice staged, then multiplied; removed
+/// since), and at 2048^3 prefetch 86 against wide's 59, so prefetch is the default. Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4
 /// cooperative 16 x 16 sums, but in `Narrow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
-    /// `matmul_coop.wgsl`: 128 x 128 tiles, 4 subgroups; each 32-deep slice loaded, staged and
-    /// then multiplied, with no prefetch.
-    Staged32,
-    /// `matmul_coop_pipe.wgsl`, 128 x 128 tiles, 4 subgroups: the next slice fetched into
+    /// 128 x 128 tiles, 4 subgroups: the next slice fetched into
     /// registers while this one is multiplied; slices staged in the operands' orientation.
     Prefetch,
     /// As `Prefetch` on 128 x 256 tiles (M x N) with 8 subgroups: twice the reuse of each a
@@ -43,12 +38,11 @@ pub(crate) enum Variant {
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 5] = [Variant::Staged32, Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
+    pub(crate) const ALL: [Variant; 4] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
 
     /// Its name in `LIANDAN_COOP_VARIANT`.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Variant::Staged32 => "staged32",
             Variant::Prefetch => "prefetch",
             Variant::Wide => "wide",
             Variant::Direct => "direct",
@@ -103,7 +97,7 @@ impl Variant {
         32 * sm * sn
     }
 
-    /// vec4s of f16 the staged slices of a and b take in `matmul_coop_pipe.wgsl` (32 deep, rows
+    /// vec4s of f16 the staged slices of a and b take in `matmul_coop.wgsl` (32 deep, rows
     /// padded by 8 f16: as K-long rows for a K-major operand, else as M- or N-long rows).
     fn staged_vecs(self, a: Load, b: Load) -> (u32, u32) {
         let (bm, bn) = self.tile();
@@ -117,9 +111,6 @@ impl Variant {
     /// Bytes of workgroup memory its kernels declare, the most over the loaders.
     pub(crate) fn workgroup_bytes(self) -> u32 {
         let scratch = self.invocations() / 32 * 256 * 4;
-        if self == Variant::Staged32 {
-            return (128 * 40 + 32 * 136) * 2 + scratch;
-        }
         let loads = [Load::K, Load::Outer, Load::Strided];
         let most = loads.iter().flat_map(|&a| loads.map(|b| self.staged_vecs(a, b))).map(|(x, y)| x + y).max().unwrap_or(0);
         most * 8 + scratch
@@ -171,9 +162,6 @@ impl KernelKey for Key {
         let out = if self.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
         let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16).uint("A_LOAD", load(self.a)).uint("B_LOAD", load(self.b));
         let w = w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl"));
-        if self.variant == Variant::Staged32 {
-            return w.part(MATMUL_COOP).build();
-        }
         // The f16 values as stored, without the f32 round trip of matmul's fetch_* helpers.
         let raw_a = if self.a == Load::Strided { include_str!("shaders/matmul_coop/raw_a.wgsl") } else { include_str!("shaders/matmul_coop/raw_a4.wgsl") };
         let raw_b = if self.b == Load::Strided { include_str!("shaders/matmul_coop/raw_b.wgsl") } else { include_str!("shaders/matmul_coop/raw_b4.wgsl") };
@@ -187,7 +175,7 @@ impl KernelKey for Key {
             .flag("DIRECT", self.variant == Variant::Direct)
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
-        w.part(raw_a).part(raw_b).part(store).part(MATMUL_COOP_PIPE).build()
+        w.part(raw_a).part(raw_b).part(store).part(MATMUL_COOP).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

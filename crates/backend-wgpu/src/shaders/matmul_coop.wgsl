@@ -1,45 +1,64 @@
 // Batched matrix product y[b] = a[b] x b[b] of f16 operands on cooperative matrices (tensor
 // cores): f16 x f16 products summed in f32, rounded to f16 on store, or kept in f32 as partial
-// sums over a split of K. Bindings, params and grid are matmul.wgsl's; tiles are 128 x 128.
+// sums over a split of K; the variants `prefetch`, `wide`, `direct` and `narrow` of
+// `LIANDAN_COOP_VARIANT`. Bindings, params and grid are matmul.wgsl's.
 //
-// A workgroup of 128 invocations is four subgroups of 32 (the Rust side picks this kernel only
-// where the adapter's subgroups are exactly 32 wide, so subgroup s is invocations 32s..32s+31);
-// subgroup s computes the 64 x 64 quarter (s / 2, s % 2) of the tile as 4 x 4 cooperative
-// 16 x 16 sums. Each step stages a BK-deep slice of a and b in workgroup memory as f16, zeros
-// past the edges of the operands (so any M, N and K work), then every subgroup multiplies its
-// part of the slice. The sums leave through a 16 x 16 scratch per subgroup, from which its
-// invocations write the elements that lie inside y.
+// A workgroup is SGM x SGN subgroups of exactly 32 invocations (the Rust side picks these
+// kernels only where subgroups are 32 wide, so subgroup s is invocations 32s..32s+31); subgroup
+// s computes the 16 FM x 64 block (s / SGN, s % SGN) of the BM x BN tile as FM x 4 cooperative
+// 16 x 16 sums (FM = 4, or 2 for half the registers: rows 32..63 of the block are skipped by
+// tests of the constant FM, which the compiler folds away). What differs from the first kernel
+// (run 8: stage a slice, then multiply it; 4.6% of cuBLAS's rate, docs/PERFORMANCE.md):
+// - Each 32-deep slice of a and b is fetched from global memory into registers while the
+//   tensor cores work on the previous one in workgroup memory, so a slice costs one barrier
+//   pair and its memory latency hides behind the products.
+// - Slices are staged in the operand's own orientation (a K-major operand as rows along K, an
+//   M- or N-major one as rows along M or N), so every vec4 loader stores whole vec4s, and the
+//   cooperative load reads the staged slice row- or column-major to match. Rows are padded by
+//   8 f16 so that the 8 rows a tensor-core load reads at once fall on different banks.
+// - DIRECT: where every tile lies inside y, both operands are read in vec4s and K is a
+//   multiple of 16, the tiles load their 16 x 16 blocks straight from the storage buffers (no
+//   workgroup memory, no barriers), the next step's blocks while this step's multiply; other
+//   shapes take the staged path.
+// - Partial sums (f32) are stored straight from the cooperative matrices where every tile lies
+//   inside y.
 //
-// Cooperative ops must be reached by the whole subgroup at once: nothing before one branches on
-// the invocation, every loop bound is the workgroup's. Every index and stride handed to a
-// cooperative load or store is a `let` of its own.
+// Cooperative ops must be reached by the whole subgroup at once: every branch before one is on
+// a constant or on params (see whole_tiles), every loop bound the workgroup's. Every index and
+// stride handed to a cooperative load or store is a `let` of its own.
 //
-// Chosen per kernel: the bindings and fetch_a / fetch_a4 / fetch_b / fetch_b4 / store_y (parts
-// from matmul/ before this file); A_LOAD and B_LOAD, how the slices are read: LOAD_K, vec4s
-// along K; LOAD_OUTER, vec4s along M (of a) / N (of b); LOAD_STRIDED, scalars through any
-// strides, walking the dim params[12] / params[13] names.
+// Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and
+// B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
+// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
 const LOAD_STRIDED: u32 = 2u;
 
-const BM: u32 = 128u;
-const BN: u32 = 128u;
+const WG: u32 = 32u * SGM * SGN;
+const BM: u32 = 16u * FM * SGM;
+const BN: u32 = 64u * SGN;
 const BK: u32 = 32u;
-const WG: u32 = 128u;
-// Row strides of the staged slices, in vec4s of f16: a as row-major BM x BK, b as row-major
-// BK x BN, each row padded by 8 f16 so that the rows a cooperative load reads at once fall on
-// different banks (rows stay 16-byte aligned).
-const AS: u32 = (BK + 8u) / 4u;
-const BS: u32 = (BN + 8u) / 4u;
+// Row strides of the staged slices in vec4s of f16: rows along K (a as M x K, b as N x K),
+// rows along M (a as K x M) and rows along N (b as K x N); 16-byte aligned, as the loads want.
+const KROW: u32 = (BK + 8u) / 4u;
+const MROW: u32 = (BM + 8u) / 4u;
+const NROW: u32 = (BN + 8u) / 4u;
+// vec4s of a's and b's slices each invocation fetches (4 or 8: the fetches are written out).
+const PA: u32 = BM * BK / 4u / WG;
+const PB: u32 = BN * BK / 4u / WG;
 
-var<workgroup> as_: array<vec4<f16>, BM * AS>;
-var<workgroup> bs_: array<vec4<f16>, BK * BS>;
+var<workgroup> as_: array<vec4<f16>, A_VECS>;
+var<workgroup> bs_: array<vec4<f16>, B_VECS>;
 // One 16 x 16 f32 scratch per subgroup for the sums on their way out.
-var<workgroup> cs_: array<f32, 1024>;
+var<workgroup> cs_: array<f32, 256u * SGM * SGN>;
 
 // The end of the K range of the tile being computed; loads past it read zeros.
 var<private> kend: u32;
+// The next slice, fetched ahead. Every index into them is a constant (a dynamic one would put
+// them in memory).
+var<private> ra: array<vec4<f16>, 8>;
+var<private> rb: array<vec4<f16>, 8>;
 
 fn dims_() -> vec4<u32> {
     return vec4<u32>(params[0], params[1], params[2], params[3]);
@@ -49,85 +68,188 @@ fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
     return ybase + m * params[3] + n;
 }
 
-// Element (mm, kk) of a's slice, (kk, nn) of b's.
-fn put_a(mm: u32, kk: u32, x: f16) {
-    let at = mm * AS * 4u + kk;
-    as_[at / 4u][at % 4u] = x;
-}
-
-fn put_b(kk: u32, nn: u32, x: f16) {
-    let at = kk * BS * 4u + nn;
-    bs_[at / 4u][at % 4u] = x;
-}
-
-// a[m0.., k0..] into as_, neighbouring invocations reading neighbouring elements.
-fn stage_a(lid: u32, base: u32, m0: u32, k0: u32) {
+// vec4 i of this invocation's share of a's slice at k0 (zeros outside a): along K for LOAD_K,
+// along M for LOAD_OUTER; a_put stores it where the staged orientation keeps it.
+fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<f16> {
+    let v = lid + WG * i;
     if (A_LOAD == LOAD_K) {
-        for (var i = 0u; i < BM * BK / 4u / WG; i++) {
-            let v = lid + WG * i;
-            let mm = v / (BK / 4u);
-            let kk = (v % (BK / 4u)) * 4u;
-            var x = vec4<C_x>();
-            if (m0 + mm < params[1] && k0 + kk < kend) { x = fetch_a4(base + (m0 + mm) * params[5] + k0 + kk); }
-            as_[mm * AS + kk / 4u] = vec4<f16>(x);
-        }
-    } else if (A_LOAD == LOAD_OUTER) {
-        for (var i = 0u; i < BM * BK / 4u / WG; i++) {
-            let v = lid + WG * i;
-            let mm = (v % (BM / 4u)) * 4u;
-            let kk = v / (BM / 4u);
-            var x = vec4<C_x>();
-            if (m0 + mm < params[1] && k0 + kk < kend) { x = fetch_a4(base + (k0 + kk) * params[6] + m0 + mm); }
-            put_a(mm, kk, f16(x.x));
-            put_a(mm + 1u, kk, f16(x.y));
-            put_a(mm + 2u, kk, f16(x.z));
-            put_a(mm + 3u, kk, f16(x.w));
-        }
+        let m = m0 + v / (BK / 4u);
+        let k = k0 + (v % (BK / 4u)) * 4u;
+        if (m < params[1] && k < kend) { return raw_a4(base + m * params[5] + k); }
     } else {
-        for (var i = 0u; i < BM * BK / WG; i++) {
-            let e = lid + WG * i;
-            var at = vec2<u32>(e / BK, e % BK);
-            if (params[12] != 0u) { at = vec2<u32>(e % BM, e / BM); }
-            var x = C_x(0);
-            if (m0 + at.x < params[1] && k0 + at.y < kend) { x = fetch_a(base + (m0 + at.x) * params[5] + (k0 + at.y) * params[6]); }
-            put_a(at.x, at.y, f16(x));
+        let m = m0 + (v % (BM / 4u)) * 4u;
+        let k = k0 + v / (BM / 4u);
+        if (m < params[1] && k < kend) { return raw_a4(base + k * params[6] + m); }
+    }
+    return vec4<f16>();
+}
+
+fn a_put(i: u32, lid: u32, x: vec4<f16>) {
+    let v = lid + WG * i;
+    if (A_LOAD == LOAD_K) {
+        as_[(v / (BK / 4u)) * KROW + v % (BK / 4u)] = x;
+    } else {
+        as_[(v / (BM / 4u)) * MROW + v % (BM / 4u)] = x;
+    }
+}
+
+// a's slice at k0 through any strides, staged as M x K (no prefetch: scalars would take too
+// many registers), neighbouring invocations reading neighbouring elements.
+fn a_stage_strided(lid: u32, base: u32, m0: u32, k0: u32) {
+    for (var i = 0u; i < BM * BK / WG; i++) {
+        let e = lid + WG * i;
+        var at = vec2<u32>(e / BK, e % BK);
+        if (params[12] != 0u) { at = vec2<u32>(e % BM, e / BM); }
+        var x = f16(0.0);
+        if (m0 + at.x < params[1] && k0 + at.y < kend) { x = raw_a(base + (m0 + at.x) * params[5] + (k0 + at.y) * params[6]); }
+        as_[at.x * KROW + at.y / 4u][at.y % 4u] = x;
+    }
+}
+
+// As a_fetch for b: along K for LOAD_K (b stored N x K), along N for LOAD_OUTER.
+fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<f16> {
+    let v = lid + WG * i;
+    if (B_LOAD == LOAD_K) {
+        let n = n0 + v / (BK / 4u);
+        let k = k0 + (v % (BK / 4u)) * 4u;
+        if (n < params[3] && k < kend) { return raw_b4(base + n * params[10] + k); }
+    } else {
+        let n = n0 + (v % (BN / 4u)) * 4u;
+        let k = k0 + v / (BN / 4u);
+        if (n < params[3] && k < kend) { return raw_b4(base + k * params[9] + n); }
+    }
+    return vec4<f16>();
+}
+
+fn b_put(i: u32, lid: u32, x: vec4<f16>) {
+    let v = lid + WG * i;
+    if (B_LOAD == LOAD_K) {
+        bs_[(v / (BK / 4u)) * KROW + v % (BK / 4u)] = x;
+    } else {
+        bs_[(v / (BN / 4u)) * NROW + v % (BN / 4u)] = x;
+    }
+}
+
+// b's slice at k0 through any strides, staged as K x N.
+fn b_stage_strided(lid: u32, base: u32, n0: u32, k0: u32) {
+    for (var i = 0u; i < BN * BK / WG; i++) {
+        let e = lid + WG * i;
+        var at = vec2<u32>(e / BK, e % BK);
+        if (params[13] != 0u) { at = vec2<u32>(e % BN, e / BN); }
+        var x = f16(0.0);
+        if (n0 + at.x < params[3] && k0 + at.y < kend) { x = raw_b(base + (k0 + at.y) * params[9] + (n0 + at.x) * params[10]); }
+        bs_[at.y * NROW + at.x / 4u][at.x % 4u] = x;
+    }
+}
+
+// The slices at k0 of the vec4-read operands into registers.
+fn fetch(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
+    if (A_LOAD != LOAD_STRIDED) {
+        ra[0] = a_fetch(0u, lid, abase, m0, k0);
+        ra[1] = a_fetch(1u, lid, abase, m0, k0);
+        ra[2] = a_fetch(2u, lid, abase, m0, k0);
+        ra[3] = a_fetch(3u, lid, abase, m0, k0);
+        if (PA == 8u) {
+            ra[4] = a_fetch(4u, lid, abase, m0, k0);
+            ra[5] = a_fetch(5u, lid, abase, m0, k0);
+            ra[6] = a_fetch(6u, lid, abase, m0, k0);
+            ra[7] = a_fetch(7u, lid, abase, m0, k0);
+        }
+    }
+    if (B_LOAD != LOAD_STRIDED) {
+        rb[0] = b_fetch(0u, lid, bbase, n0, k0);
+        rb[1] = b_fetch(1u, lid, bbase, n0, k0);
+        rb[2] = b_fetch(2u, lid, bbase, n0, k0);
+        rb[3] = b_fetch(3u, lid, bbase, n0, k0);
+        if (PB == 8u) {
+            rb[4] = b_fetch(4u, lid, bbase, n0, k0);
+            rb[5] = b_fetch(5u, lid, bbase, n0, k0);
+            rb[6] = b_fetch(6u, lid, bbase, n0, k0);
+            rb[7] = b_fetch(7u, lid, bbase, n0, k0);
         }
     }
 }
 
-// b[k0.., n0..] into bs_.
-fn stage_b(lid: u32, base: u32, n0: u32, k0: u32) {
-    if (B_LOAD == LOAD_K) {
-        for (var i = 0u; i < BN * BK / 4u / WG; i++) {
-            let v = lid + WG * i;
-            let nn = v / (BK / 4u);
-            let kk = (v % (BK / 4u)) * 4u;
-            var x = vec4<C_x>();
-            if (n0 + nn < params[3] && k0 + kk < kend) { x = fetch_b4(base + (n0 + nn) * params[10] + k0 + kk); }
-            put_b(kk, nn, f16(x.x));
-            put_b(kk + 1u, nn, f16(x.y));
-            put_b(kk + 2u, nn, f16(x.z));
-            put_b(kk + 3u, nn, f16(x.w));
-        }
-    } else if (B_LOAD == LOAD_OUTER) {
-        for (var i = 0u; i < BN * BK / 4u / WG; i++) {
-            let v = lid + WG * i;
-            let nn = (v % (BN / 4u)) * 4u;
-            let kk = v / (BN / 4u);
-            var x = vec4<C_x>();
-            if (n0 + nn < params[3] && k0 + kk < kend) { x = fetch_b4(base + (k0 + kk) * params[9] + n0 + nn); }
-            bs_[kk * BS + nn / 4u] = vec4<f16>(x);
-        }
+// The slices at k0 into workgroup memory: the fetched registers, or the strided operands read now.
+fn put(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
+    if (A_LOAD == LOAD_STRIDED) {
+        a_stage_strided(lid, abase, m0, k0);
     } else {
-        for (var i = 0u; i < BN * BK / WG; i++) {
-            let e = lid + WG * i;
-            var at = vec2<u32>(e / BK, e % BK);
-            if (params[13] != 0u) { at = vec2<u32>(e % BN, e / BN); }
-            var x = C_x(0);
-            if (n0 + at.x < params[3] && k0 + at.y < kend) { x = fetch_b(base + (k0 + at.y) * params[9] + (n0 + at.x) * params[10]); }
-            put_b(at.y, at.x, f16(x));
+        a_put(0u, lid, ra[0]);
+        a_put(1u, lid, ra[1]);
+        a_put(2u, lid, ra[2]);
+        a_put(3u, lid, ra[3]);
+        if (PA == 8u) {
+            a_put(4u, lid, ra[4]);
+            a_put(5u, lid, ra[5]);
+            a_put(6u, lid, ra[6]);
+            a_put(7u, lid, ra[7]);
         }
     }
+    if (B_LOAD == LOAD_STRIDED) {
+        b_stage_strided(lid, bbase, n0, k0);
+    } else {
+        b_put(0u, lid, rb[0]);
+        b_put(1u, lid, rb[1]);
+        b_put(2u, lid, rb[2]);
+        b_put(3u, lid, rb[3]);
+        if (PB == 8u) {
+            b_put(4u, lid, rb[4]);
+            b_put(5u, lid, rb[5]);
+            b_put(6u, lid, rb[6]);
+            b_put(7u, lid, rb[7]);
+        }
+    }
+}
+
+// The 16 x 16 block at rows mi.., depth kk.. of a's staged slice.
+fn frag_a(mi: u32, kk: u32) -> coop_mat16x16<f16, A> {
+    if (A_LOAD == LOAD_OUTER) {
+        let at = kk * MROW + mi / 4u;
+        let s = MROW;
+        return coopLoad<coop_mat16x16<f16, A>>(&as_[at], s);
+    }
+    let at = mi * KROW + kk / 4u;
+    let s = KROW;
+    return coopLoadT<coop_mat16x16<f16, A>>(&as_[at], s);
+}
+
+// The 16 x 16 block at depth kk.., columns nj.. of b's staged slice.
+fn frag_b(nj: u32, kk: u32) -> coop_mat16x16<f16, B> {
+    if (B_LOAD == LOAD_K) {
+        let at = nj * KROW + kk / 4u;
+        let s = KROW;
+        return coopLoad<coop_mat16x16<f16, B>>(&bs_[at], s);
+    }
+    let at = kk * NROW + nj / 4u;
+    let s = NROW;
+    return coopLoadT<coop_mat16x16<f16, B>>(&bs_[at], s);
+}
+
+// The 16 x 16 block at rows m.., depth k.. of a, straight from its buffer. Only for a read in
+// vec4s (then `a` is an array of vec4s, and the offset and stride are multiples of 4) and a
+// block inside a.
+fn glob_a(base: u32, m: u32, k: u32) -> coop_mat16x16<f16, A> {
+    if (A_LOAD == LOAD_OUTER) {
+        let at = (base + k * params[6] + m) / 4u;
+        let s = params[6] / 4u;
+        return coopLoad<coop_mat16x16<f16, A>>(&a[at], s);
+    }
+    let at = (base + m * params[5] + k) / 4u;
+    let s = params[5] / 4u;
+    return coopLoadT<coop_mat16x16<f16, A>>(&a[at], s);
+}
+
+// The 16 x 16 block at depth k.., columns n.. of b, straight from its buffer (as glob_a).
+fn glob_b(base: u32, n: u32, k: u32) -> coop_mat16x16<f16, B> {
+    if (B_LOAD == LOAD_K) {
+        let at = (base + n * params[10] + k) / 4u;
+        let s = params[10] / 4u;
+        return coopLoad<coop_mat16x16<f16, B>>(&b[at], s);
+    }
+    let at = (base + k * params[9] + n) / 4u;
+    let s = params[9] / 4u;
+    return coopLoadT<coop_mat16x16<f16, B>>(&b[at], s);
 }
 
 // The 16 x 16 sum the subgroup has just stored in its scratch into rows m.., columns n.. of y
@@ -145,16 +267,27 @@ fn write_out(ybase: u32, m: u32, n: u32, lid: u32) {
     workgroupBarrier();
 }
 
+// Whether every tile lies inside y. Branches around cooperative ops test only params and
+// constants, with `&` rather than `&&`: naga counts function arguments and local variables
+// (what a short-circuit becomes) as non-uniform, so it rejects a test of the tile's position.
+fn whole_tiles() -> bool {
+    return (params[1] % BM == 0u) & (params[3] % BN == 0u);
+}
+
+// Whether the tiles load straight from the buffers: DIRECT, both operands read in vec4s, whole
+// tiles, and K a multiple of 16 (then so is every split's range, whose starts are).
+fn direct() -> bool {
+    return DIRECT & (A_LOAD != LOAD_STRIDED) & (B_LOAD != LOAD_STRIDED) & whole_tiles() & (params[2] % 16u == 0u) & (params[2] > 0u);
+}
+
 // One BM x BN tile of y at (m0, n0): the product over k in [k0, k1) of the operands whose
 // elements start at abase and bbase, stored through out_at(ybase, ..).
 fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
     kend = k1;
     let sg = lid / 32u;
-    // The subgroup's quarter: rows wm.., columns wn.. of the tile.
-    let wm = (sg / 2u) * 64u;
-    let wn = (sg % 2u) * 64u;
-    let sa = AS;
-    let sb = BS;
+    // The subgroup's block: rows wm.., columns wn.. of the tile.
+    let wm = (sg / SGN) * 16u * FM;
+    let wn = (sg % SGN) * 64u;
     var c00 = coop_mat16x16<f32, C>();
     var c01 = coop_mat16x16<f32, C>();
     var c02 = coop_mat16x16<f32, C>();
@@ -171,29 +304,37 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     var c31 = coop_mat16x16<f32, C>();
     var c32 = coop_mat16x16<f32, C>();
     var c33 = coop_mat16x16<f32, C>();
-    for (var k = k0; k < k1; k += BK) {
-        // The previous slice's loads are done before it is overwritten.
-        workgroupBarrier();
-        stage_a(lid, abase, m0, k);
-        stage_b(lid, bbase, n0, k);
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk += 16u) {
-            let ia0 = wm * AS + kk / 4u;
-            let ia1 = (wm + 16u) * AS + kk / 4u;
-            let ia2 = (wm + 32u) * AS + kk / 4u;
-            let ia3 = (wm + 48u) * AS + kk / 4u;
-            let ib0 = kk * BS + wn / 4u;
-            let ib1 = kk * BS + (wn + 16u) / 4u;
-            let ib2 = kk * BS + (wn + 32u) / 4u;
-            let ib3 = kk * BS + (wn + 48u) / 4u;
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&as_[ia0], sa);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&as_[ia1], sa);
-            let a2 = coopLoadT<coop_mat16x16<f16, A>>(&as_[ia2], sa);
-            let a3 = coopLoadT<coop_mat16x16<f16, A>>(&as_[ia3], sa);
-            let b0 = coopLoadT<coop_mat16x16<f16, B>>(&bs_[ib0], sb);
-            let b1 = coopLoadT<coop_mat16x16<f16, B>>(&bs_[ib1], sb);
-            let b2 = coopLoadT<coop_mat16x16<f16, B>>(&bs_[ib2], sb);
-            let b3 = coopLoadT<coop_mat16x16<f16, B>>(&bs_[ib3], sb);
+    if (direct()) {
+        let am = m0 + wm;
+        let bn = n0 + wn;
+        var a0 = glob_a(abase, am, k0);
+        var a1 = glob_a(abase, am + 16u, k0);
+        // Rows 32..63 of the subgroup's block only where it has them (FM = 4).
+        var a2 = coop_mat16x16<f16, A>();
+        var a3 = coop_mat16x16<f16, A>();
+        if (FM == 4u) {
+            a2 = glob_a(abase, am + 32u, k0);
+            a3 = glob_a(abase, am + 48u, k0);
+        }
+        var b0 = glob_b(bbase, bn, k0);
+        var b1 = glob_b(bbase, bn + 16u, k0);
+        var b2 = glob_b(bbase, bn + 32u, k0);
+        var b3 = glob_b(bbase, bn + 48u, k0);
+        for (var k = k0; k < k1; k += 16u) {
+            // The last step loads its own blocks again rather than branch.
+            let kn = min(k + 16u, k1 - 16u);
+            let na0 = glob_a(abase, am, kn);
+            let na1 = glob_a(abase, am + 16u, kn);
+            var na2 = coop_mat16x16<f16, A>();
+            var na3 = coop_mat16x16<f16, A>();
+            if (FM == 4u) {
+                na2 = glob_a(abase, am + 32u, kn);
+                na3 = glob_a(abase, am + 48u, kn);
+            }
+            let nb0 = glob_b(bbase, bn, kn);
+            let nb1 = glob_b(bbase, bn + 16u, kn);
+            let nb2 = glob_b(bbase, bn + 32u, kn);
+            let nb3 = glob_b(bbase, bn + 48u, kn);
             c00 = coopMultiplyAdd(a0, b0, c00);
             c01 = coopMultiplyAdd(a0, b1, c01);
             c02 = coopMultiplyAdd(a0, b2, c02);
@@ -202,18 +343,92 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             c11 = coopMultiplyAdd(a1, b1, c11);
             c12 = coopMultiplyAdd(a1, b2, c12);
             c13 = coopMultiplyAdd(a1, b3, c13);
-            c20 = coopMultiplyAdd(a2, b0, c20);
-            c21 = coopMultiplyAdd(a2, b1, c21);
-            c22 = coopMultiplyAdd(a2, b2, c22);
-            c23 = coopMultiplyAdd(a2, b3, c23);
-            c30 = coopMultiplyAdd(a3, b0, c30);
-            c31 = coopMultiplyAdd(a3, b1, c31);
-            c32 = coopMultiplyAdd(a3, b2, c32);
-            c33 = coopMultiplyAdd(a3, b3, c33);
+            if (FM == 4u) {
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                c21 = coopMultiplyAdd(a2, b1, c21);
+                c22 = coopMultiplyAdd(a2, b2, c22);
+                c23 = coopMultiplyAdd(a2, b3, c23);
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                c31 = coopMultiplyAdd(a3, b1, c31);
+                c32 = coopMultiplyAdd(a3, b2, c32);
+                c33 = coopMultiplyAdd(a3, b3, c33);
+            }
+            a0 = na0;
+            a1 = na1;
+            a2 = na2;
+            a3 = na3;
+            b0 = nb0;
+            b1 = nb1;
+            b2 = nb2;
+            b3 = nb3;
+        }
+    } else {
+        fetch(lid, abase, bbase, m0, n0, k0);
+        // 16 deep per step; every other step stages the next slice.
+        for (var k = k0; k < k1; k += 16u) {
+            let kk = (k - k0) % BK;
+            if (kk == 0u) {
+                // The previous slice's loads are done before it is overwritten.
+                workgroupBarrier();
+                put(lid, abase, bbase, m0, n0, k);
+                workgroupBarrier();
+                if (k + BK < k1) { fetch(lid, abase, bbase, m0, n0, k + BK); }
+            }
+            let a0 = frag_a(wm, kk);
+            let a1 = frag_a(wm + 16u, kk);
+            var a2 = coop_mat16x16<f16, A>();
+            var a3 = coop_mat16x16<f16, A>();
+            if (FM == 4u) {
+                a2 = frag_a(wm + 32u, kk);
+                a3 = frag_a(wm + 48u, kk);
+            }
+            let b0 = frag_b(wn, kk);
+            let b1 = frag_b(wn + 16u, kk);
+            let b2 = frag_b(wn + 32u, kk);
+            let b3 = frag_b(wn + 48u, kk);
+            c00 = coopMultiplyAdd(a0, b0, c00);
+            c01 = coopMultiplyAdd(a0, b1, c01);
+            c02 = coopMultiplyAdd(a0, b2, c02);
+            c03 = coopMultiplyAdd(a0, b3, c03);
+            c10 = coopMultiplyAdd(a1, b0, c10);
+            c11 = coopMultiplyAdd(a1, b1, c11);
+            c12 = coopMultiplyAdd(a1, b2, c12);
+            c13 = coopMultiplyAdd(a1, b3, c13);
+            if (FM == 4u) {
+                c20 = coopMultiplyAdd(a2, b0, c20);
+                c21 = coopMultiplyAdd(a2, b1, c21);
+                c22 = coopMultiplyAdd(a2, b2, c22);
+                c23 = coopMultiplyAdd(a2, b3, c23);
+                c30 = coopMultiplyAdd(a3, b0, c30);
+                c31 = coopMultiplyAdd(a3, b1, c31);
+                c32 = coopMultiplyAdd(a3, b2, c32);
+                c33 = coopMultiplyAdd(a3, b3, c33);
+            }
         }
     }
     let m = m0 + wm;
     let n = n0 + wn;
+    if (STORE_DIRECT & whole_tiles()) {
+        store_frag(c00, out_at(ybase, m, n));
+        store_frag(c01, out_at(ybase, m, n + 16u));
+        store_frag(c02, out_at(ybase, m, n + 32u));
+        store_frag(c03, out_at(ybase, m, n + 48u));
+        store_frag(c10, out_at(ybase, m + 16u, n));
+        store_frag(c11, out_at(ybase, m + 16u, n + 16u));
+        store_frag(c12, out_at(ybase, m + 16u, n + 32u));
+        store_frag(c13, out_at(ybase, m + 16u, n + 48u));
+        if (FM == 4u) {
+            store_frag(c20, out_at(ybase, m + 32u, n));
+            store_frag(c21, out_at(ybase, m + 32u, n + 16u));
+            store_frag(c22, out_at(ybase, m + 32u, n + 32u));
+            store_frag(c23, out_at(ybase, m + 32u, n + 48u));
+            store_frag(c30, out_at(ybase, m + 48u, n));
+            store_frag(c31, out_at(ybase, m + 48u, n + 16u));
+            store_frag(c32, out_at(ybase, m + 48u, n + 32u));
+            store_frag(c33, out_at(ybase, m + 48u, n + 48u));
+        }
+        return;
+    }
     // The subgroup's scratch, and its row stride.
     let cat = sg * 256u;
     let s16 = 16u;
@@ -233,25 +448,27 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     write_out(ybase, m + 16u, n + 32u, lid);
     coopStoreT(c13, &cs_[cat], s16);
     write_out(ybase, m + 16u, n + 48u, lid);
-    coopStoreT(c20, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n, lid);
-    coopStoreT(c21, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 16u, lid);
-    coopStoreT(c22, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 32u, lid);
-    coopStoreT(c23, &cs_[cat], s16);
-    write_out(ybase, m + 32u, n + 48u, lid);
-    coopStoreT(c30, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n, lid);
-    coopStoreT(c31, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 16u, lid);
-    coopStoreT(c32, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 32u, lid);
-    coopStoreT(c33, &cs_[cat], s16);
-    write_out(ybase, m + 48u, n + 48u, lid);
+    if (FM == 4u) {
+        coopStoreT(c20, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n, lid);
+        coopStoreT(c21, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 16u, lid);
+        coopStoreT(c22, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 32u, lid);
+        coopStoreT(c23, &cs_[cat], s16);
+        write_out(ybase, m + 32u, n + 48u, lid);
+        coopStoreT(c30, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n, lid);
+        coopStoreT(c31, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 16u, lid);
+        coopStoreT(c32, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 32u, lid);
+        coopStoreT(c33, &cs_[cat], s16);
+        write_out(ybase, m + 48u, n + 48u, lid);
+    }
 }
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     // As matmul.wgsl: tiles beyond the grid's 65,535 per dimension are taken in turn.
     let d = dims_();
