@@ -154,3 +154,17 @@ if [ "$PART" = 7 ]; then
   echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu > "$OUT/profile-lstm.txt" 2>&1; head -14 "$OUT/profile-lstm.txt"
   echo "## liandan train"; SECONDS=0; timeout 60 ./.bin/liandan train --out "$OUT/run-f32" 2>&1 | tail -3; echo "wall ${SECONDS} s"
 fi
+if [ "$PART" = 8 ]; then
+  # A last check of a final build: its GPU tests, the GPU table and the host CPU's table, both
+  # beside PyTorch.
+  for t in conformance matmul_coop; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 --nocapture 2>&1 | grep -E "cooperative|^test result|FAILED|panicked|failed" | head -12
+  done
+  echo "## bench --torch, GPU"
+  timeout 200 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+    --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench.md" | head -40
+  echo "## bench --torch, CPU"
+  timeout 280 ./.bin/xtask bench --torch --device cpu --warmup 2 --steps 5 --sync-every 5 --groups 1 --epoch-samples 6400 \
+    --out "$OUT/bench-cpu" > "$OUT/bench-cpu.md" 2> "$OUT/bench-cpu.log"; echo "rc $?"; grep -E "^\| (cpu|[a-z0-9_]+ \| cpu)" "$OUT/bench-cpu.md" | head -40
+fi
