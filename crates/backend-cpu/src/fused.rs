@@ -82,8 +82,8 @@ fn sigmoid<A: Float>(x: A) -> A {
 }
 
 /// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
-/// parallel when the work is large.
-fn rows<T: Send>(a: &mut [T], wa: usize, b: &mut [T], wb: usize, f: impl Fn(usize, &mut [T], &mut [T]) + Sync) {
+/// parallel when the work is large. (A "row" may be a block of several: `f` gets its index.)
+pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: usize, f: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
     if parallel(a.len() + b.len()) {
         a.par_chunks_mut(wa).zip(b.par_chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
     } else {

@@ -5,12 +5,11 @@
 
 use liandan_tensor::{FusedOp, Result, Strided};
 use num_traits::{Float, One, Zero};
-use rayon::prelude::*;
 
-use crate::fused::{slices, sum_by, Elem};
+use crate::fused::{rows, slices, sum_by, Elem};
 use crate::scalar::Scalar;
 use crate::storage::CpuStorage;
-use crate::strided::{parallel, CHUNK};
+use crate::strided::CHUNK;
 
 fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
     T::wrap(v.into())
@@ -24,12 +23,8 @@ fn width<A: Float>(d: usize) -> A {
 /// Runs `f(first_row, rows_out, stats_out)` over pieces of whole rows of `out` (width `d`)
 /// and the matching entries of `stats`, in parallel pieces when large.
 fn row_pieces<T: Send, S: Send>(out: &mut [T], stats: &mut [S], d: usize, f: impl Fn(usize, &mut [T], &mut [S]) + Sync) {
-    let rows = (CHUNK / d).max(1);
-    if parallel(out.len()) {
-        out.par_chunks_mut(rows * d).zip(stats.par_chunks_mut(rows)).enumerate().for_each(|(p, (o, s))| f(p * rows, o, s));
-    } else {
-        out.chunks_mut(rows * d).zip(stats.chunks_mut(rows)).enumerate().for_each(|(p, (o, s))| f(p * rows, o, s));
-    }
+    let n = (CHUNK / d).max(1);
+    rows(out, n * d, stats, n, |p, o, s| f(p * n, o, s));
 }
 
 /// `FusedOp::LayerNorm`: x [, weight][, bias] to y, mean, rstd.
