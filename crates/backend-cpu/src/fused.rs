@@ -137,32 +137,46 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }
 
-/// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
-fn normal<A: Real>(x: A) -> (A, A) {
-    let half = A::from(0.5).expect("0.5 is a float");
-    let cdf = half * (A::one() + (x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")).erf_fused());
-    let pdf = (-half * x * x).exp_fused() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
-    (cdf, pdf)
+/// Elements per block in [`wide_blocks`]: small enough that the widened copies stay in L1.
+const BLOCK: usize = 512;
+
+/// Runs `f(wide_ins, wide_out)` over blocks of `ins` (slices as long as `out`) widened to
+/// `T::Acc`, then narrows the block into `out`; in parallel pieces when large. The widening is
+/// a copy for f32 and f64, cheap beside the `exp`/`erf` the callers run.
+fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T], f: impl Fn([&[T::Acc]; K], &mut [T::Acc]) + Sync) {
+    let piece = |start: usize, o: &mut [T]| {
+        let zero = <T::Acc as num_traits::Zero>::zero();
+        let mut wide = [[zero; BLOCK]; K];
+        let mut res = [zero; BLOCK];
+        for (b, o) in o.chunks_mut(BLOCK).enumerate() {
+            let at = start + b * BLOCK;
+            for (w, x) in wide.iter_mut().zip(ins) {
+                w.iter_mut().zip(&x[at..at + o.len()]).for_each(|(w, x)| *w = x.widen());
+            }
+            f(std::array::from_fn(|k| &wide[k][..o.len()]), &mut res[..o.len()]);
+            o.iter_mut().zip(&res).for_each(|(o, &r)| *o = T::narrow(r));
+        }
+    };
+    if parallel(out.len()) {
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, o)| piece(c * CHUNK, o));
+    } else {
+        piece(0, out);
+    }
 }
 
 /// `FusedOp::Gelu`: `x Phi(x)`.
 fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu", inputs)?;
-    let y: Vec<T> = v[0].iter().map(|&x| T::narrow(x.widen() * normal(x.widen()).0)).collect();
+    let mut y = vec![T::default(); v[0].len()];
+    wide_blocks([&v[0]], &mut y, |[x], y| T::Acc::gelu_slice(x, y));
     Ok(vec![T::wrap(y.into())])
 }
 
 /// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
 fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu_backward", inputs)?;
-    let dx: Vec<T> = v[0]
-        .iter()
-        .zip(v[1].iter())
-        .map(|(&x, &dy)| {
-            let (cdf, pdf) = normal(x.widen());
-            T::narrow(dy.widen() * (cdf + x.widen() * pdf))
-        })
-        .collect();
+    let mut dx = vec![T::default(); v[0].len()];
+    wide_blocks([&v[0], &v[1]], &mut dx, |[x, dy], dx| T::Acc::gelu_backward_slice(x, dy, dx));
     Ok(vec![T::wrap(dx.into())])
 }
 
@@ -223,7 +237,8 @@ fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     row_blocks(&[&v[0]], &mut y, width, |ins, out, e| {
         for (x, y) in ins[0].chunks_exact(width).zip(out.chunks_exact_mut(width)) {
             let max = x.iter().map(|a| a.widen()).fold(x[0].widen(), |m, a| if a > m || a.is_nan() { a } else { m });
-            e.iter_mut().zip(x).for_each(|(e, a)| *e = (a.widen() - max).exp_fused());
+            e.iter_mut().zip(x).for_each(|(e, a)| *e = a.widen());
+            T::Acc::exp_shifted_slice(e, max);
             let inv = sum_by(e, |&e| e).recip();
             y.iter_mut().zip(e.iter()).for_each(|(y, &e)| *y = T::narrow(e * inv));
         }

@@ -98,14 +98,30 @@ pub(crate) trait Real: Scalar + Float {
     fn erf(self) -> Self;
     /// Round half to even, as `torch.round`.
     fn round_even(self) -> Self;
-    /// `exp` for the fused kernels: vectorizable in f32 ([`crate::vmath`]), `exp` otherwise.
-    fn exp_fused(self) -> Self {
-        self.exp()
+    /// The fused GELU, `y = x Phi(x)`, over matching slices: vectorized in f32
+    /// ([`crate::vmath`]), element by element on `libm` otherwise.
+    fn gelu_slice(x: &[Self], y: &mut [Self]) {
+        y.iter_mut().zip(x).for_each(|(y, &x)| *y = x * normal(x).0);
     }
-    /// `erf` for the fused kernels: vectorizable in f32 ([`crate::vmath`]), `erf` otherwise.
-    fn erf_fused(self) -> Self {
-        Real::erf(self)
+    /// The fused GELU's gradient, `dx = dy (Phi(x) + x phi(x))`, over matching slices.
+    fn gelu_backward_slice(x: &[Self], dy: &[Self], dx: &mut [Self]) {
+        dx.iter_mut().zip(x.iter().zip(dy)).for_each(|(dx, (&x, &dy))| {
+            let (cdf, pdf) = normal(x);
+            *dx = dy * (cdf + x * pdf);
+        });
     }
+    /// `e = exp(e - shift)` in place (a softmax row's exponentials).
+    fn exp_shifted_slice(e: &mut [Self], shift: Self) {
+        e.iter_mut().for_each(|e| *e = (*e - shift).exp());
+    }
+}
+
+/// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
+fn normal<A: Real>(x: A) -> (A, A) {
+    let half = A::from(0.5).expect("0.5 is a float");
+    let cdf = half * (A::one() + Real::erf(x * A::from(std::f64::consts::FRAC_1_SQRT_2).expect("a float")));
+    let pdf = (-half * x * x).exp() * A::from(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2).expect("a float");
+    (cdf, pdf)
 }
 
 impl Real for f32 {
@@ -122,11 +138,14 @@ impl Real for f32 {
     fn round_even(self) -> f32 {
         self.round_ties_even()
     }
-    fn exp_fused(self) -> f32 {
-        crate::vmath::exp_f32(self)
+    fn gelu_slice(x: &[f32], y: &mut [f32]) {
+        crate::vmath::gelu_forward(x, y)
     }
-    fn erf_fused(self) -> f32 {
-        crate::vmath::erf_f32(self)
+    fn gelu_backward_slice(x: &[f32], dy: &[f32], dx: &mut [f32]) {
+        crate::vmath::gelu_backward(x, dy, dx)
+    }
+    fn exp_shifted_slice(e: &mut [f32], shift: f32) {
+        crate::vmath::exp_shifted(e, shift)
     }
 }
 
