@@ -165,14 +165,15 @@ fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Result<Vec<T>> {
     // The largest buffer of a convolution, so the one most worth refusing with an error.
     let mut out = alloc("im2col", g.planes * kk * l, pad)?;
     let work = out.len();
-    per_plane(&mut out, kk * l, work, |p, block| im2col_plane(&xs[p * g.hw()..(p + 1) * g.hw()], &g, block));
+    per_plane(&mut out, kk * l, work, |p, block| im2col_plane(&xs[p * g.hw()..(p + 1) * g.hw()], &g, block, l));
     Ok(out)
 }
 
 /// The `[kh * kw, L]` columns of one `[H, W]` plane into `block`, which holds the padding
 /// value already: the taps that fall in the padding are not written.
-fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T]) {
-    for (r, row) in block.chunks_mut(g.l()).enumerate() {
+fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T], ld: usize) {
+    for r in 0..g.taps() {
+        let row = &mut block[r * ld..][..g.l()];
         let (i, j) = (r / g.kw, r % g.kw);
         let (ys, xs, iw0) = g.im2col_spans(i, j);
         for y in ys {
@@ -189,29 +190,32 @@ fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T]) {
 }
 
 /// The `[planes * kh * kw, L]` columns of `g.planes` consecutive planes of `xs` into `out`
-/// (zero in the padding), on this thread: the convolution calls it once per image.
-pub(crate) fn im2col_into<T: Real>(xs: &[T], g: &Geo, out: &mut [T]) {
-    let (block, hw) = (g.taps() * g.l(), g.hw());
-    if (g.ph, g.pw) != (0, 0) {
-        out.fill(T::zero());
-    }
-    for (p, block) in out.chunks_mut(block).take(g.planes).enumerate() {
-        im2col_plane(&xs[p * hw..(p + 1) * hw], g, block);
+/// (zero in the padding), rows `ld` apart, on this thread: the convolution calls it once per
+/// image, several images side by side in one buffer when `ld` is a multiple of `L`.
+pub(crate) fn im2col_into<T: Real>(xs: &[T], g: &Geo, out: &mut [T], ld: usize) {
+    let (rows, hw) = (g.taps(), g.hw());
+    for p in 0..g.planes {
+        let block = &mut out[p * rows * ld..];
+        if (g.ph, g.pw) != (0, 0) {
+            (0..rows).for_each(|r| block[r * ld..][..g.l()].fill(T::zero()));
+        }
+        im2col_plane(&xs[p * hw..(p + 1) * hw], g, block, ld);
     }
 }
 
-/// Adds the `[planes * kh * kw, L]` columns `cols`, folded back, to `g.planes` planes of
-/// `dx` (the adjoint of [`im2col_into`]), on this thread.
-pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T]) {
-    let (block, hw) = (g.taps() * g.l(), g.hw());
+/// Adds the `[planes * kh * kw, L]` columns `cols` (rows `ld` apart), folded back, to
+/// `g.planes` planes of `dx` (the adjoint of [`im2col_into`]), on this thread.
+pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T], ld: usize) {
+    let (rows, hw) = (g.taps(), g.hw());
     for (p, plane) in dx.chunks_mut(hw).take(g.planes).enumerate() {
-        col2im_plane(&cols[p * block..(p + 1) * block], g, plane);
+        col2im_plane(&cols[p * rows * ld..], g, plane, ld);
     }
 }
 
-/// Adds one plane's `[kh * kw, L]` columns, folded back, to `acc` (`[H, W]`).
-fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc]) {
-    for (r, row) in block.chunks(g.l()).enumerate() {
+/// Adds one plane's `[kh * kw, L]` columns (rows `ld` apart), folded back, to `acc` (`[H, W]`).
+fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize) {
+    for r in 0..g.taps() {
+        let row = &block[r * ld..][..g.l()];
         let (i, j) = (r / g.kw, r % g.kw);
         let (ys, xs, iw0) = g.im2col_spans(i, j);
         for y in ys {
@@ -237,7 +241,7 @@ fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
     let mut out = vec![T::zero(); g.planes * g.hw()];
     per_plane(&mut out, g.hw(), xs.len(), |p, plane| {
         let mut acc = vec![T::Acc::zero(); g.hw()];
-        col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc);
+        col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc, l);
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
     });
     out
