@@ -77,8 +77,14 @@ pub(crate) fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> R
         .collect()
 }
 
-fn sigmoid<A: Float>(x: A) -> A {
-    A::one() / (A::one() + (-x).exp())
+/// `xs` widened (a copy for f32 and f64, cheap beside the row kernels it feeds).
+fn wide<T: Elem>(xs: &[T]) -> Vec<T::Acc> {
+    xs.iter().map(|x| x.widen()).collect()
+}
+
+/// `wide` rounded into `out`.
+fn narrow_into<T: Elem>(out: &mut [T], wide: &[T::Acc]) {
+    out.iter_mut().zip(wide).for_each(|(o, &w)| *o = T::narrow(w));
 }
 
 /// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
@@ -91,7 +97,8 @@ pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: us
     }
 }
 
-/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` to `[2, N, H]` (h', then c').
+/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` to `[2, N, H]` (h', then c'), row by row
+/// on the row kernels of [`Real`] (vectorized in f32).
 fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell", inputs)?;
     let (gates, c) = (&v[0], &v[1]);
@@ -99,12 +106,10 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let mut out = vec![T::default(); 2 * n * h];
     let (hs, cs) = out.split_at_mut(n * h);
     rows(hs, h, cs, h, |r, h_row, c_row| {
-        let a = |k: usize, j: usize| gates[r * 4 * h + k * h + j].widen();
-        for j in 0..h {
-            let c_new = sigmoid(a(1, j)) * c[r * h + j].widen() + sigmoid(a(0, j)) * a(2, j).tanh();
-            h_row[j] = T::narrow(sigmoid(a(3, j)) * c_new.tanh());
-            c_row[j] = T::narrow(c_new);
-        }
+        let (mut h_new, mut c_new) = (wide(h_row), wide(c_row));
+        T::Acc::lstm_cell_row(&wide(&gates[r * 4 * h..][..4 * h]), &wide(&c[r * h..][..h]), &mut h_new, &mut c_new);
+        narrow_into(h_row, &h_new);
+        narrow_into(c_row, &c_new);
     });
     Ok(vec![T::wrap(out.into())])
 }
@@ -118,21 +123,12 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let mut dgates = vec![T::default(); n * 4 * h];
     let mut dc = vec![T::default(); n * h];
     rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
-        let one = <T::Acc as num_traits::One>::one();
-        for j in 0..h {
-            let a = |k: usize| gates[r * 4 * h + k * h + j].widen();
-            let (i, f, g, o) = (sigmoid(a(0)), sigmoid(a(1)), a(2).tanh(), sigmoid(a(3)));
-            let at = r * h + j;
-            let tanh_c = out[n * h + at].widen().tanh();
-            let dh = dout[at].widen();
-            // c' reaches the loss directly and through h' = o * tanh(c').
-            let dc_total = dout[n * h + at].widen() + dh * o * (one - tanh_c * tanh_c);
-            dg_row[j] = T::narrow(dc_total * g * i * (one - i));
-            dg_row[h + j] = T::narrow(dc_total * c[at].widen() * f * (one - f));
-            dg_row[2 * h + j] = T::narrow(dc_total * i * (one - g * g));
-            dg_row[3 * h + j] = T::narrow(dh * tanh_c * o * (one - o));
-            dc_row[j] = T::narrow(dc_total * f);
-        }
+        let row = |xs: &[T], at: usize| wide(&xs[at + r * h..][..h]);
+        let (mut dg, mut dcw) = (wide(dg_row), wide(dc_row));
+        let gates = wide(&gates[r * 4 * h..][..4 * h]);
+        T::Acc::lstm_cell_backward_row(&gates, &row(c, 0), &row(out, n * h), &row(dout, 0), &row(dout, n * h), &mut dg, &mut dcw);
+        narrow_into(dg_row, &dg);
+        narrow_into(dc_row, &dcw);
     });
     Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }

@@ -114,6 +114,37 @@ pub(crate) trait Real: Scalar + Float {
     fn exp_shifted_slice(e: &mut [Self], shift: Self) {
         e.iter_mut().for_each(|e| *e = (*e - shift).exp());
     }
+    /// The fused LSTM cell on one row: gates `[4, H]` (i, f, g, o) and c `[H]` to h' and c'.
+    fn lstm_cell_row(gates: &[Self], c: &[Self], h_out: &mut [Self], c_out: &mut [Self]) {
+        let h = c.len();
+        for j in 0..h {
+            let a = |k: usize| gates[k * h + j];
+            let c_new = sigmoid(a(1)) * c[j] + sigmoid(a(0)) * a(2).tanh();
+            h_out[j] = sigmoid(a(3)) * c_new.tanh();
+            c_out[j] = c_new;
+        }
+    }
+    /// The fused LSTM cell's gradient on one row: gates `[4, H]`, c, c' and the gradients of
+    /// h' and c' to dgates `[4, H]` and dc.
+    fn lstm_cell_backward_row(gates: &[Self], c: &[Self], c_new: &[Self], dh: &[Self], dc_new: &[Self], dgates: &mut [Self], dc: &mut [Self]) {
+        let (h, one) = (c.len(), Self::one());
+        for j in 0..h {
+            let a = |k: usize| gates[k * h + j];
+            let (i, f, g, o) = (sigmoid(a(0)), sigmoid(a(1)), a(2).tanh(), sigmoid(a(3)));
+            let tanh_c = c_new[j].tanh();
+            // c' reaches the loss directly and through h' = o * tanh(c').
+            let dc_total = dc_new[j] + dh[j] * o * (one - tanh_c * tanh_c);
+            dgates[j] = dc_total * g * i * (one - i);
+            dgates[h + j] = dc_total * c[j] * f * (one - f);
+            dgates[2 * h + j] = dc_total * i * (one - g * g);
+            dgates[3 * h + j] = dh[j] * tanh_c * o * (one - o);
+            dc[j] = dc_total * f;
+        }
+    }
+}
+
+fn sigmoid<A: Float>(x: A) -> A {
+    A::one() / (A::one() + (-x).exp())
 }
 
 /// `Phi(x)`, the standard normal CDF, and `phi(x)`, its density.
@@ -146,6 +177,12 @@ impl Real for f32 {
     }
     fn exp_shifted_slice(e: &mut [f32], shift: f32) {
         crate::vmath::exp_shifted(e, shift)
+    }
+    fn lstm_cell_row(gates: &[f32], c: &[f32], h_out: &mut [f32], c_out: &mut [f32]) {
+        crate::vmath::lstm_cell_row(gates, c, h_out, c_out)
+    }
+    fn lstm_cell_backward_row(gates: &[f32], c: &[f32], c_new: &[f32], dh: &[f32], dc_new: &[f32], dgates: &mut [f32], dc: &mut [f32]) {
+        crate::vmath::lstm_cell_backward_row(gates, c, c_new, dh, dc_new, dgates, dc)
     }
 }
 

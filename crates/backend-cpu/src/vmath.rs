@@ -83,6 +83,63 @@ simd_fn! {
     }
 }
 
+/// `1 / (1 + e^-x)`; 0 and 1 in the tails (within 1e-38 of the true value).
+#[inline(always)]
+fn sigmoid_f32(x: f32) -> f32 {
+    1.0 / (1.0 + exp_f32(-x))
+}
+
+/// `tanh(x)` within 1e-6 relative: `(1 - e) / (1 + e)` with `e = e^-2|x|`, and near 0, where
+/// `1 - e` cancels, its Taylor series (the next term is under 3e-10 relative there).
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let a = x.abs();
+    let e = exp_f32(-2.0 * a);
+    let far = (1.0 - e) / (1.0 + e);
+    let a2 = a * a;
+    let near = a * (1.0 + a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0 + a2 * (-17.0 / 315.0))));
+    (if a < 0.125 { near } else { far }).copysign(x)
+}
+
+simd_fn! {
+    /// The LSTM cell on one row: gates `[4, H]` (i, f, g, o) and c `[H]` to h' and c'.
+    fn lstm_cell_row(gates: &[f32], c: &[f32], h_out: &mut [f32], c_out: &mut [f32]) {
+        let h = c.len().min(h_out.len()).min(c_out.len()).min(gates.len() / 4);
+        let (c, h_out, c_out) = (&c[..h], &mut h_out[..h], &mut c_out[..h]);
+        let (gi, gf, gg, go) = (&gates[..h], &gates[h..2 * h], &gates[2 * h..3 * h], &gates[3 * h..4 * h]);
+        for j in 0..h {
+            let c_new = sigmoid_f32(gf[j]) * c[j] + sigmoid_f32(gi[j]) * tanh_f32(gg[j]);
+            h_out[j] = sigmoid_f32(go[j]) * tanh_f32(c_new);
+            c_out[j] = c_new;
+        }
+    }
+}
+
+simd_fn! {
+    /// The LSTM cell's gradient on one row: gates `[4, H]`, c, c' and the gradients of h' and
+    /// c' to dgates `[4, H]` and dc.
+    fn lstm_cell_backward_row(gates: &[f32], c: &[f32], c_new: &[f32], dh: &[f32], dc_new: &[f32], dgates: &mut [f32], dc: &mut [f32]) {
+        let h = c.len().min(c_new.len()).min(dh.len()).min(dc_new.len()).min(dc.len()).min(gates.len() / 4).min(dgates.len() / 4);
+        let (c, c_new, dh, dc_new, dc) = (&c[..h], &c_new[..h], &dh[..h], &dc_new[..h], &mut dc[..h]);
+        let (gi, gf, gg, go) = (&gates[..h], &gates[h..2 * h], &gates[2 * h..3 * h], &gates[3 * h..4 * h]);
+        let (di, rest) = dgates.split_at_mut(h);
+        let (df, rest) = rest.split_at_mut(h);
+        let (dg, do_) = rest.split_at_mut(h);
+        let (df, dg, do_) = (&mut df[..h], &mut dg[..h], &mut do_[..h]);
+        for j in 0..h {
+            let (i, f, g, o) = (sigmoid_f32(gi[j]), sigmoid_f32(gf[j]), tanh_f32(gg[j]), sigmoid_f32(go[j]));
+            let tanh_c = tanh_f32(c_new[j]);
+            // c' reaches the loss directly and through h' = o * tanh(c').
+            let dc_total = dc_new[j] + dh[j] * o * (1.0 - tanh_c * tanh_c);
+            di[j] = dc_total * g * i * (1.0 - i);
+            df[j] = dc_total * c[j] * f * (1.0 - f);
+            dg[j] = dc_total * i * (1.0 - g * g);
+            do_[j] = dh[j] * tanh_c * o * (1.0 - o);
+            dc[j] = dc_total * f;
+        }
+    }
+}
+
 /// `e^x` within 2 ulp for `x` in [-87, 88]: `2^n e^r` with `r = x - n ln 2` in
 /// [-ln 2 / 2, ln 2 / 2] and `e^r` from Cephes' `expf` polynomial. Below -87 it is 0 (true
 /// value under 1.7e-38), past 88 it is `e^88`, and NaN stays NaN.
@@ -148,5 +205,19 @@ mod tests {
         assert!(exp_f32(f32::NAN).is_nan() && erf_f32(f32::NAN).is_nan());
         assert_eq!(erf_f32(f32::INFINITY), 1.0);
         assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
+    }
+
+    #[test]
+    fn tanh_and_sigmoid_match_libm() {
+        for i in -4000i32..=4000 {
+            // Dense near 0, where `1 - e^-2|x|` cancels, and out to +-40.
+            let x = if i.abs() < 2000 { i as f32 * 1e-4 } else { i as f32 * 0.01 };
+            let (got, want) = (tanh_f32(x), libm::tanhf(x));
+            assert!((got - want).abs() <= 1e-7 + 1e-6 * want.abs(), "tanh({x}) = {got}, libm {want}");
+            let (got, want) = (sigmoid_f32(x), 1.0 / (1.0 + libm::expf(-x)));
+            assert!((got - want).abs() <= 1e-7 + 1e-6 * want.abs(), "sigmoid({x}) = {got}, libm {want}");
+        }
+        assert!(tanh_f32(f32::NAN).is_nan() && sigmoid_f32(f32::NAN).is_nan());
+        assert_eq!((tanh_f32(f32::INFINITY), tanh_f32(f32::NEG_INFINITY)), (1.0, -1.0));
     }
 }
