@@ -27,6 +27,13 @@
 //! in the op's value, which a GPU backend passes in its per-dispatch parameter block: no
 //! read-back and no new pipeline per value.
 //!
+//! Many updates at once ([`update_foreach`], [`Backend::fused_foreach`](crate::Backend::fused_foreach)):
+//! an optimizer step runs one update op per parameter tensor, and on a GPU each is a dispatch
+//! whose launch costs more than its work for all but the largest tensors. A backend may run
+//! the whole list of a parameter group's updates in a few dispatches instead (PyTorch's
+//! "foreach" optimizers); the per-tensor updates stay its default and its oracle, and its
+//! results are the per-tensor kernels' bit for bit (`conformance::fused_optim`).
+//!
 //! `LIANDAN_FUSION=0` (read once, at the first fused op) turns every fused kernel off, so a
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
 
@@ -507,5 +514,48 @@ pub fn update(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<()>> {
         for (k, storage) in targets.into_iter().zip(outs) {
             inputs[k].replace_storage(storage);
         }
+    }))
+}
+
+/// [`update`] of one op over many operand lists at once (`lists[i]` the inputs of one update),
+/// where the device has a multi-tensor kernel for it ([`crate::Backend::fused_foreach`]). `None`
+/// when fusion is off, the backend has none, or a list is not what [`update`] takes or lies on
+/// another device or dtype than the first: nothing has changed then, and the caller runs
+/// [`update`] (or the composite) list by list.
+pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Option<Result<()>> {
+    let first = *lists.first()?.first()?;
+    let targets = op.updates();
+    let fits = |list: &Vec<&Tensor>| {
+        let head = list.first().is_some_and(|t| t.device() == first.device() && t.dtype() == first.dtype());
+        head && list.iter().all(|t| t.is_contiguous() && t.shape() == list[0].shape() && t.dtype() == list[0].dtype() && t.device() == list[0].device())
+    };
+    let owned = |list: &Vec<&Tensor>| targets.iter().all(|&k| list.get(k).is_some_and(|t| t.layout().offset() == 0));
+    if targets.is_empty() || !fusion_enabled() || !lists.iter().all(|l| fits(l) && owned(l)) {
+        return None;
+    }
+    let storages: Vec<Vec<Storage>> = lists.iter().map(|l| l.iter().map(|t| t.storage()).collect()).collect();
+    let views: Vec<Vec<Strided>> = lists
+        .iter()
+        .zip(&storages)
+        .map(|(l, s)| l.iter().zip(s).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect())
+        .collect();
+    let backend = first.device().backend();
+    let result = backend.fused_foreach(op, &views)?;
+    drop(views);
+    drop(storages);
+    Some(result.and_then(|outs| {
+        if outs.len() != lists.len() || outs.iter().any(|o| o.len() != op.outputs()) {
+            return Err(Error::Backend {
+                backend: backend.name(),
+                op: op.name(),
+                detail: format!("the multi-tensor kernel returned {} output lists for {} updates, or lists of the wrong length", outs.len(), lists.len()),
+            });
+        }
+        for (list, outs) in lists.iter().zip(outs) {
+            for (&k, storage) in targets.iter().zip(outs) {
+                list[k].replace_storage(storage);
+            }
+        }
+        Ok(())
     }))
 }
