@@ -419,6 +419,7 @@ impl FusedOp {
 
 thread_local! {
     static FUSION_ON: Cell<bool> = const { Cell::new(true) };
+    static FOREACH_ON: Cell<bool> = const { Cell::new(true) };
 }
 
 /// `LIANDAN_FUSION`, read once: `0`, `off` or `false` turn fusion off; unset, `1`, `on` or
@@ -470,6 +471,20 @@ impl Drop for NoFusionGuard {
 /// Runs `f` with fused kernels off on this thread (its backward too, if run inside `f`).
 pub fn no_fusion<R>(f: impl FnOnce() -> R) -> R {
     let _guard = NoFusionGuard::new();
+    f()
+}
+
+/// Runs `f` with the multi-tensor updates ([`update_foreach`]) off on this thread: each update
+/// runs on its own, as a per-tensor fused kernel where there is one. For comparing the two
+/// (`cargo xtask bench-fusion`, `bench-host`); `LIANDAN_FUSION=0` turns both off.
+pub fn no_foreach<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FOREACH_ON.with(|on| on.set(self.0));
+        }
+    }
+    let _restore = Restore(FOREACH_ON.with(|on| on.replace(false)));
     f()
 }
 
@@ -530,7 +545,7 @@ pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Option<Result<()>
         head && list.iter().all(|t| t.is_contiguous() && t.shape() == list[0].shape() && t.dtype() == list[0].dtype() && t.device() == list[0].device())
     };
     let owned = |list: &Vec<&Tensor>| targets.iter().all(|&k| list.get(k).is_some_and(|t| t.layout().offset() == 0));
-    if targets.is_empty() || !fusion_enabled() || !lists.iter().all(|l| fits(l) && owned(l)) {
+    if targets.is_empty() || !fusion_enabled() || !FOREACH_ON.with(Cell::get) || !lists.iter().all(|l| fits(l) && owned(l)) {
         return None;
     }
     let storages: Vec<Vec<Storage>> = lists.iter().map(|l| l.iter().map(|t| t.storage()).collect()).collect();
