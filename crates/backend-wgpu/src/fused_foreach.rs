@@ -19,11 +19,13 @@
 //! (`NARROW_BUFFERS`); below that, the per-tensor kernels run. ResNet-18's SGD step is 3
 //! dispatches wide (an H200), 13 narrow (lavapipe, Metal).
 //!
-//! The fresh output buffers of a whole dispatch are held until the step swaps them in, so a
-//! step holds up to one dispatch's tensors' worth of extra state, not one tensor's.
+//! A call's fresh output buffers are all held until `update_foreach` swaps them in, so a step
+//! holds up to `FOREACH_LISTS` (24) tensors' worth of new buffers beside the old, where the
+//! per-tensor kernels held one tensor's.
 
 use std::sync::Arc;
 
+use liandan_tensor::fused::FOREACH_LISTS;
 use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
@@ -36,8 +38,16 @@ const ENTRY: &str = include_str!("shaders/fused_optim_foreach.wgsl");
 /// Where the table starts in the parameter block: after the longest header (Adam's: count,
 /// flags, 5 offsets, 9 hyper-parameters).
 const TABLE: usize = 16;
-/// Tensors a dispatch updates at most: the table's room, 2 words per tensor.
-pub(crate) const WIDE: usize = (META_WORDS - TABLE) / 2;
+/// Tensors a dispatch updates at most: the table's room, 2 words per tensor, which is also
+/// what a call is handed at most (`FOREACH_LISTS`), so the call is one dispatch.
+pub(crate) const WIDE: usize = {
+    let room = (META_WORDS - TABLE) / 2;
+    if room < FOREACH_LISTS {
+        room
+    } else {
+        FOREACH_LISTS
+    }
+};
 /// Storage buffers a shader may bind on every adapter the narrow variant is for (Metal's 31
 /// buffer slots, less the two wgpu keeps); lavapipe allows 32.
 const NARROW_BUFFERS: usize = 29;

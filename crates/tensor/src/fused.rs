@@ -32,7 +32,7 @@
 //! whose launch costs more than its work for all but the largest tensors. A backend may run
 //! the whole list of a parameter group's updates in a few dispatches instead (PyTorch's
 //! "foreach" optimizers); the per-tensor updates stay its default and its oracle, and its
-//! results are the per-tensor kernels' bit for bit (`conformance::fused_optim`).
+//! results are the per-tensor kernels' bit for bit (`conformance::fused_foreach`).
 //!
 //! `LIANDAN_FUSION=0` (read once, at the first fused op) turns every fused kernel off, so a
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
@@ -532,45 +532,56 @@ pub fn update(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<()>> {
     }))
 }
 
+/// Update lists a backend is handed at once by [`update_foreach`]: its outputs are swapped in
+/// before the next lists go, so a step holds at most this many tensors' new buffers beside the
+/// old ones (the per-tensor updates hold one's).
+pub const FOREACH_LISTS: usize = 24;
+
 /// [`update`] of one op over many operand lists at once (`lists[i]` the inputs of one update),
-/// where the device has a multi-tensor kernel for it ([`crate::Backend::fused_foreach`]). `None`
-/// when fusion is off, the backend has none, or a list is not what [`update`] takes or lies on
-/// another device or dtype than the first: nothing has changed then, and the caller runs
-/// [`update`] (or the composite) list by list.
-pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Option<Result<()>> {
-    let first = *lists.first()?.first()?;
+/// where the device has a multi-tensor kernel for it ([`crate::Backend::fused_foreach`]),
+/// [`FOREACH_LISTS`] lists a call. Returns, per list, whether it was updated: not when fusion
+/// is off (or inside [`no_foreach`]), the backend has no such kernel, or the list is not what
+/// [`update`] takes or lies on another device or dtype than the first list. A list not updated
+/// is unchanged, and the caller runs its update ([`update`] or the composite).
+pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Result<Vec<bool>> {
+    let mut done = vec![false; lists.len()];
     let targets = op.updates();
+    let Some(first) = lists.first().and_then(|l| l.first()) else { return Ok(done) };
+    if targets.is_empty() || !fusion_enabled() || !FOREACH_ON.with(Cell::get) {
+        return Ok(done);
+    }
     let fits = |list: &Vec<&Tensor>| {
         let head = list.first().is_some_and(|t| t.device() == first.device() && t.dtype() == first.dtype());
-        head && list.iter().all(|t| t.is_contiguous() && t.shape() == list[0].shape() && t.dtype() == list[0].dtype() && t.device() == list[0].device())
+        let same = list.iter().all(|t| t.is_contiguous() && t.shape() == list[0].shape() && t.dtype() == list[0].dtype() && t.device() == list[0].device());
+        head && same && targets.iter().all(|&k| list.get(k).is_some_and(|t| t.layout().offset() == 0))
     };
-    let owned = |list: &Vec<&Tensor>| targets.iter().all(|&k| list.get(k).is_some_and(|t| t.layout().offset() == 0));
-    if targets.is_empty() || !fusion_enabled() || !FOREACH_ON.with(Cell::get) || !lists.iter().all(|l| fits(l) && owned(l)) {
-        return None;
-    }
-    let storages: Vec<Vec<Storage>> = lists.iter().map(|l| l.iter().map(|t| t.storage()).collect()).collect();
-    let views: Vec<Vec<Strided>> = lists
-        .iter()
-        .zip(&storages)
-        .map(|(l, s)| l.iter().zip(s).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect())
-        .collect();
+    let eligible: Vec<usize> = (0..lists.len()).filter(|&i| fits(&lists[i])).collect();
     let backend = first.device().backend();
-    let result = backend.fused_foreach(op, &views)?;
-    drop(views);
-    drop(storages);
-    Some(result.and_then(|outs| {
-        if outs.len() != lists.len() || outs.iter().any(|o| o.len() != op.outputs()) {
+    for slice in eligible.chunks(FOREACH_LISTS) {
+        let storages: Vec<Vec<Storage>> = slice.iter().map(|&i| lists[i].iter().map(|t| t.storage()).collect()).collect();
+        let views: Vec<Vec<Strided>> = slice
+            .iter()
+            .zip(&storages)
+            .map(|(&i, s)| lists[i].iter().zip(s).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect())
+            .collect();
+        let Some(outs) = backend.fused_foreach(op, &views) else { continue };
+        let outs = outs?;
+        if outs.len() != slice.len() || outs.iter().any(|o| o.len() != op.outputs()) {
             return Err(Error::Backend {
                 backend: backend.name(),
                 op: op.name(),
-                detail: format!("the multi-tensor kernel returned {} output lists for {} updates, or lists of the wrong length", outs.len(), lists.len()),
+                detail: format!("the multi-tensor kernel returned {} output lists for {} updates, or lists of the wrong length", outs.len(), slice.len()),
             });
         }
-        for (list, outs) in lists.iter().zip(outs) {
+        // The old buffers go back to the allocator here, before the next lists' outputs are made.
+        drop(views);
+        drop(storages);
+        for (&i, outs) in slice.iter().zip(outs) {
             for (&k, storage) in targets.iter().zip(outs) {
-                list[k].replace_storage(storage);
+                lists[i][k].replace_storage(storage);
             }
+            done[i] = true;
         }
-        Ok(())
-    }))
+    }
+    Ok(done)
 }

@@ -268,11 +268,11 @@ fn run_foreach<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState],
     }
     for (op, items) in batches {
         let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
-        if let Some(ran) = fused::update_foreach(&op, &lists) {
-            ran?;
-            for (i, operands) in items {
-                states[i].tensors = operands[2..].to_vec();
-                done[i] = true;
+        let ran = fused::update_foreach(&op, &lists)?;
+        for ((i, operands), ran) in items.iter().zip(ran) {
+            if ran {
+                states[*i].tensors = operands[2..].to_vec();
+                done[*i] = true;
             }
         }
     }
