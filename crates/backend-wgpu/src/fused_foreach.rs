@@ -60,8 +60,9 @@ pub(crate) fn widths(bindings: usize) -> [usize; 2] {
 
 /// The widest of [`widths`] that `limits` allow (with the parameter block's binding), if any.
 fn width(limits: &wgpu::Limits, bindings: usize) -> Option<usize> {
-    let fits = |w: usize| 1 + w * bindings <= (limits.max_storage_buffers_per_shader_stage.min(limits.max_bindings_per_bind_group)) as usize;
-    widths(bindings).into_iter().rev().find(|&w| w >= 2 && fits(w))
+    // The parameter block takes one of the buffers.
+    let buffers = limits.max_storage_buffers_per_shader_stage.min(limits.max_bindings_per_bind_group) as usize;
+    widths(bindings).into_iter().rev().find(|&w| w >= 2 && w * bindings < buffers)
 }
 
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the

@@ -251,4 +251,3 @@ fn dispatches_of_a_wgpu_resnet18_step() {
         assert!([62usize.div_ceil(narrow), 62usize.div_ceil(24)].contains(&(dispatches as usize)), "{name}: {dispatches} dispatches");
     }
 }
-

@@ -12,7 +12,8 @@ use crate::{AdadeltaStep, AdagradStep, AdamStep, DType, Device, FusedOp, RmsProp
 
 /// Every update op with each option that changes its kernel or its arithmetic.
 pub fn ops() -> Vec<FusedOp> {
-    let adam = AdamStep { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 3, amsgrad: false, maximize: false, decoupled_weight_decay: false };
+    let adam =
+        AdamStep { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 3, amsgrad: false, maximize: false, decoupled_weight_decay: false };
     let sgd = SgdStep { lr: 0.1, momentum: 0.0, dampening: 0.0, weight_decay: 0.0, nesterov: false, maximize: false, first: false };
     let rms = RmsPropStep { lr: 1e-2, alpha: 0.99, eps: 1e-4, weight_decay: 0.0, momentum: 0.0, centered: false, maximize: false };
     vec![

@@ -245,6 +245,9 @@ impl<R: Rule> super::Optimizer for Optim<R> {
     }
 }
 
+/// One update's parameter index in its group, and its operands (param, grad, state).
+type Operands = (usize, Vec<Tensor>);
+
 /// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as multi-tensor
 /// fused ops ([`fused::update_foreach`]), one call per distinct op (the parameters of a group
 /// normally share one: same hyper-parameters and step), where the device has them. Returns
@@ -254,7 +257,7 @@ fn run_foreach<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState],
     if pending.len() < 2 || !fusion_enabled() {
         return Ok(done);
     }
-    let mut batches: Vec<(FusedOp, Vec<(usize, Vec<Tensor>)>)> = Vec::new();
+    let mut batches: Vec<(FusedOp, Vec<Operands>)> = Vec::new();
     for (i, grad) in pending {
         let param = &group.params[*i].1;
         let Some((op, held)) = rule.fused_step(group.lr, group.weight_decay, param, grad, &mut states[*i])? else {
