@@ -9,7 +9,9 @@
 # minutes: `PART=1` runs everything but the tables, `PART=2` the full f32 table, `PART=3` the
 # convolution benchmark and the f16/bf16 rows; `PART=4` a compact set; `PART=5` what the shader
 # run-time checks cost; `PART=6` the convolution cut and the optimizer step's cost;
-# `PART=coop` the tensor-core f16 matmul's variants (tests and timings).
+# `PART=coop` the tensor-core f16 matmul's variants (tests and timings); `PART=9` and `PART=10` a
+# final build against the previous one (`.bin/xtask-old`, `.bin/liandan-old`) in the same call:
+# 9 the tests, the optimizer step and the host cost per op, 10 the full GPU table.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -167,4 +169,33 @@ if [ "$PART" = 8 ]; then
   echo "## bench --torch, CPU"
   timeout 280 ./.bin/xtask bench --torch --device cpu --warmup 2 --steps 5 --sync-every 5 --groups 1 --epoch-samples 6400 \
     --out "$OUT/bench-cpu" > "$OUT/bench-cpu.md" 2> "$OUT/bench-cpu.log"; echo "rc $?"; grep -E "^\| (cpu|[a-z0-9_]+ \| cpu)" "$OUT/bench-cpu.md" | head -40
+fi
+if [ "$PART" = 9 ]; then
+  # A final build's GPU tests, then the optimizer step's cost (bench-fusion: the step alone beside
+  # torch.optim foreach) and the host cost per op, this build and the previous one.
+  for t in conformance fused_optim memory device; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+  done
+  echo "## bench-fusion --torch, this build"; timeout 200 ./.bin/xtask bench-fusion --device gpu --torch > "$OUT/bench-fusion.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-fusion.txt"
+  if [ -x .bin/xtask-old ]; then
+    echo "## bench-fusion, previous build"; timeout 120 ./.bin/xtask-old bench-fusion --device gpu > "$OUT/bench-fusion-old.txt" 2>&1; echo "rc $?"
+    grep -iE "step|^\| [a-z0-9_]+ \|" "$OUT/bench-fusion-old.txt" | tail -14
+  fi
+  for b in xtask xtask-old; do
+    [ -x .bin/$b ] || continue
+    echo "## bench-host, $b"; timeout 60 ./.bin/$b bench-host --device gpu > "$OUT/bench-host-$b.txt" 2>&1; echo "rc $?"; cat "$OUT/bench-host-$b.txt"
+  done
+  echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu > "$OUT/profile-lstm.txt" 2>&1; head -16 "$OUT/profile-lstm.txt"
+fi
+if [ "$PART" = 10 ]; then
+  # The full GPU table beside PyTorch (time and peak memory), then the previous build's.
+  echo "## bench --torch, GPU, this build"
+  timeout 230 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+    --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench.md" | head -40
+  if [ -x .bin/xtask-old ]; then
+    echo "## bench, GPU, previous build"
+    timeout 150 ./.bin/xtask-old bench --device gpu:0 --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+      --out "$OUT/bench-old" > "$OUT/bench-old.md" 2> "$OUT/bench-old.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-old.md" | head -40
+  fi
 fi
