@@ -21,7 +21,8 @@
 //! [`FusedOp::updates`] names), and [`update`] swaps each into its tensor's storage, as
 //! [`Tensor::assign`] does. The old buffers go back to the allocator as soon as the swap
 //! drops them, so a step over many parameters holds one parameter's worth of extra state at
-//! a time and memory stays flat; a kernel never writes into a buffer that a view taken
+//! a time (up to [`FOREACH_LISTS`] parameters' worth with [`update_foreach`]) and memory stays
+//! flat; a kernel never writes into a buffer that a view taken
 //! earlier, or a tensor saved for backward, still reads. Hyper-parameters that change per
 //! step (the lr a scheduler sets, the bias corrections of the host-side step count) travel
 //! in the op's value, which a GPU backend passes in its per-dispatch parameter block: no
