@@ -2,7 +2,8 @@
 //! process on one device, so a fused kernel's gain is measured against the composite it
 //! replaces in the same run: the zoo `lstm` model's forward+backward (the LSTM cell), resnet18's
 //! forward+backward in training (batch norm, forward and backward), and an
-//! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates). Then
+//! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates, and their
+//! multi-tensor kernels against one update kernel per tensor, `no_foreach`). Then
 //! what the optimizer step costs a training step (#8's speed goal: no more than PyTorch's),
 //! for every zoo model with its MODEL_ZOO.md optimizer, fused; with `--torch`, the same from
 //! PyTorch (`bench_torch.py --overhead`). Prints Markdown tables; asserts nothing.
@@ -11,16 +12,30 @@ use std::path::Path;
 use std::process::Command;
 
 use liandan_nn::{zoo, ModuleExt};
-use liandan_tensor::{no_fusion, DType, Device, Error, Result, Tensor};
+use liandan_tensor::{no_foreach, no_fusion, DType, Device, Error, Result, Tensor};
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
 /// One row: median ms of `step` with fusion on and with it off, after a first, unkept round
 /// of each that warms both paths up (pipelines, allocator, optimizer state).
-fn row(name: &str, what: &str, size: &str, device: &Device, reps: usize, mut step: impl FnMut() -> Result<()>) -> Result<()> {
+fn row(name: &str, what: &str, size: &str, device: &Device, reps: usize, step: impl FnMut() -> Result<()>) -> Result<()> {
+    row_against(name, what, size, device, reps, |f| no_fusion(f), step)
+}
+
+/// [`row`] with `off(f)` (running `f` with the fused path being measured off) in place of
+/// `no_fusion`.
+fn row_against(
+    name: &str,
+    what: &str,
+    size: &str,
+    device: &Device,
+    reps: usize,
+    off: impl Fn(&mut dyn FnMut() -> Result<f64>) -> Result<f64>,
+    mut step: impl FnMut() -> Result<()>,
+) -> Result<()> {
     crate::time(device, 2, 1, &mut step)?;
-    no_fusion(|| crate::time(device, 2, 1, &mut step))?;
+    off(&mut || crate::time(device, 2, 1, &mut step))?;
     let a = crate::time(device, 2, reps, &mut step)?;
-    let b = no_fusion(|| crate::time(device, 2, reps, &mut step))?;
+    let b = off(&mut || crate::time(device, 2, reps, &mut step))?;
     println!("| {name} | {what} | {size} | {:.3} | {:.3} | {:.2}x |", a * 1e3, b * 1e3, b / a);
     Ok(())
 }
@@ -77,6 +92,9 @@ pub fn bench_fusion(device: &Device, quick: bool, python: Option<&str>) -> Resul
     ];
     for (what, mut opt) in optimizers {
         row(&name, what, &size, device, reps, || opt.step().map_err(nn_err))?;
+        // The same step, multi-tensor updates against one fused update per tensor.
+        let against = format!("{what}, multi-tensor against per-tensor updates");
+        row_against(&name, &against, &size, device, reps, |f| no_foreach(f), || opt.step().map_err(nn_err))?;
     }
     step_overhead(&name, device, quick, python)
 }
@@ -103,14 +121,16 @@ fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps
 /// What the optimizer step of MODEL_ZOO.md costs each zoo model, fused (median ms of
 /// synchronized repetitions): forward+backward, the same plus the step, their difference, and
 /// the step alone (the gradients of one backward stepped again and again: the same work, without
-/// the noise of the difference); beside PyTorch's where `python` is given.
+/// the noise of the difference), and the step alone with one update kernel per parameter tensor
+/// (`no_foreach`: what the step cost before the multi-tensor updates); beside PyTorch's where
+/// `python` is given.
 fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>) -> Result<()> {
     let reps = if quick { 3 } else { 20 };
     println!();
     println!(
-        "| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | step alone ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | torch step alone ms | step alone / torch's |"
+        "| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | step alone ms | step alone, per tensor ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | torch step alone ms | step alone / torch's |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for model_name in zoo::names() {
         let spec = zoo::spec(model_name).map_err(nn_err)?;
         let mut shape = spec.input_shape.to_vec();
@@ -135,9 +155,10 @@ fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>)
             opt.step().map_err(nn_err)
         })?;
         let alone = crate::time(device, 2, reps, || opt.step().map_err(nn_err))?;
+        let per_tensor = no_foreach(|| crate::time(device, 2, reps, || opt.step().map_err(nn_err)))?;
         let which = format!("{:?}", spec.optimizer);
         let which = which.split([' ', '{']).next().unwrap_or("?");
-        let ours = format!("{:.3} | {:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3, alone * 1e3);
+        let ours = format!("{:.3} | {:.3} | {:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3, alone * 1e3, per_tensor * 1e3);
         let torch = match python.map(|py| torch_overhead(py, model_name, device, batch, reps)) {
             None => "- | - | - | - | -".to_string(),
             Some(Err(e)) => format!("PyTorch failed: {e} | - | - | - | -"),

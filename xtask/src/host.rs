@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use liandan_nn::zoo::{self, Target};
 use liandan_nn::ModuleExt;
-use liandan_tensor::{DType, Device, Tensor};
+use liandan_tensor::{no_foreach, DType, Device, Tensor};
 use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
 
 /// Any error of the crates timed here (tensor, nn, train).
@@ -109,6 +109,8 @@ fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible
         Ok(us / ops as f64)
     })?;
     row("record: zoo lstm (batch 64) training step, per step", &mut || lstm_step(device, reps))?;
+    row("record: resnet18 SGD step (multi-tensor updates), per step", &mut || resnet18_step(device, reps))?;
+    row("record: resnet18 SGD step (an update per tensor), per step", &mut || no_foreach(|| resnet18_step(device, reps)))?;
 
     let sync_reps = 10 * reps;
     row("sync: synchronize, nothing pending", &mut || synced(device, sync_reps, || device.synchronize()))?;
@@ -143,4 +145,16 @@ fn lstm_step(device: &Device, reps: usize) -> Fallible<f64> {
         Ok(opt.step()?)
     })?;
     Ok(us)
+}
+
+/// Host microseconds of one optimizer step over the zoo `resnet18`'s 62 parameter tensors,
+/// with its MODEL_ZOO.md optimizer (SGD with momentum) and gradients set once, recorded from
+/// an idle device (one step per sample).
+fn resnet18_step(device: &Device, reps: usize) -> Fallible<f64> {
+    let model = zoo::build("resnet18", device)?;
+    for (_, p) in model.named_parameters() {
+        p.set_grad(Some(p.ones_like()?));
+    }
+    let mut opt = crate::bench::step::zoo_optimizer(model.as_ref())?;
+    record(device, 1, reps, || opt.step())
 }

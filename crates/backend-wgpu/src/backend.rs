@@ -321,6 +321,10 @@ impl Backend for WgpuBackend {
         self.fused_op(op, inputs)
     }
 
+    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
+        self.fused_update_foreach(op, lists)
+    }
+
     fn synchronize(&self) -> Result<()> {
         match self.gpu.get() {
             Some(Ok(gpu)) => gpu.synchronize(),

@@ -4,12 +4,15 @@
 //! their new values to fresh buffers (the update contract of `liandan_tensor::fused`). One
 //! pipeline per dtype and option set (amsgrad, momentum, centered); everything that varies per
 //! step (lr, bias corrections) rides in the dispatch's parameter block.
+//!
+//! The same kernels over many tensors per dispatch are `fused_foreach.rs`'s.
 
 use std::sync::Arc;
 
 use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, DType, FusedOp, Result, RmsPropStep, SgdStep, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
+use crate::fused_foreach;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
@@ -27,6 +30,7 @@ const RMSPROP_CENTERED: &str = include_str!("shaders/fused_rmsprop_centered.wgsl
 const RMSPROP_UNCENTERED: &str = include_str!("shaders/fused_rmsprop_uncentered.wgsl");
 const ADAGRAD: &str = include_str!("shaders/fused_adagrad_step.wgsl");
 const ADADELTA: &str = include_str!("shaders/fused_adadelta_step.wgsl");
+const ONE: &str = include_str!("shaders/fused_optim_one.wgsl");
 
 /// Which optimizer's update a kernel runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,7 +45,7 @@ pub(crate) enum Rule {
 impl Rule {
     /// The inputs every step of the rule has (the parameter, its gradient, the state that is
     /// always kept); each has an output but the gradient.
-    fn fixed(self) -> usize {
+    pub(crate) fn fixed(self) -> usize {
         match self {
             Rule::Sgd => 2,
             Rule::RmsProp | Rule::Adagrad => 3,
@@ -50,7 +54,7 @@ impl Rule {
     }
 
     /// The input slots the kernel reads offsets for, the optional ones included.
-    fn slots(self) -> usize {
+    pub(crate) fn slots(self) -> usize {
         match self {
             Rule::Sgd => 3,
             Rule::Adagrad => 3,
@@ -62,13 +66,23 @@ impl Rule {
 
 /// One fused update kernel variant (see `kernels::KernelKey`): the rule, with or without its
 /// optional state (`stateful`: amsgrad for Adam, momentum for SGD and RMSprop; `centered`:
-/// RMSprop's gradient average), over `dtype`.
+/// RMSprop's gradient average), over `dtype`, for one tensor (`width` 0) or for up to
+/// `width` tensors a dispatch (`fused_foreach.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    rule: Rule,
-    stateful: bool,
-    centered: bool,
-    dtype: DType,
+    pub(crate) rule: Rule,
+    pub(crate) stateful: bool,
+    pub(crate) centered: bool,
+    pub(crate) dtype: DType,
+    pub(crate) width: u8,
+}
+
+impl Key {
+    /// The buffers one tensor's update binds: each input, and an output for each but the
+    /// gradient.
+    pub(crate) fn bindings(&self) -> usize {
+        2 * (self.rule.fixed() + self.stateful as usize + self.centered as usize) - 1
+    }
 }
 
 impl KernelKey for Key {
@@ -85,7 +99,10 @@ impl KernelKey for Key {
         };
         // The gradient average's bindings come after the momentum buffer's, when it has them.
         let w = if self.centered { w.uint("GRAD_AVG", if self.stateful { 8 } else { 6 }) } else { w };
-        parts.iter().fold(w.part(HELPERS), |w, p| w.part(p)).build()
+        if self.width > 0 {
+            return fused_foreach::source(w, &[&[HELPERS], parts].concat(), self.width as usize, self.bindings());
+        }
+        parts.iter().fold(w.part(HELPERS), |w, p| w.part(p)).part(ONE).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -102,8 +119,10 @@ impl KernelKey for Key {
             (Rule::Adagrad, f, f),
             (Rule::Adadelta, f, f),
         ];
-        let keys = options.into_iter().flat_map(|(rule, stateful, centered)| DType::ALL.map(|dtype| Key { rule, stateful, centered, dtype }));
-        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+        let keys = options.into_iter().flat_map(|(rule, stateful, centered)| DType::ALL.map(|dtype| Key { rule, stateful, centered, dtype, width: 0 }));
+        let keys: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
+        let wide = keys.iter().flat_map(|k| fused_foreach::widths(k.bindings()).map(|w| Key { width: w as u8, ..*k }));
+        keys.iter().copied().chain(wide).collect()
     }
 }
 
@@ -119,12 +138,12 @@ fn flags(pairs: &[(u32, bool)]) -> u32 {
 
 /// What a step's parameter block and bindings need: the rule, its flag word, its
 /// hyper-parameter words, and which optional state it has (`stateful`, `centered`).
-struct Meta {
-    rule: Rule,
-    flags: u32,
-    hyper: Vec<u32>,
-    stateful: bool,
-    centered: bool,
+pub(crate) struct Meta {
+    pub(crate) rule: Rule,
+    pub(crate) flags: u32,
+    pub(crate) hyper: Vec<u32>,
+    pub(crate) stateful: bool,
+    pub(crate) centered: bool,
 }
 
 /// `(flags, hyper-parameter words, stateful)` of an Adam step; see `fused_adam_step.wgsl`.
@@ -163,7 +182,7 @@ fn adadelta_meta(a: &AdadeltaStep) -> Meta {
 }
 
 /// The meta of an update op, or `None` for the ops that are not updates.
-fn meta(op: &FusedOp) -> Option<Meta> {
+pub(crate) fn meta(op: &FusedOp) -> Option<Meta> {
     let plain = |rule, (flags, hyper, stateful)| Meta { rule, flags, hyper, stateful, centered: false };
     Some(match op {
         FusedOp::AdamStep(a) => plain(Rule::Adam, adam_meta(a)),
@@ -207,7 +226,7 @@ impl WgpuBackend {
         }
         meta.extend(hyper);
         Some((|| {
-            let kernel = gpu.kernel(Key { rule, stateful, centered, dtype })?;
+            let kernel = gpu.kernel(Key { rule, stateful, centered, dtype, width: 0 })?;
             let outs = (0..op.outputs()).map(|_| self.output(dtype, numel)).collect::<Result<Vec<_>>>()?;
             // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
             // optional state's input and output (so an option's WGSL part adds its two last).

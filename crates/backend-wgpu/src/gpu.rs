@@ -114,6 +114,17 @@ pub(crate) struct Gpu {
     pub(crate) coop_f16: AtomicBool,
 }
 
+thread_local! {
+    /// Dispatches this thread has recorded, for tests that count what an op costs.
+    static DISPATCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Dispatches the calling thread has recorded on any wgpu device so far (a test's count of
+/// what an op costs: `crates/train/tests/dispatches.rs`).
+pub fn dispatches_recorded() -> u64 {
+    DISPATCHES.with(|d| d.get())
+}
+
 /// Bytes of the index-fault buffer.
 pub(crate) const INDEX_FAULT_BYTES: u64 = 20;
 
@@ -346,6 +357,7 @@ impl Gpu {
         if groups.0 == 0 || groups.1 == 0 || groups.2 == 0 {
             return Ok(());
         }
+        DISPATCHES.with(|d| d.set(d.get() + 1));
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         let slot = rec.dispatches;
         let words_per_slot = (self.slot_bytes / 4) as usize;

@@ -18,6 +18,7 @@ mod conv;
 mod coop;
 mod elementwise;
 mod fused;
+mod fused_foreach;
 mod fused_norm;
 mod fused_optim;
 mod fused_pointwise;
@@ -39,7 +40,7 @@ use std::sync::Arc;
 
 pub use backend::WgpuBackend;
 pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
-pub use gpu::UPLOAD_LIMIT;
+pub use gpu::{dispatches_recorded, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
 

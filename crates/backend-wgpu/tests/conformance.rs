@@ -29,6 +29,20 @@ fn fused_kernels_run_here() {
     }
 }
 
+/// The optimizer updates run over many tensors at once here (`fused_foreach.rs`) in every
+/// float dtype but f64: the suite's `fused_foreach_matches_per_tensor` is not comparing the
+/// per-tensor path with itself.
+#[test]
+fn foreach_kernels_run_here() {
+    use liandan_tensor::{conformance::fused_foreach, DType};
+    let Some(d) = gpu() else { return };
+    for op in fused_foreach::ops() {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            assert!(fused_foreach::backend_runs_foreach(&d, &op, dtype), "{} in {dtype}", op.name());
+        }
+    }
+}
+
 /// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.
 #[test]
 fn fused_conv_kernels_run_here() {

@@ -230,6 +230,17 @@ pub trait Backend: Send + Sync + Debug + 'static {
         None
     }
 
+    /// Runs the update op `op` (one of [`FusedOp::updates`]'s) over many parameter tensors at
+    /// once, as PyTorch's multi-tensor "foreach" optimizers do: `lists[i]` holds the inputs of
+    /// one [`Backend::fused`] call of `op`, and the answer holds each call's outputs, in order,
+    /// with the values that call would return. At most [`crate::fused::FOREACH_LISTS`] lists
+    /// come at once. `None` (the default) lets the caller run `op` list by list, which is also
+    /// this override's oracle (`crate::fused::update_foreach`).
+    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
+        let _ = (op, lists);
+        None
+    }
+
     /// Waits until all submitted work has finished. A no-op for synchronous backends.
     fn synchronize(&self) -> Result<()> {
         Ok(())

@@ -21,11 +21,19 @@
 //! [`FusedOp::updates`] names), and [`update`] swaps each into its tensor's storage, as
 //! [`Tensor::assign`] does. The old buffers go back to the allocator as soon as the swap
 //! drops them, so a step over many parameters holds one parameter's worth of extra state at
-//! a time and memory stays flat; a kernel never writes into a buffer that a view taken
+//! a time (up to [`FOREACH_LISTS`] parameters' worth with [`update_foreach`]) and memory stays
+//! flat; a kernel never writes into a buffer that a view taken
 //! earlier, or a tensor saved for backward, still reads. Hyper-parameters that change per
 //! step (the lr a scheduler sets, the bias corrections of the host-side step count) travel
 //! in the op's value, which a GPU backend passes in its per-dispatch parameter block: no
 //! read-back and no new pipeline per value.
+//!
+//! Many updates at once ([`update_foreach`], [`Backend::fused_foreach`](crate::Backend::fused_foreach)):
+//! an optimizer step runs one update op per parameter tensor, and on a GPU each is a dispatch
+//! whose launch costs more than its work for all but the largest tensors. A backend may run
+//! the whole list of a parameter group's updates in a few dispatches instead (PyTorch's
+//! "foreach" optimizers); the per-tensor updates stay its default and its oracle, and its
+//! results are the per-tensor kernels' bit for bit (`conformance::fused_foreach`).
 //!
 //! `LIANDAN_FUSION=0` (read once, at the first fused op) turns every fused kernel off, so a
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
@@ -412,6 +420,7 @@ impl FusedOp {
 
 thread_local! {
     static FUSION_ON: Cell<bool> = const { Cell::new(true) };
+    static FOREACH_ON: Cell<bool> = const { Cell::new(true) };
 }
 
 /// `LIANDAN_FUSION`, read once: `0`, `off` or `false` turn fusion off; unset, `1`, `on` or
@@ -466,6 +475,20 @@ pub fn no_fusion<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f` with the multi-tensor updates ([`update_foreach`]) off on this thread: each update
+/// runs on its own, as a per-tensor fused kernel where there is one. For comparing the two
+/// (`cargo xtask bench-fusion`, `bench-host`); `LIANDAN_FUSION=0` turns both off.
+pub fn no_foreach<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FOREACH_ON.with(|on| on.set(self.0));
+        }
+    }
+    let _restore = Restore(FOREACH_ON.with(|on| on.replace(false)));
+    f()
+}
+
 /// Asks the inputs' device to run `op` on `inputs` (contiguous, one device and dtype, as the
 /// caller has checked). `None` when fusion is off or the backend has no kernel for it; the
 /// caller then runs the composite.
@@ -508,4 +531,58 @@ pub fn update(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<()>> {
             inputs[k].replace_storage(storage);
         }
     }))
+}
+
+/// Update lists a backend is handed at once by [`update_foreach`]: its outputs are swapped in
+/// before the next lists go, so a step holds at most this many tensors' new buffers beside the
+/// old ones (the per-tensor updates hold one's).
+pub const FOREACH_LISTS: usize = 24;
+
+/// [`update`] of one op over many operand lists at once (`lists[i]` the inputs of one update),
+/// where the device has a multi-tensor kernel for it ([`crate::Backend::fused_foreach`]),
+/// [`FOREACH_LISTS`] lists a call. Returns, per list, whether it was updated: not when fusion
+/// is off (or inside [`no_foreach`]), the backend has no such kernel, or the list is not what
+/// [`update`] takes or lies on another device or dtype than the first list. A list not updated
+/// is unchanged, and the caller runs its update ([`update`] or the composite).
+pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Result<Vec<bool>> {
+    let mut done = vec![false; lists.len()];
+    let targets = op.updates();
+    let Some(first) = lists.first().and_then(|l| l.first()) else { return Ok(done) };
+    if targets.is_empty() || !fusion_enabled() || !FOREACH_ON.with(Cell::get) {
+        return Ok(done);
+    }
+    let fits = |list: &Vec<&Tensor>| {
+        let head = list.first().is_some_and(|t| t.device() == first.device() && t.dtype() == first.dtype());
+        let same = list.iter().all(|t| t.is_contiguous() && t.shape() == list[0].shape() && t.dtype() == list[0].dtype() && t.device() == list[0].device());
+        head && same && targets.iter().all(|&k| list.get(k).is_some_and(|t| t.layout().offset() == 0))
+    };
+    let eligible: Vec<usize> = (0..lists.len()).filter(|&i| fits(&lists[i])).collect();
+    let backend = first.device().backend();
+    for slice in eligible.chunks(FOREACH_LISTS) {
+        let storages: Vec<Vec<Storage>> = slice.iter().map(|&i| lists[i].iter().map(|t| t.storage()).collect()).collect();
+        let views: Vec<Vec<Strided>> = slice
+            .iter()
+            .zip(&storages)
+            .map(|(&i, s)| lists[i].iter().zip(s).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect())
+            .collect();
+        let Some(outs) = backend.fused_foreach(op, &views) else { continue };
+        let outs = outs?;
+        if outs.len() != slice.len() || outs.iter().any(|o| o.len() != op.outputs()) {
+            return Err(Error::Backend {
+                backend: backend.name(),
+                op: op.name(),
+                detail: format!("the multi-tensor kernel returned {} output lists for {} updates, or lists of the wrong length", outs.len(), slice.len()),
+            });
+        }
+        // The old buffers go back to the allocator here, before the next lists' outputs are made.
+        drop(views);
+        drop(storages);
+        for (&i, outs) in slice.iter().zip(outs) {
+            for (&k, storage) in targets.iter().zip(outs) {
+                lists[i][k].replace_storage(storage);
+            }
+            done[i] = true;
+        }
+    }
+    Ok(done)
 }

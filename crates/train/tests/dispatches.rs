@@ -4,6 +4,8 @@
 //! A fused kernel counts one launch, as it is one dispatch on the wgpu backend.
 //! `cargo test -p liandan-train --test dispatches -- --nocapture` prints them.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -221,4 +223,31 @@ fn launches_of_a_composite_resnet18_step() {
     // SGD: weight decay 2, momentum 2, update 2; plus the momentum scalar, first used in the
     // second step (the first starts the buffer at the gradient).
     assert_eq!(sgd, 6 * n as u64 + 1);
+}
+
+/// On the wgpu backend a step runs each parameter group's updates as multi-tensor kernels
+/// (`fused_foreach.rs` in liandan-backend-wgpu): one dispatch per chunk of tensors, 5 SGD
+/// (momentum) or 4 Adam updates a chunk where a shader may bind 29 storage buffers (lavapipe,
+/// Metal), 24 where it may bind more (an H200), instead of one dispatch per tensor. Counted
+/// as dispatches recorded, over resnet18's 62 parameter tensors, in the second step (the first
+/// also creates the state).
+#[test]
+fn dispatches_of_a_wgpu_resnet18_step() {
+    let Some(device) = common::gpu() else { return };
+    manual_seed(0);
+    let model = zoo::build("resnet18", &device).unwrap();
+    let params = model.named_parameters();
+    for (_, p) in &params {
+        p.set_grad(Some(p.ones_like().unwrap()));
+    }
+    for (name, make, narrow) in [("SGD", sgd as fn(_) -> _, 5), ("Adam", adam, 4)] {
+        let mut opt = make(params.clone());
+        opt.step().unwrap();
+        let before = liandan_backend_wgpu::dispatches_recorded();
+        opt.step().unwrap();
+        let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
+        println!("resnet18 ({} parameter tensors) on {device}: {name} step {dispatches} dispatches", params.len());
+        assert_eq!(params.len(), 62);
+        assert!([62usize.div_ceil(narrow), 62usize.div_ceil(24)].contains(&(dispatches as usize)), "{name}: {dispatches} dispatches");
+    }
 }

@@ -1,7 +1,9 @@
 //! The fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
 //! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]) against their
 //! composites (each config's `update` with fusion off), on every device and float dtype, over
-//! every option, for several steps: parameters and state must agree.
+//! every option, for several steps: parameters and state must agree. On the wgpu backend the
+//! fused run's two parameters go through the multi-tensor kernels (`update_foreach`), which
+//! the conformance suite holds bit for bit to the per-tensor ones.
 //! (Parity of the fused path with PyTorch itself is `optim_parity.rs`, which runs fused.)
 
 mod common;

@@ -11,10 +11,9 @@
 @group(0) @binding(6) var<storage, read_write> square_avg_out: array<S_x>;
 @group(0) @binding(7) var<storage, read_write> acc_delta_out: array<S_x>;
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
+// Element `e` of the tensor (the entry point is `fused_optim_one.wgsl`'s or
+// `fused_optim_foreach.wgsl`'s).
+fn update(e: u32) {
   let p0 = load_x(param[params[2] + e]);
   let g = gradient(e, p0, 6u);
   let sq = round_x(round_x(load_x(square_avg[params[4] + e]) * hyper_x(7)) + round_x(round_x(g * hyper_x(8)) * g));

@@ -8,10 +8,9 @@
 @group(0) @binding(4) var<storage, read_write> param_out: array<S_x>;
 @group(0) @binding(5) var<storage, read_write> sum_out: array<S_x>;
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
+// Element `e` of the tensor (the entry point is `fused_optim_one.wgsl`'s or
+// `fused_optim_foreach.wgsl`'s).
+fn update(e: u32) {
   let p0 = load_x(param[params[2] + e]);
   let g = gradient(e, p0, 5u);
   let s = round_x(load_x(sum_in[params[4] + e]) + round_x(g * g));

@@ -86,6 +86,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_foreach_matches_per_tensor() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_foreach::matches_per_tensor(&d)
+            }
+        }
+        #[test]
         fn fused_lstm_cell_errors() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::lstm_cell_errors(&d)

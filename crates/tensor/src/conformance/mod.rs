@@ -29,6 +29,7 @@ pub mod forward_unary;
 pub mod forward_views;
 pub mod fused;
 pub mod fused_conv;
+pub mod fused_foreach;
 pub mod fused_norm;
 pub mod grads;
 pub mod grads_elementwise;

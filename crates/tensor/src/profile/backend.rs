@@ -130,6 +130,10 @@ impl Backend for Profiled {
         record(&self.inner, || Cow::Owned(format!("fused {}", op.name())), || self.inner.fused(op, inputs), Option::is_some)
     }
 
+    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
+        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || self.inner.fused_foreach(op, lists), Option::is_some)
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.run("synchronize", |b| b.synchronize())
     }

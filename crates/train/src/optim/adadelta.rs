@@ -45,15 +45,20 @@ impl Rule for AdadeltaConfig {
         vec!["square_avg", "acc_delta"]
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdadeltaStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
-    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         if state.tensors.is_empty() {
             state.tensors = vec![zeros_like(param)?, zeros_like(param)?];
         }
         let AdadeltaConfig { rho, eps, maximize, .. } = *self;
         let op = FusedOp::AdadeltaStep(AdadeltaStep { lr, rho, eps, weight_decay, maximize });
-        if let Some(done) = fused::update(&op, &[param, grad, &state.tensors[0], &state.tensors[1]]) {
+        Ok(Some((op, state.tensors.clone())))
+    }
+
+    /// One fused kernel where the device has one ([`FusedOp::AdadeltaStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
+    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adadelta has a fused step") };
+        if let Some(done) = fused::update(&op, &[param, grad, &held[0], &held[1]]) {
             return Ok(done?);
         }
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;

@@ -47,17 +47,23 @@ impl Rule for AdagradConfig {
         vec!["sum"]
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdagradStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
-    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         if state.tensors.is_empty() {
             state.tensors = vec![Tensor::full(param.shape(), self.initial_accumulator_value, param.dtype(), param.device())?];
         }
         let AdagradConfig { lr_decay, eps, maximize, .. } = *self;
         let hyper = AdagradStep { lr, lr_decay, weight_decay, eps, step: state.step, maximize };
-        if let Some(done) = fused::update(&FusedOp::AdagradStep(hyper), &[param, grad, &state.tensors[0]]) {
+        Ok(Some((FusedOp::AdagradStep(hyper), state.tensors.clone())))
+    }
+
+    /// One fused kernel where the device has one ([`FusedOp::AdagradStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
+    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adagrad has a fused step") };
+        if let Some(done) = fused::update(&op, &[param, grad, &held[0]]) {
             return Ok(done?);
         }
+        let FusedOp::AdagradStep(hyper) = op else { unreachable!("built by fused_step") };
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let sum = state.tensors[0].clone();
         let clr = hyper.clr();

@@ -79,9 +79,7 @@ impl Rule for AdamConfig {
         }
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdamStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
-    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         let (beta1, beta2) = self.betas;
         if state.tensors.is_empty() {
             state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
@@ -97,8 +95,15 @@ impl Rule for AdamConfig {
             maximize: self.maximize,
             decoupled_weight_decay: self.decoupled_weight_decay,
         });
-        let mut operands = vec![param, grad];
-        operands.extend(&state.tensors);
+        Ok(Some((op, state.tensors.clone())))
+    }
+
+    /// One fused kernel where the device has one ([`FusedOp::AdamStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
+    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        let (beta1, beta2) = self.betas;
+        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adam has a fused step") };
+        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
         if let Some(done) = fused::update(&op, &operands) {
             return Ok(done?);
         }

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use liandan_tensor::{NoGradGuard, Tensor};
+use liandan_tensor::{fused, fusion_enabled, FusedOp, NoGradGuard, Tensor};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -45,6 +45,16 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
     /// Updates `param` (through [`Tensor::assign`]) from `grad` and `state`, whose `step` has
     /// already been advanced; `state.tensors` is empty before the first update.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()>;
+
+    /// The same update as a fused update op ([`FusedOp::updates`]) and the operands that follow
+    /// `param` and `grad` (the state tensors, which become `state.tensors` once it has run), so
+    /// that a step can hand a whole group's updates to the device at once
+    /// ([`fused::update_foreach`]). It may create the state tensors; it updates nothing. `None`
+    /// (the default) for a rule without a fused op: the step then calls [`Rule::update`].
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
+        let _ = (lr, weight_decay, param, grad, state);
+        Ok(None)
+    }
 }
 
 /// One parameter's optimizer state: its step count (kept on the host, where it is known
@@ -162,7 +172,10 @@ impl<R: Rule> super::Optimizer for Optim<R> {
                 Some(m) => Cow::Owned(self.rule.with_momentum(m)),
                 None => Cow::Borrowed(&self.rule),
             };
-            for ((name, param), state) in group.params.iter().zip(states.iter_mut()) {
+            // Every update of the group is checked and counted first, then run together where
+            // the device can (PyTorch's foreach), and one by one where it cannot.
+            let mut pending = Vec::with_capacity(group.params.len());
+            for (i, ((name, param), state)) in group.params.iter().zip(states.iter_mut()).enumerate() {
                 // As PyTorch: a parameter without a gradient is skipped, its state untouched.
                 let Some(grad) = param.grad() else { continue };
                 if grad.shape() != param.shape() || grad.dtype() != param.dtype() {
@@ -178,7 +191,13 @@ impl<R: Rule> super::Optimizer for Optim<R> {
                     });
                 }
                 state.step += 1;
-                rule.update(group.lr, group.weight_decay, param, &grad, state)?;
+                pending.push((i, grad));
+            }
+            let done = run_foreach(&*rule, group, states, &pending)?;
+            for (i, grad) in &pending {
+                if !done[*i] {
+                    rule.update(group.lr, group.weight_decay, &group.params[*i].1, grad, &mut states[*i])?;
+                }
             }
         }
         Ok(())
@@ -224,6 +243,43 @@ impl<R: Rule> super::Optimizer for Optim<R> {
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
         super::state::load(self, state)
     }
+}
+
+/// One update's parameter index in its group, and its operands (param, grad, state).
+type Operands = (usize, Vec<Tensor>);
+
+/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as multi-tensor
+/// fused ops ([`fused::update_foreach`]), one call per distinct op (the parameters of a group
+/// normally share one: same hyper-parameters and step), where the device has them. Returns
+/// which parameters were updated; the caller updates the others one by one.
+fn run_foreach<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
+    let mut done = vec![false; states.len()];
+    if pending.len() < 2 || !fusion_enabled() {
+        return Ok(done);
+    }
+    let mut batches: Vec<(FusedOp, Vec<Operands>)> = Vec::new();
+    for (i, grad) in pending {
+        let param = &group.params[*i].1;
+        let Some((op, held)) = rule.fused_step(group.lr, group.weight_decay, param, grad, &mut states[*i])? else {
+            return Ok(done);
+        };
+        let operands: Vec<Tensor> = [param.clone(), grad.clone()].into_iter().chain(held).collect();
+        match batches.iter_mut().find(|b| b.0 == op) {
+            Some(batch) => batch.1.push((*i, operands)),
+            None => batches.push((op, vec![(*i, operands)])),
+        }
+    }
+    for (op, items) in batches {
+        let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
+        let ran = fused::update_foreach(&op, &lists)?;
+        for ((i, operands), ran) in items.iter().zip(ran) {
+            if ran {
+                states[*i].tensors = operands[2..].to_vec();
+                done[*i] = true;
+            }
+        }
+    }
+    Ok(done)
 }
 
 /// `grad`, negated when maximizing (every optimizer's `maximize` option).

@@ -63,15 +63,20 @@ impl Rule for RmsPropConfig {
         names
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::RmsPropStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
-    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         if state.tensors.is_empty() {
             state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
         }
         let RmsPropConfig { alpha, eps, momentum, centered, maximize, .. } = *self;
         let op = FusedOp::RmsPropStep(RmsPropStep { lr, alpha, eps, weight_decay, momentum, centered, maximize });
-        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&state.tensors).collect();
+        Ok(Some((op, state.tensors.clone())))
+    }
+
+    /// One fused kernel where the device has one ([`FusedOp::RmsPropStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
+    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("RMSprop has a fused step") };
+        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
         if let Some(done) = fused::update(&op, &operands) {
             return Ok(done?);
         }

@@ -63,9 +63,7 @@ impl Rule for SgdConfig {
         }
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::SgdStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
-    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, _param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         let first = state.tensors.is_empty();
         let op = FusedOp::SgdStep(SgdStep {
             lr,
@@ -79,11 +77,19 @@ impl Rule for SgdConfig {
         // On the first step the kernel writes the buffer without reading it: any tensor of the
         // right shape stands in, and a handle of the gradient's own costs nothing.
         let buf = if self.momentum == 0.0 { None } else { Some(state.tensors.first().cloned().unwrap_or_else(|| grad.detach())) };
-        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(buf.as_ref()).collect();
-        if let Some(done) = fused::update(&op, &operands) {
-            done?;
-            state.tensors = buf.into_iter().collect();
-            return Ok(());
+        Ok(Some((op, buf.into_iter().collect())))
+    }
+
+    /// One fused kernel where the device has one ([`FusedOp::SgdStep`]); otherwise the
+    /// composite below, which is also that kernel's oracle.
+    fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
+        if let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? {
+            let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
+            if let Some(done) = fused::update(&op, &operands) {
+                done?;
+                state.tensors = held;
+                return Ok(());
+            }
         }
         let mut g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         if self.momentum != 0.0 {
