@@ -11,7 +11,8 @@
 # run-time checks cost; `PART=6` the convolution cut and the optimizer step's cost;
 # `PART=coop` the tensor-core f16 matmul's variants (tests and timings); `PART=9` and `PART=10` a
 # final build against the previous one (`.bin/xtask-old`, `.bin/liandan-old`) in the same call:
-# 9 the tests, the optimizer step and the host cost per op, 10 the full GPU table.
+# 9 the tests, the optimizer step and the host cost per op; 10 the full GPU table and the host
+# CPU's slowest models.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -189,13 +190,16 @@ if [ "$PART" = 9 ]; then
   echo "## profile lstm"; timeout 60 ./.bin/liandan profile --model lstm --batch 64 --steps 5 --device gpu > "$OUT/profile-lstm.txt" 2>&1; head -16 "$OUT/profile-lstm.txt"
 fi
 if [ "$PART" = 10 ]; then
-  # The full GPU table beside PyTorch (time and peak memory), then the previous build's.
+  # The full GPU table beside PyTorch (time and peak memory), then the host CPU's three slowest
+  # models beside PyTorch CPU, this build and the previous one.
   echo "## bench --torch, GPU, this build"
   timeout 230 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
     --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench.md" | head -40
-  if [ -x .bin/xtask-old ]; then
-    echo "## bench, GPU, previous build"
-    timeout 150 ./.bin/xtask-old bench --device gpu:0 --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
-      --out "$OUT/bench-old" > "$OUT/bench-old.md" 2> "$OUT/bench-old.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-old.md" | head -40
-  fi
+  for b in xtask xtask-old; do
+    [ -x .bin/$b ] || continue
+    torch=""; [ $b = xtask ] && torch="--torch"
+    echo "## bench, CPU, $b"
+    timeout 150 ./.bin/$b bench $torch --device cpu --models vit,resnet18,lstm --warmup 2 --steps 5 --sync-every 5 --groups 1 --no-micro \
+      --out "$OUT/bench-cpu-$b" > "$OUT/bench-cpu-$b.md" 2> "$OUT/bench-cpu-$b.log"; echo "rc $?"; grep -E "^\| (cpu|[a-z0-9_]+ \| cpu)" "$OUT/bench-cpu-$b.md" | head -20
+  done
 fi
