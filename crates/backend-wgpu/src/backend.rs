@@ -339,6 +339,13 @@ impl Backend for WgpuBackend {
         }
     }
 
+    fn memory_breakdown(&self) -> Option<String> {
+        match self.gpu.get() {
+            Some(Ok(gpu)) => gpu.pool.breakdown(),
+            _ => None,
+        }
+    }
+
     fn empty_cache(&self) {
         if let Some(Ok(gpu)) = self.gpu.get() {
             gpu.pool.empty();

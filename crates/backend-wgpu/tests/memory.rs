@@ -126,3 +126,42 @@ fn fused_convolution_holds_no_column_buffer() {
     eprintln!("conv step peak: fused {fused} bytes, composite {composite} bytes");
     assert!(fused * 2 < composite, "a fused conv step peaked at {fused} bytes, the composite at {composite}: expected under half");
 }
+
+/// The graph keeps of each input only what its backward rule reads: after a forward whose
+/// intermediates the caller dropped, a ReLU keeps its 1-byte mask, not its input, and a product
+/// by a constant keeps the constant, not the other operand; the gradient is still exact.
+#[test]
+fn graph_keeps_only_what_backward_reads() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let (rows, cols) = (256, 1024);
+    let bytes = (rows * cols * 4) as u64;
+    let x = Tensor::randn(&[rows, cols], 6, DType::F32, &d).unwrap().requires_grad_(true).unwrap();
+    let c = Tensor::randn(&[rows, cols], 7, DType::F32, &d).unwrap();
+    let forward = || -> liandan_tensor::Result<Tensor> {
+        // sin: reads its input (the leaf x); mul by c: keeps c only; relu: keeps its mask; add: nothing.
+        let r = x.sin()?.mul(&c)?.relu()?;
+        r.add(&r)?.sum_all()
+    };
+    // A first pass warms the pipelines and the scalar constants.
+    forward().unwrap().backward().unwrap();
+    x.set_grad(None);
+    d.synchronize().unwrap();
+    let before = d.memory_stats().unwrap().in_use;
+    let loss = forward().unwrap();
+    d.synchronize().unwrap();
+    let held = d.memory_stats().unwrap().in_use - before;
+    // sin(x), sin(x) * c, the relu and the sum of two: four f32 tensors held before; now the mask.
+    assert!(held <= bytes / 2, "the graph holds {held} bytes after the forward; its intermediates are {bytes} bytes each");
+    loss.backward().unwrap();
+    let (xs, cs, g) = (x.to_vec_f64().unwrap(), c.to_vec_f64().unwrap(), x.grad().unwrap().to_vec_f64().unwrap());
+    for i in 0..xs.len() {
+        let h = xs[i].sin() * cs[i];
+        // Where f32 and f64 may disagree on the ReLU's side, either answer is right.
+        if h.abs() < 1e-4 {
+            continue;
+        }
+        let want = if h > 0.0 { 2.0 * cs[i] * xs[i].cos() } else { 0.0 };
+        assert!((g[i] - want).abs() <= 1e-4 + 1e-4 * want.abs(), "grad[{i}] = {}, want {want}", g[i]);
+    }
+}

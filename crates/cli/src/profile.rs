@@ -49,6 +49,8 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     }
     // Compilation and first allocations belong to the warm-up, not to the profile.
     device.synchronize().map_err(|e| failed("synchronize", e))?;
+    // The peak (and, under LIANDAN_MEMORY_BREAKDOWN=1, what was live at it) of the profiled steps.
+    device.reset_peak_memory();
     profile::start().map_err(|e| failed("profile", e))?;
     let mut run = Ok(());
     for _ in 0..a.steps {
@@ -61,6 +63,9 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     let p = profile::stop().map_err(|e| failed("profile", e))?;
     run?;
     println!("{p}");
+    if let Some(breakdown) = device.memory_breakdown() {
+        println!("\nDevice memory at the peak of the profiled steps, by where each buffer was made:\n{breakdown}");
+    }
     if let Some(path) = &a.trace {
         p.write_trace(path).map_err(|e| Failure::usage(e.to_string()))?;
         eprintln!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());

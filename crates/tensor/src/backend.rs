@@ -266,6 +266,13 @@ pub trait Backend: Send + Sync + Debug + 'static {
     /// Starts [`MemoryStats::peak`] over from what is in use now.
     fn reset_peak_memory(&self) {}
 
+    /// What was live at the last peak of [`MemoryStats::in_use`], grouped by where it was
+    /// allocated, for backends that can keep it (the wgpu pool under
+    /// `LIANDAN_MEMORY_BREAKDOWN=1`); `None` otherwise.
+    fn memory_breakdown(&self) -> Option<String> {
+        None
+    }
+
     /// Ops this device handed to the CPU because it cannot run them, with how often.
     fn fallback_report(&self) -> Vec<(String, u64)> {
         Vec::new()

@@ -166,6 +166,12 @@ impl Device {
         self.backend.reset_peak_memory()
     }
 
+    /// What was live at the peak of [`Device::memory_stats`], by where each buffer was made
+    /// (see [`Backend::memory_breakdown`]).
+    pub fn memory_breakdown(&self) -> Option<String> {
+        self.backend.memory_breakdown()
+    }
+
     /// Ops that ran on the CPU because this device cannot run them, with counts.
     pub fn fallback_report(&self) -> Vec<(String, u64)> {
         self.backend.fallback_report()

@@ -58,6 +58,20 @@ fn whole_storage(state: &State) -> Layout {
     Layout::contiguous(&[state.storage.size_in_bytes() / state.dtype.size_in_bytes()])
 }
 
+/// The storage of a [`Tensor::released`] handle: none.
+#[derive(Debug)]
+struct Released;
+
+impl crate::backend::BackendStorage for Released {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn size_in_bytes(&self) -> usize {
+        0
+    }
+}
+
 fn next_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
@@ -412,6 +426,26 @@ impl Tensor {
     /// checked): [`Tensor::assign`]'s last step, and how fused update ops land.
     pub(crate) fn replace_storage(&self, storage: Storage) {
         self.0.state.write().unwrap_or_else(|e| e.into_inner()).storage = storage;
+    }
+
+    /// The same tensor for the autograd graph (id, shape, dtype, device, node, `requires_grad`)
+    /// without its storage: what a recorded op keeps of an input its backward rule never reads,
+    /// so that the buffer goes back to the allocator as soon as no one else holds it. A kernel
+    /// handed one fails loudly (a rule that reads an input it declared unread is a bug).
+    pub(crate) fn released(&self) -> Tensor {
+        let (dtype, device) = (self.dtype(), self.device().interned());
+        Tensor(Arc::new(Inner {
+            id: self.0.id,
+            layout: self.0.layout.clone(),
+            state: RwLock::new(State { storage: Arc::new(Released), dtype, device }),
+            requires_grad: AtomicBool::new(self.0.requires_grad.load(Ordering::Relaxed)),
+            grad: Mutex::new(None),
+            node: self.0.node.clone(),
+        }))
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.state().storage.as_any().is::<Released>()
     }
 
     /// A tensor sharing this one's storage, cut from the graph.

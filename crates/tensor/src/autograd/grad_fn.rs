@@ -151,6 +151,61 @@ impl GradFn {
         name.to_string()
     }
 
+    /// Whether the rule reads the values of input `i`, given which inputs require grad
+    /// (`wants`). An input it does not read is kept in the graph without its storage (see
+    /// `Node::new`), as PyTorch saves only what a backward formula uses: a ReLU's or an add's
+    /// input is freed as soon as the forward no longer needs it.
+    pub(crate) fn reads_input(&self, i: usize, wants: &[bool]) -> bool {
+        let other = |j: usize| wants.get(j).copied().unwrap_or(false);
+        match self {
+            GradFn::Identity
+            | GradFn::ToDevice { .. }
+            | GradFn::Cast { .. }
+            | GradFn::Reshape { .. }
+            | GradFn::Permute { .. }
+            | GradFn::Narrow { .. }
+            | GradFn::Expand { .. }
+            | GradFn::Select { .. }
+            | GradFn::Sum { .. }
+            | GradFn::Im2col(_)
+            | GradFn::Col2im(_)
+            | GradFn::MaxPool2d { .. }
+            | GradFn::AvgPool2d { .. }
+            | GradFn::AvgPool2dBackward { .. }
+            | GradFn::Gather { .. }
+            | GradFn::ScatterAdd { .. }
+            | GradFn::IndexSelect { .. }
+            | GradFn::Cat { .. }
+            | GradFn::Sigmoid
+            | GradFn::Tanh
+            | GradFn::Softmax { .. }
+            | GradFn::LogSoftmax { .. } => false,
+            GradFn::Unary(op) => matches!(op, UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf),
+            GradFn::Binary(op) => match op {
+                BinaryOp::Add | BinaryOp::Sub => false,
+                // Each operand's gradient is the other operand times `g`.
+                BinaryOp::Mul => other(1 - i),
+                // `g / b` and `-g y / b`: the divisor only.
+                BinaryOp::Div => i == 1,
+                BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum => true,
+            },
+            GradFn::Matmul | GradFn::Conv2d(_) => other(1 - i),
+            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::LstmCell => true,
+            // `x` and the weight; the bias only by its shape.
+            GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
+        }
+    }
+
+    /// Whether the rule reads the op's own output, which must then stay alive while the graph does.
+    pub(crate) fn reads_output(&self) -> bool {
+        match self {
+            GradFn::Unary(op) => matches!(op, UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip),
+            GradFn::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
+            GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
+            _ => false,
+        }
+    }
+
     pub(crate) fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
         match self {
@@ -294,27 +349,33 @@ fn unary_backward(op: UnaryOp, g: &Tensor, x: &Tensor, y: &Tensor) -> Result<Ten
 }
 
 fn binary_backward(op: BinaryOp, g: &Tensor, a: &Tensor, b: &Tensor, y: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    // Only the gradients wanted are computed: an operand `reads_input` let go may be read by
+    // the other operand's gradient alone (`x * mask` keeps `mask`, not `x`).
+    let (want_a, want_b) = (a.requires_grad(), b.requires_grad());
     let (ga, gb) = match op {
-        BinaryOp::Add => (g.clone(), g.clone()),
-        BinaryOp::Sub => (g.clone(), g.neg()?),
-        BinaryOp::Mul => (g.mul(b)?, g.mul(a)?),
-        BinaryOp::Div => (g.div(b)?, g.mul(y)?.div(b)?.neg()?),
+        BinaryOp::Add => (want_a.then(|| Ok(g.clone())), want_b.then(|| Ok(g.clone()))),
+        BinaryOp::Sub => (want_a.then(|| Ok(g.clone())), want_b.then(|| g.neg())),
+        BinaryOp::Mul => (want_a.then(|| g.mul(b)), want_b.then(|| g.mul(a))),
+        BinaryOp::Div => (want_a.then(|| g.div(b)), want_b.then(|| g.mul(y)?.div(b)?.neg())),
         BinaryOp::Pow => {
-            let ga = g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
+            let ga = want_a.then(|| g.mul(b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?));
             // d/db a^b = a^b log a; where a <= 0 the log is undefined and PyTorch's convention
             // (zero where the base is zero) keeps it finite.
-            let positive = a.gt_scalar(0.0)?;
-            let safe_log = Tensor::where_cond(&positive, &a.log()?, &a.scalar_like(0.0)?)?;
-            (ga, g.mul(y)?.mul(&safe_log)?)
+            let gb = want_b.then(|| {
+                let positive = a.gt_scalar(0.0)?;
+                let safe_log = Tensor::where_cond(&positive, &a.log()?, &a.scalar_like(0.0)?)?;
+                g.mul(y)?.mul(&safe_log)
+            });
+            (ga, gb)
         }
         BinaryOp::Maximum | BinaryOp::Minimum => {
             let a_wins = if op == BinaryOp::Maximum { a.ge(b)? } else { a.le(b)? };
             let zero = g.scalar_like(0.0)?;
-            (Tensor::where_cond(&a_wins, g, &zero)?, Tensor::where_cond(&a_wins, &zero, g)?)
+            (want_a.then(|| Tensor::where_cond(&a_wins, g, &zero)), want_b.then(|| Tensor::where_cond(&a_wins, &zero, g)))
         }
     };
-    let ga = if a.requires_grad() { Some(ga.sum_to(a.shape())?) } else { None };
-    let gb = if b.requires_grad() { Some(gb.sum_to(b.shape())?) } else { None };
+    let ga = ga.map(|t| t?.sum_to(a.shape())).transpose()?;
+    let gb = gb.map(|t| t?.sum_to(b.shape())).transpose()?;
     Ok(vec![ga, gb])
 }
 

@@ -32,8 +32,26 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// Records `grad_fn` over `inputs`, keeping of each input only what backward will use: an
+    /// input whose values the rule never reads (and whose own rule does not read its output)
+    /// is kept as a [`Tensor::released`] handle, so its buffer is freed as soon as the forward
+    /// drops it, not when backward reaches it.
     pub(crate) fn new(grad_fn: GradFn, inputs: Vec<Tensor>) -> Node {
+        let wants: Vec<bool> = inputs.iter().map(Tensor::requires_grad).collect();
+        let inputs = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| match grad_fn.reads_input(i, &wants) || !t.can_release() {
+                true => t,
+                false => t.released(),
+            })
+            .collect();
         Node { state: Mutex::new(Some((grad_fn, inputs))) }
+    }
+
+    /// Whether this node's rule reads its op's output (false once backward has freed it).
+    fn reads_output(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|(f, _)| f.reads_output())
     }
 
     fn inputs(&self) -> Option<Vec<Tensor>> {
@@ -56,6 +74,18 @@ impl Drop for Node {
             if let Some((_, inputs)) = node.state.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
                 stack.extend(inputs);
             }
+        }
+    }
+}
+
+impl Tensor {
+    /// Whether the graph may keep this tensor without its storage: not a leaf that collects a
+    /// gradient (its `.grad` is set on this very handle), not already released, and not the
+    /// output of a rule that reads it.
+    fn can_release(&self) -> bool {
+        match self.node() {
+            Some(node) => !node.reads_output() && !self.is_released(),
+            None => !self.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed) && !self.is_released(),
         }
     }
 }

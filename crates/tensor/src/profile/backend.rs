@@ -154,6 +154,10 @@ impl Backend for Profiled {
         self.inner.reset_peak_memory()
     }
 
+    fn memory_breakdown(&self) -> Option<String> {
+        self.inner.memory_breakdown()
+    }
+
     fn fallback_report(&self) -> Vec<(String, u64)> {
         self.inner.fallback_report()
     }

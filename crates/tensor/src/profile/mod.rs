@@ -59,6 +59,8 @@ thread_local! {
     /// The op call being recorded on this thread (0: none), and how deep calls are nested.
     static CURRENT: Cell<u64> = const { Cell::new(0) };
     static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The name of the op call being recorded on this thread, for [`current_call`].
+    static CURRENT_NAME: RefCell<Cow<'static, str>> = const { RefCell::new(Cow::Borrowed("")) };
     static THREAD: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -158,6 +160,15 @@ pub fn current_op() -> Option<u64> {
     (id != 0).then_some(id)
 }
 
+/// The op call being recorded on this thread as `layer path: op` (`ResNet/layer1.0/conv1:
+/// conv2d`), for a backend to say where a buffer was made; `None` when no session runs.
+pub fn current_call() -> Option<String> {
+    current_op()?;
+    let layer = LAYERS.with(|l| l.borrow().join("/"));
+    let layer = if layer.is_empty() { "(no layer)".to_string() } else { layer };
+    Some(CURRENT_NAME.with(|n| format!("{layer}: {}", n.borrow())))
+}
+
 /// Adds `nanos` of device time to the op call `op` (from [`current_op`]); ignored when that
 /// call's session is over.
 pub fn record_gpu(op: u64, nanos: u64) {
@@ -190,6 +201,8 @@ pub(crate) fn record<T>(backend: &Arc<dyn Backend>, name: impl FnOnce() -> Cow<'
         return call();
     }
     let id = NEXT_OP.fetch_add(1, Ordering::Relaxed);
+    let name = name();
+    CURRENT_NAME.with(|n| n.borrow_mut().clone_from(&name));
     let outermost = Outermost;
     DEPTH.with(|d| d.set(1));
     CURRENT.with(|c| c.set(id));
@@ -207,7 +220,6 @@ pub(crate) fn record<T>(backend: &Arc<dyn Backend>, name: impl FnOnce() -> Cow<'
         }
         t.get()
     });
-    let name = name();
     let mut guard = session();
     let Some(s) = guard.as_mut() else { return out };
     let start_ns = t0.saturating_duration_since(s.started).as_nanos() as u64;
