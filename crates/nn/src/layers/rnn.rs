@@ -295,17 +295,17 @@ impl<C: Cell> RnnConfig<C> {
     }
 
     /// Checks an initial state against `want` (the batched shape, `[D * num_layers, N, H]`) and
-    /// returns it batched; zeros when absent.
-    fn initial_state(&self, state: Option<&Tensor>, name: &str, x: &Tensor, want: &[usize], batched: bool) -> Result<Tensor> {
+    /// returns it batched; `None` when absent (zeros, which the steps treat as such).
+    fn initial_state(&self, state: Option<&Tensor>, name: &str, x: &Tensor, want: &[usize], batched: bool) -> Result<Option<Tensor>> {
         let Some(s) = state else {
-            return Ok(Tensor::zeros(want, x.dtype(), x.device())?);
+            return Ok(None);
         };
         let expected: Vec<usize> = if batched { want.to_vec() } else { vec![want[0], want[2]] };
         if s.shape() != expected.as_slice() {
             let what = if batched { "[D * num_layers, N, hidden_size]" } else { "[D * num_layers, hidden_size]" };
             return Err(self.bad_shape(s.shape(), format!("{name} must have shape {expected:?} ({what}) for an input of shape {:?}", x.shape())));
         }
-        Ok(if batched { s.clone() } else { s.unsqueeze(1usize)? })
+        Ok(Some(if batched { s.clone() } else { s.unsqueeze(1usize)? }))
     }
 
     /// The forward pass: `(output, h_n, c_n)`, `c_n` only for the LSTM (`c0` is ignored for the
@@ -341,7 +341,10 @@ impl<C: Cell> RnnConfig<C> {
         }
         let want = [d * self.num_layers, n, h];
         let h0 = self.initial_state(h0, "h_0", x, &want, batched)?;
-        let c0 = if C::GATES == 4 { Some(self.initial_state(c0, "c_0", x, &want, batched)?) } else { None };
+        let c0 = self.initial_state(c0, "c_0", x, &want, batched)?;
+        // The output in the caller's layout straight from the last layer's steps: stacked
+        // along N's axis when batch first, so no transposed copy follows.
+        let time_axis = if batched && self.batch_first { 1 } else { 0 };
 
         let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
         let mut layer_in = xs;
@@ -349,9 +352,10 @@ impl<C: Cell> RnnConfig<C> {
             let mut outs = Vec::with_capacity(d);
             for (dir, w) in layer.iter().enumerate() {
                 let i = k * d + dir;
-                let c_init = c0.as_ref().map(|c| c.select(0usize, i)).transpose()?;
-                let (out, h_last, c_last) = self.direction(w, &layer_in, h0.select(0usize, i)?, c_init, dir == 1)?;
-                outs.push(out);
+                let state = |s: &Option<Tensor>| s.as_ref().map(|s| s.select(0usize, i)).transpose();
+                let (steps, h_last, c_last) = self.direction(w, &layer_in, state(&h0)?, state(&c0)?, dir == 1)?;
+                let axis = if k + 1 == self.num_layers { time_axis } else { 0 };
+                outs.push(Tensor::stack(&steps.iter().collect::<Vec<_>>(), axis)?);
                 h_n.push(h_last);
                 c_n.extend(c_last);
             }
@@ -364,18 +368,15 @@ impl<C: Cell> RnnConfig<C> {
             let s = Tensor::stack(&v.iter().collect::<Vec<_>>(), 0usize)?;
             Ok(if batched { s } else { s.squeeze(1usize)? })
         };
-        let out = match (batched, self.batch_first) {
-            (false, _) => layer_in.squeeze(1usize)?,
-            (true, false) => layer_in,
-            (true, true) => layer_in.transpose(0usize, 1usize)?.contiguous()?,
-        };
+        let out = if batched { layer_in } else { layer_in.squeeze(1usize)? };
         let c_n = if c_n.is_empty() { None } else { Some(stack(&c_n)?) };
         Ok((out, stack(&h_n)?, c_n))
     }
 
     /// One direction of one layer over `x` `[L, N, in]` from `h` (and `c` for the LSTM), both
-    /// `[N, H]`: the output `[L, N, H]` in time order and the final states.
-    fn direction(&self, w: &RnnWeights, x: &Tensor, mut h: Tensor, mut c: Option<Tensor>, reverse: bool) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    /// `[N, H]` or `None` for zeros: the output of every step `[N, H]` in time order and the
+    /// final states.
+    fn direction(&self, w: &RnnWeights, x: &Tensor, mut h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Vec<Tensor>, Tensor, Option<Tensor>)> {
         let (l, n, gh) = (x.shape()[0], x.shape()[1], C::GATES * self.hidden_size);
         let lstm = C::GATES == 4;
         // The input projection of every step in one matmul. The LSTM adds both biases here
@@ -388,33 +389,53 @@ impl<C: Cell> RnnConfig<C> {
             }
         }
         let xp = xp.reshape(&[l, n, gh])?;
-        let hh_bias = if lstm { None } else { w.bias_hh.as_ref() };
+        let zeros = || Tensor::zeros(&[n, self.hidden_size], x.dtype(), x.device());
+        let mut c = match (lstm, c) {
+            (true, None) => Some(zeros()?),
+            (_, c) => c.filter(|_| lstm),
+        };
+        if !lstm && h.is_none() {
+            // The GRU reads h itself, not only its product.
+            h = Some(zeros()?);
+        }
+        // One transpose shared by every step, so backward gathers W_hh's gradient into one
+        // product over all steps (`autograd/products.rs`) instead of one per step.
+        let w_hh_t = w.weight_hh.t()?;
 
         let mut outs: Vec<Tensor> = Vec::with_capacity(l);
         let steps: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..l).rev()) } else { Box::new(0..l) };
         for t in steps {
             let gx = xp.select(0usize, t)?;
-            let gh = h.linear(&w.weight_hh, hh_bias)?;
             if let Some(c_prev) = &c {
+                // A zero h contributes nothing: the first step from no state skips its product.
+                let gates = match &h {
+                    Some(h) => gx.add(&h.matmul(&w_hh_t)?)?,
+                    None => gx,
+                };
                 // The gate arithmetic is one op, a single kernel where the device has one.
-                let (h_new, c_new) = Tensor::lstm_cell(&gx.add(&gh)?, c_prev)?;
-                h = h_new;
+                let (h_new, c_new) = Tensor::lstm_cell(&gates, c_prev)?;
+                h = Some(h_new);
                 c = Some(c_new);
             } else {
+                let h_prev = h.as_ref().expect("the GRU starts from zeros");
+                let mut gh = h_prev.matmul(&w_hh_t)?;
+                if let Some(b) = &w.bias_hh {
+                    gh = gh.add(b)?;
+                }
                 let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);
                 let r = x3[0].add(&h3[0])?.sigmoid()?;
                 let z = x3[1].add(&h3[1])?.sigmoid()?;
                 let nn = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
                 // (1 - z) * n + z * h, written with one multiply fewer.
-                h = nn.add(&z.mul(&h.sub(&nn)?)?)?;
+                h = Some(nn.add(&z.mul(&h_prev.sub(&nn)?)?)?);
             }
-            outs.push(h.clone());
+            outs.push(h.clone().expect("set by the step"));
         }
         if reverse {
             // Step t's output belongs at position t of the sequence.
             outs.reverse();
         }
-        let out = Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?;
-        Ok((out, h, c))
+        let h = h.expect("L > 0, checked by run");
+        Ok((outs, h, c))
     }
 }

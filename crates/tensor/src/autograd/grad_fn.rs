@@ -251,24 +251,7 @@ impl GradFn {
                 let idx = if *max { x.argmax(*dim, true)? } else { x.argmin(*dim, true)? };
                 one(x.zeros_like()?.scatter_add(*dim, &idx, g)?)
             }
-            GradFn::Matmul => {
-                let (a, b) = (&inputs[0], &inputs[1]);
-                // A transposed operand (`linear`'s `weight.t()`) gets its gradient as the
-                // transpose of a row-major product, so the transpose's own rule hands the weight a
-                // row-major gradient: no strided copy into `.grad`, and an LSTM's per-step weight
-                // gradients add as plain buffers.
-                let ga = match a.requires_grad() {
-                    false => None,
-                    true if transposed_matrix(a) && same_batch(a, b) => Some(b.matmul(&g.t()?)?.t()?),
-                    true => Some(g.matmul(&b.t()?)?.sum_to(a.shape())?),
-                };
-                let gb = match b.requires_grad() {
-                    false => None,
-                    true if transposed_matrix(b) && same_batch(a, b) => Some(g.t()?.matmul(a)?.t()?),
-                    true => Some(a.t()?.matmul(g)?.sum_to(b.shape())?),
-                };
-                Ok(vec![ga, gb])
-            }
+            GradFn::Matmul => matmul_grads(g, &inputs[0], &inputs[1], true),
             GradFn::Im2col(w) => one(g.col2im_window(*w)?),
             GradFn::Col2im(w) => one(g.im2col_window(*w)?),
             GradFn::MaxPool2d { window: w, indices } => {
@@ -330,6 +313,26 @@ impl GradFn {
             }
         }
     }
+}
+
+/// The gradients of `a @ b` from `g`; `b`'s only when `want_b` (the engine may gather it
+/// over several products, `products.rs`).
+pub(crate) fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor, want_b: bool) -> Result<Vec<Option<Tensor>>> {
+    // A transposed operand (`linear`'s `weight.t()`) gets its gradient as the transpose of a
+    // row-major product, so the transpose's own rule hands the weight a row-major gradient:
+    // no strided copy into `.grad`, and an LSTM's per-step weight gradients add as plain
+    // buffers.
+    let ga = match a.requires_grad() {
+        false => None,
+        true if transposed_matrix(a) && same_batch(a, b) => Some(b.matmul(&g.t()?)?.t()?),
+        true => Some(g.matmul(&b.t()?)?.sum_to(a.shape())?),
+    };
+    let gb = match want_b && b.requires_grad() {
+        false => None,
+        true if transposed_matrix(b) && same_batch(a, b) => Some(g.t()?.matmul(a)?.t()?),
+        true => Some(a.t()?.matmul(g)?.sum_to(b.shape())?),
+    };
+    Ok(vec![ga, gb])
 }
 
 fn unary_backward(op: UnaryOp, g: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {

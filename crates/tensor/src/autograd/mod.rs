@@ -8,11 +8,14 @@
 //! saved tensors; a second backward through the same graph is an error unless the first kept
 //! it (`backward_with(.., retain_graph: true)`).
 //!
-//! Narrows are the exception to "run each node's rule": their gradients are gathered per input
-//! and joined once at the input's turn (`narrow.rs` says why and how).
+//! Two exceptions to "run each node's rule", both gathered per input and joined once at the
+//! input's turn: the gradients of narrows (`narrow.rs` says why and how), and the right-hand
+//! gradients of matrix products that share one operand, as an RNN's steps share `W_hh^T`
+//! (`products.rs`).
 
 mod grad_fn;
 mod narrow;
+mod products;
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
@@ -189,6 +192,7 @@ impl Tensor {
         let order = topo_order(self)?;
         let mut grads: HashMap<u64, Tensor> = HashMap::new();
         let mut pieces: HashMap<u64, Vec<narrow::Piece>> = HashMap::new();
+        let mut products: HashMap<u64, Vec<products::Piece>> = HashMap::new();
         grads.insert(self.id(), grad.detach());
         for t in order {
             let dense = grads.remove(&t.id());
@@ -202,6 +206,16 @@ impl Tensor {
                     })
                 }
                 None => dense,
+            };
+            let g = match products.remove(&t.id()) {
+                Some(p) => {
+                    let joined = crate::observe::in_backward_of(|| "matmul".into(), p[0].from, || products::assemble(&t, p))?;
+                    Some(match g {
+                        Some(d) => d.add(&joined)?,
+                        None => joined,
+                    })
+                }
+                None => g,
             };
             let Some(g) = g else { continue };
             let Some(node) = t.node() else {
@@ -228,7 +242,18 @@ impl Tensor {
                 }
                 continue;
             }
-            let input_grads = crate::observe::in_backward_of(|| grad_fn.name(), t.id(), || grad_fn.backward(&g, &inputs, &t.detach()))?;
+            let input_grads = crate::observe::in_backward_of(
+                || grad_fn.name(),
+                t.id(),
+                || match grad_fn {
+                    GradFn::Matmul if narrow::gathering() && products::gatherable(&inputs) => {
+                        let (grads, piece) = products::defer(&g, &inputs, t.id())?;
+                        products.entry(inputs[1].id()).or_default().push(piece);
+                        Ok(grads)
+                    }
+                    _ => grad_fn.backward(&g, &inputs, &t.detach()),
+                },
+            )?;
             for (input, ig) in inputs.iter().zip(input_grads) {
                 let Some(ig) = ig else { continue };
                 if !input.requires_grad() {

@@ -63,10 +63,12 @@ pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
             None => layers.push(vec![p]),
         }
     }
-    let zero = Tensor::zeros(&[], input.dtype(), input.device())?;
+    // Made only where a layer has a gap: an LSTM step's `h'` and `c'` pieces cover their
+    // `[2, N, H]` input whole, and a fill kernel per step would be wasted there.
+    let mut zero: Option<Tensor> = None;
     let mut total: Option<Tensor> = None;
     for layer in layers {
-        let joined = join(input.shape(), layer, &zero)?;
+        let joined = join(input, layer, &mut zero)?;
         total = Some(match total {
             Some(t) => t.add(&joined)?,
             None => joined,
@@ -75,17 +77,22 @@ pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
     Ok(total.expect("assemble is called with at least one piece"))
 }
 
-/// Disjoint pieces along one dim joined into `shape`, the gaps filled from the scalar `zero`.
-fn join(shape: &[usize], mut layer: Vec<Piece>, zero: &Tensor) -> Result<Tensor> {
+/// Disjoint pieces along one dim joined into `input`'s shape, the gaps filled from a scalar
+/// zero (made at the first gap and kept in `zero` for the next layers).
+fn join(input: &Tensor, mut layer: Vec<Piece>, zero: &mut Option<Tensor>) -> Result<Tensor> {
+    let shape = input.shape();
     let dim = layer[0].dim;
     layer.sort_by_key(|p| p.start);
     if layer.len() == 1 && layer[0].grad.shape() == shape {
         return Ok(layer.pop().expect("one piece").grad);
     }
-    let gap = |len: usize| {
+    let mut gap = |len: usize| {
         let mut s = shape.to_vec();
         s[dim] = len;
-        zero.expand(&s)
+        if zero.is_none() {
+            *zero = Some(Tensor::zeros(&[], input.dtype(), input.device())?);
+        }
+        zero.as_ref().expect("made above").expand(&s)
     };
     let mut parts = Vec::with_capacity(2 * layer.len() + 1);
     let mut at = 0;
