@@ -196,25 +196,13 @@ impl Tensor {
         grads.insert(self.id(), grad.detach());
         for t in order {
             let dense = grads.remove(&t.id());
+            // Each gathered join is attributed to its first piece, whose forward result names the layer.
             let g = match pieces.remove(&t.id()) {
-                Some(p) => {
-                    // Attributed to the first narrow, whose forward result names the layer.
-                    let joined = crate::observe::in_backward_of(|| "narrow".into(), p[0].from, || narrow::assemble(&t, p))?;
-                    Some(match dense {
-                        Some(d) => d.add(&joined)?,
-                        None => joined,
-                    })
-                }
+                Some(p) => plus(dense, crate::observe::in_backward_of(|| "narrow".into(), p[0].from, || narrow::assemble(&t, p))?)?,
                 None => dense,
             };
             let g = match products.remove(&t.id()) {
-                Some(p) => {
-                    let joined = crate::observe::in_backward_of(|| "matmul".into(), p[0].from, || products::assemble(&t, p))?;
-                    Some(match g {
-                        Some(d) => d.add(&joined)?,
-                        None => joined,
-                    })
-                }
+                Some(p) => plus(g, crate::observe::in_backward_of(|| "matmul".into(), p[0].from, || products::assemble(&t, p))?)?,
                 None => g,
             };
             let Some(g) = g else { continue };
@@ -277,4 +265,12 @@ impl Tensor {
         }
         Ok(())
     }
+}
+
+/// `dense + joined`, or `joined` alone when no dense gradient arrived.
+fn plus(dense: Option<Tensor>, joined: Tensor) -> Result<Option<Tensor>> {
+    Ok(Some(match dense {
+        Some(d) => d.add(&joined)?,
+        None => joined,
+    }))
 }
