@@ -1,6 +1,6 @@
 //! `torch.optim.Adadelta`, the optimizer of PyTorch's MNIST example (lr 1.0).
 
-use liandan_tensor::{fused, AdadeltaStep, FusedOp, Tensor};
+use liandan_tensor::{AdadeltaStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, signed, zeros_like, Optim, ParamState, Rule};
@@ -54,13 +54,10 @@ impl Rule for AdadeltaConfig {
         Ok(Some((op, state.tensors.clone())))
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdadeltaStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
+    /// The composite of [`FusedOp::AdadeltaStep`], and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adadelta has a fused step") };
-        if let Some(done) = fused::update(&op, &[param, grad, &held[0], &held[1]]) {
-            return Ok(done?);
-        }
+        // The state's zeros on the first step.
+        self.fused_step(lr, weight_decay, param, grad, state)?;
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let square_avg = decay_addcmul(&state.tensors[0], self.rho, &g, &g, 1.0 - self.rho)?;
         let std = square_avg.add_scalar(self.eps)?.sqrt()?;

@@ -1,6 +1,6 @@
 //! `torch.optim.Adagrad`, with learning-rate decay and an initial accumulator value.
 
-use liandan_tensor::{fused, AdagradStep, FusedOp, Tensor};
+use liandan_tensor::{AdagradStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, l2, signed, Optim, ParamState, Rule};
@@ -56,13 +56,9 @@ impl Rule for AdagradConfig {
         Ok(Some((FusedOp::AdagradStep(hyper), state.tensors.clone())))
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdagradStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
+    /// The composite of [`FusedOp::AdagradStep`], and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adagrad has a fused step") };
-        if let Some(done) = fused::update(&op, &[param, grad, &held[0]]) {
-            return Ok(done?);
-        }
+        let Some((op, _)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adagrad has a fused step") };
         let FusedOp::AdagradStep(hyper) = op else { unreachable!("built by fused_step") };
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let sum = state.tensors[0].clone();

@@ -1,7 +1,7 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW`: one rule, the weight decay coupled (an L2
 //! penalty in the gradient) or decoupled (the parameter shrunk before the update).
 
-use liandan_tensor::{fused, AdamStep, FusedOp, Tensor};
+use liandan_tensor::{AdamStep, FusedOp, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, zeros_like, Optim, ParamState, Rule};
@@ -98,15 +98,10 @@ impl Rule for AdamConfig {
         Ok(Some((op, state.tensors.clone())))
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::AdamStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
+    /// The composite of [`FusedOp::AdamStep`], and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
         let (beta1, beta2) = self.betas;
-        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adam has a fused step") };
-        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
-        if let Some(done) = fused::update(&op, &operands) {
-            return Ok(done?);
-        }
+        let Some((op, _)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adam has a fused step") };
         let mut g = signed(grad, self.maximize)?;
         let mut p = param.clone();
         if self.decoupled_weight_decay {

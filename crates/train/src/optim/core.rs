@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use liandan_tensor::{fused, fusion_enabled, FusedOp, NoGradGuard, Tensor};
+use liandan_tensor::{fused, FusedOp, NoGradGuard, Tensor};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -43,14 +43,17 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
     }
 
     /// Updates `param` (through [`Tensor::assign`]) from `grad` and `state`, whose `step` has
-    /// already been advanced; `state.tensors` is empty before the first update.
+    /// already been advanced, with tensor ops: the composite update, which the step runs where
+    /// the device has no fused kernel for [`Rule::fused_step`]'s op, and the fused kernels'
+    /// oracle. `state.tensors` is empty before the first update.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()>;
 
     /// The same update as a fused update op ([`FusedOp::updates`]) and the operands that follow
     /// `param` and `grad` (the state tensors, which become `state.tensors` once it has run), so
     /// that a step can hand a whole group's updates to the device at once
-    /// ([`fused::update_foreach`]). It may create the state tensors; it updates nothing. `None`
-    /// (the default) for a rule without a fused op: the step then calls [`Rule::update`].
+    /// ([`fused::update_foreach`]), or each to a per-tensor kernel ([`fused::update`]). It may
+    /// create the state tensors; it updates nothing. `None` (the default) for a rule without a
+    /// fused op: the step then calls [`Rule::update`].
     fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         let _ = (lr, weight_decay, param, grad, state);
         Ok(None)
@@ -193,7 +196,7 @@ impl<R: Rule> super::Optimizer for Optim<R> {
                 state.step += 1;
                 pending.push((i, grad));
             }
-            let done = run_foreach(&*rule, group, states, &pending)?;
+            let done = run_fused(&*rule, group, states, &pending)?;
             for (i, grad) in &pending {
                 if !done[*i] {
                     rule.update(group.lr, group.weight_decay, &group.params[*i].1, grad, &mut states[*i])?;
@@ -248,15 +251,13 @@ impl<R: Rule> super::Optimizer for Optim<R> {
 /// One update's parameter index in its group, and its operands (param, grad, state).
 type Operands = (usize, Vec<Tensor>);
 
-/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as multi-tensor
-/// fused ops ([`fused::update_foreach`]), one call per distinct op (the parameters of a group
-/// normally share one: same hyper-parameters and step), where the device has them. Returns
-/// which parameters were updated; the caller updates the others one by one.
-fn run_foreach<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
+/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as fused update
+/// ops where the device has them: as multi-tensor ops ([`fused::update_foreach`]), one call per
+/// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
+/// then each update the device left as a per-tensor op ([`fused::update`]). Returns which
+/// parameters were updated; the caller runs the composite ([`Rule::update`]) for the others.
+fn run_fused<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
     let mut done = vec![false; states.len()];
-    if pending.len() < 2 || !fusion_enabled() {
-        return Ok(done);
-    }
     let mut batches: Vec<(FusedOp, Vec<Operands>)> = Vec::new();
     for (i, grad) in pending {
         let param = &group.params[*i].1;
@@ -272,7 +273,8 @@ fn run_foreach<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState],
     for (op, items) in batches {
         let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
         let ran = fused::update_foreach(&op, &lists)?;
-        for ((i, operands), ran) in items.iter().zip(ran) {
+        for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
+            let ran = ran || fused::update(&op, list).transpose()?.is_some();
             if ran {
                 states[*i].tensors = operands[2..].to_vec();
                 done[*i] = true;

@@ -1,6 +1,6 @@
 //! `torch.optim.RMSprop`: plain, with momentum, and centered.
 
-use liandan_tensor::{fused, FusedOp, RmsPropStep, Tensor};
+use liandan_tensor::{FusedOp, RmsPropStep, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, zeros_like, Optim, ParamState, Rule};
@@ -72,14 +72,10 @@ impl Rule for RmsPropConfig {
         Ok(Some((op, state.tensors.clone())))
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::RmsPropStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
+    /// The composite of [`FusedOp::RmsPropStep`], and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("RMSprop has a fused step") };
-        let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
-        if let Some(done) = fused::update(&op, &operands) {
-            return Ok(done?);
-        }
+        // The state's zeros on the first step.
+        self.fused_step(lr, weight_decay, param, grad, state)?;
         let g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         let mut next = Vec::with_capacity(state.tensors.len());
         let square_avg = decay_addcmul(&state.tensors[0], self.alpha, &g, &g, 1.0 - self.alpha)?;

@@ -1,6 +1,6 @@
 //! `torch.optim.SGD`: momentum, dampening, Nesterov momentum and L2 weight decay.
 
-use liandan_tensor::{fused, FusedOp, SgdStep, Tensor};
+use liandan_tensor::{FusedOp, SgdStep, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, invalid, l2, signed, Optim, ParamState, Rule};
@@ -80,17 +80,8 @@ impl Rule for SgdConfig {
         Ok(Some((op, buf.into_iter().collect())))
     }
 
-    /// One fused kernel where the device has one ([`FusedOp::SgdStep`]); otherwise the
-    /// composite below, which is also that kernel's oracle.
+    /// The composite of [`FusedOp::SgdStep`], and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
-        if let Some((op, held)) = self.fused_step(lr, weight_decay, param, grad, state)? {
-            let operands: Vec<&Tensor> = [param, grad].into_iter().chain(&held).collect();
-            if let Some(done) = fused::update(&op, &operands) {
-                done?;
-                state.tensors = held;
-                return Ok(());
-            }
-        }
         let mut g = l2(signed(grad, self.maximize)?, param, weight_decay)?;
         if self.momentum != 0.0 {
             let buf = match state.tensors.first() {
