@@ -39,11 +39,20 @@ def main():
     p.add_argument("--json", action="store_true")
     p.add_argument("--overhead", action="store_true")
     p.add_argument("--matmul-f16", action="store_true")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--no-tf32", action="store_true")
     for name in ["model", "precision"]:
         p.add_argument(f"--{name}")
     for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
         p.add_argument(f"--{name}", type=int)
     a = p.parse_args()
+    if a.no_tf32:
+        # PyTorch runs f32 convolutions on TF32 tensor cores by default; this takes that away.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    if a.profile:
+        profile_model(a)
+        return
     if a.json:
         print(json.dumps(one_model(a)))
         return
@@ -219,7 +228,8 @@ def matmul_f16(a):
     return {"peak_copy_gbs": 0.0, "rows": rows}
 
 
-def one_model(a):
+def model_step(a):
+    """The device, its synchronize, and one training step of zoo model `a.model` (its optimizer, `a.precision`)."""
     import os
     import sys
     import torch.nn.functional as F
@@ -227,7 +237,7 @@ def one_model(a):
     from make_parity import build
     dev = torch_device(a.device)
     sync = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(dev.type, lambda: None)
-    low = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.precision]
+    low = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.precision or "f32"]
     shapes = {"mlp": [1024], "mnist_cnn": [1, 28, 28], "seed003_cnn": [1, 28, 28], "resnet18": [3, 32, 32], "vit": [3, 32, 32], "lstm": [28, 28], "vae": [784]}
     torch.manual_seed(0)
     model = build(a.model).to(dev).train()
@@ -255,6 +265,11 @@ def one_model(a):
             loss.backward()
             opt.step()
 
+    return dev, sync, step
+
+
+def one_model(a):
+    dev, sync, step = model_step(a)
     for _ in range(a.warmup):
         step()
     sync()
@@ -278,6 +293,24 @@ def one_model(a):
 
     peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
     return {"synced": stats(synced), "pipelined": stats(pipelined), "peak_bytes": peak}
+
+
+def profile_model(a):
+    """`torch.profiler` over `a.steps` training steps of `a.model` after `a.warmup`: the kernels
+    by their self device time, to set beside `liandan profile`."""
+    from torch.profiler import ProfilerActivity, profile
+    dev, sync, step = model_step(a)
+    for _ in range(a.warmup or 3):
+        step()
+    sync()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(a.steps or 5):
+            step()
+        sync()
+    key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
+    print(f"torch {torch.__version__}, {a.model} batch {a.batch} {a.precision or "f32"}, {a.steps or 5} steps, TF32 convolutions {torch.backends.cudnn.allow_tf32}")
+    print(prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60))
 
 
 if __name__ == "__main__":

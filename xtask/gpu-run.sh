@@ -12,7 +12,8 @@
 # `PART=coop` the tensor-core f16 matmul's variants (tests and timings); `PART=9` and `PART=10` a
 # final build against the previous one (`.bin/xtask-old`, `.bin/liandan-old`) in the same call:
 # 9 the tests, the optimizer step and the host cost per op; 10 the full GPU table and the host
-# CPU's slowest models.
+# CPU's slowest models. `PART=11`: where the time goes (ours and PyTorch's per-op profiles of
+# resnet18, seed003_cnn and vit; resnet18's convolution passes; PyTorch with and without TF32).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -202,4 +203,18 @@ if [ "$PART" = 10 ]; then
     timeout 150 ./.bin/$b bench $torch --device cpu --models vit,resnet18,lstm --warmup 2 --steps 5 --sync-every 5 --groups 1 --no-micro \
       --out "$OUT/bench-cpu-$b" > "$OUT/bench-cpu-$b.md" 2> "$OUT/bench-cpu-$b.log"; echo "rc $?"; grep -E "^\| (cpu|[a-z0-9_]+ \| cpu)" "$OUT/bench-cpu-$b.md" | head -20
   done
+fi
+if [ "$PART" = 11 ]; then
+  # Where the time goes, ours (GPU timestamps per op) beside PyTorch's (torch.profiler), and
+  # PyTorch's resnet18 with and without TF32 convolutions (its f32 default uses tensor cores).
+  for m in resnet18 seed003_cnn vit; do
+    echo "## profile $m"; timeout 90 ./.bin/liandan profile --model $m --batch 128 --steps 3 --device gpu > "$OUT/profile-$m.txt" 2>&1; echo "rc $?"; head -40 "$OUT/profile-$m.txt"
+    echo "## torch profile $m"; timeout 120 python3 xtask/bench_torch.py --profile --model $m --batch 128 --device gpu:0 --steps 3 > "$OUT/torch-profile-$m.txt" 2>&1
+    echo "rc $?"; grep -vE "^(USDT|ERROR|WARNING)" "$OUT/torch-profile-$m.txt" | cut -c1-60,100-200 | head -24
+  done
+  for tf in "" --no-tf32; do
+    echo "## torch resnet18 $tf"; timeout 120 python3 xtask/bench_torch.py --json --model resnet18 --batch 128 --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --precision f32 $tf 2>&1 | tail -1
+  done
+  echo "## memory at the peak, resnet18"; LIANDAN_MEMORY_BREAKDOWN=1 timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 2 --device gpu > "$OUT/memory-resnet18.txt" 2>&1; echo "rc $?"
+  echo "## bench-conv"; timeout 150 ./.bin/xtask bench-conv --device gpu > "$OUT/bench-conv.txt" 2>&1; echo "rc $?"; grep -E "^\|" "$OUT/bench-conv.txt" | head -50
 fi

@@ -128,9 +128,9 @@ fn fused_convolution_holds_no_column_buffer() {
 }
 
 /// The graph keeps of each input only what its backward rule reads: after a forward whose
-/// intermediates the caller dropped, a ReLU keeps its mask, not its input, and a product by a
+/// intermediates the caller dropped, a ReLU keeps its output, not its input or a mask, and a product by a
 /// constant keeps the constant, not the other operand; the gradient is still exact. (A bool
-/// is stored in 32 bits on this backend, so the mask is as large as one f32 intermediate.)
+/// is stored in 32 bits on this backend, so a mask would be as large as one f32 intermediate.)
 #[test]
 fn graph_keeps_only_what_backward_reads() {
     let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
@@ -140,7 +140,7 @@ fn graph_keeps_only_what_backward_reads() {
     let x = Tensor::randn(&[rows, cols], 6, DType::F32, &d).unwrap().requires_grad_(true).unwrap();
     let c = Tensor::randn(&[rows, cols], 7, DType::F32, &d).unwrap();
     let forward = || -> liandan_tensor::Result<Tensor> {
-        // sin: reads its input (the leaf x); mul by c: keeps c only; relu: keeps its mask; add: nothing.
+        // sin: reads its input (the leaf x); mul by c: keeps c only; relu: keeps its output; add: nothing.
         let r = x.sin()?.mul(&c)?.relu()?;
         r.add(&r)?.sum_all()
     };
@@ -153,7 +153,7 @@ fn graph_keeps_only_what_backward_reads() {
     d.synchronize().unwrap();
     let held = d.memory_stats().unwrap().in_use - before;
     // sin(x), sin(x) * c, the relu and the sum of two: four f32 tensors and the mask held
-    // before; now the mask alone (and the relu's zero scalar).
+    // before; now the relu's output alone.
     assert!(held < bytes + bytes / 2, "the graph holds {held} bytes after the forward; its intermediates are {bytes} bytes each");
     loss.backward().unwrap();
     let (xs, cs, g) = (x.to_vec_f64().unwrap(), c.to_vec_f64().unwrap(), x.grad().unwrap().to_vec_f64().unwrap());
@@ -166,4 +166,33 @@ fn graph_keeps_only_what_backward_reads() {
         let want = if h > 0.0 { 2.0 * cs[i] * xs[i].cos() } else { 0.0 };
         assert!((g[i] - want).abs() <= 1e-4 + 1e-4 * want.abs(), "grad[{i}] = {}, want {want}", g[i]);
     }
+}
+
+/// A ReLU whose output the caller keeps costs the graph nothing more: its rule reads that
+/// output, so no mask (32 bits an element here) waits for backward.
+#[test]
+fn relu_keeps_no_mask() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let n = 256 * 1024;
+    let x = Tensor::randn(&[n], 8, DType::F32, &d).unwrap().requires_grad_(true).unwrap();
+    let forward = || -> liandan_tensor::Result<(Tensor, Tensor)> {
+        let r = x.relu()?;
+        let loss = r.sum_all()?;
+        Ok((r, loss))
+    };
+    let (_, loss) = forward().unwrap();
+    loss.backward().unwrap();
+    x.set_grad(None);
+    d.synchronize().unwrap();
+    let before = d.memory_stats().unwrap().in_use;
+    let (r, loss) = forward().unwrap();
+    d.synchronize().unwrap();
+    let held = d.memory_stats().unwrap().in_use - before;
+    let bytes = (n * 4) as u64;
+    assert!(held < bytes + bytes / 2, "relu and its graph hold {held} bytes; the output alone is {bytes}");
+    loss.backward().unwrap();
+    let (xs, g) = (x.to_vec_f64().unwrap(), x.grad().unwrap().to_vec_f64().unwrap());
+    assert!(xs.iter().zip(&g).all(|(&x, &g)| g == if x > 0.0 { 1.0 } else { 0.0 }), "relu's gradient is 1 where x > 0, else 0");
+    drop(r);
 }

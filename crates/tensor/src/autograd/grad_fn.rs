@@ -78,6 +78,8 @@ pub(crate) enum GradFn {
         dim: usize,
         sizes: Vec<usize>,
     },
+    /// ReLU's rule on its output: the gradient passes where `y > 0` (0 at the kink, as PyTorch).
+    Relu,
     Sigmoid,
     Tanh,
     Softmax {
@@ -137,6 +139,7 @@ impl GradFn {
             GradFn::ScatterAdd { .. } => "scatter_add",
             GradFn::IndexSelect { .. } => "index_select",
             GradFn::Cat { .. } => "cat",
+            GradFn::Relu => "relu",
             GradFn::Sigmoid => "sigmoid",
             GradFn::Tanh => "tanh",
             GradFn::Softmax { .. } => "softmax",
@@ -176,6 +179,7 @@ impl GradFn {
             | GradFn::ScatterAdd { .. }
             | GradFn::IndexSelect { .. }
             | GradFn::Cat { .. }
+            | GradFn::Relu
             | GradFn::Sigmoid
             | GradFn::Tanh
             | GradFn::Softmax { .. }
@@ -201,7 +205,7 @@ impl GradFn {
         match self {
             GradFn::Unary(op) => matches!(op, UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip),
             GradFn::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
-            GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
+            GradFn::Relu | GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
             _ => false,
         }
     }
@@ -279,6 +283,7 @@ impl GradFn {
                 }
                 Ok(grads)
             }
+            GradFn::Relu => one(Tensor::where_cond(&out.gt_scalar(0.0)?, g, &g.scalar_like(0.0)?)?),
             GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
             GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
             GradFn::Softmax { dim } => one(Tensor::softmax_backward(g, out, *dim)?),

@@ -1,6 +1,9 @@
 //! Activations and softmax, built from primitives. Sigmoid, tanh, softmax and log-softmax keep
 //! their composite forward but carry a closed-form backward rule: chaining the primitives'
-//! rules through `1 / (1 + exp(-x))` gives `0 * inf = NaN` for large `|x|`.
+//! rules through `1 / (1 + exp(-x))` gives `0 * inf = NaN` for large `|x|`. ReLU keeps its
+//! select forward with a rule that reads its output (`y > 0` exactly where `x > 0`), so the
+//! graph holds no mask: the composite's rule saved the boolean mask, an activation's worth of
+//! memory (32 bits an element on wgpu) per ReLU until backward.
 
 use crate::autograd::{self, GradFn};
 use crate::error::Result;
@@ -19,7 +22,8 @@ impl Tensor {
     /// `maximum(x, 0)`, whose tie rule would pass the gradient at exactly 0.)
     pub fn relu(&self) -> Result<Tensor> {
         check_float("relu", self)?;
-        Tensor::where_cond(&self.gt_scalar(0.0)?, self, &self.scalar_like(0.0)?)
+        let out = autograd::no_grad(|| Tensor::where_cond(&self.gt_scalar(0.0)?, self, &self.scalar_like(0.0)?))?;
+        Ok(self.record_composite(out, || GradFn::Relu))
     }
 
     /// `max(x, 0) + slope * min(x, 0)`.
