@@ -90,6 +90,9 @@ impl WgpuBackend {
         if matches!(op, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_)) {
             return self.fused_batch_norm(op, inputs);
         }
+        if matches!(op, FusedOp::LayerNorm(_) | FusedOp::LayerNormBackward(_)) {
+            return self.fused_layer_norm(op, inputs);
+        }
         if matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)) {
             return self.fused_conv(op, inputs);
         }

@@ -19,6 +19,7 @@ mod coop;
 mod elementwise;
 mod fused;
 mod fused_foreach;
+mod fused_layer_norm;
 mod fused_norm;
 mod fused_optim;
 mod fused_pointwise;
@@ -113,6 +114,7 @@ kernel_families! {
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
     FusedNorm(fused_norm::Key),
+    FusedLayerNorm(fused_layer_norm::Key),
     Conv(conv::Key),
 }
 

@@ -1,0 +1,125 @@
+//! Fused layer normalization ([`FusedOp::LayerNorm`], its gradient
+//! [`FusedOp::LayerNormBackward`]): the forward in one dispatch (a workgroup a row: its mean,
+//! its mean squared deviation, then y), the backward in three (the rows' dx; then the
+//! parameters' gradients as column sums over segments of rows, joined in a second pass), where
+//! the composite takes some ten ops each way and keeps three row-sized intermediates for
+//! backward. Statistics are kept in f32 whatever the dtype; f64 is left to the composite.
+
+use std::sync::Arc;
+
+use liandan_tensor::{DType, FusedOp, LayerNormOptions, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{grid, KernelKey, Wgsl, WG};
+use crate::repr::Repr;
+
+const SHARED: &str = include_str!("shaders/fused_layer_norm.wgsl");
+const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
+const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
+const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
+const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
+
+/// Invocations of a workgroup (the shaders' `@workgroup_size`).
+const LANES: usize = 64;
+/// Rows a segment of the parameters' column sums covers at least, and the most segments.
+const MIN_SEGMENT_ROWS: usize = 32;
+const MAX_SEGMENTS: usize = 256;
+
+/// One pass of a fused layer normalization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Pass {
+    Forward,
+    Backward,
+    BackwardSums,
+    BackwardJoin,
+}
+
+/// One fused layer-norm kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    pass: Pass,
+    dtype: DType,
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let main = match self.pass {
+            Pass::Forward => FORWARD,
+            Pass::Backward => BACKWARD,
+            Pass::BackwardSums => BACKWARD_SUMS,
+            Pass::BackwardJoin => BACKWARD_JOIN,
+        };
+        Wgsl::new(repr).ty("x", self.dtype).part(SHARED).part(main).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let passes = [Pass::Forward, Pass::Backward, Pass::BackwardSums, Pass::BackwardJoin];
+        let keys = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype }));
+        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+    }
+}
+
+/// A grid of one workgroup per row (two-dimensional past a grid dimension's limit).
+fn rows_grid(rows: usize) -> (u32, u32, u32) {
+    grid(rows * WG)
+}
+
+impl WgpuBackend {
+    /// Runs a fused layer-norm op, or `None` (f64; non-contiguous operands; buffers beyond one
+    /// binding or 32-bit offsets).
+    pub(crate) fn fused_layer_norm(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let (o, backward): (&LayerNormOptions, bool) = match op {
+            FusedOp::LayerNorm(o) => (o, false),
+            FusedOp::LayerNormBackward(o) => (o, true),
+            _ => return None,
+        };
+        let x = inputs.first()?;
+        let (dtype, numel, d) = (x.dtype, x.layout.numel(), o.width);
+        if !self.repr.computes(dtype) || dtype == DType::F64 || d == 0 || numel % d != 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
+            return None;
+        }
+        let rows = numel / d;
+        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let segments = rows.div_ceil(MIN_SEGMENT_ROWS).clamp(1, MAX_SEGMENTS);
+        let per_segment = rows.div_ceil(segments).max(1);
+        let segments = rows.div_ceil(per_segment).max(1);
+        let flags = o.weight as u32 | (o.bias as u32) << 1;
+        let mut meta = vec![u32::try_from(rows).ok()?, u32::try_from(d).ok()?, flags, (o.eps as f32).to_bits(), segments as u32, per_segment as u32];
+        for v in inputs {
+            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        }
+        let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
+        Some((|| {
+            if !backward {
+                let kernel = gpu.kernel(Key { pass: Pass::Forward, dtype })?;
+                let (y, mean, rstd) = (self.output(dtype, numel)?, self.output(dtype, rows)?, self.output(dtype, rows)?);
+                // Absent parameters are bound to x (read only, never read).
+                let weight = if o.weight { buf(1) } else { buf(0) };
+                let bias = if o.bias { buf(1 + o.weight as usize) } else { buf(0) };
+                gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], rows_grid(rows))?;
+                return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
+            }
+            let kernel = gpu.kernel(Key { pass: Pass::Backward, dtype })?;
+            let dx = self.output(dtype, numel)?;
+            let weight = if o.weight { buf(4) } else { buf(0) };
+            gpu.dispatch(&kernel, &meta, &[buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()], rows_grid(rows))?;
+            let mut outs = vec![dx];
+            if o.weight || o.bias {
+                let (sums, join) = (gpu.kernel(Key { pass: Pass::BackwardSums, dtype })?, gpu.kernel(Key { pass: Pass::BackwardJoin, dtype })?);
+                let partial = self.output(DType::F32, segments * d * 2)?;
+                let columns = d.div_ceil(LANES) as u32;
+                gpu.dispatch(&sums, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], (columns, segments as u32, 1))?;
+                // An absent parameter's gradient goes to a one-element placeholder, never kept.
+                let dweight = self.output(dtype, if o.weight { d } else { 1 })?;
+                let dbias = self.output(dtype, if o.bias { d } else { 1 })?;
+                gpu.dispatch(&join, &meta, &[partial.buffer(), dweight.buffer(), dbias.buffer()], (columns, 1, 1))?;
+                outs.extend(o.weight.then_some(dweight));
+                outs.extend(o.bias.then_some(dbias));
+            }
+            Ok(outs.into_iter().map(|s| Arc::new(s) as Storage).collect())
+        })())
+    }
+}

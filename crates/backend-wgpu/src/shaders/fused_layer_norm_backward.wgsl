@@ -1,0 +1,36 @@
+// FusedOp::LayerNormBackward, the rows: each workgroup takes one row's sums of g and g xhat
+// (g = dy weight, xhat = (x - mean) rstd) and writes dx = rstd (g - sum(g) / D - xhat
+// sum(g xhat) / D). Without a weight, g = dy and the weight's binding is a placeholder.
+
+@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(2) var<storage, read> dy: array<S_x>;
+@group(0) @binding(3) var<storage, read> mean: array<S_x>;
+@group(0) @binding(4) var<storage, read> rstd: array<S_x>;
+@group(0) @binding(5) var<storage, read> weight: array<S_x>;
+@group(0) @binding(6) var<storage, read_write> dx: array<S_x>;
+
+fn g_at(base: u32, j: u32) -> f32 {
+  var g = f32(load_x(dy[offset(1u) + base + j]));
+  if (flag(1u)) { g = g * f32(load_x(weight[offset(4u) + j])); }
+  return g;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = row_of(wid, nwg);
+  if (row >= params[0]) { return; }
+  let d = params[1];
+  let base = row * d;
+  let mu = f32(load_x(mean[offset(2u) + row]));
+  let inv = f32(load_x(rstd[offset(3u) + row]));
+  var acc = vec2<f32>(0.0);
+  for (var j = lid; j < d; j += 64u) {
+    let g = g_at(base, j);
+    acc += vec2<f32>(g, g * (f32(load_x(x[offset(0u) + base + j])) - mu) * inv);
+  }
+  let sums = sum_all(lid, acc) / f32(d);
+  for (var j = lid; j < d; j += 64u) {
+    let xhat = (f32(load_x(x[offset(0u) + base + j])) - mu) * inv;
+    dx[base + j] = store_x(C_x(inv * (g_at(base, j) - sums.x - xhat * sums.y)));
+  }
+}

@@ -1,0 +1,42 @@
+// FusedOp::LayerNorm: each workgroup normalizes one row, its mean first and then the mean of
+// squared deviations (two passes over the row, as the CPU's kernel: no variance taken as a
+// difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
+// bias their bindings are placeholders, never read.
+
+@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(2) var<storage, read> weight: array<S_x>;
+@group(0) @binding(3) var<storage, read> bias: array<S_x>;
+@group(0) @binding(4) var<storage, read_write> y: array<S_x>;
+@group(0) @binding(5) var<storage, read_write> mean: array<S_x>;
+@group(0) @binding(6) var<storage, read_write> rstd: array<S_x>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = row_of(wid, nwg);
+  // Uniform across the workgroup: every invocation returns, or none does.
+  if (row >= params[0]) { return; }
+  let d = params[1];
+  let base = offset(0u) + row * d;
+  var s = 0.0;
+  for (var j = lid; j < d; j += 64u) {
+    s += f32(load_x(x[base + j]));
+  }
+  let mu = sum_all(lid, vec2<f32>(s, 0.0)).x / f32(d);
+  var q = 0.0;
+  for (var j = lid; j < d; j += 64u) {
+    let e = f32(load_x(x[base + j])) - mu;
+    q += e * e;
+  }
+  let variance = sum_all(lid, vec2<f32>(q, 0.0)).x / f32(d);
+  let inv = 1.0 / sqrt(variance + bitcast<f32>(params[3]));
+  for (var j = lid; j < d; j += 64u) {
+    var out = (f32(load_x(x[base + j])) - mu) * inv;
+    if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j])); }
+    if (flag(2u)) { out = out + f32(load_x(bias[offset(2u) + j])); }
+    y[row * d + j] = store_x(C_x(out));
+  }
+  if (lid == 0u) {
+    mean[row] = store_x(C_x(mu));
+    rstd[row] = store_x(C_x(inv));
+  }
+}
