@@ -14,6 +14,8 @@
 # 9 the tests, the optimizer step and the host cost per op; 10 the full GPU table and the host
 # CPU's slowest models. `PART=11`: where the time goes (ours and PyTorch's per-op profiles of
 # resnet18, seed003_cnn and vit; resnet18's convolution passes; PyTorch with and without TF32).
+# `PART=12`: the GPU tests, the full GPU table beside PyTorch, and the previous build's rows of
+# the models a change touched (`MODELS`).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -217,4 +219,20 @@ if [ "$PART" = 11 ]; then
   done
   echo "## memory at the peak, resnet18"; LIANDAN_MEMORY_BREAKDOWN=1 timeout 90 ./.bin/liandan profile --model resnet18 --batch 128 --steps 2 --device gpu > "$OUT/memory-resnet18.txt" 2>&1; echo "rc $?"
   echo "## bench-conv"; timeout 150 ./.bin/xtask bench-conv --device gpu > "$OUT/bench-conv.txt" 2>&1; echo "rc $?"; grep -E "^\|" "$OUT/bench-conv.txt" | head -50
+fi
+if [ "$PART" = 12 ]; then
+  # The GPU tests, the full GPU table beside PyTorch (time and peak memory), then the previous
+  # build's rows of the models the change touched, in the same call.
+  for t in conformance memory fused_optim device; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+  done
+  echo "## bench --torch, GPU, this build"
+  timeout 240 ./.bin/xtask bench --torch --device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 12800 \
+    --out "$OUT/bench" > "$OUT/bench.md" 2> "$OUT/bench.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench.md" | head -40
+  if [ -x .bin/xtask-old ]; then
+    echo "## bench, GPU, previous build: ${MODELS:-resnet18,vit}"
+    timeout 150 ./.bin/xtask-old bench --device gpu:0 --models "${MODELS:-resnet18,vit}" --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 --out "$OUT/bench-old" > "$OUT/bench-old.md" 2> "$OUT/bench-old.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-old.md" | head -20
+  fi
 fi
