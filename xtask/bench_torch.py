@@ -309,7 +309,7 @@ def profile_model(a):
             step()
         sync()
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
-    print(f"torch {torch.__version__}, {a.model} batch {a.batch} {a.precision or "f32"}, {a.steps or 5} steps, TF32 convolutions {torch.backends.cudnn.allow_tf32}")
+    print(f"torch {torch.__version__}, {a.model} batch {a.batch} {a.precision or 'f32'}, {a.steps or 5} steps, TF32 convolutions {torch.backends.cudnn.allow_tf32}")
     print(prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60))
 
 

@@ -135,6 +135,10 @@ impl Gemm for f64 {
     const ONE: f64 = 1.0;
 }
 
+/// Rows of a product at or under which a transposed rhs goes to `matrixmultiply` (see
+/// [`gemm_one`]).
+const SKINNY_ROWS: usize = 64;
+
 /// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`, added to what `c`
 /// holds when `accumulate`.
 ///
@@ -155,6 +159,12 @@ unsafe fn gemm_one<T: Gemm>(
     let keep = if accumulate { T::ONE } else { T::default() };
     match engine {
         Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
+        // A few rows against a column-major (transposed) rhs: `gemm` packs that rhs with
+        // strided reads on every call, which dominates when the rows are few, and
+        // `matrixmultiply` packs it faster. One thread, AVX-512 host (docs/PERFORMANCE.md):
+        // [16, 256] x [256, 1024]^T 161 against 111 us, [16, 1024] x [1024, 256]^T 222 against
+        // 109, [64, 256] x [256, 1024]^T 285 against 253; at 256 rows `gemm` is the faster.
+        Engine::Gemm if m <= SKINNY_ROWS && rsb == 1 && csb != 1 && n > 1 => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
         Engine::Gemm => {
             // gemm itself declines threads below its own work threshold; a pool of one thread
             // would only add a hand-off to it.
