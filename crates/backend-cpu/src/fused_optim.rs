@@ -29,12 +29,20 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
     let (b2, b2_rest) = (acc::<T::Acc>(beta2), acc::<T::Acc>(1.0 - beta2));
     let (bc2, eps, neg_step) = (acc::<T::Acc>(bias_correction2_sqrt), acc::<T::Acc>(eps), acc::<T::Acc>(-step_size));
     let round = |x: T::Acc| T::narrow(x);
-    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| Vec::with_capacity(n)).collect();
-    // `i` indexes every operand at once.
-    #[allow(clippy::needless_range_loop)]
+    let low_weight = (1.0 - beta1).abs() < 0.5;
+    // Outputs written in place and every operand cut to `n` up front: the loop then has no
+    // capacity or bounds checks, and its flags are loop-invariant, so it vectorizes (pushing
+    // into four vectors kept it scalar).
+    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| vec![T::default(); n]).collect();
+    let (params, grads, avgs, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
+    let maxes = if amsgrad { &v[4][..n] } else { sqs };
+    let (new_params, rest) = outs.split_at_mut(1);
+    let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
+    let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
+    let new_sqs = &mut new_sqs[0][..n];
     for i in 0..n {
-        let param = v[0][i].widen();
-        let mut g = if maximize { -v[1][i].widen() } else { v[1][i].widen() };
+        let param = params[i].widen();
+        let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
         let mut p = param;
         if decoupled_weight_decay {
             if weight_decay != 0.0 {
@@ -44,16 +52,16 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
             g = round(g + round(param * wd).widen()).widen();
         }
         // torch.lerp's two branches, as the composite's `lerp`.
-        let m0 = v[2][i].widen();
-        let m = round(if (1.0 - beta1).abs() < 0.5 { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
-        let sq = round(v[3][i].widen() * b2 + g * b2_rest * g);
-        let second = if amsgrad { v[4][i].max(sq) } else { sq };
+        let m0 = avgs[i].widen();
+        let m = round(if low_weight { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
+        let sq = round(sqs[i].widen() * b2 + g * b2_rest * g);
+        let second = if amsgrad { maxes[i].max(sq) } else { sq };
         let denom = second.widen().sqrt() / bc2 + eps;
-        outs[0].push(round(p + m.widen() / denom * neg_step));
-        outs[1].push(m);
-        outs[2].push(sq);
+        new_params[i] = round(p + m.widen() / denom * neg_step);
+        new_avgs[i] = m;
+        new_sqs[i] = sq;
         if amsgrad {
-            outs[3].push(second);
+            new_maxes[0][i] = second;
         }
     }
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
