@@ -91,12 +91,15 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
             .collect();
         return Ok(vec![T::wrap(params.into())]);
     }
-    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| Vec::with_capacity(n)).collect();
-    // `i` indexes every operand at once.
-    #[allow(clippy::needless_range_loop)]
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
+    let mut new_params = vec![T::default(); n];
+    let mut new_bufs = vec![T::default(); if momentum != 0.0 { n } else { 0 }];
+    let (params, grads) = (&v[0][..n], &v[1][..n]);
+    let bufs = if momentum != 0.0 && !first { &v[2][..n] } else { params };
+    let new_bufs_n = &mut new_bufs[..];
     for i in 0..n {
-        let param = v[0][i].widen();
-        let mut g = if maximize { -v[1][i].widen() } else { v[1][i].widen() };
+        let param = params[i].widen();
+        let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
         if weight_decay != 0.0 {
             g = round(g + round(param * wd));
         }
@@ -104,16 +107,20 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
             let buf = if first {
                 g
             } else if dampening == 0.0 {
-                round(round(v[2][i].widen() * mom) + g)
+                round(round(bufs[i].widen() * mom) + g)
             } else {
-                round(round(v[2][i].widen() * mom) + round(g * keep))
+                round(round(bufs[i].widen() * mom) + round(g * keep))
             };
-            outs[1].push(T::narrow(buf));
+            new_bufs_n[i] = T::narrow(buf);
             g = if nesterov { round(g + round(buf * mom)) } else { buf };
         }
-        outs[0].push(T::narrow(param - round(g * lr)));
+        new_params[i] = T::narrow(param - round(g * lr));
     }
-    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+    let mut outs = vec![T::wrap(new_params.into())];
+    if momentum != 0.0 {
+        outs.push(T::wrap(new_bufs.into()));
+    }
+    Ok(outs)
 }
 
 /// The gradient every step but Adam's starts from: negated when maximizing, plus the L2 term.
@@ -209,19 +216,20 @@ pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result
     let n = v[0].len();
     let (wd, rho, rho_rest, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(rho), scalar::<T>(1.0 - rho), scalar::<T>(eps), scalar::<T>(-lr));
     let round = |x: T::Acc| T::narrow(x).widen();
-    let mut outs: Vec<Vec<T>> = (0..3).map(|_| Vec::with_capacity(n)).collect();
-    // `i` indexes every operand at once.
-    #[allow(clippy::needless_range_loop)]
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
+    let (mut new_params, mut new_sqs, mut new_accs) = (vec![T::default(); n], vec![T::default(); n], vec![T::default(); n]);
+    let (params, grads, sqs, accs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
+    let (np, ns, na) = (&mut new_params[..n], &mut new_sqs[..n], &mut new_accs[..n]);
     for i in 0..n {
-        let param = v[0][i].widen();
-        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
-        let sq = decay_addcmul::<T>(v[2][i].widen(), rho, g, g, rho_rest);
+        let param = params[i].widen();
+        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+        let sq = decay_addcmul::<T>(sqs[i].widen(), rho, g, g, rho_rest);
         let std = round(round(sq + eps).sqrt());
-        let acc0 = v[3][i].widen();
+        let acc0 = accs[i].widen();
         let delta = round(round(round(round(acc0 + eps).sqrt()) / std) * g);
-        outs[0].push(T::narrow(param + round(delta * neg_lr)));
-        outs[1].push(T::narrow(sq));
-        outs[2].push(T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest)));
+        np[i] = T::narrow(param + round(delta * neg_lr));
+        ns[i] = T::narrow(sq);
+        na[i] = T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest));
     }
-    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+    Ok([new_params, new_sqs, new_accs].into_iter().map(|v| T::wrap(v.into())).collect())
 }
