@@ -325,6 +325,10 @@ impl Backend for WgpuBackend {
         self.fused_update_foreach(op, lists)
     }
 
+    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
+        self.fused_update_foreach_in_place(op, lists)
+    }
+
     fn synchronize(&self) -> Result<()> {
         match self.gpu.get() {
             Some(Ok(gpu)) => gpu.synchronize(),

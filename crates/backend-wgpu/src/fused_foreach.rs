@@ -19,9 +19,14 @@
 //! (`NARROW_BUFFERS`); below that, the per-tensor kernels run. ResNet-18's SGD step is 3
 //! dispatches wide (an H200), 13 narrow (lavapipe, Metal).
 //!
-//! A call's fresh output buffers are all held until `update_foreach` swaps them in, so a step
-//! holds up to `FOREACH_LISTS` (24) tensors' worth of new buffers beside the old, where the
-//! per-tensor kernels held one tensor's.
+//! Where the tensors' buffers are theirs alone (`Backend::fused_foreach_in_place`), a variant
+//! of each kernel writes over its inputs: [`in_place`] makes it from the same text, each
+//! output binding folded into its input's. A training step then allocates nothing and binds
+//! the same parameter and state buffers every time, so its bind groups come from the cache
+//! (a wide SGD dispatch binds 120 buffers; making that bind group cost ~85 us of host time,
+//! more than the update itself). Otherwise a call's fresh output buffers are all held until
+//! `update_foreach` swaps them in, so a step holds up to `FOREACH_LISTS` (24) tensors' worth
+//! of new buffers beside the old, where the per-tensor kernels held one tensor's.
 
 use std::sync::Arc;
 
@@ -68,12 +73,11 @@ fn width(limits: &wgpu::Limits, bindings: usize) -> Option<usize> {
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
 /// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, and the entry point.
-pub(crate) fn source(head: Wgsl, body: &[&str], width: usize, bindings: usize) -> String {
-    let body = body.join("\n");
-    let names = declared(&body);
+pub(crate) fn source(head: Wgsl, body: &str, width: usize, bindings: usize) -> String {
+    let names = declared(body);
     let mut s = head.uint("CHUNK", width as u32).uint("TABLE", TABLE as u32).build();
     for k in 0..width {
-        let mut copy = shift_bindings(&body, k * bindings);
+        let mut copy = shift_bindings(body, k * bindings);
         for name in &names {
             copy = rename(&copy, name, &format!("{name}_{k}"));
         }
@@ -86,6 +90,50 @@ pub(crate) fn source(head: Wgsl, body: &[&str], width: usize, bindings: usize) -
     }
     s += "    default: {}\n  }\n}\n\n";
     s + ENTRY
+}
+
+/// The update's files `src` made to write over their inputs: each output binding `x_out`
+/// folds into its input `x` (or `x_in`), which becomes `read_write`, and the bindings that
+/// remain are numbered 1, 2, ... in the order they are declared (the input order). Every
+/// update reads an element of a buffer before it writes that element, and only that one, so
+/// the arithmetic is the fresh-buffer kernel's.
+pub(crate) fn in_place(src: &str) -> String {
+    // (read_write, name, element type) of a binding's declaration line.
+    let binding = |line: &str| -> Option<(bool, String, String)> {
+        let (_, rest) = line.strip_prefix("@group(0) @binding(")?.split_once(") var<storage, ")?;
+        let (access, rest) = rest.split_once("> ")?;
+        let (name, ty) = rest.split_once(": ")?;
+        Some((access == "read_write", name.trim().to_string(), ty.to_string()))
+    };
+    let declared: Vec<(bool, String, String)> = src.lines().filter_map(binding).collect();
+    let is_input = |n: &str| declared.iter().any(|d| !d.0 && d.1 == n);
+    // (output, the input it folds into)
+    let folds: Vec<(String, String)> = declared
+        .iter()
+        .filter(|d| d.0)
+        .filter_map(|d| {
+            let base = d.1.strip_suffix("_out")?;
+            let input = [base.to_string(), format!("{base}_in")].into_iter().find(|n| is_input(n))?;
+            Some((d.1.clone(), input))
+        })
+        .collect();
+    let mut out = String::with_capacity(src.len());
+    let mut next = 1;
+    for line in src.lines() {
+        match binding(line) {
+            Some((_, name, _)) if folds.iter().any(|f| f.0 == name) => continue,
+            Some((write, name, ty)) => {
+                let access = if write || folds.iter().any(|f| f.1 == name) { "read_write" } else { "read" };
+                out += &format!("@group(0) @binding({next}) var<storage, {access}> {name}: {ty}\n");
+                next += 1;
+            }
+            None => {
+                out += line;
+                out += "\n";
+            }
+        }
+    }
+    folds.iter().fold(out, |s, (from, to)| rename(&s, from, to))
 }
 
 /// The functions and bindings `src` declares.
@@ -140,6 +188,17 @@ impl WgpuBackend {
     /// instead: f64, a device that allows too few bindings, an operand not at the start of
     /// its buffer or larger than a binding.
     pub(crate) fn fused_update_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
+        self.update_foreach(op, lists, false)
+    }
+
+    /// [`WgpuBackend::fused_update_foreach`] writing over the updated inputs' buffers
+    /// (`Backend::fused_foreach_in_place`: the caller has checked that nothing else holds them).
+    pub(crate) fn fused_update_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
+        Some(self.update_foreach(op, lists, true)?.map(drop))
+    }
+
+    /// The two above: fresh outputs, one list of them per update, or (`in_place`) none.
+    fn update_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>], in_place: bool) -> Option<Result<Vec<Vec<Storage>>>> {
         let Meta { rule, flags, hyper, stateful, centered } = meta(op)?;
         let dtype = lists.first()?.first()?.dtype;
         if !self.repr.computes(dtype) || dtype == DType::F64 {
@@ -149,7 +208,7 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let key = Key { rule, stateful, centered, dtype, width: 0 };
+        let key = Key { rule, stateful, centered, dtype, width: 0, in_place };
         let (fixed, inputs) = (rule.fixed(), rule.fixed() + stateful as usize + centered as usize);
         let width = width(&gpu.limits, key.bindings())?;
         let limit = gpu.max_binding();
@@ -181,16 +240,24 @@ impl WgpuBackend {
                     }
                 }
                 meta[0] = u32::try_from(groups).ok().filter(|&g| g < u32::MAX).ok_or_else(|| gpu.err(op.name(), "too many workgroups for one dispatch"))?;
-                let outs = chunk
-                    .iter()
-                    .map(|list| (0..op.outputs()).map(|_| self.output(dtype, list[0].layout.numel())).collect::<Result<Vec<_>>>())
-                    .collect::<Result<Vec<_>>>()?;
+                let outs = match in_place {
+                    true => Vec::new(),
+                    false => chunk
+                        .iter()
+                        .map(|list| (0..op.outputs()).map(|_| self.output(dtype, list[0].layout.numel())).collect::<Result<Vec<_>>>())
+                        .collect::<Result<Vec<_>>>()?,
+                };
                 // Per tensor slot, the per-tensor kernel's bindings: the fixed inputs, their
                 // outputs (all but the gradient's), then each optional state's input and
-                // output. Slots past the chunk bind its first tensor again (never run).
+                // output; in place, the inputs alone. Slots past the chunk bind its first
+                // tensor again (never run).
                 let mut buffers: Vec<&wgpu::Buffer> = Vec::with_capacity(width * key.bindings());
                 for k in 0..width {
                     let k = if k < chunk.len() { k } else { 0 };
+                    if in_place {
+                        buffers.extend(chunk[k].iter().map(|v| gpu_storage(v).buffer()));
+                        continue;
+                    }
                     let (list, out) = (&chunk[k], &outs[k]);
                     buffers.extend(list[..fixed].iter().map(|v| gpu_storage(v).buffer()));
                     buffers.extend(out[..fixed - 1].iter().map(|o| o.buffer()));
@@ -210,7 +277,7 @@ impl WgpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{declared, rename, shift_bindings, widths, WIDE};
+    use super::{declared, in_place, rename, shift_bindings, widths, WIDE};
 
     #[test]
     fn copies_rename_whole_words_and_shift_bindings() {
@@ -218,6 +285,28 @@ mod tests {
         assert_eq!(declared(src), ["exp_avg_sq", "update"]);
         let copy = rename(&rename(&shift_bindings(src, 9), "exp_avg_sq", "exp_avg_sq_2"), "update", "update_2");
         assert_eq!(copy, "@group(0) @binding(GRAD_AVG + 1u + 9u) var<storage, read> exp_avg_sq_2: array<S_x>;\nfn update_2(e: u32) { max_exp_avg_sq[e] = exp_avg_sq_2[e] + params[0]; }\n");
+    }
+
+    #[test]
+    fn in_place_folds_each_output_into_its_input_and_renumbers() {
+        let src = "\
+@group(0) @binding(1) var<storage, read> param: array<S_x>;
+@group(0) @binding(2) var<storage, read> grad: array<S_x>;
+@group(0) @binding(3) var<storage, read> sum_in: array<S_x>;
+@group(0) @binding(4) var<storage, read_write> param_out: array<S_x>;
+@group(0) @binding(5) var<storage, read_write> sum_out: array<S_x>;
+fn update(e: u32) { sum_out[e] = sum_in[e] + grad[e]; param_out[e] = param[e] - sum_out[e]; }
+@group(0) @binding(GRAD_AVG) var<storage, read> grad_avg: array<S_x>;
+@group(0) @binding(GRAD_AVG + 1u) var<storage, read_write> grad_avg_out: array<S_x>;
+";
+        let want = "\
+@group(0) @binding(1) var<storage, read_write> param: array<S_x>;
+@group(0) @binding(2) var<storage, read> grad: array<S_x>;
+@group(0) @binding(3) var<storage, read_write> sum_in: array<S_x>;
+fn update(e: u32) { sum_in[e] = sum_in[e] + grad[e]; param[e] = param[e] - sum_in[e]; }
+@group(0) @binding(4) var<storage, read_write> grad_avg: array<S_x>;
+";
+        assert_eq!(in_place(src), want);
     }
 
     #[test]

@@ -67,7 +67,8 @@ impl Rule {
 /// One fused update kernel variant (see `kernels::KernelKey`): the rule, with or without its
 /// optional state (`stateful`: amsgrad for Adam, momentum for SGD and RMSprop; `centered`:
 /// RMSprop's gradient average), over `dtype`, for one tensor (`width` 0) or for up to
-/// `width` tensors a dispatch (`fused_foreach.rs`).
+/// `width` tensors a dispatch (`fused_foreach.rs`), writing fresh buffers or (`in_place`,
+/// multi-tensor only) over the inputs it updates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) rule: Rule,
@@ -75,13 +76,19 @@ pub(crate) struct Key {
     pub(crate) centered: bool,
     pub(crate) dtype: DType,
     pub(crate) width: u8,
+    pub(crate) in_place: bool,
 }
 
 impl Key {
     /// The buffers one tensor's update binds: each input, and an output for each but the
-    /// gradient.
+    /// gradient (in place: each input only).
     pub(crate) fn bindings(&self) -> usize {
-        2 * (self.rule.fixed() + self.stateful as usize + self.centered as usize) - 1
+        let inputs = self.rule.fixed() + self.stateful as usize + self.centered as usize;
+        if self.in_place {
+            inputs
+        } else {
+            2 * inputs - 1
+        }
     }
 }
 
@@ -100,7 +107,9 @@ impl KernelKey for Key {
         // The gradient average's bindings come after the momentum buffer's, when it has them.
         let w = if self.centered { w.uint("GRAD_AVG", if self.stateful { 8 } else { 6 }) } else { w };
         if self.width > 0 {
-            return fused_foreach::source(w, &[&[HELPERS], parts].concat(), self.width as usize, self.bindings());
+            let body = [&[HELPERS], parts].concat().join("\n");
+            let body = if self.in_place { fused_foreach::in_place(&body) } else { body };
+            return fused_foreach::source(w, &body, self.width as usize, self.bindings());
         }
         parts.iter().fold(w.part(HELPERS), |w, p| w.part(p)).part(ONE).build()
     }
@@ -119,9 +128,16 @@ impl KernelKey for Key {
             (Rule::Adagrad, f, f),
             (Rule::Adadelta, f, f),
         ];
-        let keys = options.into_iter().flat_map(|(rule, stateful, centered)| DType::ALL.map(|dtype| Key { rule, stateful, centered, dtype, width: 0 }));
+        let keys = options
+            .into_iter()
+            .flat_map(|(rule, stateful, centered)| DType::ALL.map(|dtype| Key { rule, stateful, centered, dtype, width: 0, in_place: false }));
         let keys: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
-        let wide = keys.iter().flat_map(|k| fused_foreach::widths(k.bindings()).map(|w| Key { width: w as u8, ..*k }));
+        let wide = [false, true].into_iter().flat_map(|in_place| {
+            keys.iter().flat_map(move |k| {
+                let k = Key { in_place, ..*k };
+                fused_foreach::widths(k.bindings()).map(move |w| Key { width: w as u8, ..k })
+            })
+        });
         keys.iter().copied().chain(wide).collect()
     }
 }
@@ -226,7 +242,7 @@ impl WgpuBackend {
         }
         meta.extend(hyper);
         Some((|| {
-            let kernel = gpu.kernel(Key { rule, stateful, centered, dtype, width: 0 })?;
+            let kernel = gpu.kernel(Key { rule, stateful, centered, dtype, width: 0, in_place: false })?;
             let outs = (0..op.outputs()).map(|_| self.output(dtype, numel)).collect::<Result<Vec<_>>>()?;
             // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
             // optional state's input and output (so an option's WGSL part adds its two last).

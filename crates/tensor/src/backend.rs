@@ -241,6 +241,17 @@ pub trait Backend: Send + Sync + Debug + 'static {
         None
     }
 
+    /// [`Backend::fused_foreach`] that writes each update's new values over the buffers of
+    /// the inputs it updates (the parameter and its state, [`FusedOp::updates`]) instead of
+    /// returning fresh ones. The caller hands over only lists whose updated buffers nothing
+    /// else holds (no view, alias or recorded graph reads them), so the write is invisible
+    /// but for the buffers staying put: a step then binds the same buffers every time, and
+    /// allocates nothing. `None` (the default) lets the caller run [`Backend::fused_foreach`].
+    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
+        let _ = (op, lists);
+        None
+    }
+
     /// Waits until all submitted work has finished. A no-op for synchronous backends.
     fn synchronize(&self) -> Result<()> {
         Ok(())

@@ -39,7 +39,7 @@
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::backend::{Storage, Strided, Window2d};
 use crate::error::{Error, Result};
@@ -540,7 +540,11 @@ pub const FOREACH_LISTS: usize = 24;
 
 /// [`update`] of one op over many operand lists at once (`lists[i]` the inputs of one update),
 /// where the device has a multi-tensor kernel for it ([`crate::Backend::fused_foreach`]),
-/// [`FOREACH_LISTS`] lists a call. Returns, per list, whether it was updated: not when fusion
+/// [`FOREACH_LISTS`] lists a call: in place ([`crate::Backend::fused_foreach_in_place`])
+/// where the buffers a call updates belong to their tensors alone, so that a training loop's
+/// steps bind the same buffers every time and allocate none; into fresh buffers swapped in
+/// where another tensor (a view, a detached alias, a graph not yet run backward) shares one,
+/// which then keeps the old values. Returns, per list, whether it was updated: not when fusion
 /// is off (or inside [`no_foreach`]), the backend has no such kernel, or the list is not what
 /// [`update`] takes or lies on another device or dtype than the first list. A list not updated
 /// is unchanged, and the caller runs its update ([`update`] or the composite).
@@ -565,6 +569,16 @@ pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Result<Vec<bool>>
             .zip(&storages)
             .map(|(&i, s)| lists[i].iter().zip(s).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect())
             .collect();
+        // In place where every buffer the chunk updates is held by its tensor alone (and by
+        // `storages`): no other tensor can see the write. Otherwise into fresh buffers.
+        let alone = slice.iter().zip(&storages).all(|(_, s)| targets.iter().all(|&k| Arc::strong_count(&s[k]) == 2));
+        if alone {
+            if let Some(result) = backend.fused_foreach_in_place(op, &views) {
+                result?;
+                slice.iter().for_each(|&i| done[i] = true);
+                continue;
+            }
+        }
         let Some(outs) = backend.fused_foreach(op, &views) else { continue };
         let outs = outs?;
         if outs.len() != slice.len() || outs.iter().any(|o| o.len() != op.outputs()) {

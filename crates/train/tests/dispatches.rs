@@ -228,11 +228,12 @@ fn launches_of_a_composite_resnet18_step() {
 }
 
 /// On the wgpu backend a step runs each parameter group's updates as multi-tensor kernels
-/// (`fused_foreach.rs` in liandan-backend-wgpu): one dispatch per chunk of tensors, 5 SGD
-/// (momentum) or 4 Adam updates a chunk where a shader may bind 29 storage buffers (lavapipe,
-/// Metal), 24 where it may bind more (an H200), instead of one dispatch per tensor. Counted
-/// as dispatches recorded, over resnet18's 62 parameter tensors, in the second step (the first
-/// also creates the state).
+/// (`fused_foreach.rs` in liandan-backend-wgpu) that write over the parameters and their
+/// state: one dispatch per chunk of tensors, 9 SGD (momentum) or 7 Adam updates a chunk where
+/// a shader may bind 29 storage buffers (lavapipe, Metal), 24 where it may bind more (an
+/// H200), instead of one dispatch per tensor; the step hands the backend 24 tensors a call.
+/// Counted as dispatches recorded, over resnet18's 62 parameter tensors, in the second step
+/// (the first also creates the state).
 #[test]
 fn dispatches_of_a_wgpu_resnet18_step() {
     let Some(device) = common::gpu() else { return };
@@ -242,7 +243,7 @@ fn dispatches_of_a_wgpu_resnet18_step() {
     for (_, p) in &params {
         p.set_grad(Some(p.ones_like().unwrap()));
     }
-    for (name, make, narrow) in [("SGD", sgd as fn(_) -> _, 5), ("Adam", adam, 4)] {
+    for (name, make, narrow) in [("SGD", sgd as fn(_) -> _, 9), ("Adam", adam, 7)] {
         let mut opt = make(params.clone());
         opt.step().unwrap();
         let before = liandan_backend_wgpu::dispatches_recorded();
@@ -250,6 +251,8 @@ fn dispatches_of_a_wgpu_resnet18_step() {
         let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
         println!("resnet18 ({} parameter tensors) on {device}: {name} step {dispatches} dispatches", params.len());
         assert_eq!(params.len(), 62);
-        assert!([62usize.div_ceil(narrow), 62usize.div_ceil(24)].contains(&(dispatches as usize)), "{name}: {dispatches} dispatches");
+        let calls = [24usize, 24, 14];
+        let chunked = |width: usize| calls.iter().map(|c| c.div_ceil(width)).sum::<usize>();
+        assert!([chunked(narrow), chunked(24)].contains(&(dispatches as usize)), "{name}: {dispatches} dispatches");
     }
 }

@@ -4,7 +4,8 @@
 //! must come out bit for bit as the per-tensor updates leave it; where it has none, the call
 //! must change nothing. Over every update op and option set, in every float dtype but f64, on
 //! tensors of mixed sizes (one element, a few, exactly one 256-wide workgroup, more than one)
-//! and more of them than one dispatch takes.
+//! and more of them than one dispatch takes; with buffers of their own (which a backend may
+//! update in place) and with a shared one (which it must not).
 
 use super::values;
 use crate::fused::{update, update_foreach};
@@ -56,8 +57,11 @@ fn snapshot(lists: &[Vec<Tensor>]) -> Vec<Vec<u64>> {
 }
 
 /// Runs `op` over `count` operand lists with [`update_foreach`]; `true` if the device ran it,
-/// after checking the result against the per-tensor updates (see the module docs).
-fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize) -> bool {
+/// after checking the result against the per-tensor updates (see the module docs). With
+/// `alias`, the first list's updated tensors are shared (a detached alias of each is held):
+/// the call that takes that list must leave the aliases their old values (the update cannot
+/// go in place there), and the later calls may update in place.
+fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize, alias: bool) -> bool {
     let what = format!("{} {dtype} over {count} tensors on {device}", op.name());
     let per_tensor = lists(op, count, dtype, device);
     for list in &per_tensor {
@@ -66,6 +70,7 @@ fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize) -> bool {
     }
     let together = lists(op, count, dtype, device);
     let before = snapshot(&together);
+    let aliases: Vec<Tensor> = if alias { op.updates().iter().map(|&k| together[0][k].detach()).collect() } else { Vec::new() };
     let refs: Vec<Vec<&Tensor>> = together.iter().map(|l| l.iter().collect()).collect();
     let ran = update_foreach(op, &refs).unwrap_or_else(|e| panic!("{what}: {e}"));
     let after = snapshot(&together);
@@ -76,6 +81,10 @@ fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize) -> bool {
         assert!(got == expected, "{what}: tensor {k} ({list}) differs from the per-tensor update's result or its old value");
     }
     assert!(ran.iter().all(|&r| r) || ran.iter().all(|&r| !r), "{what}: some lists ran and some did not: {ran:?}");
+    for (alias, &k) in aliases.iter().zip(&op.updates()) {
+        let kept = snapshot(&[vec![alias.clone()]]);
+        assert!(kept[0] == before[k], "{what}: an alias of updated tensor {k} changed: a shared buffer was written in place");
+    }
     ran[0]
 }
 
@@ -83,12 +92,13 @@ fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize) -> bool {
 pub fn matches_per_tensor(device: &Device) {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         for op in ops() {
-            check(device, &op, dtype, 30);
+            check(device, &op, dtype, 30, false);
+            check(device, &op, dtype, 30, true);
         }
     }
 }
 
 /// Whether `device` runs `op` over many tensors at once in `dtype` (checking the result).
 pub fn backend_runs_foreach(device: &Device, op: &FusedOp, dtype: DType) -> bool {
-    check(device, op, dtype, 3)
+    check(device, op, dtype, 3, false)
 }

@@ -134,6 +134,10 @@ impl Backend for Profiled {
         record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || self.inner.fused_foreach(op, lists), Option::is_some)
     }
 
+    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
+        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || self.inner.fused_foreach_in_place(op, lists), Option::is_some)
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.run("synchronize", |b| b.synchronize())
     }
