@@ -5,9 +5,9 @@
 use liandan_tensor::{Layout, Result};
 
 use crate::backend::{WgpuBackend, Why};
+use crate::elementwise::Key;
 use crate::gpu::Window;
-use crate::kernels::{grid, strided_meta};
-use crate::Key;
+use crate::kernels::{grid, strided_meta, WG};
 
 /// One buffer a kernel binds, in binding order.
 pub(crate) struct Operand<'a> {
@@ -70,17 +70,23 @@ impl WgpuBackend {
     /// Dispatches the kernel `key` over the `numel` elements of `shape`, or says why the work
     /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
     /// bind whose view cannot be chunked); the caller then falls back to the CPU.
-    pub(crate) fn launch(&self, key: impl Into<Key>, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
-        let key = key.into();
+    pub(crate) fn launch(&self, key: Key, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
         let gpu = self.gpu()?;
         let numel: usize = shape.iter().product();
+        // Invocations: one per `per` elements.
+        let per = key.per_invocation();
         let limit = gpu.max_binding();
+        // (Beyond a binding the chunks are far below 2^32 elements.)
         if operands.iter().all(|o| o.buffer.size() <= limit) {
+            // The kernels' element indices (up to numel + 1,023) must not wrap around u32.
+            if numel > u32::MAX as usize - 4 * WG {
+                return Ok(Err(WIDE));
+            }
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let kernel = gpu.kernel(key)?;
             let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
-            gpu.dispatch(&kernel, &m, &buffers, grid(numel))?;
+            gpu.dispatch(&kernel, &m, &buffers, grid(numel.div_ceil(per)))?;
             return Ok(Ok(()));
         }
         // Chunked: every operand must be dense over `shape`, or a broadcast scalar.
@@ -120,7 +126,7 @@ impl WgpuBackend {
                 }
             }
             let Some(m) = meta(len, i0, &layouts) else { return Ok(Err(WIDE)) };
-            gpu.dispatch_windows(&kernel, &m, &windows, grid(len))?;
+            gpu.dispatch_windows(&kernel, &m, &windows, grid(len.div_ceil(per)))?;
             i0 += len;
         }
         Ok(Ok(()))

@@ -27,6 +27,41 @@ fn tensors_larger_than_one_binding_work() {
     assert_eq!(a, b, "random values past the first chunk match the CPU's");
 }
 
+/// The elementwise kernels that read handle four elements an invocation (1,024 a workgroup):
+/// every element of sizes around those boundaries, dense, broadcast and strided, matches the
+/// CPU exactly.
+#[test]
+fn elementwise_kernels_cover_every_element_around_workgroup_boundaries() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    for n in [1usize, 5, 255, 256, 767, 768, 769, 1023, 1024, 1025, 2047, 3000, 4101] {
+        let values = |seed: usize| -> Vec<f64> { (0..n).map(|i| ((i * 7919 + seed * 104_729) % 1000) as f64 / 100.0 - 5.0).collect() };
+        let on = |dev: &Device| -> Vec<Vec<f64>> {
+            let a = Tensor::from_f64s(&values(1), &[n], DType::F32, dev).unwrap();
+            let b = Tensor::from_f64s(&values(2), &[n], DType::F32, dev).unwrap();
+            let s = Tensor::from_f64s(&[0.25], &[1], DType::F32, dev).unwrap();
+            let ints = a.mul_scalar(100.0).unwrap().to_dtype(DType::I64).unwrap();
+            let gt = a.gt(&b).unwrap();
+            // [n, 2] viewed transposed: a strided read of every element.
+            let t = Tensor::stack(&[&a, &b], 1usize).unwrap().transpose(0usize, 1usize).unwrap();
+            vec![
+                a.add(&b).unwrap().to_vec_f64().unwrap(),
+                a.mul(&s).unwrap().to_vec_f64().unwrap(),
+                a.neg().unwrap().to_vec_f64().unwrap(),
+                a.to_dtype(DType::F16).unwrap().to_vec_f64().unwrap(),
+                ints.add(&ints).unwrap().to_vec_f64().unwrap(),
+                gt.to_dtype(DType::F32).unwrap().to_vec_f64().unwrap(),
+                Tensor::where_cond(&gt, &a, &b).unwrap().to_vec_f64().unwrap(),
+                t.contiguous().unwrap().to_vec_f64().unwrap(),
+            ]
+        };
+        let (got, want) = (on(&d), on(&cpu));
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "n = {n}, result {k}");
+        }
+    }
+}
+
 #[test]
 fn impossible_allocations_are_errors_naming_device_and_bytes() {
     let Some(d) = gpu() else { return };
