@@ -160,8 +160,8 @@ def zoo_passes(dev, side, quick, reps, train=False):
 def step_overhead(a):
     """Median ms of forward+backward, of forward+backward+step with the model's optimizer
     (MODEL_ZOO.md's, default foreach implementation), and of the step alone (the gradients of one
-    backward stepped again and again), each synchronized, as `cargo xtask bench-fusion` times
-    ours."""
+    backward stepped again and again), each synchronized, and the step alone pipelined (20 steps,
+    one synchronize), as `cargo xtask bench-fusion` times ours."""
     import os
     import sys
     import torch.nn.functional as F
@@ -194,7 +194,18 @@ def step_overhead(a):
 
     result["step_ms"] = timed(dev, 2, reps, step) * 1e3
     result["step_alone_ms"] = timed(dev, 2, reps, opt.step) * 1e3
+
+    # The step alone as a training loop sees it: PIPELINED steps, one synchronize at the end.
+    def steps():
+        for _ in range(PIPELINED):
+            opt.step()
+
+    result["step_alone_pipelined_ms"] = timed(dev, 1, max(reps // 4, 3), steps) * 1e3 / PIPELINED
     return result
+
+
+# Steps a pipelined "step alone" runs between synchronizes (xtask/src/fusion.rs uses the same).
+PIPELINED = 20
 
 
 def torch_device(spec):

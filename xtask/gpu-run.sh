@@ -15,7 +15,10 @@
 # CPU's slowest models. `PART=11`: where the time goes (ours and PyTorch's per-op profiles of
 # resnet18, seed003_cnn and vit; resnet18's convolution passes; PyTorch with and without TF32).
 # `PART=12`: the GPU tests, the full GPU table beside PyTorch, and the previous build's rows of
-# the models a change touched (`MODELS`).
+# the models a change touched (`MODELS`). `PART=13`: the GPU tests, then this build against the
+# previous one on the micro-benchmarks (PyTorch's add and copy beside), the optimizer step
+# (`bench-fusion`, PyTorch beside), the host cost per op, and the models in `MODELS` (`ONLY=tests`
+# or `ONLY=bench` for one half).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -235,4 +238,50 @@ if [ "$PART" = 12 ]; then
     timeout 150 ./.bin/xtask-old bench --device gpu:0 --models "${MODELS:-resnet18,vit}" --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
       --epoch-samples 6400 --out "$OUT/bench-old" > "$OUT/bench-old.md" 2> "$OUT/bench-old.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-old.md" | head -20
   fi
+fi
+if [ "$PART" = 13 ]; then
+  # ONLY=tests or ONLY=bench runs that half (each fits the device tool's 10 minutes).
+  for t in conformance memory device fused_optim optim_parity dispatches; do
+    [ -x .bin/$t ] && [ "${ONLY:-all}" != bench ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+  done
+  [ "${ONLY:-all}" = tests ] && exit 0
+  echo "## PyTorch add and copy (x * 1), GB/s"
+  timeout 60 python3 -c "
+import torch
+def t(f):
+    for _ in range(3): f()
+    torch.cuda.synchronize(); s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ms = []
+    for _ in range(10):
+        s.record(); f(); e.record(); torch.cuda.synchronize(); ms.append(s.elapsed_time(e))
+    return sorted(ms)[5]
+for n in (1 << 24, 1 << 26):
+    a, b = torch.randn(n, device='cuda'), torch.randn(n, device='cuda')
+    print('add', n, round(12 * n / t(lambda: a + b) / 1e6), 'GB/s;', 'copy x*1', n, round(8 * n / t(lambda: a * 1.0) / 1e6), 'GB/s')
+" 2>&1 | tail -2
+  for b in xtask xtask-old; do
+    [ -x .bin/$b ] || continue
+    echo "## bench-micro, $b"; timeout 150 ./.bin/$b bench-micro --device gpu:0 2>&1 | tail -1 > "$OUT/micro-$b.json"
+    python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+print('peak copy', round(m['peak_copy_gbs']), 'GB/s')
+for r in m['rows']:
+    if r['unit'] != 'GFLOP/s' or '4096' in r['size']: print(r['bench'], r['size'], round(r['rate'], 1), r['unit'])
+" "$OUT/micro-$b.json"
+  done
+  for b in xtask xtask-old; do
+    [ -x .bin/$b ] || continue
+    torch=""; [ $b = xtask ] && torch="--torch"
+    echo "## bench-fusion $torch, $b"; timeout 200 ./.bin/$b bench-fusion --device gpu $torch > "$OUT/fusion-$b.txt" 2>&1; echo "rc $?"
+    grep -E "^\| (gpu|device)" "$OUT/fusion-$b.txt" | tail -9
+    echo "## bench-host, $b"; timeout 60 ./.bin/$b bench-host --device gpu 2>&1 | grep -E "^\|" | head -20
+  done
+  for b in xtask xtask-old; do
+    [ -x .bin/$b ] || continue
+    echo "## bench, GPU, $b: ${MODELS:-mlp,vit,resnet18}"
+    timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mlp,vit,resnet18}" --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 --out "$OUT/bench-$b" > "$OUT/bench-$b.md" 2> "$OUT/bench-$b.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-$b.md" | head -20
+  done
 fi

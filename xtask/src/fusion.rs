@@ -15,6 +15,9 @@ use liandan_nn::{zoo, ModuleExt};
 use liandan_tensor::{no_foreach, no_fusion, DType, Device, Error, Result, Tensor};
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
+/// Steps a pipelined "step alone" runs between synchronizes (`bench_torch.py` uses the same).
+const PIPELINED: usize = 20;
+
 /// One row: median ms of `step` with fusion on and with it off, after a first, unkept round
 /// of each that warms both paths up (pipelines, allocator, optimizer state).
 fn row(name: &str, what: &str, size: &str, device: &Device, reps: usize, step: impl FnMut() -> Result<()>) -> Result<()> {
@@ -99,7 +102,7 @@ pub fn bench_fusion(device: &Device, quick: bool, python: Option<&str>) -> Resul
     step_overhead(&name, device, quick, python)
 }
 
-/// PyTorch's `{"fwd_bwd_ms", "step_ms", "step_alone_ms"}` for one model (ms), or why there is none.
+/// PyTorch's `{"fwd_bwd_ms", "step_ms", "step_alone_ms", "step_alone_pipelined_ms"}` for one model (ms), or why there is none.
 fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps: usize) -> std::result::Result<serde_json::Value, String> {
     let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench_torch.py");
     let script = if built.is_file() { built } else { Path::new("xtask/bench_torch.py").to_path_buf() };
@@ -121,16 +124,17 @@ fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps
 /// What the optimizer step of MODEL_ZOO.md costs each zoo model, fused (median ms of
 /// synchronized repetitions): forward+backward, the same plus the step, their difference, and
 /// the step alone (the gradients of one backward stepped again and again: the same work, without
-/// the noise of the difference), and the step alone with one update kernel per parameter tensor
-/// (`no_foreach`: what the step cost before the multi-tensor updates); beside PyTorch's where
-/// `python` is given.
+/// the noise of the difference), the same pipelined (`PIPELINED` steps, one synchronize: what a
+/// training loop sees, without the synchronize that dominates a small model's step), and the
+/// step alone with one update kernel per parameter tensor (`no_foreach`: what the step cost
+/// before the multi-tensor updates); beside PyTorch's where `python` is given.
 fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>) -> Result<()> {
     let reps = if quick { 3 } else { 20 };
     println!();
     println!(
-        "| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | step alone ms | step alone, per tensor ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | torch step alone ms | step alone / torch's |"
+        "| device | model | batch | optimizer | fwd+bwd ms | fwd+bwd+step ms | step adds ms | step alone ms | step alone pipelined ms | step alone, per tensor ms | torch fwd+bwd ms | torch fwd+bwd+step ms | torch step adds ms | torch step alone ms | torch step alone pipelined ms | step alone / torch's | pipelined / torch's |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for model_name in zoo::names() {
         let spec = zoo::spec(model_name).map_err(nn_err)?;
         let mut shape = spec.input_shape.to_vec();
@@ -155,17 +159,26 @@ fn step_overhead(name: &str, device: &Device, quick: bool, python: Option<&str>)
             opt.step().map_err(nn_err)
         })?;
         let alone = crate::time(device, 2, reps, || opt.step().map_err(nn_err))?;
+        let pipelined = crate::time(device, 1, (reps / 4).max(3), || (0..PIPELINED).try_for_each(|_| opt.step().map_err(nn_err)))? / PIPELINED as f64;
         let per_tensor = no_foreach(|| crate::time(device, 2, reps, || opt.step().map_err(nn_err)))?;
         let which = format!("{:?}", spec.optimizer);
         let which = which.split([' ', '{']).next().unwrap_or("?");
-        let ours = format!("{:.3} | {:.3} | {:.3} | {:.3} | {:.3}", base * 1e3, full * 1e3, (full - base) * 1e3, alone * 1e3, per_tensor * 1e3);
+        let ours = format!(
+            "{:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3}",
+            base * 1e3,
+            full * 1e3,
+            (full - base) * 1e3,
+            alone * 1e3,
+            pipelined * 1e3,
+            per_tensor * 1e3
+        );
         let torch = match python.map(|py| torch_overhead(py, model_name, device, batch, reps)) {
-            None => "- | - | - | - | -".to_string(),
-            Some(Err(e)) => format!("PyTorch failed: {e} | - | - | - | -"),
+            None => "- | - | - | - | - | - | -".to_string(),
+            Some(Err(e)) => format!("PyTorch failed: {e} | - | - | - | - | - | -"),
             Some(Ok(t)) => {
                 let get = |k: &str| t[k].as_f64().unwrap_or(f64::NAN);
-                let (b, f, a) = (get("fwd_bwd_ms"), get("step_ms"), get("step_alone_ms"));
-                format!("{b:.3} | {f:.3} | {:.3} | {a:.3} | {:.2}x", f - b, alone * 1e3 / a)
+                let (b, f, a, p) = (get("fwd_bwd_ms"), get("step_ms"), get("step_alone_ms"), get("step_alone_pipelined_ms"));
+                format!("{b:.3} | {f:.3} | {:.3} | {a:.3} | {p:.3} | {:.2}x | {:.2}x", f - b, alone * 1e3 / a, pipelined * 1e3 / p)
             }
         };
         println!("| {name} | {model_name} | {batch} | {which} | {ours} | {torch} |");
