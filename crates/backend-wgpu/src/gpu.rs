@@ -139,6 +139,10 @@ const MAX_INDEX_TAGS: usize = 1024;
 /// index-fault words) maps it instead of creating a mappable buffer, which costs a driver
 /// allocation each time.
 const READBACK_BYTES: u64 = 64 << 10;
+/// How long a wait polls the device before it sleeps on the fence ([`Gpu::idle`]): a small
+/// model's whole step (an mlp's is under a millisecond on an H200), and at most this much of
+/// one core's time per synchronize.
+const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// One calling thread's index-fault words, read back with every host read and at
 /// `synchronize` (so indexing never waits), but only when an index kernel was recorded since
@@ -522,7 +526,7 @@ impl Gpu {
 
     /// Waits for everything submitted, then reports the first device fault, if any.
     fn wait(&self, op: &'static str) -> Result<()> {
-        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string()))?;
+        self.idle(op)?;
         // The GPU is idle: feed it small batches again.
         self.recorder.lock().unwrap_or_else(|p| p.into_inner()).batch = self.first_batch;
         self.check_fault(op)?;
@@ -530,6 +534,26 @@ impl Gpu {
             timer.collect();
         }
         Ok(())
+    }
+
+    /// Returns once everything submitted has finished (and its callbacks, such as a read-back
+    /// buffer's mapping, have run). It polls first, for up to [`SPIN`], and only then sleeps
+    /// on the device's fence: a blocking wait wakes the thread tens of microseconds after the
+    /// GPU finishes, which was most of what a synchronize after a short step cost (CUDA's
+    /// synchronize spins too).
+    fn idle(&self, op: &'static str) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            let status = self.device.poll(wgpu::PollType::Poll).map_err(|e| self.err(op, e.to_string()))?;
+            if status.is_queue_empty() {
+                return Ok(());
+            }
+            if start.elapsed() >= SPIN {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string())).map(drop)
     }
 
     /// [`Gpu::read`] of bytes `start..end` of `src` (multiples of 4), in windows no larger than
