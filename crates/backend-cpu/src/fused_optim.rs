@@ -158,29 +158,47 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     // The composite's lerp weight `1 - alpha` and its complement, both from f64.
     let (w, w_rest) = (scalar::<T>(1.0 - alpha), scalar::<T>(1.0 - (1.0 - alpha)));
     let round = |x: T::Acc| T::narrow(x).widen();
-    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| Vec::with_capacity(n)).collect();
-    // `i` indexes every operand at once.
-    #[allow(clippy::needless_range_loop)]
+    let low_weight = (1.0 - alpha).abs() < 0.5;
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes. Absent
+    // optional state reads (and writes) a stand-in the loop never touches.
+    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| vec![T::default(); n]).collect();
+    let (params, grads, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n]);
+    let bufs = if with_momentum { &v[3][..n] } else { sqs };
+    let avgs = if centered { &v[grad_avg_at][..n] } else { sqs };
+    let mut spare = Vec::new();
+    let (new_params, rest) = outs.split_at_mut(1);
+    let (new_sqs, rest) = rest.split_at_mut(1);
+    let (new_bufs, rest) = rest.split_at_mut(with_momentum as usize);
+    let (new_params, new_sqs) = (&mut new_params[0][..n], &mut new_sqs[0][..n]);
+    let new_bufs: &mut [T] = match new_bufs.first_mut() {
+        Some(b) => &mut b[..n],
+        None => &mut spare[..],
+    };
+    let mut spare_avgs = Vec::new();
+    let new_avgs: &mut [T] = match rest.first_mut() {
+        Some(m) => &mut m[..n],
+        None => &mut spare_avgs[..],
+    };
     for i in 0..n {
-        let param = v[0][i].widen();
-        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
-        let sq = decay_addcmul::<T>(v[2][i].widen(), a, g, g, a_rest);
-        outs[1].push(T::narrow(sq));
+        let param = params[i].widen();
+        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+        let sq = decay_addcmul::<T>(sqs[i].widen(), a, g, g, a_rest);
+        new_sqs[i] = T::narrow(sq);
         let mut avg = sq;
         if centered {
-            let m0 = v[grad_avg_at][i].widen();
+            let m0 = avgs[i].widen();
             let diff = round(g - m0);
-            let m = if (1.0 - alpha).abs() < 0.5 { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
-            outs[2 + with_momentum as usize].push(T::narrow(m));
+            let m = if low_weight { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
+            new_avgs[i] = T::narrow(m);
             avg = round(sq + round(-m * m));
         }
         let avg = round(round(avg.sqrt()) + eps);
         let mut step = round(g / avg);
         if with_momentum {
-            step = round(round(v[3][i].widen() * mom) + step);
-            outs[2].push(T::narrow(step));
+            step = round(round(bufs[i].widen() * mom) + step);
+            new_bufs[i] = T::narrow(step);
         }
-        outs[0].push(T::narrow(param + round(step * neg_lr)));
+        new_params[i] = T::narrow(param + round(step * neg_lr));
     }
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
@@ -193,18 +211,19 @@ pub(crate) fn adagrad_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let n = v[0].len();
     let (wd, eps, neg_clr) = (scalar::<T>(weight_decay), scalar::<T>(eps), scalar::<T>(-a.clr()));
     let round = |x: T::Acc| T::narrow(x).widen();
-    let mut outs: Vec<Vec<T>> = (0..2).map(|_| Vec::with_capacity(n)).collect();
-    // `i` indexes every operand at once.
-    #[allow(clippy::needless_range_loop)]
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
+    let (mut new_params, mut new_sums) = (vec![T::default(); n], vec![T::default(); n]);
+    let (params, grads, sums) = (&v[0][..n], &v[1][..n], &v[2][..n]);
+    let (np, ns) = (&mut new_params[..n], &mut new_sums[..n]);
     for i in 0..n {
-        let param = v[0][i].widen();
-        let g = l2_grad::<T>(param, v[1][i], maximize, weight_decay, wd);
-        let sum = round(v[2][i].widen() + round(g * g));
+        let param = params[i].widen();
+        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+        let sum = round(sums[i].widen() + round(g * g));
         let std = round(round(sum.sqrt()) + eps);
-        outs[0].push(T::narrow(param + round(round(g / std) * neg_clr)));
-        outs[1].push(T::narrow(sum));
+        np[i] = T::narrow(param + round(round(g / std) * neg_clr));
+        ns[i] = T::narrow(sum);
     }
-    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+    Ok([new_params, new_sums].into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
 /// `FusedOp::AdadeltaStep`: param, grad, square_avg, acc_delta to their new param, square_avg,
