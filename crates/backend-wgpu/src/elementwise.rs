@@ -21,6 +21,8 @@ const COPY: &str = include_str!("shaders/copy.wgsl");
 const CAST: &str = include_str!("shaders/cast.wgsl");
 const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
+/// The entry point of the kernels that read ([`Key::per_invocation`] 4).
+const ENTRY4: &str = include_str!("shaders/elementwise4.wgsl");
 
 /// One elementwise kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,7 +166,7 @@ impl Key {
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr);
-        match *self {
+        let w = match *self {
             Key::Unary(op, d) => w.ty("x", d).part(unary_body(op, d)).part(UNARY),
             Key::Binary(op, d) => w.ty("x", d).part(binary_body(op, d)).part(if d == DType::I64 { BINARY_I64 } else { BINARY }),
             Key::Compare(op, d) => {
@@ -184,8 +186,8 @@ impl KernelKey for Key {
             Key::Random(d) => w.ty("x", d).part(RANDOM),
             Key::Copy(d) => w.ty("x", d).part(COPY),
             Key::Select(d) => w.ty("x", d).part(SELECT),
-        }
-        .build()
+        };
+        if self.per_invocation() == 4 { w.part(ENTRY4) } else { w }.build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
