@@ -66,6 +66,17 @@ pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<
     (dims, merged)
 }
 
+/// Whether a [`strided`] meta block has an operand whose innermost dimension is neither dense
+/// nor broadcast (a transposed read): four elements an invocation made a 4096^2 transposed
+/// copy 16% slower on an H200 (docs/PERFORMANCE.md, run 16), so such launches get one.
+fn strided_inner(meta: &[u32], operands: usize) -> bool {
+    let rank = meta.get(1).map_or(0, |&r| r as usize);
+    if rank == 0 {
+        return false;
+    }
+    (0..operands).any(|k| meta.get(2 + rank + k * (rank + 1) + rank - 1).is_some_and(|&s| s > 1))
+}
+
 impl WgpuBackend {
     /// Dispatches the kernel `key` over the `numel` elements of `shape`, or says why the work
     /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
@@ -84,6 +95,7 @@ impl WgpuBackend {
             }
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
+            let per = if per > 1 && strided_inner(&m, layouts.len()) { 1 } else { per };
             let kernel = gpu.kernel(key)?;
             let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
             gpu.dispatch(&kernel, &m, &buffers, grid(numel.div_ceil(per)))?;
@@ -145,6 +157,18 @@ mod tests {
         let (shape, l) = coalesce(&[4, 5, 6], &[dense, scalar]);
         assert_eq!(shape, vec![120]);
         assert_eq!((l[0].strides(), l[1].strides(), l[1].offset()), (&[1usize][..], &[0usize][..], 3));
+    }
+
+    #[test]
+    fn only_reads_across_the_inner_dimension_get_an_invocation_per_element() {
+        use super::{strided, strided_inner};
+        let dense = Layout::contiguous(&[8, 3]);
+        let bias = Layout::new(vec![8, 3], vec![0, 1], 0);
+        let transposed = Layout::contiguous(&[3, 8]).permute(&[1, 0]).unwrap();
+        let meta = |layouts: &[Layout]| strided(24, 0, layouts).unwrap();
+        assert!(!strided_inner(&meta(&[dense.clone(), dense.clone()]), 2));
+        assert!(!strided_inner(&meta(&[dense.clone(), bias]), 2));
+        assert!(strided_inner(&meta(&[transposed, dense]), 2));
     }
 
     #[test]

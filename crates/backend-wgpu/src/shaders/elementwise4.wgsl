@@ -1,13 +1,22 @@
 // The entry point of the elementwise kernels that read (unary, binary, compare, select, copy,
-// cast): four elements an invocation, 256 apart (1,024 a workgroup, so every access of a warp
+// cast): four elements an invocation where the launch gives a grid for four, 256 apart (1,024 a workgroup, so every access of a warp
 // stays coalesced), every load before any store, so that four of each operand are in flight
 // at once. The kernel's file before this one defines `load_(i)`, element i's operands, and
 // `store_(i, v)`, which computes and stores its result.
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let first = first_of4(wid, nwg, lid);
     let n = params[0];
+    // A grid of an invocation per element (the launch's choice for strided reads, whose
+    // loads gain nothing from four in flight): one each.
+    if (nwg.x * nwg.y >= (n + 255u) / 256u) {
+        let i = flat_id(wid, nwg, lid);
+        if (i < n) {
+            store_(i, load_(i));
+        }
+        return;
+    }
+    let first = first_of4(wid, nwg, lid);
     if (first + 768u < n) {
         let v0 = load_(first);
         let v1 = load_(first + 256u);
