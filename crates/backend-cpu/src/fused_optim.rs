@@ -159,26 +159,16 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let (w, w_rest) = (scalar::<T>(1.0 - alpha), scalar::<T>(1.0 - (1.0 - alpha)));
     let round = |x: T::Acc| T::narrow(x).widen();
     let low_weight = (1.0 - alpha).abs() < 0.5;
-    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes. Absent
-    // optional state reads (and writes) a stand-in the loop never touches.
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes; absent
+    // optional state reads as `sqs`, and its output (as Adam's amsgrad one) is never written.
     let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| vec![T::default(); n]).collect();
     let (params, grads, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n]);
     let bufs = if with_momentum { &v[3][..n] } else { sqs };
     let avgs = if centered { &v[grad_avg_at][..n] } else { sqs };
-    let mut spare = Vec::new();
     let (new_params, rest) = outs.split_at_mut(1);
     let (new_sqs, rest) = rest.split_at_mut(1);
-    let (new_bufs, rest) = rest.split_at_mut(with_momentum as usize);
+    let (new_bufs, new_avgs) = rest.split_at_mut(with_momentum as usize);
     let (new_params, new_sqs) = (&mut new_params[0][..n], &mut new_sqs[0][..n]);
-    let new_bufs: &mut [T] = match new_bufs.first_mut() {
-        Some(b) => &mut b[..n],
-        None => &mut spare[..],
-    };
-    let mut spare_avgs = Vec::new();
-    let new_avgs: &mut [T] = match rest.first_mut() {
-        Some(m) => &mut m[..n],
-        None => &mut spare_avgs[..],
-    };
     for i in 0..n {
         let param = params[i].widen();
         let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
@@ -189,14 +179,14 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
             let m0 = avgs[i].widen();
             let diff = round(g - m0);
             let m = if low_weight { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
-            new_avgs[i] = T::narrow(m);
+            new_avgs[0][i] = T::narrow(m);
             avg = round(sq + round(-m * m));
         }
         let avg = round(round(avg.sqrt()) + eps);
         let mut step = round(g / avg);
         if with_momentum {
             step = round(round(bufs[i].widen() * mom) + step);
-            new_bufs[i] = T::narrow(step);
+            new_bufs[0][i] = T::narrow(step);
         }
         new_params[i] = T::narrow(param + round(step * neg_lr));
     }

@@ -240,13 +240,8 @@ impl WgpuBackend {
                     }
                 }
                 meta[0] = u32::try_from(groups).ok().filter(|&g| g < u32::MAX).ok_or_else(|| gpu.err(op.name(), "too many workgroups for one dispatch"))?;
-                let outs = match in_place {
-                    true => Vec::new(),
-                    false => chunk
-                        .iter()
-                        .map(|list| (0..op.outputs()).map(|_| self.output(dtype, list[0].layout.numel())).collect::<Result<Vec<_>>>())
-                        .collect::<Result<Vec<_>>>()?,
-                };
+                let fresh = |list: &Vec<Strided>| (0..op.outputs()).map(|_| self.output(dtype, list[0].layout.numel())).collect::<Result<Vec<_>>>();
+                let outs = if in_place { Vec::new() } else { chunk.iter().map(fresh).collect::<Result<Vec<_>>>()? };
                 // Per tensor slot, the per-tensor kernel's bindings: the fixed inputs, their
                 // outputs (all but the gradient's), then each optional state's input and
                 // output; in place, the inputs alone. Slots past the chunk bind its first

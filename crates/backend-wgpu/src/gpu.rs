@@ -428,7 +428,7 @@ impl Gpu {
         }
         if staged > UPLOAD_LIMIT {
             // Everything is submitted: once the GPU is done, the driver frees every staging buffer.
-            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err("upload", e.to_string()))?;
+            self.idle("upload")?;
         }
         Ok(())
     }

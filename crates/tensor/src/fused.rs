@@ -571,7 +571,7 @@ pub fn update_foreach(op: &FusedOp, lists: &[Vec<&Tensor>]) -> Result<Vec<bool>>
             .collect();
         // In place where every buffer the chunk updates is held by its tensor alone (and by
         // `storages`): no other tensor can see the write. Otherwise into fresh buffers.
-        let alone = slice.iter().zip(&storages).all(|(_, s)| targets.iter().all(|&k| Arc::strong_count(&s[k]) == 2));
+        let alone = storages.iter().all(|s| targets.iter().all(|&k| Arc::strong_count(&s[k]) == 2));
         if alone {
             if let Some(result) = backend.fused_foreach_in_place(op, &views) {
                 result?;

@@ -11,13 +11,6 @@ fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.y * nwg.x + wid.x) * 256u + lid;
 }
 
-// The first of the four elements invocation `lid` of a 1,024-element workgroup handles (the
-// others follow 256 apart): the elementwise kernels that read, which issue all four loads
-// before any store.
-fn first_of4(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.y * nwg.x + wid.x) * 1024u + lid;
-}
-
 // Storage index of element `i` (row-major over the shape) of operand `k`.
 fn offset_of(i: u32, k: u32) -> u32 {
     let rank = params[1];

@@ -1,7 +1,7 @@
 // The entry point of the elementwise kernels that read (unary, binary, compare, select, copy,
-// cast): four elements an invocation where the launch gives a grid for four, 256 apart (1,024 a workgroup, so every access of a warp
-// stays coalesced), every load before any store, so that four of each operand are in flight
-// at once. The kernel's file before this one defines `load_(i)`, element i's operands, and
+// cast): where the launch gives a grid for four, four elements an invocation, 256 apart
+// (1,024 a workgroup, so every access of a warp stays coalesced), every load before any
+// store, so that four of each operand are in flight at once. The kernel's file before this one defines `load_(i)`, element i's operands, and
 // `store_(i, v)`, which computes and stores its result.
 
 @compute @workgroup_size(256)
@@ -16,7 +16,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         return;
     }
-    let first = first_of4(wid, nwg, lid);
+    let first = (wid.y * nwg.x + wid.x) * 1024u + lid;
     if (first + 768u < n) {
         let v0 = load_(first);
         let v1 = load_(first + 256u);
