@@ -73,7 +73,7 @@ fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> 
 }
 
 /// `C = A B` with every matrix given by pointer and strides, on either engine.
-pub(crate) trait Gemm: Copy + Default + Send + Sync + 'static {
+pub(crate) trait Gemm: Copy + Default + std::ops::AddAssign + Send + Sync + 'static {
     /// # Safety
     /// The pointers and strides must describe matrices inside live allocations, and `c` must
     /// not overlap `a` or `b`.
@@ -135,9 +135,12 @@ impl Gemm for f64 {
     const ONE: f64 = 1.0;
 }
 
-/// Rows of a product at or under which a transposed rhs goes to `matrixmultiply` (see
-/// [`gemm_one`]).
+/// Rows of a product at or under which a wide product against a transposed rhs is computed
+/// column-major and then transposed (see [`gemm_one`]).
 const SKINNY_ROWS: usize = 64;
+
+/// Columns from which such a product is wide enough for that.
+const WIDE_COLS: usize = 128;
 
 /// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`, added to what `c`
 /// holds when `accumulate`.
@@ -157,20 +160,55 @@ unsafe fn gemm_one<T: Gemm>(
     c: *mut T,
 ) {
     let keep = if accumulate { T::ONE } else { T::default() };
+    // gemm itself declines threads below its own work threshold; a pool of one thread would
+    // only add a hand-off to it.
+    let par = if threaded && rayon::current_num_threads() > 1 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
     match engine {
         Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
-        // A few rows against a column-major (transposed) rhs: `gemm` packs that rhs with
-        // strided reads on every call, which dominates when the rows are few, and
-        // `matrixmultiply` packs it faster. One thread, AVX-512 host (docs/PERFORMANCE.md):
-        // [16, 256] x [256, 1024]^T 161 against 111 us, [16, 1024] x [1024, 256]^T 222 against
-        // 109, [64, 256] x [256, 1024]^T 285 against 253; at 256 rows `gemm` is the faster.
-        Engine::Gemm if m <= SKINNY_ROWS && rsb == 1 && csb != 1 && n > 1 => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
-        Engine::Gemm => {
-            // gemm itself declines threads below its own work threshold; a pool of one thread
-            // would only add a hand-off to it.
-            let par = if threaded && rayon::current_num_threads() > 1 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
-            // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
-            gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par);
+        // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
+        // `x W^T` and the LSTM's gate products at small batches: `gemm` runs these 1.6-2.9x
+        // faster into a column-major block than into a row-major one, far more than the
+        // transpose after costs. One thread, 2-core AMD EPYC build machine (docs/PERFORMANCE.md,
+        // 2026-11-27): [16, 256] x [256, 1024]^T 151 us row-major, 87 column-major with the
+        // transpose (PyTorch 115); [16, 1024] x [1024, 256]^T 260 against 90; at 256 rows the
+        // row-major product is the faster.
+        Engine::Gemm if m <= SKINNY_ROWS && n >= WIDE_COLS && rsb == 1 && csb != 1 => {
+            let mut t: Vec<T> = Vec::with_capacity(m * n);
+            // dst column-major (column stride m, row stride 1), never read.
+            gemm::gemm(m, n, k, t.as_mut_ptr(), m as isize, 1, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
+            // SAFETY: the product wrote all m * n elements.
+            t.set_len(m * n);
+            // `c` is the caller's row-major m x n block (initialized where accumulating), apart
+            // from `t`.
+            transpose_into(&t, [n, m], c, accumulate);
+        }
+        // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
+        Engine::Gemm => gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),
+    }
+}
+
+/// `dst = src^T` (or `dst += src^T` when `accumulate`) for a row-major `[rows, cols]` `src`
+/// and a row-major `[cols, rows]` block at `dst`: written in runs along `dst`'s rows, 16
+/// source rows at a time, so neither side is walked with a long stride through memory.
+///
+/// # Safety
+/// `dst` must be valid for `rows * cols` writes (and reads when `accumulate`, then initialized)
+/// and overlap no part of `src`.
+unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2], dst: *mut T, accumulate: bool) {
+    const RUN: usize = 16;
+    assert!(src.len() >= rows * cols, "transpose_into: the source holds fewer than {rows} x {cols} elements");
+    for r0 in (0..rows).step_by(RUN) {
+        let run = RUN.min(rows - r0);
+        for col in 0..cols {
+            let out = dst.add(col * rows + r0);
+            for i in 0..run {
+                let v = src[(r0 + i) * cols + col];
+                if accumulate {
+                    *out.add(i) += v;
+                } else {
+                    out.add(i).write(v);
+                }
+            }
         }
     }
 }
@@ -314,7 +352,14 @@ mod tests {
 
     #[test]
     fn product_writes_or_accumulates_on_both_engines() {
-        let (m, k, n) = (4, 6, 5);
+        // The second shape is few rows against a wide transposed rhs: made column-major, then
+        // transposed (`gemm_one`).
+        for (m, k, n) in [(4, 6, 5), (3, 9, WIDE_COLS + 3)] {
+            writes_or_accumulates(m, k, n);
+        }
+    }
+
+    fn writes_or_accumulates(m: usize, k: usize, n: usize) {
         let x: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 9) as f32 - 4.0) / 2.0).collect();
         // rhs stored as [N, K] and read transposed, as the convolution reads its columns.
         let y: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();

@@ -239,16 +239,39 @@ where
     C: Copy + Sync,
     O: Copy + Default + Send,
 {
+    if let (Some(xs), Some(ys), Some(zs)) = (contiguous(a, la), contiguous(b, lb), contiguous(c, lc)) {
+        let par = xs.par_iter().zip(ys).zip(zs).map(|((&x, &y), &z)| f(x, y, z));
+        return collect(xs.len(), par, xs.iter().zip(ys).zip(zs).map(|((&x, &y), &z)| f(x, y, z)));
+    }
     let plan = Plan::new(la.shape(), [la, lb, lc]);
     written("elementwise", plan.numel, |out| {
         if plan.transposed() {
             return plan.fill_blocked(out, |[i, j, k]| f(a[i], b[j], c[k]));
         }
-        let [sa, sb, sc] = plan.strides;
         plan.fill(out, |o, [i, j, k]| {
-            o.iter_mut().enumerate().for_each(|(n, o)| {
-                o.write(f(a[i + n * sa], b[j + n * sb], c[k + n * sc]));
-            });
+            let n = o.len();
+            // Dense runs, and runs against one broadcast operand (a select with a constant
+            // side), as slices the loop can vectorize; any other strides index per element.
+            match plan.strides {
+                [1, 1, 1] => o.iter_mut().zip(&a[i..i + n]).zip(&b[j..j + n]).zip(&c[k..k + n]).for_each(|(((o, &x), &y), &z)| {
+                    o.write(f(x, y, z));
+                }),
+                [1, 1, 0] => {
+                    let z = c[k];
+                    o.iter_mut().zip(&a[i..i + n]).zip(&b[j..j + n]).for_each(|((o, &x), &y)| {
+                        o.write(f(x, y, z));
+                    })
+                }
+                [1, 0, 1] => {
+                    let y = b[j];
+                    o.iter_mut().zip(&a[i..i + n]).zip(&c[k..k + n]).for_each(|((o, &x), &z)| {
+                        o.write(f(x, y, z));
+                    })
+                }
+                [sa, sb, sc] => o.iter_mut().enumerate().for_each(|(q, o)| {
+                    o.write(f(a[i + q * sa], b[j + q * sb], c[k + q * sc]));
+                }),
+            }
         })
     })
 }

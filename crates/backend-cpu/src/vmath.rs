@@ -2,8 +2,9 @@
 //! loops over them, compiled for the widest vector unit the CPU has (checked at run time: the
 //! x86-64 baseline is SSE2, four lanes). `libm`'s calls kept the fused softmax and GELU at
 //! 20-30 ns an element, and a per-element call across codegen units (no `#[inline]`) at 13.
-//! Used by those fused kernels only; the primitives (`exp`, `erf`) stay on `libm`, and the
-//! conformance suite holds the fused kernels to the primitives' composite.
+//! Used by those fused kernels and by the `log` primitive on dense f32 (within 2 ulp of libm,
+//! exact at 0, 1, infinity and NaN); `exp` and `erf` stay on `libm`, and the conformance suite
+//! holds the fused kernels to the primitives' composite.
 
 /// Defines `pub(crate) fn $name(args)` running `$body` built three times, for AVX-512, for
 /// AVX2 and for the baseline, and picking one by what the CPU reports. The body must call only
@@ -175,6 +176,58 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     }
 }
 
+simd_fn! {
+    /// `y = ln x` over matching slices (the `log` primitive on dense f32).
+    fn ln_slice(x: &[f32], y: &mut [f32]) {
+        let n = x.len().min(y.len());
+        let (x, y) = (&x[..n], &mut y[..n]);
+        for i in 0..n {
+            y[i] = ln_f32(x[i]);
+        }
+    }
+}
+
+/// `ln x` within 2 ulp, Cephes' `logf`: `x = 2^e m` with `m` in [sqrt(1/2), sqrt(2)), and
+/// `ln m` from a polynomial in `m - 1`. Exact at the edges as libm: `ln 0 = -inf`,
+/// `ln inf = inf`, NaN for negatives and NaN; subnormals are scaled into range first.
+#[inline(always)]
+pub(crate) fn ln_f32(x: f32) -> f32 {
+    const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
+    // ln 2 in two parts, so `e ln 2` is exact in the high part.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let tiny = x < f32::MIN_POSITIVE;
+    let scaled = if tiny { x * 8_388_608.0 } else { x };
+    let bits = scaled.to_bits();
+    // The exponent that puts the mantissa in [0.5, 1).
+    let e = ((bits >> 23) & 0xff) as i32 - 126 - if tiny { 23 } else { 0 };
+    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
+    let low = m < SQRT_HALF;
+    let e = (e - low as i32) as f32;
+    let r = if low { m + m - 1.0 } else { m - 1.0 };
+    let z = r * r;
+    let p = 7.037_683_6e-2;
+    let p = p * r - 1.151_461e-1;
+    let p = p * r + 1.167_699_9e-1;
+    let p = p * r - 1.242_014_1e-1;
+    let p = p * r + 1.424_932_3e-1;
+    let p = p * r - 1.666_805_8e-1;
+    let p = p * r + 2.000_071_5e-1;
+    let p = p * r - 2.499_999_4e-1;
+    let p = p * r + 3.333_333e-1;
+    let y = p * r * z + e * LN2_LO - 0.5 * z;
+    let ln = r + y + e * LN2_HI;
+    if x == 0.0 {
+        f32::NEG_INFINITY
+    } else if !(x >= 0.0) {
+        f32::NAN
+    } else if x == f32::INFINITY {
+        x
+    } else {
+        ln
+    }
+}
+
 /// `erf(x)` within 1e-6 absolute: Abramowitz and Stegun 7.1.26 (error 1.5e-7 in exact
 /// arithmetic, the rest f32 rounding) on [`exp_f32`].
 #[inline(always)]
@@ -188,6 +241,30 @@ pub(crate) fn erf_f32(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ln_matches_libm() {
+        // Every 9973rd positive finite value, subnormals included.
+        for bits in (1..f32::INFINITY.to_bits()).step_by(9973) {
+            let x = f32::from_bits(bits);
+            let (got, want) = (ln_f32(x), libm::logf(x));
+            assert!((got - want).abs() <= 2.0 * f32::EPSILON * want.abs().max(1e-30), "ln({x:e}) = {got}, libm {want}");
+        }
+        for i in 1..=4000 {
+            let x = i as f32 / 2000.0;
+            let (got, want) = (ln_f32(x), libm::logf(x));
+            assert!((got - want).abs() <= 2.0 * f32::EPSILON * want.abs().max(f32::EPSILON), "ln({x}) = {got}, libm {want}");
+        }
+        assert_eq!(ln_f32(1.0), 0.0);
+        assert_eq!(ln_f32(0.0), f32::NEG_INFINITY);
+        assert_eq!(ln_f32(-0.0), f32::NEG_INFINITY);
+        assert_eq!(ln_f32(f32::INFINITY), f32::INFINITY);
+        assert!(ln_f32(-1.0).is_nan() && ln_f32(f32::NEG_INFINITY).is_nan() && ln_f32(f32::NAN).is_nan());
+        let xs: Vec<f32> = (1..100).map(|i| i as f32 * 0.37).collect();
+        let mut ys = vec![0.0; xs.len()];
+        ln_slice(&xs, &mut ys);
+        assert!(xs.iter().zip(&ys).all(|(&x, &y)| y == ln_f32(x)));
+    }
 
     #[test]
     fn exp_and_erf_match_libm() {
