@@ -1,7 +1,8 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
-//! rayon threads, products on the `gemm` crate (`matrixmultiply` for every product with
-//! `LIANDAN_CPU_GEMM=matrixmultiply`), convolution one image at a time without a batch-sized
-//! column buffer.
+//! rayon threads, products on the `gemm` crate or `matrixmultiply`, whichever is faster for
+//! the shape on this CPU, timed on its first calls (`LIANDAN_CPU_GEMM=gemm` or
+//! `matrixmultiply` fixes one), convolution one image at a time without a batch-sized column
+//! buffer.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -112,7 +113,8 @@ impl Backend for CpuBackend {
             (
                 "gemm".into(),
                 match matmul::engine() {
-                    matmul::Engine::Gemm => "gemm crate (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::Tuned => "gemm or matrixmultiply, the faster per shape, timed on first use (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::Gemm => "gemm crate, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
                     matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
                 },
             ),

@@ -1,6 +1,6 @@
-//! Batched matrix product on the `gemm` crate (AVX-512 and AVX2 kernels chosen at run time),
-//! with `matrixmultiply` kept as the alternative (`LIANDAN_CPU_GEMM=matrixmultiply`). Both take
-//! any strides, so transposed and batch-broadcast views are read in place.
+//! Batched matrix product on the `gemm` crate (AVX-512 and AVX2 kernels chosen at run time)
+//! or `matrixmultiply`, per product shape whichever runs it faster on this CPU ([`Engine`]).
+//! Both take any strides, so transposed and batch-broadcast views are read in place.
 
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -14,20 +14,103 @@ use crate::strided::map1;
 /// The gemm library the products run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Engine {
-    /// The `gemm` crate: 2-5x `matrixmultiply` at the zoo's shapes on an AVX-512 host (see
-    /// docs/BENCHMARKS.md), threaded on rayon.
+    /// Per product shape, the fastest of the ways below ([`Way`]), timed on this machine on
+    /// the shape's first calls: which one wins depends on the CPU (docs/PERFORMANCE.md,
+    /// 2026-11-27: on an AMD EPYC `gemm` into a column-major block wins the few-row products
+    /// by 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of them by 1.1-1.8x).
+    Tuned,
+    /// The `gemm` crate, threaded on rayon; few rows against a wide transposed rhs go
+    /// column-major (see [`gemm_one`]).
     Gemm,
     /// `matrixmultiply`, AVX2 at most, on its own threads: kept to compare and to bisect.
     MatrixMultiply,
 }
 
-/// The engine, read once from `LIANDAN_CPU_GEMM` (`gemm`, the default, or `matrixmultiply`).
+/// The engine, read once from `LIANDAN_CPU_GEMM` (`tuned`, the default, `gemm` or
+/// `matrixmultiply`).
 pub(crate) fn engine() -> Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_GEMM").as_deref() {
         Ok("matrixmultiply") => Engine::MatrixMultiply,
-        _ => Engine::Gemm,
+        Ok("gemm") => Engine::Gemm,
+        _ => Engine::Tuned,
     })
+}
+
+/// One way to compute a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    /// `gemm` into the row-major block.
+    Gemm,
+    /// `gemm` into a column-major scratch block, then transposed into place.
+    GemmColumnMajor,
+    /// `matrixmultiply` into the row-major block.
+    MatrixMultiply,
+}
+
+const WAYS: [Way; 3] = [Way::Gemm, Way::GemmColumnMajor, Way::MatrixMultiply];
+
+/// Multiply-adds under which a product is not worth timing: it runs on `gemm` as it comes.
+const TUNE_MIN_WORK: usize = 1 << 16;
+
+/// Timed runs each way gets before the fastest is kept, after one untimed run that warms the
+/// caches and faults in the pages, so the way timed first is not the one that pays for them.
+const TRIALS: u32 = 1;
+
+/// What decides a product's speed: its sizes, which operands are row-major, and whether it
+/// accumulates or runs threaded.
+#[derive(Clone, Copy, Hash, PartialEq, Eq, Debug)]
+struct ShapeKey {
+    element: std::any::TypeId,
+    mkn: [usize; 3],
+    /// Whether a's and b's columns are adjacent in memory.
+    dense_rows: [bool; 2],
+    accumulate: bool,
+    threaded: bool,
+}
+
+/// The trials of one shape so far, or the way it settled on.
+#[derive(Clone, Copy, Debug, Default)]
+struct Trials {
+    warmed: bool,
+    runs: [u32; 3],
+    best: [Option<std::time::Duration>; 3],
+    chosen: Option<Way>,
+}
+
+impl Trials {
+    /// The way the next call takes, and whether it is to be timed.
+    fn next(&self) -> (Way, bool) {
+        if let Some(way) = self.chosen {
+            return (way, false);
+        }
+        if !self.warmed {
+            return (Way::Gemm, true);
+        }
+        let i = (0..WAYS.len()).min_by_key(|&i| self.runs[i]).expect("three ways");
+        (WAYS[i], true)
+    }
+
+    /// Counts a timed run, and settles once every way has had its trials.
+    fn record(&mut self, way: Way, took: std::time::Duration) {
+        if !self.warmed {
+            self.warmed = true;
+            return;
+        }
+        let i = WAYS.iter().position(|&w| w == way).expect("a listed way");
+        self.runs[i] += 1;
+        self.best[i] = Some(self.best[i].map_or(took, |b| b.min(took)));
+        if self.chosen.is_none() && self.runs.iter().all(|&r| r >= TRIALS) {
+            let fastest = (0..WAYS.len()).min_by_key(|&i| self.best[i].unwrap_or(std::time::Duration::MAX)).expect("three ways");
+            self.chosen = Some(WAYS[fastest]);
+        }
+    }
+}
+
+/// Every tuned shape of this process.
+fn tuning() -> &'static std::sync::Mutex<std::collections::HashMap<ShapeKey, Trials>> {
+    static TUNING: OnceLock<std::sync::Mutex<std::collections::HashMap<ShapeKey, Trials>>> = OnceLock::new();
+    TUNING.get_or_init(Default::default)
 }
 
 pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -> Result<CpuStorage> {
@@ -135,8 +218,8 @@ impl Gemm for f64 {
     const ONE: f64 = 1.0;
 }
 
-/// Rows of a product at or under which a wide product against a transposed rhs is computed
-/// column-major and then transposed (see [`gemm_one`]).
+/// Rows of a product at or under which [`Engine::Gemm`] computes a wide product against a
+/// transposed rhs column-major and then transposes it.
 const SKINNY_ROWS: usize = 64;
 
 /// Columns from which such a product is wide enough for that.
@@ -159,20 +242,56 @@ unsafe fn gemm_one<T: Gemm>(
     [rsb, csb]: [isize; 2],
     c: *mut T,
 ) {
+    let way = match engine {
+        Engine::MatrixMultiply => Way::MatrixMultiply,
+        // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
+        // `x W^T` and the LSTM's gate products at small batches: on the 2-core AMD EPYC build
+        // machine (docs/PERFORMANCE.md, 2026-11-27) `gemm` ran these 1.6-2.9x faster into a
+        // column-major block than into a row-major one, transpose included ([16, 256] x
+        // [256, 1024]^T 151 us row-major, 87 column-major, PyTorch 115); at 256 rows the
+        // row-major product is the faster.
+        Engine::Gemm if m <= SKINNY_ROWS && n >= WIDE_COLS && rsb == 1 && csb != 1 => Way::GemmColumnMajor,
+        Engine::Gemm => Way::Gemm,
+        Engine::Tuned if m * k * n < TUNE_MIN_WORK => Way::Gemm,
+        Engine::Tuned => {
+            let key = ShapeKey { element: std::any::TypeId::of::<T>(), mkn: [m, k, n], dense_rows: [csa == 1, csb == 1], accumulate, threaded };
+            let lock = || tuning().lock().unwrap_or_else(|e| e.into_inner());
+            let (way, timed) = lock().entry(key).or_default().next();
+            if !timed {
+                return run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c);
+            }
+            let start = std::time::Instant::now();
+            run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c);
+            lock().entry(key).or_default().record(way, start.elapsed());
+            return;
+        }
+    };
+    run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c)
+}
+
+/// One product, one way.
+///
+/// # Safety
+/// As [`Gemm::matrixmultiply`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_way<T: Gemm>(
+    way: Way,
+    threaded: bool,
+    accumulate: bool,
+    [m, k, n]: [usize; 3],
+    a: *const T,
+    [rsa, csa]: [isize; 2],
+    b: *const T,
+    [rsb, csb]: [isize; 2],
+    c: *mut T,
+) {
     let keep = if accumulate { T::ONE } else { T::default() };
     // gemm itself declines threads below its own work threshold; a pool of one thread would
     // only add a hand-off to it.
     let par = if threaded && rayon::current_num_threads() > 1 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
-    match engine {
-        Engine::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
-        // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
-        // `x W^T` and the LSTM's gate products at small batches: `gemm` runs these 1.6-2.9x
-        // faster into a column-major block than into a row-major one, far more than the
-        // transpose after costs. One thread, 2-core AMD EPYC build machine (docs/PERFORMANCE.md,
-        // 2026-11-27): [16, 256] x [256, 1024]^T 151 us row-major, 87 column-major with the
-        // transpose (PyTorch 115); [16, 1024] x [1024, 256]^T 260 against 90; at 256 rows the
-        // row-major product is the faster.
-        Engine::Gemm if m <= SKINNY_ROWS && n >= WIDE_COLS && rsb == 1 && csb != 1 => {
+    match way {
+        Way::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
+        Way::GemmColumnMajor => {
             let mut t: Vec<T> = Vec::with_capacity(m * n);
             // dst column-major (column stride m, row stride 1), never read.
             gemm::gemm(m, n, k, t.as_mut_ptr(), m as isize, 1, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
@@ -183,7 +302,7 @@ unsafe fn gemm_one<T: Gemm>(
             transpose_into(&t, [n, m], c, accumulate);
         }
         // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
-        Engine::Gemm => gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),
+        Way::Gemm => gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),
     }
 }
 
@@ -328,7 +447,7 @@ mod tests {
         let la = Layout::new(vec![b, m, k], vec![m * k, 1, m], 3);
         let lb = Layout::new(vec![b, k, n], vec![0, 1, k], 0);
         let want = naive(&x, &la, &y, &lb);
-        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
+        for engine in [Engine::Tuned, Engine::Gemm, Engine::MatrixMultiply] {
             let got = gemm_batched_on(engine, &x, &la, &y, &lb, [b, m, k, n]).unwrap();
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?}: {g} vs {w}");
@@ -354,9 +473,28 @@ mod tests {
     fn product_writes_or_accumulates_on_both_engines() {
         // The second shape is few rows against a wide transposed rhs: made column-major, then
         // transposed (`gemm_one`).
-        for (m, k, n) in [(4, 6, 5), (3, 9, WIDE_COLS + 3)] {
+        // The third is big enough to be tuned: its calls go through every way in turn, then
+        // the fastest.
+        for (m, k, n) in [(4, 6, 5), (3, 9, WIDE_COLS + 3), (5, 120, WIDE_COLS + 2)] {
             writes_or_accumulates(m, k, n);
         }
+    }
+
+    #[test]
+    fn tuning_times_every_way_then_keeps_the_fastest() {
+        let ms = std::time::Duration::from_millis;
+        let mut t = Trials::default();
+        let mut seen = Vec::new();
+        for took in [1, 5, 3, 9] {
+            let (way, timed) = t.next();
+            assert!(timed && t.chosen.is_none());
+            seen.push(way);
+            t.record(way, ms(took));
+        }
+        // A warm-up call not counted (its 1 ms would have won), then each way once.
+        assert_eq!(seen, [[Way::Gemm].as_slice(), &WAYS].concat());
+        assert_eq!(t.chosen, Some(Way::GemmColumnMajor));
+        assert_eq!(t.next(), (Way::GemmColumnMajor, false));
     }
 
     fn writes_or_accumulates(m: usize, k: usize, n: usize) {
@@ -364,18 +502,21 @@ mod tests {
         // rhs stored as [N, K] and read transposed, as the convolution reads its columns.
         let y: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();
         let want = naive(&x, &Layout::contiguous(&[1, m, k]), &y, &Layout::new(vec![1, k, n], vec![0, 1, k], 0));
-        for engine in [Engine::Gemm, Engine::MatrixMultiply] {
-            let mut c = vec![1.0f32; m * n];
-            let a = || Operand { data: &x[..], strides: [k, 1] };
-            let b = || Operand { data: &y[..], strides: [1, k] };
-            product(engine, false, true, [m, k, n], a(), b(), &mut c);
-            product(engine, false, true, [m, k, n], a(), b(), &mut c);
-            for (g, w) in c.iter().zip(&want) {
-                assert!((g - (1.0 + 2.0 * w)).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} accumulating: {g} vs 1 + 2 * {w}");
-            }
-            product(engine, true, false, [m, k, n], a(), b(), &mut c);
-            for (g, w) in c.iter().zip(&want) {
-                assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} writing: {g} vs {w}");
+        // Repeated, so a tuned shape runs every way and then the one it keeps.
+        for engine in [Engine::Tuned, Engine::Gemm, Engine::MatrixMultiply] {
+            for _ in 0..2 * (1 + WAYS.len() as u32 * TRIALS) {
+                let mut c = vec![1.0f32; m * n];
+                let a = || Operand { data: &x[..], strides: [k, 1] };
+                let b = || Operand { data: &y[..], strides: [1, k] };
+                product(engine, false, true, [m, k, n], a(), b(), &mut c);
+                product(engine, false, true, [m, k, n], a(), b(), &mut c);
+                for (g, w) in c.iter().zip(&want) {
+                    assert!((g - (1.0 + 2.0 * w)).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} accumulating: {g} vs 1 + 2 * {w}");
+                }
+                product(engine, true, false, [m, k, n], a(), b(), &mut c);
+                for (g, w) in c.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} writing: {g} vs {w}");
+                }
             }
         }
     }
