@@ -259,7 +259,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let mut parts = parts.into_iter().map(|(dw, _)| dw);
     let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), Ok)?;
     for part in parts {
-        dw.iter_mut().zip(part).for_each(|(a, b)| *a = *a + b);
+        dw.iter_mut().zip(part).for_each(|(a, b)| *a += b);
     }
     Ok(T::wrap(dw.into()))
 }

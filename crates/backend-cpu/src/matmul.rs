@@ -53,9 +53,10 @@ const WAYS: [Way; 3] = [Way::Gemm, Way::GemmColumnMajor, Way::MatrixMultiply];
 /// Multiply-adds under which a product is not worth timing: it runs on `gemm` as it comes.
 const TUNE_MIN_WORK: usize = 1 << 16;
 
-/// Timed runs each way gets before the fastest is kept, after one untimed run that warms the
-/// caches and faults in the pages, so the way timed first is not the one that pays for them.
-const TRIALS: u32 = 1;
+/// Timed runs each way gets before the fastest is kept (its best run counts, so one run
+/// slowed by another process does not decide), after one untimed run that warms the caches
+/// and faults in the pages, so the way timed first is not the one that pays for them.
+const TRIALS: u32 = 2;
 
 /// What decides a product's speed: its sizes, which operands are row-major, and whether it
 /// accumulates or runs threaded.
@@ -485,14 +486,15 @@ mod tests {
         let ms = std::time::Duration::from_millis;
         let mut t = Trials::default();
         let mut seen = Vec::new();
-        for took in [1, 5, 3, 9] {
+        for took in [1, 5, 3, 9, 4, 7, 8] {
             let (way, timed) = t.next();
             assert!(timed && t.chosen.is_none());
             seen.push(way);
             t.record(way, ms(took));
         }
-        // A warm-up call not counted (its 1 ms would have won), then each way once.
-        assert_eq!(seen, [[Way::Gemm].as_slice(), &WAYS].concat());
+        // A warm-up call not counted (its 1 ms would have won), then each way twice, round
+        // robin; the best run of each decides.
+        assert_eq!(seen, [[Way::Gemm].as_slice(), &WAYS, &WAYS].concat());
         assert_eq!(t.chosen, Some(Way::GemmColumnMajor));
         assert_eq!(t.next(), (Way::GemmColumnMajor, false));
     }

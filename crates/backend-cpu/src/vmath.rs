@@ -219,7 +219,7 @@ pub(crate) fn ln_f32(x: f32) -> f32 {
     let ln = r + y + e * LN2_HI;
     if x == 0.0 {
         f32::NEG_INFINITY
-    } else if !(x >= 0.0) {
+    } else if x < 0.0 || x.is_nan() {
         f32::NAN
     } else if x == f32::INFINITY {
         x
