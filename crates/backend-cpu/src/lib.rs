@@ -1,8 +1,8 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
-//! rayon threads, products on the `gemm` crate or `matrixmultiply`, whichever is faster for
-//! the shape on this CPU, timed on its first calls (`LIANDAN_CPU_GEMM=gemm` or
-//! `matrixmultiply` fixes one), convolution one image at a time without a batch-sized column
-//! buffer.
+//! rayon threads, products on the `gemm` crate (few-row products against a transposed rhs
+//! column-major, or on `matrixmultiply`; `LIANDAN_CPU_GEMM=tuned` times the ways per shape on
+//! this CPU instead, `matrixmultiply` puts every product there), convolution one image at a
+//! time without a batch-sized column buffer.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -113,8 +113,8 @@ impl Backend for CpuBackend {
             (
                 "gemm".into(),
                 match matmul::engine() {
-                    matmul::Engine::Tuned => "gemm or matrixmultiply, the faster per shape, timed on first use (f32/f64; f16/bf16 through f32)".into(),
-                    matmul::Engine::Gemm => "gemm crate, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::Gemm => "gemm crate (f32/f64; f16/bf16 through f32)".into(),
+                    matmul::Engine::Tuned => "gemm or matrixmultiply timed per shape, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
                     matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
                 },
             ),

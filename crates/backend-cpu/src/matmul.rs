@@ -1,5 +1,5 @@
 //! Batched matrix product on the `gemm` crate (AVX-512 and AVX2 kernels chosen at run time)
-//! or `matrixmultiply`, per product shape whichever runs it faster on this CPU ([`Engine`]).
+//! or `matrixmultiply`, by a fixed rule per shape or timed per shape on this CPU ([`Engine`]).
 //! Both take any strides, so transposed and batch-broadcast views are read in place.
 
 use std::mem::MaybeUninit;
@@ -14,26 +14,29 @@ use crate::strided::map1;
 /// The gemm library the products run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Engine {
-    /// Per product shape, the fastest of the ways below ([`Way`]), timed on this machine on
-    /// the shape's first calls: which one wins depends on the CPU (docs/PERFORMANCE.md,
-    /// 2026-11-27: on an AMD EPYC `gemm` into a column-major block wins the few-row products
-    /// by 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of them by 1.1-1.8x).
-    Tuned,
-    /// The `gemm` crate, threaded on rayon; few rows against a wide transposed rhs go
-    /// column-major (see [`gemm_one`]).
+    /// The `gemm` crate, threaded on rayon, with a fixed rule for the products with few rows
+    /// against a transposed rhs (see [`gemm_one`]): the same way for the same shape on every
+    /// run, so a resumed training run matches an uninterrupted one bit for bit.
     Gemm,
+    /// Per product shape, the fastest of the ways below ([`Way`]), timed on the shape's first
+    /// calls in this process: which one wins depends on the CPU (docs/PERFORMANCE.md,
+    /// 2026-11-27: on an AMD EPYC `gemm` into a column-major block wins the few-row products by
+    /// 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of those with 64 rows or more by
+    /// 1.1-1.8x). The ways round differently in the last bits and the timing picks differently
+    /// from run to run, so results are not bit-for-bit reproducible between processes.
+    Tuned,
     /// `matrixmultiply`, AVX2 at most, on its own threads: kept to compare and to bisect.
     MatrixMultiply,
 }
 
-/// The engine, read once from `LIANDAN_CPU_GEMM` (`tuned`, the default, `gemm` or
+/// The engine, read once from `LIANDAN_CPU_GEMM` (`gemm`, the default, `tuned` or
 /// `matrixmultiply`).
 pub(crate) fn engine() -> Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_GEMM").as_deref() {
         Ok("matrixmultiply") => Engine::MatrixMultiply,
-        Ok("gemm") => Engine::Gemm,
-        _ => Engine::Tuned,
+        Ok("tuned") => Engine::Tuned,
+        _ => Engine::Gemm,
     })
 }
 
@@ -246,12 +249,14 @@ unsafe fn gemm_one<T: Gemm>(
     let way = match engine {
         Engine::MatrixMultiply => Way::MatrixMultiply,
         // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
-        // `x W^T` and the LSTM's gate products at small batches: on the 2-core AMD EPYC build
-        // machine (docs/PERFORMANCE.md, 2026-11-27) `gemm` ran these 1.6-2.9x faster into a
-        // column-major block than into a row-major one, transpose included ([16, 256] x
-        // [256, 1024]^T 151 us row-major, 87 column-major, PyTorch 115); at 256 rows the
-        // row-major product is the faster.
-        Engine::Gemm if m <= SKINNY_ROWS && n >= WIDE_COLS && rsb == 1 && csb != 1 => Way::GemmColumnMajor,
+        // `x W^T`, the LSTM's gate products at small batches and a convolution's weight
+        // gradient (docs/PERFORMANCE.md, 2026-11-27, one thread): on an AMD EPYC `gemm` runs
+        // these 1.1-2.9x faster into a column-major block than into a row-major one,
+        // transpose included ([16, 256] x [256, 1024]^T 151 us row-major, 87 column-major,
+        // PyTorch 115), and faster than `matrixmultiply`; on an Intel Xeon it is on par with
+        // `matrixmultiply` at 16 rows (113 against 136) and 1.1-1.5x slower at 64. At 256 rows
+        // the row-major product is the faster.
+        Engine::Gemm if n >= WIDE_COLS && rsb == 1 && csb != 1 && m <= SKINNY_ROWS => Way::GemmColumnMajor,
         Engine::Gemm => Way::Gemm,
         Engine::Tuned if m * k * n < TUNE_MIN_WORK => Way::Gemm,
         Engine::Tuned => {
