@@ -229,23 +229,24 @@ const SKINNY_ROWS: usize = 64;
 /// Columns from which such a product is wide enough for that.
 const WIDE_COLS: usize = 128;
 
-/// One `[m, k] x [k, n]` product into the row-major `[m, n]` block `c`, added to what `c`
-/// holds when `accumulate`.
+/// One `[m, k] x [k, n]` product: `a` and `b` by pointer and (row, column) strides, into the
+/// row-major `[m, n]` block at `c`.
+#[derive(Clone, Copy)]
+struct Raw<T> {
+    mkn: [usize; 3],
+    a: *const T,
+    sa: [isize; 2],
+    b: *const T,
+    sb: [isize; 2],
+    c: *mut T,
+}
+
+/// The product `p`, added to what its block holds when `accumulate`.
 ///
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn gemm_one<T: Gemm>(
-    engine: Engine,
-    threaded: bool,
-    accumulate: bool,
-    [m, k, n]: [usize; 3],
-    a: *const T,
-    [rsa, csa]: [isize; 2],
-    b: *const T,
-    [rsb, csb]: [isize; 2],
-    c: *mut T,
-) {
+unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p: Raw<T>) {
+    let ([m, k, n], [_, csa], [rsb, csb]) = (p.mkn, p.sa, p.sb);
     let way = match engine {
         Engine::MatrixMultiply => Way::MatrixMultiply,
         // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
@@ -260,37 +261,27 @@ unsafe fn gemm_one<T: Gemm>(
         Engine::Gemm => Way::Gemm,
         Engine::Tuned if m * k * n < TUNE_MIN_WORK => Way::Gemm,
         Engine::Tuned => {
-            let key = ShapeKey { element: std::any::TypeId::of::<T>(), mkn: [m, k, n], dense_rows: [csa == 1, csb == 1], accumulate, threaded };
+            let key = ShapeKey { element: std::any::TypeId::of::<T>(), mkn: p.mkn, dense_rows: [csa == 1, csb == 1], accumulate, threaded };
             let lock = || tuning().lock().unwrap_or_else(|e| e.into_inner());
             let (way, timed) = lock().entry(key).or_default().next();
             if !timed {
-                return run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c);
+                return run_way(way, threaded, accumulate, p);
             }
             let start = std::time::Instant::now();
-            run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c);
+            run_way(way, threaded, accumulate, p);
             lock().entry(key).or_default().record(way, start.elapsed());
             return;
         }
     };
-    run_way(way, threaded, accumulate, [m, k, n], a, [rsa, csa], b, [rsb, csb], c)
+    run_way(way, threaded, accumulate, p)
 }
 
-/// One product, one way.
+/// The product `p` one way.
 ///
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn run_way<T: Gemm>(
-    way: Way,
-    threaded: bool,
-    accumulate: bool,
-    [m, k, n]: [usize; 3],
-    a: *const T,
-    [rsa, csa]: [isize; 2],
-    b: *const T,
-    [rsb, csb]: [isize; 2],
-    c: *mut T,
-) {
+unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>) {
+    let Raw { mkn: [m, k, n], a, sa: [rsa, csa], b, sb: [rsb, csb], c } = p;
     let keep = if accumulate { T::ONE } else { T::default() };
     // gemm itself declines threads below its own work threshold; a pool of one thread would
     // only add a hand-off to it.
@@ -372,7 +363,7 @@ pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool,
     let s = |o: &Operand<T>| [o.strides[0] as isize, o.strides[1] as isize];
     // SAFETY: the assert above keeps every element read or written inside its slice, and `c`
     // is borrowed mutably, so it overlaps neither operand.
-    unsafe { gemm_one(engine, threaded, accumulate, [m, k, n], a.data.as_ptr(), s(&a), b.data.as_ptr(), s(&b), c.as_mut_ptr()) }
+    unsafe { gemm_one(engine, threaded, accumulate, Raw { mkn: [m, k, n], a: a.data.as_ptr(), sa: s(&a), b: b.data.as_ptr(), sb: s(&b), c: c.as_mut_ptr() }) }
 }
 
 fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
@@ -399,7 +390,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
         unsafe {
             let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
             let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-            gemm_one(engine, threaded, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr().cast());
+            gemm_one(engine, threaded, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast() });
         }
     };
     // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
@@ -414,7 +405,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
             unsafe {
                 let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
                 let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-                gemm_one(engine, false, false, [m, k, n], a, sa, b, sb, c.as_mut_ptr().cast());
+                gemm_one(engine, false, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast() });
             }
         };
         blocks.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
