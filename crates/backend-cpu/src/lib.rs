@@ -1,8 +1,8 @@
 //! `liandan-backend-cpu`: the reference backend, the kernel trait on `ndarray` buffers with
 //! rayon threads, products on the `gemm` crate (few-row products against a transposed rhs
-//! column-major, or on `matrixmultiply`; `LIANDAN_CPU_GEMM=tuned` times the ways per shape on
-//! this CPU instead, `matrixmultiply` puts every product there), convolution one image at a
-//! time without a batch-sized column buffer.
+//! written column-major; `LIANDAN_CPU_GEMM=tuned` times those ways and `matrixmultiply` per
+//! shape on this CPU instead, `matrixmultiply` puts every product there), convolution one
+//! image at a time without a batch-sized column buffer.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
