@@ -72,7 +72,7 @@ fn product(way: usize, [m, k, n]: [usize; 3], a: &[f32], b: &[f32], c: &mut [f32
 fn main() {
     // Linear layers and the LSTM's gate products at batch 16 to 128, and convolution weight
     // gradients (mnist_cnn's, resnet18's stem) at batch 16.
-    let shapes = [[16, 256, 1024], [16, 1024, 256], [64, 256, 1024], [128, 784, 400], [64, 9216, 288], [64, 16384, 27]];
+    let shapes = [[16, 256, 1024], [16, 1024, 256], [64, 256, 1024], [128, 784, 400], [64, 9216, 288], [64, 16384, 27], [64, 9216, 128], [16, 9216, 128]];
     println!("| [m, k] x [k, n], rhs transposed | gemm row-major | gemm column-major + transpose | matrixmultiply |");
     println!("|---|---|---|---|");
     for [m, k, n] in shapes {
