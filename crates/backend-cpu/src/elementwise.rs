@@ -6,18 +6,14 @@ use liandan_tensor::backend::{BinaryOp, CmpOp, UnaryOp};
 use liandan_tensor::{DType, Layout, Result};
 use num_traits::Float;
 
-use crate::storage::{backend_error, bad_dtype, dtype_mismatch, slice, CpuStorage, Real, Scalar};
-use crate::strided::{contiguous, map1, map2, map3, parallel, CHUNK};
+use crate::fused::{wide_blocks, Elem};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, slice, CpuStorage, Real, Scalar};
+use crate::strided::{contiguous, map1, map2, map3};
 
 pub(crate) fn unary(op: UnaryOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
     use CpuStorage as S;
     Ok(match x {
-        S::F32(v) => match (op, contiguous(slice(v), l)) {
-            // libm's `logf` per element costs a call each (3 ns); the straight-line one
-            // vectorizes.
-            (UnaryOp::Log, Some(xs)) => S::F32(dense_f32(xs, crate::vmath::ln_slice)?.into()),
-            _ => S::F32(unary_real(op, slice(v), l)?.into()),
-        },
+        S::F32(v) => S::F32(unary_real(op, slice(v), l)?.into()),
         S::F16(v) => S::F16(unary_real(op, slice(v), l)?.into()),
         S::BF16(v) => S::BF16(unary_real(op, slice(v), l)?.into()),
         S::F64(v) => S::F64(unary_real(op, slice(v), l)?.into()),
@@ -68,20 +64,8 @@ fn name_of(op: UnaryOp) -> &'static str {
     }
 }
 
-/// `kernel` over a dense f32 slice into a fresh vector, in parallel pieces when it is large.
-fn dense_f32(xs: &[f32], kernel: fn(&[f32], &mut [f32])) -> Result<Vec<f32>> {
-    let mut out = crate::storage::alloc("elementwise", xs.len(), 0.0f32)?;
-    if parallel(xs.len()) {
-        use rayon::prelude::*;
-        out.par_chunks_mut(CHUNK).zip(xs.par_chunks(CHUNK)).for_each(|(y, x)| kernel(x, y));
-    } else {
-        kernel(xs, &mut out);
-    }
-    Ok(out)
-}
-
 /// One closure per op, chosen outside the loop so the loop body inlines.
-fn unary_real<T: Real>(op: UnaryOp, v: &[T], l: &Layout) -> Result<Vec<T>> {
+fn unary_real<T: Elem>(op: UnaryOp, v: &[T], l: &Layout) -> Result<Vec<T>> {
     match op {
         UnaryOp::Neg => map1(v, l, |x: T| -x),
         UnaryOp::Abs => map1(v, l, T::abs),
@@ -96,7 +80,16 @@ fn unary_real<T: Real>(op: UnaryOp, v: &[T], l: &Layout) -> Result<Vec<T>> {
             }
         }),
         UnaryOp::Exp => map1(v, l, T::exp),
-        UnaryOp::Log => map1(v, l, T::ln),
+        // Dense data through the slice kernel: libm's `logf` per element cost a call each
+        // (3 ns), the f32 one vectorizes.
+        UnaryOp::Log => match contiguous(v, l) {
+            Some(xs) => {
+                let mut out = alloc("log", xs.len(), T::zero())?;
+                wide_blocks([xs], &mut out, |[x], y| T::Acc::ln_slice(x, y));
+                Ok(out)
+            }
+            None => map1(v, l, T::ln),
+        },
         UnaryOp::Sqrt => map1(v, l, T::sqrt),
         UnaryOp::Recip => map1(v, l, T::recip),
         UnaryOp::Sin => map1(v, l, T::sin),

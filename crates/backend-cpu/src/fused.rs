@@ -139,7 +139,7 @@ const BLOCK: usize = 512;
 /// Runs `f(wide_ins, wide_out)` over blocks of `ins` (slices as long as `out`) widened to
 /// `T::Acc`, then narrows the block into `out`; in parallel pieces when large. The widening is
 /// a copy for f32 and f64, cheap beside the `exp`/`erf` the callers run.
-fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T], f: impl Fn([&[T::Acc]; K], &mut [T::Acc]) + Sync) {
+pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T], f: impl Fn([&[T::Acc]; K], &mut [T::Acc]) + Sync) {
     let piece = |start: usize, o: &mut [T]| {
         let zero = <T::Acc as num_traits::Zero>::zero();
         let mut wide = [[zero; BLOCK]; K];

@@ -110,6 +110,11 @@ pub(crate) trait Real: Scalar + Float {
             *dx = dy * (cdf + x * pdf);
         });
     }
+    /// `y = ln x` over matching slices (the `log` primitive on dense data): within 2 ulp of
+    /// libm and vectorized in f32 ([`crate::vmath`]), libm element by element otherwise.
+    fn ln_slice(x: &[Self], y: &mut [Self]) {
+        y.iter_mut().zip(x).for_each(|(y, &x)| *y = x.ln());
+    }
     /// `e = exp(e - shift)` in place (a softmax row's exponentials).
     fn exp_shifted_slice(e: &mut [Self], shift: Self) {
         e.iter_mut().for_each(|e| *e = (*e - shift).exp());
@@ -174,6 +179,9 @@ impl Real for f32 {
     }
     fn gelu_backward_slice(x: &[f32], dy: &[f32], dx: &mut [f32]) {
         crate::vmath::gelu_backward(x, dy, dx)
+    }
+    fn ln_slice(x: &[f32], y: &mut [f32]) {
+        crate::vmath::ln_slice(x, y)
     }
     fn exp_shifted_slice(e: &mut [f32], shift: f32) {
         crate::vmath::exp_shifted(e, shift)

@@ -2,9 +2,9 @@
 //! loops over them, compiled for the widest vector unit the CPU has (checked at run time: the
 //! x86-64 baseline is SSE2, four lanes). `libm`'s calls kept the fused softmax and GELU at
 //! 20-30 ns an element, and a per-element call across codegen units (no `#[inline]`) at 13.
-//! Used by those fused kernels and by the `log` primitive on dense f32 (within 2 ulp of libm,
-//! exact at 0, 1, infinity and NaN); `exp` and `erf` stay on `libm`, and the conformance suite
-//! holds the fused kernels to the primitives' composite.
+//! Used by those fused kernels and by the `log` primitive on dense data (f16 and bf16 widened
+//! to f32; within 2 ulp of libm, exact at 0, 1, infinity and NaN); `exp` and `erf` stay on
+//! `libm`, and the conformance suite holds the fused kernels to the primitives' composite.
 
 /// Defines `pub(crate) fn $name(args)` running `$body` built three times, for AVX-512, for
 /// AVX2 and for the baseline, and picking one by what the CPU reports. The body must call only
@@ -177,7 +177,7 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 }
 
 simd_fn! {
-    /// `y = ln x` over matching slices (the `log` primitive on dense f32).
+    /// `y = ln x` over matching slices (the `log` primitive on dense data).
     fn ln_slice(x: &[f32], y: &mut [f32]) {
         let n = x.len().min(y.len());
         let (x, y) = (&x[..n], &mut y[..n]);
