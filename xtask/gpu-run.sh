@@ -18,7 +18,10 @@
 # the models a change touched (`MODELS`). `PART=13`: the GPU tests, then this build against the
 # previous one on the micro-benchmarks (PyTorch's add and copy beside), the optimizer step
 # (`bench-fusion`, PyTorch beside), the host cost per op, and the models in `MODELS` (`ONLY=tests`
-# or `ONLY=bench` for one half).
+# or `ONLY=bench` for one half). `PART=14`: f16 convolution on tensor cores: its tests, both
+# builds' `bench-conv --dtype f16`, and the mixed-precision table (`bench --precisions
+# f32,f16,bf16 --torch`, PyTorch with autocast) of mnist_cnn, resnet18 and vit (`ONLY=tests`,
+# `ONLY=conv` or `ONLY=bench` for one third).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -284,4 +287,31 @@ for r in m['rows']:
     timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mlp,vit,resnet18}" --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
       --epoch-samples 6400 --out "$OUT/bench-$b" > "$OUT/bench-$b.md" 2> "$OUT/bench-$b.log"; echo "rc $?"; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench-$b.md" | head -20
   done
+fi
+if [ "$PART" = 14 ]; then
+  if [ "${ONLY:-tests}" = tests ]; then
+    echo "## liandan info (cooperative matrices)"; ./.bin/liandan info 2>&1 | grep -iE "f16 matmul"
+    for t in conv_coop matmul_coop conformance; do
+      [ -x .bin/$t ] || continue
+      echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 --nocapture 2>&1 | grep -E "^test result|FAILED|panicked|failed|cooperative|tensor-core" | head -12
+    done
+  fi
+  if [ "${ONLY:-tests}" = conv ]; then
+    for b in xtask xtask-old; do
+      [ -x .bin/$b ] || continue
+      echo "## bench-conv --dtype f16 --quick, $b"
+      timeout 170 ./.bin/$b bench-conv --device gpu:0 --dtype f16 --quick > "$OUT/conv-f16-$b.md" 2>&1; echo "rc $?"
+      grep -E "^\| " "$OUT/conv-f16-$b.md" | head -48
+    done
+  fi
+  if [ "${ONLY:-tests}" = bench ]; then
+    for b in xtask xtask-old; do
+      [ -x .bin/$b ] || continue
+      torch=""; [ $b = xtask ] && torch="--torch"
+      echo "## bench, GPU, $b $torch: ${MODELS:-mnist_cnn,resnet18,vit} in ${PRECISIONS:-f32,f16,bf16}"
+      timeout 280 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "${PRECISIONS:-f32,f16,bf16}" $torch --no-micro \
+        --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench14-$b" > "$OUT/bench14-$b.md" 2> "$OUT/bench14-$b.log"; echo "rc $?"
+      grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench14-$b.md" | head -30
+    done
+  fi
 fi

@@ -15,6 +15,14 @@
 //! `LIANDAN_CONV_PHASES=0`) runs the one product over every tap instead, to compare.
 //!
 //! How each product is cut into tiles and splits of K is `conv/cut.rs` ([`ConvCut`]).
+//!
+//! f16 forward and input-gradient passes run on cooperative matrices (tensor cores) wherever
+//! the f16 matmul does (`matmul_coop::chosen`) and the pass suits them ([`tiling`]: channels
+//! per group a multiple of 32, a kernel larger than 1x1): the same product on
+//! `matmul_coop.wgsl`'s tiles ([`CoopKey`]), its b gathered by `conv/gather_coop.wgsl` from the
+//! column geometry of `conv/taps.wgsl` (which the tiled kernel's loader reads too), K split as
+//! matmul splits it. The weight gradient, whose b is the transposed column matrix, stays on
+//! the tiled kernel.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -22,8 +30,10 @@ use std::sync::{Arc, OnceLock};
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
+use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{LOAD_A, TILE};
+use crate::matmul::{Load, FEW_TILES, LOAD_A, MIN_SPLIT_K, SPLIT_TILES, TILE};
+use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -32,7 +42,9 @@ use cut::cut;
 pub use cut::{with_conv_cut, ConvCut};
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
+const TAPS: &str = include_str!("shaders/conv/taps.wgsl");
 const GATHER: &str = include_str!("shaders/conv/gather.wgsl");
+const GATHER_COOP: &str = include_str!("shaders/conv/gather_coop.wgsl");
 const WEIGHT_DY: &str = include_str!("shaders/conv/weight_dy.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 
@@ -77,7 +89,7 @@ impl KernelKey for Key {
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);
-                w.part(LOAD_A).part(GATHER)
+                w.part(LOAD_A).part(TAPS).part(GATHER)
             }
             Pass::Weight => w.flag("A4", k.a4).part(WEIGHT_DY).part(WEIGHT_X),
         };
@@ -108,6 +120,86 @@ impl KernelKey for Key {
         }
         all
     }
+}
+
+/// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
+/// `coop.rs` found the adapter able): the forward or the input gradient as the product of
+/// `matmul_coop.wgsl` on the tiles of `variant`, its b gathered by `conv/gather_coop.wgsl`.
+/// `a4`, `partial`, `strided` and `phase` as in [`Key`]; y is written in scalars, through
+/// workgroup memory. Only for gathered channels per group that are a multiple of 32 (the
+/// slice's depth; see [`tiling`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CoopKey {
+    pass: Pass,
+    variant: Variant,
+    a4: bool,
+    partial: bool,
+    strided: bool,
+    phase: bool,
+}
+
+impl CoopKey {
+    /// The variant `LIANDAN_COOP_VARIANT` picks, but `Direct` runs as `Prefetch`: a gathered
+    /// operand cannot be read straight from its buffer.
+    fn variant() -> Variant {
+        match Variant::chosen() {
+            Variant::Direct => Variant::Prefetch,
+            v => v,
+        }
+    }
+}
+
+impl KernelKey for CoopKey {
+    fn source(&self, repr: &Repr) -> String {
+        let k = *self;
+        let (a, read_a, raw_a) = if k.a4 {
+            (Load::K, include_str!("shaders/matmul/read_a4.wgsl"), include_str!("shaders/matmul_coop/raw_a4.wgsl"))
+        } else {
+            (Load::Strided, include_str!("shaders/matmul/read_a.wgsl"), include_str!("shaders/matmul_coop/raw_a.wgsl"))
+        };
+        let out = if k.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
+        let (sgm, sgn) = k.variant.subgroups();
+        let (a_vecs, b_vecs) = k.variant.staged_vecs(a, Load::Outer);
+        let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16);
+        let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).uint("B_LOAD", 1).uint("SGM", sgm).uint("SGN", sgn).uint("FM", k.variant.fragment_rows());
+        let w = w.flag("DIRECT", false).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
+        let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
+        let w = w.part(read_a).part(include_str!("shaders/matmul/read_b.wgsl")).part(out).part(include_str!("shaders/matmul/write.wgsl"));
+        // Every sum goes out through workgroup memory (out_at is not row-major), rounded or not.
+        let w = w.part(raw_a).part(include_str!("shaders/matmul_coop/raw_b.wgsl")).part(include_str!("shaders/matmul_coop/store_rounded.wgsl"));
+        w.part(MATMUL_COOP).part(TAPS).part(GATHER_COOP).part(CONV).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<CoopKey> {
+        // As matmul_coop's: only a device holding f16 natively builds these.
+        if !repr.f16 {
+            return Vec::new();
+        }
+        let mut all = Vec::new();
+        for pass in [Pass::Forward, Pass::Input] {
+            let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
+            for variant in [Variant::Prefetch, Variant::Wide, Variant::Narrow] {
+                for a4 in [false, true] {
+                    for partial in [false, true] {
+                        for &(strided, phase) in gathers {
+                            all.push(CoopKey { pass, variant, a4, partial, strided, phase });
+                        }
+                    }
+                }
+            }
+        }
+        all
+    }
+}
+
+/// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
+/// the cooperative-matrix kernel that runs them, if one does.
+#[derive(Clone, Copy, Debug)]
+struct Tiling {
+    bm: usize,
+    bn: usize,
+    splits: usize,
+    coop: Option<Variant>,
 }
 
 thread_local! {
@@ -368,10 +460,13 @@ impl WgpuBackend {
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let (tile, splits) = cut(plan.pass, plan.m, plan.n, plan.k, geom.groups, plan.total, gpu.max_binding() as usize);
+        let tiling = tiling(gpu, plan, geom, dtype, plan.n, plan.k);
         let out = self.output(dtype, plan.total)?;
         let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false };
-        self.conv_products(&[(plan, ops)], geom, dtype, (tile, splits), &out)?;
+        if !self.conv_products(&[(plan, ops)], geom, dtype, tiling, &out)? {
+            // The tensor-core kernel failed to build, and f16 has left them for good.
+            return self.conv_pass(plan, geom, dtype, inputs);
+        }
         Ok(vec![Arc::new(out) as Storage])
     }
 
@@ -402,18 +497,21 @@ impl WgpuBackend {
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-        let cut = cut(Pass::Input, plans[0].m, n, k, geom.groups, plans[0].total, gpu.max_binding() as usize);
+        let tiling = tiling(gpu, &plans[0], geom, dtype, n, k);
         let out = self.output(dtype, plans[0].total)?;
-        self.conv_products(&products, geom, dtype, cut, &out)?;
+        if !self.conv_products(&products, geom, dtype, tiling, &out)? {
+            return self.conv_input(geom, dtype, inputs);
+        }
         Ok(vec![Arc::new(out) as Storage])
     }
 
-    /// Dispatches products that together write every element of `out` once, with `(tile,
-    /// splits)` of `cut` (a product with a shorter K leaves its last splits zero), then sums the
-    /// partial results when K is split.
-    fn conv_products(&self, products: &[(&Plan, Operands)], geom: &ConvGeometry, dtype: DType, cut: (usize, usize), out: &WgpuStorage) -> Result<()> {
+    /// Dispatches products that together write every element of `out` once, cut as `tiling`
+    /// says (a product with a shorter K leaves its last splits zero), then sums the partial
+    /// results when K is split. `false`: the cooperative-matrix kernel failed to build (and
+    /// f16 has left the tensor cores); the caller starts over.
+    fn conv_products(&self, products: &[(&Plan, Operands)], geom: &ConvGeometry, dtype: DType, tiling: Tiling, out: &WgpuStorage) -> Result<bool> {
         let gpu = self.gpu()?;
-        let (tile, splits) = cut;
+        let Tiling { bm, bn, splits, coop } = tiling;
         let total = products[0].0.total;
         let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
@@ -421,20 +519,56 @@ impl WgpuBackend {
         for (plan, ops) in products {
             let phase = plan.pass == Pass::Input && geom.stride != (1, 1) && !ops.strided;
             let a4 = ops.a_off.is_multiple_of(4) && if plan.pass == Pass::Weight { l.is_multiple_of(4) } else { plan.k.is_multiple_of(4) };
-            let ks = plan.k.div_ceil(splits).next_multiple_of(16).max(16);
-            let out4 = !phase && plan.p.is_multiple_of(4);
-            let key = Key { pass: plan.pass, dtype, h: tile as u32 / 64, a4, aligned: plan.aligned, out4, partial: splits > 1, strided: ops.strided, phase };
+            // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
+            let depth = if coop.is_some() { 32 } else { 16 };
+            let ks = plan.k.div_ceil(splits).next_multiple_of(depth).max(depth);
+            let (partial, strided) = (splits > 1, ops.strided);
+            let kernel = match coop {
+                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: plan.pass, variant, a4, partial, strided, phase }) {
+                    Some(k) => k,
+                    None => return Ok(false),
+                },
+                None => {
+                    let out4 = !phase && plan.p.is_multiple_of(4);
+                    gpu.kernel(Key { pass: plan.pass, dtype, h: bm as u32 / 64, a4, aligned: plan.aligned, out4, partial, strided, phase })?
+                }
+            };
             let meta = conv_meta(plan, geom, ops, splits, ks);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
-            let grid = (groups(plan.n.div_ceil(tile)), groups(plan.m.div_ceil(tile)), groups(geom.groups * splits));
-            let kernel = gpu.kernel(key)?;
+            let grid = (groups(plan.n.div_ceil(bn)), groups(plan.m.div_ceil(bm)), groups(geom.groups * splits));
             gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?;
         }
         if let Some(p) = &partials {
             self.sum_partials(dtype, splits, total, p.buffer(), out.buffer())?;
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// The tiling of the products of `plan`'s pass (the largest of them `n` wide and `k` deep):
+/// on cooperative matrices where the device runs f16 matmuls on them, for a forward or input
+/// gradient whose gathered channels per group are a multiple of 32 (a slice's rows then share
+/// one tap) and whose kernel is larger than 1x1, with K split as matmul splits it (the partial
+/// sums within one binding); everything else as `cut.rs` says. On the H200 (docs/PERFORMANCE.md,
+/// run 22) the tensor cores took resnet18's 3x3 passes 0.4-0.7x as long as the tiled kernel,
+/// but 1.7-2.4x as long for the 3-channel stems with a per-element gather, and 1.2-1.5x for
+/// the 1x1 shortcuts' forward.
+fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, n: usize, k: usize) -> Tiling {
+    let limit = gpu.max_binding() as usize;
+    let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
+    let fits = pass != Pass::Weight && plan.gather[0].is_multiple_of(32) && geom.kernel != (1, 1);
+    if fits && matmul_coop::chosen(gpu, dtype) {
+        let variant = CoopKey::variant();
+        let (bm, bn) = variant.tile();
+        let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups).max(1);
+        let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
+        while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
+            splits /= 2;
+        }
+        return Tiling { bm, bn, splits, coop: Some(variant) };
+    }
+    let (tile, splits) = cut(pass, m, n, k, groups, total, limit);
+    Tiling { bm: tile, bn: tile, splits, coop: None }
 }
 
 /// The meta block of one product (the layout `shaders/conv.wgsl` describes).

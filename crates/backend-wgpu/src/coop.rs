@@ -1,5 +1,6 @@
 //! Cooperative matrices (tensor cores) through wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX`: whether
-//! this adapter's f16 matmul runs on them, decided once, here, when the device is opened.
+//! this adapter's f16 matmul runs on them, decided once, here, when the device is opened. The
+//! forward and input gradient of f16 convolutions (`conv.rs`) follow the same decision.
 //!
 //! The f16 matmul kernel (`shaders/matmul_coop.wgsl`) needs 16 x 16 x 16 f16 x f16 -> f32
 //! configurations (what NVIDIA GPUs report through Vulkan; Metal's simdgroup matrices are 8 x 8,

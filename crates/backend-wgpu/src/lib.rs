@@ -99,7 +99,7 @@ impl Key {
     /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
     /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
-        !matches!(self, Key::Matmul(_) | Key::MatmulCoop(_) | Key::Conv(_))
+        !matches!(self, Key::Matmul(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
     }
 }
 
@@ -116,6 +116,7 @@ kernel_families! {
     FusedNorm(fused_norm::Key),
     FusedLayerNorm(fused_layer_norm::Key),
     Conv(conv::Key),
+    ConvCoop(conv::CoopKey),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -46,9 +46,9 @@ struct Variant {
 const BIG_TILES: usize = 192;
 /// With fewer tiles than `FEW_TILES` (a big GPU runs two per compute unit at once), K is split
 /// into ranges of at least `MIN_SPLIT_K` so that there are some `SPLIT_TILES` workgroups.
-const FEW_TILES: usize = 256;
-const SPLIT_TILES: usize = 512;
-const MIN_SPLIT_K: usize = 256;
+pub(crate) const FEW_TILES: usize = 256;
+pub(crate) const SPLIT_TILES: usize = 512;
+pub(crate) const MIN_SPLIT_K: usize = 256;
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

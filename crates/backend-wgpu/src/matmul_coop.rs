@@ -12,7 +12,8 @@ use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::Load;
 use crate::repr::Repr;
 
-const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
+pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
+const ENTRY: &str = include_str!("shaders/matmul_coop/entry.wgsl");
 
 /// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
 /// variants can be timed and checked against each other on a GPU that has tensor cores. On the
@@ -69,7 +70,7 @@ impl Variant {
     }
 
     /// Subgroups per workgroup along M and along N.
-    fn subgroups(self) -> (u32, u32) {
+    pub(crate) fn subgroups(self) -> (u32, u32) {
         match self {
             Variant::Wide => (2, 4),
             Variant::Narrow => (4, 2),
@@ -78,7 +79,7 @@ impl Variant {
     }
 
     /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
-    fn fragment_rows(self) -> u32 {
+    pub(crate) fn fragment_rows(self) -> u32 {
         if self == Variant::Narrow {
             2
         } else {
@@ -99,7 +100,7 @@ impl Variant {
 
     /// vec4s of f16 the staged slices of a and b take in `matmul_coop.wgsl` (32 deep, rows
     /// padded by 8 f16: as K-long rows for a K-major operand, else as M- or N-long rows).
-    fn staged_vecs(self, a: Load, b: Load) -> (u32, u32) {
+    pub(crate) fn staged_vecs(self, a: Load, b: Load) -> (u32, u32) {
         let (bm, bn) = self.tile();
         let (bm, bn) = (bm as u32, bn as u32);
         let (krow, mrow, nrow) = ((32 + 8) / 4, (bm + 8) / 4, (bn + 8) / 4);
@@ -134,15 +135,16 @@ pub(crate) fn chosen(gpu: &Gpu, dtype: DType) -> bool {
     dtype == DType::F16 && gpu.coop_f16.load(Ordering::Relaxed)
 }
 
-/// The pipeline for `key`, or `None` (with a warning, once) when this device's driver will not
-/// build it: the f16 products then go back to the tiled kernel for good (the caller starts
-/// over, as the tiles may differ).
-pub(crate) fn kernel(gpu: &Gpu, key: Key) -> Option<Arc<Kernel>> {
+/// The pipeline for `key` (this matmul's, or a convolution's on cooperative matrices), or
+/// `None` (with a warning, once) when this device's driver will not build it: f16 matmuls and
+/// convolutions then go back to the ordinary kernels for good (the caller starts over, as the
+/// tiles may differ).
+pub(crate) fn kernel(gpu: &Gpu, key: impl Into<crate::Key>) -> Option<Arc<Kernel>> {
     match gpu.kernel(key) {
         Ok(k) => Some(k),
         Err(e) => {
             if gpu.coop_f16.swap(false, Ordering::Relaxed) {
-                eprintln!("liandan: the tensor-core f16 matmul failed to build ({e}); f16 matmuls use the ordinary kernels from now on");
+                eprintln!("liandan: a tensor-core f16 kernel failed to build ({e}); f16 matmuls and convolutions use the ordinary kernels from now on");
             }
             None
         }
@@ -175,7 +177,7 @@ impl KernelKey for Key {
             .flag("DIRECT", self.variant == Variant::Direct)
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
-        w.part(raw_a).part(raw_b).part(store).part(MATMUL_COOP).build()
+        w.part(raw_a).part(raw_b).part(store).part(include_str!("shaders/matmul_coop/b_fetch.wgsl")).part(MATMUL_COOP).part(ENTRY).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

@@ -21,6 +21,9 @@
 // [40..46] the gathered operand (conv/gather.wgsl); [52] / [53] PHASE: the steps in y between
 // a phase's rows and columns, [54] its first pixel (conv.rs), folded into ybase.
 //
+// The product is matmul/tile.wgsl's (WG = 256 invocations) or, for f16 on cooperative
+// matrices, matmul_coop.wgsl's (WG as its variant has it; forward and input gradient).
+//
 // PHASE: the input gradient of one phase of a strided convolution, whose columns are the
 // pixels (i, j) of the phase's grid ([45] wide, [46] in all) in each image, at row
 // first + i * stride of the input.
@@ -38,7 +41,7 @@ fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
     return ybase + img * params[35] + m * p + (n - img * p);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
     let d = dims_();

@@ -1,7 +1,9 @@
 // Batched matrix product y[b] = a[b] x b[b] of f16 operands on cooperative matrices (tensor
 // cores): f16 x f16 products summed in f32, rounded to f16 on store, or kept in f32 as partial
 // sums over a split of K; the variants `prefetch`, `wide`, `direct` and `narrow` of
-// `LIANDAN_COOP_VARIANT`. Bindings, params and grid are matmul.wgsl's.
+// `LIANDAN_COOP_VARIANT`. Bindings, params and grid are matmul.wgsl's; so is the entry point
+// of a matrix product (matmul_coop/entry.wgsl). A convolution (conv.rs) runs this kernel with
+// conv.wgsl's entry point and out_at, and conv/gather_coop.wgsl's b loader.
 //
 // A workgroup is SGM x SGN subgroups of exactly 32 invocations (the Rust side picks these
 // kernels only where subgroups are 32 wide, so subgroup s is invocations 32s..32s+31); subgroup
@@ -29,7 +31,9 @@
 //
 // Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and
 // B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
-// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl).
+// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl);
+// b_fetch (vec4 i of the slice of b, matmul_coop/b_fetch.wgsl or conv/gather_coop.wgsl),
+// begin_tile (its set-up for a tile) and out_at (where element (m, n) of y goes).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -62,10 +66,6 @@ var<private> rb: array<vec4<f16>, 8>;
 
 fn dims_() -> vec4<u32> {
     return vec4<u32>(params[0], params[1], params[2], params[3]);
-}
-
-fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
-    return ybase + m * params[3] + n;
 }
 
 // vec4 i of this invocation's share of a's slice at k0 (zeros outside a): along K for LOAD_K,
@@ -104,21 +104,6 @@ fn a_stage_strided(lid: u32, base: u32, m0: u32, k0: u32) {
         if (m0 + at.x < params[1] && k0 + at.y < kend) { x = raw_a(base + (m0 + at.x) * params[5] + (k0 + at.y) * params[6]); }
         as_[at.x * KROW + at.y / 4u][at.y % 4u] = x;
     }
-}
-
-// As a_fetch for b: along K for LOAD_K (b stored N x K), along N for LOAD_OUTER.
-fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<f16> {
-    let v = lid + WG * i;
-    if (B_LOAD == LOAD_K) {
-        let n = n0 + v / (BK / 4u);
-        let k = k0 + (v % (BK / 4u)) * 4u;
-        if (n < params[3] && k < kend) { return raw_b4(base + n * params[10] + k); }
-    } else {
-        let n = n0 + (v % (BN / 4u)) * 4u;
-        let k = k0 + v / (BN / 4u);
-        if (n < params[3] && k < kend) { return raw_b4(base + k * params[9] + n); }
-    }
-    return vec4<f16>();
 }
 
 fn b_put(i: u32, lid: u32, x: vec4<f16>) {
@@ -284,6 +269,7 @@ fn direct() -> bool {
 // elements start at abase and bbase, stored through out_at(ybase, ..).
 fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
     kend = k1;
+    begin_tile(m0, n0, lid);
     let sg = lid / 32u;
     // The subgroup's block: rows wm.., columns wn.. of the tile.
     let wm = (sg / SGN) * 16u * FM;
@@ -465,25 +451,5 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
         write_out(ybase, m + 48u, n + 32u, lid);
         coopStoreT(c33, &cs_[cat], s16);
         write_out(ybase, m + 48u, n + 48u, lid);
-    }
-}
-
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // As matmul.wgsl: tiles beyond the grid's 65,535 per dimension are taken in turn.
-    let d = dims_();
-    let splits = params[14];
-    let mt = (d.y + BM - 1u) / BM;
-    let nt = (d.w + BN - 1u) / BN;
-    for (var z = wid.z; z < d.x * splits; z += nwg.z) {
-        let b = z / splits;
-        let k0 = (z % splits) * params[15];
-        let k1 = min(d.z, k0 + params[15]);
-        let ybase = ((z % splits) * d.x + b) * d.y * d.w;
-        for (var my = wid.y; my < mt; my += nwg.y) {
-            for (var nx = wid.x; nx < nt; nx += nwg.x) {
-                tile(params[7] + b * params[4], params[11] + b * params[8], my * BM, nx * BN, k0, k1, ybase, lid);
-            }
-        }
     }
 }

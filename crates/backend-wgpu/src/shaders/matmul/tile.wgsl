@@ -11,6 +11,8 @@
 // a multiple of 4), store_y / store_y4 (from matmul/write*.wgsl), and the constants H, PAD,
 // OUT4 and UNROLL. params[1] and params[3] are M and N.
 
+// Invocations per workgroup (16 x 16), for an including shader's entry point.
+const WG: u32 = 256u;
 const BM: u32 = 64u * H;
 const BN: u32 = 64u * H;
 const BK: u32 = 16u;

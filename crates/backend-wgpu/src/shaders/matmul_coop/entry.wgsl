@@ -1,0 +1,28 @@
+// The matrix product's entry point for matmul_coop.wgsl (a convolution has its own,
+// conv.wgsl's): y[b] is row-major, and its loaders need no set-up per tile.
+
+fn begin_tile(m0: u32, n0: u32, lid: u32) {}
+
+fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
+    return ybase + m * params[3] + n;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // As matmul.wgsl: tiles beyond the grid's 65,535 per dimension are taken in turn.
+    let d = dims_();
+    let splits = params[14];
+    let mt = (d.y + BM - 1u) / BM;
+    let nt = (d.w + BN - 1u) / BN;
+    for (var z = wid.z; z < d.x * splits; z += nwg.z) {
+        let b = z / splits;
+        let k0 = (z % splits) * params[15];
+        let k1 = min(d.z, k0 + params[15]);
+        let ybase = ((z % splits) * d.x + b) * d.y * d.w;
+        for (var my = wid.y; my < mt; my += nwg.y) {
+            for (var nx = wid.x; nx < nt; nx += nwg.x) {
+                tile(params[7] + b * params[4], params[11] + b * params[8], my * BM, nx * BN, k0, k1, ybase, lid);
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! f16 convolution (forward, input gradient, weight gradient) against the CPU backend's f32
+//! convolution of the same f16 values, within what rounding the result to f16 allows. Where
+//! the adapter runs f16 on cooperative matrices (`liandan devices`: "f16 matmul: tensor
+//! cores"), the forward and the input gradient of most cases run on them; elsewhere, such as
+//! lavapipe, this checks the ordinary f16 kernels and says so. Cases: outputs off the 128 x 128
+//! tile, several images, padding, stride (the input gradient by phase and, with
+//! `without_conv_phases`, over every tap), dilation, groups, a long K over a small output
+//! (split into ranges), and the shapes that stay on the tiled kernel. Skips without an adapter
+//! unless `LIANDAN_REQUIRE_GPU` is set. The tensor-core kernel is the one
+//! `LIANDAN_COOP_VARIANT` picks (prefetch when unset; `direct` runs as prefetch here).
+
+use liandan_backend_wgpu::without_conv_phases;
+use liandan_tensor::{DType, Device, Tensor};
+
+mod common;
+use common::gpu;
+
+/// Seeded values rounded to f16: on the GPU in f16, and on the CPU widened to f32 (the oracle).
+fn operand(d: &Device, shape: &[usize], seed: u64, scale: f64) -> (Tensor, Tensor) {
+    let h = Tensor::randn(shape, seed, DType::F32, &Device::cpu()).unwrap().mul_scalar(scale).unwrap().to_dtype(DType::F16).unwrap();
+    (h.to_device(d).unwrap(), h.to_dtype(DType::F32).unwrap())
+}
+
+/// One convolution: `[n, c, h, w]` input, `o` outputs, kernel `k`, stride, padding, dilation,
+/// groups.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    x: [usize; 4],
+    o: usize,
+    k: (usize, usize),
+    s: (usize, usize),
+    p: (usize, usize),
+    dil: (usize, usize),
+    groups: usize,
+}
+
+/// `got` (f16, on the GPU) against `want` (f32, on the CPU), for sums of `k` products each.
+fn close(what: &str, got: &Tensor, want: &Tensor, k: usize) {
+    assert_eq!(got.dtype(), DType::F16, "{what}: dtype");
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    // As tests/matmul_coop.rs: f32 sums in another order, then rounded to f16 once.
+    let (rtol, atol) = (1.0 / 1024.0, 4.0 * f32::EPSILON as f64 * k as f64);
+    for (i, (g, w)) in got.to_vec_f64().unwrap().iter().zip(&want.to_vec_f64().unwrap()).enumerate() {
+        assert!((g - w).abs() <= atol + rtol * w.abs(), "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+fn case(d: &Device, c: Case) {
+    let [n, ch, h, _] = c.x;
+    let seed = (ch * 31 + c.o * 7 + h) as u64;
+    let (gx, cx) = operand(d, &c.x, seed, 1.0);
+    let (gw, cw) = operand(d, &[c.o, ch / c.groups, c.k.0, c.k.1], seed + 1, 0.2);
+    let what = format!("f16 conv2d {c:?}");
+    let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
+    let want = conv(&cx, &cw);
+    close(&format!("{what}: forward"), &conv(&gx, &gw), &want, ch / c.groups * c.k.0 * c.k.1);
+    // The gradients of sum(y * g) are the passes' products of dy = g (exact in f16).
+    let (gg, cg) = operand(d, want.shape(), seed + 2, 1.0);
+    let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
+        x.set_requires_grad(true).unwrap();
+        w.set_requires_grad(true).unwrap();
+        x.set_grad(None);
+        w.set_grad(None);
+        conv(x, w).mul(g).unwrap().sum_all().unwrap().backward().unwrap();
+        (x.grad().unwrap(), w.grad().unwrap())
+    };
+    let (wdx, wdw) = grads(&cx, &cw, &cg);
+    let (oh, ow) = (want.shape()[2], want.shape()[3]);
+    let dx_k = c.o / c.groups * c.k.0 * c.k.1;
+    let (dx, dw) = grads(&gx, &gw, &gg);
+    close(&format!("{what}: input gradient"), &dx, &wdx, dx_k);
+    close(&format!("{what}: weight gradient"), &dw, &wdw, n * oh * ow);
+    if c.s != (1, 1) {
+        let (dx, _) = without_conv_phases(|| grads(&gx, &gw, &gg));
+        close(&format!("{what}: input gradient without phases"), &dx, &wdx, dx_k);
+    }
+}
+
+#[test]
+fn f16_conv_matches_cpu_f32() {
+    let Some(d) = gpu() else { return };
+    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    if path.starts_with("tensor cores") {
+        eprintln!("f16 convolutions run their forward and input gradient on cooperative matrices on {d}: checking that path ({path})");
+    } else {
+        eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): checking the ordinary f16 convolution only, the tensor-core path is NOT tested here");
+    }
+    let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, p: usize, dil: usize, groups: usize| Case {
+        x,
+        o,
+        k: (k, k),
+        s: (s, s),
+        p: (p, p),
+        dil: (dil, dil),
+        groups,
+    };
+    // On tensor cores: passes whose gathered channels per group (x's for the forward, dy's for
+    // the input gradient) are a multiple of 32, with kernels larger than 1x1; the others check
+    // the tiled kernel beside them.
+    let cases = [
+        // A resnet layer's shape, small: N * L = 2 * 64 columns.
+        case_of([2, 64, 8, 8], 64, 3, 1, 1, 1, 1),
+        // Strided: the input gradient by phase (and over every tap, below).
+        case_of([2, 32, 9, 9], 64, 3, 2, 1, 1, 1),
+        // Dilated, unpadded; groups of 32 channels.
+        case_of([1, 32, 11, 10], 32, 3, 1, 0, 2, 1),
+        case_of([2, 64, 6, 6], 64, 3, 1, 1, 1, 2),
+        // Rows past one tile: 160 input channels (the input gradient's M), 130 outputs (the
+        // forward's M; its input gradient, 130 channels of dy, runs on the tiled kernel).
+        case_of([3, 160, 5, 7], 64, 3, 1, 1, 1, 1),
+        case_of([4, 32, 12, 12], 130, 3, 1, 1, 1, 1),
+        // A long K over a small output, split into ranges whose partial sums are added after:
+        // the forward's (K = 9 x 512) and the input gradient's (K = 9 x 512 of dy's channels).
+        case_of([1, 512, 4, 4], 32, 3, 1, 1, 1, 1),
+        case_of([1, 32, 4, 4], 512, 3, 1, 1, 1, 1),
+        // The tiled kernel: 3 channels (the stem), odd sizes; a 1x1 strided shortcut.
+        case_of([3, 3, 7, 9], 5, 3, 1, 1, 1, 1),
+        case_of([2, 48, 8, 8], 160, 1, 2, 0, 1, 1),
+    ];
+    for c in cases {
+        case(&d, c);
+    }
+    // Nothing above went to the CPU.
+    for (what, _) in d.fallback_report() {
+        assert!(!what.contains("(f16)"), "{what} ran on the CPU");
+    }
+}
