@@ -21,7 +21,8 @@
 # or `ONLY=bench` for one half). `PART=14`: f16 convolution on tensor cores: its tests, both
 # builds' `bench-conv --dtype f16`, and the mixed-precision table (`bench --precisions
 # f32,f16,bf16 --torch`, PyTorch with autocast) of mnist_cnn, resnet18 and vit (`ONLY=tests`,
-# `ONLY=conv` or `ONLY=bench` for one third).
+# `ONLY=conv` or `ONLY=bench` for one third; `MODELS`, `PRECISIONS`, and `OLD_PRECISIONS` for
+# the previous build's).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -295,6 +296,10 @@ if [ "$PART" = 14 ]; then
       [ -x .bin/$t ] || continue
       echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 --nocapture 2>&1 | grep -E "^test result|FAILED|panicked|failed|cooperative|tensor-core" | head -12
     done
+    for v in wide narrow; do
+      [ -x .bin/conv_coop ] || continue
+      echo "### test conv_coop, LIANDAN_COOP_VARIANT=$v"; LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/conv_coop 2>&1 | grep -E "^test result|FAILED|panicked" | head -6
+    done
   fi
   if [ "${ONLY:-tests}" = conv ]; then
     for b in xtask xtask-old; do
@@ -307,9 +312,11 @@ if [ "$PART" = 14 ]; then
   if [ "${ONLY:-tests}" = bench ]; then
     for b in xtask xtask-old; do
       [ -x .bin/$b ] || continue
-      torch=""; [ $b = xtask ] && torch="--torch"
-      echo "## bench, GPU, $b $torch: ${MODELS:-mnist_cnn,resnet18,vit} in ${PRECISIONS:-f32,f16,bf16}"
-      timeout 280 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "${PRECISIONS:-f32,f16,bf16}" $torch --no-micro \
+      torch=""; p="${PRECISIONS:-f32,f16,bf16}"
+      [ $b = xtask ] && torch="--torch"
+      [ $b = xtask-old ] && p="${OLD_PRECISIONS:-$p}"
+      echo "## bench, GPU, $b $torch: ${MODELS:-mnist_cnn,resnet18,vit} in $p"
+      timeout 280 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "$p" $torch --no-micro \
         --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench14-$b" > "$OUT/bench14-$b.md" 2> "$OUT/bench14-$b.log"; echo "rc $?"
       grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench14-$b.md" | head -30
     done

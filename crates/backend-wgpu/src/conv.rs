@@ -16,13 +16,13 @@
 //!
 //! How each product is cut into tiles and splits of K is `conv/cut.rs` ([`ConvCut`]).
 //!
-//! f16 forward and input-gradient passes run on cooperative matrices (tensor cores) wherever
-//! the f16 matmul does (`matmul_coop::chosen`) and the pass suits them ([`tiling`]: channels
-//! per group a multiple of 32, a kernel larger than 1x1): the same product on
-//! `matmul_coop.wgsl`'s tiles ([`CoopKey`]), its b gathered by `conv/gather_coop.wgsl` from the
-//! column geometry of `conv/taps.wgsl` (which the tiled kernel's loader reads too), K split as
-//! matmul splits it. The weight gradient, whose b is the transposed column matrix, stays on
-//! the tiled kernel.
+//! f16 passes run on cooperative matrices (tensor cores) wherever the f16 matmul does
+//! (`matmul_coop::chosen`) and the pass suits them ([`tiling`]): the same product on
+//! `matmul_coop.wgsl`'s tiles ([`CoopKey`]), K split as matmul splits it, with loaders of their
+//! own: for the forward and input gradient, b gathered by `conv/gather_coop.wgsl` from the
+//! column geometry of `conv/taps.wgsl`; for the weight gradient, dy read by
+//! `conv/weight_dy_coop.wgsl` and x by `conv/weight_x_coop.wgsl` through the taps of
+//! `conv/weight_taps.wgsl`. (The tiled kernel's loaders read the same geometry files.)
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -45,7 +45,10 @@ const CONV: &str = include_str!("shaders/conv.wgsl");
 const TAPS: &str = include_str!("shaders/conv/taps.wgsl");
 const GATHER: &str = include_str!("shaders/conv/gather.wgsl");
 const GATHER_COOP: &str = include_str!("shaders/conv/gather_coop.wgsl");
+const WEIGHT_DY_COOP: &str = include_str!("shaders/conv/weight_dy_coop.wgsl");
+const WEIGHT_X_COOP: &str = include_str!("shaders/conv/weight_x_coop.wgsl");
 const WEIGHT_DY: &str = include_str!("shaders/conv/weight_dy.wgsl");
+const WEIGHT_TAPS: &str = include_str!("shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 
 /// Which product a dispatch computes.
@@ -91,7 +94,7 @@ impl KernelKey for Key {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);
                 w.part(LOAD_A).part(TAPS).part(GATHER)
             }
-            Pass::Weight => w.flag("A4", k.a4).part(WEIGHT_DY).part(WEIGHT_X),
+            Pass::Weight => w.flag("A4", k.a4).part(WEIGHT_DY).part(WEIGHT_TAPS).part(WEIGHT_X),
         };
         w.part(CONV).build()
     }
@@ -123,11 +126,10 @@ impl KernelKey for Key {
 }
 
 /// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
-/// `coop.rs` found the adapter able): the forward or the input gradient as the product of
-/// `matmul_coop.wgsl` on the tiles of `variant`, its b gathered by `conv/gather_coop.wgsl`.
-/// `a4`, `partial`, `strided` and `phase` as in [`Key`]; y is written in scalars, through
-/// workgroup memory. Only for gathered channels per group that are a multiple of 32 (the
-/// slice's depth; see [`tiling`]).
+/// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
+/// of `variant`, with the loaders of the module docs. `a4`, `partial`, `strided` and `phase` as
+/// in [`Key`] (the weight gradient reads dy in vec4s only); y is written in scalars, through
+/// workgroup memory. [`tiling`] says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CoopKey {
     pass: Pass,
@@ -167,7 +169,11 @@ impl KernelKey for CoopKey {
         let w = w.part(read_a).part(include_str!("shaders/matmul/read_b.wgsl")).part(out).part(include_str!("shaders/matmul/write.wgsl"));
         // Every sum goes out through workgroup memory (out_at is not row-major), rounded or not.
         let w = w.part(raw_a).part(include_str!("shaders/matmul_coop/raw_b.wgsl")).part(include_str!("shaders/matmul_coop/store_rounded.wgsl"));
-        w.part(MATMUL_COOP).part(TAPS).part(GATHER_COOP).part(CONV).build()
+        let w = match k.pass {
+            Pass::Forward | Pass::Input => w.part(include_str!("shaders/matmul_coop/a_fetch.wgsl")).part(TAPS).part(GATHER_COOP),
+            Pass::Weight => w.part(WEIGHT_DY_COOP).part(WEIGHT_TAPS).part(WEIGHT_X_COOP),
+        };
+        w.part(MATMUL_COOP).part(CONV).build()
     }
 
     fn all(repr: &Repr) -> Vec<CoopKey> {
@@ -176,10 +182,12 @@ impl KernelKey for CoopKey {
             return Vec::new();
         }
         let mut all = Vec::new();
-        for pass in [Pass::Forward, Pass::Input] {
+        for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
             let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
+            // The weight gradient reads dy in vec4s only.
+            let a4s: &[bool] = if pass == Pass::Weight { &[true] } else { &[false, true] };
             for variant in [Variant::Prefetch, Variant::Wide, Variant::Narrow] {
-                for a4 in [false, true] {
+                for &a4 in a4s {
                     for partial in [false, true] {
                         for &(strided, phase) in gathers {
                             all.push(CoopKey { pass, variant, a4, partial, strided, phase });
@@ -460,7 +468,8 @@ impl WgpuBackend {
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let tiling = tiling(gpu, plan, geom, dtype, plan.n, plan.k);
+        let a4 = a_off.is_multiple_of(4) && (geom.out_h() * geom.out_w()).is_multiple_of(4);
+        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), a4);
         let out = self.output(dtype, plan.total)?;
         let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false };
         if !self.conv_products(&[(plan, ops)], geom, dtype, tiling, &out)? {
@@ -497,7 +506,7 @@ impl WgpuBackend {
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-        let tiling = tiling(gpu, &plans[0], geom, dtype, n, k);
+        let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k), true);
         let out = self.output(dtype, plans[0].total)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out)? {
             return self.conv_input(geom, dtype, inputs);
@@ -546,17 +555,23 @@ impl WgpuBackend {
 }
 
 /// The tiling of the products of `plan`'s pass (the largest of them `n` wide and `k` deep):
-/// on cooperative matrices where the device runs f16 matmuls on them, for a forward or input
-/// gradient whose gathered channels per group are a multiple of 32 (a slice's rows then share
-/// one tap) and whose kernel is larger than 1x1, with K split as matmul splits it (the partial
-/// sums within one binding); everything else as `cut.rs` says. On the H200 (docs/PERFORMANCE.md,
-/// run 22) the tensor cores took resnet18's 3x3 passes 0.4-0.7x as long as the tiled kernel,
-/// but 1.7-2.4x as long for the 3-channel stems with a per-element gather, and 1.2-1.5x for
-/// the 1x1 shortcuts' forward.
-fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, n: usize, k: usize) -> Tiling {
+/// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
+/// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
+/// (a slice's rows then share one tap), and in a weight gradient with at least 128 output
+/// channels per group (a tile's rows) whose dy reads in vec4s (`dy4`: out_h * out_w and dy's
+/// offset multiples of 4); K split as matmul splits it (the partial sums within one binding).
+/// Everything else as `cut.rs` says. On the H200 (docs/PERFORMANCE.md, runs 22 and 23), the
+/// tensor cores took resnet18's 3x3 passes that qualify 0.37-0.90x as long as the tiled kernel
+/// (one, 1.05-1.10x), and those left out 1.2-2.4x as long: the 3-channel stem's forward (a
+/// per-element gather) and its weight gradient, the 1x1 shortcuts, 64-channel weight gradients.
+fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), dy4: bool) -> Tiling {
     let limit = gpu.max_binding() as usize;
     let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
-    let fits = pass != Pass::Weight && plan.gather[0].is_multiple_of(32) && geom.kernel != (1, 1);
+    let fits = geom.kernel != (1, 1)
+        && match pass {
+            Pass::Weight => dy4 && m >= 128,
+            _ => plan.gather[0].is_multiple_of(32),
+        };
     if fits && matmul_coop::chosen(gpu, dtype) {
         let variant = CoopKey::variant();
         let (bm, bn) = variant.tile();

@@ -177,7 +177,14 @@ impl KernelKey for Key {
             .flag("DIRECT", self.variant == Variant::Direct)
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
-        w.part(raw_a).part(raw_b).part(store).part(include_str!("shaders/matmul_coop/b_fetch.wgsl")).part(MATMUL_COOP).part(ENTRY).build()
+        w.part(raw_a)
+            .part(raw_b)
+            .part(store)
+            .part(include_str!("shaders/matmul_coop/a_fetch.wgsl"))
+            .part(include_str!("shaders/matmul_coop/b_fetch.wgsl"))
+            .part(MATMUL_COOP)
+            .part(ENTRY)
+            .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

@@ -1,7 +1,7 @@
 //! f16 convolution (forward, input gradient, weight gradient) against the CPU backend's f32
 //! convolution of the same f16 values, within what rounding the result to f16 allows. Where
 //! the adapter runs f16 on cooperative matrices (`liandan devices`: "f16 matmul: tensor
-//! cores"), the forward and the input gradient of most cases run on them; elsewhere, such as
+//! cores"), the three passes of most cases run on them; elsewhere, such as
 //! lavapipe, this checks the ordinary f16 kernels and says so. Cases: outputs off the 128 x 128
 //! tile, several images, padding, stride (the input gradient by phase and, with
 //! `without_conv_phases`, over every tap), dilation, groups, a long K over a small output
@@ -81,7 +81,7 @@ fn f16_conv_matches_cpu_f32() {
     let Some(d) = gpu() else { return };
     let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
     if path.starts_with("tensor cores") {
-        eprintln!("f16 convolutions run their forward and input gradient on cooperative matrices on {d}: checking that path ({path})");
+        eprintln!("f16 convolutions run on cooperative matrices on {d}: checking that path ({path})");
     } else {
         eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): checking the ordinary f16 convolution only, the tensor-core path is NOT tested here");
     }
@@ -94,17 +94,20 @@ fn f16_conv_matches_cpu_f32() {
         dil: (dil, dil),
         groups,
     };
-    // On tensor cores: passes whose gathered channels per group (x's for the forward, dy's for
-    // the input gradient) are a multiple of 32, with kernels larger than 1x1; the others check
-    // the tiled kernel beside them.
+    // On tensor cores, for kernels larger than 1x1: forward and input gradients whose gathered
+    // channels per group (x's for the forward, dy's for the input gradient) are a multiple of
+    // 32; weight gradients with at least 128 output channels per group and a multiple of 4
+    // output pixels. The others check the tiled kernel beside them.
     let cases = [
         // A resnet layer's shape, small: N * L = 2 * 64 columns.
         case_of([2, 64, 8, 8], 64, 3, 1, 1, 1, 1),
-        // Strided: the input gradient by phase (and over every tap, below).
+        // Strided: the input gradient by phase (and over every tap, below); the second's
+        // weight gradient (128 outputs, 4 x 4 pixels) on tensor cores too.
         case_of([2, 32, 9, 9], 64, 3, 2, 1, 1, 1),
-        // Dilated, unpadded; groups of 32 channels.
+        case_of([2, 32, 8, 8], 128, 3, 2, 1, 1, 1),
+        // Dilated, unpadded; two groups of 32 input and 128 output channels.
         case_of([1, 32, 11, 10], 32, 3, 1, 0, 2, 1),
-        case_of([2, 64, 6, 6], 64, 3, 1, 1, 1, 2),
+        case_of([2, 64, 6, 6], 256, 3, 1, 1, 1, 2),
         // Rows past one tile: 160 input channels (the input gradient's M), 130 outputs (the
         // forward's M; its input gradient, 130 channels of dy, runs on the tiled kernel).
         case_of([3, 160, 5, 7], 64, 3, 1, 1, 1, 1),

@@ -182,6 +182,10 @@ pub struct ProfileArgs {
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
+    /// f32, f16 or bf16 (as `train --precision`: f16 with the dynamic loss scaler, whose
+    /// overflow check is read back every step).
+    #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
+    pub precision: Precision,
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

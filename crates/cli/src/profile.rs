@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use liandan_nn::zoo::{self, Target};
-use liandan_nn::{DType, ModuleExt, Tensor};
+use liandan_nn::{AutocastGuard, DType, ModuleExt, Tensor};
 use liandan_tensor::profile;
+use liandan_train::amp::{GradScaler, Precision};
 use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
 
 use crate::args::ProfileArgs;
@@ -24,7 +25,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     }
     let mut shape = spec.input_shape.to_vec();
     shape[0] = a.batch.unwrap_or(shape[0]);
-    eprintln!("profiling {} at batch {} on {device} ({why}): {} warm-up and {} measured steps", spec.name, shape[0], a.warmup, a.steps);
+    eprintln!("profiling {} at batch {} on {device} ({why}) in {}: {} warm-up and {} measured steps", spec.name, shape[0], a.precision, a.warmup, a.steps);
     let model = zoo::build(spec.name, &device)?;
     // Plain SGD, as the GPU-speed measurements use: the optimizer's own cost stays small.
     let config = SgdConfig { lr: 0.01, ..SgdConfig::default() };
@@ -36,12 +37,28 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         }
         Target::Reconstruction => None,
     };
-    let step = |opt: &mut Sgd| -> Result<(), Failure> {
+    // Mixed precision as `liandan train` runs it: the forward under autocast and, in f16, the
+    // loss scaled for backward and the gradients unscaled and checked (one read-back a step).
+    let params = model.parameters();
+    let mut scaler = (a.precision == Precision::F16).then(GradScaler::new);
+    let mut step = |opt: &mut Sgd| -> Result<(), Failure> {
         opt.zero_grad();
-        let loss = model.loss(&x, y.as_ref())?;
-        loss.backward().map_err(|e| failed("backward", e))?;
+        let loss = {
+            let _autocast = AutocastGuard::new(a.precision.dtype()).map_err(|e| failed("autocast", e))?;
+            model.loss(&x, y.as_ref())?
+        };
+        let Some(scaler) = scaler.as_mut() else {
+            loss.backward().map_err(|e| failed("backward", e))?;
+            let _layer = profile::layer("optimizer");
+            opt.step()?;
+            return Ok(());
+        };
+        scaler.scale(&loss).map_err(|e| failed("loss scale", e))?.backward().map_err(|e| failed("backward", e))?;
         let _layer = profile::layer("optimizer");
-        opt.step()?;
+        let flag = scaler.unscale_(&params).and_then(|f| Ok(f.item_f64()?)).map_err(|e| failed("unscale", e))?;
+        if scaler.update(flag).map_err(|e| failed("loss scale", e))? {
+            opt.step()?;
+        }
         Ok(())
     };
     for _ in 0..a.warmup {

@@ -33,6 +33,35 @@ fn profile_prints_tables_and_writes_a_trace() {
     assert_eq!(json["traceEvents"].as_array().unwrap().len() as u64, calls, "one trace event per call");
 }
 
+/// The calls of op `name` in the op table, if it has a row.
+fn calls(out: &str, name: &str) -> Option<u64> {
+    let row = out.lines().skip_while(|l| !l.starts_with("op ")).take_while(|l| !l.is_empty()).find(|l| l.split_whitespace().next() == Some(name))?;
+    row.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn profile_runs_mixed_precision_as_train_does() {
+    let run = |precision: &str| {
+        let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--precision", precision]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let f32 = run("f32");
+    assert_eq!(calls(&f32, "cast"), None, "f32 casts nothing:\n{f32}");
+    assert_eq!(calls(&f32, "to_host"), None, "f32 reads nothing back:\n{f32}");
+    // Autocast: the layers' inputs and weights go to the low type. In f16, the loss scaler's
+    // overflow check is read back once a step.
+    for precision in ["f16", "bf16"] {
+        let out = run(precision);
+        assert!(calls(&out, "cast").is_some_and(|n| n > 0), "{precision}: no casts:\n{out}");
+        let reads = calls(&out, "to_host");
+        assert_eq!(reads, (precision == "f16").then_some(2), "{precision}: read-backs:\n{out}");
+    }
+    let o = liandan(&["profile", "--model", "mlp", "--device", "cpu", "--precision", "f8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("f32, f16 or bf16"));
+}
+
 #[test]
 fn profile_names_what_is_wrong_with_its_input() {
     let o = liandan(&["profile", "--model", "nope", "--device", "cpu"]);

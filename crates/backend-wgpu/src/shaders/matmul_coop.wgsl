@@ -32,8 +32,9 @@
 // Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and
 // B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
 // raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl);
-// b_fetch (vec4 i of the slice of b, matmul_coop/b_fetch.wgsl or conv/gather_coop.wgsl),
-// begin_tile (its set-up for a tile) and out_at (where element (m, n) of y goes).
+// a_fetch and b_fetch (vec4 i of this invocation's share of a slice of a or b, zeros outside:
+// matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
+// (their set-up for a tile) and out_at (where element (m, n) of y goes).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -68,22 +69,7 @@ fn dims_() -> vec4<u32> {
     return vec4<u32>(params[0], params[1], params[2], params[3]);
 }
 
-// vec4 i of this invocation's share of a's slice at k0 (zeros outside a): along K for LOAD_K,
-// along M for LOAD_OUTER; a_put stores it where the staged orientation keeps it.
-fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<f16> {
-    let v = lid + WG * i;
-    if (A_LOAD == LOAD_K) {
-        let m = m0 + v / (BK / 4u);
-        let k = k0 + (v % (BK / 4u)) * 4u;
-        if (m < params[1] && k < kend) { return raw_a4(base + m * params[5] + k); }
-    } else {
-        let m = m0 + (v % (BM / 4u)) * 4u;
-        let k = k0 + v / (BM / 4u);
-        if (m < params[1] && k < kend) { return raw_a4(base + k * params[6] + m); }
-    }
-    return vec4<f16>();
-}
-
+// a_put stores vec4 i of a's slice (a_fetch's) where the staged orientation keeps it.
 fn a_put(i: u32, lid: u32, x: vec4<f16>) {
     let v = lid + WG * i;
     if (A_LOAD == LOAD_K) {

@@ -1,27 +1,14 @@
 // b of the weight-gradient pass: the transposed column matrix of x of one group, rows
 // k = (image, position), columns n = (channel, ky, kx) as the weight is laid out. Each
 // invocation loads one k of a slice (neighbours read neighbouring positions) and the same
-// 4 * PV columns in every slice, whose taps are worked out once per tile (begin_tile).
-//
-// params: [49] x's image stride (C * H * W), [50] its channel stride (H * W), [51] kh * kw.
+// 4 * PV columns in every slice, whose taps (conv/weight_taps.wgsl) are worked out once per
+// tile (begin_tile).
 
-// Per column of this invocation: its offset in an image of x (channel, and the tap's shift),
-// and the tap's shift packed as ky * dh | (kx * dw) << 16 (all ones: past the last column).
+// tap_of of each column of this invocation.
 var<private> tap_at0: vec4<u32>;
 var<private> tap_at1: vec4<u32>;
 var<private> tap_yx0: vec4<u32>;
 var<private> tap_yx1: vec4<u32>;
-
-fn tap_of(n: u32) -> vec2<u32> {
-    if (n >= params[3]) { return vec2<u32>(0u, 0xffffffffu); }
-    let c = n / params[51];
-    let t = n - c * params[51];
-    let ky = t / params[22];
-    let kx = t - ky * params[22];
-    let dy = ky * params[27];
-    let dx = kx * params[28];
-    return vec2<u32>(c * params[50] + dy * params[19] + dx, dy | (dx << 16u));
-}
 
 fn begin_tile(m0: u32, n0: u32, lid: u32) {
     let n = n0 + lid / 16u;
@@ -41,31 +28,23 @@ fn begin_tile(m0: u32, n0: u32, lid: u32) {
     }
 }
 
-// x at window origin (y0, x0) of the image at row, shifted by one column's tap.
-fn b_one(row: i32, y0: i32, x0: i32, at: u32, yx: u32) -> C_x {
-    let iy = y0 + i32(yx & 0xffffu);
-    let ix = x0 + i32(yx >> 16u);
-    if (iy < 0 || ix < 0 || iy >= i32(params[18]) || ix >= i32(params[19])) { return C_x(0); }
-    return fetch_b(u32(row + i32(at)));
+fn b_one(o: Origin, at: u32, yx: u32) -> C_x {
+    let i = x_at(o, at, yx);
+    if (i < 0) { return C_x(0); }
+    return fetch_b(u32(i));
 }
 
 fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
     let k = k0 + lid % 16u;
     if (k >= kend) { return vec4<C_x>(); }
-    let img = k / params[47];
-    let l = k - img * params[47];
-    let oy = l / params[30];
-    let ox = l - oy * params[30];
-    let y0 = i32(oy * params[23]) - i32(params[25]);
-    let x0 = i32(ox * params[24]) - i32(params[26]);
-    let row = i32(base + img * params[49]) + y0 * i32(params[19]) + x0;
+    let o = origin(base, k);
     var at = tap_at0;
     var yx = tap_yx0;
     if (p == 1u) {
         at = tap_at1;
         yx = tap_yx1;
     }
-    return vec4<C_x>(b_one(row, y0, x0, at.x, yx.x), b_one(row, y0, x0, at.y, yx.y), b_one(row, y0, x0, at.z, yx.z), b_one(row, y0, x0, at.w, yx.w));
+    return vec4<C_x>(b_one(o, at.x, yx.x), b_one(o, at.y, yx.y), b_one(o, at.z, yx.z), b_one(o, at.w, yx.w));
 }
 
 fn b_put(p: u32, lid: u32, x: vec4<C_x>) {

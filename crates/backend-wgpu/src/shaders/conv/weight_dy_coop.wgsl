@@ -1,0 +1,15 @@
+// a of the weight-gradient pass on cooperative matrices: dy of one group as an O/G x (N * L)
+// matrix (weight_dy.wgsl's), fetched as matmul_coop.wgsl fetches a K-major a (A_LOAD is
+// LOAD_K): vec4 i of an invocation's share of a slice is four consecutive k of one row, one
+// aligned vec4 of one image (L and dy's offset are multiples of 4; conv.rs checks).
+//
+// params: [47] L (out_h * out_w), [48] dy's image stride (O * L).
+
+fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<f16> {
+    let v = lid + WG * i;
+    let m = m0 + v / (BK / 4u);
+    let k = k0 + (v % (BK / 4u)) * 4u;
+    if (m >= params[1] || k >= kend) { return vec4<f16>(); }
+    let img = k / params[47];
+    return raw_a4(base + img * params[48] + m * params[47] + (k - img * params[47]));
+}
