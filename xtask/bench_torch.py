@@ -279,11 +279,18 @@ def model_step(a):
     return dev, sync, step
 
 
+# The least time the warm-up steps take (as WARMUP_SECS in xtask/src/bench/step.rs: an idle GPU
+# speeds its clock up only after some time under load).
+WARMUP_SECS = 1.0
+
+
 def one_model(a):
     dev, sync, step = model_step(a)
-    for _ in range(a.warmup):
+    start, done = time.perf_counter(), 0
+    while done < a.warmup or time.perf_counter() - start < WARMUP_SECS:
         step()
-    sync()
+        sync()
+        done += 1
     synced = []
     for _ in range(a.steps):
         t = time.perf_counter()

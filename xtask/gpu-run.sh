@@ -317,7 +317,7 @@ if [ "$PART" = 14 ]; then
       [ $b = xtask-old ] && p="${OLD_PRECISIONS:-$p}"
       echo "## bench, GPU, $b $torch: ${MODELS:-mnist_cnn,resnet18,vit} in $p"
       timeout 280 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "$p" $torch --no-micro \
-        --warmup 3 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench14-$b" > "$OUT/bench14-$b.md" 2> "$OUT/bench14-$b.log"; echo "rc $?"
+        --warmup 30 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench14-$b" > "$OUT/bench14-$b.md" 2> "$OUT/bench14-$b.log"; echo "rc $?"
       grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench14-$b.md" | head -30
     done
   fi

@@ -54,7 +54,8 @@ pub struct BenchArgs {
 /// How a training step is timed.
 #[derive(Args, Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
-    /// Untimed steps first (default 5; --quick 1).
+    /// Untimed steps first (default 5; --quick 1), and as many more as make up a second
+    /// (`step::WARMUP_SECS`: an idle GPU clocks up only after a while under load).
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
     /// Timed steps, each synchronized (default 20; --quick 3).

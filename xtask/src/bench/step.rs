@@ -138,17 +138,29 @@ fn batch_for(model: &dyn ZooModel, batch: usize, device: &Device) -> Fallible<(T
     Ok((x, y))
 }
 
-/// `xtask bench-model`: times `plan` steps of the model synced, then pipelined.
+/// The least time the warm-up steps take, however few `--warmup` asks for: an idle GPU runs at
+/// a fraction of its clock and speeds up only after some time under load. On the H200 (runs 24
+/// and 25, docs/PERFORMANCE.md) mnist_cnn's f16 step, which waits for the loss scaler's check
+/// every step and so leaves the GPU idle part of the time, took 5.0 ms after 3 warm-up steps
+/// and 1.3 ms after 30 in one process (other processes still read 1.9-3.9 ms).
+/// `xtask/bench_torch.py` warms PyTorch up the same way.
+pub const WARMUP_SECS: f64 = 1.0;
+
+/// `xtask bench-model`: times `plan` steps of the model synced, then pipelined, after at least
+/// `plan.warmup` warm-up steps and [`WARMUP_SECS`] of them.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision)?;
     let (x, y) = batch_for(&*s.model, a.batch, &device)?;
     let Plan { warmup, steps, sync_every, groups } = a.plan();
     let sync = || device.synchronize().map_err(|e| e.to_string());
-    for _ in 0..warmup {
+    let start = Instant::now();
+    let mut done = 0;
+    while done < warmup || start.elapsed().as_secs_f64() < WARMUP_SECS {
         s.step(&x, y.as_ref())?;
+        sync()?;
+        done += 1;
     }
-    sync()?;
     let mut synced = Vec::new();
     for _ in 0..steps {
         let t = Instant::now();
