@@ -18,6 +18,7 @@ use crate::matmul_coop;
 use crate::repr::Repr;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
 pub(crate) const TILE: &str = include_str!("shaders/matmul/tile.wgsl");
 pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
@@ -88,7 +89,7 @@ impl KernelKey for Key {
         let unroll = matches!(dtype, DType::F32 | DType::F64);
         let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll);
-        w.part(read_a).part(read_b).part(out).part(write).part(TILE).part(LOAD_A).part(MATMUL).build()
+        w.part(read_a).part(read_b).part(out).part(write).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

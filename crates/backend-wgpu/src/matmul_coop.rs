@@ -13,7 +13,7 @@ use crate::matmul::Load;
 use crate::repr::Repr;
 
 pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
-const ENTRY: &str = include_str!("shaders/matmul_coop/entry.wgsl");
+use crate::matmul::ENTRY;
 
 /// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
 /// variants can be timed and checked against each other on a GPU that has tensor cores. On the

@@ -91,30 +91,3 @@ fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
 fn b_put(p: u32, lid: u32, x: vec4<C_x>) {
     if (B_LOAD == LOAD_K) { b_k_put(p, lid, x); } else if (B_LOAD == LOAD_OUTER) { b_n_put(p, lid, x); } else { b_g_put(p, lid, x); }
 }
-
-// matmul's loaders need no set-up per tile, and y[b] is row-major.
-fn begin_tile(m0: u32, n0: u32, lid: u32) {}
-
-fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
-    return ybase + m * params[3] + n;
-}
-
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
-    let d = dims_();
-    let splits = params[14];
-    let mt = (d.y + BM - 1u) / BM;
-    let nt = (d.w + BN - 1u) / BN;
-    for (var z = wid.z; z < d.x * splits; z += nwg.z) {
-        let b = z / splits;
-        let k0 = (z % splits) * params[15];
-        let k1 = min(d.z, k0 + params[15]);
-        let ybase = ((z % splits) * d.x + b) * d.y * d.w;
-        for (var my = wid.y; my < mt; my += nwg.y) {
-            for (var nx = wid.x; nx < nt; nx += nwg.x) {
-                tile(params[7] + b * params[4], params[11] + b * params[8], my * BM, nx * BN, k0, k1, ybase, lid);
-            }
-        }
-    }
-}

@@ -2,7 +2,7 @@
 // cores): f16 x f16 products summed in f32, rounded to f16 on store, or kept in f32 as partial
 // sums over a split of K; the variants `prefetch`, `wide`, `direct` and `narrow` of
 // `LIANDAN_COOP_VARIANT`. Bindings, params and grid are matmul.wgsl's; so is the entry point
-// of a matrix product (matmul_coop/entry.wgsl). A convolution (conv.rs) runs this kernel with
+// of a matrix product (matmul/entry.wgsl). A convolution (conv.rs) runs this kernel with
 // conv.wgsl's entry point and out_at, and conv/gather_coop.wgsl's b loader.
 //
 // A workgroup is SGM x SGN subgroups of exactly 32 invocations (the Rust side picks these

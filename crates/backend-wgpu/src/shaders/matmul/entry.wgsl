@@ -1,5 +1,6 @@
-// The matrix product's entry point for matmul_coop.wgsl (a convolution has its own,
-// conv.wgsl's): y[b] is row-major, and its loaders need no set-up per tile.
+// The entry point of a matrix product, tiled (matmul.wgsl, WG = 256) or on cooperative
+// matrices (matmul_coop.wgsl, WG as its variant has it): y[b] is row-major, and the loaders
+// need no set-up per tile. (A convolution has its own, conv.wgsl.)
 
 fn begin_tile(m0: u32, n0: u32, lid: u32) {}
 
@@ -9,7 +10,7 @@ fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // As matmul.wgsl: tiles beyond the grid's 65,535 per dimension are taken in turn.
+    // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
     let d = dims_();
     let splits = params[14];
     let mt = (d.y + BM - 1u) / BM;
