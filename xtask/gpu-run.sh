@@ -296,9 +296,11 @@ if [ "$PART" = 14 ]; then
       [ -x .bin/$t ] || continue
       echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 --nocapture 2>&1 | grep -E "^test result|FAILED|panicked|failed|cooperative|tensor-core" | head -12
     done
-    for v in wide narrow; do
-      [ -x .bin/conv_coop ] || continue
-      echo "### test conv_coop, LIANDAN_COOP_VARIANT=$v"; LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/conv_coop 2>&1 | grep -E "^test result|FAILED|panicked" | head -6
+    for v in wide narrow short; do
+      for t in conv_coop matmul_coop; do
+        [ -x .bin/$t ] || continue
+        echo "### test $t, LIANDAN_COOP_VARIANT=$v"; LIANDAN_COOP_VARIANT=$v timeout 100 ./.bin/$t 2>&1 | grep -E "^test result|FAILED|panicked" | head -6
+      done
     done
   fi
   if [ "${ONLY:-tests}" = conv ]; then

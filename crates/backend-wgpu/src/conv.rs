@@ -141,10 +141,12 @@ pub(crate) struct CoopKey {
 }
 
 impl CoopKey {
-    /// The variant `LIANDAN_COOP_VARIANT` picks, but `Direct` runs as `Prefetch`: a gathered
-    /// operand cannot be read straight from its buffer.
-    fn variant() -> Variant {
+    /// The variant for a product of `m` rows: `Short` (64-row tiles) where m <= 64, else the
+    /// one `LIANDAN_COOP_VARIANT` picks, but `Direct` runs as `Prefetch` (a gathered operand
+    /// cannot be read straight from its buffer).
+    fn variant(m: usize) -> Variant {
         match Variant::chosen() {
+            _ if m <= 64 => Variant::Short,
             Variant::Direct => Variant::Prefetch,
             v => v,
         }
@@ -186,7 +188,12 @@ impl KernelKey for CoopKey {
             let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
             // The weight gradient reads dy in vec4s only.
             let a4s: &[bool] = if pass == Pass::Weight { &[true] } else { &[false, true] };
-            for variant in [Variant::Prefetch, Variant::Wide, Variant::Narrow] {
+            // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
+            let variants: &[Variant] = match pass {
+                Pass::Weight => &[Variant::Prefetch, Variant::Wide, Variant::Narrow],
+                _ => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Short],
+            };
+            for &variant in variants {
                 for &a4 in a4s {
                     for partial in [false, true] {
                         for &(strided, phase) in gathers {
@@ -557,13 +564,14 @@ impl WgpuBackend {
 /// The tiling of the products of `plan`'s pass (the largest of them `n` wide and `k` deep):
 /// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
 /// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
-/// (a slice's rows then share one tap), and in a weight gradient with at least 128 output
-/// channels per group (a tile's rows) whose dy reads in vec4s (`dy4`: out_h * out_w and dy's
-/// offset multiples of 4); K split as matmul splits it (the partial sums within one binding).
-/// Everything else as `cut.rs` says. On the H200 (docs/PERFORMANCE.md, runs 22 and 23), the
-/// tensor cores took resnet18's 3x3 passes that qualify 0.37-0.90x as long as the tiled kernel
-/// (one, 1.05-1.10x), and those left out 1.2-2.4x as long: the 3-channel stem's forward (a
-/// per-element gather) and its weight gradient, the 1x1 shortcuts, 64-channel weight gradients.
+/// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
+/// weight gradient with at least 128 output channels per group (a tile's rows) whose dy reads
+/// in vec4s (`dy4`: out_h * out_w and dy's offset multiples of 4); K split as matmul splits it
+/// (the partial sums within one binding). Everything else as `cut.rs` says. On the H200
+/// (docs/PERFORMANCE.md, runs 22-24 and 27) the tensor cores took resnet18's 3x3 passes that
+/// qualify 0.40-0.90x as long as the tiled kernel, and those left out 1.2-2.4x as long: the
+/// 3-channel stem's forward (a per-element gather), the 1x1 shortcuts, and weight gradients of
+/// 64 outputs (1.3-1.7x even on 64-row tiles).
 fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), dy4: bool) -> Tiling {
     let limit = gpu.max_binding() as usize;
     let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
@@ -573,7 +581,7 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
             _ => plan.gather[0].is_multiple_of(32),
         };
     if fits && matmul_coop::chosen(gpu, dtype) {
-        let variant = CoopKey::variant();
+        let variant = CoopKey::variant(m);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups).max(1);
         let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };

@@ -20,7 +20,7 @@ use crate::matmul::ENTRY;
 /// H200 (docs/PERFORMANCE.md, run 11) all were correct; at 4096^3 prefetch and wide reached
 /// about 128 TFLOP/s against 81 for run 8's kernel (each slice staged, then multiplied; removed
 /// since), and at 2048^3 prefetch 86 against wide's 59, so prefetch is the default. Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4
-/// cooperative 16 x 16 sums, but in `Narrow`.
+/// cooperative 16 x 16 sums, but in `Narrow` and `Short` (32 x 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
     /// 128 x 128 tiles, 4 subgroups: the next slice fetched into
@@ -36,10 +36,14 @@ pub(crate) enum Variant {
     /// per invocation (64 registers rather than 128), so more workgroups fit on a multiprocessor
     /// to hide latency, at the cost of more loads from workgroup memory per product.
     Narrow,
+    /// As `Narrow`'s subgroups (32 x 64 each) on 64 x 128 tiles, 4 subgroups: for products of
+    /// at most 64 rows, which leave half of a 128-row tile empty. The convolutions pick it for
+    /// those (`conv.rs`); as `LIANDAN_COOP_VARIANT` it applies to every f16 matmul.
+    Short,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 4] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow];
+    pub(crate) const ALL: [Variant; 5] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow, Variant::Short];
 
     /// Its name in `LIANDAN_COOP_VARIANT`.
     pub(crate) fn name(self) -> &'static str {
@@ -48,6 +52,7 @@ impl Variant {
             Variant::Wide => "wide",
             Variant::Direct => "direct",
             Variant::Narrow => "narrow",
+            Variant::Short => "short",
         }
     }
 
@@ -80,7 +85,7 @@ impl Variant {
 
     /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
     pub(crate) fn fragment_rows(self) -> u32 {
-        if self == Variant::Narrow {
+        if matches!(self, Variant::Narrow | Variant::Short) {
             2
         } else {
             4
