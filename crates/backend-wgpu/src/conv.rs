@@ -32,7 +32,7 @@ use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Stri
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{Load, FEW_TILES, LOAD_A, MIN_SPLIT_K, SPLIT_TILES, TILE};
+use crate::matmul::{k_splits, Load, LOAD_A, TILE};
 use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
@@ -362,6 +362,13 @@ impl Plan {
         }
     }
 
+    /// Whether its a operand, at `a_off`, reads in aligned vec4s: four consecutive k of one
+    /// row (for the weight gradient's dy, of one image, so out_h * out_w a multiple of 4 too).
+    fn a4(&self, geom: &ConvGeometry, a_off: usize) -> bool {
+        let run = if self.pass == Pass::Weight { geom.out_h() * geom.out_w() } else { self.k };
+        a_off.is_multiple_of(4) && run.is_multiple_of(4)
+    }
+
     /// The input gradient's product over one phase's pixels and taps; its a operand is that
     /// phase's weights as `[G, C/G, taps, O/G]`, contiguous.
     fn input(g: &ConvGeometry, ph: &Phase) -> Plan {
@@ -475,8 +482,7 @@ impl WgpuBackend {
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let a4 = a_off.is_multiple_of(4) && (geom.out_h() * geom.out_w()).is_multiple_of(4);
-        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), a4);
+        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), plan.a4(geom, a_off));
         let out = self.output(dtype, plan.total)?;
         let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false };
         if !self.conv_products(&[(plan, ops)], geom, dtype, tiling, &out)? {
@@ -531,10 +537,9 @@ impl WgpuBackend {
         let total = products[0].0.total;
         let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
-        let l = geom.out_h() * geom.out_w();
         for (plan, ops) in products {
             let phase = plan.pass == Pass::Input && geom.stride != (1, 1) && !ops.strided;
-            let a4 = ops.a_off.is_multiple_of(4) && if plan.pass == Pass::Weight { l.is_multiple_of(4) } else { plan.k.is_multiple_of(4) };
+            let a4 = plan.a4(geom, ops.a_off);
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = plan.k.div_ceil(splits).next_multiple_of(depth).max(depth);
@@ -566,25 +571,25 @@ impl WgpuBackend {
 /// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
 /// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
 /// weight gradient with at least 128 output channels per group (a tile's rows) whose dy reads
-/// in vec4s (`dy4`: out_h * out_w and dy's offset multiples of 4); K split as matmul splits it
+/// in vec4s (`a4`, [`Plan::a4`]); K split as matmul splits it
 /// (the partial sums within one binding). Everything else as `cut.rs` says. On the H200
 /// (docs/PERFORMANCE.md, runs 22-24 and 27) the tensor cores took resnet18's 3x3 passes that
 /// qualify 0.40-0.90x as long as the tiled kernel, and those left out 1.2-2.4x as long: the
 /// 3-channel stem's forward (a per-element gather), the 1x1 shortcuts, and weight gradients of
 /// 64 outputs (1.3-1.7x even on 64-row tiles).
-fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), dy4: bool) -> Tiling {
+fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), a4: bool) -> Tiling {
     let limit = gpu.max_binding() as usize;
     let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
     let fits = geom.kernel != (1, 1)
         && match pass {
-            Pass::Weight => dy4 && m >= 128,
+            Pass::Weight => a4 && m >= 128,
             _ => plan.gather[0].is_multiple_of(32),
         };
     if fits && matmul_coop::chosen(gpu, dtype) {
         let variant = CoopKey::variant(m);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups).max(1);
-        let mut splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
+        let mut splits = k_splits(tiles, k);
         while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
             splits /= 2;
         }

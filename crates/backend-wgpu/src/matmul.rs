@@ -47,9 +47,19 @@ struct Variant {
 const BIG_TILES: usize = 192;
 /// With fewer tiles than `FEW_TILES` (a big GPU runs two per compute unit at once), K is split
 /// into ranges of at least `MIN_SPLIT_K` so that there are some `SPLIT_TILES` workgroups.
-pub(crate) const FEW_TILES: usize = 256;
-pub(crate) const SPLIT_TILES: usize = 512;
-pub(crate) const MIN_SPLIT_K: usize = 256;
+const FEW_TILES: usize = 256;
+const SPLIT_TILES: usize = 512;
+const MIN_SPLIT_K: usize = 256;
+
+/// The ranges K is split into for a product of `tiles` workgroups (see `FEW_TILES`); the
+/// convolutions on cooperative matrices split theirs the same way.
+pub(crate) fn k_splits(tiles: usize, k: usize) -> usize {
+    if tiles < FEW_TILES {
+        SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1)
+    } else {
+        1
+    }
+}
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -166,7 +176,7 @@ impl WgpuBackend {
             (64, 64)
         };
         let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch).max(1);
-        let splits = if tiles < FEW_TILES { SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
+        let splits = k_splits(tiles, k);
         let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
         let splits = k.div_ceil(ks).max(1);
         let words = [

@@ -55,8 +55,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         };
         scaler.scale(&loss).map_err(|e| failed("loss scale", e))?.backward().map_err(|e| failed("backward", e))?;
         let _layer = profile::layer("optimizer");
-        let flag = scaler.unscale_(&params).and_then(|f| Ok(f.item_f64()?)).map_err(|e| failed("unscale", e))?;
-        if scaler.update(flag).map_err(|e| failed("loss scale", e))? {
+        if scaler.unscale_and_update(&params).map_err(|e| failed("loss scale", e))? {
             opt.step()?;
         }
         Ok(())

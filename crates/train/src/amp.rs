@@ -201,6 +201,13 @@ impl GradScaler {
         Ok(true)
     }
 
+    /// [`GradScaler::unscale_`], its flag read back (the one read-back of a step), then
+    /// [`GradScaler::update`]: whether the optimizer should step.
+    pub fn unscale_and_update(&mut self, params: &[Tensor]) -> Result<bool> {
+        let flag = self.unscale_(params)?.item_f64()?;
+        self.update(flag)
+    }
+
     /// The state to save with a checkpoint.
     pub fn state(&self) -> GradScalerState {
         self.state.clone()

@@ -114,8 +114,7 @@ impl Setup {
             return self.opt.step().map_err(|e| s(&e));
         };
         scaler.scale(&loss).map_err(|e| s(&e))?.backward().map_err(|e| s(&e))?;
-        let flag = scaler.unscale_(&self.params).map_err(|e| s(&e))?.item_f64().map_err(|e| s(&e))?;
-        if scaler.update(flag).map_err(|e| s(&e))? {
+        if scaler.unscale_and_update(&self.params).map_err(|e| s(&e))? {
             self.opt.step().map_err(|e| s(&e))?;
         }
         Ok(())

@@ -83,8 +83,7 @@ impl<M: Layer> Trainer<M> {
         let params = self.optimized_params();
         let go = match self.active_scaler(config).cloned() {
             Some(mut scaler) => {
-                let flag = scaler.unscale_(&params)?.item_f64()?;
-                let go = scaler.update(flag)?;
+                let go = scaler.unscale_and_update(&params)?;
                 self.scaler = Some(scaler);
                 go
             }
