@@ -22,7 +22,10 @@
 # builds' `bench-conv --dtype f16`, and the mixed-precision table (`bench --precisions
 # f32,f16,bf16 --torch`, PyTorch with autocast) of mnist_cnn, resnet18 and vit (`ONLY=tests`,
 # `ONLY=conv` or `ONLY=bench` for one third; `MODELS`, `PRECISIONS`, and `OLD_PRECISIONS` for
-# the previous build's).
+# the previous build's). `PART=15`: bf16 held two to a word: the GPU tests that touch it, then
+# both builds' bf16 (and f32) training steps of `MODELS` with PyTorch's autocast beside, and
+# `liandan train` in f32, f16 and bf16 (`TRAIN_PRECISIONS`) with its validation history
+# (`ONLY=tests` or `ONLY=bench` for one half).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -321,6 +324,29 @@ if [ "$PART" = 14 ]; then
       timeout 280 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "$p" $torch --no-micro \
         --warmup 30 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench14-$b" > "$OUT/bench14-$b.md" 2> "$OUT/bench14-$b.log"; echo "rc $?"
       grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench14-$b.md" | head -30
+    done
+  fi
+fi
+if [ "$PART" = 15 ]; then
+  if [ "${ONLY:-all}" != bench ]; then
+    for t in bf16 memory conformance conv_coop; do
+      [ -x .bin/$t ] || continue
+      echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+    done
+  fi
+  if [ "${ONLY:-all}" != tests ]; then
+    for b in xtask xtask-old; do
+      [ -x .bin/$b ] || continue
+      torch=""; [ $b = xtask ] && torch="--torch"
+      echo "## bench, GPU, $b $torch: ${MODELS:-mnist_cnn,resnet18,vit} in ${PRECISIONS:-f32,bf16}"
+      timeout 200 ./.bin/$b bench --device gpu:0 --models "${MODELS:-mnist_cnn,resnet18,vit}" --precisions "${PRECISIONS:-f32,bf16}" $torch --no-micro \
+        --warmup 30 --steps 10 --sync-every 5 --groups 2 --epoch-samples 6400 --out "$OUT/bench15-$b" > "$OUT/bench15-$b.md" 2> "$OUT/bench15-$b.log"; echo "rc $?"
+      grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/bench15-$b.md" | head -30
+    done
+    for p in ${TRAIN_PRECISIONS:-f32 f16 bf16}; do
+      echo "## liandan train --precision $p"
+      SECONDS=0; timeout 100 ./.bin/liandan train --precision $p --out "$OUT/run-$p" 2>&1 | grep -vE "^(checkpoint|training state|history|plot)"; echo "wall ${SECONDS} s"
+      cat "$OUT/run-$p/history.csv"
     done
   fi
 fi

@@ -2,6 +2,7 @@
 //! for the floats, with the conversions and accumulation types they share.
 
 use half::{bf16, f16};
+use liandan_tensor::dtype::{bf16_from_f64, f16_from_f64};
 use num_traits::Float;
 
 /// An element type of a [`CpuStorage`] variant (`u8` serves both `U8` and `Bool`).
@@ -49,8 +50,8 @@ macro_rules! scalar_float {
 
 scalar_float!(f32, |x: f32| x as f64, |v: f64| v as f32, |v: i64| v as f32);
 scalar_float!(f64, |x: f64| x, |v: f64| v, |v: i64| v as f64);
-scalar_float!(f16, f16::to_f64, f16::from_f64, |v: i64| f16::from_f64(v as f64));
-scalar_float!(bf16, bf16::to_f64, bf16::from_f64, |v: i64| bf16::from_f64(v as f64));
+scalar_float!(f16, f16::to_f64, f16_from_f64, |v: i64| f16_from_f64(v as f64));
+scalar_float!(bf16, bf16::to_f64, bf16_from_f64, |v: i64| bf16_from_f64(v as f64));
 
 impl Scalar for i64 {
     const FLOAT: bool = false;

@@ -11,6 +11,7 @@ use liandan_tensor::fallback::HostTensor;
 use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, MemoryStats, Result, Storage, Strided};
 
 use crate::gpu::Gpu;
+use crate::packed::{self, Outputs};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -97,8 +98,9 @@ impl WgpuBackend {
     /// own copy kernel can never send the copy back to the fallback.
     pub(crate) fn read_view(&self, src: Strided) -> Result<Vec<u8>> {
         let gpu = self.gpu()?;
-        let buffer = gpu_storage(&src).buffer();
-        let size = self.repr.gpu_size(src.dtype);
+        let storage = gpu_storage(&src);
+        let buffer = storage.buffer();
+        let size = storage.elem_bytes;
         if src.layout.numel() == 0 {
             return Ok(Vec::new());
         }
@@ -112,7 +114,24 @@ impl WgpuBackend {
             let b = i * size - base;
             picked.extend_from_slice(&bytes[b..b + size]);
         }
-        Ok(self.repr.gpu_to_host(&picked, src.dtype))
+        Ok(self.host_bytes(storage, &picked))
+    }
+
+    /// A storage's element bytes (exactly its elements) as host bytes in its dtype.
+    fn host_bytes(&self, storage: &WgpuStorage, bytes: &[u8]) -> Vec<u8> {
+        match packed::is_packed(storage) {
+            true => bytes.to_vec(),
+            false => self.repr.gpu_to_host(bytes, storage.dtype),
+        }
+    }
+
+    /// Host bytes in `dtype` on this device as the kernels hold them (bf16 in f32 words): what
+    /// the CPU fallbacks' results come back as, in the middle of an op.
+    fn upload_wide(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
+        let numel = bytes.len() / dtype.size_in_bytes();
+        let out = self.output(dtype, numel)?;
+        self.gpu()?.upload(out.buffer(), 0, &self.repr.host_to_gpu(bytes, dtype))?;
+        Ok(Arc::new(out))
     }
 
     /// Runs `f` on the CPU (the device registry's) over host copies of `inputs` and uploads
@@ -131,7 +150,7 @@ impl WgpuBackend {
             host.push(HostTensor { bytes: self.read_view(*s)?, shape: s.layout.shape(), dtype: s.dtype });
         }
         let results = liandan_tensor::fallback::on_cpu(&what, host, outputs, f)?;
-        results.iter().zip(outputs).map(|(bytes, &dtype)| self.from_host(bytes, dtype)).collect()
+        results.iter().zip(outputs).map(|(bytes, &dtype)| self.upload_wide(bytes, dtype)).collect()
     }
 
     /// [`WgpuBackend::fallback`] for an op with one output.
@@ -171,161 +190,251 @@ impl Backend for WgpuBackend {
         }
     }
 
+    // bf16 crosses this boundary packed (two to a word, `packed.rs`): each op below widens its
+    // packed operands to the f32 words the kernels compute on (`staged`) and packs its bf16
+    // results.
+
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
-        let numel = bytes.len() / dtype.size_in_bytes();
-        let out = self.output(dtype, numel)?;
-        self.gpu()?.upload(out.buffer(), 0, &self.repr.host_to_gpu(bytes, dtype))?;
-        Ok(Arc::new(out))
+        if dtype == DType::BF16 {
+            // The host's little-endian bf16 bytes are the packed words.
+            let out = self.packed_output(bytes.len() / 2)?;
+            self.gpu()?.upload(out.buffer(), 0, bytes)?;
+            return Ok(Arc::new(out));
+        }
+        self.upload_wide(bytes, dtype)
     }
 
     fn to_host(&self, src: Strided) -> Result<Vec<u8>> {
         let gpu = self.gpu()?;
         let numel = src.layout.numel();
-        let size = self.repr.gpu_size(src.dtype) as u64;
+        let size = gpu_storage(&src).elem_bytes as u64;
         let start = src.layout.offset() as u64 * size;
         let direct = src.layout.is_contiguous() && start.is_multiple_of(4);
         if !direct && gpu_storage(&src).buffer().size() > gpu.max_binding() {
             // The copy kernel cannot bind this buffer: gather the view on the host.
             return self.read_view(src);
         }
-        let bytes = if direct {
+        let (bytes, storage) = if direct {
             let s = gpu_storage(&src);
             let end = (start + numel as u64 * size).next_multiple_of(4).min(s.buffer().size());
-            gpu.read_windows(s.buffer(), start, end)?
+            (gpu.read_windows(s.buffer(), start, end)?, None)
         } else {
             let copy = self.copy(src)?;
             let s = copy.as_any().downcast_ref::<WgpuStorage>().expect("own storage");
-            gpu.read(s.buffer(), 0, self.repr.buffer_bytes(src.dtype, numel))?
+            (gpu.read(s.buffer(), 0, (numel as u64 * size).max(4).next_multiple_of(4))?, Some(copy))
         };
-        Ok(self.repr.gpu_to_host(&bytes[..numel * size as usize], src.dtype))
+        let s = storage.as_ref().map_or(gpu_storage(&src), |c| c.as_any().downcast_ref::<WgpuStorage>().expect("own storage"));
+        Ok(self.host_bytes(s, &bytes[..numel * size as usize]))
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        self.fill(numel, value, dtype)
+        match dtype {
+            DType::BF16 => self.packed_fill(numel, value),
+            _ => self.fill(numel, value, dtype),
+        }
     }
 
     fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
-        self.random_fill(dist, numel, seed, dtype)
+        self.random_fill(dist, numel, seed, dtype)?.packed(self)
     }
 
     fn copy(&self, src: Strided) -> Result<Storage> {
-        self.copy_view(src)
+        match packed::packed_view(&src) {
+            true => Ok(Arc::new(self.pack(Strided { storage: &self.widen(src)?, layout: &crate::kernels::dense(src.layout.shape()), dtype: src.dtype })?)),
+            false => self.copy_view(src),
+        }
     }
 
     fn cast(&self, src: Strided, to: DType) -> Result<Storage> {
-        self.cast_view(src, to)
+        match (packed::packed_view(&src), to) {
+            // bf16 to f32 is the widening.
+            (true, DType::F32) => Ok(Arc::new(WgpuStorage { dtype: DType::F32, ..self.widen(src)? })),
+            (false, DType::BF16) if src.dtype.is_float() && self.repr.computes(src.dtype) => Ok(Arc::new(self.pack(src)?)),
+            _ => self.staged(&[src], |v| self.cast_view(v[0], to)),
+        }
     }
 
     fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
-        self.unary_op(op, x)
+        self.staged(&[x], |v| self.unary_op(op, v[0]))
     }
 
     fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.binary_op(op, lhs, rhs)
+        self.staged(&[lhs, rhs], |v| self.binary_op(op, v[0], v[1]))
     }
 
     fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.compare_op(op, lhs, rhs)
+        self.staged(&[lhs, rhs], |v| self.compare_op(op, v[0], v[1]))
     }
 
     fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
-        self.select_op(cond, on_true, on_false)
+        self.staged(&[cond, on_true, on_false], |v| self.select_op(v[0], v[1], v[2]))
     }
 
     fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
-        let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
-        let s = x.layout.shape();
-        if let Some(why) = self.oversized(&[x], s[0] * s[2], out) {
-            return self.fallback1(format!("reduce {op:?} ({})", x.dtype), why, &[x], out, |cpu, v| cpu.reduce(op, v[0]));
-        }
-        self.reduce_op(op, x)
+        self.staged(&[x], |v| {
+            let x = v[0];
+            let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
+            let s = x.layout.shape();
+            if let Some(why) = self.oversized(&[x], s[0] * s[2], out) {
+                return self.fallback1(format!("reduce {op:?} ({})", x.dtype), why, &[x], out, |cpu, v| cpu.reduce(op, v[0]));
+            }
+            self.reduce_op(op, x)
+        })
     }
 
     fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        let (l, r) = (lhs.layout.shape(), rhs.layout.shape());
-        if let Some(why) = self.oversized(&[lhs, rhs], l[0] * l[1] * r[2], lhs.dtype) {
-            return self.fallback1(format!("matmul ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]));
-        }
-        self.matmul_op(lhs, rhs)
+        // Packed bf16 operands (both) are read as they are; one alone is widened.
+        let both = packed::packed_view(&lhs) && packed::packed_view(&rhs);
+        self.staged_unless(both, &[lhs, rhs], |v| {
+            let (lhs, rhs) = (v[0], v[1]);
+            let (l, r) = (lhs.layout.shape(), rhs.layout.shape());
+            if let Some(why) = self.oversized(&[lhs, rhs], l[0] * l[1] * r[2], lhs.dtype) {
+                return self.fallback1(format!("matmul ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+            }
+            self.matmul_op(lhs, rhs)
+        })
     }
 
     fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[x], window.n * window.col_rows() * window.col_cols(), x.dtype) {
-            return self.fallback1(format!("im2col ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value));
-        }
-        self.im2col_op(x, window, pad_value)
+        self.staged(&[x], |v| {
+            let x = v[0];
+            if let Some(why) = self.oversized(&[x], window.n * window.col_rows() * window.col_cols(), x.dtype) {
+                return self.fallback1(format!("im2col ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.im2col(v[0], window, pad_value));
+            }
+            self.im2col_op(x, window, pad_value)
+        })
     }
 
     fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[cols], window.n * window.c * window.h * window.w, cols.dtype) {
-            return self.fallback1(format!("col2im ({})", cols.dtype), why, &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window));
-        }
-        self.col2im_op(cols, window)
+        self.staged(&[cols], |v| {
+            let cols = v[0];
+            if let Some(why) = self.oversized(&[cols], window.n * window.c * window.h * window.w, cols.dtype) {
+                return self.fallback1(format!("col2im ({})", cols.dtype), why, &[cols], cols.dtype, |cpu, v| cpu.col2im(v[0], window));
+            }
+            self.col2im_op(cols, window)
+        })
     }
 
     fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
-        if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
-            let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), why, &[x], &[x.dtype, DType::I64], |cpu, v| {
-                let (a, b) = cpu.max_pool2d(v[0], window)?;
-                Ok(vec![a, b])
-            })?;
-            let idx = r.pop().expect("two outputs");
-            return Ok((r.pop().expect("two outputs"), idx));
-        }
-        self.max_pool2d_op(x, window)
+        self.staged(&[x], |v| {
+            let x = v[0];
+            if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
+                let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), why, &[x], &[x.dtype, DType::I64], |cpu, v| {
+                    let (a, b) = cpu.max_pool2d(v[0], window)?;
+                    Ok(vec![a, b])
+                })?;
+                let idx = r.pop().expect("two outputs");
+                return Ok((r.pop().expect("two outputs"), idx));
+            }
+            self.max_pool2d_op(x, window)
+        })
     }
 
     fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), x.dtype) {
-            return self.fallback1(format!("avg_pool2d ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad));
-        }
-        self.avg_pool2d_op(x, window, count_include_pad)
+        self.staged(&[x], |v| {
+            let x = v[0];
+            if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), x.dtype) {
+                return self.fallback1(format!("avg_pool2d ({})", x.dtype), why, &[x], x.dtype, |cpu, v| cpu.avg_pool2d(v[0], window, count_include_pad));
+            }
+            self.avg_pool2d_op(x, window, count_include_pad)
+        })
     }
 
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
-            return self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| {
-                cpu.avg_pool2d_backward(v[0], window, count_include_pad)
-            });
-        }
-        self.avg_pool2d_backward_op(dy, window, count_include_pad)
+        self.staged(&[dy], |v| {
+            let dy = v[0];
+            if let Some(why) = self.oversized(&[dy], window.n * window.c * window.h * window.w, dy.dtype) {
+                return self.fallback1(format!("avg_pool2d_backward ({})", dy.dtype), why, &[dy], dy.dtype, |cpu, v| {
+                    cpu.avg_pool2d_backward(v[0], window, count_include_pad)
+                });
+            }
+            self.avg_pool2d_backward_op(dy, window, count_include_pad)
+        })
     }
 
     fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[src, index], index.layout.numel(), src.dtype) {
-            return self.fallback1(format!("gather ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim));
-        }
-        self.gather_op(src, index, dim)
+        self.staged(&[src, index], |v| {
+            let (src, index) = (v[0], v[1]);
+            if let Some(why) = self.oversized(&[src, index], index.layout.numel(), src.dtype) {
+                return self.fallback1(format!("gather ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.gather(v[0], v[1], dim));
+            }
+            self.gather_op(src, index, dim)
+        })
     }
 
     fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
-        if let Some(why) = self.oversized(&[dst, index, src], dst.layout.numel(), dst.dtype) {
-            return self.fallback1(format!("scatter_add ({})", dst.dtype), why, &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim));
-        }
-        self.scatter_add_op(dst, index, src, dim)
+        self.staged(&[dst, index, src], |v| {
+            let (dst, index, src) = (v[0], v[1], v[2]);
+            if let Some(why) = self.oversized(&[dst, index, src], dst.layout.numel(), dst.dtype) {
+                return self
+                    .fallback1(format!("scatter_add ({})", dst.dtype), why, &[dst, index, src], dst.dtype, |cpu, v| cpu.scatter_add(v[0], v[1], v[2], dim));
+            }
+            self.scatter_add_op(dst, index, src, dim)
+        })
     }
 
     fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        let out = src.layout.numel() / src.layout.shape()[dim].max(1) * index.layout.numel();
-        if let Some(why) = self.oversized(&[src, index], out, src.dtype) {
-            return self.fallback1(format!("index_select ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim));
-        }
-        self.index_select_op(src, index, dim)
+        self.staged(&[src, index], |v| {
+            let (src, index) = (v[0], v[1]);
+            let out = src.layout.numel() / src.layout.shape()[dim].max(1) * index.layout.numel();
+            if let Some(why) = self.oversized(&[src, index], out, src.dtype) {
+                return self.fallback1(format!("index_select ({})", src.dtype), why, &[src, index], src.dtype, |cpu, v| cpu.index_select(v[0], v[1], dim));
+            }
+            self.index_select_op(src, index, dim)
+        })
     }
 
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
-        self.concat_views(parts, dim)
+        self.staged(parts, |v| self.concat_views(v, dim))
     }
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        self.fused_op(op, inputs)
+        // The convolutions read packed bf16 operands as they are (all of them packed).
+        let conv = matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_));
+        if !inputs.iter().any(packed::packed_view) || conv && inputs.iter().all(packed::packed_view) {
+            return self.fused_op(op, inputs).map(|r| r.and_then(|out| out.packed(self)));
+        }
+        // Widened only when this device has the fused kernel (else the composite runs).
+        let mut ran = true;
+        let out = self.staged(inputs, |v| match self.fused_op(op, v) {
+            Some(r) => r,
+            None => {
+                ran = false;
+                Ok(Vec::new())
+            }
+        });
+        ran.then_some(out)
     }
 
     fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        self.fused_update_foreach(op, lists)
+        let views: Vec<Strided> = lists.iter().flatten().copied().collect();
+        let mut ran = true;
+        let out = self.staged(&views, |v| {
+            let mut rest = v;
+            let staged: Vec<Vec<Strided>> = lists
+                .iter()
+                .map(|l| {
+                    let (list, tail) = rest.split_at(l.len());
+                    rest = tail;
+                    list.to_vec()
+                })
+                .collect();
+            match self.fused_update_foreach(op, &staged) {
+                Some(r) => r,
+                None => {
+                    ran = false;
+                    Ok(Vec::new())
+                }
+            }
+        });
+        ran.then_some(out)
     }
 
     fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
+        if lists.iter().flatten().any(packed::packed_view) {
+            // Writing over a packed buffer in place would need the words packed back.
+            return None;
+        }
         self.fused_update_foreach_in_place(op, lists)
     }
 

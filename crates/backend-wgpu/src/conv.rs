@@ -32,8 +32,9 @@ use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Stri
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{k_splits, Load, LOAD_A, TILE};
+use crate::matmul::{k_splits, read_a, read_b, write_y, Load, LOAD_A, TILE};
 use crate::matmul_coop::{self, Variant, MATMUL_COOP};
+use crate::packed::{is_packed, packed_view};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -64,7 +65,9 @@ enum Pass {
 /// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
 /// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
 /// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
-/// without phases); `phase`, the output is one phase's pixels, a stride apart.
+/// without phases); `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
+/// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
+/// where it is written whole in vec4s (`out4`, not `partial`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
@@ -76,19 +79,19 @@ pub(crate) struct Key {
     partial: bool,
     strided: bool,
     phase: bool,
+    packed: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
-        let read_a = if k.a4 { include_str!("shaders/matmul/read_a4.wgsl") } else { include_str!("shaders/matmul/read_a.wgsl") };
         let out = if k.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
-        let write = if k.out4 { include_str!("shaders/matmul/write4.wgsl") } else { include_str!("shaders/matmul/write.wgsl") };
+        let write = write_y(k.out4, k.packed && k.out4 && !k.partial);
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
         let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
-        let w = w.part(read_a).part(include_str!("shaders/matmul/read_b.wgsl")).part(out).part(write).part(TILE);
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);
@@ -112,7 +115,9 @@ impl KernelKey for Key {
                             for &(strided, phase) in gathers {
                                 for out4 in [false, true].into_iter().filter(|&o| !(o && phase)) {
                                     for partial in [false, true] {
-                                        all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase });
+                                        for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
+                                            all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed });
+                                        }
                                     }
                                 }
                             }
@@ -157,9 +162,9 @@ impl KernelKey for CoopKey {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
         let (a, read_a, raw_a) = if k.a4 {
-            (Load::K, include_str!("shaders/matmul/read_a4.wgsl"), include_str!("shaders/matmul_coop/raw_a4.wgsl"))
+            (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4.wgsl"))
         } else {
-            (Load::Strided, include_str!("shaders/matmul/read_a.wgsl"), include_str!("shaders/matmul_coop/raw_a.wgsl"))
+            (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a.wgsl"))
         };
         let out = if k.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
         let (sgm, sgn) = k.variant.subgroups();
@@ -168,7 +173,7 @@ impl KernelKey for CoopKey {
         let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).uint("B_LOAD", 1).uint("SGM", sgm).uint("SGN", sgn).uint("FM", k.variant.fragment_rows());
         let w = w.flag("DIRECT", false).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
-        let w = w.part(read_a).part(include_str!("shaders/matmul/read_b.wgsl")).part(out).part(include_str!("shaders/matmul/write.wgsl"));
+        let w = w.part(read_a).part(read_b(false, false)).part(out).part(include_str!("shaders/matmul/write.wgsl"));
         // Every sum goes out through workgroup memory (out_at is not row-major), rounded or not.
         let w = w.part(raw_a).part(include_str!("shaders/matmul_coop/raw_b.wgsl")).part(include_str!("shaders/matmul_coop/store_rounded.wgsl"));
         let w = match k.pass {
@@ -369,6 +374,16 @@ impl Plan {
         a_off.is_multiple_of(4) && run.is_multiple_of(4)
     }
 
+    /// Whether a product of this plan writes one phase's pixels (a stride apart).
+    fn phased(&self, geom: &ConvGeometry, strided: bool) -> bool {
+        self.pass == Pass::Input && geom.stride != (1, 1) && !strided
+    }
+
+    /// Whether a product of this plan writes y in aligned vec4s.
+    fn out4(&self, geom: &ConvGeometry, strided: bool) -> bool {
+        !self.phased(geom, strided) && self.p.is_multiple_of(4)
+    }
+
     /// The input gradient's product over one phase's pixels and taps; its a operand is that
     /// phase's weights as `[G, C/G, taps, O/G]`, contiguous.
     fn input(g: &ConvGeometry, ph: &Phase) -> Plan {
@@ -418,6 +433,8 @@ struct Operands<'a> {
     b_off: usize,
     phase: Phase,
     strided: bool,
+    /// a and b are packed bf16 (`packed.rs`).
+    packed: bool,
 }
 
 impl WgpuBackend {
@@ -430,7 +447,7 @@ impl WgpuBackend {
             _ => return None,
         };
         let dtype = inputs.first()?.dtype;
-        if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != 2 {
+        if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != 2 || packed_view(&inputs[0]) != packed_view(&inputs[1]) {
             return None;
         }
         let gpu = match self.gpu() {
@@ -474,7 +491,7 @@ impl WgpuBackend {
         // The a operand: the weights permuted (unless already in that order), or dy.
         let permuted = (plan.pass == Pass::Forward).then(|| forward_weight(geom, inputs[1].layout));
         let copy = match &permuted {
-            Some(l) if !l.is_contiguous() => Some(self.copy_view(Strided { storage: inputs[1].storage, layout: l, dtype })?),
+            Some(l) if !l.is_contiguous() => Some(self.weight_copy(Strided { storage: inputs[1].storage, layout: l, dtype })?),
             _ => None,
         };
         let (a, a_off, b) = match (plan.pass, &copy) {
@@ -483,8 +500,9 @@ impl WgpuBackend {
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
         let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), plan.a4(geom, a_off));
-        let out = self.output(dtype, plan.total)?;
-        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false };
+        let packed = packed_view(b);
+        let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
+        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed };
         if !self.conv_products(&[(plan, ops)], geom, dtype, tiling, &out)? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
             return self.conv_pass(plan, geom, dtype, inputs);
@@ -503,7 +521,7 @@ impl WgpuBackend {
         let mut copies = Vec::with_capacity(phases.len());
         for (ph, plan) in phases.iter().zip(&plans) {
             let l = phase_weight(geom, w.layout, ph);
-            copies.push(if plan.k > 0 && !l.is_contiguous() { Some(self.copy_view(Strided { storage: w.storage, layout: &l, dtype })?) } else { None });
+            copies.push(if plan.k > 0 && !l.is_contiguous() { Some(self.weight_copy(Strided { storage: w.storage, layout: &l, dtype })?) } else { None });
         }
         let products: Vec<(&Plan, Operands)> = phases
             .iter()
@@ -514,17 +532,36 @@ impl WgpuBackend {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
-                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided })
+                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided, packed: packed_view(dy) })
             })
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
         let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k), true);
-        let out = self.output(dtype, plans[0].total)?;
+        let out = self.conv_output(&plans[0], geom, dtype, tiling, packed_view(dy), strided)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out)? {
             return self.conv_input(geom, dtype, inputs);
         }
         Ok(vec![Arc::new(out) as Storage])
+    }
+
+    /// The output of products of `plan`'s pass cut as `tiling` says: packed bf16 where the
+    /// kernel writes it so (packed operands, y in vec4s, K not split), else as the kernels
+    /// hold the dtype.
+    fn conv_output(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool, strided: bool) -> Result<WgpuStorage> {
+        match packed && tiling.coop.is_none() && tiling.splits == 1 && plan.out4(geom, strided) {
+            true => self.packed_output(plan.total),
+            false => self.output(dtype, plan.total),
+        }
+    }
+
+    /// The weights in the order a product reads them: a copy through `view`, packed again
+    /// where they are packed bf16 (the product reads a and b alike).
+    fn weight_copy(&self, view: Strided) -> Result<Storage> {
+        match packed_view(&view) {
+            true => liandan_tensor::Backend::copy(self, view),
+            false => self.copy_view(view),
+        }
     }
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
@@ -538,7 +575,7 @@ impl WgpuBackend {
         let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
         for (plan, ops) in products {
-            let phase = plan.pass == Pass::Input && geom.stride != (1, 1) && !ops.strided;
+            let phase = plan.phased(geom, ops.strided);
             let a4 = plan.a4(geom, ops.a_off);
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
@@ -550,8 +587,9 @@ impl WgpuBackend {
                     None => return Ok(false),
                 },
                 None => {
-                    let out4 = !phase && plan.p.is_multiple_of(4);
-                    gpu.kernel(Key { pass: plan.pass, dtype, h: bm as u32 / 64, a4, aligned: plan.aligned, out4, partial, strided, phase })?
+                    let out4 = plan.out4(geom, strided);
+                    debug_assert_eq!(is_packed(out), ops.packed && out4 && !partial, "the output is packed where the kernel packs it");
+                    gpu.kernel(Key { pass: plan.pass, dtype, h: bm as u32 / 64, a4, aligned: plan.aligned, out4, partial, strided, phase, packed: ops.packed })?
                 }
             };
             let meta = conv_meta(plan, geom, ops, splits, ks);

@@ -82,10 +82,13 @@ impl WgpuBackend {
     /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
     /// bind whose view cannot be chunked); the caller then falls back to the CPU.
     pub(crate) fn launch(&self, key: Key, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
+        self.launch_kernel(key.into(), key.per_invocation(), shape, operands, meta)
+    }
+
+    /// [`WgpuBackend::launch`] for any kernel whose invocations handle `per` elements each.
+    pub(crate) fn launch_kernel(&self, key: crate::Key, per: usize, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
         let gpu = self.gpu()?;
         let numel: usize = shape.iter().product();
-        // Invocations: one per `per` elements.
-        let per = key.per_invocation();
         let limit = gpu.max_binding();
         // (Beyond a binding the chunks are far below 2^32 elements.)
         if operands.iter().all(|o| o.buffer.size() <= limit) {

@@ -30,6 +30,7 @@ mod kernels;
 mod launch;
 mod matmul;
 mod matmul_coop;
+mod packed;
 mod pool;
 mod reduce;
 mod repr;
@@ -117,6 +118,7 @@ kernel_families! {
     FusedLayerNorm(fused_layer_norm::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
+    Packed(packed::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -15,6 +15,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::matmul_coop;
+use crate::packed::packed_view;
 use crate::repr::Repr;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
@@ -33,7 +34,9 @@ pub(crate) enum Load {
 }
 
 /// One compiled variant: `h` = 1 gives 64 x 64 tiles, 2 gives 128 x 128; `partial`: the
-/// kernel writes unrounded partial sums over a split of K, for `reduce` to add up.
+/// kernel writes unrounded partial sums over a split of K, for `reduce` to add up; `packed`:
+/// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
+/// written packed too where it is written whole in vec4s ([`Variant::packs_y`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -41,6 +44,45 @@ struct Variant {
     b: Load,
     out4: bool,
     partial: bool,
+    packed: bool,
+}
+
+impl Variant {
+    /// Whether the kernel writes y as packed bf16: packed operands, y in vec4s, no split of K.
+    fn packs_y(&self) -> bool {
+        self.packed && self.out4 && !self.partial
+    }
+}
+
+/// The binding and reads of the a operand (`fetch_a`, `fetch_a4`): in vec4s or scalars, as
+/// stored or packed bf16. The convolutions share them.
+pub(crate) fn read_a(vec4: bool, packed: bool) -> &'static str {
+    match (vec4, packed) {
+        (false, false) => include_str!("shaders/matmul/read_a.wgsl"),
+        (true, false) => include_str!("shaders/matmul/read_a4.wgsl"),
+        (false, true) => include_str!("shaders/matmul/read_a_packed.wgsl"),
+        (true, true) => include_str!("shaders/matmul/read_a4_packed.wgsl"),
+    }
+}
+
+/// The binding and stores of y (`store_y4`, `store_y`): in vec4s or scalars, and where
+/// `packed` (with vec4s only, whose words are one invocation's alone) as packed bf16.
+pub(crate) fn write_y(vec4: bool, packed: bool) -> &'static str {
+    match (vec4, packed) {
+        (false, _) => include_str!("shaders/matmul/write.wgsl"),
+        (true, false) => include_str!("shaders/matmul/write4.wgsl"),
+        (true, true) => include_str!("shaders/matmul/write4_packed.wgsl"),
+    }
+}
+
+/// [`read_a`] for the b operand.
+pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
+    match (vec4, packed) {
+        (false, false) => include_str!("shaders/matmul/read_b.wgsl"),
+        (true, false) => include_str!("shaders/matmul/read_b4.wgsl"),
+        (false, true) => include_str!("shaders/matmul/read_b_packed.wgsl"),
+        (true, true) => include_str!("shaders/matmul/read_b4_packed.wgsl"),
+    }
 }
 
 /// Tiles of 128 x 128 once there are this many of them (else 64 x 64 keeps more of the GPU busy).
@@ -87,10 +129,9 @@ impl KernelKey for Key {
         };
         // The bindings: vec4 elements where the loader reads vec4s; partial sums stay in the
         // compute type, results are rounded to the dtype.
-        let read_a = if v.a == Load::Strided { include_str!("shaders/matmul/read_a.wgsl") } else { include_str!("shaders/matmul/read_a4.wgsl") };
-        let read_b = if v.b == Load::Strided { include_str!("shaders/matmul/read_b.wgsl") } else { include_str!("shaders/matmul/read_b4.wgsl") };
+        let (read_a, read_b) = (read_a(v.a != Load::Strided, v.packed), read_b(v.b != Load::Strided, v.packed));
         let out = if v.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
-        let write = if v.out4 { include_str!("shaders/matmul/write4.wgsl") } else { include_str!("shaders/matmul/write.wgsl") };
+        let write = write_y(v.out4, v.packs_y());
         // Workgroup memory stays within 16 KiB, the least every adapter offers: 64 x 64 f32 tiles
         // can afford a vec4 of padding per row, 128 x 128 f32 and 64 x 64 f64 tiles cannot.
         let pad = v.h == 1 && dtype != DType::F64;
@@ -110,7 +151,9 @@ impl KernelKey for Key {
                 for a in loads {
                     for b in loads {
                         for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
-                            out.push(Key { dtype, v: Variant { h, a, b, out4, partial } });
+                            for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
+                                out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed } });
+                            }
                         }
                     }
                 }
@@ -161,8 +204,11 @@ impl Operand {
 }
 
 impl WgpuBackend {
+    /// `lhs x rhs`; bf16 operands may come packed (both or neither).
     pub(crate) fn matmul_op(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
         let dtype = lhs.dtype;
+        let packed = packed_view(&lhs);
+        debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
         let (a, b) = (Operand::of(&lhs), Operand::of(&rhs));
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
@@ -203,8 +249,9 @@ impl WgpuBackend {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
-        let out = self.output(dtype, batch * m * n)?;
         let (a_load, b_load, partial) = (a.load(2), b.load(1), splits > 1);
+        let variant = Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed };
+        let out = if variant.packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
         let gpu = self.gpu()?;
@@ -217,7 +264,7 @@ impl WgpuBackend {
                 None => return self.matmul_op(lhs, rhs),
             }
         } else {
-            gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial } })?
+            gpu.kernel(Key { dtype, v: variant })?
         };
         let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
         if splits == 1 {

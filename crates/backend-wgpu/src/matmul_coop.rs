@@ -164,8 +164,7 @@ impl KernelKey for Key {
             Load::Strided => 2,
         };
         // matmul's bindings: vec4 reads where the loader reads vec4s, results written as scalars.
-        let read_a = if self.a == Load::Strided { include_str!("shaders/matmul/read_a.wgsl") } else { include_str!("shaders/matmul/read_a4.wgsl") };
-        let read_b = if self.b == Load::Strided { include_str!("shaders/matmul/read_b.wgsl") } else { include_str!("shaders/matmul/read_b4.wgsl") };
+        let (read_a, read_b) = (crate::matmul::read_a(self.a != Load::Strided, false), crate::matmul::read_b(self.b != Load::Strided, false));
         let out = if self.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
         let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16).uint("A_LOAD", load(self.a)).uint("B_LOAD", load(self.b));
         let w = w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl"));

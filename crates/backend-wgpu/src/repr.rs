@@ -5,13 +5,15 @@
 //! |---|---|---|
 //! | f32 | `f32` | f32 |
 //! | f16 | `f16` with SHADER_F16, else `f32` holding an f16-rounded value | f32, rounded on store |
-//! | bf16 | `f32` holding a bf16-rounded value | f32, rounded to bf16 on every store |
+//! | bf16 | at rest two to a `u32` word (`packed.rs`); inside an op `f32` holding a bf16-rounded value | f32, rounded to bf16 on every store |
 //! | f64 | `f64` with SHADER_F64, else `vec2<u32>` words (Metal) | f64; without the feature, on the CPU |
 //! | i64 | `vec2<u32>` (low, high words) | moved and compared here; arithmetic on the CPU |
 //! | u8, bool | `u32` | moved and compared here; arithmetic on the CPU |
 //!
 //! Every kernel handles one element per invocation; sub-word stores (8- or 16-bit) would race
-//! between neighbouring invocations, which is why the small integer types take a word.
+//! between neighbouring invocations, which is why the small integer types take a word, and why
+//! packed bf16 is widened to words on its way into an op and packed on its way out (by kernels
+//! that write whole words). What this module describes for bf16 is the widened form.
 
 use std::borrow::Cow;
 

@@ -225,3 +225,28 @@ fn foreach_updates_write_over_buffers_held_alone() {
     assert_eq!(alias.to_vec_f64().unwrap(), old, "the alias of a shared parameter changed");
     assert_ne!(lists[0][0].to_vec_f64().unwrap(), old, "the shared parameter was not updated");
 }
+
+/// bf16 is held two elements to a word: half of f32's memory, for tensors and for op results;
+/// the f32 words an op computes bf16 on are released when it returns.
+#[test]
+fn bf16_takes_two_bytes_an_element() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let n = 1 << 20;
+    d.synchronize().unwrap();
+    let in_use = || d.memory_stats().unwrap().in_use;
+    let base = in_use();
+    let a = Tensor::randn(&[n], 1, DType::F32, &d).unwrap();
+    let f32_bytes = in_use() - base;
+    let b = a.to_dtype(DType::BF16).unwrap();
+    let bf16_bytes = in_use() - base - f32_bytes;
+    assert_eq!(2 * bf16_bytes, f32_bytes, "a bf16 tensor of {n} elements holds {bf16_bytes} bytes");
+    let c = b.add(&b).unwrap().mul(&b).unwrap().exp().unwrap();
+    assert_eq!(in_use() - base, f32_bytes + 2 * bf16_bytes, "only b and c stay");
+    // The CPU's bf16 arithmetic, within one bf16 rounding (the two exps differ in f32's last bits).
+    let on_cpu = a.to_device(&cpu).unwrap().to_dtype(DType::BF16).unwrap();
+    let want = on_cpu.add(&on_cpu).unwrap().mul(&on_cpu).unwrap().exp().unwrap().to_vec_f64().unwrap();
+    let worst = c.to_vec_f64().unwrap().iter().zip(&want).map(|(g, w)| (g - w).abs() / w.abs().max(1e-30)).fold(0.0, f64::max);
+    assert!(worst <= 1.0 / 128.0, "relative error {worst} against the CPU");
+}

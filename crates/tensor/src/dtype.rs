@@ -81,10 +81,35 @@ macro_rules! element {
 
 element!(f32, F32, |x| x as f64, |v| v as f32);
 element!(f64, F64, |x| x, |v| v);
-element!(f16, F16, |x| x.to_f64(), |v| f16::from_f64(v));
-element!(bf16, BF16, |x| x.to_f64(), |v| bf16::from_f64(v));
+element!(f16, F16, |x| x.to_f64(), |v| f16_from_f64(v));
+element!(bf16, BF16, |x| x.to_f64(), |v| bf16_from_f64(v));
 element!(i64, I64, |x| x as f64, |v| v as i64);
 element!(u8, U8, |x| x as f64, |v| v as u8);
+
+/// `v` rounded to f32 to odd: toward zero, with the last bit set when anything was dropped.
+/// Rounded on to nearest at a precision at least two bits narrower (f16, bf16), this gives
+/// the correctly rounded result, which rounding to nearest twice does not (a value just past a
+/// tie at the narrow precision can become the tie).
+pub fn f32_rounded_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if v.is_nan() || f as f64 == v {
+        return f;
+    }
+    // One step back toward zero where rounding to nearest went up in magnitude.
+    let bits = f.to_bits() - ((f as f64).abs() > v.abs()) as u32;
+    f32::from_bits(bits | 1)
+}
+
+/// `v` rounded to the nearest f16 (ties to even). `half::f16::from_f64` drops the low 32 bits
+/// of `v` before rounding, which can turn a value just past a tie into the tie.
+pub fn f16_from_f64(v: f64) -> f16 {
+    f16::from_f32(f32_rounded_to_odd(v))
+}
+
+/// `v` rounded to the nearest bf16 (ties to even); see [`f16_from_f64`].
+pub fn bf16_from_f64(v: f64) -> bf16 {
+    bf16::from_f32(f32_rounded_to_odd(v))
+}
 
 /// A boolean element, one byte, 0 or 1. (`bool` itself is not `Pod`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -131,5 +156,39 @@ pub fn f64_to_bytes(values: &[f64], dtype: DType) -> Vec<u8> {
         DType::I64 => conv::<i64>(values),
         DType::U8 => conv::<u8>(values),
         DType::Bool => conv::<Bool8>(values),
+    }
+}
+
+#[cfg(test)]
+mod rounding_tests {
+    use super::{bf16_from_f64, f16_from_f64, f32_rounded_to_odd};
+    use half::{bf16, f16};
+
+    #[test]
+    fn values_just_past_a_tie_round_away_from_it() {
+        // 1 + 2^-8 is a bf16 tie; 2^-23 more must round up (half's own from_f64 rounds down).
+        let x = (1.0f32 + 1.0 / 256.0 + 1e-7) as f64;
+        assert_eq!(bf16_from_f64(x), bf16::from_f32(x as f32));
+        assert_eq!(bf16_from_f64(x).to_f32(), 1.0078125);
+        // 1 + 2^-11 is an f16 tie; 2^-23 more must round up.
+        let y = 1.0 + 2f64.powi(-11) + 2f64.powi(-23);
+        assert_eq!(f16_from_f64(y), f16::from_f32(y as f32));
+        // A true f64 just past a tie (by 2^-40): the f32 step alone would make it the tie.
+        let z = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        assert_eq!(bf16_from_f64(z).to_f32(), 1.0078125);
+        assert_eq!(bf16_from_f64(1.0 + 2f64.powi(-8)).to_f32(), 1.0, "an exact tie goes to even");
+    }
+
+    #[test]
+    fn specials_and_extremes_survive() {
+        assert!(bf16_from_f64(f64::NAN).is_nan() && f16_from_f64(f64::NAN).is_nan());
+        assert_eq!(bf16_from_f64(f64::INFINITY), bf16::INFINITY);
+        assert_eq!(bf16_from_f64(-1e300), bf16::NEG_INFINITY);
+        assert_eq!(f16_from_f64(1e6), f16::INFINITY);
+        assert_eq!(bf16_from_f64(-0.0).to_bits(), 0x8000);
+        assert_eq!(f32_rounded_to_odd(1e-300).to_bits(), 1);
+        assert_eq!(f32_rounded_to_odd(-1e-300).to_bits(), 0x8000_0001);
+        assert_eq!(f32_rounded_to_odd(1e300), f32::MAX);
+        assert_eq!(f16_from_f64(65504.0), f16::MAX);
     }
 }

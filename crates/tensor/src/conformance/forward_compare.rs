@@ -84,8 +84,8 @@ fn cast_ref(x: f64, to: DType) -> f64 {
     match to {
         DType::I64 | DType::U8 => x.trunc(),
         DType::Bool => (x != 0.0) as u8 as f64,
-        DType::F16 => f16::from_f64(x).to_f64(),
-        DType::BF16 => bf16::from_f64(x).to_f64(),
+        DType::F16 => crate::dtype::f16_from_f64(x).to_f64(),
+        DType::BF16 => crate::dtype::bf16_from_f64(x).to_f64(),
         DType::F32 => x as f32 as f64,
         DType::F64 => x,
     }

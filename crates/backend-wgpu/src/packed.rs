@@ -1,0 +1,199 @@
+//! bf16 at rest: two elements to a 32-bit word, half the memory of the f32 word the kernels
+//! compute on (`repr.rs`).
+//!
+//! A bf16 tensor's storage holds 16-bit elements (element `2w` in the low half of word `w`,
+//! which is also the little-endian byte order the host uses, so uploads and downloads copy the
+//! bytes as they are). The kernels index their operands one element per invocation, and
+//! neighbouring invocations cannot store halves of one word without racing, so the
+//! boundary of the kernel trait converts: a packed operand is widened to f32 words by one
+//! kernel ([`Key::Widen`], exact), the op runs on those, and a bf16 result is packed back by
+//! another ([`Key::Pack`], which rounds to nearest even and writes each word from one
+//! invocation). The widened copies are released when the op returns; what stays (weights,
+//! activations saved for backward, optimizer state) takes two bytes an element.
+//!
+//! A cast into bf16 packs its source directly (one pass), and a cast from bf16 to f32 is the
+//! widening itself.
+
+use std::sync::Arc;
+
+use liandan_tensor::{BackendStorage, DType, Layout, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{dense, KernelKey, Wgsl};
+use crate::launch::{strided, Operand};
+use crate::repr::Repr;
+use crate::storage::WgpuStorage;
+
+/// Bytes per element of packed bf16.
+pub(crate) const PACKED: usize = 2;
+
+/// One conversion kernel between packed bf16 and the kernels' words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    /// A packed bf16 view to dense f32 words (bf16 as the kernels hold it).
+    Widen,
+    /// A view of a float dtype computed here to dense packed bf16.
+    Pack(DType),
+}
+
+impl Key {
+    /// Elements one invocation handles (`launch` sizes the grid by it).
+    pub(crate) fn per_invocation(&self) -> usize {
+        match self {
+            Key::Widen => 4,
+            Key::Pack(_) => 2,
+        }
+    }
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr);
+        match *self {
+            Key::Widen => w.part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
+            Key::Pack(from) => w.ty("x", from).ty("b", DType::BF16).part(include_str!("shaders/packed/pack.wgsl")),
+        }
+        .build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let mut all = vec![Key::Widen];
+        all.extend(DType::ALL.into_iter().filter(|&d| repr.computes(d)).map(Key::Pack));
+        all
+    }
+}
+
+/// A storage's elements are packed bf16.
+pub(crate) fn is_packed(s: &WgpuStorage) -> bool {
+    s.dtype == DType::BF16 && s.elem_bytes == PACKED
+}
+
+/// A view's elements are packed bf16.
+pub(crate) fn packed_view(s: &Strided) -> bool {
+    s.dtype == DType::BF16 && is_packed(gpu_storage(s))
+}
+
+/// Results of an op, packed where they are bf16 on their way out of the kernel trait.
+pub(crate) trait Outputs: Sized {
+    fn packed(self, b: &WgpuBackend) -> Result<Self>;
+}
+
+impl Outputs for Storage {
+    fn packed(self, b: &WgpuBackend) -> Result<Self> {
+        let s = self.as_any().downcast_ref::<WgpuStorage>().expect("own storage");
+        if s.dtype != DType::BF16 || is_packed(s) {
+            return Ok(self);
+        }
+        let layout = dense(&[s.numel]);
+        b.pack(Strided { storage: &*self, layout: &layout, dtype: DType::BF16 }).map(|p| Arc::new(p) as Storage)
+    }
+}
+
+impl Outputs for (Storage, Storage) {
+    fn packed(self, b: &WgpuBackend) -> Result<Self> {
+        Ok((self.0.packed(b)?, self.1.packed(b)?))
+    }
+}
+
+impl<T: Outputs> Outputs for Vec<T> {
+    fn packed(self, b: &WgpuBackend) -> Result<Self> {
+        self.into_iter().map(|s| s.packed(b)).collect()
+    }
+}
+
+impl WgpuBackend {
+    /// A fresh buffer for `numel` packed bf16 elements.
+    pub(crate) fn packed_output(&self, numel: usize) -> Result<WgpuStorage> {
+        let gpu = self.gpu()?;
+        let bytes = (numel as u64).saturating_mul(PACKED as u64).max(4).next_multiple_of(4);
+        Ok(WgpuStorage { buf: gpu.alloc(bytes)?, elem_bytes: PACKED, numel, dtype: DType::BF16 })
+    }
+
+    /// The packed bf16 view `src` as dense f32 words (what the kernels compute bf16 on).
+    pub(crate) fn widen(&self, src: Strided) -> Result<WgpuStorage> {
+        let out = self.output(DType::BF16, src.layout.numel())?;
+        let operands = [
+            Operand { buffer: gpu_storage(&src).buffer(), layout: Some(src.layout), elem: PACKED as u64 },
+            Operand { buffer: out.buffer(), layout: None, elem: self.repr.gpu_size(DType::BF16) as u64 },
+        ];
+        if self.launch_kernel(Key::Widen.into(), Key::Widen.per_invocation(), src.layout.shape(), &operands, &strided)?.is_err() {
+            // Past what one launch can index or bind: the host widens (bf16 to f32 is exact).
+            let host = self.read_view(src)?;
+            let wide: Vec<f32> = bytemuck::pod_collect_to_vec::<u8, half::bf16>(&host).iter().map(|x| x.to_f32()).collect();
+            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&wide))?;
+        }
+        Ok(out)
+    }
+
+    /// The view `src` of a float dtype (f32, f16, f64 where computed, or bf16 as f32 words)
+    /// rounded to bf16 and packed, dense.
+    pub(crate) fn pack(&self, src: Strided) -> Result<WgpuStorage> {
+        let out = self.packed_output(src.layout.numel())?;
+        let key = Key::Pack(src.dtype);
+        let operands = [
+            Operand { buffer: gpu_storage(&src).buffer(), layout: Some(src.layout), elem: self.repr.gpu_size(src.dtype) as u64 },
+            Operand { buffer: out.buffer(), layout: None, elem: PACKED as u64 },
+        ];
+        let ran = self.repr.computes(src.dtype) && self.launch_kernel(key.into(), key.per_invocation(), src.layout.shape(), &operands, &strided)?.is_ok();
+        if !ran {
+            let host = self.read_view(src)?;
+            let packed: Vec<half::bf16> = match src.dtype {
+                DType::F64 => bytemuck::pod_collect_to_vec::<u8, f64>(&host).into_iter().map(liandan_tensor::dtype::bf16_from_f64).collect(),
+                DType::F16 => bytemuck::pod_collect_to_vec::<u8, half::f16>(&host).into_iter().map(|x| half::bf16::from_f32(x.to_f32())).collect(),
+                DType::BF16 => bytemuck::pod_collect_to_vec::<u8, half::bf16>(&host),
+                _ => bytemuck::pod_collect_to_vec::<u8, f32>(&host).into_iter().map(half::bf16::from_f32).collect(),
+            };
+            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&packed))?;
+        }
+        Ok(out)
+    }
+
+    /// Runs `op` on `views` with every packed bf16 view widened to f32 words first, and packs
+    /// its bf16 results.
+    pub(crate) fn staged<R: Outputs>(&self, views: &[Strided], op: impl FnOnce(&[Strided]) -> Result<R>) -> Result<R> {
+        if !views.iter().any(packed_view) {
+            return op(views)?.packed(self);
+        }
+        let mut wide: Vec<(WgpuStorage, Layout)> = Vec::new();
+        for v in views.iter().filter(|v| packed_view(v)) {
+            wide.push((self.widen(*v)?, dense(v.layout.shape())));
+        }
+        let mut held = wide.iter();
+        let staged: Vec<Strided> = views
+            .iter()
+            .map(|v| match packed_view(v) {
+                true => {
+                    let (s, layout) = held.next().expect("one widened copy per packed view");
+                    Strided { storage: s as &dyn BackendStorage, layout, dtype: v.dtype }
+                }
+                false => *v,
+            })
+            .collect();
+        op(&staged)?.packed(self)
+    }
+
+    /// [`WgpuBackend::staged`], or `op` on `views` as they are where `as_they_are` (an op that
+    /// reads its packed operands itself).
+    pub(crate) fn staged_unless<R: Outputs>(&self, as_they_are: bool, views: &[Strided], op: impl FnOnce(&[Strided]) -> Result<R>) -> Result<R> {
+        match as_they_are {
+            true => op(views)?.packed(self),
+            false => self.staged(views, op),
+        }
+    }
+
+    /// A bf16 fill, packed: each word holds the rounded value twice.
+    pub(crate) fn packed_fill(&self, numel: usize, value: f64) -> Result<Storage> {
+        let out = self.packed_output(numel)?;
+        let bits = liandan_tensor::dtype::bf16_from_f64(value).to_bits() as u32;
+        let word = bits | bits << 16;
+        let words = numel.div_ceil(2);
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, word, 0, 0]);
+        let fill = crate::elementwise::Key::Fill(DType::U8);
+        let operand = [Operand { buffer: out.buffer(), layout: None, elem: 4 }];
+        if self.launch(fill, &[words], &operand, &meta)?.is_err() {
+            let host = vec![half::bf16::from_bits(bits as u16); numel];
+            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&host))?;
+        }
+        Ok(Arc::new(out))
+    }
+}

@@ -1,0 +1,131 @@
+//! bf16 held two elements to a 32-bit word: what goes in comes out bit for bit, views at any
+//! offset and stride read the right halves, and rounding into bf16 is the CPU's (to nearest
+//! even, NaN kept a NaN, overflow to infinity).
+
+use half::bf16;
+use liandan_backend_wgpu as _;
+use liandan_tensor::{DType, Device, Tensor};
+
+mod common;
+use common::gpu;
+
+/// Values whose halves, signs and classes a packing mistake would show.
+fn tricky() -> Vec<bf16> {
+    let mut v: Vec<bf16> =
+        [0.0f32, -0.0, 1.0, -2.5, 3.0e38, -3.0e38, 1.0e-40, -1.0e-40, f32::INFINITY, f32::NEG_INFINITY, 65504.0, 0.1].into_iter().map(bf16::from_f32).collect();
+    v.push(bf16::NAN);
+    v.extend((0..40).map(|i| bf16::from_f32(i as f32 * 0.37 - 7.0)));
+    v
+}
+
+/// A named view of a tensor, and of a pair of them.
+type View = (&'static str, fn(&Tensor) -> Tensor);
+type Pair = (&'static str, fn(&Tensor, &Tensor) -> (Tensor, Tensor));
+
+fn bits(v: &[bf16]) -> Vec<u16> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn uploads_come_back_bit_for_bit_at_any_length() {
+    let Some(d) = gpu() else { return };
+    let all = tricky();
+    for len in [1, 2, 3, 7, 8, all.len()] {
+        let t = Tensor::from_slice(&all[..len], &[len], &d).unwrap();
+        assert_eq!(bits(&t.to_vec::<bf16>().unwrap()), bits(&all[..len]), "length {len}");
+        // Through a kernel: a copy, and a widening to f32.
+        let copied = t.narrow(0, 0, len).unwrap().contiguous().unwrap();
+        assert_eq!(bits(&copied.to_vec::<bf16>().unwrap()), bits(&all[..len]));
+        let wide: Vec<f32> = t.to_dtype(DType::F32).unwrap().to_vec().unwrap();
+        let want: Vec<f32> = all[..len].iter().map(|x| x.to_f32()).collect();
+        assert_eq!(wide.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn views_read_the_right_halves() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values: Vec<bf16> = (0..7 * 9).map(|i| bf16::from_f32(i as f32 - 20.5)).collect();
+    let g = Tensor::from_slice(&values, &[7, 9], &d).unwrap();
+    let c = Tensor::from_slice(&values, &[7, 9], &cpu).unwrap();
+    let views: [View; 5] = [
+        ("odd offset", |t| t.narrow(1, 3, 5).unwrap()),
+        ("odd row", |t| t.narrow(0, 1, 3).unwrap()),
+        ("transposed", |t| t.t().unwrap()),
+        ("broadcast", |t| t.narrow(0, 2, 1).unwrap().expand(&[4, 9]).unwrap()),
+        ("transposed, narrowed", |t| t.t().unwrap().narrow(1, 1, 5).unwrap()),
+    ];
+    for (name, view) in views {
+        let (got, want) = (view(&g), view(&c));
+        assert_eq!(bits(&got.to_vec::<bf16>().unwrap()), bits(&want.to_vec::<bf16>().unwrap()), "{name}: read back");
+        let got = got.mul_scalar(3.0).unwrap().to_vec::<bf16>().unwrap();
+        let want = want.mul_scalar(3.0).unwrap().to_vec::<bf16>().unwrap();
+        assert_eq!(bits(&got), bits(&want), "{name}: through a kernel");
+    }
+}
+
+#[test]
+fn casts_into_bf16_round_as_the_cpu_does() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    // Ties at bf16 precision both ways, values just past them, overflow, subnormals, NaN.
+    let mut values: Vec<f32> =
+        vec![1.0 + 1.0 / 256.0, 1.0 + 3.0 / 256.0, 1.0 + 1.0 / 256.0 + 1e-7, -(1.0 + 3.0 / 256.0), 3.4e38, -3.4e38, 1e-39, 1e-45, f32::NAN];
+    // A NaN whose payload sits below bf16's bits (truncating would make it an infinity).
+    values.push(f32::from_bits(0x7f80_0001));
+    values.extend((0..101).map(|i| (i as f32 - 50.0) * 0.0123));
+    let n = values.len();
+    let twice: Vec<f32> = values.iter().chain(&values).copied().collect();
+    for from in [DType::F32, DType::F16] {
+        let g = Tensor::from_slice(&twice, &[2, n], &d).unwrap().to_dtype(from).unwrap();
+        let c = Tensor::from_slice(&twice, &[2, n], &cpu).unwrap().to_dtype(from).unwrap();
+        // Dense, and strided (a column of the transpose: every element n apart).
+        let views: [View; 2] = [("dense", |t| t.narrow(0, 1, 1).unwrap()), ("strided", |t| t.t().unwrap().narrow(1, 0, 1).unwrap())];
+        for (name, view) in views {
+            let got = view(&g).to_dtype(DType::BF16).unwrap().to_vec::<bf16>().unwrap();
+            let want = view(&c).to_dtype(DType::BF16).unwrap().to_vec::<bf16>().unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan(), "{from} {name} element {i} ({}): {a} against the CPU's {b}", values[i]);
+            }
+        }
+    }
+    let g = Tensor::from_slice(&values, &[n], &d).unwrap().narrow(0, 1, n - 1).unwrap().to_dtype(DType::BF16).unwrap();
+    let c = Tensor::from_slice(&values, &[n], &cpu).unwrap().narrow(0, 1, n - 1).unwrap().to_dtype(DType::BF16).unwrap();
+    let (got, want) = (g.to_vec::<bf16>().unwrap(), c.to_vec::<bf16>().unwrap());
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || a.is_nan() && b.is_nan()), "odd offset: {got:?} against {want:?}");
+}
+
+/// Matrix products read packed operands themselves (in runs of four where aligned, one by one
+/// through any strides): the CPU's bf16 product within bf16 rounding, for dense, transposed,
+/// odd-offset and broadcast operands.
+#[test]
+fn products_read_packed_operands() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values = |n: usize, seed: usize| -> Vec<bf16> { (0..n).map(|i| bf16::from_f32((((i * 7 + seed * 13) % 23) as f32 - 11.0) / 8.0)).collect() };
+    let (a, b) = (values(9 * 16, 1), values(17 * 16, 2));
+    let pairs: [Pair; 4] = [
+        ("dense", |a, b| (a.narrow(0, 0, 8).unwrap(), b.narrow(0, 0, 16).unwrap())),
+        ("transposed rhs", |a, b| (a.narrow(0, 0, 8).unwrap(), b.t().unwrap())),
+        ("odd offset", |a, b| (a.narrow(1, 1, 15).unwrap(), b.narrow(0, 1, 15).unwrap())),
+        ("broadcast batch", |a, b| {
+            (
+                a.narrow(0, 0, 8).unwrap().unsqueeze(0).unwrap().expand(&[3, 8, 16]).unwrap(),
+                b.narrow(0, 0, 16).unwrap().unsqueeze(0).unwrap().expand(&[3, 16, 16]).unwrap(),
+            )
+        }),
+    ];
+    let tg = (Tensor::from_slice(&a, &[9, 16], &d).unwrap(), Tensor::from_slice(&b, &[17, 16], &d).unwrap());
+    let tc = (Tensor::from_slice(&a, &[9, 16], &cpu).unwrap(), Tensor::from_slice(&b, &[17, 16], &cpu).unwrap());
+    for (name, pick) in pairs {
+        let (ga, gb) = pick(&tg.0, &tg.1);
+        let (ca, cb) = pick(&tc.0, &tc.1);
+        let got = ga.matmul(&gb).unwrap().to_vec_f64().unwrap();
+        let want = ca.matmul(&cb).unwrap().to_vec_f64().unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= w.abs() / 128.0 + 1e-6, "{name} element {i}: {g} against the CPU's {w}");
+        }
+    }
+}
