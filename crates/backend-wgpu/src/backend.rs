@@ -255,10 +255,20 @@ impl Backend for WgpuBackend {
     }
 
     fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
+        if packed::packed_view(&x) {
+            if let Some(out) = self.unary_packed(op, x)? {
+                return Ok(out);
+            }
+        }
         self.staged(&[x], |v| self.unary_op(op, v[0]))
     }
 
     fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        if packed::packed_view(&lhs) && packed::packed_view(&rhs) {
+            if let Some(out) = self.binary_packed(op, lhs, rhs)? {
+                return Ok(out);
+            }
+        }
         self.staged(&[lhs, rhs], |v| self.binary_op(op, v[0], v[1]))
     }
 
@@ -271,7 +281,8 @@ impl Backend for WgpuBackend {
     }
 
     fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
-        self.staged(&[x], |v| {
+        // Packed bf16 is read as it is.
+        self.staged_unless(packed::packed_view(&x), &[x], |v| {
             let x = v[0];
             let out = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) || (op == ReduceOp::Sum && !x.dtype.is_float()) { DType::I64 } else { x.dtype };
             let s = x.layout.shape();

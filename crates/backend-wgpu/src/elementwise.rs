@@ -23,6 +23,8 @@ const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
 /// The entry point of the kernels that read ([`Key::per_invocation`] 4).
 const ENTRY4: &str = include_str!("shaders/elementwise4.wgsl");
+/// Reading and rounding packed bf16 words (the packed variants' helpers).
+const PACKED_WORDS: &str = include_str!("shaders/packed/words.wgsl");
 
 /// One elementwise kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,11 +32,18 @@ pub(crate) enum Key {
     Unary(UnaryOp, DType),
     Binary(BinaryOp, DType),
     Compare(CmpOp, DType),
-    Cast { from: DType, to: DType },
+    Cast {
+        from: DType,
+        to: DType,
+    },
     Fill(DType),
     Random(DType),
     Copy(DType),
     Select(DType),
+    /// [`Key::Unary`] and [`Key::Binary`] on packed bf16 (`packed.rs`), two elements an
+    /// invocation, written a word at a time.
+    UnaryPacked(UnaryOp),
+    BinaryPacked(BinaryOp),
 }
 
 const UNARY_OPS: [UnaryOp; 13] = [
@@ -138,6 +147,7 @@ impl Key {
     pub(crate) fn per_invocation(&self) -> usize {
         match self {
             Key::Fill(_) | Key::Random(_) => 1,
+            Key::UnaryPacked(_) | Key::BinaryPacked(_) => 2,
             _ => 4,
         }
     }
@@ -159,6 +169,8 @@ impl Key {
             Key::Cast { from, to } => f64_ok(from) && f64_ok(to),
             Key::Random(d) => repr.computes(d),
             Key::Fill(_) | Key::Copy(_) | Key::Select(_) => true,
+            Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
+            Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
         }
     }
 }
@@ -186,8 +198,17 @@ impl KernelKey for Key {
             Key::Random(d) => w.ty("x", d).part(RANDOM),
             Key::Copy(d) => w.ty("x", d).part(COPY),
             Key::Select(d) => w.ty("x", d).part(SELECT),
+            Key::UnaryPacked(op) => w.ty("x", DType::BF16).part(unary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/unary.wgsl")),
+            Key::BinaryPacked(op) => {
+                w.ty("x", DType::BF16).part(binary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/binary.wgsl"))
+            }
         };
-        if self.per_invocation() == 4 { w.part(ENTRY4) } else { w }.build()
+        match self.per_invocation() {
+            4 => w.part(ENTRY4),
+            2 => w.part(include_str!("shaders/packed/entry2.wgsl")),
+            _ => w,
+        }
+        .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -199,6 +220,8 @@ impl KernelKey for Key {
             out.extend(DType::ALL.map(|to| Key::Cast { from: d, to }));
             out.extend([Key::Fill(d), Key::Random(d), Key::Copy(d), Key::Select(d)]);
         }
+        out.extend(UNARY_OPS.map(Key::UnaryPacked));
+        out.extend(BINARY_OPS.map(Key::BinaryPacked));
         out.retain(|k| k.supported(repr));
         out
     }
@@ -234,6 +257,16 @@ fn fill_words(repr: &Repr, dtype: DType, value: f64) -> Option<[u32; 3]> {
         }
         _ => [(value as f32).to_bits(), 0, 0],
     })
+}
+
+/// A packed bf16 view as a launch operand.
+fn packed_operand<'a>(s: &Strided<'a>) -> Operand<'a> {
+    Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: crate::packed::PACKED as u64 }
+}
+
+/// A dense packed bf16 output as a launch operand.
+fn packed_out(out: &WgpuStorage) -> Operand<'_> {
+    Operand { buffer: out.buffer(), layout: None, elem: crate::packed::PACKED as u64 }
 }
 
 impl WgpuBackend {
@@ -358,6 +391,22 @@ impl WgpuBackend {
             return self.fallback1(format!("binary {op:?} ({})", lhs.dtype), why, &[lhs, rhs], lhs.dtype, |cpu, v| cpu.binary(op, v[0], v[1]));
         }
         Ok(Arc::new(out))
+    }
+
+    /// [`WgpuBackend::unary_op`] on a packed bf16 view, into a packed result; `None` where
+    /// the launch cannot run here (the caller widens instead).
+    pub(crate) fn unary_packed(&self, op: UnaryOp, x: Strided) -> Result<Option<Storage>> {
+        let out = self.packed_output(x.layout.numel())?;
+        let operands = [packed_operand(&x), packed_out(&out)];
+        Ok(self.launch_strided(Key::UnaryPacked(op), x.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
+    }
+
+    /// [`WgpuBackend::binary_op`] on packed bf16 views, into a packed result; `None` as
+    /// [`WgpuBackend::unary_packed`].
+    pub(crate) fn binary_packed(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Option<Storage>> {
+        let out = self.packed_output(lhs.layout.numel())?;
+        let operands = [packed_operand(&lhs), packed_operand(&rhs), packed_out(&out)];
+        Ok(self.launch_strided(Key::BinaryPacked(op), lhs.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
     }
 
     pub(crate) fn compare_op(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {

@@ -80,6 +80,8 @@ pub(crate) struct Key {
     dtype: DType,
     pass: Pass,
     spread: Spread,
+    /// x is packed bf16 (`packed.rs`; the passes that read x only).
+    packed: bool,
 }
 
 /// The bindings and their `load_` / `store_` of a pass (a file of `shaders/reduce/`). A split
@@ -105,7 +107,12 @@ impl KernelKey for Key {
             ReduceOp::Min | ReduceOp::ArgMin => 2,
         };
         let w = Wgsl::new(repr).ty("x", self.dtype).uint("FOLD", fold).uint("T", self.spread.t as u32).flag("COLS", self.spread.cols);
-        w.part(io(self.op, self.pass)).part(REDUCE).build()
+        let input = match (self.pass, self.packed) {
+            (Pass::Finish, _) => "",
+            (_, false) => include_str!("shaders/reduce/in.wgsl"),
+            (_, true) => include_str!("shaders/reduce/in_packed.wgsl"),
+        };
+        w.part(input).part(io(self.op, self.pass)).part(REDUCE).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -113,7 +120,10 @@ impl KernelKey for Key {
         for dtype in DType::ALL.into_iter().filter(|&d| repr.computes(d)) {
             for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::ArgMax, ReduceOp::ArgMin] {
                 for pass in [Pass::Whole, Pass::Split, Pass::Finish] {
-                    out.extend(SPREADS.map(|spread| Key { op, dtype, pass, spread }));
+                    let packings: &[bool] = if dtype == DType::BF16 && pass != Pass::Finish { &[false, true] } else { &[false] };
+                    for &packed in packings {
+                        out.extend(SPREADS.map(|spread| Key { op, dtype, pass, spread, packed }));
+                    }
                 }
             }
         }
@@ -161,11 +171,13 @@ impl WgpuBackend {
         }
         let out = self.output(out_dtype, whole.outputs())?;
         let input = gpu_storage(&x).buffer();
+        // Packed bf16 is read as it is (the result comes out in the kernels' words).
+        let packed = crate::packed::packed_view(&x);
         let [outer, len, inner] = whole.dims;
         let sp = spread(len, inner, outer * inner);
         let groups = (outer * inner).div_ceil(WG / sp.t);
         if groups >= FEW_GROUPS || len < 2 * MIN_CHUNK || x.layout.numel() < SPLIT_MIN {
-            self.reduce_pass(op, x.dtype, Pass::Whole, &whole, &[input, out.buffer()])?;
+            self.reduce_pass(op, x.dtype, Pass::Whole, packed, &whole, &[input, out.buffer()])?;
             return Ok(Arc::new(out));
         }
         let chunks = SPLIT_GROUPS.div_ceil(groups).min(len / MIN_CHUNK);
@@ -177,12 +189,12 @@ impl WgpuBackend {
         let indices = if op == ReduceOp::Sum { None } else { Some(gpu.alloc(n * 4)?) };
         let mut buffers = vec![input, values.buffer()];
         buffers.extend(indices.as_ref().map(|i| i.buffer()));
-        self.reduce_pass(op, x.dtype, Pass::Split, &first, &buffers)?;
+        self.reduce_pass(op, x.dtype, Pass::Split, packed, &first, &buffers)?;
         let chunks = first.chunks;
         let second = Geometry { dims: [outer, chunks, inner], strides: [chunks * inner, inner, 1], offset: 0, chunks: 1, chunk: chunks };
         buffers.remove(0);
         buffers.push(out.buffer());
-        self.reduce_pass(op, x.dtype, Pass::Finish, &second, &buffers)?;
+        self.reduce_pass(op, x.dtype, Pass::Finish, false, &second, &buffers)?;
         Ok(Arc::new(out))
     }
 
@@ -190,15 +202,16 @@ impl WgpuBackend {
     /// compute type of `dtype`, into `out` (the second pass of a split-K matmul).
     pub(crate) fn sum_partials(&self, dtype: DType, splits: usize, n: usize, partials: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<()> {
         let g = Geometry { dims: [1, splits, n], strides: [splits * n, n, 1], offset: 0, chunks: 1, chunk: splits };
-        self.reduce_pass(ReduceOp::Sum, dtype, Pass::Finish, &g, &[partials, out])
+        self.reduce_pass(ReduceOp::Sum, dtype, Pass::Finish, false, &g, &[partials, out])
     }
 
-    fn reduce_pass(&self, op: ReduceOp, dtype: DType, pass: Pass, g: &Geometry, buffers: &[&wgpu::Buffer]) -> Result<()> {
+    /// One pass over `buffers` (x first; `packed`: x is packed bf16).
+    fn reduce_pass(&self, op: ReduceOp, dtype: DType, pass: Pass, packed: bool, g: &Geometry, buffers: &[&wgpu::Buffer]) -> Result<()> {
         let [_, len, inner] = g.dims;
         let outputs = g.outputs();
         let sp = spread(g.chunk.min(len), inner, outputs);
         let gpu = self.gpu()?;
-        let kernel = gpu.kernel(Key { op, dtype, pass, spread: sp })?;
+        let kernel = gpu.kernel(Key { op, dtype, pass, spread: sp, packed })?;
         let meta = g.meta().expect("checked by the caller");
         gpu.dispatch(&kernel, &meta, buffers, grid(outputs.div_ceil(WG / sp.t) * WG))
     }

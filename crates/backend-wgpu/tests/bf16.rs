@@ -49,6 +49,8 @@ fn views_read_the_right_halves() {
     let values: Vec<bf16> = (0..7 * 9).map(|i| bf16::from_f32(i as f32 - 20.5)).collect();
     let g = Tensor::from_slice(&values, &[7, 9], &d).unwrap();
     let c = Tensor::from_slice(&values, &[7, 9], &cpu).unwrap();
+    let others: Vec<bf16> = values.iter().rev().map(|v| bf16::from_f32(v.to_f32() * 0.25)).collect();
+    let (g2, c2) = (Tensor::from_slice(&others, &[7, 9], &d).unwrap(), Tensor::from_slice(&others, &[7, 9], &cpu).unwrap());
     let views: [View; 5] = [
         ("odd offset", |t| t.narrow(1, 3, 5).unwrap()),
         ("odd row", |t| t.narrow(0, 1, 3).unwrap()),
@@ -59,9 +61,13 @@ fn views_read_the_right_halves() {
     for (name, view) in views {
         let (got, want) = (view(&g), view(&c));
         assert_eq!(bits(&got.to_vec::<bf16>().unwrap()), bits(&want.to_vec::<bf16>().unwrap()), "{name}: read back");
-        let got = got.mul_scalar(3.0).unwrap().to_vec::<bf16>().unwrap();
-        let want = want.mul_scalar(3.0).unwrap().to_vec::<bf16>().unwrap();
-        assert_eq!(bits(&got), bits(&want), "{name}: through a kernel");
+        // Through kernels: with a scalar, and with the same view of another tensor.
+        let (got, want) = (got.mul_scalar(3.0).unwrap(), want.mul_scalar(3.0).unwrap());
+        assert_eq!(bits(&got.to_vec::<bf16>().unwrap()), bits(&want.to_vec::<bf16>().unwrap()), "{name}: through a kernel");
+        let got = got.sub(&view(&g2)).unwrap().exp().unwrap().to_vec::<bf16>().unwrap();
+        let want = want.sub(&view(&c2)).unwrap().exp().unwrap().to_vec::<bf16>().unwrap();
+        let close = got.iter().zip(&want).all(|(a, b)| a == b || (a.to_f32() - b.to_f32()).abs() <= b.to_f32().abs() / 128.0);
+        assert!(close, "{name}: two views: {got:?} against {want:?}");
     }
 }
 
@@ -126,6 +132,34 @@ fn products_read_packed_operands() {
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!((g - w).abs() <= w.abs() / 128.0 + 1e-6, "{name} element {i}: {g} against the CPU's {w}");
+        }
+    }
+}
+
+/// Reductions read packed views themselves: sums, maxima and their indices along either axis
+/// of odd-offset and transposed views, against the CPU.
+#[test]
+fn reductions_read_packed_views() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values: Vec<bf16> = (0..9 * 33).map(|i| bf16::from_f32(((i * 17 % 29) as f32 - 14.0) / 4.0)).collect();
+    let g = Tensor::from_slice(&values, &[9, 33], &d).unwrap();
+    let c = Tensor::from_slice(&values, &[9, 33], &cpu).unwrap();
+    let views: [View; 3] = [("odd offset", |t| t.narrow(1, 1, 31).unwrap()), ("transposed", |t| t.t().unwrap()), ("odd row", |t| t.narrow(0, 3, 5).unwrap())];
+    for (name, view) in views {
+        for dim in [0usize, 1] {
+            let (gv, cv) = (view(&g), view(&c));
+            let got = gv.sum(&[dim], false).unwrap().to_vec_f64().unwrap();
+            let want = cv.sum(&[dim], false).unwrap().to_vec_f64().unwrap();
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!((a - b).abs() <= b.abs() / 128.0 + 1e-3, "{name} sum over {dim}, element {i}: {a} against the CPU's {b}");
+            }
+            assert_eq!(gv.max(dim, false).unwrap().to_vec_f64().unwrap(), cv.max(dim, false).unwrap().to_vec_f64().unwrap(), "{name} max over {dim}");
+            assert_eq!(
+                gv.argmax(dim, false).unwrap().to_vec::<i64>().unwrap(),
+                cv.argmax(dim, false).unwrap().to_vec::<i64>().unwrap(),
+                "{name} argmax over {dim}"
+            );
         }
     }
 }

@@ -1,5 +1,3 @@
 // A whole reduction (sum, max, min) of x into values y.
-@group(0) @binding(1) var<storage, read> x: array<S_x>;
-fn load_(k: u32, j: u32) -> Acc { return Acc(load_x(x[k]), j); }
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
 fn store_(o: u32, a: Acc) { y[o] = store_x(a.v); }
