@@ -239,9 +239,12 @@ impl Backend for WgpuBackend {
     }
 
     fn copy(&self, src: Strided) -> Result<Storage> {
-        match packed::packed_view(&src) {
-            true => Ok(Arc::new(self.pack(Strided { storage: &self.widen(src)?, layout: &crate::kernels::dense(src.layout.shape()), dtype: src.dtype })?)),
-            false => self.copy_view(src),
+        if !packed::packed_view(&src) {
+            return self.copy_view(src);
+        }
+        match self.copy_packed(src)? {
+            Some(out) => Ok(out),
+            None => Ok(Arc::new(self.pack(Strided { storage: &self.widen(src)?, layout: &crate::kernels::dense(src.layout.shape()), dtype: src.dtype })?)),
         }
     }
 
@@ -400,8 +403,9 @@ impl Backend for WgpuBackend {
     }
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // The convolutions read packed bf16 operands as they are (all of them packed).
-        let conv = matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_));
+        // The convolutions and GELU read packed bf16 operands as they are (all of them packed).
+        let conv =
+            matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) | FusedOp::Gelu | FusedOp::GeluBackward);
         if !inputs.iter().any(packed::packed_view) || conv && inputs.iter().all(packed::packed_view) {
             return self.fused_op(op, inputs).map(|r| r.and_then(|out| out.packed(self)));
         }

@@ -44,6 +44,8 @@ pub(crate) enum Key {
     /// invocation, written a word at a time.
     UnaryPacked(UnaryOp),
     BinaryPacked(BinaryOp),
+    /// [`Key::Copy`] of packed bf16.
+    CopyPacked,
 }
 
 const UNARY_OPS: [UnaryOp; 13] = [
@@ -147,7 +149,7 @@ impl Key {
     pub(crate) fn per_invocation(&self) -> usize {
         match self {
             Key::Fill(_) | Key::Random(_) => 1,
-            Key::UnaryPacked(_) | Key::BinaryPacked(_) => 2,
+            Key::UnaryPacked(_) | Key::BinaryPacked(_) | Key::CopyPacked => 2,
             _ => 4,
         }
     }
@@ -168,7 +170,7 @@ impl Key {
             Key::Compare(_, d) => repr.computes(d) || !d.is_float(),
             Key::Cast { from, to } => f64_ok(from) && f64_ok(to),
             Key::Random(d) => repr.computes(d),
-            Key::Fill(_) | Key::Copy(_) | Key::Select(_) => true,
+            Key::Fill(_) | Key::Copy(_) | Key::Select(_) | Key::CopyPacked => true,
             Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
         }
@@ -202,6 +204,9 @@ impl KernelKey for Key {
             Key::BinaryPacked(op) => {
                 w.ty("x", DType::BF16).part(binary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/binary.wgsl"))
             }
+            Key::CopyPacked => {
+                w.ty("x", DType::BF16).part(include_str!("shaders/packed/identity.wgsl")).part(PACKED_WORDS).part(include_str!("shaders/packed/unary.wgsl"))
+            }
         };
         match self.per_invocation() {
             4 => w.part(ENTRY4),
@@ -222,6 +227,7 @@ impl KernelKey for Key {
         }
         out.extend(UNARY_OPS.map(Key::UnaryPacked));
         out.extend(BINARY_OPS.map(Key::BinaryPacked));
+        out.push(Key::CopyPacked);
         out.retain(|k| k.supported(repr));
         out
     }
@@ -399,6 +405,14 @@ impl WgpuBackend {
         let out = self.packed_output(x.layout.numel())?;
         let operands = [packed_operand(&x), packed_out(&out)];
         Ok(self.launch_strided(Key::UnaryPacked(op), x.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
+    }
+
+    /// [`WgpuBackend::copy_view`] of a packed bf16 view, packed; `None` as
+    /// [`WgpuBackend::unary_packed`].
+    pub(crate) fn copy_packed(&self, x: Strided) -> Result<Option<Storage>> {
+        let out = self.packed_output(x.layout.numel())?;
+        let operands = [packed_operand(&x), packed_out(&out)];
+        Ok(self.launch_strided(Key::CopyPacked, x.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
     }
 
     /// [`WgpuBackend::binary_op`] on packed bf16 views, into a packed result; `None` as

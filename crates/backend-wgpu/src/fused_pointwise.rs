@@ -7,11 +7,14 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::packed::packed_view;
 use crate::repr::Repr;
 
 const ERF: &str = include_str!("shaders/erf.wgsl");
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
+const PACKED_WORDS: &str = include_str!("shaders/packed/words.wgsl");
+const PACKED_ENTRY: &str = include_str!("shaders/packed/entry2.wgsl");
 
 /// An elementwise fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -36,20 +39,27 @@ impl Kernel {
 pub(crate) struct Key {
     kernel: Kernel,
     dtype: DType,
+    /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
+    packed: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let main = match self.kernel {
-            Kernel::Gelu => GELU,
-            Kernel::GeluBackward => GELU_BACKWARD,
-        };
-        Wgsl::new(repr).ty("x", self.dtype).part(ERF).part(main).build()
+        let w = Wgsl::new(repr).ty("x", self.dtype).part(ERF);
+        match (self.kernel, self.packed) {
+            (Kernel::Gelu, false) => w.part(GELU),
+            (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
+            (Kernel::Gelu, true) => w.part(PACKED_WORDS).part(include_str!("shaders/packed/gelu.wgsl")).part(PACKED_ENTRY),
+            (Kernel::GeluBackward, true) => w.part(PACKED_WORDS).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(PACKED_ENTRY),
+        }
+        .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [Kernel::Gelu, Kernel::GeluBackward].into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype }));
-        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+        let keys = [Kernel::Gelu, Kernel::GeluBackward].into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false }));
+        let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
+        all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true }));
+        all
     }
 }
 
@@ -71,12 +81,15 @@ impl WgpuBackend {
         for v in inputs {
             meta.push(u32::try_from(v.layout.offset()).ok()?);
         }
+        // Packed bf16 inputs (all of them, as `Backend::fused` hands them over) make a packed
+        // output, a word an invocation.
+        let packed = packed_view(first);
         Some((|| {
-            let kernel = gpu.kernel(Key { kernel, dtype })?;
-            let out = self.output(dtype, numel)?;
+            let kernel = gpu.kernel(Key { kernel, dtype, packed })?;
+            let out = if packed { self.packed_output(numel)? } else { self.output(dtype, numel)? };
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.push(out.buffer());
-            gpu.dispatch(&kernel, &meta, &buffers, grid(numel))?;
+            gpu.dispatch(&kernel, &meta, &buffers, grid(if packed { numel.div_ceil(2) } else { numel }))?;
             Ok(vec![Arc::new(out) as Storage])
         })())
     }

@@ -1,0 +1,13 @@
+// FusedOp::Gelu on packed bf16 (`fused_gelu.wgsl` one word at a time; the entry point is
+// packed/entry2.wgsl's). Meta: params[0] = number of elements, params[1] = x's element offset.
+
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+
+fn value_(i: u32) -> f32 {
+    let e = params[1] + i;
+    let v = widen_(x[e >> 1u], e);
+    return v * normal_cdf(v);
+}
+
+fn put_(w: u32, v: u32) { y[w] = v; }
