@@ -276,10 +276,20 @@ impl Backend for WgpuBackend {
     }
 
     fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        if packed::packed_view(&lhs) && packed::packed_view(&rhs) {
+            if let Some(out) = self.compare_packed(op, lhs, rhs)? {
+                return Ok(out);
+            }
+        }
         self.staged(&[lhs, rhs], |v| self.compare_op(op, v[0], v[1]))
     }
 
     fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
+        if packed::packed_view(&on_true) && packed::packed_view(&on_false) {
+            if let Some(out) = self.select_packed(cond, on_true, on_false)? {
+                return Ok(out);
+            }
+        }
         self.staged(&[cond, on_true, on_false], |v| self.select_op(v[0], v[1], v[2]))
     }
 

@@ -46,6 +46,10 @@ pub(crate) enum Key {
     BinaryPacked(BinaryOp),
     /// [`Key::Copy`] of packed bf16.
     CopyPacked,
+    /// [`Key::Compare`] of packed bf16 views (into bool words, four an invocation).
+    ComparePacked(CmpOp),
+    /// [`Key::Select`] between packed bf16 views, into packed bf16.
+    SelectPacked,
 }
 
 const UNARY_OPS: [UnaryOp; 13] = [
@@ -149,7 +153,7 @@ impl Key {
     pub(crate) fn per_invocation(&self) -> usize {
         match self {
             Key::Fill(_) | Key::Random(_) => 1,
-            Key::UnaryPacked(_) | Key::BinaryPacked(_) | Key::CopyPacked => 2,
+            Key::UnaryPacked(_) | Key::BinaryPacked(_) | Key::CopyPacked | Key::SelectPacked => 2,
             _ => 4,
         }
     }
@@ -170,7 +174,7 @@ impl Key {
             Key::Compare(_, d) => repr.computes(d) || !d.is_float(),
             Key::Cast { from, to } => f64_ok(from) && f64_ok(to),
             Key::Random(d) => repr.computes(d),
-            Key::Fill(_) | Key::Copy(_) | Key::Select(_) | Key::CopyPacked => true,
+            Key::Fill(_) | Key::Copy(_) | Key::Select(_) | Key::CopyPacked | Key::ComparePacked(_) | Key::SelectPacked => true,
             Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
         }
@@ -204,6 +208,13 @@ impl KernelKey for Key {
             Key::BinaryPacked(op) => {
                 w.ty("x", DType::BF16).part(binary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/binary.wgsl"))
             }
+            Key::ComparePacked(op) => w
+                .ty("x", DType::BF16)
+                .uint("OP", cmp_code(op))
+                .part(include_str!("shaders/compare/float.wgsl"))
+                .part(PACKED_WORDS)
+                .part(include_str!("shaders/packed/compare.wgsl")),
+            Key::SelectPacked => w.ty("x", DType::BF16).part(PACKED_WORDS).part(include_str!("shaders/packed/select.wgsl")),
             Key::CopyPacked => {
                 w.ty("x", DType::BF16).part(include_str!("shaders/packed/identity.wgsl")).part(PACKED_WORDS).part(include_str!("shaders/packed/unary.wgsl"))
             }
@@ -227,7 +238,8 @@ impl KernelKey for Key {
         }
         out.extend(UNARY_OPS.map(Key::UnaryPacked));
         out.extend(BINARY_OPS.map(Key::BinaryPacked));
-        out.push(Key::CopyPacked);
+        out.extend(CMP_OPS.map(Key::ComparePacked));
+        out.extend([Key::CopyPacked, Key::SelectPacked]);
         out.retain(|k| k.supported(repr));
         out
     }
@@ -413,6 +425,22 @@ impl WgpuBackend {
         let out = self.packed_output(x.layout.numel())?;
         let operands = [packed_operand(&x), packed_out(&out)];
         Ok(self.launch_strided(Key::CopyPacked, x.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
+    }
+
+    /// [`WgpuBackend::compare_op`] on packed bf16 views; `None` as
+    /// [`WgpuBackend::unary_packed`].
+    pub(crate) fn compare_packed(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Option<Storage>> {
+        let out = self.output(DType::Bool, lhs.layout.numel())?;
+        let operands = [packed_operand(&lhs), packed_operand(&rhs), self.dense_out(&out)];
+        Ok(self.launch_strided(Key::ComparePacked(op), lhs.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
+    }
+
+    /// [`WgpuBackend::select_op`] between packed bf16 views, packed; `None` as
+    /// [`WgpuBackend::unary_packed`].
+    pub(crate) fn select_packed(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Option<Storage>> {
+        let out = self.packed_output(cond.layout.numel())?;
+        let operands = [self.operand(&cond), packed_operand(&on_true), packed_operand(&on_false), packed_out(&out)];
+        Ok(self.launch_strided(Key::SelectPacked, cond.layout.shape(), &operands)?.ok().map(|()| Arc::new(out) as Storage))
     }
 
     /// [`WgpuBackend::binary_op`] on packed bf16 views, into a packed result; `None` as

@@ -49,7 +49,9 @@ fn views_read_the_right_halves() {
     let values: Vec<bf16> = (0..7 * 9).map(|i| bf16::from_f32(i as f32 - 20.5)).collect();
     let g = Tensor::from_slice(&values, &[7, 9], &d).unwrap();
     let c = Tensor::from_slice(&values, &[7, 9], &cpu).unwrap();
-    let others: Vec<bf16> = values.iter().rev().map(|v| bf16::from_f32(v.to_f32() * 0.25)).collect();
+    // Each value 0.5 above or below its neighbour in `values`, by parity: a comparison that
+    // read the other half of a word would disagree.
+    let others: Vec<bf16> = values.iter().enumerate().map(|(i, v)| bf16::from_f32(v.to_f32() + if i % 2 == 0 { 0.5 } else { -0.5 })).collect();
     let (g2, c2) = (Tensor::from_slice(&others, &[7, 9], &d).unwrap(), Tensor::from_slice(&others, &[7, 9], &cpu).unwrap());
     let views: [View; 5] = [
         ("odd offset", |t| t.narrow(1, 3, 5).unwrap()),
@@ -68,6 +70,15 @@ fn views_read_the_right_halves() {
         let want = want.sub(&view(&c2)).unwrap().exp().unwrap().to_vec::<bf16>().unwrap();
         let close = got.iter().zip(&want).all(|(a, b)| a == b || (a.to_f32() - b.to_f32()).abs() <= b.to_f32().abs() / 128.0);
         assert!(close, "{name}: two views: {got:?} against {want:?}");
+        // A comparison of two views, and a choice between them (ReLU's pieces).
+        let (ga, gb, ca, cb) = (view(&g), view(&g2), view(&c), view(&c2));
+        let (gm, cm) = (ga.gt(&gb).unwrap(), ca.gt(&cb).unwrap());
+        assert_eq!(gm.to_vec::<liandan_tensor::Bool8>().unwrap(), cm.to_vec::<liandan_tensor::Bool8>().unwrap(), "{name}: gt");
+        let got = Tensor::where_cond(&gm, &gb, &ga).unwrap().to_vec::<bf16>().unwrap();
+        let want = Tensor::where_cond(&cm, &cb, &ca).unwrap().to_vec::<bf16>().unwrap();
+        assert_eq!(bits(&got), bits(&want), "{name}: where");
+        let relu = |t: &Tensor| t.relu().unwrap().to_vec::<bf16>().unwrap();
+        assert_eq!(bits(&relu(&ga)), bits(&relu(&ca)), "{name}: relu");
     }
 }
 
