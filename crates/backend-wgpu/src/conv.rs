@@ -34,7 +34,7 @@ use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{k_splits, read_a, read_b, write_y, Load, LOAD_A, TILE};
 use crate::matmul_coop::{self, Variant, MATMUL_COOP};
-use crate::packed::{is_packed, packed_view};
+use crate::packed::{is_packed, packed_view, with_words};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -91,6 +91,7 @@ impl KernelKey for Key {
         let pad = k.h == 1;
         let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
+        let w = if k.packed { with_words(w) } else { w };
         let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {

@@ -9,6 +9,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand, Ran};
+use crate::packed::{with_words, ENTRY2};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -23,8 +24,6 @@ const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
 /// The entry point of the kernels that read ([`Key::per_invocation`] 4).
 const ENTRY4: &str = include_str!("shaders/elementwise4.wgsl");
-/// Reading and rounding packed bf16 words (the packed variants' helpers).
-const PACKED_WORDS: &str = include_str!("shaders/packed/words.wgsl");
 
 /// One elementwise kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -204,24 +203,19 @@ impl KernelKey for Key {
             Key::Random(d) => w.ty("x", d).part(RANDOM),
             Key::Copy(d) => w.ty("x", d).part(COPY),
             Key::Select(d) => w.ty("x", d).part(SELECT),
-            Key::UnaryPacked(op) => w.ty("x", DType::BF16).part(unary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/unary.wgsl")),
-            Key::BinaryPacked(op) => {
-                w.ty("x", DType::BF16).part(binary_body(op, DType::BF16)).part(PACKED_WORDS).part(include_str!("shaders/packed/binary.wgsl"))
-            }
-            Key::ComparePacked(op) => w
-                .ty("x", DType::BF16)
-                .uint("OP", cmp_code(op))
+            Key::UnaryPacked(op) => with_words(w.ty("x", DType::BF16)).part(unary_body(op, DType::BF16)).part(include_str!("shaders/packed/unary.wgsl")),
+            Key::BinaryPacked(op) => with_words(w.ty("x", DType::BF16)).part(binary_body(op, DType::BF16)).part(include_str!("shaders/packed/binary.wgsl")),
+            Key::ComparePacked(op) => with_words(w.ty("x", DType::BF16).uint("OP", cmp_code(op)))
                 .part(include_str!("shaders/compare/float.wgsl"))
-                .part(PACKED_WORDS)
                 .part(include_str!("shaders/packed/compare.wgsl")),
-            Key::SelectPacked => w.ty("x", DType::BF16).part(PACKED_WORDS).part(include_str!("shaders/packed/select.wgsl")),
+            Key::SelectPacked => with_words(w.ty("x", DType::BF16)).part(include_str!("shaders/packed/select.wgsl")),
             Key::CopyPacked => {
-                w.ty("x", DType::BF16).part(include_str!("shaders/packed/identity.wgsl")).part(PACKED_WORDS).part(include_str!("shaders/packed/unary.wgsl"))
+                with_words(w.ty("x", DType::BF16)).part(include_str!("shaders/packed/identity.wgsl")).part(include_str!("shaders/packed/unary.wgsl"))
             }
         };
         match self.per_invocation() {
             4 => w.part(ENTRY4),
-            2 => w.part(include_str!("shaders/packed/entry2.wgsl")),
+            2 => w.part(ENTRY2),
             _ => w,
         }
         .build()

@@ -7,14 +7,12 @@ use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
-use crate::packed::packed_view;
+use crate::packed::{packed_view, with_words, ENTRY2};
 use crate::repr::Repr;
 
 const ERF: &str = include_str!("shaders/erf.wgsl");
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
-const PACKED_WORDS: &str = include_str!("shaders/packed/words.wgsl");
-const PACKED_ENTRY: &str = include_str!("shaders/packed/entry2.wgsl");
 
 /// An elementwise fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,8 +47,8 @@ impl KernelKey for Key {
         match (self.kernel, self.packed) {
             (Kernel::Gelu, false) => w.part(GELU),
             (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
-            (Kernel::Gelu, true) => w.part(PACKED_WORDS).part(include_str!("shaders/packed/gelu.wgsl")).part(PACKED_ENTRY),
-            (Kernel::GeluBackward, true) => w.part(PACKED_WORDS).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(PACKED_ENTRY),
+            (Kernel::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
+            (Kernel::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
         }
         .build()
     }

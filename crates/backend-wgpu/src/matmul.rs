@@ -15,7 +15,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::matmul_coop;
-use crate::packed::packed_view;
+use crate::packed::{packed_view, with_words};
 use crate::repr::Repr;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
@@ -140,6 +140,7 @@ impl KernelKey for Key {
         let unroll = matches!(dtype, DType::F32 | DType::F64);
         let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll);
+        let w = if v.packed { with_words(w) } else { w };
         w.part(read_a).part(read_b).part(out).part(write).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 

@@ -50,8 +50,8 @@ impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr);
         match *self {
-            Key::Widen => w.part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
-            Key::Pack(from) => w.ty("x", from).ty("b", DType::BF16).part(include_str!("shaders/packed/pack.wgsl")),
+            Key::Widen => with_words(w).part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
+            Key::Pack(from) => with_words(w.ty("x", from)).part(include_str!("shaders/packed/pack.wgsl")).part(ENTRY2),
         }
         .build()
     }
@@ -61,6 +61,16 @@ impl KernelKey for Key {
         all.extend(DType::ALL.into_iter().filter(|&d| repr.computes(d)).map(Key::Pack));
         all
     }
+}
+
+/// The entry point of the kernels that write packed bf16 a word an invocation (`value_(i)`
+/// and `put_(w, word)` from the file before it).
+pub(crate) const ENTRY2: &str = include_str!("shaders/packed/entry2.wgsl");
+
+/// `w` with the packed-word helpers (`shaders/packed/words.wgsl`: `widen_`, `widen4_`,
+/// `narrow_`) and the bf16 rounding they use.
+pub(crate) fn with_words(w: Wgsl<'_>) -> Wgsl<'_> {
+    w.ty("b", DType::BF16).part(include_str!("shaders/packed/words.wgsl"))
 }
 
 /// A storage's elements are packed bf16.

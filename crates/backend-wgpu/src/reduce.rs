@@ -107,6 +107,7 @@ impl KernelKey for Key {
             ReduceOp::Min | ReduceOp::ArgMin => 2,
         };
         let w = Wgsl::new(repr).ty("x", self.dtype).uint("FOLD", fold).uint("T", self.spread.t as u32).flag("COLS", self.spread.cols);
+        let w = if self.packed { crate::packed::with_words(w) } else { w };
         let input = match (self.pass, self.packed) {
             (Pass::Finish, _) => "",
             (_, false) => include_str!("shaders/reduce/in.wgsl"),

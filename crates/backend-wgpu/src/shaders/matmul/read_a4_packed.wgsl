@@ -1,10 +1,4 @@
-// a held as packed bf16 (`packed.rs`), read in aligned runs of four (two words) and widened.
+// a held as packed bf16 (packed/words.wgsl), read in aligned runs of four (two words).
 @group(0) @binding(1) var<storage, read> a: array<vec2<u32>>;
-fn fetch_a4(i: u32) -> vec4<C_x> {
-    let w = a[i / 4u];
-    return bitcast<vec4<f32>>(vec4<u32>(w.x << 16u, w.x & 0xffff0000u, w.y << 16u, w.y & 0xffff0000u));
-}
-fn fetch_a(i: u32) -> C_x {
-    let w = a[i / 4u][(i % 4u) / 2u];
-    return bitcast<f32>(select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u));
-}
+fn fetch_a4(i: u32) -> vec4<C_x> { return widen4_(a[i / 4u]); }
+fn fetch_a(i: u32) -> C_x { return widen_(a[i / 4u][(i % 4u) / 2u], i); }
