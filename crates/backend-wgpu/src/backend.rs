@@ -69,7 +69,7 @@ impl WgpuBackend {
     }
 
     /// Records that `what` ran on the CPU and why, warning the first time.
-    fn note_fallback(&self, what: &str, why: Why) {
+    pub(crate) fn note_fallback(&self, what: &str, why: Why) {
         let key = match why {
             Why::Unsupported => what.to_string(),
             Why::Limit(limit) => format!("{what}: {limit}"),
@@ -214,17 +214,17 @@ impl Backend for WgpuBackend {
             // The copy kernel cannot bind this buffer: gather the view on the host.
             return self.read_view(src);
         }
-        let (bytes, storage) = if direct {
+        let bytes = if direct {
             let s = gpu_storage(&src);
             let end = (start + numel as u64 * size).next_multiple_of(4).min(s.buffer().size());
-            (gpu.read_windows(s.buffer(), start, end)?, None)
+            gpu.read_windows(s.buffer(), start, end)?
         } else {
+            // (A copy is held as its source is: packed bf16 stays packed.)
             let copy = self.copy(src)?;
             let s = copy.as_any().downcast_ref::<WgpuStorage>().expect("own storage");
-            (gpu.read(s.buffer(), 0, (numel as u64 * size).max(4).next_multiple_of(4))?, Some(copy))
+            gpu.read(s.buffer(), 0, (numel as u64 * size).max(4).next_multiple_of(4))?
         };
-        let s = storage.as_ref().map_or(gpu_storage(&src), |c| c.as_any().downcast_ref::<WgpuStorage>().expect("own storage"));
-        Ok(self.host_bytes(s, &bytes[..numel * size as usize]))
+        Ok(self.host_bytes(gpu_storage(&src), &bytes[..numel * size as usize]))
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
@@ -414,27 +414,18 @@ impl Backend for WgpuBackend {
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         // The convolutions and GELU read packed bf16 operands as they are (all of them packed).
-        let conv =
+        let reads_packed =
             matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) | FusedOp::Gelu | FusedOp::GeluBackward);
-        if !inputs.iter().any(packed::packed_view) || conv && inputs.iter().all(packed::packed_view) {
-            return self.fused_op(op, inputs).map(|r| r.and_then(|out| out.packed(self)));
-        }
-        // Widened only when this device has the fused kernel (else the composite runs).
-        let mut ran = true;
-        let out = self.staged(inputs, |v| match self.fused_op(op, v) {
-            Some(r) => r,
-            None => {
-                ran = false;
-                Ok(Vec::new())
-            }
-        });
-        ran.then_some(out)
+        let as_they_are = reads_packed && inputs.iter().all(packed::packed_view);
+        self.staged_fused(as_they_are, inputs, |v| self.fused_op(op, v))
     }
 
     fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
+        if !lists.iter().flatten().any(packed::packed_view) {
+            return self.fused_update_foreach(op, lists).map(|r| r.and_then(|out| out.packed(self)));
+        }
         let views: Vec<Strided> = lists.iter().flatten().copied().collect();
-        let mut ran = true;
-        let out = self.staged(&views, |v| {
+        self.staged_fused(false, &views, |v| {
             let mut rest = v;
             let staged: Vec<Vec<Strided>> = lists
                 .iter()
@@ -444,15 +435,8 @@ impl Backend for WgpuBackend {
                     list.to_vec()
                 })
                 .collect();
-            match self.fused_update_foreach(op, &staged) {
-                Some(r) => r,
-                None => {
-                    ran = false;
-                    Ok(Vec::new())
-                }
-            }
-        });
-        ran.then_some(out)
+            self.fused_update_foreach(op, &staged)
+        })
     }
 
     fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {

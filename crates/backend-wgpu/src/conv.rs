@@ -32,7 +32,7 @@ use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Stri
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{k_splits, read_a, read_b, write_y, Load, LOAD_A, TILE};
+use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, TILE};
 use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::repr::Repr;
@@ -86,7 +86,7 @@ impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
         let out = if k.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
-        let write = write_y(k.out4, k.packed && k.out4 && !k.partial);
+        let write = write_y(k.out4, packs_y(k.packed, k.out4, k.partial));
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
         let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
@@ -550,7 +550,7 @@ impl WgpuBackend {
     /// kernel writes it so (packed operands, y in vec4s, K not split), else as the kernels
     /// hold the dtype.
     fn conv_output(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool, strided: bool) -> Result<WgpuStorage> {
-        match packed && tiling.coop.is_none() && tiling.splits == 1 && plan.out4(geom, strided) {
+        match packs_y(packed, plan.out4(geom, strided), tiling.splits > 1) {
             true => self.packed_output(plan.total),
             false => self.output(dtype, plan.total),
         }
@@ -589,7 +589,7 @@ impl WgpuBackend {
                 },
                 None => {
                     let out4 = plan.out4(geom, strided);
-                    debug_assert_eq!(is_packed(out), ops.packed && out4 && !partial, "the output is packed where the kernel packs it");
+                    debug_assert_eq!(is_packed(out), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
                     gpu.kernel(Key { pass: plan.pass, dtype, h: bm as u32 / 64, a4, aligned: plan.aligned, out4, partial, strided, phase, packed: ops.packed })?
                 }
             };

@@ -9,7 +9,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand, Ran};
-use crate::packed::{with_words, ENTRY2};
+use crate::packed::{packed_operand, packed_out, with_words, ENTRY2};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -271,18 +271,8 @@ fn fill_words(repr: &Repr, dtype: DType, value: f64) -> Option<[u32; 3]> {
     })
 }
 
-/// A packed bf16 view as a launch operand.
-fn packed_operand<'a>(s: &Strided<'a>) -> Operand<'a> {
-    Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: crate::packed::PACKED as u64 }
-}
-
-/// A dense packed bf16 output as a launch operand.
-fn packed_out(out: &WgpuStorage) -> Operand<'_> {
-    Operand { buffer: out.buffer(), layout: None, elem: crate::packed::PACKED as u64 }
-}
-
 impl WgpuBackend {
-    fn operand<'a>(&self, s: &Strided<'a>) -> Operand<'a> {
+    pub(crate) fn operand<'a>(&self, s: &Strided<'a>) -> Operand<'a> {
         Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: self.repr.gpu_size(s.dtype) as u64 }
     }
 

@@ -48,10 +48,15 @@ struct Variant {
 }
 
 impl Variant {
-    /// Whether the kernel writes y as packed bf16: packed operands, y in vec4s, no split of K.
     fn packs_y(&self) -> bool {
-        self.packed && self.out4 && !self.partial
+        packs_y(self.packed, self.out4, self.partial)
     }
+}
+
+/// Whether a product (matmul's or a convolution's) writes y as packed bf16: its operands are
+/// packed, it writes y in vec4s (a word pair an invocation's alone) and K is not split.
+pub(crate) fn packs_y(packed: bool, out4: bool, partial: bool) -> bool {
+    packed && out4 && !partial
 }
 
 /// The binding and reads of the a operand (`fetch_a`, `fetch_a4`): in vec4s or scalars, as

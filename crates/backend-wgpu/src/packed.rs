@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use liandan_tensor::{BackendStorage, DType, Layout, Result, Storage, Strided};
 
-use crate::backend::{gpu_storage, WgpuBackend};
+use liandan_tensor::fallback::{on_cpu, HostTensor};
+
+use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand};
 use crate::repr::Repr;
@@ -73,6 +75,16 @@ pub(crate) fn with_words(w: Wgsl<'_>) -> Wgsl<'_> {
     w.ty("b", DType::BF16).part(include_str!("shaders/packed/words.wgsl"))
 }
 
+/// A packed bf16 view as a launch operand.
+pub(crate) fn packed_operand<'a>(s: &Strided<'a>) -> Operand<'a> {
+    Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: PACKED as u64 }
+}
+
+/// A dense packed bf16 output as a launch operand.
+pub(crate) fn packed_out(out: &WgpuStorage) -> Operand<'_> {
+    Operand { buffer: out.buffer(), layout: None, elem: PACKED as u64 }
+}
+
 /// A storage's elements are packed bf16.
 pub(crate) fn is_packed(s: &WgpuStorage) -> bool {
     s.dtype == DType::BF16 && s.elem_bytes == PACKED
@@ -122,15 +134,11 @@ impl WgpuBackend {
     /// The packed bf16 view `src` as dense f32 words (what the kernels compute bf16 on).
     pub(crate) fn widen(&self, src: Strided) -> Result<WgpuStorage> {
         let out = self.output(DType::BF16, src.layout.numel())?;
-        let operands = [
-            Operand { buffer: gpu_storage(&src).buffer(), layout: Some(src.layout), elem: PACKED as u64 },
-            Operand { buffer: out.buffer(), layout: None, elem: self.repr.gpu_size(DType::BF16) as u64 },
-        ];
-        if self.launch_kernel(Key::Widen.into(), Key::Widen.per_invocation(), src.layout.shape(), &operands, &strided)?.is_err() {
-            // Past what one launch can index or bind: the host widens (bf16 to f32 is exact).
-            let host = self.read_view(src)?;
-            let wide: Vec<f32> = bytemuck::pod_collect_to_vec::<u8, half::bf16>(&host).iter().map(|x| x.to_f32()).collect();
-            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&wide))?;
+        let operands = [packed_operand(&src), Operand { buffer: out.buffer(), layout: None, elem: self.repr.gpu_size(DType::BF16) as u64 }];
+        if let Err(why) = self.launch_kernel(Key::Widen.into(), Key::Widen.per_invocation(), src.layout.shape(), &operands, &strided)? {
+            // The f32 values are the words.
+            let bytes = self.cast_on_cpu(src, DType::F32, why)?;
+            self.gpu()?.upload(out.buffer(), 0, &bytes)?;
         }
         Ok(out)
     }
@@ -140,22 +148,26 @@ impl WgpuBackend {
     pub(crate) fn pack(&self, src: Strided) -> Result<WgpuStorage> {
         let out = self.packed_output(src.layout.numel())?;
         let key = Key::Pack(src.dtype);
-        let operands = [
-            Operand { buffer: gpu_storage(&src).buffer(), layout: Some(src.layout), elem: self.repr.gpu_size(src.dtype) as u64 },
-            Operand { buffer: out.buffer(), layout: None, elem: PACKED as u64 },
-        ];
-        let ran = self.repr.computes(src.dtype) && self.launch_kernel(key.into(), key.per_invocation(), src.layout.shape(), &operands, &strided)?.is_ok();
-        if !ran {
-            let host = self.read_view(src)?;
-            let packed: Vec<half::bf16> = match src.dtype {
-                DType::F64 => bytemuck::pod_collect_to_vec::<u8, f64>(&host).into_iter().map(liandan_tensor::dtype::bf16_from_f64).collect(),
-                DType::F16 => bytemuck::pod_collect_to_vec::<u8, half::f16>(&host).into_iter().map(|x| half::bf16::from_f32(x.to_f32())).collect(),
-                DType::BF16 => bytemuck::pod_collect_to_vec::<u8, half::bf16>(&host),
-                _ => bytemuck::pod_collect_to_vec::<u8, f32>(&host).into_iter().map(half::bf16::from_f32).collect(),
-            };
-            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&packed))?;
+        let operands = [self.operand(&src), packed_out(&out)];
+        let ran = match self.repr.computes(src.dtype) {
+            true => self.launch_kernel(key.into(), key.per_invocation(), src.layout.shape(), &operands, &strided)?,
+            false => Err(Why::Unsupported),
+        };
+        if let Err(why) = ran {
+            // The host's bf16 bytes are the packed words.
+            let bytes = self.cast_on_cpu(src, DType::BF16, why)?;
+            self.gpu()?.upload(out.buffer(), 0, &bytes)?;
         }
         Ok(out)
+    }
+
+    /// `src` cast to `to` by the CPU backend, as host bytes (what a conversion that cannot run
+    /// here falls back to, noted as every fallback is).
+    fn cast_on_cpu(&self, src: Strided, to: DType, why: Why) -> Result<Vec<u8>> {
+        let what = format!("cast ({} -> {to})", src.dtype);
+        self.note_fallback(&what, why);
+        let host = HostTensor { bytes: self.read_view(src)?, shape: src.layout.shape(), dtype: src.dtype };
+        Ok(on_cpu(&what, vec![host], &[to], |cpu, v| Ok(vec![cpu.cast(v[0], to)?]))?.remove(0))
     }
 
     /// Runs `op` on `views` with every packed bf16 view widened to f32 words first, and packs
@@ -191,6 +203,27 @@ impl WgpuBackend {
         }
     }
 
+    /// [`WgpuBackend::staged_unless`] for a fused op, which may have no kernel here (`None`:
+    /// the composite runs); packed operands are widened only when it has one.
+    pub(crate) fn staged_fused<R: Outputs + Default>(
+        &self,
+        as_they_are: bool,
+        views: &[Strided],
+        op: impl FnOnce(&[Strided]) -> Option<Result<R>>,
+    ) -> Option<Result<R>> {
+        if as_they_are || !views.iter().any(packed_view) {
+            return op(views).map(|r| r.and_then(|out| out.packed(self)));
+        }
+        let mut ran = true;
+        let out = self.staged(views, |v| {
+            op(v).unwrap_or_else(|| {
+                ran = false;
+                Ok(R::default())
+            })
+        });
+        ran.then_some(out)
+    }
+
     /// A bf16 fill, packed: each word holds the rounded value twice.
     pub(crate) fn packed_fill(&self, numel: usize, value: f64) -> Result<Storage> {
         let out = self.packed_output(numel)?;
@@ -199,6 +232,7 @@ impl WgpuBackend {
         let words = numel.div_ceil(2);
         let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, word, 0, 0]);
         let fill = crate::elementwise::Key::Fill(DType::U8);
+        // A u8 fill writes its word as it is.
         let operand = [Operand { buffer: out.buffer(), layout: None, elem: 4 }];
         if self.launch(fill, &[words], &operand, &meta)?.is_err() {
             let host = vec![half::bf16::from_bits(bits as u16); numel];
