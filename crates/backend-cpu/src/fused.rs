@@ -97,36 +97,46 @@ pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: us
     }
 }
 
-/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` to `[2, N, H]` (h', then c'), row by row
-/// on the row kernels of [`Real`] (vectorized in f32).
+/// The gates of row `r` widened: `gates`'s, plus `more`'s (the second term of
+/// `lstm_cell_sum`) with the sum rounded to `T` as the add's kernel would round it.
+fn gate_row<T: Elem>(gates: &[T], more: Option<&[T]>, r: usize, width: usize) -> Vec<T::Acc> {
+    let row = &gates[r * width..][..width];
+    match more {
+        Some(more) => row.iter().zip(&more[r * width..][..width]).map(|(a, b)| T::narrow(a.widen() + b.widen()).widen()).collect(),
+        None => wide(row),
+    }
+}
+
+/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` (and a second gate term) to `[2, N, H]`
+/// (h', then c'), row by row on the row kernels of [`Real`] (vectorized in f32).
 fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell", inputs)?;
-    let (gates, c) = (&v[0], &v[1]);
+    let (gates, c, more) = (&v[0], &v[1], v.get(2).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
     let mut out = vec![T::default(); 2 * n * h];
     let (hs, cs) = out.split_at_mut(n * h);
     rows(hs, h, cs, h, |r, h_row, c_row| {
         let (mut h_new, mut c_new) = (wide(h_row), wide(c_row));
-        T::Acc::lstm_cell_row(&wide(&gates[r * 4 * h..][..4 * h]), &wide(&c[r * h..][..h]), &mut h_new, &mut c_new);
+        T::Acc::lstm_cell_row(&gate_row(gates, more, r, 4 * h), &wide(&c[r * h..][..h]), &mut h_new, &mut c_new);
         narrow_into(h_row, &h_new);
         narrow_into(c_row, &c_new);
     });
     Ok(vec![T::wrap(out.into())])
 }
 
-/// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dout `[2, N, H]` to dgates
-/// `[N, 4H]` and dc `[N, H]`.
+/// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dh' and dc' `[N, H]` (and the
+/// second gate term) to dgates `[N, 4H]` and dc `[N, H]`.
 fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell_backward", inputs)?;
-    let (gates, c, out, dout) = (&v[0], &v[1], &v[2], &v[3]);
+    let (gates, c, out, dh, dc_new, more) = (&v[0], &v[1], &v[2], &v[3], &v[4], v.get(5).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
     let mut dgates = vec![T::default(); n * 4 * h];
     let mut dc = vec![T::default(); n * h];
     rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
         let row = |xs: &[T], at: usize| wide(&xs[at + r * h..][..h]);
         let (mut dg, mut dcw) = (wide(dg_row), wide(dc_row));
-        let gates = wide(&gates[r * 4 * h..][..4 * h]);
-        T::Acc::lstm_cell_backward_row(&gates, &row(c, 0), &row(out, n * h), &row(dout, 0), &row(dout, n * h), &mut dg, &mut dcw);
+        let gates = gate_row(gates, more, r, 4 * h);
+        T::Acc::lstm_cell_backward_row(&gates, &row(c, 0), &row(out, n * h), &row(dh, 0), &row(dc_new, 0), &mut dg, &mut dcw);
         narrow_into(dg_row, &dg);
         narrow_into(dc_row, &dcw);
     });

@@ -30,17 +30,21 @@ const KERNELS: [Kernel; 2] = [Kernel::LstmCell, Kernel::LstmCellBackward];
 pub(crate) struct Key {
     kernel: Kernel,
     dtype: DType,
+    /// Whether the gates come in two terms (`lstm_cell_sum`) that the kernel adds.
+    sum: bool,
 }
 
 impl Key {
-    /// The kernel running `op` over `dtype`, or `None` when this backend has none.
-    fn of(repr: &Repr, op: &FusedOp, dtype: DType) -> Option<Key> {
-        let kernel = match op {
-            FusedOp::LstmCell => Kernel::LstmCell,
-            FusedOp::LstmCellBackward => Kernel::LstmCellBackward,
+    /// The kernel running `op` over `dtype` with `inputs` operands, or `None` when this
+    /// backend has none.
+    fn of(repr: &Repr, op: &FusedOp, dtype: DType, inputs: usize) -> Option<Key> {
+        let (kernel, sum) = match op {
+            FusedOp::LstmCell => (Kernel::LstmCell, inputs == 3),
+            FusedOp::LstmCellBackward => (Kernel::LstmCellBackward, inputs == 6),
             _ => return None,
         };
-        Key { kernel, dtype }.supported(repr).then_some(Key { kernel, dtype })
+        let key = Key { kernel, dtype, sum };
+        key.supported(repr).then_some(key)
     }
 
     fn supported(&self, repr: &Repr) -> bool {
@@ -50,15 +54,16 @@ impl Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let kernel = match self.kernel {
-            Kernel::LstmCell => LSTM_CELL,
-            Kernel::LstmCellBackward => LSTM_CELL_BACKWARD,
+        // The meta slot of the second gate term's offset: after every other input's.
+        let (kernel, more) = match self.kernel {
+            Kernel::LstmCell => (LSTM_CELL, 4),
+            Kernel::LstmCellBackward => (LSTM_CELL_BACKWARD, 7),
         };
-        Wgsl::new(repr).ty("x", self.dtype).part(LSTM).part(kernel).build()
+        Wgsl::new(repr).ty("x", self.dtype).flag("SUM", self.sum).uint("MORE", more).part(LSTM).part(kernel).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = KERNELS.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype }));
+        let keys = KERNELS.into_iter().flat_map(|kernel| DType::ALL.into_iter().flat_map(move |dtype| [false, true].map(|sum| Key { kernel, dtype, sum })));
         keys.filter(|k| k.supported(repr)).collect()
     }
 }
@@ -98,7 +103,7 @@ impl WgpuBackend {
         }
         let dtype = inputs.first()?.dtype;
         let (outputs, units) = lstm_outputs(op, inputs)?;
-        let key = Key::of(&self.repr, op, dtype)?;
+        let key = Key::of(&self.repr, op, dtype, inputs.len())?;
         if inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
         }
@@ -114,6 +119,12 @@ impl WgpuBackend {
             let kernel = gpu.kernel(key)?;
             let outs = outputs.iter().map(|&n| self.output(dtype, n)).collect::<Result<Vec<_>>>()?;
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
+            if !key.sum {
+                // The kernel binds a second gate term either way; without one it is the
+                // gates again, never read.
+                buffers.push(gpu_storage(&inputs[0]).buffer());
+                meta.push(0);
+            }
             buffers.extend(outs.iter().map(|o| o.buffer()));
             gpu.dispatch(&kernel, &meta, &buffers, grid(units))?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())

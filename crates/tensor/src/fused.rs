@@ -62,12 +62,15 @@ pub enum FusedOp {
     /// h' = o * tanh(c')
     /// ```
     ///
-    /// Inputs: `gates` `[N, 4H]` (pre-activation), `c` `[N, H]`. Output: one `[2, N, H]`
-    /// buffer holding `h'` then `c'`.
+    /// Inputs: `gates` `[N, 4H]` (pre-activation), `c` `[N, H]`, and for
+    /// [`Tensor::lstm_cell_sum`] a third, a second `[N, 4H]` term of the gates: the kernel
+    /// reads `gates + term`, rounded to the dtype as the add's kernel would round it. Output:
+    /// one `[2, N, H]` buffer holding `h'` then `c'`.
     LstmCell,
     /// The gradient of [`FusedOp::LstmCell`]. Inputs: `gates` `[N, 4H]`, `c` `[N, H]`, the
-    /// forward's output `[2, N, H]` (`h'`, `c'`) and its gradient `[2, N, H]` (`dh'`, `dc'`).
-    /// Outputs: `dgates` `[N, 4H]` and `dc` `[N, H]`.
+    /// forward's output `[2, N, H]` (`h'`, `c'`), the gradients `dh'` and `dc'` (`[N, H]`
+    /// each), then the forward's second gate term where it had one. Outputs: `dgates` `[N,
+    /// 4H]` (the gradient of either gate term) and `dc` `[N, H]`.
     LstmCellBackward,
     /// Exact GELU ([`Tensor::gelu`]), `y = 0.5 x (1 + erf(x / sqrt 2))`, elementwise. Input:
     /// `x`. Output: `y`, shaped like `x`.

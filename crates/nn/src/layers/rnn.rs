@@ -407,13 +407,13 @@ impl<C: Cell> RnnConfig<C> {
         for t in steps {
             let gx = xp.select(0usize, t)?;
             if let Some(c_prev) = &c {
-                // A zero h contributes nothing: the first step from no state skips its product.
-                let gates = match &h {
-                    Some(h) => gx.add(&h.matmul(&w_hh_t)?)?,
-                    None => gx,
+                // The gate arithmetic is one op, a single kernel where the device has one,
+                // which adds the recurrent product itself. A zero h contributes nothing: the
+                // first step from no state skips its product.
+                let (h_new, c_new) = match &h {
+                    Some(h) => Tensor::lstm_cell_sum(&gx, &h.matmul(&w_hh_t)?, c_prev)?,
+                    None => Tensor::lstm_cell(&gx, c_prev)?,
                 };
-                // The gate arithmetic is one op, a single kernel where the device has one.
-                let (h_new, c_new) = Tensor::lstm_cell(&gates, c_prev)?;
                 h = Some(h_new);
                 c = Some(c_new);
             } else {

@@ -89,7 +89,8 @@ pub(crate) enum GradFn {
         dim: usize,
     },
     Softplus,
-    /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`; output `[2, N, H]`.
+    /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`, then the second gate term
+    /// of `lstm_cell_sum`; output `[2, N, H]`.
     LstmCell,
     /// The fused GELU's rule (the composite's own is its primitives').
     Gelu,
@@ -295,10 +296,7 @@ impl GradFn {
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
             GradFn::Gelu => one(Tensor::gelu_backward(g, x)?),
-            GradFn::LstmCell => {
-                let (dgates, dc) = Tensor::lstm_cell_backward(g, x, &inputs[1], out)?;
-                Ok(vec![Some(dgates), Some(dc)])
-            }
+            GradFn::LstmCell => Tensor::lstm_cell_backward(Some(&g.select(0usize, 0)?), Some(&g.select(0usize, 1)?), inputs, out),
             GradFn::BatchNorm { mean, invstd } => {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())

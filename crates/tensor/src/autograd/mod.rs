@@ -196,18 +196,14 @@ impl Tensor {
         grads.insert(self.id(), grad.detach());
         for t in order {
             let dense = grads.remove(&t.id());
-            // Each gathered join is attributed to its first piece, whose forward result names the layer.
-            let g = match pieces.remove(&t.id()) {
-                Some(p) => plus(dense, crate::observe::in_backward_of(|| "narrow".into(), p[0].from, || narrow::assemble(&t, p))?)?,
-                None => dense,
-            };
-            let g = match products.remove(&t.id()) {
-                Some(p) => plus(g, crate::observe::in_backward_of(|| "matmul".into(), p[0].from, || products::assemble(&t, p))?)?,
-                None => g,
-            };
-            let Some(g) = g else { continue };
+            let joins = pieces.remove(&t.id());
+            let prods = products.remove(&t.id());
+            if dense.is_none() && joins.is_none() && prods.is_none() {
+                continue;
+            }
             let Some(node) = t.node() else {
                 // A leaf: accumulate into .grad.
+                let g = joined(&t, dense, joins, prods)?;
                 if t.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed) {
                     let total = match t.grad() {
                         Some(old) => old.add(&g)?,
@@ -222,6 +218,31 @@ impl Tensor {
                 let taken = if retain_graph { state.clone() } else { state.take() };
                 taken.ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?
             };
+            // Pieces alone, at a rule that takes them as they are: no join (`narrow::route`).
+            let joins = match joins {
+                Some(p) if dense.is_none() && prods.is_none() => {
+                    match crate::observe::in_backward_of(|| grad_fn.name(), t.id(), || narrow::route(&grad_fn, &inputs, &t.detach(), p))? {
+                        Ok(parts) => {
+                            for (input, parts) in inputs.iter().zip(parts) {
+                                for part in parts {
+                                    match part {
+                                        narrow::Part::Dense(g) => deposit(&mut grads, grad_fn.name(), input, g)?,
+                                        narrow::Part::Piece(p) if input.requires_grad() => {
+                                            let grad = if p.grad.dtype() != input.dtype() { p.grad.to_dtype(input.dtype())? } else { p.grad };
+                                            pieces.entry(input.id()).or_default().push(narrow::Piece { grad, ..p });
+                                        }
+                                        narrow::Part::Piece(_) => {}
+                                    }
+                                }
+                            }
+                            continue;
+                        }
+                        Err(p) => Some(p),
+                    }
+                }
+                other => other,
+            };
+            let g = joined(&t, dense, joins, prods)?;
             if let (GradFn::Narrow { dim, start, .. }, true) = (&grad_fn, narrow::gathering()) {
                 let input = &inputs[0];
                 if input.requires_grad() {
@@ -243,28 +264,45 @@ impl Tensor {
                 },
             )?;
             for (input, ig) in inputs.iter().zip(input_grads) {
-                let Some(ig) = ig else { continue };
-                if !input.requires_grad() {
-                    continue;
+                if let Some(ig) = ig {
+                    deposit(&mut grads, grad_fn.name(), input, ig)?;
                 }
-                if ig.shape() != input.shape() {
-                    return Err(Error::Autograd(format!(
-                        "internal: the {} rule gave a gradient of shape {:?} for an input of shape {:?}",
-                        grad_fn.name(),
-                        ig.shape(),
-                        input.shape()
-                    )));
-                }
-                let ig = if ig.dtype() != input.dtype() { ig.to_dtype(input.dtype())? } else { ig };
-                let total = match grads.remove(&input.id()) {
-                    Some(old) => old.add(&ig)?,
-                    None => ig,
-                };
-                grads.insert(input.id(), total);
             }
         }
         Ok(())
     }
+}
+
+/// The whole gradient of `t` from what arrived for it: a dense sum, gathered narrow pieces and
+/// gathered products (at least one of them).
+fn joined(t: &Tensor, dense: Option<Tensor>, joins: Option<Vec<narrow::Piece>>, prods: Option<Vec<products::Piece>>) -> Result<Tensor> {
+    // Each gathered join is attributed to its first piece, whose forward result names the layer.
+    let g = match joins {
+        Some(p) => plus(dense, crate::observe::in_backward_of(|| "narrow".into(), p[0].from, || narrow::assemble(t, p))?)?,
+        None => dense,
+    };
+    let g = match prods {
+        Some(p) => plus(g, crate::observe::in_backward_of(|| "matmul".into(), p[0].from, || products::assemble(t, p))?)?,
+        None => g,
+    };
+    Ok(g.expect("joined is called with some gradient"))
+}
+
+/// Adds `ig`, the gradient the rule `rule` gave `input`, to the dense gradients gathered for it.
+fn deposit(grads: &mut HashMap<u64, Tensor>, rule: impl std::fmt::Display, input: &Tensor, ig: Tensor) -> Result<()> {
+    if !input.requires_grad() {
+        return Ok(());
+    }
+    if ig.shape() != input.shape() {
+        return Err(Error::Autograd(format!("internal: the {rule} rule gave a gradient of shape {:?} for an input of shape {:?}", ig.shape(), input.shape())));
+    }
+    let ig = if ig.dtype() != input.dtype() { ig.to_dtype(input.dtype())? } else { ig };
+    let total = match grads.remove(&input.id()) {
+        Some(old) => old.add(&ig)?,
+        None => ig,
+    };
+    grads.insert(input.id(), total);
+    Ok(())
 }
 
 /// `dense + joined`, or `joined` alone when no dense gradient arrived.

@@ -15,6 +15,7 @@
 
 use std::cell::Cell;
 
+use super::GradFn;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -107,4 +108,55 @@ fn join(input: &Tensor, mut layer: Vec<Piece>, zero: &mut Option<Tensor>) -> Res
         parts.push(gap(shape[dim] - at)?);
     }
     Tensor::cat(&parts.iter().collect::<Vec<_>>(), dim)
+}
+
+/// One share of a gradient routed to an input: whole, or a piece of it still to be joined.
+pub(crate) enum Part {
+    Dense(Tensor),
+    Piece(Piece),
+}
+
+/// The gradients of `inputs` from `pieces`, the whole gradient of the output `out` of a node
+/// whose rule can take them without their join: a `cat` (so a `stack`) hands each piece to
+/// the input it lies in, and gives nothing to the inputs no piece reaches, where the join
+/// would have made zeros for them to add (an RNN's outputs, of which a model reads the last
+/// step); the LSTM cell's rule takes `dh'` and `dc'` apart, where the join would have copied
+/// them into one `[2, N, H]` buffer for each step. `Err(pieces)`, unchanged, when the rule
+/// cannot (pieces along another dim, or across two inputs): the caller joins them then.
+pub(crate) fn route(grad_fn: &GradFn, inputs: &[Tensor], out: &Tensor, pieces: Vec<Piece>) -> Result<std::result::Result<Vec<Vec<Part>>, Vec<Piece>>> {
+    match grad_fn {
+        GradFn::Cat { dim, sizes } => {
+            let starts: Vec<usize> = sizes.iter().scan(0, |at, &s| Some(std::mem::replace(at, *at + s))).collect();
+            let owner = |p: &Piece| (0..sizes.len()).find(|&i| p.dim == *dim && starts[i] <= p.start && p.end() <= starts[i] + sizes[i]);
+            if !pieces.iter().all(|p| owner(p).is_some()) {
+                return Ok(Err(pieces));
+            }
+            let mut parts: Vec<Vec<Part>> = (0..inputs.len()).map(|_| Vec::new()).collect();
+            for p in pieces {
+                let i = owner(&p).expect("checked above");
+                parts[i].push(if p.grad.shape()[*dim] == sizes[i] { Part::Dense(p.grad) } else { Part::Piece(Piece { start: p.start - starts[i], ..p }) });
+            }
+            Ok(Ok(parts))
+        }
+        GradFn::LstmCell => {
+            // `h'` and `c'` are `select`s of the `[2, N, H]` output: pieces of one row each.
+            if !pieces.iter().all(|p| p.dim == 0 && p.grad.shape()[0] == 1) {
+                return Ok(Err(pieces));
+            }
+            let row = |k: usize| -> Result<Option<Tensor>> {
+                let mut total: Option<Tensor> = None;
+                for p in pieces.iter().filter(|p| p.start == k) {
+                    let g = p.grad.squeeze(0usize)?;
+                    total = Some(match total {
+                        Some(t) => t.add(&g)?,
+                        None => g,
+                    });
+                }
+                Ok(total)
+            };
+            let grads = Tensor::lstm_cell_backward(row(0)?.as_ref(), row(1)?.as_ref(), inputs, out)?;
+            Ok(Ok(grads.into_iter().map(|g| g.map(Part::Dense).into_iter().collect()).collect()))
+        }
+        _ => Ok(Err(pieces)),
+    }
 }

@@ -139,13 +139,14 @@ pub fn check_fused(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Resul
     }
 }
 
-/// Whether `device`'s backend has its own kernel for `op` (calls it directly on small inputs).
+/// Whether `device`'s backend has its own kernel for `op` (calls it directly on small inputs;
+/// for the LSTM cell, with the gates in one term and in two).
 pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let (n, h) = (3, 5);
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
     let inputs = match op {
         FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
-        FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[2, n, h], 4)],
+        FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
         FusedOp::Gelu => vec![t(&[n, h], 1)],
         FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
         FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
@@ -177,12 +178,18 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };
-    let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
-    let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
-    match device.backend().fused(op, &views) {
-        None => false,
-        Some(r) => r.map(|outs| outs.len() == op.outputs()).unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())),
-    }
+    let runs = |inputs: &[Tensor]| {
+        let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
+        let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
+        match device.backend().fused(op, &views) {
+            None => false,
+            Some(r) => r.map(|outs| outs.len() == op.outputs()).unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())),
+        }
+    };
+    // The LSTM cell's kernels also take the gates in two terms (`lstm_cell_sum`): both forms.
+    let mut with_sum = inputs.clone();
+    with_sum.push(t(&[n, 4 * h], 6));
+    runs(&inputs) && (!matches!(op, FusedOp::LstmCell | FusedOp::LstmCellBackward) || runs(&with_sum))
 }
 
 /// `LIANDAN_FUSION`'s thread-local twin: `no_fusion` turns fusion off and restores it, nested.
@@ -226,6 +233,33 @@ pub fn lstm_cell_forward(d: &Device) {
             }
             assert_close(&format!("{what}: h'"), &hn.to_vec_f64().unwrap(), &want_h, atol, rtol);
             assert_close(&format!("{what}: c'"), &cn.to_vec_f64().unwrap(), &want_c, atol, rtol);
+            // The same gates as two terms the cell adds: g - b and b.
+            let bv: Vec<f64> = values(n * 4 * h, 33).iter().map(|b| 3.0 * b).collect();
+            let av: Vec<f64> = g.iter().zip(&bv).map(|(g, b)| g - b).collect();
+            let (a, b) = (from_values(d, &[n, 4 * h], &av, dtype).0, from_values(d, &[n, 4 * h], &bv, dtype).0);
+            let (a, b) = if strided { (strided_input(d, &[n, 4 * h], &av, dtype), b) } else { (a, b) };
+            let (hs, cs) = Tensor::lstm_cell_sum(&a, &b, &c).unwrap_or_else(|e| panic!("{what}, gates in two terms: {e}"));
+            // Halves round the terms and their sum: a looser bound there.
+            let (satol, srtol) = if dtype.size_in_bytes() == 2 { (4.0 * atol, 4.0 * rtol) } else { (atol, rtol) };
+            assert_close(&format!("{what}, gates in two terms: h'"), &hs.to_vec_f64().unwrap(), &want_h, satol, srtol);
+            assert_close(&format!("{what}, gates in two terms: c'"), &cs.to_vec_f64().unwrap(), &want_c, satol, srtol);
+            // Exactly the result of adding the terms first.
+            let (ha, ca) = Tensor::lstm_cell(&a.add(&b).unwrap(), &c).unwrap();
+            let exact = if dtype.size_in_bytes() >= 4 { 0.0 } else { atol };
+            assert_close(
+                &format!("{what}: lstm_cell_sum against lstm_cell of the added terms, h'"),
+                &hs.to_vec_f64().unwrap(),
+                &ha.to_vec_f64().unwrap(),
+                exact,
+                0.0,
+            );
+            assert_close(
+                &format!("{what}: lstm_cell_sum against lstm_cell of the added terms, c'"),
+                &cs.to_vec_f64().unwrap(),
+                &ca.to_vec_f64().unwrap(),
+                exact,
+                0.0,
+            );
         }
     }
 }
@@ -236,11 +270,20 @@ pub fn lstm_cell_matches_composite(d: &Device) {
         let (h, c) = Tensor::lstm_cell(&x[0], &x[1])?;
         Ok(vec![h, c])
     };
+    let cell_sum = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (h, c) = Tensor::lstm_cell_sum(&x[0], &x[1], &x[2])?;
+        Ok(vec![h, c])
+    };
     for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F16, 2e-2, 2e-2), (DType::BF16, 1e-1, 5e-2)] {
         for (n, h) in [(1, 1), (3, 7), (16, 65)] {
             let gates = Tensor::from_f64s(&values(n * 4 * h, 41), &[n, 4 * h], dtype, d).unwrap();
             let c = Tensor::from_f64s(&values(n * h, 42), &[n, h], dtype, d).unwrap();
-            check_fused(&format!("lstm_cell {dtype} N {n} H {h}"), &[gates, c], cell, atol, rtol);
+            check_fused(&format!("lstm_cell {dtype} N {n} H {h}"), &[gates, c.clone()], cell, atol, rtol);
+            let (a, b) = (
+                Tensor::from_f64s(&values(n * 4 * h, 43), &[n, 4 * h], dtype, d).unwrap(),
+                Tensor::from_f64s(&values(n * 4 * h, 44), &[n, 4 * h], dtype, d).unwrap(),
+            );
+            check_fused(&format!("lstm_cell_sum {dtype} N {n} H {h}"), &[a, b, c], cell_sum, atol, rtol);
         }
     }
     // Two steps chained, only h' of the second used: the first step's c' gets its gradient
@@ -254,6 +297,14 @@ pub fn lstm_cell_matches_composite(d: &Device) {
     let inputs = [(&[n, 4 * h][..], 43), (&[n, 4 * h][..], 44), (&[n, h][..], 45), (&[h, 4 * h][..], 46)]
         .map(|(s, seed)| Tensor::from_f64s(&values(s.iter().product(), seed), s, DType::F32, d).unwrap());
     check_fused("two chained lstm_cell steps", &inputs, two_steps, 1e-5, 1e-5);
+    // The same with the second step's product added by the cell, both steps' outputs stacked
+    // and only the last read, as the LSTM layer runs them.
+    let two_steps_sum = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (h1, c1) = Tensor::lstm_cell(&x[0], &x[2])?;
+        let (h2, _) = Tensor::lstm_cell_sum(&x[1], &h1.matmul(&x[3])?, &c1)?;
+        Ok(vec![Tensor::stack(&[&h1, &h2], 1usize)?.select(1usize, 1)?])
+    };
+    check_fused("two chained lstm_cell_sum steps", &inputs, two_steps_sum, 1e-5, 1e-5);
 }
 
 /// The backward rule against finite differences in f64, with fusion on and off.
@@ -266,6 +317,13 @@ pub fn lstm_cell_grads(d: &Device) {
         let what = if fused { "lstm_cell (fused where the device can)" } else { "lstm_cell (composite)" };
         let run = || {
             check_grads(what, &[leaf(d, &[3, 8], 51), leaf(d, &[3, 2], 52)], cell, 1e-7, 1e-6);
+            check_grads(
+                &format!("{what}, gates in two terms, c' only"),
+                &[leaf(d, &[3, 8], 55), strided_leaf(d, &[3, 8], 56), leaf(d, &[3, 2], 57)],
+                |x| Ok(Tensor::lstm_cell_sum(&x[0], &x[1], &x[2])?.1),
+                1e-7,
+                1e-6,
+            );
             check_grads(
                 &format!("{what}, strided, h' only"),
                 &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)],
@@ -296,7 +354,13 @@ pub fn lstm_cell_errors(d: &Device) {
     for (gates, c, why) in cases {
         let err = Tensor::lstm_cell(&gates, &c).err().unwrap_or_else(|| panic!("lstm_cell accepted operands where {why}"));
         assert!(err.to_string().contains("lstm_cell"), "{why}: the error must name the op: {err}");
+        let good = Tensor::zeros(gates.shape(), gates.dtype(), d).unwrap();
+        let err = Tensor::lstm_cell_sum(&good, &gates, &c).err().unwrap_or_else(|| panic!("lstm_cell_sum accepted operands where {why}"));
+        assert!(err.to_string().contains("lstm_cell"), "{why}: the error must name the op: {err}");
     }
+    // Two gate terms of different shapes.
+    let err = Tensor::lstm_cell_sum(&t(&[2, 8], DType::F32), &t(&[2, 4], DType::F32), &t(&[2, 2], DType::F32)).err();
+    assert!(err.is_some_and(|e| e.to_string().contains("lstm_cell")), "lstm_cell_sum accepted gate terms of different shapes");
 }
 
 /// `gelu` fused against its composite (outputs and gradients), in every float dtype the

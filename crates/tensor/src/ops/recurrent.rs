@@ -28,57 +28,115 @@ impl Tensor {
     /// - `gates`: `[N, 4H]`; `c`: `[N, H]`
     /// - `h'`, `c'`: `[N, H]`
     pub fn lstm_cell(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
-        check_float("lstm_cell", gates)?;
-        if let Some(p) = crate::autocast::promoted(&[gates, c])? {
-            return Tensor::lstm_cell(&p[0], &p[1]);
-        }
-        check_same_dtype("lstm_cell", gates, c)?;
-        check_same_device("lstm_cell", gates, c)?;
-        let (gs, cs) = (gates.shape(), c.shape());
-        if gs.len() != 2 || cs.len() != 2 || gs[0] != cs[0] || gs[1] != 4 * cs[1] || cs[1] == 0 {
-            return Err(Error::shape("lstm_cell", gs, cs, "must be gates [N, 4H] and cell state [N, H] with H > 0"));
-        }
-        let (gates, c) = (gates.contiguous()?, c.contiguous()?);
-        let shape = [2, cs[0], cs[1]];
-        let out = match try_fused(&FusedOp::LstmCell, &[&gates, &c]) {
-            Some(r) => r?.remove(0),
-            None => autograd::no_grad(|| lstm_cell_composite(&gates, &c))?.storage(),
-        };
-        let out = Tensor::from_op(out, &shape, c.dtype(), c.device(), &[&gates, &c], || GradFn::LstmCell);
-        Ok((out.select(0usize, 0)?, out.select(0usize, 1)?))
+        lstm_cell_of(&[gates], c)
     }
 
-    /// The backward rule of [`Tensor::lstm_cell`]: from `dout` (`[2, N, H]`, the gradients of
-    /// `h'` and `c'`), the forward's inputs and its output `out` (`[2, N, H]`), the gradients
-    /// of `gates` and `c`.
-    pub(crate) fn lstm_cell_backward(dout: &Tensor, gates: &Tensor, c: &Tensor, out: &Tensor) -> Result<(Tensor, Tensor)> {
-        let dout = dout.contiguous()?;
-        if let Some(r) = try_fused(&FusedOp::LstmCellBackward, &[gates, c, out, &dout]) {
-            let mut r = r?;
-            let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), c.dtype(), c.device(), None);
-            let dc = fresh(r.pop().expect("two outputs, counted by try_fused"), c.shape());
-            return Ok((fresh(r.pop().expect("two outputs"), gates.shape()), dc));
-        }
-        let a = gates.chunk(4, 1usize)?;
-        let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
-        let (dh, dc_new) = (dout.select(0usize, 0)?, dout.select(0usize, 1)?);
-        let tanh_c = out.select(0usize, 1)?.tanh()?;
-        // 1 - y^2 and y (1 - y): the derivatives of tanh and the sigmoid from their outputs.
-        let dtanh = |y: &Tensor| y.square()?.neg()?.add_scalar(1.0);
-        let dsigmoid = |y: &Tensor| y.mul(&y.neg()?.add_scalar(1.0)?);
-        // c' reaches the loss directly and through h' = o * tanh(c').
-        let dc_total = dc_new.add(&dh.mul(&o)?.mul(&dtanh(&tanh_c)?)?)?;
-        let di = dc_total.mul(&g)?.mul(&dsigmoid(&i)?)?;
-        let df = dc_total.mul(c)?.mul(&dsigmoid(&f)?)?;
-        let dg = dc_total.mul(&i)?.mul(&dtanh(&g)?)?;
-        let d_o = dh.mul(&tanh_c)?.mul(&dsigmoid(&o)?)?;
-        Ok((Tensor::cat(&[&di, &df, &dg, &d_o], 1usize)?, dc_total.mul(&f)?))
+    /// [`Tensor::lstm_cell`] of the gates `x_gates + h_gates`, added inside the cell's kernel:
+    /// an LSTM step's input projection and its recurrent product `h W_hh^T` stay two tensors,
+    /// with no kernel (and no buffer) for their sum, and both receive the gates' gradient.
+    /// The result is `lstm_cell(&x_gates.add(h_gates)?, c)`'s, the sum rounded to the dtype as
+    /// that add would round it.
+    ///
+    /// # Shapes
+    /// - `x_gates`, `h_gates`: `[N, 4H]`; `c`: `[N, H]`
+    /// - `h'`, `c'`: `[N, H]`
+    pub fn lstm_cell_sum(x_gates: &Tensor, h_gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+        lstm_cell_of(&[x_gates, h_gates], c)
+    }
+
+    /// The backward rule of [`Tensor::lstm_cell`]: from the gradients of `h'` and `c'` (`[N,
+    /// H]`, `None` for one that reached no gradient), the forward's inputs (`gates`, `c`, then
+    /// the second gate term of [`Tensor::lstm_cell_sum`]) and its output `out` (`[2, N, H]`),
+    /// the gradient of each input.
+    pub(crate) fn lstm_cell_backward(dh: Option<&Tensor>, dc_new: Option<&Tensor>, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let (gates, c) = (&inputs[0], &inputs[1]);
+        let zeros = || Tensor::zeros(c.shape(), c.dtype(), c.device());
+        let dh = match dh {
+            Some(d) => d.contiguous()?,
+            None => zeros()?,
+        };
+        let dc_new = match dc_new {
+            Some(d) => d.contiguous()?,
+            None => zeros()?,
+        };
+        let mut fused_inputs = vec![gates, c, out, &dh, &dc_new];
+        fused_inputs.extend(inputs.get(2));
+        let (dgates, dc) = match try_fused(&FusedOp::LstmCellBackward, &fused_inputs) {
+            Some(r) => {
+                let mut r = r?;
+                let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), c.dtype(), c.device(), None);
+                let dc = fresh(r.pop().expect("two outputs, counted by try_fused"), c.shape());
+                (fresh(r.pop().expect("two outputs"), gates.shape()), dc)
+            }
+            None => {
+                let gates = match inputs.get(2) {
+                    Some(more) => gates.add(more)?,
+                    None => gates.clone(),
+                };
+                let a = gates.chunk(4, 1usize)?;
+                let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
+                let tanh_c = out.select(0usize, 1)?.tanh()?;
+                // 1 - y^2 and y (1 - y): the derivatives of tanh and the sigmoid from their outputs.
+                let dtanh = |y: &Tensor| y.square()?.neg()?.add_scalar(1.0);
+                let dsigmoid = |y: &Tensor| y.mul(&y.neg()?.add_scalar(1.0)?);
+                // c' reaches the loss directly and through h' = o * tanh(c').
+                let dc_total = dc_new.add(&dh.mul(&o)?.mul(&dtanh(&tanh_c)?)?)?;
+                let di = dc_total.mul(&g)?.mul(&dsigmoid(&i)?)?;
+                let df = dc_total.mul(c)?.mul(&dsigmoid(&f)?)?;
+                let dg = dc_total.mul(&i)?.mul(&dtanh(&g)?)?;
+                let d_o = dh.mul(&tanh_c)?.mul(&dsigmoid(&o)?)?;
+                (Tensor::cat(&[&di, &df, &dg, &d_o], 1usize)?, dc_total.mul(&f)?)
+            }
+        };
+        // A second gate term is summed with the first, so it shares their gradient.
+        let second = inputs.get(2).map(|_| Some(dgates.clone()));
+        Ok([Some(dgates), Some(dc)].into_iter().chain(second).collect())
     }
 }
 
-/// [`Tensor::lstm_cell`] from primitives: `[2, N, H]` holding `h'` then `c'`. The oracle of
+/// [`Tensor::lstm_cell`] of the sum of `gates` (one or two terms).
+fn lstm_cell_of(gates: &[&Tensor], c: &Tensor) -> Result<(Tensor, Tensor)> {
+    for g in gates {
+        check_float("lstm_cell", g)?;
+    }
+    let operands: Vec<&Tensor> = gates.iter().copied().chain([c]).collect();
+    if let Some(p) = crate::autocast::promoted(&operands)? {
+        let (c, gates) = p.split_last().expect("gates and c");
+        return lstm_cell_of(&gates.iter().collect::<Vec<_>>(), c);
+    }
+    let cs = c.shape();
+    for g in gates {
+        check_same_dtype("lstm_cell", g, c)?;
+        check_same_device("lstm_cell", g, c)?;
+        let gs = g.shape();
+        if gs.len() != 2 || cs.len() != 2 || gs[0] != cs[0] || gs[1] != 4 * cs[1] || cs[1] == 0 {
+            return Err(Error::shape("lstm_cell", gs, cs, "must be gates [N, 4H] and cell state [N, H] with H > 0"));
+        }
+    }
+    // The kernel's order: the first gate term, c, then the second term.
+    let mut inputs = vec![gates[0].contiguous()?, c.contiguous()?];
+    if let Some(more) = gates.get(1) {
+        inputs.push(more.contiguous()?);
+    }
+    let shape = [2, cs[0], cs[1]];
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let out = match try_fused(&FusedOp::LstmCell, &refs) {
+        Some(r) => r?.remove(0),
+        None => autograd::no_grad(|| lstm_cell_composite(&inputs))?.storage(),
+    };
+    let out = Tensor::from_op(out, &shape, c.dtype(), c.device(), &refs, || GradFn::LstmCell);
+    Ok((out.select(0usize, 0)?, out.select(0usize, 1)?))
+}
+
+/// [`Tensor::lstm_cell`] from primitives on the kernel's inputs (`gates`, `c`, then the
+/// second gate term where there is one): `[2, N, H]` holding `h'` then `c'`. The oracle of
 /// [`FusedOp::LstmCell`].
-fn lstm_cell_composite(gates: &Tensor, c: &Tensor) -> Result<Tensor> {
+fn lstm_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
+    let c = &inputs[1];
+    let gates = match inputs.get(2) {
+        Some(more) => inputs[0].add(more)?,
+        None => inputs[0].clone(),
+    };
     let a = gates.chunk(4, 1usize)?;
     let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
     let c_new = f.mul(c)?.add(&i.mul(&g)?)?;
