@@ -25,7 +25,11 @@
 # the previous build's). `PART=15`: bf16 held two to a word: the GPU tests that touch it, then
 # both builds' bf16 (and f32) training steps of `MODELS` with PyTorch's autocast beside, and
 # `liandan train` in f32, f16 and bf16 (`TRAIN_PRECISIONS`) with its validation history
-# (`ONLY=tests` or `ONLY=bench` for one half).
+# (`ONLY=tests` or `ONLY=bench` for one half). `PART=16`: the LSTM step in fewer ops and the
+# loss scaler's joined check: the GPU tests, then both builds alternating, previous first, two
+# rounds: `bench-host`'s lstm rows, the f32 steps of `MODELS` (PyTorch beside in the first
+# round) and vit's f16 step; then `liandan profile --model lstm` of each (`ONLY=tests` or
+# `ONLY=bench` for one half).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -347,6 +351,36 @@ if [ "$PART" = 15 ]; then
       echo "## liandan train --precision $p"
       SECONDS=0; timeout 100 ./.bin/liandan train --precision $p --out "$OUT/run-$p" 2>&1 | grep -vE "^(checkpoint|training state|history|plot)"; echo "wall ${SECONDS} s"
       cat "$OUT/run-$p/history.csv"
+    done
+  fi
+fi
+
+if [ "$PART" = 16 ]; then
+  if [ "${ONLY:-all}" != bench ]; then
+    for t in conformance memory bf16 dispatches amp; do
+      [ -x .bin/$t ] || continue
+      echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+    done
+  fi
+  if [ "${ONLY:-all}" != tests ]; then
+    for round in 1 2; do
+      for b in xtask-old xtask; do
+        [ -x .bin/$b ] || continue
+        echo "## round $round, $b"
+        timeout 60 ./.bin/$b bench-host --device gpu --only lstm 2>&1 | grep -E "^\| (record|sync)"
+        torch=""; [ $b = xtask ] && [ $round = 1 ] && torch="--torch"
+        timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-lstm,vae,mlp}" $torch --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
+          --epoch-samples 640 --out "$OUT/bench16-$b-$round" > "$OUT/bench16-$b-$round.md" 2> "$OUT/bench16-$b-$round.log"; echo "rc $?"
+        grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/bench16-$b-$round.md"
+        timeout 100 ./.bin/$b bench --device gpu:0 --models vit --precisions f16 --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
+          --epoch-samples 640 --out "$OUT/bench16-vit-$b-$round" > "$OUT/bench16-vit-$b-$round.md" 2>&1; echo "rc $?"
+        grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/bench16-vit-$b-$round.md"
+      done
+    done
+    for l in liandan-old liandan; do
+      [ -x .bin/$l ] || continue
+      echo "## $l profile --model lstm"
+      timeout 60 ./.bin/$l profile --model lstm --batch 64 --steps 5 --device gpu 2>&1 | head -24
     done
   fi
 fi

@@ -84,18 +84,66 @@ impl std::fmt::Display for Precision {
 /// A one-element tensor that is 0 when every gradient of `params` is finite and NaN when any
 /// element of any of them is infinite or NaN (`x * 0` is 0 for finite `x` and NaN otherwise,
 /// and a sum of those cannot overflow). `None` when no parameter has a gradient. Nothing is
-/// read back: the caller decides when to look.
+/// read back: the caller decides when to look. The gradients are checked joined into a few
+/// flat tensors ([`joined_grads`]), a handful of kernels rather than four per parameter.
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();
+    flag_of(&joined_grads(params)?)
+}
+
+/// [`nonfinite_flag`] of the joined gradients `joins`.
+fn flag_of(joins: &[Joined]) -> Result<Option<Tensor>> {
     let mut total: Option<Tensor> = None;
-    for g in params.iter().filter_map(|p| p.grad()) {
-        let s = g.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
+    for j in joins {
+        let s = j.flat.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
         total = Some(match total {
             Some(t) => t.add(&s)?,
             None => s,
         });
     }
     Ok(total)
+}
+
+/// Elements of gradients joined into one flat tensor at most (a gradient larger than this is
+/// a group of its own): 256 MiB of f32, within what a GPU binds at once.
+const JOIN_ELEMENTS: usize = 1 << 26;
+
+/// Gradients of one dtype and device, flattened and joined: `flat` holds the gradient of
+/// `params[i]`, of shape `shape`, from `flat[start]` on for each `(i, start, shape)` of
+/// `members`.
+struct Joined {
+    members: Vec<(usize, usize, Vec<usize>)>,
+    flat: Tensor,
+}
+
+/// The gradients of `params` flattened and joined, one [`Joined`] per dtype and device (and
+/// per [`JOIN_ELEMENTS`]): an optimizer step's checks and unscaling then run a few kernels,
+/// where per-parameter ops would launch some hundreds for a transformer.
+fn joined_grads(params: &[Tensor]) -> Result<Vec<Joined>> {
+    type Group = (Vec<(usize, Vec<usize>)>, Vec<Tensor>, usize);
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, g) in params.iter().enumerate().filter_map(|(i, p)| p.grad().map(|g| (i, g))) {
+        let n = g.numel();
+        let fits = |(_, gs, total): &&mut Group| gs[0].dtype() == g.dtype() && gs[0].device() == g.device() && *total + n <= JOIN_ELEMENTS;
+        let member = (i, g.shape().to_vec());
+        match groups.iter_mut().find(|grp| fits(grp)) {
+            Some((idx, gs, total)) => {
+                idx.push(member);
+                gs.push(g.reshape(&[n])?);
+                *total += n;
+            }
+            None => groups.push((vec![member], vec![g.reshape(&[n])?], n)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(idx, gs, _)| {
+            let starts = gs.iter().scan(0, |at, g| Some(std::mem::replace(at, *at + g.numel())));
+            let members = idx.into_iter().zip(starts).map(|((i, shape), start)| (i, start, shape)).collect();
+            let flat = if gs.len() == 1 { gs.into_iter().next().expect("one") } else { Tensor::cat(&gs.iter().collect::<Vec<_>>(), 0usize)? };
+            Ok(Joined { members, flat })
+        })
+        .collect()
 }
 
 /// The dynamic loss scale and its bookkeeping: everything a resumed run needs.
@@ -160,15 +208,22 @@ impl GradScaler {
 
     /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
     /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient).
+    ///
+    /// The gradients are joined into a few flat tensors and divided there (as PyTorch's
+    /// multi-tensor `_amp_foreach_non_finite_check_and_unscale_`: a handful of kernels, not
+    /// some per parameter); each parameter's `.grad()` is then a view of its part.
     pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
-        for p in params {
-            if let Some(g) = p.grad() {
-                p.set_grad(Some(g.mul_scalar(inv)?));
+        let mut joins = joined_grads(params)?;
+        for j in &mut joins {
+            j.flat = j.flat.mul_scalar(inv)?;
+            for (i, start, shape) in &j.members {
+                let numel = shape.iter().product();
+                params[*i].set_grad(Some(j.flat.narrow(0usize, *start, numel)?.reshape(shape)?));
             }
         }
-        match nonfinite_flag(params)? {
+        match flag_of(&joins)? {
             Some(flag) => Ok(flag),
             None => {
                 let device = params.first().map_or_else(liandan_nn::Device::cpu, |p| p.device().clone());

@@ -75,6 +75,59 @@ fn unscaled_low_precision_gradients_match_f32_ones() {
 }
 
 /// A small classifier of 8 inputs and 3 classes.
+/// `unscale_` and `nonfinite_flag` join the gradients (per dtype) to check and divide them in a
+/// few kernels: each gradient must come back divided, in its own shape and dtype, a parameter
+/// without one must stay without one, and a non-finite element in any gradient of either dtype
+/// must raise the flag.
+#[test]
+fn unscale_divides_each_gradient_and_flags_a_non_finite_one_in_any_of_them() {
+    let dev = Device::cpu();
+    let shapes: [(&[usize], DType); 5] = [(&[3, 4], DType::F32), (&[5], DType::F16), (&[2, 2, 3], DType::F32), (&[7], DType::F16), (&[1], DType::F32)];
+    let make = |poison: Option<(usize, f64)>| {
+        let params: Vec<Tensor> = shapes.iter().map(|(s, d)| Tensor::zeros(s, *d, &dev).unwrap()).collect();
+        let mut want = Vec::new();
+        for (k, (p, (shape, dtype))) in params.iter().zip(&shapes).enumerate() {
+            let n: usize = shape.iter().product();
+            // The fourth parameter has no gradient.
+            if k == 3 {
+                want.push(None);
+                continue;
+            }
+            let mut v: Vec<f64> = (0..n).map(|i| (i as f64 - 2.0) * 256.0 * (k + 1) as f64).collect();
+            if let Some((_, bad)) = poison.filter(|(at, _)| *at == k) {
+                v[n - 1] = bad;
+            }
+            p.set_grad(Some(Tensor::from_f64s(&v, shape, *dtype, &dev).unwrap()));
+            want.push(Some(v.iter().map(|x| x / 256.0).collect::<Vec<f64>>()));
+        }
+        (params, want)
+    };
+    let scaler = GradScaler::with_scale(256.0);
+    let (params, want) = make(None);
+    assert_eq!(liandan_train::amp::nonfinite_flag(&params).unwrap().unwrap().item_f64().unwrap(), 0.0, "all finite");
+    assert_eq!(scaler.unscale_(&params).unwrap().item_f64().unwrap(), 0.0, "all finite");
+    for (k, (p, w)) in params.iter().zip(&want).enumerate() {
+        match w {
+            None => assert!(p.grad().is_none(), "parameter {k} had no gradient and must get none"),
+            Some(w) => {
+                let g = p.grad().unwrap();
+                assert_eq!((g.shape(), g.dtype()), (shapes[k].0, shapes[k].1), "parameter {k}'s gradient keeps its shape and dtype");
+                assert_eq!(g.to_vec_f64().unwrap(), *w, "parameter {k}'s gradient divided by the scale");
+            }
+        }
+    }
+    for k in [0, 1, 2, 4] {
+        for bad in [f64::INFINITY, f64::NAN, f64::NEG_INFINITY] {
+            let (params, _) = make(Some((k, bad)));
+            assert!(liandan_train::amp::nonfinite_flag(&params).unwrap().unwrap().item_f64().unwrap().is_nan(), "{bad} in gradient {k}: nonfinite_flag");
+            assert!(scaler.unscale_(&params).unwrap().item_f64().unwrap().is_nan(), "{bad} in gradient {k}: unscale_'s flag");
+        }
+    }
+    let none: Vec<Tensor> = vec![Tensor::zeros(&[2], DType::F32, &dev).unwrap()];
+    assert!(liandan_train::amp::nonfinite_flag(&none).unwrap().is_none(), "no gradient, no flag");
+    assert_eq!(scaler.unscale_(&none).unwrap().item_f64().unwrap(), 0.0, "no gradient: a 0 flag");
+}
+
 fn small(dev: &Device) -> Sequential {
     manual_seed(1);
     Sequential::new().push(LinearConfig::new(8, 16).init(dev).unwrap()).push(ReLU).push(LinearConfig::new(16, 3).init(dev).unwrap())

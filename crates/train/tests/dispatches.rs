@@ -256,3 +256,66 @@ fn dispatches_of_a_wgpu_resnet18_step() {
         assert!([chunked(narrow), chunked(24)].contains(&(dispatches as usize)), "{name}: {dispatches} dispatches");
     }
 }
+
+/// The loss scaler checks and divides resnet18's 62 gradients joined into one flat tensor: a
+/// fixed handful of launches (the join, the division, and the check's product and sum; the
+/// f32 gradients need no cast), where four or five per tensor were some 300. Each gradient comes back divided.
+#[test]
+fn launches_of_the_loss_scalers_unscale_and_check() {
+    let (counting, dev) = counting_device();
+    manual_seed(0);
+    let model = zoo::build("resnet18", &dev).unwrap();
+    let params = model.parameters();
+    for (k, p) in params.iter().enumerate() {
+        p.set_grad(Some(p.ones_like().unwrap().mul_scalar(k as f64).unwrap()));
+    }
+    let scaler = liandan_train::amp::GradScaler::with_scale(4.0);
+    let before = counting.launches.load(Ordering::Relaxed);
+    let flag = scaler.unscale_(&params).unwrap();
+    let unscale = counting.launches.load(Ordering::Relaxed) - before;
+    let before = counting.launches.load(Ordering::Relaxed);
+    liandan_train::amp::nonfinite_flag(&params).unwrap().unwrap();
+    let check = counting.launches.load(Ordering::Relaxed) - before;
+    println!("resnet18 ({} parameter tensors): unscale and check {unscale} launches, check alone {check}", params.len());
+    assert_eq!(flag.item_f64().unwrap(), 0.0);
+    assert_eq!(params.len(), 62);
+    assert_eq!((unscale, check), (4, 3));
+    for (k, p) in params.iter().enumerate() {
+        let g = p.grad().unwrap().to_vec_f64().unwrap();
+        assert!(g.iter().all(|&v| v == k as f64 / 4.0), "gradient {k} divided by the scale");
+    }
+}
+
+/// On the wgpu backend, after the loss scaler's unscale each gradient is a view into one
+/// joined buffer, at an offset; the multi-tensor updates read them there and must step every
+/// parameter exactly as from gradients of their own.
+#[test]
+fn a_wgpu_step_on_unscaled_joined_gradients_matches_one_on_separate_gradients() {
+    let Some(device) = common::gpu() else { return };
+    let init = zoo::build("mnist_cnn", &device).unwrap().parameters();
+    let step = |joined: bool| -> Vec<Vec<f64>> {
+        // Both runs from the same parameters, whatever other tests do with the global seed.
+        let model = zoo::build("mnist_cnn", &device).unwrap();
+        let params = model.named_parameters();
+        for ((_, p), v) in params.iter().zip(&init) {
+            p.assign(v).unwrap();
+        }
+        for (k, (_, p)) in params.iter().enumerate() {
+            let g = Tensor::rand(p.shape(), -1.0, 1.0, 40 + k as u64, DType::F32, &device).unwrap();
+            p.set_grad(Some(if joined { g.mul_scalar(8.0).unwrap() } else { g }));
+        }
+        if joined {
+            let ps: Vec<Tensor> = params.iter().map(|(_, p)| p.clone()).collect();
+            assert_eq!(liandan_train::amp::GradScaler::with_scale(8.0).unscale_(&ps).unwrap().item_f64().unwrap(), 0.0);
+        }
+        let mut opt = adam(params.clone());
+        for _ in 0..2 {
+            opt.step().unwrap();
+        }
+        params.iter().map(|(_, p)| p.to_vec_f64().unwrap()).collect()
+    };
+    let (separate, joined) = (step(false), step(true));
+    for (k, (a, b)) in joined.iter().zip(&separate).enumerate() {
+        assert_eq!(a, b, "parameter {k}: a step on the joined, unscaled gradients against one on separate ones");
+    }
+}
