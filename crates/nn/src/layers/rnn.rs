@@ -342,9 +342,6 @@ impl<C: Cell> RnnConfig<C> {
         let want = [d * self.num_layers, n, h];
         let h0 = self.initial_state(h0, "h_0", x, &want, batched)?;
         let c0 = self.initial_state(c0, "c_0", x, &want, batched)?;
-        // The output in the caller's layout straight from the last layer's steps: stacked
-        // along N's axis when batch first, so no transposed copy follows.
-        let time_axis = if batched && self.batch_first { 1 } else { 0 };
 
         let (mut h_n, mut c_n) = (Vec::new(), Vec::new());
         let mut layer_in = xs;
@@ -354,8 +351,8 @@ impl<C: Cell> RnnConfig<C> {
                 let i = k * d + dir;
                 let state = |s: &Option<Tensor>| s.as_ref().map(|s| s.select(0usize, i)).transpose();
                 let (steps, h_last, c_last) = self.direction(w, &layer_in, state(&h0)?, state(&c0)?, dir == 1)?;
-                let axis = if k + 1 == self.num_layers { time_axis } else { 0 };
-                outs.push(Tensor::stack(&steps.iter().collect::<Vec<_>>(), axis)?);
+                // Stacked in time order, each step's [N, H] one run of the result's memory.
+                outs.push(Tensor::stack(&steps.iter().collect::<Vec<_>>(), 0usize)?);
                 h_n.push(h_last);
                 c_n.extend(c_last);
             }
@@ -368,7 +365,13 @@ impl<C: Cell> RnnConfig<C> {
             let s = Tensor::stack(&v.iter().collect::<Vec<_>>(), 0usize)?;
             Ok(if batched { s } else { s.squeeze(1usize)? })
         };
-        let out = if batched { layer_in } else { layer_in.squeeze(1usize)? };
+        // Batch first: a transposed view of the steps (a model that reads only the last step,
+        // as a classifier does, copies nothing; reshaping it copies once).
+        let out = match (batched, self.batch_first) {
+            (false, _) => layer_in.squeeze(1usize)?,
+            (true, false) => layer_in,
+            (true, true) => layer_in.transpose(0usize, 1usize)?,
+        };
         let c_n = if c_n.is_empty() { None } else { Some(stack(&c_n)?) };
         Ok((out, stack(&h_n)?, c_n))
     }

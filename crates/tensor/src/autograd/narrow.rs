@@ -117,7 +117,8 @@ pub(crate) enum Part {
 }
 
 /// The gradients of `inputs` from `pieces`, the whole gradient of the output `out` of a node
-/// whose rule can take them without their join: a `cat` (so a `stack`) hands each piece to
+/// whose rule can take them without their join: a permutation (a transpose) hands each piece
+/// on, permuted; a `cat` (so a `stack`) hands each piece to
 /// the input it lies in, and gives nothing to the inputs no piece reaches, where the join
 /// would have made zeros for them to add (an RNN's outputs, of which a model reads the last
 /// step); the LSTM cell's rule takes `dh'` and `dc'` apart, where the join would have copied
@@ -137,6 +138,15 @@ pub(crate) fn route(grad_fn: &GradFn, inputs: &[Tensor], out: &Tensor, pieces: V
                 parts[i].push(if p.grad.shape()[*dim] == sizes[i] { Part::Dense(p.grad) } else { Part::Piece(Piece { start: p.start - starts[i], ..p }) });
             }
             Ok(Ok(parts))
+        }
+        GradFn::Permute { perm } => {
+            // Dim d of the output is dim perm[d] of the input: each piece moves there whole.
+            let mut inv = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inv[p] = i;
+            }
+            let parts = pieces.into_iter().map(|p| Ok(Part::Piece(Piece { dim: perm[p.dim], grad: p.grad.permute(&inv)?, ..p }))).collect::<Result<_>>()?;
+            Ok(Ok(vec![parts]))
         }
         GradFn::LstmCell => {
             // `h'` and `c'` are `select`s of the `[2, N, H]` output: pieces of one row each.

@@ -131,11 +131,12 @@ pub fn narrow_gathered(d: &Device) {
         }),
         ("strided leaf", &[5, 7], |x| Ok(x.split(2, 0usize)?.into_iter().chain(x.split(3, 1usize)?).collect())),
         // Pieces of a stack or cat reach its inputs without being joined where each lies in
-        // one input (an RNN's last step); a piece across two inputs is joined as before.
+        // one input (an RNN's last step, read through a transpose); a piece across two inputs
+        // is joined as before.
         ("narrows of a stack and a cat", &[4, 6], |x| {
             let steps = (0..4).map(|t| x.select(0usize, t)?.tanh()).collect::<crate::Result<Vec<_>>>()?;
             let steps: Vec<&Tensor> = steps.iter().collect();
-            let (read, across) = (Tensor::stack(&steps, 1usize)?, Tensor::stack(&steps, 0usize)?);
+            let (read, across) = (Tensor::stack(&steps, 0usize)?.transpose(0usize, 1usize)?, Tensor::stack(&steps, 0usize)?);
             let joined = Tensor::cat(&[&x.narrow(0usize, 0, 3)?.sin()?, &x.narrow(0usize, 3, 1)?.exp()?], 0usize)?;
             Ok(vec![
                 read.select(1usize, 3)?,
