@@ -29,7 +29,7 @@
 # loss scaler's joined check: the GPU tests, then both builds alternating, previous first, two
 # rounds: `bench-host`'s lstm rows, the f32 steps of `MODELS` (PyTorch beside in the first
 # round) and vit's f16 step; then `liandan profile --model lstm` of each (`ONLY=tests` or
-# `ONLY=bench` for one half).
+# `ONLY=bench` for one half; `ONLY=profile`: this build's profile of `MODELS` in f32 and f16).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -362,7 +362,14 @@ if [ "$PART" = 16 ]; then
       echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
     done
   fi
-  if [ "${ONLY:-all}" != tests ]; then
+  if [ "${ONLY:-all}" = profile ]; then
+    for m in $(echo "${MODELS:-vit}" | tr , ' '); do
+      for p in f32 f16; do
+        echo "## liandan profile --model $m --precision $p"
+        timeout 120 ./.bin/liandan profile --model $m --steps 3 --device gpu --precision $p 2>&1 | head -40
+      done
+    done
+  elif [ "${ONLY:-all}" != tests ]; then
     for round in 1 2; do
       for b in xtask-old xtask; do
         [ -x .bin/$b ] || continue

@@ -85,17 +85,13 @@ impl std::fmt::Display for Precision {
 /// element of any of them is infinite or NaN (`x * 0` is 0 for finite `x` and NaN otherwise,
 /// and a sum of those cannot overflow). `None` when no parameter has a gradient. Nothing is
 /// read back: the caller decides when to look. The gradients are checked joined into a few
-/// flat tensors ([`joined_grads`]), a handful of kernels rather than four per parameter.
+/// flat tensors ([`joined_grads`]): three kernels or so, where four per parameter were some
+/// hundreds for a transformer.
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();
-    flag_of(&joined_grads(params)?)
-}
-
-/// [`nonfinite_flag`] of the joined gradients `joins`.
-fn flag_of(joins: &[Joined]) -> Result<Option<Tensor>> {
     let mut total: Option<Tensor> = None;
-    for j in joins {
-        let s = j.flat.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
+    for flat in joined_grads(params)? {
+        let s = flat.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
         total = Some(match total {
             Some(t) => t.add(&s)?,
             None => s,
@@ -108,42 +104,21 @@ fn flag_of(joins: &[Joined]) -> Result<Option<Tensor>> {
 /// a group of its own): 256 MiB of f32, within what a GPU binds at once.
 const JOIN_ELEMENTS: usize = 1 << 26;
 
-/// Gradients of one dtype and device, flattened and joined: `flat` holds the gradient of
-/// `params[i]`, of shape `shape`, from `flat[start]` on for each `(i, start, shape)` of
-/// `members`.
-struct Joined {
-    members: Vec<(usize, usize, Vec<usize>)>,
-    flat: Tensor,
-}
-
-/// The gradients of `params` flattened and joined, one [`Joined`] per dtype and device (and
-/// per [`JOIN_ELEMENTS`]): an optimizer step's checks and unscaling then run a few kernels,
-/// where per-parameter ops would launch some hundreds for a transformer.
-fn joined_grads(params: &[Tensor]) -> Result<Vec<Joined>> {
-    type Group = (Vec<(usize, Vec<usize>)>, Vec<Tensor>, usize);
-    let mut groups: Vec<Group> = Vec::new();
-    for (i, g) in params.iter().enumerate().filter_map(|(i, p)| p.grad().map(|g| (i, g))) {
-        let n = g.numel();
-        let fits = |(_, gs, total): &&mut Group| gs[0].dtype() == g.dtype() && gs[0].device() == g.device() && *total + n <= JOIN_ELEMENTS;
-        let member = (i, g.shape().to_vec());
-        match groups.iter_mut().find(|grp| fits(grp)) {
-            Some((idx, gs, total)) => {
-                idx.push(member);
-                gs.push(g.reshape(&[n])?);
+/// The gradients of `params` flattened and joined (copies, where the check reads them), one
+/// tensor per dtype and device (and per [`JOIN_ELEMENTS`]).
+fn joined_grads(params: &[Tensor]) -> Result<Vec<Tensor>> {
+    let mut groups: Vec<(Vec<Tensor>, usize)> = Vec::new();
+    for g in params.iter().filter_map(|p| p.grad()) {
+        let (n, flat) = (g.numel(), g.reshape(&[g.numel()])?);
+        match groups.iter_mut().find(|(gs, total)| gs[0].dtype() == g.dtype() && gs[0].device() == g.device() && total + n <= JOIN_ELEMENTS) {
+            Some((gs, total)) => {
+                gs.push(flat);
                 *total += n;
             }
-            None => groups.push((vec![member], vec![g.reshape(&[n])?], n)),
+            None => groups.push((vec![flat], n)),
         }
     }
-    groups
-        .into_iter()
-        .map(|(idx, gs, _)| {
-            let starts = gs.iter().scan(0, |at, g| Some(std::mem::replace(at, *at + g.numel())));
-            let members = idx.into_iter().zip(starts).map(|((i, shape), start)| (i, start, shape)).collect();
-            let flat = if gs.len() == 1 { gs.into_iter().next().expect("one") } else { Tensor::cat(&gs.iter().collect::<Vec<_>>(), 0usize)? };
-            Ok(Joined { members, flat })
-        })
-        .collect()
+    groups.into_iter().map(|(gs, _)| Ok(if gs.len() == 1 { gs[0].clone() } else { Tensor::cat(&gs.iter().collect::<Vec<_>>(), 0usize)? })).collect()
 }
 
 /// The dynamic loss scale and its bookkeeping: everything a resumed run needs.
@@ -209,21 +184,17 @@ impl GradScaler {
     /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
     /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient).
     ///
-    /// The gradients are joined into a few flat tensors and divided there (as PyTorch's
-    /// multi-tensor `_amp_foreach_non_finite_check_and_unscale_`: a handful of kernels, not
-    /// some per parameter); each parameter's `.grad()` is then a view of its part.
+    /// Each gradient is divided on its own (a kernel each; they stay separate buffers, as the
+    /// optimizers' multi-tensor kernels want them), then checked joined ([`nonfinite_flag`]).
     pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
-        let mut joins = joined_grads(params)?;
-        for j in &mut joins {
-            j.flat = j.flat.mul_scalar(inv)?;
-            for (i, start, shape) in &j.members {
-                let numel = shape.iter().product();
-                params[*i].set_grad(Some(j.flat.narrow(0usize, *start, numel)?.reshape(shape)?));
+        for p in params {
+            if let Some(g) = p.grad() {
+                p.set_grad(Some(g.mul_scalar(inv)?));
             }
         }
-        match flag_of(&joins)? {
+        match nonfinite_flag(params)? {
             Some(flag) => Ok(flag),
             None => {
                 let device = params.first().map_or_else(liandan_nn::Device::cpu, |p| p.device().clone());
