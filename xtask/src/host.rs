@@ -58,6 +58,40 @@ fn synced<E: Into<Box<dyn std::error::Error>>>(device: &Device, reps: usize, mut
     Ok(s * 1e6)
 }
 
+/// Where an add and a synchronize spend the host's time, as means over `n` of them: recording
+/// the add, then the submit's parts and the wait (`liandan_backend_wgpu::host_phases`), and
+/// what is left (the synchronize's own bookkeeping).
+fn sync_split(device: &Device, n: usize, a: &Tensor, b: &Tensor) -> Fallible<Vec<(String, f64)>> {
+    device.synchronize()?;
+    let (mut total, mut record) = (0.0, 0.0);
+    let before = liandan_backend_wgpu::host_phases();
+    for _ in 0..n {
+        let t = Instant::now();
+        let y = a.add(b)?;
+        record += t.elapsed().as_secs_f64();
+        device.synchronize()?;
+        total += t.elapsed().as_secs_f64();
+        drop(y);
+    }
+    let after = liandan_backend_wgpu::host_phases();
+    let us = |ns: u64| ns as f64 / 1e3 / n as f64;
+    let (total, record) = (total * 1e6 / n as f64, record * 1e6 / n as f64);
+    let parts = [
+        ("recording the add", record),
+        ("writing the parameter blocks (Queue::write_buffer)", us(after.meta_ns - before.meta_ns)),
+        ("ending the encoder (CommandEncoder::finish)", us(after.finish_ns - before.finish_ns)),
+        ("Queue::submit", us(after.submit_ns - before.submit_ns)),
+        ("waiting until the device is idle", us(after.wait_ns - before.wait_ns)),
+    ];
+    let polls = (after.polls - before.polls) as f64 / (after.waits - before.waits).max(1) as f64;
+    let rest = total - parts.iter().map(|p| p.1).sum::<f64>();
+    let mut rows = vec![("sync: add [1] + synchronize, split: mean of the whole".to_string(), total)];
+    rows.extend(parts.iter().map(|(what, v)| (format!("sync: add [1] + synchronize, split: {what}"), *v)));
+    rows.push(("sync: add [1] + synchronize, split: polls per wait (a count)".to_string(), polls));
+    rows.push(("sync: add [1] + synchronize, split: the rest".to_string(), rest));
+    Ok(rows)
+}
+
 pub fn bench_host(args: &[String]) -> Result<(), String> {
     let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(String::as_str);
     let number = |flag: &str, default: usize| -> Result<usize, String> {
@@ -123,6 +157,9 @@ fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible
     row("sync: gather [64,10] + read one value back (index-fault check)", &mut || {
         synced(device, sync_reps, || -> Fallible<()> { src.gather(1, &index)?.sum_all()?.item_f64().map(drop).map_err(Into::into) })
     })?;
+    if !device.is_cpu() && only.is_none_or(|o| "sync: add [1] + synchronize, split".contains(o)) {
+        rows.extend(sync_split(device, sync_reps, &one_a, &one_b)?);
+    }
     Ok(rows)
 }
 

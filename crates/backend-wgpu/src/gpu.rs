@@ -117,12 +117,58 @@ pub(crate) struct Gpu {
 thread_local! {
     /// Dispatches this thread has recorded, for tests that count what an op costs.
     static DISPATCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Where this thread's submits and waits spent their time ([`host_phases`]).
+    static PHASES: std::cell::Cell<HostPhases> = const { std::cell::Cell::new(HostPhases::ZERO) };
 }
 
 /// Dispatches the calling thread has recorded on any wgpu device so far (a test's count of
 /// what an op costs: `crates/train/tests/dispatches.rs`).
 pub fn dispatches_recorded() -> u64 {
     DISPATCHES.with(|d| d.get())
+}
+
+/// The host time the calling thread has spent so far in the parts of a submit and a wait, in
+/// nanoseconds, summed over every wgpu device (`xtask bench-host` takes differences to say where
+/// a synchronize's time goes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostPhases {
+    /// Submits (a batch handed to the driver).
+    pub submits: u64,
+    /// Writing the batch's parameter blocks into the arena (`Queue::write_buffer`).
+    pub meta_ns: u64,
+    /// Ending the compute pass and the command encoder (`CommandEncoder::finish`).
+    pub finish_ns: u64,
+    /// `Queue::submit`: wgpu's tracking and the driver's submit.
+    pub submit_ns: u64,
+    /// Waits for the device to go idle (a synchronize's, a read-back's).
+    pub waits: u64,
+    /// Polls made while waiting (each one `Device::poll` without blocking).
+    pub polls: u64,
+    /// Time from a wait's start to the device found idle.
+    pub wait_ns: u64,
+}
+
+impl HostPhases {
+    const ZERO: HostPhases = HostPhases { submits: 0, meta_ns: 0, finish_ns: 0, submit_ns: 0, waits: 0, polls: 0, wait_ns: 0 };
+}
+
+/// See [`HostPhases`].
+pub fn host_phases() -> HostPhases {
+    PHASES.with(|p| p.get())
+}
+
+/// Adds to the calling thread's [`HostPhases`].
+fn note_phases(f: impl FnOnce(&mut HostPhases)) {
+    PHASES.with(|p| {
+        let mut v = p.get();
+        f(&mut v);
+        p.set(v);
+    });
+}
+
+/// Nanoseconds since `t`.
+fn ns_since(t: std::time::Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
 }
 
 /// Bytes of the index-fault buffer.
@@ -439,13 +485,23 @@ impl Gpu {
     }
 
     fn submit(&self, rec: &mut Recorder) {
+        let start = std::time::Instant::now();
         rec.pass = None;
         let Some(mut encoder) = rec.encoder.take() else { return };
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
+        let meta = std::time::Instant::now();
         let times = self.timer.as_ref().and_then(|t| t.resolve(&self.device, &mut encoder, std::mem::take(&mut rec.timed)));
-        self.queue.submit([encoder.finish()]);
+        let commands = encoder.finish();
+        let finish = std::time::Instant::now();
+        self.queue.submit([commands]);
+        note_phases(|p| {
+            p.submits += 1;
+            p.meta_ns += (meta - start).as_nanos() as u64;
+            p.finish_ns += (finish - meta).as_nanos() as u64;
+            p.submit_ns += ns_since(finish);
+        });
         if let (Some(timer), Some(times)) = (&self.timer, times) {
             timer.submitted(times);
         }
@@ -543,9 +599,19 @@ impl Gpu {
     /// synchronize spins too).
     fn idle(&self, op: &'static str) -> Result<()> {
         let start = std::time::Instant::now();
+        let mut polls = 0;
+        let done = |polls| {
+            note_phases(|p| {
+                p.waits += 1;
+                p.polls += polls;
+                p.wait_ns += ns_since(start);
+            })
+        };
         loop {
             let status = self.device.poll(wgpu::PollType::Poll).map_err(|e| self.err(op, e.to_string()))?;
+            polls += 1;
             if status.is_queue_empty() {
+                done(polls);
                 return Ok(());
             }
             if start.elapsed() >= SPIN {
@@ -553,7 +619,9 @@ impl Gpu {
             }
             std::hint::spin_loop();
         }
-        self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string())).map(drop)
+        let waited = self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| self.err(op, e.to_string())).map(drop);
+        done(polls);
+        waited
     }
 
     /// [`Gpu::read`] of bytes `start..end` of `src` (multiples of 4), in windows no larger than
