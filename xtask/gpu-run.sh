@@ -27,9 +27,10 @@
 # `liandan train` in f32, f16 and bf16 (`TRAIN_PRECISIONS`) with its validation history
 # (`ONLY=tests` or `ONLY=bench` for one half). `PART=16`: the LSTM step in fewer ops and the
 # loss scaler's joined check: the GPU tests, then both builds alternating, previous first, two
-# rounds: `bench-host`'s lstm rows, the f32 steps of `MODELS` (PyTorch beside in the first
-# round) and vit's f16 step; then `liandan profile --model lstm` of each (`ONLY=tests` or
-# `ONLY=bench` for one half; `ONLY=profile`: this build's profile of `MODELS` in f32 and f16).
+# rounds: `bench-host`'s lstm and sync rows, the f32 steps of `MODELS` (PyTorch beside in the first
+# round) and vit's f16 step; then PyTorch's add and synchronize, and `liandan profile --model
+# lstm` of each (`ONLY=tests` or `ONLY=bench` for one half; `ONLY=profile`: this build's
+# profile of `MODELS` in f32 and f16; `TRAIN_PRECISIONS` adds `liandan train` runs to the tests).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -361,6 +362,10 @@ if [ "$PART" = 16 ]; then
       [ -x .bin/$t ] || continue
       echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
     done
+    for p in ${TRAIN_PRECISIONS:-}; do
+      echo "## liandan train --precision $p"
+      SECONDS=0; timeout 100 ./.bin/liandan train --precision $p --out "$OUT/run-$p" 2>&1 | grep -vE "^(checkpoint|training state|history|plot)"; echo "wall ${SECONDS} s"
+    done
   fi
   if [ "${ONLY:-all}" = profile ]; then
     for m in $(echo "${MODELS:-vit}" | tr , ' '); do
@@ -375,6 +380,7 @@ if [ "$PART" = 16 ]; then
         [ -x .bin/$b ] || continue
         echo "## round $round, $b"
         timeout 60 ./.bin/$b bench-host --device gpu --only lstm 2>&1 | grep -E "^\| (record|sync)"
+        timeout 60 ./.bin/$b bench-host --device gpu --only sync 2>&1 | grep -E "^\| (record|sync)"
         torch=""; [ $b = xtask ] && [ $round = 1 ] && torch="--torch"
         timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-lstm,vae,mlp}" $torch --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
           --epoch-samples 640 --out "$OUT/bench16-$b-$round" > "$OUT/bench16-$b-$round.md" 2> "$OUT/bench16-$b-$round.log"; echo "rc $?"
@@ -384,6 +390,14 @@ if [ "$PART" = 16 ]; then
         grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/bench16-vit-$b-$round.md"
       done
     done
+    echo "## PyTorch: an add of one element, then synchronize (median of 2,000, us)"
+    python3 -c "
+import statistics, time, torch
+z = torch.zeros(1, device='cuda'); torch.cuda.synchronize()
+def one():
+    t = time.perf_counter(); (z + 1.0); torch.cuda.synchronize(); return time.perf_counter() - t
+for _ in range(200): one()
+print(round(statistics.median(one() for _ in range(2000)) * 1e6, 1))"
     for l in liandan-old liandan; do
       [ -x .bin/$l ] || continue
       echo "## $l profile --model lstm"
