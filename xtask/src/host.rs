@@ -59,10 +59,11 @@ fn synced<E: Into<Box<dyn std::error::Error>>>(device: &Device, reps: usize, mut
 }
 
 /// Where an add and a synchronize spend the host's time, as means over `n` of them: recording
-/// the add, then the submit's parts and the wait (`liandan_backend_wgpu::host_phases`), and
-/// what is left (the synchronize's own bookkeeping).
+/// the add, then the submit's parts and the wait (`liandan_backend_wgpu::host_phases`, timed
+/// for these alone), and what is left (the synchronize's own bookkeeping).
 fn sync_split(device: &Device, n: usize, a: &Tensor, b: &Tensor) -> Fallible<Vec<(String, f64)>> {
     device.synchronize()?;
+    liandan_backend_wgpu::count_host_phases(true);
     let (mut total, mut record) = (0.0, 0.0);
     let before = liandan_backend_wgpu::host_phases();
     for _ in 0..n {
@@ -74,6 +75,7 @@ fn sync_split(device: &Device, n: usize, a: &Tensor, b: &Tensor) -> Fallible<Vec
         drop(y);
     }
     let after = liandan_backend_wgpu::host_phases();
+    liandan_backend_wgpu::count_host_phases(false);
     let us = |ns: u64| ns as f64 / 1e3 / n as f64;
     let (total, record) = (total * 1e6 / n as f64, record * 1e6 / n as f64);
     let parts = [

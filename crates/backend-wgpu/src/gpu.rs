@@ -152,13 +152,25 @@ impl HostPhases {
     const ZERO: HostPhases = HostPhases { submits: 0, meta_ns: 0, finish_ns: 0, submit_ns: 0, waits: 0, polls: 0, wait_ns: 0 };
 }
 
-/// See [`HostPhases`].
+/// Whether submits and waits are timed ([`count_host_phases`]).
+static PHASES_ON: AtomicBool = AtomicBool::new(false);
+
+/// Turns the timing of [`HostPhases`] on or off (off by default: a submit and a wait then
+/// read no clocks beyond their own).
+pub fn count_host_phases(on: bool) {
+    PHASES_ON.store(on, Ordering::Relaxed);
+}
+
+/// See [`HostPhases`]; all zero unless [`count_host_phases`] turned the timing on.
 pub fn host_phases() -> HostPhases {
     PHASES.with(|p| p.get())
 }
 
-/// Adds to the calling thread's [`HostPhases`].
+/// Adds to the calling thread's [`HostPhases`], when they are counted.
 fn note_phases(f: impl FnOnce(&mut HostPhases)) {
+    if !PHASES_ON.load(Ordering::Relaxed) {
+        return;
+    }
     PHASES.with(|p| {
         let mut v = p.get();
         f(&mut v);
@@ -485,23 +497,26 @@ impl Gpu {
     }
 
     fn submit(&self, rec: &mut Recorder) {
-        let start = std::time::Instant::now();
+        let clock = || PHASES_ON.load(Ordering::Relaxed).then(std::time::Instant::now);
+        let start = clock();
         rec.pass = None;
         let Some(mut encoder) = rec.encoder.take() else { return };
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
-        let meta = std::time::Instant::now();
+        let meta = clock();
         let times = self.timer.as_ref().and_then(|t| t.resolve(&self.device, &mut encoder, std::mem::take(&mut rec.timed)));
         let commands = encoder.finish();
-        let finish = std::time::Instant::now();
+        let finish = clock();
         self.queue.submit([commands]);
-        note_phases(|p| {
-            p.submits += 1;
-            p.meta_ns += (meta - start).as_nanos() as u64;
-            p.finish_ns += (finish - meta).as_nanos() as u64;
-            p.submit_ns += ns_since(finish);
-        });
+        if let (Some(start), Some(meta), Some(finish)) = (start, meta, finish) {
+            note_phases(|p| {
+                p.submits += 1;
+                p.meta_ns += (meta - start).as_nanos() as u64;
+                p.finish_ns += (finish - meta).as_nanos() as u64;
+                p.submit_ns += ns_since(finish);
+            });
+        }
         if let (Some(timer), Some(times)) = (&self.timer, times) {
             timer.submitted(times);
         }

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 pub use backend::WgpuBackend;
 pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
-pub use gpu::{dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
+pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
 
