@@ -100,11 +100,13 @@ pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: us
 /// The gates of row `r` widened: `gates`'s, plus `more`'s (the second term of
 /// `lstm_cell_sum`) with the sum rounded to `T` as the add's kernel would round it.
 fn gate_row<T: Elem>(gates: &[T], more: Option<&[T]>, r: usize, width: usize) -> Vec<T::Acc> {
-    let row = &gates[r * width..][..width];
-    match more {
-        Some(more) => row.iter().zip(&more[r * width..][..width]).map(|(a, b)| T::narrow(a.widen() + b.widen()).widen()).collect(),
-        None => wide(row),
+    let mut row = wide(&gates[r * width..][..width]);
+    if let Some(more) = more {
+        for (a, b) in row.iter_mut().zip(&more[r * width..][..width]) {
+            *a = T::narrow(*a + b.widen()).widen();
+        }
     }
+    row
 }
 
 /// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` (and a second gate term) to `[2, N, H]`
