@@ -85,7 +85,7 @@ impl std::fmt::Display for Precision {
 /// element of any of them is infinite or NaN (`x * 0` is 0 for finite `x` and NaN otherwise,
 /// and a sum of those cannot overflow). `None` when no parameter has a gradient. Nothing is
 /// read back: the caller decides when to look. The gradients are checked joined into a few
-/// flat tensors ([`joined_grads`]): three kernels or so, where four per parameter were some
+/// flat tensors, one per dtype: three kernels or so, where four per parameter were some
 /// hundreds for a transformer.
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();

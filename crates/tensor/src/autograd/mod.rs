@@ -11,7 +11,8 @@
 //! Two exceptions to "run each node's rule", both gathered per input and joined once at the
 //! input's turn: the gradients of narrows (`narrow.rs` says why and how), and the right-hand
 //! gradients of matrix products that share one operand, as an RNN's steps share `W_hh^T`
-//! (`products.rs`).
+//! (`products.rs`). Narrow pieces that are all of a node's gradient go on unjoined where its
+//! rule can take them so (a permutation, a cat or stack, the LSTM cell: `narrow::route`).
 
 mod grad_fn;
 mod narrow;
@@ -223,16 +224,10 @@ impl Tensor {
                 Some(p) if dense.is_none() && prods.is_none() => {
                     match crate::observe::in_backward_of(|| grad_fn.name(), t.id(), || narrow::route(&grad_fn, &inputs, &t.detach(), p))? {
                         Ok(parts) => {
-                            for (input, parts) in inputs.iter().zip(parts) {
-                                for part in parts {
-                                    match part {
-                                        narrow::Part::Dense(g) => deposit(&mut grads, grad_fn.name(), input, g)?,
-                                        narrow::Part::Piece(p) if input.requires_grad() => {
-                                            let grad = if p.grad.dtype() != input.dtype() { p.grad.to_dtype(input.dtype())? } else { p.grad };
-                                            pieces.entry(input.id()).or_default().push(narrow::Piece { grad, ..p });
-                                        }
-                                        narrow::Part::Piece(_) => {}
-                                    }
+                            for (input, part) in inputs.iter().zip(parts).flat_map(|(input, parts)| parts.into_iter().map(move |part| (input, part))) {
+                                match part {
+                                    narrow::Part::Dense(g) => deposit(&mut grads, grad_fn.name(), input, g)?,
+                                    narrow::Part::Piece(p) => deposit_piece(&mut pieces, input, p)?,
                                 }
                             }
                             continue;
@@ -244,11 +239,7 @@ impl Tensor {
             };
             let g = joined(&t, dense, joins, prods)?;
             if let (GradFn::Narrow { dim, start, .. }, true) = (&grad_fn, narrow::gathering()) {
-                let input = &inputs[0];
-                if input.requires_grad() {
-                    let g = if g.dtype() != input.dtype() { g.to_dtype(input.dtype())? } else { g };
-                    pieces.entry(input.id()).or_default().push(narrow::Piece { dim: *dim, start: *start, grad: g, from: t.id() });
-                }
+                deposit_piece(&mut pieces, &inputs[0], narrow::Piece { dim: *dim, start: *start, grad: g, from: t.id() })?;
                 continue;
             }
             let input_grads = crate::observe::in_backward_of(
@@ -302,6 +293,15 @@ fn deposit(grads: &mut HashMap<u64, Tensor>, rule: impl std::fmt::Display, input
         None => ig,
     };
     grads.insert(input.id(), total);
+    Ok(())
+}
+
+/// Keeps `p`, a narrow piece of `input`'s gradient, to be joined at `input`'s turn.
+fn deposit_piece(pieces: &mut HashMap<u64, Vec<narrow::Piece>>, input: &Tensor, p: narrow::Piece) -> Result<()> {
+    if input.requires_grad() {
+        let grad = if p.grad.dtype() != input.dtype() { p.grad.to_dtype(input.dtype())? } else { p.grad };
+        pieces.entry(input.id()).or_default().push(narrow::Piece { grad, ..p });
+    }
     Ok(())
 }
 

@@ -241,25 +241,14 @@ pub fn lstm_cell_forward(d: &Device) {
             let (hs, cs) = Tensor::lstm_cell_sum(&a, &b, &c).unwrap_or_else(|e| panic!("{what}, gates in two terms: {e}"));
             // Halves round the terms and their sum: a looser bound there.
             let (satol, srtol) = if dtype.size_in_bytes() == 2 { (4.0 * atol, 4.0 * rtol) } else { (atol, rtol) };
-            assert_close(&format!("{what}, gates in two terms: h'"), &hs.to_vec_f64().unwrap(), &want_h, satol, srtol);
-            assert_close(&format!("{what}, gates in two terms: c'"), &cs.to_vec_f64().unwrap(), &want_c, satol, srtol);
-            // Exactly the result of adding the terms first.
+            // Exactly (f32, f64) the result of adding the terms first.
             let (ha, ca) = Tensor::lstm_cell(&a.add(&b).unwrap(), &c).unwrap();
             let exact = if dtype.size_in_bytes() >= 4 { 0.0 } else { atol };
-            assert_close(
-                &format!("{what}: lstm_cell_sum against lstm_cell of the added terms, h'"),
-                &hs.to_vec_f64().unwrap(),
-                &ha.to_vec_f64().unwrap(),
-                exact,
-                0.0,
-            );
-            assert_close(
-                &format!("{what}: lstm_cell_sum against lstm_cell of the added terms, c'"),
-                &cs.to_vec_f64().unwrap(),
-                &ca.to_vec_f64().unwrap(),
-                exact,
-                0.0,
-            );
+            for (name, got, want, added) in [("h'", &hs, &want_h, &ha), ("c'", &cs, &want_c, &ca)] {
+                let got = got.to_vec_f64().unwrap();
+                assert_close(&format!("{what}, gates in two terms: {name}"), &got, want, satol, srtol);
+                assert_close(&format!("{what}: lstm_cell_sum against lstm_cell of the added terms, {name}"), &got, &added.to_vec_f64().unwrap(), exact, 0.0);
+            }
         }
     }
 }
