@@ -36,6 +36,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
     let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
         FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
+        FusedOp::GruCell => |v| per_float!(v, "gru_cell", gru_cell),
+        FusedOp::GruCellBackward => |v| per_float!(v, "gru_cell_backward", gru_cell_backward),
         FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
@@ -143,6 +145,56 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
         narrow_into(dc_row, &dcw);
     });
     Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
+}
+
+/// `FusedOp::GruCell`: x_gates and h_gates `[N, 3H]` and h `[N, H]` to h' `[N, H]`, row by
+/// row on [`Real`]'s row kernels, in `T::Acc`.
+fn gru_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gru_cell", inputs)?;
+    let (gx, gh, h) = (&v[0], &v[1], &v[2]);
+    let (n, width) = (inputs[2].layout.shape()[0], inputs[2].layout.shape()[1]);
+    if width == 0 {
+        return Ok(vec![T::wrap(Vec::new().into())]);
+    }
+    let mut out = vec![T::default(); n * width];
+    let body = |(r, h_row): (usize, &mut [T])| {
+        let mut h_new = wide(h_row);
+        let row = |xs: &[T], w: usize| wide(&xs[r * w..][..w]);
+        T::Acc::gru_cell_row(&row(gx, 3 * width), &row(gh, 3 * width), &row(h, width), &mut h_new);
+        narrow_into(h_row, &h_new);
+    };
+    if parallel(out.len()) {
+        out.par_chunks_mut(width).enumerate().for_each(body);
+    } else {
+        out.chunks_mut(width).enumerate().for_each(body);
+    }
+    Ok(vec![T::wrap(out.into())])
+}
+
+/// `FusedOp::GruCellBackward`: x_gates, h_gates, h and dh' to the gradients of x_gates, h_gates
+/// and h.
+fn gru_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("gru_cell_backward", inputs)?;
+    let (gx, gh, h, dh_new) = (&v[0], &v[1], &v[2], &v[3]);
+    let (n, width) = (inputs[2].layout.shape()[0], inputs[2].layout.shape()[1]);
+    if width == 0 {
+        return Ok(vec![T::wrap(Vec::new().into()), T::wrap(Vec::new().into()), T::wrap(Vec::new().into())]);
+    }
+    let mut dh = vec![T::default(); n * width];
+    // Each row's gradients of x_gates and h_gates side by side (6H), split apart after.
+    let mut both: Vec<T> = vec![T::default(); n * 6 * width];
+    rows(&mut both, 6 * width, &mut dh, width, |r, d_row, dh_row| {
+        let row = |xs: &[T], w: usize| wide(&xs[r * w..][..w]);
+        let (mut dx, mut dhh, mut dhw) = (wide(&d_row[..3 * width]), wide(&d_row[3 * width..]), wide(dh_row));
+        T::Acc::gru_cell_backward_row(&row(gx, 3 * width), &row(gh, 3 * width), &row(h, width), &row(dh_new, width), &mut dx, &mut dhh, &mut dhw);
+        let (a, b) = d_row.split_at_mut(3 * width);
+        narrow_into(a, &dx);
+        narrow_into(b, &dhh);
+        narrow_into(dh_row, &dhw);
+    });
+    let half = |k: usize| both.chunks(6 * width).flat_map(|block| block[k * 3 * width..][..3 * width].iter().copied()).collect::<Vec<T>>();
+    let (dgx, dgh) = (half(0), half(1));
+    Ok(vec![T::wrap(dgx.into()), T::wrap(dgh.into()), T::wrap(dh.into())])
 }
 
 /// Elements per block in [`wide_blocks`]: small enough that the widened copies stay in L1.

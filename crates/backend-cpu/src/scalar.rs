@@ -147,6 +147,36 @@ pub(crate) trait Real: Scalar + Float {
             dc[j] = dc_total * f;
         }
     }
+    /// The fused GRU cell on one row: `x_gates` and `h_gates` `[3, H]` (r, z, n) and h to h'.
+    fn gru_cell_row(gx: &[Self], gh: &[Self], h: &[Self], h_out: &mut [Self]) {
+        let n_ = h.len();
+        for j in 0..n_ {
+            let r = sigmoid(gx[j] + gh[j]);
+            let z = sigmoid(gx[n_ + j] + gh[n_ + j]);
+            let n = (gx[2 * n_ + j] + r * gh[2 * n_ + j]).tanh();
+            h_out[j] = n + z * (h[j] - n);
+        }
+    }
+    /// The fused GRU cell's gradient on one row: `x_gates`, `h_gates`, h and dh' to the
+    /// gradients of `x_gates` and `h_gates` (`[3, H]` each) and of h.
+    fn gru_cell_backward_row(gx: &[Self], gh: &[Self], h: &[Self], dh_new: &[Self], dgx: &mut [Self], dgh: &mut [Self], dh: &mut [Self]) {
+        let (n_, one) = (h.len(), Self::one());
+        for j in 0..n_ {
+            let r = sigmoid(gx[j] + gh[j]);
+            let z = sigmoid(gx[n_ + j] + gh[n_ + j]);
+            let n = (gx[2 * n_ + j] + r * gh[2 * n_ + j]).tanh();
+            let dn_pre = dh_new[j] * (one - z) * (one - n * n);
+            let dr_pre = dn_pre * gh[2 * n_ + j] * r * (one - r);
+            let dz_pre = dh_new[j] * (h[j] - n) * z * (one - z);
+            dgx[j] = dr_pre;
+            dgx[n_ + j] = dz_pre;
+            dgx[2 * n_ + j] = dn_pre;
+            dgh[j] = dr_pre;
+            dgh[n_ + j] = dz_pre;
+            dgh[2 * n_ + j] = dn_pre * r;
+            dh[j] = dh_new[j] * z;
+        }
+    }
 }
 
 fn sigmoid<A: Float>(x: A) -> A {

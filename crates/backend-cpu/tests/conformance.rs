@@ -9,8 +9,16 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, ConvGeometry, DType, Device, FusedOp, LayerNormOptions};
-    let mut ops =
-        vec![FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::Gelu, FusedOp::GeluBackward, FusedOp::SoftmaxLastDim, FusedOp::SoftmaxLastDimBackward];
+    let mut ops = vec![
+        FusedOp::LstmCell,
+        FusedOp::LstmCellBackward,
+        FusedOp::GruCell,
+        FusedOp::GruCellBackward,
+        FusedOp::Gelu,
+        FusedOp::GeluBackward,
+        FusedOp::SoftmaxLastDim,
+        FusedOp::SoftmaxLastDimBackward,
+    ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);

@@ -72,6 +72,20 @@ pub enum FusedOp {
     /// each), then the forward's second gate term where it had one. Outputs: `dgates` `[N,
     /// 4H]` (the gradient of either gate term) and `dc` `[N, H]`.
     LstmCellBackward,
+    /// The pointwise part of a GRU step ([`Tensor::gru_cell`]), gates in PyTorch's order r, z,
+    /// n:
+    ///
+    /// ```text
+    /// r = σ(x_r + h_r),  z = σ(x_z + h_z),  n = tanh(x_n + r * h_n),  h' = n + z * (h - n)
+    /// ```
+    ///
+    /// Inputs: `x_gates` `[N, 3H]` (`x W_ih^T + b_ih`), `h_gates` `[N, 3H]` (`h W_hh^T + b_hh`),
+    /// `h` `[N, H]`. Output: `h'` `[N, H]`.
+    GruCell,
+    /// The gradient of [`FusedOp::GruCell`]. Inputs: `x_gates`, `h_gates`, `h` and the gradient
+    /// of `h'` (`[N, H]`). Outputs: the gradients of `x_gates` `[N, 3H]`, `h_gates` `[N, 3H]`
+    /// and `h` `[N, H]` (the last only through `h' = ... + z * h`).
+    GruCellBackward,
     /// Exact GELU ([`Tensor::gelu`]), `y = 0.5 x (1 + erf(x / sqrt 2))`, elementwise. Input:
     /// `x`. Output: `y`, shaped like `x`.
     Gelu,
@@ -371,6 +385,8 @@ impl FusedOp {
         match self {
             FusedOp::LstmCell => "lstm_cell",
             FusedOp::LstmCellBackward => "lstm_cell_backward",
+            FusedOp::GruCell => "gru_cell",
+            FusedOp::GruCellBackward => "gru_cell_backward",
             FusedOp::Gelu => "gelu",
             FusedOp::GeluBackward => "gelu_backward",
             FusedOp::SoftmaxLastDim => "softmax_last_dim",
@@ -409,7 +425,8 @@ impl FusedOp {
     /// How many buffers the op returns.
     pub fn outputs(&self) -> usize {
         match self {
-            FusedOp::LstmCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
+            FusedOp::LstmCell | FusedOp::GruCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
+            FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),

@@ -7,8 +7,8 @@
 //! Each layer and direction projects the whole input sequence with one matmul
 //! (`[L*N, in] x W_ih^T`), so the time loop only does the `[N, H] x W_hh^T` product and the
 //! elementwise gate arithmetic. Everything is built from differentiable tensor ops, so
-//! backward needs no rule of its own; the LSTM's gate arithmetic is `Tensor::lstm_cell`, which
-//! runs as one fused kernel where the device has one.
+//! backward needs no rule of its own; the gate arithmetic is `Tensor::lstm_cell_sum` (the
+//! LSTM) or `Tensor::gru_cell` (the GRU), each one fused kernel where the device has one.
 
 use liandan_tensor::{Device, Tensor};
 
@@ -425,12 +425,8 @@ impl<C: Cell> RnnConfig<C> {
                 if let Some(b) = &w.bias_hh {
                     gh = gh.add(b)?;
                 }
-                let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);
-                let r = x3[0].add(&h3[0])?.sigmoid()?;
-                let z = x3[1].add(&h3[1])?.sigmoid()?;
-                let nn = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
-                // (1 - z) * n + z * h, written with one multiply fewer.
-                h = Some(nn.add(&z.mul(&h_prev.sub(&nn)?)?)?);
+                // The gate arithmetic is one op, a single kernel where the device has one.
+                h = Some(Tensor::gru_cell(&gx, &gh, h_prev)?);
             }
             outs.push(h.clone().expect("set by the step"));
         }

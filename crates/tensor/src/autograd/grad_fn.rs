@@ -92,6 +92,8 @@ pub(crate) enum GradFn {
     /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`, then the second gate term
     /// of `lstm_cell_sum`; output `[2, N, H]`.
     LstmCell,
+    /// The GRU cell's rule (`Tensor::gru_cell`): inputs `x_gates`, `h_gates`, `h`.
+    GruCell,
     /// The fused GELU's rule (the composite's own is its primitives').
     Gelu,
     /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
@@ -147,6 +149,7 @@ impl GradFn {
             GradFn::LogSoftmax { .. } => "log_softmax",
             GradFn::Softplus => "softplus",
             GradFn::LstmCell => "lstm_cell",
+            GradFn::GruCell => "gru_cell",
             GradFn::Gelu => "gelu",
             GradFn::BatchNorm { .. } => "batch_norm",
             GradFn::LayerNorm { .. } => "layer_norm",
@@ -195,7 +198,7 @@ impl GradFn {
                 BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum => true,
             },
             GradFn::Matmul | GradFn::Conv2d(_) => other(1 - i),
-            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::LstmCell => true,
+            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::LstmCell | GradFn::GruCell => true,
             // `x` and the weight; the bias only by its shape.
             GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
         }
@@ -297,6 +300,7 @@ impl GradFn {
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
             GradFn::Gelu => one(Tensor::gelu_backward(g, x)?),
             GradFn::LstmCell => Tensor::lstm_cell_backward(Some(&g.select(0usize, 0)?), Some(&g.select(0usize, 1)?), inputs, out),
+            GradFn::GruCell => Tensor::gru_cell_backward(g, inputs),
             GradFn::BatchNorm { mean, invstd } => {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())

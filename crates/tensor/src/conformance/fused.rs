@@ -38,6 +38,30 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_gru_cell_forward() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gru_cell_forward(&d)
+            }
+        }
+        #[test]
+        fn fused_gru_cell_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gru_cell_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_gru_cell_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gru_cell_grads(&d)
+            }
+        }
+        #[test]
+        fn fused_gru_cell_errors() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::gru_cell_errors(&d)
+            }
+        }
+        #[test]
         fn fused_gelu_matches_composite() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::gelu_matches_composite(&d)
@@ -147,6 +171,8 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let inputs = match op {
         FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
+        FusedOp::GruCell => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
+        FusedOp::GruCellBackward => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
         FusedOp::Gelu => vec![t(&[n, h], 1)],
         FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
         FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
@@ -350,6 +376,98 @@ pub fn lstm_cell_errors(d: &Device) {
     // Two gate terms of different shapes.
     let err = Tensor::lstm_cell_sum(&t(&[2, 8], DType::F32), &t(&[2, 4], DType::F32), &t(&[2, 2], DType::F32)).err();
     assert!(err.is_some_and(|e| e.to_string().contains("lstm_cell")), "lstm_cell_sum accepted gate terms of different shapes");
+}
+
+/// `gru_cell` (fused where the device can) against float64 reference code, in every float
+/// dtype the device computes, on odd sizes and a non-contiguous input, with gates large enough
+/// to saturate the activations.
+pub fn gru_cell_forward(d: &Device) {
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 1e-2, 1e-2), (DType::BF16, 5e-2, 5e-2)] {
+        for (n, h, strided) in [(1, 1, false), (3, 7, true), (5, 33, false)] {
+            let mut xv = values(n * 3 * h, 71);
+            xv[0] = 60.0;
+            xv[n * 3 * h - 1] = -95.0;
+            let x = if strided { strided_input(d, &[n, 3 * h], &xv, dtype) } else { from_values(d, &[n, 3 * h], &xv, dtype).0 };
+            let gh = from_values(d, &[n, 3 * h], &values(n * 3 * h, 72), dtype).0;
+            let st = from_values(d, &[n, h], &values(n * h, 73), dtype).0;
+            let what = format!("gru_cell {dtype} N {n} H {h}{}", if strided { " strided" } else { "" });
+            // The reference from the values as the device holds them.
+            let (xv, hv, sv) = (x.to_vec_f64().unwrap(), gh.to_vec_f64().unwrap(), st.to_vec_f64().unwrap());
+            let got = Tensor::gru_cell(&x, &gh, &st).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut want = Vec::new();
+            for r in 0..n {
+                for j in 0..h {
+                    let at = |v: &[f64], k: usize| v[r * 3 * h + k * h + j];
+                    let rg = sigmoid(at(&xv, 0) + at(&hv, 0));
+                    let z = sigmoid(at(&xv, 1) + at(&hv, 1));
+                    let nn = (at(&xv, 2) + rg * at(&hv, 2)).tanh();
+                    want.push((1.0 - z) * nn + z * sv[r * h + j]);
+                }
+            }
+            assert_close(&format!("{what}: h'"), &got.to_vec_f64().unwrap(), &want, atol, rtol);
+        }
+    }
+}
+
+/// The fused GRU cell, forward and backward, against the composite's on the same device; and
+/// two chained steps, the second's `h_gates` a product of the first's `h'`.
+pub fn gru_cell_matches_composite(d: &Device) {
+    let cell = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![Tensor::gru_cell(&x[0], &x[1], &x[2])?]) };
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F16, 2e-2, 2e-2), (DType::BF16, 1e-1, 5e-2)] {
+        for (n, h) in [(1, 1), (3, 7), (16, 65)] {
+            let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+            check_fused(&format!("gru_cell {dtype} N {n} H {h}"), &[t(&[n, 3 * h], 81), t(&[n, 3 * h], 82), t(&[n, h], 83)], cell, atol, rtol);
+        }
+    }
+    let two_steps = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let h1 = Tensor::gru_cell(&x[0], &x[1], &x[2])?;
+        Ok(vec![Tensor::gru_cell(&x[0].mul_scalar(0.5)?, &h1.matmul(&x[3])?, &h1)?])
+    };
+    let (n, h) = (4, 9);
+    let inputs = [(&[n, 3 * h][..], 84), (&[n, 3 * h][..], 85), (&[n, h][..], 86), (&[h, 3 * h][..], 87)]
+        .map(|(s, seed)| Tensor::from_f64s(&values(s.iter().product(), seed), s, DType::F32, d).unwrap());
+    check_fused("two chained gru_cell steps", &inputs, two_steps, 1e-5, 1e-5);
+}
+
+/// The GRU cell's backward rule against finite differences in f64, with fusion on and off.
+pub fn gru_cell_grads(d: &Device) {
+    for fused in [true, false] {
+        let what = if fused { "gru_cell (fused where the device can)" } else { "gru_cell (composite)" };
+        let run = || {
+            check_grads(what, &[leaf(d, &[3, 6], 91), leaf(d, &[3, 6], 92), leaf(d, &[3, 2], 93)], |x| Tensor::gru_cell(&x[0], &x[1], &x[2]), 1e-7, 1e-6);
+            check_grads(
+                &format!("{what}, strided"),
+                &[strided_leaf(d, &[2, 9], 94), leaf(d, &[2, 9], 95), strided_leaf(d, &[2, 3], 96)],
+                |x| Tensor::gru_cell(&x[0], &x[1], &x[2])?.square(),
+                1e-7,
+                1e-6,
+            );
+        };
+        if fused {
+            run()
+        } else {
+            no_fusion(run)
+        }
+    }
+}
+
+/// Misshapen or mismatched operands of `gru_cell` are errors naming the op, never panics.
+pub fn gru_cell_errors(d: &Device) {
+    let t = |shape: &[usize], dtype| Tensor::zeros(shape, dtype, d).unwrap();
+    let f = DType::F32;
+    let cases = [
+        (t(&[2, 6], f), t(&[2, 6], f), t(&[2, 3], f), "3H != 3 * H"),
+        (t(&[2, 6], f), t(&[2, 3], f), t(&[2, 2], f), "the gate terms differ"),
+        (t(&[2, 6], f), t(&[2, 6], f), t(&[3, 2], f), "N disagrees"),
+        (t(&[6], f), t(&[6], f), t(&[2], f), "rank 1"),
+        (t(&[2, 0], f), t(&[2, 0], f), t(&[2, 0], f), "H = 0"),
+        (t(&[2, 6], f), t(&[2, 6], f), t(&[2, 2], DType::F64), "dtypes differ"),
+        (t(&[2, 6], DType::I64), t(&[2, 6], DType::I64), t(&[2, 2], DType::I64), "integer operands"),
+    ];
+    for (x, g, h, why) in cases {
+        let err = Tensor::gru_cell(&x, &g, &h).err().unwrap_or_else(|| panic!("gru_cell accepted operands where {why}"));
+        assert!(err.to_string().contains("gru_cell"), "{why}: the error must name the op: {err}");
+    }
 }
 
 /// `gelu` fused against its composite (outputs and gradients), in every float dtype the

@@ -1,5 +1,5 @@
-//! Recurrent cells: the pointwise arithmetic of an LSTM step as one op, run as one fused
-//! kernel where the device has one ([`crate::fused`]) and from primitives otherwise.
+//! Recurrent cells: the pointwise arithmetic of an LSTM or GRU step as one op, run as one
+//! fused kernel where the device has one ([`crate::fused`]) and from primitives otherwise.
 //!
 //! The matmuls of a step stay outside (they are already one kernel each); what this op covers
 //! is the four activations and the state update, some thirty kernels a step when composed.
@@ -92,6 +92,73 @@ impl Tensor {
         let second = inputs.get(2).map(|_| Some(dgates.clone()));
         Ok([Some(dgates), Some(dc)].into_iter().chain(second).collect())
     }
+
+    /// One GRU step (`torch.nn.GRUCell`'s arithmetic) from the input projection `x_gates`
+    /// (`x W_ih^T + b_ih`), the recurrent one `h_gates` (`h W_hh^T + b_hh`), both with the gates
+    /// in PyTorch's order r, z, n, and the state `h`: returns `h'`, where
+    ///
+    /// ```text
+    /// r = σ(x_r + h_r),  z = σ(x_z + h_z),  n = tanh(x_n + r * h_n)
+    /// h' = (1 - z) * n + z * h
+    /// ```
+    ///
+    /// Runs as one fused kernel where the device has one ([`FusedOp::GruCell`]), its gradient
+    /// too ([`FusedOp::GruCellBackward`]); the result is the same either way.
+    ///
+    /// # Shapes
+    /// - `x_gates`, `h_gates`: `[N, 3H]`; `h`: `[N, H]`
+    /// - `h'`: `[N, H]`
+    pub fn gru_cell(x_gates: &Tensor, h_gates: &Tensor, h: &Tensor) -> Result<Tensor> {
+        for t in [x_gates, h_gates, h] {
+            check_float("gru_cell", t)?;
+        }
+        if let Some(p) = crate::autocast::promoted(&[x_gates, h_gates, h])? {
+            return Tensor::gru_cell(&p[0], &p[1], &p[2]);
+        }
+        let hs = h.shape();
+        for g in [x_gates, h_gates] {
+            check_same_dtype("gru_cell", g, h)?;
+            check_same_device("gru_cell", g, h)?;
+            let gs = g.shape();
+            if gs.len() != 2 || hs.len() != 2 || gs[0] != hs[0] || gs[1] != 3 * hs[1] || hs[1] == 0 {
+                return Err(Error::shape("gru_cell", gs, hs, "must be gates [N, 3H] and hidden state [N, H] with H > 0"));
+            }
+        }
+        let inputs = [x_gates.contiguous()?, h_gates.contiguous()?, h.contiguous()?];
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let out = match try_fused(&FusedOp::GruCell, &refs) {
+            Some(r) => r?.remove(0),
+            None => autograd::no_grad(|| gru_cell_composite(&inputs))?.storage(),
+        };
+        Ok(Tensor::from_op(out, hs, h.dtype(), h.device(), &refs, || GradFn::GruCell))
+    }
+
+    /// The backward rule of [`Tensor::gru_cell`]: from the gradient `dh'` of its output and its
+    /// inputs (`x_gates`, `h_gates`, `h`), the gradient of each input.
+    pub(crate) fn gru_cell_backward(dh_new: &Tensor, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let dh_new = dh_new.contiguous()?;
+        let (gx, gh, h) = (&inputs[0], &inputs[1], &inputs[2]);
+        if let Some(r) = try_fused(&FusedOp::GruCellBackward, &[gx, gh, h, &dh_new]) {
+            let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), h.dtype(), h.device(), None);
+            let mut r = r?.into_iter();
+            let mut next = |shape: &[usize]| r.next().map(|s| fresh(s, shape)).expect("three outputs, counted by try_fused");
+            let (dgx, dgh, dh) = (next(gx.shape()), next(gh.shape()), next(h.shape()));
+            return Ok(vec![Some(dgx), Some(dgh), Some(dh)]);
+        }
+        let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);
+        let r = x3[0].add(&h3[0])?.sigmoid()?;
+        let z = x3[1].add(&h3[1])?.sigmoid()?;
+        let n = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
+        // h' = n + z (h - n).
+        let dn = dh_new.mul(&z.neg()?.add_scalar(1.0)?)?;
+        let dz = dh_new.mul(&h.sub(&n)?)?;
+        let dn_pre = dn.mul(&n.square()?.neg()?.add_scalar(1.0)?)?;
+        let dr_pre = dn_pre.mul(&h3[2])?.mul(&r.mul(&r.neg()?.add_scalar(1.0)?)?)?;
+        let dz_pre = dz.mul(&z.mul(&z.neg()?.add_scalar(1.0)?)?)?;
+        let dgx = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre], 1usize)?;
+        let dgh = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre.mul(&r)?], 1usize)?;
+        Ok(vec![Some(dgx), Some(dgh), Some(dh_new.mul(&z)?)])
+    }
 }
 
 /// [`Tensor::lstm_cell`] of the sum of `gates` (one or two terms).
@@ -142,4 +209,15 @@ fn lstm_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
     let c_new = f.mul(c)?.add(&i.mul(&g)?)?;
     let h_new = o.mul(&c_new.tanh()?)?;
     Tensor::stack(&[&h_new, &c_new], 0usize)
+}
+
+/// [`Tensor::gru_cell`] from primitives on its inputs (`x_gates`, `h_gates`, `h`). The oracle of
+/// [`FusedOp::GruCell`].
+fn gru_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
+    let (x3, h3, h) = (inputs[0].chunk(3, 1usize)?, inputs[1].chunk(3, 1usize)?, &inputs[2]);
+    let r = x3[0].add(&h3[0])?.sigmoid()?;
+    let z = x3[1].add(&h3[1])?.sigmoid()?;
+    let n = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
+    // (1 - z) * n + z * h, written with one multiply fewer.
+    n.add(&z.mul(&h.sub(&n)?)?)
 }
