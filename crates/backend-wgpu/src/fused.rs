@@ -12,18 +12,23 @@ use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
+const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
 const LSTM: &str = include_str!("shaders/fused_lstm.wgsl");
 const LSTM_CELL: &str = include_str!("shaders/fused_lstm_cell.wgsl");
 const LSTM_CELL_BACKWARD: &str = include_str!("shaders/fused_lstm_cell_backward.wgsl");
+const GRU_CELL: &str = include_str!("shaders/fused_gru_cell.wgsl");
+const GRU_CELL_BACKWARD: &str = include_str!("shaders/fused_gru_cell_backward.wgsl");
 
 /// A fused kernel: one per `FusedOp` this backend runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
     LstmCell,
     LstmCellBackward,
+    GruCell,
+    GruCellBackward,
 }
 
-const KERNELS: [Kernel; 2] = [Kernel::LstmCell, Kernel::LstmCellBackward];
+const KERNELS: [Kernel; 4] = [Kernel::LstmCell, Kernel::LstmCellBackward, Kernel::GruCell, Kernel::GruCellBackward];
 
 /// One fused kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,6 +46,8 @@ impl Key {
         let (kernel, sum) = match op {
             FusedOp::LstmCell => (Kernel::LstmCell, inputs == 3),
             FusedOp::LstmCellBackward => (Kernel::LstmCellBackward, inputs == 6),
+            FusedOp::GruCell => (Kernel::GruCell, false),
+            FusedOp::GruCellBackward => (Kernel::GruCellBackward, false),
             _ => return None,
         };
         let key = Key { kernel, dtype, sum };
@@ -48,18 +55,22 @@ impl Key {
     }
 
     fn supported(&self, repr: &Repr) -> bool {
-        repr.computes(self.dtype) && self.dtype != DType::F64
+        let lstm = matches!(self.kernel, Kernel::LstmCell | Kernel::LstmCellBackward);
+        repr.computes(self.dtype) && self.dtype != DType::F64 && (lstm || !self.sum)
     }
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        // The meta slot of the second gate term's offset: after every other input's.
-        let (kernel, more) = match self.kernel {
-            Kernel::LstmCell => (LSTM_CELL, 4),
-            Kernel::LstmCellBackward => (LSTM_CELL_BACKWARD, 7),
+        // The LSTM's meta slot of the second gate term's offset: after every other input's.
+        let wgsl = Wgsl::new(repr).ty("x", self.dtype).part(RNN);
+        let (more, kernel) = match self.kernel {
+            Kernel::LstmCell => (4, LSTM_CELL),
+            Kernel::LstmCellBackward => (7, LSTM_CELL_BACKWARD),
+            Kernel::GruCell => return wgsl.part(GRU_CELL).build(),
+            Kernel::GruCellBackward => return wgsl.part(GRU_CELL_BACKWARD).build(),
         };
-        Wgsl::new(repr).ty("x", self.dtype).flag("SUM", self.sum).uint("MORE", more).part(LSTM).part(kernel).build()
+        wgsl.flag("SUM", self.sum).uint("MORE", more).part(LSTM).part(kernel).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -68,19 +79,23 @@ impl KernelKey for Key {
     }
 }
 
-/// `(numel of each output, N * H)` of an LSTM-cell op on `inputs`.
-fn lstm_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize)> {
-    // Other ops' second input need not be a matrix (a layer norm's weight, a 1-D softmax).
-    if !matches!(op, FusedOp::LstmCell | FusedOp::LstmCellBackward) {
-        return None;
-    }
-    let c = inputs.get(1)?.layout.shape();
-    let units = c[0] * c[1];
-    match op {
-        FusedOp::LstmCell => Some((vec![2 * units], units)),
-        FusedOp::LstmCellBackward => Some((vec![4 * units, units], units)),
-        _ => None,
-    }
+/// `(numel of each output, N * H, H)` of an LSTM- or GRU-cell op on `inputs`.
+fn cell_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize, usize)> {
+    // The state operand, [N, H]: the LSTM's c, the GRU's h.
+    let state = match op {
+        FusedOp::LstmCell | FusedOp::LstmCellBackward => inputs.get(1)?,
+        FusedOp::GruCell | FusedOp::GruCellBackward => inputs.get(2)?,
+        _ => return None,
+    };
+    let &[n, h] = state.layout.shape() else { return None };
+    let units = n * h;
+    let outputs = match op {
+        FusedOp::LstmCell => vec![2 * units],
+        FusedOp::LstmCellBackward => vec![4 * units, units],
+        FusedOp::GruCell => vec![units],
+        _ => vec![3 * units, 3 * units, units],
+    };
+    Some((outputs, units, h))
 }
 
 impl WgpuBackend {
@@ -102,7 +117,7 @@ impl WgpuBackend {
             return self.fused_conv(op, inputs);
         }
         let dtype = inputs.first()?.dtype;
-        let (outputs, units) = lstm_outputs(op, inputs)?;
+        let (outputs, units, h) = cell_outputs(op, inputs)?;
         let key = Key::of(&self.repr, op, dtype, inputs.len())?;
         if inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
@@ -111,7 +126,7 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let mut meta = vec![units as u32, inputs[1].layout.shape()[1] as u32];
+        let mut meta = vec![u32::try_from(units).ok()?, h as u32];
         for v in inputs {
             meta.push(u32::try_from(v.layout.offset()).ok()?);
         }
@@ -119,7 +134,7 @@ impl WgpuBackend {
             let kernel = gpu.kernel(key)?;
             let outs = outputs.iter().map(|&n| self.output(dtype, n)).collect::<Result<Vec<_>>>()?;
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
-            if !key.sum {
+            if matches!(key.kernel, Kernel::LstmCell | Kernel::LstmCellBackward) && !key.sum {
                 // The kernel binds a second gate term either way; without one it is the
                 // gates again, never read.
                 buffers.push(gpu_storage(&inputs[0]).buffer());

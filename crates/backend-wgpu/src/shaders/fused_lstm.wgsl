@@ -1,19 +1,9 @@
-// Helpers of the fused LSTM cell kernels (forward and backward), computed in f32.
+// Helpers of the fused LSTM cell kernels (forward and backward), computed in f32 (the
+// activations are fused_rnn.wgsl's).
 //
 // params[0] = N * H (one invocation per hidden unit of a batch row), params[1] = H, then the
 // element offset of each input in binding order. `more`, the second gate term of
 // `lstm_cell_sum`, is bound in both kernels; without one (SUM false) it is `gates` again, unread.
-
-// 1 / (1 + exp(-x)), with exp's argument held below f32 overflow: past it the result is 0 in
-// f32 anyway, and some GPUs' fast exp gives NaN rather than inf there.
-fn sigmoid_(x: f32) -> f32 {
-  return 1.0 / (1.0 + exp(min(-x, 88.0)));
-}
-
-// tanh is exactly +-1 in f32 beyond |x| = 9.1; Metal's fast tanh gives NaN for large |x|.
-fn tanh_(x: f32) -> f32 {
-  return tanh(clamp(x, -15.0, 15.0));
-}
 
 // The pre-activation at `j` of `gates` [N, 4H] (at element offset params[2]), plus the second
 // gate term's (`more`, at offset params[MORE]) when SUM, the sum rounded to the dtype as an add

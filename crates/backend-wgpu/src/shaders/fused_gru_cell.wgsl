@@ -1,0 +1,22 @@
+// FusedOp::GruCell: x_gates and h_gates [N, 3H] (r, z, n) and h [N, H] to h' [N, H], where
+// r = sigmoid(x_r + h_r), z = sigmoid(x_z + h_z), n = tanh(x_n + r * h_n), h' = n + z (h - n).
+// Meta: N * H, H, offsets of x_gates, h_gates and h.
+
+@group(0) @binding(1) var<storage, read> gx: array<S_x>;
+@group(0) @binding(2) var<storage, read> gh: array<S_x>;
+@group(0) @binding(3) var<storage, read> h: array<S_x>;
+@group(0) @binding(4) var<storage, read_write> out: array<S_x>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let e = flat_id(wid, nwg, lid);
+  if (e >= params[0]) { return; }
+  let w = params[1];
+  let at = (e / w) * 3u * w + e % w;
+  let x = params[2] + at;
+  let y = params[3] + at;
+  let r = sigmoid_(load_x(gx[x]) + load_x(gh[y]));
+  let z = sigmoid_(load_x(gx[x + w]) + load_x(gh[y + w]));
+  let n = tanh_(load_x(gx[x + 2u * w]) + r * load_x(gh[y + 2u * w]));
+  out[e] = store_x(n + z * (load_x(h[params[4] + e]) - n));
+}

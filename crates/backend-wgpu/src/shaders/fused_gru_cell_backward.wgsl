@@ -1,0 +1,37 @@
+// FusedOp::GruCellBackward: from x_gates and h_gates [N, 3H], h [N, H] and the gradient dh'
+// [N, H], the gradients of x_gates and h_gates [N, 3H] and of h [N, H]. Meta: N * H, H, offsets
+// of x_gates, h_gates, h and dh'.
+
+@group(0) @binding(1) var<storage, read> gx: array<S_x>;
+@group(0) @binding(2) var<storage, read> gh: array<S_x>;
+@group(0) @binding(3) var<storage, read> h: array<S_x>;
+@group(0) @binding(4) var<storage, read> dh_new: array<S_x>;
+@group(0) @binding(5) var<storage, read_write> dgx: array<S_x>;
+@group(0) @binding(6) var<storage, read_write> dgh: array<S_x>;
+@group(0) @binding(7) var<storage, read_write> dh: array<S_x>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let e = flat_id(wid, nwg, lid);
+  if (e >= params[0]) { return; }
+  let w = params[1];
+  let at = (e / w) * 3u * w + e % w;
+  let x = params[2] + at;
+  let y = params[3] + at;
+  let r = sigmoid_(load_x(gx[x]) + load_x(gh[y]));
+  let z = sigmoid_(load_x(gx[x + w]) + load_x(gh[y + w]));
+  let h_n = load_x(gh[y + 2u * w]);
+  let n = tanh_(load_x(gx[x + 2u * w]) + r * h_n);
+  let d = load_x(dh_new[params[5] + e]);
+  // h' = n + z (h - n).
+  let dn_pre = d * (1.0 - z) * (1.0 - n * n);
+  let dr_pre = dn_pre * h_n * r * (1.0 - r);
+  let dz_pre = d * (load_x(h[params[4] + e]) - n) * z * (1.0 - z);
+  dgx[at] = store_x(dr_pre);
+  dgx[at + w] = store_x(dz_pre);
+  dgx[at + 2u * w] = store_x(dn_pre);
+  dgh[at] = store_x(dr_pre);
+  dgh[at + w] = store_x(dz_pre);
+  dgh[at + 2u * w] = store_x(dn_pre * r);
+  dh[e] = store_x(d * z);
+}
