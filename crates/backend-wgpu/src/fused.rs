@@ -16,6 +16,7 @@ const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
 const LSTM: &str = include_str!("shaders/fused_lstm.wgsl");
 const LSTM_CELL: &str = include_str!("shaders/fused_lstm_cell.wgsl");
 const LSTM_CELL_BACKWARD: &str = include_str!("shaders/fused_lstm_cell_backward.wgsl");
+const GRU: &str = include_str!("shaders/fused_gru.wgsl");
 const GRU_CELL: &str = include_str!("shaders/fused_gru_cell.wgsl");
 const GRU_CELL_BACKWARD: &str = include_str!("shaders/fused_gru_cell_backward.wgsl");
 
@@ -67,8 +68,8 @@ impl KernelKey for Key {
         let (more, kernel) = match self.kernel {
             Kernel::LstmCell => (4, LSTM_CELL),
             Kernel::LstmCellBackward => (7, LSTM_CELL_BACKWARD),
-            Kernel::GruCell => return wgsl.part(GRU_CELL).build(),
-            Kernel::GruCellBackward => return wgsl.part(GRU_CELL_BACKWARD).build(),
+            Kernel::GruCell => return wgsl.part(GRU).part(GRU_CELL).build(),
+            Kernel::GruCellBackward => return wgsl.part(GRU).part(GRU_CELL_BACKWARD).build(),
         };
         wgsl.flag("SUM", self.sum).uint("MORE", more).part(LSTM).part(kernel).build()
     }

@@ -11,12 +11,7 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
   if (e >= params[0]) { return; }
-  let w = params[1];
-  let at = (e / w) * 3u * w + e % w;
-  let x = params[2] + at;
-  let y = params[3] + at;
-  let r = sigmoid_(load_x(gx[x]) + load_x(gh[y]));
-  let z = sigmoid_(load_x(gx[x + w]) + load_x(gh[y + w]));
-  let n = tanh_(load_x(gx[x + 2u * w]) + r * load_x(gh[y + 2u * w]));
-  out[e] = store_x(n + z * (load_x(h[params[4] + e]) - n));
+  let g = gru_gates(e);
+  let n = g.z;
+  out[e] = store_x(n + g.y * (load_x(h[params[4] + e]) - n));
 }

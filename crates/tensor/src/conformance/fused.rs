@@ -328,31 +328,29 @@ pub fn lstm_cell_grads(d: &Device) {
         let (h, c) = Tensor::lstm_cell(&x[0], &x[1])?;
         Tensor::stack(&[&h, &c.mul_scalar(0.7)?], 0usize)
     };
-    for fused in [true, false] {
-        let what = if fused { "lstm_cell (fused where the device can)" } else { "lstm_cell (composite)" };
-        let run = || {
-            check_grads(what, &[leaf(d, &[3, 8], 51), leaf(d, &[3, 2], 52)], cell, 1e-7, 1e-6);
-            check_grads(
-                &format!("{what}, gates in two terms, c' only"),
-                &[leaf(d, &[3, 8], 55), strided_leaf(d, &[3, 8], 56), leaf(d, &[3, 2], 57)],
-                |x| Ok(Tensor::lstm_cell_sum(&x[0], &x[1], &x[2])?.1),
-                1e-7,
-                1e-6,
-            );
-            check_grads(
-                &format!("{what}, strided, h' only"),
-                &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)],
-                |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0),
-                1e-7,
-                1e-6,
-            );
-        };
-        if fused {
-            run()
-        } else {
-            no_fusion(run)
-        }
-    }
+    fused_and_composite("lstm_cell", |what| {
+        check_grads(what, &[leaf(d, &[3, 8], 51), leaf(d, &[3, 2], 52)], cell, 1e-7, 1e-6);
+        check_grads(
+            &format!("{what}, gates in two terms, c' only"),
+            &[leaf(d, &[3, 8], 55), strided_leaf(d, &[3, 8], 56), leaf(d, &[3, 2], 57)],
+            |x| Ok(Tensor::lstm_cell_sum(&x[0], &x[1], &x[2])?.1),
+            1e-7,
+            1e-6,
+        );
+        check_grads(
+            &format!("{what}, strided, h' only"),
+            &[strided_leaf(d, &[2, 12], 53), strided_leaf(d, &[2, 3], 54)],
+            |x| Ok(Tensor::lstm_cell(&x[0], &x[1])?.0),
+            1e-7,
+            1e-6,
+        );
+    });
+}
+
+/// Runs `check(what)` with fusion on and with it off, `what` naming `op` and the way.
+fn fused_and_composite(op: &str, check: impl Fn(&str)) {
+    check(&format!("{op} (fused where the device can)"));
+    no_fusion(|| check(&format!("{op} (composite)")));
 }
 
 /// Misshapen or mismatched operands are errors naming the op, never panics.
@@ -431,24 +429,16 @@ pub fn gru_cell_matches_composite(d: &Device) {
 
 /// The GRU cell's backward rule against finite differences in f64, with fusion on and off.
 pub fn gru_cell_grads(d: &Device) {
-    for fused in [true, false] {
-        let what = if fused { "gru_cell (fused where the device can)" } else { "gru_cell (composite)" };
-        let run = || {
-            check_grads(what, &[leaf(d, &[3, 6], 91), leaf(d, &[3, 6], 92), leaf(d, &[3, 2], 93)], |x| Tensor::gru_cell(&x[0], &x[1], &x[2]), 1e-7, 1e-6);
-            check_grads(
-                &format!("{what}, strided"),
-                &[strided_leaf(d, &[2, 9], 94), leaf(d, &[2, 9], 95), strided_leaf(d, &[2, 3], 96)],
-                |x| Tensor::gru_cell(&x[0], &x[1], &x[2])?.square(),
-                1e-7,
-                1e-6,
-            );
-        };
-        if fused {
-            run()
-        } else {
-            no_fusion(run)
-        }
-    }
+    fused_and_composite("gru_cell", |what| {
+        check_grads(what, &[leaf(d, &[3, 6], 91), leaf(d, &[3, 6], 92), leaf(d, &[3, 2], 93)], |x| Tensor::gru_cell(&x[0], &x[1], &x[2]), 1e-7, 1e-6);
+        check_grads(
+            &format!("{what}, strided"),
+            &[strided_leaf(d, &[2, 9], 94), leaf(d, &[2, 9], 95), strided_leaf(d, &[2, 3], 96)],
+            |x| Tensor::gru_cell(&x[0], &x[1], &x[2])?.square(),
+            1e-7,
+            1e-6,
+        );
+    });
 }
 
 /// Misshapen or mismatched operands of `gru_cell` are errors naming the op, never panics.
