@@ -118,12 +118,12 @@ pub(crate) enum Part {
 
 /// The gradients of `inputs` from `pieces`, the whole gradient of the output `out` of a node
 /// whose rule can take them without their join: a permutation (a transpose) hands each piece
-/// on, permuted; a `cat` (so a `stack`) hands each piece to
-/// the input it lies in, and gives nothing to the inputs no piece reaches, where the join
-/// would have made zeros for them to add (an RNN's outputs, of which a model reads the last
-/// step); the LSTM cell's rule takes `dh'` and `dc'` apart, where the join would have copied
-/// them into one `[2, N, H]` buffer for each step. `Err(pieces)`, unchanged, when the rule
-/// cannot (pieces along another dim, or across two inputs): the caller joins them then.
+/// on, permuted; a `cat` (so a `stack`) hands each piece to the input it lies in, and gives
+/// nothing to the inputs no piece reaches, where the join would have made zeros for them to
+/// add (an RNN's outputs, of which a model reads the last step); the LSTM cell's rule takes
+/// `dh'` and `dc'` apart, where the join would have copied them into one `[2, N, H]` buffer
+/// for each step. `Err(pieces)`, unchanged, when the rule cannot (pieces along another dim, or
+/// across two inputs): the caller joins them then.
 pub(crate) fn route(grad_fn: &GradFn, inputs: &[Tensor], out: &Tensor, pieces: Vec<Piece>) -> Result<std::result::Result<Vec<Vec<Part>>, Vec<Piece>>> {
     match grad_fn {
         GradFn::Cat { dim, sizes } => {
