@@ -180,20 +180,22 @@ fn gru_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     if width == 0 {
         return Ok(vec![T::wrap(Vec::new().into()), T::wrap(Vec::new().into()), T::wrap(Vec::new().into())]);
     }
-    let mut dh = vec![T::default(); n * width];
-    // Each row's gradients of x_gates and h_gates side by side (6H), split apart after.
-    let mut both: Vec<T> = vec![T::default(); n * 6 * width];
-    rows(&mut both, 6 * width, &mut dh, width, |r, d_row, dh_row| {
+    let (mut dgx, mut dgh, mut dh) = (vec![T::default(); n * 3 * width], vec![T::default(); n * 3 * width], vec![T::default(); n * width]);
+    // Row r of dgx, of dgh and of dh.
+    type Rows<'a, U> = (usize, ((&'a mut [U], &'a mut [U]), &'a mut [U]));
+    let body = |(r, ((x_row, y_row), dh_row)): Rows<'_, T>| {
         let row = |xs: &[T], w: usize| wide(&xs[r * w..][..w]);
-        let (mut dx, mut dhh, mut dhw) = (wide(&d_row[..3 * width]), wide(&d_row[3 * width..]), wide(dh_row));
-        T::Acc::gru_cell_backward_row(&row(gx, 3 * width), &row(gh, 3 * width), &row(h, width), &row(dh_new, width), &mut dx, &mut dhh, &mut dhw);
-        let (a, b) = d_row.split_at_mut(3 * width);
-        narrow_into(a, &dx);
-        narrow_into(b, &dhh);
+        let (mut dx, mut dy, mut dhw) = (wide(x_row), wide(y_row), wide(dh_row));
+        T::Acc::gru_cell_backward_row(&row(gx, 3 * width), &row(gh, 3 * width), &row(h, width), &row(dh_new, width), &mut dx, &mut dy, &mut dhw);
+        narrow_into(x_row, &dx);
+        narrow_into(y_row, &dy);
         narrow_into(dh_row, &dhw);
-    });
-    let half = |k: usize| both.chunks(6 * width).flat_map(|block| block[k * 3 * width..][..3 * width].iter().copied()).collect::<Vec<T>>();
-    let (dgx, dgh) = (half(0), half(1));
+    };
+    if parallel(7 * dh.len()) {
+        dgx.par_chunks_mut(3 * width).zip(dgh.par_chunks_mut(3 * width)).zip(dh.par_chunks_mut(width)).enumerate().for_each(body);
+    } else {
+        dgx.chunks_mut(3 * width).zip(dgh.chunks_mut(3 * width)).zip(dh.chunks_mut(width)).enumerate().for_each(body);
+    }
     Ok(vec![T::wrap(dgx.into()), T::wrap(dgh.into()), T::wrap(dh.into())])
 }
 

@@ -129,12 +129,11 @@ pub(crate) fn route(grad_fn: &GradFn, inputs: &[Tensor], out: &Tensor, pieces: V
         GradFn::Cat { dim, sizes } => {
             let starts: Vec<usize> = sizes.iter().scan(0, |at, &s| Some(std::mem::replace(at, *at + s))).collect();
             let owner = |p: &Piece| (0..sizes.len()).find(|&i| p.dim == *dim && starts[i] <= p.start && p.end() <= starts[i] + sizes[i]);
-            if !pieces.iter().all(|p| owner(p).is_some()) {
+            let Some(owners) = pieces.iter().map(owner).collect::<Option<Vec<usize>>>() else {
                 return Ok(Err(pieces));
-            }
+            };
             let mut parts: Vec<Vec<Part>> = (0..inputs.len()).map(|_| Vec::new()).collect();
-            for p in pieces {
-                let i = owner(&p).expect("checked above");
+            for (p, i) in pieces.into_iter().zip(owners) {
                 parts[i].push(if p.grad.shape()[*dim] == sizes[i] { Part::Dense(p.grad) } else { Part::Piece(Piece { start: p.start - starts[i], ..p }) });
             }
             Ok(Ok(parts))

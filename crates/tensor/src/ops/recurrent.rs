@@ -145,15 +145,12 @@ impl Tensor {
             let (dgx, dgh, dh) = (next(gx.shape()), next(gh.shape()), next(h.shape()));
             return Ok(vec![Some(dgx), Some(dgh), Some(dh)]);
         }
-        let (x3, h3) = (gx.chunk(3, 1usize)?, gh.chunk(3, 1usize)?);
-        let r = x3[0].add(&h3[0])?.sigmoid()?;
-        let z = x3[1].add(&h3[1])?.sigmoid()?;
-        let n = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
+        let [r, z, n, h_n] = gru_gates(gx, gh)?;
         // h' = n + z (h - n).
         let dn = dh_new.mul(&z.neg()?.add_scalar(1.0)?)?;
         let dz = dh_new.mul(&h.sub(&n)?)?;
         let dn_pre = dn.mul(&n.square()?.neg()?.add_scalar(1.0)?)?;
-        let dr_pre = dn_pre.mul(&h3[2])?.mul(&r.mul(&r.neg()?.add_scalar(1.0)?)?)?;
+        let dr_pre = dn_pre.mul(&h_n)?.mul(&r.mul(&r.neg()?.add_scalar(1.0)?)?)?;
         let dz_pre = dz.mul(&z.mul(&z.neg()?.add_scalar(1.0)?)?)?;
         let dgx = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre], 1usize)?;
         let dgh = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre.mul(&r)?], 1usize)?;
@@ -214,10 +211,16 @@ fn lstm_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
 /// [`Tensor::gru_cell`] from primitives on its inputs (`x_gates`, `h_gates`, `h`). The oracle of
 /// [`FusedOp::GruCell`].
 fn gru_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
-    let (x3, h3, h) = (inputs[0].chunk(3, 1usize)?, inputs[1].chunk(3, 1usize)?, &inputs[2]);
+    let [_, z, n, _] = gru_gates(&inputs[0], &inputs[1])?;
+    // (1 - z) * n + z * h, written with one multiply fewer.
+    n.add(&z.mul(&inputs[2].sub(&n)?)?)
+}
+
+/// The GRU's gates from primitives: `[r, z, n, h_n]`, `h_n` the recurrent term of n.
+fn gru_gates(x_gates: &Tensor, h_gates: &Tensor) -> Result<[Tensor; 4]> {
+    let (x3, h3) = (x_gates.chunk(3, 1usize)?, h_gates.chunk(3, 1usize)?);
     let r = x3[0].add(&h3[0])?.sigmoid()?;
     let z = x3[1].add(&h3[1])?.sigmoid()?;
     let n = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
-    // (1 - z) * n + z * h, written with one multiply fewer.
-    n.add(&z.mul(&h.sub(&n)?)?)
+    Ok([r, z, n, h3[2].clone()])
 }
