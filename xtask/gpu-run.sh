@@ -31,6 +31,8 @@
 # round) and vit's f16 step; then PyTorch's add and synchronize, and `liandan profile --model
 # lstm` of each (`ONLY=tests` or `ONLY=bench` for one half; `ONLY=profile`: this build's
 # profile of `MODELS` in f32 and f16; `TRAIN_PRECISIONS` adds `liandan train` runs to the tests).
+# `PART=17`: the autotune: its tests and the conformance suite with it on, then the steps of
+# `MODELS` in `PRECISIONS` with it off and on, alternated (`ONLY=tests` or `ONLY=bench`).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -405,3 +407,32 @@ print(round(statistics.median(one() for _ in range(2000)) * 1e6, 1))"
     done
   fi
 fi
+
+if [ "$PART" = 17 ]; then
+  # The autotune: its tests and the conformance suite with it on (ONLY=tests), then the zoo's
+  # steps with it off and on, alternated, two rounds (ONLY=bench; PyTorch beside in the first),
+  # and the cuts it kept.
+  if [ "${ONLY:-all}" != bench ]; then
+    [ -x .bin/autotune ] && { echo "### test autotune"; timeout 120 ./.bin/autotune 2>&1 | grep -E "^test result|FAILED|panicked"; }
+    echo "### test conformance, LIANDAN_AUTOTUNE=1"
+    LIANDAN_AUTOTUNE=1 LIANDAN_CACHE_DIR="$OUT/tune-conformance" timeout 240 ./.bin/conformance --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+  fi
+  if [ "${ONLY:-all}" != tests ]; then
+    for round in 1 2; do
+      for t in 0 1; do
+        torch=""; [ $t = 0 ] && [ $round = 1 ] && torch="--torch"
+        for p in ${PRECISIONS:-f32}; do
+          echo "## round $round, LIANDAN_AUTOTUNE=$t, $p $torch"
+          SECONDS=0
+          LIANDAN_AUTOTUNE=$t LIANDAN_CACHE_DIR="$OUT/tune" timeout 240 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-resnet18,seed003_cnn,mnist_cnn,vit,mlp}" \
+            --precisions $p $torch --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 --epoch-samples 640 \
+            --out "$OUT/bench17-$t-$p-$round" > "$OUT/bench17-$t-$p-$round.md" 2> "$OUT/bench17-$t-$p-$round.log"; echo "rc $? wall ${SECONDS} s"
+          grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/bench17-$t-$p-$round.md"
+        done
+      done
+    done
+    echo "## the autotune's files"
+    for f in "$OUT"/tune/autotune/*.txt; do echo "$f: $(wc -l < "$f") lines"; done
+  fi
+fi
+

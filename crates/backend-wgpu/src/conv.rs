@@ -503,8 +503,9 @@ impl WgpuBackend {
         let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), plan.a4(geom, a_off));
         let packed = packed_view(b);
         let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
-        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed };
-        if !self.conv_products(&[(plan, ops)], geom, dtype, tiling, &out)? {
+        let products = [(plan, Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed })];
+        let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (plan.n, plan.k), &out)?;
+        if !self.conv_products(&products, geom, dtype, tiling, &out)? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
             return self.conv_pass(plan, geom, dtype, inputs);
         }
@@ -540,6 +541,7 @@ impl WgpuBackend {
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
         let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k), true);
         let out = self.conv_output(&plans[0], geom, dtype, tiling, packed_view(dy), strided)?;
+        let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (n, k), &out)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out)? {
             return self.conv_input(geom, dtype, inputs);
         }
@@ -554,6 +556,34 @@ impl WgpuBackend {
             true => self.packed_output(plan.total),
             false => self.output(dtype, plan.total),
         }
+    }
+
+    /// `tiling` as the autotune measured it on this adapter (`tune.rs`; `(n, k)` those of the
+    /// largest product), where it is on and the products run on the tiled kernels into an
+    /// output the cut does not change (not packed bf16); else `tiling` itself.
+    #[allow(clippy::too_many_arguments)]
+    fn tuned(
+        &self,
+        gpu: &Gpu,
+        tiling: Tiling,
+        products: &[(&Plan, Operands)],
+        geom: &ConvGeometry,
+        dtype: DType,
+        (n, k): (usize, usize),
+        out: &WgpuStorage,
+    ) -> Result<Tiling> {
+        if tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || cut::forced() || !crate::tune::autotune_enabled() {
+            return Ok(tiling);
+        }
+        let plan = products[0].0;
+        let rule = (tiling.bm, tiling.splits);
+        let groups = |tile: usize| plan.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
+        let fits = |tile, splits| crate::tune::split_fits(tile, splits, groups, plan.total, gpu.max_binding());
+        let candidates = crate::tune::candidates(rule, &[64, 128], k, fits);
+        let key = format!("conv {:?} {dtype} {geom:?} n={n} k={k}", plan.pass);
+        let at = |(tile, splits)| Tiling { bm: tile, bn: tile, splits, coop: None };
+        let cut = gpu.tuned_cut(&key, rule, &candidates, |c| self.conv_products(products, geom, dtype, at(c), out).map(drop))?;
+        Ok(at(cut))
     }
 
     /// The weights in the order a product reads them: a copy through `view`, packed again

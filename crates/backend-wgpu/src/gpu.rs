@@ -112,6 +112,10 @@ pub(crate) struct Gpu {
     /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them);
     /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
     pub(crate) coop_f16: AtomicBool,
+    /// The adapter, its IDs and its driver, in one line: what the autotune's file is for.
+    pub(crate) identity: String,
+    /// The autotune's measured cuts on this adapter (`tune.rs`).
+    pub(crate) tuning: Mutex<crate::tune::Table>,
 }
 
 thread_local! {
@@ -259,6 +263,8 @@ impl Gpu {
     pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
+        let identity = format!("{name} {:04x}:{:04x} {} {}", info.vendor, info.device, info.driver, info.driver_info);
+        let identity: String = identity.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         let mut limits = adapter.limits();
         if let Some(cap) = binding_cap()? {
             limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap);
@@ -326,6 +332,8 @@ impl Gpu {
             index_tags: Mutex::default(),
             timer,
             coop_f16: AtomicBool::new(coop_f16),
+            identity,
+            tuning: Mutex::default(),
         })
     }
 

@@ -36,6 +36,7 @@ mod reduce;
 mod repr;
 mod storage;
 mod timing;
+mod tune;
 mod window;
 
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
 pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
+pub use tune::{autotune_cache_dir, autotune_enabled, autotune_measured, set_autotune, with_autotune};
 
 /// The shader sources, for validation tests (naga, MSL translation).
 pub mod shaders {

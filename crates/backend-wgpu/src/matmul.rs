@@ -228,57 +228,87 @@ impl WgpuBackend {
             (64, 64)
         };
         let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch).max(1);
-        let splits = k_splits(tiles, k);
-        let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
-        let splits = k.div_ceil(ks).max(1);
-        let words = [
-            batch,
-            m,
-            k,
-            n,
-            a.strides[0],
-            a.strides[1],
-            a.strides[2],
-            a.offset,
-            b.strides[0],
-            b.strides[1],
-            b.strides[2],
-            b.offset,
-            a.walk_outer(2) as usize,
-            b.walk_outer(1) as usize,
-            splits,
-            ks,
-        ];
-        let meta: Option<Vec<u32>> = words.iter().map(|&w| u32::try_from(w).ok()).collect();
-        let fits = u32::try_from(splits * batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
-        let (true, Some(meta), true) = (self.repr.computes(dtype), meta, fits) else {
+        let rule = (tm, k_splits(tiles, k));
+        // K in ranges of whole 16-deep slices: the count a split of `splits` ranges becomes.
+        let cut_k = |splits: usize| {
+            let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
+            (k.div_ceil(ks).max(1), ks)
+        };
+        let meta = |splits: usize, ks: usize| -> Option<Vec<u32>> {
+            let words = [
+                batch,
+                m,
+                k,
+                n,
+                a.strides[0],
+                a.strides[1],
+                a.strides[2],
+                a.offset,
+                b.strides[0],
+                b.strides[1],
+                b.strides[2],
+                b.offset,
+                a.walk_outer(2) as usize,
+                b.walk_outer(1) as usize,
+                splits,
+                ks,
+            ];
+            let fits = u32::try_from(splits * batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
+            words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
+        };
+        let (true, Some(_)) = (self.repr.computes(dtype), meta(cut_k(rule.1).0, cut_k(rule.1).1)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
-        let (a_load, b_load, partial) = (a.load(2), b.load(1), splits > 1);
-        let variant = Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed };
-        let out = if variant.packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
-        let groups = |count: usize| count.clamp(1, 65_535) as u32;
-        let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
+        let (a_load, b_load) = (a.load(2), b.load(1));
+        let variant = |tm: usize, splits: usize| Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed };
+        let (rule_tile, rule_splits) = (rule.0, cut_k(rule.1).0);
+        let out = if variant(rule_tile, rule_splits).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
         let gpu = self.gpu()?;
-        let kernel = if coop {
-            let key = matmul_coop::Key { variant: matmul_coop::Variant::chosen(), a: a_load, b: b_load, partial };
-            match matmul_coop::kernel(gpu, key) {
-                Some(k) => k,
-                // It failed to build and f16 has left the tensor cores for good: tiles and splits
-                // are the ordinary kernels' again.
-                None => return self.matmul_op(lhs, rhs),
+        // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
+        // variant's own where `coop`) with K in `splits` ranges; `false`: the tensor-core kernel
+        // failed to build (f16 has left the tensor cores for good).
+        let run = |tm: usize, splits: usize| -> Result<bool> {
+            let (splits, ks) = cut_k(splits);
+            let tn = if coop { tn } else { tm };
+            let Some(meta) = meta(splits, ks) else { return Err(gpu.err("matmul", "a split past 32-bit sizes")) };
+            let groups = |count: usize| count.clamp(1, 65_535) as u32;
+            let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
+            let kernel = if coop {
+                let key = matmul_coop::Key { variant: matmul_coop::Variant::chosen(), a: a_load, b: b_load, partial: splits > 1 };
+                match matmul_coop::kernel(gpu, key) {
+                    Some(k) => k,
+                    None => return Ok(false),
+                }
+            } else {
+                gpu.kernel(Key { dtype, v: variant(tm, splits) })?
+            };
+            let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
+            if splits == 1 {
+                gpu.dispatch(&kernel, &meta, &[x, w, out.buffer()], grid)?;
+            } else {
+                let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
+                gpu.dispatch(&kernel, &meta, &[x, w, partials.buffer()], grid)?;
+                self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
             }
-        } else {
-            gpu.kernel(Key { dtype, v: variant })?
+            Ok(true)
         };
-        let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
-        if splits == 1 {
-            gpu.dispatch(&kernel, &meta, &[x, w, out.buffer()], grid)?;
+        // The autotune (`tune.rs`) times the tiled kernel's cuts where the output is the same
+        // in each (not packed bf16).
+        let (tm, splits) = if coop || packed {
+            (rule_tile, rule_splits)
         } else {
-            let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
-            gpu.dispatch(&kernel, &meta, &[x, w, partials.buffer()], grid)?;
-            self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
+            let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };
+            // f64 partial sums take twice the bytes: counted as twice the outputs.
+            let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
+            let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
+            let fits = |tile, s| meta(cut_k(s).0, cut_k(s).1).is_some() && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
+            let candidates = crate::tune::candidates((rule_tile, rule_splits), tiles, k, fits);
+            let key = format!("matmul {dtype} b={batch} m={m} k={k} n={n} a={a_load:?} b={b_load:?}");
+            gpu.tuned_cut(&key, (rule_tile, rule_splits), &candidates, |(tm, s)| run(tm, s).map(drop))?
+        };
+        if !run(tm, splits)? {
+            return self.matmul_op(lhs, rhs);
         }
         Ok(Arc::new(out))
     }

@@ -121,6 +121,12 @@ pub struct TrainArgs {
     /// read-back per step).
     #[arg(long)]
     pub detect_anomaly: bool,
+    /// On a GPU, time each product's and convolution's cuts into workgroups (tile size, K
+    /// splits) the first time its shape is met and keep the fastest, in a file per adapter
+    /// under the cache directory (LIANDAN_CACHE_DIR, else the platform's; LIANDAN_AUTOTUNE=1
+    /// does the same). The first steps are slower; later runs read the file.
+    #[arg(long)]
+    pub autotune: bool,
 }
 
 #[derive(Args)]
@@ -189,6 +195,12 @@ pub struct ProfileArgs {
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// On a GPU, time each product's and convolution's cuts into workgroups (tile size, K
+    /// splits) the first time its shape is met and keep the fastest, in a file per adapter
+    /// under the cache directory (LIANDAN_CACHE_DIR, else the platform's; LIANDAN_AUTOTUNE=1
+    /// does the same). The first steps are slower; later runs read the file.
+    #[arg(long)]
+    pub autotune: bool,
 }
 
 #[derive(Args)]

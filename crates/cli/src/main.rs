@@ -74,11 +74,17 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Summary(a) => ("summary", listing::summary(&a)),
-        Command::Train(a) => ("train", train::train(&a)),
+        Command::Train(a) => ("train", {
+            autotune(a.autotune);
+            train::train(&a)
+        }),
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
-        Command::Profile(a) => ("profile", profile::profile(&a)),
+        Command::Profile(a) => ("profile", {
+            autotune(a.autotune);
+            profile::profile(&a)
+        }),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
     match result {
@@ -89,4 +95,15 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// `--autotune`: the wgpu backend's autotune on for this process (off leaves
+/// `LIANDAN_AUTOTUNE` to decide). A CPU-only build has nothing to tune.
+fn autotune(on: bool) {
+    #[cfg(feature = "wgpu")]
+    if on {
+        liandan_backend_wgpu::set_autotune(true);
+    }
+    #[cfg(not(feature = "wgpu"))]
+    let _ = on;
 }

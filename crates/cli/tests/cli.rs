@@ -166,3 +166,29 @@ fn a_checkpoint_of_another_model_is_refused() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("another model") && err.lines().count() == 1, "{err}");
 }
+
+/// `train --autotune` on the GPU times the cuts of its products once and leaves them in a file
+/// per adapter under `LIANDAN_CACHE_DIR`. Skips without a GPU unless `LIANDAN_REQUIRE_GPU` is set.
+#[test]
+fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
+    let (dir, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = Command::new(env!("CARGO_BIN_EXE_liandan"))
+        .env("LIANDAN_CACHE_DIR", cache.path())
+        .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    if !o.status.success() && err.contains("0 GPU(s) were found") && !std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") {
+        eprintln!("skipping: no GPU here ({err})");
+        return;
+    }
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("epoch 1/1"), "{out}");
+    let files: Vec<_> = std::fs::read_dir(cache.path().join("autotune")).expect("the autotune's directory").map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    for what in ["conv Forward f32", "conv Weight f32", "matmul f32"] {
+        assert!(text.lines().any(|l| l.starts_with(what)), "no {what} line:\n{text}");
+    }
+}

@@ -66,6 +66,12 @@ pub fn with_conv_cut<R>(cut: ConvCut, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether a cut was asked for (`with_conv_cut` on this thread, or `LIANDAN_CONV_CUT`): the
+/// autotune (`tune.rs`) then leaves the cut as asked.
+pub(super) fn forced() -> bool {
+    CUT.with(|c| c.get()).is_some() || std::env::var_os("LIANDAN_CONV_CUT").is_some_and(|v| !v.is_empty())
+}
+
 /// Workgroups that keep a big GPU busy (`ConvCut::Auto`): two 128 x 128 tiles per compute
 /// unit on one with 128 of them (the H200 has 132).
 const FILL: usize = 256;

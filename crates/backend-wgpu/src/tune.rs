@@ -1,0 +1,342 @@
+//! Autotune: how a product is cut into workgroups (the tile's edge, the ranges K is split into),
+//! measured on this adapter and cached on disk, since a cut chosen on one GPU does not carry to
+//! another.
+//!
+//! Off by default: products are then cut by the fixed rules of `matmul.rs` and `conv/cut.rs`
+//! (tuned by hand on an H200). On ([`set_autotune`], `LIANDAN_AUTOTUNE=1`, or
+//! `liandan train --autotune`), the first product of each shape the rules would run on the
+//! ordinary tiled kernels (f32, f16 off tensor cores, unpacked bf16) is timed in every cut
+//! that fits it, and the fastest is kept (the rule's own unless another is at least
+//! [`MARGIN`] faster), in memory and in a file per adapter under the cache directory
+//! ([`autotune_cache_dir`]), so later processes on the same adapter and build measure nothing.
+//! Like PyTorch's `torch.backends.cudnn.benchmark`: the first steps are slower, and another
+//! split of K changes the order of a product's f32 additions.
+//!
+//! The file is text, one shape a line (`key<TAB>tile splits microseconds`) under a header that
+//! names the format, the crate's version and the adapter; a file with another header, or
+//! lines it cannot read, is measured again and rewritten. Writes are atomic (a temporary
+//! file, fsync, rename).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use liandan_tensor::Result;
+
+use crate::gpu::Gpu;
+
+/// How much faster another cut must be than the rule's to replace it (timing noise otherwise
+/// flips choices between processes).
+pub const MARGIN: f64 = 0.05;
+/// Timed runs of each candidate, after one untimed run (which also builds its kernel).
+const REPEATS: usize = 3;
+/// The header's first words; the format's version follows.
+const HEADER: &str = "# liandan autotune 1";
+
+/// `set_autotune`'s setting: 0 unset (the environment decides), 1 off, 2 on.
+static SETTING: AtomicU8 = AtomicU8::new(0);
+thread_local! {
+    /// Shapes this thread has measured.
+    static MEASURED: Cell<u64> = const { Cell::new(0) };
+    /// `with_autotune`'s override on this thread: on, with the cache in this directory (or in
+    /// memory only).
+    static OVERRIDE: RefCell<Option<Option<PathBuf>>> = const { RefCell::new(None) };
+}
+
+/// Turns the autotune on or off for this process (see the module docs), whatever
+/// `LIANDAN_AUTOTUNE` says.
+pub fn set_autotune(on: bool) {
+    SETTING.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Whether products are cut as measured on this adapter: [`set_autotune`]'s setting, else
+/// `LIANDAN_AUTOTUNE` (`1`, `on` or `true`), else off.
+pub fn autotune_enabled() -> bool {
+    if OVERRIDE.with(|o| o.borrow().is_some()) {
+        return true;
+    }
+    match SETTING.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => env_on(),
+    }
+}
+
+fn env_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| matches!(std::env::var("LIANDAN_AUTOTUNE").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("1" | "on" | "true")))
+}
+
+/// Runs `f` with the autotune on for this thread, its results kept in `dir` (a file per
+/// adapter) or, with `None`, in memory only: for tests and benchmarks.
+pub fn with_autotune<R>(dir: Option<&Path>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Option<PathBuf>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| *o.borrow_mut() = self.0.take());
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.borrow_mut().replace(dir.map(Path::to_path_buf))));
+    f()
+}
+
+/// Shapes the calling thread has measured so far (a shape found in the cache is not measured).
+pub fn autotune_measured() -> u64 {
+    MEASURED.with(Cell::get)
+}
+
+/// Where the autotune keeps its files: `LIANDAN_CACHE_DIR`, else the platform's cache
+/// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS,
+/// `%LOCALAPPDATA%` on Windows) with `liandan/autotune` under it; `None` where none is known
+/// (results then stay in memory).
+pub fn autotune_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = OVERRIDE.with(|o| o.borrow().clone()) {
+        return dir;
+    }
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("LIANDAN_CACHE_DIR") {
+        return Some(dir.join("autotune"));
+    }
+    let base = if cfg!(target_os = "macos") {
+        var("HOME").map(|h| h.join("Library/Caches"))
+    } else if cfg!(windows) {
+        var("LOCALAPPDATA")
+    } else {
+        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
+    };
+    base.map(|b| b.join("liandan").join("autotune"))
+}
+
+/// One shape's measured cut.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Choice {
+    tile: usize,
+    splits: usize,
+    micros: f64,
+}
+
+/// One adapter's measured cuts, per file they are read from and saved to (`None`: in memory
+/// only); each file is read once.
+#[derive(Default)]
+pub(crate) struct Table {
+    files: HashMap<Option<PathBuf>, HashMap<String, Choice>>,
+    /// A save failed once (reported once; later saves are still tried, silently).
+    warned: bool,
+}
+
+/// This adapter's file in `dir`: its name and a hash of its full identity, so that two GPUs
+/// (or two drivers) keep apart.
+fn file_in(dir: &Path, identity: &str) -> PathBuf {
+    let slug: String = identity.chars().take(40).map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    // FNV-1a: a stable hash (std's differs between Rust releases), here only to name a file.
+    let hash = identity.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3));
+    dir.join(format!("{}-{hash:016x}.txt", slug.trim_matches('-')))
+}
+
+fn header(identity: &str) -> String {
+    format!("{HEADER} {}\t{identity}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The cuts a file holds, or none where it is missing, from another format, build or adapter,
+/// or unreadable (it is measured again and rewritten).
+fn read(path: &Path, identity: &str) -> HashMap<String, Choice> {
+    let Ok(text) = std::fs::read_to_string(path) else { return HashMap::new() };
+    let mut lines = text.lines();
+    if lines.next() != Some(header(identity).as_str()) {
+        return HashMap::new();
+    }
+    let mut cuts = HashMap::new();
+    for line in lines {
+        let Some((key, value)) = line.split_once('\t') else { return HashMap::new() };
+        let words: Vec<&str> = value.split(' ').collect();
+        let parsed = match words[..] {
+            [t, s, us] => t.parse().ok().zip(s.parse().ok()).zip(us.parse().ok()).map(|((tile, splits), micros)| Choice { tile, splits, micros }),
+            _ => None,
+        };
+        match parsed {
+            Some(c) if c.splits >= 1 => cuts.insert(key.to_string(), c),
+            _ => return HashMap::new(),
+        };
+    }
+    cuts
+}
+
+/// Writes `cuts` to `path` atomically: a temporary file beside it, synced, then renamed.
+fn write(path: &Path, identity: &str, cuts: &HashMap<String, Choice>) -> std::io::Result<()> {
+    let dir = path.parent().expect("a file in a directory");
+    std::fs::create_dir_all(dir)?;
+    let mut keys: Vec<&String> = cuts.keys().collect();
+    keys.sort();
+    let mut text = header(identity) + "\n";
+    for key in keys {
+        let c = cuts[key];
+        text += &format!("{key}\t{} {} {:.1}\n", c.tile, c.splits, c.micros);
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+impl Gpu {
+    /// The cut `(tile, splits)` for the product `key` names: `rule`'s where the autotune is
+    /// off; else the one measured on this adapter, from the cache or by timing `run` (which
+    /// records the whole product, cut as given) on each of `candidates` now. `run` writes the
+    /// product's output, so the caller's last run (in the chosen cut) overwrites the
+    /// candidates'.
+    pub(crate) fn tuned_cut(
+        &self,
+        key: &str,
+        rule: (usize, usize),
+        candidates: &[(usize, usize)],
+        mut run: impl FnMut((usize, usize)) -> Result<()>,
+    ) -> Result<(usize, usize)> {
+        if !autotune_enabled() || candidates.len() < 2 {
+            return Ok(rule);
+        }
+        let dir = autotune_cache_dir();
+        let path = dir.as_deref().map(|d| file_in(d, &self.identity));
+        {
+            let mut table = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
+            let cuts = table.files.entry(path.clone()).or_insert_with(|| path.as_deref().map(|p| read(p, &self.identity)).unwrap_or_default());
+            if let Some(c) = cuts.get(key) {
+                if candidates.contains(&(c.tile, c.splits)) {
+                    return Ok((c.tile, c.splits));
+                }
+            }
+        }
+        let mut timed = Vec::with_capacity(candidates.len());
+        for &cut in candidates {
+            // One untimed run builds the kernel and warms the caches.
+            run(cut)?;
+            self.synchronize()?;
+            let start = Instant::now();
+            for _ in 0..REPEATS {
+                run(cut)?;
+            }
+            self.synchronize()?;
+            timed.push((cut, start.elapsed().as_secs_f64() * 1e6 / REPEATS as f64));
+        }
+        MEASURED.with(|m| m.set(m.get() + 1));
+        let rule_time = timed.iter().find(|(c, _)| *c == rule).map(|t| t.1);
+        let fastest = timed.iter().copied().fold(None, |best: Option<((usize, usize), f64)>, t| match best {
+            Some(b) if b.1 <= t.1 => Some(b),
+            _ => Some(t),
+        });
+        let ((tile, splits), micros) = match (fastest, rule_time) {
+            (Some((cut, us)), Some(rule_us)) if us < rule_us * (1.0 - MARGIN) => (cut, us),
+            (_, Some(rule_us)) => (rule, rule_us),
+            (Some(f), None) => f,
+            (None, None) => return Ok(rule),
+        };
+        let mut table = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        let cuts = table.files.entry(path.clone()).or_default();
+        cuts.insert(key.to_string(), Choice { tile, splits, micros });
+        let saved = path.as_deref().map(|p| write(p, &self.identity, cuts));
+        if let Some(Err(e)) = saved {
+            if !table.warned {
+                table.warned = true;
+                let path = path.as_deref().expect("saved to a file").display();
+                eprintln!("liandan: could not save the autotune's results to {path}: {e}; they are kept for this process only");
+            }
+        }
+        Ok((tile, splits))
+    }
+}
+
+/// Workgroups a split cut may reach at most: past this many a GPU is filled many times over
+/// and more ranges of K only add partial sums.
+pub(crate) const MAX_GROUPS: usize = 2048;
+/// Bytes of partial sums a candidate may need at most (they stay in the allocator's cache).
+pub(crate) const MAX_PARTIALS: usize = 64 << 20;
+
+/// The longest range of K a candidate may leave one workgroup to add up in order, where the
+/// rule's own ranges are shorter: a longer f32 sum rounds more (a weight gradient over
+/// 24,576 positions in two ranges, not the rule's 96, moved 1e-4 from the composite's value).
+pub(crate) const MAX_RANGE: usize = 2048;
+
+/// The cuts worth timing for a product over a K of `k` that the rule cuts as `rule`: each tile
+/// edge in `tiles_allowed`, K unsplit or split in 2, 4, ... ranges of at least 64 (at most 32
+/// ranges, and only while `split_fits(tile, splits)` allows), each count as the kernels will
+/// round it (whole 16-deep slices), none with ranges longer than the rule's or [`MAX_RANGE`].
+/// Always holds `rule`, first.
+pub(crate) fn candidates(rule: (usize, usize), tiles_allowed: &[usize], k: usize, split_fits: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize)> {
+    let range = |splits: usize| k.div_ceil(splits).next_multiple_of(16).max(16);
+    let longest = range(rule.1).max(MAX_RANGE);
+    let mut out = vec![rule];
+    for &tile in tiles_allowed {
+        for s in (0..6).map(|i| 1 << i) {
+            if s > 1 && (k / s < 64 || !split_fits(tile, s)) {
+                break;
+            }
+            let cut = (tile, k.div_ceil(range(s)).max(1));
+            if range(s) <= longest && !out.contains(&cut) {
+                out.push(cut);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a split of K in `splits` ranges of a product of `groups(tile)` workgroups and
+/// `total` outputs stays within [`MAX_GROUPS`], [`MAX_PARTIALS`] and the binding `limit`.
+pub(crate) fn split_fits(tile: usize, splits: usize, groups: impl Fn(usize) -> usize, total: usize, limit: u64) -> bool {
+    let bytes = splits.saturating_mul(total).saturating_mul(4);
+    groups(tile).saturating_mul(splits) <= MAX_GROUPS && bytes <= MAX_PARTIALS && (bytes as u64) <= limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{candidates, file_in, read, write, Choice};
+    use std::collections::HashMap;
+
+    #[test]
+    fn candidates_hold_the_rule_and_splits_of_whole_slices() {
+        let c = candidates((64, 3), &[64, 128], 1000, |_, _| true);
+        assert_eq!(c[0], (64, 3));
+        // 1000 deep: 2, 4, 8 ranges of at least 64 (15 fits in 16 ranges of 64? 1000 / 16 = 62 < 64: no).
+        for cut in [(64, 1), (64, 2), (64, 4), (64, 8), (128, 1), (128, 2), (128, 4), (128, 8)] {
+            assert!(c.contains(&cut), "{cut:?} missing from {c:?}");
+        }
+        assert_eq!(c.len(), 9, "{c:?}");
+        // Ranges no longer than the rule's or MAX_RANGE: 24,576 deep, split in 12 or more.
+        assert_eq!(candidates((64, 96), &[64], 24_576, |_, _| true), vec![(64, 96), (64, 16), (64, 32)]);
+        assert_eq!(candidates((64, 1), &[64], 24_576, |_, _| true), vec![(64, 1), (64, 2), (64, 4), (64, 8), (64, 16), (64, 32)]);
+        // No split where the partial sums do not fit; a short K is never split.
+        assert_eq!(candidates((64, 1), &[64, 128], 100_000, |_, s| s < 2), vec![(64, 1), (128, 1)]);
+        assert_eq!(candidates((64, 1), &[64, 128], 100_000, |t, s| t * s <= 128), vec![(64, 1), (64, 2), (128, 1)]);
+        assert_eq!(candidates((64, 1), &[64], 100, |_, _| true), vec![(64, 1)]);
+    }
+
+    #[test]
+    fn a_file_round_trips_and_a_foreign_or_damaged_one_reads_as_empty() {
+        let dir = std::env::temp_dir().join(format!("liandan-tune-test-{}", std::process::id()));
+        let (id, other) = ("GPU A (Vulkan) 10de:2335 driver 1", "GPU A (Vulkan) 10de:2335 driver 2");
+        let path = file_in(&dir, id);
+        assert_ne!(path, file_in(&dir, other), "two drivers keep two files");
+        let mut cuts = HashMap::new();
+        cuts.insert("conv Forward f32 x".to_string(), Choice { tile: 128, splits: 4, micros: 12.5 });
+        cuts.insert("matmul f32 y".to_string(), Choice { tile: 64, splits: 1, micros: 3.0 });
+        write(&path, id, &cuts).unwrap();
+        assert_eq!(read(&path, id), cuts);
+        assert!(read(&path, other).is_empty(), "another adapter's file is not read");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("128 4", "128 x")).unwrap();
+        assert!(read(&path, id).is_empty(), "a damaged line discards the file");
+        std::fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
+        assert!(read(&path, id).is_empty());
+        assert!(read(&dir.join("missing.txt"), id).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
