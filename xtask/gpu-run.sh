@@ -417,7 +417,7 @@ if [ "$PART" = 17 ]; then
     echo "### test conformance, LIANDAN_AUTOTUNE=1"
     LIANDAN_AUTOTUNE=1 LIANDAN_CACHE_DIR="$OUT/tune-conformance" timeout 240 ./.bin/conformance --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
   fi
-  if [ "${ONLY:-all}" != tests ]; then
+  if [ "${ONLY:-all}" = bench ] || [ "${ONLY:-all}" = all ]; then
     for round in 1 2; do
       for t in 0 1; do
         torch=""; [ $t = 0 ] && [ $round = 1 ] && torch="--torch"
@@ -434,5 +434,29 @@ if [ "$PART" = 17 ]; then
     echo "## the autotune's files"
     for f in "$OUT"/tune/autotune/*.txt; do echo "$f: $(wc -l < "$f") lines"; done
   fi
+  if [ "${ONLY:-all}" = more ]; then
+    # Two caches filled by separate first runs (A, B), each then alternated with the autotune
+    # off: MODELS in f32 two rounds and f16 one; then every shape whose cut A changed (chosen
+    # tile, splits, us; the rule's tile, splits, us).
+    for fill in A B; do
+      LIANDAN_AUTOTUNE=1 LIANDAN_CACHE_DIR="$OUT/tune-$fill" timeout 200 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-resnet18}" --precisions f32,f16 --no-micro \
+        --warmup 3 --steps 3 --sync-every 3 --groups 1 --epoch-samples 256 --out "$OUT/fill" > /dev/null 2>&1; echo "fill $fill rc $?"
+      for round in 1 2 3; do
+        for t in 0 1; do
+          p=f32; [ $round = 3 ] && p=f16
+          LIANDAN_AUTOTUNE=$t LIANDAN_CACHE_DIR="$OUT/tune-$fill" timeout 120 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-resnet18}" --precisions $p --no-micro \
+            --warmup 30 --steps 10 --sync-every 5 --groups 2 --epoch-samples 640 --out "$OUT/b" > "$OUT/b.md" 2>&1
+          grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/b.md" | cut -d'|' -f2,4,6,7,11 | sed "s/^/$fill round $round autotune=$t:/"
+        done
+      done
+    done
+    for fill in A B; do
+      echo "## cuts the autotune changed in $fill (chosen tile splits us | rule's tile splits us)"
+      cat "$OUT"/tune-$fill/autotune/*.txt | awk -F'\t' 'NR > 1 { split($2, v, " "); if (v[1] != v[4] || v[2] != v[5]) print $1 " | " $2 }' \
+        | sed -E 's/ConvGeometry \{ n: ([0-9]+), c: ([0-9]+), h: ([0-9]+), w: ([0-9]+), o: ([0-9]+), kernel: \(([0-9]+), [0-9]+\), stride: \(([0-9]+), [0-9]+\)[^}]*\}/n\1 c\2 \3x\4 o\5 k\6 s\7/' \
+        | if [ $fill = A ]; then cat; else wc -l; fi
+      echo "unchanged: $(cat "$OUT"/tune-$fill/autotune/*.txt | awk -F'\t' 'NR > 1 { split($2, v, " "); if (v[1] == v[4] && v[2] == v[5]) n++ } END { print n + 0 }')"
+    done
+    rm -rf "$OUT/b" "$OUT/fill"
+  fi
 fi
-

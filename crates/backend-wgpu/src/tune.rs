@@ -12,7 +12,8 @@
 //! Like PyTorch's `torch.backends.cudnn.benchmark`: the first steps are slower, and another
 //! split of K changes the order of a product's f32 additions.
 //!
-//! The file is text, one shape a line (`key<TAB>tile splits microseconds`) under a header that
+//! The file is text, one shape a line (`key<TAB>tile splits microseconds`, then the rule's
+//! tile, splits and microseconds) under a header that
 //! names the format, the crate's version and the adapter; a file with another header, or
 //! lines it cannot read, is measured again and rewritten. Writes are atomic (a temporary
 //! file, fsync, rename).
@@ -29,11 +30,16 @@ use liandan_tensor::Result;
 
 use crate::gpu::Gpu;
 
-/// How much faster another cut must be than the rule's to replace it (timing noise otherwise
-/// flips choices between processes).
-pub const MARGIN: f64 = 0.05;
-/// Timed runs of each candidate, after one untimed run (which also builds its kernel).
-const REPEATS: usize = 3;
+/// How much faster another cut must be than the rule's to replace it: a cut timed alone
+/// (its operands and partial sums warm in the GPU's cache) gains less inside a training step,
+/// and timing noise otherwise flips choices between processes.
+pub const MARGIN: f64 = 0.10;
+/// Each candidate is timed as the best of this many batches of runs, each batch long enough
+/// ([`BATCH_MICROS`]) that the submit and the wait around it are a small part.
+const TRIALS: usize = 3;
+const BATCH_MICROS: f64 = 2000.0;
+/// Runs in a timed batch at most (a tiny product would need thousands).
+const MAX_RUNS: usize = 64;
 /// The header's first words; the format's version follows.
 const HEADER: &str = "# liandan autotune 1";
 
@@ -111,12 +117,13 @@ pub fn autotune_cache_dir() -> Option<PathBuf> {
     base.map(|b| b.join("liandan").join("autotune"))
 }
 
-/// One shape's measured cut.
+/// One shape's measured cut, and the rule's with its time (what the choice gained).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Choice {
     tile: usize,
     splits: usize,
     micros: f64,
+    rule: Option<(usize, usize, f64)>,
 }
 
 /// One adapter's measured cuts, per file they are read from and saved to (`None`: in memory
@@ -153,8 +160,10 @@ fn read(path: &Path, identity: &str) -> HashMap<String, Choice> {
     for line in lines {
         let Some((key, value)) = line.split_once('\t') else { return HashMap::new() };
         let words: Vec<&str> = value.split(' ').collect();
-        let parsed = match words[..] {
-            [t, s, us] => t.parse().ok().zip(s.parse().ok()).zip(us.parse().ok()).map(|((tile, splits), micros)| Choice { tile, splits, micros }),
+        let cut = |w: &[&str]| -> Option<(usize, usize, f64)> { Some((w[0].parse().ok()?, w[1].parse().ok()?, w[2].parse().ok()?)) };
+        let parsed = match words.len() {
+            3 => cut(&words).map(|(tile, splits, micros)| Choice { tile, splits, micros, rule: None }),
+            6 => cut(&words).zip(cut(&words[3..])).map(|((tile, splits, micros), rule)| Choice { tile, splits, micros, rule: Some(rule) }),
             _ => None,
         };
         match parsed {
@@ -174,7 +183,11 @@ fn write(path: &Path, identity: &str, cuts: &HashMap<String, Choice>) -> std::io
     let mut text = header(identity) + "\n";
     for key in keys {
         let c = cuts[key];
-        text += &format!("{key}\t{} {} {:.1}\n", c.tile, c.splits, c.micros);
+        text += &format!("{key}\t{} {} {:.1}", c.tile, c.splits, c.micros);
+        if let Some((tile, splits, micros)) = c.rule {
+            text += &format!(" {tile} {splits} {micros:.1}");
+        }
+        text += "\n";
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let result = (|| {
@@ -217,16 +230,25 @@ impl Gpu {
             }
         }
         let mut timed = Vec::with_capacity(candidates.len());
-        for &cut in candidates {
-            // One untimed run builds the kernel and warms the caches.
-            run(cut)?;
-            self.synchronize()?;
+        // Microseconds per run of `cut` over a batch of `runs`, the submit and the wait included.
+        let mut time = |cut, runs: usize| -> Result<f64> {
             let start = Instant::now();
-            for _ in 0..REPEATS {
+            for _ in 0..runs {
                 run(cut)?;
             }
             self.synchronize()?;
-            timed.push((cut, start.elapsed().as_secs_f64() * 1e6 / REPEATS as f64));
+            Ok(start.elapsed().as_secs_f64() * 1e6 / runs as f64)
+        };
+        self.synchronize()?;
+        for &cut in candidates {
+            // An untimed run builds the kernel and warms the caches; one timed run sizes the batches.
+            time(cut, 1)?;
+            let runs = (BATCH_MICROS / time(cut, 1)?.max(1.0)).ceil().clamp(1.0, MAX_RUNS as f64) as usize;
+            let mut best = f64::INFINITY;
+            for _ in 0..TRIALS {
+                best = best.min(time(cut, runs)?);
+            }
+            timed.push((cut, best));
         }
         MEASURED.with(|m| m.set(m.get() + 1));
         let rule_time = timed.iter().find(|(c, _)| *c == rule).map(|t| t.1);
@@ -242,7 +264,8 @@ impl Gpu {
         };
         let mut table = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
         let cuts = table.files.entry(path.clone()).or_default();
-        cuts.insert(key.to_string(), Choice { tile, splits, micros });
+        let rule = rule_time.map(|us| (rule.0, rule.1, us));
+        cuts.insert(key.to_string(), Choice { tile, splits, micros, rule });
         let saved = path.as_deref().map(|p| write(p, &self.identity, cuts));
         if let Some(Err(e)) = saved {
             if !table.warned {
@@ -326,8 +349,8 @@ mod tests {
         let path = file_in(&dir, id);
         assert_ne!(path, file_in(&dir, other), "two drivers keep two files");
         let mut cuts = HashMap::new();
-        cuts.insert("conv Forward f32 x".to_string(), Choice { tile: 128, splits: 4, micros: 12.5 });
-        cuts.insert("matmul f32 y".to_string(), Choice { tile: 64, splits: 1, micros: 3.0 });
+        cuts.insert("conv Forward f32 x".to_string(), Choice { tile: 128, splits: 4, micros: 12.5, rule: Some((64, 8, 14.0)) });
+        cuts.insert("matmul f32 y".to_string(), Choice { tile: 64, splits: 1, micros: 3.0, rule: None });
         write(&path, id, &cuts).unwrap();
         assert_eq!(read(&path, id), cuts);
         assert!(read(&path, other).is_empty(), "another adapter's file is not read");
