@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 use crate::fused::slices;
 use crate::matmul::{product, Engine, Gemm, Operand};
-use crate::storage::{alloc, CpuElement, CpuStorage, Real};
+use crate::storage::{self, alloc, scratch, CpuElement, CpuStorage, Held, Real};
 use crate::window::{col2im_add, im2col_into, Geo};
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
@@ -111,7 +111,7 @@ impl Plan {
     fn scratch<T: Elem>(&self, op: &'static str) -> Result<Scratch<T>> {
         let cols = if self.geo.is_identity() && self.nb == 1 { 0 } else { self.k * self.nb * self.l };
         let packed = if self.nb == 1 { 0 } else { self.og * self.nb * self.l };
-        Ok(Scratch { cols: alloc(op, cols, T::zero())?, packed: alloc(op, packed, T::zero())? })
+        Ok(Scratch { cols: scratch(op, cols, T::zero())?, packed: scratch(op, packed, T::zero())? })
     }
 
     /// The engine and threading of one product.
@@ -161,8 +161,8 @@ fn per_image_threads(n: usize) -> bool {
 
 /// A thread's buffers ([`Plan::scratch`]).
 struct Scratch<T> {
-    cols: Vec<T>,
-    packed: Vec<T>,
+    cols: storage::Scratch<T>,
+    packed: storage::Scratch<T>,
 }
 
 /// A row-major `[rows, cols]` operand, or its transpose when `transposed`.
@@ -176,6 +176,8 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     let v = slices::<T>("conv2d", inputs)?;
     let (x, w) = (&*v[0], &*v[1]);
     let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
+    // Counted while the columns are (it becomes a storage, counted, once written).
+    let _y = Held::new(y.len() * std::mem::size_of::<T>());
     let (engine, threaded) = p.engine();
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, y: &mut [T]| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];
@@ -203,6 +205,7 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
     let v = slices::<T>(OP, inputs)?;
     let (dy, w) = (&*v[0], &*v[1]);
     let mut dx = alloc(OP, g.n * p.image_in(), T::zero())?;
+    let _dx = Held::new(dx.len() * std::mem::size_of::<T>());
     let (engine, threaded) = p.engine();
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dx: &mut [T]| {
         let dy = &dy[n0 * p.image_out()..][..nb * p.image_out()];
@@ -246,8 +249,8 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
             product(engine, threaded, true, [p.og, ld, p.k], mat(dy_g, ld, false), mat(cols, ld, true), dw);
         }
     };
-    let mut parts = (0..p.threads).map(|_| Ok((alloc(OP, size, T::zero())?, p.scratch::<T>(OP)?))).collect::<Result<Vec<_>>>()?;
-    let run = |t: usize, (dw, s): &mut (Vec<T>, Scratch<T>)| {
+    let mut parts = (0..p.threads).map(|_| Ok((scratch(OP, size, T::zero())?, p.scratch::<T>(OP)?))).collect::<Result<Vec<_>>>()?;
+    let run = |t: usize, (dw, s): &mut (storage::Scratch<T>, Scratch<T>)| {
         let images = t * p.per..g.n.min((t + 1) * p.per);
         images.clone().step_by(p.nb).for_each(|n0| block(s, n0, p.nb.min(images.end - n0), dw));
     };
@@ -257,9 +260,9 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
         parts.iter_mut().enumerate().for_each(|(t, part)| run(t, part));
     }
     let mut parts = parts.into_iter().map(|(dw, _)| dw);
-    let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), Ok)?;
+    let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), |dw| Ok(dw.into_vec()))?;
     for part in parts {
-        dw.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+        dw.iter_mut().zip(part.iter()).for_each(|(a, &b)| *a += b);
     }
     Ok(T::wrap(dw.into()))
 }

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, reserve, slice, CpuStorage, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
 use crate::strided::map1;
 
 /// The gemm library the products run on.
@@ -143,8 +143,12 @@ pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -
 /// Half-precision products run in f32 (no half gemm is fast on a CPU) and round once at the end.
 fn via_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
     let (x, lx) = widen(x, la)?;
+    let _x = Held::new(x.len() * 4);
     let (y, ly) = widen(y, lb)?;
-    Ok(gemm_batched(&x, &lx, &y, &ly, dims)?.into_iter().map(T::narrow).collect())
+    let _y = Held::new(y.len() * 4);
+    let wide = gemm_batched(&x, &lx, &y, &ly, dims)?;
+    let _wide = Held::new(wide.len() * 4);
+    Ok(wide.into_iter().map(T::narrow).collect())
 }
 
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
@@ -290,6 +294,7 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
         Way::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
         Way::GemmColumnMajor => {
             let mut t: Vec<T> = Vec::with_capacity(m * n);
+            let _held = Held::new(m * n * std::mem::size_of::<T>());
             // dst column-major (column stride m, row stride 1), never read.
             gemm::gemm(m, n, k, t.as_mut_ptr(), m as isize, 1, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
             // SAFETY: the product wrote all m * n elements.

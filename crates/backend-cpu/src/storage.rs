@@ -300,6 +300,60 @@ pub(crate) fn reserve<T>(op: &'static str, n: usize) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// Bytes of a kernel's working memory (not a tensor's) that count as in use, and toward the
+/// peak, while this lives: the column blocks of a convolution, a column-major product block,
+/// f32 copies of half-precision operands. Not counted among `allocations` (tensors' buffers).
+#[must_use]
+pub(crate) struct Held(u64);
+
+impl Held {
+    pub(crate) fn new(bytes: usize) -> Held {
+        let bytes = bytes as u64;
+        let now = IN_USE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        Held(bytes)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        IN_USE.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+/// A working buffer of `n` copies of `value` ([`alloc`]'s checks, the budget's among them),
+/// counted as [`Held`] while it lives.
+pub(crate) struct Scratch<T> {
+    v: Vec<T>,
+    _held: Held,
+}
+
+pub(crate) fn scratch<T: Clone>(op: &'static str, n: usize, value: T) -> Result<Scratch<T>> {
+    let v = alloc(op, n, value)?;
+    let held = Held::new(v.capacity() * std::mem::size_of::<T>());
+    Ok(Scratch { v, _held: held })
+}
+
+impl<T> Scratch<T> {
+    /// The buffer, no longer counted here (it becomes a result, counted as its storage).
+    pub(crate) fn into_vec(self) -> Vec<T> {
+        self.v
+    }
+}
+
+impl<T> std::ops::Deref for Scratch<T> {
+    type Target = Vec<T>;
+    fn deref(&self) -> &Vec<T> {
+        &self.v
+    }
+}
+
+impl<T> std::ops::DerefMut for Scratch<T> {
+    fn deref_mut(&mut self) -> &mut Vec<T> {
+        &mut self.v
+    }
+}
+
 pub(crate) fn bad_dtype(op: &'static str, got: DType, detail: impl Into<String>) -> Error {
     Error::BadDType { op, got, detail: detail.into() }
 }
