@@ -76,14 +76,18 @@ fn main() -> ExitCode {
         Command::Summary(a) => ("summary", listing::summary(&a)),
         Command::Train(a) => ("train", {
             autotune(a.autotune);
-            train::train(&a)
+            let done = train::train(&a);
+            autotune_report(a.autotune && done.is_ok());
+            done
         }),
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
         Command::Profile(a) => ("profile", {
             autotune(a.autotune);
-            profile::profile(&a)
+            let done = profile::profile(&a);
+            autotune_report(a.autotune && done.is_ok());
+            done
         }),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
@@ -103,6 +107,20 @@ fn autotune(on: bool) {
     #[cfg(feature = "wgpu")]
     if on {
         liandan_backend_wgpu::set_autotune(true);
+    }
+    #[cfg(not(feature = "wgpu"))]
+    let _ = on;
+}
+
+/// After a run with `--autotune`: how many shapes it measured, and where the cuts are kept.
+fn autotune_report(on: bool) {
+    #[cfg(feature = "wgpu")]
+    if on {
+        let measured = liandan_backend_wgpu::autotune_measured();
+        match liandan_backend_wgpu::autotune_cache_dir() {
+            Some(dir) => println!("autotune: {measured} shape(s) measured this run; the cuts are kept in {}", dir.display()),
+            None => println!("autotune: {measured} shape(s) measured this run; no cache directory (set LIANDAN_CACHE_DIR to keep them)"),
+        }
     }
     #[cfg(not(feature = "wgpu"))]
     let _ = on;

@@ -185,10 +185,25 @@ fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     }
     assert!(o.status.success(), "{err}");
     assert!(out.contains("epoch 1/1"), "{out}");
+    let report = out.lines().find(|l| l.starts_with("autotune: ")).unwrap_or_else(|| panic!("no autotune line:\n{out}"));
+    let measured: usize = report["autotune: ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(measured > 0 && report.contains(&cache.path().join("autotune").display().to_string()), "{report}");
     let files: Vec<_> = std::fs::read_dir(cache.path().join("autotune")).expect("the autotune's directory").map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "{files:?}");
-    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let cuts = std::fs::read_to_string(&files[0]).unwrap();
     for what in ["conv Forward f32", "conv Weight f32", "matmul f32"] {
-        assert!(text.lines().any(|l| l.starts_with(what)), "no {what} line:\n{text}");
+        assert!(cuts.lines().any(|l| l.starts_with(what)), "no {what} line:\n{cuts}");
     }
+    assert_eq!(cuts.lines().count() - 1, measured, "one line per shape measured:\n{cuts}");
+
+    // Again: every cut read from the file, none measured.
+    let o = Command::new(env!("CARGO_BIN_EXE_liandan"))
+        .env("LIANDAN_CACHE_DIR", cache.path())
+        .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("autotune: 0 shape(s) measured"), "{out}");
 }
