@@ -460,3 +460,24 @@ if [ "$PART" = 17 ]; then
     rm -rf "$OUT/b" "$OUT/fill"
   fi
 fi
+
+if [ "$PART" = 18 ]; then
+  # Dense f32 elementwise ops in vec4s: the GPU tests, then LIANDAN_DENSE4=0 and =1 alternated,
+  # two rounds: the micro rows of adds and copies, and the f32 steps of MODELS; PyTorch's micro
+  # rows last.
+  for t in conformance kernels_reduce_matmul; do
+    [ -x .bin/$t ] || continue
+    echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
+  done
+  for round in 1 2; do
+    for v in 0 1; do
+      echo "## round $round, LIANDAN_DENSE4=$v"
+      LIANDAN_DENSE4=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 2>&1 | grep -E "add f32|copy" | cut -c1-150
+      LIANDAN_DENSE4=$v timeout 150 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-mlp,vae,lstm,mnist_cnn,vit,resnet18}" --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
+        --epoch-samples 640 --out "$OUT/b" > "$OUT/b.md" 2>&1; echo "rc $?"
+      grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/b.md" | cut -d'|' -f2,4,6,7,11
+    done
+  done
+  echo "## PyTorch"; timeout 120 python3 xtask/bench_torch.py --device cuda 2>&1 | grep -E "add|copy" | head -8
+  rm -rf "$OUT/b"
+fi
