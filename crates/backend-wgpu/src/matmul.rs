@@ -293,9 +293,9 @@ impl WgpuBackend {
             }
             Ok(true)
         };
-        // The autotune (`tune.rs`) times the tiled kernel's cuts where the output is the same
-        // in each (not packed bf16).
-        let (tm, splits) = if coop || packed {
+        // The autotune (`tune.rs`), where it is on, times the tiled kernel's cuts where the
+        // output is the same in each (not packed bf16).
+        let (tm, splits) = if coop || packed || !crate::tune::autotune_enabled() {
             (rule_tile, rule_splits)
         } else {
             let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };

@@ -13,10 +13,9 @@
 //! split of K changes the order of a product's f32 additions.
 //!
 //! The file is text, one shape a line (`key<TAB>tile splits microseconds`, then the rule's
-//! tile, splits and microseconds) under a header that
-//! names the format, the crate's version and the adapter; a file with another header, or
-//! lines it cannot read, is measured again and rewritten. Writes are atomic (a temporary
-//! file, fsync, rename).
+//! tile, splits and microseconds) under a header that names the format, the crate's version
+//! and the adapter; a file with another header, or lines it cannot read, is measured again
+//! and rewritten. Writes are atomic (a temporary file, fsync, rename).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -33,7 +32,7 @@ use crate::gpu::Gpu;
 /// How much faster another cut must be than the rule's to replace it: a cut timed alone
 /// (its operands and partial sums warm in the GPU's cache) gains less inside a training step,
 /// and timing noise otherwise flips choices between processes.
-pub const MARGIN: f64 = 0.10;
+pub(crate) const MARGIN: f64 = 0.10;
 /// Each candidate is timed as the best of this many batches of runs, each batch long enough
 /// ([`BATCH_MICROS`]) that the submit and the wait around it are a small part.
 const TRIALS: usize = 3;
