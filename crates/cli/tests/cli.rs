@@ -172,12 +172,16 @@ fn a_checkpoint_of_another_model_is_refused() {
 #[test]
 fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     let (dir, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let o = Command::new(env!("CARGO_BIN_EXE_liandan"))
-        .env("LIANDAN_CACHE_DIR", cache.path())
-        .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    // One batch of two images on the GPU, the cuts kept under `cache`.
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_liandan"))
+            .env("LIANDAN_CACHE_DIR", cache.path())
+            .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = run();
     let (out, err) = text(&o);
     if !o.status.success() && err.contains("0 GPU(s) were found") && !std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") {
         eprintln!("skipping: no GPU here ({err})");
@@ -197,12 +201,7 @@ fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     assert_eq!(cuts.lines().count() - 1, measured, "one line per shape measured:\n{cuts}");
 
     // Again: every cut read from the file, none measured.
-    let o = Command::new(env!("CARGO_BIN_EXE_liandan"))
-        .env("LIANDAN_CACHE_DIR", cache.path())
-        .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let o = run();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.contains("autotune: 0 shape(s) measured"), "{out}");
