@@ -76,6 +76,18 @@ def main():
     y = torch.randn(n, generator=g).to(dev)
     s = timed(dev, 2, reps, lambda: x + y)
     row(side, "add f32 (read 2, write 1)", str(n), s, f"{3 * 4 * n / s / 1e9:.1f} GB/s")
+    # The reductions of xtask's micro rows, 20 between waits (bytes read only).
+    big = 1 << 22 if a.quick else 1 << 26
+    c = torch.randn(big, generator=g).to(dev)
+    rows_, cols = (1 << 10, 1 << 12) if a.quick else (1 << 12, 1 << 14)
+    m = c[: rows_ * cols].reshape(rows_, cols)
+    s = timed(dev, 1, reps, lambda: [c * 1.0 for _ in range(20)]) / 20
+    row(side, "copy (x * 1), 20 between waits", str(big), s, f"{2 * 4 * big / s / 1e9:.1f} GB/s")
+    s = timed(dev, 1, reps, lambda: [c.sum() for _ in range(20)]) / 20
+    row(side, "sum f32 (read 1), 20 between waits", str(big), s, f"{4 * big / s / 1e9:.1f} GB/s")
+    for dim, what in [(1, "sum f32 along rows (read 1), 20 between waits"), (0, "sum f32 down columns (read 1), 20 between waits")]:
+        s = timed(dev, 1, reps, lambda: [m.sum(dim) for _ in range(20)]) / 20
+        row(side, what, f"{rows_}x{cols}", s, f"{4 * rows_ * cols / s / 1e9:.1f} GB/s")
     chain = 1000
     z = torch.zeros(1, device=dev)
 

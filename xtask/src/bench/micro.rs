@@ -107,6 +107,17 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     let c = Tensor::randn(&[big], 5, DType::F32, device)?;
     let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| c.mul_scalar(1.0).map(drop)))? / ROW as f64;
     row("copy (x * 1), 20 between waits", big.to_string(), s, 2.0 * 4.0 * big as f64 / s / 1e9, "GB/s");
+    // Reductions against that copy (issue #11: >= 80% of its rate): the whole tensor to one
+    // value, and along the rows of a matrix (a loss's or a norm's sums) and down its columns
+    // (a bias gradient's), 20 between waits; bytes read only.
+    let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| c.sum_all().map(drop)))? / ROW as f64;
+    row("sum f32 (read 1), 20 between waits", big.to_string(), s, 4.0 * big as f64 / s / 1e9, "GB/s");
+    let (rows_, cols) = if quick { (1 << 10, 1 << 12) } else { (1 << 12, 1 << 14) };
+    let m = c.narrow(0usize, 0, rows_ * cols)?.reshape(&[rows_, cols])?;
+    for (dim, what) in [(1usize, "sum f32 along rows (read 1), 20 between waits"), (0, "sum f32 down columns (read 1), 20 between waits")] {
+        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| m.sum(&[dim], false).map(drop)))? / ROW as f64;
+        row(what, format!("{rows_}x{cols}"), s, 4.0 * (rows_ * cols) as f64 / s / 1e9, "GB/s");
+    }
 
     // mnist_cnn's second convolution at batch 64 (16 in --quick): 32 to 64 channels, 3x3, 26x26 in.
     let batch = if quick { 16 } else { 64 };
