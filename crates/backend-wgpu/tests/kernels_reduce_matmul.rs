@@ -108,6 +108,9 @@ fn reduce_matches_cpu() {
             reduce_case("long", &g, &c, dim, 1e-4);
         }
     }
+    // Many long columns: an invocation each, the lanes split in two passes.
+    let (g, c) = pair(&d, &[1100, 9000], 15, DType::F32);
+    reduce_case("columns", &g, &c, 0, 1e-4);
     // Many short lanes; more than 65,535 workgroups (a 2-D grid).
     let (g, c) = pair(&d, &[70_000, 3], 11, DType::F32);
     reduce_case("many", &g, &c, 1, 1e-5);
