@@ -37,6 +37,7 @@ use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
+use crate::tune::Shape;
 
 mod cut;
 use cut::cut;
@@ -54,7 +55,7 @@ const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 
 /// Which product a dispatch computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Pass {
+pub(crate) enum Pass {
     Forward,
     Input,
     Weight,
@@ -577,12 +578,13 @@ impl WgpuBackend {
         }
         let plan = products[0].0;
         let rule = (tiling.bm, tiling.splits);
-        let groups = |tile: usize| plan.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
-        let fits = |tile, splits| crate::tune::split_fits(tile, splits, groups, plan.total, gpu.max_binding());
-        let candidates = crate::tune::candidates(rule, &[64, 128], k, fits);
-        let key = format!("conv {:?} {dtype} {geom:?} n={n} k={k}", plan.pass);
+        let candidates = || {
+            let groups = |tile: usize| plan.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
+            crate::tune::candidates(rule, &[64, 128], k, |tile, splits| crate::tune::split_fits(tile, splits, groups, plan.total, gpu.max_binding()))
+        };
+        let shape = Shape::Conv { pass: plan.pass, dtype, geom: *geom, n, k };
         let at = |(tile, splits)| Tiling { bm: tile, bn: tile, splits, coop: None };
-        let cut = gpu.tuned_cut(&key, rule, &candidates, |c| self.conv_products(products, geom, dtype, at(c), out).map(drop))?;
+        let cut = gpu.tuned_cut(shape, rule, candidates, |c| self.conv_products(products, geom, dtype, at(c), out).map(drop))?;
         Ok(at(cut))
     }
 

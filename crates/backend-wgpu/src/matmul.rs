@@ -17,6 +17,7 @@ use crate::launch::WIDE;
 use crate::matmul_coop;
 use crate::packed::{packed_view, with_words};
 use crate::repr::Repr;
+use crate::tune::Shape;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
 pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
@@ -228,13 +229,15 @@ impl WgpuBackend {
             (64, 64)
         };
         let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch).max(1);
-        let rule = (tm, k_splits(tiles, k));
-        // K in ranges of whole 16-deep slices: the count a split of `splits` ranges becomes.
+        // K in ranges of whole 16-deep slices: `(splits, range)` for a split in `splits`.
         let cut_k = |splits: usize| {
             let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
             (k.div_ceil(ks).max(1), ks)
         };
-        let meta = |splits: usize, ks: usize| -> Option<Vec<u32>> {
+        let extents_fit = [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
+        // The meta block of a cut in `splits` ranges (as `cut_k` gives them), or `None` where a
+        // size passes 32 bits.
+        let meta = |(splits, ks): (usize, usize)| -> Option<Vec<u32>> {
             let words = [
                 batch,
                 m,
@@ -253,25 +256,24 @@ impl WgpuBackend {
                 splits,
                 ks,
             ];
-            let fits = u32::try_from(splits * batch * m * n).is_ok() && [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
+            let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
             words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
         };
-        let (true, Some(_)) = (self.repr.computes(dtype), meta(cut_k(rule.1).0, cut_k(rule.1).1)) else {
+        let rule_k = cut_k(k_splits(tiles, k));
+        let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
+        let rule = (tm, rule_k.0);
         let (a_load, b_load) = (a.load(2), b.load(1));
         let variant = |tm: usize, splits: usize| Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed };
-        let (rule_tile, rule_splits) = (rule.0, cut_k(rule.1).0);
-        let out = if variant(rule_tile, rule_splits).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
+        let out = if variant(rule.0, rule.1).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
         let gpu = self.gpu()?;
         // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
-        // variant's own where `coop`) with K in `splits` ranges; `false`: the tensor-core kernel
-        // failed to build (f16 has left the tensor cores for good).
-        let run = |tm: usize, splits: usize| -> Result<bool> {
-            let (splits, ks) = cut_k(splits);
+        // variant's own where `coop`) with K in `splits` ranges, whose meta block is `meta`;
+        // `false`: the tensor-core kernel failed to build (f16 has left the tensor cores for good).
+        let run = |tm: usize, splits: usize, meta: &[u32]| -> Result<bool> {
             let tn = if coop { tn } else { tm };
-            let Some(meta) = meta(splits, ks) else { return Err(gpu.err("matmul", "a split past 32-bit sizes")) };
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
             let kernel = if coop {
@@ -285,29 +287,37 @@ impl WgpuBackend {
             };
             let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
             if splits == 1 {
-                gpu.dispatch(&kernel, &meta, &[x, w, out.buffer()], grid)?;
+                gpu.dispatch(&kernel, meta, &[x, w, out.buffer()], grid)?;
             } else {
                 let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
-                gpu.dispatch(&kernel, &meta, &[x, w, partials.buffer()], grid)?;
+                gpu.dispatch(&kernel, meta, &[x, w, partials.buffer()], grid)?;
                 self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
             }
             Ok(true)
         };
         // The autotune (`tune.rs`), where it is on, times the tiled kernel's cuts where the
         // output is the same in each (not packed bf16).
-        let (tm, splits) = if coop || packed || !crate::tune::autotune_enabled() {
-            (rule_tile, rule_splits)
+        let (tm, splits) = if coop || packed {
+            rule
         } else {
-            let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };
-            // f64 partial sums take twice the bytes: counted as twice the outputs.
-            let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
-            let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
-            let fits = |tile, s| meta(cut_k(s).0, cut_k(s).1).is_some() && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
-            let candidates = crate::tune::candidates((rule_tile, rule_splits), tiles, k, fits);
-            let key = format!("matmul {dtype} b={batch} m={m} k={k} n={n} a={a_load:?} b={b_load:?}");
-            gpu.tuned_cut(&key, (rule_tile, rule_splits), &candidates, |(tm, s)| run(tm, s).map(drop))?
+            let candidates = || {
+                let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };
+                // f64 partial sums take twice the bytes: counted as twice the outputs.
+                let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
+                let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
+                let fits = |tile, s| meta(cut_k(s)).is_some() && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
+                crate::tune::candidates(rule, tiles, k, fits)
+            };
+            let shape = Shape::Matmul { dtype, batch, m, k, n, a: a_load, b: b_load };
+            let time = |(tm, s): (usize, usize)| -> Result<()> {
+                let meta = meta(cut_k(s)).ok_or_else(|| gpu.err("matmul", "a candidate cut past 32-bit sizes"))?;
+                run(tm, s, &meta).map(drop)
+            };
+            gpu.tuned_cut(shape, rule, candidates, time)?
         };
-        if !run(tm, splits)? {
+        let meta = if splits == rule.1 { Some(rule_meta) } else { meta(cut_k(splits)) };
+        let meta = meta.ok_or_else(|| gpu.err("matmul", "a tuned cut past 32-bit sizes"))?;
+        if !run(tm, splits, &meta)? {
             return self.matmul_op(lhs, rhs);
         }
         Ok(Arc::new(out))

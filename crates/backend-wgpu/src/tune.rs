@@ -25,9 +25,11 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use liandan_tensor::Result;
+use liandan_tensor::{ConvGeometry, DType, Result};
 
+use crate::conv::Pass;
 use crate::gpu::Gpu;
+use crate::matmul::Load;
 
 /// How much faster another cut must be than the rule's to replace it: a cut timed alone
 /// (its operands and partial sums warm in the GPU's cache) gains less inside a training step,
@@ -96,12 +98,23 @@ pub fn autotune_measured() -> u64 {
 
 /// Where the autotune keeps its files: `LIANDAN_CACHE_DIR`, else the platform's cache
 /// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS,
-/// `%LOCALAPPDATA%` on Windows) with `liandan/autotune` under it; `None` where none is known
-/// (results then stay in memory).
+/// `%LOCALAPPDATA%` on Windows) with `liandan/autotune` under it, read once; `None` where none
+/// is known (results then stay in memory).
 pub fn autotune_cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = OVERRIDE.with(|o| o.borrow().clone()) {
-        return dir;
-    }
+    with_cache_dir(|dir| dir.map(Path::to_path_buf))
+}
+
+/// `f` of [`autotune_cache_dir`], borrowed: `with_autotune`'s directory on this thread, else
+/// the environment's.
+fn with_cache_dir<R>(f: impl FnOnce(Option<&Path>) -> R) -> R {
+    static ENV: OnceLock<Option<PathBuf>> = OnceLock::new();
+    OVERRIDE.with(|o| match &*o.borrow() {
+        Some(dir) => f(dir.as_deref()),
+        None => f(ENV.get_or_init(env_cache_dir).as_deref()),
+    })
+}
+
+fn env_cache_dir() -> Option<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("LIANDAN_CACHE_DIR") {
         return Some(dir.join("autotune"));
@@ -116,6 +129,24 @@ pub fn autotune_cache_dir() -> Option<PathBuf> {
     base.map(|b| b.join("liandan").join("autotune"))
 }
 
+/// A product the autotune cuts, as its cut is looked up on every call: the operands' sizes
+/// and loaders of a matmul, the geometry and the largest product of a convolution pass. Its
+/// `Display` is its line's key in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Shape {
+    Matmul { dtype: DType, batch: usize, m: usize, k: usize, n: usize, a: Load, b: Load },
+    Conv { pass: Pass, dtype: DType, geom: ConvGeometry, n: usize, k: usize },
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::Matmul { dtype, batch, m, k, n, a, b } => write!(f, "matmul {dtype} b={batch} m={m} k={k} n={n} a={a:?} b={b:?}"),
+            Shape::Conv { pass, dtype, geom, n, k } => write!(f, "conv {pass:?} {dtype} {geom:?} n={n} k={k}"),
+        }
+    }
+}
+
 /// One shape's measured cut, and the rule's with its time (what the choice gained).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Choice {
@@ -125,13 +156,20 @@ struct Choice {
     rule: Option<(usize, usize, f64)>,
 }
 
-/// One adapter's measured cuts, per file they are read from and saved to (`None`: in memory
-/// only); each file is read once.
+/// One adapter's measured cuts, per cache directory (the empty path: in memory only).
 #[derive(Default)]
 pub(crate) struct Table {
-    files: HashMap<Option<PathBuf>, HashMap<String, Choice>>,
+    dirs: HashMap<PathBuf, Cuts>,
     /// A save failed once (reported once; later saves are still tried, silently).
     warned: bool,
+}
+
+/// The cuts of one directory: its file's lines, read once, and the cut each shape met so far
+/// takes (so that a call finds its shape without formatting a key).
+#[derive(Default)]
+struct Cuts {
+    lines: HashMap<String, Choice>,
+    chosen: HashMap<Shape, (usize, usize)>,
 }
 
 /// This adapter's file in `dir`: its name and a hash of its full identity, so that two GPUs
@@ -202,33 +240,61 @@ fn write(path: &Path, identity: &str, cuts: &HashMap<String, Choice>) -> std::io
 }
 
 impl Gpu {
-    /// The cut `(tile, splits)` for the product `key` names: `rule`'s where the autotune is
-    /// off; else the one measured on this adapter, from the cache or by timing `run` (which
-    /// records the whole product, cut as given) on each of `candidates` now. `run` writes the
-    /// product's output, so the caller's last run (in the chosen cut) overwrites the
-    /// candidates'.
+    /// The cut `(tile, splits)` for `shape`: `rule`'s where the autotune is off; else the one
+    /// measured on this adapter, remembered, from the cache or by timing `run` (which records
+    /// the whole product, cut as given) on each of `candidates()` (the rule first) now. `run`
+    /// writes the product's output, so the caller's last run (in the chosen cut) overwrites
+    /// the candidates'.
     pub(crate) fn tuned_cut(
         &self,
-        key: &str,
+        shape: Shape,
         rule: (usize, usize),
-        candidates: &[(usize, usize)],
-        mut run: impl FnMut((usize, usize)) -> Result<()>,
+        candidates: impl FnOnce() -> Vec<(usize, usize)>,
+        run: impl FnMut((usize, usize)) -> Result<()>,
     ) -> Result<(usize, usize)> {
-        if !autotune_enabled() || candidates.len() < 2 {
+        if !autotune_enabled() {
             return Ok(rule);
         }
-        let dir = autotune_cache_dir();
-        let path = dir.as_deref().map(|d| file_in(d, &self.identity));
-        {
-            let mut table = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
-            let cuts = table.files.entry(path.clone()).or_insert_with(|| path.as_deref().map(|p| read(p, &self.identity)).unwrap_or_default());
-            if let Some(c) = cuts.get(key) {
-                if candidates.contains(&(c.tile, c.splits)) {
-                    return Ok((c.tile, c.splits));
-                }
+        let lock = || self.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        let known = with_cache_dir(|dir| lock().dirs.get(dir.unwrap_or(Path::new(""))).and_then(|c| c.chosen.get(&shape).copied()));
+        if let Some(cut) = known {
+            return Ok(cut);
+        }
+        // The first call for this shape (in this directory): its line in the file, or a
+        // measurement.
+        let dir = autotune_cache_dir().unwrap_or_default();
+        let path = (!dir.as_os_str().is_empty()).then(|| file_in(&dir, &self.identity));
+        let key = shape.to_string();
+        let line = {
+            let mut table = lock();
+            let cuts = table
+                .dirs
+                .entry(dir.clone())
+                .or_insert_with(|| Cuts { lines: path.as_deref().map(|p| read(p, &self.identity)).unwrap_or_default(), chosen: HashMap::new() });
+            cuts.lines.get(&key).copied()
+        };
+        let candidates = candidates();
+        let usable = line.filter(|c| candidates.contains(&(c.tile, c.splits)));
+        let measured = if candidates.len() < 2 || usable.is_some() { None } else { Some(self.measure(&candidates, run)?) };
+        let cut = measured.or(usable).map_or(rule, |c| (c.tile, c.splits));
+        let mut table = lock();
+        let cuts = table.dirs.get_mut(&dir).expect("entered above");
+        cuts.chosen.insert(shape, cut);
+        let Some(choice) = measured else { return Ok(cut) };
+        cuts.lines.insert(key, choice);
+        if let Some(Err(e)) = path.as_deref().map(|p| write(p, &self.identity, &cuts.lines)) {
+            if !table.warned {
+                table.warned = true;
+                let path = path.as_deref().expect("saved to a file").display();
+                eprintln!("liandan: could not save the autotune's results to {path}: {e}; they are kept for this process only");
             }
         }
-        let mut timed = Vec::with_capacity(candidates.len());
+        Ok(cut)
+    }
+
+    /// Times `run` in each of `candidates` (the rule first) and chooses: the fastest where it
+    /// is at least [`MARGIN`] faster than the rule, else the rule.
+    fn measure(&self, candidates: &[(usize, usize)], mut run: impl FnMut((usize, usize)) -> Result<()>) -> Result<Choice> {
         // Microseconds per run of `cut` over a batch of `runs`, the submit and the wait included.
         let mut time = |cut, runs: usize| -> Result<f64> {
             let start = Instant::now();
@@ -239,6 +305,7 @@ impl Gpu {
             Ok(start.elapsed().as_secs_f64() * 1e6 / runs as f64)
         };
         self.synchronize()?;
+        let mut timed = Vec::with_capacity(candidates.len());
         for &cut in candidates {
             // An untimed run builds the kernel and warms the caches; one timed run sizes the batches.
             time(cut, 1)?;
@@ -250,30 +317,10 @@ impl Gpu {
             timed.push((cut, best));
         }
         MEASURED.with(|m| m.set(m.get() + 1));
-        let rule_time = timed.iter().find(|(c, _)| *c == rule).map(|t| t.1);
-        let fastest = timed.iter().copied().fold(None, |best: Option<((usize, usize), f64)>, t| match best {
-            Some(b) if b.1 <= t.1 => Some(b),
-            _ => Some(t),
-        });
-        let ((tile, splits), micros) = match (fastest, rule_time) {
-            (Some((cut, us)), Some(rule_us)) if us < rule_us * (1.0 - MARGIN) => (cut, us),
-            (_, Some(rule_us)) => (rule, rule_us),
-            (Some(f), None) => f,
-            (None, None) => return Ok(rule),
-        };
-        let mut table = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
-        let cuts = table.files.entry(path.clone()).or_default();
-        let rule = rule_time.map(|us| (rule.0, rule.1, us));
-        cuts.insert(key.to_string(), Choice { tile, splits, micros, rule });
-        let saved = path.as_deref().map(|p| write(p, &self.identity, cuts));
-        if let Some(Err(e)) = saved {
-            if !table.warned {
-                table.warned = true;
-                let path = path.as_deref().expect("saved to a file").display();
-                eprintln!("liandan: could not save the autotune's results to {path}: {e}; they are kept for this process only");
-            }
-        }
-        Ok((tile, splits))
+        let (rule, rule_us) = timed[0];
+        let fastest = timed.iter().copied().fold(timed[0], |best, t| if t.1 < best.1 { t } else { best });
+        let ((tile, splits), micros) = if fastest.1 < rule_us * (1.0 - MARGIN) { fastest } else { (rule, rule_us) };
+        Ok(Choice { tile, splits, micros, rule: Some((rule.0, rule.1, rule_us)) })
     }
 }
 
