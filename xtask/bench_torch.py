@@ -76,6 +76,10 @@ def main():
     y = torch.randn(n, generator=g).to(dev)
     s = timed(dev, 2, reps, lambda: x + y)
     row(side, "add f32 (read 2, write 1)", str(n), s, f"{3 * 4 * n / s / 1e9:.1f} GB/s")
+    if dev.type != "cpu":
+        x16, y16 = x.half(), y.half()
+        s = timed(dev, 1, reps, lambda: [x16 + y16 for _ in range(20)]) / 20
+        row(side, "add f16 (read 2, write 1), 20 between waits", str(n), s, f"{3 * 2 * n / s / 1e9:.1f} GB/s")
     # The reductions of xtask's micro rows, 20 between waits (bytes read only).
     big = 1 << 22 if a.quick else 1 << 26
     c = torch.randn(big, generator=g).to(dev)

@@ -462,9 +462,9 @@ if [ "$PART" = 17 ]; then
 fi
 
 if [ "$PART" = 18 ]; then
-  # Dense f32 elementwise ops in vec4s: the GPU tests, then LIANDAN_DENSE4=0 and =1 alternated,
-  # two rounds: the micro rows of adds and copies, and the f32 steps of MODELS; PyTorch's micro
-  # rows last.
+  # Dense f32 and f16 elementwise ops in vec4s: the GPU tests, then LIANDAN_DENSE4=0 and =1
+  # alternated, two rounds: the micro rows of adds and copies, and the steps of MODELS in
+  # PRECISIONS (default f32); PyTorch's micro rows last.
   for t in conformance kernels_reduce_matmul; do
     [ -x .bin/$t ] || continue
     echo "### test $t"; timeout 150 ./.bin/$t --test-threads=4 2>&1 | grep -E "^test result|FAILED|panicked|failed" | head -12
@@ -472,12 +472,42 @@ if [ "$PART" = 18 ]; then
   for round in 1 2; do
     for v in 0 1; do
       echo "## round $round, LIANDAN_DENSE4=$v"
-      LIANDAN_DENSE4=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 2>&1 | grep -E "add f32|copy" | cut -c1-150
-      LIANDAN_DENSE4=$v timeout 150 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-mlp,vae,lstm,mnist_cnn,vit,resnet18}" --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
+      LIANDAN_DENSE4=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 2>&1 | grep -E "add f(32|16)|copy" | cut -c1-150
+      LIANDAN_DENSE4=$v timeout 150 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-mlp,vae,lstm,mnist_cnn,vit,resnet18}" --precisions "${PRECISIONS:-f32}" --no-micro --warmup 30 --steps 10 --sync-every 5 --groups 2 \
         --epoch-samples 640 --out "$OUT/b" > "$OUT/b.md" 2>&1; echo "rc $?"
       grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/b.md" | cut -d'|' -f2,4,6,7,11
     done
   done
   echo "## PyTorch"; timeout 120 python3 xtask/bench_torch.py --device cuda 2>&1 | grep -E "add|copy" | head -8
   rm -rf "$OUT/b"
+fi
+if [ "$PART" = 19 ]; then
+  # The host CPU on many threads: this build against the previous one (.bin/xtask-old,
+  # .bin/liandan-old), previous first, ROUNDS rounds of the zoo's steps of MODELS at batch
+  # BATCH with THREADS threads a side (PyTorch beside in this build's first round); then per-op
+  # profiles of PROFILE_MODELS on THREADS threads and on one (`ONLY=bench` or `ONLY=profile`
+  # for one half).
+  th="${THREADS:-16}"; echo "## host: $(nproc) cores, $th threads"
+  if [ "${ONLY:-all}" != profile ]; then
+    for round in $(seq "${ROUNDS:-1}"); do
+      for b in xtask-old xtask; do
+        [ -x .bin/$b ] || continue
+        torch=""; [ $b = xtask ] && [ "$round" = 1 ] && torch="--torch"
+        echo "## round $round, $b"
+        timeout 280 ./.bin/$b bench $torch --device cpu --threads "$th" --batch "${BATCH:-16}" --models "${MODELS:-resnet18,lstm,vit,seed003_cnn}" \
+          --warmup 2 --steps 5 --sync-every 5 --groups 1 --no-micro --epoch-samples 64 --out "$OUT/c" > "$OUT/c-$b.md" 2>&1; echo "rc $?"
+        grep -E "^\| [a-z0-9_]+ \| cpu" "$OUT/c-$b.md" | cut -d'|' -f2,6,7,12,13
+      done
+    done
+    rm -rf "$OUT/c"
+  fi
+  if [ "${ONLY:-all}" != bench ]; then
+    for m in ${PROFILE_MODELS:-lstm resnet18}; do
+      for t in "$th" 1; do
+        batch=16; [ $m = lstm ] && batch=64
+        echo "## liandan profile --model $m --batch $batch --device cpu, $t threads"
+        RAYON_NUM_THREADS=$t timeout 150 ./.bin/liandan profile --model $m --batch $batch --steps 2 --device cpu 2>&1 | head -22
+      done
+    done
+  fi
 fi

@@ -6,7 +6,8 @@
 //! are small (resnet18's last stage has 16 columns an image: multiplied one image at a time,
 //! the gemm repacked the 512 x 4608 weights, or added into the 512 x 4608 weight gradient, for
 //! every 16 columns). Images run in parallel, each product on one thread, when there is an
-//! image for every thread; one after another, each product threaded, otherwise. Halves are
+//! image for every thread and each thread's images have columns enough; one after another,
+//! each product threaded, otherwise. Halves are
 //! left to the composite.
 //!
 //! Dimension letters as in `liandan_tensor`'s `conv_fused`: N batch, C channels, O output
@@ -22,7 +23,7 @@ use rayon::prelude::*;
 use crate::fused::slices;
 use crate::matmul::{product, Engine, Gemm, Operand};
 use crate::storage::{self, alloc, scratch, CpuElement, CpuStorage, Held, Real};
-use crate::window::{col2im_add, im2col_into, Geo};
+use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
 pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<CpuStorage>>> {
@@ -76,24 +77,29 @@ struct Plan {
     per: usize,
     threads: usize,
     nb: usize,
+    /// Whether images run in parallel, each product on one thread ([`per_image_threads`]).
+    parallel_images: bool,
 }
 
 impl Plan {
-    fn new(op: &'static str, g: ConvGeometry) -> Result<Plan> {
+    /// The plan of a pass whose images run in parallel from `min_cols` columns a thread
+    /// ([`per_image_threads`]).
+    fn new(op: &'static str, g: ConvGeometry, min_cols: usize) -> Result<Plan> {
         let (cg, og) = (g.c / g.groups, g.o / g.groups);
         let w = Window2d { n: 1, c: cg, h: g.h, w: g.w, kernel: g.kernel, stride: g.stride, padding: g.padding, dilation: g.dilation };
         let geo = Geo::new(op, &w)?;
         let l = geo.l();
         // The batch cut into one run of images per thread when images run in parallel, one
         // run otherwise.
-        let (per, threads) = if per_image_threads(g.n) {
+        let parallel_images = per_image_threads(g.n, l, min_cols);
+        let (per, threads) = if parallel_images {
             let per = g.n.div_ceil(rayon::current_num_threads());
             (per, g.n.div_ceil(per))
         } else {
             (g.n.max(1), 1)
         };
         let nb = MIN_COLS.div_ceil(l.max(1)).clamp(1, per);
-        Ok(Plan { geo, g, cg, og, k: cg * geo.taps(), l, per, threads, nb })
+        Ok(Plan { geo, g, cg, og, k: cg * geo.taps(), l, per, threads, nb, parallel_images })
     }
 
     /// Elements of one image of the input, of the output.
@@ -116,11 +122,19 @@ impl Plan {
 
     /// The engine and threading of one product.
     fn engine(&self) -> (Engine, bool) {
-        if per_image_threads(self.g.n) {
+        if self.parallel_images {
             (per_image_engine(), false)
         } else {
             (crate::matmul::engine(), true)
         }
+    }
+
+    /// Whether a block's own loops (its columns, their folding back, the gathering of its
+    /// planes) run on every thread: in the blocks multiplied on every thread, one after
+    /// another, which would otherwise leave all threads but one idle during them (resnet18's
+    /// last stage at batch 16: 16 images of 16 columns, 2,304 or 4,608 rows of runs of 4).
+    fn spread(&self) -> bool {
+        !self.parallel_images && rayon::current_num_threads() > 1
     }
 
     /// The `(image, block)` offsets of the `L`-long runs that carry group `grp`'s `[Og, L]`
@@ -130,14 +144,33 @@ impl Plan {
     }
 
     /// Group `grp`'s `[Og, nb L]` block of the `nb` images of `ys`, in `packed`.
-    fn pack<'a, T: Copy>(&self, ys: &[T], grp: usize, nb: usize, packed: &'a mut [T]) -> &'a [T] {
-        self.runs(grp, nb).for_each(|(at, to)| packed[to..to + self.l].copy_from_slice(&ys[at..at + self.l]));
-        &packed[..self.og * nb * self.l]
+    fn pack<'a, T: Copy + Send + Sync>(&self, ys: &[T], grp: usize, nb: usize, packed: &'a mut [T]) -> &'a [T] {
+        let (l, block) = (self.l, &mut packed[..self.og * nb * self.l]);
+        if self.spread() {
+            // Row o of the block: output o of each image in turn.
+            block.par_chunks_mut(nb * l).enumerate().for_each(|(o, row)| {
+                for (i, run) in row.chunks_mut(l).enumerate() {
+                    run.copy_from_slice(&ys[i * self.image_out() + (grp * self.og + o) * l..][..l]);
+                }
+            });
+        } else {
+            self.runs(grp, nb).for_each(|(at, to)| block[to..to + l].copy_from_slice(&ys[at..at + l]));
+        }
+        block
     }
 
     /// The inverse of [`Plan::pack`]: the block's runs back into the images' planes.
-    fn unpack<T: Copy>(&self, packed: &[T], grp: usize, nb: usize, ys: &mut [T]) {
-        self.runs(grp, nb).for_each(|(at, from)| ys[at..at + self.l].copy_from_slice(&packed[from..from + self.l]));
+    fn unpack<T: Copy + Send + Sync>(&self, packed: &[T], grp: usize, nb: usize, ys: &mut [T]) {
+        let l = self.l;
+        if self.spread() {
+            ys[..nb * self.image_out()].par_chunks_mut(self.image_out()).enumerate().for_each(|(i, image)| {
+                for o in 0..self.og {
+                    image[(grp * self.og + o) * l..][..l].copy_from_slice(&packed[(o * nb + i) * l..][..l]);
+                }
+            });
+        } else {
+            self.runs(grp, nb).for_each(|(at, from)| ys[at..at + l].copy_from_slice(&packed[from..from + l]));
+        }
     }
 
     /// Group `grp`'s columns of the `nb` images of `xs` (whole images), side by side in `cols`
@@ -147,6 +180,10 @@ impl Plan {
         if self.geo.is_identity() && nb == 1 {
             return plane(0);
         }
+        if self.spread() {
+            im2col_images(xs, |i| i * self.image_in() + grp * self.cg * self.geo.hw(), nb, &self.geo, cols);
+            return cols;
+        }
         for i in 0..nb {
             im2col_into(plane(i), &self.geo, &mut cols[i * self.l..], nb * self.l);
         }
@@ -154,9 +191,21 @@ impl Plan {
     }
 }
 
-/// Whether images run in parallel (each product on one thread).
-fn per_image_threads(n: usize) -> bool {
-    n > 1 && n >= rayon::current_num_threads()
+/// Columns a thread's run of images needs for the images to run in parallel, in a forward or
+/// input-gradient pass ([`per_image_threads`]).
+const PARALLEL_COLS: usize = 64;
+
+/// Whether images run in parallel (each product on one thread): when there is an image for
+/// every thread and each thread's run of images has `min_cols` columns or more. Smaller
+/// images go into blocks multiplied on every thread instead. Measured on 16 threads of a Xeon
+/// at batch 16 (docs/PERFORMANCE.md, 2026-11-27 14:05): resnet18's last stage (16 columns an
+/// image) took its input gradient 2.4x faster in one block than image by image, its layer3 (64
+/// columns) its forward 2.2x slower. A weight gradient takes [`MIN_COLS`]: images in
+/// parallel each add into a weight-sized block of their thread's, summed at the end (16 blocks
+/// of 512 x 4,608 for that last stage, 26x slower than one block threaded).
+fn per_image_threads(n: usize, l: usize, min_cols: usize) -> bool {
+    let threads = rayon::current_num_threads();
+    n > 1 && n >= threads && n.div_ceil(threads) * l >= min_cols
 }
 
 /// A thread's buffers ([`Plan::scratch`]).
@@ -172,7 +221,7 @@ fn mat<T>(data: &[T], cols: usize, transposed: bool) -> Operand<'_, T> {
 
 /// `y[n] = W cols(x[n])` per group, for a block of images at once.
 fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
-    let p = Plan::new("conv2d", g)?;
+    let p = Plan::new("conv2d", g, PARALLEL_COLS)?;
     let v = slices::<T>("conv2d", inputs)?;
     let (x, w) = (&*v[0], &*v[1]);
     let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
@@ -201,7 +250,7 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
 /// `dx[n] = col2im(W^T dy[n])` per group, for a block of images at once.
 fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     const OP: &str = "conv2d_backward_input";
-    let p = Plan::new(OP, g)?;
+    let p = Plan::new(OP, g, PARALLEL_COLS)?;
     let v = slices::<T>(OP, inputs)?;
     let (dy, w) = (&*v[0], &*v[1]);
     let mut dx = alloc(OP, g.n * p.image_in(), T::zero())?;
@@ -218,6 +267,10 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
                 product(engine, threaded, false, [p.k, p.og, p.l], mat(w, p.k, true), mat(dy_g, p.l, false), &mut dx[plane(0)..][..p.cg * p.geo.hw()]);
             } else {
                 product(engine, threaded, false, [p.k, p.og, ld], mat(w, p.k, true), mat(dy_g, ld, false), &mut s.cols);
+                if p.spread() {
+                    col2im_images(&s.cols, nb, &p.geo, dx, p.image_in(), grp * p.cg);
+                    continue;
+                }
                 for i in 0..nb {
                     col2im_add(&s.cols[i * p.l..], &p.geo, &mut dx[plane(i)..][..p.cg * p.geo.hw()], ld);
                 }
@@ -232,7 +285,7 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
 /// own `dW`, and those few are summed at the end.
 fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     const OP: &str = "conv2d_backward_weight";
-    let p = Plan::new(OP, g)?;
+    let p = Plan::new(OP, g, MIN_COLS)?;
     let v = slices::<T>(OP, inputs)?;
     let (dy, x) = (&*v[0], &*v[1]);
     let size = g.o * p.k;
@@ -261,9 +314,15 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     }
     let mut parts = parts.into_iter().map(|(dw, _)| dw);
     let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), |dw| Ok(dw.into_vec()))?;
-    for part in parts {
-        dw.iter_mut().zip(part.iter()).for_each(|(a, &b)| *a += b);
-    }
+    let rest: Vec<_> = parts.collect();
+    // The threads' blocks summed on every thread, each a share of the elements (in the same
+    // order, so the result does not depend on how the elements are shared out).
+    const SHARE: usize = 1 << 14;
+    dw.par_chunks_mut(SHARE).enumerate().for_each(|(c, out)| {
+        for part in &rest {
+            out.iter_mut().zip(&part[c * SHARE..]).for_each(|(a, &b)| *a += b);
+        }
+    });
     Ok(T::wrap(dw.into()))
 }
 

@@ -234,7 +234,7 @@ const SKINNY_ROWS: usize = 64;
 const WIDE_COLS: usize = 128;
 
 /// One `[m, k] x [k, n]` product: `a` and `b` by pointer and (row, column) strides, into the
-/// row-major `[m, n]` block at `c`.
+/// row-major `[m, n]` block at `c`, whose rows are `ldc` apart.
 #[derive(Clone, Copy)]
 struct Raw<T> {
     mkn: [usize; 3],
@@ -243,6 +243,63 @@ struct Raw<T> {
     b: *const T,
     sb: [isize; 2],
     c: *mut T,
+    ldc: usize,
+}
+
+// SAFETY: a `Raw` is handed to other threads only as pieces of one product (`gemm_pieces`),
+// which read `a` and `b` and write disjoint blocks of `c`, all alive until the pieces return.
+unsafe impl<T> Send for Raw<T> {}
+unsafe impl<T> Sync for Raw<T> {}
+
+/// Multiply-adds from which a threaded product is cut into pieces, one a thread.
+const PIECES_MIN_WORK: usize = 1 << 20;
+
+/// Rows or columns a piece gets at least (a multiple of 16, as every piece's start is).
+const PIECE_MIN: usize = 64;
+
+/// A threaded product cut along the longer of its rows and columns into one piece per thread,
+/// each a one-thread product, where it is large enough: `gemm`'s own threading spreads a
+/// product of a few rows, or of a few columns, over few of many threads (16 threads of a Xeon,
+/// docs/PERFORMANCE.md 2026-11-27 14:05: `[128, 1152] x [1152, 512]` 577 us threaded by `gemm`,
+/// 205 in pieces along its columns; `[256, 9216] x [9216, 64]` 656 against 293 along its rows;
+/// 1024^3 2,580 against 1,810). Returns whether it ran the product.
+///
+/// # Safety
+/// As [`Gemm::matrixmultiply`].
+unsafe fn gemm_pieces<T: Gemm>(engine: Engine, accumulate: bool, p: Raw<T>) -> bool {
+    let [m, k, n] = p.mkn;
+    let threads = rayon::current_num_threads();
+    if threads < 2 || m * k * n < PIECES_MIN_WORK {
+        return false;
+    }
+    let (along_columns, len) = if n >= m { (true, n) } else { (false, m) };
+    // A few rows against a wide transposed rhs keep pieces wide enough to be made column-major
+    // as the whole would be (`gemm_one`: mnist_cnn's products at batch 16, its fc1 `[16, 9216]
+    // x [9216, 128]^T` among them, took 1.65x as long on 2 threads with that product in two
+    // row-major pieces of 64 columns).
+    let column_major = m <= SKINNY_ROWS && n >= WIDE_COLS && p.sb[0] == 1 && p.sb[1] != 1;
+    let least = if along_columns && column_major { WIDE_COLS.max(PIECE_MIN) } else { PIECE_MIN };
+    let piece = len.div_ceil(threads).next_multiple_of(16).max(least);
+    if piece >= len {
+        return false;
+    }
+    // The whole `Raw` goes to the threads (a closure would take its pointers one by one).
+    let whole = &p;
+    (0..len.div_ceil(piece)).into_par_iter().for_each(|j| {
+        let p = *whole;
+        let (start, end) = (j * piece, len.min((j + 1) * piece));
+        // SAFETY: each piece is a block of the caller's product: columns start..end of `b`
+        // and `c`, or rows start..end of `a` and `c`, disjoint from every other piece's.
+        unsafe {
+            let sub = if along_columns {
+                Raw { mkn: [m, k, end - start], b: p.b.offset(start as isize * p.sb[1]), c: p.c.add(start), ..p }
+            } else {
+                Raw { mkn: [end - start, k, n], a: p.a.offset(start as isize * p.sa[0]), c: p.c.add(start * p.ldc), ..p }
+            };
+            gemm_one(engine, false, accumulate, sub);
+        }
+    });
+    true
 }
 
 /// The product `p`, added to what its block holds when `accumulate`.
@@ -250,6 +307,9 @@ struct Raw<T> {
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
 unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p: Raw<T>) {
+    if threaded && engine != Engine::MatrixMultiply && gemm_pieces(engine, accumulate, p) {
+        return;
+    }
     let ([m, k, n], [_, csa], [rsb, csb]) = (p.mkn, p.sa, p.sb);
     let way = match engine {
         Engine::MatrixMultiply => Way::MatrixMultiply,
@@ -285,13 +345,13 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
 unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>) {
-    let Raw { mkn: [m, k, n], a, sa: [rsa, csa], b, sb: [rsb, csb], c } = p;
+    let Raw { mkn: [m, k, n], a, sa: [rsa, csa], b, sb: [rsb, csb], c, ldc } = p;
     let keep = if accumulate { T::ONE } else { T::default() };
     // gemm itself declines threads below its own work threshold; a pool of one thread would
     // only add a hand-off to it.
     let par = if threaded && rayon::current_num_threads() > 1 { gemm::Parallelism::Rayon(0) } else { gemm::Parallelism::None };
     match way {
-        Way::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, n as isize, keep),
+        Way::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, ldc as isize, keep),
         Way::GemmColumnMajor => {
             let mut t: Vec<T> = Vec::with_capacity(m * n);
             let _held = Held::new(m * n * std::mem::size_of::<T>());
@@ -301,27 +361,28 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
             t.set_len(m * n);
             // `c` is the caller's row-major m x n block (initialized where accumulating), apart
             // from `t`.
-            transpose_into(&t, [n, m], c, accumulate);
+            transpose_into(&t, [n, m], c, ldc, accumulate);
         }
         // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
-        Way::Gemm => gemm::gemm(m, n, k, c, 1, n as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),
+        Way::Gemm => gemm::gemm(m, n, k, c, 1, ldc as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),
     }
 }
 
 /// `dst = src^T` (or `dst += src^T` when `accumulate`) for a row-major `[rows, cols]` `src`
-/// and a row-major `[cols, rows]` block at `dst`: written in runs along `dst`'s rows, 16
-/// source rows at a time, so neither side is walked with a long stride through memory.
+/// and a row-major `[cols, rows]` block at `dst` whose rows are `ld` apart: written in runs
+/// along `dst`'s rows, 16 source rows at a time, so neither side is walked with a long stride
+/// through memory.
 ///
 /// # Safety
-/// `dst` must be valid for `rows * cols` writes (and reads when `accumulate`, then initialized)
-/// and overlap no part of `src`.
-unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2], dst: *mut T, accumulate: bool) {
+/// `dst` must be valid for writes of that block (and reads when `accumulate`, then
+/// initialized) and overlap no part of `src`.
+unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2], dst: *mut T, ld: usize, accumulate: bool) {
     const RUN: usize = 16;
     assert!(src.len() >= rows * cols, "transpose_into: the source holds fewer than {rows} x {cols} elements");
     for r0 in (0..rows).step_by(RUN) {
         let run = RUN.min(rows - r0);
         for col in 0..cols {
-            let out = dst.add(col * rows + r0);
+            let out = dst.add(col * ld + r0);
             for i in 0..run {
                 let v = src[(r0 + i) * cols + col];
                 if accumulate {
@@ -368,7 +429,9 @@ pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool,
     let s = |o: &Operand<T>| [o.strides[0] as isize, o.strides[1] as isize];
     // SAFETY: the assert above keeps every element read or written inside its slice, and `c`
     // is borrowed mutably, so it overlaps neither operand.
-    unsafe { gemm_one(engine, threaded, accumulate, Raw { mkn: [m, k, n], a: a.data.as_ptr(), sa: s(&a), b: b.data.as_ptr(), sb: s(&b), c: c.as_mut_ptr() }) }
+    unsafe {
+        gemm_one(engine, threaded, accumulate, Raw { mkn: [m, k, n], a: a.data.as_ptr(), sa: s(&a), b: b.data.as_ptr(), sb: s(&b), c: c.as_mut_ptr(), ldc: n })
+    }
 }
 
 fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
@@ -395,7 +458,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
         unsafe {
             let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
             let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-            gemm_one(engine, threaded, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast() });
+            gemm_one(engine, threaded, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast(), ldc: n });
         }
     };
     // Threads over the batch when it has a product for every thread (one thread-pool wake-up,
@@ -410,7 +473,7 @@ fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &
             unsafe {
                 let a = x.as_ptr().add(la.offset() + bi * la.strides()[0]);
                 let b = y.as_ptr().add(lb.offset() + bi * lb.strides()[0]);
-                gemm_one(engine, false, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast() });
+                gemm_one(engine, false, false, Raw { mkn: [m, k, n], a, sa, b, sb, c: c.as_mut_ptr().cast(), ldc: n });
             }
         };
         blocks.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c));
@@ -482,6 +545,21 @@ mod tests {
         }
     }
 
+    /// Threaded products of a million multiply-adds or more run in pieces, one a thread
+    /// (`gemm_pieces`): along the columns (the first shape's pieces of 160 columns are few rows
+    /// against a wide transposed rhs, made column-major and transposed into rows 600 apart),
+    /// along the rows, and a last piece shorter than the others.
+    #[test]
+    fn threaded_products_in_pieces_write_or_accumulate() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(4).build().expect("a thread pool");
+        pool.install(|| {
+            for (m, k, n) in [(40, 100, 600), (300, 100, 40), (70, 200, 90)] {
+                assert!(m * k * n >= PIECES_MIN_WORK);
+                writes_or_accumulates(m, k, n);
+            }
+        });
+    }
+
     #[test]
     fn tuning_times_every_way_then_keeps_the_fastest() {
         let ms = std::time::Duration::from_millis;
@@ -512,7 +590,7 @@ mod tests {
                 let a = || Operand { data: &x[..], strides: [k, 1] };
                 let b = || Operand { data: &y[..], strides: [1, k] };
                 product(engine, false, true, [m, k, n], a(), b(), &mut c);
-                product(engine, false, true, [m, k, n], a(), b(), &mut c);
+                product(engine, true, true, [m, k, n], a(), b(), &mut c);
                 for (g, w) in c.iter().zip(&want) {
                     assert!((g - (1.0 + 2.0 * w)).abs() <= 1e-4 + 1e-5 * w.abs(), "{engine:?} accumulating: {g} vs 1 + 2 * {w}");
                 }

@@ -203,6 +203,40 @@ pub(crate) fn im2col_into<T: Real>(xs: &[T], g: &Geo, out: &mut [T], ld: usize) 
     }
 }
 
+/// The columns of `nb` whole images side by side, as [`im2col_into`] once per image (image
+/// `i`'s planes start at `plane_at(i)` in `xs`, its columns at column `i * L` of `out`, rows
+/// `nb * L` apart), on every thread: each takes a share of the planes, whose rows are
+/// contiguous in `out`. For the convolution's single block of small images, whose columns
+/// are runs of a few elements each (too slow to build on one thread while the product runs on all).
+pub(crate) fn im2col_images<T: Real>(xs: &[T], plane_at: impl Fn(usize) -> usize + Sync, nb: usize, g: &Geo, out: &mut [T]) {
+    let (rows, l) = (g.taps(), g.l());
+    let ld = nb * l;
+    out[..g.planes * rows * ld].par_chunks_mut(rows * ld).enumerate().for_each(|(p, block)| {
+        if (g.ph, g.pw) != (0, 0) {
+            block.fill(T::zero());
+        }
+        for i in 0..nb {
+            let at = plane_at(i) + p * g.hw();
+            im2col_plane(&xs[at..at + g.hw()], g, &mut block[i * l..], ld);
+        }
+    });
+}
+
+/// The adjoint of [`im2col_images`]: adds the columns of `nb` images side by side in `cols`,
+/// folded back, to the planes of those whole images in `dx` (`image` elements an image, of
+/// which `g.planes` planes from plane `plane0` on are this group's), on every thread: each
+/// takes a share of the (image, plane) pairs.
+pub(crate) fn col2im_images<T: Real<Acc = T>>(cols: &[T], nb: usize, g: &Geo, dx: &mut [T], image: usize, plane0: usize) {
+    let (rows, hw, l) = (g.taps(), g.hw(), g.l());
+    let (ld, per_image) = (nb * l, image / hw);
+    dx[..nb * image].par_chunks_mut(hw).enumerate().for_each(|(q, plane)| {
+        let (i, p) = (q / per_image, q % per_image);
+        if (plane0..plane0 + g.planes).contains(&p) {
+            col2im_plane(&cols[(p - plane0) * rows * ld + i * l..], g, plane, ld);
+        }
+    });
+}
+
 /// Adds the `[planes * kh * kw, L]` columns `cols` (rows `ld` apart), folded back, to
 /// `g.planes` planes of `dx` (the adjoint of [`im2col_into`]), on this thread.
 pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T], ld: usize) {

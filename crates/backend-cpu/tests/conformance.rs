@@ -41,7 +41,8 @@ fn fused_kernels_run_here() {
 
 /// This backend's own splits, which the suite's small shapes do not reach: GELU over more than
 /// one parallel piece, and convolutions whose images are multiplied one at a time (L >= 512,
-/// padded) or several side by side in blocks that do not divide the batch.
+/// padded) or several side by side in blocks that do not divide the batch, with images run in
+/// parallel or one block after another (pools of 1, 2 and 4 threads: the plan depends on them).
 #[test]
 fn fused_kernels_match_composites_past_their_splits() {
     use liandan_tensor::conformance::{fused::check_fused, values};
@@ -51,10 +52,19 @@ fn fused_kernels_match_composites_past_their_splits() {
     let gelu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].gelu()?]) };
     check_fused("gelu f32 [3, 70001]", &[t(&[3, 70001], 1).mul_scalar(4.0).unwrap()], gelu, 1e-6, 1e-5);
     // (N, C, H, W, O, kernel, stride, padding): one image a product (552 columns); blocks of
-    // 36 columns an image; strided; a 1x1 whose columns are the input, in blocks.
-    for (n, c, h, w, o, k, s, p) in [(3, 4, 24, 23, 5, 3, 1, 1), (5, 8, 6, 6, 8, 3, 1, 1), (7, 6, 5, 5, 4, 3, 2, 0), (9, 3, 4, 4, 6, 1, 1, 0)] {
-        let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), 1)?]) };
-        let inputs = [t(&[n, c, h, w], 2), t(&[o, c, k, k], 3).mul_scalar(0.5).unwrap()];
-        check_fused(&format!("conv2d [{n}, {c}, {h}, {w}] O {o} kernel {k} stride {s} padding {p}"), &inputs, conv, 1e-4, 1e-4);
+    // 36 columns an image; strided; a 1x1 whose columns are the input, in blocks; 100 columns
+    // an image, in parallel runs of 7 images on 2 threads (blocks of 6 and 1), and on 4 threads
+    // in runs of 4 but for the weight gradient, whose blocks then run one after another (6, 6
+    // and 2 images).
+    let cases = [(3, 4, 24, 23, 5, 3, 1, 1), (5, 8, 6, 6, 8, 3, 1, 1), (7, 6, 5, 5, 4, 3, 2, 0), (9, 3, 4, 4, 6, 1, 1, 0), (14, 2, 10, 10, 3, 3, 1, 1)];
+    for threads in [1, 2, 4] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+        pool.install(|| {
+            for (n, c, h, w, o, k, s, p) in cases {
+                let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), 1)?]) };
+                let inputs = [t(&[n, c, h, w], 2), t(&[o, c, k, k], 3).mul_scalar(0.5).unwrap()];
+                check_fused(&format!("conv2d [{n}, {c}, {h}, {w}] O {o} kernel {k} stride {s} padding {p}, {threads} threads"), &inputs, conv, 1e-4, 1e-4);
+            }
+        });
     }
 }

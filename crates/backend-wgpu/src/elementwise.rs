@@ -49,10 +49,10 @@ pub(crate) enum Key {
     ComparePacked(CmpOp),
     /// [`Key::Select`] between packed bf16 views, into packed bf16.
     SelectPacked,
-    /// An f32 [`Key::Unary`], [`Key::Binary`] or [`Key::Copy`] whose operands are all dense
-    /// from a multiple of four elements on, over a multiple of four elements: every access a
-    /// vec4 ([`Key::dense4`] picks it).
-    Dense4(Dense),
+    /// An f32 or f16 [`Key::Unary`], [`Key::Binary`] or [`Key::Copy`] whose operands are all
+    /// dense from a multiple of four elements on, over a multiple of four elements: every
+    /// access a vec4 ([`Key::dense4`] picks it).
+    Dense4(Dense, DType),
 }
 
 /// The ops [`Key::Dense4`] runs.
@@ -63,7 +63,7 @@ pub(crate) enum Dense {
     Copy,
 }
 
-/// `LIANDAN_DENSE4`, read once: `0`, `off` or `false` keep dense f32 operands on the strided
+/// `LIANDAN_DENSE4`, read once: `0`, `off` or `false` keep dense operands on the strided
 /// kernels (to compare the two on a GPU); anything else leaves vec4 access on.
 fn dense4_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -163,20 +163,20 @@ fn fill_part(repr: &Repr, dtype: DType) -> &'static str {
 }
 
 impl Key {
-    /// The vec4 variant ([`Key::Dense4`]) of this launch, where it has one: an f32 unary,
-    /// binary or copy whose strided meta block (`launch::strided`) has one dimension, a
+    /// The vec4 variant ([`Key::Dense4`]) of this launch, where it has one: an f32 or f16
+    /// unary, binary or copy whose strided meta block (`launch::strided`) has one dimension, a
     /// multiple of four long, and every operand with a layout (`operands` of them, the op's
     /// inputs and a copy's destination) at stride 1 from an offset that is a multiple of four.
     pub(crate) fn dense4(self, meta: &[u32], operands: usize) -> Option<Key> {
-        let (dense, want) = match self {
-            Key::Unary(op, DType::F32) => (Dense::Unary(op), 1),
-            Key::Binary(op, DType::F32) => (Dense::Binary(op), 2),
-            Key::Copy(DType::F32) => (Dense::Copy, 2),
+        let (dense, want, dtype) = match self {
+            Key::Unary(op, d @ (DType::F32 | DType::F16)) => (Dense::Unary(op), 1, d),
+            Key::Binary(op, d @ (DType::F32 | DType::F16)) => (Dense::Binary(op), 2, d),
+            Key::Copy(d @ (DType::F32 | DType::F16)) => (Dense::Copy, 2, d),
             _ => return None,
         };
         let shaped = operands == want && meta.len() == 3 + 2 * operands && meta[1] == 1 && meta[0] == meta[2] && meta[0].is_multiple_of(4);
         let dense_from_fours = shaped && (0..operands).all(|k| meta[3 + 2 * k] == 1 && meta[4 + 2 * k].is_multiple_of(4));
-        (dense_from_fours && dense4_on()).then_some(Key::Dense4(dense))
+        (dense_from_fours && dense4_on()).then_some(Key::Dense4(dense, dtype))
     }
 
     /// Elements one invocation handles: 4 for the kernels that read (1,024 a workgroup, each
@@ -211,9 +211,9 @@ impl Key {
             Key::Fill(_) | Key::Copy(_) | Key::Select(_) | Key::CopyPacked | Key::ComparePacked(_) | Key::SelectPacked => true,
             Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
-            Key::Dense4(Dense::Unary(op)) => Key::Unary(op, DType::F32).supported(repr),
-            Key::Dense4(Dense::Binary(op)) => Key::Binary(op, DType::F32).supported(repr),
-            Key::Dense4(Dense::Copy) => true,
+            Key::Dense4(Dense::Unary(op), d) => Key::Unary(op, d).supported(repr),
+            Key::Dense4(Dense::Binary(op), d) => Key::Binary(op, d).supported(repr),
+            Key::Dense4(Dense::Copy, _) => true,
         }
     }
 }
@@ -250,11 +250,11 @@ impl KernelKey for Key {
             Key::CopyPacked => {
                 with_words(w.ty("x", DType::BF16)).part(include_str!("shaders/packed/identity.wgsl")).part(include_str!("shaders/packed/unary.wgsl"))
             }
-            Key::Dense4(dense) => {
-                let w = w.ty("x", DType::F32);
+            Key::Dense4(dense, d) => {
+                let w = w.ty("x", d);
                 let w = match dense {
-                    Dense::Unary(op) => w.part(unary_body(op, DType::F32)).part(include_str!("shaders/dense4/unary.wgsl")),
-                    Dense::Binary(op) => w.part(binary_body(op, DType::F32)).part(include_str!("shaders/dense4/binary.wgsl")),
+                    Dense::Unary(op) => w.part(unary_body(op, d)).part(include_str!("shaders/dense4/unary.wgsl")),
+                    Dense::Binary(op) => w.part(binary_body(op, d)).part(include_str!("shaders/dense4/binary.wgsl")),
                     Dense::Copy => w.part(include_str!("shaders/dense4/copy.wgsl")),
                 };
                 return w.part(include_str!("shaders/dense4/entry.wgsl")).build();
@@ -281,9 +281,11 @@ impl KernelKey for Key {
         out.extend(BINARY_OPS.map(Key::BinaryPacked));
         out.extend(CMP_OPS.map(Key::ComparePacked));
         out.extend([Key::CopyPacked, Key::SelectPacked]);
-        out.extend(UNARY_OPS.map(|op| Key::Dense4(Dense::Unary(op))));
-        out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Binary(op))));
-        out.push(Key::Dense4(Dense::Copy));
+        for d in [DType::F32, DType::F16] {
+            out.extend(UNARY_OPS.map(|op| Key::Dense4(Dense::Unary(op), d)));
+            out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Binary(op), d)));
+            out.push(Key::Dense4(Dense::Copy, d));
+        }
         out.retain(|k| k.supported(repr));
         out
     }

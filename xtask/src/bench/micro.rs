@@ -103,6 +103,12 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     const ROW: usize = 20;
     let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.add(&b).map(drop)))? / ROW as f64;
     row("add f32 (read 2, write 1), 20 between waits", n.to_string(), s, 3.0 * 4.0 * n as f64 / s / 1e9, "GB/s");
+    if !device.is_cpu() {
+        // The same add on f16 operands (mixed precision's activations), 2 bytes an element.
+        let (a, b) = (a.to_dtype(DType::F16)?, b.to_dtype(DType::F16)?);
+        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.add(&b).map(drop)))? / ROW as f64;
+        row("add f16 (read 2, write 1), 20 between waits", n.to_string(), s, 3.0 * 2.0 * n as f64 / s / 1e9, "GB/s");
+    }
     let big = if quick { 1 << 22 } else { 1 << 26 };
     let c = Tensor::randn(&[big], 5, DType::F32, device)?;
     let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| c.mul_scalar(1.0).map(drop)))? / ROW as f64;

@@ -1,4 +1,4 @@
-// The entry point of the dense f32 elementwise kernels: every operand read (and the result
+// The entry point of the dense f32 and f16 elementwise kernels: every operand read (and the result
 // written) in whole vec4s, one an invocation. The launch's grid holds an invocation per four
 // elements; the count is a multiple of four and every operand's first element sits at a
 // multiple of four (`elementwise::Key::dense4` checks both). The kernel's file before this
