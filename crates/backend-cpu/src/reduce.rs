@@ -153,8 +153,13 @@ where
         }
     };
     if par {
+        // Blocks of lanes small enough for every thread to take some (a bias gradient's 1,024
+        // columns are one block of CHUNK, one thread's work), each still a few cache lines of
+        // every row; every lane is still folded in row order, so the result does not depend on
+        // the threads.
+        let lanes_per = inner.div_ceil(rayon::current_num_threads()).next_multiple_of(16).clamp(64, CHUNK);
         out.par_chunks_mut(inner).enumerate().for_each(|(o, lanes)| {
-            lanes.par_chunks_mut(CHUNK).enumerate().for_each(|(c, acc)| block(o, c * CHUNK, acc));
+            lanes.par_chunks_mut(lanes_per).enumerate().for_each(|(c, acc)| block(o, c * lanes_per, acc));
         });
     } else {
         out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
