@@ -7,8 +7,7 @@
 //! the gemm repacked the 512 x 4608 weights, or added into the 512 x 4608 weight gradient, for
 //! every 16 columns). Images run in parallel, each product on one thread, when there is an
 //! image for every thread and each thread's images have columns enough; one after another,
-//! each product threaded, otherwise. Halves are
-//! left to the composite.
+//! each product threaded, otherwise. Halves are left to the composite.
 //!
 //! Dimension letters as in `liandan_tensor`'s `conv_fused`: N batch, C channels, O output
 //! channels, G groups, Cg = C/G, Og = O/G, K = Cg * kh * kw (a group's column rows),
@@ -198,7 +197,7 @@ const PARALLEL_COLS: usize = 64;
 /// Whether images run in parallel (each product on one thread): when there is an image for
 /// every thread and each thread's run of images has `min_cols` columns or more. Smaller
 /// images go into blocks multiplied on every thread instead. Measured on 16 threads of a Xeon
-/// at batch 16 (docs/PERFORMANCE.md, 2026-11-27 14:05): resnet18's last stage (16 columns an
+/// at batch 16 (docs/PERFORMANCE.md, run 56): resnet18's last stage (16 columns an
 /// image) took its input gradient 2.4x faster in one block than image by image, its layer3 (64
 /// columns) its forward 2.2x slower. A weight gradient takes [`MIN_COLS`]: images in
 /// parallel each add into a weight-sized block of their thread's, summed at the end (16 blocks
@@ -315,14 +314,16 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let mut parts = parts.into_iter().map(|(dw, _)| dw);
     let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), |dw| Ok(dw.into_vec()))?;
     let rest: Vec<_> = parts.collect();
-    // The threads' blocks summed on every thread, each a share of the elements (in the same
-    // order, so the result does not depend on how the elements are shared out).
-    const SHARE: usize = 1 << 14;
-    dw.par_chunks_mut(SHARE).enumerate().for_each(|(c, out)| {
-        for part in &rest {
-            out.iter_mut().zip(&part[c * SHARE..]).for_each(|(a, &b)| *a += b);
-        }
-    });
+    if !rest.is_empty() {
+        // The threads' blocks summed on every thread, each a share of the elements (in the
+        // same order, so the result does not depend on how the elements are shared out).
+        const SHARE: usize = 1 << 14;
+        dw.par_chunks_mut(SHARE).enumerate().for_each(|(c, out)| {
+            for part in &rest {
+                out.iter_mut().zip(&part[c * SHARE..]).for_each(|(a, &b)| *a += b);
+            }
+        });
+    }
     Ok(T::wrap(dw.into()))
 }
 

@@ -1,6 +1,8 @@
 //! Batched matrix product on the `gemm` crate (AVX-512 and AVX2 kernels chosen at run time)
 //! or `matrixmultiply`, by a fixed rule per shape or timed per shape on this CPU ([`Engine`]).
-//! Both take any strides, so transposed and batch-broadcast views are read in place.
+//! Both take any strides, so transposed and batch-broadcast views are read in place. A threaded
+//! product of a million multiply-adds or more runs as one one-thread piece per thread
+//! ([`gemm_pieces`]).
 
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
@@ -260,7 +262,7 @@ const PIECE_MIN: usize = 64;
 /// A threaded product cut along the longer of its rows and columns into one piece per thread,
 /// each a one-thread product, where it is large enough: `gemm`'s own threading spreads a
 /// product of a few rows, or of a few columns, over few of many threads (16 threads of a Xeon,
-/// docs/PERFORMANCE.md 2026-11-27 14:05: `[128, 1152] x [1152, 512]` 577 us threaded by `gemm`,
+/// docs/PERFORMANCE.md run 56: `[128, 1152] x [1152, 512]` 577 us threaded by `gemm`,
 /// 205 in pieces along its columns; `[256, 9216] x [9216, 64]` 656 against 293 along its rows;
 /// 1024^3 2,580 against 1,810). Returns whether it ran the product.
 ///
