@@ -33,6 +33,9 @@
 # profile of `MODELS` in f32 and f16; `TRAIN_PRECISIONS` adds `liandan train` runs to the tests).
 # `PART=17`: the autotune: its tests and the conformance suite with it on, then the steps of
 # `MODELS` in `PRECISIONS` with it off and on, alternated (`ONLY=tests` or `ONLY=bench`).
+# `PART=18`: dense elementwise ops in vec4s, `LIANDAN_DENSE4=0` against `=1` (micro rows and the
+# steps of `MODELS` in `PRECISIONS`). `PART=19`: the host CPU on `THREADS` threads (default 16),
+# this build against the previous one, and per-op profiles (`ONLY=bench` or `ONLY=profile`).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
