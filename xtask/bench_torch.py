@@ -80,6 +80,10 @@ def main():
         x16, y16 = x.half(), y.half()
         s = timed(dev, 1, reps, lambda: [x16 + y16 for _ in range(20)]) / 20
         row(side, "add f16 (read 2, write 1), 20 between waits", str(n), s, f"{3 * 2 * n / s / 1e9:.1f} GB/s")
+        s = timed(dev, 1, reps, lambda: [y.half() for _ in range(20)]) / 20
+        row(side, "cast f32 -> f16 (read 4, write 2 bytes), 20 between waits", str(n), s, f"{6 * n / s / 1e9:.1f} GB/s")
+        s = timed(dev, 1, reps, lambda: [x16.float() for _ in range(20)]) / 20
+        row(side, "cast f16 -> f32 (read 2, write 4 bytes), 20 between waits", str(n), s, f"{6 * n / s / 1e9:.1f} GB/s")
     # The reductions of xtask's micro rows, 20 between waits (bytes read only).
     big = 1 << 22 if a.quick else 1 << 26
     c = torch.randn(big, generator=g).to(dev)

@@ -152,7 +152,8 @@ fn reduce_ties_and_nan_keep_the_first() {
 /// Dense f32 and f16 operands run in vec4s (`elementwise::Key::dense4`) where the count and
 /// every offset are multiples of four, on the strided kernels otherwise: both against the CPU
 /// (which computes f16 in f32 and rounds, as the GPU does), for unaries, the binaries and a
-/// cat, at offsets 0, 4 and 3 and lengths 4096, 8, 6 and 1.
+/// cat, at offsets 0, 4 and 3 and lengths 4096, 8, 6 and 1; the casts between f32 and f16
+/// (strided kernels) at the same offsets.
 #[test]
 fn dense_elementwise_matches_cpu() {
     let Some(d) = gpu() else { return };
@@ -175,6 +176,8 @@ fn dense_elementwise_matches_cpu() {
                 check(&what("div"), &ga.div(&gb).unwrap(), &ca.div(&cb).unwrap(), inexact, inexact);
                 check(&what("maximum"), &ga.maximum(&gb).unwrap(), &ca.maximum(&cb).unwrap(), 0.0, 0.0);
                 check(&what("cat"), &Tensor::cat(&[&gb, &ga], 0usize).unwrap(), &Tensor::cat(&[&cb, &ca], 0usize).unwrap(), 0.0, 0.0);
+                let other = if dtype == DType::F16 { DType::F32 } else { DType::F16 };
+                check(&what("cast"), &ga.to_dtype(other).unwrap(), &ca.to_dtype(other).unwrap(), 0.0, 0.0);
             }
         }
     }

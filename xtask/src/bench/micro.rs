@@ -108,6 +108,12 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
         let (a, b) = (a.to_dtype(DType::F16)?, b.to_dtype(DType::F16)?);
         let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.add(&b).map(drop)))? / ROW as f64;
         row("add f16 (read 2, write 1), 20 between waits", n.to_string(), s, 3.0 * 2.0 * n as f64 / s / 1e9, "GB/s");
+        // Autocast's casts: f32 to f16 (a weight or an input into a product) and back.
+        let b32 = b.to_dtype(DType::F32)?;
+        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| b32.to_dtype(DType::F16).map(drop)))? / ROW as f64;
+        row("cast f32 -> f16 (read 4, write 2 bytes), 20 between waits", n.to_string(), s, 6.0 * n as f64 / s / 1e9, "GB/s");
+        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.to_dtype(DType::F32).map(drop)))? / ROW as f64;
+        row("cast f16 -> f32 (read 2, write 4 bytes), 20 between waits", n.to_string(), s, 6.0 * n as f64 / s / 1e9, "GB/s");
     }
     let big = if quick { 1 << 22 } else { 1 << 26 };
     let c = Tensor::randn(&[big], 5, DType::F32, device)?;
