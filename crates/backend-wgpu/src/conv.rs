@@ -573,7 +573,7 @@ impl WgpuBackend {
         (n, k): (usize, usize),
         out: &WgpuStorage,
     ) -> Result<Tiling> {
-        if tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || cut::forced() || !crate::tune::autotune_enabled() {
+        if !crate::tune::autotune_enabled() || tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || cut::forced() {
             return Ok(tiling);
         }
         let plan = products[0].0;

@@ -99,7 +99,7 @@ impl WgpuBackend {
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let per = if per > 1 && strided_inner(&m, layouts.len()) { 1 } else { per };
-            // Dense f32 operands read and written in vec4s (an invocation per four elements, as `per`).
+            // Dense f32 and f16 operands read and written in vec4s (an invocation per four elements, as `per`).
             let key = match key {
                 crate::Key::Elementwise(k) => k.dense4(&m, layouts.len()).map_or(key, Into::into),
                 _ => key,

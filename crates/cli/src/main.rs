@@ -74,21 +74,11 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Summary(a) => ("summary", listing::summary(&a)),
-        Command::Train(a) => ("train", {
-            autotune(a.autotune);
-            let done = train::train(&a);
-            autotune_report(a.autotune && done.is_ok());
-            done
-        }),
+        Command::Train(a) => ("train", with_autotune(a.autotune, || train::train(&a))),
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
-        Command::Profile(a) => ("profile", {
-            autotune(a.autotune);
-            let done = profile::profile(&a);
-            autotune_report(a.autotune && done.is_ok());
-            done
-        }),
+        Command::Profile(a) => ("profile", with_autotune(a.autotune, || profile::profile(&a))),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
     match result {
@@ -99,6 +89,14 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
+}
+
+/// `run` with `--autotune` as `on` says, and its report after a run that succeeded.
+fn with_autotune(on: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
+    autotune(on);
+    let done = run();
+    autotune_report(on && done.is_ok());
+    done
 }
 
 /// `--autotune`: the wgpu backend's autotune on for this process (off leaves

@@ -43,13 +43,13 @@ thread_local! {
 }
 
 /// `LIANDAN_CONV_CUT`, read once: `auto` gives [`ConvCut::Auto`], a count N of workgroups
-/// `ConvCut::Fill(N)`; anything else, or nothing, [`ConvCut::Previous`].
-fn env_cut() -> ConvCut {
-    static CUT: OnceLock<ConvCut> = OnceLock::new();
+/// `ConvCut::Fill(N)`, anything else [`ConvCut::Previous`]; `None` when it is unset or empty.
+fn env_cut() -> Option<ConvCut> {
+    static CUT: OnceLock<Option<ConvCut>> = OnceLock::new();
     *CUT.get_or_init(|| match std::env::var("LIANDAN_CONV_CUT").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("auto") => ConvCut::Auto,
-        Ok(v) => v.parse().map_or(ConvCut::Previous, ConvCut::Fill),
-        Err(_) => ConvCut::Previous,
+        Ok("") | Err(_) => None,
+        Ok("auto") => Some(ConvCut::Auto),
+        Ok(v) => Some(v.parse().map_or(ConvCut::Previous, ConvCut::Fill)),
     })
 }
 
@@ -69,7 +69,7 @@ pub fn with_conv_cut<R>(cut: ConvCut, f: impl FnOnce() -> R) -> R {
 /// Whether a cut was asked for (`with_conv_cut` on this thread, or `LIANDAN_CONV_CUT`): the
 /// autotune (`tune.rs`) then leaves the cut as asked.
 pub(super) fn forced() -> bool {
-    CUT.with(|c| c.get()).is_some() || std::env::var_os("LIANDAN_CONV_CUT").is_some_and(|v| !v.is_empty())
+    CUT.with(|c| c.get()).or_else(env_cut).is_some()
 }
 
 /// Workgroups that keep a big GPU busy (`ConvCut::Auto`): two 128 x 128 tiles per compute
@@ -84,7 +84,7 @@ pub(super) fn cut(pass: Pass, m: usize, n: usize, k: usize, groups: usize, total
     let grid = |t: usize| (m.div_ceil(t) * n.div_ceil(t) * groups).max(1);
     // Splits that bring `tiles` workgroups up to `want`, each range at least MIN_SPLIT_K deep.
     let fill = |tiles: usize, want: usize| if tiles < want { want.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1) } else { 1 };
-    let cut = CUT.with(|c| c.get()).unwrap_or_else(env_cut);
+    let cut = CUT.with(|c| c.get()).or_else(env_cut).unwrap_or(ConvCut::Previous);
     let (tile, splits) = match cut {
         ConvCut::Fixed { tile, splits } => (if tile == 128 { 128 } else { 64 }, splits.clamp(1, k.div_ceil(16).max(1))),
         ConvCut::Previous => {
