@@ -208,7 +208,7 @@ fn per_image_threads(n: usize, l: usize, min_cols: usize) -> bool {
 }
 
 /// A thread's buffers ([`Plan::scratch`]).
-struct Scratch<T> {
+struct Scratch<T: Send + 'static> {
     cols: storage::Scratch<T>,
     packed: storage::Scratch<T>,
 }

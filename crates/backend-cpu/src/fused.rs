@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
 use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step};
-use crate::storage::{bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
+use crate::storage::{alloc, bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, parallel, CHUNK};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
@@ -117,7 +117,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell", inputs)?;
     let (gates, c, more) = (&v[0], &v[1], v.get(2).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
-    let mut out = vec![T::default(); 2 * n * h];
+    let mut out = alloc("lstm_cell", 2 * n * h, T::default())?;
     let (hs, cs) = out.split_at_mut(n * h);
     rows(hs, h, cs, h, |r, h_row, c_row| {
         let (mut h_new, mut c_new) = (wide(h_row), wide(c_row));
@@ -134,8 +134,8 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell_backward", inputs)?;
     let (gates, c, out, dh, dc_new, more) = (&v[0], &v[1], &v[2], &v[3], &v[4], v.get(5).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
-    let mut dgates = vec![T::default(); n * 4 * h];
-    let mut dc = vec![T::default(); n * h];
+    let mut dgates = alloc("lstm_cell_backward", n * 4 * h, T::default())?;
+    let mut dc = alloc("lstm_cell_backward", n * h, T::default())?;
     rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
         let row = |xs: &[T], at: usize| wide(&xs[at + r * h..][..h]);
         let (mut dg, mut dcw) = (wide(dg_row), wide(dc_row));
@@ -156,7 +156,7 @@ fn gru_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     if width == 0 {
         return Ok(vec![T::wrap(Vec::new().into())]);
     }
-    let mut out = vec![T::default(); n * width];
+    let mut out = alloc("gru_cell", n * width, T::default())?;
     let body = |(r, h_row): (usize, &mut [T])| {
         let mut h_new = wide(h_row);
         let row = |xs: &[T], w: usize| wide(&xs[r * w..][..w]);
@@ -180,7 +180,11 @@ fn gru_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     if width == 0 {
         return Ok(vec![T::wrap(Vec::new().into()), T::wrap(Vec::new().into()), T::wrap(Vec::new().into())]);
     }
-    let (mut dgx, mut dgh, mut dh) = (vec![T::default(); n * 3 * width], vec![T::default(); n * 3 * width], vec![T::default(); n * width]);
+    let (mut dgx, mut dgh, mut dh) = (
+        alloc("gru_cell_backward", n * 3 * width, T::default())?,
+        alloc("gru_cell_backward", n * 3 * width, T::default())?,
+        alloc("gru_cell_backward", n * width, T::default())?,
+    );
     // Row r of dgx, of dgh and of dh.
     type Rows<'a, U> = (usize, ((&'a mut [U], &'a mut [U]), &'a mut [U]));
     let body = |(r, ((x_row, y_row), dh_row)): Rows<'_, T>| {
@@ -229,7 +233,7 @@ pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T]
 /// `FusedOp::Gelu`: `x Phi(x)`.
 fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu", inputs)?;
-    let mut y = vec![T::default(); v[0].len()];
+    let mut y = alloc("gelu", v[0].len(), T::default())?;
     wide_blocks([&v[0]], &mut y, |[x], y| T::Acc::gelu_slice(x, y));
     Ok(vec![T::wrap(y.into())])
 }
@@ -237,7 +241,7 @@ fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 /// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
 fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu_backward", inputs)?;
-    let mut dx = vec![T::default(); v[0].len()];
+    let mut dx = alloc("gelu_backward", v[0].len(), T::default())?;
     wide_blocks([&v[0], &v[1]], &mut dx, |[x, dy], dx| T::Acc::gelu_backward_slice(x, dy, dx));
     Ok(vec![T::wrap(dx.into())])
 }
@@ -295,7 +299,7 @@ where
 fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim", inputs)?;
     let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
-    let mut y = vec![T::default(); v[0].len()];
+    let mut y = alloc("softmax", v[0].len(), T::default())?;
     row_blocks(&[&v[0]], &mut y, width, |ins, out, e| {
         for (x, y) in ins[0].chunks_exact(width).zip(out.chunks_exact_mut(width)) {
             let max = x.iter().map(|a| a.widen()).fold(x[0].widen(), |m, a| if a > m || a.is_nan() { a } else { m });
@@ -312,7 +316,7 @@ fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 fn softmax_last_dim_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim_backward", inputs)?;
     let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
-    let mut dx = vec![T::default(); v[0].len()];
+    let mut dx = alloc("softmax_backward", v[0].len(), T::default())?;
     row_blocks(&[&v[0], &v[1]], &mut dx, width, |ins, out, _| {
         for ((y, dy), dx) in ins[0].chunks_exact(width).zip(ins[1].chunks_exact(width)).zip(out.chunks_exact_mut(width)) {
             let dot = sum_by2(y, dy, |y, g| y.widen() * g.widen());

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use crate::fused::{slices, sum_by, sum_by2, Elem};
 use crate::scalar::Scalar;
-use crate::storage::CpuStorage;
+use crate::storage::{alloc, CpuStorage};
 use crate::strided::parallel;
 
 /// `(N, C, L)` of `x` `[N, C, ...]`.
@@ -63,7 +63,7 @@ pub(crate) fn batch_norm_train<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Res
         .collect();
     let invstd: Vec<f64> = stats.iter().map(|&(_, var)| 1.0 / (var + o.eps).sqrt()).collect();
     let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(v[k][ch]) } else { default };
-    let mut y = vec![T::default(); v[0].len()];
+    let mut y = alloc("batch_norm", v[0].len(), T::default())?;
     per_row(&mut y, c, l, |ch, at, row| {
         let (scale, shift) = (invstd[ch] * param(1, ch, 1.0), param(2, ch, 0.0));
         for (j, out) in row.iter_mut().enumerate() {
@@ -99,7 +99,7 @@ pub(crate) fn batch_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> 
             })
         })
         .collect();
-    let mut dx = vec![T::default(); v[0].len()];
+    let mut dx = alloc("batch_norm", v[0].len(), T::default())?;
     per_row(&mut dx, c, l, |ch, row_at, row| {
         let (mean, invstd, (dbias, dweight)) = (at(2, ch), at(3, ch), sums[ch]);
         let scale = invstd * if o.affine { at(4, ch) } else { 1.0 };

@@ -8,7 +8,7 @@ use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, FusedOp, Result, RmsPr
 use num_traits::{Float, NumCast};
 
 use crate::fused::{slices, Elem};
-use crate::storage::CpuStorage;
+use crate::storage::{alloc, CpuStorage};
 
 /// `x` as the accumulator type (hyper-parameters arrive in f64).
 fn acc<A: Float>(x: f64) -> A {
@@ -33,7 +33,7 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
     // Outputs written in place and every operand cut to `n` up front: the loop then has no
     // capacity or bounds checks, and its flags are loop-invariant, so it vectorizes (pushing
     // into four vectors kept it scalar).
-    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| vec![T::default(); n]).collect();
+    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| alloc("optimizer step", n, T::default())).collect::<Result<_>>()?;
     let (params, grads, avgs, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
     let maxes = if amsgrad { &v[4][..n] } else { sqs };
     let (new_params, rest) = outs.split_at_mut(1);
@@ -76,24 +76,22 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
     let (wd, mom, keep, lr) = (acc::<T::Acc>(weight_decay), acc::<T::Acc>(momentum), acc::<T::Acc>(1.0 - dampening), acc::<T::Acc>(lr));
     let round = |x: T::Acc| T::narrow(x).widen();
     if momentum == 0.0 {
-        // Plain SGD as one zipped map the compiler vectorizes (the indexed loop below does not).
-        let params: Vec<T> = v[0]
-            .iter()
-            .zip(v[1].iter())
-            .map(|(&p, &g)| {
-                let param = p.widen();
-                let mut g = if maximize { -g.widen() } else { g.widen() };
-                if weight_decay != 0.0 {
-                    g = round(g + round(param * wd));
-                }
-                T::narrow(param - round(g * lr))
-            })
-            .collect();
+        // Plain SGD as one zipped loop the compiler vectorizes (the indexed loop below does
+        // not), written here where the flags are known so it takes them out of the loop.
+        let mut params = alloc("sgd_step", n, T::default())?;
+        params.iter_mut().zip(v[0].iter().zip(v[1].iter())).for_each(|(out, (&p, &g))| {
+            let param = p.widen();
+            let mut g = if maximize { -g.widen() } else { g.widen() };
+            if weight_decay != 0.0 {
+                g = round(g + round(param * wd));
+            }
+            *out = T::narrow(param - round(g * lr));
+        });
         return Ok(vec![T::wrap(params.into())]);
     }
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let mut new_params = vec![T::default(); n];
-    let mut new_bufs = vec![T::default(); if momentum != 0.0 { n } else { 0 }];
+    let mut new_params = alloc("optimizer step", n, T::default())?;
+    let mut new_bufs = alloc("optimizer step", if momentum != 0.0 { n } else { 0 }, T::default())?;
     let (params, grads) = (&v[0][..n], &v[1][..n]);
     let bufs = if momentum != 0.0 && !first { &v[2][..n] } else { params };
     let new_bufs_n = &mut new_bufs[..];
@@ -161,7 +159,7 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let low_weight = (1.0 - alpha).abs() < 0.5;
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes; absent
     // optional state reads as `sqs`, and its output (as Adam's amsgrad one) is never written.
-    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| vec![T::default(); n]).collect();
+    let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| alloc("optimizer step", n, T::default())).collect::<Result<_>>()?;
     let (params, grads, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n]);
     let bufs = if with_momentum { &v[3][..n] } else { sqs };
     let avgs = if centered { &v[grad_avg_at][..n] } else { sqs };
@@ -202,7 +200,7 @@ pub(crate) fn adagrad_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let (wd, eps, neg_clr) = (scalar::<T>(weight_decay), scalar::<T>(eps), scalar::<T>(-a.clr()));
     let round = |x: T::Acc| T::narrow(x).widen();
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let (mut new_params, mut new_sums) = (vec![T::default(); n], vec![T::default(); n]);
+    let (mut new_params, mut new_sums) = (alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?);
     let (params, grads, sums) = (&v[0][..n], &v[1][..n], &v[2][..n]);
     let (np, ns) = (&mut new_params[..n], &mut new_sums[..n]);
     for i in 0..n {
@@ -226,7 +224,8 @@ pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result
     let (wd, rho, rho_rest, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(rho), scalar::<T>(1.0 - rho), scalar::<T>(eps), scalar::<T>(-lr));
     let round = |x: T::Acc| T::narrow(x).widen();
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let (mut new_params, mut new_sqs, mut new_accs) = (vec![T::default(); n], vec![T::default(); n], vec![T::default(); n]);
+    let (mut new_params, mut new_sqs, mut new_accs) =
+        (alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?);
     let (params, grads, sqs, accs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
     let (np, ns, na) = (&mut new_params[..n], &mut new_sqs[..n], &mut new_accs[..n]);
     for i in 0..n {

@@ -62,7 +62,7 @@ fn take<T: Scalar>(op: &'static str, v: &[T], base: &Layout, step: usize, size: 
     let fault = Fault::default();
     let plan = Plan::new(li.shape(), [base, li]);
     let [sb, si] = plan.strides;
-    let mut out = vec![T::default(); plan.numel];
+    let mut out = alloc("gather", plan.numel, T::default())?;
     plan.fill(&mut out, |o, [b, i]| {
         for (n, o) in o.iter_mut().enumerate() {
             match usize::try_from(idx[i + n * si]) {
@@ -174,16 +174,24 @@ fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: us
             col += width;
         }
     };
-    if parallel(outer * total) && outer > 1 {
+    let out = if parallel(outer * total) && outer > 1 {
         let mut out = alloc("concat", outer * total, T::default())?;
         out.par_chunks_mut(total).enumerate().for_each(|(o, dst)| row(o, dst));
-        return Ok(out);
-    }
-    // Written once, part after part, with no fill first: concatenation is all memory traffic.
-    let mut out = reserve("concat", outer * total)?;
-    for o in 0..outer {
-        for (xs, width) in &pieces {
-            out.extend_from_slice(&xs[o * width..][..*width]);
+        out
+    } else {
+        // Written once, part after part, with no fill first: concatenation is all memory traffic.
+        let mut out = reserve("concat", outer * total)?;
+        for o in 0..outer {
+            for (xs, width) in &pieces {
+                out.extend_from_slice(&xs[o * width..][..*width]);
+            }
+        }
+        out
+    };
+    // The parts copied out of strided views go back to the pool.
+    for (xs, _) in pieces {
+        if let std::borrow::Cow::Owned(copy) = xs {
+            crate::pool::give(copy);
         }
     }
     Ok(out)

@@ -19,6 +19,7 @@ mod fused_norm;
 mod fused_optim;
 mod index;
 mod matmul;
+mod pool;
 mod reduce;
 mod scalar;
 mod storage;
@@ -103,6 +104,11 @@ impl Backend for CpuBackend {
 
     fn reset_peak_memory(&self) {
         storage::reset_peak();
+    }
+
+    /// Frees the large buffers the CPU keeps for reuse (see the `pool` module).
+    fn empty_cache(&self) {
+        pool::empty();
     }
 
     fn describe(&self) -> Vec<(String, String)> {

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
+use crate::pool;
+use crate::storage::{alloc, backend_error, bad_dtype, collect_n, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
 use crate::strided::map1;
 
 /// The gemm library the products run on.
@@ -150,7 +151,9 @@ fn via_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims:
     let _y = Held::new(y.len() * 4);
     let wide = gemm_batched(&x, &lx, &y, &ly, dims)?;
     let _wide = Held::new(wide.len() * 4);
-    Ok(wide.into_iter().map(T::narrow).collect())
+    let out = collect_n("matmul", wide.len(), wide.iter().map(|&w| T::narrow(w)));
+    [x, y, wide].into_iter().for_each(pool::give);
+    out
 }
 
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
@@ -355,7 +358,7 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
     match way {
         Way::MatrixMultiply => T::matrixmultiply(m, k, n, a, rsa, csa, b, rsb, csb, c, ldc as isize, keep),
         Way::GemmColumnMajor => {
-            let mut t: Vec<T> = Vec::with_capacity(m * n);
+            let mut t: Vec<T> = pool::take(m * n).unwrap_or_else(|| Vec::with_capacity(m * n));
             let _held = Held::new(m * n * std::mem::size_of::<T>());
             // dst column-major (column stride m, row stride 1), never read.
             gemm::gemm(m, n, k, t.as_mut_ptr(), m as isize, 1, false, a, csa, rsa, b, csb, rsb, T::default(), T::ONE, false, false, false, par);
@@ -364,6 +367,7 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
             // `c` is the caller's row-major m x n block (initialized where accumulating), apart
             // from `t`.
             transpose_into(&t, [n, m], c, ldc, accumulate);
+            pool::give(t);
         }
         // dst = keep * dst + 1 * a b; with `read_dst` false the block is never read.
         Way::Gemm => gemm::gemm(m, n, k, c, 1, ldc as isize, accumulate, a, csa, rsa, b, csb, rsb, keep, T::ONE, false, false, false, par),

@@ -5,7 +5,7 @@ use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
-use crate::storage::{each_dtype, map_dtype, slice, CpuStorage, Scalar};
+use crate::storage::{alloc, collect_n, each_dtype, map_dtype, reserve, slice, CpuStorage, Scalar};
 use crate::strided::{parallel, with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
@@ -25,9 +25,16 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
         },
         ReduceOp::Max => map_dtype!(x, v => extreme_value(v, l, dims, gt)?),
         ReduceOp::Min => map_dtype!(x, v => extreme_value(v, l, dims, lt)?),
-        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => extreme(v, l, dims, gt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
-        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => extreme(v, l, dims, lt)?.into_iter().map(|a| a.1).collect::<Vec<_>>()).into()),
+        ReduceOp::ArgMax => S::I64(each_dtype!(x, v => indices(extreme(v, l, dims, gt)?)?).into()),
+        ReduceOp::ArgMin => S::I64(each_dtype!(x, v => indices(extreme(v, l, dims, lt)?)?).into()),
     })
+}
+
+/// The indices of [`extreme`]'s winners.
+fn indices<T: Send + 'static>(found: Vec<(T, i64)>) -> Result<Vec<i64>> {
+    let indices = collect_n("argmax", found.len(), found.iter().map(|a| a.1));
+    crate::pool::give(found);
+    indices
 }
 
 /// Float sums accumulate in f64 whatever the dtype: the reference backend should not be the
@@ -45,8 +52,10 @@ fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<T>>
             chunks.remainder().iter().fold(lanes.iter().sum::<f64>(), |a, x| a + x.to_f64())
         }),
         _ => fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b),
-    })?;
-    Ok(acc.into_iter().map(T::from_f64).collect())
+    })??;
+    let sums = collect_n("sum", acc.len(), acc.iter().map(|&a| T::from_f64(a)));
+    crate::pool::give(acc);
+    sums
 }
 
 /// Independent accumulators per row of a last-axis reduction.
@@ -54,14 +63,16 @@ const LANES: usize = 8;
 
 /// `row(x[o, :])` for every `o` of a contiguous `[outer, len, 1]` slice, rows in parallel when
 /// the work is large.
-fn fold_rows<T: Sync, A: Send>(xs: &[T], [outer, len, _]: [usize; 3], row: impl Fn(&[T]) -> A + Sync + Send) -> Vec<A> {
+fn fold_rows<T: Sync, A: Clone + Default + Send + 'static>(xs: &[T], [outer, len, _]: [usize; 3], row: impl Fn(&[T]) -> A + Sync + Send) -> Result<Vec<A>> {
     if len == 0 {
-        return (0..outer).map(|_| row(&[])).collect();
+        return collect_n("reduce", outer, (0..outer).map(|_| row(&[])));
     }
     if parallel(outer * len) && outer > 1 {
-        xs.par_chunks(len).map(&row).collect()
+        let mut out = reserve("reduce", outer)?;
+        xs.par_chunks(len).map(&row).collect_into_vec(&mut out);
+        Ok(out)
     } else {
-        xs.chunks(len).map(row).collect()
+        collect_n("reduce", outer, xs.chunks(len).map(row))
     }
 }
 
@@ -70,7 +81,10 @@ fn fold_rows<T: Sync, A: Send>(xs: &[T], [outer, len, _]: [usize; 3], row: impl 
 fn extreme_value<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: impl Fn(T, T) -> bool + Copy + Sync + Send) -> Result<Vec<T>> {
     let [_, len, inner] = dims;
     if inner != 1 || len == 0 {
-        return Ok(extreme(v, l, dims, beats)?.into_iter().map(|a| a.0).collect());
+        let found = extreme(v, l, dims, beats)?;
+        let values = collect_n("max", found.len(), found.iter().map(|a| a.0));
+        crate::pool::give(found);
+        return values;
     }
     let pick = move |a: T, x: T| if beats(x, a) { x } else { a };
     with_contiguous(v, l, |xs| {
@@ -82,11 +96,11 @@ fn extreme_value<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: impl F
             }
             chunks.remainder().iter().chain(&lanes).fold(row[0], |a, &x| pick(a, x))
         })
-    })
+    })?
 }
 
 fn sum_int<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<i64>> {
-    with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0i64, |a, x, _| a.wrapping_add(x.to_i64()), i64::wrapping_add))
+    with_contiguous(v, l, |xs| fold_lanes(xs, dims, 0i64, |a, x, _| a.wrapping_add(x.to_i64()), i64::wrapping_add))?
 }
 
 /// Whether `new` beats `cur` for a max. NaN beats everything, as in PyTorch, and ties keep the
@@ -111,20 +125,26 @@ fn extreme<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3], beats: impl Fn(T, T
             // `a` holds the earlier indices, so it keeps ties.
             |a, b| if b.1 >= 0 && (a.1 < 0 || beats(b.0, a.0)) { b } else { a },
         )
-    })
+    })?
 }
 
 /// Folds every lane `x[o, :, i]` of the contiguous `[outer, len, inner]` slice with `step(acc,
 /// value, index)`. `combine` joins the folds of consecutive pieces of one lane, which is how a
 /// single long lane is split across threads; `init` must be its identity.
-fn fold_lanes<T, A>(xs: &[T], [outer, len, inner]: [usize; 3], init: A, step: impl Fn(A, T, usize) -> A + Sync, combine: impl Fn(A, A) -> A + Sync) -> Vec<A>
+fn fold_lanes<T, A>(
+    xs: &[T],
+    [outer, len, inner]: [usize; 3],
+    init: A,
+    step: impl Fn(A, T, usize) -> A + Sync,
+    combine: impl Fn(A, A) -> A + Sync,
+) -> Result<Vec<A>>
 where
     T: Copy + Sync,
-    A: Copy + Send + Sync,
+    A: Copy + Send + Sync + 'static,
 {
-    let mut out = vec![init; outer * inner];
+    let mut out = alloc("reduce", outer * inner, init)?;
     if out.is_empty() {
-        return out;
+        return Ok(out);
     }
     let par = parallel(outer * len * inner);
     if inner == 1 {
@@ -142,7 +162,7 @@ where
         } else {
             out.iter_mut().enumerate().for_each(|(o, a)| *a = lane(o));
         }
-        return out;
+        return Ok(out);
     }
     // Lanes side by side: walk `len` rows, updating a block of accumulators from each row,
     // so memory is read in order.
@@ -164,5 +184,5 @@ where
     } else {
         out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
     }
-    out
+    Ok(out)
 }

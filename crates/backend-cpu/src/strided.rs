@@ -135,7 +135,7 @@ impl<const K: usize> Plan<K> {
 
 /// The `n` results of a map over contiguous slices, into a buffer written once (no fill
 /// first): in parallel chunks when large, else one loop the compiler vectorizes.
-fn collect<O: Send>(n: usize, par: impl IndexedParallelIterator<Item = O>, seq: impl Iterator<Item = O>) -> Result<Vec<O>> {
+fn collect<O: Send + 'static>(n: usize, par: impl IndexedParallelIterator<Item = O>, seq: impl Iterator<Item = O>) -> Result<Vec<O>> {
     let mut out = reserve("elementwise", n)?;
     if parallel(n) {
         par.with_min_len(CHUNK).collect_into_vec(&mut out);
@@ -148,7 +148,7 @@ fn collect<O: Send>(n: usize, par: impl IndexedParallelIterator<Item = O>, seq: 
 /// A buffer of `n` elements that `fill` writes, each exactly once, straight into fresh memory:
 /// no zeroing pass first (which ran on one thread before the parallel fill, a third of a
 /// strided copy's time).
-fn written<O>(op: &'static str, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) -> Result<Vec<O>> {
+fn written<O: Send + 'static>(op: &'static str, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) -> Result<Vec<O>> {
     let mut out = reserve(op, n)?;
     fill(&mut out.spare_capacity_mut()[..n]);
     // SAFETY: every caller's `fill` is `Plan::fill` or `Plan::fill_blocked` over the plan's
@@ -162,7 +162,7 @@ fn written<O>(op: &'static str, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>
 pub(crate) fn map1<A, O>(a: &[A], la: &Layout, f: impl Fn(A) -> O + Sync) -> Result<Vec<O>>
 where
     A: Copy + Sync,
-    O: Copy + Default + Send,
+    O: Copy + Default + Send + 'static,
 {
     if let Some(xs) = contiguous(a, la) {
         return collect(xs.len(), xs.par_iter().map(|&x| f(x)), xs.iter().map(|&x| f(x)));
@@ -191,7 +191,7 @@ pub(crate) fn map2<A, B, O>(a: &[A], la: &Layout, b: &[B], lb: &Layout, f: impl 
 where
     A: Copy + Sync,
     B: Copy + Sync,
-    O: Copy + Default + Send,
+    O: Copy + Default + Send + 'static,
 {
     if let (Some(xs), Some(ys)) = (contiguous(a, la), contiguous(b, lb)) {
         let par = xs.par_iter().zip(ys).map(|(&x, &y)| f(x, y));
@@ -237,7 +237,7 @@ where
     A: Copy + Sync,
     B: Copy + Sync,
     C: Copy + Sync,
-    O: Copy + Default + Send,
+    O: Copy + Default + Send + 'static,
 {
     if let (Some(xs), Some(ys), Some(zs)) = (contiguous(a, la), contiguous(b, lb), contiguous(c, lc)) {
         let par = xs.par_iter().zip(ys).zip(zs).map(|((&x, &y), &z)| f(x, y, z));
@@ -277,7 +277,7 @@ where
 }
 
 /// The view's elements in row-major order, as a fresh `Vec`.
-pub(crate) fn materialize<T: Copy + Default + Send + Sync>(data: &[T], layout: &Layout) -> Result<Vec<T>> {
+pub(crate) fn materialize<T: Copy + Default + Send + Sync + 'static>(data: &[T], layout: &Layout) -> Result<Vec<T>> {
     match contiguous(data, layout) {
         Some(s) => {
             let mut v = reserve("copy", s.len())?;
@@ -295,10 +295,15 @@ pub(crate) fn contiguous<'a, T>(data: &'a [T], layout: &Layout) -> Option<&'a [T
 
 /// Runs `f` on the view as a slice. The contract says the view is contiguous; a strided one
 /// is copied rather than trusted.
-pub(crate) fn with_contiguous<T: Copy + Default + Send + Sync, R>(v: &[T], l: &Layout, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+pub(crate) fn with_contiguous<T: Copy + Default + Send + Sync + 'static, R>(v: &[T], l: &Layout, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     match contiguous(v, l) {
         Some(xs) => Ok(f(xs)),
-        None => Ok(f(&materialize(v, l)?)),
+        None => {
+            let copy = materialize(v, l)?;
+            let r = f(&copy);
+            crate::pool::give(copy);
+            Ok(r)
+        }
     }
 }
 

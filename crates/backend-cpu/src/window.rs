@@ -267,18 +267,18 @@ fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize) {
 pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<CpuStorage> {
     let g = Geo::new("col2im", &window)?;
     check_input("col2im", l, [window.n, window.c * g.kh * g.kw, g.l()])?;
-    Ok(map_float!(cols, "col2im", v => with_contiguous(v, l, |xs| col2im_t(xs, g))?))
+    Ok(map_float!(cols, "col2im", v => with_contiguous(v, l, |xs| col2im_t(xs, g))??))
 }
 
-fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Vec<T> {
+fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Result<Vec<T>> {
     let (kk, l) = (g.kh * g.kw, g.l());
-    let mut out = vec![T::zero(); g.planes * g.hw()];
+    let mut out = alloc("col2im", g.planes * g.hw(), T::zero())?;
     per_plane(&mut out, g.hw(), xs.len(), |p, plane| {
         let mut acc = vec![T::Acc::zero(); g.hw()];
         col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc, l);
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
     });
-    out
+    Ok(out)
 }
 
 pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result<(CpuStorage, CpuStorage)> {
@@ -286,7 +286,7 @@ pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result
     check_input("max_pool2d", l, [window.n, window.c, g.h, g.w])?;
     let indices: Vec<i64>;
     let values = map_dtype!(x, v => {
-        let (vals, idx) = with_contiguous(v, l, |xs| max_pool_t(xs, g))?;
+        let (vals, idx) = with_contiguous(v, l, |xs| max_pool_t(xs, g))??;
         indices = idx;
         vals
     });
@@ -295,8 +295,8 @@ pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result
 
 /// A window that lies wholly in the padding (possible only with odd geometry) yields the
 /// lowest value and index -1.
-fn max_pool_t<T: Scalar>(xs: &[T], g: Geo) -> (Vec<T>, Vec<i64>) {
-    let mut out = vec![(T::from_f64(f64::NEG_INFINITY), -1i64); g.planes * g.l()];
+fn max_pool_t<T: Scalar>(xs: &[T], g: Geo) -> Result<(Vec<T>, Vec<i64>)> {
+    let mut out = alloc("max_pool2d", g.planes * g.l(), (T::from_f64(f64::NEG_INFINITY), -1i64))?;
     let work = out.len() * g.kh * g.kw;
     // The taps inside the input, per output row and column: the same for every plane, and
     // their divisions cost more than the comparisons.
@@ -319,18 +319,25 @@ fn max_pool_t<T: Scalar>(xs: &[T], g: Geo) -> (Vec<T>, Vec<i64>) {
             }
         }
     });
-    out.into_iter().unzip()
+    let mut values = alloc("max_pool2d", out.len(), T::default())?;
+    let mut indices = alloc("max_pool2d", out.len(), 0i64)?;
+    values.iter_mut().zip(indices.iter_mut()).zip(&out).for_each(|((v, i), &(best, at))| {
+        *v = best;
+        *i = at;
+    });
+    crate::pool::give(out);
+    Ok((values, indices))
 }
 
 pub(crate) fn avg_pool2d(x: &CpuStorage, l: &Layout, window: Window2d, count_include_pad: bool) -> Result<CpuStorage> {
     let g = Geo::new("avg_pool2d", &window)?;
     check_no_dilation("avg_pool2d", &window)?;
     check_input("avg_pool2d", l, [window.n, window.c, g.h, g.w])?;
-    Ok(map_float!(x, "avg_pool2d", v => with_contiguous(v, l, |xs| avg_pool_t(xs, g, count_include_pad))?))
+    Ok(map_float!(x, "avg_pool2d", v => with_contiguous(v, l, |xs| avg_pool_t(xs, g, count_include_pad))??))
 }
 
-fn avg_pool_t<T: Real>(xs: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
-    let mut out = vec![T::zero(); g.planes * g.l()];
+fn avg_pool_t<T: Real>(xs: &[T], g: Geo, count_include_pad: bool) -> Result<Vec<T>> {
+    let mut out = alloc("avg_pool2d", g.planes * g.l(), T::zero())?;
     let work = out.len() * g.kh * g.kw;
     per_plane(&mut out, g.l(), work, |p, dst| {
         let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
@@ -343,18 +350,18 @@ fn avg_pool_t<T: Real>(xs: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
             *d = if count == 0 { T::zero() } else { T::narrow(sum / T::Acc::from_i64(count as i64)) };
         }
     });
-    out
+    Ok(out)
 }
 
 pub(crate) fn avg_pool2d_backward(dy: &CpuStorage, l: &Layout, window: Window2d, count_include_pad: bool) -> Result<CpuStorage> {
     let g = Geo::new("avg_pool2d_backward", &window)?;
     check_no_dilation("avg_pool2d_backward", &window)?;
     check_input("avg_pool2d_backward", l, [window.n, window.c, g.oh, g.ow])?;
-    Ok(map_float!(dy, "avg_pool2d_backward", v => with_contiguous(v, l, |dys| avg_pool_backward_t(dys, g, count_include_pad))?))
+    Ok(map_float!(dy, "avg_pool2d_backward", v => with_contiguous(v, l, |dys| avg_pool_backward_t(dys, g, count_include_pad))??))
 }
 
-fn avg_pool_backward_t<T: Real>(dys: &[T], g: Geo, count_include_pad: bool) -> Vec<T> {
-    let mut dx = vec![T::zero(); g.planes * g.hw()];
+fn avg_pool_backward_t<T: Real>(dys: &[T], g: Geo, count_include_pad: bool) -> Result<Vec<T>> {
+    let mut dx = alloc("avg_pool2d_backward", g.planes * g.hw(), T::zero())?;
     per_plane(&mut dx, g.hw(), dys.len() * g.kh * g.kw, |p, plane| {
         let dy = &dys[p * g.l()..(p + 1) * g.l()];
         let mut acc = vec![T::Acc::zero(); g.hw()];
@@ -370,5 +377,5 @@ fn avg_pool_backward_t<T: Real>(dys: &[T], g: Geo, count_include_pad: bool) -> V
         }
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
     });
-    dx
+    Ok(dx)
 }
