@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use half::{bf16, f16};
 use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
-use num_traits::Float;
+use num_traits::{Float, One, Zero};
 use rayon::prelude::*;
 
 use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
@@ -42,6 +42,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
         FusedOp::SoftmaxLastDimBackward => |v| per_float!(v, "softmax_last_dim_backward", softmax_last_dim_backward),
+        FusedOp::BceLoss => |v| per_float!(v, "bce_loss", bce_loss),
+        FusedOp::BceLossBackward => |v| per_float!(v, "bce_loss_backward", bce_loss_backward),
         FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
         FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
         FusedOp::RmsPropStep(_) => return Some(store(per_float!(inputs, "rmsprop_step", rmsprop_step, op))),
@@ -244,6 +246,56 @@ fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let mut dx = alloc("gelu_backward", v[0].len(), T::default())?;
     wide_blocks([&v[0], &v[1]], &mut dx, |[x, dy], dx| T::Acc::gelu_backward_slice(x, dy, dx));
     Ok(vec![T::wrap(dx.into())])
+}
+
+/// The natural log of a block (at most [`BLOCK`] long) where `x > 0`, and 1's log elsewhere
+/// (the value the callers then replace).
+fn ln_where_positive<A: Real>(x: &[A], out: &mut [A]) {
+    let mut safe = [A::one(); BLOCK];
+    safe.iter_mut().zip(x).for_each(|(s, &x)| *s = if x > A::zero() { x } else { A::one() });
+    A::ln_slice(&safe[..x.len()], out);
+}
+
+/// `FusedOp::BceLoss`: `-(y log_(p) + (1 - y) log_(1 - p))`, `log_` the log clamped at -100
+/// (and -100 at and below 0), as the composite's `clamped_log`.
+fn bce_loss<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("bce_loss", inputs)?;
+    let mut out = alloc("bce_loss", v[0].len(), T::default())?;
+    wide_blocks([&v[0], &v[1]], &mut out, |[p, y], l| {
+        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), <T::Acc as crate::scalar::Scalar>::from_f64(-100.0));
+        let n = p.len();
+        let mut q = [zero; BLOCK];
+        q.iter_mut().zip(p).for_each(|(q, &p)| *q = one - p);
+        let (mut lp, mut lq) = ([zero; BLOCK], [zero; BLOCK]);
+        ln_where_positive(p, &mut lp[..n]);
+        ln_where_positive(&q[..n], &mut lq[..n]);
+        let clamp = |x: T::Acc, ln: T::Acc| if x > zero { ln.max(floor) } else { floor };
+        for i in 0..n {
+            l[i] = -(y[i] * clamp(p[i], lp[i]) + (one - y[i]) * clamp(q[i], lq[i]));
+        }
+    });
+    Ok(vec![T::wrap(out.into())])
+}
+
+/// `FusedOp::BceLossBackward`: `g ((1 - y) log_'(1 - p) - y log_'(p))`, `log_'(x)` being `1 / x`
+/// where `x > 0` and `ln x >= -100` and 0 elsewhere (the composite's rule).
+fn bce_loss_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("bce_loss_backward", inputs)?;
+    let mut out = alloc("bce_loss_backward", v[0].len(), T::default())?;
+    wide_blocks([&v[0], &v[1], &v[2]], &mut out, |[p, y, g], d| {
+        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), <T::Acc as crate::scalar::Scalar>::from_f64(-100.0));
+        let n = p.len();
+        let mut q = [zero; BLOCK];
+        q.iter_mut().zip(p).for_each(|(q, &p)| *q = one - p);
+        let (mut lp, mut lq) = ([zero; BLOCK], [zero; BLOCK]);
+        ln_where_positive(p, &mut lp[..n]);
+        ln_where_positive(&q[..n], &mut lq[..n]);
+        let slope = |x: T::Acc, ln: T::Acc| if x > zero && ln >= floor { one / x } else { zero };
+        for i in 0..n {
+            d[i] = g[i] * ((one - y[i]) * slope(q[i], lq[i]) - y[i] * slope(p[i], lp[i]));
+        }
+    });
+    Ok(vec![T::wrap(out.into())])
 }
 
 /// Independent running sums in [`sum_by`]: a loop adding into one waits on each add, eight

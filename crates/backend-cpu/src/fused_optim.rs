@@ -6,9 +6,36 @@
 
 use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, FusedOp, Result, RmsPropStep, SgdStep, Strided};
 use num_traits::{Float, NumCast};
+use rayon::prelude::*;
 
 use crate::fused::{slices, Elem};
 use crate::storage::{alloc, CpuStorage};
+use crate::strided::{parallel, CHUNK};
+
+/// Runs `body(ins, outs)` once over whole operands, or, when they are large, over pieces of
+/// `CHUNK` elements on the thread pool: every input and output `n` long or empty (an absent
+/// state, passed to every piece empty). An update is elementwise, so the pieces are independent
+/// and the result does not depend on the threads.
+fn in_pieces<T: Elem>(ins: &[&[T]], outs: &mut [Vec<T>], body: impl Fn(&[&[T]], &mut [&mut [T]]) + Sync) {
+    let n = ins[0].len();
+    if !parallel(n) {
+        let mut whole: Vec<&mut [T]> = outs.iter_mut().map(|o| &mut o[..]).collect();
+        return body(ins, &mut whole);
+    }
+    let mut pieces: Vec<Vec<&mut [T]>> = (0..n.div_ceil(CHUNK)).map(|_| Vec::with_capacity(outs.len())).collect();
+    for o in outs.iter_mut() {
+        if o.is_empty() {
+            pieces.iter_mut().for_each(|p| p.push(&mut []));
+        } else {
+            o.chunks_mut(CHUNK).zip(&mut pieces).for_each(|(c, p)| p.push(c));
+        }
+    }
+    pieces.into_par_iter().enumerate().for_each(|(k, mut outs)| {
+        let at = k * CHUNK..((k + 1) * CHUNK).min(n);
+        let ins: Vec<&[T]> = ins.iter().map(|x| if x.is_empty() { *x } else { &x[at.clone()] }).collect();
+        body(&ins, &mut outs);
+    });
+}
 
 /// `x` as the accumulator type (hyper-parameters arrive in f64).
 fn acc<A: Float>(x: f64) -> A {
@@ -34,36 +61,40 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
     // capacity or bounds checks, and its flags are loop-invariant, so it vectorizes (pushing
     // into four vectors kept it scalar).
     let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| alloc("optimizer step", n, T::default())).collect::<Result<_>>()?;
-    let (params, grads, avgs, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
-    let maxes = if amsgrad { &v[4][..n] } else { sqs };
-    let (new_params, rest) = outs.split_at_mut(1);
-    let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
-    let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
-    let new_sqs = &mut new_sqs[0][..n];
-    for i in 0..n {
-        let param = params[i].widen();
-        let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
-        let mut p = param;
-        if decoupled_weight_decay {
-            if weight_decay != 0.0 {
-                p = round(p * shrink).widen();
+    let ins: Vec<&[T]> = v.iter().map(|x| &x[..n]).collect();
+    in_pieces(&ins, &mut outs, move |ins, outs| {
+        let n = ins[0].len();
+        let (params, grads, avgs, sqs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n], &ins[3][..n]);
+        let maxes = if amsgrad { &ins[4][..n] } else { sqs };
+        let (new_params, rest) = outs.split_at_mut(1);
+        let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
+        let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
+        let new_sqs = &mut new_sqs[0][..n];
+        for i in 0..n {
+            let param = params[i].widen();
+            let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
+            let mut p = param;
+            if decoupled_weight_decay {
+                if weight_decay != 0.0 {
+                    p = round(p * shrink).widen();
+                }
+            } else if weight_decay != 0.0 {
+                g = round(g + round(param * wd).widen()).widen();
             }
-        } else if weight_decay != 0.0 {
-            g = round(g + round(param * wd).widen()).widen();
+            // torch.lerp's two branches, as the composite's `lerp`.
+            let m0 = avgs[i].widen();
+            let m = round(if low_weight { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
+            let sq = round(sqs[i].widen() * b2 + g * b2_rest * g);
+            let second = if amsgrad { maxes[i].max(sq) } else { sq };
+            let denom = second.widen().sqrt() / bc2 + eps;
+            new_params[i] = round(p + m.widen() / denom * neg_step);
+            new_avgs[i] = m;
+            new_sqs[i] = sq;
+            if amsgrad {
+                new_maxes[0][i] = second;
+            }
         }
-        // torch.lerp's two branches, as the composite's `lerp`.
-        let m0 = avgs[i].widen();
-        let m = round(if low_weight { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
-        let sq = round(sqs[i].widen() * b2 + g * b2_rest * g);
-        let second = if amsgrad { maxes[i].max(sq) } else { sq };
-        let denom = second.widen().sqrt() / bc2 + eps;
-        new_params[i] = round(p + m.widen() / denom * neg_step);
-        new_avgs[i] = m;
-        new_sqs[i] = sq;
-        if amsgrad {
-            new_maxes[0][i] = second;
-        }
-    }
+    });
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
@@ -78,47 +109,49 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
     if momentum == 0.0 {
         // Plain SGD as one zipped loop the compiler vectorizes (the indexed loop below does
         // not), written here where the flags are known so it takes them out of the loop.
-        let mut params = alloc("sgd_step", n, T::default())?;
-        params.iter_mut().zip(v[0].iter().zip(v[1].iter())).for_each(|(out, (&p, &g))| {
-            let param = p.widen();
-            let mut g = if maximize { -g.widen() } else { g.widen() };
+        let mut params = vec![alloc("sgd_step", n, T::default())?];
+        in_pieces(&[&v[0][..n], &v[1][..n]], &mut params, move |ins, outs| {
+            outs[0].iter_mut().zip(ins[0].iter().zip(ins[1].iter())).for_each(|(out, (&p, &g))| {
+                let param = p.widen();
+                let mut g = if maximize { -g.widen() } else { g.widen() };
+                if weight_decay != 0.0 {
+                    g = round(g + round(param * wd));
+                }
+                *out = T::narrow(param - round(g * lr));
+            });
+        });
+        return Ok(vec![T::wrap(params.remove(0).into())]);
+    }
+    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
+    let mut outs = vec![alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?];
+    let ins: Vec<&[T]> = if momentum != 0.0 && !first { vec![&v[0][..n], &v[1][..n], &v[2][..n]] } else { vec![&v[0][..n], &v[1][..n]] };
+    in_pieces(&ins, &mut outs, move |ins, outs| {
+        let n = ins[0].len();
+        let (params, grads) = (&ins[0][..n], &ins[1][..n]);
+        let bufs = if momentum != 0.0 && !first { &ins[2][..n] } else { params };
+        let (new_params, new_bufs_n) = outs.split_at_mut(1);
+        let (new_params, new_bufs_n) = (&mut new_params[0][..n], &mut new_bufs_n[0][..n]);
+        for i in 0..n {
+            let param = params[i].widen();
+            let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
             if weight_decay != 0.0 {
                 g = round(g + round(param * wd));
             }
-            *out = T::narrow(param - round(g * lr));
-        });
-        return Ok(vec![T::wrap(params.into())]);
-    }
-    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let mut new_params = alloc("optimizer step", n, T::default())?;
-    let mut new_bufs = alloc("optimizer step", if momentum != 0.0 { n } else { 0 }, T::default())?;
-    let (params, grads) = (&v[0][..n], &v[1][..n]);
-    let bufs = if momentum != 0.0 && !first { &v[2][..n] } else { params };
-    let new_bufs_n = &mut new_bufs[..];
-    for i in 0..n {
-        let param = params[i].widen();
-        let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
-        if weight_decay != 0.0 {
-            g = round(g + round(param * wd));
+            if momentum != 0.0 {
+                let buf = if first {
+                    g
+                } else if dampening == 0.0 {
+                    round(round(bufs[i].widen() * mom) + g)
+                } else {
+                    round(round(bufs[i].widen() * mom) + round(g * keep))
+                };
+                new_bufs_n[i] = T::narrow(buf);
+                g = if nesterov { round(g + round(buf * mom)) } else { buf };
+            }
+            new_params[i] = T::narrow(param - round(g * lr));
         }
-        if momentum != 0.0 {
-            let buf = if first {
-                g
-            } else if dampening == 0.0 {
-                round(round(bufs[i].widen() * mom) + g)
-            } else {
-                round(round(bufs[i].widen() * mom) + round(g * keep))
-            };
-            new_bufs_n[i] = T::narrow(buf);
-            g = if nesterov { round(g + round(buf * mom)) } else { buf };
-        }
-        new_params[i] = T::narrow(param - round(g * lr));
-    }
-    let mut outs = vec![T::wrap(new_params.into())];
-    if momentum != 0.0 {
-        outs.push(T::wrap(new_bufs.into()));
-    }
-    Ok(outs)
+    });
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
 /// The gradient every step but Adam's starts from: negated when maximizing, plus the L2 term.
@@ -224,20 +257,24 @@ pub(crate) fn adadelta_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result
     let (wd, rho, rho_rest, eps, neg_lr) = (scalar::<T>(weight_decay), scalar::<T>(rho), scalar::<T>(1.0 - rho), scalar::<T>(eps), scalar::<T>(-lr));
     let round = |x: T::Acc| T::narrow(x).widen();
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let (mut new_params, mut new_sqs, mut new_accs) =
-        (alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?);
-    let (params, grads, sqs, accs) = (&v[0][..n], &v[1][..n], &v[2][..n], &v[3][..n]);
-    let (np, ns, na) = (&mut new_params[..n], &mut new_sqs[..n], &mut new_accs[..n]);
-    for i in 0..n {
-        let param = params[i].widen();
-        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
-        let sq = decay_addcmul::<T>(sqs[i].widen(), rho, g, g, rho_rest);
-        let std = round(round(sq + eps).sqrt());
-        let acc0 = accs[i].widen();
-        let delta = round(round(round(round(acc0 + eps).sqrt()) / std) * g);
-        np[i] = T::narrow(param + round(delta * neg_lr));
-        ns[i] = T::narrow(sq);
-        na[i] = T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest));
-    }
-    Ok([new_params, new_sqs, new_accs].into_iter().map(|v| T::wrap(v.into())).collect())
+    let mut outs = vec![alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?];
+    let ins: Vec<&[T]> = v.iter().map(|x| &x[..n]).collect();
+    in_pieces(&ins, &mut outs, move |ins, outs| {
+        let n = ins[0].len();
+        let (params, grads, sqs, accs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n], &ins[3][..n]);
+        let [np, ns, na] = outs else { unreachable!("three outputs") };
+        let (np, ns, na) = (&mut np[..n], &mut ns[..n], &mut na[..n]);
+        for i in 0..n {
+            let param = params[i].widen();
+            let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+            let sq = decay_addcmul::<T>(sqs[i].widen(), rho, g, g, rho_rest);
+            let std = round(round(sq + eps).sqrt());
+            let acc0 = accs[i].widen();
+            let delta = round(round(round(round(acc0 + eps).sqrt()) / std) * g);
+            np[i] = T::narrow(param + round(delta * neg_lr));
+            ns[i] = T::narrow(sq);
+            na[i] = T::narrow(decay_addcmul::<T>(acc0, rho, delta, delta, rho_rest));
+        }
+    });
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }

@@ -18,6 +18,8 @@ fn fused_kernels_run_here() {
         FusedOp::GeluBackward,
         FusedOp::SoftmaxLastDim,
         FusedOp::SoftmaxLastDimBackward,
+        FusedOp::BceLoss,
+        FusedOp::BceLossBackward,
     ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };

@@ -99,6 +99,15 @@ pub enum FusedOp {
     /// The gradient of [`FusedOp::SoftmaxLastDim`], `dx = y (dy - sum(dy y))` with the sum
     /// along the last axis. Inputs: `y`, `dy` (one shape). Output: `dx`.
     SoftmaxLastDimBackward,
+    /// Binary cross-entropy of probabilities, elementwise ([`Tensor::bce_loss`] before its
+    /// reduction): `l = -(y log_(p) + (1 - y) log_(1 - p))` where `log_(x)` is `max(ln x, -100)`
+    /// for `x > 0` and -100 otherwise. Inputs: `p`, `y` (one shape). Output: `l`.
+    BceLoss,
+    /// The gradient of [`FusedOp::BceLoss`] with respect to `p`: `dp = g (-(y log_'(p)) +
+    /// (1 - y) log_'(1 - p))`, `log_'(x)` being `1 / x` where `x > 0` and `ln x >= -100`, else 0
+    /// (as the composite's `maximum` gives ties to its first operand). Inputs: `p`, `y`, `g` (one
+    /// shape). Output: `dp`.
+    BceLossBackward,
     /// One `torch.optim.Adam` / `AdamW` step of one parameter tensor (an update op: see the
     /// module docs). Inputs: `param`, `grad`, `exp_avg`, `exp_avg_sq`, then `max_exp_avg_sq`
     /// with `amsgrad`, all of one shape. Outputs: the new `param`, `exp_avg`, `exp_avg_sq`
@@ -391,6 +400,8 @@ impl FusedOp {
             FusedOp::GeluBackward => "gelu_backward",
             FusedOp::SoftmaxLastDim => "softmax_last_dim",
             FusedOp::SoftmaxLastDimBackward => "softmax_last_dim_backward",
+            FusedOp::BceLoss => "bce_loss",
+            FusedOp::BceLossBackward => "bce_loss_backward",
             FusedOp::AdamStep(_) => "adam_step",
             FusedOp::SgdStep(_) => "sgd_step",
             FusedOp::RmsPropStep(_) => "rmsprop_step",
@@ -426,6 +437,7 @@ impl FusedOp {
     pub fn outputs(&self) -> usize {
         match self {
             FusedOp::LstmCell | FusedOp::GruCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
+            FusedOp::BceLoss | FusedOp::BceLossBackward => 1,
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,

@@ -96,6 +96,11 @@ pub(crate) enum GradFn {
     GruCell,
     /// The fused GELU's rule (the composite's own is its primitives').
     Gelu,
+    /// The fused binary cross-entropy's rule (`Tensor::bce_loss`): input `p`; the target,
+    /// which takes no gradient on this path.
+    Bce {
+        target: Tensor,
+    },
     /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
     /// the batch statistics saved by the forward, `[C]`.
     BatchNorm {
@@ -151,6 +156,7 @@ impl GradFn {
             GradFn::LstmCell => "lstm_cell",
             GradFn::GruCell => "gru_cell",
             GradFn::Gelu => "gelu",
+            GradFn::Bce { .. } => "bce_loss",
             GradFn::BatchNorm { .. } => "batch_norm",
             GradFn::LayerNorm { .. } => "layer_norm",
             GradFn::Conv2d(_) => "conv2d",
@@ -198,7 +204,7 @@ impl GradFn {
                 BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum => true,
             },
             GradFn::Matmul | GradFn::Conv2d(_) => other(1 - i),
-            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::LstmCell | GradFn::GruCell => true,
+            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::Bce { .. } | GradFn::LstmCell | GradFn::GruCell => true,
             // `x` and the weight; the bias only by its shape.
             GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
         }
@@ -299,6 +305,7 @@ impl GradFn {
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
             GradFn::Gelu => one(Tensor::gelu_backward(g, x)?),
+            GradFn::Bce { target } => one(Tensor::bce_loss_backward(g, x, target)?),
             GradFn::LstmCell => Tensor::lstm_cell_backward(Some(&g.select(0usize, 0)?), Some(&g.select(0usize, 1)?), inputs, out),
             GradFn::GruCell => Tensor::gru_cell_backward(g, inputs),
             GradFn::BatchNorm { mean, invstd } => {

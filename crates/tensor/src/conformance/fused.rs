@@ -74,6 +74,18 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_bce_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::bce_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_bce_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::bce_grads(&d)
+            }
+        }
+        #[test]
         fn fused_softmax_matches_composite() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::softmax_matches_composite(&d)
@@ -177,6 +189,9 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
         FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
         FusedOp::SoftmaxLastDimBackward => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
+        // Probabilities, targets, the incoming gradient.
+        FusedOp::BceLoss => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap()],
+        FusedOp::BceLossBackward => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap(), t(&[n, h], 3)],
         // Update ops: every operand shaped like the parameter (the second moments positive).
         FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
@@ -485,6 +500,46 @@ pub fn gelu_grads(d: &Device) {
     let f = |x: &[Tensor]| x[0].gelu()?.mul(&x[0]);
     check_grads("gelu (fused where the device can)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6);
     no_fusion(|| check_grads("gelu (composite)", &[leaf(d, &[3, 5], 63)], f, 1e-7, 1e-6));
+}
+
+/// `bce_loss` fused against its composite (the loss and the gradient of the probabilities),
+/// in every float dtype the device computes: probabilities in (0, 1) and exactly 0 and 1 (where
+/// the log is clamped at -100 and its slope is 0), targets in [0, 1], each reduction, a strided
+/// input. The target takes no gradient (the fused path's condition).
+pub fn bce_matches_composite(d: &Device) {
+    use crate::Reduction;
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 2e-2, 2e-2), (DType::BF16, 5e-2, 5e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for (shape, reduction) in [(&[1usize][..], Reduction::Sum), (&[3, 7], Reduction::Mean), (&[2, 5, 67], Reduction::Sum), (&[4, 9], Reduction::None)] {
+            let n = shape.iter().product();
+            let mut p = super::positive_values(n, 71, 0.02, 0.98);
+            let y = super::positive_values(n, 72, 0.0, 1.0);
+            if n > 3 {
+                (p[0], p[1], p[2]) = (0.0, 1.0, 1e-30);
+            }
+            let y = Tensor::from_f64s(&y, shape, dtype, d).unwrap();
+            let bce = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].bce_loss(&y, reduction)?]) };
+            let p = Tensor::from_f64s(&p, shape, dtype, d).unwrap();
+            check_fused(&format!("bce_loss {dtype} {shape:?} {reduction:?}"), &[p], bce, atol, rtol);
+        }
+    }
+    let (_, v) = from_values(d, &[4, 6], &super::positive_values(24, 73, 0.05, 0.95), DType::F32);
+    let y = Tensor::from_f64s(&super::positive_values(24, 74, 0.0, 1.0), &[4, 6], DType::F32, d).unwrap();
+    let bce = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].bce_loss(&y, crate::Reduction::Sum)?]) };
+    check_fused("bce_loss strided", &[strided_input(d, &[4, 6], &v, DType::F32)], bce, 1e-5, 1e-5);
+}
+
+/// The fused binary cross-entropy's backward rule against finite differences in f64, with
+/// fusion on and off, the probabilities inside (0, 1) and composed with another op so the
+/// incoming gradient is not all ones.
+pub fn bce_grads(d: &Device) {
+    let y = Tensor::from_f64s(&super::positive_values(15, 76, 0.0, 1.0), &[3, 5], DType::F64, d).unwrap();
+    let f = |x: &[Tensor]| x[0].bce_loss(&y, crate::Reduction::None)?.mul(&x[0]);
+    let p = || super::grads::positive_leaf(d, &[3, 5], 75, 0.05, 0.95);
+    check_grads("bce_loss (fused where the device can)", &[p()], f, 1e-7, 1e-6);
+    no_fusion(|| check_grads("bce_loss (composite)", &[p()], f, 1e-7, 1e-6));
 }
 
 /// The fused softmax along the last axis, forward and backward, against the composite: odd
