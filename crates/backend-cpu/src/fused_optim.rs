@@ -193,34 +193,38 @@ pub(crate) fn rmsprop_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes; absent
     // optional state reads as `sqs`, and its output (as Adam's amsgrad one) is never written.
     let mut outs: Vec<Vec<T>> = (0..op.outputs()).map(|_| alloc("optimizer step", n, T::default())).collect::<Result<_>>()?;
-    let (params, grads, sqs) = (&v[0][..n], &v[1][..n], &v[2][..n]);
-    let bufs = if with_momentum { &v[3][..n] } else { sqs };
-    let avgs = if centered { &v[grad_avg_at][..n] } else { sqs };
-    let (new_params, rest) = outs.split_at_mut(1);
-    let (new_sqs, rest) = rest.split_at_mut(1);
-    let (new_bufs, new_avgs) = rest.split_at_mut(with_momentum as usize);
-    let (new_params, new_sqs) = (&mut new_params[0][..n], &mut new_sqs[0][..n]);
-    for i in 0..n {
-        let param = params[i].widen();
-        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
-        let sq = decay_addcmul::<T>(sqs[i].widen(), a, g, g, a_rest);
-        new_sqs[i] = T::narrow(sq);
-        let mut avg = sq;
-        if centered {
-            let m0 = avgs[i].widen();
-            let diff = round(g - m0);
-            let m = if low_weight { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
-            new_avgs[0][i] = T::narrow(m);
-            avg = round(sq + round(-m * m));
+    let ins: Vec<&[T]> = v.iter().map(|x| &x[..n]).collect();
+    in_pieces(&ins, &mut outs, move |ins, outs| {
+        let n = ins[0].len();
+        let (params, grads, sqs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n]);
+        let bufs = if with_momentum { &ins[3][..n] } else { sqs };
+        let avgs = if centered { &ins[grad_avg_at][..n] } else { sqs };
+        let (new_params, rest) = outs.split_at_mut(1);
+        let (new_sqs, rest) = rest.split_at_mut(1);
+        let (new_bufs, new_avgs) = rest.split_at_mut(with_momentum as usize);
+        let (new_params, new_sqs) = (&mut new_params[0][..n], &mut new_sqs[0][..n]);
+        for i in 0..n {
+            let param = params[i].widen();
+            let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+            let sq = decay_addcmul::<T>(sqs[i].widen(), a, g, g, a_rest);
+            new_sqs[i] = T::narrow(sq);
+            let mut avg = sq;
+            if centered {
+                let m0 = avgs[i].widen();
+                let diff = round(g - m0);
+                let m = if low_weight { round(m0 + round(diff * w)) } else { round(g - round(diff * w_rest)) };
+                new_avgs[0][i] = T::narrow(m);
+                avg = round(sq + round(-m * m));
+            }
+            let avg = round(round(avg.sqrt()) + eps);
+            let mut step = round(g / avg);
+            if with_momentum {
+                step = round(round(bufs[i].widen() * mom) + step);
+                new_bufs[0][i] = T::narrow(step);
+            }
+            new_params[i] = T::narrow(param + round(step * neg_lr));
         }
-        let avg = round(round(avg.sqrt()) + eps);
-        let mut step = round(g / avg);
-        if with_momentum {
-            step = round(round(bufs[i].widen() * mom) + step);
-            new_bufs[0][i] = T::narrow(step);
-        }
-        new_params[i] = T::narrow(param + round(step * neg_lr));
-    }
+    });
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
@@ -233,18 +237,23 @@ pub(crate) fn adagrad_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<
     let (wd, eps, neg_clr) = (scalar::<T>(weight_decay), scalar::<T>(eps), scalar::<T>(-a.clr()));
     let round = |x: T::Acc| T::narrow(x).widen();
     // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
-    let (mut new_params, mut new_sums) = (alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?);
-    let (params, grads, sums) = (&v[0][..n], &v[1][..n], &v[2][..n]);
-    let (np, ns) = (&mut new_params[..n], &mut new_sums[..n]);
-    for i in 0..n {
-        let param = params[i].widen();
-        let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
-        let sum = round(sums[i].widen() + round(g * g));
-        let std = round(round(sum.sqrt()) + eps);
-        np[i] = T::narrow(param + round(round(g / std) * neg_clr));
-        ns[i] = T::narrow(sum);
-    }
-    Ok([new_params, new_sums].into_iter().map(|v| T::wrap(v.into())).collect())
+    let mut outs = vec![alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?];
+    let ins: Vec<&[T]> = v.iter().map(|x| &x[..n]).collect();
+    in_pieces(&ins, &mut outs, move |ins, outs| {
+        let n = ins[0].len();
+        let (params, grads, sums) = (&ins[0][..n], &ins[1][..n], &ins[2][..n]);
+        let [np, ns] = outs else { unreachable!("two outputs") };
+        let (np, ns) = (&mut np[..n], &mut ns[..n]);
+        for i in 0..n {
+            let param = params[i].widen();
+            let g = l2_grad::<T>(param, grads[i], maximize, weight_decay, wd);
+            let sum = round(sums[i].widen() + round(g * g));
+            let std = round(round(sum.sqrt()) + eps);
+            np[i] = T::narrow(param + round(round(g / std) * neg_clr));
+            ns[i] = T::narrow(sum);
+        }
+    });
+    Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
 }
 
 /// `FusedOp::AdadeltaStep`: param, grad, square_avg, acc_delta to their new param, square_avg,
