@@ -91,6 +91,24 @@ fn narrow_into<T: Elem>(out: &mut [T], wide: &[T::Acc]) {
     out.iter_mut().zip(wide).for_each(|(o, &w)| *o = T::narrow(w));
 }
 
+/// `xs` as accumulator elements: borrowed in f32 and f64, a widened copy in the halves.
+fn wide_row<T: Elem>(xs: &[T]) -> Cow<'_, [T::Acc]> {
+    T::as_acc(xs).map_or_else(|| Cow::Owned(wide(xs)), Cow::Borrowed)
+}
+
+/// Runs `f` on `a` and `b` as accumulator rows to write: in place in f32 and f64, through
+/// widened copies rounded back in the halves.
+fn write_rows<T: Elem>(a: &mut [T], b: &mut [T], f: impl FnOnce(&mut [T::Acc], &mut [T::Acc])) {
+    if T::as_acc(a).is_some() {
+        let (a, b) = (T::as_acc_mut(a).expect("checked above"), T::as_acc_mut(b).expect("one type"));
+        return f(a, b);
+    }
+    let (mut wa, mut wb) = (wide(a), wide(b));
+    f(&mut wa, &mut wb);
+    narrow_into(a, &wa);
+    narrow_into(b, &wb);
+}
+
 /// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
 /// parallel when the work is large. (A "row" may be a block of several: `f` gets its index.)
 pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: usize, f: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
@@ -101,16 +119,13 @@ pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: us
     }
 }
 
-/// The gates of row `r` widened: `gates`'s, plus `more`'s (the second term of
-/// `lstm_cell_sum`) with the sum rounded to `T` as the add's kernel would round it.
-fn gate_row<T: Elem>(gates: &[T], more: Option<&[T]>, r: usize, width: usize) -> Vec<T::Acc> {
-    let mut row = wide(&gates[r * width..][..width]);
-    if let Some(more) = more {
-        for (a, b) in row.iter_mut().zip(&more[r * width..][..width]) {
-            *a = T::narrow(*a + b.widen()).widen();
-        }
-    }
-    row
+/// The gates of row `r` widened: `gates`'s (borrowed in f32 and f64), plus `more`'s (the second
+/// term of `lstm_cell_sum`) with the sum rounded to `T` as the add's kernel would round it.
+fn gate_row<'a, T: Elem>(gates: &'a [T], more: Option<&[T]>, r: usize, width: usize) -> Cow<'a, [T::Acc]> {
+    let row = wide_row(&gates[r * width..][..width]);
+    let Some(more) = more else { return row };
+    let more = &more[r * width..][..width];
+    Cow::Owned(row.iter().zip(more).map(|(&a, b)| T::narrow(a + b.widen()).widen()).collect())
 }
 
 /// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` (and a second gate term) to `[2, N, H]`
@@ -122,10 +137,8 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let mut out = alloc("lstm_cell", 2 * n * h, T::default())?;
     let (hs, cs) = out.split_at_mut(n * h);
     rows(hs, h, cs, h, |r, h_row, c_row| {
-        let (mut h_new, mut c_new) = (wide(h_row), wide(c_row));
-        T::Acc::lstm_cell_row(&gate_row(gates, more, r, 4 * h), &wide(&c[r * h..][..h]), &mut h_new, &mut c_new);
-        narrow_into(h_row, &h_new);
-        narrow_into(c_row, &c_new);
+        let (gates, c) = (gate_row(gates, more, r, 4 * h), wide_row(&c[r * h..][..h]));
+        write_rows(h_row, c_row, |h_new, c_new| T::Acc::lstm_cell_row(&gates, &c, h_new, c_new));
     });
     Ok(vec![T::wrap(out.into())])
 }
@@ -139,12 +152,11 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let mut dgates = alloc("lstm_cell_backward", n * 4 * h, T::default())?;
     let mut dc = alloc("lstm_cell_backward", n * h, T::default())?;
     rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
-        let row = |xs: &[T], at: usize| wide(&xs[at + r * h..][..h]);
-        let (mut dg, mut dcw) = (wide(dg_row), wide(dc_row));
+        let at = r * h..(r + 1) * h;
         let gates = gate_row(gates, more, r, 4 * h);
-        T::Acc::lstm_cell_backward_row(&gates, &row(c, 0), &row(out, n * h), &row(dh, 0), &row(dc_new, 0), &mut dg, &mut dcw);
-        narrow_into(dg_row, &dg);
-        narrow_into(dc_row, &dcw);
+        let (c, c_new) = (wide_row(&c[at.clone()]), wide_row(&out[n * h..][at.clone()]));
+        let (dh, dc_new) = (wide_row(&dh[at.clone()]), wide_row(&dc_new[at]));
+        write_rows(dg_row, dc_row, |dg, dcw| T::Acc::lstm_cell_backward_row(&gates, &c, &c_new, &dh, &dc_new, dg, dcw));
     });
     Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }

@@ -96,6 +96,17 @@ pub(crate) trait Real: Scalar + Float {
     type Acc: Real<Acc = Self::Acc> + std::ops::AddAssign;
     fn widen(self) -> Self::Acc;
     fn narrow(a: Self::Acc) -> Self;
+    /// `xs` as accumulator elements without a copy, where the type is its own accumulator
+    /// (f32, f64); `None` for the halves, which widen.
+    fn as_acc(xs: &[Self]) -> Option<&[Self::Acc]> {
+        let _ = xs;
+        None
+    }
+    /// [`Real::as_acc`] for a slice to write.
+    fn as_acc_mut(xs: &mut [Self]) -> Option<&mut [Self::Acc]> {
+        let _ = xs;
+        None
+    }
     fn erf(self) -> Self;
     /// Round half to even, as `torch.round`.
     fn round_even(self) -> Self;
@@ -199,6 +210,12 @@ impl Real for f32 {
     fn narrow(a: f32) -> f32 {
         a
     }
+    fn as_acc(xs: &[f32]) -> Option<&[f32]> {
+        Some(xs)
+    }
+    fn as_acc_mut(xs: &mut [f32]) -> Option<&mut [f32]> {
+        Some(xs)
+    }
     fn erf(self) -> f32 {
         libm::erff(self)
     }
@@ -232,6 +249,12 @@ impl Real for f64 {
     }
     fn narrow(a: f64) -> f64 {
         a
+    }
+    fn as_acc(xs: &[f64]) -> Option<&[f64]> {
+        Some(xs)
+    }
+    fn as_acc_mut(xs: &mut [f64]) -> Option<&mut [f64]> {
+        Some(xs)
     }
     fn erf(self) -> f64 {
         libm::erf(self)
