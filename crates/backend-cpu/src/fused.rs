@@ -260,12 +260,34 @@ fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(dx.into())])
 }
 
-/// The natural log of a block (at most [`BLOCK`] long) where `x > 0`, and 1's log elsewhere
-/// (the value the callers then replace).
-fn ln_where_positive<A: Real>(x: &[A], out: &mut [A]) {
-    let mut safe = [A::one(); BLOCK];
-    safe.iter_mut().zip(x).for_each(|(s, &x)| *s = if x > A::zero() { x } else { A::one() });
-    A::ln_slice(&safe[..x.len()], out);
+/// The binary cross-entropy's logs for a block of probabilities `p` (at most [`BLOCK`]):
+/// `1 - p`, and the natural logs of `p` and of `1 - p` where those are positive (1's log, 0,
+/// elsewhere, which the callers replace).
+struct BceLogs<A> {
+    q: [A; BLOCK],
+    ln_p: [A; BLOCK],
+    ln_q: [A; BLOCK],
+}
+
+impl<A: Real> BceLogs<A> {
+    fn new(p: &[A]) -> BceLogs<A> {
+        let ln_where_positive = |x: &[A], out: &mut [A]| {
+            let mut safe = [A::one(); BLOCK];
+            safe.iter_mut().zip(x).for_each(|(s, &x)| *s = if x > A::zero() { x } else { A::one() });
+            A::ln_slice(&safe[..x.len()], out);
+        };
+        let n = p.len();
+        let mut logs = BceLogs { q: [A::zero(); BLOCK], ln_p: [A::zero(); BLOCK], ln_q: [A::zero(); BLOCK] };
+        logs.q.iter_mut().zip(p).for_each(|(q, &p)| *q = A::one() - p);
+        ln_where_positive(p, &mut logs.ln_p[..n]);
+        ln_where_positive(&logs.q[..n], &mut logs.ln_q[..n]);
+        logs
+    }
+}
+
+/// The floor of the clamped log, -100 (PyTorch's).
+fn log_floor<A: Real>() -> A {
+    <A as crate::scalar::Scalar>::from_f64(-100.0)
 }
 
 /// `FusedOp::BceLoss`: `-(y log_(p) + (1 - y) log_(1 - p))`, `log_` the log clamped at -100
@@ -274,16 +296,11 @@ fn bce_loss<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("bce_loss", inputs)?;
     let mut out = alloc("bce_loss", v[0].len(), T::default())?;
     wide_blocks([&v[0], &v[1]], &mut out, |[p, y], l| {
-        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), <T::Acc as crate::scalar::Scalar>::from_f64(-100.0));
-        let n = p.len();
-        let mut q = [zero; BLOCK];
-        q.iter_mut().zip(p).for_each(|(q, &p)| *q = one - p);
-        let (mut lp, mut lq) = ([zero; BLOCK], [zero; BLOCK]);
-        ln_where_positive(p, &mut lp[..n]);
-        ln_where_positive(&q[..n], &mut lq[..n]);
+        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), log_floor::<T::Acc>());
+        let BceLogs { q, ln_p, ln_q } = BceLogs::new(p);
         let clamp = |x: T::Acc, ln: T::Acc| if x > zero { ln.max(floor) } else { floor };
-        for i in 0..n {
-            l[i] = -(y[i] * clamp(p[i], lp[i]) + (one - y[i]) * clamp(q[i], lq[i]));
+        for i in 0..p.len() {
+            l[i] = -(y[i] * clamp(p[i], ln_p[i]) + (one - y[i]) * clamp(q[i], ln_q[i]));
         }
     });
     Ok(vec![T::wrap(out.into())])
@@ -295,16 +312,11 @@ fn bce_loss_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("bce_loss_backward", inputs)?;
     let mut out = alloc("bce_loss_backward", v[0].len(), T::default())?;
     wide_blocks([&v[0], &v[1], &v[2]], &mut out, |[p, y, g], d| {
-        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), <T::Acc as crate::scalar::Scalar>::from_f64(-100.0));
-        let n = p.len();
-        let mut q = [zero; BLOCK];
-        q.iter_mut().zip(p).for_each(|(q, &p)| *q = one - p);
-        let (mut lp, mut lq) = ([zero; BLOCK], [zero; BLOCK]);
-        ln_where_positive(p, &mut lp[..n]);
-        ln_where_positive(&q[..n], &mut lq[..n]);
+        let (zero, one, floor) = (T::Acc::zero(), T::Acc::one(), log_floor::<T::Acc>());
+        let BceLogs { q, ln_p, ln_q } = BceLogs::new(p);
         let slope = |x: T::Acc, ln: T::Acc| if x > zero && ln >= floor { one / x } else { zero };
-        for i in 0..n {
-            d[i] = g[i] * ((one - y[i]) * slope(q[i], lq[i]) - y[i] * slope(p[i], lp[i]));
+        for i in 0..p.len() {
+            d[i] = g[i] * ((one - y[i]) * slope(q[i], ln_q[i]) - y[i] * slope(p[i], ln_p[i]));
         }
     });
     Ok(vec![T::wrap(out.into())])
