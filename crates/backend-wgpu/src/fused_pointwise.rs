@@ -1,5 +1,6 @@
-//! Fused elementwise composites (GELU and its gradient): one invocation per element of
-//! contiguous inputs of one shape, one output of that shape, in one dispatch.
+//! Fused elementwise composites (GELU, binary cross-entropy, and their gradients): one
+//! invocation per element of contiguous inputs of one shape, one output of that shape, in one
+//! dispatch.
 
 use std::sync::Arc;
 
@@ -13,12 +14,16 @@ use crate::repr::Repr;
 const ERF: &str = include_str!("shaders/erf.wgsl");
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
+const BCE: &str = include_str!("shaders/fused_bce.wgsl");
+const BCE_BACKWARD: &str = include_str!("shaders/fused_bce_backward.wgsl");
 
 /// An elementwise fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
     Gelu,
     GeluBackward,
+    BceLoss,
+    BceLossBackward,
 }
 
 impl Kernel {
@@ -27,8 +32,15 @@ impl Kernel {
         match op {
             FusedOp::Gelu => Some(Kernel::Gelu),
             FusedOp::GeluBackward => Some(Kernel::GeluBackward),
+            FusedOp::BceLoss => Some(Kernel::BceLoss),
+            FusedOp::BceLossBackward => Some(Kernel::BceLossBackward),
             _ => None,
         }
+    }
+
+    /// Whether it has a variant on packed bf16 words (the others take widened copies).
+    fn reads_packed(self) -> bool {
+        matches!(self, Kernel::Gelu | Kernel::GeluBackward)
     }
 }
 
@@ -49,12 +61,15 @@ impl KernelKey for Key {
             (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
             (Kernel::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
             (Kernel::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
+            (Kernel::BceLoss, _) => w.part(BCE),
+            (Kernel::BceLossBackward, _) => w.part(BCE_BACKWARD),
         }
         .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [Kernel::Gelu, Kernel::GeluBackward].into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false }));
+        let kernels = [Kernel::Gelu, Kernel::GeluBackward, Kernel::BceLoss, Kernel::BceLossBackward];
+        let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
         all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true }));
         all
@@ -62,8 +77,8 @@ impl KernelKey for Key {
 }
 
 impl WgpuBackend {
-    /// Runs an elementwise fused op as one dispatch, or `None` (f64, which the f32 erf cannot
-    /// serve; buffers beyond one binding or 32-bit offsets).
+    /// Runs an elementwise fused op as one dispatch, or `None` (f64, which the f32 erf and log
+    /// cannot serve; buffers beyond one binding or 32-bit offsets).
     pub(crate) fn fused_pointwise(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let kernel = Kernel::of(op)?;
         let first = inputs.first()?;
@@ -82,6 +97,9 @@ impl WgpuBackend {
         // Packed bf16 inputs (all of them, as `Backend::fused` hands them over) make a packed
         // output, a word an invocation.
         let packed = packed_view(first);
+        if packed && !kernel.reads_packed() {
+            return None;
+        }
         Some((|| {
             let kernel = gpu.kernel(Key { kernel, dtype, packed })?;
             let out = if packed { self.packed_output(numel)? } else { self.output(dtype, numel)? };

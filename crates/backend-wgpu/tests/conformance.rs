@@ -16,7 +16,16 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, DType, FusedOp};
     let Some(d) = gpu() else { return };
-    let mut ops = vec![FusedOp::LstmCell, FusedOp::LstmCellBackward, FusedOp::GruCell, FusedOp::GruCellBackward, FusedOp::Gelu, FusedOp::GeluBackward];
+    let mut ops = vec![
+        FusedOp::LstmCell,
+        FusedOp::LstmCellBackward,
+        FusedOp::GruCell,
+        FusedOp::GruCellBackward,
+        FusedOp::Gelu,
+        FusedOp::GeluBackward,
+        FusedOp::BceLoss,
+        FusedOp::BceLossBackward,
+    ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
