@@ -122,32 +122,31 @@ pub(crate) fn sgd_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<
         });
         return Ok(vec![T::wrap(params.remove(0).into())]);
     }
-    // As Adam's: outputs written in place, operands cut to `n`, so the loop vectorizes.
+    // With momentum (the buffer read from the second step on). As Adam's: outputs written in
+    // place, operands cut to `n`, so the loop vectorizes.
     let mut outs = vec![alloc("optimizer step", n, T::default())?, alloc("optimizer step", n, T::default())?];
-    let ins: Vec<&[T]> = if momentum != 0.0 && !first { vec![&v[0][..n], &v[1][..n], &v[2][..n]] } else { vec![&v[0][..n], &v[1][..n]] };
+    let ins: Vec<&[T]> = v.iter().take(if first { 2 } else { 3 }).map(|x| &x[..n]).collect();
     in_pieces(&ins, &mut outs, move |ins, outs| {
         let n = ins[0].len();
         let (params, grads) = (&ins[0][..n], &ins[1][..n]);
-        let bufs = if momentum != 0.0 && !first { &ins[2][..n] } else { params };
-        let (new_params, new_bufs_n) = outs.split_at_mut(1);
-        let (new_params, new_bufs_n) = (&mut new_params[0][..n], &mut new_bufs_n[0][..n]);
+        let bufs = if first { params } else { &ins[2][..n] };
+        let [new_params, new_bufs] = outs else { unreachable!("two outputs") };
+        let (new_params, new_bufs) = (&mut new_params[..n], &mut new_bufs[..n]);
         for i in 0..n {
             let param = params[i].widen();
             let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
             if weight_decay != 0.0 {
                 g = round(g + round(param * wd));
             }
-            if momentum != 0.0 {
-                let buf = if first {
-                    g
-                } else if dampening == 0.0 {
-                    round(round(bufs[i].widen() * mom) + g)
-                } else {
-                    round(round(bufs[i].widen() * mom) + round(g * keep))
-                };
-                new_bufs_n[i] = T::narrow(buf);
-                g = if nesterov { round(g + round(buf * mom)) } else { buf };
-            }
+            let buf = if first {
+                g
+            } else if dampening == 0.0 {
+                round(round(bufs[i].widen() * mom) + g)
+            } else {
+                round(round(bufs[i].widen() * mom) + round(g * keep))
+            };
+            new_bufs[i] = T::narrow(buf);
+            g = if nesterov { round(g + round(buf * mom)) } else { buf };
             new_params[i] = T::narrow(param - round(g * lr));
         }
     });
