@@ -36,6 +36,8 @@
 # `PART=18`: dense elementwise ops in vec4s, `LIANDAN_DENSE4=0` against `=1` (micro rows and the
 # steps of `MODELS` in `PRECISIONS`). `PART=19`: the host CPU on `THREADS` threads (default 16),
 # this build against the previous one, and per-op profiles (`ONLY=bench` or `ONLY=profile`).
+# `PART=20`: the tensor-core kernels' default variant against `prefetch`: registers, tests, the
+# f16 matmul and the f16 steps of `MODELS` (`ONLY=tests` or `ONLY=bench`).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -513,4 +515,42 @@ if [ "$PART" = 19 ]; then
       done
     done
   fi
+fi
+if [ "$PART" = 20 ]; then
+  # The tensor-core kernels' default (`tall` where the device fits it) against `prefetch` (the
+  # previous default), one binary with LIANDAN_COOP_VARIANT: the driver's registers and workgroup
+  # memory of each (`xtask kernel-stats`), the GPU tests on the default, the f16 matmul
+  # micro-benchmarks (PyTorch's beside) and the f16 steps of MODELS, alternated in two rounds,
+  # PyTorch with autocast beside once (`ONLY=tests` or `ONLY=bench` for one half).
+  if [ "${ONLY:-all}" != bench ]; then
+    echo "## registers"
+    for v in Prefetch Tall; do timeout 60 ./.bin/xtask kernel-stats "MatmulCoop(Key { variant: $v" "a: K, b: Outer, partial: false" 2>&1 | grep -v "^device"; done
+    ./.bin/liandan info 2>&1 | grep -iE "f16 matmul"
+    for t in conformance matmul_coop conv_coop memory device; do
+      [ -x .bin/$t ] || continue
+      echo "### test $t"; timeout 150 ./.bin/$t --test-threads=8 --nocapture 2>&1 | grep -E "cooperative matrices on|^test result|FAILED|panicked" | head -6
+    done
+  fi
+  [ "${ONLY:-all}" = tests ] && exit 0
+  rows() { python3 -c "
+import json,sys
+m=json.loads(sys.stdin.read().strip().splitlines()[-1])
+for r in m['rows']:
+    if 'matmul' in r['bench']: print('%-50s %-16s %9.3f ms %10.0f %s' % (r['bench'][:50], r['size'], r['median_ms'], r['rate'], r['unit']))
+"; }
+  for round in 1 2; do for v in prefetch ""; do
+    echo "## f16 matmul, LIANDAN_COOP_VARIANT=$v (round $round)"; LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>/dev/null | rows
+  done; done
+  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  steps() { grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$1" | head -16; }
+  models="${MODELS:-resnet18,vit,seed003_cnn,mnist_cnn}"
+  echo "## steps f16, default, PyTorch autocast beside"
+  timeout 200 ./.bin/xtask bench --torch --device gpu:0 --models "$models" --precisions f16 --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+    --epoch-samples 6400 --out "$OUT/t" > "$OUT/t.md" 2>/dev/null; steps "$OUT/t.md"
+  for round in 1 2; do for v in prefetch ""; do
+    echo "## steps f16, LIANDAN_COOP_VARIANT=$v (round $round)"
+    LIANDAN_COOP_VARIANT=$v timeout 150 ./.bin/xtask bench --device gpu:0 --models "$models" --precisions f16 --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; steps "$OUT/s.md"
+  done; done
+  rm -rf "$OUT/s" "$OUT/t"
 fi

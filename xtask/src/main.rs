@@ -12,13 +12,16 @@
 //! previous cut into tiles (every tile and split with `--sweep`) (`conv.rs`). `cargo xtask
 //! bench-host [--device ..] [--ops N] [--reps N] [--only TEXT]` times what recording an op
 //! costs the host, apart from running it, and what a synchronize costs (`host.rs`). `cargo xtask
-//! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`.
+//! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`. `cargo
+//! xtask kernel-stats [TEXT ..]` prints the Vulkan driver's statistics of the wgpu kernels whose
+//! key contains every TEXT (registers, shared and local memory on NVIDIA; `kernel_stats.rs`).
 
 mod bench;
 mod conv;
 mod data;
 mod fusion;
 mod host;
+mod kernel_stats;
 
 use liandan_tensor::Device;
 
@@ -52,6 +55,7 @@ fn main() {
         Some("bench") => Some(bench::run(&args)),
         Some("bench-conv") => Some(bench_conv(&args, spec, quick)),
         Some("bench-host") => Some(host::bench_host(&args)),
+        Some("kernel-stats") => Some(kernel_stats::run(&args)),
         Some(c @ ("bench-model" | "bench-epoch" | "bench-micro")) => Some(bench::child(c, &args)),
         _ => None,
     };
@@ -63,7 +67,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [TEXT ..] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {

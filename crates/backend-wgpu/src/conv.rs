@@ -149,10 +149,10 @@ pub(crate) struct CoopKey {
 
 impl CoopKey {
     /// The variant for a product of `m` rows: `Short` (64-row tiles) where m <= 64, else the
-    /// one `LIANDAN_COOP_VARIANT` picks, but `Direct` runs as `Prefetch` (a gathered operand
-    /// cannot be read straight from its buffer).
-    fn variant(m: usize) -> Variant {
-        match Variant::chosen() {
+    /// device's (`chosen`), but `Direct` runs as `Prefetch` (a gathered operand cannot be read
+    /// straight from its buffer).
+    fn variant(chosen: Variant, m: usize) -> Variant {
+        match chosen {
             _ if m <= 64 => Variant::Short,
             Variant::Direct => Variant::Prefetch,
             v => v,
@@ -197,8 +197,8 @@ impl KernelKey for CoopKey {
             let a4s: &[bool] = if pass == Pass::Weight { &[true] } else { &[false, true] };
             // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
             let variants: &[Variant] = match pass {
-                Pass::Weight => &[Variant::Prefetch, Variant::Wide, Variant::Narrow],
-                _ => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Short],
+                Pass::Weight => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Many, Variant::Tall],
+                _ => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Short, Variant::Many, Variant::Tall],
             };
             for &variant in variants {
                 for &a4 in a4s {
@@ -657,9 +657,9 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
             _ => plan.gather[0].is_multiple_of(32),
         };
     if fits && matmul_coop::chosen(gpu, dtype) {
-        let variant = CoopKey::variant(m);
+        let variant = CoopKey::variant(gpu.coop_variant, m);
         let (bm, bn) = variant.tile();
-        let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups).max(1);
+        let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
         let mut splits = k_splits(tiles, k);
         while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
             splits /= 2;

@@ -8,7 +8,8 @@
 //! are told apart by invocation index), native f16 and room for its workgroup memory.
 //! `LIANDAN_COOP_MATRIX=0` opens the device without the feature and keeps every f16 matmul on
 //! the ordinary kernels, so a wrong result can be bisected to this path.
-//! `LIANDAN_COOP_VARIANT` picks how the kernel is built (`matmul_coop::Variant`).
+//! How the kernel is built (`matmul_coop::Variant`) is decided here too, per device;
+//! `LIANDAN_COOP_VARIANT` overrides it.
 
 use std::sync::OnceLock;
 
@@ -18,7 +19,8 @@ use crate::repr::Repr;
 /// Why f16 matmuls do or do not run on cooperative matrices here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Status {
-    InUse,
+    /// On tensor cores, built as this variant.
+    InUse(Variant),
     SwitchedOff,
     Lacks(&'static str),
 }
@@ -27,9 +29,7 @@ impl Status {
     /// What `liandan devices` prints for it.
     pub(crate) fn describe(self) -> String {
         match self {
-            Status::InUse => {
-                format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", Variant::chosen().name())
-            }
+            Status::InUse(v) => format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name()),
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),
         }
@@ -71,14 +71,12 @@ pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
         Status::Lacks("no shader-f16")
     } else if (info.subgroup_min_size, info.subgroup_max_size) != (32, 32) {
         Status::Lacks("subgroups are not always 32 wide")
-    } else if limits.max_compute_workgroup_storage_size < Variant::chosen().workgroup_bytes() {
-        Status::Lacks("too little workgroup memory for the LIANDAN_COOP_VARIANT chosen")
-    } else if limits.max_compute_invocations_per_workgroup < Variant::chosen().invocations() {
-        Status::Lacks("workgroups too small for the LIANDAN_COOP_VARIANT chosen")
-    } else if !switched_on() {
-        Status::SwitchedOff
     } else {
-        Status::InUse
+        match Variant::for_limits(limits) {
+            Err(why) => Status::Lacks(why),
+            Ok(_) if !switched_on() => Status::SwitchedOff,
+            Ok(v) => Status::InUse(v),
+        }
     }
 }
 

@@ -112,6 +112,8 @@ pub(crate) struct Gpu {
     /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them);
     /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
     pub(crate) coop_f16: AtomicBool,
+    /// How the tensor-core kernels are built here (`coop::status`; meaningless without them).
+    pub(crate) coop_variant: crate::matmul_coop::Variant,
     /// The adapter, its IDs and its driver, in one line: what the autotune's file is for.
     pub(crate) identity: String,
     /// The autotune's measured cuts on this adapter (`tune.rs`).
@@ -271,7 +273,11 @@ impl Gpu {
         }
         // Cooperative matrices only where the f16 matmul will use them (`coop.rs`): otherwise the
         // device opens exactly as it would without them.
-        let coop_f16 = coop::status(adapter, &limits) == coop::Status::InUse;
+        let coop = match coop::status(adapter, &limits) {
+            coop::Status::InUse(v) => Some(v),
+            _ => None,
+        };
+        let coop_f16 = coop.is_some();
         let first_batch = first_batch()?;
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
         if coop_f16 {
@@ -332,6 +338,7 @@ impl Gpu {
             index_tags: Mutex::default(),
             timer,
             coop_f16: AtomicBool::new(coop_f16),
+            coop_variant: coop.unwrap_or(crate::matmul_coop::Variant::Prefetch),
             identity,
             tuning: Mutex::default(),
         })

@@ -221,14 +221,15 @@ impl WgpuBackend {
         let n = b.sizes[2];
         // f16 on tensor cores where the device has them (the one place this is decided).
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(self.gpu()?, dtype);
+        let coop_variant = self.gpu()?.coop_variant;
         let (tm, tn) = if coop {
-            matmul_coop::Variant::chosen().tile()
+            coop_variant.tile()
         } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
             (128, 128)
         } else {
             (64, 64)
         };
-        let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch).max(1);
+        let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch * if coop { coop_variant.weight() } else { 1 }).max(1);
         // K in ranges of whole 16-deep slices: `(splits, range)` for a split in `splits`.
         let cut_k = |splits: usize| {
             let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
@@ -277,7 +278,7 @@ impl WgpuBackend {
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
             let kernel = if coop {
-                let key = matmul_coop::Key { variant: matmul_coop::Variant::chosen(), a: a_load, b: b_load, partial: splits > 1 };
+                let key = matmul_coop::Key { variant: coop_variant, a: a_load, b: b_load, partial: splits > 1 };
                 match matmul_coop::kernel(gpu, key) {
                     Some(k) => k,
                     None => return Ok(false),

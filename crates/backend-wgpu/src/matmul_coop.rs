@@ -15,12 +15,16 @@ use crate::repr::Repr;
 pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
 use crate::matmul::ENTRY;
 
-/// How the kernel is built, chosen once per process by `LIANDAN_COOP_VARIANT` so that the
-/// variants can be timed and checked against each other on a GPU that has tensor cores. On the
-/// H200 (docs/PERFORMANCE.md, run 11) all were correct; at 4096^3 prefetch and wide reached
-/// about 128 TFLOP/s against 81 for run 8's kernel (each slice staged, then multiplied; removed
-/// since), and at 2048^3 prefetch 86 against wide's 59, so prefetch is the default. Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4
-/// cooperative 16 x 16 sums, but in `Narrow` and `Short` (32 x 64).
+/// How the kernel is built: chosen per device when it is opened ([`Variant::for_limits`]), or
+/// by `LIANDAN_COOP_VARIANT` so that the variants can be timed and checked against each other
+/// on a GPU that has tensor cores. On the H200 (docs/PERFORMANCE.md, run 11) all were correct;
+/// at 4096^3 prefetch and wide reached about 128 TFLOP/s against 81 for run 8's kernel (each
+/// slice staged, then multiplied; removed since). The driver gives each invocation of the
+/// 64 x 64 subgroups 228-247 registers, so every variant of 128 or 256 invocations ran 8
+/// subgroups a multiprocessor (`cargo xtask kernel-stats`, run 68); `Many` and `Tall`, 512
+/// invocations of 32 x 64 subgroups in at most 128 registers, run 16 (run 72), and `Tall` is
+/// the default where the device fits it. Each subgroup of 32 computes 64 x 64 of the tile as
+/// 4 x 4 cooperative 16 x 16 sums, but in `Narrow`, `Short`, `Many` and `Tall` (32 x 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
     /// 128 x 128 tiles, 4 subgroups: the next slice fetched into
@@ -40,10 +44,16 @@ pub(crate) enum Variant {
     /// at most 64 rows, which leave half of a 128-row tile empty. The convolutions pick it for
     /// those (`conv.rs`); as `LIANDAN_COOP_VARIANT` it applies to every f16 matmul.
     Short,
+    /// `Narrow`'s subgroups (32 x 64 each) 16 to a workgroup, 4 x 4 on 128 x 256 tiles: a
+    /// workgroup of 512 invocations, which the driver must fit in 128 registers each, so 16
+    /// subgroups share a multiprocessor where every other variant leaves 8.
+    Many,
+    /// As `Many`, 8 x 2 on 256 x 128 tiles.
+    Tall,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 5] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow, Variant::Short];
+    pub(crate) const ALL: [Variant; 7] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow, Variant::Short, Variant::Many, Variant::Tall];
 
     /// Its name in `LIANDAN_COOP_VARIANT`.
     pub(crate) fn name(self) -> &'static str {
@@ -53,25 +63,53 @@ impl Variant {
             Variant::Direct => "direct",
             Variant::Narrow => "narrow",
             Variant::Short => "short",
+            Variant::Many => "many",
+            Variant::Tall => "tall",
         }
     }
 
-    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above; unset or empty is the
-    /// default (prefetch), and an unknown name is the default with a warning that lists the names.
-    pub(crate) fn chosen() -> Variant {
-        static CHOSEN: OnceLock<Variant> = OnceLock::new();
-        *CHOSEN.get_or_init(|| {
-            let Ok(v) = std::env::var("LIANDAN_COOP_VARIANT") else { return Variant::Prefetch };
+    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above, or `None` where unset or
+    /// empty (the device's default, [`Variant::for_limits`]); an unknown name is `None` with a
+    /// warning that lists the names.
+    pub(crate) fn requested() -> Option<Variant> {
+        static REQUESTED: OnceLock<Option<Variant>> = OnceLock::new();
+        *REQUESTED.get_or_init(|| {
+            let v = std::env::var("LIANDAN_COOP_VARIANT").ok()?;
             let name = v.trim().to_ascii_lowercase();
             if name.is_empty() {
-                return Variant::Prefetch;
+                return None;
             }
-            Variant::ALL.into_iter().find(|x| x.name() == name).unwrap_or_else(|| {
+            let found = Variant::ALL.into_iter().find(|x| x.name() == name);
+            if found.is_none() {
                 let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
-                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (prefetch, the default)", names.join(", "));
-                Variant::Prefetch
-            })
+                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (the default is tall where it fits, else prefetch)", names.join(", "));
+            }
+            found
         })
+    }
+
+    /// The variant a device with `limits` runs: the one `LIANDAN_COOP_VARIANT` names, else
+    /// `Tall` (16 subgroups: on the H200, docs/PERFORMANCE.md run 72, resnet18's f16 step 0.85x
+    /// and vit's 0.87x `Prefetch`'s), else `Prefetch` where the device's workgroups are too small
+    /// for it; `Err` says why neither fits.
+    pub(crate) fn for_limits(limits: &wgpu::Limits) -> Result<Variant, &'static str> {
+        let fits =
+            |v: Variant| limits.max_compute_workgroup_storage_size >= v.workgroup_bytes() && limits.max_compute_invocations_per_workgroup >= v.invocations();
+        match Variant::requested() {
+            Some(v) if fits(v) => Ok(v),
+            Some(_) => Err("too little workgroup memory, or too small workgroups, for the LIANDAN_COOP_VARIANT chosen"),
+            None => [Variant::Tall, Variant::Prefetch]
+                .into_iter()
+                .find(|&v| fits(v))
+                .ok_or("too little workgroup memory, or too small workgroups, for the tensor-core kernels"),
+        }
+    }
+
+    /// How many of the usual 128-invocation workgroups one of its workgroups stands for when
+    /// K is split to fill the GPU (`matmul::k_splits` counts tiles as if two ran on a compute
+    /// unit at once; a workgroup of 512 has a unit to itself).
+    pub(crate) fn weight(self) -> usize {
+        (self.invocations() as usize / 256).max(1)
     }
 
     /// Subgroups per workgroup along M and along N.
@@ -79,13 +117,15 @@ impl Variant {
         match self {
             Variant::Wide => (2, 4),
             Variant::Narrow => (4, 2),
+            Variant::Many => (4, 4),
+            Variant::Tall => (8, 2),
             _ => (2, 2),
         }
     }
 
     /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
     pub(crate) fn fragment_rows(self) -> u32 {
-        if matches!(self, Variant::Narrow | Variant::Short) {
+        if matches!(self, Variant::Narrow | Variant::Short | Variant::Many | Variant::Tall) {
             2
         } else {
             4
@@ -208,5 +248,27 @@ impl KernelKey for Key {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Variant;
+
+    #[test]
+    fn the_default_variant_is_the_largest_the_limits_fit() {
+        if Variant::requested().is_some() {
+            return; // LIANDAN_COOP_VARIANT overrides the default being tested
+        }
+        // WebGPU's defaults: 256 invocations and 16 KiB, too little for any variant.
+        let mut limits = wgpu::Limits::default();
+        assert!(Variant::for_limits(&limits).is_err());
+        limits.max_compute_workgroup_storage_size = 32 << 10;
+        assert_eq!(Variant::for_limits(&limits), Ok(Variant::Prefetch));
+        limits.max_compute_invocations_per_workgroup = 1024;
+        assert_eq!(Variant::for_limits(&limits), Ok(Variant::Prefetch), "Tall needs more than 32 KiB");
+        limits.max_compute_workgroup_storage_size = 48 << 10;
+        assert_eq!(Variant::for_limits(&limits), Ok(Variant::Tall));
+        assert_eq!((Variant::Tall.weight(), Variant::Prefetch.weight()), (2, 1));
     }
 }

@@ -7,7 +7,7 @@
 //! `without_conv_phases`, over every tap), dilation, groups, a long K over a small output
 //! (split into ranges), and the shapes that stay on the tiled kernel. Skips without an adapter
 //! unless `LIANDAN_REQUIRE_GPU` is set. The tensor-core kernel is the one
-//! `LIANDAN_COOP_VARIANT` picks (prefetch when unset; `direct` runs as prefetch here), except
+//! `LIANDAN_COOP_VARIANT` picks (the device's default when unset; `direct` runs as prefetch here), except
 //! that products of at most 64 rows run on `short`'s 64-row tiles.
 
 use liandan_backend_wgpu::without_conv_phases;

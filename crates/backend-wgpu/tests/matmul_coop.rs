@@ -4,7 +4,7 @@
 //! lavapipe, where this checks that path alone and says so. Shapes off the 128 x 128 tile and
 //! the 32-deep slice, batched and broadcast, transposed operands (each of the kernel's vec4 and
 //! strided loaders), and splits of K. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
-//! The tensor-core kernel is the one `LIANDAN_COOP_VARIANT` picks (prefetch when unset): run
+//! The tensor-core kernel is the one `LIANDAN_COOP_VARIANT` picks (the device's default when unset): run
 //! this once per variant to check each.
 
 use liandan_backend_wgpu as _;

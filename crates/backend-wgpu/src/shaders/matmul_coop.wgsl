@@ -49,7 +49,7 @@ const BK: u32 = 32u;
 const KROW: u32 = (BK + 8u) / 4u;
 const MROW: u32 = (BM + 8u) / 4u;
 const NROW: u32 = (BN + 8u) / 4u;
-// vec4s of a's and b's slices each invocation fetches (4 or 8: the fetches are written out).
+// vec4s of a's and b's slices each invocation fetches (2, 4 or 8: the fetches are written out).
 const PA: u32 = BM * BK / 4u / WG;
 const PB: u32 = BN * BK / 4u / WG;
 
@@ -118,8 +118,10 @@ fn fetch(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     if (A_LOAD != LOAD_STRIDED) {
         ra[0] = a_fetch(0u, lid, abase, m0, k0);
         ra[1] = a_fetch(1u, lid, abase, m0, k0);
-        ra[2] = a_fetch(2u, lid, abase, m0, k0);
-        ra[3] = a_fetch(3u, lid, abase, m0, k0);
+        if (PA >= 4u) {
+            ra[2] = a_fetch(2u, lid, abase, m0, k0);
+            ra[3] = a_fetch(3u, lid, abase, m0, k0);
+        }
         if (PA == 8u) {
             ra[4] = a_fetch(4u, lid, abase, m0, k0);
             ra[5] = a_fetch(5u, lid, abase, m0, k0);
@@ -130,8 +132,10 @@ fn fetch(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     if (B_LOAD != LOAD_STRIDED) {
         rb[0] = b_fetch(0u, lid, bbase, n0, k0);
         rb[1] = b_fetch(1u, lid, bbase, n0, k0);
-        rb[2] = b_fetch(2u, lid, bbase, n0, k0);
-        rb[3] = b_fetch(3u, lid, bbase, n0, k0);
+        if (PB >= 4u) {
+            rb[2] = b_fetch(2u, lid, bbase, n0, k0);
+            rb[3] = b_fetch(3u, lid, bbase, n0, k0);
+        }
         if (PB == 8u) {
             rb[4] = b_fetch(4u, lid, bbase, n0, k0);
             rb[5] = b_fetch(5u, lid, bbase, n0, k0);
@@ -148,8 +152,10 @@ fn put(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     } else {
         a_put(0u, lid, ra[0]);
         a_put(1u, lid, ra[1]);
-        a_put(2u, lid, ra[2]);
-        a_put(3u, lid, ra[3]);
+        if (PA >= 4u) {
+            a_put(2u, lid, ra[2]);
+            a_put(3u, lid, ra[3]);
+        }
         if (PA == 8u) {
             a_put(4u, lid, ra[4]);
             a_put(5u, lid, ra[5]);
@@ -162,8 +168,10 @@ fn put(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     } else {
         b_put(0u, lid, rb[0]);
         b_put(1u, lid, rb[1]);
-        b_put(2u, lid, rb[2]);
-        b_put(3u, lid, rb[3]);
+        if (PB >= 4u) {
+            b_put(2u, lid, rb[2]);
+            b_put(3u, lid, rb[3]);
+        }
         if (PB == 8u) {
             b_put(4u, lid, rb[4]);
             b_put(5u, lid, rb[5]);
