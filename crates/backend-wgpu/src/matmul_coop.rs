@@ -22,7 +22,7 @@ use crate::matmul::ENTRY;
 /// slice staged, then multiplied; removed since). The driver gives each invocation of the
 /// 64 x 64 subgroups 228-247 registers, so every variant of 128 or 256 invocations ran 8
 /// subgroups a multiprocessor (`cargo xtask kernel-stats`, run 68); `Many` and `Tall`, 512
-/// invocations of 32 x 64 subgroups in at most 128 registers, run 16 (run 72), and `Tall` is
+/// invocations of 32 x 64 subgroups in at most 128 registers, put 16 there (run 72); `Tall` is
 /// the default where the device fits it. Each subgroup of 32 computes 64 x 64 of the tile as
 /// 4 x 4 cooperative 16 x 16 sums, but in `Narrow`, `Short`, `Many` and `Tall` (32 x 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
