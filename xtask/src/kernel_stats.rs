@@ -7,7 +7,7 @@
 //! its own (the first GPU that has the extension), translates each kernel's WGSL to SPIR-V
 //! with naga as wgpu does for the backend's trusted shaders (no run-time checks), and builds
 //! it with `CAPTURE_STATISTICS`. The figures are the driver's; what they mean is its business
-//! (NVIDIA's name registers, shared memory and local memory).
+//! (NVIDIA's: registers per invocation, shared memory and local memory).
 
 use std::ffi::CStr;
 
