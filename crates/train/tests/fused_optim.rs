@@ -27,6 +27,12 @@ fn values(n: usize, seed: u64) -> Vec<f64> {
 /// Parameters and state after `steps` steps of `config` from seeded values and gradients, as
 /// f64 vectors (parameters first, then each state tensor in `state_names` order).
 fn run<R: Rule>(device: &Device, dtype: DType, config: &R, steps: usize) -> Vec<Vec<f64>> {
+    run_with(device, dtype, config, steps, false)
+}
+
+/// As [`run`]; with `joined`, every step's gradients are slices of one buffer (the second at an
+/// offset).
+fn run_with<R: Rule>(device: &Device, dtype: DType, config: &R, steps: usize, joined: bool) -> Vec<Vec<f64>> {
     // 7 x 37 = 259 elements: more than one 256-wide workgroup, not a multiple of it.
     let shapes: [&[usize]; 2] = [&[7, 37], &[5]];
     let params: Vec<(String, Tensor)> = shapes
@@ -36,12 +42,25 @@ fn run<R: Rule>(device: &Device, dtype: DType, config: &R, steps: usize) -> Vec<
         .collect();
     let mut opt = Optim::new(params.clone(), config.clone()).unwrap();
     for step in 0..steps {
-        for (k, (_, p)) in params.iter().enumerate() {
-            // Gradients of magnitude 0.1 to 1: a smaller one makes second moments that are f16
-            // subnormals, whose rounding Vulkan leaves to the driver (the H200 flushed them in
-            // one kernel and not in another), so f16 results would differ for that reason alone.
-            let g: Vec<f64> = values(p.numel(), 100 + 10 * step as u64 + k as u64).iter().map(|v| v.signum() * (0.1 + 0.9 * v.abs())).collect();
-            p.set_grad(Some(Tensor::from_f64s(&g, p.shape(), dtype, device).unwrap()));
+        // Gradients of magnitude 0.1 to 1: a smaller one makes second moments that are f16
+        // subnormals, whose rounding Vulkan leaves to the driver (the H200 flushed them in one
+        // kernel and not in another), so f16 results would differ for that reason alone.
+        let grads: Vec<Vec<f64>> = params
+            .iter()
+            .enumerate()
+            .map(|(k, (_, p))| values(p.numel(), 100 + 10 * step as u64 + k as u64).iter().map(|v| v.signum() * (0.1 + 0.9 * v.abs())).collect())
+            .collect();
+        if joined {
+            let all = Tensor::from_f64s(&grads.concat(), &[grads.iter().map(Vec::len).sum::<usize>()], dtype, device).unwrap();
+            let mut at = 0;
+            for (_, p) in &params {
+                p.set_grad(Some(all.narrow(0usize, at, p.numel()).unwrap().reshape(p.shape()).unwrap()));
+                at += p.numel();
+            }
+        } else {
+            for ((_, p), g) in params.iter().zip(&grads) {
+                p.set_grad(Some(Tensor::from_f64s(g, p.shape(), dtype, device).unwrap()));
+            }
         }
         opt.step().unwrap();
     }
@@ -143,6 +162,28 @@ fn fused_rmsprop_adagrad_adadelta_match_their_composites() {
         }
         for config in adadelta_configs() {
             check(&device, config);
+        }
+    }
+}
+
+/// Gradients that are slices of one buffer update the parameters and state exactly as
+/// gradients of their own do, fused and not, on every device (in f16 too, where the fused
+/// kernels and the composites round differently, so both must take the same path).
+#[test]
+fn gradients_sliced_from_one_buffer_update_alike() {
+    for device in common::devices() {
+        for dtype in [DType::F32, DType::F16] {
+            let check = |name: &str, own: Vec<Vec<f64>>, sliced: Vec<Vec<f64>>| assert_eq!(own, sliced, "{name} on {device} in {dtype:?}");
+            for config in adam_configs() {
+                check("adam", run_with(&device, dtype, &config, 3, false), run_with(&device, dtype, &config, 3, true));
+                check("adam, unfused", no_fusion(|| run_with(&device, dtype, &config, 3, false)), no_fusion(|| run_with(&device, dtype, &config, 3, true)));
+            }
+            for config in sgd_configs() {
+                check("sgd", run_with(&device, dtype, &config, 3, false), run_with(&device, dtype, &config, 3, true));
+            }
+            for config in rmsprop_configs().into_iter().take(2) {
+                check("rmsprop", run_with(&device, dtype, &config, 3, false), run_with(&device, dtype, &config, 3, true));
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ impl Rule for SgdConfig {
         }
     }
 
-    fn fused_step(&self, lr: f64, weight_decay: f64, _param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
+    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
         let first = state.tensors.is_empty();
         let op = FusedOp::SgdStep(SgdStep {
             lr,
@@ -75,8 +75,10 @@ impl Rule for SgdConfig {
             first,
         });
         // On the first step the kernel writes the buffer without reading it: any tensor of the
-        // right shape stands in, and a handle of the gradient's own costs nothing.
-        let buf = if self.momentum == 0.0 { None } else { Some(state.tensors.first().cloned().unwrap_or_else(|| grad.detach())) };
+        // right shape and at the start of its buffer (as the fused ops want what they update)
+        // stands in, and a handle of the parameter's own costs nothing. (The gradient may be a
+        // slice of a larger buffer, which would send the update down the composite's path.)
+        let buf = if self.momentum == 0.0 { None } else { Some(state.tensors.first().cloned().unwrap_or_else(|| param.detach())) };
         Ok(Some((op, buf.into_iter().collect())))
     }
 
