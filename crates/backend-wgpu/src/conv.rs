@@ -150,10 +150,13 @@ pub(crate) struct CoopKey {
 impl CoopKey {
     /// The variant for a product of `m` rows: `Short` (64-row tiles) where m <= 64, else the
     /// device's (`chosen`), but `Direct` runs as `Prefetch` (a gathered operand cannot be read
-    /// straight from its buffer).
+    /// straight from its buffer), and where the device's default is `Tall` (no
+    /// `LIANDAN_COOP_VARIANT`), `Many`'s 128-row tiles for m <= 128 rather than half-empty
+    /// 256-row ones.
     fn variant(chosen: Variant, m: usize) -> Variant {
         match chosen {
             _ if m <= 64 => Variant::Short,
+            Variant::Tall if m <= 128 && Variant::requested().is_none() => Variant::Many,
             Variant::Direct => Variant::Prefetch,
             v => v,
         }
@@ -712,7 +715,7 @@ fn wgpu_buffer(s: &Storage) -> &wgpu::Buffer {
 
 #[cfg(test)]
 mod tests {
-    use super::Axis;
+    use super::{Axis, CoopKey, Variant};
 
     /// Every (input row, tap) pair that meets a dy row, found by trying them all, is in exactly
     /// one phase, at the dy row the phase says; no phase holds a pair that meets none.
@@ -750,5 +753,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn convolutions_pick_tiles_their_rows_fill() {
+        if Variant::requested().is_some() {
+            return; // LIANDAN_COOP_VARIANT overrides the default being tested
+        }
+        let picks = |chosen| [32, 64, 65, 128, 129, 512].map(|m| CoopKey::variant(chosen, m));
+        use Variant::{Many, Prefetch, Short, Tall};
+        assert_eq!(picks(Tall), [Short, Short, Many, Many, Tall, Tall]);
+        assert_eq!(picks(Prefetch), [Short, Short, Prefetch, Prefetch, Prefetch, Prefetch]);
+        assert_eq!(picks(Variant::Direct), [Short, Short, Prefetch, Prefetch, Prefetch, Prefetch]);
     }
 }
