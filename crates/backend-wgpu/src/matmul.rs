@@ -220,8 +220,9 @@ impl WgpuBackend {
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
         // f16 on tensor cores where the device has them (the one place this is decided).
-        let coop = self.repr.computes(dtype) && matmul_coop::chosen(self.gpu()?, dtype);
-        let coop_variant = self.gpu()?.coop_variant;
+        let gpu = self.gpu()?;
+        let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
+        let coop_variant = gpu.coop_variant;
         let (tm, tn) = if coop {
             coop_variant.tile()
         } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
@@ -269,7 +270,6 @@ impl WgpuBackend {
         let (a_load, b_load) = (a.load(2), b.load(1));
         let variant = |tm: usize, splits: usize| Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed };
         let out = if variant(rule.0, rule.1).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
-        let gpu = self.gpu()?;
         // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
         // variant's own where `coop`) with K in `splits` ranges, whose meta block is `meta`;
         // `false`: the tensor-core kernel failed to build (f16 has left the tensor cores for good).
