@@ -1,0 +1,507 @@
+//! `cargo xtask ceiling [--quick]`: what the GPU's arithmetic reaches through wgpu when nothing
+//! but the arithmetic is asked of it, beside the inner loops of our matrix products run without
+//! their global loads. The gap between a ceiling and the full kernel (`cargo xtask bench`'s
+//! matmul rows) says where a product's time goes:
+//!
+//! - `fma f32`: 16 independent vec4 multiply-add chains an invocation (the f32 peak).
+//! - `mac f32`: the tiled f32 matmul's inner loop (matmul/tile.wgsl: 128 x 128 tile, 8 x 8 an
+//!   invocation, four vec4 reads of workgroup memory a step of 64 multiply-adds) over a staged
+//!   slice that never changes: no global loads, no barriers.
+//!   `+ staging` stores each slice again between two barriers, as the kernel stages every
+//!   slice (vec4 stores, or a's transposed as the K-major loader does; 16 or 32 deep), and
+//!   `+ global fetch` takes the stored values from a 4096 x 4096 matrix, the next slice's
+//!   fetched after the barriers as the kernel fetches ahead.
+//! - `mma f16`: cooperative 16 x 16 x 16 f16 products summed in f32 on operands held in
+//!   registers (the tensor-core peak through `coopMultiplyAdd`), 16 subgroups of 32 x 64 (the
+//!   `tall` variant's) or 8 of 64 x 64. `+ loads` reads each 16-deep step's blocks from
+//!   workgroup memory (`coopLoadT` as the kernel does for row-major operands, or `coopLoad`);
+//!   every 32 deep, `+ barriers` adds the two barriers alone, `+ stores` the slice's stores
+//!   alone, `+ staging` both, and `+ global fetch` the next slice fetched from a 4096 x 4096
+//!   matrix after them.
+//!
+//! Each kernel runs as many workgroups as fill the device several times over, timed on the
+//! host around a batch of dispatches after a warm-up; rates count a multiply-add as two
+//! operations. Nothing is checked: the results are written out only so that no compiler can
+//! drop the work.
+
+use std::time::Instant;
+
+type Fallible<T> = std::result::Result<T, String>;
+
+/// One ceiling: its name, WGSL source, invocations a workgroup, and f32/f16 operations a
+/// workgroup does.
+struct Kernel {
+    name: String,
+    wgsl: String,
+    flops_per_group: f64,
+    coop: bool,
+    /// Whether it reads a 4096 x 4096 matrix (binding 2) as its operands.
+    mat: bool,
+}
+
+const SRC_VEC4S: u32 = 4096;
+
+/// The f32 multiply-add peak: 16 vec4 chains an invocation.
+fn fma_f32(iters: u32) -> Kernel {
+    let mut s = String::from(
+        "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;\n\
+         @compute @workgroup_size(256)\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
+         \x20   let m = src[lid % 64u];\n\
+         \x20   let c = src[64u + lid % 64u];\n",
+    );
+    for i in 0..16 {
+        s += &format!("    var a{i} = vec4<f32>(f32(gid.x + {i}u));\n");
+    }
+    s += &format!("    for (var i = 0u; i < {iters}u; i++) {{\n");
+    for i in 0..16 {
+        s += &format!("        a{i} = fma(a{i}, m, c);\n");
+    }
+    s += "    }\n    dst[gid.x] = ";
+    s += &(0..16).map(|i| format!("a{i}")).collect::<Vec<_>>().join(" + ");
+    s += ";\n}\n";
+    Kernel { name: "fma f32".into(), wgsl: s, flops_per_group: 256.0 * 16.0 * 4.0 * 2.0 * iters as f64, coop: false, mat: false }
+}
+
+/// The tiled f32 kernel's inner loop (tile.wgsl's `mac`, H = 2, BK = 16, rows of 33 vec4s),
+/// optionally restaging every slice between two barriers.
+fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
+    let mut s = format!(
+        "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;\n\
+         {mat}\
+         const STR: u32 = 33u;\n\
+         const V: u32 = {v}u;\n\
+         var<workgroup> as_: array<vec4<f32>, V>;\n\
+         var<workgroup> bs_: array<vec4<f32>, V>;\n\
+         var<private> acc: array<vec4<f32>, 16>;\n\
+         fn mac(kk: u32, tx: u32, ty: u32) {{\n\
+         \x20   let a0 = as_[kk * STR + ty];\n\
+         \x20   let b0 = bs_[kk * STR + tx];\n\
+         \x20   let a1 = as_[kk * STR + 16u + ty];\n\
+         \x20   let b1 = bs_[kk * STR + 16u + tx];\n",
+        v = bk * 33,
+        mat = if staging == Staging::Fetched { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f32>>;\n" } else { "" },
+    );
+    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
+        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
+            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
+        }
+    }
+    s += "}\n\
+          @compute @workgroup_size(256)\n\
+          fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
+          \x20   let tx = lid % 16u;\n\
+          \x20   let ty = lid / 16u;\n\
+          \x20   for (var i = lid; i < V; i += 256u) {\n\
+          \x20       as_[i] = src[i % 4096u] * 0.001;\n\
+          \x20       bs_[i] = src[(i + 7u) % 4096u] * 0.001;\n\
+          \x20   }\n\
+          \x20   var r0 = src[lid];\n\
+          \x20   var r1 = src[lid + 256u];\n\
+          \x20   var q0 = r0;\n\
+          \x20   var q1 = r1;\n\
+          \x20   // One of the 32 x 32 tiles of 128 x 128 of a 4096 x 4096 product.\n\
+          \x20   let m0 = ((wid.x % 1024u) / 32u) * 128u;\n\
+          \x20   let n0 = (wid.x % 32u) * 128u;\n\
+          \x20   acc = array<vec4<f32>, 16>();\n\
+          \x20   workgroupBarrier();\n";
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n");
+    match staging {
+        Staging::None => {}
+        Staging::Vec4 => {
+            s += "        workgroupBarrier();\n\
+                  \x20       as_[(lid / 16u) * STR + lid % 16u] = r0;\n\
+                  \x20       bs_[(lid / 32u) * STR + 16u + lid % 16u] = r1;\n\
+                  \x20       workgroupBarrier();\n";
+        }
+        // tile.wgsl's a_k_put for two vec4s along K: each one's four values go to four rows.
+        Staging::Transposing | Staging::Fetched => {
+            s += "        workgroupBarrier();\n";
+            for (p, r) in ["r0", "r1"].iter().enumerate() {
+                s += &format!(
+                    "        {{\n            let v = lid + {}u;\n            let nn = v / 4u;\n            let at = (v % 4u) * 4u * STR + nn / 4u;\n            let c = nn % 4u;\n            \
+                     as_[at][c] = {r}.x;\n            as_[at + STR][c] = {r}.y;\n            as_[at + 2u * STR][c] = {r}.z;\n            as_[at + 3u * STR][c] = {r}.w;\n        }}\n",
+                    256 * p
+                );
+            }
+            s += "        bs_[(lid / 32u) * STR + lid % 32u] = q0;\n\
+                  \x20       bs_[(lid / 32u + 8u) * STR + lid % 32u] = q1;\n\
+                  \x20       workgroupBarrier();\n";
+            if staging == Staging::Fetched {
+                // The next slice: a (row-major) in vec4s along K, b (row-major) along N, as
+                // tile.wgsl's loaders read them, without their bounds tests.
+                s += &format!(
+                    "        let k0 = ((it + 1u) * {bk}u) % 4096u;\n\
+                     \x20       r0 = mat[((m0 + lid / 4u) * 4096u + k0 + (lid % 4u) * 4u) / 4u];\n\
+                     \x20       r1 = mat[((m0 + 64u + lid / 4u) * 4096u + k0 + (lid % 4u) * 4u) / 4u];\n\
+                     \x20       q0 = mat[((k0 + lid / 32u) * 4096u + n0 + (lid % 32u) * 4u) / 4u];\n\
+                     \x20       q1 = mat[((k0 + 8u + lid / 32u) * 4096u + n0 + (lid % 32u) * 4u) / 4u];\n"
+                );
+            }
+        }
+    }
+    s += &format!("        for (var kk = 0u; kk < {bk}u; kk += 4u) {{\n");
+    s += "\
+          \x20           mac(kk, tx, ty);\n\
+          \x20           mac(kk + 1u, tx, ty);\n\
+          \x20           mac(kk + 2u, tx, ty);\n\
+          \x20           mac(kk + 3u, tx, ty);\n\
+          \x20       }\n\
+          \x20   }\n\
+          \x20   var t = vec4<f32>();\n";
+    for i in 0..16 {
+        s += &format!("    t += acc[{i}];\n");
+    }
+    s += "    dst[gid.x] = t;\n}\n";
+    let name = match staging {
+        Staging::None => format!("mac f32, {bk} deep"),
+        Staging::Vec4 => format!("mac f32 + staging, {bk} deep"),
+        Staging::Transposing => format!("mac f32 + transposing staging, {bk} deep"),
+        Staging::Fetched => format!("mac f32 + transposing staging + global fetch, {bk} deep"),
+    };
+    Kernel { name, wgsl: s, flops_per_group: 256.0 * 64.0 * bk as f64 * 2.0 * iters as f64, coop: false, mat: staging == Staging::Fetched }
+}
+
+/// What the f32 ceiling stores between its two barriers every slice.
+#[derive(Clone, Copy, PartialEq)]
+enum Staging {
+    /// Nothing, and no barriers.
+    None,
+    /// Two vec4s an invocation (as the loaders along M or N store theirs).
+    Vec4,
+    /// a's two vec4s along K as eight scalars in four rows each (tile.wgsl's K-major loader
+    /// of a row-major a), b's two vec4s whole.
+    Transposing,
+    /// `Transposing`, the values fetched from a 4096 x 4096 matrix, the next slice's after the
+    /// second barrier (as the kernel fetches ahead).
+    Fetched,
+}
+
+/// How a tensor-core ceiling gets its operands each 16-deep step.
+#[derive(Clone, Copy, PartialEq)]
+enum Operands {
+    /// Loaded once, kept in registers.
+    Registers,
+    /// Loaded from workgroup memory every step, transposed (`coopLoadT`) or not.
+    Loads { transposed: bool },
+    /// Transposed loads, and every other step the 32-deep slice stored again (`stores`)
+    /// between two barriers (`barriers`), its values fetched from a 4096 x 4096 matrix, the
+    /// next slice's after the second barrier (`fetch`).
+    Staged { barriers: bool, stores: bool, fetch: bool },
+}
+
+/// With `fm` 2: 16 subgroups of 32 (the `tall` variant's 512 invocations), each 2 x 4
+/// cooperative sums of 16 x 16 (`tall`'s 32 x 64 block a subgroup); with `fm` 4, 8 subgroups
+/// of 4 x 4 sums (`prefetch`'s 64 x 64 block). The staged slices are laid out as the kernels'
+/// for a row-major a (rows of 32 + 8 along K, 256 of them) and b (rows of 128 + 8 along N, 32).
+fn mma_f16(iters: u32, ops: Operands, fm: u32) -> Kernel {
+    let wg = if fm == 2 { 512 } else { 256 };
+    const KROW: u32 = 10;
+    const NROW: u32 = 34;
+    let (load, what) = match ops {
+        Operands::Registers => ("", ""),
+        Operands::Loads { transposed: true } => ("coopLoadT", " + loads (T)"),
+        Operands::Loads { transposed: false } => ("coopLoad", " + loads (N)"),
+        Operands::Staged { barriers: true, stores: true, fetch: true } => ("coopLoadT", " + loads (T) + staging + global fetch"),
+        Operands::Staged { barriers: true, stores: true, fetch: false } => ("coopLoadT", " + loads (T) + staging"),
+        Operands::Staged { barriers: true, .. } => ("coopLoadT", " + loads (T) + barriers"),
+        Operands::Staged { .. } => ("coopLoadT", " + loads (T) + stores"),
+    };
+    let fetch = matches!(ops, Operands::Staged { fetch: true, .. });
+    let name = format!("mma f16{what}, {wg} invocations, {}x64 a subgroup", 16 * fm);
+    // Every index and stride handed to a cooperative load or store is a `let` of its own
+    // (naga's SPIR-V writer panics on some inline ones), hence the two functions.
+    let mut s = format!(
+        "enable f16;\nenable wgpu_cooperative_matrix;\n\
+         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
+         {mat}\
+         var<workgroup> as_: array<vec4<f16>, {a}>;\n\
+         var<workgroup> bs_: array<vec4<f16>, {b}>;\n\
+         fn frag_a(mi: u32, kk: u32) -> coop_mat16x16<f16, A> {{\n\
+         \x20   let at = mi * {KROW}u + kk / 4u;\n\
+         \x20   let s = {KROW}u;\n\
+         \x20   return {load}<coop_mat16x16<f16, A>>(&as_[at], s);\n\
+         }}\n\
+         fn frag_b(nj: u32, kk: u32) -> coop_mat16x16<f16, B> {{\n\
+         \x20   let at = kk * {NROW}u + nj / 4u;\n\
+         \x20   let s = {NROW}u;\n\
+         \x20   return {load}<coop_mat16x16<f16, B>>(&bs_[at], s);\n\
+         }}\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   for (var i = lid; i < {a}u; i += {wg}u) {{ as_[i] = vec4<f16>(src[i % 4096u] * 0.001); }}\n\
+         \x20   for (var i = lid; i < {b}u; i += {wg}u) {{ bs_[i] = vec4<f16>(src[(i + 3u) % 4096u] * 0.001); }}\n\
+         \x20   workgroupBarrier();\n\
+         \x20   // One of the 16 x 32 tiles of 256 x 128 of a 4096 x 4096 product.\n\
+         \x20   let m0 = ((wid.x % 512u) / 32u) * 256u;\n\
+         \x20   let n0 = (wid.x % 32u) * 128u;\n\
+         \x20   let sg = lid / 32u;\n\
+         \x20   let wm = (sg / 2u) * {bm}u;\n\
+         \x20   let wn = (sg % 2u) * 64u;\n",
+        a = 256 * KROW,
+        b = 32 * NROW,
+        bm = 16 * fm,
+        mat = if fetch { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n" } else { "" },
+        load = if load.is_empty() { "coopLoadT" } else { load },
+    );
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
+        }
+    }
+    if ops == Operands::Registers {
+        for i in 0..fm {
+            s += &format!("    let a{i} = frag_a(wm + {}u, 0u);\n", 16 * i);
+        }
+        for j in 0..4 {
+            s += &format!("    let b{j} = frag_b(wn + {}u, 0u);\n", 16 * j);
+        }
+    }
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n        let kk = (it % 2u) * 16u;\n");
+    // This invocation's share of a slice (as the kernels' a_fetch and b_fetch): vec4 v of a's
+    // 256 x 32 slice is row v / 8, vec4 v % 8 along K; of b's 32 x 128 slice, row v / 32, vec4
+    // v % 32 along N.
+    let (pa, pb) = (2048 / wg, 1024 / wg);
+    if let Operands::Staged { barriers, stores, fetch } = ops {
+        let mut head = String::new();
+        for p in 0..pa {
+            head += &format!("    var ra{p} = vec4<f16>(src[lid + {}u]);\n", wg * p);
+        }
+        for p in 0..pb {
+            head += &format!("    var rb{p} = vec4<f16>(src[lid + {}u]);\n", wg * p + 7);
+        }
+        s = s.replace("    for (var it = 0u;", &(head + "    for (var it = 0u;"));
+        s += "        if (kk == 0u) {\n";
+        if barriers {
+            s += "            workgroupBarrier();\n";
+        }
+        if stores {
+            for p in 0..pa {
+                s += &format!("            as_[((lid + {v}u) / 8u) * {KROW}u + lid % 8u] = ra{p};\n", v = wg * p);
+            }
+            for p in 0..pb {
+                s += &format!("            bs_[((lid + {v}u) / 32u) * {NROW}u + lid % 32u] = rb{p};\n", v = wg * p);
+            }
+        }
+        if barriers {
+            s += "            workgroupBarrier();\n";
+        }
+        if fetch {
+            s += "            let k0 = ((it / 2u + 1u) * 32u) % 4096u;\n";
+            for p in 0..pa {
+                s += &format!("            ra{p} = mat[(m0 + (lid + {v}u) / 8u) * 1024u + k0 / 4u + lid % 8u];\n", v = wg * p);
+            }
+            for p in 0..pb {
+                s += &format!("            rb{p} = mat[(k0 + (lid + {v}u) / 32u) * 1024u + n0 / 4u + lid % 32u];\n", v = wg * p);
+            }
+        }
+        s += "        }\n";
+    }
+    if ops != Operands::Registers {
+        for i in 0..fm {
+            s += &format!("        let a{i} = frag_a(wm + {}u, kk);\n", 16 * i);
+        }
+        for j in 0..4 {
+            s += &format!("        let b{j} = frag_b(wn + {}u, kk);\n", 16 * j);
+        }
+    }
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("        c{i}{j} = coopMultiplyAdd(a{i}, b{j}, c{i}{j});\n");
+        }
+    }
+    s += "    }\n    let s16 = 16u;\n";
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!(
+                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
+                256 * (i * 4 + j),
+                sgs = wg / 32,
+                per = 256 * 4 * fm
+            );
+        }
+    }
+    s += "}\n";
+    let products = (wg / 32) * fm * 4;
+    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: fetch }
+}
+
+fn kernels(quick: bool) -> Vec<Kernel> {
+    let (f, m, c) = if quick { (16, 4, 8) } else { (2048, 256, 2048) };
+    let mut all = vec![
+        fma_f32(f),
+        mac_f32(m, Staging::None, 16),
+        mac_f32(m, Staging::Vec4, 16),
+        mac_f32(m, Staging::Transposing, 16),
+        mac_f32(m / 2, Staging::Vec4, 32),
+        mac_f32(m / 2, Staging::Transposing, 32),
+        mac_f32(m, Staging::Fetched, 16),
+    ];
+    for fm in [2, 4] {
+        all.push(mma_f16(c, Operands::Registers, fm));
+        all.push(mma_f16(c, Operands::Loads { transposed: true }, fm));
+        all.push(mma_f16(c, Operands::Loads { transposed: false }, fm));
+        for (barriers, stores, fetch) in [(true, false, false), (false, true, false), (true, true, false), (true, true, true)] {
+            all.push(mma_f16(c, Operands::Staged { barriers, stores, fetch }, fm));
+        }
+    }
+    all
+}
+
+pub fn run(args: &[String]) -> Fallible<()> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let gpu = Gpu::open()?;
+    println!("device: {}{}", gpu.name, if gpu.coop { "" } else { " (no 16x16x16 f16 cooperative matrices: the mma rows are skipped)" });
+    // Enough workgroups to fill any GPU several times over; fewer on a software rasterizer.
+    let (groups, reps) = if quick { (8u32, 2u32) } else { (132 * 32, 5) };
+    println!("| kernel | workgroups | ms a dispatch | TFLOP/s |");
+    println!("|---|---|---|---|");
+    for k in kernels(quick) {
+        if k.coop && !gpu.coop {
+            continue;
+        }
+        let ms = gpu.time(&k, groups, reps)?;
+        let tflops = k.flops_per_group * groups as f64 / (ms * 1e-3) / 1e12;
+        println!("| {} | {groups} | {ms:.3} | {tflops:.2} |", k.name);
+    }
+    Ok(())
+}
+
+struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    /// A 4096 x 4096 f32 matrix (or 4096 x 8192 f16) of small values, for the kernels that
+    /// fetch their operands.
+    mat: wgpu::Buffer,
+    name: String,
+    coop: bool,
+}
+
+impl Gpu {
+    fn open() -> Fallible<Gpu> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
+        adapters.sort_by_key(|a| match a.get_info().device_type {
+            wgpu::DeviceType::DiscreteGpu => 0,
+            wgpu::DeviceType::IntegratedGpu => 1,
+            wgpu::DeviceType::Cpu => 3,
+            _ => 2,
+        });
+        let adapter = adapters.into_iter().next().ok_or("no GPU adapter (Vulkan, Metal or DX12) found")?;
+        let info = adapter.get_info();
+        let coop = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16)
+            && adapter.cooperative_matrix_properties().iter().any(|p| {
+                (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == wgpu::CooperativeScalarType::F16 && p.cr_type == wgpu::CooperativeScalarType::F32
+            })
+            && (info.subgroup_min_size, info.subgroup_max_size) == (32, 32)
+            && adapter.limits().max_compute_invocations_per_workgroup >= 512;
+        let features = if coop { wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("xtask ceiling"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            // SAFETY: wgpu asks us to accept that its experimental features may hold bugs; a
+            // benchmark's worst case is a wrong time.
+            experimental_features: if coop { unsafe { wgpu::ExperimentalFeatures::enabled() } } else { wgpu::ExperimentalFeatures::disabled() },
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| format!("{}: could not open the device: {e}", info.name))?;
+        let mat = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("mat"),
+            size: 4096 * 4096 * 4,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        // Not zeros: tensor cores multiplying zeros draw less power, and so may run faster.
+        let values: Vec<u8> = (0..4096 * 4096u32).flat_map(|i| (0.5f32 + (i % 251) as f32 * 1e-3).to_le_bytes()).collect();
+        queue.write_buffer(&mat, 0, &values);
+        Ok(Gpu { device, queue, mat, name: format!("{} ({:?})", info.name, info.backend), coop })
+    }
+
+    /// Milliseconds a dispatch of `groups` workgroups of `k`, the mean of `reps` in one batch
+    /// after one dispatch of warm-up.
+    fn time(&self, k: &Kernel, groups: u32, reps: u32) -> Fallible<f64> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(&k.name), source: wgpu::ShaderSource::Wgsl(k.wgsl.as_str().into()) };
+        // SAFETY: every index of these kernels is bounded by constants and the invocation's id
+        // within buffers sized for the grid below.
+        let module = unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) };
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&k.name),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
+            cache: None,
+        });
+        let src_data: Vec<f32> = (0..SRC_VEC4S * 4).map(|i| 1.0 - (i % 97) as f32 * 1e-4).collect();
+        let src = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("src"),
+            size: (src_data.len() * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.queue.write_buffer(&src, 0, &src_data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+        // The largest output any kernel writes: 16 subgroups' 8 sums of 256 f32 a workgroup.
+        let dst = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dst"),
+            size: groups as u64 * 16 * 2048 * 4,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let mut entries = vec![
+            wgpu::BindGroupEntry { binding: 0, resource: src.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: dst.as_entire_binding() },
+        ];
+        if k.mat {
+            entries.push(wgpu::BindGroupEntry { binding: 2, resource: self.mat.as_entire_binding() });
+        }
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.get_bind_group_layout(0), entries: &entries });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(format!("{}: {e}", k.name));
+        }
+        let run = |n: u32| -> Fallible<f64> {
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                for _ in 0..n {
+                    pass.dispatch_workgroups(groups, 1, 1);
+                }
+            }
+            let t = Instant::now();
+            self.queue.submit([encoder.finish()]);
+            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{}: {e}", k.name))?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        };
+        run(1)?;
+        Ok(run(reps)? / reps as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every ceiling kernel is valid WGSL for naga (the same front end wgpu runs), with the
+    /// capabilities the device is opened with, so a GPU run never meets a compile error.
+    #[test]
+    fn every_kernel_validates() {
+        for k in kernels(true) {
+            let module = naga::front::wgsl::parse_str(&k.wgsl).unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));
+            let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
+            let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));
+            // As wgpu's Vulkan backend writes a trusted module (no run-time checks).
+            let options =
+                naga::back::spv::Options { lang_version: (1, 6), bounds_check_policies: naga::proc::BoundsCheckPolicies::default(), ..Default::default() };
+            naga::back::spv::write_vec(&module, &info, &options, None).unwrap_or_else(|e| panic!("{}: SPIR-V translation failed: {e:?}", k.name));
+        }
+    }
+}
