@@ -1,4 +1,4 @@
-//! `cargo xtask ceiling [--quick]`: what the GPU's arithmetic reaches through wgpu when nothing
+//! `cargo xtask ceiling [--quick] [--only TEXT,..]` (the kernels whose name contains one TEXT): what the GPU's arithmetic reaches through wgpu when nothing
 //! but the arithmetic is asked of it, beside the inner loops of our matrix products run without
 //! their global loads. The gap between a ceiling and the full kernel (`cargo xtask bench`'s
 //! matmul rows) says where a product's time goes:
@@ -329,6 +329,217 @@ fn mma_f16(iters: u32, ops: Operands, fm: u32) -> Kernel {
     Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: fetch }
 }
 
+/// `mma_f16`'s subgroups on two copies of 16-deep slices in separate arrays: each step
+/// multiplies the blocks of one copy while storing the next slice into the other, then (with
+/// `barrier`) one barrier. Stores never touch the array being read, and a 16-deep step costs one
+/// barrier, where the single copy costs two every 32 deep. With `fetch`, the stored values come
+/// from a 4096 x 4096 matrix, fetched one step ahead of their store.
+fn mma_f16_double(iters: u32, fm: u32, barrier: bool, fetch: bool) -> Kernel {
+    const KROW: u32 = 6;
+    const NROW: u32 = 34;
+    let wg = if fm == 2 { 512 } else { 256 };
+    let (pa, pb) = (1024 / wg, 512 / wg);
+    let what = match (barrier, fetch) {
+        (false, _) => " + stores into the other copy",
+        (true, false) => " + double-buffered staging",
+        (true, true) => " + double-buffered staging + global fetch",
+    };
+    let name = format!("mma f16{what}, {wg} invocations, {}x64 a subgroup", 16 * fm);
+    let mut s = format!(
+        "enable f16;\nenable wgpu_cooperative_matrix;\n\
+         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
+         {mat}\
+         var<workgroup> a0_: array<vec4<f16>, {a}>;\n\
+         var<workgroup> a1_: array<vec4<f16>, {a}>;\n\
+         var<workgroup> b0_: array<vec4<f16>, {b}>;\n\
+         var<workgroup> b1_: array<vec4<f16>, {b}>;\n",
+        a = 256 * KROW,
+        b = 16 * NROW,
+        mat = if fetch { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n" } else { "" },
+    );
+    for c in 0..2 {
+        s += &format!(
+            "fn fa{c}(mi: u32) -> coop_mat16x16<f16, A> {{\n    let at = mi * {KROW}u;\n    let s = {KROW}u;\n    return coopLoadT<coop_mat16x16<f16, A>>(&a{c}_[at], s);\n}}\n\
+             fn fb{c}(nj: u32) -> coop_mat16x16<f16, B> {{\n    let at = nj / 4u;\n    let s = {NROW}u;\n    return coopLoadT<coop_mat16x16<f16, B>>(&b{c}_[at], s);\n}}\n"
+        );
+    }
+    s += &format!(
+        "@compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   for (var i = lid; i < {a}u; i += {wg}u) {{ a0_[i] = vec4<f16>(src[i % 4096u] * 0.001); a1_[i] = a0_[i]; }}\n\
+         \x20   for (var i = lid; i < {b}u; i += {wg}u) {{ b0_[i] = vec4<f16>(src[(i + 3u) % 4096u] * 0.001); b1_[i] = b0_[i]; }}\n\
+         \x20   workgroupBarrier();\n\
+         \x20   let m0 = ((wid.x % 512u) / 32u) * 256u;\n\
+         \x20   let n0 = (wid.x % 32u) * 128u;\n\
+         \x20   let sg = lid / 32u;\n\
+         \x20   let wm = (sg / 2u) * {bm}u;\n\
+         \x20   let wn = (sg % 2u) * 64u;\n",
+        a = 256 * KROW,
+        b = 16 * NROW,
+        bm = 16 * fm,
+    );
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
+        }
+    }
+    for p in 0..pa {
+        s += &format!("    var ra{p} = vec4<f16>(src[lid + {}u]);\n", wg * p);
+    }
+    for p in 0..pb {
+        s += &format!("    var rb{p} = vec4<f16>(src[lid + {}u]);\n", wg * p + 7);
+    }
+    s += &format!("    for (var it = 0u; it < {iters}u; it += 2u) {{\n");
+    for (c, other) in [(0, 1), (1, 0)] {
+        for i in 0..fm {
+            s += &format!("        let a{c}{i} = fa{c}(wm + {}u);\n", 16 * i);
+        }
+        for j in 0..4 {
+            s += &format!("        let b{c}{j} = fb{c}(wn + {}u);\n", 16 * j);
+        }
+        for p in 0..pa {
+            s += &format!("        a{other}_[((lid + {v}u) / 4u) * {KROW}u + lid % 4u] = ra{p};\n", v = wg * p);
+        }
+        for p in 0..pb {
+            s += &format!("        b{other}_[((lid + {v}u) / 32u) * {NROW}u + lid % 32u] = rb{p};\n", v = wg * p);
+        }
+        if fetch {
+            s += &format!("        let k{c} = ((it + {}u) * 16u) % 4096u;\n", c + 2);
+            for p in 0..pa {
+                s += &format!("        ra{p} = mat[(m0 + (lid + {v}u) / 4u) * 1024u + k{c} / 4u + lid % 4u];\n", v = wg * p);
+            }
+            for p in 0..pb {
+                s += &format!("        rb{p} = mat[(k{c} + (lid + {v}u) / 32u) * 1024u + n0 / 4u + lid % 32u];\n", v = wg * p);
+            }
+        }
+        for i in 0..fm {
+            for j in 0..4 {
+                s += &format!("        c{i}{j} = coopMultiplyAdd(a{c}{i}, b{c}{j}, c{i}{j});\n");
+            }
+        }
+        if barrier {
+            s += "        workgroupBarrier();\n";
+        }
+    }
+    s += "    }\n    let s16 = 16u;\n";
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!(
+                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
+                256 * (i * 4 + j),
+                sgs = wg / 32,
+                per = 256 * 4 * fm
+            );
+        }
+    }
+    s += "}\n";
+    let products = (wg / 32) * fm * 4;
+    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: fetch }
+}
+
+/// `mma_f16`'s subgroups loading every 16-deep step's blocks straight from a 4096 x 4096
+/// matrix (the `direct` path: no workgroup memory, no barriers; `coopLoadT` as for row-major
+/// operands), with `ahead` the next step's blocks loaded while this step's multiply.
+fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
+    let wg = if fm == 2 { 512 } else { 256 };
+    let name = format!("mma f16 + global loads{}, {wg} invocations, {}x64 a subgroup", if ahead { " one step ahead" } else { "" }, 16 * fm);
+    let mut s = format!(
+        "enable f16;\nenable wgpu_cooperative_matrix;\n\
+         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n\
+         fn ga(m: u32, k: u32) -> coop_mat16x16<f16, A> {{\n    let at = m * 1024u + k / 4u;\n    let s = 1024u;\n    return coopLoadT<coop_mat16x16<f16, A>>(&mat[at], s);\n}}\n\
+         fn gb(k: u32, n: u32) -> coop_mat16x16<f16, B> {{\n    let at = k * 1024u + n / 4u;\n    let s = 1024u;\n    return coopLoadT<coop_mat16x16<f16, B>>(&mat[at], s);\n}}\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   // src is bound (as the other kernels'), so read, but adds nothing.\n\
+         \x20   let m0 = ((wid.x % 512u) / 32u) * 256u + (u32(src[lid % 64u].w) & 0u);\n\
+         \x20   let n0 = (wid.x % 32u) * 128u;\n\
+         \x20   let sg = lid / 32u;\n\
+         \x20   let am = m0 + (sg / 2u) * {bm}u;\n\
+         \x20   let bn = n0 + (sg % 2u) * 64u;\n",
+        bm = 16 * fm,
+    );
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
+        }
+    }
+    let load = |s: &mut String, pre: &str, k: &str| {
+        for i in 0..fm {
+            *s += &format!("        {pre}a{i} = ga(am + {}u, {k});\n", 16 * i);
+        }
+        for j in 0..4 {
+            *s += &format!("        {pre}b{j} = gb({k}, bn + {}u);\n", 16 * j);
+        }
+    };
+    if ahead {
+        load(&mut s, "var ", "0u");
+    }
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n        let k = (it * 16u) % 4096u;\n");
+    if ahead {
+        s += "        let kn = ((it + 1u) * 16u) % 4096u;\n";
+        load(&mut s, "let n", "kn");
+    } else {
+        load(&mut s, "let ", "k");
+    }
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("        c{i}{j} = coopMultiplyAdd(a{i}, b{j}, c{i}{j});\n");
+        }
+    }
+    if ahead {
+        for i in 0..fm {
+            s += &format!("        a{i} = na{i};\n");
+        }
+        for j in 0..4 {
+            s += &format!("        b{j} = nb{j};\n");
+        }
+    }
+    s += "    }\n    let s16 = 16u;\n";
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!(
+                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
+                256 * (i * 4 + j),
+                sgs = wg / 32,
+                per = 256 * 4 * fm
+            );
+        }
+    }
+    s += "}\n";
+    let products = (wg / 32) * fm * 4;
+    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: true }
+}
+
+/// The `tall` tensor-core matmul itself (the backend's source for a row-major a and b, f16
+/// out) on a 4096^3 product, and the same with its source edited: the fetch's bounds tests
+/// kept where the slice lies inside the operands (as before run 83), or the output cut (the
+/// sums still go through the scratch, but one element is stored). Rows of `(name, wgsl)`; [`Gpu::time_real`] runs them.
+fn real_f16() -> Fallible<Vec<(String, String)>> {
+    let key = "MatmulCoop(Key { variant: Tall, a: K, b: Outer, partial: false })";
+    let src = liandan_backend_wgpu::shaders::all_sources(true, false)
+        .into_iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, src)| src)
+        .ok_or_else(|| format!("the backend has no kernel {key}"))?;
+    let edit = |s: &str, from: &str, to: &str| -> Fallible<String> {
+        if s.contains(from) {
+            Ok(s.replace(from, to))
+        } else {
+            Err(format!("{key}'s source no longer holds {from:?}: update xtask ceiling"))
+        }
+    };
+    let checked = edit(&src, "fetch_slices(lid, abase, bbase, m0, n0, k0, false);", "fetch_slices(lid, abase, bbase, m0, n0, k0, true);")?;
+    let quiet = |s: &str| edit(s, "if (mm < d.y && nn < d.w) { store_y(", "if ((mm | nn) == 0u) { store_y(");
+    Ok(vec![
+        ("tall f16 matmul 4096^3 (the real kernel)".into(), src.clone()),
+        ("  testing every fetched element (as before run 83)".into(), checked),
+        ("  storing one element of each sum".into(), quiet(&src)?),
+    ])
+}
+
 fn kernels(quick: bool) -> Vec<Kernel> {
     let (f, m, c) = if quick { (16, 4, 8) } else { (2048, 256, 2048) };
     let mut all = vec![
@@ -347,6 +558,11 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         for (barriers, stores, fetch) in [(true, false, false), (false, true, false), (true, true, false), (true, true, true)] {
             all.push(mma_f16(c, Operands::Staged { barriers, stores, fetch }, fm));
         }
+        for (barrier, fetch) in [(false, false), (true, false), (true, true)] {
+            all.push(mma_f16_double(c, fm, barrier, fetch));
+        }
+        all.push(mma_f16_direct(c, fm, false));
+        all.push(mma_f16_direct(c, fm, true));
     }
     all
 }
@@ -359,13 +575,26 @@ pub fn run(args: &[String]) -> Fallible<()> {
     let (groups, reps) = if quick { (8u32, 2u32) } else { (132 * 32, 5) };
     println!("| kernel | workgroups | ms a dispatch | TFLOP/s |");
     println!("|---|---|---|---|");
+    let only: Vec<&str> = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map(|o| o.split(',').collect()).unwrap_or_default();
     for k in kernels(quick) {
+        if !only.is_empty() && !only.iter().any(|o| k.name.contains(o)) {
+            continue;
+        }
         if k.coop && !gpu.coop {
             continue;
         }
         let ms = gpu.time(&k, groups, reps)?;
         let tflops = k.flops_per_group * groups as f64 / (ms * 1e-3) / 1e12;
         println!("| {} | {groups} | {ms:.3} | {tflops:.2} |", k.name);
+    }
+    if gpu.coop && !quick {
+        for (name, wgsl) in real_f16()? {
+            if !only.is_empty() && !only.iter().any(|o| name.contains(o) || o.contains("real")) {
+                continue;
+            }
+            let ms = gpu.time_real(&name, &wgsl, reps)?;
+            println!("| {name} | 32 x 16 | {ms:.3} | {:.2} |", 2.0 * 4096f64.powi(3) / (ms * 1e-3) / 1e12);
+        }
     }
     Ok(())
 }
@@ -420,6 +649,77 @@ impl Gpu {
         let values: Vec<u8> = (0..4096 * 4096u32).flat_map(|i| (0.5f32 + (i % 251) as f32 * 1e-3).to_le_bytes()).collect();
         queue.write_buffer(&mat, 0, &values);
         Ok(Gpu { device, queue, mat, name: format!("{} ({:?})", info.name, info.backend), coop })
+    }
+
+    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` takes (its bindings: the
+    /// parameters, a, b and y), the mean of `reps` after one of warm-up; a and b are both the
+    /// first 4096 x 4096 f16 of the shared matrix.
+    fn time_real(&self, name: &str, wgsl: &str, reps: u32) -> Fallible<f64> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        // SAFETY: the backend builds this kernel unchecked too (its indices are bounded by the
+        // parameters, which describe buffers of these sizes).
+        let module = unsafe {
+            self.device.create_shader_module_trusted(
+                wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) },
+                wgpu::ShaderRuntimeChecks::unchecked(),
+            )
+        };
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(name),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
+            cache: None,
+        });
+        // matmul.wgsl's parameters: B, M, K, N; a's strides over B, M, K and offset; b's over B,
+        // K, N and offset; the scalar loaders' directions; one split of all of K.
+        let n = 4096u32;
+        let params: [u32; 16] = [1, n, n, n, n * n, n, 1, 0, n * n, n, 1, 0, 0, 1, 1, n];
+        let pbuf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: 64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.queue.write_buffer(&pbuf, 0, &params.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+        let y = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("y"),
+            size: (n * n * 2) as u64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
+        let half = wgpu::BufferBinding { buffer: &self.mat, offset: 0, size: std::num::NonZeroU64::new((n * n * 2) as u64) };
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                wgpu::BindGroupEntry { binding: 0, resource: pbuf.as_entire_binding() },
+                wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::Buffer(half.clone()) },
+                wgpu::BindGroupEntry { binding: 2, resource: wgpu::BindingResource::Buffer(half) },
+                wgpu::BindGroupEntry { binding: 3, resource: y.as_entire_binding() },
+            ],
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(format!("{name}: {e}"));
+        }
+        let run = |reps: u32| -> Fallible<f64> {
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                for _ in 0..reps {
+                    pass.dispatch_workgroups(n / 128, n / 256, 1);
+                }
+            }
+            let t = Instant::now();
+            self.queue.submit([encoder.finish()]);
+            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{name}: {e}"))?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        };
+        run(1)?;
+        Ok(run(reps * 20)? / (reps * 20) as f64)
     }
 
     /// Milliseconds a dispatch of `groups` workgroups of `k`, the mean of `reps` in one batch
@@ -492,7 +792,9 @@ mod tests {
     /// capabilities the device is opened with, so a GPU run never meets a compile error.
     #[test]
     fn every_kernel_validates() {
-        for k in kernels(true) {
+        let real = real_f16().expect("the edits still apply to the backend's source");
+        let real = real.into_iter().map(|(name, wgsl)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false });
+        for k in kernels(true).into_iter().chain(real) {
             let module = naga::front::wgsl::parse_str(&k.wgsl).unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));
             let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
             let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)

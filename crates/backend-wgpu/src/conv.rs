@@ -91,6 +91,9 @@ impl KernelKey for Key {
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
         let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
+        // Slices fetched with their tests everywhere: untested fetches inside the operands made
+        // resnet18's f32 step 2% slower (docs/PERFORMANCE.md, run 84).
+        let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = if k.packed { with_words(w) } else { w };
         let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(TILE);

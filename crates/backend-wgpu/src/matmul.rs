@@ -145,7 +145,7 @@ impl KernelKey for Key {
         // slower (measured, 4096^3; the driver's register allocation differs).
         let unroll = matches!(dtype, DType::F32 | DType::F64);
         let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
-        let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll);
+        let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
         w.part(read_a).part(read_b).part(out).part(write).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }

@@ -14,14 +14,14 @@
 // A_LOAD and B_LOAD, which loaders stage the slices (LOAD_K: a_k_ / b_k_, vec4s along K;
 // LOAD_OUTER: a_m_ along M, b_n_ along N; LOAD_STRIDED: a_g_ / b_g_, scalars through any
 // strides); OUT4, whether y is written in vec4s; UNROLL, whether the inner loop is unrolled by
-// hand.
+// hand; FETCH_INSIDE, whether slices inside the operands skip the loaders' tests.
 
 // b, vec4s along N (b row-major [K, N]).
-fn b_n_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+fn b_n_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let v = lid + 256u * p;
     let n = n0 + (v % (BN / 4u)) * 4u;
     let k = k0 + v / (BN / 4u);
-    if (n < params[3] && k < kend) { return fetch_b4(base + k * params[9] + n); }
+    if (!edge || (n < params[3] && k < kend)) { return fetch_b4(base + k * params[9] + n); }
     return vec4<C_x>();
 }
 
@@ -31,11 +31,11 @@ fn b_n_put(p: u32, lid: u32, x: vec4<C_x>) {
 }
 
 // b, vec4s along K (a transposed view of an [N, K] matrix, as a linear layer's weight).
-fn b_k_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+fn b_k_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let v = lid + 256u * p;
     let n = n0 + v / (BK / 4u);
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (n < params[3] && k < kend) { return fetch_b4(base + n * params[10] + k); }
+    if (!edge || (n < params[3] && k < kend)) { return fetch_b4(base + n * params[10] + k); }
     return vec4<C_x>();
 }
 
@@ -82,9 +82,9 @@ fn b_g_put(p: u32, lid: u32, x: vec4<C_x>) {
     b_g_put1(e + 768u, x.w);
 }
 
-fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
-    if (B_LOAD == LOAD_K) { return b_k_fetch(p, lid, base, n0, k0); }
-    if (B_LOAD == LOAD_OUTER) { return b_n_fetch(p, lid, base, n0, k0); }
+fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+    if (B_LOAD == LOAD_K) { return b_k_fetch(p, lid, base, n0, k0, edge); }
+    if (B_LOAD == LOAD_OUTER) { return b_n_fetch(p, lid, base, n0, k0, edge); }
     return b_g_fetch(p, lid, base, n0, k0);
 }
 

@@ -18,8 +18,9 @@ fn b_one(base: u32, k: u32) -> C_x {
     return fetch_b(base + col.img + (k - t * params[40]) * params[41] + u32(at));
 }
 
-// Slice rows kk, kk + st, kk + 2 st, kk + 3 st of this invocation's column.
-fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+// Slice rows kk, kk + st, kk + 2 st, kk + 3 st of this invocation's column (`edge` is not
+// used: a column's taps are tested where it reaches into the padding anyway).
+fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let st = 256u / BN;
     let kk = lid / BN + p * (1024u / BN);
     if (ALIGNED) {

@@ -33,7 +33,7 @@ fn pick(c: Col, off: i32, at: u32) -> f16 {
     return raw_b(at + c.img + u32(off));
 }
 
-fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<f16> {
+fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<f16> {
     if (i == 0u) {
         let t = k0 / params[40];
         let ky = t / params[22];
@@ -45,7 +45,7 @@ fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<f16> {
         slice_at = base + (k0 - t * params[40]) * params[41];
     }
     let k = k0 + (lid + WG * i) / (BN / 4u);
-    if (k >= kend) { return vec4<f16>(); }
+    if (edge && k >= kend) { return vec4<f16>(); }
     let at = slice_at + (k - k0) * params[41];
     return vec4<f16>(pick(col0, off0, at), pick(col1, off1, at), pick(col2, off2, at), pick(col3, off3, at));
 }

@@ -9,19 +9,19 @@ fn a_one(i: u32, m: u32) -> C_x {
     return C_x(0);
 }
 
-fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     if (A4) {
         let v = lid + 256u * p;
         let m = m0 + v / 4u;
         let k = k0 + (v % 4u) * 4u;
-        if (m >= params[1] || k >= kend) { return vec4<C_x>(); }
+        if (edge && (m >= params[1] || k >= kend)) { return vec4<C_x>(); }
         let img = k / params[47];
         return fetch_a4(base + img * params[48] + m * params[47] + (k - img * params[47]));
     }
     // Scalars: each invocation reads one k (neighbours read neighbouring positions) of rows
     // lid / 16 + 16 j + 64 p.
     let k = k0 + lid % 16u;
-    if (k >= kend) { return vec4<C_x>(); }
+    if (edge && k >= kend) { return vec4<C_x>(); }
     let img = k / params[47];
     let i = base + img * params[48] + (k - img * params[47]);
     let m = m0 + lid / 16u + 64u * p;

@@ -5,11 +5,11 @@
 //
 // params: [47] L (out_h * out_w), [48] dy's image stride (O * L).
 
-fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<f16> {
+fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<f16> {
     let v = lid + WG * i;
     let m = m0 + v / (BK / 4u);
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (m >= params[1] || k >= kend) { return vec4<f16>(); }
+    if (edge && (m >= params[1] || k >= kend)) { return vec4<f16>(); }
     let img = k / params[47];
     return raw_a4(base + img * params[48] + m * params[47] + (k - img * params[47]));
 }

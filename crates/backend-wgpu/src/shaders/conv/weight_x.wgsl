@@ -34,9 +34,9 @@ fn b_one(o: Origin, at: u32, yx: u32) -> C_x {
     return fetch_b(u32(i));
 }
 
-fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let k = k0 + lid % 16u;
-    if (k >= kend) { return vec4<C_x>(); }
+    if (edge && k >= kend) { return vec4<C_x>(); }
     let o = origin(base, k);
     var at = tap_at0;
     var yx = tap_yx0;

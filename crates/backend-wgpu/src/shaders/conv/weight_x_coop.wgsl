@@ -23,9 +23,9 @@ fn x_one(o: Origin, at: u32, yx: u32) -> f16 {
     return raw_b(u32(i));
 }
 
-fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<f16> {
+fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<f16> {
     let k = k0 + (lid + WG * i) / (BN / 4u);
-    if (k >= kend) { return vec4<f16>(); }
+    if (edge && k >= kend) { return vec4<f16>(); }
     let o = origin(base, k);
     return vec4<f16>(x_one(o, wat.x, wyx.x), x_one(o, wat.y, wyx.y), x_one(o, wat.z, wyx.z), x_one(o, wat.w, wyx.w));
 }

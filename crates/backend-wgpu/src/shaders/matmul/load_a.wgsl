@@ -7,12 +7,12 @@ const LOAD_OUTER: u32 = 1u;
 const LOAD_STRIDED: u32 = 2u;
 
 // a, vec4s along K (a row-major [M, K]).
-fn a_k_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+fn a_k_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let v = lid + 256u * p;
     let mm = v / (BK / 4u);
     let m = m0 + mm;
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (m < params[1] && k < kend) { return fetch_a4(base + m * params[5] + k); }
+    if (!edge || (m < params[1] && k < kend)) { return fetch_a4(base + m * params[5] + k); }
     return vec4<C_x>();
 }
 
@@ -28,11 +28,11 @@ fn a_k_put(p: u32, lid: u32, x: vec4<C_x>) {
 }
 
 // a, vec4s along M (a transposed view of a [K, M] matrix).
-fn a_m_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
+fn a_m_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let v = lid + 256u * p;
     let m = m0 + (v % (BM / 4u)) * 4u;
     let k = k0 + v / (BM / 4u);
-    if (m < params[1] && k < kend) { return fetch_a4(base + k * params[6] + m); }
+    if (!edge || (m < params[1] && k < kend)) { return fetch_a4(base + k * params[6] + m); }
     return vec4<C_x>();
 }
 
@@ -73,10 +73,12 @@ fn a_g_put(p: u32, lid: u32, x: vec4<C_x>) {
     a_g_put1(e + 768u, x.w);
 }
 
-// The loaders A_LOAD and B_LOAD pick (constants: the compiler keeps only the one taken).
-fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32) -> vec4<C_x> {
-    if (A_LOAD == LOAD_K) { return a_k_fetch(p, lid, base, m0, k0); }
-    if (A_LOAD == LOAD_OUTER) { return a_m_fetch(p, lid, base, m0, k0); }
+// The loaders A_LOAD and B_LOAD pick (constants: the compiler keeps only the one taken). Without
+// `edge` the slice lies inside the operand (tile.wgsl's fetch_slice says so) and the vec4
+// loaders test nothing; the scalar ones always test.
+fn a_fetch(p: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+    if (A_LOAD == LOAD_K) { return a_k_fetch(p, lid, base, m0, k0, edge); }
+    if (A_LOAD == LOAD_OUTER) { return a_m_fetch(p, lid, base, m0, k0, edge); }
     return a_g_fetch(p, lid, base, m0, k0);
 }
 
