@@ -540,6 +540,105 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
     ])
 }
 
+/// A staged tensor-core product of any shape of workgroup: `sgm` x `sgn` subgroups, each
+/// `16 fm` x 64, slices `bk` deep staged as the kernels stage a row-major a (rows along K) and
+/// b (rows along N), fetched from a 4096 x 4096 matrix: with `ahead` into registers after the
+/// barriers, a slice ahead of its store (as the kernels do), else at the store (the latency
+/// then shows unless another workgroup on the multiprocessor has work).
+fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -> Kernel {
+    let wg = 32 * sgm * sgn;
+    let (bm, bn) = (16 * fm * sgm, 64 * sgn);
+    let (krow, nrow) = ((bk + 8) / 4, (bn + 8) / 4);
+    let (pa, pb) = (bm * bk / 4 / wg, bk * bn / 4 / wg);
+    let (tm, tn) = (4096 / bm, 4096 / bn);
+    let name = format!(
+        "mma f16 tile {bm}x{bn}, {wg} invocations ({sgm}x{sgn} of {}x64), {bk} deep, fetch {}",
+        16 * fm,
+        if ahead { "a slice ahead" } else { "at the store" }
+    );
+    let mut s = format!(
+        "enable f16;\nenable wgpu_cooperative_matrix;\n\
+         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
+         @group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n\
+         var<workgroup> as_: array<vec4<f16>, {a}>;\n\
+         var<workgroup> bs_: array<vec4<f16>, {b}>;\n\
+         fn frag_a(mi: u32, kk: u32) -> coop_mat16x16<f16, A> {{\n    let at = mi * {krow}u + kk / 4u;\n    let s = {krow}u;\n    return coopLoadT<coop_mat16x16<f16, A>>(&as_[at], s);\n}}\n\
+         fn frag_b(nj: u32, kk: u32) -> coop_mat16x16<f16, B> {{\n    let at = kk * {nrow}u + nj / 4u;\n    let s = {nrow}u;\n    return coopLoadT<coop_mat16x16<f16, B>>(&bs_[at], s);\n}}\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   let t = wid.x % {tiles}u;\n\
+         \x20   let m0 = (t / {tn}u) * {bm}u + (u32(src[lid % 64u].w) & 0u);\n\
+         \x20   let n0 = (t % {tn}u) * {bn}u;\n\
+         \x20   let sg = lid / 32u;\n\
+         \x20   let wm = (sg / {sgn}u) * {fmr}u;\n\
+         \x20   let wn = (sg % {sgn}u) * 64u;\n",
+        a = bm * krow,
+        b = bk * nrow,
+        tiles = tm * tn,
+        fmr = 16 * fm,
+    );
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
+        }
+    }
+    let fetch = |s: &mut String, pre: &str, k: &str| {
+        for p in 0..pa {
+            *s += &format!("        {pre}ra{p} = mat[(m0 + (lid + {v}u) / {q}u) * 1024u + {k} / 4u + lid % {q}u];\n", v = wg * p, q = bk / 4);
+        }
+        for p in 0..pb {
+            *s += &format!("        {pre}rb{p} = mat[({k} + (lid + {v}u) / {q}u) * 1024u + n0 / 4u + lid % {q}u];\n", v = wg * p, q = bn / 4);
+        }
+    };
+    if ahead {
+        fetch(&mut s, "var ", "0u");
+    }
+    let steps = bk / 16;
+    s += &format!("    for (var it = 0u; it < {}u; it++) {{\n        let k = (it * {bk}u) % 4096u;\n        workgroupBarrier();\n", iters / steps);
+    if !ahead {
+        fetch(&mut s, "let ", "k");
+    }
+    for p in 0..pa {
+        s += &format!("        as_[((lid + {v}u) / {q}u) * {krow}u + lid % {q}u] = ra{p};\n", v = wg * p, q = bk / 4);
+    }
+    for p in 0..pb {
+        s += &format!("        bs_[((lid + {v}u) / {q}u) * {nrow}u + lid % {q}u] = rb{p};\n", v = wg * p, q = bn / 4);
+    }
+    s += "        workgroupBarrier();\n";
+    if ahead {
+        s += &format!("        let kn = ((it + 1u) * {bk}u) % 4096u;\n");
+        fetch(&mut s, "", "kn");
+    }
+    for st in 0..steps {
+        for i in 0..fm {
+            s += &format!("        let a{st}{i} = frag_a(wm + {}u, {}u);\n", 16 * i, 16 * st);
+        }
+        for j in 0..4 {
+            s += &format!("        let b{st}{j} = frag_b(wn + {}u, {}u);\n", 16 * j, 16 * st);
+        }
+        for i in 0..fm {
+            for j in 0..4 {
+                s += &format!("        c{i}{j} = coopMultiplyAdd(a{st}{i}, b{st}{j}, c{i}{j});\n");
+            }
+        }
+    }
+    s += "    }\n    let s16 = 16u;\n";
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!(
+                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
+                256 * (i * 4 + j),
+                sgs = wg / 32,
+                per = 256 * 4 * fm
+            );
+        }
+    }
+    s += "}\n";
+    let products = (wg / 32) * fm * 4;
+    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: true }
+}
+
 fn kernels(quick: bool) -> Vec<Kernel> {
     let (f, m, c) = if quick { (16, 4, 8) } else { (2048, 256, 2048) };
     let mut all = vec![
@@ -563,6 +662,21 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         }
         all.push(mma_f16_direct(c, fm, false));
         all.push(mma_f16_direct(c, fm, true));
+    }
+    // Tiles and slice depths within 48 KiB of workgroup memory: (subgroups along M, along N,
+    // 16 x 16 rows a subgroup, depth, fetch ahead).
+    for (sgm, sgn, fm, bk, ahead) in [
+        (8, 2, 2, 32, true),
+        (2, 2, 4, 32, true),
+        (2, 2, 4, 32, false),
+        (2, 2, 4, 64, true),
+        (2, 2, 4, 64, false),
+        (4, 2, 4, 32, true),
+        (4, 2, 2, 64, false),
+        (2, 4, 2, 64, false),
+        (4, 4, 2, 32, true),
+    ] {
+        all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead));
     }
     all
 }
