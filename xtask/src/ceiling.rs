@@ -179,6 +179,70 @@ enum Staging {
     Fetched,
 }
 
+/// The start of a tensor-core ceiling's source: its extensions and bindings (src, dst, and
+/// with `mat` the 4096 x 4096 matrix as f16).
+fn coop_head(mat: bool) -> String {
+    let mut s = String::from(
+        "enable f16;\nenable wgpu_cooperative_matrix;\n\
+         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n",
+    );
+    if mat {
+        s += "@group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n";
+    }
+    s
+}
+
+/// Where a workgroup of `tall`'s tile shape (256 x 128, subgroups 2 across) works: its tile
+/// (m0, n0) of a 4096 x 4096 product, its subgroup and the subgroup's block (wm, wn).
+fn tall_place(fm: u32) -> String {
+    format!(
+        "    let m0 = ((wid.x % 512u) / 32u) * 256u;\n    let n0 = (wid.x % 32u) * 128u;\n    let sg = lid / 32u;\n    let wm = (sg / 2u) * {}u;\n    let wn = (sg % 2u) * 64u;\n",
+        16 * fm
+    )
+}
+
+/// Declarations of a subgroup's `fm` x 4 cooperative sums `cIJ`.
+fn accumulators(fm: u32) -> String {
+    let mut s = String::new();
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
+        }
+    }
+    s
+}
+
+/// `cIJ += aI x bJ` for every sum, the blocks named `{a}I` and `{b}J`.
+fn products(fm: u32, a: &str, b: &str) -> String {
+    let mut s = String::new();
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!("        c{i}{j} = coopMultiplyAdd({a}{i}, {b}{j}, c{i}{j});\n");
+        }
+    }
+    s
+}
+
+/// Ends a tensor-core ceiling's source `s` (its loop closed): every subgroup stores its sums
+/// where no other writes, and the count of operations.
+fn coop_kernel(name: String, mut s: String, wg: u32, fm: u32, iters: u32, mat: bool) -> Kernel {
+    s += "    let s16 = 16u;\n";
+    for i in 0..fm {
+        for j in 0..4 {
+            s += &format!(
+                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
+                256 * (i * 4 + j),
+                sgs = wg / 32,
+                per = 256 * 4 * fm
+            );
+        }
+    }
+    s += "}\n";
+    let products = (wg / 32) * fm * 4;
+    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat }
+}
+
 /// How a tensor-core ceiling gets its operands each 16-deep step.
 #[derive(Clone, Copy, PartialEq)]
 enum Operands {
@@ -214,10 +278,7 @@ fn mma_f16(iters: u32, ops: Operands, fm: u32) -> Kernel {
     // Every index and stride handed to a cooperative load or store is a `let` of its own
     // (naga's SPIR-V writer panics on some inline ones), hence the two functions.
     let mut s = format!(
-        "enable f16;\nenable wgpu_cooperative_matrix;\n\
-         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
-         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
-         {mat}\
+        "{head}\
          var<workgroup> as_: array<vec4<f16>, {a}>;\n\
          var<workgroup> bs_: array<vec4<f16>, {b}>;\n\
          fn frag_a(mi: u32, kk: u32) -> coop_mat16x16<f16, A> {{\n\
@@ -236,22 +297,14 @@ fn mma_f16(iters: u32, ops: Operands, fm: u32) -> Kernel {
          \x20   for (var i = lid; i < {b}u; i += {wg}u) {{ bs_[i] = vec4<f16>(src[(i + 3u) % 4096u] * 0.001); }}\n\
          \x20   workgroupBarrier();\n\
          \x20   // One of the 16 x 32 tiles of 256 x 128 of a 4096 x 4096 product.\n\
-         \x20   let m0 = ((wid.x % 512u) / 32u) * 256u;\n\
-         \x20   let n0 = (wid.x % 32u) * 128u;\n\
-         \x20   let sg = lid / 32u;\n\
-         \x20   let wm = (sg / 2u) * {bm}u;\n\
-         \x20   let wn = (sg % 2u) * 64u;\n",
+         {place}",
         a = 256 * KROW,
         b = 32 * NROW,
-        bm = 16 * fm,
-        mat = if fetch { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n" } else { "" },
+        place = tall_place(fm),
+        head = coop_head(fetch),
         load = if load.is_empty() { "coopLoadT" } else { load },
     );
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
-        }
-    }
+    s += &accumulators(fm);
     if ops == Operands::Registers {
         for i in 0..fm {
             s += &format!("    let a{i} = frag_a(wm + {}u, 0u);\n", 16 * i);
@@ -308,25 +361,9 @@ fn mma_f16(iters: u32, ops: Operands, fm: u32) -> Kernel {
             s += &format!("        let b{j} = frag_b(wn + {}u, kk);\n", 16 * j);
         }
     }
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("        c{i}{j} = coopMultiplyAdd(a{i}, b{j}, c{i}{j});\n");
-        }
-    }
-    s += "    }\n    let s16 = 16u;\n";
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!(
-                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
-                256 * (i * 4 + j),
-                sgs = wg / 32,
-                per = 256 * 4 * fm
-            );
-        }
-    }
-    s += "}\n";
-    let products = (wg / 32) * fm * 4;
-    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: fetch }
+    s += &products(fm, "a", "b");
+    s += "    }\n";
+    coop_kernel(name, s, wg, fm, iters, fetch)
 }
 
 /// `mma_f16`'s subgroups on two copies of 16-deep slices in separate arrays: each step
@@ -346,17 +383,14 @@ fn mma_f16_double(iters: u32, fm: u32, barrier: bool, fetch: bool) -> Kernel {
     };
     let name = format!("mma f16{what}, {wg} invocations, {}x64 a subgroup", 16 * fm);
     let mut s = format!(
-        "enable f16;\nenable wgpu_cooperative_matrix;\n\
-         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
-         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
-         {mat}\
+        "{head}\
          var<workgroup> a0_: array<vec4<f16>, {a}>;\n\
          var<workgroup> a1_: array<vec4<f16>, {a}>;\n\
          var<workgroup> b0_: array<vec4<f16>, {b}>;\n\
          var<workgroup> b1_: array<vec4<f16>, {b}>;\n",
         a = 256 * KROW,
         b = 16 * NROW,
-        mat = if fetch { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n" } else { "" },
+        head = coop_head(fetch),
     );
     for c in 0..2 {
         s += &format!(
@@ -370,20 +404,12 @@ fn mma_f16_double(iters: u32, fm: u32, barrier: bool, fetch: bool) -> Kernel {
          \x20   for (var i = lid; i < {a}u; i += {wg}u) {{ a0_[i] = vec4<f16>(src[i % 4096u] * 0.001); a1_[i] = a0_[i]; }}\n\
          \x20   for (var i = lid; i < {b}u; i += {wg}u) {{ b0_[i] = vec4<f16>(src[(i + 3u) % 4096u] * 0.001); b1_[i] = b0_[i]; }}\n\
          \x20   workgroupBarrier();\n\
-         \x20   let m0 = ((wid.x % 512u) / 32u) * 256u;\n\
-         \x20   let n0 = (wid.x % 32u) * 128u;\n\
-         \x20   let sg = lid / 32u;\n\
-         \x20   let wm = (sg / 2u) * {bm}u;\n\
-         \x20   let wn = (sg % 2u) * 64u;\n",
+         {place}",
         a = 256 * KROW,
         b = 16 * NROW,
-        bm = 16 * fm,
+        place = tall_place(fm),
     );
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
-        }
-    }
+    s += &accumulators(fm);
     for p in 0..pa {
         s += &format!("    var ra{p} = vec4<f16>(src[lid + {}u]);\n", wg * p);
     }
@@ -413,29 +439,13 @@ fn mma_f16_double(iters: u32, fm: u32, barrier: bool, fetch: bool) -> Kernel {
                 s += &format!("        rb{p} = mat[(k{c} + (lid + {v}u) / 32u) * 1024u + n0 / 4u + lid % 32u];\n", v = wg * p);
             }
         }
-        for i in 0..fm {
-            for j in 0..4 {
-                s += &format!("        c{i}{j} = coopMultiplyAdd(a{c}{i}, b{c}{j}, c{i}{j});\n");
-            }
-        }
+        s += &products(fm, &format!("a{c}"), &format!("b{c}"));
         if barrier {
             s += "        workgroupBarrier();\n";
         }
     }
-    s += "    }\n    let s16 = 16u;\n";
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!(
-                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
-                256 * (i * 4 + j),
-                sgs = wg / 32,
-                per = 256 * 4 * fm
-            );
-        }
-    }
-    s += "}\n";
-    let products = (wg / 32) * fm * 4;
-    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: fetch }
+    s += "    }\n";
+    coop_kernel(name, s, wg, fm, iters, fetch)
 }
 
 /// `mma_f16`'s subgroups loading every 16-deep step's blocks straight from a 4096 x 4096
@@ -445,10 +455,7 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
     let wg = if fm == 2 { 512 } else { 256 };
     let name = format!("mma f16 + global loads{}, {wg} invocations, {}x64 a subgroup", if ahead { " one step ahead" } else { "" }, 16 * fm);
     let mut s = format!(
-        "enable f16;\nenable wgpu_cooperative_matrix;\n\
-         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
-         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n\
+        "{head}\
          fn ga(m: u32, k: u32) -> coop_mat16x16<f16, A> {{\n    let at = m * 1024u + k / 4u;\n    let s = 1024u;\n    return coopLoadT<coop_mat16x16<f16, A>>(&mat[at], s);\n}}\n\
          fn gb(k: u32, n: u32) -> coop_mat16x16<f16, B> {{\n    let at = k * 1024u + n / 4u;\n    let s = 1024u;\n    return coopLoadT<coop_mat16x16<f16, B>>(&mat[at], s);\n}}\n\
          @compute @workgroup_size({wg})\n\
@@ -459,13 +466,10 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
          \x20   let sg = lid / 32u;\n\
          \x20   let am = m0 + (sg / 2u) * {bm}u;\n\
          \x20   let bn = n0 + (sg % 2u) * 64u;\n",
+        head = coop_head(true),
         bm = 16 * fm,
     );
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
-        }
-    }
+    s += &accumulators(fm);
     let load = |s: &mut String, pre: &str, k: &str| {
         for i in 0..fm {
             *s += &format!("        {pre}a{i} = ga(am + {}u, {k});\n", 16 * i);
@@ -484,11 +488,7 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
     } else {
         load(&mut s, "let ", "k");
     }
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("        c{i}{j} = coopMultiplyAdd(a{i}, b{j}, c{i}{j});\n");
-        }
-    }
+    s += &products(fm, "a", "b");
     if ahead {
         for i in 0..fm {
             s += &format!("        a{i} = na{i};\n");
@@ -497,20 +497,8 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
             s += &format!("        b{j} = nb{j};\n");
         }
     }
-    s += "    }\n    let s16 = 16u;\n";
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!(
-                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
-                256 * (i * 4 + j),
-                sgs = wg / 32,
-                per = 256 * 4 * fm
-            );
-        }
-    }
-    s += "}\n";
-    let products = (wg / 32) * fm * 4;
-    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: true }
+    s += "    }\n";
+    coop_kernel(name, s, wg, fm, iters, true)
 }
 
 /// The `tall` tensor-core matmul itself (the backend's source for a row-major a and b, f16
@@ -557,10 +545,7 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -
         if ahead { "a slice ahead" } else { "at the store" }
     );
     let mut s = format!(
-        "enable f16;\nenable wgpu_cooperative_matrix;\n\
-         @group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
-         @group(0) @binding(1) var<storage, read_write> dst: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read> mat: array<vec4<f16>>;\n\
+        "{head}\
          var<workgroup> as_: array<vec4<f16>, {a}>;\n\
          var<workgroup> bs_: array<vec4<f16>, {b}>;\n\
          fn frag_a(mi: u32, kk: u32) -> coop_mat16x16<f16, A> {{\n    let at = mi * {krow}u + kk / 4u;\n    let s = {krow}u;\n    return coopLoadT<coop_mat16x16<f16, A>>(&as_[at], s);\n}}\n\
@@ -575,14 +560,11 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -
          \x20   let wn = (sg % {sgn}u) * 64u;\n",
         a = bm * krow,
         b = bk * nrow,
+        head = coop_head(true),
         tiles = tm * tn,
         fmr = 16 * fm,
     );
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!("    var c{i}{j} = coop_mat16x16<f32, C>();\n");
-        }
-    }
+    s += &accumulators(fm);
     let fetch = |s: &mut String, pre: &str, k: &str| {
         for p in 0..pa {
             *s += &format!("        {pre}ra{p} = mat[(m0 + (lid + {v}u) / {q}u) * 1024u + {k} / 4u + lid % {q}u];\n", v = wg * p, q = bk / 4);
@@ -617,26 +599,10 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -
         for j in 0..4 {
             s += &format!("        let b{st}{j} = frag_b(wn + {}u, {}u);\n", 16 * j, 16 * st);
         }
-        for i in 0..fm {
-            for j in 0..4 {
-                s += &format!("        c{i}{j} = coopMultiplyAdd(a{st}{i}, b{st}{j}, c{i}{j});\n");
-            }
-        }
+        s += &products(fm, &format!("a{st}"), &format!("b{st}"));
     }
-    s += "    }\n    let s16 = 16u;\n";
-    for i in 0..fm {
-        for j in 0..4 {
-            s += &format!(
-                "    let out{i}{j} = (wid.x * {sgs}u + sg) * {per}u + {}u;\n    coopStore(c{i}{j}, &dst[out{i}{j}], s16);\n",
-                256 * (i * 4 + j),
-                sgs = wg / 32,
-                per = 256 * 4 * fm
-            );
-        }
-    }
-    s += "}\n";
-    let products = (wg / 32) * fm * 4;
-    Kernel { name, wgsl: s, flops_per_group: products as f64 * 4096.0 * 2.0 * iters as f64, coop: true, mat: true }
+    s += "    }\n";
+    coop_kernel(name, s, wg, fm, iters, true)
 }
 
 fn kernels(quick: bool) -> Vec<Kernel> {
@@ -765,44 +731,67 @@ impl Gpu {
         Ok(Gpu { device, queue, mat, name: format!("{} ({:?})", info.name, info.backend), coop })
     }
 
-    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` takes (its bindings: the
-    /// parameters, a, b and y), the mean of `reps` after one of warm-up; a and b are both the
-    /// first 4096 x 4096 f16 of the shared matrix.
-    fn time_real(&self, name: &str, wgsl: &str, reps: u32) -> Fallible<f64> {
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        // SAFETY: the backend builds this kernel unchecked too (its indices are bounded by the
-        // parameters, which describe buffers of these sizes).
-        let module = unsafe {
-            self.device.create_shader_module_trusted(
-                wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) },
-                wgpu::ShaderRuntimeChecks::unchecked(),
-            )
-        };
-        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+    /// The compute pipeline of `wgsl` (entry point `main`, its layout derived from the source),
+    /// built as the backend builds its trusted kernels: without naga's run-time checks.
+    fn pipeline(&self, name: &str, wgsl: &str) -> wgpu::ComputePipeline {
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        // SAFETY: every index of these kernels is bounded by constants, the invocation's id and
+        // (the backend's matmul) the parameters, within the buffers `time` and `time_real` bind.
+        let module = unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) };
+        self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(name),
             layout: None,
             module: &module,
             entry_point: Some("main"),
             compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
             cache: None,
-        });
+        })
+    }
+
+    /// Milliseconds a dispatch of `grid` takes, the mean of `reps` in one batch after one
+    /// dispatch of warm-up.
+    fn timed(&self, name: &str, pipeline: &wgpu::ComputePipeline, group: &wgpu::BindGroup, grid: (u32, u32), reps: u32) -> Fallible<f64> {
+        let run = |n: u32| -> Fallible<f64> {
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, group, &[]);
+                for _ in 0..n {
+                    pass.dispatch_workgroups(grid.0, grid.1, 1);
+                }
+            }
+            let t = Instant::now();
+            self.queue.submit([encoder.finish()]);
+            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{name}: {e}"))?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        };
+        run(1)?;
+        Ok(run(reps)? / reps as f64)
+    }
+
+    fn buffer(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` takes (its bindings: the
+    /// parameters, a, b and y), the mean of `20 reps` after one of warm-up; a and b are both
+    /// the first 4096 x 4096 f16 of the shared matrix.
+    fn time_real(&self, name: &str, wgsl: &str, reps: u32) -> Fallible<f64> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipeline = self.pipeline(name, wgsl);
         // matmul.wgsl's parameters: B, M, K, N; a's strides over B, M, K and offset; b's over B,
         // K, N and offset; the scalar loaders' directions; one split of all of K.
         let n = 4096u32;
         let params: [u32; 16] = [1, n, n, n, n * n, n, 1, 0, n * n, n, 1, 0, 0, 1, 1, n];
-        let pbuf = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("params"),
-            size: 64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let pbuf = self.buffer("params", 64);
         self.queue.write_buffer(&pbuf, 0, &params.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
-        let y = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("y"),
-            size: (n * n * 2) as u64,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
+        let y = self.buffer("y", (n * n * 2) as u64);
         let half = wgpu::BufferBinding { buffer: &self.mat, offset: 0, size: std::num::NonZeroU64::new((n * n * 2) as u64) };
         let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
@@ -817,56 +806,19 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{name}: {e}"));
         }
-        let run = |reps: u32| -> Fallible<f64> {
-            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                for _ in 0..reps {
-                    pass.dispatch_workgroups(n / 128, n / 256, 1);
-                }
-            }
-            let t = Instant::now();
-            self.queue.submit([encoder.finish()]);
-            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{name}: {e}"))?;
-            Ok(t.elapsed().as_secs_f64() * 1e3)
-        };
-        run(1)?;
-        Ok(run(reps * 20)? / (reps * 20) as f64)
+        self.timed(name, &pipeline, &group, (n / 128, n / 256), reps * 20)
     }
 
-    /// Milliseconds a dispatch of `groups` workgroups of `k`, the mean of `reps` in one batch
-    /// after one dispatch of warm-up.
+    /// Milliseconds a dispatch of `groups` workgroups of `k` takes, the mean of `reps` in one
+    /// batch after one dispatch of warm-up.
     fn time(&self, k: &Kernel, groups: u32, reps: u32) -> Fallible<f64> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(&k.name), source: wgpu::ShaderSource::Wgsl(k.wgsl.as_str().into()) };
-        // SAFETY: every index of these kernels is bounded by constants and the invocation's id
-        // within buffers sized for the grid below.
-        let module = unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) };
-        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(&k.name),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
-            cache: None,
-        });
+        let pipeline = self.pipeline(&k.name, &k.wgsl);
         let src_data: Vec<f32> = (0..SRC_VEC4S * 4).map(|i| 1.0 - (i % 97) as f32 * 1e-4).collect();
-        let src = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("src"),
-            size: (src_data.len() * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let src = self.buffer("src", (src_data.len() * 4) as u64);
         self.queue.write_buffer(&src, 0, &src_data.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
         // The largest output any kernel writes: 16 subgroups' 8 sums of 256 f32 a workgroup.
-        let dst = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("dst"),
-            size: groups as u64 * 16 * 2048 * 4,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
+        let dst = self.buffer("dst", groups as u64 * 16 * 2048 * 4);
         let mut entries = vec![
             wgpu::BindGroupEntry { binding: 0, resource: src.as_entire_binding() },
             wgpu::BindGroupEntry { binding: 1, resource: dst.as_entire_binding() },
@@ -878,23 +830,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{}: {e}", k.name));
         }
-        let run = |n: u32| -> Fallible<f64> {
-            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                for _ in 0..n {
-                    pass.dispatch_workgroups(groups, 1, 1);
-                }
-            }
-            let t = Instant::now();
-            self.queue.submit([encoder.finish()]);
-            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{}: {e}", k.name))?;
-            Ok(t.elapsed().as_secs_f64() * 1e3)
-        };
-        run(1)?;
-        Ok(run(reps)? / reps as f64)
+        self.timed(&k.name, &pipeline, &group, (groups, 1), reps)
     }
 }
 
