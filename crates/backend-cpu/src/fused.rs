@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
-use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, sgd_step};
+use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, scale_step, sgd_step};
 use crate::storage::{alloc, bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, parallel, CHUNK};
 
@@ -49,6 +49,7 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::RmsPropStep(_) => return Some(store(per_float!(inputs, "rmsprop_step", rmsprop_step, op))),
         FusedOp::AdagradStep(_) => return Some(store(per_float!(inputs, "adagrad_step", adagrad_step, op))),
         FusedOp::AdadeltaStep(_) => return Some(store(per_float!(inputs, "adadelta_step", adadelta_step, op))),
+        FusedOp::Scale(_) => return Some(store(per_float!(inputs, "scale", scale_step, op))),
         FusedOp::BatchNormTrain(_) => return Some(store(per_float!(inputs, "batch_norm_train", batch_norm_train, op))),
         FusedOp::BatchNormBackward(_) => return Some(store(per_float!(inputs, "batch_norm_backward", batch_norm_backward, op))),
         FusedOp::LayerNorm(_) => return Some(store(per_float!(inputs, "layer_norm", layer_norm, op))),

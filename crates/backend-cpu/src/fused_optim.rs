@@ -1,5 +1,6 @@
 //! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
-//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): one pass over a
+//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]; and the loss
+//! scaler's [`FusedOp::Scale`]): one pass over a
 //! parameter and its state instead of one pass per primitive of the composite, with the
 //! composite's order of operations. Halves compute in f32 and round on store (state read back
 //! through the same rounding, so what the next step reads is what was stored).
@@ -96,6 +97,21 @@ pub(crate) fn adam_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec
         }
     });
     Ok(outs.into_iter().map(|v| T::wrap(v.into())).collect())
+}
+
+/// `FusedOp::Scale`: x to x * factor, the factor rounded to the dtype first (as
+/// `Tensor::mul_scalar`'s scalar operand is), the product in the accumulation type and
+/// rounded once.
+pub(crate) fn scale_step<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let FusedOp::Scale(factor) = op else { unreachable!("scale_step is dispatched for Scale only") };
+    let v = slices::<T>("scale", inputs)?;
+    let n = v[0].len();
+    let f = T::narrow(acc::<T::Acc>(*factor)).widen();
+    let mut out = vec![alloc("scale", n, T::default())?];
+    in_pieces(&[&v[0][..n]], &mut out, move |ins, outs| {
+        outs[0].iter_mut().zip(ins[0].iter()).for_each(|(out, &x)| *out = T::narrow(x.widen() * f));
+    });
+    Ok(vec![T::wrap(out.remove(0).into())])
 }
 
 /// `FusedOp::SgdStep`: param, grad[, momentum_buffer] to their new param[, momentum_buffer].

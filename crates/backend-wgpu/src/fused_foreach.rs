@@ -255,8 +255,9 @@ impl WgpuBackend {
                     }
                     let (list, out) = (&chunk[k], &outs[k]);
                     buffers.extend(list[..fixed].iter().map(|v| gpu_storage(v).buffer()));
-                    buffers.extend(out[..fixed - 1].iter().map(|o| o.buffer()));
-                    for (input, o) in list[fixed..].iter().zip(&out[fixed - 1..]) {
+                    let kept = rule.fixed_outputs();
+                    buffers.extend(out[..kept].iter().map(|o| o.buffer()));
+                    for (input, o) in list[fixed..].iter().zip(&out[kept..]) {
                         buffers.push(gpu_storage(input).buffer());
                         buffers.push(o.buffer());
                     }

@@ -1,5 +1,6 @@
 //! Fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
-//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): one dispatch
+//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`], and the loss
+//! scaler's [`FusedOp::Scale`], which has no gradient operand): one dispatch
 //! per parameter tensor, reading the parameter, its gradient and its state once and writing
 //! their new values to fresh buffers (the update contract of `liandan_tensor::fused`). One
 //! pipeline per dtype and option set (amsgrad, momentum, centered); everything that varies per
@@ -17,6 +18,7 @@ use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
 const HELPERS: &str = include_str!("shaders/fused_optim.wgsl");
+const GRADIENT: &str = include_str!("shaders/fused_optim_gradient.wgsl");
 const ADAM: &str = include_str!("shaders/fused_adam_step.wgsl");
 const ADAM_AMSGRAD: &str = include_str!("shaders/fused_adam_amsgrad.wgsl");
 const ADAM_PLAIN: &str = include_str!("shaders/fused_adam_plain.wgsl");
@@ -30,6 +32,7 @@ const RMSPROP_CENTERED: &str = include_str!("shaders/fused_rmsprop_centered.wgsl
 const RMSPROP_UNCENTERED: &str = include_str!("shaders/fused_rmsprop_uncentered.wgsl");
 const ADAGRAD: &str = include_str!("shaders/fused_adagrad_step.wgsl");
 const ADADELTA: &str = include_str!("shaders/fused_adadelta_step.wgsl");
+const SCALE: &str = include_str!("shaders/fused_scale.wgsl");
 const ONE: &str = include_str!("shaders/fused_optim_one.wgsl");
 
 /// Which optimizer's update a kernel runs.
@@ -40,22 +43,33 @@ pub(crate) enum Rule {
     RmsProp,
     Adagrad,
     Adadelta,
+    Scale,
 }
 
 impl Rule {
     /// The inputs every step of the rule has (the parameter, its gradient, the state that is
-    /// always kept); each has an output but the gradient.
+    /// always kept); each has an output but the gradient ([`Rule::fixed_outputs`]).
     pub(crate) fn fixed(self) -> usize {
         match self {
+            Rule::Scale => 1,
             Rule::Sgd => 2,
             Rule::RmsProp | Rule::Adagrad => 3,
             Rule::Adam | Rule::Adadelta => 4,
         }
     }
 
+    /// The outputs of the fixed inputs: all but the gradient's (`Scale` has none).
+    pub(crate) fn fixed_outputs(self) -> usize {
+        match self {
+            Rule::Scale => 1,
+            _ => self.fixed() - 1,
+        }
+    }
+
     /// The input slots the kernel reads offsets for, the optional ones included.
     pub(crate) fn slots(self) -> usize {
         match self {
+            Rule::Scale => 1,
             Rule::Sgd => 3,
             Rule::Adagrad => 3,
             Rule::Adadelta => 4,
@@ -83,11 +97,12 @@ impl Key {
     /// The buffers one tensor's update binds: each input, and an output for each but the
     /// gradient (in place: each input only).
     pub(crate) fn bindings(&self) -> usize {
-        let inputs = self.rule.fixed() + self.stateful as usize + self.centered as usize;
+        let optional = self.stateful as usize + self.centered as usize;
+        let inputs = self.rule.fixed() + optional;
         if self.in_place {
             inputs
         } else {
-            2 * inputs - 1
+            inputs + self.rule.fixed_outputs() + optional
         }
     }
 }
@@ -98,11 +113,15 @@ impl KernelKey for Key {
         let w = Wgsl::new(repr).ty("x", self.dtype);
         let pick = |on: bool, yes: &'static str, no: &'static str| if on { yes } else { no };
         let parts: &[&'static str] = match self.rule {
-            Rule::Adam => &[ADAM, pick(self.stateful, ADAM_AMSGRAD, ADAM_PLAIN)],
-            Rule::Sgd => &[SGD, pick(self.stateful, SGD_MOMENTUM, SGD_PLAIN)],
-            Rule::RmsProp => &[RMSPROP, pick(self.stateful, RMSPROP_MOMENTUM, RMSPROP_PLAIN), pick(self.centered, RMSPROP_CENTERED, RMSPROP_UNCENTERED)],
-            Rule::Adagrad => &[ADAGRAD],
-            Rule::Adadelta => &[ADADELTA],
+            Rule::Adam => &[GRADIENT, ADAM, pick(self.stateful, ADAM_AMSGRAD, ADAM_PLAIN)],
+            Rule::Sgd => &[GRADIENT, SGD, pick(self.stateful, SGD_MOMENTUM, SGD_PLAIN)],
+            Rule::RmsProp => {
+                &[GRADIENT, RMSPROP, pick(self.stateful, RMSPROP_MOMENTUM, RMSPROP_PLAIN), pick(self.centered, RMSPROP_CENTERED, RMSPROP_UNCENTERED)]
+            }
+            Rule::Adagrad => &[GRADIENT, ADAGRAD],
+            Rule::Adadelta => &[GRADIENT, ADADELTA],
+            // No gradient operand: the tensor it scales is its only one.
+            Rule::Scale => &[SCALE],
         };
         // The gradient average's bindings come after the momentum buffer's, when it has them.
         let w = if self.centered { w.uint("GRAD_AVG", if self.stateful { 8 } else { 6 }) } else { w };
@@ -127,6 +146,7 @@ impl KernelKey for Key {
             (Rule::RmsProp, t, t),
             (Rule::Adagrad, f, f),
             (Rule::Adadelta, f, f),
+            (Rule::Scale, f, f),
         ];
         let keys = options
             .into_iter()
@@ -135,7 +155,10 @@ impl KernelKey for Key {
         let wide = [false, true].into_iter().flat_map(|in_place| {
             keys.iter().flat_map(move |k| {
                 let k = Key { in_place, ..*k };
-                fused_foreach::widths(k.bindings()).map(move |w| Key { width: w as u8, ..k })
+                // One key a width (a one-binding update's narrow width is the wide one).
+                let [narrow, wide] = fused_foreach::widths(k.bindings());
+                let widths = if narrow == wide { vec![wide] } else { vec![narrow, wide] };
+                widths.into_iter().map(move |w| Key { width: w as u8, ..k })
             })
         });
         keys.iter().copied().chain(wide).collect()
@@ -206,6 +229,7 @@ pub(crate) fn meta(op: &FusedOp) -> Option<Meta> {
         FusedOp::RmsPropStep(r) => rmsprop_meta(r),
         FusedOp::AdagradStep(a) => adagrad_meta(a),
         FusedOp::AdadeltaStep(a) => adadelta_meta(a),
+        FusedOp::Scale(factor) => Meta { rule: Rule::Scale, flags: 0, hyper: vec![bits(*factor)], stateful: false, centered: false },
         _ => return None,
     })
 }
@@ -247,8 +271,9 @@ impl WgpuBackend {
             // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
             // optional state's input and output (so an option's WGSL part adds its two last).
             let mut buffers: Vec<&wgpu::Buffer> = inputs[..fixed].iter().map(|v| gpu_storage(v).buffer()).collect();
-            buffers.extend(outs[..fixed - 1].iter().map(|o| o.buffer()));
-            for (input, out) in inputs[fixed..].iter().zip(&outs[fixed - 1..]) {
+            let kept = rule.fixed_outputs();
+            buffers.extend(outs[..kept].iter().map(|o| o.buffer()));
+            for (input, out) in inputs[fixed..].iter().zip(&outs[kept..]) {
                 buffers.push(gpu_storage(input).buffer());
                 buffers.push(out.buffer());
             }

@@ -25,6 +25,7 @@ fn fused_kernels_run_here() {
         FusedOp::GeluBackward,
         FusedOp::BceLoss,
         FusedOp::BceLossBackward,
+        FusedOp::Scale(0.25),
     ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };

@@ -15,8 +15,9 @@
 //! never writes autograd code: it may override the forward, the backward, both, or neither.
 //!
 //! Update ops ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`], [`FusedOp::RmsPropStep`],
-//! [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]): an optimizer's per-parameter
-//! step, which changes its operands rather than making new values. Their kernels keep the
+//! [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`], and the loss scaler's
+//! [`FusedOp::Scale`]): an optimizer's per-parameter step, which changes its operands rather
+//! than making new values. Their kernels keep the
 //! contract above (outputs are fresh buffers, holding the new contents of the inputs that
 //! [`FusedOp::updates`] names), and [`update`] swaps each into its tensor's storage, as
 //! [`Tensor::assign`] does. The old buffers go back to the allocator as soon as the swap
@@ -170,6 +171,12 @@ pub enum FusedOp {
     /// param' = param - delta lr
     /// ```
     AdadeltaStep(AdadeltaStep),
+    /// `x * factor` written over `x` (an update op): the loss scaler's division of every
+    /// gradient by the scale, which [`update_foreach`] runs over all of them in a few launches
+    /// where a multiply each was one launch each (PyTorch's `_foreach_mul_`). Input: `x`.
+    /// Output: its new values, computed as [`Tensor::mul_scalar`] computes them (the factor
+    /// rounded to `x`'s dtype, the product in f32, rounded to the dtype), its oracle.
+    Scale(f64),
     /// Batch normalization in training ([`Tensor::batch_norm`] with `training`) of `x` viewed
     /// as `[N, C, L]` (`L` the product of the axes after 1, or 1 for `[N, C]`), with `M = N L`:
     ///
@@ -407,6 +414,7 @@ impl FusedOp {
             FusedOp::RmsPropStep(_) => "rmsprop_step",
             FusedOp::AdagradStep(_) => "adagrad_step",
             FusedOp::AdadeltaStep(_) => "adadelta_step",
+            FusedOp::Scale(_) => "scale",
             FusedOp::BatchNormTrain(_) => "batch_norm_train",
             FusedOp::BatchNormBackward(_) => "batch_norm_backward",
             FusedOp::LayerNorm(_) => "layer_norm",
@@ -429,6 +437,7 @@ impl FusedOp {
             FusedOp::RmsPropStep(r) => [0, 2].into_iter().chain(3..3 + (r.momentum > 0.0) as usize + r.centered as usize).collect(),
             FusedOp::AdagradStep(_) => vec![0, 2],
             FusedOp::AdadeltaStep(_) => vec![0, 2, 3],
+            FusedOp::Scale(_) => vec![0],
             _ => Vec::new(),
         }
     }
@@ -441,7 +450,9 @@ impl FusedOp {
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
-            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) => self.updates().len(),
+            FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {
+                self.updates().len()
+            }
             FusedOp::BatchNormTrain(b) => 3 + 2 * b.running as usize,
             FusedOp::BatchNormBackward(b) => 1 + 2 * b.affine as usize,
             FusedOp::LayerNorm(_) => 3,

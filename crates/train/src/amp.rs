@@ -34,6 +34,7 @@
 //! ```
 
 use liandan_nn::{DType, NoGradGuard, Tensor};
+use liandan_tensor::{fused, FusedOp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -181,16 +182,23 @@ impl GradScaler {
         Ok(loss.mul_scalar(self.state.scale)?)
     }
 
-    /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
-    /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient).
+    /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the result (0 when all are finite, NaN otherwise; a 0
+    /// when none has a gradient).
     ///
-    /// Each gradient is divided on its own (a kernel each; they stay separate buffers, as the
-    /// optimizers' multi-tensor kernels want them), then checked joined ([`nonfinite_flag`]).
+    /// The division is one multi-tensor [`FusedOp::Scale`] over all the gradients where the
+    /// device has one (on a GPU a few launches, where a multiply per gradient was one launch
+    /// each), else one kernel per gradient; the gradients stay buffers of their own, as the
+    /// optimizers' multi-tensor kernels want them. Then they are checked joined
+    /// ([`nonfinite_flag`]).
     pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
-        for p in params {
-            if let Some(g) = p.grad() {
+        let op = FusedOp::Scale(inv);
+        let held: Vec<(&Tensor, Tensor)> = params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
+        let lists: Vec<Vec<&Tensor>> = held.iter().map(|(_, g)| vec![g]).collect();
+        let ran = fused::update_foreach(&op, &lists)?;
+        for ((p, g), ran) in held.iter().zip(ran) {
+            if !ran && fused::update(&op, &[g]).transpose()?.is_none() {
                 p.set_grad(Some(g.mul_scalar(inv)?));
             }
         }

@@ -259,9 +259,9 @@ fn dispatches_of_a_wgpu_resnet18_step() {
 
 /// The loss scaler checks resnet18's 62 gradients joined into one flat tensor: a fixed handful
 /// of launches (the join, and the check's product and sum; the f32 gradients need no cast),
-/// where four per tensor were some 250. The division is one launch per gradient, which stays
-/// a buffer of its own for the optimizer's multi-tensor kernels. Each gradient comes back
-/// divided.
+/// where four per tensor were some 250. The division is one launch per gradient on a backend
+/// without multi-tensor kernels (this one counts the CPU's), each gradient staying a buffer of
+/// its own for the optimizer's multi-tensor kernels. Each gradient comes back divided.
 #[test]
 fn launches_of_the_loss_scalers_unscale_and_check() {
     let (counting, dev) = counting_device();
@@ -285,6 +285,32 @@ fn launches_of_the_loss_scalers_unscale_and_check() {
     for (k, p) in params.iter().enumerate() {
         let g = p.grad().unwrap().to_vec_f64().unwrap();
         assert!(g.iter().all(|&v| v == k as f64 / 4.0), "gradient {k} divided by the scale");
+    }
+}
+
+/// On the wgpu backend the loss scaler divides resnet18's 62 gradients with the multi-tensor
+/// `FusedOp::Scale`, 24 a dispatch (3 dispatches, where a multiply per gradient was 62), and
+/// checks them joined (3 more); each gradient comes back divided, still a buffer of its own.
+#[test]
+fn dispatches_of_the_loss_scalers_unscale_on_wgpu() {
+    let Some(device) = common::gpu() else { return };
+    manual_seed(0);
+    let model = zoo::build("resnet18", &device).unwrap();
+    let params = model.parameters();
+    for (k, p) in params.iter().enumerate() {
+        p.set_grad(Some(p.ones_like().unwrap().mul_scalar(k as f64).unwrap()));
+    }
+    let before = liandan_backend_wgpu::dispatches_recorded();
+    let flag = liandan_train::amp::GradScaler::with_scale(4.0).unscale_(&params).unwrap();
+    let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
+    println!("resnet18 ({} parameter tensors) on {device}: unscale and check {dispatches} dispatches", params.len());
+    assert_eq!(flag.item_f64().unwrap(), 0.0);
+    assert_eq!(params.len(), 62);
+    assert_eq!(dispatches, 62u64.div_ceil(24) + 3);
+    for (k, p) in params.iter().enumerate() {
+        let g = p.grad().unwrap();
+        assert_eq!(g.layout().offset(), 0, "gradient {k} stays a buffer of its own");
+        assert!(g.to_vec_f64().unwrap().iter().all(|&v| v == k as f64 / 4.0), "gradient {k} divided by the scale");
     }
 }
 

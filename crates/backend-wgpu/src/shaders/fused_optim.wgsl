@@ -1,5 +1,5 @@
-// Helpers of the fused optimizer updates (Adam, SGD, RMSprop, Adagrad, Adadelta), which
-// compute in f32.
+// Helpers of the fused updates (Adam, SGD, RMSprop, Adagrad, Adadelta, and the loss scaler's
+// Scale), which compute in f32. The optimizers' files also take fused_optim_gradient.wgsl.
 //
 // params[0] = number of elements, params[1] = option flags, then the element offset of each
 // input in binding order, then the hyper-parameters as f32 bits (each kernel's file says which
@@ -23,13 +23,4 @@ fn round_x(v: f32) -> f32 {
 // 1e-8 is 0 there, and so here).
 fn hyper_x(k: u32) -> f32 {
   return round_x(hyper(k));
-}
-
-// Element `e`'s gradient as the composite takes it: negated when maximizing (flag 1), plus
-// weight decay `hyper_x(wd) * param` (flag 2). Reads the `grad` binding of the update's file.
-fn gradient(e: u32, p0: f32, wd: u32) -> f32 {
-  var g = load_x(grad[params[3] + e]);
-  if (flag(1u)) { g = -g; }
-  if (flag(2u)) { g = round_x(g + round_x(p0 * hyper_x(wd))); }
-  return g;
 }

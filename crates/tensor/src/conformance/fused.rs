@@ -122,6 +122,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_scale_matches_mul_scalar() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_foreach::scale_matches_mul_scalar(&d)
+            }
+        }
+        #[test]
         fn fused_foreach_matches_per_tensor() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused_foreach::matches_per_tensor(&d)
@@ -198,6 +204,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::RmsPropStep(r) => (0..3 + (r.momentum > 0.0) as u64 + r.centered as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::AdagradStep(_) => (0..3).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::AdadeltaStep(_) => (0..4).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
+        FusedOp::Scale(_) => vec![t(&[n, h], 5)],
         // x [N, C, L] with C = h, then [C] operands (variances and invstd positive).
         FusedOp::BatchNormTrain(b) => {
             let params = 2 * b.affine as u64 + 2 * b.running as u64;

@@ -31,7 +31,17 @@ pub fn ops() -> Vec<FusedOp> {
         FusedOp::RmsPropStep(RmsPropStep { momentum: 0.5, centered: true, alpha: 0.3, ..rms }),
         FusedOp::AdagradStep(AdagradStep { lr: 0.1, lr_decay: 0.01, weight_decay: 0.01, eps: 1e-8, step: 2, maximize: false }),
         FusedOp::AdadeltaStep(AdadeltaStep { lr: 0.5, rho: 0.8, eps: 1e-5, weight_decay: 0.01, maximize: true }),
+        FusedOp::Scale(1.0 / 3.0),
     ]
+}
+
+/// The operands one update of `op` takes: the updated tensors and, for an optimizer's step,
+/// the gradient (input 1).
+fn operands(op: &FusedOp) -> usize {
+    match op {
+        FusedOp::Scale(_) => 1,
+        _ => op.updates().len() + 1,
+    }
 }
 
 /// Operand lists for `op`: `count` tensors of mixed sizes, each list its parameter, gradient
@@ -41,7 +51,7 @@ fn lists(op: &FusedOp, count: usize, dtype: DType, device: &Device) -> Vec<Vec<T
     (0..count)
         .map(|i| {
             let shape = shapes[i % shapes.len()];
-            (0..op.updates().len() + 1)
+            (0..operands(op))
                 .map(|k| {
                     let v: Vec<f64> = values(shape.iter().product(), (100 * i + k) as u64).iter().map(|x| if k == 1 { *x } else { x.abs() + 0.1 }).collect();
                     Tensor::from_f64s(&v, shape, dtype, device).unwrap()
@@ -75,7 +85,7 @@ fn check(device: &Device, op: &FusedOp, dtype: DType, count: usize, alias: bool)
     let ran = update_foreach(op, &refs).unwrap_or_else(|e| panic!("{what}: {e}"));
     let after = snapshot(&together);
     let want = snapshot(&per_tensor);
-    let width = op.updates().len() + 1;
+    let width = operands(op);
     for (k, got) in after.iter().enumerate() {
         let (list, expected) = if ran[k / width] { ("updated", &want[k]) } else { ("not updated", &before[k]) };
         assert!(got == expected, "{what}: tensor {k} ({list}) differs from the per-tensor update's result or its old value");
@@ -94,6 +104,33 @@ pub fn matches_per_tensor(device: &Device) {
         for op in ops() {
             check(device, &op, dtype, 30, false);
             check(device, &op, dtype, 30, true);
+        }
+    }
+}
+
+/// [`FusedOp::Scale`] against its oracle, [`Tensor::mul_scalar`], bit for bit, in every float
+/// dtype but f64, with factors that round differently in each (the loss scaler's 2^-16 and
+/// 1/3), where the device runs it per tensor ([`update`]) and over many at once
+/// ([`update_foreach`]; also checked against [`update`] by [`matches_per_tensor`]).
+pub fn scale_matches_mul_scalar(device: &Device) {
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for factor in [1.0 / 65536.0, 1.0 / 3.0, -2.5] {
+            let what = format!("scale by {factor} in {dtype} on {device}");
+            let make = |seed: u64| Tensor::from_f64s(&values(600, seed), &[600], dtype, device).unwrap();
+            let want = make(7).mul_scalar(factor).unwrap().to_vec_f64().unwrap();
+            let one = make(7);
+            if let Some(done) = update(&FusedOp::Scale(factor), &[&one]) {
+                done.unwrap();
+                assert_eq!(one.to_vec_f64().unwrap(), want, "{what}: the per-tensor kernel");
+            }
+            let many = [make(7), make(7)];
+            let lists: Vec<Vec<&Tensor>> = many.iter().map(|t| vec![t]).collect();
+            let ran = update_foreach(&FusedOp::Scale(factor), &lists).unwrap();
+            for (t, ran) in many.iter().zip(ran) {
+                if ran {
+                    assert_eq!(t.to_vec_f64().unwrap(), want, "{what}: the multi-tensor kernel");
+                }
+            }
         }
     }
 }
