@@ -38,6 +38,8 @@
 # this build against the previous one, and per-op profiles (`ONLY=bench` or `ONLY=profile`).
 # `PART=20`: the tensor-core kernels' default variant against `prefetch`: registers, tests, the
 # f16 matmul and the f16 steps of `MODELS` (`ONLY=tests` or `ONLY=bench`).
+# `PART=21`: where the products' time goes: `xtask ceiling`, then this build against
+# `.bin/xtask-old` (products and f16 steps) with PyTorch's products beside.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -553,4 +555,28 @@ for r in m['rows']:
       --epoch-samples 6400 --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; steps "$OUT/s.md"
   done; done
   rm -rf "$OUT/s" "$OUT/t"
+fi
+# PART=21: where the products' time goes (`xtask ceiling`, runs 78-89): every ceiling kernel
+# and the real `tall` kernel cut down, twice; then this build's and the previous build's
+# (`.bin/xtask-old`, if there) products and PyTorch's, and the f16 steps of `MODELS`, alternated.
+if [ "$PART" = 21 ]; then
+  for round in 1 2; do echo "## ceiling (round $round)"; timeout 200 ./.bin/xtask ceiling; done
+  rows() { python3 -c "
+import json,sys
+m=json.loads(sys.stdin.read().strip().splitlines()[-1])
+for r in m['rows']:
+    if 'matmul' in r['bench'] and ('2048' in r['size'] or '4096' in r['size']): print('%-50s %-16s %9.3f ms %10.0f %s' % (r['bench'][:50], r['size'], r['median_ms'], r['rate'], r['unit']))
+"; }
+  builds="xtask"; [ -x .bin/xtask-old ] && builds="xtask-old xtask"
+  for round in 1 2; do for b in $builds; do
+    echo "## products, $b (round $round)"; timeout 90 ./.bin/$b bench-micro --device gpu:0 2>/dev/null | rows
+  done; done
+  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  echo "## PyTorch f32 matmul"; timeout 150 python3 xtask/bench_torch.py --device cuda 2>&1 | grep -i "matmul f32"
+  for round in 1 2; do for b in $builds; do
+    echo "## steps f16, $b (round $round)"
+    timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-vit,resnet18,mnist_cnn,seed003_cnn}" --precisions f16 --no-micro --warmup 3 --steps 10 --sync-every 5 \
+      --groups 2 --epoch-samples 6400 --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/s.md" | head -16
+  done; done
+  rm -rf "$OUT/s"
 fi
