@@ -3,7 +3,7 @@
 //! (`torch.amp.GradScaler`).
 //!
 //! With `Precision::F16` or `BF16` the forward pass and the loss run inside
-//! [`liandan_nn::autocast`] (matmul and convolutions in the low type, reductions, softmax,
+//! [`liandan_nn::autocast()`] (matmul and convolutions in the low type, reductions, softmax,
 //! normalization and losses in f32; see that module); parameters, their gradients and the
 //! optimizer's state stay f32. f16 holds nothing below 6e-8, so the loss is multiplied by a
 //! large scale before backward and the gradients divided by it after; bf16 has f32's range
