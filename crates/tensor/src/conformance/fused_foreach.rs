@@ -109,8 +109,8 @@ pub fn matches_per_tensor(device: &Device) {
 }
 
 /// [`FusedOp::Scale`] against its oracle, [`Tensor::mul_scalar`], bit for bit, in every float
-/// dtype but f64, with factors that round differently in each (the loss scaler's 2^-16 and
-/// 1/3), where the device runs it per tensor ([`update`]) and over many at once
+/// dtype but f64, with factors every dtype holds exactly (the loss scaler's 2^-16, and -2.5) and
+/// one each rounds (1/3), where the device runs it per tensor ([`update`]) and over many at once
 /// ([`update_foreach`]; also checked against [`update`] by [`matches_per_tensor`]).
 pub fn scale_matches_mul_scalar(device: &Device) {
     for dtype in [DType::F32, DType::F16, DType::BF16] {
