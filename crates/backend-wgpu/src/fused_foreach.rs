@@ -57,10 +57,16 @@ pub(crate) const WIDE: usize = {
 /// buffer slots, less the two wgpu keeps); lavapipe allows 32.
 const NARROW_BUFFERS: usize = 29;
 
-/// The widths (tensors a dispatch) built for an update binding `bindings` buffers per tensor:
-/// the narrow one and [`WIDE`].
-pub(crate) fn widths(bindings: usize) -> [usize; 2] {
-    [((NARROW_BUFFERS - 1) / bindings).min(WIDE), WIDE]
+/// The widths (tensors a dispatch) built for an update binding `bindings` buffers per tensor,
+/// narrowest first: the narrow one, and [`WIDE`] where that is wider (an update of one binding
+/// fits [`WIDE`] tensors in the narrow budget already).
+pub(crate) fn widths(bindings: usize) -> Vec<usize> {
+    let narrow = ((NARROW_BUFFERS - 1) / bindings).min(WIDE);
+    if narrow < WIDE {
+        vec![narrow, WIDE]
+    } else {
+        vec![WIDE]
+    }
 }
 
 /// The widest of [`widths`] that `limits` allow (with the parameter block's binding), if any.
@@ -310,6 +316,8 @@ fn update(e: u32) { sum_in[e] = sum_in[e] + grad[e]; param[e] = param[e] - sum_i
         // SGD with momentum (5 bindings a tensor) to Adam with amsgrad (9).
         assert_eq!(widths(5), [5, WIDE]);
         assert_eq!(widths(9), [3, WIDE]);
+        // FusedOp::Scale in place: one binding, one key.
+        assert_eq!(widths(1), [WIDE]);
         assert_eq!(WIDE, 24);
     }
 }

@@ -155,10 +155,7 @@ impl KernelKey for Key {
         let wide = [false, true].into_iter().flat_map(|in_place| {
             keys.iter().flat_map(move |k| {
                 let k = Key { in_place, ..*k };
-                // One key a width (a one-binding update's narrow width is the wide one).
-                let [narrow, wide] = fused_foreach::widths(k.bindings());
-                let widths = if narrow == wide { vec![wide] } else { vec![narrow, wide] };
-                widths.into_iter().map(move |w| Key { width: w as u8, ..k })
+                fused_foreach::widths(k.bindings()).into_iter().map(move |w| Key { width: w as u8, ..k })
             })
         });
         keys.iter().copied().chain(wide).collect()
