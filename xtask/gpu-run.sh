@@ -40,6 +40,9 @@
 # f16 matmul and the f16 steps of `MODELS` (`ONLY=tests` or `ONLY=bench`).
 # `PART=21`: where the products' time goes: `xtask ceiling`, then this build against
 # `.bin/xtask-old` (products and f16 steps) with PyTorch's products beside.
+# `PART=22`: what a synchronize costs: `xtask ceiling --only latency` (wgpu alone), this build's
+# and `.bin/xtask-old`'s `bench-host --only sync`, PyTorch's add and synchronize; then both
+# builds' f32 steps of `MODELS` (default lstm, seed003_cnn, mlp), alternated, PyTorch beside.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -577,6 +580,31 @@ for r in m['rows']:
     echo "## steps f16, $b (round $round)"
     timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-vit,resnet18,mnist_cnn,seed003_cnn}" --precisions f16 --no-micro --warmup 3 --steps 10 --sync-every 5 \
       --groups 2 --epoch-samples 6400 --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$OUT/s.md" | head -16
+  done; done
+  rm -rf "$OUT/s"
+fi
+if [ "$PART" = 22 ]; then
+  builds="xtask"; [ -x .bin/xtask-old ] && builds="xtask-old xtask"
+  for round in 1 2; do
+    echo "## wgpu alone (round $round)"; timeout 60 ./.bin/xtask ceiling --only latency 2>&1 | grep -E "^\|"
+    for b in $builds; do
+      echo "## $b bench-host --only sync (round $round)"; timeout 60 ./.bin/$b bench-host --device gpu --only sync 2>&1 | grep -E "^\|" | head -20
+    done
+    echo "## PyTorch: an add of one element, then synchronize; a synchronize alone (medians of 2,000, us)"
+    python3 -c "
+import statistics, time, torch
+z = torch.zeros(1, device='cuda'); torch.cuda.synchronize()
+def one(f):
+    t = time.perf_counter(); f(); torch.cuda.synchronize(); return time.perf_counter() - t
+for _ in range(200): one(lambda: z + 1.0)
+print('add + synchronize', round(statistics.median(one(lambda: z + 1.0) for _ in range(2000)) * 1e6, 1))
+print('synchronize alone', round(statistics.median(one(lambda: None) for _ in range(2000)) * 1e6, 1))
+print('add + item()', round(statistics.median(one(lambda: (z + 1.0).item()) for _ in range(2000)) * 1e6, 1))"
+  done
+  for round in 1 2; do for b in $builds; do
+    echo "## steps f32, $b (round $round)"
+    timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-lstm,seed003_cnn,mlp}" --precisions f32 --no-micro --warmup 3 --steps 10 --sync-every 5 \
+      --groups 2 --epoch-samples 6400 $([ "$round$b" = 1xtask ] && echo --torch) --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| (gpu|[a-z0-9_]+ \| (gpu|cuda))" "$OUT/s.md" | head -16
   done; done
   rm -rf "$OUT/s"
 fi

@@ -1,4 +1,5 @@
-//! `cargo xtask ceiling [--quick] [--only TEXT,..]` (the kernels whose name contains one TEXT): what the GPU's arithmetic reaches through wgpu when nothing
+//! `cargo xtask ceiling [--quick] [--only TEXT,..]` (the kernels whose name contains one TEXT;
+//! `latency` for the latency rows): what the GPU's arithmetic reaches through wgpu when nothing
 //! but the arithmetic is asked of it, beside the inner loops of our matrix products run without
 //! their global loads. The gap between a ceiling and the full kernel (`cargo xtask bench`'s
 //! matmul rows) says where a product's time goes:
@@ -18,6 +19,11 @@
 //!   every 32 deep, `+ barriers` adds the two barriers alone, `+ stores` the slice's stores
 //!   alone, `+ staging` both, and `+ global fetch` the next slice fetched from a 4096 x 4096
 //!   matrix after them.
+//!
+//! - `latency` (a table of its own): one submission and the wait for it through wgpu alone, in
+//!   microseconds: an empty command buffer, one dispatch of one workgroup, with a parameter
+//!   block written by `Queue::write_buffer` or set as immediate data, with a read-back. The
+//!   floor under the backend's synchronize.
 //!
 //! Each kernel runs as many workgroups as fill the device several times over, timed on the
 //! host around a batch of dispatches after a warm-up; rates count a multiply-add as two
@@ -507,7 +513,7 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
 /// sums still go through the scratch, but one element is stored). Rows of `(name, wgsl)`; [`Gpu::time_real`] runs them.
 fn real_f16() -> Fallible<Vec<(String, String)>> {
     let key = "MatmulCoop(Key { variant: Tall, a: K, b: Outer, partial: false })";
-    let src = liandan_backend_wgpu::shaders::all_sources(true, false)
+    let src = liandan_backend_wgpu::shaders::all_sources(true, false, false)
         .into_iter()
         .find(|(name, _)| name == key)
         .map(|(_, src)| src)
@@ -653,8 +659,11 @@ pub fn run(args: &[String]) -> Fallible<()> {
     println!("device: {}{}", gpu.name, if gpu.coop { "" } else { " (no 16x16x16 f16 cooperative matrices: the mma rows are skipped)" });
     // Enough workgroups to fill any GPU several times over; fewer on a software rasterizer.
     let (groups, reps) = if quick { (8u32, 2u32) } else { (132 * 32, 5) };
-    println!("| kernel | workgroups | ms a dispatch | TFLOP/s |");
-    println!("|---|---|---|---|");
+    let header = || {
+        println!("| kernel | workgroups | ms a dispatch | TFLOP/s |");
+        println!("|---|---|---|---|");
+    };
+    let mut headed = false;
     let only: Vec<&str> = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map(|o| o.split(',').collect()).unwrap_or_default();
     for k in kernels(quick) {
         if !only.is_empty() && !only.iter().any(|o| k.name.contains(o)) {
@@ -664,6 +673,9 @@ pub fn run(args: &[String]) -> Fallible<()> {
             continue;
         }
         let ms = gpu.time(&k, groups, reps)?;
+        if !std::mem::replace(&mut headed, true) {
+            header();
+        }
         let tflops = k.flops_per_group * groups as f64 / (ms * 1e-3) / 1e12;
         println!("| {} | {groups} | {ms:.3} | {tflops:.2} |", k.name);
     }
@@ -673,8 +685,196 @@ pub fn run(args: &[String]) -> Fallible<()> {
                 continue;
             }
             let ms = gpu.time_real(&name, &wgsl, reps)?;
+            if !std::mem::replace(&mut headed, true) {
+                header();
+            }
             println!("| {name} | 32 x 16 | {ms:.3} | {:.2} |", 2.0 * 4096f64.powi(3) / (ms * 1e-3) / 1e12);
         }
+    }
+    if only.is_empty() || only.iter().any(|o| "latency".contains(o)) {
+        latency(&gpu, if quick { 20 } else { 2000 })?;
+    }
+    Ok(())
+}
+
+/// The latency rows' kernel: one element incremented, its count from a uniform parameter block.
+const LATENCY_ADD: &str = "@group(0) @binding(0) var<uniform> n: vec4<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x < n.x { y[gid.x] = y[gid.x] + 1.0; }
+}
+";
+
+/// The same with a 256-byte parameter block as immediate data, as the backend's kernels take it.
+const LATENCY_ADD_IMMEDIATE: &str = "var<immediate> n: array<vec4<u32>, 16>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x < n[0].x { y[gid.x] = y[gid.x] + 1.0; }
+}
+";
+
+/// What one submission and a wait for it cost through wgpu alone: the floor under the
+/// backend's synchronize (`cargo xtask bench-host --only sync`, whose split rows time the same
+/// parts inside the backend). Each row runs `reps` times, each from an idle device: record (a
+/// new encoder and its commands), write (`Queue::write_buffer` of a 16-byte parameter block),
+/// finish (`CommandEncoder::finish`), submit (`Queue::submit`), wait (polling until the
+/// queue is empty, as the backend's synchronize first does, or one blocking wait), and for the
+/// read-back row the mapping read too. Prints medians of the whole and means of the parts, us.
+fn latency(gpu: &Gpu, reps: usize) -> Fallible<()> {
+    let pipeline = gpu.pipeline("latency add", LATENCY_ADD);
+    let params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("params"),
+        size: 16,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    gpu.queue.write_buffer(&params, 0, &[1u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let y = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("y"),
+        size: 256,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let back = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("read-back"),
+        size: 256,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry { binding: 0, resource: params.as_entire_binding() },
+            wgpu::BindGroupEntry { binding: 1, resource: y.as_entire_binding() },
+        ],
+    });
+    // The same kernel reading a 256-byte parameter block from immediate data (push constants)
+    // instead of a buffer: no write before the submit.
+    let immediate = gpu.immediates.then(|| {
+        let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("latency add, immediates"),
+            source: wgpu::ShaderSource::Wgsl(LATENCY_ADD_IMMEDIATE.into()),
+        });
+        let entry = wgpu::BindGroupLayoutEntry {
+            binding: 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only: false }, has_dynamic_offset: false, min_binding_size: None },
+            count: None,
+        };
+        let layout = gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &[entry] });
+        let pipeline_layout =
+            gpu.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor { label: None, bind_group_layouts: &[Some(&layout)], immediate_size: 256 });
+        let pipeline = gpu.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("latency add, immediates"),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &[wgpu::BindGroupEntry { binding: 1, resource: y.as_entire_binding() }],
+        });
+        (pipeline, group)
+    });
+    let block: Vec<u8> = (0..64u32).flat_map(|i| u32::from(i == 0).to_le_bytes()).collect();
+    let idle = |spin: bool| -> Fallible<u32> {
+        let mut polls = 0;
+        if spin {
+            let start = Instant::now();
+            while start.elapsed().as_secs_f64() < 1.0 {
+                polls += 1;
+                if gpu.device.poll(wgpu::PollType::Poll).map_err(|e| e.to_string())?.is_queue_empty() {
+                    return Ok(polls);
+                }
+                std::hint::spin_loop();
+            }
+        }
+        gpu.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| e.to_string())?;
+        Ok(polls)
+    };
+    // (name, dispatch, write the parameters, read 4 bytes back, spin, parameters as immediates)
+    let mut rows = vec![
+        ("empty command buffer, polled", false, false, false, true, false),
+        ("a dispatch of one workgroup, polled", true, false, false, true, false),
+        ("a dispatch, blocking wait", true, false, false, false, false),
+        ("write_buffer + a dispatch, polled", true, true, false, true, false),
+        ("write_buffer + a dispatch + read 4 bytes back, polled", true, true, true, true, false),
+    ];
+    if immediate.is_some() {
+        rows.push(("256 bytes of immediates + a dispatch, polled", true, false, false, true, true));
+        rows.push(("256 bytes of immediates + a dispatch + read 4 bytes back, polled", true, false, true, true, true));
+    }
+    println!();
+    println!("| latency ({reps} each) | whole, median us | record | write | finish | submit | wait (+ map) | polls |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, dispatch, write, read, spin, immediates) in rows {
+        let mut whole = Vec::with_capacity(reps);
+        let mut parts = [0f64; 5];
+        let mut polls = 0u64;
+        // The first tenth warms up; the rest counts.
+        let warm = reps / 10;
+        for rep in 0..reps + warm {
+            let t0 = Instant::now();
+            let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            if dispatch {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                match (&immediate, immediates) {
+                    (Some((pipeline, group)), true) => {
+                        pass.set_pipeline(pipeline);
+                        pass.set_bind_group(0, group, &[]);
+                        pass.set_immediates(0, &block);
+                    }
+                    _ => {
+                        pass.set_pipeline(&pipeline);
+                        pass.set_bind_group(0, &group, &[]);
+                    }
+                }
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+            if read {
+                encoder.copy_buffer_to_buffer(&y, 0, &back, 0, 4);
+            }
+            let t1 = Instant::now();
+            if write {
+                gpu.queue.write_buffer(&params, 0, &[1u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            let t2 = Instant::now();
+            let commands = encoder.finish();
+            let t3 = Instant::now();
+            gpu.queue.submit([commands]);
+            let t4 = Instant::now();
+            let (tx, rx) = std::sync::mpsc::channel();
+            if read {
+                back.slice(..4).map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+            }
+            let n = idle(spin)?;
+            if read {
+                rx.recv().map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+                let value = f32::from_le_bytes(back.slice(..4).get_mapped_range().map_err(|e| e.to_string())?[..4].try_into().expect("4 bytes"));
+                std::hint::black_box(value);
+                back.unmap();
+            }
+            let t5 = Instant::now();
+            if rep >= warm {
+                whole.push((t5 - t0).as_secs_f64() * 1e6);
+                for (p, (a, b)) in parts.iter_mut().zip([(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)]) {
+                    *p += (b - a).as_secs_f64() * 1e6;
+                }
+                polls += n as u64;
+            }
+        }
+        whole.sort_by(f64::total_cmp);
+        let n = reps as f64;
+        let p: Vec<String> = parts.iter().map(|v| format!("{:.1}", v / n)).collect();
+        println!("| {name} | {:.1} | {} | {:.0} |", whole[reps / 2], p.join(" | "), polls as f64 / n);
     }
     Ok(())
 }
@@ -687,6 +887,8 @@ struct Gpu {
     mat: wgpu::Buffer,
     name: String,
     coop: bool,
+    /// Whether the device takes 256 bytes of immediate data (push constants) a dispatch.
+    immediates: bool,
 }
 
 impl Gpu {
@@ -707,7 +909,11 @@ impl Gpu {
             })
             && (info.subgroup_min_size, info.subgroup_max_size) == (32, 32)
             && adapter.limits().max_compute_invocations_per_workgroup >= 512;
-        let features = if coop { wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let mut features = if coop { wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX | wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+        let immediates = adapter.features().contains(wgpu::Features::IMMEDIATES) && adapter.limits().max_immediate_size >= 256;
+        if immediates {
+            features |= wgpu::Features::IMMEDIATES;
+        }
         let desc = wgpu::DeviceDescriptor {
             label: Some("xtask ceiling"),
             required_features: features,
@@ -728,7 +934,7 @@ impl Gpu {
         // Not zeros: tensor cores multiplying zeros draw less power, and so may run faster.
         let values: Vec<u8> = (0..4096 * 4096u32).flat_map(|i| (0.5f32 + (i % 251) as f32 * 1e-3).to_le_bytes()).collect();
         queue.write_buffer(&mat, 0, &values);
-        Ok(Gpu { device, queue, mat, name: format!("{} ({:?})", info.name, info.backend), coop })
+        Ok(Gpu { device, queue, mat, name: format!("{} ({:?})", info.name, info.backend), coop, immediates })
     }
 
     /// The compute pipeline of `wgsl` (entry point `main`, its layout derived from the source),
@@ -844,9 +1050,11 @@ mod tests {
     fn every_kernel_validates() {
         let real = real_f16().expect("the edits still apply to the backend's source");
         let real = real.into_iter().map(|(name, wgsl)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false });
-        for k in kernels(true).into_iter().chain(real) {
+        let latency =
+            [LATENCY_ADD, LATENCY_ADD_IMMEDIATE].map(|w| Kernel { name: "latency".into(), wgsl: w.into(), flops_per_group: 0.0, coop: false, mat: false });
+        for k in kernels(true).into_iter().chain(real).chain(latency) {
             let module = naga::front::wgsl::parse_str(&k.wgsl).unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));
-            let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
+            let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX | naga::valid::Capabilities::IMMEDIATES;
             let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
                 .validate(&module)
                 .unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));

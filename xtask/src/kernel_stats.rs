@@ -18,7 +18,7 @@ type Fallible<T> = std::result::Result<T, String>;
 pub fn run(args: &[String]) -> Fallible<()> {
     let filters: Vec<&str> = args.iter().skip(1).map(String::as_str).collect();
     let sources: Vec<(String, String)> =
-        liandan_backend_wgpu::shaders::all_sources(true, false).into_iter().filter(|(name, _)| filters.iter().all(|f| name.contains(f))).collect();
+        liandan_backend_wgpu::shaders::all_sources(true, false, false).into_iter().filter(|(name, _)| filters.iter().all(|f| name.contains(f))).collect();
     if sources.is_empty() {
         return Err(format!("no kernel's key contains all of {filters:?} (keys print as their Rust Debug form, e.g. MatmulCoop or Prefetch)"));
     }

@@ -4,8 +4,9 @@
 //! Creating a bind group was the largest host cost of a dispatch (wgpu validates it, allocates
 //! a descriptor set and tracks every buffer). A training loop allocates the same shapes in the
 //! same order every step, so the caching allocator hands the same buffers to the same kernels,
-//! and a step after the first finds its bind groups made. The meta block (binding 0) is bound
-//! with a dynamic offset, so one bind group serves every arena slot.
+//! and a step after the first finds its bind groups made. Where the meta block is a buffer
+//! (binding 0; see `gpu.rs`), it is bound with a dynamic offset, so one bind group serves every
+//! arena slot; where it is immediate data, binding 0 is absent.
 //!
 //! A cached bind group holds its buffers alive: the cache is owned by the pool, emptied with
 //! it (`Pool::empty`), and cleared whole when it grows past `MAX_ENTRIES`.
@@ -32,14 +33,14 @@ pub(crate) struct BindGroups {
 }
 
 impl BindGroups {
-    /// The bind group of `layout` over `arena` (binding 0, one `slot_bytes` window at a dynamic
-    /// offset) and `windows` (bindings 1..), made the first time it is asked for.
+    /// The bind group of `layout` over `arena` (binding 0, one window of the given bytes at a
+    /// dynamic offset; none where the meta block is immediate data) and `windows` (bindings
+    /// 1..), made the first time it is asked for.
     pub(crate) fn get(
         &self,
         device: &wgpu::Device,
         layout: &wgpu::BindGroupLayout,
-        arena: &wgpu::Buffer,
-        slot_bytes: u64,
+        arena: Option<(&wgpu::Buffer, u64)>,
         windows: &[Window],
     ) -> wgpu::BindGroup {
         let key = BindKey { layout: layout.clone(), windows: windows.iter().map(|&(b, o, s)| (b.clone(), o, s)).collect() };
@@ -47,10 +48,13 @@ impl BindGroups {
         if let Some(group) = cache.get(&key) {
             return group.clone();
         }
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: arena, offset: 0, size: wgpu::BufferSize::new(slot_bytes) }),
-        }];
+        let mut entries: Vec<wgpu::BindGroupEntry> = arena
+            .map(|(buffer, slot_bytes)| wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset: 0, size: wgpu::BufferSize::new(slot_bytes) }),
+            })
+            .into_iter()
+            .collect();
         for (i, &(buffer, offset, size)) in windows.iter().enumerate() {
             let binding = wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size) };
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
@@ -71,7 +75,7 @@ impl BindGroups {
 
 /// The bind group layout of a kernel's WGSL, as wgpu would derive it: every `@group(0)` storage
 /// buffer its entry point uses, read-only or read-write as declared; binding 0 (the meta
-/// block) at a dynamic offset.
+/// block, where it is a buffer) at a dynamic offset. Immediate data takes no binding.
 pub(crate) fn layout_entries(wgsl: &str) -> std::result::Result<Vec<wgpu::BindGroupLayoutEntry>, String> {
     let module = naga::front::wgsl::parse_str(wgsl).map_err(|e| e.emit_to_string(wgsl))?;
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())

@@ -7,8 +7,12 @@
 //! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `MAX_BATCH`: the
 //! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
 //! synchronized step does not pay for recording and running one after the other, and a long
-//! pipelined run still submits in large batches. Each dispatch's small parameter block ("meta") goes
-//! into a slot of one arena buffer that is written once per batch, just before its submit.
+//! pipelined run still submits in large batches. Each dispatch's small parameter block ("meta", at
+//! most 64 words) travels as immediate data (push constants) recorded with the dispatch, where the
+//! device takes 256 bytes of it; elsewhere (and with `LIANDAN_WGPU_IMMEDIATES=0`) it goes into a
+//! slot of one arena buffer that is written once per batch, just before its submit. The arena's
+//! write is a copy the GPU runs before the batch, which made a synchronize after a small op 10 us
+//! (a quarter) dearer on an H200 (`xtask ceiling --only latency`).
 //!
 //! Uploads go through staging buffers that the driver frees only once the copy out of them has
 //! run. They are counted (`MemoryStats::staging`) and bounded: past `UPLOAD_BATCH` pending bytes
@@ -249,6 +253,18 @@ fn first_batch() -> Result<usize> {
     }
 }
 
+/// `LIANDAN_WGPU_IMMEDIATES`: `0` keeps the meta blocks in the arena buffer even where the
+/// device could take them as immediate data (for comparing the two on one GPU), `1` or unset
+/// uses immediates where the device has room for a whole block.
+fn immediates_allowed() -> Result<bool> {
+    match std::env::var("LIANDAN_WGPU_IMMEDIATES") {
+        Ok(v) if v.trim() == "0" => Ok(false),
+        Ok(v) if v.trim().is_empty() || v.trim() == "1" => Ok(true),
+        Ok(v) => Err(Error::Device(format!("LIANDAN_WGPU_IMMEDIATES={v:?} is neither 0 nor 1; unset it to use immediates where the device has them"))),
+        Err(_) => Ok(true),
+    }
+}
+
 /// `LIANDAN_WGPU_MAX_BINDING`: a smaller storage binding limit (bytes) than the adapter's, so
 /// the paths for buffers past the limit (lavapipe's is 128 MiB) can be tried on any GPU.
 fn binding_cap() -> Result<Option<u64>> {
@@ -283,7 +299,14 @@ impl Gpu {
         if coop_f16 {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
+        // Meta blocks as immediate data only where a whole slot fits (lavapipe offers 128 bytes).
+        if immediates_allowed()? && limits.max_immediate_size as u64 >= SLOT_BYTES {
+            wanted |= wgpu::Features::IMMEDIATES;
+        }
         let features = adapter.features() & wanted;
+        if !features.contains(wgpu::Features::IMMEDIATES) {
+            limits.max_immediate_size = 0;
+        }
         let experimental_features = if coop_f16 {
             // SAFETY: wgpu asks us to accept that its experimental features may hold bugs. The
             // one we enable is used by one kernel family (`matmul_coop`), which
@@ -312,9 +335,11 @@ impl Gpu {
             f.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| format!("device lost ({reason:?}): {msg}"));
         });
         let slot_bytes = SLOT_BYTES.max(limits.min_storage_buffer_offset_alignment as u64);
+        let repr = Repr::new(features);
         let arena = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("liandan meta arena"),
-            size: slot_bytes * MAX_BATCH as u64,
+            // With immediates no kernel reads it; `synchronize` still names it as a source.
+            size: if repr.immediates { slot_bytes } else { slot_bytes * MAX_BATCH as u64 },
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
@@ -331,7 +356,7 @@ impl Gpu {
             recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new(), batch: first_batch }),
             first_batch,
             staging: Arc::default(),
-            repr: Repr::new(features),
+            repr,
             kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
@@ -376,7 +401,7 @@ impl Gpu {
         let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(&label),
             bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
+            immediate_size: if self.repr.immediates { SLOT_BYTES as u32 } else { 0 },
         });
         let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
         let module = if shader_checks().unwrap_or(key.checked()) {
@@ -436,15 +461,29 @@ impl Gpu {
         }
         DISPATCHES.with(|d| d.set(d.get() + 1));
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = rec.dispatches;
-        let words_per_slot = (self.slot_bytes / 4) as usize;
-        rec.meta.resize((slot + 1) * words_per_slot, 0);
-        rec.meta[slot * words_per_slot..slot * words_per_slot + meta.len()].copy_from_slice(meta);
-        let bind_group = self.pool.bind_groups.get(&self.device, &kernel.layout, &self.arena, SLOT_BYTES, buffers);
-        let meta_offset = [(slot as u64 * self.slot_bytes) as u32];
+        let (bind_group, meta_offset) = if self.repr.immediates {
+            (self.pool.bind_groups.get(&self.device, &kernel.layout, None, buffers), None)
+        } else {
+            let slot = rec.dispatches;
+            let words_per_slot = (self.slot_bytes / 4) as usize;
+            rec.meta.resize((slot + 1) * words_per_slot, 0);
+            rec.meta[slot * words_per_slot..slot * words_per_slot + meta.len()].copy_from_slice(meta);
+            let group = self.pool.bind_groups.get(&self.device, &kernel.layout, Some((&self.arena, SLOT_BYTES)), buffers);
+            (group, Some([(slot as u64 * self.slot_bytes) as u32]))
+        };
         let record = |pass: &mut wgpu::ComputePass<'_>| {
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &meta_offset);
+            match &meta_offset {
+                Some(offset) => pass.set_bind_group(0, &bind_group, offset),
+                None => {
+                    pass.set_bind_group(0, &bind_group, &[]);
+                    // The whole block, zeros past `meta` as in a fresh arena slot: what a kernel
+                    // reads there must not be the previous dispatch's.
+                    let mut block = [0u32; META_WORDS];
+                    block[..meta.len()].copy_from_slice(meta);
+                    pass.set_immediates(0, bytemuck::cast_slice(&block));
+                }
+            }
             pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         };
         match (&self.timer, Timer::op()) {

@@ -39,7 +39,7 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
 ///    `C_x`, the compute type; `load_x` / `store_x`);
 /// 3. the `const` declarations and type aliases its key chooses (`const H: u32 = 2u;`,
 ///    `alias W = f64;`): numbers, flags and type names are the only things Rust writes;
-/// 4. `common.wgsl` (the meta block and strided indexing);
+/// 4. the meta block's declaration (`Repr::params`) and `common.wgsl` (strided indexing);
 /// 5. its parts: `.wgsl` files under `src/shaders`, concatenated in order (helpers first, the
 ///    file with the entry point last). A part that varies by op (an op's body, a binding set)
 ///    is a file of its own, picked by the key; a choice among functions of one file is a
@@ -104,6 +104,7 @@ impl<'r> Wgsl<'r> {
             s += &self.repr.prelude(name, *dtype);
         }
         s += &self.decls;
+        s += self.repr.params();
         s += COMMON;
         for part in self.parts {
             s += "\n";

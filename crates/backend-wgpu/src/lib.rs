@@ -53,10 +53,12 @@ pub mod shaders {
     use crate::repr::Repr;
 
     /// Every kernel variant a device holding f16 / f64 natively (as `f16`, `f64` say) can
-    /// build, from the typed keys that also key the pipeline cache: `(variant, WGSL source)`.
-    /// (Metal: f16 yes, f64 no.)
-    pub fn all_sources(f16: bool, f64: bool) -> Vec<(String, String)> {
-        let repr = Repr { f16, f64 };
+    /// build, from the typed keys that also key the pipeline cache: `(variant, WGSL source)`;
+    /// with `immediates`, as a device that takes the meta block as immediate data builds them
+    /// (`var<immediate>`), else with the meta block in a storage buffer at binding 0.
+    /// (Metal: f16 yes, f64 no, immediates yes.)
+    pub fn all_sources(f16: bool, f64: bool, immediates: bool) -> Vec<(String, String)> {
+        let repr = Repr { f16, f64, immediates };
         crate::Key::all(&repr).into_iter().map(|k| (format!("{k:?}"), k.source(&repr))).collect()
     }
 }

@@ -19,16 +19,31 @@ use std::borrow::Cow;
 
 use liandan_tensor::DType;
 
-/// What the adapter can hold natively.
+/// What the device holds natively, and where a kernel finds its meta block: immediate data
+/// (`var<immediate>`, with `Features::IMMEDIATES`) or a storage buffer at binding 0.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Repr {
     pub f16: bool,
     pub f64: bool,
+    pub immediates: bool,
 }
 
 impl Repr {
     pub(crate) fn new(features: wgpu::Features) -> Repr {
-        Repr { f16: features.contains(wgpu::Features::SHADER_F16), f64: features.contains(wgpu::Features::SHADER_F64) }
+        Repr {
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            f64: features.contains(wgpu::Features::SHADER_F64),
+            immediates: features.contains(wgpu::Features::IMMEDIATES),
+        }
+    }
+
+    /// The declaration of the meta block every kernel reads as `params` (`common.wgsl`).
+    pub(crate) fn params(&self) -> &'static str {
+        if self.immediates {
+            "var<immediate> params: array<u32, 64>;\n"
+        } else {
+            "@group(0) @binding(0) var<storage, read> params: array<u32>;\n"
+        }
     }
 
     /// True when float kernels can compute on this dtype here.

@@ -1,9 +1,8 @@
-// Shared by every kernel: the meta block and strided indexing.
+// Shared by every kernel: strided indexing over the meta block `params` (at most 64 u32s,
+// declared just before this file as immediate data or a storage buffer; `Repr::params`).
 //
 // params[0] = number of elements (invocations that do work), params[1] = rank R, params[2..2+R] =
 // shape, then for each operand k: R strides and an offset, at 2 + R + k * (R + 1).
-
-@group(0) @binding(0) var<storage, read> params: array<u32>;
 
 // The flat invocation index over a 2-D grid of 256-wide workgroups (grids are split in two
 // dimensions because one may hold at most 65,535 workgroups).
