@@ -299,14 +299,17 @@ def model_step(a):
     return dev, sync, step
 
 
-# The least time the warm-up steps take (as WARMUP_SECS in xtask/src/bench/step.rs: an idle GPU
-# speeds its clock up only after some time under load).
+# The least time the warm-up steps after the first take (as WARMUP_SECS in
+# xtask/src/bench/step.rs: an idle GPU speeds its clock up only after some time under load; the
+# first step sets up the kernels).
 WARMUP_SECS = 1.0
 
 
 def one_model(a):
     dev, sync, step = model_step(a)
-    start, done = time.perf_counter(), 0
+    step()
+    sync()
+    start, done = time.perf_counter(), 1
     while done < a.warmup or time.perf_counter() - start < WARMUP_SECS:
         step()
         sync()

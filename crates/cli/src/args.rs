@@ -182,7 +182,9 @@ pub struct ProfileArgs {
     /// Training steps to profile.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub steps: usize,
-    /// Steps run first and left out (shader compilation, first allocations).
+    /// Steps run first and left out (shader compilation, first allocations); on a GPU, at least
+    /// one second of them after the first (a driver may run kernels it has just compiled slower
+    /// at first)
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub warmup: usize,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).

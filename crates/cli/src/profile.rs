@@ -60,8 +60,19 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         }
         Ok(())
     };
-    for _ in 0..a.warmup {
+    // On a GPU the warm-up goes on for a second after its first step (which compiles the
+    // kernels): NVIDIA's Vulkan driver ran kernels it had just compiled 3-5x slower for the
+    // first steps (docs/PERFORMANCE.md, runs 97-99).
+    let floor = if device.is_cpu() || a.warmup == 0 { 0.0 } else { 1.0 };
+    let mut first_done: Option<std::time::Instant> = None;
+    let mut done = 0;
+    while done < a.warmup || first_done.is_some_and(|t| t.elapsed().as_secs_f64() < floor) {
         step(&mut opt)?;
+        done += 1;
+        if first_done.is_none() {
+            device.synchronize().map_err(|e| failed("synchronize", e))?;
+            first_done = Some(std::time::Instant::now());
+        }
     }
     // Compilation and first allocations belong to the warm-up, not to the profile.
     device.synchronize().map_err(|e| failed("synchronize", e))?;

@@ -54,8 +54,9 @@ pub struct BenchArgs {
 /// How a training step is timed.
 #[derive(Args, Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
-    /// Untimed steps first (default 5; --quick 1), and as many more as make up a second
-    /// (`step::WARMUP_SECS`: an idle GPU clocks up only after a while under load).
+    /// Untimed steps first (default 5; --quick 1), and as many more as make up a second after
+    /// the first (`step::WARMUP_SECS`: an idle GPU clocks up only after a while under load, and
+    /// a driver may run kernels it has just compiled slower at first).
     #[arg(long, value_name = "N")]
     pub warmup: Option<u64>,
     /// Timed steps, each synchronized (default 20; --quick 3).

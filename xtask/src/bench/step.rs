@@ -137,24 +137,27 @@ fn batch_for(model: &dyn ZooModel, batch: usize, device: &Device) -> Fallible<(T
     Ok((x, y))
 }
 
-/// The least time the warm-up steps take, however few `--warmup` asks for: an idle GPU runs at
-/// a fraction of its clock and speeds up only after some time under load. On the H200 (runs 24
-/// and 25, docs/PERFORMANCE.md) mnist_cnn's f16 step, which waits for the loss scaler's check
-/// every step and so leaves the GPU idle part of the time, took 5.0 ms after 3 warm-up steps
-/// and 1.3 ms after 30 in one process (other processes still read 1.9-3.9 ms).
-/// `xtask/bench_torch.py` warms PyTorch up the same way.
+/// The least time the warm-up steps after the first take, however few `--warmup` asks for: an
+/// idle GPU runs at a fraction of its clock and speeds up only after some time under load, and
+/// NVIDIA's Vulkan driver runs pipelines it has just compiled (none of them in its shader disk
+/// cache) 3-5x slower for the first steps (runs 97-99, docs/PERFORMANCE.md: seed003_cnn's f16
+/// step 8-9 ms after 3 warm-up steps, 2 ms after 100, in processes whose first step compiled
+/// for 6 s). The clock starts after the first step, which compiles the kernels.
+/// `xtask/bench_torch.py` warms PyTorch up for the same time.
 pub const WARMUP_SECS: f64 = 1.0;
 
 /// `xtask bench-model`: times `plan` steps of the model synced, then pipelined, after at least
-/// `plan.warmup` warm-up steps and [`WARMUP_SECS`] of them.
+/// `plan.warmup` warm-up steps, and [`WARMUP_SECS`] of them after the first.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision)?;
     let (x, y) = batch_for(&*s.model, a.batch, &device)?;
     let Plan { warmup, steps, sync_every, groups } = a.plan();
     let sync = || device.synchronize().map_err(|e| e.to_string());
+    s.step(&x, y.as_ref())?;
+    sync()?;
     let start = Instant::now();
-    let mut done = 0;
+    let mut done = 1;
     while done < warmup || start.elapsed().as_secs_f64() < WARMUP_SECS {
         s.step(&x, y.as_ref())?;
         sync()?;
