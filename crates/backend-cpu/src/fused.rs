@@ -38,6 +38,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
         FusedOp::GruCell => |v| per_float!(v, "gru_cell", gru_cell),
         FusedOp::GruCellBackward => |v| per_float!(v, "gru_cell_backward", gru_cell_backward),
+        FusedOp::Relu => |v| per_float!(v, "relu", relu),
+        FusedOp::ReluBackward => |v| per_float!(v, "relu_backward", relu_backward),
         FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
@@ -243,6 +245,34 @@ pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T]
     } else {
         piece(0, out);
     }
+}
+
+/// `FusedOp::Relu`: `x > 0 ? x : 0`, in the element type (exact in every dtype).
+fn relu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("relu", inputs)?;
+    let mut y = alloc("relu", v[0].len(), T::default())?;
+    let zero = T::default();
+    let piece = |o: &mut [T], x: &[T]| o.iter_mut().zip(x).for_each(|(o, &x)| *o = if x > zero { x } else { zero });
+    if parallel(y.len()) {
+        y.par_chunks_mut(CHUNK).zip(v[0].par_chunks(CHUNK)).for_each(|(o, x)| piece(o, x));
+    } else {
+        piece(&mut y, &v[0]);
+    }
+    Ok(vec![T::wrap(y.into())])
+}
+
+/// `FusedOp::ReluBackward`: `y > 0 ? dy : 0`.
+fn relu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("relu_backward", inputs)?;
+    let mut dx = alloc("relu_backward", v[0].len(), T::default())?;
+    let zero = T::default();
+    let piece = |o: &mut [T], y: &[T], dy: &[T]| o.iter_mut().zip(y.iter().zip(dy)).for_each(|(o, (&y, &dy))| *o = if y > zero { dy } else { zero });
+    if parallel(dx.len()) {
+        dx.par_chunks_mut(CHUNK).zip(v[0].par_chunks(CHUNK).zip(v[1].par_chunks(CHUNK))).for_each(|(o, (y, dy))| piece(o, y, dy));
+    } else {
+        piece(&mut dx, &v[0], &v[1]);
+    }
+    Ok(vec![T::wrap(dx.into())])
 }
 
 /// `FusedOp::Gelu`: `x Phi(x)`.

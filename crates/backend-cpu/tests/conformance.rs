@@ -14,6 +14,8 @@ fn fused_kernels_run_here() {
         FusedOp::LstmCellBackward,
         FusedOp::GruCell,
         FusedOp::GruCellBackward,
+        FusedOp::Relu,
+        FusedOp::ReluBackward,
         FusedOp::Gelu,
         FusedOp::GeluBackward,
         FusedOp::SoftmaxLastDim,

@@ -105,7 +105,7 @@ impl WgpuBackend {
         if !op.updates().is_empty() {
             return self.fused_update(op, inputs);
         }
-        if matches!(op, FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::BceLoss | FusedOp::BceLossBackward) {
+        if matches!(op, FusedOp::Relu | FusedOp::ReluBackward | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::BceLoss | FusedOp::BceLossBackward) {
             return self.fused_pointwise(op, inputs);
         }
         if matches!(op, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_)) {

@@ -1,4 +1,4 @@
-//! Fused elementwise composites (GELU, binary cross-entropy, and their gradients): one
+//! Fused elementwise composites (ReLU, GELU, binary cross-entropy, and their gradients): one
 //! invocation per element of contiguous inputs of one shape, one output of that shape, in one
 //! dispatch.
 
@@ -12,6 +12,8 @@ use crate::packed::{packed_view, with_words, ENTRY2};
 use crate::repr::Repr;
 
 const ERF: &str = include_str!("shaders/erf.wgsl");
+const RELU: &str = include_str!("shaders/fused_relu.wgsl");
+const RELU_BACKWARD: &str = include_str!("shaders/fused_relu_backward.wgsl");
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
 const BCE: &str = include_str!("shaders/fused_bce.wgsl");
@@ -20,6 +22,8 @@ const BCE_BACKWARD: &str = include_str!("shaders/fused_bce_backward.wgsl");
 /// An elementwise fused kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
+    Relu,
+    ReluBackward,
     Gelu,
     GeluBackward,
     BceLoss,
@@ -30,6 +34,8 @@ impl Kernel {
     /// The kernel running `op`, or `None` for the other ops.
     fn of(op: &FusedOp) -> Option<Kernel> {
         match op {
+            FusedOp::Relu => Some(Kernel::Relu),
+            FusedOp::ReluBackward => Some(Kernel::ReluBackward),
             FusedOp::Gelu => Some(Kernel::Gelu),
             FusedOp::GeluBackward => Some(Kernel::GeluBackward),
             FusedOp::BceLoss => Some(Kernel::BceLoss),
@@ -51,11 +57,19 @@ pub(crate) struct Key {
     dtype: DType,
     /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
     packed: bool,
+    /// Four elements an invocation, read and written as vec4s (ReLU and its gradient, where
+    /// the count and every offset are multiples of four).
+    wide: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", self.dtype).part(ERF);
+        let w = Wgsl::new(repr).ty("x", self.dtype);
+        if let Kernel::Relu | Kernel::ReluBackward = self.kernel {
+            let w = if self.wide { w.alias("V_x", "vec4<S_x>").alias("C_v", "vec4<f32>") } else { w.alias("V_x", "S_x").alias("C_v", "f32") };
+            return w.part(if self.kernel == Kernel::Relu { RELU } else { RELU_BACKWARD }).build();
+        }
+        let w = w.part(ERF);
         match (self.kernel, self.packed) {
             (Kernel::Gelu, false) => w.part(GELU),
             (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
@@ -63,15 +77,18 @@ impl KernelKey for Key {
             (Kernel::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
             (Kernel::BceLoss, _) => w.part(BCE),
             (Kernel::BceLossBackward, _) => w.part(BCE_BACKWARD),
+            (Kernel::Relu | Kernel::ReluBackward, _) => unreachable!("built above"),
         }
         .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let kernels = [Kernel::Gelu, Kernel::GeluBackward, Kernel::BceLoss, Kernel::BceLossBackward];
-        let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false }));
+        let kernels = [Kernel::Relu, Kernel::ReluBackward, Kernel::Gelu, Kernel::GeluBackward, Kernel::BceLoss, Kernel::BceLossBackward];
+        let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false, wide: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
-        all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true }));
+        let wide: Vec<Key> = all.iter().filter(|k| matches!(k.kernel, Kernel::Relu | Kernel::ReluBackward)).map(|k| Key { wide: true, ..*k }).collect();
+        all.extend(wide);
+        all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
         all
     }
 }
@@ -90,22 +107,25 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let mut meta = vec![numel as u32];
-        for v in inputs {
-            meta.push(u32::try_from(v.layout.offset()).ok()?);
-        }
         // Packed bf16 inputs (all of them, as `Backend::fused` hands them over) make a packed
         // output, a word an invocation.
         let packed = packed_view(first);
         if packed && !kernel.reads_packed() {
             return None;
         }
+        let wide =
+            matches!(kernel, Kernel::Relu | Kernel::ReluBackward) && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
+        let per = if wide { 4 } else { 1 };
+        let mut meta = vec![(numel / per) as u32];
+        for v in inputs {
+            meta.push(u32::try_from(v.layout.offset() / per).ok()?);
+        }
         Some((|| {
-            let kernel = gpu.kernel(Key { kernel, dtype, packed })?;
+            let kernel = gpu.kernel(Key { kernel, dtype, packed, wide })?;
             let out = if packed { self.packed_output(numel)? } else { self.output(dtype, numel)? };
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.push(out.buffer());
-            gpu.dispatch(&kernel, &meta, &buffers, grid(if packed { numel.div_ceil(2) } else { numel }))?;
+            gpu.dispatch(&kernel, &meta, &buffers, grid(if packed { numel.div_ceil(2) } else { numel / per }))?;
             Ok(vec![Arc::new(out) as Storage])
         })())
     }

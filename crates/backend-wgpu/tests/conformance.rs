@@ -21,6 +21,8 @@ fn fused_kernels_run_here() {
         FusedOp::LstmCellBackward,
         FusedOp::GruCell,
         FusedOp::GruCellBackward,
+        FusedOp::Relu,
+        FusedOp::ReluBackward,
         FusedOp::Gelu,
         FusedOp::GeluBackward,
         FusedOp::BceLoss,

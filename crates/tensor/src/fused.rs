@@ -87,6 +87,12 @@ pub enum FusedOp {
     /// of `h'` (`[N, H]`). Outputs: the gradients of `x_gates` `[N, 3H]`, `h_gates` `[N, 3H]`
     /// and `h` `[N, H]` (the last only through `h' = ... + z * h`).
     GruCellBackward,
+    /// ReLU ([`Tensor::relu`]), `y = x > 0 ? x : 0` elementwise (so NaN gives 0, as the
+    /// composite's select does). Input: `x`. Output: `y`, shaped like `x`.
+    Relu,
+    /// The gradient of [`FusedOp::Relu`] read from its output: `dx = y > 0 ? dy : 0`. Inputs:
+    /// `y`, `dy` (one shape). Output: `dx`.
+    ReluBackward,
     /// Exact GELU ([`Tensor::gelu`]), `y = 0.5 x (1 + erf(x / sqrt 2))`, elementwise. Input:
     /// `x`. Output: `y`, shaped like `x`.
     Gelu,
@@ -403,6 +409,8 @@ impl FusedOp {
             FusedOp::LstmCellBackward => "lstm_cell_backward",
             FusedOp::GruCell => "gru_cell",
             FusedOp::GruCellBackward => "gru_cell_backward",
+            FusedOp::Relu => "relu",
+            FusedOp::ReluBackward => "relu_backward",
             FusedOp::Gelu => "gelu",
             FusedOp::GeluBackward => "gelu_backward",
             FusedOp::SoftmaxLastDim => "softmax_last_dim",
@@ -446,7 +454,7 @@ impl FusedOp {
     pub fn outputs(&self) -> usize {
         match self {
             FusedOp::LstmCell | FusedOp::GruCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
-            FusedOp::BceLoss | FusedOp::BceLossBackward => 1,
+            FusedOp::BceLoss | FusedOp::BceLossBackward | FusedOp::Relu | FusedOp::ReluBackward => 1,
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,

@@ -108,9 +108,10 @@ impl Backend for Counting {
         self.hit().concat(parts, dim)
     }
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // The CPU backend fuses the convolution too; declining it here keeps the fused and
-        // composite passes apart by batch norm's launches alone, which is what this counts.
-        if let FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
+        // The CPU backend fuses the convolution and ReLU too; declining them here keeps the
+        // fused and composite passes apart by batch norm's launches alone, which is what this
+        // counts.
+        if let FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) | FusedOp::Relu | FusedOp::ReluBackward = op {
             return None;
         }
         let out = self.inner.backend().fused(op, inputs)?;

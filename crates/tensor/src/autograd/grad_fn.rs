@@ -293,7 +293,7 @@ impl GradFn {
                 }
                 Ok(grads)
             }
-            GradFn::Relu => one(Tensor::where_cond(&out.gt_scalar(0.0)?, g, &g.scalar_like(0.0)?)?),
+            GradFn::Relu => one(Tensor::relu_backward(g, out)?),
             GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
             GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
             GradFn::Softmax { dim } => one(Tensor::softmax_backward(g, out, *dim)?),

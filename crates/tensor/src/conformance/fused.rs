@@ -62,6 +62,18 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_relu_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::relu_matches_composite(&d)
+            }
+        }
+        #[test]
+        fn fused_relu_grads() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::relu_grads(&d)
+            }
+        }
+        #[test]
         fn fused_gelu_matches_composite() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::gelu_matches_composite(&d)
@@ -191,8 +203,8 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
         FusedOp::GruCell => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
         FusedOp::GruCellBackward => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
-        FusedOp::Gelu => vec![t(&[n, h], 1)],
-        FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
+        FusedOp::Relu | FusedOp::Gelu => vec![t(&[n, h], 1)],
+        FusedOp::ReluBackward | FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
         FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
         FusedOp::SoftmaxLastDimBackward => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
         // Probabilities, targets, the incoming gradient.
@@ -479,6 +491,43 @@ pub fn gru_cell_errors(d: &Device) {
     for (x, g, h, why) in cases {
         let err = Tensor::gru_cell(&x, &g, &h).err().unwrap_or_else(|| panic!("gru_cell accepted operands where {why}"));
         assert!(err.to_string().contains("gru_cell"), "{why}: the error must name the op: {err}");
+    }
+}
+
+/// `relu` fused against its composite (outputs and gradients, bit for bit), in every float
+/// dtype the device computes, on odd sizes and sizes of whole vec4s with zeros of both signs,
+/// NaN and infinities among the values, rows of a larger tensor (an offset of whole vec4s and
+/// one of not), and a strided input.
+pub fn relu_matches_composite(d: &Device) {
+    let relu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].relu()?]) };
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for shape in [&[1usize][..], &[3, 7], &[2, 5, 67], &[4, 33]] {
+            let mut v: Vec<f64> = values(shape.iter().product(), 64).iter().map(|x| 4.0 * x - 0.5).collect();
+            for (i, special) in [0.0, -0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY].into_iter().enumerate() {
+                if let Some(x) = v.get_mut(1 + 3 * i) {
+                    *x = special;
+                }
+            }
+            let x = Tensor::from_f64s(&v, shape, dtype, d).unwrap();
+            check_fused(&format!("relu {dtype} {shape:?}"), &[x], relu, 0.0, 0.0);
+        }
+    }
+    for cols in [8, 7] {
+        let v: Vec<f64> = values(5 * cols, 66).iter().map(|x| x - 0.5).collect();
+        let rows = Tensor::from_f64s(&v, &[5, cols], DType::F32, d).unwrap().narrow(0, 1, 4).unwrap();
+        check_fused(&format!("relu rows 1.. of [5, {cols}]"), &[rows], relu, 0.0, 0.0);
+    }
+    let (_, v) = from_values(d, &[4, 6], &values(24, 65), DType::F32);
+    check_fused("relu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], relu, 0.0, 0.0);
+}
+
+/// ReLU's backward rule (fused where the device can) against finite differences in f64, with
+/// fusion on and off, composed with another op so the incoming gradient is not all ones.
+pub fn relu_grads(d: &Device) {
+    let f = |x: &[Tensor]| x[0].relu()?.mul(&x[0]);
+    for shape in [&[3usize, 5][..], &[2, 6]] {
+        check_grads("relu (fused where the device can)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6);
+        no_fusion(|| check_grads("relu (composite)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6));
     }
 }
 

@@ -1,9 +1,9 @@
 //! Activations and softmax, built from primitives. Sigmoid, tanh, softmax and log-softmax keep
 //! their composite forward but carry a closed-form backward rule: chaining the primitives'
-//! rules through `1 / (1 + exp(-x))` gives `0 * inf = NaN` for large `|x|`. ReLU keeps its
-//! select forward with a rule that reads its output (`y > 0` exactly where `x > 0`), so the
-//! graph holds no mask: the composite's rule saved the boolean mask, an activation's worth of
-//! memory (32 bits an element on wgpu) per ReLU until backward.
+//! rules through `1 / (1 + exp(-x))` gives `0 * inf = NaN` for large `|x|`. ReLU's rule reads
+//! its output (`y > 0` exactly where `x > 0`), so the graph holds no mask: the composite's rule
+//! saved the boolean mask, an activation's worth of memory (32 bits an element on wgpu) per
+//! ReLU until backward. ReLU and its rule are one kernel each where the backend has them.
 
 use crate::autograd::{self, GradFn};
 use crate::error::Result;
@@ -19,11 +19,30 @@ impl Tensor {
     }
 
     /// `max(x, 0)`. The gradient at 0 is 0, as PyTorch's. (Written as a select rather than
-    /// `maximum(x, 0)`, whose tie rule would pass the gradient at exactly 0.)
+    /// `maximum(x, 0)`, whose tie rule would pass the gradient at exactly 0.) One kernel where
+    /// the device has one ([`FusedOp::Relu`]), its gradient too ([`FusedOp::ReluBackward`]).
     pub fn relu(&self) -> Result<Tensor> {
         check_float("relu", self)?;
+        if fusion_enabled() {
+            let x = self.contiguous()?;
+            if let Some(r) = try_fused(&FusedOp::Relu, &[&x]) {
+                return Ok(Tensor::from_op(r?.remove(0), x.shape(), x.dtype(), x.device(), &[&x], || GradFn::Relu));
+            }
+        }
         let out = autograd::no_grad(|| Tensor::where_cond(&self.gt_scalar(0.0)?, self, &self.scalar_like(0.0)?))?;
         Ok(self.record_composite(out, || GradFn::Relu))
+    }
+
+    /// The backward rule of [`Tensor::relu`] from its output `y`: `dy` where `y > 0`, else 0
+    /// (`y > 0` exactly where `x > 0`), fused where the device can ([`FusedOp::ReluBackward`]).
+    pub(crate) fn relu_backward(dy: &Tensor, y: &Tensor) -> Result<Tensor> {
+        if fusion_enabled() {
+            let (y, dy) = (y.contiguous()?, dy.contiguous()?);
+            if let Some(r) = try_fused(&FusedOp::ReluBackward, &[&y, &dy]) {
+                return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(y.shape()), y.dtype(), y.device(), None));
+            }
+        }
+        Tensor::where_cond(&y.gt_scalar(0.0)?, dy, &dy.scalar_like(0.0)?)
     }
 
     /// `max(x, 0) + slope * min(x, 0)`.
