@@ -34,11 +34,12 @@ impl Tensor {
     }
 
     /// The backward rule of [`Tensor::relu`] from its output `y`: `dy` where `y > 0`, else 0
-    /// (`y > 0` exactly where `x > 0`), fused where the device can ([`FusedOp::ReluBackward`]).
+    /// (`y > 0` exactly where `x > 0`), fused where the device can ([`FusedOp::ReluBackward`])
+    /// and both are contiguous (a broadcast `dy`, as a sum's gradient is, would cost a copy
+    /// first; the composite's select reads it as it is).
     pub(crate) fn relu_backward(dy: &Tensor, y: &Tensor) -> Result<Tensor> {
-        if fusion_enabled() {
-            let (y, dy) = (y.contiguous()?, dy.contiguous()?);
-            if let Some(r) = try_fused(&FusedOp::ReluBackward, &[&y, &dy]) {
+        if fusion_enabled() && dy.is_contiguous() && y.is_contiguous() {
+            if let Some(r) = try_fused(&FusedOp::ReluBackward, &[y, dy]) {
                 return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(y.shape()), y.dtype(), y.device(), None));
             }
         }
