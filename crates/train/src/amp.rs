@@ -87,12 +87,15 @@ impl std::fmt::Display for Precision {
 /// and a sum of those cannot overflow). `None` when no parameter has a gradient. Nothing is
 /// read back: the caller decides when to look. The gradients are checked joined into a few
 /// flat tensors, one per dtype: three kernels or so, where four per parameter were some
-/// hundreds for a transformer.
+/// hundreds for a transformer. A joined copy is multiplied by zero in place where the device
+/// has a multi-tensor [`FusedOp::Scale`] (one copy of the gradients at a time, not two).
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();
     let mut total: Option<Tensor> = None;
-    for flat in joined_grads(params)? {
-        let s = flat.mul_scalar(0.0)?.sum_all()?.to_dtype(DType::F32)?;
+    for (flat, copied) in joined_grads(params)? {
+        let zero = FusedOp::Scale(0.0);
+        let zeroed = if copied && fused::update_foreach(&zero, &[vec![&flat]])?[0] { flat } else { flat.mul_scalar(0.0)? };
+        let s = zeroed.sum_all()?.to_dtype(DType::F32)?;
         total = Some(match total {
             Some(t) => t.add(&s)?,
             None => s,
@@ -105,9 +108,9 @@ pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
 /// a group of its own): 256 MiB of f32, within what a GPU binds at once.
 const JOIN_ELEMENTS: usize = 1 << 26;
 
-/// The gradients of `params` flattened and joined (copies, where the check reads them), one
-/// tensor per dtype and device (and per [`JOIN_ELEMENTS`]).
-fn joined_grads(params: &[Tensor]) -> Result<Vec<Tensor>> {
+/// The gradients of `params` flattened and joined, one tensor per dtype and device (and per
+/// [`JOIN_ELEMENTS`]), each with whether it is a copy (a group of one is the gradient itself).
+fn joined_grads(params: &[Tensor]) -> Result<Vec<(Tensor, bool)>> {
     let mut groups: Vec<(Vec<Tensor>, usize)> = Vec::new();
     for g in params.iter().filter_map(|p| p.grad()) {
         let (n, flat) = (g.numel(), g.reshape(&[g.numel()])?);
@@ -119,7 +122,10 @@ fn joined_grads(params: &[Tensor]) -> Result<Vec<Tensor>> {
             None => groups.push((vec![flat], n)),
         }
     }
-    groups.into_iter().map(|(gs, _)| Ok(if gs.len() == 1 { gs[0].clone() } else { Tensor::cat(&gs.iter().collect::<Vec<_>>(), 0usize)? })).collect()
+    groups
+        .into_iter()
+        .map(|(gs, _)| Ok(if gs.len() == 1 { (gs[0].clone(), false) } else { (Tensor::cat(&gs.iter().collect::<Vec<_>>(), 0usize)?, true) }))
+        .collect()
 }
 
 /// The dynamic loss scale and its bookkeeping: everything a resumed run needs.

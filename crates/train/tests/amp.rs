@@ -15,6 +15,8 @@ use liandan_train::optim::{self, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use liandan_train::trainer::{Accuracy, Callback, FitConfig, ProgressStyle};
 use liandan_train::{Error, Trainer};
 
+mod common;
+
 /// The bundled-MNIST samples `mnist_cnn` trains on for one epoch, and those it validates on
 /// (the whole validation split). After 2,048 samples the model was still on the steep part of
 /// its learning curve (about 0.90), where the rounding of f16 alone moved the accuracy by two
@@ -81,10 +83,16 @@ fn unscaled_low_precision_gradients_match_f32_ones() {
 /// must raise the flag.
 #[test]
 fn unscale_divides_each_gradient_and_flags_a_non_finite_one_in_any_of_them() {
-    let dev = Device::cpu();
+    // On the GPU the joined check zeroes its copy in place (a multi-tensor scale by 0).
+    for dev in common::devices() {
+        unscale_and_flag_on(&dev);
+    }
+}
+
+fn unscale_and_flag_on(dev: &Device) {
     let shapes: [(&[usize], DType); 5] = [(&[3, 4], DType::F32), (&[5], DType::F16), (&[2, 2, 3], DType::F32), (&[7], DType::F16), (&[1], DType::F32)];
     let make = |poison: Option<(usize, f64)>| {
-        let params: Vec<Tensor> = shapes.iter().map(|(s, d)| Tensor::zeros(s, *d, &dev).unwrap()).collect();
+        let params: Vec<Tensor> = shapes.iter().map(|(s, d)| Tensor::zeros(s, *d, dev).unwrap()).collect();
         let mut want = Vec::new();
         for (k, (p, (shape, dtype))) in params.iter().zip(&shapes).enumerate() {
             let n: usize = shape.iter().product();
@@ -97,7 +105,7 @@ fn unscale_divides_each_gradient_and_flags_a_non_finite_one_in_any_of_them() {
             if let Some((_, bad)) = poison.filter(|(at, _)| *at == k) {
                 v[n - 1] = bad;
             }
-            p.set_grad(Some(Tensor::from_f64s(&v, shape, *dtype, &dev).unwrap()));
+            p.set_grad(Some(Tensor::from_f64s(&v, shape, *dtype, dev).unwrap()));
             want.push(Some(v.iter().map(|x| x / 256.0).collect::<Vec<f64>>()));
         }
         (params, want)
@@ -123,7 +131,7 @@ fn unscale_divides_each_gradient_and_flags_a_non_finite_one_in_any_of_them() {
             assert!(scaler.unscale_(&params).unwrap().item_f64().unwrap().is_nan(), "{bad} in gradient {k}: unscale_'s flag");
         }
     }
-    let none: Vec<Tensor> = vec![Tensor::zeros(&[2], DType::F32, &dev).unwrap()];
+    let none: Vec<Tensor> = vec![Tensor::zeros(&[2], DType::F32, dev).unwrap()];
     assert!(liandan_train::amp::nonfinite_flag(&none).unwrap().is_none(), "no gradient, no flag");
     assert_eq!(scaler.unscale_(&none).unwrap().item_f64().unwrap(), 0.0, "no gradient: a 0 flag");
 }
