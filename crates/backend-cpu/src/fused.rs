@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
-use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, rmsprop_step, scale_step, sgd_step};
+use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, in_pieces, rmsprop_step, scale_step, sgd_step};
 use crate::storage::{alloc, bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
 use crate::strided::{contiguous, materialize, parallel, CHUNK};
 
@@ -38,8 +38,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
         FusedOp::GruCell => |v| per_float!(v, "gru_cell", gru_cell),
         FusedOp::GruCellBackward => |v| per_float!(v, "gru_cell_backward", gru_cell_backward),
-        FusedOp::Relu => |v| per_float!(v, "relu", relu),
-        FusedOp::ReluBackward => |v| per_float!(v, "relu_backward", relu_backward),
+        FusedOp::Relu => |v| per_float!(v, "relu", relu, "relu"),
+        FusedOp::ReluBackward => |v| per_float!(v, "relu_backward", relu, "relu_backward"),
         FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
         FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
         FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
@@ -247,32 +247,17 @@ pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T]
     }
 }
 
-/// `FusedOp::Relu`: `x > 0 ? x : 0`, in the element type (exact in every dtype).
-fn relu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let v = slices::<T>("relu", inputs)?;
-    let mut y = alloc("relu", v[0].len(), T::default())?;
+/// `FusedOp::Relu` (`x > 0 ? x : 0`) and `FusedOp::ReluBackward` (`y > 0 ? dy : 0`): the last
+/// input where the first is positive, else 0, in the element type (exact in every dtype).
+fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>(op, inputs)?;
+    let (test, value) = (&v[0][..], &v[v.len() - 1][..]);
+    let mut out = vec![alloc(op, test.len(), T::default())?];
     let zero = T::default();
-    let piece = |o: &mut [T], x: &[T]| o.iter_mut().zip(x).for_each(|(o, &x)| *o = if x > zero { x } else { zero });
-    if parallel(y.len()) {
-        y.par_chunks_mut(CHUNK).zip(v[0].par_chunks(CHUNK)).for_each(|(o, x)| piece(o, x));
-    } else {
-        piece(&mut y, &v[0]);
-    }
-    Ok(vec![T::wrap(y.into())])
-}
-
-/// `FusedOp::ReluBackward`: `y > 0 ? dy : 0`.
-fn relu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let v = slices::<T>("relu_backward", inputs)?;
-    let mut dx = alloc("relu_backward", v[0].len(), T::default())?;
-    let zero = T::default();
-    let piece = |o: &mut [T], y: &[T], dy: &[T]| o.iter_mut().zip(y.iter().zip(dy)).for_each(|(o, (&y, &dy))| *o = if y > zero { dy } else { zero });
-    if parallel(dx.len()) {
-        dx.par_chunks_mut(CHUNK).zip(v[0].par_chunks(CHUNK).zip(v[1].par_chunks(CHUNK))).for_each(|(o, (y, dy))| piece(o, y, dy));
-    } else {
-        piece(&mut dx, &v[0], &v[1]);
-    }
-    Ok(vec![T::wrap(dx.into())])
+    in_pieces(&[test, value], &mut out, |ins, outs| {
+        outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])).for_each(|(o, (&t, &x))| *o = if t > zero { x } else { zero });
+    });
+    Ok(vec![T::wrap(out.remove(0).into())])
 }
 
 /// `FusedOp::Gelu`: `x Phi(x)`.

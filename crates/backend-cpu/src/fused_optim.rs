@@ -17,7 +17,7 @@ use crate::strided::{parallel, CHUNK};
 /// `CHUNK` elements on the thread pool: every input and output `n` long or empty (an absent
 /// state, passed to every piece empty). An update is elementwise, so the pieces are independent
 /// and the result does not depend on the threads.
-fn in_pieces<T: Elem>(ins: &[&[T]], outs: &mut [Vec<T>], body: impl Fn(&[&[T]], &mut [&mut [T]]) + Sync) {
+pub(crate) fn in_pieces<T: Elem>(ins: &[&[T]], outs: &mut [Vec<T>], body: impl Fn(&[&[T]], &mut [&mut [T]]) + Sync) {
     let n = ins[0].len();
     if !parallel(n) {
         let mut whole: Vec<&mut [T]> = outs.iter_mut().map(|o| &mut o[..]).collect();

@@ -48,6 +48,11 @@ impl Kernel {
     fn reads_packed(self) -> bool {
         matches!(self, Kernel::Gelu | Kernel::GeluBackward)
     }
+
+    /// Whether it has a variant on four elements an invocation (`Key::wide`).
+    fn has_wide(self) -> bool {
+        matches!(self, Kernel::Relu | Kernel::ReluBackward)
+    }
 }
 
 /// One elementwise fused kernel variant (see `kernels::KernelKey`).
@@ -65,19 +70,21 @@ pub(crate) struct Key {
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr).ty("x", self.dtype);
-        if let Kernel::Relu | Kernel::ReluBackward = self.kernel {
-            let w = if self.wide { w.alias("V_x", "vec4<S_x>").alias("C_v", "vec4<f32>") } else { w.alias("V_x", "S_x").alias("C_v", "f32") };
-            return w.part(if self.kernel == Kernel::Relu { RELU } else { RELU_BACKWARD }).build();
-        }
-        let w = w.part(ERF);
+        // ReLU's items (an element or a vec4) and their f32 form; the others need erf.
+        let w = match (self.kernel.has_wide(), self.wide) {
+            (true, true) => w.alias("V_x", "vec4<S_x>").alias("C_v", "vec4<f32>"),
+            (true, false) => w.alias("V_x", "S_x").alias("C_v", "f32"),
+            (false, _) => w.part(ERF),
+        };
         match (self.kernel, self.packed) {
+            (Kernel::Relu, _) => w.part(RELU),
+            (Kernel::ReluBackward, _) => w.part(RELU_BACKWARD),
             (Kernel::Gelu, false) => w.part(GELU),
             (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
             (Kernel::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
             (Kernel::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
             (Kernel::BceLoss, _) => w.part(BCE),
             (Kernel::BceLossBackward, _) => w.part(BCE_BACKWARD),
-            (Kernel::Relu | Kernel::ReluBackward, _) => unreachable!("built above"),
         }
         .build()
     }
@@ -86,7 +93,7 @@ impl KernelKey for Key {
         let kernels = [Kernel::Relu, Kernel::ReluBackward, Kernel::Gelu, Kernel::GeluBackward, Kernel::BceLoss, Kernel::BceLossBackward];
         let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false, wide: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
-        let wide: Vec<Key> = all.iter().filter(|k| matches!(k.kernel, Kernel::Relu | Kernel::ReluBackward)).map(|k| Key { wide: true, ..*k }).collect();
+        let wide: Vec<Key> = all.iter().filter(|k| k.kernel.has_wide()).map(|k| Key { wide: true, ..*k }).collect();
         all.extend(wide);
         all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
         all
@@ -113,8 +120,7 @@ impl WgpuBackend {
         if packed && !kernel.reads_packed() {
             return None;
         }
-        let wide =
-            matches!(kernel, Kernel::Relu | Kernel::ReluBackward) && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
+        let wide = kernel.has_wide() && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
         let per = if wide { 4 } else { 1 };
         let mut meta = vec![(numel / per) as u32];
         for v in inputs {
