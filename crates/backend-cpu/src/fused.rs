@@ -28,6 +28,26 @@ macro_rules! per_float {
     };
 }
 
+/// Calls the batch-norm kernel `$f::<T, P>`: `T` the activations' float type, `P` that of the
+/// `[C]` operands (input `$params` on): `T` itself, or f32 beside a half (autocast's batch norm).
+macro_rules! per_norm {
+    ($v:expr, $params:expr, $f:ident, $op:expr) => {
+        match ($v[0].dtype, $v.get($params).map_or($v[0].dtype, |p| p.dtype)) {
+            (DType::F32, DType::F32) => $f::<f32, f32>($op, $v),
+            (DType::F64, DType::F64) => $f::<f64, f64>($op, $v),
+            (DType::F16, DType::F16) => $f::<f16, f16>($op, $v),
+            (DType::BF16, DType::BF16) => $f::<bf16, bf16>($op, $v),
+            (DType::F16, DType::F32) => $f::<f16, f32>($op, $v),
+            (DType::BF16, DType::F32) => $f::<bf16, f32>($op, $v),
+            (x, p) => Err(bad_dtype(
+                $op.name(),
+                p,
+                format!("[C] operands of {p} beside {x} activations: they take the activations' float type, or f32 beside f16 or bf16"),
+            )),
+        }
+    };
+}
+
 /// The kernel for `op`, or `None` for the ops this backend leaves to their composites.
 pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
     if let FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
@@ -52,8 +72,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Stora
         FusedOp::AdagradStep(_) => return Some(store(per_float!(inputs, "adagrad_step", adagrad_step, op))),
         FusedOp::AdadeltaStep(_) => return Some(store(per_float!(inputs, "adadelta_step", adadelta_step, op))),
         FusedOp::Scale(_) => return Some(store(per_float!(inputs, "scale", scale_step, op))),
-        FusedOp::BatchNormTrain(_) => return Some(store(per_float!(inputs, "batch_norm_train", batch_norm_train, op))),
-        FusedOp::BatchNormBackward(_) => return Some(store(per_float!(inputs, "batch_norm_backward", batch_norm_backward, op))),
+        FusedOp::BatchNormTrain(_) => return Some(store(per_norm!(inputs, 1, batch_norm_train, op))),
+        FusedOp::BatchNormBackward(_) => return Some(store(per_norm!(inputs, 2, batch_norm_backward, op))),
         FusedOp::LayerNorm(_) => return Some(store(per_float!(inputs, "layer_norm", layer_norm, op))),
         FusedOp::LayerNormBackward(_) => return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, op))),
         _ => return None,

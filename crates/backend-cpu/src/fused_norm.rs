@@ -48,50 +48,54 @@ fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
 }
 
 /// `FusedOp::BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
-/// invstd [, running_mean', running_var'].
-pub(crate) fn batch_norm_train<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+/// invstd [, running_mean', running_var']; `x` and `y` of type `T`, the `[C]` operands of `P`
+/// (`T` itself, or f32 beside a half under autocast).
+pub(crate) fn batch_norm_train<T: Elem, P: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let FusedOp::BatchNormTrain(o) = op else { unreachable!("dispatched on the op") };
-    let v = slices::<T>("batch_norm_train", inputs)?;
+    let x = slices::<T>("batch_norm_train", &inputs[..1])?.remove(0);
+    let p = slices::<P>("batch_norm_train", &inputs[1..])?;
     let (n, c, l) = dims(&inputs[0]);
     let m = (n * l) as f64;
     let stats: Vec<(f64, f64)> = (0..c)
         .into_par_iter()
         .map(|ch| {
-            let mean = channel_sum(&v[0], (n, c, l), ch, |e| e) / m;
-            (mean, channel_sum(&v[0], (n, c, l), ch, |e| (e - mean) * (e - mean)) / m)
+            let mean = channel_sum(&x, (n, c, l), ch, |e| e) / m;
+            (mean, channel_sum(&x, (n, c, l), ch, |e| (e - mean) * (e - mean)) / m)
         })
         .collect();
     let invstd: Vec<f64> = stats.iter().map(|&(_, var)| 1.0 / (var + o.eps).sqrt()).collect();
-    let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(v[k][ch]) } else { default };
-    let mut y = alloc("batch_norm", v[0].len(), T::default())?;
+    let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(p[k][ch]) } else { default };
+    let mut y = alloc("batch_norm", x.len(), T::default())?;
     per_row(&mut y, c, l, |ch, at, row| {
-        let (scale, shift) = (invstd[ch] * param(1, ch, 1.0), param(2, ch, 0.0));
+        let (scale, shift) = (invstd[ch] * param(0, ch, 1.0), param(1, ch, 0.0));
         for (j, out) in row.iter_mut().enumerate() {
-            *out = put::<T>((Scalar::to_f64(v[0][at + j]) - stats[ch].0) * scale + shift);
+            *out = put::<T>((Scalar::to_f64(x[at + j]) - stats[ch].0) * scale + shift);
         }
     });
-    let mut outs = vec![wrap(y), wrap(stats.iter().map(|s| put::<T>(s.0)).collect()), wrap(invstd.iter().map(|&s| put::<T>(s)).collect())];
+    let mut outs = vec![wrap(y), wrap(stats.iter().map(|s| put::<P>(s.0)).collect()), wrap(invstd.iter().map(|&s| put::<P>(s)).collect())];
     if o.running {
-        let k = 1 + 2 * o.affine as usize;
-        let blend = |old: &T, new: f64| put::<T>((1.0 - o.momentum) * Scalar::to_f64(*old) + o.momentum * new);
-        outs.push(wrap(v[k].iter().zip(&stats).map(|(old, s)| blend(old, s.0)).collect()));
-        outs.push(wrap(v[k + 1].iter().zip(&stats).map(|(old, s)| blend(old, s.1 * m / (m - 1.0))).collect()));
+        let k = 2 * o.affine as usize;
+        let blend = |old: &P, new: f64| put::<P>((1.0 - o.momentum) * Scalar::to_f64(*old) + o.momentum * new);
+        outs.push(wrap(p[k].iter().zip(&stats).map(|(old, s)| blend(old, s.0)).collect()));
+        outs.push(wrap(p[k + 1].iter().zip(&stats).map(|(old, s)| blend(old, s.1 * m / (m - 1.0))).collect()));
     }
     Ok(outs)
 }
 
-/// `FusedOp::BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias].
-pub(crate) fn batch_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+/// `FusedOp::BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias]; `x`,
+/// `dy` and `dx` of type `T`, the `[C]` operands and outputs of `P`.
+pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let FusedOp::BatchNormBackward(o) = op else { unreachable!("dispatched on the op") };
-    let v = slices::<T>("batch_norm_backward", inputs)?;
+    let v = slices::<T>("batch_norm_backward", &inputs[..2])?;
+    let p = slices::<P>("batch_norm_backward", &inputs[2..])?;
     let (n, c, l) = dims(&inputs[0]);
     let m = (n * l) as f64;
-    let at = |k: usize, ch: usize| Scalar::to_f64(v[k][ch]);
+    let at = |k: usize, ch: usize| Scalar::to_f64(p[k][ch]);
     // (sum(dy), sum(dy xhat)) per channel: dbias and dweight.
     let sums: Vec<(f64, f64)> = (0..c)
         .into_par_iter()
         .map(|ch| {
-            let (mean, invstd) = (at(2, ch), at(3, ch));
+            let (mean, invstd) = (at(0, ch), at(1, ch));
             let rows = channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch));
             rows.fold((0.0, 0.0), |(s, sx), (dy, x)| {
                 let (f, g) = (|&e: &T| Scalar::to_f64(e), |dy: T, x: T| Scalar::to_f64(dy) * (Scalar::to_f64(x) - mean));
@@ -101,8 +105,8 @@ pub(crate) fn batch_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> 
         .collect();
     let mut dx = alloc("batch_norm", v[0].len(), T::default())?;
     per_row(&mut dx, c, l, |ch, row_at, row| {
-        let (mean, invstd, (dbias, dweight)) = (at(2, ch), at(3, ch), sums[ch]);
-        let scale = invstd * if o.affine { at(4, ch) } else { 1.0 };
+        let (mean, invstd, (dbias, dweight)) = (at(0, ch), at(1, ch), sums[ch]);
+        let scale = invstd * if o.affine { at(2, ch) } else { 1.0 };
         for (j, out) in row.iter_mut().enumerate() {
             let xhat = (Scalar::to_f64(v[0][row_at + j]) - mean) * invstd;
             *out = put::<T>(scale * (Scalar::to_f64(v[1][row_at + j]) - dbias / m - xhat * dweight / m));
@@ -110,8 +114,8 @@ pub(crate) fn batch_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> 
     });
     let mut outs = vec![wrap(dx)];
     if o.affine {
-        outs.push(wrap(sums.iter().map(|s| put::<T>(s.1)).collect()));
-        outs.push(wrap(sums.iter().map(|s| put::<T>(s.0)).collect()));
+        outs.push(wrap(sums.iter().map(|s| put::<P>(s.1)).collect()));
+        outs.push(wrap(sums.iter().map(|s| put::<P>(s.0)).collect()));
     }
     Ok(outs)
 }

@@ -8,7 +8,10 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 /// them with their composites; this makes sure they are not silently skipped).
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, ConvGeometry, DType, Device, FusedOp, LayerNormOptions};
+    use liandan_tensor::{
+        conformance::fused::{backend_runs, backend_runs_mixed},
+        BatchNormOptions, ConvGeometry, DType, Device, FusedOp, LayerNormOptions,
+    };
     let mut ops = vec![
         FusedOp::LstmCell,
         FusedOp::LstmCellBackward,
@@ -27,6 +30,13 @@ fn fused_kernels_run_here() {
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+        // Autocast's batch norm: low activations, f32 parameters and statistics.
+        let mixed = if affine || running { vec![FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)] } else { vec![FusedOp::BatchNormBackward(o)] };
+        for op in mixed {
+            for low in [DType::F16, DType::BF16] {
+                assert!(backend_runs_mixed(&Device::cpu(), &op, low), "{} over {low} and f32", op.name());
+            }
+        }
         let l = LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
         ops.extend([FusedOp::LayerNorm(l), FusedOp::LayerNormBackward(l)]);
     }

@@ -4,7 +4,8 @@
 //! a channel's summaries in each of its workgroups and writes the output over its segment, so
 //! a long channel (resnet's first layers hold 128 x 32 x 32 values per channel) spreads over
 //! many workgroups. Statistics are kept in f32 whatever the dtype; f64 is left to the
-//! composite, like the other fused kernels here.
+//! composite, like the other fused kernels here. Under autocast the activations may be f16 or
+//! bf16 beside f32 parameters and statistics (the `param` type of a key).
 
 use std::sync::Arc;
 
@@ -37,11 +38,14 @@ pub(crate) enum Pass {
     Backward,
 }
 
-/// One fused batch-norm kernel variant (see `kernels::KernelKey`).
+/// One fused batch-norm kernel variant (see `kernels::KernelKey`): the activations' type and
+/// the `[C]` operands' (`dtype` itself, or f32 beside a half; the forward's first pass reads
+/// no `[C]` operand, so its key always has `param == dtype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
+    param: DType,
 }
 
 impl KernelKey for Key {
@@ -52,13 +56,14 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::Backward => BACKWARD,
         };
-        Wgsl::new(repr).ty("x", self.dtype).part(SHARED).part(main).build()
+        Wgsl::new(repr).ty("x", self.dtype).ty("p", self.param).part(SHARED).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Stats, Pass::Forward, Pass::BackwardSums, Pass::Backward];
-        let keys = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype }));
-        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+        let same = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype, param: dtype }));
+        let mixed = passes[1..].iter().flat_map(|&pass| [DType::F16, DType::BF16].map(|dtype| Key { pass, dtype, param: DType::F32 }));
+        same.chain(mixed).filter(|k| repr.computes(k.dtype) && repr.computes(k.param) && k.dtype != DType::F64 && k.param != DType::F64).collect()
     }
 }
 
@@ -69,7 +74,8 @@ fn bits(x: f64) -> u32 {
 
 impl WgpuBackend {
     /// Runs a fused batch-norm op in two dispatches, or `None` (f64; buffers beyond one binding
-    /// or 32-bit offsets; more channels than a grid dimension holds).
+    /// or 32-bit offsets; more channels than a grid dimension holds; `[C]` operands of a type
+    /// other than the activations' or, beside a half, f32).
     pub(crate) fn fused_batch_norm(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let (opts, backward): (&BatchNormOptions, bool) = match op {
             FusedOp::BatchNormTrain(o) => (o, false),
@@ -79,6 +85,11 @@ impl WgpuBackend {
         let x = inputs.first()?;
         let (dtype, shape) = (x.dtype, x.layout.shape());
         if !self.repr.computes(dtype) || dtype == DType::F64 || shape.len() < 2 {
+            return None;
+        }
+        // The [C] operands: the forward's parameters, the backward's statistics.
+        let param = inputs.get(if backward { 2 } else { 1 }).map_or(dtype, |p| p.dtype);
+        if param != dtype && !(param == DType::F32 && matches!(dtype, DType::F16 | DType::BF16)) {
             return None;
         }
         let (n, c) = (shape[0], shape[1]);
@@ -101,15 +112,16 @@ impl WgpuBackend {
         let groups = (segments as u32, c as u32, 1);
         Some((|| {
             let (first, second, words) = if backward { (Pass::BackwardSums, Pass::Backward, 2) } else { (Pass::Stats, Pass::Forward, 3) };
-            let (first, second) = (gpu.kernel(Key { pass: first, dtype })?, gpu.kernel(Key { pass: second, dtype })?);
+            let first_param = if backward { param } else { dtype };
+            let (first, second) = (gpu.kernel(Key { pass: first, dtype, param: first_param })?, gpu.kernel(Key { pass: second, dtype, param })?);
             let partial = self.output(DType::F32, c * segments * words)?;
             let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
             // Absent operands are bound to placeholders: an input to `x` (read only, never
             // read), an output to a one-element buffer (written, never kept).
             let input = |k: usize, present: bool| if present { buf(k) } else { buf(0) };
-            let outs = (0..op.outputs()).map(|k| self.output(dtype, if k == 0 { numel } else { c })).collect::<Result<Vec<_>>>()?;
+            let outs = (0..op.outputs()).map(|k| if k == 0 { self.output(dtype, numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
             let bound = if backward { 3 } else { 5 };
-            let spare = (outs.len()..bound).map(|_| self.output(dtype, 1)).collect::<Result<Vec<_>>>()?;
+            let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;
             let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();
             if backward {
                 gpu.dispatch(&first, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], groups)?;

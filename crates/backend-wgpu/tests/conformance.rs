@@ -14,7 +14,10 @@ liandan_tensor::conformance_suite!(gpu());
 /// composite: Vulkan has no f64 `exp`.
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, BatchNormOptions, DType, FusedOp};
+    use liandan_tensor::{
+        conformance::fused::{backend_runs, backend_runs_mixed},
+        BatchNormOptions, DType, FusedOp,
+    };
     let Some(d) = gpu() else { return };
     let mut ops = vec![
         FusedOp::LstmCell,
@@ -32,6 +35,13 @@ fn fused_kernels_run_here() {
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+        // Autocast's batch norm: low activations, f32 parameters and statistics.
+        let mixed = if affine || running { vec![FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)] } else { vec![FusedOp::BatchNormBackward(o)] };
+        for op in mixed {
+            for low in [DType::F16, DType::BF16] {
+                assert!(backend_runs_mixed(&d, &op, low), "{} over {low} and f32", op.name());
+            }
+        }
     }
     for op in ops {
         for dtype in [DType::F32, DType::F16, DType::BF16] {

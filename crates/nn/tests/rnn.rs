@@ -402,3 +402,45 @@ fn gradients_match_finite_differences_f64() -> R {
         Ok(dot(&out, &w_out).add(&dot(&h, &w_h))?)
     })
 }
+
+/// Under autocast the recurrence runs in the low type, as PyTorch's LSTM and GRU do there:
+/// the recurrent weight and bias are cast once per forward, not at every time step, so the
+/// casts do not grow with the sequence; the output and final states are f16; and the
+/// gradients still reach the f32 weights.
+#[test]
+fn recurrence_under_autocast_casts_once_per_forward() -> R {
+    let dev = Device::cpu();
+    let lstm = LSTMConfig::new(5, 8).with_num_layers(2).init(&dev)?;
+    let gru = GRUConfig::new(5, 8).init(&dev)?;
+    let casts = |len: usize, lstm_too: bool| -> liandan_nn::Result<u64> {
+        let x = Tensor::randn(&[len, 2, 5], 3, DType::F32, &dev)?;
+        liandan_nn::profile::start()?;
+        let outs = liandan_nn::autocast(DType::F16, || -> liandan_nn::Result<Vec<Tensor>> {
+            Ok(if lstm_too {
+                let (y, (h, c)) = lstm.forward_with_state(&x, None)?;
+                vec![y, h, c]
+            } else {
+                vec![gru.forward(&x)?]
+            })
+        });
+        let p = liandan_nn::profile::stop()?;
+        for t in outs? {
+            assert_eq!(t.dtype(), DType::F16, "outputs and states in the low type");
+        }
+        Ok(p.by_op().iter().filter(|r| r.name == "cast").map(|r| r.calls).sum())
+    };
+    for lstm_too in [true, false] {
+        let (short, long) = (casts(2, lstm_too)?, casts(7, lstm_too)?);
+        assert!(short > 0, "the weights are cast");
+        assert_eq!(short, long, "casts with 2 and 7 steps (lstm: {lstm_too})");
+    }
+    let x = Tensor::randn(&[4, 2, 5], 4, DType::F32, &dev)?;
+    let loss = liandan_nn::autocast(DType::F16, || -> liandan_nn::Result<Tensor> { Ok(lstm.forward(&x)?.to_dtype(DType::F32)?.sum_all()?) })?;
+    loss.backward()?;
+    for (name, p) in lstm.named_parameters() {
+        let g = p.grad().unwrap_or_else(|| panic!("{name} has no gradient"));
+        assert_eq!(g.dtype(), DType::F32, "{name}");
+        assert!(g.to_vec_f64()?.iter().all(|v| v.is_finite()), "{name}");
+    }
+    Ok(())
+}

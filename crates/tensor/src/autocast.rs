@@ -7,6 +7,10 @@
 //! - reductions (`sum`, `mean`, `var`), softmax, log-softmax, logsumexp, the normalizations and
 //!   the losses cast low inputs to f32 first: a sum of many f16 values overflows or loses its
 //!   small terms, and an exponential leaves f16's range at 11;
+//! - batch norm keeps a low input's type, with its parameters and running statistics in f32
+//!   and its statistics computed in f32 (as `torch.autocast` leaves it to cuDNN's mixed
+//!   kernel): one fused kernel where the device has it, else the composite in f32, rounded
+//!   back;
 //! - an elementwise op, `where`, `cat` or `stack` of mixed float types computes in the widest of
 //!   them (PyTorch's type promotion), so a low activation meets an f32 parameter without error;
 //! - everything else runs in the type it is given.

@@ -49,6 +49,8 @@ use crate::tensor::Tensor;
 /// A composite a backend may run as one kernel. Each variant says what it computes, its
 /// inputs (all contiguous, though possibly at an offset into their buffer, of one float dtype,
 /// in the order listed) and its outputs (fresh contiguous buffers of that dtype, in order).
+/// The one exception is batch normalization under autocast (see [`FusedOp::BatchNormTrain`]):
+/// activations of a low type with f32 parameters and statistics ([`FusedOp::mixes_dtypes`]).
 /// New variants are added as new composites gain kernels, so backends match with a `_ => None`
 /// arm.
 #[derive(Clone, Debug, PartialEq)]
@@ -198,6 +200,11 @@ pub enum FusedOp {
     /// `running_var` `[C]` (when `running`). Outputs: `y` shaped like `x`, `mean` and
     /// `invstd` `[C]` (what the backward needs), then the new `running_mean`, `running_var`
     /// (when `running`; the composite assigns them).
+    ///
+    /// Mixed types: under autocast `x` may be f16 or bf16 with every `[C]` operand f32 (as
+    /// cuDNN's batch norm under `torch.autocast`); then `y` has `x`'s type and `mean`,
+    /// `invstd` and the running statistics are f32. A backend without that variant declines
+    /// it (the composite then computes in f32 and rounds `y` to `x`'s type).
     BatchNormTrain(BatchNormOptions),
     /// The gradient of [`FusedOp::BatchNormTrain`] from its saved statistics, with
     /// `xhat = (x - mean) invstd`:
@@ -209,7 +216,8 @@ pub enum FusedOp {
     ///
     /// per channel. Inputs: `x`, `dy` (one shape), `mean`, `invstd` `[C]`, then `weight`
     /// `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias` `[C]`
-    /// (when `affine`). `eps` and `momentum` are not read.
+    /// (when `affine`). `eps` and `momentum` are not read. Mixed types as the forward's:
+    /// `x`, `dy` and `dx` of a low type, the `[C]` operands and outputs f32.
     BatchNormBackward(BatchNormOptions),
     /// Layer normalization ([`Tensor::layer_norm`]) of `x` viewed as `[R, D]`, `D = width` the
     /// product of the normalized axes, row by row:
@@ -467,6 +475,12 @@ impl FusedOp {
             FusedOp::LayerNormBackward(l) => 1 + l.weight as usize + l.bias as usize,
         }
     }
+
+    /// Whether the op's inputs may mix dtypes (batch norm's low activations with f32
+    /// parameters and statistics, under autocast); every other op takes one dtype.
+    pub fn mixes_dtypes(&self) -> bool {
+        matches!(self, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_))
+    }
 }
 
 thread_local! {
@@ -548,7 +562,7 @@ pub(crate) fn try_fused(op: &FusedOp, inputs: &[&Tensor]) -> Option<Result<Vec<S
     if !fusion_enabled() {
         return None;
     }
-    debug_assert!(inputs.iter().all(|t| t.is_contiguous() && t.device() == first.device() && t.dtype() == first.dtype()));
+    debug_assert!(inputs.iter().all(|t| t.is_contiguous() && t.device() == first.device() && (t.dtype() == first.dtype() || op.mixes_dtypes())));
     let storages: Vec<Storage> = inputs.iter().map(|t| t.storage()).collect();
     let views: Vec<Strided> = inputs.iter().zip(&storages).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect();
     let result = first.device().backend().fused(op, &views)?;

@@ -2,17 +2,17 @@
 // dbias = sum(dy) and dweight = sum(dy xhat), writes
 // dx = weight invstd (dy - dbias / M - xhat dweight / M) over its segment, and the channel's
 // first workgroup writes dweight and dbias. Without affine parameters, weight is 1 and the
-// weight, dweight and dbias bindings are placeholders.
+// weight, dweight and dbias bindings are placeholders. The [C] operands are of type p.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read> dy: array<S_x>;
-@group(0) @binding(3) var<storage, read> mean: array<S_x>;
-@group(0) @binding(4) var<storage, read> invstd: array<S_x>;
-@group(0) @binding(5) var<storage, read> weight: array<S_x>;
+@group(0) @binding(3) var<storage, read> mean: array<S_p>;
+@group(0) @binding(4) var<storage, read> invstd: array<S_p>;
+@group(0) @binding(5) var<storage, read> weight: array<S_p>;
 @group(0) @binding(6) var<storage, read> partial: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dx: array<S_x>;
-@group(0) @binding(8) var<storage, read_write> dweight: array<S_x>;
-@group(0) @binding(9) var<storage, read_write> dbias: array<S_x>;
+@group(0) @binding(8) var<storage, read_write> dweight: array<S_p>;
+@group(0) @binding(9) var<storage, read_write> dbias: array<S_p>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -25,13 +25,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     acc += vec2<f32>(partial[p], partial[p + 1u]);
   }
   let total = sum_all(lid, acc);
-  let mu = f32(load_x(mean[offset(2u) + ch]));
-  let inv = f32(load_x(invstd[offset(3u) + ch]));
+  let mu = f32(load_p(mean[offset(2u) + ch]));
+  let inv = f32(load_p(invstd[offset(3u) + ch]));
   var scale = inv;
-  if (flag(1u)) { scale = inv * f32(load_x(weight[offset(4u) + ch])); }
+  if (flag(1u)) { scale = inv * f32(load_p(weight[offset(4u) + ch])); }
   if (s == 0u && lid == 0u && flag(1u)) {
-    dweight[ch] = store_x(C_x(total.y));
-    dbias[ch] = store_x(C_x(total.x));
+    dweight[ch] = store_p(C_p(total.y));
+    dbias[ch] = store_p(C_p(total.x));
   }
   let m = f32(count());
   let seg = segment(s);

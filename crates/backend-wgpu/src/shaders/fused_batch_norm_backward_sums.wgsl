@@ -3,16 +3,16 @@
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read> dy: array<S_x>;
-@group(0) @binding(3) var<storage, read> mean: array<S_x>;
-@group(0) @binding(4) var<storage, read> invstd: array<S_x>;
+@group(0) @binding(3) var<storage, read> mean: array<S_p>;
+@group(0) @binding(4) var<storage, read> invstd: array<S_p>;
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let s = wid.x;
   let ch = wid.y;
-  let mu = f32(load_x(mean[offset(2u) + ch]));
-  let inv = f32(load_x(invstd[offset(3u) + ch]));
+  let mu = f32(load_p(mean[offset(2u) + ch]));
+  let inv = f32(load_p(invstd[offset(3u) + ch]));
   let seg = segment(s);
   var acc = vec2<f32>(0.0);
   for (var j = seg.x + lid; j < seg.y; j += 256u) {

@@ -3,18 +3,19 @@
 // (y = (x - mean) invstd weight + bias), and the channel's first workgroup writes mean, invstd
 // and the running statistics (the variance made unbiased for them, as PyTorch). Without the
 // affine parameters or running statistics their bindings are placeholders, never read or kept.
+// The [C] operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
-@group(0) @binding(2) var<storage, read> weight: array<S_x>;
-@group(0) @binding(3) var<storage, read> bias: array<S_x>;
-@group(0) @binding(4) var<storage, read> running_mean: array<S_x>;
-@group(0) @binding(5) var<storage, read> running_var: array<S_x>;
+@group(0) @binding(2) var<storage, read> weight: array<S_p>;
+@group(0) @binding(3) var<storage, read> bias: array<S_p>;
+@group(0) @binding(4) var<storage, read> running_mean: array<S_p>;
+@group(0) @binding(5) var<storage, read> running_var: array<S_p>;
 @group(0) @binding(6) var<storage, read> partial: array<f32>;
 @group(0) @binding(7) var<storage, read_write> y: array<S_x>;
-@group(0) @binding(8) var<storage, read_write> mean_out: array<S_x>;
-@group(0) @binding(9) var<storage, read_write> invstd_out: array<S_x>;
-@group(0) @binding(10) var<storage, read_write> running_mean_out: array<S_x>;
-@group(0) @binding(11) var<storage, read_write> running_var_out: array<S_x>;
+@group(0) @binding(8) var<storage, read_write> mean_out: array<S_p>;
+@group(0) @binding(9) var<storage, read_write> invstd_out: array<S_p>;
+@group(0) @binding(10) var<storage, read_write> running_mean_out: array<S_p>;
+@group(0) @binding(11) var<storage, read_write> running_var_out: array<S_p>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -33,19 +34,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var scale = invstd;
   var shift = 0.0;
   if (flag(1u)) {
-    scale = invstd * f32(load_x(weight[offset(1u) + ch]));
-    shift = f32(load_x(bias[offset(2u) + ch]));
+    scale = invstd * f32(load_p(weight[offset(1u) + ch]));
+    shift = f32(load_p(bias[offset(2u) + ch]));
   }
   if (s == 0u && lid == 0u) {
-    mean_out[ch] = store_x(C_x(mean));
-    invstd_out[ch] = store_x(C_x(invstd));
+    mean_out[ch] = store_p(C_p(mean));
+    invstd_out[ch] = store_p(C_p(invstd));
     if (flag(2u)) {
       let m = bitcast<f32>(params[7]);
       let at_stats = select(1u, 3u, flag(1u));
-      let rm = f32(load_x(running_mean[offset(at_stats) + ch]));
-      let rv = f32(load_x(running_var[offset(at_stats + 1u) + ch]));
-      running_mean_out[ch] = store_x(C_x((1.0 - m) * rm + m * mean));
-      running_var_out[ch] = store_x(C_x((1.0 - m) * rv + m * var_ * total.x / (total.x - 1.0)));
+      let rm = f32(load_p(running_mean[offset(at_stats) + ch]));
+      let rv = f32(load_p(running_var[offset(at_stats + 1u) + ch]));
+      running_mean_out[ch] = store_p(C_p((1.0 - m) * rm + m * mean));
+      running_var_out[ch] = store_p(C_p((1.0 - m) * rv + m * var_ * total.x / (total.x - 1.0)));
     }
   }
   let seg = segment(s);

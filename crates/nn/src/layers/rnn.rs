@@ -10,7 +10,7 @@
 //! backward needs no rule of its own; the gate arithmetic is `Tensor::lstm_cell_sum` (the
 //! LSTM) or `Tensor::gru_cell` (the GRU), each one fused kernel where the device has one.
 
-use liandan_tensor::{Device, Tensor};
+use liandan_tensor::{autocast_dtype, Device, Tensor};
 
 use super::{default_bound, uniform_param, with_fields};
 use crate::error::Result;
@@ -379,23 +379,31 @@ impl<C: Cell> RnnConfig<C> {
     /// One direction of one layer over `x` `[L, N, in]` from `h` (and `c` for the LSTM), both
     /// `[N, H]` or `None` for zeros: the output of every step `[N, H]` in time order and the
     /// final states.
-    fn direction(&self, w: &RnnWeights, x: &Tensor, mut h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Vec<Tensor>, Tensor, Option<Tensor>)> {
+    fn direction(&self, w: &RnnWeights, x: &Tensor, h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Vec<Tensor>, Tensor, Option<Tensor>)> {
         let (l, n, gh) = (x.shape()[0], x.shape()[1], C::GATES * self.hidden_size);
         let lstm = C::GATES == 4;
         // The input projection of every step in one matmul. The LSTM adds both biases here
         // (they are only ever summed); the GRU keeps b_hh in the step, since b_hn sits
         // inside r * (W_hn h + b_hn).
         let mut xp = x.reshape(&[l * n, x.shape()[2]])?.linear(&w.weight_ih, w.bias_ih.as_ref())?;
+        // Under autocast the whole recurrence runs in the projection's low type, as PyTorch's
+        // LSTM and GRU do there (cuDNN's kernels take every operand in f16): the recurrent
+        // weight and bias are cast once here and the states start in that type, so no step
+        // casts (what `torch.autocast`'s cast cache does for a weight used at every step).
+        let (autocast, step_type) = (autocast_dtype().is_some(), xp.dtype());
+        let in_step_type = |t: &Tensor| if autocast { t.to_dtype(step_type) } else { Ok(t.clone()) };
+        let bias_hh = w.bias_hh.as_ref().map(in_step_type).transpose()?;
         if lstm {
-            if let Some(b) = &w.bias_hh {
+            if let Some(b) = &bias_hh {
                 xp = xp.add(b)?;
             }
         }
         let xp = xp.reshape(&[l, n, gh])?;
-        let zeros = || Tensor::zeros(&[n, self.hidden_size], x.dtype(), x.device());
+        let zeros = || Tensor::zeros(&[n, self.hidden_size], step_type, x.device());
+        let mut h = h.as_ref().map(in_step_type).transpose()?;
         let mut c = match (lstm, c) {
             (true, None) => Some(zeros()?),
-            (_, c) => c.filter(|_| lstm),
+            (_, c) => c.filter(|_| lstm).as_ref().map(in_step_type).transpose()?,
         };
         if !lstm && h.is_none() {
             // The GRU reads h itself, not only its product.
@@ -403,7 +411,7 @@ impl<C: Cell> RnnConfig<C> {
         }
         // One transpose shared by every step, so backward gathers W_hh's gradient into one
         // product over all steps (`autograd/products.rs`) instead of one per step.
-        let w_hh_t = w.weight_hh.t()?;
+        let w_hh_t = in_step_type(&w.weight_hh)?.t()?;
 
         let mut outs: Vec<Tensor> = Vec::with_capacity(l);
         let steps: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..l).rev()) } else { Box::new(0..l) };
@@ -422,7 +430,7 @@ impl<C: Cell> RnnConfig<C> {
             } else {
                 let h_prev = h.as_ref().expect("the GRU starts from zeros");
                 let mut gh = h_prev.matmul(&w_hh_t)?;
-                if let Some(b) = &w.bias_hh {
+                if let Some(b) = &bias_hh {
                     gh = gh.add(b)?;
                 }
                 // The gate arithmetic is one op, a single kernel where the device has one.

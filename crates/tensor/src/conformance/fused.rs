@@ -116,6 +116,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_batch_norm_mixed_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused_norm::batch_norm_mixed_matches_composite(&d)
+            }
+        }
+        #[test]
         fn fused_batch_norm_grads() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused_norm::batch_norm_grads(&d)
@@ -250,6 +256,39 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let mut with_sum = inputs.clone();
     with_sum.push(t(&[n, 4 * h], 6));
     runs(&inputs) && (!matches!(op, FusedOp::LstmCell | FusedOp::LstmCellBackward) || runs(&with_sum))
+}
+
+/// Whether `device`'s backend runs the batch-norm op `op` on activations of the low type `low`
+/// with f32 parameters and statistics (autocast's mixed batch norm; see
+/// [`FusedOp::BatchNormTrain`]), returning buffers of the right types' sizes. (A forward with
+/// neither parameters nor running statistics has no f32 operand, so nothing to mix.)
+pub fn backend_runs_mixed(device: &Device, op: &FusedOp, low: DType) -> bool {
+    let (n, h) = (3, 5);
+    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap().abs().unwrap();
+    let inputs = match op {
+        FusedOp::BatchNormTrain(b) => {
+            let params = 2 * b.affine as u64 + 2 * b.running as u64;
+            std::iter::once(t(&[n, h, 2], 1, low)).chain((0..params).map(|k| t(&[h], 2 + k, DType::F32))).collect::<Vec<_>>()
+        }
+        FusedOp::BatchNormBackward(b) => {
+            let mut v = vec![t(&[n, h, 2], 1, low), t(&[n, h, 2], 2, low), t(&[h], 3, DType::F32), t(&[h], 4, DType::F32)];
+            v.extend(b.affine.then(|| t(&[h], 5, DType::F32)));
+            v
+        }
+        _ => return false,
+    };
+    let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
+    let views: Vec<crate::Strided> =
+        inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype: x.dtype() }).collect();
+    match device.backend().fused(op, &views) {
+        None => false,
+        Some(r) => {
+            let outs = r.unwrap_or_else(|e| panic!("{} over {low} and f32: the fused kernel failed: {e}", op.name()));
+            // The first output has x's type and shape, the rest are f32 [C].
+            let sizes: Vec<usize> = (0..op.outputs()).map(|k| if k == 0 { n * h * 2 * low.size_in_bytes() } else { h * 4 }).collect();
+            outs.len() == sizes.len() && outs.iter().zip(&sizes).all(|(o, &bytes)| o.size_in_bytes() == bytes)
+        }
+    }
 }
 
 /// `LIANDAN_FUSION`'s thread-local twin: `no_fusion` turns fusion off and restores it, nested.

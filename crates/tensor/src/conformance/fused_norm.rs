@@ -5,7 +5,7 @@
 use super::fused::check_fused;
 use super::grads::{check_grads, leaf, positive_leaf};
 use super::{positive_values, values};
-use crate::{no_fusion, DType, Device, Result, Tensor};
+use crate::{autocast, no_fusion, DType, Device, Result, Tensor};
 
 /// Shapes that cover `[N, C]` (BatchNorm1d), `[N, C, L]`, N = 1 with odd H and W, and a channel
 /// long enough (4,608 values) that a GPU splits it between workgroups.
@@ -49,6 +49,40 @@ pub fn batch_norm_matches_composite(d: &Device) {
         Ok(vec![y, rm, rv])
     };
     check_fused("batch_norm train strided x", &[x, w, b], f, 1e-4, 1e-4);
+}
+
+/// Batch norm in training under autocast, activations f16 or bf16 and parameters and running
+/// statistics f32 (the mixed kernel where the device has it, as cuDNN's under `torch.autocast`)
+/// against the composite, which computes in f32 and rounds the output back: the output keeps
+/// `x`'s type, the running statistics and the parameters' gradients stay f32, `x`'s gradient
+/// has `x`'s type; with and without the affine parameters and running statistics.
+pub fn batch_norm_mixed_matches_composite(d: &Device) {
+    for (low, tol) in [(DType::F16, 1e-2), (DType::BF16, 3e-2)] {
+        for (k, &shape) in SHAPES.iter().enumerate() {
+            let c = shape[1];
+            let x = || Tensor::from_f64s(&values(shape.iter().product(), 110 + k as u64), shape, low, d).unwrap();
+            let p = |seed: u64| Tensor::from_f64s(&values(c, seed), &[c], DType::F32, d).unwrap();
+            let what = format!("batch_norm train {low} x, f32 parameters {shape:?}");
+            let full = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+                let (rm, rv) =
+                    (Tensor::from_f64s(&values(c, 71), &[c], DType::F32, d)?, Tensor::from_f64s(&positive_values(c, 72, 0.5, 2.0), &[c], DType::F32, d)?);
+                let y = autocast(low, || x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5))?;
+                assert_eq!((y.dtype(), rm.dtype(), rv.dtype()), (low, DType::F32, DType::F32), "{what}: output and running statistics' types");
+                Ok(vec![y, rm, rv])
+            };
+            check_fused(&what, &[x(), p(112), p(113)], full, tol, tol);
+            let bare = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![autocast(low, || x[0].batch_norm(None, None, None, None, true, 0.3, 1e-3))?]) };
+            check_fused(&format!("{what}, no affine, no running stats"), &[x()], bare, tol, tol);
+            // The gradients' types, fused and composite.
+            for fused in [true, false] {
+                let (x, w, b) = (x().requires_grad_(true).unwrap(), p(112).requires_grad_(true).unwrap(), p(113).requires_grad_(true).unwrap());
+                let run = || autocast(low, || x.batch_norm(None, None, Some(&w), Some(&b), true, 0.1, 1e-5))?.to_dtype(DType::F32)?.sum_all()?.backward();
+                if fused { run() } else { no_fusion(run) }.unwrap();
+                let types = [&x, &w, &b].map(|t| t.grad().map(|g| g.dtype()));
+                assert_eq!(types, [Some(low), Some(DType::F32), Some(DType::F32)], "{what}: the gradients' types (fusion {fused})");
+            }
+        }
+    }
 }
 
 /// The fused rule against finite differences in f64, with fusion on and off, composed with

@@ -4,6 +4,7 @@
 //! Dimension letters: N batch, C channels, G groups.
 
 use crate::autograd::{self, GradFn};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::fused::{fusion_enabled, try_fused, BatchNormOptions, FusedOp, LayerNormOptions};
 use crate::layout::Layout;
@@ -120,9 +121,6 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
-        if let Some([x]) = crate::autocast::widened([self])? {
-            return x.batch_norm(running_mean, running_var, weight, bias, training, momentum, eps);
-        }
         check_float("batch_norm", self)?;
         if self.rank() < 2 {
             return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));
@@ -138,14 +136,22 @@ impl Tensor {
             }
         }
         let dims: Vec<usize> = (0..self.rank()).filter(|&d| d != 1).collect();
-        let (mean, var) = if training {
-            let n: usize = dims.iter().map(|&d| self.shape()[d]).product();
-            if n <= 1 {
-                return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
-            }
+        let n: usize = dims.iter().map(|&d| self.shape()[d]).product();
+        if training && n <= 1 {
+            return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
+        }
+        if training {
             if let Some(out) = self.batch_norm_fused(running_mean.zip(running_var), weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps)? {
                 return Ok(out);
             }
+        }
+        // Under autocast a low input keeps its type, as `torch.autocast` leaves batch norm to
+        // cuDNN's kernel of f16 activations and f32 parameters: the fused kernel above where
+        // the device has that variant, else the composite in f32, rounded back.
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.batch_norm(running_mean, running_var, weight, bias, training, momentum, eps)?.to_dtype(self.dtype());
+        }
+        let (mean, var) = if training {
             let mean = self.mean(&dims, true)?;
             let var = self.sub(&mean)?.square()?.mean(&dims, true)?;
             if let (Some(rm), Some(rv)) = (running_mean, running_var) {
@@ -174,7 +180,8 @@ impl Tensor {
 
     /// Training-mode [`Tensor::batch_norm`] as [`FusedOp::BatchNormTrain`], or `None` where the
     /// composite runs instead: fusion off, no kernel, a lone weight or bias (`lopsided`), or
-    /// parameters of another dtype or device than `self` (the composite reports those).
+    /// parameters of another dtype or device than `self` (the composite reports those). Under
+    /// autocast a low `self` may meet f32 parameters: then the statistics are f32 too.
     fn batch_norm_fused(
         &self,
         running: Option<(&Tensor, &Tensor)>,
@@ -187,7 +194,13 @@ impl Tensor {
             return Ok(None);
         }
         let params: Vec<&Tensor> = affine.into_iter().chain(running).flat_map(|(a, b)| [a, b]).collect();
-        if params.iter().any(|p| p.dtype() != self.dtype() || p.device() != self.device()) {
+        let low = crate::autocast::autocast_dtype().is_some() && matches!(self.dtype(), DType::F16 | DType::BF16);
+        let stats = match params.first() {
+            Some(p) if low && p.dtype() == DType::F32 => DType::F32,
+            _ if low => return Ok(None),
+            _ => self.dtype(),
+        };
+        if params.iter().any(|p| p.dtype() != stats || p.device() != self.device()) {
             return Ok(None);
         }
         let x = self.contiguous()?;
@@ -198,7 +211,7 @@ impl Tensor {
         let mut outs = outs?.into_iter();
         let y = outs.next().expect("counted by try_fused");
         let c = [x.shape()[1]];
-        let mut stat = || Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(&c), x.dtype(), x.device(), None);
+        let mut stat = || Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(&c), stats, x.device(), None);
         let (mean, invstd) = (stat(), stat());
         if let Some((rm, rv)) = running {
             rm.assign(&stat())?;
@@ -210,7 +223,8 @@ impl Tensor {
 
     /// The backward rule of the fused training [`Tensor::batch_norm`]: `(dx, dweight, dbias)`
     /// (the last two with `weight`), from the saved `mean` and `invstd` `[C]`, itself fused where
-    /// the device can ([`FusedOp::BatchNormBackward`]).
+    /// the device can ([`FusedOp::BatchNormBackward`]). A low `x` with f32 statistics (autocast's
+    /// batch norm) gives `dx` in `x`'s type and the parameters' gradients in f32.
     pub(crate) fn batch_norm_backward(
         dy: &Tensor,
         x: &Tensor,
@@ -218,7 +232,7 @@ impl Tensor {
         invstd: &Tensor,
         weight: Option<&Tensor>,
     ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
-        let dy = dy.contiguous()?;
+        let dy = dy.to_dtype(x.dtype())?.contiguous()?;
         let c = x.shape()[1];
         let affine = weight.is_some();
         let op = FusedOp::BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine, running: false });
@@ -226,9 +240,14 @@ impl Tensor {
         if let Some(outs) = try_fused(&op, &inputs) {
             let mut outs = outs?.into_iter();
             let mut next =
-                |shape: &[usize]| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), x.dtype(), x.device(), None);
-            let dx = next(x.shape());
-            return Ok(if affine { (dx, Some(next(&[c])), Some(next(&[c]))) } else { (dx, None, None) });
+                |shape: &[usize], dtype| Tensor::from_parts(outs.next().expect("counted by try_fused"), Layout::contiguous(shape), dtype, x.device(), None);
+            let dx = next(x.shape(), x.dtype());
+            return Ok(if affine { (dx, Some(next(&[c], mean.dtype())), Some(next(&[c], mean.dtype()))) } else { (dx, None, None) });
+        }
+        if x.dtype() != mean.dtype() {
+            let wide = mean.dtype();
+            let (dx, dweight, dbias) = Tensor::batch_norm_backward(&dy.to_dtype(wide)?, &x.to_dtype(wide)?, mean, invstd, weight)?;
+            return Ok((dx.to_dtype(x.dtype())?, dweight, dbias));
         }
         let mut bshape = vec![1; x.rank()];
         bshape[1] = c;
