@@ -43,6 +43,10 @@
 # `PART=22`: what a synchronize costs: `xtask ceiling --only latency` (wgpu alone), this build's
 # and `.bin/xtask-old`'s `bench-host --only sync`, PyTorch's add and synchronize; then both
 # builds' f32 steps of `MODELS` (default lstm, seed003_cnn, mlp), alternated, PyTorch beside.
+# `PART=23`: autocast's batch norm and recurrence (runs 106-108): this build against
+# `.bin/xtask-old` on resnet18 and lstm in f16 (resnet18 in f32 too), alternated, PyTorch
+# beside; resnet18's f16 memory breakdown; the whole zoo beside PyTorch; the lstm's f16 step
+# in three more processes and its per-op profile in f32 and f16.
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -606,5 +610,23 @@ print('add + item()', round(statistics.median(one(lambda: (z + 1.0).item()) for 
     timeout 150 ./.bin/$b bench --device gpu:0 --models "${MODELS:-lstm,seed003_cnn,mlp}" --precisions f32 --no-micro --warmup 3 --steps 10 --sync-every 5 \
       --groups 2 --epoch-samples 6400 $([ "$round$b" = 1xtask ] && echo --torch) --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| (gpu|[a-z0-9_]+ \| (gpu|cuda))" "$OUT/s.md" | head -16
   done; done
+  rm -rf "$OUT/s"
+fi
+
+if [ "$PART" = 23 ]; then
+  builds="xtask"; [ -x .bin/xtask-old ] && builds="xtask xtask-old"
+  step() { # binary, precisions, models, extra flags
+    timeout 300 ./.bin/$1 bench --device gpu:0 --models "$3" --precisions "$2" --no-micro --warmup 3 --steps 10 --sync-every 5 --groups 2 \
+      --epoch-samples 6400 ${4:-} --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/s.md"
+  }
+  for round in 1 2; do for b in $builds; do
+    echo "## f16 steps, $b (round $round)"; step "$b" f16 resnet18,lstm "$([ "$round$b" = 1xtask ] && echo --torch)"
+  done; done
+  for b in $builds; do echo "## resnet18 f32, $b"; step "$b" f32 resnet18; done
+  echo "## resnet18 f16 memory at the peak"
+  LIANDAN_MEMORY_BREAKDOWN=1 timeout 120 ./.bin/liandan profile --model resnet18 --precision f16 --steps 5 --device gpu 2>&1 | sed -n '/peak memory/,$p' | head -24
+  echo "## the zoo beside PyTorch"; step xtask f32,f16 mlp,mnist_cnn,seed003_cnn,resnet18,vit,lstm,vae --torch
+  for k in 1 2 3; do echo "## lstm f16, process $k"; step xtask f16 lstm; done
+  for p in f32 f16; do echo "## lstm $p profile"; timeout 120 ./.bin/liandan profile --model lstm --precision $p --steps 5 --device gpu 2>&1 | sed -n 2,14p; done
   rm -rf "$OUT/s"
 fi

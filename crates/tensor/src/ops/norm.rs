@@ -137,10 +137,10 @@ impl Tensor {
         }
         let dims: Vec<usize> = (0..self.rank()).filter(|&d| d != 1).collect();
         let n: usize = dims.iter().map(|&d| self.shape()[d]).product();
-        if training && n <= 1 {
-            return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
-        }
         if training {
+            if n <= 1 {
+                return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
+            }
             if let Some(out) = self.batch_norm_fused(running_mean.zip(running_var), weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps)? {
                 return Ok(out);
             }
