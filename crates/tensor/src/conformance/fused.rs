@@ -223,16 +223,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::AdagradStep(_) => (0..3).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::AdadeltaStep(_) => (0..4).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
         FusedOp::Scale(_) => vec![t(&[n, h], 5)],
-        // x [N, C, L] with C = h, then [C] operands (variances and invstd positive).
-        FusedOp::BatchNormTrain(b) => {
-            let params = 2 * b.affine as u64 + 2 * b.running as u64;
-            std::iter::once(t(&[n, h, 2], 1)).chain((0..params).map(|k| t(&[h], 2 + k).abs().unwrap())).collect()
-        }
-        FusedOp::BatchNormBackward(b) => {
-            let mut v = vec![t(&[n, h, 2], 1), t(&[n, h, 2], 2), t(&[h], 3), t(&[h], 4).abs().unwrap()];
-            v.extend(b.affine.then(|| t(&[h], 5)));
-            v
-        }
+        FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_) => batch_norm_operands(device, op, dtype, dtype),
         // x [N, D], then the [D] parameters given; the backward's statistics [N], rstd positive.
         FusedOp::LayerNorm(l) => std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect(),
         FusedOp::LayerNormBackward(l) => {
@@ -244,14 +235,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };
-    let runs = |inputs: &[Tensor]| {
-        let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
-        let views: Vec<crate::Strided> = inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype }).collect();
-        match device.backend().fused(op, &views) {
-            None => false,
-            Some(r) => r.map(|outs| outs.len() == op.outputs()).unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())),
-        }
-    };
+    let runs = |inputs: &[Tensor]| call_backend(device, op, inputs).is_some_and(|outs| outs.len() == op.outputs());
     // The LSTM cell's kernels also take the gates in two terms (`lstm_cell_sum`): both forms.
     let mut with_sum = inputs.clone();
     with_sum.push(t(&[n, 4 * h], 6));
@@ -263,32 +247,39 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
 /// [`FusedOp::BatchNormTrain`]), returning buffers of the right types' sizes. (A forward with
 /// neither parameters nor running statistics has no f32 operand, so nothing to mix.)
 pub fn backend_runs_mixed(device: &Device, op: &FusedOp, low: DType) -> bool {
+    let inputs = batch_norm_operands(device, op, low, DType::F32);
+    // The first output has x's type and shape, the rest are f32 [C].
+    let bytes = |k: usize| if k == 0 { inputs[0].numel() * low.size_in_bytes() } else { inputs[0].shape()[1] * 4 };
+    call_backend(device, op, &inputs).is_some_and(|outs| outs.len() == op.outputs() && outs.iter().enumerate().all(|(k, o)| o.size_in_bytes() == bytes(k)))
+}
+
+/// A batch-norm op's operands on `device`: `x` `[3, 5, 2]` (and the backward's `dy`) of type
+/// `x`, the `[C]` operands of type `p` (variances and invstd positive).
+fn batch_norm_operands(device: &Device, op: &FusedOp, x: DType, p: DType) -> Vec<Tensor> {
     let (n, h) = (3, 5);
-    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap().abs().unwrap();
-    let inputs = match op {
+    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
+    match op {
         FusedOp::BatchNormTrain(b) => {
             let params = 2 * b.affine as u64 + 2 * b.running as u64;
-            std::iter::once(t(&[n, h, 2], 1, low)).chain((0..params).map(|k| t(&[h], 2 + k, DType::F32))).collect::<Vec<_>>()
+            std::iter::once(t(&[n, h, 2], 1, x)).chain((0..params).map(|k| t(&[h], 2 + k, p).abs().unwrap())).collect()
         }
         FusedOp::BatchNormBackward(b) => {
-            let mut v = vec![t(&[n, h, 2], 1, low), t(&[n, h, 2], 2, low), t(&[h], 3, DType::F32), t(&[h], 4, DType::F32)];
-            v.extend(b.affine.then(|| t(&[h], 5, DType::F32)));
+            let mut v = vec![t(&[n, h, 2], 1, x), t(&[n, h, 2], 2, x), t(&[h], 3, p), t(&[h], 4, p).abs().unwrap()];
+            v.extend(b.affine.then(|| t(&[h], 5, p)));
             v
         }
-        _ => return false,
-    };
+        _ => panic!("{} is not a batch norm", op.name()),
+    }
+}
+
+/// `device`'s own kernel for `op` on `inputs`, called directly: `None` where it has none (a
+/// kernel that fails is a test failure).
+fn call_backend(device: &Device, op: &FusedOp, inputs: &[Tensor]) -> Option<Vec<crate::Storage>> {
     let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
     let views: Vec<crate::Strided> =
         inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype: x.dtype() }).collect();
-    match device.backend().fused(op, &views) {
-        None => false,
-        Some(r) => {
-            let outs = r.unwrap_or_else(|e| panic!("{} over {low} and f32: the fused kernel failed: {e}", op.name()));
-            // The first output has x's type and shape, the rest are f32 [C].
-            let sizes: Vec<usize> = (0..op.outputs()).map(|k| if k == 0 { n * h * 2 * low.size_in_bytes() } else { h * 4 }).collect();
-            outs.len() == sizes.len() && outs.iter().zip(&sizes).all(|(o, &bytes)| o.size_in_bytes() == bytes)
-        }
-    }
+    let result = device.backend().fused(op, &views)?;
+    Some(result.unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())))
 }
 
 /// `LIANDAN_FUSION`'s thread-local twin: `no_fusion` turns fusion off and restores it, nested.
