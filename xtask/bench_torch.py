@@ -41,6 +41,7 @@ def main():
     p.add_argument("--matmul-f16", action="store_true")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--no-tf32", action="store_true")
+    p.add_argument("--shapes", action="store_true")
     for name in ["model", "precision"]:
         p.add_argument(f"--{name}")
     for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
@@ -338,20 +339,22 @@ def one_model(a):
 
 def profile_model(a):
     """`torch.profiler` over `a.steps` training steps of `a.model` after `a.warmup`: the kernels
-    by their self device time, to set beside `liandan profile`."""
+    by their self device time, to set beside `liandan profile` (with `--shapes`, grouped by op and
+    input shapes, with FLOPs, beside `liandan profile --shapes`)."""
     from torch.profiler import ProfilerActivity, profile
     dev, sync, step = model_step(a)
     for _ in range(a.warmup or 3):
         step()
     sync()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, record_shapes=a.shapes, with_flops=a.shapes) as prof:
         for _ in range(a.steps or 5):
             step()
         sync()
     key = "self_cuda_time_total" if dev.type == "cuda" else "self_cpu_time_total"
     print(f"torch {torch.__version__}, {a.model} batch {a.batch} {a.precision or 'f32'}, {a.steps or 5} steps, TF32 convolutions {torch.backends.cudnn.allow_tf32}")
-    print(prof.key_averages().table(sort_by=key, row_limit=30, max_name_column_width=60))
+    averages = prof.key_averages(group_by_input_shape=a.shapes)
+    print(averages.table(sort_by=key, row_limit=40 if a.shapes else 30, max_name_column_width=60, max_shapes_column_width=90))
 
 
 if __name__ == "__main__":

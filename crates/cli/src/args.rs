@@ -197,6 +197,11 @@ pub struct ProfileArgs {
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Also record each call's input shapes, and print the costliest (op, input shapes) pairs
+    /// with the products' and convolutions' TFLOP/s (PyTorch's `record_shapes` and
+    /// `with_flops`); the trace then carries every call's shapes.
+    #[arg(long)]
+    pub shapes: bool,
     /// On a GPU, time each product's and convolution's cuts into workgroups (tile size, K
     /// splits) the first time its shape is met and keep the fastest, in a file per adapter
     /// under the cache directory (LIANDAN_CACHE_DIR, else the platform's; LIANDAN_AUTOTUNE=1

@@ -78,7 +78,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     device.synchronize().map_err(|e| failed("synchronize", e))?;
     // The peak (and, under LIANDAN_MEMORY_BREAKDOWN=1, what was live at it) of the profiled steps.
     device.reset_peak_memory();
-    profile::start().map_err(|e| failed("profile", e))?;
+    profile::start_with(profile::Options { record_shapes: a.shapes }).map_err(|e| failed("profile", e))?;
     let mut run = Ok(());
     for _ in 0..a.steps {
         run = step(&mut opt);

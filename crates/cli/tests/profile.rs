@@ -21,6 +21,7 @@ fn profile_prints_tables_and_writes_a_trace() {
         assert!(out.lines().any(|l| l.starts_with(layer)), "no {layer} row:\n{out}");
     }
     assert!(out.contains("GPU time not measured"), "{out}");
+    assert!(!out.contains("input shapes"), "shapes are recorded only when asked:\n{out}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).expect("the trace is JSON");
     let calls: u64 = out
         .lines()
@@ -31,6 +32,25 @@ fn profile_prints_tables_and_writes_a_trace() {
         .map(|l| l.split_whitespace().rev().nth(3).unwrap().parse::<u64>().unwrap())
         .sum();
     assert_eq!(json["traceEvents"].as_array().unwrap().len() as u64, calls, "one trace event per call");
+}
+
+#[test]
+fn profile_shapes_prints_each_product_with_its_shapes_and_rate() {
+    let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--shapes"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let table: Vec<&str> = out.lines().skip_while(|l| !l.ends_with("input shapes")).skip(1).take_while(|l| !l.is_empty()).collect();
+    // fc1's forward: the batch [2, 1024] times the transposed weight [1024, 512], once a step
+    // (as the kernel trait receives them, batched).
+    let fc1 = table
+        .iter()
+        .find(|l| l.starts_with("matmul ") && l.contains("[1, 2, 1024] f32, [1, 1024, 512] f32"))
+        .unwrap_or_else(|| panic!("no fc1 product row:\n{out}"));
+    let cols: Vec<&str> = fc1.split_whitespace().collect();
+    assert_eq!(cols[1], "2", "{fc1}");
+    assert!(cols[4].parse::<f64>().is_ok_and(|r| r > 0.0), "a product's rate: {fc1}");
+    // Ops that are not products have shapes but no counted operations.
+    assert!(table.iter().any(|l| !l.starts_with("matmul ") && l.split_whitespace().nth(4) == Some("-")), "{out}");
 }
 
 /// The calls of op `name` in the op table, if it has a row.

@@ -93,6 +93,27 @@ pub fn check_profile(d: &Device) {
     assert!(p.write_trace(&dir.join("missing").join("trace.json")).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 
+    // Without `record_shapes` no shapes; with it, every call's inputs and the products' operations.
+    assert!(p.by_op_and_shapes().is_empty() && p.events().iter().all(|e| e.shapes.is_none()));
+    assert!(!p.to_string().contains("input shapes"));
+    profile::start_with(profile::Options { record_shapes: true }).unwrap();
+    let profiled = step(&x, &w);
+    let p = profile::stop().unwrap();
+    assert_eq!(profiled.unwrap(), plain, "recording shapes changed a result");
+    let rows = p.by_op_and_shapes();
+    let row = |name: &str, shapes: &str| rows.iter().find(|r| r.name == name && r.shapes.as_deref() == Some(shapes)).map(|r| (r.calls, r.flops));
+    // The shapes the kernel trait receives (products batched, a whole sum as one row): forward
+    // x [4, 3] @ w [3, 2]; backward x^T [3, 4] @ dy [4, 2]: 2 * 4 * 3 * 2 operations each.
+    assert_eq!(row("matmul", "[1, 4, 3] f32, [1, 3, 2] f32"), Some((1, Some(48))), "{rows:?}");
+    assert_eq!(row("matmul", "[1, 3, 4] f32, [1, 4, 2] f32"), Some((1, Some(48))), "{rows:?}");
+    assert_eq!(row("select", "[4, 2] bool, [4, 2] f32, [4, 2] f32"), Some((1, None)), "{rows:?}");
+    assert_eq!(rows.iter().map(|r| r.calls).sum::<u64>(), EXPECTED.iter().map(|e| e.2).sum::<u64>());
+    let table = p.to_string();
+    assert!(table.contains("input shapes") && table.contains("[1, 4, 3] f32, [1, 3, 2] f32"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&p.trace_json()).expect("the trace is JSON");
+    let traced = json["traceEvents"].as_array().expect("traceEvents").iter().filter(|e| e["args"]["input_shapes"] == "[1, 4, 3] f32, [1, 3, 2] f32").count();
+    assert_eq!(traced, 1, "the trace carries each call's shapes");
+
     // Off again: nothing is recorded, results are unchanged.
     assert_eq!(step(&x, &w).unwrap(), plain);
     profile::start().unwrap();

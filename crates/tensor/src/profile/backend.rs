@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::record;
+use super::{record, Inputs};
 use crate::backend::{Backend, BinaryOp, CmpOp, DeviceKind, Distribution, MemoryStats, ReduceOp, Storage, Strided, UnaryOp, Window2d};
 use crate::{DType, FusedOp, Result};
 
@@ -22,14 +22,56 @@ impl Profiled {
         Profiled { inner }
     }
 
-    fn run<T>(&self, name: &'static str, call: impl FnOnce(&dyn Backend) -> T) -> T {
-        record(&self.inner, || Cow::Borrowed(name), || call(&*self.inner), |_| true)
+    fn run<T>(&self, name: &'static str, inputs: &[Strided], call: impl FnOnce(&dyn Backend) -> T) -> T {
+        record(&self.inner, || Cow::Borrowed(name), || shapes(inputs, None), || call(&*self.inner), |_| true)
     }
 
     /// An op named by its variant, lower-cased as PyTorch names them (`exp`, `add`, `argmax`).
-    fn run_named<T>(&self, op: impl std::fmt::Debug, call: impl FnOnce(&dyn Backend) -> T) -> T {
-        record(&self.inner, || Cow::Owned(format!("{op:?}").to_lowercase()), || call(&*self.inner), |_| true)
+    fn run_named<T>(&self, op: impl std::fmt::Debug, inputs: &[Strided], call: impl FnOnce(&dyn Backend) -> T) -> T {
+        record(&self.inner, || Cow::Owned(format!("{op:?}").to_lowercase()), || shapes(inputs, None), || call(&*self.inner), |_| true)
     }
+}
+
+/// The inputs' shapes and dtypes (`[128, 64, 32, 32] f32, [64, 64, 3, 3] f32`), then `extra`
+/// (a convolution's stride and padding), and `flops`.
+fn shapes(inputs: &[Strided], extra: Option<String>) -> Inputs {
+    let mut s: Vec<String> = inputs.iter().map(|x| format!("{:?} {}", x.layout.shape(), x.dtype)).collect();
+    s.extend(extra);
+    Inputs { shapes: s.join(", "), flops: None }
+}
+
+/// A batched product's floating-point operations: `2 m k n` per output matrix, the batch
+/// dimensions broadcast as `matmul` broadcasts them.
+fn matmul_flops(lhs: &[usize], rhs: &[usize]) -> Option<u64> {
+    let (&[.., m, k], &[.., k2, n]) = (lhs, rhs) else { return None };
+    if k != k2 {
+        return None;
+    }
+    let (lb, rb) = (&lhs[..lhs.len() - 2], &rhs[..rhs.len() - 2]);
+    let dims = lb.len().max(rb.len());
+    let at = |b: &[usize], i: usize| if i + b.len() >= dims { b[i + b.len() - dims] } else { 1 };
+    let batch: usize = (0..dims).map(|i| at(lb, i).max(at(rb, i))).product();
+    Some(2 * (batch * m * k * n) as u64)
+}
+
+/// A multi-tensor call's inputs, told by count (a list holds one tensor per parameter).
+fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
+    let n = lists.first().map_or(0, Vec::len);
+    let elements: usize = lists.first().map_or(0, |l| l.iter().map(|x| x.layout.shape().iter().product::<usize>()).sum());
+    Inputs { shapes: format!("{} lists of {n} tensors ({elements} elements a list)", lists.len()), flops: None }
+}
+
+/// What one fused call's inputs are: a convolution's geometry beside its shapes, and its
+/// floating-point operations (the same multiply-adds in all three passes).
+fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
+    let conv = match op {
+        FusedOp::Conv2d(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => Some(g),
+        _ => None,
+    };
+    let Some(g) = conv else { return shapes(inputs, None) };
+    let extra = format!("stride {:?} padding {:?}", g.stride, g.padding);
+    let macs = g.n * g.o * g.out_h() * g.out_w() * (g.c / g.groups.max(1)) * g.kernel.0 * g.kernel.1;
+    Inputs { flops: Some(2 * macs as u64), ..shapes(inputs, Some(extra)) }
 }
 
 impl Backend for Profiled {
@@ -42,104 +84,117 @@ impl Backend for Profiled {
     }
 
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage> {
-        self.run("from_host", |b| b.from_host(bytes, dtype))
+        self.run("from_host", &[], |b| b.from_host(bytes, dtype))
     }
 
     fn to_host(&self, src: Strided) -> Result<Vec<u8>> {
-        self.run("to_host", |b| b.to_host(src))
+        self.run("to_host", &[src], |b| b.to_host(src))
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
-        self.run("full", |b| b.full(numel, value, dtype))
+        self.run("full", &[], |b| b.full(numel, value, dtype))
     }
 
     fn random(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
-        self.run("random", |b| b.random(dist, numel, seed, dtype))
+        self.run("random", &[], |b| b.random(dist, numel, seed, dtype))
     }
 
     fn copy(&self, src: Strided) -> Result<Storage> {
-        self.run("copy", |b| b.copy(src))
+        self.run("copy", &[src], |b| b.copy(src))
     }
 
     fn cast(&self, src: Strided, to: DType) -> Result<Storage> {
-        self.run("cast", |b| b.cast(src, to))
+        self.run("cast", &[src], |b| b.cast(src, to))
     }
 
     fn unary(&self, op: UnaryOp, x: Strided) -> Result<Storage> {
-        self.run_named(op, |b| b.unary(op, x))
+        self.run_named(op, &[x], |b| b.unary(op, x))
     }
 
     fn binary(&self, op: BinaryOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.run_named(op, |b| b.binary(op, lhs, rhs))
+        self.run_named(op, &[lhs, rhs], |b| b.binary(op, lhs, rhs))
     }
 
     fn compare(&self, op: CmpOp, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.run_named(op, |b| b.compare(op, lhs, rhs))
+        self.run_named(op, &[lhs, rhs], |b| b.compare(op, lhs, rhs))
     }
 
     fn select(&self, cond: Strided, on_true: Strided, on_false: Strided) -> Result<Storage> {
-        self.run("select", |b| b.select(cond, on_true, on_false))
+        self.run("select", &[cond, on_true, on_false], |b| b.select(cond, on_true, on_false))
     }
 
     fn reduce(&self, op: ReduceOp, x: Strided) -> Result<Storage> {
-        self.run_named(op, |b| b.reduce(op, x))
+        self.run_named(op, &[x], |b| b.reduce(op, x))
     }
 
     fn matmul(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
-        self.run("matmul", |b| b.matmul(lhs, rhs))
+        let inputs = || Inputs { flops: matmul_flops(lhs.layout.shape(), rhs.layout.shape()), ..shapes(&[lhs, rhs], None) };
+        record(&self.inner, || Cow::Borrowed("matmul"), inputs, || self.inner.matmul(lhs, rhs), |_| true)
     }
 
     fn im2col(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {
-        self.run("im2col", |b| b.im2col(x, window, pad_value))
+        self.run("im2col", &[x], |b| b.im2col(x, window, pad_value))
     }
 
     fn col2im(&self, cols: Strided, window: Window2d) -> Result<Storage> {
-        self.run("col2im", |b| b.col2im(cols, window))
+        self.run("col2im", &[cols], |b| b.col2im(cols, window))
     }
 
     fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
-        self.run("max_pool2d", |b| b.max_pool2d(x, window))
+        self.run("max_pool2d", &[x], |b| b.max_pool2d(x, window))
     }
 
     fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        self.run("avg_pool2d", |b| b.avg_pool2d(x, window, count_include_pad))
+        self.run("avg_pool2d", &[x], |b| b.avg_pool2d(x, window, count_include_pad))
     }
 
     fn avg_pool2d_backward(&self, dy: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {
-        self.run("avg_pool2d_backward", |b| b.avg_pool2d_backward(dy, window, count_include_pad))
+        self.run("avg_pool2d_backward", &[dy], |b| b.avg_pool2d_backward(dy, window, count_include_pad))
     }
 
     fn gather(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        self.run("gather", |b| b.gather(src, index, dim))
+        self.run("gather", &[src, index], |b| b.gather(src, index, dim))
     }
 
     fn scatter_add(&self, dst: Strided, index: Strided, src: Strided, dim: usize) -> Result<Storage> {
-        self.run("scatter_add", |b| b.scatter_add(dst, index, src, dim))
+        self.run("scatter_add", &[dst, index, src], |b| b.scatter_add(dst, index, src, dim))
     }
 
     fn index_select(&self, src: Strided, index: Strided, dim: usize) -> Result<Storage> {
-        self.run("index_select", |b| b.index_select(src, index, dim))
+        self.run("index_select", &[src, index], |b| b.index_select(src, index, dim))
     }
 
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
-        self.run("concat", |b| b.concat(parts, dim))
+        self.run("concat", parts, |b| b.concat(parts, dim))
     }
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         // Only a fused kernel that runs is a call; a `None` lets the composite's ops be recorded.
-        record(&self.inner, || Cow::Owned(format!("fused {}", op.name())), || self.inner.fused(op, inputs), Option::is_some)
+        record(&self.inner, || Cow::Owned(format!("fused {}", op.name())), || fused_inputs(op, inputs), || self.inner.fused(op, inputs), Option::is_some)
     }
 
     fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || self.inner.fused_foreach(op, lists), Option::is_some)
+        record(
+            &self.inner,
+            || Cow::Owned(format!("fused {} foreach", op.name())),
+            || foreach_inputs(lists),
+            || self.inner.fused_foreach(op, lists),
+            Option::is_some,
+        )
     }
 
     fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
-        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || self.inner.fused_foreach_in_place(op, lists), Option::is_some)
+        record(
+            &self.inner,
+            || Cow::Owned(format!("fused {} foreach", op.name())),
+            || foreach_inputs(lists),
+            || self.inner.fused_foreach_in_place(op, lists),
+            Option::is_some,
+        )
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.run("synchronize", |b| b.synchronize())
+        self.run("synchronize", &[], |b| b.synchronize())
     }
 
     fn memory_stats(&self) -> Option<MemoryStats> {
@@ -168,5 +223,35 @@ impl Backend for Profiled {
 
     fn describe(&self) -> Vec<(String, String)> {
         self.inner.describe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fused::ConvGeometry;
+
+    #[test]
+    fn products_count_twice_their_multiply_adds_over_the_broadcast_batch() {
+        assert_eq!(matmul_flops(&[64, 256], &[256, 1024]), Some(2 * 64 * 256 * 1024));
+        assert_eq!(matmul_flops(&[8, 4, 3], &[3, 5]), Some(2 * 8 * 4 * 3 * 5));
+        // [2, 1] against [1, 3] batch dimensions broadcast to [2, 3].
+        assert_eq!(matmul_flops(&[2, 1, 4, 3], &[1, 3, 3, 5]), Some(2 * 6 * 4 * 3 * 5));
+        assert_eq!(matmul_flops(&[4, 3], &[2, 5]), None, "inner dimensions differ");
+        assert_eq!(matmul_flops(&[3], &[3, 5]), None, "a vector is not a product's operand here");
+    }
+
+    #[test]
+    fn a_convolution_counts_its_output_times_its_window() {
+        // resnet18's layer2 entry: 64 -> 128 channels, 3x3, stride 2 over 32x32 (out 16x16).
+        let g = ConvGeometry { n: 128, c: 64, h: 32, w: 32, o: 128, kernel: (3, 3), stride: (2, 2), padding: (1, 1), dilation: (1, 1), groups: 1 };
+        for op in [FusedOp::Conv2d(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)] {
+            let i = fused_inputs(&op, &[]);
+            assert_eq!(i.flops, Some(2 * 128 * 128 * 16 * 16 * 64 * 9));
+            assert_eq!(i.shapes, "stride (2, 2) padding (1, 1)");
+        }
+        let grouped = ConvGeometry { groups: 4, ..g };
+        assert_eq!(fused_inputs(&FusedOp::Conv2d(grouped), &[]).flops, Some(2 * 128 * 128 * 16 * 16 * 16 * 9));
+        assert_eq!(fused_inputs(&FusedOp::Relu, &[]).flops, None);
     }
 }

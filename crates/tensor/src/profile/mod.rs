@@ -48,6 +48,8 @@ pub(crate) use backend::Profiled;
 pub use report::{Row, TraceEvent};
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether the running session records each call's input shapes ([`Options::record_shapes`]).
+static SHAPES: AtomicBool = AtomicBool::new(false);
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 /// Ids of recorded op calls, unique for the life of the process (so a late GPU report from an
 /// earlier session cannot land on a call of this one).
@@ -75,6 +77,28 @@ pub(crate) struct Event {
     start_ns: u64,
     cpu_ns: u64,
     gpu_ns: Option<u64>,
+    /// The inputs' shapes and dtypes, and the call's floating-point operations where known,
+    /// when the session records shapes.
+    shapes: Option<String>,
+    flops: Option<u64>,
+}
+
+/// What a call's recorder learns about its inputs when the session records shapes: their
+/// shapes and dtypes (`[128, 64, 32, 32] f32, [64, 64, 3, 3] f32`) and, for products and
+/// convolutions, the multiply-adds counted twice (as `torch.profiler`'s `with_flops`).
+pub(crate) struct Inputs {
+    pub shapes: String,
+    pub flops: Option<u64>,
+}
+
+/// What a session records beyond each call's name, layer and times (the options of
+/// `torch.profiler.profile`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Each call's input shapes and dtypes, and the floating-point operations of products and
+    /// convolutions, for [`Profile::by_op_and_shapes`] (PyTorch's `record_shapes` and
+    /// `with_flops`). Costs a little host time per call.
+    pub record_shapes: bool,
 }
 
 struct Session {
@@ -100,6 +124,11 @@ pub fn active() -> bool {
 
 /// Starts a session: from now on every kernel call on every thread is recorded, until [`stop`].
 pub fn start() -> Result<()> {
+    start_with(Options::default())
+}
+
+/// [`start`] with `options` (e.g. recording input shapes).
+pub fn start_with(options: Options) -> Result<()> {
     let mut s = session();
     if s.is_some() {
         return Err(Error::Profile("start: a profiling session is already running; call profile::stop first".into()));
@@ -112,6 +141,7 @@ pub fn start() -> Result<()> {
         backends: Vec::new(),
         in_use_max: Vec::new(),
     });
+    SHAPES.store(options.record_shapes, Ordering::Relaxed);
     ACTIVE.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -195,8 +225,15 @@ impl Drop for Outermost {
 }
 
 /// Runs `call` as the op `name` on `backend`, recording it when it is the outermost call on
-/// this thread and `keep` accepts its result.
-pub(crate) fn record<T>(backend: &Arc<dyn Backend>, name: impl FnOnce() -> Cow<'static, str>, call: impl FnOnce() -> T, keep: impl FnOnce(&T) -> bool) -> T {
+/// this thread and `keep` accepts its result; `inputs` describes its inputs when the session
+/// records shapes.
+pub(crate) fn record<T>(
+    backend: &Arc<dyn Backend>,
+    name: impl FnOnce() -> Cow<'static, str>,
+    inputs: impl FnOnce() -> Inputs,
+    call: impl FnOnce() -> T,
+    keep: impl FnOnce(&T) -> bool,
+) -> T {
     if DEPTH.with(Cell::get) > 0 || !active() {
         return call();
     }
@@ -213,6 +250,13 @@ pub(crate) fn record<T>(backend: &Arc<dyn Backend>, name: impl FnOnce() -> Cow<'
     if !keep(&out) {
         return out;
     }
+    let (shapes, flops) = match SHAPES.load(Ordering::Relaxed) {
+        true => {
+            let i = inputs();
+            (Some(i.shapes), i.flops)
+        }
+        false => (None, None),
+    };
     let layer = LAYERS.with(|l| l.borrow().join("/"));
     let thread = THREAD.with(|t| {
         if t.get() == 0 {
@@ -223,7 +267,7 @@ pub(crate) fn record<T>(backend: &Arc<dyn Backend>, name: impl FnOnce() -> Cow<'
     let mut guard = session();
     let Some(s) = guard.as_mut() else { return out };
     let start_ns = t0.saturating_duration_since(s.started).as_nanos() as u64;
-    s.events.push(Event { id, name, layer, thread, start_ns, cpu_ns, gpu_ns: None });
+    s.events.push(Event { id, name, layer, thread, start_ns, cpu_ns, gpu_ns: None, shapes, flops });
     let i = match s.backends.iter().position(|b| Arc::ptr_eq(&b.0, backend)) {
         Some(i) => i,
         None => {

@@ -13,11 +13,16 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub name: String,
+    /// The inputs' shapes and dtypes, in rows of [`Profile::by_op_and_shapes`].
+    pub shapes: Option<String>,
     pub calls: u64,
     /// Host wall time, nanoseconds.
     pub cpu_ns: u64,
     /// Device time of the calls that have one, nanoseconds; `None` where none was measured.
     pub gpu_ns: Option<u64>,
+    /// Floating-point operations of the calls, where counted (products and convolutions, in
+    /// sessions that record shapes).
+    pub flops: Option<u64>,
 }
 
 /// One complete event (`"ph": "X"`) of the trace: a kernel-trait call.
@@ -29,34 +34,56 @@ pub struct TraceEvent {
     pub start_us: f64,
     pub dur_us: f64,
     pub gpu_us: Option<f64>,
+    /// The inputs' shapes and dtypes, when the session recorded them.
+    pub shapes: Option<String>,
 }
 
-/// Rows of `events` grouped by `key`, costliest first (by device time where measured).
-fn group(events: &[Event], key: impl Fn(&Event) -> &str) -> Vec<Row> {
-    let mut rows: HashMap<&str, Row> = HashMap::new();
+/// Rows of `events` grouped by `key` (a name, and shapes or not), costliest first (by device
+/// time where measured).
+fn group<'a>(events: &'a [Event], key: impl Fn(&'a Event) -> (&'a str, Option<&'a str>)) -> Vec<Row> {
+    let mut rows: HashMap<(&str, Option<&str>), Row> = HashMap::new();
     for e in events {
-        let row = rows.entry(key(e)).or_insert_with(|| Row { name: key(e).to_string(), calls: 0, cpu_ns: 0, gpu_ns: None });
+        let (name, shapes) = key(e);
+        let row = rows.entry((name, shapes)).or_insert_with(|| Row {
+            name: name.to_string(),
+            shapes: shapes.map(str::to_string),
+            calls: 0,
+            cpu_ns: 0,
+            gpu_ns: None,
+            flops: None,
+        });
         row.calls += 1;
         row.cpu_ns += e.cpu_ns;
         if let Some(g) = e.gpu_ns {
             *row.gpu_ns.get_or_insert(0) += g;
         }
+        if let Some(n) = e.flops {
+            *row.flops.get_or_insert(0) += n;
+        }
     }
     let mut rows: Vec<Row> = rows.into_values().collect();
-    rows.sort_by(|a, b| (b.gpu_ns, b.cpu_ns, &a.name).cmp(&(a.gpu_ns, a.cpu_ns, &b.name)));
+    rows.sort_by(|a, b| (b.gpu_ns, b.cpu_ns, &a.name, &a.shapes).cmp(&(a.gpu_ns, a.cpu_ns, &b.name, &b.shapes)));
     rows
 }
 
 impl Profile {
     /// Calls grouped by op (`matmul`, `add`, `to_host`, `fused lstm_cell`).
     pub fn by_op(&self) -> Vec<Row> {
-        group(&self.events, |e| &e.name)
+        group(&self.events, |e| (&e.name, None))
+    }
+
+    /// Calls grouped by op and input shapes (`key_averages(group_by_input_shape=True)`), with
+    /// the floating-point operations of products and convolutions; empty unless the session
+    /// recorded shapes ([`Options::record_shapes`](super::Options::record_shapes)).
+    pub fn by_op_and_shapes(&self) -> Vec<Row> {
+        let recorded: Vec<Event> = self.events.iter().filter(|e| e.shapes.is_some()).cloned().collect();
+        group(&recorded, |e| (&e.name, e.shapes.as_deref()))
     }
 
     /// Calls grouped by the layer path they ran in (`ResNet/BasicBlock/Conv2d`; `backward` for
     /// the backward pass; empty outside any layer).
     pub fn by_layer(&self) -> Vec<Row> {
-        group(&self.events, |e| if e.layer.is_empty() { "(no layer)" } else { &e.layer })
+        group(&self.events, |e| (if e.layer.is_empty() { "(no layer)" } else { &e.layer }, None))
     }
 
     /// Every recorded call, in the order they ended.
@@ -70,6 +97,7 @@ impl Profile {
                 start_us: e.start_ns as f64 / 1e3,
                 dur_us: e.cpu_ns as f64 / 1e3,
                 gpu_us: e.gpu_ns.map(|g| g as f64 / 1e3),
+                shapes: e.shapes.clone(),
             })
             .collect()
     }
@@ -84,6 +112,9 @@ impl Profile {
                 let mut args = serde_json::json!({ "layer": e.layer });
                 if let Some(g) = e.gpu_us {
                     args["gpu_us"] = g.into();
+                }
+                if let Some(s) = e.shapes {
+                    args["input_shapes"] = s.into();
                 }
                 serde_json::json!({ "name": e.name, "cat": "op", "ph": "X", "ts": e.start_us, "dur": e.dur_us, "pid": 1, "tid": e.thread, "args": args })
             })
@@ -134,6 +165,32 @@ fn table(f: &mut fmt::Formatter<'_>, title: &str, rows: &[Row], gpu: bool) -> fm
     Ok(())
 }
 
+/// Rows the printed table by op and input shapes shows (the costliest); every row is in
+/// [`Profile::by_op_and_shapes`] and every call's shapes in the trace.
+const SHAPE_ROWS: usize = 40;
+
+/// The table by op and input shapes: the rate of counted operations by device time where
+/// measured, else by host time (the CPU's kernels run in the call); the shapes last, as they
+/// are long.
+fn shape_table(f: &mut fmt::Formatter<'_>, rows: &[Row], gpu: bool) -> fmt::Result {
+    let width = rows.iter().take(SHAPE_ROWS).map(|r| r.name.len()).max().unwrap_or(0).max(2);
+    let time = if gpu { "gpu ms" } else { "total ms" };
+    writeln!(f, "{:<width$}  {:>7}  {:>10}  {:>9}  {:>8}  input shapes", "op", "calls", time, "mean us", "TFLOP/s")?;
+    for r in rows.iter().take(SHAPE_ROWS) {
+        let ns = if gpu { r.gpu_ns.unwrap_or(0) } else { r.cpu_ns };
+        let rate = match r.flops {
+            Some(n) if ns > 0 => format!("{:.3}", n as f64 / ns as f64 / 1e3),
+            _ => "-".to_string(),
+        };
+        let shapes = r.shapes.as_deref().unwrap_or("");
+        writeln!(f, "{:<width$}  {:>7}  {:>10.3}  {:>9.1}  {rate:>8}  {shapes}", r.name, r.calls, ms(ns), ns as f64 / 1e3 / r.calls as f64)?;
+    }
+    if rows.len() > SHAPE_ROWS {
+        writeln!(f, "... and {} more (op, shapes) pairs (Profile::by_op_and_shapes, or the trace's input_shapes)", rows.len() - SHAPE_ROWS)?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let gpu = if self.gpu_measured { "GPU time measured per kernel" } else { "GPU time not measured" };
@@ -142,6 +199,11 @@ impl fmt::Display for Profile {
         table(f, "op", &self.by_op(), self.gpu_measured)?;
         writeln!(f)?;
         table(f, "layer", &self.by_layer(), self.gpu_measured)?;
+        let shapes = self.by_op_and_shapes();
+        if !shapes.is_empty() {
+            writeln!(f)?;
+            shape_table(f, &shapes, self.gpu_measured)?;
+        }
         for m in &self.memory {
             writeln!(f, "\npeak memory on {}: {:.1} MiB", m.device, m.peak as f64 / (1 << 20) as f64)?;
         }
