@@ -666,7 +666,7 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
         let variant = CoopKey::variant(gpu.coop_variant, m);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
-        let mut splits = k_splits(tiles, k);
+        let mut splits = k_splits(tiles, k, total);
         while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
             splits /= 2;
         }

@@ -94,19 +94,29 @@ pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
 /// Tiles of 128 x 128 once there are this many of them (else 64 x 64 keeps more of the GPU busy).
 const BIG_TILES: usize = 192;
 /// With fewer tiles than `FEW_TILES` (a big GPU runs two per compute unit at once), K is split
-/// into ranges of at least `MIN_SPLIT_K` so that there are some `SPLIT_TILES` workgroups.
+/// so that there are some `SPLIT_TILES` workgroups, into ranges of at least `MIN_SPLIT_K`; a
+/// small product (at most `SHORT_OUTPUTS` outputs, whose time is its latency) into ranges of
+/// at least `MIN_SHORT_K`, up to `SHORT_SPLITS` of them, where that gives four or more. On the
+/// H200 the LSTM's recurrent `[64, 1024] x [1024, 256]` took 18.7 us a call in 16 ranges of 64
+/// against 27.8 in 4 of 256, and `[64, 256] x [256, 1024]` 18.1 against 21.1 unsplit; larger
+/// outputs (`[1024, 1728] x [1728, 256]`, `[64, 128] x [128, 9216]`) and K of 128 were slower
+/// in ranges of 64 (docs/PERFORMANCE.md, runs 110-111).
 const FEW_TILES: usize = 256;
 const SPLIT_TILES: usize = 512;
 const MIN_SPLIT_K: usize = 256;
+const SHORT_OUTPUTS: usize = 64 * 1024;
+const MIN_SHORT_K: usize = 64;
+const SHORT_SPLITS: usize = 32;
 
-/// The ranges K is split into for a product of `tiles` workgroups (see `FEW_TILES`); the
-/// convolutions on cooperative matrices split theirs the same way.
-pub(crate) fn k_splits(tiles: usize, k: usize) -> usize {
-    if tiles < FEW_TILES {
-        SPLIT_TILES.div_ceil(tiles).min(k / MIN_SPLIT_K).max(1)
-    } else {
-        1
+/// The ranges K is split into for a product of `tiles` workgroups and `outputs` elements (see
+/// `FEW_TILES`); the convolutions on cooperative matrices split theirs the same way.
+pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
+    if tiles >= FEW_TILES {
+        return 1;
     }
+    let short = k / MIN_SHORT_K;
+    let short = if outputs <= SHORT_OUTPUTS && short >= 4 { short.min(SHORT_SPLITS) } else { 0 };
+    SPLIT_TILES.div_ceil(tiles).min((k / MIN_SPLIT_K).max(short)).max(1)
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -261,7 +271,7 @@ impl WgpuBackend {
             let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
             words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
         };
-        let rule_k = cut_k(k_splits(tiles, k));
+        let rule_k = cut_k(k_splits(tiles, k, batch * m * n));
         let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
@@ -322,5 +332,26 @@ impl WgpuBackend {
             return self.matmul_op(lhs, rhs);
         }
         Ok(Arc::new(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::k_splits;
+
+    /// The cuts that ran faster on the H200 (runs 110-111), and the products that keep ranges
+    /// of 256 because ranges of 64 ran slower there.
+    #[test]
+    fn small_products_split_into_short_ranges() {
+        assert_eq!(k_splits(16, 256, 64 * 1024), 4, "[64, 256] x [256, 1024] in 64 x 64 tiles");
+        assert_eq!(k_splits(4, 1024, 64 * 256), 16, "[64, 1024] x [1024, 256]");
+        assert_eq!(k_splits(2, 512, 128 * 10), 8, "[128, 512] x [512, 10]");
+        assert_eq!(k_splits(1, 256, 64 * 10), 4, "[64, 256] x [256, 10]");
+        // Large outputs, or K too short for four ranges of 64: as before.
+        assert_eq!(k_splits(64, 1728, 1024 * 256), 6, "[1024, 1728] x [1728, 256]");
+        assert_eq!(k_splits(144, 128, 64 * 9216), 1, "[64, 128] x [128, 9216]");
+        assert_eq!(k_splits(1, 128, 64 * 10), 1, "[64, 128] x [128, 10]");
+        assert_eq!(k_splits(2, 9216, 64 * 128), 36, "[64, 9216] x [9216, 128]: ranges of 256 already");
+        assert_eq!(k_splits(256, 1 << 20, 64), 1, "tiles enough to fill the GPU");
     }
 }

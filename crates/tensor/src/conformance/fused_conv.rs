@@ -104,10 +104,12 @@ pub fn conv2d_strided_matches_composite(d: &Device) {
 
 /// A wide layer (more than 64 output and input channels over many positions), where a big
 /// GPU's kernels take 128 x 128 tiles: the forward with whole slices per tap (80 channels), the
-/// input gradient without (72).
+/// input gradient without (72). The weight gradient sums 24,576 products an element, which the
+/// fused kernel and the composite's batched product may split into different ranges: their f32
+/// sums then differ by a few 1e-4 (2e-4 seen), hence the absolute tolerance.
 pub fn conv2d_wide_matches_composite(d: &Device) {
     let case: Case = (6, 80, 64, 64, 72, (1, 1), (1, 1), (0, 0), (1, 1), 1);
-    check_case(d, &case, DType::F32, 200, 1e-4, 1e-4);
+    check_case(d, &case, DType::F32, 200, 1e-3, 1e-4);
 }
 
 /// The fused ops a backend's tests assert it runs: each pass on a small geometry.
