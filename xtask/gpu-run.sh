@@ -47,6 +47,11 @@
 # `.bin/xtask-old` on resnet18 and lstm in f16 (resnet18 in f32 too), alternated, PyTorch
 # beside; resnet18's f16 memory breakdown; the whole zoo beside PyTorch; the lstm's f16 step
 # in three more processes and its per-op profile in f32 and f16.
+# `PART=24`: by shape (runs 109-112): the GPU conformance suite (`.bin/conformance`, when
+# there), `liandan profile --shapes` of `MODELS` (default lstm, mnist_cnn, vit, resnet18) in f32
+# and the lstm in f16 for this build and `.bin/liandan-old`, the same with the autotune on
+# (its choices printed), both builds' steps of mlp, mnist_cnn, vit and lstm alternated (two
+# rounds), and PyTorch's per-shape profiles of resnet18 (TF32 on and off).
 set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT/bench"
@@ -628,5 +633,31 @@ if [ "$PART" = 23 ]; then
   echo "## the zoo beside PyTorch"; step xtask f32,f16 mlp,mnist_cnn,seed003_cnn,resnet18,vit,lstm,vae --torch
   for k in 1 2 3; do echo "## lstm f16, process $k"; step xtask f16 lstm; done
   for p in f32 f16; do echo "## lstm $p profile"; timeout 120 ./.bin/liandan profile --model lstm --precision $p --steps 5 --device gpu 2>&1 | sed -n 2,14p; done
+  rm -rf "$OUT/s"
+fi
+if [ "$PART" = 24 ]; then
+  [ -x .bin/conformance ] && { timeout 300 ./.bin/conformance 2>&1 | grep -E "^test result|FAILED|panicked" | head; }
+  shapes() { sed -n '/input shapes/,/^$/p' | head -${1:-12}; }
+  builds="liandan"; [ -x .bin/liandan-old ] && builds="liandan-old liandan"
+  for b in $builds; do
+    for m in ${MODELS:-lstm mnist_cnn vit resnet18}; do
+      echo "## $b $m f32"; timeout 120 ./.bin/$b profile --model $m --steps 5 --device gpu --shapes 2>&1 | shapes
+    done
+    echo "## $b lstm f16"; timeout 120 ./.bin/$b profile --model lstm --precision f16 --steps 5 --device gpu --shapes 2>&1 | shapes
+  done
+  export LIANDAN_CACHE_DIR="$OUT/autotune"
+  for m in ${MODELS:-lstm mnist_cnn vit resnet18}; do
+    echo "## autotuned $m f32"; LIANDAN_AUTOTUNE=1 timeout 180 ./.bin/liandan profile --model $m --steps 5 --warmup 3 --device gpu --shapes 2>&1 | shapes
+  done
+  echo "## the autotune's choices (chosen tile, splits, us; the rule's tile, splits, us)"; cat "$OUT"/autotune/autotune/* 2>/dev/null
+  xs="xtask"; [ -x .bin/xtask-old ] && xs="xtask-old xtask"
+  for round in 1 2; do for b in $xs; do
+    echo "## steps, $b (round $round)"
+    timeout 300 ./.bin/$b bench --device gpu:0 --models mlp,mnist_cnn,vit,lstm --precisions f32,f16 --no-micro --warmup 3 --steps 10 --sync-every 5 \
+      --groups 2 --epoch-samples 6400 --out "$OUT/s" > "$OUT/s.md" 2>/dev/null; grep -E "^\| [a-z0-9_]+ \| gpu" "$OUT/s.md"
+  done; done
+  for tf in "" --no-tf32; do
+    echo "## PyTorch resnet18 $tf"; timeout 120 python3 xtask/bench_torch.py --profile --shapes $tf --model resnet18 --batch 128 --steps 5 2>&1 | grep -E "aten::(cudnn_convolution|convolution_backward) " | head -20
+  done
   rm -rf "$OUT/s"
 fi
