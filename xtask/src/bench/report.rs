@@ -99,8 +99,8 @@ impl Report {
             "{} warm-up steps (and more until a second has passed since the first); synced: {} steps each followed by a synchronize; pipelined: {} group(s) of {} steps, one synchronize per group. Times are ms per training step, median (min-max).\n",
             p.warmup, p.steps, p.groups, p.sync_every
         );
-        o.push_str("| model | device | precision | batch | synced ms | pipelined ms | samples/s | s/epoch | vs our CPU | peak MiB | PyTorch ms (pipelined) | ours / PyTorch | PyTorch peak MiB |\n");
-        o.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        o.push_str("| model | device | precision | batch | synced ms | pipelined ms | samples/s | s/epoch | vs our CPU | peak MiB | PyTorch ms (pipelined) | ours / PyTorch | PyTorch synced ms | ours / PyTorch synced | PyTorch peak MiB |\n");
+        o.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         let mut failures = Vec::new();
         for r in &self.rows {
             let (synced, pipelined, sps, epoch, speedup, peak) = match &r.ours {
@@ -117,22 +117,33 @@ impl Report {
                     ("failed".into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into())
                 }
             };
-            let (torch_ms, ratio, torch_peak) = match (&r.torch, &r.ours) {
-                (None, _) => ("not measured".into(), "-".into(), "-".into()),
+            // PyTorch's pipelined and synced times, each with our time over it, and its peak.
+            let none = || ["not measured".to_string(), "-".into(), "-".into(), "-".into(), "-".into()];
+            let [torch_ms, ratio, torch_synced, synced_ratio, torch_peak] = match (&r.torch, &r.ours) {
+                (None, _) => none(),
                 (Some(Err(e)), _) => {
                     failures.push(format!("PyTorch {} on {} ({}): {e}", r.model, r.device, r.precision));
-                    ("not measured".into(), "-".into(), "-".into())
+                    none()
                 }
-                (Some(Ok(t)), Ok(ours)) => (spread(&t.pipelined), format!("{:.2}", ours.pipelined.median_ms / t.pipelined.median_ms), mib(t.peak_bytes)),
-                (Some(Ok(t)), Err(_)) => (spread(&t.pipelined), "-".into(), mib(t.peak_bytes)),
+                (Some(Ok(t)), ours) => {
+                    let over = |a: Option<f64>, b: f64| a.map_or("-".into(), |a| format!("{:.2}", a / b));
+                    let ours = ours.as_ref().ok();
+                    [
+                        spread(&t.pipelined),
+                        over(ours.map(|o| o.pipelined.median_ms), t.pipelined.median_ms),
+                        spread(&t.synced),
+                        over(ours.map(|o| o.synced.median_ms), t.synced.median_ms),
+                        mib(t.peak_bytes),
+                    ]
+                }
             };
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {synced} | {pipelined} | {sps} | {epoch} | {speedup} | {peak} | {torch_ms} | {ratio} | {torch_peak} |",
+                "| {} | {} | {} | {} | {synced} | {pipelined} | {sps} | {epoch} | {speedup} | {peak} | {torch_ms} | {ratio} | {torch_synced} | {synced_ratio} | {torch_peak} |",
                 r.model, r.device, r.precision, r.batch
             );
         }
-        o.push_str("\ns/epoch: the epoch's samples (MNIST 60,000; CIFAR-10 50,000 for resnet18 and vit) at the pipelined rate. vs our CPU: our CPU's pipelined time over this one. ours / PyTorch: below 1 we are faster. Peak: device buffers on a GPU, the process's heap on the CPU; PyTorch's, `torch.cuda.max_memory_allocated` on CUDA (none on its CPU).\n");
+        o.push_str("\ns/epoch: the epoch's samples (MNIST 60,000; CIFAR-10 50,000 for resnet18 and vit) at the pipelined rate. vs our CPU: our CPU's pipelined time over this one. ours / PyTorch: below 1 we are faster (pipelined against pipelined, synced against synced). Peak: device buffers on a GPU, the process's heap on the CPU; PyTorch's, `torch.cuda.max_memory_allocated` on CUDA (none on its CPU).\n");
         if !self.epochs.is_empty() {
             o.push_str("\n| real epoch through the DataLoader | device | batch | samples timed | steps | s | samples/s | s per full epoch |\n|---|---|---|---|---|---|---|---|\n");
             for e in &self.epochs {
