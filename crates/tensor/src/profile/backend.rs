@@ -26,6 +26,12 @@ impl Profiled {
         record(&self.inner, || Cow::Borrowed(name), || shapes(inputs, None), || call(&*self.inner), |_| true)
     }
 
+    /// A multi-tensor fused call, recorded only where the backend runs it (a `None` lets the
+    /// composite's ops be recorded).
+    fn run_foreach<T>(&self, op: &FusedOp, lists: &[Vec<Strided>], call: impl FnOnce(&dyn Backend) -> Option<T>) -> Option<T> {
+        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || foreach_inputs(lists), || call(&*self.inner), Option::is_some)
+    }
+
     /// An op named by its variant, lower-cased as PyTorch names them (`exp`, `add`, `argmax`).
     fn run_named<T>(&self, op: impl std::fmt::Debug, inputs: &[Strided], call: impl FnOnce(&dyn Backend) -> T) -> T {
         record(&self.inner, || Cow::Owned(format!("{op:?}").to_lowercase()), || shapes(inputs, None), || call(&*self.inner), |_| true)
@@ -54,11 +60,11 @@ fn matmul_flops(lhs: &[usize], rhs: &[usize]) -> Option<u64> {
     Some(2 * (batch * m * k * n) as u64)
 }
 
-/// A multi-tensor call's inputs, told by count (a list holds one tensor per parameter).
+/// A multi-tensor call's inputs, told by count: `lists[i]` holds one update's inputs, the
+/// tensor it updates first (`6 tensors (295434 elements)`).
 fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
-    let n = lists.first().map_or(0, Vec::len);
-    let elements: usize = lists.first().map_or(0, |l| l.iter().map(|x| x.layout.shape().iter().product::<usize>()).sum());
-    Inputs { shapes: format!("{} lists of {n} tensors ({elements} elements a list)", lists.len()), flops: None }
+    let elements: usize = lists.iter().filter_map(|l| l.first()).map(|x| x.layout.numel()).sum();
+    Inputs { shapes: format!("{} tensors ({elements} elements)", lists.len()), flops: None }
 }
 
 /// What one fused call's inputs are: a convolution's geometry beside its shapes, and its
@@ -174,23 +180,11 @@ impl Backend for Profiled {
     }
 
     fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        record(
-            &self.inner,
-            || Cow::Owned(format!("fused {} foreach", op.name())),
-            || foreach_inputs(lists),
-            || self.inner.fused_foreach(op, lists),
-            Option::is_some,
-        )
+        self.run_foreach(op, lists, |b| b.fused_foreach(op, lists))
     }
 
     fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
-        record(
-            &self.inner,
-            || Cow::Owned(format!("fused {} foreach", op.name())),
-            || foreach_inputs(lists),
-            || self.inner.fused_foreach_in_place(op, lists),
-            Option::is_some,
-        )
+        self.run_foreach(op, lists, |b| b.fused_foreach_in_place(op, lists))
     }
 
     fn synchronize(&self) -> Result<()> {
