@@ -327,6 +327,13 @@ impl ConvGeometry {
     pub fn output_shape(&self) -> [usize; 4] {
         [self.n, self.o, self.out_h(), self.out_w()]
     }
+
+    /// Floating-point operations of one pass: its multiply-adds counted twice (each gradient
+    /// does as many as the forward), as `torch.profiler`'s `with_flops` counts them.
+    pub fn flops(&self) -> u64 {
+        let [o, cg, kh, kw] = self.weight_shape();
+        2 * (self.n * self.out_h() * self.out_w() * o * cg * kh * kw) as u64
+    }
 }
 
 /// The hyper-parameters of one [`FusedOp::AdamStep`], as `torch.optim.Adam` names them;

@@ -50,11 +50,6 @@ fn time_pass(device: &Device, op: &FusedOp, inputs: &[Tensor], cut: ConvCut, rep
     Ok(secs * 1e3 / PER_SAMPLE as f64)
 }
 
-/// Multiply-adds of one pass, times two (every pass does as many as the forward).
-fn flops(g: &ConvGeometry) -> f64 {
-    2.0 * (g.n * g.o * g.out_h() * g.out_w() * g.c / g.groups * g.kernel.0 * g.kernel.1) as f64
-}
-
 /// Every layer's passes under the default cut, the previous one and two fills; with `sweep`,
 /// also under every tile and split of `SWEEP_SPLITS`.
 pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, sweep: bool) -> Result<()> {
@@ -79,7 +74,7 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
             let auto = time_pass(device, &op, &inputs, ConvCut::Auto, reps)?;
             let f512 = time_pass(device, &op, &inputs, ConvCut::Fill(512), reps)?;
             let f1024 = time_pass(device, &op, &inputs, ConvCut::Fill(1024), reps)?;
-            let gflops = flops(&g) / auto * 1e-6;
+            let gflops = g.flops() as f64 / auto * 1e-6;
             println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {gflops:.0} |", previous / auto);
             rows.push((name.clone(), what, op, inputs));
         }

@@ -76,8 +76,7 @@ fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
     };
     let Some(g) = conv else { return shapes(inputs, None) };
     let extra = format!("stride {:?} padding {:?}", g.stride, g.padding);
-    let macs = g.n * g.o * g.out_h() * g.out_w() * (g.c / g.groups.max(1)) * g.kernel.0 * g.kernel.1;
-    Inputs { flops: Some(2 * macs as u64), ..shapes(inputs, Some(extra)) }
+    Inputs { flops: Some(g.flops()), ..shapes(inputs, Some(extra)) }
 }
 
 impl Backend for Profiled {

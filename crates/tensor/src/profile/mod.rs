@@ -250,13 +250,7 @@ pub(crate) fn record<T>(
     if !keep(&out) {
         return out;
     }
-    let (shapes, flops) = match SHAPES.load(Ordering::Relaxed) {
-        true => {
-            let i = inputs();
-            (Some(i.shapes), i.flops)
-        }
-        false => (None, None),
-    };
+    let (shapes, flops) = SHAPES.load(Ordering::Relaxed).then(inputs).map_or((None, None), |i| (Some(i.shapes), i.flops));
     let layer = LAYERS.with(|l| l.borrow().join("/"));
     let thread = THREAD.with(|t| {
         if t.get() == 0 {

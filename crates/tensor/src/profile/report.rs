@@ -40,7 +40,7 @@ pub struct TraceEvent {
 
 /// Rows of `events` grouped by `key` (a name, and shapes or not), costliest first (by device
 /// time where measured).
-fn group<'a>(events: &'a [Event], key: impl Fn(&'a Event) -> (&'a str, Option<&'a str>)) -> Vec<Row> {
+fn group<'a>(events: impl IntoIterator<Item = &'a Event>, key: impl Fn(&'a Event) -> (&'a str, Option<&'a str>)) -> Vec<Row> {
     let mut rows: HashMap<(&str, Option<&str>), Row> = HashMap::new();
     for e in events {
         let (name, shapes) = key(e);
@@ -76,8 +76,7 @@ impl Profile {
     /// the floating-point operations of products and convolutions; empty unless the session
     /// recorded shapes ([`Options::record_shapes`](super::Options::record_shapes)).
     pub fn by_op_and_shapes(&self) -> Vec<Row> {
-        let recorded: Vec<Event> = self.events.iter().filter(|e| e.shapes.is_some()).cloned().collect();
-        group(&recorded, |e| (&e.name, e.shapes.as_deref()))
+        group(self.events.iter().filter(|e| e.shapes.is_some()), |e| (&e.name, e.shapes.as_deref()))
     }
 
     /// Calls grouped by the layer path they ran in (`ResNet/BasicBlock/Conv2d`; `backward` for
