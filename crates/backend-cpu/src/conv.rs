@@ -1,5 +1,5 @@
-//! Convolution a few images at a time ([`FusedOp::Conv2d`] and its two gradients, f32 and
-//! f64): a block of images' columns is built side by side in a buffer of the thread's own and
+//! Convolution a few images at a time ([`FusedOp::Conv2d`], with its bias
+//! [`FusedOp::Conv2dBias`], and its two gradients, f32 and f64): a block of images' columns is built side by side in a buffer of the thread's own and
 //! multiplied at once, so no batch-sized column buffer is ever allocated, and the weight
 //! gradient accumulates into one block per thread rather than one per image summed afterwards.
 //! A block is one image when an image has columns enough for the gemm, more when the images
@@ -34,7 +34,7 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<CpuSt
         })
     };
     let out = match *op {
-        FusedOp::Conv2d(g) => run(forward::<f32>, forward::<f64>, g),
+        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => run(forward::<f32>, forward::<f64>, g),
         FusedOp::Conv2dBackwardInput(g) => run(backward_input::<f32>, backward_input::<f64>, g),
         FusedOp::Conv2dBackwardWeight(g) => run(backward_weight::<f32>, backward_weight::<f64>, g),
         _ => None,
@@ -222,7 +222,7 @@ fn mat<T>(data: &[T], cols: usize, transposed: bool) -> Operand<'_, T> {
 fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     let p = Plan::new("conv2d", g, PARALLEL_COLS)?;
     let v = slices::<T>("conv2d", inputs)?;
-    let (x, w) = (&*v[0], &*v[1]);
+    let (x, w, bias) = (&*v[0], &*v[1], v.get(2));
     let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
     // Counted while the columns are (it becomes a storage, counted, once written).
     let _y = Held::new(y.len() * std::mem::size_of::<T>());
@@ -239,6 +239,13 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
                 let packed = &mut s.packed[..p.og * nb * p.l];
                 product(engine, threaded, false, [p.og, p.k, nb * p.l], mat(w, p.k, false), mat(cols, nb * p.l, false), packed);
                 p.unpack(packed, grp, nb, y);
+            }
+        }
+        // The bias on each channel's plane, while the block's outputs are in cache.
+        if let Some(b) = bias {
+            for (i, plane) in y[..nb * p.image_out()].chunks_mut(p.l.max(1)).enumerate() {
+                let bo = b[i % g.o];
+                plane.iter_mut().for_each(|e| *e = *e + bo);
             }
         }
     };

@@ -414,8 +414,15 @@ impl Backend for WgpuBackend {
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         // The convolutions and GELU read packed bf16 operands as they are (all of them packed).
-        let reads_packed =
-            matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) | FusedOp::Gelu | FusedOp::GeluBackward);
+        let reads_packed = matches!(
+            op,
+            FusedOp::Conv2d(_)
+                | FusedOp::Conv2dBias(_)
+                | FusedOp::Conv2dBackwardInput(_)
+                | FusedOp::Conv2dBackwardWeight(_)
+                | FusedOp::Gelu
+                | FusedOp::GeluBackward
+        );
         let as_they_are = reads_packed && inputs.iter().all(packed::packed_view);
         self.staged_fused(as_they_are, inputs, |v| self.fused_op(op, v))
     }

@@ -27,6 +27,7 @@
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
+use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
@@ -52,6 +53,8 @@ const WEIGHT_X_COOP: &str = include_str!("shaders/conv/weight_x_coop.wgsl");
 const WEIGHT_DY: &str = include_str!("shaders/conv/weight_dy.wgsl");
 const WEIGHT_TAPS: &str = include_str!("shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
+const BIAS: &str = include_str!("shaders/conv/bias.wgsl");
+const UNBIASED: &str = include_str!("shaders/conv/unbiased.wgsl");
 
 /// Which product a dispatch computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,7 +71,8 @@ pub(crate) enum Pass {
 /// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
 /// without phases); `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
-/// where it is written whole in vec4s (`out4`, not `partial`).
+/// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
+/// bias to each output channel as it stores y (rounded results only; never packed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
@@ -81,6 +85,7 @@ pub(crate) struct Key {
     strided: bool,
     phase: bool,
     packed: bool,
+    bias: bool,
 }
 
 impl KernelKey for Key {
@@ -96,7 +101,7 @@ impl KernelKey for Key {
         let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = if k.packed { with_words(w) } else { w };
-        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(TILE);
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(if k.bias { BIAS } else { UNBIASED }).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);
@@ -121,7 +126,10 @@ impl KernelKey for Key {
                                 for out4 in [false, true].into_iter().filter(|&o| !(o && phase)) {
                                     for partial in [false, true] {
                                         for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
-                                            all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed });
+                                            let biases: &[bool] = if pass == Pass::Forward && !partial && !packed { &[false, true] } else { &[false] };
+                                            for &bias in biases {
+                                                all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed, bias });
+                                            }
                                         }
                                     }
                                 }
@@ -443,19 +451,27 @@ struct Operands<'a> {
     strided: bool,
     /// a and b are packed bf16 (`packed.rs`).
     packed: bool,
+    /// The forward's bias and its offset, for the kernel to add as it stores y (never
+    /// packed; see [`bias_in_kernel`]).
+    bias: Option<(&'a wgpu::Buffer, usize)>,
 }
 
 impl WgpuBackend {
     /// Runs a convolution pass, or `None` (see the module docs).
     pub(crate) fn fused_conv(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let (pass, geom) = match op {
-            FusedOp::Conv2d(g) => (Pass::Forward, *g),
+            FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => (Pass::Forward, *g),
             FusedOp::Conv2dBackwardInput(g) => (Pass::Input, *g),
             FusedOp::Conv2dBackwardWeight(g) => (Pass::Weight, *g),
             _ => return None,
         };
         let dtype = inputs.first()?.dtype;
-        if !self.repr.computes(dtype) || dtype == DType::F64 || inputs.len() != 2 || packed_view(&inputs[0]) != packed_view(&inputs[1]) {
+        let operands = if matches!(op, FusedOp::Conv2dBias(_)) { 3 } else { 2 };
+        if !self.repr.computes(dtype)
+            || dtype == DType::F64
+            || inputs.len() != operands
+            || inputs.iter().any(|v| v.dtype != dtype || packed_view(v) != packed_view(&inputs[0]))
+        {
             return None;
         }
         let gpu = match self.gpu() {
@@ -510,13 +526,28 @@ impl WgpuBackend {
         let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), plan.a4(geom, a_off));
         let packed = packed_view(b);
         let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
-        let products = [(plan, Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed })];
+        let bias = inputs.get(2).filter(|_| plan.pass == Pass::Forward);
+        let in_kernel = bias.filter(|_| !packed).map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
+        let ops =
+            Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed, bias: in_kernel };
+        let products = [(plan, ops)];
         let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (plan.n, plan.k), &out)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out)? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
             return self.conv_pass(plan, geom, dtype, inputs);
         }
-        Ok(vec![Arc::new(out) as Storage])
+        let out = Arc::new(out) as Storage;
+        match bias {
+            // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast add.
+            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => {
+                let shape = geom.output_shape();
+                let y = Strided { storage: &*out, layout: &Layout::contiguous(&shape), dtype };
+                let channels = Layout::new(shape.to_vec(), vec![0, 1, 0, 0], v.layout.offset());
+                let b = Strided { storage: v.storage, layout: &channels, dtype };
+                Ok(vec![liandan_tensor::Backend::binary(self, BinaryOp::Add, y, b)?])
+            }
+            _ => Ok(vec![out]),
+        }
     }
 
     /// The input gradient: one product per phase (see the module docs), into one output.
@@ -541,7 +572,7 @@ impl WgpuBackend {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
-                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided, packed: packed_view(dy) })
+                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided, packed: packed_view(dy), bias: None })
             })
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
@@ -620,6 +651,7 @@ impl WgpuBackend {
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = plan.k.div_ceil(splits).next_multiple_of(depth).max(depth);
             let (partial, strided) = (splits > 1, ops.strided);
+            let bias = ops.bias.filter(|_| bias_in_kernel(tiling));
             let kernel = match coop {
                 Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: plan.pass, variant, a4, partial, strided, phase }) {
                     Some(k) => k,
@@ -628,19 +660,45 @@ impl WgpuBackend {
                 None => {
                     let out4 = plan.out4(geom, strided);
                     debug_assert_eq!(is_packed(out), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
-                    gpu.kernel(Key { pass: plan.pass, dtype, h: bm as u32 / 64, a4, aligned: plan.aligned, out4, partial, strided, phase, packed: ops.packed })?
+                    let key = Key {
+                        pass: plan.pass,
+                        dtype,
+                        h: bm as u32 / 64,
+                        a4,
+                        aligned: plan.aligned,
+                        out4,
+                        partial,
+                        strided,
+                        phase,
+                        packed: ops.packed,
+                        bias: bias.is_some(),
+                    };
+                    gpu.kernel(key)?
                 }
             };
-            let meta = conv_meta(plan, geom, ops, splits, ks);
+            let mut meta = conv_meta(plan, geom, ops, splits, ks);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(plan.n.div_ceil(bn)), groups(plan.m.div_ceil(bm)), groups(geom.groups * splits));
-            gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?;
+            match bias {
+                Some((buffer, offset)) => {
+                    meta.push(u32::try_from(offset).expect("binding sizes checked below i32::MAX"));
+                    gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, buffer], grid)?;
+                }
+                None => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?,
+            }
         }
         if let Some(p) = &partials {
             self.sum_partials(dtype, splits, total, p.buffer(), out.buffer())?;
         }
         Ok(true)
     }
+}
+
+/// Whether products cut as `tiling` add a forward's bias in the kernel: the tiled kernel's
+/// finished sums (not partial ones, nor the tensor cores' stores through workgroup memory);
+/// elsewhere the bias is a broadcast add after.
+fn bias_in_kernel(tiling: Tiling) -> bool {
+    tiling.coop.is_none() && tiling.splits == 1
 }
 
 /// The tiling of the products of `plan`'s pass (the largest of them `n` wide and `k` deep):

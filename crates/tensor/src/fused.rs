@@ -253,6 +253,11 @@ pub enum FusedOp {
     /// dilation `d`). Inputs: `x` `[N, C, H, W]`, `weight` `[O, C/G, kh, kw]`. Output: `y`
     /// `[N, O, out_h, out_w]`.
     Conv2d(ConvGeometry),
+    /// [`FusedOp::Conv2d`] with its bias added to every output channel (`y[n, o, ..] +=
+    /// bias[o]`) as the result is stored, so the bias costs no pass of its own. Inputs: `x`,
+    /// `weight`, `bias` `[O]`. Output: `y`. Its gradients are [`FusedOp::Conv2d`]'s and the sum
+    /// of `dy` over everything but the channel.
+    Conv2dBias(ConvGeometry),
     /// The gradient of [`FusedOp::Conv2d`] with respect to its input (a transposed
     /// convolution of `dy`). Inputs: `dy` `[N, O, out_h, out_w]`, `weight`. Output: `dx`
     /// `[N, C, H, W]`.
@@ -443,6 +448,7 @@ impl FusedOp {
             FusedOp::LayerNorm(_) => "layer_norm",
             FusedOp::LayerNormBackward(_) => "layer_norm_backward",
             FusedOp::Conv2d(_) => "conv2d",
+            FusedOp::Conv2dBias(_) => "conv2d_bias",
             FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
             FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
         }
@@ -471,7 +477,7 @@ impl FusedOp {
             FusedOp::LstmCell | FusedOp::GruCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
             FusedOp::BceLoss | FusedOp::BceLossBackward | FusedOp::Relu | FusedOp::ReluBackward => 1,
             FusedOp::GruCellBackward => 3,
-            FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
+            FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {
                 self.updates().len()

@@ -111,7 +111,13 @@ impl Backend for Counting {
         // The CPU backend fuses the convolution and ReLU too; declining them here keeps the
         // fused and composite passes apart by batch norm's launches alone, which is what this
         // counts.
-        if let FusedOp::Conv2d(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) | FusedOp::Relu | FusedOp::ReluBackward = op {
+        if let FusedOp::Conv2d(_)
+        | FusedOp::Conv2dBias(_)
+        | FusedOp::Conv2dBackwardInput(_)
+        | FusedOp::Conv2dBackwardWeight(_)
+        | FusedOp::Relu
+        | FusedOp::ReluBackward = op
+        {
             return None;
         }
         let out = self.inner.backend().fused(op, inputs)?;

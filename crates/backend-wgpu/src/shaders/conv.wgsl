@@ -19,7 +19,8 @@
 // element (m, n) of a group is at m * P + (n / P) * RS + n % P; [36] / [37] / [38]: per group
 // strides of a, b and y; [39] the output's size (a split's stride in the partial sums);
 // [40..46] the gathered operand (conv/gather.wgsl); [52] / [53] PHASE: the steps in y between
-// a phase's rows and columns, [54] its first pixel (conv.rs), folded into ybase.
+// a phase's rows and columns, [54] its first pixel (conv.rs), folded into ybase; [55] the
+// bias's offset (conv/bias.wgsl).
 //
 // The product is matmul/tile.wgsl's (WG = 256 invocations) or, for f16 on cooperative
 // matrices, matmul_coop.wgsl's (WG as its variant has it; forward and input gradient).
@@ -27,6 +28,9 @@
 // PHASE: the input gradient of one phase of a strided convolution, whose columns are the
 // pixels (i, j) of the phase's grid ([45] wide, [46] in all) in each image, at row
 // first + i * stride of the input.
+
+// The first output row (channel) of the group being computed.
+var<private> group_row: u32;
 
 fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
     if (PHASE) {
@@ -51,6 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var z = wid.z; z < d.x * splits; z += nwg.z) {
         let g = z / splits;
         let s = z % splits;
+        group_row = g * d.y;
         let k0 = s * params[15];
         let k1 = min(d.z, k0 + params[15]);
         let ybase = s * params[39] + g * params[38] + params[54];

@@ -113,7 +113,8 @@ pub(crate) enum GradFn {
         mean: Tensor,
         rstd: Tensor,
     },
-    /// `conv2d` without its bias, fused or composite: inputs `x`, `weight`.
+    /// `conv2d`, fused or composite: inputs `x`, `weight`, and the bias `[O]` where the
+    /// device added it in the same kernel ([`crate::FusedOp::Conv2dBias`]).
     Conv2d(ConvGeometry),
 }
 
@@ -203,7 +204,9 @@ impl GradFn {
                 BinaryOp::Div => i == 1,
                 BinaryOp::Pow | BinaryOp::Maximum | BinaryOp::Minimum => true,
             },
-            GradFn::Matmul | GradFn::Conv2d(_) => other(1 - i),
+            GradFn::Matmul => other(1 - i),
+            // x and the weight each for the other's gradient; the bias not at all.
+            GradFn::Conv2d(_) => i < 2 && other(1 - i),
             GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::Bce { .. } | GradFn::LstmCell | GradFn::GruCell => true,
             // `x` and the weight; the bias only by its shape.
             GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
@@ -323,7 +326,12 @@ impl GradFn {
                 let w = &inputs[1];
                 let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
                 let dw = if w.requires_grad() { Some(Tensor::conv2d_backward_weight(g, x, *geom)?) } else { None };
-                Ok(vec![dx, dw])
+                let db = match inputs.get(2) {
+                    Some(b) if b.requires_grad() => Some(g.sum_to(&[1, geom.o, 1, 1])?.reshape(&[geom.o])?),
+                    Some(_) => None,
+                    None => return Ok(vec![dx, dw]),
+                };
+                Ok(vec![dx, dw, db])
             }
         }
     }

@@ -232,6 +232,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
             v
         }
         FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::Conv2dBias(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };

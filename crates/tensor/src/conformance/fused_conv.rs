@@ -1,4 +1,5 @@
-//! The fused convolution ([`FusedOp::Conv2d`] and its two gradients) against the composite
+//! The fused convolution ([`FusedOp::Conv2d`], with its bias [`FusedOp::Conv2dBias`], and its
+//! two gradients) against the composite
 //! (`im2col` + matmul, `col2im`), forward and backward, over the geometries a network meets:
 //! 1x1, 3x3 padded, strided, dilated, grouped, depthwise, odd sizes, a batch of one, channels
 //! that fill the 16-row slices and channels that do not, and shapes that split K; strided ones
@@ -75,8 +76,8 @@ fn check_case(d: &Device, case: &Case, dtype: DType, seed: u64, atol: f64, rtol:
 }
 
 /// Every case in f32, five in f16 (padded, grouped, whole slices, split K, the strided stem; f16 rounds each
-/// composite step, the fused kernel only its result: the tolerance is f16's), and a
-/// non-contiguous input.
+/// composite step, the fused kernel only its result: the tolerance is f16's), split K with a
+/// bias, and a non-contiguous input.
 pub fn conv2d_matches_composite(d: &Device) {
     for (i, case) in CASES.iter().enumerate() {
         check_case(d, case, DType::F32, 100 + 3 * i as u64, 1e-4, 1e-4);
@@ -84,6 +85,8 @@ pub fn conv2d_matches_composite(d: &Device) {
     for i in [1, 4, 7, 9, 11] {
         check_case(d, &CASES[i], DType::F16, 100 + 3 * i as u64, 6e-2, 2e-2);
     }
+    // K split with a bias (an even seed): a kernel that stores partial sums cannot add it.
+    check_case(d, &CASES[9], DType::F32, 400, 1e-4, 1e-4);
     let g = geometry(&CASES[2]);
     let [n, c, h, w] = g.input_shape();
     let base = Tensor::from_f64s(&values(n * c * h * w, 7), &[n, h, w, c], DType::F32, d).unwrap();
@@ -112,8 +115,9 @@ pub fn conv2d_wide_matches_composite(d: &Device) {
     check_case(d, &case, DType::F32, 200, 1e-3, 1e-4);
 }
 
-/// The fused ops a backend's tests assert it runs: each pass on a small geometry.
-pub fn ops() -> [FusedOp; 3] {
+/// The fused ops a backend's tests assert it runs: each pass on a small geometry, the forward
+/// with and without its bias.
+pub fn ops() -> [FusedOp; 4] {
     let g = geometry(&CASES[4]);
-    [FusedOp::Conv2d(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
+    [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
 }

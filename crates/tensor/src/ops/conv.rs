@@ -136,10 +136,9 @@ impl Tensor {
                 return Err(Error::shape("conv2d", ws, b.shape(), "weight and bias disagree: the bias must be [O]"));
             }
         }
-        let out = conv_fused::conv2d(self, weight, geom)?;
         match bias {
-            None => Ok(out),
-            Some(b) => out.add(&b.reshape(&[1, geom.o, 1, 1])?),
+            None => conv_fused::conv2d(self, weight, geom),
+            Some(b) => conv_fused::conv2d_bias(self, weight, b, geom),
         }
     }
 

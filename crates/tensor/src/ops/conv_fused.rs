@@ -3,6 +3,9 @@
 //! and computed from `im2col` / `col2im` and matmul otherwise. The composite is the oracle:
 //! the conformance suite compares the two routes forward and backward.
 //!
+//! A bias is added as the forward stores its result where the device can
+//! ([`FusedOp::Conv2dBias`]), by a broadcast add otherwise.
+//!
 //! The backward rule is one `GradFn::Conv2d` either way, so a device that runs the fused
 //! forward never holds a column buffer for backward: the input gradient is a transposed
 //! convolution of `dy` and the weight gradient reads `x` again.
@@ -25,6 +28,23 @@ pub(super) fn conv2d(x: &Tensor, weight: &Tensor, geom: ConvGeometry) -> Result<
         None => autograd::no_grad(|| forward_composite(&x, &weight, geom)?.contiguous())?.storage(),
     };
     Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight], || GradFn::Conv2d(geom)))
+}
+
+/// `x` convolved with `weight` plus `bias` (`[O]`, checked by the caller) on every output
+/// channel: one kernel where the device adds the bias as it stores the result
+/// ([`FusedOp::Conv2dBias`]), else [`conv2d`] and a broadcast add, the composite. Either way
+/// the bias's gradient is `dy` summed over all but the channel.
+pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
+    let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
+    let fused = match bias.dtype() == x.dtype() && bias.device() == x.device() {
+        true => try_fused(&FusedOp::Conv2dBias(geom), &[&x, &weight, &bias]),
+        false => None,
+    };
+    if let Some(r) = fused {
+        let out = r?.remove(0);
+        return Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom)));
+    }
+    conv2d(&x, &weight, geom)?.add(&bias.reshape(&[1, geom.o, 1, 1])?)
 }
 
 /// A fresh contiguous tensor of `shape` on `like`'s device, outside the graph.

@@ -71,7 +71,7 @@ fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
 /// floating-point operations (the same multiply-adds in all three passes).
 fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
     let conv = match op {
-        FusedOp::Conv2d(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => Some(g),
+        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => Some(g),
         _ => None,
     };
     let Some(g) = conv else { return shapes(inputs, None) };

@@ -1,0 +1,5 @@
+// The forward's bias, added to row m of a group's output as the tile stores it
+// (FusedOp::Conv2dBias): params[55] is the bias's offset, group_row (conv.wgsl) the group's
+// first output channel.
+@group(0) @binding(4) var<storage, read> bias_: array<S_x>;
+fn epilogue(m: u32, v: vec4<C_x>) -> vec4<C_x> { return v + vec4<C_x>(load_x(bias_[params[55] + group_row + m])); }
