@@ -245,7 +245,7 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
         if let Some(b) = bias {
             for (i, plane) in y[..nb * p.image_out()].chunks_mut(p.l.max(1)).enumerate() {
                 let bo = b[i % g.o];
-                plane.iter_mut().for_each(|e| *e = *e + bo);
+                plane.iter_mut().for_each(|e| *e += bo);
             }
         }
     };

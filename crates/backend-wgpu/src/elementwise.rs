@@ -51,7 +51,8 @@ pub(crate) enum Key {
     SelectPacked,
     /// An f32 or f16 [`Key::Unary`], [`Key::Binary`] or [`Key::Copy`] whose operands are all
     /// dense from a multiple of four elements on, over a multiple of four elements: every
-    /// access a vec4 ([`Key::dense4`] picks it).
+    /// access a vec4 ([`Key::dense4`] picks it); or a binary with one such operand and one
+    /// broadcast over channels ([`Dense::Broadcast`], [`Key::broadcast4`]).
     Dense4(Dense, DType),
 }
 
@@ -61,6 +62,12 @@ pub(crate) enum Dense {
     Unary(UnaryOp),
     Binary(BinaryOp),
     Copy,
+    /// A binary whose other operand (the rhs where `rhs`) holds one value per channel
+    /// (`shaders/dense4/broadcast.wgsl`): a bias, a per-channel scale, a scalar.
+    Broadcast {
+        op: BinaryOp,
+        rhs: bool,
+    },
 }
 
 /// `LIANDAN_DENSE4`, read once: `0`, `off` or `false` keep dense operands on the strided
@@ -179,6 +186,43 @@ impl Key {
         (dense_from_fours && dense4_on()).then_some(Key::Dense4(dense, dtype))
     }
 
+    /// The channel-broadcast variant ([`Dense::Broadcast`]) of an f32 or f16 binary whose
+    /// strided meta block (`launch::strided`, merged to at most three dimensions) has one
+    /// operand dense from a multiple of four and the other at stride 1 along one dimension
+    /// (its channels) and 0 along the rest, or 0 along all (a scalar), over a multiple of four
+    /// elements: with its meta block (`shaders/dense4/broadcast.wgsl`). A channel-broadcast add
+    /// on the strided kernel took 4-5x the time a copy of its bytes takes on the H200
+    /// (docs/PERFORMANCE.md, run 114).
+    pub(crate) fn broadcast4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
+        let Key::Binary(op, dtype @ (DType::F32 | DType::F16)) = self else { return None };
+        let rank = *meta.get(1)? as usize;
+        let n = meta[0];
+        if operands != 2 || !(1..=3).contains(&rank) || meta.len() != 2 + rank + 2 * (rank + 1) || !n.is_multiple_of(4) || !dense4_on() {
+            return None;
+        }
+        let shape = &meta[2..2 + rank];
+        let strides = |k: usize| &meta[2 + rank + k * (rank + 1)..][..rank];
+        let offset = |k: usize| meta[2 + rank + k * (rank + 1) + rank];
+        let dense = |k: usize| (0..rank).all(|d| strides(k)[d] == shape[d + 1..].iter().product::<u32>());
+        let (d, b) = match (dense(0), dense(1)) {
+            (true, false) => (0, 1),
+            (false, true) => (1, 0),
+            _ => return None,
+        };
+        // (I, C): the broadcast operand's element for i is at (i / I) % C.
+        let s = strides(b);
+        let axes: Vec<usize> = (0..rank).filter(|&a| s[a] != 0).collect();
+        let (inner, channels) = match axes[..] {
+            [] => (4, 1),
+            [a] if s[a] == 1 => (shape[a + 1..].iter().product(), shape[a]),
+            _ => return None,
+        };
+        if !offset(d).is_multiple_of(4) {
+            return None;
+        }
+        Some((Key::Dense4(Dense::Broadcast { op, rhs: b == 1 }, dtype), vec![n, offset(d), offset(b), inner, channels]))
+    }
+
     /// Elements one invocation handles: 4 for the kernels that read (1,024 a workgroup, each
     /// invocation's four 256 apart, so that every access of a warp stays coalesced), which
     /// keeps four loads of each operand in flight where one left an H200's memory idle (a
@@ -212,7 +256,7 @@ impl Key {
             Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
             Key::Dense4(Dense::Unary(op), d) => Key::Unary(op, d).supported(repr),
-            Key::Dense4(Dense::Binary(op), d) => Key::Binary(op, d).supported(repr),
+            Key::Dense4(Dense::Binary(op) | Dense::Broadcast { op, .. }, d) => Key::Binary(op, d).supported(repr),
             Key::Dense4(Dense::Copy, _) => true,
         }
     }
@@ -256,6 +300,10 @@ impl KernelKey for Key {
                     Dense::Unary(op) => w.part(unary_body(op, d)).part(include_str!("shaders/dense4/unary.wgsl")),
                     Dense::Binary(op) => w.part(binary_body(op, d)).part(include_str!("shaders/dense4/binary.wgsl")),
                     Dense::Copy => w.part(include_str!("shaders/dense4/copy.wgsl")),
+                    Dense::Broadcast { op, rhs } => {
+                        let side = if rhs { include_str!("shaders/dense4/broadcast_rhs.wgsl") } else { include_str!("shaders/dense4/broadcast_lhs.wgsl") };
+                        w.part(binary_body(op, d)).part(side).part(include_str!("shaders/dense4/broadcast.wgsl"))
+                    }
                 };
                 return w.part(include_str!("shaders/dense4/entry.wgsl")).build();
             }
@@ -285,6 +333,9 @@ impl KernelKey for Key {
             out.extend(UNARY_OPS.map(|op| Key::Dense4(Dense::Unary(op), d)));
             out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Binary(op), d)));
             out.push(Key::Dense4(Dense::Copy, d));
+            for rhs in [true, false] {
+                out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Broadcast { op, rhs }, d)));
+            }
         }
         out.retain(|k| k.supported(repr));
         out

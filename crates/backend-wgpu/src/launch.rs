@@ -99,10 +99,14 @@ impl WgpuBackend {
             let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let per = if per > 1 && strided_inner(&m, layouts.len()) { 1 } else { per };
-            // Dense f32 and f16 operands read and written in vec4s (an invocation per four elements, as `per`).
-            let key = match key {
-                crate::Key::Elementwise(k) => k.dense4(&m, layouts.len()).map_or(key, Into::into),
-                _ => key,
+            // Dense f32 and f16 operands read and written in vec4s (an invocation per four
+            // elements, as `per`), beside one broadcast over channels where a binary has one.
+            let (key, m) = match key {
+                crate::Key::Elementwise(k) => match k.dense4(&m, layouts.len()) {
+                    Some(d) => (d.into(), m),
+                    None => k.broadcast4(&m, layouts.len()).map_or((key, m), |(b, bm)| (b.into(), bm)),
+                },
+                _ => (key, m),
             };
             let kernel = gpu.kernel(key)?;
             let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();

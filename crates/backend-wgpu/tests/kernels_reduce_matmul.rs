@@ -149,6 +149,48 @@ fn reduce_ties_and_nan_keep_the_first() {
     reduce_case("ties", &gt, &ct, 1, 1e-5);
 }
 
+/// A dense operand beside one broadcast over channels runs in vec4s
+/// (`elementwise::Key::broadcast4`) where the count and the dense operand's offset are
+/// multiples of four, on the strided kernels otherwise: against the CPU for a row bias, a
+/// channel bias over planes of 16 and of 25, a column, a scalar, each on either side (sub and
+/// div are not symmetric), the dense operand at offsets 4 and 3, and counts that are not
+/// multiples of four.
+#[test]
+fn broadcast_elementwise_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    // (dense shape, broadcast shape)
+    let cases: [(&[usize], &[usize]); 7] = [
+        (&[6, 8], &[8]),             // a linear layer's bias
+        (&[2, 3, 4, 4], &[3, 1, 1]), // a channel's bias over 16 pixels
+        (&[4, 3, 5, 5], &[3, 1, 1]), // over 25: four values a vec4
+        (&[8, 6], &[8, 1]),          // along a column
+        (&[12], &[]),                // a scalar
+        (&[5, 3], &[3]),             // 15 elements: the strided kernel
+        (&[2, 2, 3, 3], &[2, 1, 1]), // 36 elements, planes of 9
+    ];
+    for dtype in [DType::F32, DType::F16] {
+        let inexact = if dtype == DType::F16 { 1e-3 } else { 1e-6 };
+        for (i, (dense, bcast)) in cases.iter().enumerate() {
+            let n: usize = dense.iter().product();
+            for off in [0, 4, 3] {
+                let (ga, ca) = pair(&d, &[off + n], 20 + i as u64, dtype);
+                let shaped = |t: Tensor| t.narrow(0usize, off, n).unwrap().reshape(dense).unwrap();
+                let (ga, ca) = (shaped(ga), shaped(ca));
+                let (gb, cb) = pair(&d, bcast, 40 + i as u64, dtype);
+                let what = |op: &str, side: &str| format!("{op} of {dense:?} and {bcast:?} ({side} broadcast) {dtype} at offset {off}");
+                for (side, x, y, cx, cy) in [("rhs", &ga, &gb, &ca, &cb), ("lhs", &gb, &ga, &cb, &ca)] {
+                    check(&what("add", side), &x.add(y).unwrap(), &cx.add(cy).unwrap(), 0.0, 0.0);
+                    check(&what("sub", side), &x.sub(y).unwrap(), &cx.sub(cy).unwrap(), 0.0, 0.0);
+                    check(&what("mul", side), &x.mul(y).unwrap(), &cx.mul(cy).unwrap(), 0.0, 0.0);
+                    check(&what("div", side), &x.div(y).unwrap(), &cx.div(cy).unwrap(), inexact, inexact);
+                    check(&what("maximum", side), &x.maximum(y).unwrap(), &cx.maximum(cy).unwrap(), 0.0, 0.0);
+                }
+            }
+        }
+    }
+    assert_native(&d, &[DType::F32, DType::F16]);
+}
+
 /// Dense f32 and f16 operands run in vec4s (`elementwise::Key::dense4`) where the count and
 /// every offset are multiples of four, on the strided kernels otherwise: both against the CPU
 /// (which computes f16 in f32 and rounds, as the GPU does), for unaries, the binaries and a
