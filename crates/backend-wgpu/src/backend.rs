@@ -170,7 +170,7 @@ impl WgpuBackend {
     /// Why an op over `views` with an output of `out_elems` elements of `dtype` cannot run
     /// here, when one of those buffers is larger than one binding may cover: such ops (other
     /// than the chunked elementwise ones) run on the CPU.
-    fn oversized(&self, views: &[Strided], out_elems: usize, dtype: DType) -> Option<Why> {
+    pub(crate) fn oversized(&self, views: &[Strided], out_elems: usize, dtype: DType) -> Option<Why> {
         let limit = self.gpu().ok()?.max_binding();
         let sizes = views.iter().map(|v| gpu_storage(v).buffer().size()).chain([self.repr.buffer_bytes(dtype, out_elems)]);
         sizes.filter(|&b| b > limit).max().map(Why::Oversized)
@@ -413,7 +413,8 @@ impl Backend for WgpuBackend {
     }
 
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // The convolutions and GELU read packed bf16 operands as they are (all of them packed).
+        // The convolutions and GELU read packed bf16 operands as they are (all of them packed);
+        // a linear layer with its bias declines them (its composite reads them as they are).
         let reads_packed = matches!(
             op,
             FusedOp::Conv2d(_)
@@ -422,6 +423,7 @@ impl Backend for WgpuBackend {
                 | FusedOp::Conv2dBackwardWeight(_)
                 | FusedOp::Gelu
                 | FusedOp::GeluBackward
+                | FusedOp::MatmulBias
         );
         let as_they_are = reads_packed && inputs.iter().all(packed::packed_view);
         self.staged_fused(as_they_are, inputs, |v| self.fused_op(op, v))

@@ -33,7 +33,7 @@ use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Stri
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, TILE};
+use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, NO_BIAS, TILE};
 use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::repr::Repr;
@@ -54,7 +54,6 @@ const WEIGHT_DY: &str = include_str!("shaders/conv/weight_dy.wgsl");
 const WEIGHT_TAPS: &str = include_str!("shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("shaders/conv/bias.wgsl");
-const UNBIASED: &str = include_str!("shaders/conv/unbiased.wgsl");
 
 /// Which product a dispatch computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,7 +100,7 @@ impl KernelKey for Key {
         let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = if k.packed { with_words(w) } else { w };
-        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(if k.bias { BIAS } else { UNBIASED }).part(TILE);
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(if k.bias { BIAS } else { NO_BIAS }).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);

@@ -114,6 +114,9 @@ impl WgpuBackend {
         if matches!(op, FusedOp::LayerNorm(_) | FusedOp::LayerNormBackward(_)) {
             return self.fused_layer_norm(op, inputs);
         }
+        if let FusedOp::MatmulBias = op {
+            return self.fused_matmul_bias(inputs);
+        }
         if matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)) {
             return self.fused_conv(op, inputs);
         }

@@ -9,7 +9,8 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::{DType, Result, Storage, Strided};
+use liandan_tensor::backend::BinaryOp;
+use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
@@ -20,6 +21,9 @@ use crate::repr::Repr;
 use crate::tune::Shape;
 
 const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+const BIAS: &str = include_str!("shaders/matmul/bias.wgsl");
+/// The epilogue of a product without a bias, which the convolutions share.
+pub(crate) const NO_BIAS: &str = include_str!("shaders/matmul/no_bias.wgsl");
 pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
 pub(crate) const TILE: &str = include_str!("shaders/matmul/tile.wgsl");
@@ -37,7 +41,9 @@ pub(crate) enum Load {
 /// One compiled variant: `h` = 1 gives 64 x 64 tiles, 2 gives 128 x 128; `partial`: the
 /// kernel writes unrounded partial sums over a split of K, for `reduce` to add up; `packed`:
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
-/// written packed too where it is written whole in vec4s ([`Variant::packs_y`]).
+/// written packed too where it is written whole in vec4s ([`Variant::packs_y`]); `bias`: a
+/// linear layer's bias is added to each column as y is stored (finished sums only, never
+/// packed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -46,6 +52,7 @@ struct Variant {
     out4: bool,
     partial: bool,
     packed: bool,
+    bias: bool,
 }
 
 impl Variant {
@@ -157,7 +164,8 @@ impl KernelKey for Key {
         let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
-        w.part(read_a).part(read_b).part(out).part(write).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
+        let epilogue = if v.bias { BIAS } else { NO_BIAS };
+        w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -169,7 +177,10 @@ impl KernelKey for Key {
                     for b in loads {
                         for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
                             for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
-                                out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed } });
+                                let biases: &[bool] = if partial || packed { &[false] } else { &[false, true] };
+                                for &bias in biases {
+                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias } });
+                                }
                             }
                         }
                     }
@@ -223,6 +234,34 @@ impl Operand {
 impl WgpuBackend {
     /// `lhs x rhs`; bf16 operands may come packed (both or neither).
     pub(crate) fn matmul_op(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
+        self.matmul_bias_op(lhs, rhs, None)
+    }
+
+    /// `FusedOp::MatmulBias`: `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, or
+    /// `None` for packed bf16 and sizes past one binding (the composite runs).
+    pub(crate) fn fused_matmul_bias(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [x, w, b] = inputs else { return None };
+        let (xs, ws, dtype) = (x.layout.shape(), w.layout.shape(), x.dtype);
+        let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]];
+        if !shaped || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype || packed_view(v)) {
+            return None;
+        }
+        let (m, k, n) = (xs[0], xs[1], ws[0]);
+        let (xt, wt) = (x.layout.strides(), w.layout.strides());
+        let lhs = Layout::new(vec![1, m, k], vec![m * k, xt[0], xt[1]], x.layout.offset());
+        let rhs = Layout::new(vec![1, k, n], vec![k * n, wt[1], wt[0]], w.layout.offset());
+        let (lhs, rhs) = (Strided { storage: x.storage, layout: &lhs, dtype }, Strided { storage: w.storage, layout: &rhs, dtype });
+        if self.oversized(&[lhs, rhs, *b], m * n, dtype).is_some() {
+            return None;
+        }
+        Some(self.matmul_bias_op(lhs, rhs, Some(*b)).map(|y| vec![y]))
+    }
+
+    /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
+    /// `FusedOp::MatmulBias`): added as the tiled kernel stores its finished sums, or by a
+    /// broadcast add after where the tensor cores run the product, K is split or the operands
+    /// are packed.
+    pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -278,7 +317,17 @@ impl WgpuBackend {
         };
         let rule = (tm, rule_k.0);
         let (a_load, b_load) = (a.load(2), b.load(1));
-        let variant = |tm: usize, splits: usize| Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed };
+        // The bias goes in the kernel's epilogue where it stores finished sums of its own.
+        let in_kernel = |splits: usize| bias.is_some() && !coop && !packed && splits == 1;
+        let variant = |tm: usize, splits: usize| Variant {
+            h: tm as u32 / 64,
+            a: a_load,
+            b: b_load,
+            out4: n % 4 == 0,
+            partial: splits > 1,
+            packed,
+            bias: in_kernel(splits),
+        };
         let out = if variant(rule.0, rule.1).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
         // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
         // variant's own where `coop`) with K in `splits` ranges, whose meta block is `meta`;
@@ -297,7 +346,11 @@ impl WgpuBackend {
                 gpu.kernel(Key { dtype, v: variant(tm, splits) })?
             };
             let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
-            if splits == 1 {
+            if let (Some(b), true) = (&bias, in_kernel(splits)) {
+                let mut meta = meta.to_vec();
+                meta.push(u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?);
+                gpu.dispatch(&kernel, &meta, &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
+            } else if splits == 1 {
                 gpu.dispatch(&kernel, meta, &[x, w, out.buffer()], grid)?;
             } else {
                 let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
@@ -329,9 +382,18 @@ impl WgpuBackend {
         let meta = if splits == rule.1 { Some(rule_meta) } else { meta(cut_k(splits)) };
         let meta = meta.ok_or_else(|| gpu.err("matmul", "a tuned cut past 32-bit sizes"))?;
         if !run(tm, splits, &meta)? {
-            return self.matmul_op(lhs, rhs);
+            return self.matmul_bias_op(lhs, rhs, bias);
         }
-        Ok(Arc::new(out))
+        let out = Arc::new(out) as Storage;
+        match bias {
+            Some(b) if !in_kernel(splits) => {
+                let shape = [batch, m, n];
+                let y = Strided { storage: &*out, layout: &Layout::contiguous(&shape), dtype };
+                let columns = Layout::new(shape.to_vec(), vec![0, 0, 1], b.layout.offset());
+                liandan_tensor::Backend::binary(self, BinaryOp::Add, y, Strided { storage: b.storage, layout: &columns, dtype })
+            }
+            _ => Ok(out),
+        }
     }
 }
 

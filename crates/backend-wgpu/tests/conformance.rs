@@ -115,3 +115,14 @@ fn fused_conv_every_cut_matches_composite() {
         }
     }
 }
+
+/// A linear layer's product and bias run as one kernel here in f32 and f16; bf16, held two to
+/// a word, is left to the composite (the packed product and add).
+#[test]
+fn fused_linear_bias_runs_here() {
+    use liandan_tensor::{conformance::fused::backend_runs, DType, FusedOp};
+    let Some(d) = gpu() else { return };
+    for dtype in [DType::F32, DType::F16] {
+        assert!(backend_runs(&d, &FusedOp::MatmulBias, dtype), "matmul_bias in {dtype}");
+    }
+}

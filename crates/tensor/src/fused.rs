@@ -253,6 +253,11 @@ pub enum FusedOp {
     /// dilation `d`). Inputs: `x` `[N, C, H, W]`, `weight` `[O, C/G, kh, kw]`. Output: `y`
     /// `[N, O, out_h, out_w]`.
     Conv2d(ConvGeometry),
+    /// A linear layer with its bias (`torch.addmm(bias, x, weight.t())`): `y = x weight^T +
+    /// bias`, the bias added to every row as the product is stored. Inputs: `x` `[M, K]`,
+    /// `weight` `[N, K]`, `bias` `[N]`. Output: `y` `[M, N]`. Its gradients are the product's
+    /// and the bias addition's ([`Tensor::linear`] records both).
+    MatmulBias,
     /// [`FusedOp::Conv2d`] with its bias added to every output channel (`y[n, o, ..] +=
     /// bias[o]`) as the result is stored, so the bias costs no pass of its own. Inputs: `x`,
     /// `weight`, `bias` `[O]`. Output: `y`. Its gradients are [`FusedOp::Conv2d`]'s and the sum
@@ -449,6 +454,7 @@ impl FusedOp {
             FusedOp::LayerNormBackward(_) => "layer_norm_backward",
             FusedOp::Conv2d(_) => "conv2d",
             FusedOp::Conv2dBias(_) => "conv2d_bias",
+            FusedOp::MatmulBias => "matmul_bias",
             FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
             FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
         }
@@ -478,6 +484,7 @@ impl FusedOp {
             FusedOp::BceLoss | FusedOp::BceLossBackward | FusedOp::Relu | FusedOp::ReluBackward => 1,
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
+            FusedOp::MatmulBias => 1,
             FusedOp::LstmCellBackward => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {
                 self.updates().len()

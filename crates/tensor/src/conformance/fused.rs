@@ -62,6 +62,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_linear_bias_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::linear_bias_matches_composite(&d)
+            }
+        }
+        #[test]
         fn fused_relu_matches_composite() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::relu_matches_composite(&d)
@@ -232,6 +238,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
             v
         }
         FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
+        FusedOp::MatmulBias => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
         FusedOp::Conv2dBias(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
@@ -560,6 +567,33 @@ pub fn relu_grads(d: &Device) {
         check_grads("relu (fused where the device can)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6);
         no_fusion(|| check_grads("relu (composite)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6));
     }
+}
+
+/// `linear` with its bias fused ([`FusedOp::MatmulBias`]) against the product and the add,
+/// outputs and the gradients of input, weight and bias: rows and columns that fill no tile
+/// (5 outputs, where columns past the last are read but not stored), several row tiles, a
+/// small output over a long K (split, the bias added after), a folded 3-D input, a transposed
+/// input (the composite either way), and one weight and bias in two products (whose weight
+/// gradients the engine gathers), in f32; f16 and bf16 on the first and the split case.
+pub fn linear_bias_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+    let linear = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[1], Some(&x[2]))?]) };
+    let cases: [(&[usize], usize); 4] = [(&[6, 8], 5), (&[70, 36], 12), (&[3, 1024], 16), (&[2, 5, 8], 4)];
+    // f32 every case; the halves (whose products may run elsewhere: tensor cores, packed bf16)
+    // the first and the split one, to keep the suite short on a software GPU.
+    for (dtype, atol, rtol, count) in [(DType::F32, 1e-5, 1e-5, 4), (DType::F16, 2e-2, 1e-2, 3), (DType::BF16, 5e-2, 2e-2, 3)] {
+        for (i, &(xs, n)) in cases.iter().enumerate().take(count).filter(|&(i, _)| dtype == DType::F32 || i != 1) {
+            let k = xs[xs.len() - 1];
+            let seed = 90 + 3 * i as u64;
+            let inputs = [t(xs, seed, dtype), t(&[n, k], seed + 1, dtype), t(&[n], seed + 2, dtype)];
+            check_fused(&format!("linear {dtype} {xs:?} x [{n}, {k}]^T + bias"), &inputs, linear, atol, rtol);
+        }
+    }
+    let xt = strided_input(d, &[6, 8], &values(48, 80), DType::F32);
+    check_fused("linear f32 transposed input", &[xt, t(&[5, 8], 81, DType::F32), t(&[5], 82, DType::F32)], linear, 1e-5, 1e-5);
+    let twice = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[2], Some(&x[3]))?.add(&x[1].linear(&x[2], Some(&x[3]))?)?]) };
+    let inputs = [t(&[4, 8], 83, DType::F32), t(&[4, 8], 84, DType::F32), t(&[12, 8], 85, DType::F32), t(&[12], 86, DType::F32)];
+    check_fused("linear f32, one weight in two products", &inputs, twice, 1e-5, 1e-5);
 }
 
 /// `gelu` fused against its composite (outputs and gradients), in every float dtype the

@@ -2,8 +2,9 @@
 //! and `linear`, the layer's product folded into one GEMM.
 
 use crate::autograd::GradFn;
-use crate::backend::Strided;
+use crate::backend::{BinaryOp, Strided};
 use crate::error::{Error, Result};
+use crate::fused::{try_fused, FusedOp};
 use crate::layout::broadcast_shapes;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
@@ -77,18 +78,37 @@ impl Tensor {
             return Err(Error::shape(OP, xs, ws, "must be an [*, in] input and an [out, in] weight"));
         }
         let (fan_in, fan_out) = (ws[1], ws[0]);
+        if let Some(b) = bias.filter(|b| b.shape() != [fan_out]) {
+            return Err(Error::shape(OP, ws, b.shape(), format!("weight and bias disagree: the bias must be [out] = [{fan_out}]")));
+        }
         let mut out_shape = xs.to_vec();
         *out_shape.last_mut().expect("rank >= 1") = fan_out;
-        let out = if xs.len() <= 2 {
-            self.matmul(&weight.t()?)?
-        } else {
-            let m = self.numel() / fan_in.max(1);
-            self.reshape(&[m, fan_in])?.matmul(&weight.t()?)?.reshape(&out_shape)?
-        };
+        // The leading dims folded into one: [M, in] (a vector stays one).
+        let x2 = if xs.len() <= 2 { self.clone() } else { self.reshape(&[self.numel() / fan_in.max(1), fan_in])? };
+        let folded = xs.len() > 2;
+        let unfold = |y: Tensor| if folded { y.reshape(&out_shape) } else { Ok(y) };
+        if let Some(y) = bias.map(|b| fused_linear(&x2, weight, b)).transpose()?.flatten() {
+            return unfold(y);
+        }
+        let out = unfold(x2.matmul(&weight.t()?)?)?;
         match bias {
             None => Ok(out),
-            Some(b) if b.shape() == [fan_out] => out.add(b),
-            Some(b) => Err(Error::shape(OP, ws, b.shape(), format!("weight and bias disagree: the bias must be [out] = [{fan_out}]"))),
+            Some(b) => out.add(b),
         }
     }
+}
+
+/// `x weight^T + bias` for a matrix `x` as one kernel where the device has one
+/// ([`FusedOp::MatmulBias`]: the bias added as the product is stored), else `None` (the
+/// caller runs the product and the add). The graph records the product and the bias addition
+/// as the composite does, two nodes over the one result (neither rule reads the product's
+/// values), so the gradients, and the engine's gathering of a weight several products share,
+/// are the composite's.
+fn fused_linear(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Option<Tensor>> {
+    let plain = x.rank() == 2 && [x, weight, bias].iter().all(|t| t.is_contiguous() && t.dtype() == x.dtype() && t.device() == x.device());
+    let Some(r) = plain.then(|| try_fused(&FusedOp::MatmulBias, &[x, weight, bias])).flatten() else { return Ok(None) };
+    let y = r?.remove(0);
+    let shape = [x.shape()[0], weight.shape()[0]];
+    let product = Tensor::from_op(y.clone(), &shape, x.dtype(), x.device(), &[x, &weight.t()?], || GradFn::Matmul);
+    Ok(Some(Tensor::from_op(y, &shape, x.dtype(), x.device(), &[&product, bias], || GradFn::Binary(BinaryOp::Add))))
 }

@@ -70,6 +70,11 @@ fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
 /// What one fused call's inputs are: a convolution's geometry beside its shapes, and its
 /// floating-point operations (the same multiply-adds in all three passes).
 fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
+    if let (FusedOp::MatmulBias, [x, w, ..]) = (op, inputs) {
+        let (xs, ws) = (x.layout.shape(), w.layout.shape());
+        let flops = (xs.len() == 2 && ws.len() == 2).then(|| 2 * (xs[0] * xs[1] * ws[0]) as u64);
+        return Inputs { flops, ..shapes(inputs, None) };
+    }
     let conv = match op {
         FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => Some(g),
         _ => None,

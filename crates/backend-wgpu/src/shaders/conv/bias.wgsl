@@ -2,4 +2,4 @@
 // (FusedOp::Conv2dBias): params[55] is the bias's offset, group_row (conv.wgsl) the group's
 // first output channel.
 @group(0) @binding(4) var<storage, read> bias_: array<S_x>;
-fn epilogue(m: u32, v: vec4<C_x>) -> vec4<C_x> { return v + vec4<C_x>(load_x(bias_[params[55] + group_row + m])); }
+fn epilogue(m: u32, n: u32, v: vec4<C_x>) -> vec4<C_x> { return v + vec4<C_x>(load_x(bias_[params[55] + group_row + m])); }

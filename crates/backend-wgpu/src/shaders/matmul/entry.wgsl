@@ -4,8 +4,6 @@
 
 fn begin_tile(m0: u32, n0: u32, lid: u32) {}
 
-fn epilogue(m: u32, v: vec4<C_x>) -> vec4<C_x> { return v; }
-
 fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
     return ybase + m * params[3] + n;
 }

@@ -8,8 +8,9 @@
 // slice per invocation, fetched into registers and then put into as_ / bs_), begin_tile (the
 // loaders' set-up for a tile, before its first fetch), out_at (where element (m, n) of the
 // tile's output goes; OUT4 needs four consecutive n at four consecutive places, the first
-// a multiple of 4), epilogue (what row m's sums become before they are stored: a
-// convolution's bias), store_y / store_y4 (from matmul/write*.wgsl), and the constants H, PAD,
+// a multiple of 4), epilogue (what the sums of row m, columns n..n+3 become before they are
+// stored: a convolution's bias by row, a linear layer's by column; matmul/no_bias.wgsl where
+// there is none), store_y / store_y4 (from matmul/write*.wgsl), and the constants H, PAD,
 // OUT4, UNROLL and FETCH_INSIDE. params[1] and params[3] are M and N.
 
 // Invocations per workgroup (16 x 16), for an including shader's entry point.
@@ -50,7 +51,7 @@ fn store_row(ybase: u32, m: u32, n: u32, sums: vec4<C_x>) {
     let d = dims_();
     if (m >= d.y || n >= d.w) { return; }
     let at = out_at(ybase, m, n);
-    let v = epilogue(m, sums);
+    let v = epilogue(m, n, sums);
     if (OUT4) {
         store_y4(at, v);
     } else {
