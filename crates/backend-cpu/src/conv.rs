@@ -1,6 +1,8 @@
 //! Convolution a few images at a time ([`FusedOp::Conv2d`], with its bias
-//! [`FusedOp::Conv2dBias`], and its two gradients, f32 and f64): a block of images' columns is built side by side in a buffer of the thread's own and
-//! multiplied at once, so no batch-sized column buffer is ever allocated, and the weight
+//! [`FusedOp::Conv2dBias`] added per image while the image's output is in cache, and its two
+//! gradients, f32 and f64): a block of images' columns is built side by side in a buffer of
+//! the thread's own and multiplied at once, so no batch-sized column buffer is ever allocated,
+//! and the weight
 //! gradient accumulates into one block per thread rather than one per image summed afterwards.
 //! A block is one image when an image has columns enough for the gemm, more when the images
 //! are small (resnet18's last stage has 16 columns an image: multiplied one image at a time,
