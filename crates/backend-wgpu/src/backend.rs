@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
 use liandan_tensor::fallback::HostTensor;
-use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, MemoryStats, Result, Storage, Strided};
+use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, Layout, MemoryStats, Result, Storage, Strided};
 
 use crate::gpu::Gpu;
 use crate::packed::{self, Outputs};
@@ -167,6 +167,16 @@ impl WgpuBackend {
 }
 
 impl WgpuBackend {
+    /// `y` (dense over `shape`) plus `bias` read through `strides` over that shape: a
+    /// product's or a convolution's bias where its kernel could not add it as it stored y
+    /// (partial sums, the tensor cores, packed bf16).
+    pub(crate) fn add_bias(&self, y: Storage, shape: &[usize], bias: &Strided, strides: Vec<usize>) -> Result<Storage> {
+        let dtype = bias.dtype;
+        let y = Strided { storage: &*y, layout: &Layout::contiguous(shape), dtype };
+        let spread = Layout::new(shape.to_vec(), strides, bias.layout.offset());
+        liandan_tensor::Backend::binary(self, BinaryOp::Add, y, Strided { storage: bias.storage, layout: &spread, dtype })
+    }
+
     /// Why an op over `views` with an output of `out_elems` elements of `dtype` cannot run
     /// here, when one of those buffers is larger than one binding may cover: such ops (other
     /// than the chunked elementwise ones) run on the CPU.

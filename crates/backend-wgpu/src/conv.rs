@@ -27,7 +27,6 @@
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
-use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
@@ -538,13 +537,7 @@ impl WgpuBackend {
         let out = Arc::new(out) as Storage;
         match bias {
             // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast add.
-            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => {
-                let shape = geom.output_shape();
-                let y = Strided { storage: &*out, layout: &Layout::contiguous(&shape), dtype };
-                let channels = Layout::new(shape.to_vec(), vec![0, 1, 0, 0], v.layout.offset());
-                let b = Strided { storage: v.storage, layout: &channels, dtype };
-                Ok(vec![liandan_tensor::Backend::binary(self, BinaryOp::Add, y, b)?])
-            }
+            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => Ok(vec![self.add_bias(out, &geom.output_shape(), v, vec![0, 1, 0, 0])?]),
             _ => Ok(vec![out]),
         }
     }

@@ -211,10 +211,10 @@ impl Key {
         };
         // (I, C): the broadcast operand's element for i is at (i / I) % C.
         let s = strides(b);
-        let axes: Vec<usize> = (0..rank).filter(|&a| s[a] != 0).collect();
-        let (inner, channels) = match axes[..] {
-            [] => (4, 1),
-            [a] if s[a] == 1 => (shape[a + 1..].iter().product(), shape[a]),
+        let mut axes = (0..rank).filter(|&a| s[a] != 0);
+        let (inner, channels) = match (axes.next(), axes.next()) {
+            (None, _) => (4, 1),
+            (Some(a), None) if s[a] == 1 => (shape[a + 1..].iter().product(), shape[a]),
             _ => return None,
         };
         if !offset(d).is_multiple_of(4) {

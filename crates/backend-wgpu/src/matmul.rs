@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
@@ -386,12 +385,7 @@ impl WgpuBackend {
         }
         let out = Arc::new(out) as Storage;
         match bias {
-            Some(b) if !in_kernel(splits) => {
-                let shape = [batch, m, n];
-                let y = Strided { storage: &*out, layout: &Layout::contiguous(&shape), dtype };
-                let columns = Layout::new(shape.to_vec(), vec![0, 0, 1], b.layout.offset());
-                liandan_tensor::Backend::binary(self, BinaryOp::Add, y, Strided { storage: b.storage, layout: &columns, dtype })
-            }
+            Some(b) if !in_kernel(splits) => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]),
             _ => Ok(out),
         }
     }

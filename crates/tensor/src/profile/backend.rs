@@ -71,8 +71,11 @@ fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
 /// floating-point operations (the same multiply-adds in all three passes).
 fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
     if let (FusedOp::MatmulBias, [x, w, ..]) = (op, inputs) {
-        let (xs, ws) = (x.layout.shape(), w.layout.shape());
-        let flops = (xs.len() == 2 && ws.len() == 2).then(|| 2 * (xs[0] * xs[1] * ws[0]) as u64);
+        // x [M, K] times the weight [N, K] transposed.
+        let flops = match w.layout.shape() {
+            &[n, k] => matmul_flops(x.layout.shape(), &[k, n]),
+            _ => None,
+        };
         return Inputs { flops, ..shapes(inputs, None) };
     }
     let conv = match op {
