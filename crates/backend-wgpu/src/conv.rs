@@ -23,8 +23,18 @@
 //! column geometry of `conv/taps.wgsl`; for the weight gradient, dy read by
 //! `conv/weight_dy_coop.wgsl` and x by `conv/weight_x_coop.wgsl` through the taps of
 //! `conv/weight_taps.wgsl`. (The tiled kernel's loaders read the same geometry files.)
+//!
+//! f32 passes take the same kernels under [`set_conv_tf32`] (or `LIANDAN_CONV_TF32=1`), as
+//! PyTorch's `torch.backends.cudnn.allow_tf32` lets cuDNN take TF32 tensor cores for f32
+//! convolutions: each operand is scaled by a power of two that brings its largest magnitude
+//! (found by `conv/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
+//! fetched, which keeps TF32's 11 significant bits; the products are summed in f32 and scaled
+//! back as they are stored (`matmul_coop/scaled.wgsl`). Values below 2^-24 of the operand's
+//! largest (f16's smallest subnormal after the scale) are lost, where TF32 keeps f32's range.
+//! Off by default: f32 convolutions are exact f32 unless asked.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
@@ -33,8 +43,9 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, NO_BIAS, TILE};
-use crate::matmul_coop::{self, Variant, MATMUL_COOP};
+use crate::matmul_coop::{self, Variant, GLOB, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
+use crate::pool::PooledBuffer;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 use crate::tune::Shape;
@@ -53,6 +64,49 @@ const WEIGHT_DY: &str = include_str!("shaders/conv/weight_dy.wgsl");
 const WEIGHT_TAPS: &str = include_str!("shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("shaders/conv/bias.wgsl");
+const AMAX: &str = include_str!("shaders/conv/amax.wgsl");
+
+/// Whether f32 convolutions run on the f16 tensor cores: 0 not yet read from the environment,
+/// 1 no, 2 yes.
+static TF32: AtomicU8 = AtomicU8::new(0);
+
+/// Whether f32 convolutions may run on the f16 tensor cores with scaled operands (see the
+/// module docs), on devices whose f16 matmul runs on them (`liandan devices`: "f16 matmul:
+/// tensor cores"); elsewhere they stay exact f32 regardless. Set by [`set_conv_tf32`], else
+/// by `LIANDAN_CONV_TF32` (`1`, `on` or `true`); off by default.
+pub fn conv_tf32() -> bool {
+    match TF32.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("LIANDAN_CONV_TF32").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"));
+            // A concurrent set_conv_tf32 wins over the environment.
+            let _ = TF32.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
+            TF32.load(Ordering::Relaxed) == 2
+        }
+        v => v == 2,
+    }
+}
+
+/// Lets f32 convolutions run on the f16 tensor cores (`true`) or keeps them exact (`false`),
+/// for the whole process, over `LIANDAN_CONV_TF32`: PyTorch's
+/// `torch.backends.cudnn.allow_tf32 = on`. Applies to convolutions recorded after the call.
+pub fn set_conv_tf32(on: bool) {
+    TF32.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// The kernel that finds an f32 operand's largest magnitude for the scaled tensor-core passes
+/// (`shaders/conv/amax.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AmaxKey;
+
+impl KernelKey for AmaxKey {
+    fn source(&self, repr: &Repr) -> String {
+        Wgsl::new(repr).part(AMAX).build()
+    }
+
+    fn all(_: &Repr) -> Vec<AmaxKey> {
+        vec![AmaxKey]
+    }
+}
 
 /// Which product a dispatch computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,7 +199,8 @@ impl KernelKey for Key {
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
 /// of `variant`, with the loaders of the module docs. `a4`, `partial`, `strided` and `phase` as
 /// in [`Key`] (the weight gradient reads dy in vec4s only); y is written in scalars, through
-/// workgroup memory. [`tiling`] says which passes run here.
+/// workgroup memory. `scaled`: f32 operands, scaled and rounded to f16 as they are fetched,
+/// and f32 results (see the module docs). [`tiling`] says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CoopKey {
     pass: Pass,
@@ -154,6 +209,7 @@ pub(crate) struct CoopKey {
     partial: bool,
     strided: bool,
     phase: bool,
+    scaled: bool,
 }
 
 impl CoopKey {
@@ -175,26 +231,47 @@ impl CoopKey {
 impl KernelKey for CoopKey {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
-        let (a, read_a, raw_a) = if k.a4 {
-            (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4.wgsl"))
-        } else {
-            (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a.wgsl"))
+        let (a, read_a, raw_a) = match (k.a4, k.scaled) {
+            (true, false) => (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4.wgsl")),
+            (true, true) => (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4_scaled.wgsl")),
+            (false, false) => (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a.wgsl")),
+            (false, true) => (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a_scaled.wgsl")),
         };
-        let out = if k.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
+        // Every sum goes out through workgroup memory (out_at is not row-major), rounded,
+        // partial or scaled back.
+        let (out, raw_b, store) = match (k.scaled, k.partial) {
+            (true, _) => (
+                include_str!("shaders/matmul/out_scaled.wgsl"),
+                include_str!("shaders/matmul_coop/raw_b_scaled.wgsl"),
+                include_str!("shaders/matmul_coop/scaled.wgsl"),
+            ),
+            (false, true) => (
+                include_str!("shaders/matmul/out_partial.wgsl"),
+                include_str!("shaders/matmul_coop/raw_b.wgsl"),
+                include_str!("shaders/matmul_coop/store_rounded.wgsl"),
+            ),
+            (false, false) => (
+                include_str!("shaders/matmul/out_rounded.wgsl"),
+                include_str!("shaders/matmul_coop/raw_b.wgsl"),
+                include_str!("shaders/matmul_coop/store_rounded.wgsl"),
+            ),
+        };
         let (sgm, sgn) = k.variant.subgroups();
         let (a_vecs, b_vecs) = k.variant.staged_vecs(a, Load::Outer);
-        let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16);
+        let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix");
+        // Scaled: f32 elements, f16 as they are fetched.
+        let w = if k.scaled { w.enable("f16").ty("x", DType::F32) } else { w.ty("x", DType::F16) };
         let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).uint("B_LOAD", 1).uint("SGM", sgm).uint("SGN", sgn).uint("FM", k.variant.fragment_rows());
         let w = w.flag("DIRECT", false).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = w.part(read_a).part(read_b(false, false)).part(out).part(include_str!("shaders/matmul/write.wgsl"));
-        // Every sum goes out through workgroup memory (out_at is not row-major), rounded or not.
-        let w = w.part(raw_a).part(include_str!("shaders/matmul_coop/raw_b.wgsl")).part(include_str!("shaders/matmul_coop/store_rounded.wgsl"));
+        let w = w.part(raw_a).part(raw_b).part(store);
         let w = match k.pass {
             Pass::Forward | Pass::Input => w.part(include_str!("shaders/matmul_coop/a_fetch.wgsl")).part(TAPS).part(GATHER_COOP),
             Pass::Weight => w.part(WEIGHT_DY_COOP).part(WEIGHT_TAPS).part(WEIGHT_X_COOP),
         };
-        w.part(MATMUL_COOP).part(CONV).build()
+        let glob = if k.scaled { include_str!("shaders/matmul_coop/glob_none.wgsl") } else { GLOB };
+        w.part(glob).part(MATMUL_COOP).part(CONV).build()
     }
 
     fn all(repr: &Repr) -> Vec<CoopKey> {
@@ -216,7 +293,9 @@ impl KernelKey for CoopKey {
                 for &a4 in a4s {
                     for partial in [false, true] {
                         for &(strided, phase) in gathers {
-                            all.push(CoopKey { pass, variant, a4, partial, strided, phase });
+                            for scaled in [false, true] {
+                                all.push(CoopKey { pass, variant, a4, partial, strided, phase, scaled });
+                            }
                         }
                     }
                 }
@@ -238,6 +317,22 @@ struct Tiling {
 
 thread_local! {
     static PHASES_ON: Cell<bool> = const { Cell::new(true) };
+    static TF32_ANY_SIZE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with f32 passes of every size that [`conv_tf32`] lets onto the tensor cores going
+/// there on this thread, the small ones too (`TF32_MIN_FLOPS`): so tests of that path need not
+/// be large.
+#[doc(hidden)]
+pub fn with_conv_tf32_any_size<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            TF32_ANY_SIZE.with(|p| p.set(self.0));
+        }
+    }
+    let _restore = Restore(TF32_ANY_SIZE.with(|p| p.replace(true)));
+    f()
 }
 
 /// `LIANDAN_CONV_PHASES`, read once: `0`, `off` or `false` run strided input gradients over
@@ -530,7 +625,9 @@ impl WgpuBackend {
             Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed, bias: in_kernel };
         let products = [(plan, ops)];
         let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (plan.n, plan.k), &out)?;
-        if !self.conv_products(&products, geom, dtype, tiling, &out)? {
+        let (av, bv) = if plan.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
+        let amax = self.scaled_amax(tiling, dtype, av, bv)?;
+        if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
             return self.conv_pass(plan, geom, dtype, inputs);
         }
@@ -572,7 +669,8 @@ impl WgpuBackend {
         let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k), true);
         let out = self.conv_output(&plans[0], geom, dtype, tiling, packed_view(dy), strided)?;
         let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (n, k), &out)?;
-        if !self.conv_products(&products, geom, dtype, tiling, &out)? {
+        let amax = self.scaled_amax(tiling, dtype, w, dy)?;
+        if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
             return self.conv_input(geom, dtype, inputs);
         }
         Ok(vec![Arc::new(out) as Storage])
@@ -613,7 +711,7 @@ impl WgpuBackend {
         };
         let shape = Shape::Conv { pass: plan.pass, dtype, geom: *geom, n, k };
         let at = |(tile, splits)| Tiling { bm: tile, bn: tile, splits, coop: None };
-        let cut = gpu.tuned_cut(shape, rule, candidates, |c| self.conv_products(products, geom, dtype, at(c), out).map(drop))?;
+        let cut = gpu.tuned_cut(shape, rule, candidates, |c| self.conv_products(products, geom, dtype, at(c), out, None).map(drop))?;
         Ok(at(cut))
     }
 
@@ -626,11 +724,43 @@ impl WgpuBackend {
         }
     }
 
+    /// For f32 products on the tensor cores (`CoopKey::scaled`): the largest magnitudes of
+    /// their a and b operands, read from the views `a` and `b` (over the span of each: a bound
+    /// where a view skips elements), in a buffer the kernels bind; `None` for other products.
+    fn scaled_amax(&self, tiling: Tiling, dtype: DType, a: &Strided, b: &Strided) -> Result<Option<PooledBuffer>> {
+        if tiling.coop.is_none() || dtype != DType::F32 {
+            return Ok(None);
+        }
+        let gpu = self.gpu()?;
+        let words = gpu.alloc(16)?;
+        gpu.clear_buffer(words.buffer(), 0, 16);
+        let kernel = gpu.kernel(AmaxKey)?;
+        for (slot, v) in [a, b].into_iter().enumerate() {
+            let (start, end) = (v.layout.offset(), v.layout.max_extent());
+            if end > start {
+                // Enough workgroups to fill a large GPU, each walking its share a grid apart.
+                let groups = (end - start).div_ceil(256 * 8).clamp(1, 1024) as u32;
+                let meta = [(end - start) as u32, start as u32, slot as u32];
+                gpu.dispatch(&kernel, &meta, &[gpu_storage(v).buffer(), words.buffer()], (groups, 1, 1))?;
+            }
+        }
+        Ok(Some(words))
+    }
+
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
     /// says (a product with a shorter K leaves its last splits zero), then sums the partial
-    /// results when K is split. `false`: the cooperative-matrix kernel failed to build (and
-    /// f16 has left the tensor cores); the caller starts over.
-    fn conv_products(&self, products: &[(&Plan, Operands)], geom: &ConvGeometry, dtype: DType, tiling: Tiling, out: &WgpuStorage) -> Result<bool> {
+    /// results when K is split; `amax`: `scaled_amax`'s buffer, for f32 products on the tensor
+    /// cores. `false`: the cooperative-matrix kernel failed to build (and f16 has left the
+    /// tensor cores); the caller starts over.
+    fn conv_products(
+        &self,
+        products: &[(&Plan, Operands)],
+        geom: &ConvGeometry,
+        dtype: DType,
+        tiling: Tiling,
+        out: &WgpuStorage,
+        amax: Option<&wgpu::Buffer>,
+    ) -> Result<bool> {
         let gpu = self.gpu()?;
         let Tiling { bm, bn, splits, coop } = tiling;
         let total = products[0].0.total;
@@ -645,7 +775,7 @@ impl WgpuBackend {
             let (partial, strided) = (splits > 1, ops.strided);
             let bias = ops.bias.filter(|_| bias_in_kernel(tiling));
             let kernel = match coop {
-                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: plan.pass, variant, a4, partial, strided, phase }) {
+                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: plan.pass, variant, a4, partial, strided, phase, scaled: amax.is_some() }) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
@@ -671,12 +801,13 @@ impl WgpuBackend {
             let mut meta = conv_meta(plan, geom, ops, splits, ks);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(plan.n.div_ceil(bn)), groups(plan.m.div_ceil(bm)), groups(geom.groups * splits));
-            match bias {
-                Some((buffer, offset)) => {
+            match (bias, amax) {
+                (Some((buffer, offset)), _) => {
                     meta.push(u32::try_from(offset).expect("binding sizes checked below i32::MAX"));
                     gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, buffer], grid)?;
                 }
-                None => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?,
+                (None, Some(words)) if coop.is_some() => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, words], grid)?,
+                _ => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?,
             }
         }
         if let Some(p) = &partials {
@@ -712,7 +843,7 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
             Pass::Weight => a4 && m >= 128,
             _ => plan.gather[0].is_multiple_of(32),
         };
-    if fits && matmul_coop::chosen(gpu, dtype) {
+    if fits && on_tensor_cores(gpu, dtype, 2 * m * n * k * groups) {
         let variant = CoopKey::variant(gpu.coop_variant, m);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
@@ -725,6 +856,21 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
     let (tile, splits) = cut(pass, m, n, k, groups, total, limit);
     Tiling { bm: tile, bn: tile, splits, coop: None }
 }
+
+/// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
+/// where the f16 matmul does, and f32 there too under [`conv_tf32`] (scaled into f16, see the
+/// module docs) where it has at least [`TF32_MIN_FLOPS`].
+fn on_tensor_cores(gpu: &Gpu, dtype: DType, flops: usize) -> bool {
+    let large = flops >= TF32_MIN_FLOPS || TF32_ANY_SIZE.with(Cell::get);
+    matmul_coop::chosen(gpu, dtype) || (dtype == DType::F32 && large && matmul_coop::chosen(gpu, DType::F16) && conv_tf32())
+}
+
+/// The least work (2 M N K) of an f32 pass scaled onto the tensor cores. Smaller ones stay on
+/// the tiled f32 kernel: on the H200 (docs/PERFORMANCE.md, run 122) mnist_cnn's second
+/// convolution (1.4 GFLOP forward, 1.6 its input gradient) ran 1.4x and 1.06x as long there,
+/// the scans of the operands and the bias added after not paid back, while every pass from
+/// 9 GFLOP up (resnet18's 3x3 layers, seed003_cnn's second convolution) ran 1.5-2.5x faster.
+const TF32_MIN_FLOPS: usize = 1 << 31;
 
 /// The meta block of one product (the layout `shaders/conv.wgsl` describes).
 fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> Vec<u32> {

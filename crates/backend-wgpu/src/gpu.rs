@@ -511,6 +511,13 @@ impl Gpu {
         rec.encoder(&self.device).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, size);
     }
 
+    /// Records zeros into `size` bytes of `dst` from `offset`, ordered after the work already
+    /// recorded. Offset and size must be multiples of 4.
+    pub(crate) fn clear_buffer(&self, dst: &wgpu::Buffer, offset: u64, size: u64) {
+        let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        rec.encoder(&self.device).clear_buffer(dst, offset, Some(size));
+    }
+
     /// Records a copy of host bytes into `dst` at `offset`, ordered after the work already
     /// recorded (a `queue.write_buffer` would land before it, under a buffer still being read).
     /// Bounded by `UPLOAD_LIMIT` (see the module docs).

@@ -69,9 +69,22 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
         ("features".into(), flags.join(", ")),
         ("cooperative matrices".into(), crate::coop::configurations(adapter)),
         ("f16 matmul".into(), crate::coop::status(adapter, l).describe()),
+        ("f32 convolutions".into(), f32_convolutions(crate::coop::status(adapter, l))),
         ("max buffer".into(), mib(l.max_buffer_size)),
         ("max storage binding".into(), mib(l.max_storage_buffer_binding_size)),
         ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),
         ("max workgroup memory".into(), format!("{} KiB", l.max_compute_workgroup_storage_size >> 10)),
     ]
+}
+
+/// Where f32 convolutions run: exact f32, or (under `conv_tf32`, where the f16 products run on
+/// tensor cores) the larger passes on the tensor cores with operands scaled into f16.
+fn f32_convolutions(status: crate::coop::Status) -> String {
+    match (status, crate::conv::conv_tf32()) {
+        (crate::coop::Status::InUse(_), true) => "tensor cores where a pass is large, operands scaled into f16 (TF32's precision; LIANDAN_CONV_TF32)".into(),
+        (crate::coop::Status::InUse(_), false) => {
+            "exact f32 (LIANDAN_CONV_TF32=1 or `liandan train --conv-tf32` puts the larger passes on the tensor cores)".into()
+        }
+        _ => "exact f32 (no tensor cores for f16 here)".into(),
+    }
 }

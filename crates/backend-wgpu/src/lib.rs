@@ -42,7 +42,7 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
-pub use conv::{with_conv_cut, without_conv_phases, ConvCut};
+pub use conv::{conv_tf32, set_conv_tf32, with_conv_cut, with_conv_tf32_any_size, without_conv_phases, ConvCut};
 pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use storage::WgpuStorage;
@@ -122,6 +122,7 @@ kernel_families! {
     FusedLayerNorm(fused_layer_norm::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
+    ConvAmax(conv::AmaxKey),
     Packed(packed::Key),
 }
 

@@ -13,6 +13,8 @@ use crate::matmul::Load;
 use crate::repr::Repr;
 
 pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
+/// The `DIRECT` variant's loads of f16 blocks straight from the operands' buffers.
+pub(crate) const GLOB: &str = include_str!("shaders/matmul_coop/glob.wgsl");
 use crate::matmul::ENTRY;
 
 /// How the kernel is built: chosen per device when it is opened ([`Variant::for_limits`]), or
@@ -226,6 +228,7 @@ impl KernelKey for Key {
             .part(store)
             .part(include_str!("shaders/matmul_coop/a_fetch.wgsl"))
             .part(include_str!("shaders/matmul_coop/b_fetch.wgsl"))
+            .part(GLOB)
             .part(MATMUL_COOP)
             .part(ENTRY)
             .build()

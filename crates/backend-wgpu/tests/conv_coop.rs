@@ -9,8 +9,12 @@
 //! unless `LIANDAN_REQUIRE_GPU` is set. The tensor-core kernel is the one
 //! `LIANDAN_COOP_VARIANT` picks (the device's default when unset; `direct` runs as prefetch here), except
 //! that products of at most 64 rows run on `short`'s 64-row tiles.
+//!
+//! Also f32 convolutions under `set_conv_tf32(true)`, which on such adapters run on the same
+//! kernels with each operand scaled into f16, against the CPU's f32 within what rounding each
+//! operand to 11 significant bits allows.
 
-use liandan_backend_wgpu::without_conv_phases;
+use liandan_backend_wgpu::{set_conv_tf32, with_conv_tf32_any_size, without_conv_phases};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -127,5 +131,96 @@ fn f16_conv_matches_cpu_f32() {
     // Nothing above went to the CPU.
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("(f16)"), "{what} ran on the CPU");
+    }
+}
+
+/// The three passes of `c` in f32 on `d` under `set_conv_tf32(true)` against the CPU's exact
+/// f32, with x scaled by `xs` and dy by `gs`: past f16's range (65504) and below its normal
+/// one (6.1e-5) unless each operand is scaled first. Each product of two operands rounded to
+/// 11 significant bits is within 2^-10 of the exact one (2^-9 here, should the device round
+/// toward zero), so `|got - want| <= 2^-9 * sum |a| |b|` over the element's products, the
+/// bound the CPU computes from the operands' magnitudes. Returns how many elements differ
+/// from the exact result by more than f32 sums would (zero where the pass ran in f32).
+fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> usize {
+    let cpu = Device::cpu();
+    let [n, ch, h, _] = c.x;
+    let seed = (ch * 13 + c.o * 5 + h) as u64;
+    let randn = |shape: &[usize], seed: u64, scale: f64| Tensor::randn(shape, seed, DType::F32, &cpu).unwrap().mul_scalar(scale).unwrap();
+    let cx = randn(&c.x, seed, xs);
+    let cw = randn(&[c.o, ch / c.groups, c.k.0, c.k.1], seed + 1, 0.2);
+    let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
+    let want = conv(&cx, &cw);
+    let cg = randn(want.shape(), seed + 2, gs);
+    let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
+        let (x, w) = (x.detach(), w.detach());
+        x.set_requires_grad(true).unwrap();
+        w.set_requires_grad(true).unwrap();
+        let y = conv(&x, &w);
+        y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
+        (y.detach(), x.grad().unwrap(), w.grad().unwrap())
+    };
+    let abs = |t: &Tensor| t.abs().unwrap();
+    let want = grads(&cx, &cw, &cg);
+    let bound = grads(&abs(&cx), &abs(&cw), &abs(&cg));
+    let on = |t: &Tensor| t.to_device(d).unwrap();
+    // These cases are far smaller than the passes that go to the tensor cores by default.
+    let got = with_conv_tf32_any_size(|| grads(&on(&cx), &on(&cw), &on(&cg)));
+    let mut rounded = 0;
+    let what = format!("f32 conv2d on tensor cores {c:?} (x x {xs:e}, dy x {gs:e})");
+    let k = [ch / c.groups * c.k.0 * c.k.1, c.o / c.groups * c.k.0 * c.k.1, n * want.0.shape()[2] * want.0.shape()[3]];
+    for (i, (pass, (g, (w, b)))) in ["forward", "input gradient", "weight gradient"]
+        .iter()
+        .zip([(&got.0, (&want.0, &bound.0)), (&got.1, (&want.1, &bound.1)), (&got.2, (&want.2, &bound.2))])
+        .enumerate()
+    {
+        assert_eq!(g.dtype(), DType::F32, "{what}: {pass}: dtype");
+        assert_eq!(g.shape(), w.shape(), "{what}: {pass}: shape");
+        let f32_sums = 4.0 * f32::EPSILON as f64 * k[i] as f64;
+        let (g, w, b) = (g.to_vec_f64().unwrap(), w.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
+        for (e, ((g, w), b)) in g.iter().zip(&w).zip(&b).enumerate() {
+            assert!((g - w).abs() <= (1.0 / 512.0 + f32_sums) * b, "{what}: {pass}: element {e}: got {g}, want {w} (|a||b| summed: {b})");
+            rounded += usize::from((g - w).abs() > f32_sums * b);
+        }
+    }
+    rounded
+}
+
+#[test]
+fn f32_conv_with_tf32_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    let tensor_cores = path.starts_with("tensor cores");
+    if tensor_cores {
+        eprintln!("f32 convolutions under set_conv_tf32(true) run on cooperative matrices on {d}: checking that path ({path})");
+    } else {
+        eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): f32 convolutions stay exact under set_conv_tf32(true), the scaled tensor-core path is NOT tested here");
+    }
+    set_conv_tf32(true);
+    let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, groups: usize| Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups };
+    // The cases of the f16 test above that run on tensor cores (a resnet layer, strided, groups,
+    // rows past a tile, K split for the forward and for the input gradient), each with x past
+    // f16's range and dy below its normal range, then within both; and the 3-channel stem,
+    // which stays on the tiled kernel in f32.
+    let cases = [
+        case_of([2, 64, 8, 8], 64, 3, 1, 1),
+        case_of([2, 32, 8, 8], 128, 3, 2, 1),
+        case_of([2, 64, 6, 6], 256, 3, 1, 2),
+        case_of([3, 160, 5, 7], 64, 3, 1, 1),
+        case_of([1, 512, 4, 4], 32, 3, 1, 1),
+        case_of([1, 32, 4, 4], 512, 3, 1, 1),
+    ];
+    let mut rounded = 0;
+    for c in cases {
+        rounded += tf32_case(&d, c, 3.0e5, 1.0e-7);
+        rounded += tf32_case(&d, c, 1.0, 1.0);
+    }
+    assert_eq!(tf32_case(&d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), 0, "the stem's f32 convolution stays exact");
+    if tensor_cores {
+        assert!(rounded > 0, "every f32 convolution matched the CPU to f32 rounding: none ran on the tensor cores");
+    } else {
+        assert_eq!(rounded, 0, "f32 convolutions without tensor cores are exact f32");
+    }
+    for (what, _) in d.fallback_report() {
+        assert!(!what.contains("conv"), "{what} ran on the CPU");
     }
 }

@@ -90,7 +90,7 @@ fn software_adapters_are_used_only_when_asked_for() {
     }
     assert_eq!(Device::parse("gpu:0").unwrap(), d);
     let facts = d.describe();
-    for key in ["name", "api", "type", "features", "cooperative matrices", "f16 matmul", "max storage binding", "memory (this process)"] {
+    for key in ["name", "api", "type", "features", "cooperative matrices", "f16 matmul", "f32 convolutions", "max storage binding", "memory (this process)"] {
         assert!(facts.iter().any(|(k, v)| k == key && !v.is_empty()), "describe() lacks {key}: {facts:?}");
     }
 }

@@ -127,6 +127,12 @@ pub struct TrainArgs {
     /// does the same). The first steps are slower; later runs read the file.
     #[arg(long)]
     pub autotune: bool,
+    /// On a GPU whose f16 products run on tensor cores, run the larger f32 convolutions there
+    /// too, each operand scaled by a power of two and rounded to f16 (TF32's 11 significant
+    /// bits; sums in f32), as PyTorch's `torch.backends.cudnn.allow_tf32` does on CUDA
+    /// (LIANDAN_CONV_TF32=1 does the same). Off: f32 convolutions are exact f32.
+    #[arg(long)]
+    pub conv_tf32: bool,
 }
 
 #[derive(Args)]
@@ -208,6 +214,12 @@ pub struct ProfileArgs {
     /// does the same). The first steps are slower; later runs read the file.
     #[arg(long)]
     pub autotune: bool,
+    /// On a GPU whose f16 products run on tensor cores, run the larger f32 convolutions there
+    /// too, each operand scaled by a power of two and rounded to f16 (TF32's 11 significant
+    /// bits; sums in f32), as PyTorch's `torch.backends.cudnn.allow_tf32` does on CUDA
+    /// (LIANDAN_CONV_TF32=1 does the same). Off: f32 convolutions are exact f32.
+    #[arg(long)]
+    pub conv_tf32: bool,
 }
 
 #[derive(Args)]

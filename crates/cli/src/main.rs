@@ -74,11 +74,23 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Summary(a) => ("summary", listing::summary(&a)),
-        Command::Train(a) => ("train", with_autotune(a.autotune, || train::train(&a))),
+        Command::Train(a) => (
+            "train",
+            with_autotune(a.autotune, || {
+                conv_tf32(a.conv_tf32);
+                train::train(&a)
+            }),
+        ),
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
-        Command::Profile(a) => ("profile", with_autotune(a.autotune, || profile::profile(&a))),
+        Command::Profile(a) => (
+            "profile",
+            with_autotune(a.autotune, || {
+                conv_tf32(a.conv_tf32);
+                profile::profile(&a)
+            }),
+        ),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
     match result {
@@ -97,6 +109,17 @@ fn with_autotune(on: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<
     let done = run();
     autotune_report(on && done.is_ok());
     done
+}
+
+/// `--conv-tf32`: f32 convolutions on the tensor cores for this process (off leaves
+/// `LIANDAN_CONV_TF32` to decide). A CPU-only build has none.
+fn conv_tf32(on: bool) {
+    #[cfg(feature = "wgpu")]
+    if on {
+        liandan_backend_wgpu::set_conv_tf32(true);
+    }
+    #[cfg(not(feature = "wgpu"))]
+    let _ = on;
 }
 
 /// `--autotune`: the wgpu backend's autotune on for this process (off leaves

@@ -31,10 +31,13 @@
 //
 // Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and
 // B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
-// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT and store_frag (matmul_coop/store_*.wgsl);
+// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT, store_frag and scale_operands (the set-up of
+// f32 operands scaled into f16, matmul_coop/scaled.wgsl; a no-op in matmul_coop/store_*.wgsl);
 // a_fetch and b_fetch (vec4 i of this invocation's share of a slice of a or b, zeros outside:
 // matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
-// (their set-up for a tile) and out_at (where element (m, n) of y goes).
+// (their set-up for a tile) and out_at (where element (m, n) of y goes); glob_a and glob_b
+// (DIRECT's loads straight from the buffers: matmul_coop/glob.wgsl, or glob_none.wgsl where
+// the operands are not f16 and DIRECT is off).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -218,32 +221,6 @@ fn frag_b(nj: u32, kk: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&bs_[at], s);
 }
 
-// The 16 x 16 block at rows m.., depth k.. of a, straight from its buffer. Only for a read in
-// vec4s (then `a` is an array of vec4s, and the offset and stride are multiples of 4) and a
-// block inside a.
-fn glob_a(base: u32, m: u32, k: u32) -> coop_mat16x16<f16, A> {
-    if (A_LOAD == LOAD_OUTER) {
-        let at = (base + k * params[6] + m) / 4u;
-        let s = params[6] / 4u;
-        return coopLoad<coop_mat16x16<f16, A>>(&a[at], s);
-    }
-    let at = (base + m * params[5] + k) / 4u;
-    let s = params[5] / 4u;
-    return coopLoadT<coop_mat16x16<f16, A>>(&a[at], s);
-}
-
-// The 16 x 16 block at depth k.., columns n.. of b, straight from its buffer (as glob_a).
-fn glob_b(base: u32, n: u32, k: u32) -> coop_mat16x16<f16, B> {
-    if (B_LOAD == LOAD_K) {
-        let at = (base + n * params[10] + k) / 4u;
-        let s = params[10] / 4u;
-        return coopLoad<coop_mat16x16<f16, B>>(&b[at], s);
-    }
-    let at = (base + k * params[9] + n) / 4u;
-    let s = params[9] / 4u;
-    return coopLoadT<coop_mat16x16<f16, B>>(&b[at], s);
-}
-
 // The 16 x 16 sum the subgroup has just stored in its scratch into rows m.., columns n.. of y
 // (those inside it). Every invocation of the workgroup calls this at the same point (it holds
 // barriers: the first makes the scratch visible, the second frees it for the next sum).
@@ -276,6 +253,7 @@ fn direct() -> bool {
 // elements start at abase and bbase, stored through out_at(ybase, ..).
 fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
     kend = k1;
+    scale_operands();
     begin_tile(m0, n0, lid);
     let sg = lid / 32u;
     // The subgroup's block: rows wm.., columns wn.. of the tile.
