@@ -198,7 +198,7 @@ impl KernelKey for Key {
 /// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
 /// of `variant`, with the loaders of the module docs. `a4`, `partial`, `strided` and `phase` as
-/// in [`Key`] (the weight gradient reads dy in vec4s only); y is written in scalars, through
+/// in [`Key`]; y is written in scalars, through
 /// workgroup memory. `scaled`: f32 operands, scaled and rounded to f16 as they are fetched,
 /// and f32 results (see the module docs). [`tiling`] says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -231,12 +231,15 @@ impl CoopKey {
 impl KernelKey for CoopKey {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
-        let (a, read_a, raw_a) = match (k.a4, k.scaled) {
-            (true, false) => (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4.wgsl")),
-            (true, true) => (Load::K, read_a(true, false), include_str!("shaders/matmul_coop/raw_a4_scaled.wgsl")),
-            (false, false) => (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a.wgsl")),
-            (false, true) => (Load::Strided, read_a(false, false), include_str!("shaders/matmul_coop/raw_a_scaled.wgsl")),
+        let (read_a, raw_a) = match (k.a4, k.scaled) {
+            (true, false) => (read_a(true, false), include_str!("shaders/matmul_coop/raw_a4.wgsl")),
+            (true, true) => (read_a(true, false), include_str!("shaders/matmul_coop/raw_a4_scaled.wgsl")),
+            (false, false) => (read_a(false, false), include_str!("shaders/matmul_coop/raw_a.wgsl")),
+            (false, true) => (read_a(false, false), include_str!("shaders/matmul_coop/raw_a_scaled.wgsl")),
         };
+        // The weight gradient's dy loader stages K-major vec4s either way (DY4 or not); the
+        // weights of the other passes are staged through the strided loader unless read in vec4s.
+        let a = if k.a4 || k.pass == Pass::Weight { Load::K } else { Load::Strided };
         // Every sum goes out through workgroup memory (out_at is not row-major), rounded,
         // partial or scaled back.
         let (out, raw_b, store) = match (k.scaled, k.partial) {
@@ -261,7 +264,13 @@ impl KernelKey for CoopKey {
         let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix");
         // Scaled: f32 elements, f16 as they are fetched.
         let w = if k.scaled { w.enable("f16").ty("x", DType::F32) } else { w.ty("x", DType::F16) };
-        let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).uint("B_LOAD", 1).uint("SGM", sgm).uint("SGN", sgn).uint("FM", k.variant.fragment_rows());
+        let w = w
+            .uint("A_LOAD", if a == Load::K { 0 } else { 2 })
+            .uint("B_LOAD", 1)
+            .flag("DY4", k.a4)
+            .uint("SGM", sgm)
+            .uint("SGN", sgn)
+            .uint("FM", k.variant.fragment_rows());
         let w = w.flag("DIRECT", false).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = w.part(read_a).part(read_b(false, false)).part(out).part(include_str!("shaders/matmul/write.wgsl"));
@@ -282,8 +291,7 @@ impl KernelKey for CoopKey {
         let mut all = Vec::new();
         for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
             let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
-            // The weight gradient reads dy in vec4s only.
-            let a4s: &[bool] = if pass == Pass::Weight { &[true] } else { &[false, true] };
+            let a4s: &[bool] = &[false, true];
             // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
             let variants: &[Variant] = match pass {
                 Pass::Weight => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Many, Variant::Tall],
@@ -616,7 +624,7 @@ impl WgpuBackend {
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k), plan.a4(geom, a_off));
+        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k));
         let packed = packed_view(b);
         let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
         let bias = inputs.get(2).filter(|_| plan.pass == Pass::Forward);
@@ -666,7 +674,7 @@ impl WgpuBackend {
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
         let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-        let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k), true);
+        let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k));
         let out = self.conv_output(&plans[0], geom, dtype, tiling, packed_view(dy), strided)?;
         let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (n, k), &out)?;
         let amax = self.scaled_amax(tiling, dtype, w, dy)?;
@@ -828,19 +836,20 @@ fn bias_in_kernel(tiling: Tiling) -> bool {
 /// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
 /// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
 /// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
-/// weight gradient with at least 128 output channels per group (a tile's rows) whose dy reads
-/// in vec4s (`a4`, [`Plan::a4`]); K split as matmul splits it
-/// (the partial sums within one binding). Everything else as `cut.rs` says. On the H200
-/// (docs/PERFORMANCE.md, runs 22-24 and 27) the tensor cores took resnet18's 3x3 passes that
-/// qualify 0.40-0.90x as long as the tiled kernel, and those left out 1.2-2.4x as long: the
-/// 3-channel stem's forward (a per-element gather), the 1x1 shortcuts, and weight gradients of
-/// 64 outputs (1.3-1.7x even on 64-row tiles).
-fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), a4: bool) -> Tiling {
+/// weight gradient with at least 128 output channels per group (a tile's rows); K split as
+/// matmul splits it (the partial sums within one binding). Everything else as `cut.rs` says.
+/// On the H200 (docs/PERFORMANCE.md, runs 22-24 and 27) the tensor cores took resnet18's 3x3
+/// passes that qualify 0.40-0.90x as long as the tiled kernel, and those left out 1.2-2.4x as
+/// long: the 3-channel stem's forward (a per-element gather), the 1x1 shortcuts, and weight
+/// gradients of 64 outputs (1.3-1.7x even on 64-row tiles). A weight gradient whose dy does not
+/// read in vec4s (output pixels not a multiple of 4) reads it an element at a time there: run
+/// 125, seed003_cnn's 11 x 11 outputs, 218 us a call in f16 against the tiled kernel's 479.
+fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
     let limit = gpu.max_binding() as usize;
     let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
     let fits = geom.kernel != (1, 1)
         && match pass {
-            Pass::Weight => a4 && m >= 128,
+            Pass::Weight => m >= 128,
             _ => plan.gather[0].is_multiple_of(32),
         };
     if fits && on_tensor_cores(gpu, dtype, 2 * m * n * k * groups) {

@@ -101,8 +101,8 @@ fn f16_conv_matches_cpu_f32() {
     };
     // On tensor cores, for kernels larger than 1x1: forward and input gradients whose gathered
     // channels per group (x's for the forward, dy's for the input gradient) are a multiple of
-    // 32; weight gradients with at least 128 output channels per group and a multiple of 4
-    // output pixels. The others check the tiled kernel beside them.
+    // 32; weight gradients with at least 128 output channels per group. The others check the
+    // tiled kernel beside them.
     let cases = [
         // A resnet layer's shape, small: N * L = 2 * 64 columns.
         case_of([2, 64, 8, 8], 64, 3, 1, 1, 1, 1),
@@ -110,6 +110,9 @@ fn f16_conv_matches_cpu_f32() {
         // weight gradient (128 outputs, 4 x 4 pixels) on tensor cores too.
         case_of([2, 32, 9, 9], 64, 3, 2, 1, 1, 1),
         case_of([2, 32, 8, 8], 128, 3, 2, 1, 1, 1),
+        // 7 x 7 output pixels: the weight gradient reads dy an element at a time, four k of a
+        // row straddling two images.
+        case_of([2, 32, 7, 7], 128, 3, 1, 1, 1, 1),
         // Dilated, unpadded; two groups of 32 input and 128 output channels.
         case_of([1, 32, 11, 10], 32, 3, 1, 0, 2, 1),
         case_of([2, 64, 6, 6], 256, 3, 1, 1, 1, 2),
@@ -204,6 +207,7 @@ fn f32_conv_with_tf32_matches_cpu() {
     let cases = [
         case_of([2, 64, 8, 8], 64, 3, 1, 1),
         case_of([2, 32, 8, 8], 128, 3, 2, 1),
+        case_of([2, 32, 7, 7], 128, 3, 1, 1),
         case_of([2, 64, 6, 6], 256, 3, 1, 2),
         case_of([3, 160, 5, 7], 64, 3, 1, 1),
         case_of([1, 512, 4, 4], 32, 3, 1, 1),
