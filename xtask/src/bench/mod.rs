@@ -242,7 +242,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
         let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);
         epochs.push(EpochRow { model: "mnist_cnn".into(), device: device.clone(), batch, full_epoch_samples: 60_000, times });
     }
-    let command = format!("cargo xtask {}", argv.join(" "));
+    let command = format!("{}cargo xtask {}", switches(std::env::vars()), argv.join(" "));
     let report = Report { date: now_utc(), command, machine: machine(), plan, torch, devices: device_reports, rows, epochs };
     print!("{}", report.markdown());
     write_outputs(&report, &a.out)
@@ -278,4 +278,13 @@ fn torch_version(python: &str) -> Fallible<String> {
     } else {
         Err(format!("`{python}` cannot import torch"))
     }
+}
+
+/// The `LIANDAN_*` settings of this run that change what is measured, as a command line's
+/// prefix (`LIANDAN_CONV_TF32=1 `), sorted, so that the report's command reproduces the run;
+/// `LIANDAN_REQUIRE_GPU` (whether a missing GPU fails) is left out.
+fn switches(vars: impl Iterator<Item = (String, String)>) -> String {
+    let mut set: Vec<String> = vars.filter(|(k, _)| k.starts_with("LIANDAN_") && k != "LIANDAN_REQUIRE_GPU").map(|(k, v)| format!("{k}={v} ")).collect();
+    set.sort();
+    set.concat()
 }

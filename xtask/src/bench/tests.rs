@@ -115,3 +115,11 @@ fn dates_are_civil_utc() {
     let d = super::now_utc();
     assert!(d.len() == 20 && d.ends_with(" UTC") && d.starts_with("20"), "{d}");
 }
+
+#[test]
+fn the_command_carries_the_settings_that_change_the_measurement() {
+    let vars = [("PATH", "/bin"), ("LIANDAN_REQUIRE_GPU", "1"), ("LIANDAN_CONV_TF32", "1"), ("LIANDAN_AUTOTUNE", "1")];
+    let got = super::switches(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    assert_eq!(got, "LIANDAN_AUTOTUNE=1 LIANDAN_CONV_TF32=1 ");
+    assert_eq!(super::switches(std::iter::empty()), "");
+}
