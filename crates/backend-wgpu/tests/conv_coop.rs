@@ -142,9 +142,10 @@ fn f16_conv_matches_cpu_f32() {
 /// one (6.1e-5) unless each operand is scaled first. Each product of two operands rounded to
 /// 11 significant bits is within 2^-10 of the exact one (2^-9 here, should the device round
 /// toward zero), so `|got - want| <= 2^-9 * sum |a| |b|` over the element's products, the
-/// bound the CPU computes from the operands' magnitudes. Returns how many elements differ
-/// from the exact result by more than f32 sums would (zero where the pass ran in f32).
-fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> usize {
+/// bound the CPU computes from the operands' magnitudes. Returns, per pass (forward, input
+/// gradient, weight gradient), how many elements differ from the exact result by more than f32
+/// sums would (zero where the pass ran in f32).
+fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> [usize; 3] {
     let cpu = Device::cpu();
     let [n, ch, h, _] = c.x;
     let seed = (ch * 13 + c.o * 5 + h) as u64;
@@ -168,7 +169,7 @@ fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> usize {
     let on = |t: &Tensor| t.to_device(d).unwrap();
     // These cases are far smaller than the passes that go to the tensor cores by default.
     let got = with_conv_tf32_any_size(|| grads(&on(&cx), &on(&cw), &on(&cg)));
-    let mut rounded = 0;
+    let mut rounded = [0; 3];
     let what = format!("f32 conv2d on tensor cores {c:?} (x x {xs:e}, dy x {gs:e})");
     let k = [ch / c.groups * c.k.0 * c.k.1, c.o / c.groups * c.k.0 * c.k.1, n * want.0.shape()[2] * want.0.shape()[3]];
     for (i, (pass, (g, (w, b)))) in ["forward", "input gradient", "weight gradient"]
@@ -182,7 +183,7 @@ fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> usize {
         let (g, w, b) = (g.to_vec_f64().unwrap(), w.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
         for (e, ((g, w), b)) in g.iter().zip(&w).zip(&b).enumerate() {
             assert!((g - w).abs() <= (1.0 / 512.0 + f32_sums) * b, "{what}: {pass}: element {e}: got {g}, want {w} (|a||b| summed: {b})");
-            rounded += usize::from((g - w).abs() > f32_sums * b);
+            rounded[i] += usize::from((g - w).abs() > f32_sums * b);
         }
     }
     rounded
@@ -213,16 +214,22 @@ fn f32_conv_with_tf32_matches_cpu() {
         case_of([1, 512, 4, 4], 32, 3, 1, 1),
         case_of([1, 32, 4, 4], 512, 3, 1, 1),
     ];
-    let mut rounded = 0;
+    let mut rounded = [0; 3];
     for c in cases {
-        rounded += tf32_case(&d, c, 3.0e5, 1.0e-7);
-        rounded += tf32_case(&d, c, 1.0, 1.0);
+        for (xs, gs) in [(3.0e5, 1.0e-7), (1.0, 1.0)] {
+            for (total, n) in rounded.iter_mut().zip(tf32_case(&d, c, xs, gs)) {
+                *total += n;
+            }
+        }
     }
-    assert_eq!(tf32_case(&d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), 0, "the stem's f32 convolution stays exact");
-    if tensor_cores {
-        assert!(rounded > 0, "every f32 convolution matched the CPU to f32 rounding: none ran on the tensor cores");
-    } else {
-        assert_eq!(rounded, 0, "f32 convolutions without tensor cores are exact f32");
+    assert_eq!(tf32_case(&d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
+    // Every pass has cases on the tensor cores (the weight gradients of 128 outputs or more).
+    for (pass, n) in ["forward", "input gradient", "weight gradient"].iter().zip(rounded) {
+        if tensor_cores {
+            assert!(n > 0, "every f32 {pass} matched the CPU to f32 rounding: none ran on the tensor cores");
+        } else {
+            assert_eq!(n, 0, "f32 {pass}s without tensor cores are exact f32");
+        }
     }
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
