@@ -29,13 +29,15 @@
 //! convolutions: each operand is scaled by a power of two that brings its largest magnitude
 //! (found by `conv/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
 //! fetched, which keeps TF32's 11 significant bits; the products are summed in f32 and scaled
-//! back as they are stored (`matmul_coop/scaled.wgsl`). Values below 2^-24 of the operand's
-//! largest (f16's smallest subnormal after the scale) are lost, where TF32 keeps f32's range.
+//! back as they are stored (`matmul_coop/scaled.wgsl`). Values under 2^-28 of the operand's
+//! largest fall among f16's subnormals after the scale and keep fewer bits, those under about
+//! 2^-40 none, where TF32 keeps f32's range.
 //! Off by default: f32 convolutions are exact f32 unless asked.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::thread::LocalKey;
 
 use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
 
@@ -71,7 +73,7 @@ const AMAX: &str = include_str!("shaders/conv/amax.wgsl");
 static TF32: AtomicU8 = AtomicU8::new(0);
 
 /// Whether f32 convolutions may run on the f16 tensor cores with scaled operands (see the
-/// module docs), on devices whose f16 matmul runs on them (`liandan devices`: "f16 matmul:
+/// module docs), on devices whose f16 matmul runs on them (`liandan info`: "f16 matmul:
 /// tensor cores"); elsewhere they stay exact f32 regardless. Set by [`set_conv_tf32`], else
 /// by `LIANDAN_CONV_TF32` (`1`, `on` or `true`); off by default.
 pub fn conv_tf32() -> bool {
@@ -198,9 +200,9 @@ impl KernelKey for Key {
 /// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
 /// of `variant`, with the loaders of the module docs. `a4`, `partial`, `strided` and `phase` as
-/// in [`Key`]; y is written in scalars, through
-/// workgroup memory. `scaled`: f32 operands, scaled and rounded to f16 as they are fetched,
-/// and f32 results (see the module docs). [`tiling`] says which passes run here.
+/// in [`Key`]; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
+/// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs).
+/// [`tiling`] says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CoopKey {
     pass: Pass,
@@ -333,13 +335,18 @@ thread_local! {
 /// be large.
 #[doc(hidden)]
 pub fn with_conv_tf32_any_size<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
+    with_flag(&TF32_ANY_SIZE, true, f)
+}
+
+/// Runs `f` with this thread's `flag` set to `value`, and restores it after (on a panic too).
+fn with_flag<R>(flag: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(&'static LocalKey<Cell<bool>>, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
-            TF32_ANY_SIZE.with(|p| p.set(self.0));
+            self.0.with(|p| p.set(self.1));
         }
     }
-    let _restore = Restore(TF32_ANY_SIZE.with(|p| p.replace(true)));
+    let _restore = Restore(flag, flag.with(|p| p.replace(value)));
     f()
 }
 
@@ -354,14 +361,7 @@ fn env_allows_phases() -> bool {
 /// every kernel tap (the kernel before the phase decomposition) on this thread: for
 /// benchmarks and for bisecting a wrong result to the phases. Results agree either way.
 pub fn without_conv_phases<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            PHASES_ON.with(|p| p.set(self.0));
-        }
-    }
-    let _restore = Restore(PHASES_ON.with(|p| p.replace(false)));
-    f()
+    with_flag(&PHASES_ON, false, f)
 }
 
 /// One phase of an input gradient along one axis: the input rows `first + stride * i`
@@ -814,7 +814,7 @@ impl WgpuBackend {
                     meta.push(u32::try_from(offset).expect("binding sizes checked below i32::MAX"));
                     gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, buffer], grid)?;
                 }
-                (None, Some(words)) if coop.is_some() => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, words], grid)?,
+                (None, Some(words)) => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, words], grid)?,
                 _ => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?,
             }
         }

@@ -26,7 +26,7 @@ pub(crate) enum Status {
 }
 
 impl Status {
-    /// What `liandan devices` prints for it.
+    /// What `liandan info` prints for it.
     pub(crate) fn describe(self) -> String {
         match self {
             Status::InUse(v) => format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name()),
@@ -80,7 +80,7 @@ pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
     }
 }
 
-/// The adapter's cooperative-matrix configurations, `MxNxK ab->cr` each, for `liandan devices`.
+/// The adapter's cooperative-matrix configurations, `MxNxK ab->cr` each, for `liandan info`.
 pub(crate) fn configurations(adapter: &wgpu::Adapter) -> String {
     if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
         return "none".into();

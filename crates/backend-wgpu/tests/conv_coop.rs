@@ -1,6 +1,6 @@
 //! f16 convolution (forward, input gradient, weight gradient) against the CPU backend's f32
 //! convolution of the same f16 values, within what rounding the result to f16 allows. Where
-//! the adapter runs f16 on cooperative matrices (`liandan devices`: "f16 matmul: tensor
+//! the adapter runs f16 on cooperative matrices (`liandan info`: "f16 matmul: tensor
 //! cores"), the three passes of most cases run on them; elsewhere, such as
 //! lavapipe, this checks the ordinary f16 kernels and says so. Cases: outputs off the 128 x 128
 //! tile, several images, padding, stride (the input gradient by phase and, with

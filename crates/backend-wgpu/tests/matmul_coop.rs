@@ -1,6 +1,6 @@
 //! f16 matmul against the CPU backend's f32 product of the same f16 values, within what rounding
 //! the result to f16 allows: on cooperative matrices (tensor cores) where the adapter has them
-//! (`liandan devices` says so under "f16 matmul"), on the ordinary kernels elsewhere, such as
+//! (`liandan info` says so under "f16 matmul"), on the ordinary kernels elsewhere, such as
 //! lavapipe, where this checks that path alone and says so. Shapes off the 128 x 128 tile and
 //! the 32-deep slice, batched and broadcast, transposed operands (each of the kernel's vec4 and
 //! strided loaders), and splits of K. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.

@@ -74,23 +74,11 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Summary(a) => ("summary", listing::summary(&a)),
-        Command::Train(a) => (
-            "train",
-            with_autotune(a.autotune, || {
-                conv_tf32(a.conv_tf32);
-                train::train(&a)
-            }),
-        ),
+        Command::Train(a) => ("train", with_gpu_switches(a.autotune, a.conv_tf32, || train::train(&a))),
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
-        Command::Profile(a) => (
-            "profile",
-            with_autotune(a.autotune, || {
-                conv_tf32(a.conv_tf32);
-                profile::profile(&a)
-            }),
-        ),
+        Command::Profile(a) => ("profile", with_gpu_switches(a.autotune, a.conv_tf32, || profile::profile(&a))),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
     };
     match result {
@@ -103,34 +91,30 @@ fn main() -> ExitCode {
     }
 }
 
-/// `run` with `--autotune` as `on` says, and its report after a run that succeeded.
-fn with_autotune(on: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
-    autotune(on);
+/// `run` with `--autotune` and `--conv-tf32` as they say, and the autotune's report after a
+/// run that succeeded.
+fn with_gpu_switches(autotune: bool, conv_tf32: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
+    gpu_switches(autotune, conv_tf32);
     let done = run();
-    autotune_report(on && done.is_ok());
+    autotune_report(autotune && done.is_ok());
     done
 }
 
-/// `--conv-tf32`: f32 convolutions on the tensor cores for this process (off leaves
-/// `LIANDAN_CONV_TF32` to decide). A CPU-only build has none.
-fn conv_tf32(on: bool) {
+/// `--autotune` and `--conv-tf32`: the wgpu backend's autotune, and its f32 convolutions on the
+/// tensor cores, on for this process (off leaves `LIANDAN_AUTOTUNE` and `LIANDAN_CONV_TF32` to
+/// decide). A CPU-only build has neither.
+fn gpu_switches(autotune: bool, conv_tf32: bool) {
     #[cfg(feature = "wgpu")]
-    if on {
-        liandan_backend_wgpu::set_conv_tf32(true);
+    {
+        if autotune {
+            liandan_backend_wgpu::set_autotune(true);
+        }
+        if conv_tf32 {
+            liandan_backend_wgpu::set_conv_tf32(true);
+        }
     }
     #[cfg(not(feature = "wgpu"))]
-    let _ = on;
-}
-
-/// `--autotune`: the wgpu backend's autotune on for this process (off leaves
-/// `LIANDAN_AUTOTUNE` to decide). A CPU-only build has nothing to tune.
-fn autotune(on: bool) {
-    #[cfg(feature = "wgpu")]
-    if on {
-        liandan_backend_wgpu::set_autotune(true);
-    }
-    #[cfg(not(feature = "wgpu"))]
-    let _ = on;
+    let _ = (autotune, conv_tf32);
 }
 
 /// After a run with `--autotune`: how many shapes it measured, and where the cuts are kept.

@@ -76,7 +76,8 @@ fn info_prints_no_driver_noise_on_stderr() {
 #[test]
 fn train_writes_its_files_and_says_where() {
     let dir = tempfile::tempdir().unwrap();
-    let o = tiny_train(dir.path(), &["--epochs", "1"]).output().unwrap();
+    // `--conv-tf32` (f32 convolutions on GPU tensor cores) is accepted and changes nothing here.
+    let o = tiny_train(dir.path(), &["--epochs", "1", "--conv-tf32"]).output().unwrap();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert!(out.contains("device: cpu") && out.contains("Total params: 1,199,882") && out.contains("epoch 1/1"), "{out}");
