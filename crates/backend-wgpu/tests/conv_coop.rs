@@ -146,11 +146,21 @@ fn f16_conv_matches_cpu_f32() {
 /// gradient, weight gradient), how many elements differ from the exact result by more than f32
 /// sums would (zero where the pass ran in f32).
 fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> [usize; 3] {
+    tf32_case_with(d, c, xs, gs, &[])
+}
+
+/// [`tf32_case`] with x's elements at `specials` (flat indices) set to their values: where the
+/// exact result is not finite the scaled one must be the same (NaN, or the same infinity).
+fn tf32_case_with(d: &Device, c: Case, xs: f64, gs: f64, specials: &[(usize, f32)]) -> [usize; 3] {
     let cpu = Device::cpu();
     let [n, ch, h, _] = c.x;
     let seed = (ch * 13 + c.o * 5 + h) as u64;
     let randn = |shape: &[usize], seed: u64, scale: f64| Tensor::randn(shape, seed, DType::F32, &cpu).unwrap().mul_scalar(scale).unwrap();
-    let cx = randn(&c.x, seed, xs);
+    let mut x = randn(&c.x, seed, xs).to_vec::<f32>().unwrap();
+    for &(i, v) in specials {
+        x[i] = v;
+    }
+    let cx = Tensor::from_vec(x, &c.x, &cpu).unwrap();
     let cw = randn(&[c.o, ch / c.groups, c.k.0, c.k.1], seed + 1, 0.2);
     let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
     let want = conv(&cx, &cw);
@@ -182,6 +192,10 @@ fn tf32_case(d: &Device, c: Case, xs: f64, gs: f64) -> [usize; 3] {
         let f32_sums = 4.0 * f32::EPSILON as f64 * k[i] as f64;
         let (g, w, b) = (g.to_vec_f64().unwrap(), w.to_vec_f64().unwrap(), b.to_vec_f64().unwrap());
         for (e, ((g, w), b)) in g.iter().zip(&w).zip(&b).enumerate() {
+            if !w.is_finite() || !b.is_finite() {
+                assert!(g.is_nan() && w.is_nan() || g == w, "{what}: {pass}: element {e}: got {g}, want {w}");
+                continue;
+            }
             assert!((g - w).abs() <= (1.0 / 512.0 + f32_sums) * b, "{what}: {pass}: element {e}: got {g}, want {w} (|a||b| summed: {b})");
             rounded[i] += usize::from((g - w).abs() > f32_sums * b);
         }
@@ -223,6 +237,10 @@ fn f32_conv_with_tf32_matches_cpu() {
         }
     }
     assert_eq!(tf32_case(&d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
+    // An infinity and a NaN in x beside values past f16's range: the outputs they reach are
+    // not finite, the others as accurate as without them.
+    let c = case_of([2, 64, 8, 8], 64, 3, 1, 1);
+    tf32_case_with(&d, c, 3.0e5, 1.0e-7, &[(100, f32::INFINITY), (5000, f32::NAN)]);
     // Every pass has cases on the tensor cores (the weight gradients of 128 outputs or more).
     for (pass, n) in ["forward", "input gradient", "weight gradient"].iter().zip(rounded) {
         if tensor_cores {

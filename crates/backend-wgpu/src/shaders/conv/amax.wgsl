@@ -1,7 +1,8 @@
-// The largest magnitude among params[0] f32 values of x from params[1], as its f32 bits, into
-// y[params[2]] by atomicMax (conv.rs clears y first). With the sign cleared, f32 bits order
-// as the values do, and a NaN's lie above infinity's. Each invocation walks the values a grid
-// apart; the workgroup's largest goes out from a tree in workgroup memory.
+// The largest finite magnitude among params[0] f32 values of x from params[1], as its f32 bits,
+// into y[params[2]] by atomicMax (conv.rs clears y first). With the sign cleared, f32 bits
+// order as the values do. Infinities and NaNs are left out: they stay what they are under any
+// scale, and the finite values beside them keep theirs. Each invocation walks the values a
+// grid apart; the workgroup's largest goes out from a tree in workgroup memory.
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<atomic<u32>>;
 
@@ -12,7 +13,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let step = nwg.x * 256u;
     var m = 0u;
     for (var i = wid.x * 256u + lid; i < params[0]; i += step) {
-        m = max(m, x[params[1] + i] & 0x7fffffffu);
+        let v = x[params[1] + i] & 0x7fffffffu;
+        if (v < 0x7f800000u) { m = max(m, v); }
     }
     tree[lid] = m;
     for (var s = 128u; s > 0u; s >>= 1u) {

@@ -18,10 +18,10 @@ var<private> ub_: f32;
 // 2^p for p in [-126, 127], exactly.
 fn pow2_(p: i32) -> f32 { return bitcast<f32>(u32(p + 127) << 23u); }
 
-// The scale for a largest magnitude of f32 bits `bits` (sign clear), and its inverse: below
-// 2^(e - 126) for the biased exponent e, so 2^(141 - e) takes it below 2^15 and at least to
-// 2^14. Zeros, infinities and NaNs keep a scale of 1 (clamped where the magnitude is subnormal
-// or the scale would overflow).
+// The scale for a largest finite magnitude of f32 bits `bits` (sign clear), and its inverse:
+// below 2^(e - 126) for the biased exponent e, so 2^(141 - e) takes it below 2^15 and at least
+// to 2^14 (clamped where the magnitude is subnormal). All zeros keep a scale of 1, as would
+// bits of an infinity or a NaN (which conv/amax.wgsl leaves out).
 fn scale_of(bits: u32) -> vec2<f32> {
     let e = i32(bits >> 23u);
     if (bits == 0u || e >= 255) { return vec2<f32>(1.0, 1.0); }
