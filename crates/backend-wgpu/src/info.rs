@@ -61,6 +61,7 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
     .filter(|(flag, _)| f.contains(*flag))
     .map(|(_, n)| *n)
     .collect();
+    let coop = crate::coop::status(adapter, l);
     vec![
         ("name".into(), i.name.clone()),
         ("api".into(), format!("{:?}", i.backend)),
@@ -68,8 +69,8 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
         ("driver".into(), format!("{} {}", i.driver, i.driver_info).trim().to_string()),
         ("features".into(), flags.join(", ")),
         ("cooperative matrices".into(), crate::coop::configurations(adapter)),
-        ("f16 matmul".into(), crate::coop::status(adapter, l).describe()),
-        ("f32 convolutions".into(), f32_convolutions(crate::coop::status(adapter, l))),
+        ("f16 matmul".into(), coop.describe()),
+        ("f32 convolutions".into(), f32_convolutions(coop)),
         ("max buffer".into(), mib(l.max_buffer_size)),
         ("max storage binding".into(), mib(l.max_storage_buffer_binding_size)),
         ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),
