@@ -104,7 +104,7 @@ impl Key {
     /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
     /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
-        !matches!(self, Key::Matmul(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
+        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
     }
 }
 
@@ -112,6 +112,7 @@ kernel_families! {
     Elementwise(elementwise::Key),
     Reduce(reduce::Key),
     Matmul(matmul::Key),
+    MatmulSmall(matmul::SmallKey),
     MatmulCoop(matmul_coop::Key),
     Window(window::Key),
     Index(index::Key),

@@ -6,6 +6,8 @@
 //! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
 //! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
 //! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
+//! A small f32 product whose K the tiled kernel would split over workgroups runs instead as one
+//! dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`, `takes_small`).
 
 use std::sync::Arc;
 
@@ -27,6 +29,7 @@ pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
 pub(crate) const TILE: &str = include_str!("shaders/matmul/tile.wgsl");
 pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
+const SMALL: &str = include_str!("shaders/matmul/small.wgsl");
 
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
@@ -123,6 +126,59 @@ pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
     let short = k / MIN_SHORT_K;
     let short = if outputs <= SHORT_OUTPUTS && short >= 4 { short.min(SHORT_SPLITS) } else { 0 };
     SPLIT_TILES.div_ceil(tiles).min((k / MIN_SPLIT_K).max(short)).max(1)
+}
+
+/// A small f32 product takes the one-dispatch kernel (`shaders/matmul/small.wgsl`) where the
+/// rule would split its K: at most `SHORT_OUTPUTS` outputs, K at most `SMALL_MAX_K`, a read in
+/// vec4s along K and b in vec4s along K or N. Its K is split over the invocations of a
+/// workgroup, so no second kernel adds partial sums (docs/PERFORMANCE.md, run 130).
+const SMALL_MAX_K: usize = 4096;
+/// The one-dispatch kernel's blocks of y, rows x columns: 16 x 16 (16 groups of invocations
+/// along K), or 8 x 16 (32 groups) where 16 x 16 blocks would be fewer than `SMALL_BLOCKS_MIN`
+/// workgroups. On the H200 the LSTM's `[64, 256] x [256, 1024]` took 11.4 us a call in 16 x 16
+/// blocks (256 workgroups) against 13.3 in 8 x 16, its `[64, 1024] x [1024, 256]` 10.9 in 8 x
+/// 16 (128) against 14.1 in 16 x 16 (run 131).
+const SMALL_BLOCKS: [(u32, u32); 2] = [(16, 16), (8, 16)];
+const SMALL_BLOCKS_MIN: usize = 128;
+
+/// Whether a product of `outputs` elements over `k`, loaded as `a` and `b`, that the rule cuts
+/// into `splits` ranges of K runs on the one-dispatch kernel (see `SMALL_MAX_K`).
+/// `LIANDAN_SMALL_MATMUL=0` (read once) leaves every product on the tiled kernel, to compare.
+fn takes_small(outputs: usize, k: usize, a: Load, b: Load, splits: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SMALL_MATMUL").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")));
+    on && splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
+}
+
+/// The one-dispatch kernel of a small f32 product: b's loader (vec4s along K or N), whether a
+/// linear layer's bias is added as y is stored, and the block of y a workgroup computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SmallKey {
+    b: Load,
+    bias: bool,
+    block: (u32, u32),
+}
+
+impl KernelKey for SmallKey {
+    fn source(&self, repr: &Repr) -> String {
+        let b_load = if self.b == Load::K { 0 } else { 1 };
+        let w = Wgsl::new(repr).ty("x", DType::F32).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
+        let epilogue = if self.bias { BIAS } else { NO_BIAS };
+        let parts = [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL];
+        parts.into_iter().fold(w, Wgsl::part).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<SmallKey> {
+        let mut out = Vec::new();
+        if repr.computes(DType::F32) {
+            for b in [Load::K, Load::Outer] {
+                for bias in [false, true] {
+                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { b, bias, block }));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -257,7 +313,8 @@ impl WgpuBackend {
     }
 
     /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
-    /// `FusedOp::MatmulBias`): added as the tiled kernel stores its finished sums, or by a
+    /// `FusedOp::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
+    /// product, `takes_small`) stores its finished sums, or by a
     /// broadcast add after where the tensor cores run the product, K is split or the operands
     /// are packed.
     pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
@@ -316,6 +373,9 @@ impl WgpuBackend {
         };
         let rule = (tm, rule_k.0);
         let (a_load, b_load) = (a.load(2), b.load(1));
+        if dtype == DType::F32 && !coop && takes_small(batch * m * n, k, a_load, b_load, rule.1) {
+            return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, rule_meta);
+        }
         // The bias goes in the kernel's epilogue where it stores finished sums of its own.
         let in_kernel = |splits: usize| bias.is_some() && !coop && !packed && splits == 1;
         let variant = |tm: usize, splits: usize| Variant {
@@ -388,6 +448,36 @@ impl WgpuBackend {
             Some(b) if !in_kernel(splits) => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]),
             _ => Ok(out),
         }
+    }
+}
+
+impl WgpuBackend {
+    /// The one-dispatch kernel's product (see `takes_small`) of `[batch, m, n]` outputs, b
+    /// loaded as `b_load`, with the tiled kernel's meta block (`meta`, whose split it ignores)
+    /// and the bias, if any, added as the sums are stored.
+    fn small_product(
+        &self,
+        lhs: &Strided,
+        rhs: &Strided,
+        bias: Option<&Strided>,
+        [batch, m, n]: [usize; 3],
+        b_load: Load,
+        mut meta: Vec<u32>,
+    ) -> Result<Storage> {
+        let gpu = self.gpu()?;
+        let out = self.output(DType::F32, batch * m * n)?;
+        let blocks = |(bm, bn): (u32, u32)| batch * m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
+        let block = if blocks(SMALL_BLOCKS[0]) >= SMALL_BLOCKS_MIN { SMALL_BLOCKS[0] } else { SMALL_BLOCKS[1] };
+        let kernel = gpu.kernel(SmallKey { b: b_load, bias: bias.is_some(), block })?;
+        let groups = |count: usize| count.clamp(1, 65_535) as u32;
+        let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
+        let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];
+        if let Some(b) = bias {
+            meta.push(u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?);
+            buffers.push(gpu_storage(b).buffer());
+        }
+        gpu.dispatch(&kernel, &meta, &buffers, grid)?;
+        Ok(Arc::new(out) as Storage)
     }
 }
 

@@ -3,7 +3,7 @@
 //! matrices, transposed and batch-broadcast operands, every variant of the vec4 loaders. Skips
 //! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu as _;
+use liandan_backend_wgpu::dispatches_recorded;
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -85,6 +85,58 @@ fn matmul_matches_cpu() {
     check("matmul K = 0", &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), 0.0, 0.0);
     d.synchronize().unwrap();
     assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+/// Small f32 products whose K the tiled kernel would split over workgroups run as one dispatch
+/// (`shaders/matmul/small.wgsl`: K split inside a workgroup): the LSTM's recurrent shapes, b
+/// in vec4s along K (a linear layer's weight) and along N, ragged edges, a batch, a broadcast
+/// batch, a narrowed operand, and a linear layer's bias added as the sums are stored.
+#[test]
+fn small_products_run_in_one_dispatch() {
+    let Some(d) = gpu() else { return };
+    let one = |what: &str, f: &dyn Fn() -> Tensor| {
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let y = f();
+        assert_eq!(dispatches_recorded() - start, 1, "{what}: dispatches");
+        y
+    };
+    // [b, m, k, n], b stored transposed ([n, k], vec4s along K) or not ([k, n], along N).
+    // The LSTM's two (16 x 16 and 8 x 16 blocks), ragged edges in both kinds of block.
+    let cases = [
+        ([1, 64, 256, 1024], true),
+        ([1, 64, 1024, 256], false),
+        ([1, 130, 260, 250], true),
+        ([2, 100, 256, 200], false),
+        ([1, 37, 516, 70], true),
+        ([2, 50, 96, 36], false),
+        ([3, 5, 4096, 12], true),
+        ([1, 1, 300, 8], false),
+    ];
+    for (dims, tb) in cases {
+        let [b, m, k, n] = dims;
+        let (ga, ca) = pair(&d, &[b, m, k], 1, DType::F32);
+        let shape = if tb { [b, n, k] } else { [b, k, n] };
+        let (gb, cb) = pair(&d, &shape, 2, DType::F32);
+        let (gb, cb) = if tb { (gb.transpose(1, 2).unwrap(), cb.transpose(1, 2).unwrap()) } else { (gb, cb) };
+        let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (b transposed: {tb})");
+        let got = one(&what, &|| ga.matmul(&gb).unwrap());
+        check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k as f64).sqrt(), 1e-5);
+    }
+    // A 2-D weight broadcast over a batch, and a narrowed lhs (rows wider than K).
+    let (ga, ca) = pair(&d, &[2, 40, 136], 3, DType::F32);
+    let (ga, ca) = (ga.narrow(2, 4, 128).unwrap(), ca.narrow(2, 4, 128).unwrap());
+    let (gw, cw) = pair(&d, &[24, 128], 4, DType::F32);
+    let got = one("narrowed batch x broadcast weight.t()", &|| ga.matmul(&gw.t().unwrap()).unwrap());
+    check("narrowed batch x broadcast weight.t()", &got, &ca.matmul(&cw.t().unwrap()).unwrap(), 1e-4, 1e-5);
+    // A linear layer with its bias: the bias is added by the same dispatch.
+    let (gx, cx) = pair(&d, &[64, 256], 5, DType::F32);
+    let (gw, cw) = pair(&d, &[10, 256], 6, DType::F32);
+    let (gbias, cbias) = pair(&d, &[10], 7, DType::F32);
+    let got = one("linear 256 -> 10 with a bias", &|| gx.linear(&gw, Some(&gbias)).unwrap());
+    check("linear 256 -> 10 with a bias", &got, &cx.linear(&cw, Some(&cbias)).unwrap(), 1e-4, 1e-5);
+    d.synchronize().unwrap();
+    assert_native(&d, &[DType::F32]);
 }
 
 /// Every reduction of `x` over `dims` (sum) or `dim` (the rest) on both devices.
