@@ -12,7 +12,7 @@ use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
-const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
+pub(crate) const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
 const LSTM: &str = include_str!("shaders/fused_lstm.wgsl");
 const LSTM_CELL: &str = include_str!("shaders/fused_lstm_cell.wgsl");
 const LSTM_CELL_BACKWARD: &str = include_str!("shaders/fused_lstm_cell_backward.wgsl");
@@ -116,6 +116,9 @@ impl WgpuBackend {
         }
         if let FusedOp::MatmulBias = op {
             return self.fused_matmul_bias(inputs);
+        }
+        if let FusedOp::LstmStep = op {
+            return self.fused_lstm_step(inputs);
         }
         if matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)) {
             return self.fused_conv(op, inputs);

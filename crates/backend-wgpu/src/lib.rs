@@ -28,6 +28,7 @@ mod index;
 mod info;
 mod kernels;
 mod launch;
+mod lstm_step;
 mod matmul;
 mod matmul_coop;
 mod packed;
@@ -104,7 +105,7 @@ impl Key {
     /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
     /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
-        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
+        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::LstmStep(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
     }
 }
 
@@ -117,6 +118,7 @@ kernel_families! {
     Window(window::Key),
     Index(index::Key),
     Fused(fused::Key),
+    LstmStep(lstm_step::Key),
     FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
     FusedNorm(fused_norm::Key),

@@ -113,7 +113,7 @@ const BIG_TILES: usize = 192;
 const FEW_TILES: usize = 256;
 const SPLIT_TILES: usize = 512;
 const MIN_SPLIT_K: usize = 256;
-const SHORT_OUTPUTS: usize = 64 * 1024;
+pub(crate) const SHORT_OUTPUTS: usize = 64 * 1024;
 const MIN_SHORT_K: usize = 64;
 const SHORT_SPLITS: usize = 32;
 
@@ -132,7 +132,7 @@ pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
 /// rule would split its K: at most `SHORT_OUTPUTS` outputs, K at most `SMALL_MAX_K`, a read in
 /// vec4s along K and b in vec4s along K or N. Its K is split over the invocations of a
 /// workgroup, so no second kernel adds partial sums (docs/PERFORMANCE.md, run 130).
-const SMALL_MAX_K: usize = 4096;
+pub(crate) const SMALL_MAX_K: usize = 4096;
 /// The one-dispatch kernel's blocks of y, rows x columns: 16 x 16 (16 groups of invocations
 /// along K), or 8 x 16 (32 groups) where 16 x 16 blocks would be fewer than `SMALL_BLOCKS_MIN`
 /// workgroups. On the H200 the LSTM's `[64, 256] x [256, 1024]` took 11.4 us a call in 16 x 16

@@ -75,6 +75,13 @@ pub enum FusedOp {
     /// each), then the forward's second gate term where it had one. Outputs: `dgates` `[N,
     /// 4H]` (the gradient of either gate term) and `dc` `[N, H]`.
     LstmCellBackward,
+    /// An LSTM step with its recurrent product ([`Tensor::lstm_step`]): `h_gates = h
+    /// W_hh^T`, then [`FusedOp::LstmCell`] of the gates `x_gates + h_gates`. Inputs: `x_gates`
+    /// `[N, 4H]`, `h` `[N, H]`, `w_hh` `[4H, H]` (the weight as stored, not transposed), `c`
+    /// `[N, H]`. Outputs: `h_gates` `[N, 4H]`, then one `[2, N, H]` buffer holding `h'` then
+    /// `c'`. Its gradients are the product's and the cell's ([`Tensor::lstm_step`] records
+    /// both, as the composite does).
+    LstmStep,
     /// The pointwise part of a GRU step ([`Tensor::gru_cell`]), gates in PyTorch's order r, z,
     /// n:
     ///
@@ -432,6 +439,7 @@ impl FusedOp {
         match self {
             FusedOp::LstmCell => "lstm_cell",
             FusedOp::LstmCellBackward => "lstm_cell_backward",
+            FusedOp::LstmStep => "lstm_step",
             FusedOp::GruCell => "gru_cell",
             FusedOp::GruCellBackward => "gru_cell_backward",
             FusedOp::Relu => "relu",
@@ -485,7 +493,7 @@ impl FusedOp {
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::MatmulBias => 1,
-            FusedOp::LstmCellBackward => 2,
+            FusedOp::LstmCellBackward | FusedOp::LstmStep => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {
                 self.updates().len()
             }

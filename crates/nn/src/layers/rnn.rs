@@ -7,8 +7,9 @@
 //! Each layer and direction projects the whole input sequence with one matmul
 //! (`[L*N, in] x W_ih^T`), so the time loop only does the `[N, H] x W_hh^T` product and the
 //! elementwise gate arithmetic. Everything is built from differentiable tensor ops, so
-//! backward needs no rule of its own; the gate arithmetic is `Tensor::lstm_cell_sum` (the
-//! LSTM) or `Tensor::gru_cell` (the GRU), each one fused kernel where the device has one.
+//! backward needs no rule of its own; the LSTM's step is `Tensor::lstm_step` (its product
+//! and gate arithmetic, one kernel where the device has one), the GRU's gate arithmetic
+//! `Tensor::gru_cell` (one fused kernel where the device has one).
 
 use liandan_tensor::{autocast_dtype, Device, Tensor};
 
@@ -418,11 +419,12 @@ impl<C: Cell> RnnConfig<C> {
         for t in steps {
             let gx = xp.select(0usize, t)?;
             if let Some(c_prev) = &c {
-                // The gate arithmetic is one op, a single kernel where the device has one,
-                // which adds the recurrent product itself. A zero h contributes nothing: the
-                // first step from no state skips its product.
+                // The recurrent product and the gate arithmetic: one kernel where the device
+                // has one, else the product and one op for the cell, which adds the two gate
+                // terms itself. A zero h contributes nothing: the first step from no state
+                // skips its product.
                 let (h_new, c_new) = match &h {
-                    Some(h) => Tensor::lstm_cell_sum(&gx, &h.matmul(&w_hh_t)?, c_prev)?,
+                    Some(h) => Tensor::lstm_step(&gx, h, &w_hh_t, c_prev)?,
                     None => Tensor::lstm_cell(&gx, c_prev)?,
                 };
                 h = Some(h_new);

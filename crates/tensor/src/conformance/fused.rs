@@ -32,6 +32,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_lstm_step_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::lstm_step_matches_composite(&d)
+            }
+        }
+        #[test]
         fn fused_lstm_cell_grads() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::lstm_cell_grads(&d)
@@ -213,6 +219,8 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
     let inputs = match op {
         FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
         FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
+        // x_gates, h, W_hh, c: H = 8 (a kernel may read h and W_hh's rows in fours).
+        FusedOp::LstmStep => vec![t(&[n, 32], 1), t(&[n, 8], 2), t(&[32, 8], 3), t(&[n, 8], 4)],
         FusedOp::GruCell => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
         FusedOp::GruCellBackward => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
         FusedOp::Relu | FusedOp::Gelu => vec![t(&[n, h], 1)],
@@ -392,6 +400,44 @@ pub fn lstm_cell_matches_composite(d: &Device) {
         Ok(vec![Tensor::stack(&[&h1, &h2], 1usize)?.select(1usize, 1)?])
     };
     check_fused("two chained lstm_cell_sum steps", &inputs, two_steps_sum, 1e-5, 1e-5);
+}
+
+/// `lstm_step` (the recurrent product and the cell, one kernel where the device has one:
+/// [`FusedOp::LstmStep`]) against the product and `lstm_cell_sum`, outputs and the gradients
+/// of `x_gates`, `h`, `W_hh` and `c`: one step at sizes that fill no block and at the zoo
+/// LSTM's, H not a multiple of 4 (the composite either way), f16 and bf16; then three steps
+/// sharing one `W_hh^T` whose gradient the engine gathers into one product, as the LSTM layer
+/// runs them.
+pub fn lstm_step_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+    let step = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (h, c) = Tensor::lstm_step(&x[0], &x[1], &x[2].t()?, &x[3])?;
+        Ok(vec![h, c])
+    };
+    let cases = [(DType::F32, 3, 8), (DType::F32, 21, 36), (DType::F32, 64, 256), (DType::F32, 5, 7), (DType::F16, 6, 12), (DType::BF16, 6, 12)];
+    for (dtype, n, h) in cases {
+        let (atol, rtol) = match dtype {
+            DType::F32 => (1e-5, 1e-5),
+            DType::F16 => (2e-2, 2e-2),
+            _ => (1e-1, 5e-2),
+        };
+        let inputs = [t(&[n, 4 * h], 47, dtype), t(&[n, h], 48, dtype), t(&[4 * h, h], 49, dtype).mul_scalar(0.5).unwrap(), t(&[n, h], 50, dtype)];
+        check_fused(&format!("lstm_step {dtype} N {n} H {h}"), &inputs, step, atol, rtol);
+    }
+    let (n, h) = (4, 12);
+    let three_steps = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+        let w_t = x[2].t()?;
+        let (mut hs, mut c) = (x[1].clone(), x[3].clone());
+        let mut outs = Vec::new();
+        for k in 0..3 {
+            let (h_new, c_new) = Tensor::lstm_step(&x[0].narrow(0usize, k * n, n)?, &hs, &w_t, &c)?;
+            outs.push(h_new.clone());
+            (hs, c) = (h_new, c_new);
+        }
+        Ok(vec![Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?.sum_all()?.add(&c.sum_all()?)?])
+    };
+    let inputs = [t(&[3 * n, 4 * h], 51, DType::F32), t(&[n, h], 52, DType::F32), t(&[4 * h, h], 53, DType::F32), t(&[n, h], 54, DType::F32)];
+    check_fused("three chained lstm_step steps", &inputs, three_steps, 1e-5, 1e-5);
 }
 
 /// The backward rule against finite differences in f64, with fusion on and off.

@@ -44,6 +44,24 @@ impl Tensor {
         lstm_cell_of(&[x_gates, h_gates], c)
     }
 
+    /// [`Tensor::lstm_cell_sum`] of `x_gates` and the recurrent product `h w_hh_t`: one LSTM
+    /// step from the previous output `h`, with `w_hh_t` the recurrent weight transposed
+    /// (`W_hh^T`, `[H, 4H]`). Where the device has a kernel for the whole step
+    /// ([`FusedOp::LstmStep`]) the product and the cell run as one; the graph records the
+    /// product and the cell as the composite does (two nodes over the kernel's two outputs), so
+    /// the gradients, and the engine's gathering of `W_hh`'s gradient over every step that
+    /// shares `w_hh_t`, are the composite's.
+    ///
+    /// # Shapes
+    /// - `x_gates`: `[N, 4H]`; `h`, `c`: `[N, H]`; `w_hh_t`: `[H, 4H]`
+    /// - `h'`, `c'`: `[N, H]`
+    pub fn lstm_step(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+        if let Some(step) = lstm_step_fused(x_gates, h, w_hh_t, c)? {
+            return Ok(step);
+        }
+        Tensor::lstm_cell_sum(x_gates, &h.matmul(w_hh_t)?, c)
+    }
+
     /// The backward rule of [`Tensor::lstm_cell`]: from the gradients of `h'` and `c'` (`[N,
     /// H]`, `None` for one that reached no gradient), the forward's inputs (`gates`, `c`, then
     /// the second gate term of [`Tensor::lstm_cell_sum`]) and its output `out` (`[2, N, H]`),
@@ -156,6 +174,36 @@ impl Tensor {
         let dgh = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre.mul(&r)?], 1usize)?;
         Ok(vec![Some(dgx), Some(dgh), Some(dh_new.mul(&z)?)])
     }
+}
+
+/// [`Tensor::lstm_step`] as one kernel where the device has one ([`FusedOp::LstmStep`]), else
+/// `None` (the caller runs the product and the cell): plain operands only (one float dtype and
+/// device, no autocast, `w_hh_t` a transposed view of a contiguous weight, the shapes right;
+/// anything else goes to the composite, which checks and reports it).
+fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
+    let operands = [x_gates, h, w_hh_t, c];
+    let (n, units) = match h.shape() {
+        &[n, units] => (n, units),
+        _ => return Ok(None),
+    };
+    let shaped = x_gates.shape() == [n, 4 * units] && w_hh_t.shape() == [units, 4 * units] && c.shape() == [n, units] && units > 0;
+    let plain = operands.iter().all(|t| t.dtype() == h.dtype() && t.device() == h.device() && t.dtype().is_float());
+    if !shaped || !plain || crate::autocast::autocast_dtype().is_some() {
+        return Ok(None);
+    }
+    let w_hh = w_hh_t.t()?;
+    let inputs = [x_gates.contiguous()?, h.contiguous()?, w_hh, c.contiguous()?];
+    if !inputs[2].is_contiguous() {
+        return Ok(None);
+    }
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let Some(r) = try_fused(&FusedOp::LstmStep, &refs) else { return Ok(None) };
+    let mut r = r?.into_iter();
+    let (h_gates, out) = (r.next().expect("two outputs, counted by try_fused"), r.next().expect("two outputs"));
+    let (dtype, device) = (h.dtype(), h.device());
+    let product = Tensor::from_op(h_gates, &[n, 4 * units], dtype, device, &[&inputs[1], w_hh_t], || GradFn::Matmul);
+    let out = Tensor::from_op(out, &[2, n, units], dtype, device, &[&inputs[0], &inputs[3], &product], || GradFn::LstmCell);
+    Ok(Some((out.select(0usize, 0)?, out.select(0usize, 1)?)))
 }
 
 /// [`Tensor::lstm_cell`] of the sum of `gates` (one or two terms).

@@ -1,0 +1,68 @@
+//! `FusedOp::LstmStep`: an LSTM step's recurrent product and its cell as one dispatch
+//! (`shaders/lstm_step.wgsl`), for the small steps whose time is latency (the zoo LSTM's `[64,
+//! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, where the
+//! product is one the small-product kernel would take (`matmul::takes_small`'s sizes) and h and
+//! W_hh can be read in vec4s; anything else is answered `None` and the composite runs (the
+//! product, then `FusedOp::LstmCell` with the two gate terms).
+
+use std::sync::Arc;
+
+use liandan_tensor::{DType, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::fused::RNN;
+use crate::kernels::{KernelKey, Wgsl};
+use crate::matmul::{SHORT_OUTPUTS, SMALL_MAX_K};
+use crate::repr::Repr;
+
+const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
+/// Rows and units of the block a workgroup computes (`BM`, `BU` in the shader).
+const BLOCK: (usize, usize) = (8, 8);
+
+/// The one kernel (f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key;
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        Wgsl::new(repr).ty("x", DType::F32).part(RNN).part(LSTM_STEP).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        if repr.computes(DType::F32) {
+            vec![Key]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+impl WgpuBackend {
+    /// Runs `FusedOp::LstmStep` on `x_gates, h, w_hh, c` (see the module docs), or `None`.
+    pub(crate) fn fused_lstm_step(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [xg, h, w, c] = inputs else { return None };
+        let &[n, units] = h.layout.shape() else { return None };
+        let vec4 = |v: &Strided| v.layout.offset().is_multiple_of(4);
+        let fits = inputs.iter().all(|v| v.dtype == DType::F32 && v.layout.is_contiguous()) && self.repr.computes(DType::F32);
+        let small = n * 4 * units <= SHORT_OUTPUTS && units <= SMALL_MAX_K && units.is_multiple_of(4) && vec4(h) && vec4(w);
+        if !fits || !small || n == 0 {
+            return None;
+        }
+        let gpu = match self.fused_gpu(DType::F32, &[n * 4 * units, 2 * n * units], inputs)? {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let meta = [n, units, xg.layout.offset(), h.layout.offset(), w.layout.offset(), c.layout.offset()];
+        let meta = meta.iter().map(|&v| u32::try_from(v).ok()).collect::<Option<Vec<u32>>>()?;
+        Some((|| {
+            let kernel = gpu.kernel(Key)?;
+            let h_gates = self.output(DType::F32, n * 4 * units)?;
+            let out = self.output(DType::F32, 2 * n * units)?;
+            let buffers = [xg, h, w, c].map(|v| gpu_storage(v).buffer());
+            let groups = |count: usize| count.clamp(1, 65_535) as u32;
+            let grid = (groups(units.div_ceil(BLOCK.1)), groups(n.div_ceil(BLOCK.0)), 1);
+            gpu.dispatch(&kernel, &meta, &[buffers[0], buffers[1], buffers[2], buffers[3], h_gates.buffer(), out.buffer()], grid)?;
+            Ok(vec![Arc::new(h_gates) as Storage, Arc::new(out) as Storage])
+        })())
+    }
+}

@@ -1,0 +1,120 @@
+// FusedOp::LstmStep: an LSTM step with its recurrent product, one dispatch. h_gates = h W_hh^T
+// ([N, 4H]), then the cell of x_gates + h_gates as fused_lstm_cell.wgsl computes it: out
+// [2, N, H] = (h', c'). The product is matmul/small.wgsl's, with a block's columns taken as
+// its units' four gates, so that the workgroup that finishes a unit's sums also runs its cell.
+//
+// A workgroup computes BM rows x BU units (all four gates of each): its 256 invocations are G
+// groups of GI, each invocation holding 4 rows x the 4 gates of one unit, group g taking the
+// vec4 steps g, g + G, ... of K = H. The groups' sums meet in workgroup memory; each
+// invocation adds up one (row, unit, gate) sum, stores it to h_gates and keeps it for the
+// cell, which BM x BU invocations then run. Rows and units past the edges read the last one
+// and store nothing.
+//
+// params: [0] N, [1] H (a multiple of 4), then the element offsets of x_gates, h, W_hh and c
+// (h's and W_hh's multiples of 4: they are read in vec4s along H).
+
+@group(0) @binding(1) var<storage, read> xg: array<S_x>;
+@group(0) @binding(2) var<storage, read> h: array<vec4<S_x>>;
+@group(0) @binding(3) var<storage, read> w: array<vec4<S_x>>;
+@group(0) @binding(4) var<storage, read> c: array<S_x>;
+@group(0) @binding(5) var<storage, read_write> hg: array<S_x>;
+@group(0) @binding(6) var<storage, read_write> out: array<S_x>;
+
+const BM: u32 = 8u;
+const BU: u32 = 8u;
+const GI: u32 = (BM / 4u) * BU;
+const G: u32 = 256u / GI;
+
+// sums_[(g * GI + i) * 4 + r]: row r of invocation i's sums in group g, its unit's four gates.
+var<workgroup> sums_: array<vec4<C_x>, 1024>;
+// The block's finished products, rounded to the dtype: [(r * BU + u) * 4 + gate].
+var<workgroup> gates_: array<C_x, 256>;
+
+fn h4(i: u32) -> vec4<C_x> { return vec4<C_x>(h[i / 4u]); }
+fn w4(i: u32) -> vec4<C_x> { return vec4<C_x>(w[i / 4u]); }
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let n_len = params[0];
+    let units = params[1];
+    let g = lid / GI;
+    let i = lid % GI;
+    let mt = (n_len + BM - 1u) / BM;
+    let ut = (units + BU - 1u) / BU;
+    for (var my = wid.y; my < mt; my += nwg.y) {
+        for (var ux = wid.x; ux < ut; ux += nwg.x) {
+            let m0 = my * BM + (i / BU) * 4u;
+            let u = min(ux * BU + i % BU, units - 1u);
+            let ra = vec4<u32>(
+                params[3] + min(m0, n_len - 1u) * units,
+                params[3] + min(m0 + 1u, n_len - 1u) * units,
+                params[3] + min(m0 + 2u, n_len - 1u) * units,
+                params[3] + min(m0 + 3u, n_len - 1u) * units,
+            );
+            // W_hh's rows of the unit's gates i, f, g, o.
+            let rb = vec4<u32>(params[4] + u * units, params[4] + (units + u) * units, params[4] + (2u * units + u) * units, params[4] + (3u * units + u) * units);
+            var s0 = vec4<C_x>();
+            var s1 = vec4<C_x>();
+            var s2 = vec4<C_x>();
+            var s3 = vec4<C_x>();
+            for (var k = g * 4u; k < units; k += G * 4u) {
+                let a0 = h4(ra.x + k);
+                let a1 = h4(ra.y + k);
+                let a2 = h4(ra.z + k);
+                let a3 = h4(ra.w + k);
+                let b0 = w4(rb.x + k);
+                let b1 = w4(rb.y + k);
+                let b2 = w4(rb.z + k);
+                let b3 = w4(rb.w + k);
+                s0 += vec4<C_x>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
+                s1 += vec4<C_x>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
+                s2 += vec4<C_x>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
+                s3 += vec4<C_x>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
+            }
+            let at = (g * GI + i) * 4u;
+            sums_[at] = s0;
+            sums_[at + 1u] = s1;
+            sums_[at + 2u] = s2;
+            sums_[at + 3u] = s3;
+            workgroupBarrier();
+            // (row r, unit uu, gate q) of the block: row r % 4 of invocation (r / 4) * BU + uu.
+            let r = lid / (BU * 4u);
+            let uu = (lid / 4u) % BU;
+            let q = lid % 4u;
+            let held = ((r / 4u) * BU + uu) * 4u + r % 4u;
+            var total = C_x(0);
+            for (var k = 0u; k < G; k++) {
+                total += sums_[k * GI * 4u + held][q];
+            }
+            let m = my * BM + r;
+            let unit = ux * BU + uu;
+            if (m < n_len && unit < units) {
+                hg[m * 4u * units + q * units + unit] = store_x(total);
+            }
+            gates_[lid] = load_x(store_x(total));
+            workgroupBarrier();
+            if (lid < BM * BU) {
+                let cm = my * BM + lid / BU;
+                let cu = ux * BU + lid % BU;
+                if (cm < n_len && cu < units) {
+                    // The gates as the cell's kernel reads x_gates + h_gates, rounded as an add.
+                    let row = params[2] + cm * 4u * units + cu;
+                    let base = lid * 4u;
+                    let pre = vec4<C_x>(
+                        load_x(store_x(load_x(xg[row]) + gates_[base])),
+                        load_x(store_x(load_x(xg[row + units]) + gates_[base + 1u])),
+                        load_x(store_x(load_x(xg[row + 2u * units]) + gates_[base + 2u])),
+                        load_x(store_x(load_x(xg[row + 3u * units]) + gates_[base + 3u])),
+                    );
+                    let a = vec4<f32>(sigmoid_(f32(pre.x)), sigmoid_(f32(pre.y)), tanh_(f32(pre.z)), sigmoid_(f32(pre.w)));
+                    let e = cm * units + cu;
+                    let c_new = a.y * f32(load_x(c[params[5] + e])) + a.x * a.z;
+                    out[e] = store_x(a.w * tanh_(c_new));
+                    out[n_len * units + e] = store_x(c_new);
+                }
+            }
+            // The next block's sums overwrite these.
+            workgroupBarrier();
+        }
+    }
+}
