@@ -1,9 +1,10 @@
 //! `FusedOp::LstmStep`: an LSTM step's recurrent product and its cell as one dispatch
 //! (`shaders/lstm_step.wgsl`), for the small steps whose time is latency (the zoo LSTM's `[64,
-//! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, where the
-//! product is one the small-product kernel would take (`matmul::takes_small`'s sizes) and h and
-//! W_hh can be read in vec4s; anything else is answered `None` and the composite runs (the
-//! product, then `FusedOp::LstmCell` with the two gate terms).
+//! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, f16 and
+//! bf16 (summed in f32), where the product is one the small-product kernel would take
+//! (`matmul::takes_small`'s sizes) and h and W_hh can be read in vec4s; anything else is
+//! answered `None` and the composite runs (the product, then `FusedOp::LstmCell` with the two
+//! gate terms).
 
 use std::sync::Arc;
 
@@ -19,21 +20,21 @@ const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
 /// Rows and units of the block a workgroup computes (`BM`, `BU` in the shader).
 const BLOCK: (usize, usize) = (8, 8);
 
-/// The one kernel (f32).
+/// The kernel of one dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Key;
+pub(crate) struct Key {
+    dtype: DType,
+}
+
+const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).ty("x", DType::F32).part(RNN).part(LSTM_STEP).build()
+        Wgsl::new(repr).ty("x", self.dtype).part(RNN).part(LSTM_STEP).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        if repr.computes(DType::F32) {
-            vec![Key]
-        } else {
-            Vec::new()
-        }
+        DTYPES.into_iter().filter(|&dtype| repr.computes(dtype)).map(|dtype| Key { dtype }).collect()
     }
 }
 
@@ -43,21 +44,22 @@ impl WgpuBackend {
         let [xg, h, w, c] = inputs else { return None };
         let &[n, units] = h.layout.shape() else { return None };
         let vec4 = |v: &Strided| v.layout.offset().is_multiple_of(4);
-        let fits = inputs.iter().all(|v| v.dtype == DType::F32 && v.layout.is_contiguous()) && self.repr.computes(DType::F32);
+        let dtype = h.dtype;
+        let fits = inputs.iter().all(|v| v.dtype == dtype && v.layout.is_contiguous()) && DTYPES.contains(&dtype) && self.repr.computes(dtype);
         let small = n * 4 * units <= SHORT_OUTPUTS && units <= SMALL_MAX_K && units.is_multiple_of(4) && vec4(h) && vec4(w);
         if !fits || !small || n == 0 {
             return None;
         }
-        let gpu = match self.fused_gpu(DType::F32, &[n * 4 * units, 2 * n * units], inputs)? {
+        let gpu = match self.fused_gpu(dtype, &[n * 4 * units, 2 * n * units], inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
         let meta = [n, units, xg.layout.offset(), h.layout.offset(), w.layout.offset(), c.layout.offset()];
         let meta = meta.iter().map(|&v| u32::try_from(v).ok()).collect::<Option<Vec<u32>>>()?;
         Some((|| {
-            let kernel = gpu.kernel(Key)?;
-            let h_gates = self.output(DType::F32, n * 4 * units)?;
-            let out = self.output(DType::F32, 2 * n * units)?;
+            let kernel = gpu.kernel(Key { dtype })?;
+            let h_gates = self.output(dtype, n * 4 * units)?;
+            let out = self.output(dtype, 2 * n * units)?;
             let buffers = [xg, h, w, c].map(|v| gpu_storage(v).buffer());
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(units.div_ceil(BLOCK.1)), groups(n.div_ceil(BLOCK.0)), 1);

@@ -6,8 +6,9 @@
 //! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
 //! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
 //! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
-//! A small f32 product whose K the tiled kernel would split over workgroups runs instead as one
-//! dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`, `takes_small`).
+//! A small f32 or f16 product whose K the tiled kernel would split over workgroups runs instead
+//! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`,
+//! `takes_small`).
 
 use std::sync::Arc;
 
@@ -128,10 +129,11 @@ pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
     SPLIT_TILES.div_ceil(tiles).min((k / MIN_SPLIT_K).max(short)).max(1)
 }
 
-/// A small f32 product takes the one-dispatch kernel (`shaders/matmul/small.wgsl`) where the
-/// rule would split its K: at most `SHORT_OUTPUTS` outputs, K at most `SMALL_MAX_K`, a read in
-/// vec4s along K and b in vec4s along K or N. Its K is split over the invocations of a
-/// workgroup, so no second kernel adds partial sums (docs/PERFORMANCE.md, run 130).
+/// A small f32 or f16 product takes the one-dispatch kernel (`shaders/matmul/small.wgsl`)
+/// where the tiled kernel would split its K: at most `SHORT_OUTPUTS` outputs, K at most
+/// `SMALL_MAX_K`, a read in vec4s along K and b in vec4s along K or N. Its K is split over the
+/// invocations of a workgroup, so no second kernel adds partial sums (docs/PERFORMANCE.md,
+/// runs 130-133).
 pub(crate) const SMALL_MAX_K: usize = 4096;
 /// The one-dispatch kernel's blocks of y, rows x columns: 16 x 16 (16 groups of invocations
 /// along K), or 8 x 16 (32 groups) where 16 x 16 blocks would be fewer than `SMALL_BLOCKS_MIN`
@@ -150,19 +152,25 @@ fn takes_small(outputs: usize, k: usize, a: Load, b: Load, splits: usize) -> boo
     on && splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
 }
 
-/// The one-dispatch kernel of a small f32 product: b's loader (vec4s along K or N), whether a
-/// linear layer's bias is added as y is stored, and the block of y a workgroup computes.
+/// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32),
+/// b's loader (vec4s along K or N), whether a linear layer's bias is added as y is stored, and
+/// the block of y a workgroup computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SmallKey {
+    dtype: DType,
     b: Load,
     bias: bool,
     block: (u32, u32),
 }
 
+/// The dtypes of the one-dispatch kernel: f64 stays on the tiled kernel, and bf16, packed two
+/// to a word at rest (`packed.rs`), on the tiled kernel's packed loaders.
+const SMALL_DTYPES: [DType; 2] = [DType::F32, DType::F16];
+
 impl KernelKey for SmallKey {
     fn source(&self, repr: &Repr) -> String {
         let b_load = if self.b == Load::K { 0 } else { 1 };
-        let w = Wgsl::new(repr).ty("x", DType::F32).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
+        let w = Wgsl::new(repr).ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
         let epilogue = if self.bias { BIAS } else { NO_BIAS };
         let parts = [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL];
         parts.into_iter().fold(w, Wgsl::part).build()
@@ -170,10 +178,10 @@ impl KernelKey for SmallKey {
 
     fn all(repr: &Repr) -> Vec<SmallKey> {
         let mut out = Vec::new();
-        if repr.computes(DType::F32) {
+        for dtype in SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)) {
             for b in [Load::K, Load::Outer] {
                 for bias in [false, true] {
-                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { b, bias, block }));
+                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, b, bias, block }));
                 }
             }
         }
@@ -366,16 +374,22 @@ impl WgpuBackend {
             let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
             words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
         };
+        let (a_load, b_load) = (a.load(2), b.load(1));
+        // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
+        // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
+        // f16 products took 22.8-23.6 us a call on them, run 111).
+        let tiled_splits = k_splits((m.div_ceil(64) * n.div_ceil(64) * batch).max(1), k, batch * m * n);
+        if SMALL_DTYPES.contains(&dtype) && !packed && self.repr.computes(dtype) && takes_small(batch * m * n, k, a_load, b_load, tiled_splits) {
+            if let Some(meta) = meta(cut_k(1)) {
+                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, meta);
+            }
+        }
         let rule_k = cut_k(k_splits(tiles, k, batch * m * n));
         let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
         };
         let rule = (tm, rule_k.0);
-        let (a_load, b_load) = (a.load(2), b.load(1));
-        if dtype == DType::F32 && !coop && takes_small(batch * m * n, k, a_load, b_load, rule.1) {
-            return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, rule_meta);
-        }
         // The bias goes in the kernel's epilogue where it stores finished sums of its own.
         let in_kernel = |splits: usize| bias.is_some() && !coop && !packed && splits == 1;
         let variant = |tm: usize, splits: usize| Variant {
@@ -465,10 +479,11 @@ impl WgpuBackend {
         mut meta: Vec<u32>,
     ) -> Result<Storage> {
         let gpu = self.gpu()?;
-        let out = self.output(DType::F32, batch * m * n)?;
+        let dtype = lhs.dtype;
+        let out = self.output(dtype, batch * m * n)?;
         let blocks = |(bm, bn): (u32, u32)| batch * m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
         let block = if blocks(SMALL_BLOCKS[0]) >= SMALL_BLOCKS_MIN { SMALL_BLOCKS[0] } else { SMALL_BLOCKS[1] };
-        let kernel = gpu.kernel(SmallKey { b: b_load, bias: bias.is_some(), block })?;
+        let kernel = gpu.kernel(SmallKey { dtype, b: b_load, bias: bias.is_some(), block })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
         let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];

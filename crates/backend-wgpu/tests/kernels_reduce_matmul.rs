@@ -87,10 +87,10 @@ fn matmul_matches_cpu() {
     assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
 }
 
-/// Small f32 products whose K the tiled kernel would split over workgroups run as one dispatch
+/// Small products whose K the tiled kernel would split over workgroups run as one dispatch
 /// (`shaders/matmul/small.wgsl`: K split inside a workgroup): the LSTM's recurrent shapes, b
 /// in vec4s along K (a linear layer's weight) and along N, ragged edges, a batch, a broadcast
-/// batch, a narrowed operand, and a linear layer's bias added as the sums are stored.
+/// batch, a narrowed operand, and a linear layer's bias added as the sums are stored; f16 too.
 #[test]
 fn small_products_run_in_one_dispatch() {
     let Some(d) = gpu() else { return };
@@ -123,6 +123,20 @@ fn small_products_run_in_one_dispatch() {
         let got = one(&what, &|| ga.matmul(&gb).unwrap());
         check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k as f64).sqrt(), 1e-5);
     }
+    // f16 (summed in f32; on tensor cores, where the device has them, these would have gone
+    // there), both loaders and both blocks.
+    for dtype in [DType::F16] {
+        for (dims, tb) in [([1, 64, 256, 1024], true), ([1, 64, 1024, 256], false), ([2, 37, 516, 70], true)] {
+            let [b, m, k, n] = dims;
+            let (ga, ca) = pair(&d, &[b, m, k], 8, dtype);
+            let shape = if tb { [b, n, k] } else { [b, k, n] };
+            let (gb, cb) = pair(&d, &shape, 9, dtype);
+            let (gb, cb) = if tb { (gb.transpose(1, 2).unwrap(), cb.transpose(1, 2).unwrap()) } else { (gb, cb) };
+            let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] {dtype} (b transposed: {tb})");
+            let got = one(&what, &|| ga.matmul(&gb).unwrap());
+            check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-2 * (k as f64).sqrt(), 1e-2);
+        }
+    }
     // A 2-D weight broadcast over a batch, and a narrowed lhs (rows wider than K).
     let (ga, ca) = pair(&d, &[2, 40, 136], 3, DType::F32);
     let (ga, ca) = (ga.narrow(2, 4, 128).unwrap(), ca.narrow(2, 4, 128).unwrap());
@@ -136,7 +150,7 @@ fn small_products_run_in_one_dispatch() {
     let got = one("linear 256 -> 10 with a bias", &|| gx.linear(&gw, Some(&gbias)).unwrap());
     check("linear 256 -> 10 with a bias", &got, &cx.linear(&cw, Some(&cbias)).unwrap(), 1e-4, 1e-5);
     d.synchronize().unwrap();
-    assert_native(&d, &[DType::F32]);
+    assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
 }
 
 /// Every reduction of `x` over `dims` (sum) or `dim` (the rest) on both devices.

@@ -178,7 +178,7 @@ impl Tensor {
 
 /// [`Tensor::lstm_step`] as one kernel where the device has one ([`FusedOp::LstmStep`]), else
 /// `None` (the caller runs the product and the cell): plain operands only (one float dtype and
-/// device, no autocast, `w_hh_t` a transposed view of a contiguous weight, the shapes right;
+/// device, nothing autocast would cast, `w_hh_t` a transposed view of a contiguous weight, the shapes right;
 /// anything else goes to the composite, which checks and reports it).
 fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
     let operands = [x_gates, h, w_hh_t, c];
@@ -188,7 +188,10 @@ fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) ->
     };
     let shaped = x_gates.shape() == [n, 4 * units] && w_hh_t.shape() == [units, 4 * units] && c.shape() == [n, units] && units > 0;
     let plain = operands.iter().all(|t| t.dtype() == h.dtype() && t.device() == h.device() && t.dtype().is_float());
-    if !shaped || !plain || crate::autocast::autocast_dtype().is_some() {
+    // Under autocast only operands already of its type (the LSTM layer's recurrence there),
+    // for which the composite casts nothing either.
+    let cast_free = crate::autocast::autocast_dtype().is_none_or(|low| low == h.dtype());
+    if !shaped || !plain || !cast_free {
         return Ok(None);
     }
     let w_hh = w_hh_t.t()?;
