@@ -13,7 +13,7 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::fused::RNN;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{SHORT_OUTPUTS, SMALL_MAX_K};
+use crate::matmul::{SHORT_OUTPUTS, SMALL_MAX_K, SMALL_SUMS};
 use crate::repr::Repr;
 
 const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
@@ -30,7 +30,7 @@ const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).ty("x", self.dtype).part(RNN).part(LSTM_STEP).build()
+        Wgsl::new(repr).ty("x", self.dtype).part(RNN).part(SMALL_SUMS).part(LSTM_STEP).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

@@ -31,6 +31,8 @@ pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
 pub(crate) const TILE: &str = include_str!("shaders/matmul/tile.wgsl");
 pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
 const SMALL: &str = include_str!("shaders/matmul/small.wgsl");
+/// The small products' sums (shared with the LSTM step's kernel).
+pub(crate) const SMALL_SUMS: &str = include_str!("shaders/matmul/small_sums.wgsl");
 
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
@@ -172,7 +174,8 @@ impl KernelKey for SmallKey {
         let b_load = if self.b == Load::K { 0 } else { 1 };
         let w = Wgsl::new(repr).ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
         let epilogue = if self.bias { BIAS } else { NO_BIAS };
-        let parts = [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL];
+        let parts =
+            [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 

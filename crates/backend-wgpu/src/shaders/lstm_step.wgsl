@@ -1,7 +1,8 @@
 // FusedOp::LstmStep: an LSTM step with its recurrent product, one dispatch. h_gates = h W_hh^T
 // ([N, 4H]), then the cell of x_gates + h_gates as fused_lstm_cell.wgsl computes it: out
-// [2, N, H] = (h', c'). The product is matmul/small.wgsl's, with a block's columns taken as
-// its units' four gates, so that the workgroup that finishes a unit's sums also runs its cell.
+// [2, N, H] = (h', c'). The product is matmul/small.wgsl's (its sums' loop is
+// matmul/small_sums.wgsl's), with a block's columns taken as its units' four gates, so that
+// the workgroup that finishes a unit's sums also runs its cell.
 //
 // A workgroup computes BM rows x BU units (all four gates of each): its 256 invocations are G
 // groups of GI, each invocation holding 4 rows x the 4 gates of one unit, group g taking the
@@ -30,8 +31,9 @@ var<workgroup> sums_: array<vec4<C_x>, 1024>;
 // The block's finished products, rounded to the dtype: [(r * BU + u) * 4 + gate].
 var<workgroup> gates_: array<C_x, 256>;
 
-fn h4(i: u32) -> vec4<C_x> { return vec4<C_x>(h[i / 4u]); }
-fn w4(i: u32) -> vec4<C_x> { return vec4<C_x>(w[i / 4u]); }
+// matmul/small_sums.wgsl's operands: a = h, b = W_hh (its [4H, H] rows the [N, K] view).
+fn fetch_a4(i: u32) -> vec4<C_x> { return vec4<C_x>(h[i / 4u]); }
+fn fetch_b4(i: u32) -> vec4<C_x> { return vec4<C_x>(w[i / 4u]); }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -53,29 +55,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             );
             // W_hh's rows of the unit's gates i, f, g, o.
             let rb = vec4<u32>(params[4] + u * units, params[4] + (units + u) * units, params[4] + (2u * units + u) * units, params[4] + (3u * units + u) * units);
-            var s0 = vec4<C_x>();
-            var s1 = vec4<C_x>();
-            var s2 = vec4<C_x>();
-            var s3 = vec4<C_x>();
-            for (var k = g * 4u; k < units; k += G * 4u) {
-                let a0 = h4(ra.x + k);
-                let a1 = h4(ra.y + k);
-                let a2 = h4(ra.z + k);
-                let a3 = h4(ra.w + k);
-                let b0 = w4(rb.x + k);
-                let b1 = w4(rb.y + k);
-                let b2 = w4(rb.z + k);
-                let b3 = w4(rb.w + k);
-                s0 += vec4<C_x>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-                s1 += vec4<C_x>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-                s2 += vec4<C_x>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-                s3 += vec4<C_x>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
-            }
+            let s = sums_k(ra, rb, g, units);
             let at = (g * GI + i) * 4u;
-            sums_[at] = s0;
-            sums_[at + 1u] = s1;
-            sums_[at + 2u] = s2;
-            sums_[at + 3u] = s3;
+            sums_[at] = s.r0;
+            sums_[at + 1u] = s.r1;
+            sums_[at + 2u] = s.r2;
+            sums_[at + 3u] = s.r3;
             workgroupBarrier();
             // (row r, unit uu, gate q) of the block: row r % 4 of invocation (r / 4) * BU + uu.
             let r = lid / (BU * 4u);

@@ -18,7 +18,8 @@
 // params as matmul.wgsl's: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at
 // [4..8]; b's over B, K, N and offset at [8..12]; [16] the bias's offset with matmul/bias.wgsl.
 // The including shader provides fetch_a4 / fetch_b4 (matmul/read_a4.wgsl, read_b4.wgsl),
-// store_y (matmul/write.wgsl) and epilogue (matmul/no_bias.wgsl or bias.wgsl).
+// store_y (matmul/write.wgsl), epilogue (matmul/no_bias.wgsl or bias.wgsl) and the sums'
+// loops (matmul/small_sums.wgsl).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -54,10 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     abase + min(m0 + 2u, m_len - 1u) * params[5],
                     abase + min(m0 + 3u, m_len - 1u) * params[5],
                 );
-                var s0 = vec4<C_x>();
-                var s1 = vec4<C_x>();
-                var s2 = vec4<C_x>();
-                var s3 = vec4<C_x>();
+                var s: Sums4;
                 if (B_LOAD == LOAD_K) {
                     let rb = vec4<u32>(
                         bbase + min(n0, n_len - 1u) * params[10],
@@ -65,44 +63,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                         bbase + min(n0 + 2u, n_len - 1u) * params[10],
                         bbase + min(n0 + 3u, n_len - 1u) * params[10],
                     );
-                    for (var k = g * 4u; k < k_len; k += G * 4u) {
-                        let a0 = fetch_a4(ra.x + k);
-                        let a1 = fetch_a4(ra.y + k);
-                        let a2 = fetch_a4(ra.z + k);
-                        let a3 = fetch_a4(ra.w + k);
-                        let b0 = fetch_b4(rb.x + k);
-                        let b1 = fetch_b4(rb.y + k);
-                        let b2 = fetch_b4(rb.z + k);
-                        let b3 = fetch_b4(rb.w + k);
-                        s0 += vec4<C_x>(dot(a0, b0), dot(a0, b1), dot(a0, b2), dot(a0, b3));
-                        s1 += vec4<C_x>(dot(a1, b0), dot(a1, b1), dot(a1, b2), dot(a1, b3));
-                        s2 += vec4<C_x>(dot(a2, b0), dot(a2, b1), dot(a2, b2), dot(a2, b3));
-                        s3 += vec4<C_x>(dot(a3, b0), dot(a3, b1), dot(a3, b2), dot(a3, b3));
-                    }
+                    s = sums_k(ra, rb, g, k_len);
                 } else {
                     // Four columns in one vec4 (N a multiple of 4); a block past the edge reads
                     // the first columns.
-                    let cb = bbase + select(0u, n0, n0 < n_len);
-                    for (var k = g * 4u; k < k_len; k += G * 4u) {
-                        let a0 = fetch_a4(ra.x + k);
-                        let a1 = fetch_a4(ra.y + k);
-                        let a2 = fetch_a4(ra.z + k);
-                        let a3 = fetch_a4(ra.w + k);
-                        let b0 = fetch_b4(cb + k * params[9]);
-                        let b1 = fetch_b4(cb + (k + 1u) * params[9]);
-                        let b2 = fetch_b4(cb + (k + 2u) * params[9]);
-                        let b3 = fetch_b4(cb + (k + 3u) * params[9]);
-                        s0 += a0.x * b0 + a0.y * b1 + a0.z * b2 + a0.w * b3;
-                        s1 += a1.x * b0 + a1.y * b1 + a1.z * b2 + a1.w * b3;
-                        s2 += a2.x * b0 + a2.y * b1 + a2.z * b2 + a2.w * b3;
-                        s3 += a3.x * b0 + a3.y * b1 + a3.z * b2 + a3.w * b3;
-                    }
+                    s = sums_n(ra, bbase + select(0u, n0, n0 < n_len), params[9], g, k_len);
                 }
                 let at = (g * GI + i) * 4u;
-                sums_[at] = s0;
-                sums_[at + 1u] = s1;
-                sums_[at + 2u] = s2;
-                sums_[at + 3u] = s3;
+                sums_[at] = s.r0;
+                sums_[at + 1u] = s.r1;
+                sums_[at + 2u] = s.r2;
+                sums_[at + 3u] = s.r3;
                 workgroupBarrier();
                 // Element (r, c) of the block: row r % 4 of invocation (r / 4) * BN / 4 + c / 4,
                 // lane c % 4.
