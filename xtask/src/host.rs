@@ -9,9 +9,10 @@
 //! (lavapipe) the kernels run on the same CPU, so only these rows separate our encode cost
 //! from execution there. The "sync" rows time a whole wait, execution included.
 //!
-//! Keep `--ops` under the recorder's batch (512 dispatches): lavapipe runs a submitted batch
-//! inside `vkQueueSubmit`, on the calling thread, so a submit in the timed span would count the
-//! batch's execution. Each sample starts from an idle device with an empty batch.
+//! On lavapipe run it with `LIANDAN_WGPU_FIRST_BATCH=512` and keep `--ops` under that batch:
+//! lavapipe runs a submitted batch inside `vkQueueSubmit`, on the calling thread, so a submit
+//! in the timed span would count the batch's execution, and the recorder's first batch after a
+//! wait is otherwise 16 dispatches. Each sample starts from an idle device with an empty batch.
 
 use std::time::Instant;
 

@@ -178,8 +178,8 @@ impl Tensor {
 
 /// [`Tensor::lstm_step`] as one kernel where the device has one ([`FusedOp::LstmStep`]), else
 /// `None` (the caller runs the product and the cell): plain operands only (one float dtype and
-/// device, nothing autocast would cast, `w_hh_t` a transposed view of a contiguous weight, the shapes right;
-/// anything else goes to the composite, which checks and reports it).
+/// device, nothing autocast would cast, `w_hh_t` a transposed view of a contiguous weight, the
+/// shapes right; anything else goes to the composite, which checks and reports it).
 fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
     let operands = [x_gates, h, w_hh_t, c];
     let (n, units) = match h.shape() {
