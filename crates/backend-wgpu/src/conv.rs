@@ -53,8 +53,11 @@ use crate::storage::WgpuStorage;
 use crate::tune::Shape;
 
 mod cut;
+mod winograd;
 use cut::cut;
 pub use cut::{with_conv_cut, ConvCut};
+pub use winograd::with_conv_winograd;
+pub(crate) use winograd::Key as WinogradKey;
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
 const TAPS: &str = include_str!("shaders/conv/taps.wgsl");
@@ -604,6 +607,13 @@ impl WgpuBackend {
         {
             return None;
         }
+        // Winograd where the rule (or the setting) wants it and the tensor cores would not run
+        // the pass.
+        if winograd::wanted(&geom, dtype, inputs) && tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
+            if let Some(done) = self.conv_winograd(pass, &geom, inputs) {
+                return Some(done);
+            }
+        }
         Some(match pass {
             Pass::Input => self.conv_input(&geom, dtype, inputs),
             _ => self.conv_pass(&plan, &geom, dtype, inputs),
@@ -918,7 +928,7 @@ fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
 
 /// The buffer of a storage this backend made.
 fn wgpu_buffer(s: &Storage) -> &wgpu::Buffer {
-    s.as_any().downcast_ref::<WgpuStorage>().expect("the copy kernel returns this backend's storage").buffer()
+    s.as_any().downcast_ref::<WgpuStorage>().expect("this backend's kernels return its own storage").buffer()
 }
 
 #[cfg(test)]

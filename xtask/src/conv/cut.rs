@@ -12,7 +12,7 @@ use super::{Layer, LAYERS};
 /// Passes run back to back per timed sample, so one synchronize does not dominate a small one.
 const PER_SAMPLE: usize = 5;
 /// The splits of K the sweep tries for each tile.
-const SWEEP_SPLITS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+const SWEEP_SPLITS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// A layer's geometry at `batch`, as resnet18 pads it (k / 2).
 fn geometry(l: &Layer, batch: usize) -> ConvGeometry {

@@ -1,0 +1,86 @@
+//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd (`conv/winograd.rs`): the
+//! forward, the input gradient and the weight gradient against the CPU's direct f32
+//! convolution, within a bound scaled by the sum of |x| |w| of each output (the transforms add
+//! and halve; their rounding stays a small multiple of the direct sum's), and unlike the
+//! implicit GEMM of the same pass in the last bits somewhere (so the Winograd kernels ran).
+//! Cases: odd heights and widths (a last tile row or column half outside), one pixel, channel
+//! counts off 4, several images, x and w at an offset in their buffers. Skips without an
+//! adapter unless `LIANDAN_REQUIRE_GPU` is set.
+
+use liandan_backend_wgpu::with_conv_winograd;
+use liandan_tensor::{DType, Device, Tensor};
+
+mod common;
+use common::gpu;
+
+/// `(y, dx, dw)` of `sum(conv(x, w) * g)`.
+fn passes(x: &Tensor, w: &Tensor, g: &Tensor) -> [Tensor; 3] {
+    let (x, w) = (x.detach(), w.detach());
+    x.set_requires_grad(true).unwrap();
+    w.set_requires_grad(true).unwrap();
+    let y = x.conv2d(&w, None, (1, 1), (1, 1), (1, 1), 1).unwrap();
+    y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
+    [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
+}
+
+/// Checks one case; returns, per pass (forward, input gradient, weight gradient), whether
+/// Winograd's result differs anywhere from the implicit GEMM's.
+fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
+    let cpu = Device::cpu();
+    let [n, c, h, w] = x_shape;
+    let seed = (c * 17 + o * 3 + h * 5 + w) as u64;
+    // x and w live one image (one kernel) into larger tensors: views at an offset.
+    let xb = Tensor::randn(&[n + 1, c, h, w], seed, DType::F32, &cpu).unwrap();
+    let wb = Tensor::randn(&[o + 1, c, 3, 3], seed + 1, DType::F32, &cpu).unwrap().mul_scalar(0.2).unwrap();
+    let g = Tensor::randn(&[n, o, h, w], seed + 2, DType::F32, &cpu).unwrap();
+    let (cx, cw) = (xb.narrow(0, 1, n).unwrap(), wb.narrow(0, 1, o).unwrap());
+    let want = passes(&cx, &cw, &g);
+    let abs = |t: &Tensor| t.abs().unwrap();
+    let bound = passes(&abs(&cx.contiguous().unwrap()), &abs(&cw.contiguous().unwrap()), &abs(&g));
+    let on = |t: &Tensor| t.to_device(d).unwrap();
+    let (gx, gw, gg) = (on(&xb).narrow(0, 1, n).unwrap(), on(&wb).narrow(0, 1, o).unwrap(), on(&g));
+    let got = with_conv_winograd(true, || passes(&gx, &gw, &gg));
+    let direct = with_conv_winograd(false, || passes(&gx, &gw, &gg));
+    let what = format!("winograd conv2d x {x_shape:?}, {o} outputs");
+    // Products summed: the forward's c * 9, the input gradient's o * 9, the weight
+    // gradient's n * h * w, plus the transforms'.
+    let k = [c * 9 + 16, o * 9 + 16, n * h * w + 16];
+    let mut differs = [false; 3];
+    for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
+        let (got, want, bound, direct) = (&got[i], &want[i], &bound[i], &direct[i]);
+        assert_eq!(got.shape(), want.shape(), "{what}: {pass}: shape");
+        let tol = 16.0 * f32::EPSILON as f64 * k[i] as f64;
+        let (got, want, bound, direct) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap(), bound.to_vec_f64().unwrap(), direct.to_vec_f64().unwrap());
+        for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
+            assert!((g - w).abs() <= tol * b, "{what}: {pass}: element {e}: got {g}, want {w} (|x||w| summed: {b})");
+        }
+        differs[i] = got != direct;
+    }
+    differs
+}
+
+#[test]
+fn winograd_conv_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    let cases = [
+        // Odd sizes: the last tile row and column half outside the image.
+        ([2, 5, 7, 9], 3),
+        ([1, 3, 1, 1], 2),
+        ([3, 16, 8, 8], 8),
+        ([2, 9, 5, 4], 20),
+        ([1, 32, 6, 3], 33),
+    ];
+    let mut differs = [false; 3];
+    for (x, o) in cases {
+        for (any, this) in differs.iter_mut().zip(case(&d, x, o)) {
+            *any |= this;
+        }
+    }
+    assert_eq!(
+        differs, [true; 3],
+        "Winograd's results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did it run?"
+    );
+    for (what, _) in d.fallback_report() {
+        assert!(!what.contains("conv"), "{what} ran on the CPU");
+    }
+}
