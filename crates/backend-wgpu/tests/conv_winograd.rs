@@ -1,11 +1,11 @@
-//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd (`conv/winograd.rs`): the
-//! forward, the input gradient and the weight gradient against the CPU's direct f32
-//! convolution, within a bound scaled by the sum of |x| |w| of each output (the transforms add
-//! and halve; their rounding stays a small multiple of the direct sum's), and unlike the
-//! implicit GEMM of the same pass in the last bits somewhere (so the Winograd kernels ran).
-//! Cases: odd heights and widths (a last tile row or column half outside), one pixel, channel
-//! counts off 4, several images, x and w at an offset in their buffers. Skips without an
-//! adapter unless `LIANDAN_REQUIRE_GPU` is set.
+//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd F(4x4, 3x3) (`conv/winograd.rs`):
+//! the forward, the input gradient and the weight gradient against the CPU's direct f32
+//! convolution, within 32 f32 epsilons times the terms summed times the sum of |x||w| of each
+//! output (the transforms' coefficients reach 8 and 1/24; on lavapipe the worst case used 1.2
+//! of the 32), and unlike the implicit GEMM of the same pass in the last bits somewhere (so the
+//! Winograd kernels ran). Cases: heights and widths off the 4 x 4 tile (a last tile row or
+//! column partly outside), one pixel, channel counts off 4, several images, x and w at an
+//! offset in their buffers. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
 use liandan_backend_wgpu::with_conv_winograd;
 use liandan_tensor::{DType, Device, Tensor};
@@ -42,14 +42,14 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
     let got = with_conv_winograd(true, || passes(&gx, &gw, &gg));
     let direct = with_conv_winograd(false, || passes(&gx, &gw, &gg));
     let what = format!("winograd conv2d x {x_shape:?}, {o} outputs");
-    // Products summed: the forward's c * 9, the input gradient's o * 9, the weight
-    // gradient's n * h * w, plus the transforms'.
-    let k = [c * 9 + 16, o * 9 + 16, n * h * w + 16];
+    // Terms summed: the forward's c * 9, the input gradient's o * 9, the weight gradient's
+    // n * h * w, plus the transforms' 36.
+    let k = [c * 9 + 36, o * 9 + 36, n * h * w + 36];
     let mut differs = [false; 3];
     for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
         let (got, want, bound, direct) = (&got[i], &want[i], &bound[i], &direct[i]);
         assert_eq!(got.shape(), want.shape(), "{what}: {pass}: shape");
-        let tol = 16.0 * f32::EPSILON as f64 * k[i] as f64;
+        let tol = 32.0 * f32::EPSILON as f64 * k[i] as f64;
         let (got, want, bound, direct) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap(), bound.to_vec_f64().unwrap(), direct.to_vec_f64().unwrap());
         for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
             assert!((g - w).abs() <= tol * b, "{what}: {pass}: element {e}: got {g}, want {w} (|x||w| summed: {b})");
@@ -63,7 +63,7 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
 fn winograd_conv_matches_cpu() {
     let Some(d) = gpu() else { return };
     let cases = [
-        // Odd sizes: the last tile row and column half outside the image.
+        // Sizes off the tile: the last tile row and column partly outside the image.
         ([2, 5, 7, 9], 3),
         ([1, 3, 1, 1], 2),
         ([3, 16, 8, 8], 8),
@@ -76,10 +76,8 @@ fn winograd_conv_matches_cpu() {
             *any |= this;
         }
     }
-    assert_eq!(
-        differs, [true; 3],
-        "Winograd's results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did it run?"
-    );
+    let why = "the results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did Winograd run?";
+    assert_eq!(differs, [true; 3], "{why}");
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
     }

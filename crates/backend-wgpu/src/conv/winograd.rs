@@ -1,28 +1,32 @@
-//! Winograd F(2x2, 3x3) (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1,
-//! padding 1, no dilation and one group. The forward: each 2 x 2 tile of the output is 16
-//! products of a transformed 4 x 4 input patch with a transformed kernel, where the direct
-//! convolution takes 36, so the 16 batched products (`[M, K] x [K, P]`, one per point of the
-//! 4 x 4 transform, P the tiles) do 2.25x fewer multiply-adds than the implicit GEMM. Four
+//! Winograd F(4x4, 3x3) (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1,
+//! padding 1, no dilation and one group. The forward: each 4 x 4 tile of the output is 36
+//! products of a transformed 6 x 6 input patch with a transformed kernel, where the direct
+//! convolution takes 144, so the 36 batched products (`[M, K] x [K, P]`, one per point of the
+//! 6 x 6 transform, P the tiles) do 4x fewer multiply-adds than the implicit GEMM. Four
 //! dispatches: the kernels' transform (`shaders/conv/winograd/weight.wgsl`), the patches'
-//! (`input.wgsl`), the batched product (the ordinary matmul), the outputs' (`output.wgsl`).
+//! (`input.wgsl`), the batched product (the ordinary matmul), the outputs' (`output.wgsl`);
+//! the transforms themselves are `transforms.wgsl`.
 //!
 //! The input gradient of such a convolution is the same convolution of dy with each kernel
 //! turned by 180 degrees and its channels swapped, which the kernels' transform reads so. The
-//! weight gradient is F(3x3, 2x2), the transpose of the forward's algorithm: each tile's 2 x 2
+//! weight gradient is F(3x3, 4x4), the transpose of the forward's algorithm: each tile's 4 x 4
 //! of dy transformed (`dy.wgsl`) times the same transformed patches of x, summed over the tiles
-//! by the product (`[O, P] x [P, C]`, 16 of them), then 4 x 4 back to 3 x 3 taps
-//! (`weight_out.wgsl`). The transforms' coefficients are 0, 1/2 and 1; the results stay within
-//! a small multiple of the direct sums' rounding (`tests/conv_winograd.rs` checks all three
-//! passes against the CPU's direct convolution).
+//! by the products (`[O, P] x [P, C]`, 36 of them), then 6 x 6 back to 3 x 3 taps
+//! (`weight_out.wgsl`). The transforms' coefficients (up to 8, and 1/24) round more than the
+//! direct sum: within about one f32 epsilon times the terms summed times the sum of |x||w|
+//! of an output on the cases of `tests/conv_winograd.rs`, which checks all three passes
+//! against the CPU's direct convolution. (F(2x2, 3x3), 2.25x fewer multiply-adds, rounds less
+//! and ran slower on the H200: docs/PERFORMANCE.md, runs 136-140.)
 //!
 //! Where it runs ([`wanted`]): the rule takes layers of at least [`MIN_CHANNELS`] input and
-//! output channels, where the products' work dwarfs the transforms' memory traffic (on the
-//! H200, resnet18's 64-channel layers ran slower this way: docs/PERFORMANCE.md, runs
-//! 136-137), and whose intermediates stay under [`MAX_INTERMEDIATE`]. Passes the tensor cores
+//! output channels, where the products' work outweighs the transforms' memory traffic (on the
+//! H200 resnet18's 3-channel stem ran 2.7-3x slower this way, its 64-channel layers 1.2-1.9x
+//! faster), and whose intermediates stay under [`MAX_INTERMEDIATE`]. Passes the tensor cores
 //! take (f16, or f32 under `LIANDAN_CONV_TF32`) stay there. `LIANDAN_CONV_WINOGRAD=0` turns it
 //! off (the implicit GEMM for every pass), `=1` on for every convolution it can take, to
-//! compare. The intermediates are the transformed input and output (`16 P K` and `16 P M` f32s:
-//! 4x the input and the output) and the transformed kernels, held for the pass alone.
+//! compare. The intermediates are the transformed input and output (`36 P K` and `36 P M`
+//! f32s, P = N H W / 16: 2.25x the input and the output) and the transformed kernels, held for
+//! the pass alone.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -34,44 +38,54 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
+const TRANSFORMS: &str = include_str!("../shaders/conv/winograd/transforms.wgsl");
+const PUT: &str = include_str!("../shaders/conv/winograd/put.wgsl");
+const ROWS: &str = include_str!("../shaders/conv/winograd/rows.wgsl");
 const INPUT: &str = include_str!("../shaders/conv/winograd/input.wgsl");
 const WEIGHT: &str = include_str!("../shaders/conv/winograd/weight.wgsl");
 const OUTPUT: &str = include_str!("../shaders/conv/winograd/output.wgsl");
 const DY: &str = include_str!("../shaders/conv/winograd/dy.wgsl");
 const WEIGHT_OUT: &str = include_str!("../shaders/conv/winograd/weight_out.wgsl");
 
+/// Outputs a tile along each axis, and points a patch.
+const R: usize = 4;
+const T: usize = R + 2;
+/// The products: one per point of a patch.
+const PRODUCTS: usize = T * T;
+
 /// The rule's least channel count on both sides of the product (see the module docs).
-pub(super) const MIN_CHANNELS: usize = 128;
+pub(super) const MIN_CHANNELS: usize = 64;
 /// The largest intermediate (bytes) the rule accepts: past it the implicit GEMM, which needs
-/// none, runs (an ImageNet-sized 56 x 56 layer of 128 channels at batch 128 would need 822 MB
-/// for each of two).
+/// none, runs (56 x 56 images of 256 channels at batch 128 would need 925 MB for each of two).
 const MAX_INTERMEDIATE: usize = 256 << 20;
 
-/// One of the three transforms (the product between them is the matmul's kernel).
+/// One of the transforms (the product between them is the matmul's kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Key {
-    /// The patches of x (or dy) into `[16, K, P]`.
+    /// The patches of x (or dy) into `[36, K, P]`.
     Input,
-    /// The kernels into `[16, M, K]`; `flip`: the input gradient's (turned, channels swapped).
+    /// The kernels into `[36, M, K]`; `flip`: the input gradient's (turned, channels swapped).
     Weight { flip: bool },
-    /// The products `[16, M, P]` into y `[N, M, H, W]`.
+    /// The products `[36, M, P]` into y `[N, M, H, W]`.
     Output,
-    /// The weight gradient's dy into `[16, O, P]`.
+    /// The weight gradient's dy into `[36, O, P]`.
     Dy,
-    /// The weight gradient's products `[16, O, C]` into dw `[O, C, 3, 3]`.
+    /// The weight gradient's products `[36, O, C]` into dw `[O, C, 3, 3]`.
     WeightOut,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", DType::F32);
+        let w = Wgsl::new(repr).ty("x", DType::F32).part(TRANSFORMS);
+        // The stages that store 36 matrices share `put`; those that read them, the rows.
         match *self {
-            Key::Input => w.part(INPUT).build(),
-            Key::Weight { flip } => w.flag("FLIP", flip).part(WEIGHT).build(),
-            Key::Output => w.part(OUTPUT).build(),
-            Key::Dy => w.part(DY).build(),
-            Key::WeightOut => w.part(WEIGHT_OUT).build(),
+            Key::Input => w.part(PUT).part(INPUT),
+            Key::Weight { flip } => w.flag("FLIP", flip).part(PUT).part(WEIGHT),
+            Key::Dy => w.part(PUT).part(DY),
+            Key::Output => w.part(ROWS).part(OUTPUT),
+            Key::WeightOut => w.part(ROWS).part(WEIGHT_OUT),
         }
+        .build()
     }
 
     fn all(_: &Repr) -> Vec<Key> {
@@ -84,8 +98,8 @@ thread_local! {
     static FORCED: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
-/// `LIANDAN_CONV_WINOGRAD`, read once: `Some(false)` for `0`, `off` or `false`, `Some(true)` for
-/// `1`, `on` or `true`, `None` (the rule) otherwise.
+/// `LIANDAN_CONV_WINOGRAD`, read once: `Some(false)` for `0`, `off` or `false`, `Some(true)`
+/// (every convolution it can take) for `1`, `on` or `true`, `None` (the rule) otherwise.
 fn env_setting() -> Option<bool> {
     static SETTING: OnceLock<Option<bool>> = OnceLock::new();
     *SETTING.get_or_init(|| match std::env::var("LIANDAN_CONV_WINOGRAD").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
@@ -98,7 +112,7 @@ fn env_setting() -> Option<bool> {
 /// Runs `f` with every convolution Winograd can take running on it (`true`) or none (`false`)
 /// on this thread, over `LIANDAN_CONV_WINOGRAD` and the rule: for tests and benchmarks.
 #[doc(hidden)]
-pub fn with_conv_winograd<R>(on: bool, f: impl FnOnce() -> R) -> R {
+pub fn with_conv_winograd<F: FnOnce() -> O, O>(on: bool, f: F) -> O {
     struct Restore(Option<bool>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -118,14 +132,11 @@ pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool
     if dtype != DType::F32 || !shape || !operands || g.n * g.h * g.w == 0 {
         return false;
     }
-    match FORCED.with(|c| c.get()).or_else(env_setting) {
-        Some(on) => on,
-        None => {
-            let tiles = g.n * g.h.div_ceil(2) * g.w.div_ceil(2);
-            let small = 16 * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
-            g.c >= MIN_CHANNELS && g.o >= MIN_CHANNELS && small && !super::conv_tf32()
-        }
-    }
+    FORCED.with(|c| c.get()).or_else(env_setting).unwrap_or_else(|| {
+        let tiles = g.n * g.h.div_ceil(R) * g.w.div_ceil(R);
+        let small = PRODUCTS * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
+        g.c >= MIN_CHANNELS && g.o >= MIN_CHANNELS && small
+    })
 }
 
 impl WgpuBackend {
@@ -133,7 +144,8 @@ impl WgpuBackend {
     /// pass 32-bit indexing or one binding.
     pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let (h, wd) = (g.h, g.w);
-        let (tw, tiles) = (wd.div_ceil(2), h.div_ceil(2) * wd.div_ceil(2));
+        let (tw, tiles) = (wd.div_ceil(R), h.div_ceil(R) * wd.div_ceil(R));
+        let nt = PRODUCTS;
         let p = g.n * tiles;
         // The product's rows and columns (the weight gradient's), or rows and depth.
         let (m, k) = match pass {
@@ -146,7 +158,7 @@ impl WgpuBackend {
         };
         let limit = gpu.max_binding();
         let fits = |numel: usize| u32::try_from(numel).is_ok() && self.repr.buffer_bytes(DType::F32, numel) <= limit;
-        if ![16 * m * k, 16 * k * p, 16 * m * p, g.n * m * h * wd, 9 * m * k].into_iter().all(fits) {
+        if ![nt * m * k, nt * k * p, nt * m * p, g.n * m * h * wd, 9 * m * k].into_iter().all(fits) {
             return None;
         }
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
@@ -162,21 +174,21 @@ impl WgpuBackend {
         Some((|| {
             // a of the product: the kernels' transform, or dy's (the weight gradient).
             let (first, a_len, out_len) = match pass {
-                Pass::Forward => (Key::Weight { flip: false }, 16 * m * k, g.n * m * h * wd),
-                Pass::Input => (Key::Weight { flip: true }, 16 * m * k, g.n * m * h * wd),
-                Pass::Weight => (Key::Dy, 16 * m * p, 9 * m * k),
+                Pass::Forward => (Key::Weight { flip: false }, nt * m * k, g.n * m * h * wd),
+                Pass::Input => (Key::Weight { flip: true }, nt * m * k, g.n * m * h * wd),
+                Pass::Weight => (Key::Dy, nt * m * p, 9 * m * k),
             };
             let (from, count) = if pass == Pass::Weight { (a, m * p) } else { (b, m * k) };
             let u = Arc::new(self.output(DType::F32, a_len)?) as Storage;
             let kernel = gpu.kernel(first)?;
             gpu.dispatch(&kernel, &first_meta, &[gpu_storage(from).buffer(), wgpu_buffer(&u)], grid(count))?;
-            let v = Arc::new(self.output(DType::F32, 16 * k * p)?) as Storage;
+            let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
             let kernel = gpu.kernel(Key::Input)?;
             gpu.dispatch(&kernel, &input_meta, &[gpu_storage(patches).buffer(), wgpu_buffer(&v)], grid(k * p))?;
             let (lu, lv) = match pass {
-                // [16, O, P] x [16, C, P] transposed.
-                Pass::Weight => (Layout::new(vec![16, m, p], vec![m * p, p, 1], 0), Layout::new(vec![16, p, k], vec![k * p, 1, p], 0)),
-                _ => (Layout::new(vec![16, m, k], vec![m * k, k, 1], 0), Layout::new(vec![16, k, p], vec![k * p, p, 1], 0)),
+                // [36, O, P] x [36, C, P] transposed.
+                Pass::Weight => (Layout::new(vec![nt, m, p], vec![m * p, p, 1], 0), Layout::new(vec![nt, p, k], vec![k * p, 1, p], 0)),
+                _ => (Layout::new(vec![nt, m, k], vec![m * k, k, 1], 0), Layout::new(vec![nt, k, p], vec![k * p, p, 1], 0)),
             };
             let product = self.matmul_op(Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 })?;
             let y = self.output(DType::F32, out_len)?;

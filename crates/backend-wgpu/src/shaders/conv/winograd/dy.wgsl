@@ -1,13 +1,23 @@
-// Winograd F(3x3, 2x2) for the weight gradient, the transform of dy: each 2 x 2 tile e of dy
-// (zeros past the image's edge) becomes A e A^T, stored as 16 matrices u[xi] = [O, P]
-// (xi = 4 r + s): the a operands of the 16 products whose b operands are input.wgsl's
-// patches of x, transposed. A^T is output.wgsl's [1 1 1 0; 0 1 -1 -1].
+// Winograd F(3x3, 4x4) for the weight gradient, the transform of dy: each 4 x 4 tile e of dy
+// (zeros past the image's edge) becomes A e A^T, stored as 36 matrices [O, P] (element (r, s)
+// in matrix 6 r + s): the a operands of the products whose b operands are input.wgsl's patches
+// of x, transposed.
 //
 // params: [0] O * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
 // [5] W, [6] dy's offset, [7] O.
 
 @group(0) @binding(1) var<storage, read> dy: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> u: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
+
+// dy at (y, xx) of the plane at base; zero past its edge.
+fn dy_at(base: u32, y: u32, xx: u32) -> C_x {
+    if (y >= params[4] || xx >= params[5]) { return C_x(0); }
+    return load_x(dy[base + y * params[5] + xx]);
+}
+
+fn tile_row(base: u32, y: u32, x0: u32) -> vec4<C_x> {
+    return vec4<C_x>(dy_at(base, y, x0), dy_at(base, y, x0 + 1u), dy_at(base, y, x0 + 2u), dy_at(base, y, x0 + 3u));
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -20,26 +30,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = p - img * params[2];
     let ty = t / params[3];
     let tx = t - ty * params[3];
-    let h = params[4];
-    let w = params[5];
-    let at = params[6] + (img * params[7] + o) * h * w + 2u * ty * w + 2u * tx;
-    let right = 2u * tx + 1u < w;
-    let below = 2u * ty + 1u < h;
-    var top = vec2<C_x>(load_x(dy[at]), C_x(0));
-    var bottom = vec2<C_x>();
-    if (right) { top.y = load_x(dy[at + 1u]); }
-    if (below) {
-        bottom.x = load_x(dy[at + w]);
-        if (right) { bottom.y = load_x(dy[at + w + 1u]); }
-    }
-    // A along the rows, then along each row.
-    var rows = array<vec2<C_x>, 4>(top, top + bottom, top - bottom, -bottom);
-    let step = params[0];
-    for (var r = 0u; r < 4u; r++) {
-        let e = rows[r];
-        let out = vec4<C_x>(e.x, e.x + e.y, e.x - e.y, -e.y);
-        for (var s = 0u; s < 4u; s++) {
-            u[(4u * r + s) * step + i] = store_x(out[s]);
-        }
-    }
+    let base = params[6] + (img * params[7] + o) * params[4] * params[5];
+    let y0 = 4u * ty;
+    let x0 = 4u * tx;
+    // A down the tile's columns, then along each of the six rows (four at a time).
+    let r = dy_t(Four(tile_row(base, y0, x0), tile_row(base, y0 + 1u, x0), tile_row(base, y0 + 2u, x0), tile_row(base, y0 + 3u, x0)));
+    let c0 = Four(vec4<C_x>(r.v0.x, r.v1.x, r.v2.x, r.v3.x), vec4<C_x>(r.v0.y, r.v1.y, r.v2.y, r.v3.y), vec4<C_x>(r.v0.z, r.v1.z, r.v2.z, r.v3.z), vec4<C_x>(r.v0.w, r.v1.w, r.v2.w, r.v3.w));
+    put(i, 0u, 4u, dy_t(c0));
+    let z = C_x(0);
+    let c1 = Four(vec4<C_x>(r.v4.x, r.v5.x, z, z), vec4<C_x>(r.v4.y, r.v5.y, z, z), vec4<C_x>(r.v4.z, r.v5.z, z, z), vec4<C_x>(r.v4.w, r.v5.w, z, z));
+    put(i, 4u, 2u, dy_t(c1));
 }

@@ -1,32 +1,26 @@
-// Winograd F(2x2, 3x3), the data transform: each 4 x 4 patch d of x (a 2 x 2 output tile's
-// window, stride 2, the padding of 1 read as zeros) becomes V = B^T d B, stored as 16 matrices
-// v[xi] = [C, P] (xi = 4 r + s, P = N * tiles): the b operands of the 16 products.
-//
-// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+// Winograd F(4x4, 3x3), the data transform: each 6 x 6 patch d of x (a 4 x 4 output tile's
+// window, 4 apart, the padding of 1 read as zeros) becomes V = B^T d B, stored as 36 matrices
+// [C, P] (element (r, s) in matrix 6 r + s, P = N * tiles): the b operands of the products.
 //
 // params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
 // [5] W, [6] x's offset, [7] C.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> v: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
 
-// B^T applied to the four rows (or, on the transposed side, four columns) of a patch.
-fn bt(d0: vec4<C_x>, d1: vec4<C_x>, d2: vec4<C_x>, d3: vec4<C_x>) -> array<vec4<C_x>, 4> {
-    return array<vec4<C_x>, 4>(d0 - d2, d1 + d2, d2 - d1, d1 - d3);
+// x at (y, xx) of the plane at base; zero outside it.
+fn x_at(base: u32, y: i32, xx: i32) -> C_x {
+    if (y < 0 || xx < 0 || y >= i32(params[4]) || xx >= i32(params[5])) { return C_x(0); }
+    return load_x(x[base + u32(y) * params[5] + u32(xx)]);
 }
 
-// Row y of the patch whose top-left corner is (y0, x0), zeros outside the image.
-fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
-    let h = i32(params[4]);
-    let w = i32(params[5]);
-    var r = vec4<C_x>();
-    if (y < 0 || y >= h) { return r; }
-    let row = base + u32(y) * params[5];
-    for (var j = 0; j < 4; j++) {
-        let xx = x0 + j;
-        if (xx >= 0 && xx < w) { r[j] = load_x(x[row + u32(xx)]); }
-    }
-    return r;
+// Row y of the patch at column x0: its columns 0-3, and 4-5 (in .xy).
+fn lo(base: u32, y: i32, x0: i32) -> vec4<C_x> {
+    return vec4<C_x>(x_at(base, y, x0), x_at(base, y, x0 + 1), x_at(base, y, x0 + 2), x_at(base, y, x0 + 3));
+}
+
+fn hi(base: u32, y: i32, x0: i32) -> vec4<C_x> {
+    return vec4<C_x>(x_at(base, y, x0 + 4), x_at(base, y, x0 + 5), C_x(0), C_x(0));
 }
 
 @compute @workgroup_size(256)
@@ -41,16 +35,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ty = t / params[3];
     let tx = t - ty * params[3];
     let base = params[6] + (img * params[7] + c) * params[4] * params[5];
-    let y0 = i32(2u * ty) - 1;
-    let x0 = i32(2u * tx) - 1;
-    var rows = bt(patch_row(base, y0, x0), patch_row(base, y0 + 1, x0), patch_row(base, y0 + 2, x0), patch_row(base, y0 + 3, x0));
-    // The same transform along each row; element (r, s) goes to v[4 r + s][c, p].
-    let step = params[0];
-    for (var r = 0u; r < 4u; r++) {
-        let e = rows[r];
-        let out = vec4<C_x>(e.x - e.z, e.y + e.z, e.z - e.y, e.y - e.w);
-        for (var s = 0u; s < 4u; s++) {
-            v[(4u * r + s) * step + i] = store_x(out[s]);
-        }
-    }
+    let y0 = i32(4u * ty) - 1;
+    let x0 = i32(4u * tx) - 1;
+    // B^T down the columns (four at a time), then along each row (four rows at a time).
+    let l = data_t(Six(lo(base, y0, x0), lo(base, y0 + 1, x0), lo(base, y0 + 2, x0), lo(base, y0 + 3, x0), lo(base, y0 + 4, x0), lo(base, y0 + 5, x0)));
+    let h = data_t(Six(hi(base, y0, x0), hi(base, y0 + 1, x0), hi(base, y0 + 2, x0), hi(base, y0 + 3, x0), hi(base, y0 + 4, x0), hi(base, y0 + 5, x0)));
+    let z = vec4<C_x>();
+    put(i, 0u, 4u, data_t(cols(l.v0, l.v1, l.v2, l.v3, h.v0, h.v1, h.v2, h.v3)));
+    put(i, 4u, 2u, data_t(cols(l.v4, l.v5, z, z, h.v4, h.v5, z, z)));
 }

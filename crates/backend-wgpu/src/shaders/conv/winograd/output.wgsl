@@ -1,8 +1,7 @@
-// Winograd F(2x2, 3x3), the output transform: the 16 products' element (o, p) (the matrices
-// [M, P] of v[xi] = u[xi] v[xi], xi = 4 r + s) is the tile's transformed output Mt, and its
-// 2 x 2 outputs are A^T Mt A, stored into y [N, M, H, W] where they lie inside the image.
-//
-// A^T = [1 1 1 0; 0 1 -1 -1].
+// Winograd F(4x4, 3x3), the output transform: element (o, p) of the 36 products (matrices
+// [M, P], element (r, s) of the tile in matrix 6 r + s) is the tile's transformed output Mt,
+// and its 4 x 4 outputs are A^T Mt A, stored into y [N, M, H, W] where they lie inside the
+// image.
 //
 // params: [0] M * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
 // [5] W, [6] M.
@@ -10,11 +9,16 @@
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
 
-// Row r of the tile's Mt.
-fn mt_row(i: u32, r: u32) -> vec4<C_x> {
-    let step = params[0];
-    let at = 4u * r * step + i;
-    return vec4<C_x>(load_x(prod[at]), load_x(prod[at + step]), load_x(prod[at + 2u * step]), load_x(prod[at + 3u * step]));
+// Column j of the tile (rows in its components) at (y0, x0 + j) of the plane at base.
+fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
+    let h = params[4];
+    let w = params[5];
+    if (xx >= w) { return; }
+    for (var a = 0u; a < 4u; a++) {
+        if (y0 + a < h) {
+            y[base + (y0 + a) * w + xx] = store_x(v[a]);
+        }
+    }
 }
 
 @compute @workgroup_size(256)
@@ -28,20 +32,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let t = p - img * params[2];
     let ty = t / params[3];
     let tx = t - ty * params[3];
-    let r1 = mt_row(i, 1u);
-    let r2 = mt_row(i, 2u);
-    let top = mt_row(i, 0u) + r1 + r2;
-    let bottom = r1 - r2 - mt_row(i, 3u);
-    let h = params[4];
-    let w = params[5];
-    let base = (img * params[6] + o) * h * w;
-    let yy = 2u * ty;
-    let xx = 2u * tx;
-    let right = xx + 1u < w;
-    y[base + yy * w + xx] = store_x(top.x + top.y + top.z);
-    if (right) { y[base + yy * w + xx + 1u] = store_x(top.y - top.z - top.w); }
-    if (yy + 1u < h) {
-        y[base + (yy + 1u) * w + xx] = store_x(bottom.x + bottom.y + bottom.z);
-        if (right) { y[base + (yy + 1u) * w + xx + 1u] = store_x(bottom.y - bottom.z - bottom.w); }
-    }
+    // A^T down the columns (four at a time), then along each of the four rows.
+    let l = out_t(lo_rows(i));
+    let h = out_t(hi_rows(i));
+    let out = out_t(cols(l.v0, l.v1, l.v2, l.v3, h.v0, h.v1, h.v2, h.v3));
+    let base = (img * params[6] + o) * params[4] * params[5];
+    let y0 = 4u * ty;
+    let x0 = 4u * tx;
+    store_col(base, y0, x0, out.v0);
+    store_col(base, y0, x0 + 1u, out.v1);
+    store_col(base, y0, x0 + 2u, out.v2);
+    store_col(base, y0, x0 + 3u, out.v3);
 }
