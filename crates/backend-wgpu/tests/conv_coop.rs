@@ -14,7 +14,7 @@
 //! kernels with each operand scaled into f16, against the CPU's f32 within what rounding each
 //! operand to 11 significant bits allows.
 
-use liandan_backend_wgpu::{set_conv_tf32, with_conv_tf32_any_size, without_conv_phases};
+use liandan_backend_wgpu::{set_conv_tf32, with_conv_tf32_any_size, with_conv_winograd, without_conv_phases};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -206,6 +206,12 @@ fn tf32_case_with(d: &Device, c: Case, xs: f64, gs: f64, specials: &[(usize, f32
 #[test]
 fn f32_conv_with_tf32_matches_cpu() {
     let Some(d) = gpu() else { return };
+    // The passes that stay off the tensor cores here are the implicit GEMM's, exact f32: not
+    // Winograd's (tests/conv_winograd.rs), which rounds otherwise.
+    with_conv_winograd(false, || tf32_cases(&d));
+}
+
+fn tf32_cases(d: &Device) {
     let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
     let tensor_cores = path.starts_with("tensor cores");
     if tensor_cores {

@@ -82,3 +82,31 @@ fn winograd_conv_matches_cpu() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
     }
 }
+
+/// An infinity and a NaN in x, an infinity in dy: every output whose direct result is not
+/// finite is not finite as Winograd either (a non-finite value in a patch reaches every output of its tile, and an
+/// infinity may come out as NaN), so a loss scaler's check still sees it.
+#[test]
+fn winograd_keeps_non_finite_results_non_finite() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let shape = [2, 8, 9, 9];
+    let mut x = Tensor::randn(&shape, 7, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    x[40] = f32::INFINITY;
+    x[900] = f32::NAN;
+    let x = Tensor::from_vec(x, &shape, &cpu).unwrap();
+    let w = Tensor::randn(&[6, 8, 3, 3], 8, DType::F32, &cpu).unwrap();
+    let mut g = Tensor::randn(&[2, 6, 9, 9], 9, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
+    g[500] = f32::NEG_INFINITY;
+    let g = Tensor::from_vec(g, &[2, 6, 9, 9], &cpu).unwrap();
+    let want = passes(&x, &w, &g);
+    let on = |t: &Tensor| t.to_device(&d).unwrap();
+    let got = with_conv_winograd(true, || passes(&on(&x), &on(&w), &on(&g)));
+    for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
+        let (got, want) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap());
+        assert!(want.iter().any(|w| !w.is_finite()), "{pass}: the case reaches no output");
+        for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(w.is_finite() || !g.is_finite(), "{pass}: element {e}: got {g}, want {w}");
+        }
+    }
+}

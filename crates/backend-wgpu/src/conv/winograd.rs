@@ -16,7 +16,10 @@
 //! direct sum: within about one f32 epsilon times the terms summed times the sum of |x||w|
 //! of an output on the cases of `tests/conv_winograd.rs`, which checks all three passes
 //! against the CPU's direct convolution. (F(2x2, 3x3), 2.25x fewer multiply-adds, rounds less
-//! and ran slower on the H200: docs/PERFORMANCE.md, runs 136-140.)
+//! and ran slower on the H200: docs/PERFORMANCE.md, runs 136-140.) An infinity or NaN in a
+//! patch reaches every output of its tile, and an infinity may come out as NaN: outputs the
+//! direct convolution leaves finite beside it may not be, but none it makes non-finite comes
+//! out finite (a loss scaler still sees it).
 //!
 //! Where it runs ([`wanted`]): the rule takes layers of at least [`MIN_CHANNELS`] input and
 //! output channels, where the products' work outweighs the transforms' memory traffic (on the
