@@ -44,6 +44,7 @@ use crate::repr::Repr;
 const TRANSFORMS: &str = include_str!("../shaders/conv/winograd/transforms.wgsl");
 const PUT: &str = include_str!("../shaders/conv/winograd/put.wgsl");
 const ROWS: &str = include_str!("../shaders/conv/winograd/rows.wgsl");
+const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
 const INPUT: &str = include_str!("../shaders/conv/winograd/input.wgsl");
 const WEIGHT: &str = include_str!("../shaders/conv/winograd/weight.wgsl");
 const OUTPUT: &str = include_str!("../shaders/conv/winograd/output.wgsl");
@@ -80,12 +81,13 @@ pub(crate) enum Key {
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr).ty("x", DType::F32).part(TRANSFORMS);
-        // The stages that store 36 matrices share `put`; those that read them, the rows.
+        // The stages that store 36 matrices share `put`; those that read them, the rows; those
+        // that walk the tiles, `tile_at`.
         match *self {
-            Key::Input => w.part(PUT).part(INPUT),
+            Key::Input => w.part(PUT).part(TILES).part(INPUT),
             Key::Weight { flip } => w.flag("FLIP", flip).part(PUT).part(WEIGHT),
-            Key::Dy => w.part(PUT).part(DY),
-            Key::Output => w.part(ROWS).part(OUTPUT),
+            Key::Dy => w.part(PUT).part(TILES).part(DY),
+            Key::Output => w.part(ROWS).part(TILES).part(OUTPUT),
             Key::WeightOut => w.part(ROWS).part(WEIGHT_OUT),
         }
         .build()

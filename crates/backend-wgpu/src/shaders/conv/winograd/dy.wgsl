@@ -23,16 +23,10 @@ fn tile_row(base: u32, y: u32, x0: u32) -> vec4<C_x> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let o = i / p_len;
-    let p = i - o * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
-    let base = params[6] + (img * params[7] + o) * params[4] * params[5];
-    let y0 = 4u * ty;
-    let x0 = 4u * tx;
+    let at = tile_at(i);
+    let base = params[6] + (at.img * params[7] + at.row) * params[4] * params[5];
+    let y0 = 4u * at.ty;
+    let x0 = 4u * at.tx;
     // A down the tile's columns, then along each of the six rows (four at a time).
     let r = dy_t(Four(tile_row(base, y0, x0), tile_row(base, y0 + 1u, x0), tile_row(base, y0 + 2u, x0), tile_row(base, y0 + 3u, x0)));
     let c0 = Four(vec4<C_x>(r.v0.x, r.v1.x, r.v2.x, r.v3.x), vec4<C_x>(r.v0.y, r.v1.y, r.v2.y, r.v3.y), vec4<C_x>(r.v0.z, r.v1.z, r.v2.z, r.v3.z), vec4<C_x>(r.v0.w, r.v1.w, r.v2.w, r.v3.w));

@@ -27,16 +27,10 @@ fn hi(base: u32, y: i32, x0: i32) -> vec4<C_x> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let c = i / p_len;
-    let p = i - c * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
-    let base = params[6] + (img * params[7] + c) * params[4] * params[5];
-    let y0 = i32(4u * ty) - 1;
-    let x0 = i32(4u * tx) - 1;
+    let at = tile_at(i);
+    let base = params[6] + (at.img * params[7] + at.row) * params[4] * params[5];
+    let y0 = i32(4u * at.ty) - 1;
+    let x0 = i32(4u * at.tx) - 1;
     // B^T down the columns (four at a time), then along each row (four rows at a time).
     let l = data_t(Six(lo(base, y0, x0), lo(base, y0 + 1, x0), lo(base, y0 + 2, x0), lo(base, y0 + 3, x0), lo(base, y0 + 4, x0), lo(base, y0 + 5, x0)));
     let h = data_t(Six(hi(base, y0, x0), hi(base, y0 + 1, x0), hi(base, y0 + 2, x0), hi(base, y0 + 3, x0), hi(base, y0 + 4, x0), hi(base, y0 + 5, x0)));

@@ -25,20 +25,14 @@ fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let o = i / p_len;
-    let p = i - o * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
+    let at = tile_at(i);
     // A^T down the columns (four at a time), then along each of the four rows.
     let l = out_t(lo_rows(i));
     let h = out_t(hi_rows(i));
     let out = out_t(cols(l.v0, l.v1, l.v2, l.v3, h.v0, h.v1, h.v2, h.v3));
-    let base = (img * params[6] + o) * params[4] * params[5];
-    let y0 = 4u * ty;
-    let x0 = 4u * tx;
+    let base = (at.img * params[6] + at.row) * params[4] * params[5];
+    let y0 = 4u * at.ty;
+    let x0 = 4u * at.tx;
     store_col(base, y0, x0, out.v0);
     store_col(base, y0, x0 + 1u, out.v1);
     store_col(base, y0, x0 + 2u, out.v2);
