@@ -237,16 +237,16 @@ fn tf32_cases(d: &Device) {
     let mut rounded = [0; 3];
     for c in cases {
         for (xs, gs) in [(3.0e5, 1.0e-7), (1.0, 1.0)] {
-            for (total, n) in rounded.iter_mut().zip(tf32_case(&d, c, xs, gs)) {
+            for (total, n) in rounded.iter_mut().zip(tf32_case(d, c, xs, gs)) {
                 *total += n;
             }
         }
     }
-    assert_eq!(tf32_case(&d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
+    assert_eq!(tf32_case(d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
     // An infinity and a NaN in x beside values past f16's range: the outputs they reach are
     // not finite, the others as accurate as without them.
     let c = case_of([2, 64, 8, 8], 64, 3, 1, 1);
-    tf32_case_with(&d, c, 3.0e5, 1.0e-7, &[(100, f32::INFINITY), (5000, f32::NAN)]);
+    tf32_case_with(d, c, 3.0e5, 1.0e-7, &[(100, f32::INFINITY), (5000, f32::NAN)]);
     // Every pass has cases on the tensor cores (the weight gradients of 128 outputs or more).
     for (pass, n) in ["forward", "input gradient", "weight gradient"].iter().zip(rounded) {
         if tensor_cores {
