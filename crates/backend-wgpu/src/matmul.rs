@@ -329,6 +329,15 @@ impl WgpuBackend {
     /// broadcast add after where the tensor cores run the product, K is split or the operands
     /// are packed.
     pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
+        self.matmul_cut_op(lhs, rhs, bias, None)
+    }
+
+    /// [`WgpuBackend::matmul_bias_op`], with the tiled kernel's cut given (`(tile, splits)`:
+    /// 64 or 128, K in that many ranges) where a caller knows its products better than the
+    /// rule (the Winograd convolutions' batches, `conv/winograd.rs`); the autotune, where it is
+    /// on, starts from it. Products that run elsewhere (tensor cores, packed bf16, the small
+    /// kernel) ignore it.
+    pub(crate) fn matmul_cut_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>) -> Result<Storage> {
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -339,8 +348,11 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
         let coop_variant = gpu.coop_variant;
+        let cut = cut.filter(|_| !coop && !packed && dtype != DType::F64).map(|(tile, splits)| (if tile == 128 { 128 } else { 64 }, splits.max(1)));
         let (tm, tn) = if coop {
             coop_variant.tile()
+        } else if let Some((tile, _)) = cut {
+            (tile, tile)
         } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
             (128, 128)
         } else {
@@ -387,7 +399,7 @@ impl WgpuBackend {
                 return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, meta);
             }
         }
-        let rule_k = cut_k(k_splits(tiles, k, batch * m * n));
+        let rule_k = cut_k(cut.map_or_else(|| k_splits(tiles, k, batch * m * n), |(_, splits)| splits.min(k.div_ceil(16))));
         let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
             return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));

@@ -208,7 +208,7 @@ fn f32_conv_with_tf32_matches_cpu() {
     let Some(d) = gpu() else { return };
     // The passes that stay off the tensor cores here are the implicit GEMM's, exact f32: not
     // Winograd's (tests/conv_winograd.rs), which rounds otherwise.
-    with_conv_winograd(false, || tf32_cases(&d));
+    with_conv_winograd(0, || tf32_cases(&d));
 }
 
 fn tf32_cases(d: &Device) {

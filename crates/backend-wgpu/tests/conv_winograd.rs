@@ -1,11 +1,12 @@
-//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd F(4x4, 3x3) (`conv/winograd.rs`):
-//! the forward, the input gradient and the weight gradient against the CPU's direct f32
-//! convolution, within 32 f32 epsilons times the terms summed times the sum of |x||w| of each
-//! output (the transforms' coefficients reach 8 and 1/24; on lavapipe the worst case used 1.2
-//! of the 32), and unlike the implicit GEMM of the same pass in the last bits somewhere (so the
-//! Winograd kernels ran). Cases: heights and widths off the 4 x 4 tile (a last tile row or
-//! column partly outside), one pixel, channel counts off 4, several images, x and w at an
-//! offset in their buffers. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
+//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd (`conv/winograd.rs`), F(2x2, 3x3)
+//! and F(4x4, 3x3): the forward, the input gradient and the weight gradient against the CPU's
+//! direct f32 convolution, within 4 (F(2x2)) or 32 (F(4x4), whose coefficients reach 8 and
+//! 1/24) f32 epsilons times the terms summed times the sum of |x||w| of each output (on
+//! lavapipe the worst cases used 0.14 and 1.2 of them), and unlike the implicit GEMM of the
+//! same pass in the last bits somewhere (so the Winograd kernels ran). Cases: heights and widths
+//! off the tiles (a last tile row or column partly outside), one pixel, channel counts off 4,
+//! several images, x and w at an offset in their buffers, products whose K is split. Skips
+//! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
 use liandan_backend_wgpu::with_conv_winograd;
 use liandan_tensor::{DType, Device, Tensor};
@@ -25,7 +26,7 @@ fn passes(x: &Tensor, w: &Tensor, g: &Tensor) -> [Tensor; 3] {
 
 /// Checks one case; returns, per pass (forward, input gradient, weight gradient), whether
 /// Winograd's result differs anywhere from the implicit GEMM's.
-fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
+fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize) -> [bool; 3] {
     let cpu = Device::cpu();
     let [n, c, h, w] = x_shape;
     let seed = (c * 17 + o * 3 + h * 5 + w) as u64;
@@ -39,9 +40,9 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
     let bound = passes(&abs(&cx.contiguous().unwrap()), &abs(&cw.contiguous().unwrap()), &abs(&g));
     let on = |t: &Tensor| t.to_device(d).unwrap();
     let (gx, gw, gg) = (on(&xb).narrow(0, 1, n).unwrap(), on(&wb).narrow(0, 1, o).unwrap(), on(&g));
-    let got = with_conv_winograd(true, || passes(&gx, &gw, &gg));
-    let direct = with_conv_winograd(false, || passes(&gx, &gw, &gg));
-    let what = format!("winograd conv2d x {x_shape:?}, {o} outputs");
+    let got = with_conv_winograd(tile, || passes(&gx, &gw, &gg));
+    let direct = with_conv_winograd(0, || passes(&gx, &gw, &gg));
+    let what = format!("winograd F({tile}x{tile}, 3x3) conv2d x {x_shape:?}, {o} outputs");
     // Terms summed: the forward's c * 9, the input gradient's o * 9, the weight gradient's
     // n * h * w, plus the transforms' 36.
     let k = [c * 9 + 36, o * 9 + 36, n * h * w + 36];
@@ -49,7 +50,7 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize) -> [bool; 3] {
     for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
         let (got, want, bound, direct) = (&got[i], &want[i], &bound[i], &direct[i]);
         assert_eq!(got.shape(), want.shape(), "{what}: {pass}: shape");
-        let tol = 32.0 * f32::EPSILON as f64 * k[i] as f64;
+        let tol = if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * k[i] as f64;
         let (got, want, bound, direct) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap(), bound.to_vec_f64().unwrap(), direct.to_vec_f64().unwrap());
         for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
             assert!((g - w).abs() <= tol * b, "{what}: {pass}: element {e}: got {g}, want {w} (|x||w| summed: {b})");
@@ -69,15 +70,19 @@ fn winograd_conv_matches_cpu() {
         ([3, 16, 8, 8], 8),
         ([2, 9, 5, 4], 20),
         ([1, 32, 6, 3], 33),
+        // 512 tiles of F(4x4): its weight gradient's products split their K (the tiles) in two.
+        ([8, 4, 32, 32], 4),
     ];
-    let mut differs = [false; 3];
-    for (x, o) in cases {
-        for (any, this) in differs.iter_mut().zip(case(&d, x, o)) {
-            *any |= this;
+    for tile in [2, 4] {
+        let mut differs = [false; 3];
+        for (x, o) in cases {
+            for (any, this) in differs.iter_mut().zip(case(&d, x, o, tile)) {
+                *any |= this;
+            }
         }
+        let why = "the results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did Winograd run?";
+        assert_eq!(differs, [true; 3], "F({tile}x{tile}, 3x3): {why}");
     }
-    let why = "the results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did Winograd run?";
-    assert_eq!(differs, [true; 3], "{why}");
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
     }
@@ -101,12 +106,14 @@ fn winograd_keeps_non_finite_results_non_finite() {
     let g = Tensor::from_vec(g, &[2, 6, 9, 9], &cpu).unwrap();
     let want = passes(&x, &w, &g);
     let on = |t: &Tensor| t.to_device(&d).unwrap();
-    let got = with_conv_winograd(true, || passes(&on(&x), &on(&w), &on(&g)));
-    for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
-        let (got, want) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap());
-        assert!(want.iter().any(|w| !w.is_finite()), "{pass}: the case reaches no output");
-        for (e, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(w.is_finite() || !g.is_finite(), "{pass}: element {e}: got {g}, want {w}");
+    for tile in [2, 4] {
+        let got = with_conv_winograd(tile, || passes(&on(&x), &on(&w), &on(&g)));
+        for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
+            let (got, want) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap());
+            assert!(want.iter().any(|w| !w.is_finite()), "{pass}: the case reaches no output");
+            for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(w.is_finite() || !g.is_finite(), "F({tile}x{tile}): {pass}: element {e}: got {g}, want {w}");
+            }
         }
     }
 }

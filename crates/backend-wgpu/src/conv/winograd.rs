@@ -1,35 +1,39 @@
-//! Winograd F(4x4, 3x3) (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1,
-//! padding 1, no dilation and one group. The forward: each 4 x 4 tile of the output is 36
-//! products of a transformed 6 x 6 input patch with a transformed kernel, where the direct
-//! convolution takes 144, so the 36 batched products (`[M, K] x [K, P]`, one per point of the
-//! 6 x 6 transform, P the tiles) do 4x fewer multiply-adds than the implicit GEMM. Four
-//! dispatches: the kernels' transform (`shaders/conv/winograd/weight.wgsl`), the patches'
-//! (`input.wgsl`), the batched product (the ordinary matmul), the outputs' (`output.wgsl`);
-//! the transforms themselves are `transforms.wgsl`.
+//! Winograd convolutions (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1, padding
+//! 1, no dilation and one group, in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
+//! 16 products of a transformed 4 x 4 input patch with a transformed kernel where the direct
+//! convolution has 36 multiply-adds (2.25x fewer), and F(4x4, 3x3), each 4 x 4 tile as 36
+//! products of 6 x 6 patches where it has 144 (4x fewer). Each pass is four dispatches: the
+//! kernels' transform (`shaders/conv/winograd/f2/weight.wgsl`, `f4/weight.wgsl`), the
+//! patches' (`input.wgsl`), the batched products (`[M, K] x [K, P]`, one per point of a patch,
+//! P the tiles, on the ordinary f32 matmul), the outputs' (`output.wgsl`). F(4x4)'s transforms
+//! (`f4/transforms.wgsl`) apply each 1-D transform to rows held as vec4s with constant indices:
+//! arrays indexed in loops were spilled to memory on the H200 (docs/PERFORMANCE.md, run 139).
 //!
 //! The input gradient of such a convolution is the same convolution of dy with each kernel
 //! turned by 180 degrees and its channels swapped, which the kernels' transform reads so. The
-//! weight gradient is F(3x3, 4x4), the transpose of the forward's algorithm: each tile's 4 x 4
-//! of dy transformed (`dy.wgsl`) times the same transformed patches of x, summed over the tiles
-//! by the products (`[O, P] x [P, C]`, 36 of them), then 6 x 6 back to 3 x 3 taps
-//! (`weight_out.wgsl`). The transforms' coefficients (up to 8, and 1/24) round more than the
-//! direct sum: within about one f32 epsilon times the terms summed times the sum of |x||w|
-//! of an output on the cases of `tests/conv_winograd.rs`, which checks all three passes
-//! against the CPU's direct convolution. (F(2x2, 3x3), 2.25x fewer multiply-adds, rounds less
-//! and ran slower on the H200: docs/PERFORMANCE.md, runs 136-140.) An infinity or NaN in a
-//! patch reaches every output of its tile, and an infinity may come out as NaN: outputs the
-//! direct convolution leaves finite beside it may not be, but none it makes non-finite comes
-//! out finite (a loss scaler still sees it).
+//! weight gradient is the transpose of the forward's algorithm (F(3x3, 2x2), F(3x3, 4x4)):
+//! each tile of dy transformed (`dy.wgsl`) times the same transformed patches of x, summed over
+//! the tiles by the products (`[O, P] x [P, C]`), then back to 3 x 3 taps (`weight_out.wgsl`).
 //!
-//! Where it runs ([`wanted`]): the rule takes layers of at least [`MIN_CHANNELS`] input and
-//! output channels, where the products' work outweighs the transforms' memory traffic (on the
-//! H200 resnet18's 3-channel stem ran 2.7-3x slower this way, its 64-channel layers 1.2-1.9x
-//! faster), and whose intermediates stay under [`MAX_INTERMEDIATE`]. Passes the tensor cores
-//! take (f16, or f32 under `LIANDAN_CONV_TF32`) stay there. `LIANDAN_CONV_WINOGRAD=0` turns it
-//! off (the implicit GEMM for every pass), `=1` on for every convolution it can take, to
-//! compare. The intermediates are the transformed input and output (`36 P K` and `36 P M`
-//! f32s, P = N H W / 16: 2.25x the input and the output) and the transformed kernels, held for
-//! the pass alone.
+//! Rounding: F(2x2)'s coefficients are 0, 1/2 and 1, and its results stay within a few f32
+//! epsilons times the terms summed times the sum of |x||w| of an output; F(4x4)'s reach 8 and
+//! 1/24, and round about 10x more (`tests/conv_winograd.rs` bounds both against the CPU's
+//! direct convolution). Through resnet18's batch norms at the parity test's small batch,
+//! F(4x4) moved gradients by up to 5% of their largest (F(2x2) and the direct convolution:
+//! within 1e-4), so exact f32 takes F(2x2) and F(4x4) runs where TF32's rounding was asked for.
+//! An infinity or NaN in a patch reaches every output of its tile, and an infinity may come out
+//! as NaN: none the direct convolution makes non-finite comes out finite.
+//!
+//! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for layers of at least
+//! [`MIN_CHANNELS_F2`] input and output channels; under `LIANDAN_CONV_TF32` the passes the
+//! tensor cores do not take run as F(4x4) for layers of at least [`MIN_CHANNELS_F4`] (on the
+//! H200 resnet18's 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as
+//! F(4x4); its 3-channel stem slower either way: runs 136-140). Intermediates stay under
+//! [`MAX_INTERMEDIATE`]. `LIANDAN_CONV_WINOGRAD=0` turns it off (the implicit GEMM for every
+//! pass), `=2` or `=4` runs every convolution it can take with that tile, `=1` with the rule's
+//! tile, to compare. The intermediates are the transformed input and output (T^2 P K and
+//! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
+//! kernels, held for the pass alone.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
@@ -41,116 +45,212 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
-const TRANSFORMS: &str = include_str!("../shaders/conv/winograd/transforms.wgsl");
-const PUT: &str = include_str!("../shaders/conv/winograd/put.wgsl");
-const ROWS: &str = include_str!("../shaders/conv/winograd/rows.wgsl");
-const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
-const INPUT: &str = include_str!("../shaders/conv/winograd/input.wgsl");
-const WEIGHT: &str = include_str!("../shaders/conv/winograd/weight.wgsl");
-const OUTPUT: &str = include_str!("../shaders/conv/winograd/output.wgsl");
-const DY: &str = include_str!("../shaders/conv/winograd/dy.wgsl");
-const WEIGHT_OUT: &str = include_str!("../shaders/conv/winograd/weight_out.wgsl");
+/// A stage's source, F(2x2): each file whole.
+const F2: [&str; 5] = [
+    include_str!("../shaders/conv/winograd/f2/input.wgsl"),
+    include_str!("../shaders/conv/winograd/f2/weight.wgsl"),
+    include_str!("../shaders/conv/winograd/f2/output.wgsl"),
+    include_str!("../shaders/conv/winograd/f2/dy.wgsl"),
+    include_str!("../shaders/conv/winograd/f2/weight_out.wgsl"),
+];
+/// F(4x4): after the transforms and the helpers the stage uses.
+const F4: [&str; 5] = [
+    include_str!("../shaders/conv/winograd/f4/input.wgsl"),
+    include_str!("../shaders/conv/winograd/f4/weight.wgsl"),
+    include_str!("../shaders/conv/winograd/f4/output.wgsl"),
+    include_str!("../shaders/conv/winograd/f4/dy.wgsl"),
+    include_str!("../shaders/conv/winograd/f4/weight_out.wgsl"),
+];
+const F4_TRANSFORMS: &str = include_str!("../shaders/conv/winograd/f4/transforms.wgsl");
+const F4_PUT: &str = include_str!("../shaders/conv/winograd/f4/put.wgsl");
+const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
+const F4_TILES: &str = include_str!("../shaders/conv/winograd/f4/tiles.wgsl");
 
-/// Outputs a tile along each axis, and points a patch.
-const R: usize = 4;
-const T: usize = R + 2;
-/// The products: one per point of a patch.
-const PRODUCTS: usize = T * T;
-
-/// The rule's least channel count on both sides of the product (see the module docs).
-pub(super) const MIN_CHANNELS: usize = 64;
-/// The largest intermediate (bytes) the rule accepts: past it the implicit GEMM, which needs
-/// none, runs (56 x 56 images of 256 channels at batch 128 would need 925 MB for each of two).
+/// The rules' least channel counts on both sides of the product (see the module docs).
+pub(super) const MIN_CHANNELS_F2: usize = 128;
+pub(super) const MIN_CHANNELS_F4: usize = 64;
+/// The largest intermediate (bytes) the rules accept: past it the implicit GEMM, which needs
+/// none, runs (56 x 56 images of 256 channels at batch 128 would need 925 MB for each of two
+/// as F(4x4)).
 const MAX_INTERMEDIATE: usize = 256 << 20;
 
-/// One of the transforms (the product between them is the matmul's kernel).
+/// The tile: F(2x2, 3x3) or F(4x4, 3x3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Key {
-    /// The patches of x (or dy) into `[36, K, P]`.
+pub(crate) enum Tile {
+    F2,
+    F4,
+}
+
+impl Tile {
+    /// Outputs a tile along each axis.
+    fn outputs(self) -> usize {
+        match self {
+            Tile::F2 => 2,
+            Tile::F4 => 4,
+        }
+    }
+
+    /// The products: one per point of a patch.
+    fn products(self) -> usize {
+        (self.outputs() + 2).pow(2)
+    }
+}
+
+/// One of the transforms (the products between them are the matmul's kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    stage: Stage,
+    tile: Tile,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Stage {
+    /// The patches of x (or dy) into `[T^2, K, P]`.
     Input,
-    /// The kernels into `[36, M, K]`; `flip`: the input gradient's (turned, channels swapped).
+    /// The kernels into `[T^2, M, K]`; `flip`: the input gradient's (turned, channels swapped).
     Weight { flip: bool },
-    /// The products `[36, M, P]` into y `[N, M, H, W]`.
+    /// The products `[T^2, M, P]` into y `[N, M, H, W]`.
     Output,
-    /// The weight gradient's dy into `[36, O, P]`.
+    /// The weight gradient's dy into `[T^2, O, P]`.
     Dy,
-    /// The weight gradient's products `[36, O, C]` into dw `[O, C, 3, 3]`.
+    /// The weight gradient's products `[T^2, O, C]` into dw `[O, C, 3, 3]`.
     WeightOut,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", DType::F32).part(TRANSFORMS);
-        // The stages that store 36 matrices share `put`; those that read them, the rows; those
-        // that walk the tiles, `tile_at`.
-        match *self {
-            Key::Input => w.part(PUT).part(TILES).part(INPUT),
-            Key::Weight { flip } => w.flag("FLIP", flip).part(PUT).part(WEIGHT),
-            Key::Dy => w.part(PUT).part(TILES).part(DY),
-            Key::Output => w.part(ROWS).part(TILES).part(OUTPUT),
-            Key::WeightOut => w.part(ROWS).part(WEIGHT_OUT),
+        let (index, flip) = match self.stage {
+            Stage::Input => (0, false),
+            Stage::Weight { flip } => (1, flip),
+            Stage::Output => (2, false),
+            Stage::Dy => (3, false),
+            Stage::WeightOut => (4, false),
+        };
+        let w = Wgsl::new(repr).ty("x", DType::F32).flag("FLIP", flip);
+        match self.tile {
+            Tile::F2 => w.part(F2[index]),
+            // The stages that store T^2 matrices share `put`, those that read them the rows,
+            // those that walk the tiles `tile_at`.
+            Tile::F4 => {
+                let w = w.part(F4_TRANSFORMS);
+                let w = match self.stage {
+                    Stage::Input | Stage::Dy => w.part(F4_PUT).part(F4_TILES),
+                    Stage::Weight { .. } => w.part(F4_PUT),
+                    Stage::Output => w.part(F4_ROWS).part(F4_TILES),
+                    Stage::WeightOut => w.part(F4_ROWS),
+                };
+                w.part(F4[index])
+            }
         }
         .build()
     }
 
     fn all(_: &Repr) -> Vec<Key> {
-        vec![Key::Input, Key::Weight { flip: false }, Key::Weight { flip: true }, Key::Output, Key::Dy, Key::WeightOut]
+        let stages = [Stage::Input, Stage::Weight { flip: false }, Stage::Weight { flip: true }, Stage::Output, Stage::Dy, Stage::WeightOut];
+        [Tile::F2, Tile::F4].into_iter().flat_map(|tile| stages.map(|stage| Key { stage, tile })).collect()
     }
+}
+
+/// What runs as Winograd: nothing, every convolution it can take (with this tile, or the
+/// rule's), or what the rule takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    Off,
+    All(Option<Tile>),
+    Rule,
 }
 
 thread_local! {
     /// `with_conv_winograd`'s setting on this thread: `None` leaves it to the environment.
-    static FORCED: Cell<Option<bool>> = const { Cell::new(None) };
+    static FORCED: Cell<Option<Setting>> = const { Cell::new(None) };
 }
 
-/// `LIANDAN_CONV_WINOGRAD`, read once: `Some(false)` for `0`, `off` or `false`, `Some(true)`
-/// (every convolution it can take) for `1`, `on` or `true`, `None` (the rule) otherwise.
-fn env_setting() -> Option<bool> {
-    static SETTING: OnceLock<Option<bool>> = OnceLock::new();
+/// `LIANDAN_CONV_WINOGRAD`, read once (see the module docs).
+fn env_setting() -> Setting {
+    static SETTING: OnceLock<Setting> = OnceLock::new();
     *SETTING.get_or_init(|| match std::env::var("LIANDAN_CONV_WINOGRAD").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("0" | "off" | "false") => Some(false),
-        Ok("1" | "on" | "true") => Some(true),
-        _ => None,
+        Ok("0" | "off" | "false") => Setting::Off,
+        Ok("1" | "on" | "true") => Setting::All(None),
+        Ok("2") => Setting::All(Some(Tile::F2)),
+        Ok("4") => Setting::All(Some(Tile::F4)),
+        _ => Setting::Rule,
     })
 }
 
-/// Runs `f` with every convolution Winograd can take running on it (`true`) or none (`false`)
-/// on this thread, over `LIANDAN_CONV_WINOGRAD` and the rule: for tests and benchmarks.
+/// Runs `f` on this thread with every convolution Winograd can take running on it with tiles
+/// of `outputs` x `outputs` (2 or 4), or with none (any other value), over
+/// `LIANDAN_CONV_WINOGRAD` and the rule: for tests and benchmarks.
 #[doc(hidden)]
-pub fn with_conv_winograd<F: FnOnce() -> O, O>(on: bool, f: F) -> O {
-    struct Restore(Option<bool>);
+pub fn with_conv_winograd<F: FnOnce() -> O, O>(outputs: usize, f: F) -> O {
+    struct Restore(Option<Setting>);
     impl Drop for Restore {
         fn drop(&mut self) {
             FORCED.with(|c| c.set(self.0));
         }
     }
-    let _restore = Restore(FORCED.with(|c| c.replace(Some(on))));
+    let setting = match outputs {
+        2 => Setting::All(Some(Tile::F2)),
+        4 => Setting::All(Some(Tile::F4)),
+        _ => Setting::Off,
+    };
+    let _restore = Restore(FORCED.with(|c| c.replace(Some(setting))));
     f()
 }
 
-/// Whether a pass of `g` on these operands (two: no bias) runs as Winograd: a shape it
-/// computes, and the setting or the rule says so. The caller keeps passes the tensor cores
-/// take off it.
-pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool {
+/// The rule's tile and least channel count: F(4x4) where TF32's rounding was asked for, else
+/// F(2x2) (see the module docs).
+fn rule() -> (Tile, usize) {
+    if super::conv_tf32() {
+        (Tile::F4, MIN_CHANNELS_F4)
+    } else {
+        (Tile::F2, MIN_CHANNELS_F2)
+    }
+}
+
+/// The tile a pass of `g` on these operands (two: no bias) runs as Winograd with, or `None`: a
+/// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
+/// cores take off it.
+pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
     let shape = g.kernel == (3, 3) && g.stride == (1, 1) && g.padding == (1, 1) && g.dilation == (1, 1) && g.groups == 1;
     let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
     if dtype != DType::F32 || !shape || !operands || g.n * g.h * g.w == 0 {
-        return false;
+        return None;
     }
-    FORCED.with(|c| c.get()).or_else(env_setting).unwrap_or_else(|| {
-        let tiles = g.n * g.h.div_ceil(R) * g.w.div_ceil(R);
-        let small = PRODUCTS * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
-        g.c >= MIN_CHANNELS && g.o >= MIN_CHANNELS && small
-    })
+    match FORCED.with(|c| c.get()).unwrap_or_else(env_setting) {
+        Setting::Off => None,
+        Setting::All(tile) => Some(tile.unwrap_or(rule().0)),
+        Setting::Rule => {
+            let (tile, min) = rule();
+            let r = tile.outputs();
+            let tiles = g.n * g.h.div_ceil(r) * g.w.div_ceil(r);
+            let small = tile.products() * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
+            (g.c >= min && g.o >= min && small).then_some(tile)
+        }
+    }
+}
+
+/// How F(4x4)'s 36 products `[m, k] x [k, n]` are cut (`(tile, splits)`): 64 x 64 tiles, and K
+/// split where those are fewer than 256, to some 1,152 workgroups in ranges of at least 256 (the
+/// partial sums within `limit` bytes). On the H200 the autotune chose exactly these for every
+/// product of resnet18's layers, where the matmul's own rule took 128 x 128 tiles for some and
+/// split fewer (docs/PERFORMANCE.md, runs 143-144: resnet18's step 8% faster).
+fn products_cut(m: usize, k: usize, n: usize, limit: usize) -> (usize, usize) {
+    let products = Tile::F4.products();
+    let tiles = products * m.div_ceil(64) * n.div_ceil(64);
+    let mut splits = if tiles < 256 { 1152usize.div_ceil(tiles).min(k / 256).max(1) } else { 1 };
+    while splits > 1 && splits * products * m * n * 4 > limit {
+        splits /= 2;
+    }
+    (64, splits)
 }
 
 impl WgpuBackend {
     /// `pass` of `g` as Winograd (see the module docs), or `None` where an intermediate would
     /// pass 32-bit indexing or one binding.
-    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (h, wd) = (g.h, g.w);
-        let (tw, tiles) = (wd.div_ceil(R), h.div_ceil(R) * wd.div_ceil(R));
-        let nt = PRODUCTS;
+    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, tile: Tile, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let (h, wd, r) = (g.h, g.w, tile.outputs());
+        let (tw, tiles) = (wd.div_ceil(r), h.div_ceil(r) * wd.div_ceil(r));
+        let nt = tile.products();
         let p = g.n * tiles;
         // The product's rows and columns (the weight gradient's), or rows and depth.
         let (m, k) = match pass {
@@ -176,28 +276,33 @@ impl WgpuBackend {
             Pass::Weight => (words(&[m * p, p, tiles, tw, h, wd, a.layout.offset(), m])?, words(&[m * k])?),
             _ => (words(&[m * k, m, k, b.layout.offset()])?, words(&[m * p, p, tiles, tw, h, wd, m])?),
         };
+        let key = |stage| Key { stage, tile };
         Some((|| {
             // a of the product: the kernels' transform, or dy's (the weight gradient).
             let (first, a_len, out_len) = match pass {
-                Pass::Forward => (Key::Weight { flip: false }, nt * m * k, g.n * m * h * wd),
-                Pass::Input => (Key::Weight { flip: true }, nt * m * k, g.n * m * h * wd),
-                Pass::Weight => (Key::Dy, nt * m * p, 9 * m * k),
+                Pass::Forward => (key(Stage::Weight { flip: false }), nt * m * k, g.n * m * h * wd),
+                Pass::Input => (key(Stage::Weight { flip: true }), nt * m * k, g.n * m * h * wd),
+                Pass::Weight => (key(Stage::Dy), nt * m * p, 9 * m * k),
             };
             let (from, count) = if pass == Pass::Weight { (a, m * p) } else { (b, m * k) };
             let u = Arc::new(self.output(DType::F32, a_len)?) as Storage;
             let kernel = gpu.kernel(first)?;
             gpu.dispatch(&kernel, &first_meta, &[gpu_storage(from).buffer(), wgpu_buffer(&u)], grid(count))?;
             let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
-            let kernel = gpu.kernel(Key::Input)?;
+            let kernel = gpu.kernel(key(Stage::Input))?;
             gpu.dispatch(&kernel, &input_meta, &[gpu_storage(patches).buffer(), wgpu_buffer(&v)], grid(k * p))?;
             let (lu, lv) = match pass {
-                // [36, O, P] x [36, C, P] transposed.
+                // [T^2, O, P] x [T^2, C, P] transposed.
                 Pass::Weight => (Layout::new(vec![nt, m, p], vec![m * p, p, 1], 0), Layout::new(vec![nt, p, k], vec![k * p, 1, p], 0)),
                 _ => (Layout::new(vec![nt, m, k], vec![m * k, k, 1], 0), Layout::new(vec![nt, k, p], vec![k * p, p, 1], 0)),
             };
-            let product = self.matmul_op(Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 })?;
+            let (lhs, rhs) = (Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 });
+            let n = if pass == Pass::Weight { k } else { p };
+            let depth = if pass == Pass::Weight { p } else { k };
+            let cut = (tile == Tile::F4).then(|| products_cut(m, depth, n, limit as usize));
+            let product = self.matmul_cut_op(lhs, rhs, None, cut)?;
             let y = self.output(DType::F32, out_len)?;
-            let last = if pass == Pass::Weight { Key::WeightOut } else { Key::Output };
+            let last = if pass == Pass::Weight { key(Stage::WeightOut) } else { key(Stage::Output) };
             let kernel = gpu.kernel(last)?;
             let count = if pass == Pass::Weight { m * k } else { m * p };
             gpu.dispatch(&kernel, &output_meta, &[wgpu_buffer(&product), y.buffer()], grid(count))?;

@@ -1,0 +1,45 @@
+// Winograd F(3x3, 2x2) for the weight gradient, the transform of dy: each 2 x 2 tile e of dy
+// (zeros past the image's edge) becomes A e A^T, stored as 16 matrices u[xi] = [O, P]
+// (xi = 4 r + s): the a operands of the 16 products whose b operands are input.wgsl's
+// patches of x, transposed. A^T is output.wgsl's [1 1 1 0; 0 1 -1 -1].
+//
+// params: [0] O * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
+// [5] W, [6] dy's offset, [7] O.
+
+@group(0) @binding(1) var<storage, read> dy: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> u: array<S_x>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid);
+    if (i >= params[0]) { return; }
+    let p_len = params[1];
+    let o = i / p_len;
+    let p = i - o * p_len;
+    let img = p / params[2];
+    let t = p - img * params[2];
+    let ty = t / params[3];
+    let tx = t - ty * params[3];
+    let h = params[4];
+    let w = params[5];
+    let at = params[6] + (img * params[7] + o) * h * w + 2u * ty * w + 2u * tx;
+    let right = 2u * tx + 1u < w;
+    let below = 2u * ty + 1u < h;
+    var top = vec2<C_x>(load_x(dy[at]), C_x(0));
+    var bottom = vec2<C_x>();
+    if (right) { top.y = load_x(dy[at + 1u]); }
+    if (below) {
+        bottom.x = load_x(dy[at + w]);
+        if (right) { bottom.y = load_x(dy[at + w + 1u]); }
+    }
+    // A along the rows, then along each row.
+    var rows = array<vec2<C_x>, 4>(top, top + bottom, top - bottom, -bottom);
+    let step = params[0];
+    for (var r = 0u; r < 4u; r++) {
+        let e = rows[r];
+        let out = vec4<C_x>(e.x, e.x + e.y, e.x - e.y, -e.y);
+        for (var s = 0u; s < 4u; s++) {
+            u[(4u * r + s) * step + i] = store_x(out[s]);
+        }
+    }
+}

@@ -1,0 +1,56 @@
+// Winograd F(2x2, 3x3), the data transform: each 4 x 4 patch d of x (a 2 x 2 output tile's
+// window, stride 2, the padding of 1 read as zeros) becomes V = B^T d B, stored as 16 matrices
+// v[xi] = [C, P] (xi = 4 r + s, P = N * tiles): the b operands of the 16 products.
+//
+// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+//
+// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
+// [5] W, [6] x's offset, [7] C.
+
+@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> v: array<S_x>;
+
+// B^T applied to the four rows (or, on the transposed side, four columns) of a patch.
+fn bt(d0: vec4<C_x>, d1: vec4<C_x>, d2: vec4<C_x>, d3: vec4<C_x>) -> array<vec4<C_x>, 4> {
+    return array<vec4<C_x>, 4>(d0 - d2, d1 + d2, d2 - d1, d1 - d3);
+}
+
+// Row y of the patch whose top-left corner is (y0, x0), zeros outside the image.
+fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
+    let h = i32(params[4]);
+    let w = i32(params[5]);
+    var r = vec4<C_x>();
+    if (y < 0 || y >= h) { return r; }
+    let row = base + u32(y) * params[5];
+    for (var j = 0; j < 4; j++) {
+        let xx = x0 + j;
+        if (xx >= 0 && xx < w) { r[j] = load_x(x[row + u32(xx)]); }
+    }
+    return r;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let i = flat_id(wid, nwg, lid);
+    if (i >= params[0]) { return; }
+    let p_len = params[1];
+    let c = i / p_len;
+    let p = i - c * p_len;
+    let img = p / params[2];
+    let t = p - img * params[2];
+    let ty = t / params[3];
+    let tx = t - ty * params[3];
+    let base = params[6] + (img * params[7] + c) * params[4] * params[5];
+    let y0 = i32(2u * ty) - 1;
+    let x0 = i32(2u * tx) - 1;
+    var rows = bt(patch_row(base, y0, x0), patch_row(base, y0 + 1, x0), patch_row(base, y0 + 2, x0), patch_row(base, y0 + 3, x0));
+    // The same transform along each row; element (r, s) goes to v[4 r + s][c, p].
+    let step = params[0];
+    for (var r = 0u; r < 4u; r++) {
+        let e = rows[r];
+        let out = vec4<C_x>(e.x - e.z, e.y + e.z, e.z - e.y, e.y - e.w);
+        for (var s = 0u; s < 4u; s++) {
+            v[(4u * r + s) * step + i] = store_x(out[s]);
+        }
+    }
+}
