@@ -45,7 +45,7 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
-/// A stage's source, F(2x2): each file whole.
+/// A stage's source, F(2x2): after the helpers the stage uses.
 const F2: [&str; 5] = [
     include_str!("../shaders/conv/winograd/f2/input.wgsl"),
     include_str!("../shaders/conv/winograd/f2/weight.wgsl"),
@@ -53,6 +53,7 @@ const F2: [&str; 5] = [
     include_str!("../shaders/conv/winograd/f2/dy.wgsl"),
     include_str!("../shaders/conv/winograd/f2/weight_out.wgsl"),
 ];
+const F2_ROWS: &str = include_str!("../shaders/conv/winograd/f2/rows.wgsl");
 /// F(4x4): after the transforms and the helpers the stage uses.
 const F4: [&str; 5] = [
     include_str!("../shaders/conv/winograd/f4/input.wgsl"),
@@ -64,7 +65,9 @@ const F4: [&str; 5] = [
 const F4_TRANSFORMS: &str = include_str!("../shaders/conv/winograd/f4/transforms.wgsl");
 const F4_PUT: &str = include_str!("../shaders/conv/winograd/f4/put.wgsl");
 const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
-const F4_TILES: &str = include_str!("../shaders/conv/winograd/f4/tiles.wgsl");
+/// Both: the tile an invocation works on, and the kernels the filter transform reads.
+const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
+const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
 
 /// The rules' least channel counts on both sides of the product (see the module docs).
 pub(super) const MIN_CHANNELS_F2: usize = 128;
@@ -127,17 +130,24 @@ impl KernelKey for Key {
             Stage::WeightOut => (4, false),
         };
         let w = Wgsl::new(repr).ty("x", DType::F32).flag("FLIP", flip);
+        // The stages that walk the tiles share `tile_at`, the filter transforms `tap`; those
+        // that read the T^2 products share their tile's rows, F(4x4)'s that store T^2
+        // matrices `put`.
+        let w = match self.stage {
+            Stage::Input | Stage::Dy | Stage::Output => w.part(TILES),
+            Stage::Weight { .. } => w.part(TAPS),
+            Stage::WeightOut => w,
+        };
         match self.tile {
-            Tile::F2 => w.part(F2[index]),
-            // The stages that store T^2 matrices share `put`, those that read them the rows,
-            // those that walk the tiles `tile_at`.
+            Tile::F2 => match self.stage {
+                Stage::Output | Stage::WeightOut => w.part(F2_ROWS).part(F2[index]),
+                _ => w.part(F2[index]),
+            },
             Tile::F4 => {
                 let w = w.part(F4_TRANSFORMS);
                 let w = match self.stage {
-                    Stage::Input | Stage::Dy => w.part(F4_PUT).part(F4_TILES),
-                    Stage::Weight { .. } => w.part(F4_PUT),
-                    Stage::Output => w.part(F4_ROWS).part(F4_TILES),
-                    Stage::WeightOut => w.part(F4_ROWS),
+                    Stage::Input | Stage::Dy | Stage::Weight { .. } => w.part(F4_PUT),
+                    Stage::Output | Stage::WeightOut => w.part(F4_ROWS),
                 };
                 w.part(F4[index])
             }

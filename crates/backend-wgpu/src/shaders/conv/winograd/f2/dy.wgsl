@@ -13,18 +13,12 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let o = i / p_len;
-    let p = i - o * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
+    let tile = tile_at(i);
     let h = params[4];
     let w = params[5];
-    let at = params[6] + (img * params[7] + o) * h * w + 2u * ty * w + 2u * tx;
-    let right = 2u * tx + 1u < w;
-    let below = 2u * ty + 1u < h;
+    let at = params[6] + (tile.img * params[7] + tile.row) * h * w + 2u * tile.ty * w + 2u * tile.tx;
+    let right = 2u * tile.tx + 1u < w;
+    let below = 2u * tile.ty + 1u < h;
     var top = vec2<C_x>(load_x(dy[at]), C_x(0));
     var bottom = vec2<C_x>();
     if (right) { top.y = load_x(dy[at + 1u]); }

@@ -33,16 +33,10 @@ fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let c = i / p_len;
-    let p = i - c * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
-    let base = params[6] + (img * params[7] + c) * params[4] * params[5];
-    let y0 = i32(2u * ty) - 1;
-    let x0 = i32(2u * tx) - 1;
+    let tile = tile_at(i);
+    let base = params[6] + (tile.img * params[7] + tile.row) * params[4] * params[5];
+    let y0 = i32(2u * tile.ty) - 1;
+    let x0 = i32(2u * tile.tx) - 1;
     var rows = bt(patch_row(base, y0, x0), patch_row(base, y0 + 1, x0), patch_row(base, y0 + 2, x0), patch_row(base, y0 + 3, x0));
     // The same transform along each row; element (r, s) goes to v[4 r + s][c, p].
     let step = params[0];

@@ -10,33 +10,20 @@
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
 
-// Row r of the tile's Mt.
-fn mt_row(i: u32, r: u32) -> vec4<C_x> {
-    let step = params[0];
-    let at = 4u * r * step + i;
-    return vec4<C_x>(load_x(prod[at]), load_x(prod[at + step]), load_x(prod[at + 2u * step]), load_x(prod[at + 3u * step]));
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
     if (i >= params[0]) { return; }
-    let p_len = params[1];
-    let o = i / p_len;
-    let p = i - o * p_len;
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    let tx = t - ty * params[3];
+    let tile = tile_at(i);
     let r1 = mt_row(i, 1u);
     let r2 = mt_row(i, 2u);
     let top = mt_row(i, 0u) + r1 + r2;
     let bottom = r1 - r2 - mt_row(i, 3u);
     let h = params[4];
     let w = params[5];
-    let base = (img * params[6] + o) * h * w;
-    let yy = 2u * ty;
-    let xx = 2u * tx;
+    let base = (tile.img * params[6] + tile.row) * h * w;
+    let yy = 2u * tile.ty;
+    let xx = 2u * tile.tx;
     let right = xx + 1u < w;
     y[base + yy * w + xx] = store_x(top.x + top.y + top.z);
     if (right) { y[base + yy * w + xx + 1u] = store_x(top.y - top.z - top.w); }

@@ -8,13 +8,6 @@
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dw: array<S_x>;
 
-// Row r of the kernel's Mt.
-fn mt_row(i: u32, r: u32) -> vec4<C_x> {
-    let step = params[0];
-    let at = 4u * r * step + i;
-    return vec4<C_x>(load_x(prod[at]), load_x(prod[at + step]), load_x(prod[at + 2u * step]), load_x(prod[at + 3u * step]));
-}
-
 // G^T applied to four values: three.
 fn gt(v: vec4<C_x>) -> vec3<C_x> {
     let half = C_x(0.5);

@@ -5,16 +5,7 @@
 //
 // params: [0] M * K (invocations), [1] M, [2] K, [3] w's offset.
 
-@group(0) @binding(1) var<storage, read> w: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
-
-// Tap (ky, kx) of the kernel of product row m, column k.
-fn tap(m: u32, k: u32, ky: u32, kx: u32) -> C_x {
-    if (FLIP) {
-        return load_x(w[params[3] + (k * params[1] + m) * 9u + (2u - ky) * 3u + (2u - kx)]);
-    }
-    return load_x(w[params[3] + (m * params[2] + k) * 9u + ky * 3u + kx]);
-}
 
 fn kernel_row(m: u32, k: u32, ky: u32) -> vec4<C_x> {
     return vec4<C_x>(tap(m, k, ky, 0u), tap(m, k, ky, 1u), tap(m, k, ky, 2u), C_x(0));
