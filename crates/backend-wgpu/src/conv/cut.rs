@@ -67,7 +67,8 @@ pub fn with_conv_cut<R>(cut: ConvCut, f: impl FnOnce() -> R) -> R {
 }
 
 /// Whether a cut was asked for (`with_conv_cut` on this thread, or `LIANDAN_CONV_CUT`): the
-/// autotune (`tune.rs`) then leaves the cut as asked.
+/// autotune (`tune.rs`) then leaves the cut as asked, and the Winograd rule (`winograd.rs`)
+/// leaves the pass to the implicit GEMM it cuts.
 pub(super) fn forced() -> bool {
     CUT.with(|c| c.get()).or_else(env_cut).is_some()
 }

@@ -29,7 +29,9 @@
 //! tensor cores do not take run as F(4x4) for layers of at least [`MIN_CHANNELS_F4`] (on the
 //! H200 resnet18's 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as
 //! F(4x4); its 3-channel stem slower either way: runs 136-140). Intermediates stay under
-//! [`MAX_INTERMEDIATE`]. `LIANDAN_CONV_WINOGRAD=0` turns it off (the implicit GEMM for every
+//! [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM (`with_conv_cut`,
+//! `LIANDAN_CONV_CUT`) keeps the rule off, so what is timed or tested under it is the implicit
+//! GEMM so cut. `LIANDAN_CONV_WINOGRAD=0` turns it off (the implicit GEMM for every
 //! pass), `=2` or `=4` runs every convolution it can take with that tile, `=1` with the rule's
 //! tile, to compare. The intermediates are the transformed input and output (T^2 P K and
 //! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
@@ -229,6 +231,8 @@ pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Opti
     match FORCED.with(|c| c.get()).unwrap_or_else(env_setting) {
         Setting::Off => None,
         Setting::All(tile) => Some(tile.unwrap_or(rule().0)),
+        // A cut asked of the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`) is what runs.
+        Setting::Rule if super::cut::forced() => None,
         Setting::Rule => {
             let (tile, min) = rule();
             let r = tile.outputs();
@@ -277,45 +281,38 @@ impl WgpuBackend {
             return None;
         }
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
-        let (a, b) = (&inputs[0], &inputs[1]);
-        // The patches' transform of x (or dy): b of the forward's product (and the input
-        // gradient's), b transposed of the weight gradient's.
-        let patches = if pass == Pass::Weight { b } else { a };
+        let (x, w) = (&inputs[0], &inputs[1]);
+        // The products are `[T^2, m, depth] x [T^2, depth, n]`: the a operand the kernels'
+        // transform (or the weight gradient's of dy), b the patches' transform (transposed for
+        // the weight gradient, whose depth is the tiles). Each stage's invocations are its
+        // meta's first word.
+        let weight = pass == Pass::Weight;
+        let (depth, n) = if weight { (p, k) } else { (k, p) };
+        let patches = if weight { w } else { x };
         let input_meta = words(&[k * p, p, tiles, tw, h, wd, patches.layout.offset(), k])?;
-        let (first_meta, output_meta) = match pass {
-            Pass::Weight => (words(&[m * p, p, tiles, tw, h, wd, a.layout.offset(), m])?, words(&[m * k])?),
-            _ => (words(&[m * k, m, k, b.layout.offset()])?, words(&[m * p, p, tiles, tw, h, wd, m])?),
+        let (first, from, first_meta, last, last_meta, out_len) = if weight {
+            let dy_meta = words(&[m * p, p, tiles, tw, h, wd, x.layout.offset(), m])?;
+            (Stage::Dy, x, dy_meta, Stage::WeightOut, words(&[m * k])?, 9 * m * k)
+        } else {
+            let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
+            (Stage::Weight { flip: pass == Pass::Input }, w, kernel_meta, Stage::Output, words(&[m * p, p, tiles, tw, h, wd, m])?, g.n * m * h * wd)
         };
-        let key = |stage| Key { stage, tile };
+        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
+            let kernel = gpu.kernel(Key { stage, tile })?;
+            gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
+        };
         Some((|| {
-            // a of the product: the kernels' transform, or dy's (the weight gradient).
-            let (first, a_len, out_len) = match pass {
-                Pass::Forward => (key(Stage::Weight { flip: false }), nt * m * k, g.n * m * h * wd),
-                Pass::Input => (key(Stage::Weight { flip: true }), nt * m * k, g.n * m * h * wd),
-                Pass::Weight => (key(Stage::Dy), nt * m * p, 9 * m * k),
-            };
-            let (from, count) = if pass == Pass::Weight { (a, m * p) } else { (b, m * k) };
-            let u = Arc::new(self.output(DType::F32, a_len)?) as Storage;
-            let kernel = gpu.kernel(first)?;
-            gpu.dispatch(&kernel, &first_meta, &[gpu_storage(from).buffer(), wgpu_buffer(&u)], grid(count))?;
+            let u = Arc::new(self.output(DType::F32, nt * m * depth)?) as Storage;
+            stage(first, &first_meta, gpu_storage(from).buffer(), wgpu_buffer(&u))?;
             let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
-            let kernel = gpu.kernel(key(Stage::Input))?;
-            gpu.dispatch(&kernel, &input_meta, &[gpu_storage(patches).buffer(), wgpu_buffer(&v)], grid(k * p))?;
-            let (lu, lv) = match pass {
-                // [T^2, O, P] x [T^2, C, P] transposed.
-                Pass::Weight => (Layout::new(vec![nt, m, p], vec![m * p, p, 1], 0), Layout::new(vec![nt, p, k], vec![k * p, 1, p], 0)),
-                _ => (Layout::new(vec![nt, m, k], vec![m * k, k, 1], 0), Layout::new(vec![nt, k, p], vec![k * p, p, 1], 0)),
-            };
+            stage(Stage::Input, &input_meta, gpu_storage(patches).buffer(), wgpu_buffer(&v))?;
+            let lu = Layout::new(vec![nt, m, depth], vec![m * depth, depth, 1], 0);
+            let lv = Layout::new(vec![nt, depth, n], vec![k * p, if weight { 1 } else { p }, if weight { p } else { 1 }], 0);
             let (lhs, rhs) = (Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 });
-            let n = if pass == Pass::Weight { k } else { p };
-            let depth = if pass == Pass::Weight { p } else { k };
             let cut = (tile == Tile::F4).then(|| products_cut(m, depth, n, limit as usize));
             let product = self.matmul_cut_op(lhs, rhs, None, cut)?;
             let y = self.output(DType::F32, out_len)?;
-            let last = if pass == Pass::Weight { key(Stage::WeightOut) } else { key(Stage::Output) };
-            let kernel = gpu.kernel(last)?;
-            let count = if pass == Pass::Weight { m * k } else { m * p };
-            gpu.dispatch(&kernel, &output_meta, &[wgpu_buffer(&product), y.buffer()], grid(count))?;
+            stage(last, &last_meta, wgpu_buffer(&product), y.buffer())?;
             Ok(vec![Arc::new(y) as Storage])
         })())
     }
