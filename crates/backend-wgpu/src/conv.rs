@@ -609,7 +609,7 @@ impl WgpuBackend {
         }
         // Winograd where the rule (or the setting) wants it and the tensor cores would not run
         // the pass.
-        if let Some(tile) = winograd::wanted(&geom, dtype, inputs).filter(|_| tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none()) {
+        if let Some(tile) = winograd::wanted(pass, &geom, dtype, inputs).filter(|_| tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none()) {
             if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
                 return Some(done);
             }

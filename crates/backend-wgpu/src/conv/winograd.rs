@@ -19,16 +19,20 @@
 //! epsilons times the terms summed times the sum of |x||w| of an output; F(4x4)'s reach 8 and
 //! 1/24, and round about 10x more (`tests/conv_winograd.rs` bounds both against the CPU's
 //! direct convolution). Through resnet18's batch norms at the parity test's small batch,
-//! F(4x4) moved gradients by up to 5% of their largest (F(2x2) and the direct convolution:
-//! within 1e-4), so exact f32 takes F(2x2) and F(4x4) runs where TF32's rounding was asked for.
+//! F(4x4) in every pass moved gradients by up to 5% of their largest (F(2x2) and the direct
+//! convolution: within 1e-4), so exact f32 takes F(2x2) for the forward and input gradient,
+//! whose rounding flows on through the other layers' gradients, and F(4x4) for the weight
+//! gradients, whose rounding stays in that layer's own gradient (resnet18's gradients within
+//! 6.0e-6 of PyTorch's on lavapipe, 5.5e-6 on the H200: docs/PERFORMANCE.md runs 146-147).
 //! An infinity or NaN in a patch reaches every output of its tile, and an infinity may come out
 //! as NaN: none the direct convolution makes non-finite comes out finite.
 //!
-//! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for layers of at least
-//! [`MIN_CHANNELS_F2`] input and output channels; under `LIANDAN_CONV_TF32` the passes the
-//! tensor cores do not take run as F(4x4) for layers of at least [`MIN_CHANNELS_F4`] (on the
-//! H200 resnet18's 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as
-//! F(4x4); its 3-channel stem slower either way: runs 136-140). Intermediates stay under
+//! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for the forward and input
+//! gradient of layers of at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for
+//! weight gradients from [`MIN_CHANNELS_F4`]; under `LIANDAN_CONV_TF32` every pass the tensor
+//! cores do not take runs as F(4x4) from [`MIN_CHANNELS_F4`] (on the H200 resnet18's
+//! 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as F(4x4); its
+//! 3-channel stem slower either way: runs 136-140). Intermediates stay under
 //! [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM (`with_conv_cut`,
 //! `LIANDAN_CONV_CUT`) keeps the rule off, so what is timed or tested under it is the implicit
 //! GEMM so cut. `LIANDAN_CONV_WINOGRAD=0` turns it off (the implicit GEMM for every
@@ -209,10 +213,10 @@ pub fn with_conv_winograd<F: FnOnce() -> O, O>(outputs: usize, f: F) -> O {
     f()
 }
 
-/// The rule's tile and least channel count: F(4x4) where TF32's rounding was asked for, else
-/// F(2x2) (see the module docs).
-fn rule() -> (Tile, usize) {
-    if super::conv_tf32() {
+/// The rule's tile and least channel count for `pass`: F(4x4) where TF32's rounding was asked
+/// for, and for weight gradients, else F(2x2) (see the module docs).
+fn rule(pass: Pass) -> (Tile, usize) {
+    if super::conv_tf32() || pass == Pass::Weight {
         (Tile::F4, MIN_CHANNELS_F4)
     } else {
         (Tile::F2, MIN_CHANNELS_F2)
@@ -222,7 +226,7 @@ fn rule() -> (Tile, usize) {
 /// The tile a pass of `g` on these operands (two: no bias) runs as Winograd with, or `None`: a
 /// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
 /// cores take off it.
-pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
+pub(super) fn wanted(pass: Pass, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
     let shape = g.kernel == (3, 3) && g.stride == (1, 1) && g.padding == (1, 1) && g.dilation == (1, 1) && g.groups == 1;
     let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
     if dtype != DType::F32 || !shape || !operands || g.n * g.h * g.w == 0 {
@@ -230,11 +234,11 @@ pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Opti
     }
     match FORCED.with(|c| c.get()).unwrap_or_else(env_setting) {
         Setting::Off => None,
-        Setting::All(tile) => Some(tile.unwrap_or(rule().0)),
+        Setting::All(tile) => Some(tile.unwrap_or(rule(pass).0)),
         // A cut asked of the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`) is what runs.
         Setting::Rule if super::cut::forced() => None,
         Setting::Rule => {
-            let (tile, min) = rule();
+            let (tile, min) = rule(pass);
             let r = tile.outputs();
             let tiles = g.n * g.h.div_ceil(r) * g.w.div_ceil(r);
             let small = tile.products() * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
