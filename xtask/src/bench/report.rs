@@ -96,7 +96,7 @@ impl Report {
         let _ = writeln!(o, "`{}`", self.command);
         let _ = writeln!(
             o,
-            "{} warm-up steps (and more until a second has passed since the first); synced: {} steps each followed by a synchronize; pipelined: {} group(s) of {} steps, one synchronize per group. Times are ms per training step, median (min-max).\n",
+            "{} warm-up steps (and more until a second has passed since the first); synced: {} steps each followed by a synchronize; pipelined: {} group(s) of {} steps after one untimed group, one synchronize per group. Times are ms per training step, median (min-max).\n",
             p.warmup, p.steps, p.groups, p.sync_every
         );
         o.push_str("| model | device | precision | batch | synced ms | pipelined ms | samples/s | s/epoch | vs our CPU | peak MiB | PyTorch ms (pipelined) | ours / PyTorch | PyTorch synced ms | ours / PyTorch synced | PyTorch peak MiB |\n");

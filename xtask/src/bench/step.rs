@@ -38,10 +38,13 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// From times in seconds; `None` when there are none.
+    /// From times in seconds; `None` when there are none. The median of an even count is the
+    /// mean of the middle two (of two groups, not the slower one).
     pub fn of(mut seconds: Vec<f64>) -> Option<Stats> {
         seconds.sort_by(f64::total_cmp);
-        let median = *seconds.get(seconds.len() / 2)?;
+        let n = seconds.len();
+        let upper = *seconds.get(n / 2)?;
+        let median = if n.is_multiple_of(2) { (seconds[n / 2 - 1] + upper) / 2.0 } else { upper };
         Some(Stats { median_ms: median * 1e3, min_ms: seconds[0] * 1e3, max_ms: seconds[seconds.len() - 1] * 1e3 })
     }
 }
@@ -147,7 +150,10 @@ fn batch_for(model: &dyn ZooModel, batch: usize, device: &Device) -> Fallible<(T
 pub const WARMUP_SECS: f64 = 1.0;
 
 /// `xtask bench-model`: times `plan` steps of the model synced, then pipelined, after at least
-/// `plan.warmup` warm-up steps, and [`WARMUP_SECS`] of them after the first.
+/// `plan.warmup` warm-up steps, and [`WARMUP_SECS`] of them after the first. One untimed
+/// pipelined group goes before the timed ones: on the H200 the first group recorded ahead of
+/// the GPU after synced steps stalled once a process (mlp and vae about 2 ms, vit 38;
+/// docs/PERFORMANCE.md run 148), and later groups did not.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision)?;
@@ -170,6 +176,10 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         sync()?;
         synced.push(t.elapsed().as_secs_f64());
     }
+    for _ in 0..sync_every {
+        s.step(&x, y.as_ref())?;
+    }
+    sync()?;
     let mut pipelined = Vec::new();
     for _ in 0..groups {
         let t = Instant::now();

@@ -101,7 +101,9 @@ fn json_round_trips_and_the_chart_is_a_png() {
 #[test]
 fn stats_are_median_min_and_max_in_milliseconds() {
     let s = Stats::of(vec![0.003, 0.001, 0.002, 0.010]).unwrap();
-    assert_eq!((s.median_ms, s.min_ms, s.max_ms), (3.0, 1.0, 10.0));
+    assert!((s.median_ms - 2.5).abs() < 1e-9 && (s.min_ms, s.max_ms) == (1.0, 10.0), "{s:?}");
+    let s = Stats::of(vec![0.003, 0.001, 0.002]).unwrap();
+    assert!((s.median_ms - 2.0).abs() < 1e-9, "{s:?}");
     assert!(Stats::of(vec![]).is_none());
     for p in ["f32", "f16", "bf16"] {
         assert_eq!(super::step::precision(p).unwrap().to_string(), p);
