@@ -3,8 +3,8 @@
 (warm-up, then steps each synchronized, then groups of steps with one synchronize each),
 printed as one JSON line. With `--overhead --model NAME` (what `cargo xtask bench-fusion --torch`
 runs): forward+backward, and forward+backward+step with SGD and with Adam, as one JSON line of
-median ms. With `--matmul-f16` (what `cargo xtask bench --torch` runs per GPU): f16 square
-products as JSON micro-benchmark rows. Without any: the older kernel and zoo rows as a Markdown table."""
+median ms. With `--matmul` (what `cargo xtask bench --torch` runs per GPU): f16 and f32 square
+products and the zoo's f32 products (TF32 off, as ours are exact) as JSON micro-benchmark rows. Without any: the older kernel and zoo rows as a Markdown table."""
 import argparse
 import contextlib
 import json
@@ -38,7 +38,7 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--overhead", action="store_true")
-    p.add_argument("--matmul-f16", action="store_true")
+    p.add_argument("--matmul", action="store_true")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--no-tf32", action="store_true")
     p.add_argument("--shapes", action="store_true")
@@ -60,8 +60,8 @@ def main():
     if a.overhead:
         print(json.dumps(step_overhead(a)))
         return
-    if a.matmul_f16:
-        print(json.dumps(matmul_f16(a)))
+    if a.matmul:
+        print(json.dumps(matmul_rows(a)))
         return
     dev = torch.device(a.device)
     side = f"{torch.__version__} {dev.type}" + (f" {torch.cuda.get_device_name()}" if dev.type == "cuda" else "")
@@ -241,22 +241,55 @@ def torch_device(spec):
     raise SystemExit(f"this PyTorch has no GPU {n} (CUDA or MPS)")
 
 
-def matmul_f16(a):
-    """f16 square products (cuBLAS on tensor cores on CUDA) at the sizes of `cargo xtask bench`'s
-    f16 matmul rows, as the rows of its micro-benchmarks (JSON)."""
+# The zoo's own f32 products (`ZOO_PRODUCTS` in xtask/src/bench/micro.rs): name, [batch, m, k,
+# n], and which operand is read transposed.
+ZOO_PRODUCTS = [
+    ("matmul f32 mnist_cnn fc1", [1, 64, 9216, 128], "rhs"),
+    ("matmul f32 mnist_cnn fc1 dW", [1, 128, 64, 9216], "lhs"),
+    ("matmul f32 mlp fc1", [1, 1024, 784, 256], "rhs"),
+    ("matmul f32 lstm step", [1, 64, 256, 1024], "rhs"),
+    ("matmul f32 lstm dW", [1, 1024, 64, 256], "lhs"),
+    ("matmul f32 vit attention QK^T", [96, 65, 64, 65], "rhs"),
+    ("matmul f32 vit attention AV", [96, 65, 65, 64], None),
+]
+# Products timed in a row between two waits, as `micro.rs` times the zoo's.
+ROW = 20
+
+
+def matmul_rows(a):
+    """The products of `cargo xtask bench`'s matmul rows, timed as ours are, as the rows of its
+    micro-benchmarks (JSON): f16 squares (cuBLAS on tensor cores on CUDA), f32 squares and the
+    zoo's f32 products with TF32 off (PyTorch's default for matmul; ours are exact f32)."""
     dev = torch_device(a.device)
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
     reps = 3 if a.quick else 10
     side = f"PyTorch {torch.__version__} {dev.type}"
     rows = []
+
+    def add(bench, size, s, flops):
+        rows.append({"bench": f"{bench} ({side})", "size": size, "median_ms": s * 1e3, "rate": flops / s / 1e9, "unit": "GFLOP/s"})
+
     sizes = [256, 512] if a.quick else [1024, 2048, 4096]
     # The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
     for n, rhs_t in [(n, False) for n in sizes] + [(sizes[-1], True)]:
         x = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = y.t() if rhs_t else y
-        s = timed(dev, 2, reps, lambda: x @ y)
-        note = " rhs^T" if rhs_t else ""
-        rows.append({"bench": f"matmul f16{note} ({side})", "size": f"{n}x{n}x{n}", "median_ms": s * 1e3, "rate": 2 * n**3 / s / 1e9, "unit": "GFLOP/s"})
+        add(f"matmul f16{' rhs^T' if rhs_t else ''}", f"{n}x{n}x{n}", timed(dev, 2, reps, lambda: x @ y), 2 * n**3)
+    for n in [128, 256, 512] if a.quick else [256, 1024, 2048, 4096]:
+        x = torch.randn(n, n, device=dev)
+        y = torch.randn(n, n, device=dev)
+        add("matmul f32", f"{n}x{n}x{n}", timed(dev, 2, reps, lambda: x @ y), 2 * n**3)
+    for bench, (batch, m, k, n), t in ZOO_PRODUCTS:
+        x = torch.randn(batch, k, m, device=dev).transpose(1, 2) if t == "lhs" else torch.randn(batch, m, k, device=dev)
+        y = torch.randn(batch, n, k, device=dev).transpose(1, 2) if t == "rhs" else torch.randn(batch, k, n, device=dev)
+        if batch == 1:
+            x, y = x[0], y[0]
+        s = timed(dev, 1, reps, lambda: [x @ y for _ in range(ROW)]) / ROW
+        note = f" {t}^T" if t else ""
+        size = f"{f'{batch}x' if batch > 1 else ''}[{m},{k}]x[{k},{n}]{note}"
+        add(f"{bench}, {ROW} between waits", size, s, 2 * batch * m * k * n)
     return {"peak_copy_gbs": 0.0, "rows": rows}
 
 

@@ -72,7 +72,7 @@ coop_variants() {
     LIANDAN_COOP_VARIANT=$v timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
   done
   echo "### ordinary kernels"; LIANDAN_COOP_MATRIX=0 timeout 120 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>&1 | tail -1
-  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  echo "### PyTorch"; timeout 120 python3 xtask/bench_torch.py --matmul --device gpu:0 2>&1 | tail -1
 }
 echo "## machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc
 python3 -c "import torch; print('torch', torch.__version__)"
@@ -555,7 +555,7 @@ for r in m['rows']:
   for round in 1 2; do for v in prefetch ""; do
     echo "## f16 matmul, LIANDAN_COOP_VARIANT=$v (round $round)"; LIANDAN_COOP_VARIANT=$v timeout 60 ./.bin/xtask bench-micro --device gpu:0 --f16-matmul 2>/dev/null | rows
   done; done
-  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul --device gpu:0 2>&1 | tail -1
   steps() { grep -E "^\| (gpu|[a-z0-9_]+ \| gpu)" "$1" | head -16; }
   models="${MODELS:-resnet18,vit,seed003_cnn,mnist_cnn}"
   echo "## steps f16, default, PyTorch autocast beside"
@@ -583,7 +583,7 @@ for r in m['rows']:
   for round in 1 2; do for b in $builds; do
     echo "## products, $b (round $round)"; timeout 90 ./.bin/$b bench-micro --device gpu:0 2>/dev/null | rows
   done; done
-  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul-f16 --device gpu:0 2>&1 | tail -1
+  echo "## PyTorch f16 matmul"; timeout 120 python3 xtask/bench_torch.py --matmul --device gpu:0 2>&1 | tail -1
   echo "## PyTorch f32 matmul"; timeout 150 python3 xtask/bench_torch.py --device cuda 2>&1 | grep -i "matmul f32"
   for round in 1 2; do for b in $builds; do
     echo "## steps f16, $b (round $round)"

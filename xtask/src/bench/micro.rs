@@ -78,7 +78,10 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     }
     // The zoo's own products, at its reference batches: Linear layers multiply by the weight
     // read transposed (`x W^T`), their weight gradient reads the output gradient transposed,
-    // LSTM's recurrent step is skinny, ViT's attention is a batch of small products.
+    // LSTM's recurrent step is skinny, ViT's attention is a batch of small products. Timed 20
+    // in a row between waits, as a step runs them (one synchronize costs more than most of
+    // them), and as `xtask/bench_torch.py --matmul` times PyTorch's.
+    const ROW: usize = 20;
     for (bench, [batch, m, k, n], layout) in ZOO_PRODUCTS {
         let a = match layout {
             Operands::LhsT => Tensor::randn(&[batch, k, m], 7, DType::F32, device)?.transpose(1, 2)?,
@@ -88,9 +91,9 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
             Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
             _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
         };
-        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.matmul(&b).map(drop)))? / ROW as f64;
         let size = format!("{}[{m},{k}]x[{k},{n}]{}", if batch > 1 { format!("{batch}x") } else { String::new() }, layout.note());
-        row(bench, size, s, 2.0 * (batch * m * k * n) as f64 / s / 1e9, "GFLOP/s");
+        row(&format!("{bench}, {ROW} between waits"), size, s, 2.0 * (batch * m * k * n) as f64 / s / 1e9, "GFLOP/s");
     }
     let n = if quick { 1 << 20 } else { 1 << 24 };
     let a = Tensor::randn(&[n], 3, DType::F32, device)?;
@@ -100,7 +103,6 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     // The same kernels without a synchronize each (which costs a GPU tens of microseconds, a
     // third of a 16M add): 20 in a row, one wait. What a training step's elementwise ops see,
     // and what CUDA-event timings of PyTorch's kernels measure.
-    const ROW: usize = 20;
     let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.add(&b).map(drop)))? / ROW as f64;
     row("add f32 (read 2, write 1), 20 between waits", n.to_string(), s, 3.0 * 4.0 * n as f64 / s / 1e9, "GB/s");
     if !device.is_cpu() {

@@ -81,7 +81,8 @@ fn spawn_json_env<T: DeserializeOwned>(program: &Path, args: &[String], threads:
 
 /// The f16 matmul rows of a GPU's micro-benchmarks beside the tensor-core ones `micro::run`
 /// measured: the ordinary kernels (a child with `LIANDAN_COOP_MATRIX=0`) and, with `--torch`,
-/// PyTorch's f16 matmul on its device. A failure becomes a row that says so.
+/// PyTorch's products on its device (`bench_torch.py --matmul`: the f16 squares, and the f32
+/// squares and zoo products with TF32 off, timed as ours). A failure becomes a row that says so.
 fn f16_matmul_rows(exe: &Path, micro_args: &[String], a: &BenchArgs, script: &Path, spec: &str) -> Vec<micro::MicroRow> {
     let failed = |bench: &str, e: String| {
         eprintln!("bench: {bench} failed: {e}");
@@ -94,13 +95,13 @@ fn f16_matmul_rows(exe: &Path, micro_args: &[String], a: &BenchArgs, script: &Pa
         Err(e) => vec![failed("matmul f16 (LIANDAN_COOP_MATRIX=0)", e)],
     };
     if a.torch {
-        let mut args = vec![script.display().to_string(), "--matmul-f16".into(), "--device".into(), torch_device(spec)];
+        let mut args = vec![script.display().to_string(), "--matmul".into(), "--device".into(), torch_device(spec)];
         if a.quick {
             args.push("--quick".into());
         }
         match spawn_json::<micro::Micro>(Path::new(&a.python), &args, a.threads) {
             Ok(m) => rows.extend(m.rows),
-            Err(e) => rows.push(failed("matmul f16 (PyTorch)", e)),
+            Err(e) => rows.push(failed("matmul (PyTorch)", e)),
         }
     }
     rows
