@@ -1,5 +1,6 @@
 //! Convolution a few images at a time ([`FusedOp::Conv2d`], with its bias
-//! [`FusedOp::Conv2dBias`] added per image while the image's output is in cache, and its two
+//! [`FusedOp::Conv2dBias`] added per image while the image's output is in cache, and ReLU with it
+//! for [`FusedOp::Conv2dBiasRelu`], and its two
 //! gradients, f32 and f64): a block of images' columns is built side by side in a buffer of
 //! the thread's own and multiplied at once, so no batch-sized column buffer is ever allocated,
 //! and the weight
@@ -36,7 +37,8 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<CpuSt
         })
     };
     let out = match *op {
-        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => run(forward::<f32>, forward::<f64>, g),
+        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => run(forward::<f32, false>, forward::<f64, false>, g),
+        FusedOp::Conv2dBiasRelu(g) => run(forward::<f32, true>, forward::<f64, true>, g),
         FusedOp::Conv2dBackwardInput(g) => run(backward_input::<f32>, backward_input::<f64>, g),
         FusedOp::Conv2dBackwardWeight(g) => run(backward_weight::<f32>, backward_weight::<f64>, g),
         _ => None,
@@ -220,8 +222,9 @@ fn mat<T>(data: &[T], cols: usize, transposed: bool) -> Operand<'_, T> {
     Operand { data, strides: if transposed { [1, cols] } else { [cols, 1] } }
 }
 
-/// `y[n] = W cols(x[n])` per group, for a block of images at once.
-fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
+/// `y[n] = W cols(x[n])` per group, for a block of images at once; with `RELU`, `max(y + b,
+/// 0)` (NaN to 0) as the bias is added.
+fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     let p = Plan::new("conv2d", g, PARALLEL_COLS)?;
     let v = slices::<T>("conv2d", inputs)?;
     let (x, w, bias) = (&*v[0], &*v[1], v.get(2));
@@ -247,7 +250,10 @@ fn forward<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
         if let Some(b) = bias {
             for (i, plane) in y[..nb * p.image_out()].chunks_mut(p.l.max(1)).enumerate() {
                 let bo = b[i % g.o];
-                plane.iter_mut().for_each(|e| *e += bo);
+                match RELU {
+                    true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
+                    false => plane.iter_mut().for_each(|e| *e += bo),
+                }
             }
         }
     };

@@ -50,7 +50,7 @@ macro_rules! per_norm {
 
 /// The kernel for `op`, or `None` for the ops this backend leaves to their composites.
 pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-    if let FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
+    if let FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
         return crate::conv::fused(op, inputs).map(store);
     }
     let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {

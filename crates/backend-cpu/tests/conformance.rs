@@ -47,7 +47,7 @@ fn fused_kernels_run_here() {
     }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
-    for op in [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)] {
+    for op in [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBiasRelu(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)] {
         for dtype in [DType::F32, DType::F64] {
             assert!(backend_runs(&Device::cpu(), &op, dtype), "{} in {dtype}", op.name());
         }

@@ -129,7 +129,8 @@ pub(crate) enum Pass {
 /// without phases); `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
 /// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
-/// bias to each output channel as it stores y (rounded results only; never packed).
+/// bias to each output channel as it stores y (rounded results only; never packed); `relu`:
+/// and ReLU after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
@@ -143,6 +144,7 @@ pub(crate) struct Key {
     phase: bool,
     packed: bool,
     bias: bool,
+    relu: bool,
 }
 
 impl KernelKey for Key {
@@ -156,7 +158,7 @@ impl KernelKey for Key {
         // Slices fetched with their tests everywhere: untested fetches inside the operands made
         // resnet18's f32 step 2% slower (docs/PERFORMANCE.md, run 84).
         let w = w.flag("FETCH_INSIDE", false);
-        let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase);
+        let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase).flag("RELU", k.relu);
         let w = if k.packed { with_words(w) } else { w };
         let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(if k.bias { BIAS } else { NO_BIAS }).part(TILE);
         let w = match k.pass {
@@ -185,7 +187,10 @@ impl KernelKey for Key {
                                         for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
                                             let biases: &[bool] = if pass == Pass::Forward && !partial && !packed { &[false, true] } else { &[false] };
                                             for &bias in biases {
-                                                all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed, bias });
+                                                let relus: &[bool] = if bias { &[false, true] } else { &[false] };
+                                                for &relu in relus {
+                                                    all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed, bias, relu });
+                                                }
                                             }
                                         }
                                     }
@@ -558,19 +563,22 @@ struct Operands<'a> {
     /// The forward's bias and its offset, for the kernel to add as it stores y (never
     /// packed; see [`bias_in_kernel`]).
     bias: Option<(&'a wgpu::Buffer, usize)>,
+    /// ReLU after the bias, in the kernel where the bias is.
+    relu: bool,
 }
 
 impl WgpuBackend {
     /// Runs a convolution pass, or `None` (see the module docs).
     pub(crate) fn fused_conv(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let (pass, geom) = match op {
-            FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => (Pass::Forward, *g),
+            FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) => (Pass::Forward, *g),
             FusedOp::Conv2dBackwardInput(g) => (Pass::Input, *g),
             FusedOp::Conv2dBackwardWeight(g) => (Pass::Weight, *g),
             _ => return None,
         };
         let dtype = inputs.first()?.dtype;
-        let operands = if matches!(op, FusedOp::Conv2dBias(_)) { 3 } else { 2 };
+        let relu = matches!(op, FusedOp::Conv2dBiasRelu(_));
+        let operands = if matches!(op, FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_)) { 3 } else { 2 };
         if !self.repr.computes(dtype)
             || dtype == DType::F64
             || inputs.len() != operands
@@ -616,12 +624,13 @@ impl WgpuBackend {
         }
         Some(match pass {
             Pass::Input => self.conv_input(&geom, dtype, inputs),
-            _ => self.conv_pass(&plan, &geom, dtype, inputs),
+            _ => self.conv_pass(&plan, &geom, dtype, inputs, relu),
         })
     }
 
-    /// The forward or the weight gradient: one product.
-    fn conv_pass(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Result<Vec<Storage>> {
+    /// The forward or the weight gradient: one product; the forward's bias (a third input)
+    /// added and, where `relu`, ReLU after it, in the kernel where the cut allows.
+    fn conv_pass(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, inputs: &[Strided], relu: bool) -> Result<Vec<Storage>> {
         let gpu = self.gpu()?;
         // The a operand: the weights permuted (unless already in that order), or dy.
         let permuted = (plan.pass == Pass::Forward).then(|| forward_weight(geom, inputs[1].layout));
@@ -639,20 +648,39 @@ impl WgpuBackend {
         let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
         let bias = inputs.get(2).filter(|_| plan.pass == Pass::Forward);
         let in_kernel = bias.filter(|_| !packed).map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
-        let ops =
-            Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), strided: false, packed, bias: in_kernel };
+        let ops = Operands {
+            a,
+            a_off,
+            b: gpu_storage(b).buffer(),
+            b_off: b.layout.offset(),
+            phase: Phase::whole(geom),
+            strided: false,
+            packed,
+            bias: in_kernel,
+            relu,
+        };
         let products = [(plan, ops)];
         let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (plan.n, plan.k), &out)?;
         let (av, bv) = if plan.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
         let amax = self.scaled_amax(tiling, dtype, av, bv)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
-            return self.conv_pass(plan, geom, dtype, inputs);
+            return self.conv_pass(plan, geom, dtype, inputs, relu);
         }
         let out = Arc::new(out) as Storage;
         match bias {
-            // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast add.
-            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => Ok(vec![self.add_bias(out, &geom.output_shape(), v, vec![0, 1, 0, 0])?]),
+            // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast
+            // add, and ReLU as its own kernel.
+            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => {
+                let y = self.add_bias(out, &geom.output_shape(), v, vec![0, 1, 0, 0])?;
+                if !relu {
+                    return Ok(vec![y]);
+                }
+                let shape = geom.output_shape();
+                let y = Strided { storage: &*y, layout: &Layout::contiguous(&shape), dtype };
+                self.fused_pointwise(&FusedOp::Relu, &[y])
+                    .unwrap_or_else(|| Err(liandan_tensor::Error::Device(format!("conv2d_bias_relu: no ReLU kernel for {dtype} {shape:?}"))))
+            }
             _ => Ok(vec![out]),
         }
     }
@@ -679,7 +707,20 @@ impl WgpuBackend {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
-                (plan, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, strided, packed: packed_view(dy), bias: None })
+                (
+                    plan,
+                    Operands {
+                        a,
+                        a_off,
+                        b: gpu_storage(dy).buffer(),
+                        b_off: dy.layout.offset(),
+                        phase,
+                        strided,
+                        packed: packed_view(dy),
+                        bias: None,
+                        relu: false,
+                    },
+                )
             })
             .collect();
         // The phases share one output, so one cut, chosen for the largest of them.
@@ -812,6 +853,7 @@ impl WgpuBackend {
                         phase,
                         packed: ops.packed,
                         bias: bias.is_some(),
+                        relu: bias.is_some() && ops.relu,
                     };
                     gpu.kernel(key)?
                 }

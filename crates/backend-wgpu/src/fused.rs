@@ -120,7 +120,10 @@ impl WgpuBackend {
         if let FusedOp::LstmStep = op {
             return self.fused_lstm_step(inputs);
         }
-        if matches!(op, FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)) {
+        if matches!(
+            op,
+            FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)
+        ) {
             return self.fused_conv(op, inputs);
         }
         let dtype = inputs.first()?.dtype;

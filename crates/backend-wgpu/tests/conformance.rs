@@ -95,7 +95,8 @@ fn fused_conv_without_phases_matches_composite() {
 /// for big layers: 128 x 128 tiles of the weight gradient, split forwards and input gradients)
 /// against the composite, forward and backward, on shapes that leave every tile ragged: strided
 /// (by phase), grouped, channels that fill whole 16-row slices, and positions per image that
-/// are and are not a multiple of 4 (the weight gradient's vec4 and scalar loaders of dy).
+/// are and are not a multiple of 4 (the weight gradient's vec4 and scalar loaders of dy). Each
+/// also with a bias and ReLU (`conv2d_relu`), in the kernel unsplit, after the sums split.
 #[test]
 fn fused_conv_every_cut_matches_composite() {
     use liandan_backend_wgpu::{with_conv_cut, ConvCut};
@@ -113,9 +114,13 @@ fn fused_conv_every_cut_matches_composite() {
             let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, &d).unwrap();
             let inputs = [t(&[n, c, h, w], seed), t(&[o, c / g, k, k], seed + 1).mul_scalar(0.5).unwrap()];
             let conv = |x: &[Tensor]| Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), g)?]);
+            // With a bias and ReLU (in the kernel, or after a split's sums), inputs of both signs.
+            let signed = [inputs[0].add_scalar(-0.5).unwrap(), inputs[1].clone(), t(&[o], seed + 2).add_scalar(-0.5).unwrap()];
+            let conv_relu = |x: &[Tensor]| Ok(vec![x[0].conv2d_relu(&x[1], Some(&x[2]), (s, s), (p, p), (1, 1), g)?]);
             for cut in cuts {
                 let what = format!("conv2d {dtype} case {i} under {cut:?}");
                 with_conv_cut(cut, || check_fused(&what, &inputs, conv, tol.0, tol.1));
+                with_conv_cut(cut, || check_fused(&format!("{what}, bias and ReLU"), &signed, conv_relu, tol.0, tol.1));
             }
         }
     }

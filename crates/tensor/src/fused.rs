@@ -270,6 +270,11 @@ pub enum FusedOp {
     /// `weight`, `bias` `[O]`. Output: `y`. Its gradients are [`FusedOp::Conv2d`]'s and the sum
     /// of `dy` over everything but the channel.
     Conv2dBias(ConvGeometry),
+    /// [`FusedOp::Conv2dBias`] followed by ReLU (`y = max(conv + bias, 0)`, NaN to 0 as
+    /// [`FusedOp::Relu`]), applied as the result is stored ([`Tensor::conv2d_relu`]). Inputs:
+    /// `x`, `weight`, `bias` `[O]`. Output: `y`. Its gradients are ReLU's read from `y`, then
+    /// [`FusedOp::Conv2dBias`]'s.
+    Conv2dBiasRelu(ConvGeometry),
     /// The gradient of [`FusedOp::Conv2d`] with respect to its input (a transposed
     /// convolution of `dy`). Inputs: `dy` `[N, O, out_h, out_w]`, `weight`. Output: `dx`
     /// `[N, C, H, W]`.
@@ -462,6 +467,7 @@ impl FusedOp {
             FusedOp::LayerNormBackward(_) => "layer_norm_backward",
             FusedOp::Conv2d(_) => "conv2d",
             FusedOp::Conv2dBias(_) => "conv2d_bias",
+            FusedOp::Conv2dBiasRelu(_) => "conv2d_bias_relu",
             FusedOp::MatmulBias => "matmul_bias",
             FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
             FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
@@ -491,7 +497,7 @@ impl FusedOp {
             FusedOp::LstmCell | FusedOp::GruCell | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::SoftmaxLastDim | FusedOp::SoftmaxLastDimBackward => 1,
             FusedOp::BceLoss | FusedOp::BceLossBackward | FusedOp::Relu | FusedOp::ReluBackward => 1,
             FusedOp::GruCellBackward => 3,
-            FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
+            FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
             FusedOp::MatmulBias => 1,
             FusedOp::LstmCellBackward | FusedOp::LstmStep => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {

@@ -113,6 +113,7 @@ impl Backend for Counting {
         // counts.
         if let FusedOp::Conv2d(_)
         | FusedOp::Conv2dBias(_)
+        | FusedOp::Conv2dBiasRelu(_)
         | FusedOp::Conv2dBackwardInput(_)
         | FusedOp::Conv2dBackwardWeight(_)
         | FusedOp::Relu

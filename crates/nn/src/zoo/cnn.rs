@@ -45,8 +45,8 @@ impl MnistCnn {
 
 impl Forward for MnistCnn {
     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        let x = self.conv1.forward(x)?.relu()?;
-        let x = self.conv2.forward(&x)?.relu()?.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))?;
+        let x = self.conv1.forward_relu(x)?;
+        let x = self.conv2.forward_relu(&x)?.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))?;
         let x = self.dropout1.forward(&x)?.flatten(1, -1)?;
         let x = self.dropout2.forward(&self.fc1.forward(&x)?.relu()?)?;
         Ok(self.fc2.forward(&x)?.log_softmax(1)?)

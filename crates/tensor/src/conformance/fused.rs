@@ -80,6 +80,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_conv2d_relu_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::conv2d_relu_matches_composite(&d)
+            }
+        }
+        #[test]
         fn fused_relu_grads() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::relu_grads(&d)
@@ -247,7 +253,7 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         }
         FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::MatmulBias => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
-        FusedOp::Conv2dBias(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
+        FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
     };
@@ -603,6 +609,37 @@ pub fn relu_matches_composite(d: &Device) {
     }
     let (_, v) = from_values(d, &[4, 6], &values(24, 65), DType::F32);
     check_fused("relu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], relu, 0.0, 0.0);
+}
+
+/// `conv2d_relu` with a bias ([`FusedOp::Conv2dBiasRelu`] where the device has it) against the
+/// composite (im2col, matmul, the bias added, ReLU), outputs and the gradients of input, weight
+/// and bias: inputs of both signs so that about half the outputs are cut to 0, stride 1 with
+/// padding, stride 2, two groups, a long K (which a device may split, the bias and ReLU then
+/// applied after), in f32; f16 and bf16 on the first case. Without a bias it is `conv2d` and
+/// `relu`, checked too.
+pub fn conv2d_relu_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed, dtype| {
+        let v: Vec<f64> = values(shape.iter().product(), seed).iter().map(|x| x - 0.5).collect();
+        Tensor::from_f64s(&v, shape, dtype, d).unwrap()
+    };
+    // (x, weight, stride, padding, groups)
+    type Case<'a> = (&'a [usize], &'a [usize], usize, usize, usize);
+    let cases: [Case; 4] = [
+        (&[2, 3, 7, 7], &[8, 3, 3, 3], 1, 1, 1),
+        (&[1, 8, 9, 9], &[16, 8, 3, 3], 2, 1, 1),
+        (&[2, 4, 6, 6], &[6, 2, 3, 3], 1, 0, 2),
+        (&[1, 256, 4, 4], &[4, 256, 3, 3], 1, 1, 1),
+    ];
+    for (dtype, atol, rtol, count) in [(DType::F32, 1e-5, 1e-5, 4), (DType::F16, 2e-2, 1e-2, 1), (DType::BF16, 5e-2, 2e-2, 1)] {
+        for (i, &(xs, ws, s, p, g)) in cases.iter().enumerate().take(count) {
+            let seed = 120 + 3 * i as u64;
+            let inputs = [t(xs, seed, dtype), t(ws, seed + 1, dtype), t(&[ws[0]], seed + 2, dtype)];
+            let f = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d_relu(&x[1], Some(&x[2]), (s, s), (p, p), (1, 1), g)?]) };
+            check_fused(&format!("conv2d_relu {dtype} {xs:?} * {ws:?} stride {s} padding {p} groups {g}"), &inputs, f, atol, rtol);
+        }
+    }
+    let no_bias = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d_relu(&x[1], None, (1, 1), (1, 1), (1, 1), 1)?]) };
+    check_fused("conv2d_relu f32 without a bias", &[t(&[2, 3, 5, 5], 140, DType::F32), t(&[4, 3, 3, 3], 141, DType::F32)], no_bias, 1e-5, 1e-5);
 }
 
 /// ReLU's backward rule (fused where the device can) against finite differences in f64, with

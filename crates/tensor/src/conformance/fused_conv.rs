@@ -116,8 +116,8 @@ pub fn conv2d_wide_matches_composite(d: &Device) {
 }
 
 /// The fused ops a backend's tests assert it runs: each pass on a small geometry, the forward
-/// with and without its bias.
-pub fn ops() -> [FusedOp; 4] {
+/// with and without its bias, and with its bias and ReLU.
+pub fn ops() -> [FusedOp; 5] {
     let g = geometry(&CASES[4]);
-    [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
+    [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBiasRelu(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
 }

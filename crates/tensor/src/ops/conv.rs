@@ -111,8 +111,39 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Result<Tensor> {
+        self.conv2d_then(weight, bias, stride, padding, dilation, groups, false)
+    }
+
+    /// `conv2d(..).relu()` as one op where the device can (a convolution with a bias whose
+    /// kernel applies ReLU as it stores the result, [`crate::FusedOp::Conv2dBiasRelu`]: no
+    /// pass of its own over the output), else the two. The same values and gradients either
+    /// way (ReLU's gradient at 0 is 0).
+    pub fn conv2d_relu(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+    ) -> Result<Tensor> {
+        self.conv2d_then(weight, bias, stride, padding, dilation, groups, true)
+    }
+
+    /// [`Tensor::conv2d`], then ReLU where `relu`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d_then(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        groups: usize,
+        relu: bool,
+    ) -> Result<Tensor> {
         if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
-            return x.conv2d(&w, b.as_ref(), stride, padding, dilation, groups);
+            return x.conv2d_then(&w, b.as_ref(), stride, padding, dilation, groups, relu);
         }
         check_float("conv2d", self)?;
         check_same_dtype("conv2d", self, weight)?;
@@ -136,9 +167,11 @@ impl Tensor {
                 return Err(Error::shape("conv2d", ws, b.shape(), "weight and bias disagree: the bias must be [O]"));
             }
         }
-        match bias {
-            None => conv_fused::conv2d(self, weight, geom),
-            Some(b) => conv_fused::conv2d_bias(self, weight, b, geom),
+        match (bias, relu) {
+            (None, false) => conv_fused::conv2d(self, weight, geom),
+            (None, true) => conv_fused::conv2d(self, weight, geom)?.relu(),
+            (Some(b), false) => conv_fused::conv2d_bias(self, weight, b, geom),
+            (Some(b), true) => conv_fused::conv2d_bias_relu(self, weight, b, geom),
         }
     }
 

@@ -4,7 +4,8 @@
 //! the conformance suite compares the two routes forward and backward.
 //!
 //! A bias is added as the forward stores its result where the device can
-//! ([`FusedOp::Conv2dBias`]), by a broadcast add otherwise.
+//! ([`FusedOp::Conv2dBias`]), by a broadcast add otherwise; so is a following ReLU
+//! ([`FusedOp::Conv2dBiasRelu`], `Tensor::conv2d_relu`), by [`Tensor::relu`] otherwise.
 //!
 //! The backward rule is one `GradFn::Conv2d` either way, so a device that runs the fused
 //! forward never holds a column buffer for backward: the input gradient is a transposed
@@ -15,7 +16,7 @@
 
 use crate::autograd::{self, GradFn};
 use crate::error::Result;
-use crate::fused::{try_fused, ConvGeometry, FusedOp};
+use crate::fused::{fusion_enabled, try_fused, ConvGeometry, FusedOp};
 use crate::layout::Layout;
 use crate::tensor::Tensor;
 
@@ -45,6 +46,21 @@ pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: Conv
         return Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom)));
     }
     conv2d(&x, &weight, geom)?.add(&bias.reshape(&[1, geom.o, 1, 1])?)
+}
+
+/// `relu(conv2d_bias(..))`: one kernel where the device applies ReLU as it stores the result
+/// ([`FusedOp::Conv2dBiasRelu`]), else [`conv2d_bias`] and [`Tensor::relu`], the composite.
+pub(super) fn conv2d_bias_relu(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
+    let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
+    let fused = match fusion_enabled() && bias.dtype() == x.dtype() && bias.device() == x.device() {
+        true => try_fused(&FusedOp::Conv2dBiasRelu(geom), &[&x, &weight, &bias]),
+        false => None,
+    };
+    if let Some(r) = fused {
+        let out = r?.remove(0);
+        return Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2dRelu(geom)));
+    }
+    conv2d_bias(&x, &weight, &bias, geom)?.relu()
 }
 
 /// A fresh contiguous tensor of `shape` on `like`'s device, outside the graph.
