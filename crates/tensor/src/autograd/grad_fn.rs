@@ -116,9 +116,6 @@ pub(crate) enum GradFn {
     /// `conv2d`, fused or composite: inputs `x`, `weight`, and the bias `[O]` where the
     /// device added it in the same kernel ([`crate::FusedOp::Conv2dBias`]).
     Conv2d(ConvGeometry),
-    /// [`crate::FusedOp::Conv2dBiasRelu`]: inputs `x`, `weight`, `bias`; ReLU's gradient read
-    /// from the output, then `Conv2d`'s.
-    Conv2dRelu(ConvGeometry),
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
@@ -164,7 +161,6 @@ impl GradFn {
             GradFn::BatchNorm { .. } => "batch_norm",
             GradFn::LayerNorm { .. } => "layer_norm",
             GradFn::Conv2d(_) => "conv2d",
-            GradFn::Conv2dRelu(_) => "conv2d_relu",
         };
         name.to_string()
     }
@@ -210,7 +206,7 @@ impl GradFn {
             },
             GradFn::Matmul => other(1 - i),
             // x and the weight each for the other's gradient; the bias not at all.
-            GradFn::Conv2d(_) | GradFn::Conv2dRelu(_) => i < 2 && other(1 - i),
+            GradFn::Conv2d(_) => i < 2 && other(1 - i),
             GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::Bce { .. } | GradFn::LstmCell | GradFn::GruCell => true,
             // `x` and the weight; the bias only by its shape.
             GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
@@ -223,7 +219,6 @@ impl GradFn {
             GradFn::Unary(op) => matches!(op, UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip),
             GradFn::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
             GradFn::Relu | GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
-            GradFn::Conv2dRelu(_) => true,
             _ => false,
         }
     }
@@ -327,7 +322,6 @@ impl GradFn {
                 let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
                 std::iter::once(Ok(Some(dx))).chain(params).collect()
             }
-            GradFn::Conv2dRelu(geom) => GradFn::Conv2d(*geom).backward(&Tensor::relu_backward(g, out)?, inputs, out),
             GradFn::Conv2d(geom) => {
                 let w = &inputs[1];
                 let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };

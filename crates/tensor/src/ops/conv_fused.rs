@@ -50,6 +50,11 @@ pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: Conv
 
 /// `relu(conv2d_bias(..))`: one kernel where the device applies ReLU as it stores the result
 /// ([`FusedOp::Conv2dBiasRelu`]), else [`conv2d_bias`] and [`Tensor::relu`], the composite.
+/// The fused result is recorded as the two ops' nodes over one buffer: the convolution's
+/// (whose rule never reads its output, so the graph keeps no handle on that buffer for it) and
+/// ReLU's, which reads it. So ReLU's backward frees it before the convolution's runs, as in
+/// the composite (one node reading the output through the convolution's backward held it
+/// 10% longer at mnist_cnn's peak on the H200, run 152).
 pub(super) fn conv2d_bias_relu(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
     let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
     let fused = match fusion_enabled() && bias.dtype() == x.dtype() && bias.device() == x.device() {
@@ -58,7 +63,8 @@ pub(super) fn conv2d_bias_relu(x: &Tensor, weight: &Tensor, bias: &Tensor, geom:
     };
     if let Some(r) = fused {
         let out = r?.remove(0);
-        return Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2dRelu(geom)));
+        let pre = Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom));
+        return Ok(Tensor::view_op(pre.storage(), pre.layout().clone(), pre.dtype(), pre.device(), &[&pre], || GradFn::Relu));
     }
     conv2d_bias(&x, &weight, &bias, geom)?.relu()
 }

@@ -178,7 +178,12 @@ fn shape_table(f: &mut fmt::Formatter<'_>, rows: &[Row], gpu: bool) -> fmt::Resu
     for r in rows.iter().take(SHAPE_ROWS) {
         let ns = if gpu { r.gpu_ns.unwrap_or(0) } else { r.cpu_ns };
         let rate = match r.flops {
-            Some(n) if ns > 0 => format!("{:.3}", n as f64 / ns as f64 / 1e3),
+            // Three decimals, or three digits in exponent form below 0.01 (a small product on
+            // a busy CPU would otherwise read 0.000).
+            Some(n) if ns > 0 => match n as f64 / ns as f64 / 1e3 {
+                r if r >= 0.01 => format!("{r:.3}"),
+                r => format!("{r:.2e}"),
+            },
             _ => "-".to_string(),
         };
         let shapes = r.shapes.as_deref().unwrap_or("");
