@@ -53,6 +53,21 @@ fn profile_shapes_prints_each_product_with_its_shapes_and_rate() {
     assert!(table.iter().any(|l| !l.starts_with("matmul ") && l.split_whitespace().nth(4) == Some("-")), "{out}");
 }
 
+#[test]
+fn profile_shapes_counts_a_fused_convolution_and_relu_as_a_convolution() {
+    let o = liandan(&["profile", "--model", "mnist_cnn", "--batch", "2", "--steps", "1", "--device", "cpu", "--shapes"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let table: Vec<&str> = out.lines().skip_while(|l| !l.ends_with("input shapes")).skip(1).take_while(|l| !l.is_empty()).collect();
+    // conv1: [2, 1, 28, 28] with [32, 1, 3, 3] and its bias, ReLU applied as it is stored.
+    let conv1 = table
+        .iter()
+        .find(|l| l.starts_with("fused conv2d_bias_relu ") && l.contains("[2, 1, 28, 28] f32, [32, 1, 3, 3] f32"))
+        .unwrap_or_else(|| panic!("no conv1 row:\n{out}"));
+    let rate = conv1.split_whitespace().nth(5).unwrap_or("");
+    assert!(rate.parse::<f64>().is_ok_and(|r| r > 0.0), "a convolution's rate: {conv1}");
+}
+
 /// The calls of op `name` in the op table, if it has a row.
 fn calls(out: &str, name: &str) -> Option<u64> {
     let row = out.lines().skip_while(|l| !l.starts_with("op ")).take_while(|l| !l.is_empty()).find(|l| l.split_whitespace().next() == Some(name))?;

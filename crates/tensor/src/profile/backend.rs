@@ -79,7 +79,9 @@ fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
         return Inputs { flops, ..shapes(inputs, None) };
     }
     let conv = match op {
-        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => Some(g),
+        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => {
+            Some(g)
+        }
         _ => None,
     };
     let Some(g) = conv else { return shapes(inputs, None) };
