@@ -425,6 +425,8 @@ impl Backend for WgpuBackend {
     fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         // The convolutions and GELU read packed bf16 operands as they are (all of them packed);
         // a linear layer with its bias declines them (its composite reads them as they are).
+        // A convolution with ReLU takes widened copies: ReLU has no kernel on packed words, so
+        // after a packed product it could not run.
         let reads_packed = matches!(
             op,
             FusedOp::Conv2d(_)

@@ -16,7 +16,7 @@
 
 use crate::autograd::{self, GradFn};
 use crate::error::Result;
-use crate::fused::{fusion_enabled, try_fused, ConvGeometry, FusedOp};
+use crate::fused::{try_fused, ConvGeometry, FusedOp};
 use crate::layout::Layout;
 use crate::tensor::Tensor;
 
@@ -57,7 +57,7 @@ pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: Conv
 /// 10% longer at mnist_cnn's peak on the H200, run 152).
 pub(super) fn conv2d_bias_relu(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
     let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
-    let fused = match fusion_enabled() && bias.dtype() == x.dtype() && bias.device() == x.device() {
+    let fused = match bias.dtype() == x.dtype() && bias.device() == x.device() {
         true => try_fused(&FusedOp::Conv2dBiasRelu(geom), &[&x, &weight, &bias]),
         false => None,
     };
