@@ -11,14 +11,19 @@
 //!   `+ staging` stores each slice again between two barriers, as the kernel stages every
 //!   slice (vec4 stores, or a's transposed as the K-major loader does; 16 or 32 deep), and
 //!   `+ global fetch` takes the stored values from a 4096 x 4096 matrix, the next slice's
-//!   fetched after the barriers as the kernel fetches ahead.
+//!   fetched after the barriers as the kernel fetches ahead. `two copies read in turn` reads
+//!   the other of two staged slices each pass (so no compiler keeps a pass's reads in
+//!   registers), `128 invocations` stages 64 x 128 tiles in workgroups half the size, and
+//!   `+ global loads` uses no workgroup memory at all: each step's vec4s read from the matrix
+//!   through the L1 cache.
 //! - `mma f16`: cooperative 16 x 16 x 16 f16 products summed in f32 on operands held in
 //!   registers (the tensor-core peak through `coopMultiplyAdd`), 16 subgroups of 32 x 64 (the
 //!   `tall` variant's) or 8 of 64 x 64. `+ loads` reads each 16-deep step's blocks from
 //!   workgroup memory (`coopLoadT` as the kernel does for row-major operands, or `coopLoad`);
 //!   every 32 deep, `+ barriers` adds the two barriers alone, `+ stores` the slice's stores
 //!   alone, `+ staging` both, and `+ global fetch` the next slice fetched from a 4096 x 4096
-//!   matrix after them.
+//!   matrix after them. `mma f16 tile` stages tiles of other shapes and depths (`16-byte
+//!   fetches`: each fetch an aligned pair of vec4<f16>, stored as two).
 //!
 //! - `latency` (a table of its own): one submission and the wait for it through wgpu alone, in
 //!   microseconds: an empty command buffer, one dispatch of one workgroup, with a parameter
@@ -87,7 +92,7 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
          \x20   let b0 = bs_[kk * STR + tx];\n\
          \x20   let a1 = as_[kk * STR + 16u + ty];\n\
          \x20   let b1 = bs_[kk * STR + 16u + tx];\n",
-        v = bk * 33,
+        v = if staging == Staging::Alternate { 2 * bk * 33 } else { bk * 33 },
         mat = if staging == Staging::Fetched { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f32>>;\n" } else { "" },
     );
     for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
@@ -116,6 +121,7 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
     s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n");
     match staging {
         Staging::None => {}
+        Staging::Alternate => s += &format!("        let at = (it % 2u) * {bk}u;\n"),
         Staging::Vec4 => {
             s += "        workgroupBarrier();\n\
                   \x20       as_[(lid / 16u) * STR + lid % 16u] = r0;\n\
@@ -149,7 +155,132 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
         }
     }
     s += &format!("        for (var kk = 0u; kk < {bk}u; kk += 4u) {{\n");
+    let base = if staging == Staging::Alternate { "at + " } else { "" };
+    for q in 0..4 {
+        s += &format!("            mac({base}kk + {q}u, tx, ty);\n");
+    }
     s += "\
+          \x20       }\n\
+          \x20   }\n\
+          \x20   var t = vec4<f32>();\n";
+    for i in 0..16 {
+        s += &format!("    t += acc[{i}];\n");
+    }
+    s += "    dst[gid.x] = t;\n}\n";
+    let name = match staging {
+        Staging::None => format!("mac f32, {bk} deep"),
+        Staging::Alternate => format!("mac f32, {bk} deep, two copies read in turn"),
+        Staging::Vec4 => format!("mac f32 + staging, {bk} deep"),
+        Staging::Transposing => format!("mac f32 + transposing staging, {bk} deep"),
+        Staging::Fetched => format!("mac f32 + transposing staging + global fetch, {bk} deep"),
+    };
+    Kernel { name, wgsl: s, flops_per_group: 256.0 * 64.0 * bk as f64 * 2.0 * iters as f64, coop: false, mat: staging == Staging::Fetched }
+}
+
+/// The tiled f32 kernel's arithmetic (8 x 8 an invocation in blocks 64 apart, a 128 x 128 tile
+/// a workgroup of 256) with no workgroup memory and no barriers: every step's four vec4s read
+/// straight from a 4096 x 4096 matrix (a K-major, b row-major, so both are contiguous along
+/// the tile), left to the L1 cache to share between the invocations that read the same ones;
+/// with `ahead`, the next step's vec4s are read before this step's multiply-adds.
+fn mac_f32_direct(iters: u32, ahead: bool) -> Kernel {
+    let mut s = String::from(
+        "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;\n\
+         @group(0) @binding(2) var<storage, read> mat: array<vec4<f32>>;\n\
+         var<private> acc: array<vec4<f32>, 16>;\n\
+         fn mac(a0: vec4<f32>, a1: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>) {\n",
+    );
+    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
+        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
+            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
+        }
+    }
+    s += "}\n\
+          @compute @workgroup_size(256)\n\
+          fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
+          \x20   let tx = lid % 16u;\n\
+          \x20   let ty = lid / 16u;\n\
+          \x20   // src is bound (as the other kernels'), so read, but adds nothing.\n\
+          \x20   let m0 = ((wid.x % 1024u) / 32u) * 128u + (u32(src[lid % 64u].w) & 0u);\n\
+          \x20   let n0 = (wid.x % 32u) * 128u;\n\
+          \x20   let ai = m0 / 4u + ty;\n\
+          \x20   let bi = n0 / 4u + tx;\n\
+          \x20   acc = array<vec4<f32>, 16>();\n";
+    let load = |pre: &str, k: &str| {
+        format!("        {pre}a0 = mat[{k} * 1024u + ai];\n        {pre}a1 = mat[{k} * 1024u + ai + 16u];\n        {pre}b0 = mat[{k} * 1024u + bi];\n        {pre}b1 = mat[{k} * 1024u + bi + 16u];\n")
+    };
+    if ahead {
+        s += &load("var ", "0u").replace("        ", "    ");
+    }
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n        let k = it % 4096u;\n");
+    if ahead {
+        s += "        let kn = (it + 1u) % 4096u;\n";
+        s += &load("let n", "kn");
+        s += "        mac(a0, a1, b0, b1);\n        a0 = na0;\n        a1 = na1;\n        b0 = nb0;\n        b1 = nb1;\n";
+    } else {
+        s += &load("let ", "k");
+        s += "        mac(a0, a1, b0, b1);\n";
+    }
+    s += "    }\n    var t = vec4<f32>();\n";
+    for i in 0..16 {
+        s += &format!("    t += acc[{i}];\n");
+    }
+    s += "    dst[gid.x] = t;\n}\n";
+    let name = format!("mac f32 + global loads{}, no workgroup memory", if ahead { " one step ahead" } else { "" });
+    Kernel { name, wgsl: s, flops_per_group: 256.0 * 64.0 * 2.0 * iters as f64, coop: false, mat: true }
+}
+
+/// The tiled f32 kernel's inner loop and staging (vec4 stores between two barriers, 16 deep)
+/// in workgroups of 128 invocations, each a 64 x 128 tile (8 x 8 an invocation, blocks 32 rows
+/// and 64 columns apart): the same registers an invocation, twice the workgroups a
+/// multiprocessor, half the invocations waiting at each barrier.
+fn mac_f32_half(iters: u32, staging: bool) -> Kernel {
+    let mut s = String::from(
+        "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;\n\
+         const STR: u32 = 33u;\n\
+         var<workgroup> as_: array<vec4<f32>, 528>;\n\
+         var<workgroup> bs_: array<vec4<f32>, 528>;\n\
+         var<private> acc: array<vec4<f32>, 16>;\n\
+         fn mac(kk: u32, tx: u32, ty: u32) {\n\
+         \x20   let a0 = as_[kk * STR + ty];\n\
+         \x20   let b0 = bs_[kk * STR + tx];\n\
+         \x20   let a1 = as_[kk * STR + 8u + ty];\n\
+         \x20   let b1 = bs_[kk * STR + 16u + tx];\n",
+    );
+    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
+        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
+            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
+        }
+    }
+    s += "}\n\
+          @compute @workgroup_size(128)\n\
+          fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
+          \x20   let tx = lid % 16u;\n\
+          \x20   let ty = lid / 16u;\n\
+          \x20   for (var i = lid; i < 528u; i += 128u) {\n\
+          \x20       as_[i] = src[i % 4096u] * 0.001;\n\
+          \x20       bs_[i] = src[(i + 7u) % 4096u] * 0.001;\n\
+          \x20   }\n\
+          \x20   let r0 = src[lid];\n\
+          \x20   let r1 = src[lid + 128u];\n\
+          \x20   let q0 = src[lid + 256u];\n\
+          \x20   let q1 = src[lid + 384u];\n\
+          \x20   acc = array<vec4<f32>, 16>();\n\
+          \x20   workgroupBarrier();\n";
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n");
+    if staging {
+        // 64 x 16 of a (two vec4s an invocation) and 128 x 16 of b (four).
+        s += "        workgroupBarrier();\n\
+              \x20       as_[(lid / 8u) * STR + lid % 8u] = r0;\n\
+              \x20       as_[(lid / 8u) * STR + 8u + lid % 8u] = r1;\n\
+              \x20       bs_[(lid / 16u) * STR + lid % 16u] = q0;\n\
+              \x20       bs_[(lid / 16u) * STR + 16u + lid % 16u] = q1;\n\
+              \x20       bs_[(8u + lid / 16u) * STR + lid % 16u] = q0;\n\
+              \x20       bs_[(8u + lid / 16u) * STR + 16u + lid % 16u] = q1;\n\
+              \x20       workgroupBarrier();\n";
+    }
+    s += "        for (var kk = 0u; kk < 16u; kk += 4u) {\n\
           \x20           mac(kk, tx, ty);\n\
           \x20           mac(kk + 1u, tx, ty);\n\
           \x20           mac(kk + 2u, tx, ty);\n\
@@ -161,13 +292,8 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
         s += &format!("    t += acc[{i}];\n");
     }
     s += "    dst[gid.x] = t;\n}\n";
-    let name = match staging {
-        Staging::None => format!("mac f32, {bk} deep"),
-        Staging::Vec4 => format!("mac f32 + staging, {bk} deep"),
-        Staging::Transposing => format!("mac f32 + transposing staging, {bk} deep"),
-        Staging::Fetched => format!("mac f32 + transposing staging + global fetch, {bk} deep"),
-    };
-    Kernel { name, wgsl: s, flops_per_group: 256.0 * 64.0 * bk as f64 * 2.0 * iters as f64, coop: false, mat: staging == Staging::Fetched }
+    let name = format!("mac f32{}, 16 deep, 128 invocations", if staging { " + staging" } else { "" });
+    Kernel { name, wgsl: s, flops_per_group: 128.0 * 64.0 * 16.0 * 2.0 * iters as f64, coop: false, mat: false }
 }
 
 /// What the f32 ceiling stores between its two barriers every slice.
@@ -175,6 +301,10 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
 enum Staging {
     /// Nothing, and no barriers.
     None,
+    /// Nothing, and no barriers, but each pass over the slice reads the other of two copies
+    /// (both staged once, before the loop), so no compiler can keep a slice's reads in
+    /// registers from one pass to the next.
+    Alternate,
     /// Two vec4s an invocation (as the loaders along M or N store theirs).
     Vec4,
     /// a's two vec4s along K as eight scalars in four rows each (tile.wgsl's K-major loader
@@ -539,16 +669,20 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
 /// b (rows along N), fetched from a 4096 x 4096 matrix: with `ahead` into registers after the
 /// barriers, a slice ahead of its store (as the kernels do), else at the store (the latency
 /// then shows unless another workgroup on the multiprocessor has work).
-fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -> Kernel {
+fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool, wide: bool) -> Kernel {
     let wg = 32 * sgm * sgn;
     let (bm, bn) = (16 * fm * sgm, 64 * sgn);
     let (krow, nrow) = ((bk + 8) / 4, (bn + 8) / 4);
-    let (pa, pb) = (bm * bk / 4 / wg, bk * bn / 4 / wg);
+    // Halves a fetch: 4 (vec4<f16>, as the kernels), or 8 (a 16-byte aligned pair of them, so
+    // that the compiler may read each pair in one load).
+    let h = if wide { 8 } else { 4 };
+    let (pa, pb) = (bm * bk / h / wg, bk * bn / h / wg);
     let (tm, tn) = (4096 / bm, 4096 / bn);
     let name = format!(
-        "mma f16 tile {bm}x{bn}, {wg} invocations ({sgm}x{sgn} of {}x64), {bk} deep, fetch {}",
+        "mma f16 tile {bm}x{bn}, {wg} invocations ({sgm}x{sgn} of {}x64), {bk} deep, fetch {}{}",
         16 * fm,
-        if ahead { "a slice ahead" } else { "at the store" }
+        if ahead { "a slice ahead" } else { "at the store" },
+        if wide { ", 16-byte fetches" } else { "" }
     );
     let mut s = format!(
         "{head}\
@@ -566,17 +700,19 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -
          \x20   let wn = (sg % {sgn}u) * 64u;\n",
         a = bm * krow,
         b = bk * nrow,
-        head = coop_head(true),
+        head = if wide { coop_head(false) + "struct Eight {\n    @align(16) lo: vec4<f16>,\n    hi: vec4<f16>,\n}\n@group(0) @binding(2) var<storage, read> mat: array<Eight>;\n" } else { coop_head(true) },
         tiles = tm * tn,
         fmr = 16 * fm,
     );
     s += &accumulators(fm);
+    // A row of the matrix is 4096 halves: 1024 vec4<f16>, 512 vec4<u32>.
+    let row = 4096 / h;
     let fetch = |s: &mut String, pre: &str, k: &str| {
         for p in 0..pa {
-            *s += &format!("        {pre}ra{p} = mat[(m0 + (lid + {v}u) / {q}u) * 1024u + {k} / 4u + lid % {q}u];\n", v = wg * p, q = bk / 4);
+            *s += &format!("        {pre}ra{p} = mat[(m0 + (lid + {v}u) / {q}u) * {row}u + {k} / {h}u + lid % {q}u];\n", v = wg * p, q = bk / h);
         }
         for p in 0..pb {
-            *s += &format!("        {pre}rb{p} = mat[({k} + (lid + {v}u) / {q}u) * 1024u + n0 / 4u + lid % {q}u];\n", v = wg * p, q = bn / 4);
+            *s += &format!("        {pre}rb{p} = mat[({k} + (lid + {v}u) / {q}u) * {row}u + n0 / {h}u + lid % {q}u];\n", v = wg * p, q = bn / h);
         }
     };
     if ahead {
@@ -588,10 +724,26 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool) -
         fetch(&mut s, "let ", "k");
     }
     for p in 0..pa {
-        s += &format!("        as_[((lid + {v}u) / {q}u) * {krow}u + lid % {q}u] = ra{p};\n", v = wg * p, q = bk / 4);
+        if wide {
+            s += &format!(
+                "        {{\n            let at = ((lid + {v}u) / {q}u) * {krow}u + (lid % {q}u) * 2u;\n            as_[at] = ra{p}.lo;\n            as_[at + 1u] = ra{p}.hi;\n        }}\n",
+                v = wg * p,
+                q = bk / h
+            );
+        } else {
+            s += &format!("        as_[((lid + {v}u) / {q}u) * {krow}u + lid % {q}u] = ra{p};\n", v = wg * p, q = bk / h);
+        }
     }
     for p in 0..pb {
-        s += &format!("        bs_[((lid + {v}u) / {q}u) * {nrow}u + lid % {q}u] = rb{p};\n", v = wg * p, q = bn / 4);
+        if wide {
+            s += &format!(
+                "        {{\n            let at = ((lid + {v}u) / {q}u) * {nrow}u + (lid % {q}u) * 2u;\n            bs_[at] = rb{p}.lo;\n            bs_[at + 1u] = rb{p}.hi;\n        }}\n",
+                v = wg * p,
+                q = bn / h
+            );
+        } else {
+            s += &format!("        bs_[((lid + {v}u) / {q}u) * {nrow}u + lid % {q}u] = rb{p};\n", v = wg * p, q = bn / h);
+        }
     }
     s += "        workgroupBarrier();\n";
     if ahead {
@@ -616,11 +768,16 @@ fn kernels(quick: bool) -> Vec<Kernel> {
     let mut all = vec![
         fma_f32(f),
         mac_f32(m, Staging::None, 16),
+        mac_f32(m, Staging::Alternate, 16),
         mac_f32(m, Staging::Vec4, 16),
         mac_f32(m, Staging::Transposing, 16),
         mac_f32(m / 2, Staging::Vec4, 32),
         mac_f32(m / 2, Staging::Transposing, 32),
         mac_f32(m, Staging::Fetched, 16),
+        mac_f32_direct(m * 16, false),
+        mac_f32_direct(m * 16, true),
+        mac_f32_half(m, false),
+        mac_f32_half(m, true),
     ];
     for fm in [2, 4] {
         all.push(mma_f16(c, Operands::Registers, fm));
@@ -648,7 +805,11 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         (2, 4, 2, 64, false),
         (4, 4, 2, 32, true),
     ] {
-        all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead));
+        all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead, false));
+    }
+    // The two best of those (runs 87-88) with fetches of 16 bytes rather than 8.
+    for (sgm, sgn, fm, bk, ahead) in [(2, 2, 4, 32, true), (8, 2, 2, 32, true), (2, 2, 4, 32, false)] {
+        all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead, true));
     }
     all
 }
