@@ -246,11 +246,13 @@ def torch_device(spec):
 ZOO_PRODUCTS = [
     ("matmul f32 mnist_cnn fc1", [1, 64, 9216, 128], "rhs"),
     ("matmul f32 mnist_cnn fc1 dW", [1, 128, 64, 9216], "lhs"),
-    ("matmul f32 mlp fc1", [1, 1024, 784, 256], "rhs"),
+    ("matmul f32 mlp fc1", [1, 1024, 1024, 512], "rhs"),
     ("matmul f32 lstm step", [1, 64, 256, 1024], "rhs"),
     ("matmul f32 lstm dW", [1, 1024, 64, 256], "lhs"),
-    ("matmul f32 vit attention QK^T", [96, 65, 64, 65], "rhs"),
-    ("matmul f32 vit attention AV", [96, 65, 65, 64], None),
+    ("matmul f32 vit attention QK^T", [384, 65, 64, 65], "rhs"),
+    ("matmul f32 vit attention AV", [384, 65, 65, 64], None),
+    ("matmul f32 vit mlp fc1", [1, 8320, 192, 768], "rhs"),
+    ("matmul f32 vit mlp fc2", [1, 8320, 768, 192], "rhs"),
 ]
 # Products timed in a row between two waits, as `micro.rs` times the zoo's.
 ROW = 20
