@@ -46,6 +46,7 @@ pub use backend::WgpuBackend;
 pub use conv::{conv_tf32, set_conv_tf32, with_conv_cut, with_conv_tf32_any_size, with_conv_winograd, without_conv_phases, ConvCut};
 pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
+pub use matmul::heads_products_recorded;
 pub use storage::WgpuStorage;
 pub use tune::{autotune_cache_dir, autotune_enabled, autotune_measured, set_autotune, with_autotune};
 
@@ -105,7 +106,7 @@ impl Key {
     /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
     /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
-        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::LstmStep(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
+        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::MatmulHeads(_) | Key::LstmStep(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
     }
 }
 
@@ -114,6 +115,7 @@ kernel_families! {
     Reduce(reduce::Key),
     Matmul(matmul::Key),
     MatmulSmall(matmul::SmallKey),
+    MatmulHeads(matmul::HeadsKey),
     MatmulCoop(matmul_coop::Key),
     Window(window::Key),
     Index(index::Key),

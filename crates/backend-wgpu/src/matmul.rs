@@ -8,7 +8,9 @@
 //! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
 //! A small f32 or f16 product whose K the tiled kernel would split over workgroups runs instead
 //! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`,
-//! `takes_small`).
+//! `takes_small`), and a batch of products each a little larger than a 64 x 64 tile (a ViT's
+//! 65-token attention heads) one 80 x 80 tile a product (`shaders/matmul/heads.wgsl`,
+//! `takes_heads`).
 
 use std::sync::Arc;
 
@@ -33,6 +35,7 @@ pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
 const SMALL: &str = include_str!("shaders/matmul/small.wgsl");
 /// The small products' sums (shared with the LSTM step's kernel).
 pub(crate) const SMALL_SUMS: &str = include_str!("shaders/matmul/small_sums.wgsl");
+const HEADS: &str = include_str!("shaders/matmul/heads.wgsl");
 
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
@@ -189,6 +192,53 @@ impl KernelKey for SmallKey {
             }
         }
         out
+    }
+}
+
+/// The side of the tile of `shaders/matmul/heads.wgsl`, and the fewest products in a batch
+/// that take it: a y[b] of at most `HEADS_TILE` rows and columns, more than 64 of either (so
+/// the tiled kernel's 64 x 64 tiles would take two or four for it, or a 128 x 128 one three
+/// quarters empty), as a ViT's attention heads of 65 tokens. With fewer products the tiled
+/// kernel's four tiles a product keep more of the GPU busy.
+const HEADS_TILE: usize = 80;
+const HEADS_MIN_BATCH: usize = 16;
+
+/// Whether a batch of `batch` products of `m x n` outputs runs one 80 x 80 tile a product
+/// (see `HEADS_TILE`). `LIANDAN_MATMUL_HEADS=0` (read once) leaves them on the tiled kernel,
+/// to compare.
+fn takes_heads(batch: usize, m: usize, n: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_MATMUL_HEADS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")));
+    on && batch >= HEADS_MIN_BATCH && m <= HEADS_TILE && n <= HEADS_TILE && (m > 64 || n > 64)
+}
+
+thread_local! {
+    static HEADS_RECORDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many products this thread has recorded on the one-tile kernel of small batched
+/// products (`shaders/matmul/heads.wgsl`): for tests and benchmarks that need to know which
+/// kernel ran.
+pub fn heads_products_recorded() -> u64 {
+    HEADS_RECORDED.with(|c| c.get())
+}
+
+/// The one-tile kernel of a batch of small products (`shaders/matmul/heads.wgsl`): its dtype
+/// (f32, or f16 summed in f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct HeadsKey {
+    dtype: DType,
+}
+
+impl KernelKey for HeadsKey {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr).ty("x", self.dtype);
+        let parts = [read_a(false, false), read_b(false, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
+        parts.into_iter().fold(w, Wgsl::part).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<HeadsKey> {
+        SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)).map(|dtype| HeadsKey { dtype }).collect()
     }
 }
 
@@ -399,6 +449,11 @@ impl WgpuBackend {
                 return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, meta);
             }
         }
+        if SMALL_DTYPES.contains(&dtype) && !packed && !coop && cut.is_none() && bias.is_none() && self.repr.computes(dtype) && takes_heads(batch, m, n) {
+            if let Some(meta) = meta(cut_k(1)) {
+                return self.heads_product(&lhs, &rhs, [batch, m, n], meta);
+            }
+        }
         let rule_k = cut_k(cut.map_or_else(|| k_splits(tiles, k, batch * m * n), |(_, splits)| splits.min(k.div_ceil(16))));
         let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
             let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
@@ -507,6 +562,20 @@ impl WgpuBackend {
             buffers.push(gpu_storage(b).buffer());
         }
         gpu.dispatch(&kernel, &meta, &buffers, grid)?;
+        Ok(Arc::new(out) as Storage)
+    }
+
+    /// A batch of small products on `shaders/matmul/heads.wgsl`, one 80 x 80 tile a product
+    /// (`takes_heads`), with the tiled kernel's meta block (`meta`, K in one range).
+    fn heads_product(&self, lhs: &Strided, rhs: &Strided, [batch, m, n]: [usize; 3], meta: Vec<u32>) -> Result<Storage> {
+        let gpu = self.gpu()?;
+        let dtype = lhs.dtype;
+        let out = self.output(dtype, batch * m * n)?;
+        let kernel = gpu.kernel(HeadsKey { dtype })?;
+        let groups = |count: usize| count.clamp(1, 65_535) as u32;
+        let grid = (groups(n.div_ceil(HEADS_TILE)), groups(m.div_ceil(HEADS_TILE)), groups(batch));
+        gpu.dispatch(&kernel, &meta, &[gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()], grid)?;
+        HEADS_RECORDED.with(|c| c.set(c.get() + 1));
         Ok(Arc::new(out) as Storage)
     }
 }

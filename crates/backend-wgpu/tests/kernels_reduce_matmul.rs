@@ -3,7 +3,7 @@
 //! matrices, transposed and batch-broadcast operands, every variant of the vec4 loaders. Skips
 //! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu::dispatches_recorded;
+use liandan_backend_wgpu::{dispatches_recorded, heads_products_recorded};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -151,6 +151,63 @@ fn small_products_run_in_one_dispatch() {
     check("linear 256 -> 10 with a bias", &got, &cx.linear(&cw, Some(&cbias)).unwrap(), 1e-4, 1e-5);
     d.synchronize().unwrap();
     assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+/// Batches of products each a little larger than a 64 x 64 tile (a ViT's attention heads of
+/// 65 tokens, forward and backward) run one 80 x 80 tile a product
+/// (`shaders/matmul/heads.wgsl`): every orientation of the operands, K within one slice, across
+/// several and ragged, M and N up to 80, a broadcast operand; f16 too. Products outside its
+/// range (a small batch, a head of 81) stay on the tiled kernel.
+#[test]
+fn batched_small_heads_take_one_tile_each() {
+    let Some(d) = gpu() else { return };
+    let heads = |what: &str, f: &dyn Fn() -> Tensor, want: usize| {
+        d.synchronize().unwrap();
+        let start = heads_products_recorded();
+        let y = f();
+        assert_eq!(heads_products_recorded() - start, want as u64, "{what}: products on the one-tile kernel");
+        y
+    };
+    let cases = [[24, 65, 64, 65], [24, 65, 65, 64], [16, 80, 7, 80], [20, 70, 129, 66], [16, 1, 33, 65], [16, 65, 0, 65]];
+    for [b, m, k, n] in cases {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let operand = |rows: usize, cols: usize, t: bool, seed: u64| {
+                let (g, c) = pair(&d, &if t { [b, cols, rows] } else { [b, rows, cols] }, seed, DType::F32);
+                if t {
+                    (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
+                } else {
+                    (g, c)
+                }
+            };
+            let (ga, ca) = operand(m, k, ta, 1);
+            let (gb, cb) = operand(k, n, tb, 2);
+            let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (transposed: {ta}, {tb})");
+            let got = heads(&what, &|| ga.matmul(&gb).unwrap(), 1);
+            check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k.max(1) as f64).sqrt(), 1e-5);
+        }
+    }
+    // A key matrix broadcast over the batch (stride 0), and f16 (summed in f32; where the
+    // device has tensor cores, f16 products run there instead).
+    let (ga, ca) = pair(&d, &[32, 65, 64], 3, DType::F32);
+    let (gb, cb) = pair(&d, &[1, 64, 65], 4, DType::F32);
+    let (gb, cb) = (gb.expand(&[32, 64, 65]).unwrap(), cb.expand(&[32, 64, 65]).unwrap());
+    let got = heads("broadcast rhs", &|| ga.matmul(&gb).unwrap(), 1);
+    check("broadcast rhs", &got, &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
+    let (ga, ca) = pair(&d, &[16, 65, 64], 5, DType::F16);
+    let (gb, cb) = pair(&d, &[16, 64, 65], 6, DType::F16);
+    let tensor_cores = d.describe().into_iter().any(|(k, v)| k == "f16 matmul" && v.starts_with("tensor cores"));
+    let got = heads("f16", &|| ga.matmul(&gb).unwrap(), usize::from(!tensor_cores));
+    check("f16", &got, &ca.matmul(&cb).unwrap(), 1e-2 * 8.0, 1e-2);
+    // Outside its range: too few products, or more than 80 rows.
+    for [b, m, k, n] in [[8, 65, 64, 65], [16, 81, 64, 65], [16, 64, 64, 64]] {
+        let (ga, ca) = pair(&d, &[b, m, k], 7, DType::F32);
+        let (gb, cb) = pair(&d, &[b, k, n], 8, DType::F32);
+        let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}]");
+        let got = heads(&what, &|| ga.matmul(&gb).unwrap(), 0);
+        check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
+    }
+    d.synchronize().unwrap();
+    assert_native(&d, &[DType::F32, DType::F16]);
 }
 
 /// Every reduction of `x` over `dims` (sum) or `dim` (the rest) on both devices.
