@@ -253,6 +253,7 @@ ZOO_PRODUCTS = [
     ("matmul f32 vit attention AV", [384, 65, 65, 64], None),
     ("matmul f32 vit mlp fc1", [1, 8320, 192, 768], "rhs"),
     ("matmul f32 vit mlp fc2", [1, 8320, 768, 192], "rhs"),
+    ("matmul f32 vit mlp fc1 dW", [1, 768, 8320, 192], "lhs"),
 ]
 # Products timed in a row between two waits, as `micro.rs` times the zoo's.
 ROW = 20

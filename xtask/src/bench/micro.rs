@@ -218,12 +218,12 @@ impl Operands {
     }
 }
 
-/// `(bench, [batch, M, K, N], operands)` of the zoo's products.
-/// Shapes at the zoo's batches (`../shared/MODEL_ZOO.md`): mlp's 1024-512 layer at 1024, vit's
-/// 3 heads of 128 images and its encoder's MLP over 128 x 65 tokens. (Until run 159 the mlp
-/// row was a `[1024, 784] x [784, 256]` product no zoo model has, and vit's attention 96
-/// heads.)
-const ZOO_PRODUCTS: [(&str, [usize; 4], Operands); 9] = [
+/// `(bench, [batch, M, K, N], operands)` of the zoo's products, at the zoo's batches
+/// (`../shared/MODEL_ZOO.md`): mlp's 1024-512 layer at 1024, vit's 3 heads of 128 images, its
+/// encoder's MLP over 128 x 65 tokens and that layer's weight gradient (K the 8,320 tokens).
+/// (Until run 159 the mlp row was a `[1024, 784] x [784, 256]` product no zoo model has, and
+/// vit's attention 96 heads.)
+const ZOO_PRODUCTS: [(&str, [usize; 4], Operands); 10] = [
     ("matmul f32 mnist_cnn fc1", [1, 64, 9216, 128], Operands::RhsT),
     ("matmul f32 mnist_cnn fc1 dW", [1, 128, 64, 9216], Operands::LhsT),
     ("matmul f32 mlp fc1", [1, 1024, 1024, 512], Operands::RhsT),
@@ -233,4 +233,5 @@ const ZOO_PRODUCTS: [(&str, [usize; 4], Operands); 9] = [
     ("matmul f32 vit attention AV", [384, 65, 65, 64], Operands::Plain),
     ("matmul f32 vit mlp fc1", [1, 8320, 192, 768], Operands::RhsT),
     ("matmul f32 vit mlp fc2", [1, 8320, 768, 192], Operands::RhsT),
+    ("matmul f32 vit mlp fc1 dW", [1, 768, 8320, 192], Operands::LhsT),
 ];
