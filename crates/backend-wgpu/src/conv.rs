@@ -362,7 +362,7 @@ fn with_flag<R>(flag: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnOnce
 /// every tap; anything else leaves phases on.
 fn env_allows_phases() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_CONV_PHASES").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
+    *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_CONV_PHASES"))
 }
 
 /// Runs `f` with the input gradients of strided convolutions computed as one product over

@@ -74,7 +74,7 @@ pub(crate) enum Dense {
 /// kernels (to compare the two on a GPU); anything else leaves vec4 access on.
 fn dense4_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_DENSE4").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")))
+    *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_DENSE4"))
 }
 
 const UNARY_OPS: [UnaryOp; 13] = [

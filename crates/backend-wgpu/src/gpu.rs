@@ -781,6 +781,12 @@ impl Gpu {
     }
 }
 
+/// Whether the environment variable `name` turns a switch that is on by default off (`0`, `off`
+/// or `false`, in any case). Each switch reads it once.
+pub(crate) fn env_off(name: &str) -> bool {
+    matches!(std::env::var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false"))
+}
+
 /// `LIANDAN_SHADER_CHECKS`: `1` keeps naga's run-time checks (clamped indices, bounded loops) in
 /// every shader, `0` drops them from every shader; unset, each kernel family decides
 /// (`Key::checked`).

@@ -153,7 +153,7 @@ const SMALL_BLOCKS_MIN: usize = 128;
 /// `LIANDAN_SMALL_MATMUL=0` (read once) leaves every product on the tiled kernel, to compare.
 fn takes_small(outputs: usize, k: usize, a: Load, b: Load, splits: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_SMALL_MATMUL").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")));
+    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_SMALL_MATMUL"));
     on && splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
 }
 
@@ -198,8 +198,9 @@ impl KernelKey for SmallKey {
 /// The side of the tile of `shaders/matmul/heads.wgsl`, and the fewest products in a batch
 /// that take it: a y[b] of at most `HEADS_TILE` rows and columns, more than 64 of either (so
 /// the tiled kernel's 64 x 64 tiles would take two or four for it, or a 128 x 128 one three
-/// quarters empty), as a ViT's attention heads of 65 tokens. With fewer products the tiled
-/// kernel's four tiles a product keep more of the GPU busy.
+/// quarters empty), as a ViT's attention heads of 65 tokens. `HEADS_MIN_BATCH` was not
+/// measured: with few products, the tiled kernel's several tiles a product spread them over
+/// more of the GPU.
 const HEADS_TILE: usize = 80;
 const HEADS_MIN_BATCH: usize = 16;
 
@@ -208,7 +209,7 @@ const HEADS_MIN_BATCH: usize = 16;
 /// to compare.
 fn takes_heads(batch: usize, m: usize, n: usize) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| !matches!(std::env::var("LIANDAN_MATMUL_HEADS").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false")));
+    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_MATMUL_HEADS"));
     on && batch >= HEADS_MIN_BATCH && m <= HEADS_TILE && n <= HEADS_TILE && (m > 64 || n > 64)
 }
 
