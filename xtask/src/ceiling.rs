@@ -75,6 +75,49 @@ fn fma_f32(iters: u32) -> Kernel {
     Kernel { name: "fma f32".into(), wgsl: s, flops_per_group: 256.0 * 16.0 * 4.0 * 2.0 * iters as f64, coop: false, mat: false }
 }
 
+/// The body of tile.wgsl's `mac` for H = 2: the 16 vec4 multiply-adds of the outer product of
+/// `a0`, `a1` (four rows each) and `b0`, `b1` (four columns each) into `acc`.
+fn mac_body() -> String {
+    let mut s = String::new();
+    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
+        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
+            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
+        }
+    }
+    s
+}
+
+/// [`mac_body`], the end of `mac`, and the head of a 256-invocation entry point up to the
+/// invocation's place in the 16 x 16 grid (`tx`, `ty`).
+fn mac_body_and_main() -> String {
+    mac_body()
+        + "}\n\
+           @compute @workgroup_size(256)\n\
+           fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
+           \x20   let tx = lid % 16u;\n\
+           \x20   let ty = lid / 16u;\n"
+}
+
+/// The end of an f32 ceiling's loop body and of its kernel: `mac` over the `bk` rows of a staged
+/// slice (from row `base` on), then the sums written out so that no compiler can drop them.
+fn slice_and_out(bk: u32, base: &str) -> String {
+    let mut s = format!("        for (var kk = 0u; kk < {bk}u; kk += 4u) {{\n");
+    for q in 0..4 {
+        s += &format!("            mac({base}kk + {q}u, tx, ty);\n");
+    }
+    s += "        }\n    }\n";
+    s + &sums_out()
+}
+
+/// The last lines of an f32 ceiling: its 16 vec4 sums added up and written out.
+fn sums_out() -> String {
+    let mut s = String::from("    var t = vec4<f32>();\n");
+    for i in 0..16 {
+        s += &format!("    t += acc[{i}];\n");
+    }
+    s + "    dst[gid.x] = t;\n}\n"
+}
+
 /// The tiled f32 kernel's inner loop (tile.wgsl's `mac`, H = 2, BK = 16, rows of 33 vec4s),
 /// optionally restaging every slice between two barriers.
 fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
@@ -95,16 +138,8 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
         v = if staging == Staging::Alternate { 2 * bk * 33 } else { bk * 33 },
         mat = if staging == Staging::Fetched { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f32>>;\n" } else { "" },
     );
-    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
-        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
-            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
-        }
-    }
-    s += "}\n\
-          @compute @workgroup_size(256)\n\
-          fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
-          \x20   let tx = lid % 16u;\n\
-          \x20   let ty = lid / 16u;\n\
+    s += &mac_body_and_main();
+    s += "\
           \x20   for (var i = lid; i < V; i += 256u) {\n\
           \x20       as_[i] = src[i % 4096u] * 0.001;\n\
           \x20       bs_[i] = src[(i + 7u) % 4096u] * 0.001;\n\
@@ -154,19 +189,7 @@ fn mac_f32(iters: u32, staging: Staging, bk: u32) -> Kernel {
             }
         }
     }
-    s += &format!("        for (var kk = 0u; kk < {bk}u; kk += 4u) {{\n");
-    let base = if staging == Staging::Alternate { "at + " } else { "" };
-    for q in 0..4 {
-        s += &format!("            mac({base}kk + {q}u, tx, ty);\n");
-    }
-    s += "\
-          \x20       }\n\
-          \x20   }\n\
-          \x20   var t = vec4<f32>();\n";
-    for i in 0..16 {
-        s += &format!("    t += acc[{i}];\n");
-    }
-    s += "    dst[gid.x] = t;\n}\n";
+    s += &slice_and_out(bk, if staging == Staging::Alternate { "at + " } else { "" });
     let name = match staging {
         Staging::None => format!("mac f32, {bk} deep"),
         Staging::Alternate => format!("mac f32, {bk} deep, two copies read in turn"),
@@ -190,16 +213,8 @@ fn mac_f32_direct(iters: u32, ahead: bool) -> Kernel {
          var<private> acc: array<vec4<f32>, 16>;\n\
          fn mac(a0: vec4<f32>, a1: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>) {\n",
     );
-    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
-        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
-            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
-        }
-    }
-    s += "}\n\
-          @compute @workgroup_size(256)\n\
-          fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
-          \x20   let tx = lid % 16u;\n\
-          \x20   let ty = lid / 16u;\n\
+    s += &mac_body_and_main();
+    s += "\
           \x20   // src is bound (as the other kernels'), so read, but adds nothing.\n\
           \x20   let m0 = ((wid.x % 1024u) / 32u) * 128u + (u32(src[lid % 64u].w) & 0u);\n\
           \x20   let n0 = (wid.x % 32u) * 128u;\n\
@@ -221,11 +236,8 @@ fn mac_f32_direct(iters: u32, ahead: bool) -> Kernel {
         s += &load("let ", "k");
         s += "        mac(a0, a1, b0, b1);\n";
     }
-    s += "    }\n    var t = vec4<f32>();\n";
-    for i in 0..16 {
-        s += &format!("    t += acc[{i}];\n");
-    }
-    s += "    dst[gid.x] = t;\n}\n";
+    s += "    }\n";
+    s += &sums_out();
     let name = format!("mac f32 + global loads{}, no workgroup memory", if ahead { " one step ahead" } else { "" });
     Kernel { name, wgsl: s, flops_per_group: 256.0 * 64.0 * 2.0 * iters as f64, coop: false, mat: true }
 }
@@ -248,11 +260,7 @@ fn mac_f32_half(iters: u32, staging: bool) -> Kernel {
          \x20   let a1 = as_[kk * STR + 8u + ty];\n\
          \x20   let b1 = bs_[kk * STR + 16u + tx];\n",
     );
-    for (i, (a, b)) in [("a0", "b0"), ("a0", "b1"), ("a1", "b0"), ("a1", "b1")].iter().enumerate() {
-        for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
-            s += &format!("    acc[{}] = fma(vec4<f32>({a}.{c}), {b}, acc[{}]);\n", i * 4 + q, i * 4 + q);
-        }
-    }
+    s += &mac_body();
     s += "}\n\
           @compute @workgroup_size(128)\n\
           fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {\n\
@@ -280,18 +288,7 @@ fn mac_f32_half(iters: u32, staging: bool) -> Kernel {
               \x20       bs_[(8u + lid / 16u) * STR + 16u + lid % 16u] = q1;\n\
               \x20       workgroupBarrier();\n";
     }
-    s += "        for (var kk = 0u; kk < 16u; kk += 4u) {\n\
-          \x20           mac(kk, tx, ty);\n\
-          \x20           mac(kk + 1u, tx, ty);\n\
-          \x20           mac(kk + 2u, tx, ty);\n\
-          \x20           mac(kk + 3u, tx, ty);\n\
-          \x20       }\n\
-          \x20   }\n\
-          \x20   var t = vec4<f32>();\n";
-    for i in 0..16 {
-        s += &format!("    t += acc[{i}];\n");
-    }
-    s += "    dst[gid.x] = t;\n}\n";
+    s += &slice_and_out(16, "");
     let name = format!("mac f32{}, 16 deep, 128 invocations", if staging { " + staging" } else { "" });
     Kernel { name, wgsl: s, flops_per_group: 128.0 * 64.0 * 16.0 * 2.0 * iters as f64, coop: false, mat: false }
 }
@@ -723,28 +720,20 @@ fn mma_f16_tile(iters: u32, sgm: u32, sgn: u32, fm: u32, bk: u32, ahead: bool, w
     if !ahead {
         fetch(&mut s, "let ", "k");
     }
-    for p in 0..pa {
-        if wide {
-            s += &format!(
-                "        {{\n            let at = ((lid + {v}u) / {q}u) * {krow}u + (lid % {q}u) * 2u;\n            as_[at] = ra{p}.lo;\n            as_[at + 1u] = ra{p}.hi;\n        }}\n",
-                v = wg * p,
-                q = bk / h
-            );
-        } else {
-            s += &format!("        as_[((lid + {v}u) / {q}u) * {krow}u + lid % {q}u] = ra{p};\n", v = wg * p, q = bk / h);
+    // The stores of the fetched registers (`r{op}{p}`) into the staged slice (`{op}s_`, rows
+    // of `stride` vec4s, `per_row` fetches a row).
+    let put = |s: &mut String, op: &str, count: u32, stride: u32, per_row: u32| {
+        for p in 0..count {
+            let at = format!("((lid + {v}u) / {per_row}u) * {stride}u", v = wg * p);
+            if wide {
+                *s += &format!("        {{\n            let at = {at} + (lid % {per_row}u) * 2u;\n            {op}s_[at] = r{op}{p}.lo;\n            {op}s_[at + 1u] = r{op}{p}.hi;\n        }}\n");
+            } else {
+                *s += &format!("        {op}s_[{at} + lid % {per_row}u] = r{op}{p};\n");
+            }
         }
-    }
-    for p in 0..pb {
-        if wide {
-            s += &format!(
-                "        {{\n            let at = ((lid + {v}u) / {q}u) * {nrow}u + (lid % {q}u) * 2u;\n            bs_[at] = rb{p}.lo;\n            bs_[at + 1u] = rb{p}.hi;\n        }}\n",
-                v = wg * p,
-                q = bn / h
-            );
-        } else {
-            s += &format!("        bs_[((lid + {v}u) / {q}u) * {nrow}u + lid % {q}u] = rb{p};\n", v = wg * p, q = bn / h);
-        }
-    }
+    };
+    put(&mut s, "a", pa, krow, bk / h);
+    put(&mut s, "b", pb, nrow, bn / h);
     s += "        workgroupBarrier();\n";
     if ahead {
         s += &format!("        let kn = ((it + 1u) * {bk}u) % 4096u;\n");

@@ -34,19 +34,21 @@ fn assert_native(d: &Device, dtypes: &[DType]) {
     }
 }
 
+/// A `[b, rows, cols]` operand on the GPU and the CPU (`pair`), stored transposed where `t`.
+fn operand(d: &Device, [b, rows, cols]: [usize; 3], t: bool, seed: u64, dtype: DType) -> (Tensor, Tensor) {
+    let shape = if t { [b, cols, rows] } else { [b, rows, cols] };
+    let (g, c) = pair(d, &shape, seed, dtype);
+    if t {
+        (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
+    } else {
+        (g, c)
+    }
+}
+
 /// `[b, m, k] x [b, k, n]` on both devices; `ta` / `tb` store the operand transposed.
 fn matmul_case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, dtype: DType, tol: f64) {
-    let operand = |rows: usize, cols: usize, t: bool, seed: u64| {
-        let shape = if t { [b, cols, rows] } else { [b, rows, cols] };
-        let (g, c) = pair(d, &shape, seed, dtype);
-        if t {
-            (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
-        } else {
-            (g, c)
-        }
-    };
-    let (ga, ca) = operand(m, k, ta, 1);
-    let (gb, cb) = operand(k, n, tb, 2);
+    let (ga, ca) = operand(d, [b, m, k], ta, 1, dtype);
+    let (gb, cb) = operand(d, [b, k, n], tb, 2, dtype);
     let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] {dtype} (transposed: {ta}, {tb})");
     check(&what, &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), tol * (k as f64).sqrt(), tol);
 }
@@ -171,16 +173,8 @@ fn batched_small_heads_take_one_tile_each() {
     let cases = [[24, 65, 64, 65], [24, 65, 65, 64], [16, 80, 7, 80], [20, 70, 129, 66], [16, 1, 33, 65], [16, 65, 0, 65]];
     for [b, m, k, n] in cases {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let operand = |rows: usize, cols: usize, t: bool, seed: u64| {
-                let (g, c) = pair(&d, &if t { [b, cols, rows] } else { [b, rows, cols] }, seed, DType::F32);
-                if t {
-                    (g.transpose(1, 2).unwrap(), c.transpose(1, 2).unwrap())
-                } else {
-                    (g, c)
-                }
-            };
-            let (ga, ca) = operand(m, k, ta, 1);
-            let (gb, cb) = operand(k, n, tb, 2);
+            let (ga, ca) = operand(&d, [b, m, k], ta, 1, DType::F32);
+            let (gb, cb) = operand(&d, [b, k, n], tb, 2, DType::F32);
             let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (transposed: {ta}, {tb})");
             let got = heads(&what, &|| ga.matmul(&gb).unwrap(), 1);
             check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k.max(1) as f64).sqrt(), 1e-5);
