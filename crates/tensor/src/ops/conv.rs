@@ -170,8 +170,7 @@ impl Tensor {
         match (bias, relu) {
             (None, false) => conv_fused::conv2d(self, weight, geom),
             (None, true) => conv_fused::conv2d(self, weight, geom)?.relu(),
-            (Some(b), false) => conv_fused::conv2d_bias(self, weight, b, geom),
-            (Some(b), true) => conv_fused::conv2d_bias_relu(self, weight, b, geom),
+            (Some(b), relu) => conv_fused::conv2d_bias(self, weight, b, geom, relu),
         }
     }
 

@@ -32,41 +32,37 @@ pub(super) fn conv2d(x: &Tensor, weight: &Tensor, geom: ConvGeometry) -> Result<
 }
 
 /// `x` convolved with `weight` plus `bias` (`[O]`, checked by the caller) on every output
-/// channel: one kernel where the device adds the bias as it stores the result
-/// ([`FusedOp::Conv2dBias`]), else [`conv2d`] and a broadcast add, the composite. Either way
-/// the bias's gradient is `dy` summed over all but the channel.
-pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
+/// channel, then ReLU where `relu`: one kernel where the device adds the bias (and applies
+/// ReLU) as it stores the result ([`FusedOp::Conv2dBias`], [`FusedOp::Conv2dBiasRelu`]), else
+/// [`conv2d`], a broadcast add and [`Tensor::relu`], the composite. Either way the bias's
+/// gradient is `dy` summed over all but the channel.
+///
+/// A fused result with ReLU is recorded as the two ops' nodes over one buffer: the
+/// convolution's (whose rule never reads its output, so the graph keeps no handle on that
+/// buffer for it) and ReLU's, which reads it. So ReLU's backward frees it before the
+/// convolution's runs, as in the composite (one node reading the output through the
+/// convolution's backward held it 10% longer at mnist_cnn's peak on the H200, run 152).
+pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry, relu: bool) -> Result<Tensor> {
     let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
+    let op = if relu { FusedOp::Conv2dBiasRelu(geom) } else { FusedOp::Conv2dBias(geom) };
     let fused = match bias.dtype() == x.dtype() && bias.device() == x.device() {
-        true => try_fused(&FusedOp::Conv2dBias(geom), &[&x, &weight, &bias]),
+        true => try_fused(&op, &[&x, &weight, &bias]),
         false => None,
     };
     if let Some(r) = fused {
         let out = r?.remove(0);
-        return Ok(Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom)));
+        let y = Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom));
+        return match relu {
+            true => Ok(Tensor::view_op(y.storage(), y.layout().clone(), y.dtype(), y.device(), &[&y], || GradFn::Relu)),
+            false => Ok(y),
+        };
     }
-    conv2d(&x, &weight, geom)?.add(&bias.reshape(&[1, geom.o, 1, 1])?)
-}
-
-/// `relu(conv2d_bias(..))`: one kernel where the device applies ReLU as it stores the result
-/// ([`FusedOp::Conv2dBiasRelu`]), else [`conv2d_bias`] and [`Tensor::relu`], the composite.
-/// The fused result is recorded as the two ops' nodes over one buffer: the convolution's
-/// (whose rule never reads its output, so the graph keeps no handle on that buffer for it) and
-/// ReLU's, which reads it. So ReLU's backward frees it before the convolution's runs, as in
-/// the composite (one node reading the output through the convolution's backward held it
-/// 10% longer at mnist_cnn's peak on the H200, run 152).
-pub(super) fn conv2d_bias_relu(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry) -> Result<Tensor> {
-    let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
-    let fused = match bias.dtype() == x.dtype() && bias.device() == x.device() {
-        true => try_fused(&FusedOp::Conv2dBiasRelu(geom), &[&x, &weight, &bias]),
-        false => None,
-    };
-    if let Some(r) = fused {
-        let out = r?.remove(0);
-        let pre = Tensor::from_op(out, &geom.output_shape(), x.dtype(), x.device(), &[&x, &weight, &bias], || GradFn::Conv2d(geom));
-        return Ok(Tensor::view_op(pre.storage(), pre.layout().clone(), pre.dtype(), pre.device(), &[&pre], || GradFn::Relu));
+    let y = conv2d(&x, &weight, geom)?.add(&bias.reshape(&[1, geom.o, 1, 1])?)?;
+    if relu {
+        y.relu()
+    } else {
+        Ok(y)
     }
-    conv2d_bias(&x, &weight, &bias, geom)?.relu()
 }
 
 /// A fresh contiguous tensor of `shape` on `like`'s device, outside the graph.
