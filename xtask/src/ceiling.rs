@@ -27,8 +27,9 @@
 //!
 //! - `latency` (a table of its own): one submission and the wait for it through wgpu alone, in
 //!   microseconds: an empty command buffer, one dispatch of one workgroup, with a parameter
-//!   block written by `Queue::write_buffer` or set as immediate data, with a read-back. The
-//!   floor under the backend's synchronize.
+//!   block written by `Queue::write_buffer` or set as immediate data, with a read-back; then
+//!   the same straight through Vulkan on a device of its own (`raw_latency.rs`): the floor
+//!   under wgpu's rows, and so under the backend's synchronize.
 //!
 //! Each kernel runs as many workgroups as fill the device several times over, timed on the
 //! host around a batch of dispatches after a warm-up; rates count a multiply-add as two
@@ -291,6 +292,116 @@ fn mac_f32_half(iters: u32, staging: bool) -> Kernel {
     s += &slice_and_out(16, "");
     let name = format!("mac f32{}, 16 deep, 128 invocations", if staging { " + staging" } else { "" });
     Kernel { name, wgsl: s, flops_per_group: 128.0 * 64.0 * 16.0 * 2.0 * iters as f64, coop: false, mat: false }
+}
+
+/// The tiled f32 structure with twice the work an invocation: 8 x 16 sums (two blocks of four
+/// rows 64 apart, four of four columns a quarter of the tile apart), so that each step reads
+/// six vec4s of workgroup memory for 128 multiply-adds where tile.wgsl reads four for 64. `wg`
+/// invocations (16 x `wg` / 16) make a 128 x `wg` tile. `stage`: each 16-deep slice stored
+/// again between two barriers (a's transposed, as tile.wgsl's K-major loader stores it);
+/// `fetch`: its values fetched from a 4096 x 4096 matrix, the next slice's after the barriers.
+fn mac_f32_wide(iters: u32, wg: u32, stage: bool, fetch: bool) -> Kernel {
+    let tx_n = wg / 16;
+    let bn = tx_n * 16;
+    let strb = bn / 4 + 1;
+    // vec4s of a slice an invocation: a is 128 x 16, b 16 x bn.
+    let (pa, pb) = (512 / wg, 4 * bn / wg);
+    let mut s = format!(
+        "@group(0) @binding(0) var<storage, read> src: array<vec4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> dst: array<vec4<f32>>;\n\
+         {mat}\
+         const STRA: u32 = 33u;\n\
+         const STRB: u32 = {strb}u;\n\
+         var<workgroup> as_: array<vec4<f32>, {va}>;\n\
+         var<workgroup> bs_: array<vec4<f32>, {vb}>;\n\
+         var<private> acc: array<vec4<f32>, 32>;\n\
+         fn mac(kk: u32, tx: u32, ty: u32) {{\n\
+         \x20   let a0 = as_[kk * STRA + ty];\n\
+         \x20   let a1 = as_[kk * STRA + 16u + ty];\n",
+        mat = if fetch { "@group(0) @binding(2) var<storage, read> mat: array<vec4<f32>>;\n" } else { "" },
+        va = 16 * 33,
+        vb = 16 * strb,
+    );
+    for j in 0..4 {
+        s += &format!("    let b{j} = bs_[kk * STRB + {}u + tx];\n", j * tx_n);
+    }
+    for i in 0..2 {
+        for j in 0..4 {
+            for (q, c) in ["x", "y", "z", "w"].iter().enumerate() {
+                let at = (i * 4 + j) * 4 + q;
+                s += &format!("    acc[{at}] = fma(vec4<f32>(a{i}.{c}), b{j}, acc[{at}]);\n");
+            }
+        }
+    }
+    s += &format!(
+        "}}\n\
+         @compute @workgroup_size({wg})\n\
+         fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{\n\
+         \x20   let tx = lid % {tx_n}u;\n\
+         \x20   let ty = lid / {tx_n}u;\n\
+         \x20   for (var i = lid; i < {va}u; i += {wg}u) {{ as_[i] = src[i % 4096u] * 0.001; }}\n\
+         \x20   for (var i = lid; i < {vb}u; i += {wg}u) {{ bs_[i] = src[(i + 7u) % 4096u] * 0.001; }}\n\
+         \x20   // One of the 32 x {nt} tiles of 128 x {bn} of a 4096 x 4096 product.\n\
+         \x20   let m0 = ((wid.x % {tiles}u) / {nt}u) * 128u;\n\
+         \x20   let n0 = (wid.x % {nt}u) * {bn}u;\n",
+        va = 16 * 33,
+        vb = 16 * strb,
+        nt = 4096 / bn,
+        tiles = 32 * (4096 / bn),
+    );
+    for p in 0..pa {
+        s += &format!("    var r{p} = src[(lid + {}u) % 4096u];\n", p * wg);
+    }
+    for p in 0..pb {
+        s += &format!("    var q{p} = src[(lid + {}u) % 4096u];\n", (pa + p) * wg);
+    }
+    s += "    acc = array<vec4<f32>, 32>();\n    workgroupBarrier();\n";
+    s += &format!("    for (var it = 0u; it < {iters}u; it++) {{\n");
+    if stage {
+        s += "        workgroupBarrier();\n";
+        for p in 0..pa {
+            // Vec4 v of a's slice: row v / 4 of the tile, depth (v % 4) * 4 .. + 3, each value to its own row of as_.
+            s += &format!(
+                "        {{\n            let v = lid + {}u;\n            let mm = v / 4u;\n            let at = (v % 4u) * 4u * STRA + mm / 4u;\n            let c = mm % 4u;\n            \
+                 as_[at][c] = r{p}.x;\n            as_[at + STRA][c] = r{p}.y;\n            as_[at + 2u * STRA][c] = r{p}.z;\n            as_[at + 3u * STRA][c] = r{p}.w;\n        }}\n",
+                p * wg
+            );
+        }
+        for p in 0..pb {
+            s += &format!("        bs_[((lid + {o}u) / {q}u) * STRB + (lid + {o}u) % {q}u] = q{p};\n", o = p * wg, q = bn / 4);
+        }
+        s += "        workgroupBarrier();\n";
+        if fetch {
+            s += "        let k0 = ((it + 1u) * 16u) % 4096u;\n";
+            for p in 0..pa {
+                s += &format!("        r{p} = mat[((m0 + (lid + {o}u) / 4u) * 4096u + k0 + ((lid + {o}u) % 4u) * 4u) / 4u];\n", o = p * wg);
+            }
+            for p in 0..pb {
+                s += &format!("        q{p} = mat[((k0 + (lid + {o}u) / {q}u) * 4096u + n0 + ((lid + {o}u) % {q}u) * 4u) / 4u];\n", o = p * wg, q = bn / 4);
+            }
+        }
+    }
+    s += "        for (var kk = 0u; kk < 16u; kk += 4u) {\n";
+    for q in 0..4 {
+        s += &format!("            mac(kk + {q}u, tx, ty);\n");
+    }
+    s += "        }\n    }\n    var t = vec4<f32>();\n";
+    for i in 0..32 {
+        s += &format!("    t += acc[{i}];\n");
+    }
+    // Keep the staged registers live where nothing stores them.
+    if !stage {
+        s += &(0..pa).map(|p| format!("    t += r{p};\n")).collect::<String>();
+        s += &(0..pb).map(|p| format!("    t += q{p};\n")).collect::<String>();
+    }
+    s += "    dst[gid.x] = t;\n}\n";
+    let what = match (stage, fetch) {
+        (false, _) => "",
+        (true, false) => " + transposing staging",
+        (true, true) => " + transposing staging + global fetch",
+    };
+    let name = format!("mac f32 8 x 16 an invocation{what}, 16 deep, {wg} invocations (128 x {bn})");
+    Kernel { name, wgsl: s, flops_per_group: wg as f64 * 128.0 * 16.0 * 2.0 * iters as f64, coop: false, mat: fetch }
 }
 
 /// What the f32 ceiling stores between its two barriers every slice.
@@ -768,6 +879,11 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         mac_f32_half(m, false),
         mac_f32_half(m, true),
     ];
+    for wg in [256, 128] {
+        for (stage, fetch) in [(false, false), (true, false), (true, true)] {
+            all.push(mac_f32_wide(m / 2, wg, stage, fetch));
+        }
+    }
     for fm in [2, 4] {
         all.push(mma_f16(c, Operands::Registers, fm));
         all.push(mma_f16(c, Operands::Loads { transposed: true }, fm));
@@ -801,6 +917,12 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead, true));
     }
     all
+}
+
+/// Every ceiling kernel's name and WGSL (the full-size ones), for `cargo xtask kernel-stats
+/// --ceiling`.
+pub fn sources() -> Vec<(String, String)> {
+    kernels(false).into_iter().map(|k| (k.name, k.wgsl)).collect()
 }
 
 pub fn run(args: &[String]) -> Fallible<()> {
@@ -1026,6 +1148,18 @@ fn latency(gpu: &Gpu, reps: usize) -> Fallible<()> {
         let p: Vec<String> = parts.iter().map(|v| format!("{:.1}", v / n)).collect();
         println!("| {name} | {:.1} | {} | {:.0} |", whole[reps / 2], p.join(" | "), polls as f64 / n);
     }
+    // The same through Vulkan alone: `finish` is vkEndCommandBuffer, and nothing is written.
+    match crate::raw_latency::rows(reps) {
+        Ok((device, rows)) => {
+            for r in rows {
+                let [record, end, submit, wait] = r.parts;
+                println!("| {} | {:.1} | {record:.1} | - | {end:.1} | {submit:.1} | {wait:.1} | {:.0} |", r.name, r.median, r.polls);
+            }
+            println!();
+            println!("(raw Vulkan rows: {device}, a Vulkan device of their own; `finish` is vkEndCommandBuffer)");
+        }
+        Err(e) => println!("| raw Vulkan: {e} | | | | | | | |"),
+    }
     Ok(())
 }
 
@@ -1200,8 +1334,13 @@ mod tests {
     fn every_kernel_validates() {
         let real = real_f16().expect("the edits still apply to the backend's source");
         let real = real.into_iter().map(|(name, wgsl)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false });
-        let latency =
-            [LATENCY_ADD, LATENCY_ADD_IMMEDIATE].map(|w| Kernel { name: "latency".into(), wgsl: w.into(), flops_per_group: 0.0, coop: false, mat: false });
+        let latency = [LATENCY_ADD, LATENCY_ADD_IMMEDIATE, crate::raw_latency::ADD].map(|w| Kernel {
+            name: "latency".into(),
+            wgsl: w.into(),
+            flops_per_group: 0.0,
+            coop: false,
+            mat: false,
+        });
         for k in kernels(true).into_iter().chain(real).chain(latency) {
             let module = naga::front::wgsl::parse_str(&k.wgsl).unwrap_or_else(|e| panic!("{}: {}\n{}", k.name, e.emit_to_string(&k.wgsl), k.wgsl));
             let caps = naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX | naga::valid::Capabilities::IMMEDIATES;

@@ -13,8 +13,9 @@
 //! bench-host [--device ..] [--ops N] [--reps N] [--only TEXT]` times what recording an op
 //! costs the host, apart from running it, and what a synchronize costs (`host.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`. `cargo
-//! xtask kernel-stats [TEXT ..]` prints the Vulkan driver's statistics of the wgpu kernels whose
-//! key contains every TEXT (registers, shared and local memory on NVIDIA; `kernel_stats.rs`).
+//! xtask kernel-stats [--ceiling] [TEXT ..]` prints the Vulkan driver's statistics of the wgpu
+//! kernels (or with `--ceiling` the ceiling's) whose key contains every TEXT (registers, shared
+//! and local memory on NVIDIA; `kernel_stats.rs`).
 //! `cargo xtask ceiling [--quick] [--only TEXT,..]` times the GPU's arithmetic alone, the
 //! matmuls' inner loops with the real kernel's parts added one at a time, and the `tall`
 //! kernel with parts cut out, through wgpu (`ceiling.rs`).
@@ -26,6 +27,8 @@ mod data;
 mod fusion;
 mod host;
 mod kernel_stats;
+mod raw_latency;
+mod vulkan;
 
 use liandan_tensor::Device;
 
@@ -72,7 +75,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [TEXT ..] | ceiling [--quick] [--only TEXT,..] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | ceiling [--quick] [--only TEXT,..] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
