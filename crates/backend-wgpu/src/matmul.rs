@@ -198,11 +198,13 @@ impl KernelKey for SmallKey {
 /// The side of the tile of `shaders/matmul/heads.wgsl`, and the fewest products in a batch
 /// that take it: a y[b] of at most `HEADS_TILE` rows and columns, more than 64 of either (so
 /// the tiled kernel's 64 x 64 tiles would take two or four for it, or a 128 x 128 one three
-/// quarters empty), as a ViT's attention heads of 65 tokens. `HEADS_MIN_BATCH` was not
-/// measured: with few products, the tiled kernel's several tiles a product spread them over
-/// more of the GPU.
+/// quarters empty), as a ViT's attention heads of 65 tokens. With fewer products the tiled
+/// kernel's several tiles a product spread them over more of the GPU: on the H200 a ViT's QK^T
+/// and AV products took 2-7 us less together on the tiled kernel at 16 and 32 heads, 1.3 more
+/// to 3.3 less at 48 and 64, and 2-9 more at 80 to 128 (41-46 more at 384; docs/PERFORMANCE.md,
+/// run 167).
 const HEADS_TILE: usize = 80;
-const HEADS_MIN_BATCH: usize = 16;
+const HEADS_MIN_BATCH: usize = 80;
 
 /// Whether a batch of `batch` products of `m x n` outputs runs one 80 x 80 tile a product
 /// (see `HEADS_TILE`). `LIANDAN_MATMUL_HEADS=0` (read once) leaves them on the tiled kernel,

@@ -170,7 +170,7 @@ fn batched_small_heads_take_one_tile_each() {
         assert_eq!(heads_products_recorded() - start, want as u64, "{what}: products on the one-tile kernel");
         y
     };
-    let cases = [[24, 65, 64, 65], [24, 65, 65, 64], [16, 80, 7, 80], [20, 70, 129, 66], [16, 1, 33, 65], [16, 65, 0, 65]];
+    let cases = [[96, 65, 64, 65], [96, 65, 65, 64], [80, 80, 7, 80], [88, 70, 129, 66], [80, 1, 33, 65], [80, 65, 0, 65]];
     for [b, m, k, n] in cases {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             let (ga, ca) = operand(&d, [b, m, k], ta, 1, DType::F32);
@@ -182,18 +182,19 @@ fn batched_small_heads_take_one_tile_each() {
     }
     // A key matrix broadcast over the batch (stride 0), and f16 (summed in f32; where the
     // device has tensor cores, f16 products run there instead).
-    let (ga, ca) = pair(&d, &[32, 65, 64], 3, DType::F32);
+    let (ga, ca) = pair(&d, &[96, 65, 64], 3, DType::F32);
     let (gb, cb) = pair(&d, &[1, 64, 65], 4, DType::F32);
-    let (gb, cb) = (gb.expand(&[32, 64, 65]).unwrap(), cb.expand(&[32, 64, 65]).unwrap());
+    let (gb, cb) = (gb.expand(&[96, 64, 65]).unwrap(), cb.expand(&[96, 64, 65]).unwrap());
     let got = heads("broadcast rhs", &|| ga.matmul(&gb).unwrap(), 1);
     check("broadcast rhs", &got, &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
-    let (ga, ca) = pair(&d, &[16, 65, 64], 5, DType::F16);
-    let (gb, cb) = pair(&d, &[16, 64, 65], 6, DType::F16);
+    let (ga, ca) = pair(&d, &[80, 65, 64], 5, DType::F16);
+    let (gb, cb) = pair(&d, &[80, 64, 65], 6, DType::F16);
     let tensor_cores = d.describe().into_iter().any(|(k, v)| k == "f16 matmul" && v.starts_with("tensor cores"));
     let got = heads("f16", &|| ga.matmul(&gb).unwrap(), usize::from(!tensor_cores));
     check("f16", &got, &ca.matmul(&cb).unwrap(), 1e-2 * 8.0, 1e-2);
-    // Outside its range: too few products, or more than 80 rows.
-    for [b, m, k, n] in [[8, 65, 64, 65], [16, 81, 64, 65], [16, 64, 64, 64]] {
+    // Outside its range: too few products (79: the kernel takes batches of 80 or more), more
+    // than 80 rows, or none past 64.
+    for [b, m, k, n] in [[79, 65, 64, 65], [80, 81, 64, 65], [80, 64, 64, 64]] {
         let (ga, ca) = pair(&d, &[b, m, k], 7, DType::F32);
         let (gb, cb) = pair(&d, &[b, k, n], 8, DType::F32);
         let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}]");

@@ -198,6 +198,31 @@ pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// ViT's attention products (`[B, 65, 64] x [B, 65, 64]^T` and `[B, 65, 65] x [B, 65, 64]`)
+/// at batches from 1 to 384 heads, 20 between waits (`bench-micro --heads`): where a batch of
+/// small products is better one 80 x 80 tile a product (`shaders/matmul/heads.wgsl`) than on
+/// the tiled kernel. Run it twice, once with `LIANDAN_MATMUL_HEADS=0`, to compare.
+pub fn heads(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    let reps = if quick { 3 } else { 10 };
+    const ROW: usize = 20;
+    let mut rows = Vec::new();
+    let batches: &[usize] = if quick { &[1, 16] } else { &[1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128, 384] };
+    for &batch in batches {
+        for (bench, [m, k, n], layout) in [("vit attention QK^T", [65, 64, 65], Operands::RhsT), ("vit attention AV", [65, 65, 64], Operands::Plain)] {
+            let a = Tensor::randn(&[batch, m, k], 7, DType::F32, device)?;
+            let b = match layout {
+                Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
+                _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
+            };
+            let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.matmul(&b).map(drop)))? / ROW as f64;
+            let size = format!("{batch}x[{m},{k}]x[{k},{n}]{}", layout.note());
+            let rate = 2.0 * (batch * m * k * n) as f64 / s / 1e9;
+            rows.push(MicroRow { bench: format!("matmul f32 {bench}, {ROW} between waits"), size, median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+        }
+    }
+    Ok(rows)
+}
+
 /// How the operands of a product are stored.
 #[derive(Clone, Copy)]
 enum Operands {

@@ -35,6 +35,8 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
             let quick = argv.iter().any(|a| a == "--quick");
             let micro = if argv.iter().any(|a| a == "--f16-matmul") {
                 micro::matmul_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
+            } else if argv.iter().any(|a| a == "--heads") {
+                micro::heads(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else {
                 micro::run(&device, quick)
             };
