@@ -404,6 +404,23 @@ fn mac_f32_wide(iters: u32, wg: u32, stage: bool, fetch: bool) -> Kernel {
     Kernel { name, wgsl: s, flops_per_group: wg as f64 * 128.0 * 16.0 * 2.0 * iters as f64, coop: false, mat: fetch }
 }
 
+/// [`mac_f32`]'s kernel structure (transposing staging, the next slice fetched) with `extra`
+/// more values held in registers through the loop (vec4s updated once a slice, so no compiler
+/// can sink or rematerialize them; `extra` / 4 vec4 multiply-adds a slice, not counted), to see
+/// what a kernel past 128 registers an invocation (one workgroup of 256 a multiprocessor rather
+/// than two) loses.
+fn mac_f32_pressed(iters: u32, extra: u32) -> Kernel {
+    let mut k = mac_f32(iters, Staging::Fetched, 16);
+    let n = extra / 4;
+    let decl: String = (0..n).map(|i| format!("    var p{i} = src[(lid + {}u) % 4096u];\n", 1024 + 64 * i)).collect();
+    let bump: String = (0..n).map(|i| format!("        p{i} = fma(p{i}, vec4<f32>(1.0001), vec4<f32>(0.5));\n")).collect();
+    let used: String = (0..n).map(|i| format!("    t += p{i};\n")).collect();
+    let head = format!("    for (var it = 0u; it < {iters}u; it++) {{\n");
+    k.wgsl = k.wgsl.replacen(&head, &format!("{decl}{head}{bump}"), 1).replacen("    dst[gid.x] = t;", &format!("{used}    dst[gid.x] = t;"), 1);
+    k.name = format!("{} + {extra} values held through the loop", k.name);
+    k
+}
+
 /// What the f32 ceiling stores between its two barriers every slice.
 #[derive(Clone, Copy, PartialEq)]
 enum Staging {
@@ -879,6 +896,8 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         mac_f32_half(m, false),
         mac_f32_half(m, true),
     ];
+    all.push(mac_f32_pressed(m, 32));
+    all.push(mac_f32_pressed(m, 64));
     for wg in [256, 128] {
         for (stage, fetch) in [(false, false), (true, false), (true, true)] {
             all.push(mac_f32_wide(m / 2, wg, stage, fetch));

@@ -245,6 +245,27 @@ impl KernelKey for HeadsKey {
     }
 }
 
+/// The shortest K for which a product reading both operands in vec4s along K on 128 x 128
+/// tiles (a linear layer's `x W^T`) copies its rhs to `[K, N]` first (see `copies_rhs`).
+const RHS_COPY_MIN_K: usize = 384;
+
+/// Whether an f32 product that would stage both operands on 128 x 128 tiles through the
+/// loaders that read vec4s along K (each vec4's four values stored down four rows of workgroup
+/// memory) runs on a `[K, N]` copy of its rhs instead: on the H200 such products ran 20% slower
+/// than with either operand read the other way (4096^3: 24.8-25.0 TFLOP/s against 30.6-32.9),
+/// and with the copy (a transposed copy at some 750 GB/s) `[8320, K] x [K, 768]` ran 7-14%
+/// faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192 within 3%
+/// (docs/PERFORMANCE.md, runs 170-173). A cut given by the caller is kept as it is.
+/// `LIANDAN_MATMUL_RHS_COPY=0` (read once) leaves every product as it is, to compare.
+fn copies_rhs(dtype: DType, a: &Operand, b: &Operand, cut: Option<(usize, usize)>) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_MATMUL_RHS_COPY"));
+    let [batch, m, k] = a.sizes;
+    let n = b.sizes[2];
+    let big_tiles = m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
+    on && cut.is_none() && dtype == DType::F32 && a.load(2) == Load::K && b.load(1) == Load::K && big_tiles && k >= RHS_COPY_MIN_K
+}
+
 /// One matmul kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
@@ -400,6 +421,11 @@ impl WgpuBackend {
         // f16 on tensor cores where the device has them (the one place this is decided).
         let gpu = self.gpu()?;
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
+        if !coop && !packed && copies_rhs(dtype, &a, &b, cut) {
+            let copied = self.copy_view(rhs)?;
+            let layout = crate::kernels::dense(rhs.layout.shape());
+            return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
+        }
         let coop_variant = gpu.coop_variant;
         let cut = cut.filter(|_| !coop && !packed && dtype != DType::F64).map(|(tile, splits)| (if tile == 128 { 128 } else { 64 }, splits.max(1)));
         let (tm, tn) = if coop {

@@ -62,9 +62,13 @@ fn matmul_matches_cpu() {
             matmul_case(&d, dims, ta, tb, DType::F32, 1e-5);
         }
     }
-    // Enough output for 128 x 128 tiles, with ragged edges.
-    matmul_case(&d, [3, 1000, 64, 1024], false, true, DType::F32, 1e-5);
-    matmul_case(&d, [3, 1027, 19, 1021], true, false, DType::F32, 1e-5);
+    // Enough output for 128 x 128 tiles, with ragged edges: every loader, vec4s along K or along
+    // M / N (1000 x 1024), and strided scalars (1027 x 1021).
+    for dims in [[3, 1000, 64, 1024], [3, 1027, 19, 1021]] {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            matmul_case(&d, dims, ta, tb, DType::F32, 1e-5);
+        }
+    }
     for dtype in [DType::F16, DType::BF16, DType::F64] {
         let tol = if dtype == DType::F64 { 1e-12 } else { 1e-2 };
         matmul_case(&d, [1, 256, 256, 256], false, true, dtype, tol);
@@ -87,6 +91,44 @@ fn matmul_matches_cpu() {
     check("matmul K = 0", &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), 0.0, 0.0);
     d.synchronize().unwrap();
     assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
+}
+
+/// An f32 product on 128 x 128 tiles reading both operands along K (a linear layer's `x W^T`)
+/// with K of 384 or more runs on a `[K, N]` copy of its rhs: two dispatches, the copy and the
+/// product, and the CPU's result; with a bias too. One with a shorter K, fewer tiles, or a rhs
+/// already `[K, N]` runs as it is.
+#[test]
+fn linear_products_copy_their_weight_first() {
+    let Some(d) = gpu() else { return };
+    let dispatches = |what: &str, f: &dyn Fn() -> Tensor, want: u64| {
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let y = f();
+        assert_eq!(dispatches_recorded() - start, want, "{what}: dispatches");
+        y
+    };
+    // 192 tiles of 128 x 128 (3 x 8 x 8; 1 x 17 x 13 ragged), then K short by 4, 176 tiles, b [K, N].
+    let cases = [
+        ([3, 1024, 384, 1024], true, 2),
+        ([1, 2052, 388, 1540], true, 2),
+        ([3, 1024, 380, 1024], true, 1),
+        ([1, 1400, 384, 2048], true, 1),
+        ([3, 1024, 384, 1024], false, 1),
+    ];
+    for ([b, m, k, n], tb, want) in cases {
+        let (ga, ca) = operand(&d, [b, m, k], false, 1, DType::F32);
+        let (gb, cb) = operand(&d, [b, k, n], tb, 2, DType::F32);
+        let what = format!("matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (rhs transposed: {tb})");
+        let got = dispatches(&what, &|| ga.matmul(&gb).unwrap(), want);
+        check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k as f64).sqrt(), 1e-5);
+    }
+    let (gx, cx) = pair(&d, &[3072, 384], 3, DType::F32);
+    let (gw, cw) = pair(&d, &[1024, 384], 4, DType::F32);
+    let (gbias, cbias) = pair(&d, &[1024], 5, DType::F32);
+    let got = dispatches("linear", &|| gx.linear(&gw, Some(&gbias)).unwrap(), 2);
+    check("linear", &got, &cx.linear(&cw, Some(&cbias)).unwrap(), 1e-5 * 384f64.sqrt(), 1e-5);
+    d.synchronize().unwrap();
+    assert_native(&d, &[DType::F32]);
 }
 
 /// Small products whose K the tiled kernel would split over workgroups run as one dispatch

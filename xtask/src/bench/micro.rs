@@ -223,6 +223,43 @@ pub fn heads(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// vit's MLP product (`[8320, K] x [768, K]^T`, and with the weight stored `[K, 768]`) at depths
+/// K from 64 to 3,072, 20 between waits, then the 4096^3 f32 product in each orientation of its
+/// operands (`bench-micro --short-k`): what a short K and a transposed operand cost the tiled
+/// kernel, whose tiles each stage K / 16 slices between their first fetch and their stores.
+pub fn short_k(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    let reps = if quick { 3 } else { 10 };
+    const ROW: usize = 20;
+    let (m, n) = if quick { (256, 128) } else { (8320, 768) };
+    let mut rows = Vec::new();
+    // Each depth with the weight read transposed (as the layer reads it) and, to compare, stored
+    // [K, N].
+    for k in [64, 192, 384, 768, 1536, 3072] {
+        for layout in [Operands::RhsT, Operands::Plain] {
+            let a = Tensor::randn(&[m, k], 7, DType::F32, device)?;
+            let b = match layout {
+                Operands::RhsT => Tensor::randn(&[n, k], 8, DType::F32, device)?.t()?,
+                _ => Tensor::randn(&[k, n], 8, DType::F32, device)?,
+            };
+            let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.matmul(&b).map(drop)))? / ROW as f64;
+            let rate = 2.0 * (m * k * n) as f64 / s / 1e9;
+            let (bench, size) = (format!("matmul f32 vit mlp fc1 at other depths, {ROW} between waits"), format!("[{m},{k}]x[{k},{n}]{}", layout.note()));
+            rows.push(MicroRow { bench, size, median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+        }
+    }
+    // The square f32 product in each orientation of its operands.
+    let n = if quick { 256 } else { 4096 };
+    for (ta, tb) in [(false, false), (false, true), (true, false), (true, true)] {
+        let a = if ta { Tensor::randn(&[n, n], 1, DType::F32, device)?.t()? } else { Tensor::randn(&[n, n], 1, DType::F32, device)? };
+        let b = if tb { Tensor::randn(&[n, n], 2, DType::F32, device)?.t()? } else { Tensor::randn(&[n, n], 2, DType::F32, device)? };
+        let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
+        let note = format!("{}{}", if ta { " lhs^T" } else { "" }, if tb { " rhs^T" } else { "" });
+        let (size, rate) = (format!("{n}x{n}x{n}{note}"), 2.0 * (n as f64).powi(3) / s / 1e9);
+        rows.push(MicroRow { bench: "matmul f32".into(), size, median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+    }
+    Ok(rows)
+}
+
 /// How the operands of a product are stored.
 #[derive(Clone, Copy)]
 enum Operands {
