@@ -251,11 +251,13 @@ const RHS_COPY_MIN_K: usize = 384;
 
 /// Whether an f32 product that would stage both operands on 128 x 128 tiles through the
 /// loaders that read vec4s along K (each vec4's four values stored down four rows of workgroup
-/// memory) runs on a `[K, N]` copy of its rhs instead: on the H200 such products ran 20% slower
+/// memory) runs on a `[K, N]` copy of its rhs instead (N a multiple of 4, so that the copy is
+/// read in vec4s along N; a rhs broadcast over the batch is copied once): on the H200 such products ran 20% slower
 /// than with either operand read the other way (4096^3: 24.8-25.0 TFLOP/s against 30.6-32.9),
 /// and with the copy (a transposed copy at some 750 GB/s) `[8320, K] x [K, 768]` ran 7-14%
 /// faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192 within 3%
-/// (docs/PERFORMANCE.md, runs 170-173). A cut given by the caller is kept as it is.
+/// (docs/PERFORMANCE.md, runs 170-173). The copy lives until the product is recorded (a
+/// buffer the size of the weight, from the pool). A cut given by the caller is kept as it is.
 /// `LIANDAN_MATMUL_RHS_COPY=0` (read once) leaves every product as it is, to compare.
 fn copies_rhs(dtype: DType, a: &Operand, b: &Operand, cut: Option<(usize, usize)>) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -263,7 +265,8 @@ fn copies_rhs(dtype: DType, a: &Operand, b: &Operand, cut: Option<(usize, usize)
     let [batch, m, k] = a.sizes;
     let n = b.sizes[2];
     let big_tiles = m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
-    on && cut.is_none() && dtype == DType::F32 && a.load(2) == Load::K && b.load(1) == Load::K && big_tiles && k >= RHS_COPY_MIN_K
+    // The copy must read in vec4s along N: N a multiple of 4.
+    on && cut.is_none() && dtype == DType::F32 && a.load(2) == Load::K && b.load(1) == Load::K && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -422,8 +425,12 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
         if !coop && !packed && copies_rhs(dtype, &a, &b, cut) {
-            let copied = self.copy_view(rhs)?;
-            let layout = crate::kernels::dense(rhs.layout.shape());
+            // A weight broadcast over the batch (stride 0) is copied once, and read so.
+            let [batch, k, n] = b.sizes;
+            let once = batch > 1 && b.strides[0] == 0;
+            let from = if once { rhs.layout.narrow(0, 0, 1)? } else { rhs.layout.clone() };
+            let copied = self.copy_view(Strided { storage: rhs.storage, layout: &from, dtype })?;
+            let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
             return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
         }
         let coop_variant = gpu.coop_variant;

@@ -53,6 +53,16 @@ fn matmul_case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, dtype: 
     check(&what, &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), tol * (k as f64).sqrt(), tol);
 }
 
+/// `f()` after a synchronize, asserting that it moved `counter` (a count the backend keeps of
+/// dispatches, or of products on one kernel) by `want`.
+fn counted(d: &Device, counter: fn() -> u64, of: &str, what: &str, f: &dyn Fn() -> Tensor, want: u64) -> Tensor {
+    d.synchronize().unwrap();
+    let start = counter();
+    let y = f();
+    assert_eq!(counter() - start, want, "{what}: {of}");
+    y
+}
+
 #[test]
 fn matmul_matches_cpu() {
     let Some(d) = gpu() else { return };
@@ -95,25 +105,22 @@ fn matmul_matches_cpu() {
 
 /// An f32 product on 128 x 128 tiles reading both operands along K (a linear layer's `x W^T`)
 /// with K of 384 or more runs on a `[K, N]` copy of its rhs: two dispatches, the copy and the
-/// product, and the CPU's result; with a bias too. One with a shorter K, fewer tiles, or a rhs
-/// already `[K, N]` runs as it is.
+/// product, and the CPU's result; with a bias, and with the weight broadcast over a batch (copied
+/// once), too. One with a shorter K, fewer tiles, N not a multiple of 4, or a rhs already
+/// `[K, N]` runs as it is.
 #[test]
 fn linear_products_copy_their_weight_first() {
     let Some(d) = gpu() else { return };
-    let dispatches = |what: &str, f: &dyn Fn() -> Tensor, want: u64| {
-        d.synchronize().unwrap();
-        let start = dispatches_recorded();
-        let y = f();
-        assert_eq!(dispatches_recorded() - start, want, "{what}: dispatches");
-        y
-    };
-    // 192 tiles of 128 x 128 (3 x 8 x 8; 1 x 17 x 13 ragged), then K short by 4, 176 tiles, b [K, N].
+    let dispatches = |what: &str, f: &dyn Fn() -> Tensor, want| counted(&d, dispatches_recorded, "dispatches", what, f, want);
+    // 192 tiles of 128 x 128 (3 x 8 x 8; 1 x 17 x 13 ragged), then K short by 4, 176 tiles, b
+    // already [K, N], and N not a multiple of 4 (whose copy could not be read in vec4s).
     let cases = [
         ([3, 1024, 384, 1024], true, 2),
         ([1, 2052, 388, 1540], true, 2),
         ([3, 1024, 380, 1024], true, 1),
         ([1, 1400, 384, 2048], true, 1),
         ([3, 1024, 384, 1024], false, 1),
+        ([3, 1024, 384, 1022], true, 1),
     ];
     for ([b, m, k, n], tb, want) in cases {
         let (ga, ca) = operand(&d, [b, m, k], false, 1, DType::F32);
@@ -122,6 +129,13 @@ fn linear_products_copy_their_weight_first() {
         let got = dispatches(&what, &|| ga.matmul(&gb).unwrap(), want);
         check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k as f64).sqrt(), 1e-5);
     }
+    // A weight broadcast over the batch (stride 0), copied once and read so.
+    let (ga, ca) = pair(&d, &[3, 1024, 384], 6, DType::F32);
+    let (gw, cw) = pair(&d, &[1024, 384], 7, DType::F32);
+    let (gb, cb) =
+        (gw.t().unwrap().unsqueeze(0).unwrap().expand(&[3, 384, 1024]).unwrap(), cw.t().unwrap().unsqueeze(0).unwrap().expand(&[3, 384, 1024]).unwrap());
+    let got = dispatches("batch x broadcast weight.t()", &|| ga.matmul(&gb).unwrap(), 2);
+    check("batch x broadcast weight.t()", &got, &ca.matmul(&cb).unwrap(), 1e-5 * 384f64.sqrt(), 1e-5);
     let (gx, cx) = pair(&d, &[3072, 384], 3, DType::F32);
     let (gw, cw) = pair(&d, &[1024, 384], 4, DType::F32);
     let (gbias, cbias) = pair(&d, &[1024], 5, DType::F32);
@@ -138,13 +152,7 @@ fn linear_products_copy_their_weight_first() {
 #[test]
 fn small_products_run_in_one_dispatch() {
     let Some(d) = gpu() else { return };
-    let one = |what: &str, f: &dyn Fn() -> Tensor| {
-        d.synchronize().unwrap();
-        let start = dispatches_recorded();
-        let y = f();
-        assert_eq!(dispatches_recorded() - start, 1, "{what}: dispatches");
-        y
-    };
+    let one = |what: &str, f: &dyn Fn() -> Tensor| counted(&d, dispatches_recorded, "dispatches", what, f, 1);
     // [b, m, k, n], b stored transposed ([n, k], vec4s along K) or not ([k, n], along N).
     // The LSTM's two (16 x 16 and 8 x 16 blocks), ragged edges in both kinds of block.
     let cases = [
@@ -205,13 +213,7 @@ fn small_products_run_in_one_dispatch() {
 #[test]
 fn batched_small_heads_take_one_tile_each() {
     let Some(d) = gpu() else { return };
-    let heads = |what: &str, f: &dyn Fn() -> Tensor, want: usize| {
-        d.synchronize().unwrap();
-        let start = heads_products_recorded();
-        let y = f();
-        assert_eq!(heads_products_recorded() - start, want as u64, "{what}: products on the one-tile kernel");
-        y
-    };
+    let heads = |what: &str, f: &dyn Fn() -> Tensor, want: usize| counted(&d, heads_products_recorded, "products on the one-tile kernel", what, f, want as u64);
     let cases = [[96, 65, 64, 65], [96, 65, 65, 64], [80, 80, 7, 80], [88, 70, 129, 66], [80, 1, 33, 65], [80, 65, 0, 65]];
     for [b, m, k, n] in cases {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {

@@ -250,3 +250,26 @@ fn bf16_takes_two_bytes_an_element() {
     let worst = c.to_vec_f64().unwrap().iter().zip(&want).map(|(g, w)| (g - w).abs() / w.abs().max(1e-30)).fold(0.0, f64::max);
     assert!(worst <= 1.0 / 128.0, "relative error {worst} against the CPU");
 }
+
+/// A large `x W^T` with its weight broadcast over a batch runs on one `[K, N]` copy of the
+/// weight, not one a batch entry: a product of 3 x 1024 x 1024 outputs over K = 384 holds its
+/// output and one 1.5 MiB copy beyond what was live, not three.
+#[test]
+fn a_broadcast_weight_is_copied_once() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let x = Tensor::randn(&[3, 1024, 384], 1, DType::F32, &d).unwrap();
+    let w = Tensor::randn(&[1024, 384], 2, DType::F32, &d).unwrap();
+    let wt = w.t().unwrap().unsqueeze(0).unwrap().expand(&[3, 384, 1024]).unwrap();
+    // The first product warms the pipelines; the second is measured.
+    drop(x.matmul(&wt).unwrap());
+    d.synchronize().unwrap();
+    let before = d.memory_stats().unwrap().in_use;
+    d.reset_peak_memory();
+    let y = x.matmul(&wt).unwrap();
+    d.synchronize().unwrap();
+    let held = d.memory_stats().unwrap().peak - before;
+    let (out, copy) = (3 * 1024 * 1024 * 4, 384 * 1024 * 4);
+    assert!(held <= out + copy, "held {held} bytes beyond what was live: want the output ({out}) and one copy ({copy})");
+    drop(y);
+}
