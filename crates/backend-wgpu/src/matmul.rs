@@ -252,21 +252,19 @@ const RHS_COPY_MIN_K: usize = 384;
 /// Whether an f32 product that would stage both operands on 128 x 128 tiles through the
 /// loaders that read vec4s along K (each vec4's four values stored down four rows of workgroup
 /// memory) runs on a `[K, N]` copy of its rhs instead (N a multiple of 4, so that the copy is
-/// read in vec4s along N; a rhs broadcast over the batch is copied once): on the H200 such products ran 20% slower
-/// than with either operand read the other way (4096^3: 24.8-25.0 TFLOP/s against 30.6-32.9),
-/// and with the copy (a transposed copy at some 750 GB/s) `[8320, K] x [K, 768]` ran 7-14%
-/// faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192 within 3%
-/// (docs/PERFORMANCE.md, runs 170-173). The copy lives until the product is recorded (a
-/// buffer the size of the weight, from the pool). A cut given by the caller is kept as it is.
-/// `LIANDAN_MATMUL_RHS_COPY=0` (read once) leaves every product as it is, to compare.
-fn copies_rhs(dtype: DType, a: &Operand, b: &Operand, cut: Option<(usize, usize)>) -> bool {
+/// read in vec4s along N; a rhs broadcast over the batch is copied once): on the H200 such
+/// products ran 20% slower than with either operand read the other way (4096^3: 24.8-25.0
+/// TFLOP/s against 30.6-32.9), and with the copy (a transposed copy at some 750 GB/s) `[8320,
+/// K] x [K, 768]` ran 7-14% faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192
+/// within 3% (docs/PERFORMANCE.md, runs 170-173). The copy lives until the product is
+/// recorded (a buffer the size of the weight, from the pool). A cut given by the caller is
+/// kept as it is. `LIANDAN_MATMUL_RHS_COPY=0` (read once) leaves every product as it is, to
+/// compare.
+fn copies_rhs(dtype: DType, [batch, m, k, n]: [usize; 4], loads: (Load, Load), cut: Option<(usize, usize)>) -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_MATMUL_RHS_COPY"));
-    let [batch, m, k] = a.sizes;
-    let n = b.sizes[2];
     let big_tiles = m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
-    // The copy must read in vec4s along N: N a multiple of 4.
-    on && cut.is_none() && dtype == DType::F32 && a.load(2) == Load::K && b.load(1) == Load::K && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
+    on && cut.is_none() && dtype == DType::F32 && loads == (Load::K, Load::K) && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -424,7 +422,8 @@ impl WgpuBackend {
         // f16 on tensor cores where the device has them (the one place this is decided).
         let gpu = self.gpu()?;
         let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
-        if !coop && !packed && copies_rhs(dtype, &a, &b, cut) {
+        let (a_load, b_load) = (a.load(2), b.load(1));
+        if !coop && !packed && copies_rhs(dtype, [batch, m, k, n], (a_load, b_load), cut) {
             // A weight broadcast over the batch (stride 0) is copied once, and read so.
             let [batch, k, n] = b.sizes;
             let once = batch > 1 && b.strides[0] == 0;
@@ -475,7 +474,6 @@ impl WgpuBackend {
             let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
             words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
         };
-        let (a_load, b_load) = (a.load(2), b.load(1));
         // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
         // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
         // f16 products took 22.8-23.6 us a call on them, run 111).

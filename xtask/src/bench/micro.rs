@@ -83,14 +83,7 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
     // them), and as `xtask/bench_torch.py --matmul` times PyTorch's.
     const ROW: usize = 20;
     for (bench, [batch, m, k, n], layout) in ZOO_PRODUCTS {
-        let a = match layout {
-            Operands::LhsT => Tensor::randn(&[batch, k, m], 7, DType::F32, device)?.transpose(1, 2)?,
-            _ => Tensor::randn(&[batch, m, k], 7, DType::F32, device)?,
-        };
-        let b = match layout {
-            Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
-            _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
-        };
+        let (a, b) = layout.make(device, [batch, m, k, n])?;
         let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.matmul(&b).map(drop)))? / ROW as f64;
         let size = format!("{}[{m},{k}]x[{k},{n}]{}", if batch > 1 { format!("{batch}x") } else { String::new() }, layout.note());
         row(&format!("{bench}, {ROW} between waits"), size, s, 2.0 * (batch * m * k * n) as f64 / s / 1e9, "GFLOP/s");
@@ -209,11 +202,7 @@ pub fn heads(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let batches: &[usize] = if quick { &[1, 16] } else { &[1, 2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128, 384] };
     for &batch in batches {
         for (bench, [m, k, n], layout) in [("vit attention QK^T", [65, 64, 65], Operands::RhsT), ("vit attention AV", [65, 65, 64], Operands::Plain)] {
-            let a = Tensor::randn(&[batch, m, k], 7, DType::F32, device)?;
-            let b = match layout {
-                Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
-                _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
-            };
+            let (a, b) = layout.make(device, [batch, m, k, n])?;
             let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| a.matmul(&b).map(drop)))? / ROW as f64;
             let size = format!("{batch}x[{m},{k}]x[{k},{n}]{}", layout.note());
             let rate = 2.0 * (batch * m * k * n) as f64 / s / 1e9;
@@ -277,6 +266,20 @@ impl Operands {
             Operands::LhsT => " lhs^T",
             Operands::RhsT => " rhs^T",
         }
+    }
+
+    /// Random `[batch, m, k]` and `[batch, k, n]` operands stored as `self` says (a transposed
+    /// one as the transposed view of its `[batch, k, m]` or `[batch, n, k]`).
+    fn make(self, device: &Device, [batch, m, k, n]: [usize; 4]) -> Result<(Tensor, Tensor)> {
+        let a = match self {
+            Operands::LhsT => Tensor::randn(&[batch, k, m], 7, DType::F32, device)?.transpose(1, 2)?,
+            _ => Tensor::randn(&[batch, m, k], 7, DType::F32, device)?,
+        };
+        let b = match self {
+            Operands::RhsT => Tensor::randn(&[batch, n, k], 8, DType::F32, device)?.transpose(1, 2)?,
+            _ => Tensor::randn(&[batch, k, n], 8, DType::F32, device)?,
+        };
+        Ok((a, b))
     }
 }
 
