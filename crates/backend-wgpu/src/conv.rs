@@ -53,9 +53,11 @@ use crate::storage::WgpuStorage;
 use crate::tune::Shape;
 
 mod cut;
+mod fold;
 mod winograd;
 use cut::cut;
 pub use cut::{with_conv_cut, ConvCut};
+pub use fold::with_conv_fold;
 pub use winograd::with_conv_winograd;
 pub(crate) use winograd::Key as WinogradKey;
 
@@ -621,6 +623,10 @@ impl WgpuBackend {
             if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
                 return Some(done);
             }
+        }
+        // An input gradient mostly in the padding through a column buffer, likewise.
+        if pass == Pass::Input && fold::wanted(&geom, dtype, inputs) && tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
+            return Some(self.conv_fold(&geom, inputs));
         }
         Some(match pass {
             Pass::Input => self.conv_input(&geom, dtype, inputs),

@@ -117,6 +117,9 @@ impl WgpuBackend {
         if let FusedOp::MatmulBias = op {
             return self.fused_matmul_bias(inputs);
         }
+        if let (FusedOp::MaxPool2dBackward(w), [dy, indices]) = (op, inputs) {
+            return self.max_pool2d_backward_op(*dy, *indices, w).map(|r| r.map(|dx| vec![dx]));
+        }
         if let FusedOp::LstmStep = op {
             return self.fused_lstm_step(inputs);
         }

@@ -18,6 +18,8 @@ const COL2IM: &str = include_str!("shaders/window_col2im.wgsl");
 const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
 const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
 const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
+const MAX_POOL_BACKWARD: &str = include_str!("shaders/pool_max_backward.wgsl");
+const MAX_POOL_BACKWARD_TILES: &str = include_str!("shaders/pool_max_backward_tiles.wgsl");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
@@ -26,9 +28,13 @@ pub(crate) enum Kind {
     MaxPool,
     AvgPool,
     AvgPoolBackward,
+    /// Reads the indices max pooling returned beside dy (`max_pool2d_backward_op`).
+    MaxPoolBackward,
+    /// The same where the windows tile the input: each pixel in at most one window.
+    MaxPoolBackwardTiles,
 }
 
-const KINDS: [Kind; 5] = [Kind::Im2col, Kind::Col2im, Kind::MaxPool, Kind::AvgPool, Kind::AvgPoolBackward];
+const KINDS: [Kind; 7] = [Kind::Im2col, Kind::Col2im, Kind::MaxPool, Kind::AvgPool, Kind::AvgPoolBackward, Kind::MaxPoolBackward, Kind::MaxPoolBackwardTiles];
 
 impl Kind {
     fn template(self) -> &'static str {
@@ -38,6 +44,8 @@ impl Kind {
             Kind::MaxPool => MAX_POOL,
             Kind::AvgPool => AVG_POOL,
             Kind::AvgPoolBackward => AVG_POOL_BACKWARD,
+            Kind::MaxPoolBackward => MAX_POOL_BACKWARD,
+            Kind::MaxPoolBackwardTiles => MAX_POOL_BACKWARD_TILES,
         }
     }
 
@@ -46,7 +54,7 @@ impl Kind {
         match self {
             Kind::Im2col | Kind::MaxPool | Kind::AvgPool => vec![w.n, w.c, w.h, w.w],
             Kind::Col2im => vec![w.n, w.col_rows(), w.col_cols()],
-            Kind::AvgPoolBackward => vec![w.n, w.c, w.out_h(), w.out_w()],
+            Kind::AvgPoolBackward | Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => vec![w.n, w.c, w.out_h(), w.out_w()],
         }
     }
 
@@ -54,7 +62,7 @@ impl Kind {
     fn outputs(self, w: &Window2d) -> usize {
         match self {
             Kind::Im2col => w.n * w.col_rows() * w.col_cols(),
-            Kind::Col2im | Kind::AvgPoolBackward => w.n * w.c * w.h * w.w,
+            Kind::Col2im | Kind::AvgPoolBackward | Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => w.n * w.c * w.h * w.w,
             Kind::MaxPool | Kind::AvgPool => w.n * w.c * w.col_cols(),
         }
     }
@@ -165,6 +173,37 @@ impl WgpuBackend {
         let kernel = gpu.kernel(Key { kind, dtype })?;
         gpu.dispatch(&kernel, &meta, &buffers, grid(n))?;
         Ok(Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect()))
+    }
+
+    /// Max pooling's gradient from `dy` and the forward's `indices` (`FusedOp::MaxPool2dBackward`):
+    /// `None` where this device leaves it to the composite (a dtype it does not compute, a bad
+    /// geometry, shapes that do not match it, sizes past 32 bits). Windows that tile the input
+    /// (stride = kernel, no padding or dilation) find each pixel's one window by division
+    /// rather than loop over every window that could cover it: on the H200 seed003_cnn's
+    /// 2 x 2 pool over `[128, 512, 11, 11]` took 65 us a call as the loop (docs/PERFORMANCE.md,
+    /// run 180), against 57 for the composite's scatter-add after its 12 us zero fill.
+    pub(crate) fn max_pool2d_backward_op(&self, dy: Strided, indices: Strided, w: &Window2d) -> Option<Result<Storage>> {
+        let tiles = w.stride == w.kernel && w.padding == (0, 0) && w.dilation == (1, 1);
+        let kind = if tiles { Kind::MaxPoolBackwardTiles } else { Kind::MaxPoolBackward };
+        let dtype = dy.dtype;
+        let shape = kind.input_shape(w);
+        if !self.repr.computes(dtype) || !geometry_ok(w) || indices.dtype != DType::I64 || dy.layout.shape() != shape || indices.layout.shape() != shape {
+            return None;
+        }
+        if !dy.layout.is_contiguous() || !indices.layout.is_contiguous() {
+            return None;
+        }
+        let n = kind.outputs(w);
+        // The indices' offset, and the last index read past it, in 32 bits.
+        u32::try_from(indices.layout.offset() + indices.layout.numel()).ok()?;
+        let meta = window_meta(w, n, dy.layout.offset(), dy.layout.numel(), [indices.layout.offset() as u32, 0, 0])?;
+        Some((|| {
+            let out = self.output(dtype, n)?;
+            let gpu = self.gpu()?;
+            let kernel = gpu.kernel(Key { kind, dtype })?;
+            gpu.dispatch(&kernel, &meta, &[gpu_storage(&dy).buffer(), gpu_storage(&indices).buffer(), out.buffer()], grid(n))?;
+            Ok(Arc::new(out) as Storage)
+        })())
     }
 
     pub(crate) fn im2col_op(&self, x: Strided, window: Window2d, pad_value: f64) -> Result<Storage> {

@@ -49,6 +49,11 @@ fn fused_kernels_run_here() {
         }
         assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
+    // Max pooling's gradient from its indices, in every float type (f64 too).
+    let pool = liandan_tensor::backend::Window2d { n: 2, c: 3, h: 7, w: 9, kernel: (3, 3), stride: (2, 2), padding: (1, 1), dilation: (1, 1) };
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        assert!(backend_runs(&d, &FusedOp::MaxPool2dBackward(pool), dtype), "max_pool2d_backward in {dtype}");
+    }
     // The LSTM step with its recurrent product (where the product is small: these are).
     for dtype in [DType::F32, DType::F16, DType::BF16] {
         assert!(backend_runs(&d, &FusedOp::LstmStep, dtype), "lstm_step in {dtype}");

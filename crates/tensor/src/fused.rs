@@ -283,6 +283,12 @@ pub enum FusedOp {
     /// `dw[o, c, ky, kx] = sum_{n, oy, ox} dy[n, o, oy, ox] x[n, g C/G + c, ..]`. Inputs: `dy`,
     /// `x`. Output: `dweight` `[O, C/G, kh, kw]`.
     Conv2dBackwardWeight(ConvGeometry),
+    /// The gradient of max pooling ([`Tensor::max_pool2d`]) from the indices its forward
+    /// returned: `dx[n, c, i] = sum of dy[n, c, y, x] over the windows (y, x) whose index is
+    /// i` (the composite scatters dy into zeros). Inputs: `dy` `[N, C, out_h, out_w]`, the
+    /// indices (i64 offsets `h W + w` in each plane, -1 for a window wholly in the padding),
+    /// shaped like `dy`. Output: `dx` `[N, C, H, W]`, of `dy`'s type.
+    MaxPool2dBackward(Window2d),
 }
 
 /// The options of a fused batch normalization ([`FusedOp::BatchNormTrain`],
@@ -471,6 +477,7 @@ impl FusedOp {
             FusedOp::MatmulBias => "matmul_bias",
             FusedOp::Conv2dBackwardInput(_) => "conv2d_backward_input",
             FusedOp::Conv2dBackwardWeight(_) => "conv2d_backward_weight",
+            FusedOp::MaxPool2dBackward(_) => "max_pool2d_backward",
         }
     }
 
@@ -498,7 +505,7 @@ impl FusedOp {
             FusedOp::BceLoss | FusedOp::BceLossBackward | FusedOp::Relu | FusedOp::ReluBackward => 1,
             FusedOp::GruCellBackward => 3,
             FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) => 1,
-            FusedOp::MatmulBias => 1,
+            FusedOp::MatmulBias | FusedOp::MaxPool2dBackward(_) => 1,
             FusedOp::LstmCellBackward | FusedOp::LstmStep => 2,
             FusedOp::AdamStep(_) | FusedOp::SgdStep(_) | FusedOp::RmsPropStep(_) | FusedOp::AdagradStep(_) | FusedOp::AdadeltaStep(_) | FusedOp::Scale(_) => {
                 self.updates().len()
@@ -513,7 +520,7 @@ impl FusedOp {
     /// Whether the op's inputs may mix dtypes (batch norm's low activations with f32
     /// parameters and statistics, under autocast); every other op takes one dtype.
     pub fn mixes_dtypes(&self) -> bool {
-        matches!(self, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_))
+        matches!(self, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_) | FusedOp::MaxPool2dBackward(_))
     }
 }
 

@@ -30,7 +30,8 @@ pub enum ConvCut {
     /// GPU's compute units at the cost of more partial sums.
     Fill(usize),
     /// The default, the cut of H200 run 8: the weight gradient in 64 x 64 tiles; the other
-    /// passes in 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles.
+    /// passes in 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles,
+    /// towards 512 workgroups (a weight gradient's towards 1,024 since run 179).
     Previous,
     /// Tiles of `tile` x `tile` (128; any other value means 64) and K cut into `splits`
     /// ranges (at least one, at most one per 16-deep slice; halved while the partial sums
@@ -78,6 +79,13 @@ pub(super) fn forced() -> bool {
 const FILL: usize = 256;
 /// The shortest range of K a split leaves to one workgroup.
 const MIN_SPLIT_K: usize = 256;
+/// The workgroups [`ConvCut::Previous`] splits K towards where a pass has under 256 tiles, and
+/// a weight gradient's (whose K, the batch's output pixels, is long). On the H200
+/// (docs/PERFORMANCE.md, runs 178-179) 1,024 took seed003_cnn's 64 -> 512 weight gradient
+/// (512 x 576 by K = 15,488: 15 ranges instead of 8) from 414 to 385 us a call and resnet18's
+/// strided 3x3 ones from 244-248 to 224-227, the rest of resnet18's and mnist_cnn's within 3%.
+const AIM: usize = 512;
+const WEIGHT_AIM: usize = 1024;
 
 /// `(tile, splits)` for `groups` products of `m x k` by `k x n` whose output holds `total`
 /// elements; the partial sums of a split (`splits * total` f32s) stay within `limit` bytes.
@@ -90,7 +98,8 @@ pub(super) fn cut(pass: Pass, m: usize, n: usize, k: usize, groups: usize, total
         ConvCut::Fixed { tile, splits } => (if tile == 128 { 128 } else { 64 }, splits.clamp(1, k.div_ceil(16).max(1))),
         ConvCut::Previous => {
             let tile = if pass != Pass::Weight && m > 64 && grid(128) >= 192 { 128 } else { 64 };
-            (tile, if grid(tile) < 256 { 512usize.div_ceil(grid(tile)).min(k / MIN_SPLIT_K).max(1) } else { 1 })
+            let aim = if pass == Pass::Weight { WEIGHT_AIM } else { AIM };
+            (tile, if grid(tile) < 256 { aim.div_ceil(grid(tile)).min(k / MIN_SPLIT_K).max(1) } else { 1 })
         }
         ConvCut::Auto | ConvCut::Fill(_) => {
             let want = match cut {
@@ -128,6 +137,10 @@ mod tests {
         assert_eq!(with_conv_cut(ConvCut::Auto, || cut(Pass::Weight, 512, 4608, 2048, 1, 512 * 4608, limit)), (128, 2));
         assert_eq!(with_conv_cut(ConvCut::Auto, || cut(Pass::Weight, 64, 27, 131_072, 1, 64 * 27, limit)), (64, 512));
         assert_eq!(with_conv_cut(ConvCut::Fill(1024), || cut(Pass::Weight, 512, 4608, 2048, 1, 512 * 4608, limit)), (128, 8));
+        // seed003_cnn's 64 -> 512 weight gradient (72 tiles) splits towards 1,024 workgroups, a
+        // forward of as few tiles towards 512.
+        assert_eq!(with_conv_cut(ConvCut::Previous, || cut(Pass::Weight, 512, 576, 15_488, 1, 512 * 576, limit)), (64, 15));
+        assert_eq!(with_conv_cut(ConvCut::Previous, || cut(Pass::Forward, 512, 576, 15_488, 1, 512 * 576, limit)), (64, 8));
         // A forced split never passes one range per slice, nor the binding.
         assert_eq!(with_conv_cut(ConvCut::Fixed { tile: 128, splits: 99 }, || cut(Pass::Forward, 8, 8, 40, 1, 64, limit)), (128, 3));
         assert_eq!(with_conv_cut(ConvCut::Fixed { tile: 64, splits: 8 }, || cut(Pass::Forward, 8, 8, 4096, 1, 64, 64 * 4 * 3)), (64, 2));

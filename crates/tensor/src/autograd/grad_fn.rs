@@ -271,12 +271,7 @@ impl GradFn {
             GradFn::Matmul => matmul_grads(g, &inputs[0], &inputs[1], true),
             GradFn::Im2col(w) => one(g.col2im_window(*w)?),
             GradFn::Col2im(w) => one(g.im2col_window(*w)?),
-            GradFn::MaxPool2d { window: w, indices } => {
-                let (planes, l) = (w.n * w.c, w.out_h() * w.out_w());
-                let zeros = Tensor::zeros(&[planes, w.h * w.w], g.dtype(), g.device())?;
-                let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &g.reshape(&[planes, l])?)?;
-                one(dx.reshape(&[w.n, w.c, w.h, w.w])?)
-            }
+            GradFn::MaxPool2d { window: w, indices } => one(Tensor::max_pool2d_backward(g, indices, *w)?),
             GradFn::AvgPool2d { window, count_include_pad } => one(g.avg_pool2d_backward_window(*window, *count_include_pad)?),
             GradFn::AvgPool2dBackward { window, count_include_pad } => one(g.avg_pool2d_window(*window, *count_include_pad)?),
             GradFn::Gather { dim, index } => one(x.zeros_like()?.scatter_add(*dim, index, g)?),

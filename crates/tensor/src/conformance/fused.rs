@@ -86,6 +86,12 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
+        fn fused_max_pool_backward_matches_composite() {
+            if let Some(d) = $crate::conformance::suite_device($device) {
+                $crate::conformance::fused::max_pool_backward_matches_composite(&d)
+            }
+        }
+        #[test]
         fn fused_relu_grads() {
             if let Some(d) = $crate::conformance::suite_device($device) {
                 $crate::conformance::fused::relu_grads(&d)
@@ -256,6 +262,13 @@ pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
         FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
         FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
         FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
+        // dy, and the indices of a max pooling of that geometry.
+        FusedOp::MaxPool2dBackward(w) => {
+            let x = t(&[w.n, w.c, w.h, w.w], 1);
+            let (_, indices) = x.with_strided(|v| device.backend().max_pool2d(v, *w)).unwrap();
+            let shape = [w.n, w.c, w.out_h(), w.out_w()];
+            vec![t(&shape, 2), Tensor::from_parts(indices, crate::Layout::contiguous(&shape), DType::I64, device, None)]
+        }
     };
     let runs = |inputs: &[Tensor]| call_backend(device, op, inputs).is_some_and(|outs| outs.len() == op.outputs());
     // The LSTM cell's kernels also take the gates in two terms (`lstm_cell_sum`): both forms.
@@ -609,6 +622,33 @@ pub fn relu_matches_composite(d: &Device) {
     }
     let (_, v) = from_values(d, &[4, 6], &values(24, 65), DType::F32);
     check_fused("relu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], relu, 0.0, 0.0);
+}
+
+/// Max pooling's gradient ([`FusedOp::MaxPool2dBackward`] where the device has it) against the
+/// composite (dy scattered into zeros at the indices): windows that tile the input, that leave
+/// its last rows and columns out (a device may take windows that tile apart), that overlap (several windows choosing one pixel: their dy
+/// summed), with padding and with dilation; ties (the first tap wins) and every float type.
+pub fn max_pool_backward_matches_composite(d: &Device) {
+    type Geometry = ([usize; 4], (usize, usize), (usize, usize), (usize, usize), (usize, usize));
+    let cases: [Geometry; 6] = [
+        ([2, 3, 8, 8], (2, 2), (2, 2), (0, 0), (1, 1)),
+        ([2, 3, 7, 9], (2, 2), (2, 2), (0, 0), (1, 1)),
+        ([1, 2, 8, 7], (3, 2), (3, 2), (0, 0), (1, 1)),
+        ([1, 2, 9, 9], (3, 3), (2, 2), (1, 1), (1, 1)),
+        ([1, 2, 6, 7], (3, 2), (1, 1), (1, 1), (1, 1)),
+        ([2, 1, 9, 8], (2, 2), (1, 2), (0, 0), (2, 2)),
+    ];
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let (atol, rtol) = if matches!(dtype, DType::F32 | DType::F64) { (1e-6, 1e-6) } else { (1e-2, 1e-2) };
+        for (shape, k, s, p, dil) in cases {
+            let n: usize = shape.iter().product();
+            // Values on a coarse grid: many ties within a window.
+            let v: Vec<f64> = values(n, 70).iter().map(|x| (x * 6.0).round()).collect();
+            let x = Tensor::from_f64s(&v, &shape, dtype, d).unwrap();
+            let pool = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].max_pool2d(k, s, p, dil)?]) };
+            check_fused(&format!("max_pool2d backward {dtype} {shape:?} kernel {k:?} stride {s:?} padding {p:?} dilation {dil:?}"), &[x], pool, atol, rtol);
+        }
+    }
 }
 
 /// `conv2d_relu` with a bias ([`FusedOp::Conv2dBiasRelu`] where the device has it) against the

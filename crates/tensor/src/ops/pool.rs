@@ -6,6 +6,8 @@
 use crate::autograd::GradFn;
 use crate::backend::Window2d;
 use crate::error::{Error, Result};
+use crate::fused::{try_fused, FusedOp};
+use crate::layout::Layout;
 use crate::ops::check_float;
 use crate::ops::conv::window;
 use crate::tensor::Tensor;
@@ -30,6 +32,21 @@ impl Tensor {
         let out_shape = [w.n, w.c, w.out_h(), w.out_w()];
         let indices = Tensor::from_op(indices, &out_shape, crate::DType::I64, self.device(), &[], || GradFn::Identity);
         Ok(Tensor::from_op(values, &out_shape, self.dtype(), self.device(), &[self], || GradFn::MaxPool2d { window: w, indices }))
+    }
+
+    /// The gradient of max pooling from `dy` and the forward's `indices`: one fused kernel
+    /// where the device has one ([`FusedOp::MaxPool2dBackward`]), else `dy` scattered into
+    /// zeros at the indices.
+    pub(crate) fn max_pool2d_backward(dy: &Tensor, indices: &Tensor, w: Window2d) -> Result<Tensor> {
+        let (dy, indices) = (dy.contiguous()?, indices.contiguous()?);
+        let shape = [w.n, w.c, w.h, w.w];
+        if let Some(r) = try_fused(&FusedOp::MaxPool2dBackward(w), &[&dy, &indices]) {
+            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(&shape), dy.dtype(), dy.device(), None));
+        }
+        let (planes, l) = (w.n * w.c, w.out_h() * w.out_w());
+        let zeros = Tensor::zeros(&[planes, w.h * w.w], dy.dtype(), dy.device())?;
+        let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &dy.reshape(&[planes, l])?)?;
+        dx.reshape(&shape)
     }
 
     /// 2-D average pooling; `count_include_pad` as PyTorch (which defaults to true).

@@ -1,0 +1,144 @@
+//! The input gradient through a column buffer, for f32 convolutions whose implicit GEMM would
+//! spend much of its work in the padding: the columns `[N, C kh kw, Ho Wo]` as one batched
+//! product of the weights transposed (`[C kh kw, O]`, the same for every image) and dy
+//! (`[O, Ho Wo]` an image) on the ordinary matmul, then folded into dx by the col2im kernel
+//! (`shaders/window_col2im.wgsl`: each input pixel sums the columns of the taps that reach
+//! it). It is the tensor layer's composite of this pass with the col2im on the GPU.
+//!
+//! The implicit GEMM of the input gradient (`conv.rs`) is a correlation of dy, padded by the
+//! kernel's reach, over every input pixel: for an unpadded convolution every tap of an input
+//! pixel near the border that falls outside dy is a multiply-add by zero. seed003_cnn's 64 ->
+//! 512 3x3 convolution over 13 x 13 images (11 x 11 outputs) spends 28% of its input
+//! gradient's work so (169 pixels of 9 taps each against 121 outputs of 9 taps). The columns
+//! cost a buffer of `N C kh kw Ho Wo` f32s for the pass (36 MB in seed003_cnn) and a write and
+//! read of it; the product does exactly the multiply-adds that count. On the H200 that pass
+//! took 527-530 us a call as the implicit GEMM and 463-490 this way (docs/PERFORMANCE.md, runs
+//! 178-182); one product over dy copied to `[O, N Ho Wo]` first took 497.
+//!
+//! Where it runs ([`wanted`]): f32 passes of one group and stride 1 where the input has at
+//! least [`MIN_WASTE`] times the output's pixels and the columns stay under
+//! [`MAX_COLUMNS`]. A cut forced on the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`)
+//! keeps the rule off, as it keeps Winograd's. `LIANDAN_CONV_FOLD=0` turns it off, `=1` runs
+//! every input gradient it can take (any stride, padding and dilation) through it, to compare.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
+
+use crate::backend::WgpuBackend;
+
+/// The least ratio of the input's pixels to the output's (as tenths) the rule takes: 1.3.
+/// seed003_cnn's second convolution has 169 / 121 = 1.40, mnist_cnn's 676 / 576 = 1.17, a
+/// padded 3x3 convolution of stride 1 exactly 1.
+const MIN_WASTE: usize = 13;
+/// The largest column buffer (bytes) the rule accepts.
+const MAX_COLUMNS: usize = 256 << 20;
+
+/// What runs through the columns: nothing, every input gradient it can take, or the rule's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setting {
+    Off,
+    All,
+    Rule,
+}
+
+thread_local! {
+    static FORCED: Cell<Option<Setting>> = const { Cell::new(None) };
+}
+
+/// `LIANDAN_CONV_FOLD`, read once (see the module docs).
+fn env_setting() -> Setting {
+    static SETTING: OnceLock<Setting> = OnceLock::new();
+    *SETTING.get_or_init(|| match std::env::var("LIANDAN_CONV_FOLD").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Ok("0" | "off" | "false") => Setting::Off,
+        Ok("1" | "on" | "true") => Setting::All,
+        _ => Setting::Rule,
+    })
+}
+
+/// Runs `f` on this thread with every f32 input gradient the columns can take running through
+/// them (`Some(true)`), none (`Some(false)`), or as the rule says (`None`), over
+/// `LIANDAN_CONV_FOLD`: for tests and benchmarks.
+#[doc(hidden)]
+pub fn with_conv_fold<F: FnOnce() -> O, O>(on: Option<bool>, f: F) -> O {
+    struct Restore(Option<Setting>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORCED.with(|c| c.set(self.0));
+        }
+    }
+    let setting = match on {
+        Some(true) => Setting::All,
+        Some(false) => Setting::Off,
+        None => Setting::Rule,
+    };
+    let _restore = Restore(FORCED.with(|c| c.replace(Some(setting))));
+    f()
+}
+
+/// Whether the input gradient of `g` on these operands (dy, w) runs through the columns: a
+/// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
+/// cores take off it.
+pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool {
+    let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
+    operands && takes(FORCED.with(|c| c.get()).unwrap_or_else(env_setting), g, dtype)
+}
+
+/// Whether `setting` runs the input gradient of `g` in `dtype` through the columns.
+fn takes(setting: Setting, g: &ConvGeometry, dtype: DType) -> bool {
+    let (kk, l) = (g.kernel.0 * g.kernel.1, g.out_h() * g.out_w());
+    let columns = g.n.saturating_mul(g.c).saturating_mul(kk).saturating_mul(l);
+    if dtype != DType::F32 || g.groups != 1 || l == 0 || g.n * g.h * g.w == 0 || columns.saturating_mul(4) > MAX_COLUMNS {
+        return false;
+    }
+    match setting {
+        Setting::Off => false,
+        Setting::All => true,
+        Setting::Rule if super::cut::forced() => false,
+        Setting::Rule => g.stride == (1, 1) && g.h * g.w * 10 >= l * MIN_WASTE,
+    }
+}
+
+impl WgpuBackend {
+    /// The input gradient of `g` from `inputs` (dy, w; contiguous) through the columns.
+    pub(super) fn conv_fold(&self, g: &ConvGeometry, inputs: &[Strided]) -> Result<Vec<Storage>> {
+        let (dy, w) = (&inputs[0], &inputs[1]);
+        let (rows, l) = (g.c * g.kernel.0 * g.kernel.1, g.out_h() * g.out_w());
+        // The weights `[O, C kh kw]` read as `[N, C kh kw, O]` (the same for every image), dy
+        // as `[N, O, Ho Wo]`.
+        let wt = Layout::new(vec![g.n, rows, g.o], vec![0, 1, rows], w.layout.offset());
+        let dyl = Layout::new(vec![g.n, g.o, l], vec![g.o * l, l, 1], dy.layout.offset());
+        let lhs = Strided { storage: w.storage, layout: &wt, dtype: DType::F32 };
+        let rhs = Strided { storage: dy.storage, layout: &dyl, dtype: DType::F32 };
+        let columns = self.matmul_cut_op(lhs, rhs, None, None)?;
+        let layout = Layout::contiguous(&[g.n, rows, l]);
+        Ok(vec![self.col2im_op(Strided { storage: &*columns, layout: &layout, dtype: DType::F32 }, g.window())?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{takes, Setting};
+    use liandan_tensor::{ConvGeometry, DType};
+
+    fn geometry(h: usize, padding: usize, stride: usize, n: usize) -> ConvGeometry {
+        ConvGeometry { n, c: 64, h, w: h, o: 512, kernel: (3, 3), stride: (stride, stride), padding: (padding, padding), dilation: (1, 1), groups: 1 }
+    }
+
+    /// The rule takes seed003_cnn's unpadded 13 x 13 convolution, not mnist_cnn's 26 x 26 one,
+    /// a padded or strided one, nor columns past the cap; the settings override it.
+    #[test]
+    fn the_rule_takes_convolutions_mostly_padding() {
+        let rule = |g: ConvGeometry| takes(Setting::Rule, &g, DType::F32);
+        assert!(rule(geometry(13, 0, 1, 128)));
+        assert!(!rule(geometry(26, 0, 1, 64)));
+        assert!(!rule(geometry(13, 1, 1, 128)));
+        assert!(!rule(geometry(13, 0, 2, 128)));
+        // 64 * 9 * 121 f32s an image: 1,000 images pass 256 MiB.
+        assert!(!rule(geometry(13, 0, 1, 1000)));
+        assert!(takes(Setting::All, &geometry(13, 1, 2, 128), DType::F32));
+        assert!(!takes(Setting::Off, &geometry(13, 0, 1, 128), DType::F32));
+        assert!(!takes(Setting::All, &geometry(13, 0, 1, 128), DType::F16));
+    }
+}
