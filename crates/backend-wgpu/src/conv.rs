@@ -348,10 +348,11 @@ pub fn with_conv_tf32_any_size<R>(f: impl FnOnce() -> R) -> R {
     with_flag(&TF32_ANY_SIZE, true, f)
 }
 
-/// Runs `f` with this thread's `flag` set to `value`, and restores it after (on a panic too).
-fn with_flag<R>(flag: &'static LocalKey<Cell<bool>>, value: bool, f: impl FnOnce() -> R) -> R {
-    struct Restore(&'static LocalKey<Cell<bool>>, bool);
-    impl Drop for Restore {
+/// Runs `f` with this thread's setting `flag` set to `value`, and restores it after (on a panic
+/// too).
+fn with_flag<T: Copy + 'static, R>(flag: &'static LocalKey<Cell<T>>, value: T, f: impl FnOnce() -> R) -> R {
+    struct Restore<T: Copy + 'static>(&'static LocalKey<Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
         fn drop(&mut self) {
             self.0.with(|p| p.set(self.1));
         }

@@ -19,7 +19,6 @@ const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
 const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
 const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
 const MAX_POOL_BACKWARD: &str = include_str!("shaders/pool_max_backward.wgsl");
-const MAX_POOL_BACKWARD_TILES: &str = include_str!("shaders/pool_max_backward_tiles.wgsl");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
@@ -44,8 +43,7 @@ impl Kind {
             Kind::MaxPool => MAX_POOL,
             Kind::AvgPool => AVG_POOL,
             Kind::AvgPoolBackward => AVG_POOL_BACKWARD,
-            Kind::MaxPoolBackward => MAX_POOL_BACKWARD,
-            Kind::MaxPoolBackwardTiles => MAX_POOL_BACKWARD_TILES,
+            Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => MAX_POOL_BACKWARD,
         }
     }
 
@@ -82,6 +80,7 @@ impl KernelKey for Key {
             // The pad value arrives as f32 bits in params[14]; an f64 one as three f32s.
             Kind::Im2col if self.dtype == DType::F64 => w.part(include_str!("shaders/window/pad_f64.wgsl")),
             Kind::Im2col => w.part(include_str!("shaders/window/pad.wgsl")),
+            Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles),
             _ => w,
         };
         w.part(self.kind.template()).build()
@@ -180,8 +179,8 @@ impl WgpuBackend {
     /// geometry, shapes that do not match it, sizes past 32 bits). Windows that tile the input
     /// (stride = kernel, no padding or dilation) find each pixel's one window by division
     /// rather than loop over every window that could cover it: on the H200 seed003_cnn's
-    /// 2 x 2 pool over `[128, 512, 11, 11]` took 65 us a call as the loop (docs/PERFORMANCE.md,
-    /// run 180), against 57 for the composite's scatter-add after its 12 us zero fill.
+    /// 2 x 2 pool over `[128, 512, 11, 11]` took 47 us a call so and 65 as the loop
+    /// (docs/PERFORMANCE.md, runs 180-182), the composite's scatter-add 57 after a zero fill.
     pub(crate) fn max_pool2d_backward_op(&self, dy: Strided, indices: Strided, w: &Window2d) -> Option<Result<Storage>> {
         let tiles = w.stride == w.kernel && w.padding == (0, 0) && w.dilation == (1, 1);
         let kind = if tiles { Kind::MaxPoolBackwardTiles } else { Kind::MaxPoolBackward };

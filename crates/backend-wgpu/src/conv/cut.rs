@@ -57,14 +57,7 @@ fn env_cut() -> Option<ConvCut> {
 /// Runs `f` with the convolution kernels of this thread cut as `cut` says: for benchmarks and
 /// tests. Results agree whatever the cut, up to the order of f32 additions.
 pub fn with_conv_cut<R>(cut: ConvCut, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<ConvCut>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CUT.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(CUT.with(|c| c.replace(Some(cut))));
-    f()
+    super::with_flag(&CUT, Some(cut), f)
 }
 
 /// Whether a cut was asked for (`with_conv_cut` on this thread, or `LIANDAN_CONV_CUT`): the

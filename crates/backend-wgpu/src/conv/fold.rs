@@ -62,19 +62,12 @@ fn env_setting() -> Setting {
 /// `LIANDAN_CONV_FOLD`: for tests and benchmarks.
 #[doc(hidden)]
 pub fn with_conv_fold<F: FnOnce() -> O, O>(on: Option<bool>, f: F) -> O {
-    struct Restore(Option<Setting>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORCED.with(|c| c.set(self.0));
-        }
-    }
     let setting = match on {
         Some(true) => Setting::All,
         Some(false) => Setting::Off,
         None => Setting::Rule,
     };
-    let _restore = Restore(FORCED.with(|c| c.replace(Some(setting))));
-    f()
+    super::with_flag(&FORCED, Some(setting), f)
 }
 
 /// Whether the input gradient of `g` on these operands (dy, w) runs through the columns: a

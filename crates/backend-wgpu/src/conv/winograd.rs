@@ -198,19 +198,12 @@ fn env_setting() -> Setting {
 /// `LIANDAN_CONV_WINOGRAD` and the rule: for tests and benchmarks.
 #[doc(hidden)]
 pub fn with_conv_winograd<F: FnOnce() -> O, O>(outputs: usize, f: F) -> O {
-    struct Restore(Option<Setting>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            FORCED.with(|c| c.set(self.0));
-        }
-    }
     let setting = match outputs {
         2 => Setting::All(Some(Tile::F2)),
         4 => Setting::All(Some(Tile::F4)),
         _ => Setting::Off,
     };
-    let _restore = Restore(FORCED.with(|c| c.replace(Some(setting))));
-    f()
+    super::with_flag(&FORCED, Some(setting), f)
 }
 
 /// The rule's tile and least channel count for `pass`: F(4x4) where TF32's rounding was asked
