@@ -4,10 +4,11 @@
 //! Dispatches are recorded into one command encoder and submitted in batches: when the host
 //! needs data (`read`), on `synchronize`, or when the batch reaches its size. A training step
 //! that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
-//! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `MAX_BATCH`: the
+//! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `RAMP_TOP`: the
 //! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
-//! synchronized step does not pay for recording and running one after the other, and a long
-//! pipelined run still submits in large batches. Each dispatch's small parameter block ("meta", at
+//! synchronized step does not pay for recording and running one after the other, and in a
+//! pipelined run the GPU is never more than a few dozen dispatches behind the host, so little
+//! is left to run when the host waits. Each dispatch's small parameter block ("meta", at
 //! most 64 words) travels as immediate data (push constants) recorded with the dispatch, where the
 //! device takes 256 bytes of it; elsewhere (and with `LIANDAN_WGPU_IMMEDIATES=0`) it goes into a
 //! slot of one arena buffer that is written once per batch, just before its submit. The arena's
@@ -35,6 +36,14 @@ use crate::Key;
 
 /// Dispatches per submitted batch at most (and arena slots).
 pub(crate) const MAX_BATCH: usize = 512;
+/// Dispatches the ramp grows a batch to (unless `LIANDAN_WGPU_FIRST_BATCH` starts it higher).
+/// On the H200 (docs/PERFORMANCE.md, runs 184-185) 64 against 512 took vit's pipelined f32
+/// step from 11.3-12.0 ms to 10.7-10.8 and the lstm's mostly from 2.0-2.6 to 1.6-1.7 (one
+/// process 2.46 against 2.64), resnet18's and seed003_cnn's the same; 32 the same as 64 for vit,
+/// resnet18 0.1 ms slower. With 512 a host-bound step (the lstm: some 330 dispatches) left up
+/// to 512 dispatches' work to run after the host's last one, as the GPU had waited for the
+/// batch to fill.
+const RAMP_TOP: usize = 64;
 /// Dispatches in the first batch after a wait (`LIANDAN_WGPU_FIRST_BATCH` sets it; 512 submits
 /// in full batches only).
 const FIRST_BATCH: usize = 16;
@@ -498,7 +507,7 @@ impl Gpu {
         rec.dispatches += 1;
         if rec.dispatches >= rec.batch {
             self.submit(&mut rec);
-            rec.batch = (rec.batch * 2).min(MAX_BATCH);
+            rec.batch = (rec.batch * 2).min(RAMP_TOP.max(self.first_batch));
         }
         Ok(())
     }
