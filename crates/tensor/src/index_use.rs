@@ -8,7 +8,7 @@ use std::cell::Cell;
 use crate::error::Error;
 
 /// The meaning of the indices that `gather`, `index_select` and `scatter_add` are given while
-/// [`with_index_use`] runs.
+/// `with_index_use` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IndexUse {
     /// Class targets of the loss `op`, over `classes` classes.

@@ -1,6 +1,6 @@
 //! Reverse-mode autograd above the backends.
 //!
-//! Every recorded op leaves a [`Node`] on its result: the backward rule ([`GradFn`]) and the
+//! Every recorded op leaves a `Node` on its result: the backward rule (`GradFn`) and the
 //! input tensors it needs. [`Tensor::backward`] walks the graph once in reverse topological
 //! order, summing gradients per tensor; at leaves that require grad it adds them to `.grad()`,
 //! so gradients accumulate across calls until cleared (gradient accumulation relies on this).

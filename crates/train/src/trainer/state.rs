@@ -2,7 +2,7 @@
 //! where it stopped, in one file written atomically by `liandan_nn::checkpoint::save`.
 //!
 //! Tensors: the model's state dict under `model.` (`model.conv1.weight`) and the optimizer's
-//! state under `optimizer.`. The safetensors metadata holds [`TrainState`] as JSON under
+//! state under `optimizer.`. The safetensors metadata holds `TrainState` as JSON under
 //! `liandan.train_state`: the optimizer's hyper-parameters, the scheduler's state, where the
 //! data loader stands (epoch and batch), the step count, the seed the per-step random streams
 //! derive from, the early-stopping state, the part of the epoch already run and the history.
