@@ -36,7 +36,8 @@ use crate::Key;
 
 /// Dispatches per submitted batch at most (and arena slots).
 pub(crate) const MAX_BATCH: usize = 512;
-/// Dispatches the ramp grows a batch to (unless `LIANDAN_WGPU_FIRST_BATCH` starts it higher).
+/// Dispatches the ramp grows a batch to (`LIANDAN_WGPU_RAMP_TOP` sets it; never below the
+/// first batch, so `LIANDAN_WGPU_FIRST_BATCH=512` submits in full batches of 512).
 /// On the H200 (docs/PERFORMANCE.md, runs 184-185) 64 against 512 took vit's pipelined f32
 /// step from 11.3-12.0 ms to 10.7-10.8 and the lstm's mostly from 2.0-2.6 to 1.6-1.7 (one
 /// process 2.46 against 2.64), resnet18's and seed003_cnn's the same; 32 the same as 64 for vit,
@@ -106,6 +107,8 @@ pub(crate) struct Gpu {
     recorder: Mutex<Recorder>,
     /// The size of the first batch after a wait (see the module docs).
     first_batch: usize,
+    /// The most dispatches the ramp grows a batch to, at least `first_batch` ([`ramp_top`]).
+    ramp_top: usize,
     /// Bytes in upload staging buffers not yet released: recorded, or submitted and not yet
     /// finished (each submission subtracts its own when the GPU is done with it).
     staging: Arc<AtomicU64>,
@@ -250,16 +253,28 @@ pub(crate) type Binding<'a> = &'a wgpu::Buffer;
 /// multiples of the adapter's storage offset alignment.
 pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
-/// `LIANDAN_WGPU_FIRST_BATCH`: dispatches in the first batch submitted after a wait, 1 to
-/// `MAX_BATCH` (see the module docs), so the ramp can be compared with full batches on a GPU.
-fn first_batch() -> Result<usize> {
-    match std::env::var("LIANDAN_WGPU_FIRST_BATCH") {
+/// A dispatch count from 1 to `MAX_BATCH` in the environment variable `name`, or `default`
+/// where it is unset or empty; anything else is an error that names the variable.
+fn batch_from_env(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
             Ok(n) if (1..=MAX_BATCH).contains(&n) => Ok(n),
-            _ => Err(Error::Device(format!("LIANDAN_WGPU_FIRST_BATCH={v:?} is not a dispatch count from 1 to {MAX_BATCH}; unset it for {FIRST_BATCH}"))),
+            _ => Err(Error::Device(format!("{name}={v:?} is not a dispatch count from 1 to {MAX_BATCH}; unset it for {default}"))),
         },
-        _ => Ok(FIRST_BATCH),
+        _ => Ok(default),
     }
+}
+
+/// `LIANDAN_WGPU_FIRST_BATCH`: dispatches in the first batch submitted after a wait (see the
+/// module docs), so the ramp can be compared with full batches on a GPU.
+fn first_batch() -> Result<usize> {
+    batch_from_env("LIANDAN_WGPU_FIRST_BATCH", FIRST_BATCH)
+}
+
+/// `LIANDAN_WGPU_RAMP_TOP`: the dispatches the ramp grows a batch to ([`RAMP_TOP`]), to compare
+/// others on a GPU.
+fn ramp_top() -> Result<usize> {
+    batch_from_env("LIANDAN_WGPU_RAMP_TOP", RAMP_TOP)
 }
 
 /// `LIANDAN_WGPU_IMMEDIATES`: `0` keeps the meta blocks in the arena buffer even where the
@@ -304,6 +319,7 @@ impl Gpu {
         };
         let coop_f16 = coop.is_some();
         let first_batch = first_batch()?;
+        let ramp_top = ramp_top()?.max(first_batch);
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
         if coop_f16 {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
@@ -364,6 +380,7 @@ impl Gpu {
             slot_bytes,
             recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new(), batch: first_batch }),
             first_batch,
+            ramp_top,
             staging: Arc::default(),
             repr,
             kernels: Mutex::default(),
@@ -507,7 +524,7 @@ impl Gpu {
         rec.dispatches += 1;
         if rec.dispatches >= rec.batch {
             self.submit(&mut rec);
-            rec.batch = (rec.batch * 2).min(RAMP_TOP.max(self.first_batch));
+            rec.batch = (rec.batch * 2).min(self.ramp_top);
         }
         Ok(())
     }
