@@ -618,16 +618,18 @@ impl WgpuBackend {
         {
             return None;
         }
-        // Winograd where the rule (or the setting) wants it and the tensor cores would not run
-        // the pass.
-        if let Some(tile) = winograd::wanted(pass, &geom, dtype, inputs).filter(|_| tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none()) {
-            if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
-                return Some(done);
+        // Where the tensor cores would not run the pass: Winograd where the rule (or the
+        // setting) wants it; an input gradient mostly in the padding declined, so that the
+        // tensor layer's composite (the product into columns, then col2im) runs it.
+        if tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
+            if let Some(tile) = winograd::wanted(pass, &geom, dtype, inputs) {
+                if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
+                    return Some(done);
+                }
             }
-        }
-        // An input gradient mostly in the padding through a column buffer, likewise.
-        if pass == Pass::Input && fold::wanted(&geom, dtype, inputs) && tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
-            return Some(self.conv_fold(&geom, inputs));
+            if pass == Pass::Input && fold::wanted(&geom, dtype, inputs) {
+                return None;
+            }
         }
         Some(match pass {
             Pass::Input => self.conv_input(&geom, dtype, inputs),

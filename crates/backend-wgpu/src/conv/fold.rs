@@ -1,9 +1,10 @@
-//! The input gradient through a column buffer, for f32 convolutions whose implicit GEMM would
-//! spend much of its work in the padding: the columns `[N, C kh kw, Ho Wo]` as one batched
-//! product of the weights transposed (`[C kh kw, O]`, the same for every image) and dy
-//! (`[O, Ho Wo]` an image) on the ordinary matmul, then folded into dx by the col2im kernel
-//! (`shaders/window_col2im.wgsl`: each input pixel sums the columns of the taps that reach
-//! it). It is the tensor layer's composite of this pass with the col2im on the GPU.
+//! Which input gradients go through a column buffer: f32 convolutions whose implicit GEMM
+//! would spend much of its work in the padding. `fused_conv` declines them, so the tensor
+//! layer's composite (`Tensor::conv2d_backward_input`) runs: the columns `[N, C kh kw, Ho Wo]`
+//! as one batched product of the weights transposed (`[C kh kw, O]`, the same for every
+//! image) and dy (`[O, Ho Wo]` an image) on the ordinary matmul, folded into dx by the col2im
+//! kernel (`shaders/window_col2im.wgsl`: each input pixel sums the columns of the taps that
+//! reach it).
 //!
 //! The implicit GEMM of the input gradient (`conv.rs`) is a correlation of dy, padded by the
 //! kernel's reach, over every input pixel: for an unpadded convolution every tap of an input
@@ -24,9 +25,7 @@
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
-
-use crate::backend::WgpuBackend;
+use liandan_tensor::{ConvGeometry, DType, Strided};
 
 /// The least ratio of the input's pixels to the output's (as tenths) the rule takes: 1.3.
 /// seed003_cnn's second convolution has 169 / 121 = 1.40, mnist_cnn's 676 / 576 = 1.17, a
@@ -90,23 +89,6 @@ fn takes(setting: Setting, g: &ConvGeometry, dtype: DType) -> bool {
         Setting::All => true,
         Setting::Rule if super::cut::forced() => false,
         Setting::Rule => g.stride == (1, 1) && g.h * g.w * 10 >= l * MIN_WASTE,
-    }
-}
-
-impl WgpuBackend {
-    /// The input gradient of `g` from `inputs` (dy, w; contiguous) through the columns.
-    pub(super) fn conv_fold(&self, g: &ConvGeometry, inputs: &[Strided]) -> Result<Vec<Storage>> {
-        let (dy, w) = (&inputs[0], &inputs[1]);
-        let (rows, l) = (g.c * g.kernel.0 * g.kernel.1, g.out_h() * g.out_w());
-        // The weights `[O, C kh kw]` read as `[N, C kh kw, O]` (the same for every image), dy
-        // as `[N, O, Ho Wo]`.
-        let wt = Layout::new(vec![g.n, rows, g.o], vec![0, 1, rows], w.layout.offset());
-        let dyl = Layout::new(vec![g.n, g.o, l], vec![g.o * l, l, 1], dy.layout.offset());
-        let lhs = Strided { storage: w.storage, layout: &wt, dtype: DType::F32 };
-        let rhs = Strided { storage: dy.storage, layout: &dyl, dtype: DType::F32 };
-        let columns = self.matmul_cut_op(lhs, rhs, None, None)?;
-        let layout = Layout::contiguous(&[g.n, rows, l]);
-        Ok(vec![self.col2im_op(Strided { storage: &*columns, layout: &layout, dtype: DType::F32 }, g.window())?])
     }
 }
 
