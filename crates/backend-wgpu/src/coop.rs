@@ -29,7 +29,15 @@ impl Status {
     /// What `liandan info` prints for it.
     pub(crate) fn describe(self) -> String {
         match self {
-            Status::InUse(v) => format!("tensor cores (cooperative matrices, variant {}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name()),
+            Status::InUse(v) => {
+                // Large products leave the default `Tall` for `Prefetch` (`Variant::for_product`).
+                let large = if v == Variant::Tall && Variant::requested().is_none() {
+                    format!(" (prefetch where M, K and N are all {} or more)", crate::matmul_coop::LARGE)
+                } else {
+                    String::new()
+                };
+                format!("tensor cores (cooperative matrices, variant {}{large}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name())
+            }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),
         }

@@ -432,7 +432,7 @@ impl WgpuBackend {
             let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
             return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
         }
-        let coop_variant = gpu.coop_variant;
+        let coop_variant = matmul_coop::Variant::for_product(gpu.coop_variant, [m, k, n]);
         let cut = cut.filter(|_| !coop && !packed && dtype != DType::F64).map(|(tile, splits)| (if tile == 128 { 128 } else { 64 }, splits.max(1)));
         let (tm, tn) = if coop {
             coop_variant.tile()

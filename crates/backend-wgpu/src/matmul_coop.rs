@@ -25,7 +25,8 @@ use crate::matmul::ENTRY;
 /// 64 x 64 subgroups 228-247 registers, so every variant of 128 or 256 invocations ran 8
 /// subgroups a multiprocessor (`cargo xtask kernel-stats`, run 68); `Many` and `Tall`, 512
 /// invocations of 32 x 64 subgroups in at most 128 registers, put 16 there (run 72); `Tall` is
-/// the default where the device fits it. Each subgroup of 32 computes 64 x 64 of the tile as
+/// the default where the device fits it, but for products large in every dimension
+/// ([`Variant::for_product`]). Each subgroup of 32 computes 64 x 64 of the tile as
 /// 4 x 4 cooperative 16 x 16 sums, but in `Narrow`, `Short`, `Many` and `Tall` (32 x 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
@@ -107,6 +108,19 @@ impl Variant {
         }
     }
 
+    /// The variant a product of `[m, k] x [k, n]` runs: the device's (`chosen`), but where that
+    /// is `Tall` by default (no `LIANDAN_COOP_VARIANT`) and the product is large in every
+    /// dimension ([`LARGE`] or more), `Prefetch`'s 128 x 128 tiles of four 64 x 64 subgroups:
+    /// on the H200 (docs/PERFORMANCE.md, run 189) 2048^3 ran 7-17% faster on them and 4096^3
+    /// 5-15% (with either orientation of b), while the zoo's products, none that large, ran
+    /// faster on `Tall` (run 72). Every device that fits `Tall` fits `Prefetch`.
+    pub(crate) fn for_product(chosen: Variant, [m, k, n]: [usize; 3]) -> Variant {
+        match chosen {
+            Variant::Tall if m.min(k).min(n) >= LARGE && Variant::requested().is_none() => Variant::Prefetch,
+            v => v,
+        }
+    }
+
     /// How many of the usual 128-invocation workgroups one of its workgroups stands for when
     /// K is split to fill the GPU (`matmul::k_splits` counts tiles as if two ran on a compute
     /// unit at once; a workgroup of 512 has a unit to itself).
@@ -164,6 +178,10 @@ impl Variant {
         most * 8 + scratch
     }
 }
+
+/// The least M, K and N of a product that [`Variant::for_product`] runs on `Prefetch`'s tiles
+/// rather than `Tall`'s.
+pub(crate) const LARGE: usize = 2048;
 
 /// One kernel: the variant, how each operand's slices are read, and whether the kernel writes
 /// f32 partial sums over a split of K (for `reduce` to add up) rather than f16 results.
@@ -273,5 +291,21 @@ mod tests {
         limits.max_compute_workgroup_storage_size = 48 << 10;
         assert_eq!(Variant::for_limits(&limits), Ok(Variant::Tall));
         assert_eq!((Variant::Tall.weight(), Variant::Prefetch.weight()), (2, 1));
+    }
+
+    #[test]
+    fn large_products_take_prefetch_tiles_where_tall_is_the_default() {
+        if Variant::requested().is_some() {
+            return; // LIANDAN_COOP_VARIANT overrides every choice
+        }
+        let large = super::LARGE;
+        assert_eq!(Variant::for_product(Variant::Tall, [large; 3]), Variant::Prefetch);
+        assert_eq!(Variant::for_product(Variant::Tall, [4 * large, large, 2 * large]), Variant::Prefetch);
+        // One dimension short of it keeps the default (vit's MLP: [8320, 192] x [192, 768]).
+        assert_eq!(Variant::for_product(Variant::Tall, [8320, 192, 768]), Variant::Tall);
+        assert_eq!(Variant::for_product(Variant::Tall, [large, large, large - 1]), Variant::Tall);
+        assert_eq!(Variant::for_product(Variant::Tall, [large - 1, large, large]), Variant::Tall);
+        // Another device default stays as it is.
+        assert_eq!(Variant::for_product(Variant::Prefetch, [large; 3]), Variant::Prefetch);
     }
 }
