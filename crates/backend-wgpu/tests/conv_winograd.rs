@@ -1,4 +1,4 @@
-//! f32 3x3 convolutions of stride 1 and padding 1 as Winograd (`conv/winograd.rs`), F(2x2, 3x3)
+//! f32 3x3 convolutions of stride 1 and padding 1 or 0 as Winograd (`conv/winograd.rs`), F(2x2, 3x3)
 //! and F(4x4, 3x3): the forward, the input gradient and the weight gradient against the CPU's
 //! direct f32 convolution, within 4 (F(2x2)) or 32 (F(4x4), whose coefficients reach 8 and
 //! 1/24) f32 epsilons times the terms summed times the sum of |x||w| of each output (on
@@ -14,38 +14,39 @@ use liandan_tensor::{DType, Device, Tensor};
 mod common;
 use common::gpu;
 
-/// `(y, dx, dw)` of `sum(conv(x, w) * g)`.
-fn passes(x: &Tensor, w: &Tensor, g: &Tensor) -> [Tensor; 3] {
+/// `(y, dx, dw)` of `sum(conv(x, w) * g)`, padded by `pad`.
+fn passes(x: &Tensor, w: &Tensor, g: &Tensor, pad: usize) -> [Tensor; 3] {
     let (x, w) = (x.detach(), w.detach());
     x.set_requires_grad(true).unwrap();
     w.set_requires_grad(true).unwrap();
-    let y = x.conv2d(&w, None, (1, 1), (1, 1), (1, 1), 1).unwrap();
+    let y = x.conv2d(&w, None, (1, 1), (pad, pad), (1, 1), 1).unwrap();
     y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
     [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
 }
 
 /// Checks one case; returns, per pass (forward, input gradient, weight gradient), whether
 /// Winograd's result differs anywhere from the implicit GEMM's.
-fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize) -> [bool; 3] {
+fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize, pad: usize) -> [bool; 3] {
     let cpu = Device::cpu();
     let [n, c, h, w] = x_shape;
+    let (ho, wo) = (h + 2 * pad - 2, w + 2 * pad - 2);
     let seed = (c * 17 + o * 3 + h * 5 + w) as u64;
     // x and w live one image (one kernel) into larger tensors: views at an offset.
     let xb = Tensor::randn(&[n + 1, c, h, w], seed, DType::F32, &cpu).unwrap();
     let wb = Tensor::randn(&[o + 1, c, 3, 3], seed + 1, DType::F32, &cpu).unwrap().mul_scalar(0.2).unwrap();
-    let g = Tensor::randn(&[n, o, h, w], seed + 2, DType::F32, &cpu).unwrap();
+    let g = Tensor::randn(&[n, o, ho, wo], seed + 2, DType::F32, &cpu).unwrap();
     let (cx, cw) = (xb.narrow(0, 1, n).unwrap(), wb.narrow(0, 1, o).unwrap());
-    let want = passes(&cx, &cw, &g);
+    let want = passes(&cx, &cw, &g, pad);
     let abs = |t: &Tensor| t.abs().unwrap();
-    let bound = passes(&abs(&cx.contiguous().unwrap()), &abs(&cw.contiguous().unwrap()), &abs(&g));
+    let bound = passes(&abs(&cx.contiguous().unwrap()), &abs(&cw.contiguous().unwrap()), &abs(&g), pad);
     let on = |t: &Tensor| t.to_device(d).unwrap();
     let (gx, gw, gg) = (on(&xb).narrow(0, 1, n).unwrap(), on(&wb).narrow(0, 1, o).unwrap(), on(&g));
-    let got = with_conv_winograd(tile, || passes(&gx, &gw, &gg));
-    let direct = with_conv_winograd(0, || passes(&gx, &gw, &gg));
-    let what = format!("winograd F({tile}x{tile}, 3x3) conv2d x {x_shape:?}, {o} outputs");
+    let got = with_conv_winograd(tile, || passes(&gx, &gw, &gg, pad));
+    let direct = with_conv_winograd(0, || passes(&gx, &gw, &gg, pad));
+    let what = format!("winograd F({tile}x{tile}, 3x3) conv2d x {x_shape:?}, {o} outputs, padding {pad}");
     // Terms summed: the forward's c * 9, the input gradient's o * 9, the weight gradient's
     // n * h * w, plus the transforms' 36.
-    let k = [c * 9 + 36, o * 9 + 36, n * h * w + 36];
+    let k = [c * 9 + 36, o * 9 + 36, n * ho * wo + 36];
     let mut differs = [false; 3];
     for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
         let (got, want, bound, direct) = (&got[i], &want[i], &bound[i], &direct[i]);
@@ -65,23 +66,31 @@ fn winograd_conv_matches_cpu() {
     let Some(d) = gpu() else { return };
     let cases = [
         // Sizes off the tile: the last tile row and column partly outside the image.
-        ([2, 5, 7, 9], 3),
-        ([1, 3, 1, 1], 2),
-        ([3, 16, 8, 8], 8),
-        ([2, 9, 5, 4], 20),
-        ([1, 32, 6, 3], 33),
+        ([2, 5, 7, 9], 3, 1),
+        ([1, 3, 1, 1], 2, 1),
+        ([3, 16, 8, 8], 8, 1),
+        ([2, 9, 5, 4], 20, 1),
+        ([1, 32, 6, 3], 33, 1),
         // 512 tiles of F(4x4): its weight gradient's products split their K (the tiles) in two.
-        ([8, 4, 32, 32], 4),
+        ([8, 4, 32, 32], 4, 1),
+        // Unpadded: the outputs 2 smaller than x (the input gradient's patches of dy padded by
+        // 2), off the tiles, one output pixel, seed003_cnn's 13 x 13 -> 11 x 11, a split K.
+        ([2, 5, 7, 9], 3, 0),
+        ([1, 3, 3, 3], 2, 0),
+        ([2, 6, 4, 5], 7, 0),
+        ([2, 8, 13, 13], 12, 0),
+        ([8, 4, 34, 34], 4, 0),
     ];
     for tile in [2, 4] {
-        let mut differs = [false; 3];
-        for (x, o) in cases {
-            for (any, this) in differs.iter_mut().zip(case(&d, x, o, tile)) {
+        // Per padding (1, then 0) and pass: whether any case's result differs from the implicit GEMM's.
+        let mut differs = [[false; 3]; 2];
+        for (x, o, pad) in cases {
+            for (any, this) in differs[1 - pad].iter_mut().zip(case(&d, x, o, tile, pad)) {
                 *any |= this;
             }
         }
         let why = "the results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did Winograd run?";
-        assert_eq!(differs, [true; 3], "F({tile}x{tile}, 3x3): {why}");
+        assert_eq!(differs, [[true; 3]; 2], "F({tile}x{tile}, 3x3), padding 1 and 0: {why}");
     }
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
@@ -104,10 +113,10 @@ fn winograd_keeps_non_finite_results_non_finite() {
     let mut g = Tensor::randn(&[2, 6, 9, 9], 9, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
     g[500] = f32::NEG_INFINITY;
     let g = Tensor::from_vec(g, &[2, 6, 9, 9], &cpu).unwrap();
-    let want = passes(&x, &w, &g);
+    let want = passes(&x, &w, &g, 1);
     let on = |t: &Tensor| t.to_device(&d).unwrap();
     for tile in [2, 4] {
-        let got = with_conv_winograd(tile, || passes(&on(&x), &on(&w), &on(&g)));
+        let got = with_conv_winograd(tile, || passes(&on(&x), &on(&w), &on(&g), 1));
         for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
             let (got, want) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap());
             assert!(want.iter().any(|w| !w.is_finite()), "{pass}: the case reaches no output");

@@ -1,5 +1,5 @@
 //! Winograd convolutions (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1, padding
-//! 1, no dilation and one group, in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
+//! 1 or 0, no dilation and one group, in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
 //! 16 products of a transformed 4 x 4 input patch with a transformed kernel where the direct
 //! convolution has 36 multiply-adds (2.25x fewer), and F(4x4, 3x3), each 4 x 4 tile as 36
 //! products of 6 x 6 patches where it has 144 (4x fewer). Each pass is four dispatches: the
@@ -9,8 +9,9 @@
 //! (`f4/transforms.wgsl`) apply each 1-D transform to rows held as vec4s with constant indices:
 //! arrays indexed in loops were spilled to memory on the H200 (docs/PERFORMANCE.md, run 139).
 //!
-//! The input gradient of such a convolution is the same convolution of dy with each kernel
-//! turned by 180 degrees and its channels swapped, which the kernels' transform reads so. The
+//! The input gradient of such a convolution is the convolution of dy, padded by 2 less the
+//! padding, with each kernel turned by 180 degrees and its channels swapped, which the
+//! kernels' transform reads so. The
 //! weight gradient is the transpose of the forward's algorithm (F(3x3, 2x2), F(3x3, 4x4)):
 //! each tile of dy transformed (`dy.wgsl`) times the same transformed patches of x, summed over
 //! the tiles by the products (`[O, P] x [P, C]`), then back to 3 x 3 taps (`weight_out.wgsl`).
@@ -29,7 +30,8 @@
 //!
 //! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for the forward and input
 //! gradient of layers of at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for
-//! weight gradients from [`MIN_CHANNELS_F4`]; under `LIANDAN_CONV_TF32` every pass the tensor
+//! weight gradients from [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight
+//! gradient: seed003_cnn's 64 -> 512 one); under `LIANDAN_CONV_TF32` every pass the tensor
 //! cores do not take runs as F(4x4) from [`MIN_CHANNELS_F4`] (on the H200 resnet18's
 //! 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as F(4x4); its
 //! 3-channel stem slower either way: runs 136-140). Intermediates stay under
@@ -220,20 +222,35 @@ fn rule(pass: Pass) -> (Tile, usize) {
 /// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
 /// cores take off it.
 pub(super) fn wanted(pass: Pass, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
-    let shape = g.kernel == (3, 3) && g.stride == (1, 1) && g.padding == (1, 1) && g.dilation == (1, 1) && g.groups == 1;
     let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
-    if dtype != DType::F32 || !shape || !operands || g.n * g.h * g.w == 0 {
+    if dtype != DType::F32 || !operands {
         return None;
     }
-    match FORCED.with(|c| c.get()).unwrap_or_else(env_setting) {
+    takes(FORCED.with(|c| c.get()).unwrap_or_else(env_setting), pass, g)
+}
+
+/// [`wanted`]'s choice for a pass of `g` under `setting`, its operands aside.
+fn takes(setting: Setting, pass: Pass, g: &ConvGeometry) -> Option<Tile> {
+    // Padding of 0 or 1 on both sides (2 - padding for the input gradient's patches of dy).
+    let padded = g.padding.0 == g.padding.1 && g.padding.0 <= 1 && g.h.min(g.w) + 2 * g.padding.0 >= 3;
+    let shape = g.kernel == (3, 3) && g.stride == (1, 1) && padded && g.dilation == (1, 1) && g.groups == 1;
+    if !shape || g.n * g.h * g.w == 0 {
+        return None;
+    }
+    match setting {
         Setting::Off => None,
         Setting::All(tile) => Some(tile.unwrap_or(rule(pass).0)),
         // A cut asked of the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`) is what runs.
         Setting::Rule if super::cut::forced() => None,
+        // Unpadded convolutions by the rule only for the weight gradient (seed003_cnn's second
+        // convolution, docs/PERFORMANCE.md run 192); their forward and input gradient were not
+        // timed as Winograd.
+        Setting::Rule if g.padding.0 == 0 && pass != Pass::Weight => None,
         Setting::Rule => {
             let (tile, min) = rule(pass);
             let r = tile.outputs();
-            let tiles = g.n * g.h.div_ceil(r) * g.w.div_ceil(r);
+            let (oh, ow) = if pass == Pass::Input { (g.h, g.w) } else { (g.out_h(), g.out_w()) };
+            let tiles = g.n * oh.div_ceil(r) * ow.div_ceil(r);
             let small = tile.products() * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
             (g.c >= min && g.o >= min && small).then_some(tile)
         }
@@ -259,8 +276,16 @@ impl WgpuBackend {
     /// `pass` of `g` as Winograd (see the module docs), or `None` where an intermediate would
     /// pass 32-bit indexing or one binding.
     pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, tile: Tile, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (h, wd, r) = (g.h, g.w, tile.outputs());
-        let (tw, tiles) = (wd.div_ceil(r), h.div_ceil(r) * wd.div_ceil(r));
+        let r = tile.outputs();
+        // The patches are read from x (for the input gradient from dy, padded by 2 - padding:
+        // a stride-1 input gradient is the forward convolution of dy with the turned kernels),
+        // and the tiles cover the pass's output (y, whose dy the weight gradient reads, or dx).
+        let pad = g.padding.0;
+        let ((ih, iw, pad_in), (oh, ow)) = match pass {
+            Pass::Forward | Pass::Weight => ((g.h, g.w, pad), (g.out_h(), g.out_w())),
+            Pass::Input => ((g.out_h(), g.out_w(), 2 - pad), (g.h, g.w)),
+        };
+        let (tw, tiles) = (ow.div_ceil(r), oh.div_ceil(r) * ow.div_ceil(r));
         let nt = tile.products();
         let p = g.n * tiles;
         // The product's rows and columns (the weight gradient's), or rows and depth.
@@ -274,7 +299,7 @@ impl WgpuBackend {
         };
         let limit = gpu.max_binding();
         let fits = |numel: usize| u32::try_from(numel).is_ok() && self.repr.buffer_bytes(DType::F32, numel) <= limit;
-        if ![nt * m * k, nt * k * p, nt * m * p, g.n * m * h * wd, 9 * m * k].into_iter().all(fits) {
+        if ![nt * m * k, nt * k * p, nt * m * p, g.n * m * oh * ow, 9 * m * k].into_iter().all(fits) {
             return None;
         }
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
@@ -286,13 +311,13 @@ impl WgpuBackend {
         let weight = pass == Pass::Weight;
         let (depth, n) = if weight { (p, k) } else { (k, p) };
         let patches = if weight { w } else { x };
-        let input_meta = words(&[k * p, p, tiles, tw, h, wd, patches.layout.offset(), k])?;
+        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, patches.layout.offset(), k, pad_in])?;
         let (first, from, first_meta, last, last_meta, out_len) = if weight {
-            let dy_meta = words(&[m * p, p, tiles, tw, h, wd, x.layout.offset(), m])?;
+            let dy_meta = words(&[m * p, p, tiles, tw, oh, ow, x.layout.offset(), m])?;
             (Stage::Dy, x, dy_meta, Stage::WeightOut, words(&[m * k])?, 9 * m * k)
         } else {
             let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
-            (Stage::Weight { flip: pass == Pass::Input }, w, kernel_meta, Stage::Output, words(&[m * p, p, tiles, tw, h, wd, m])?, g.n * m * h * wd)
+            (Stage::Weight { flip: pass == Pass::Input }, w, kernel_meta, Stage::Output, words(&[m * p, p, tiles, tw, oh, ow, m])?, g.n * m * oh * ow)
         };
         let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
             let kernel = gpu.kernel(Key { stage, tile })?;
@@ -312,5 +337,37 @@ impl WgpuBackend {
             stage(last, &last_meta, wgpu_buffer(&product), y.buffer())?;
             Ok(vec![Arc::new(y) as Storage])
         })())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{takes, Pass, Setting, Tile};
+    use liandan_tensor::ConvGeometry;
+
+    fn geometry(c: usize, o: usize, h: usize, padding: usize) -> ConvGeometry {
+        ConvGeometry { n: 128, c, h, w: h, o, kernel: (3, 3), stride: (1, 1), padding: (padding, padding), dilation: (1, 1), groups: 1 }
+    }
+
+    /// The rule takes an unpadded convolution's weight gradient (seed003_cnn's 64 -> 512 one
+    /// over 13 x 13 images), not its forward or input gradient; padded ones as before; the
+    /// settings take any padding of 0 or 1 where the image has an output.
+    #[test]
+    fn the_rule_takes_unpadded_convolutions_for_their_weight_gradient_alone() {
+        let rule = |pass: Pass, g: ConvGeometry| takes(Setting::Rule, pass, &g);
+        assert_eq!(rule(Pass::Weight, geometry(64, 512, 13, 0)), Some(Tile::F4));
+        assert_eq!(rule(Pass::Forward, geometry(64, 512, 13, 0)), None);
+        assert_eq!(rule(Pass::Forward, geometry(256, 256, 13, 0)), None);
+        assert_eq!(rule(Pass::Input, geometry(256, 256, 13, 0)), None);
+        // mnist_cnn's 32 -> 64: too few channels.
+        assert_eq!(rule(Pass::Weight, geometry(32, 64, 26, 0)), None);
+        assert_eq!(rule(Pass::Forward, geometry(128, 128, 16, 1)), Some(Tile::F2));
+        assert_eq!(rule(Pass::Input, geometry(128, 128, 16, 1)), Some(Tile::F2));
+        assert_eq!(rule(Pass::Weight, geometry(64, 64, 32, 1)), Some(Tile::F4));
+        let all = |pass: Pass, g: ConvGeometry| takes(Setting::All(Some(Tile::F2)), pass, &g);
+        assert_eq!(all(Pass::Forward, geometry(8, 8, 3, 0)), Some(Tile::F2));
+        assert_eq!(all(Pass::Input, geometry(8, 8, 3, 0)), Some(Tile::F2));
+        assert_eq!(all(Pass::Forward, geometry(8, 8, 2, 0)), None, "no output");
+        assert_eq!(all(Pass::Forward, geometry(8, 8, 8, 2)), None, "padding 2");
     }
 }

@@ -1,11 +1,12 @@
 // Winograd F(2x2, 3x3), the data transform: each 4 x 4 patch d of x (a 2 x 2 output tile's
-// window, stride 2, the padding of 1 read as zeros) becomes V = B^T d B, stored as 16 matrices
+// window, stride 2, the padding read as zeros) becomes V = B^T d B, stored as 16 matrices
 // v[xi] = [C, P] (xi = 4 r + s, P = N * tiles): the b operands of the 16 products.
 //
 // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
 //
-// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W, [6] x's offset, [7] C.
+// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row (the tiles
+// of the output), [4] H, [5] W (x's), [6] x's offset, [7] C, [8] the padding (rows and columns
+// of zeros around x).
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> v: array<S_x>;
@@ -35,8 +36,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= params[0]) { return; }
     let tile = tile_at(i);
     let base = params[6] + (tile.img * params[7] + tile.row) * params[4] * params[5];
-    let y0 = i32(2u * tile.ty) - 1;
-    let x0 = i32(2u * tile.tx) - 1;
+    let y0 = i32(2u * tile.ty) - i32(params[8]);
+    let x0 = i32(2u * tile.tx) - i32(params[8]);
     var rows = bt(patch_row(base, y0, x0), patch_row(base, y0 + 1, x0), patch_row(base, y0 + 2, x0), patch_row(base, y0 + 3, x0));
     // The same transform along each row; element (r, s) goes to v[4 r + s][c, p].
     let step = params[0];

@@ -4,7 +4,7 @@
 // of x, transposed.
 //
 // params: [0] O * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W, [6] dy's offset, [7] O.
+// [5] W (dy's: the output's), [6] dy's offset, [7] O.
 
 @group(0) @binding(1) var<storage, read> dy: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;

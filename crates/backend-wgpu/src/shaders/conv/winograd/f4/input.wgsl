@@ -1,9 +1,10 @@
 // Winograd F(4x4, 3x3), the data transform: each 6 x 6 patch d of x (a 4 x 4 output tile's
-// window, 4 apart, the padding of 1 read as zeros) becomes V = B^T d B, stored as 36 matrices
+// window, 4 apart, the padding read as zeros) becomes V = B^T d B, stored as 36 matrices
 // [C, P] (element (r, s) in matrix 6 r + s, P = N * tiles): the b operands of the products.
 //
-// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W, [6] x's offset, [7] C.
+// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row (the tiles
+// of the output), [4] H, [5] W (x's), [6] x's offset, [7] C, [8] the padding (rows and columns
+// of zeros around x).
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
@@ -29,8 +30,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= params[0]) { return; }
     let at = tile_at(i);
     let base = params[6] + (at.img * params[7] + at.row) * params[4] * params[5];
-    let y0 = i32(4u * at.ty) - 1;
-    let x0 = i32(4u * at.tx) - 1;
+    let y0 = i32(4u * at.ty) - i32(params[8]);
+    let x0 = i32(4u * at.tx) - i32(params[8]);
     // B^T down the columns (four at a time), then along each row (four rows at a time).
     let l = data_t(Six(lo(base, y0, x0), lo(base, y0 + 1, x0), lo(base, y0 + 2, x0), lo(base, y0 + 3, x0), lo(base, y0 + 4, x0), lo(base, y0 + 5, x0)));
     let h = data_t(Six(hi(base, y0, x0), hi(base, y0 + 1, x0), hi(base, y0 + 2, x0), hi(base, y0 + 3, x0), hi(base, y0 + 4, x0), hi(base, y0 + 5, x0)));

@@ -4,7 +4,7 @@
 // image.
 //
 // params: [0] M * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W, [6] M.
+// [5] W (y's), [6] M.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
