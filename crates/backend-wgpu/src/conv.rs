@@ -58,8 +58,8 @@ mod winograd;
 use cut::cut;
 pub use cut::{with_conv_cut, ConvCut};
 pub use fold::with_conv_fold;
-pub use winograd::with_conv_winograd;
 pub(crate) use winograd::Key as WinogradKey;
+pub use winograd::{with_conv_winograd, with_conv_winograd_chunk};
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
 const TAPS: &str = include_str!("shaders/conv/taps.wgsl");

@@ -43,7 +43,10 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
-pub use conv::{conv_tf32, set_conv_tf32, with_conv_cut, with_conv_fold, with_conv_tf32_any_size, with_conv_winograd, without_conv_phases, ConvCut};
+pub use conv::{
+    conv_tf32, set_conv_tf32, with_conv_cut, with_conv_fold, with_conv_tf32_any_size, with_conv_winograd, with_conv_winograd_chunk, without_conv_phases,
+    ConvCut,
+};
 pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use matmul::heads_products_recorded;

@@ -8,7 +8,7 @@
 //! several images, x and w at an offset in their buffers, products whose K is split. Skips
 //! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu::with_conv_winograd;
+use liandan_backend_wgpu::{with_conv_winograd, with_conv_winograd_chunk};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -94,6 +94,19 @@ fn winograd_conv_matches_cpu() {
     }
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
+    }
+}
+
+/// The weight gradient with its images in chunks (here one image a chunk; by default
+/// seed003_cnn's batch of 128 goes in two), each chunk's products summed: as the CPU's, padded
+/// and not, in both tile sizes.
+#[test]
+fn winograd_weight_gradient_in_chunks_matches_cpu() {
+    let Some(d) = gpu() else { return };
+    for (x, o, pad) in [([3, 5, 7, 9], 3, 1), ([4, 8, 13, 13], 12, 0)] {
+        for tile in [2, 4] {
+            with_conv_winograd_chunk(1, || case(&d, x, o, tile, pad));
+        }
     }
 }
 

@@ -46,6 +46,7 @@
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
 
+use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
 use super::{wgpu_buffer, Pass};
@@ -76,6 +77,29 @@ const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
 /// Both: the tile an invocation works on, and the kernels the filter transform reads.
 const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
 const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
+
+/// The most bytes a weight gradient's transformed dy and patches take at once where its
+/// products are not split (`winograd_weight`): its images go in chunks within it, each chunk's
+/// products summed into the first's. On the H200 (docs/PERFORMANCE.md, runs 194-196)
+/// seed003_cnn's 96 MB in two chunks took its peak 163 -> 123 MiB with its step as fast;
+/// chunks of 32 and 16 MiB took it to 109 and 100 MiB, the pass 1.4x and 1.9x as slow.
+const CHUNK_BYTES: usize = 48 << 20;
+
+thread_local! {
+    /// `with_conv_winograd_chunk`'s bytes on this thread: `None` is [`CHUNK_BYTES`].
+    static CHUNK: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// Runs `f` on this thread with Winograd weight gradients in chunks of images whose
+/// intermediates take at most `bytes` (at least one image a chunk): for tests.
+#[doc(hidden)]
+pub fn with_conv_winograd_chunk<F: FnOnce() -> O, O>(bytes: usize, f: F) -> O {
+    super::with_flag(&CHUNK, Some(bytes), f)
+}
+
+fn chunk_bytes() -> usize {
+    CHUNK.with(|c| c.get()).unwrap_or(CHUNK_BYTES)
+}
 
 /// The rules' least channel counts on both sides of the product (see the module docs).
 pub(super) const MIN_CHANNELS_F2: usize = 128;
@@ -302,41 +326,91 @@ impl WgpuBackend {
         if ![nt * m * k, nt * k * p, nt * m * p, g.n * m * oh * ow, 9 * m * k].into_iter().all(fits) {
             return None;
         }
+        if pass == Pass::Weight {
+            return Some(self.winograd_weight(g, tile, inputs, [m, k], [tiles, tw, oh, ow, ih, iw, pad_in]));
+        }
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
         let (x, w) = (&inputs[0], &inputs[1]);
-        // The products are `[T^2, m, depth] x [T^2, depth, n]`: the a operand the kernels'
-        // transform (or the weight gradient's of dy), b the patches' transform (transposed for
-        // the weight gradient, whose depth is the tiles). Each stage's invocations are its
-        // meta's first word.
-        let weight = pass == Pass::Weight;
-        let (depth, n) = if weight { (p, k) } else { (k, p) };
-        let patches = if weight { w } else { x };
-        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, patches.layout.offset(), k, pad_in])?;
-        let (first, from, first_meta, last, last_meta, out_len) = if weight {
-            let dy_meta = words(&[m * p, p, tiles, tw, oh, ow, x.layout.offset(), m])?;
-            (Stage::Dy, x, dy_meta, Stage::WeightOut, words(&[m * k])?, 9 * m * k)
-        } else {
-            let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
-            (Stage::Weight { flip: pass == Pass::Input }, w, kernel_meta, Stage::Output, words(&[m * p, p, tiles, tw, oh, ow, m])?, g.n * m * oh * ow)
-        };
+        // The products are `[T^2, m, k] x [T^2, k, p]`: the kernels' transform times the
+        // patches'. Each stage's invocations are its meta's first word.
+        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset(), k, pad_in])?;
+        let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
+        let output_meta = words(&[m * p, p, tiles, tw, oh, ow, m])?;
         let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
             let kernel = gpu.kernel(Key { stage, tile })?;
             gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
         };
         Some((|| {
-            let u = Arc::new(self.output(DType::F32, nt * m * depth)?) as Storage;
-            stage(first, &first_meta, gpu_storage(from).buffer(), wgpu_buffer(&u))?;
+            let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;
+            stage(Stage::Weight { flip: pass == Pass::Input }, &kernel_meta, gpu_storage(w).buffer(), wgpu_buffer(&u))?;
             let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
-            stage(Stage::Input, &input_meta, gpu_storage(patches).buffer(), wgpu_buffer(&v))?;
-            let lu = Layout::new(vec![nt, m, depth], vec![m * depth, depth, 1], 0);
-            let lv = Layout::new(vec![nt, depth, n], vec![k * p, if weight { 1 } else { p }, if weight { p } else { 1 }], 0);
+            stage(Stage::Input, &input_meta, gpu_storage(x).buffer(), wgpu_buffer(&v))?;
+            let lu = Layout::new(vec![nt, m, k], vec![m * k, k, 1], 0);
+            let lv = Layout::new(vec![nt, k, p], vec![k * p, p, 1], 0);
             let (lhs, rhs) = (Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 });
-            let cut = (tile == Tile::F4).then(|| products_cut(m, depth, n, limit as usize));
+            let cut = (tile == Tile::F4).then(|| products_cut(m, k, p, limit as usize));
             let product = self.matmul_cut_op(lhs, rhs, None, cut)?;
-            let y = self.output(DType::F32, out_len)?;
-            stage(last, &last_meta, wgpu_buffer(&product), y.buffer())?;
+            let y = self.output(DType::F32, g.n * m * oh * ow)?;
+            stage(Stage::Output, &output_meta, wgpu_buffer(&product), y.buffer())?;
             Ok(vec![Arc::new(y) as Storage])
         })())
+    }
+
+    /// The weight gradient as Winograd, the images in chunks whose transformed dy and patches
+    /// take at most [`CHUNK_BYTES`] (each chunk's products summed into the first's), so that
+    /// the intermediates of a large batch do not raise the step's peak by their whole size.
+    fn winograd_weight(
+        &self,
+        g: &ConvGeometry,
+        tile: Tile,
+        inputs: &[Strided],
+        [m, k]: [usize; 2],
+        [tiles, tw, oh, ow, ih, iw, pad]: [usize; 7],
+    ) -> Result<Vec<Storage>> {
+        let gpu = self.gpu()?;
+        let nt = tile.products();
+        let (dy, x) = (&inputs[0], &inputs[1]);
+        let per_image = self.repr.buffer_bytes(DType::F32, nt * tiles * (m + k));
+        // Chunks only where the whole batch's products would not split their K (enough output
+        // tiles to fill the GPU): there each chunk adds one product and one add, where a split
+        // product's chunks would each be cut and reduced (resnet18's 64- and 128-channel
+        // weight gradients: its step 3% slower in 4 and 2 chunks, its peak the same; run 195).
+        let split = tile == Tile::F4 && products_cut(m, g.n * tiles, k, gpu.max_binding() as usize).1 > 1;
+        let images = if split { g.n } else { (chunk_bytes() as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
+        let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
+        let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().ok_or_else(err);
+        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
+            let kernel = gpu.kernel(Key { stage, tile })?;
+            gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
+        };
+        let mut sum: Option<Storage> = None;
+        for i0 in (0..g.n).step_by(images) {
+            let p = images.min(g.n - i0) * tiles;
+            let dy_meta = words(&[m * p, p, tiles, tw, oh, ow, dy.layout.offset() + i0 * m * oh * ow, m])?;
+            let x_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset() + i0 * k * ih * iw, k, pad])?;
+            let u = Arc::new(self.output(DType::F32, nt * m * p)?) as Storage;
+            stage(Stage::Dy, &dy_meta, gpu_storage(dy).buffer(), wgpu_buffer(&u))?;
+            let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
+            stage(Stage::Input, &x_meta, gpu_storage(x).buffer(), wgpu_buffer(&v))?;
+            // `[T^2, m, p] x [T^2, p, k]`, the patches read transposed.
+            let lu = Layout::new(vec![nt, m, p], vec![m * p, p, 1], 0);
+            let lv = Layout::new(vec![nt, p, k], vec![k * p, 1, p], 0);
+            let (lhs, rhs) = (Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 });
+            let cut = (tile == Tile::F4).then(|| products_cut(m, p, k, gpu.max_binding() as usize));
+            let product = self.matmul_cut_op(lhs, rhs, None, cut)?;
+            sum = Some(match sum {
+                None => product,
+                Some(s) => {
+                    let l = crate::kernels::dense(&[nt * m * k]);
+                    let (a, b) = (Strided { storage: &*s, layout: &l, dtype: DType::F32 }, Strided { storage: &*product, layout: &l, dtype: DType::F32 });
+                    self.binary_op(BinaryOp::Add, a, b)?
+                }
+            });
+        }
+        let sum = sum.ok_or_else(|| gpu.err("conv2d (Winograd)", "no images"))?;
+        let y = self.output(DType::F32, 9 * m * k)?;
+        stage(Stage::WeightOut, &words(&[m * k])?, wgpu_buffer(&sum), y.buffer())?;
+        Ok(vec![Arc::new(y) as Storage])
     }
 }
 
