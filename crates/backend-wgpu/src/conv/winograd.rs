@@ -41,7 +41,9 @@
 //! pass), `=2` or `=4` runs every convolution it can take with that tile, `=1` with the rule's
 //! tile, to compare. The intermediates are the transformed input and output (T^2 P K and
 //! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
-//! kernels, held for the pass alone.
+//! kernels, held for the pass alone; a weight gradient whose products are not split takes its
+//! images in chunks whose intermediates stay within [`CHUNK_BYTES`], each chunk's products
+//! added to the first's.
 
 use std::cell::Cell;
 use std::sync::{Arc, OnceLock};
