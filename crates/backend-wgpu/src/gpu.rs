@@ -810,7 +810,18 @@ impl Gpu {
 /// Whether the environment variable `name` turns a switch that is on by default off (`0`, `off`
 /// or `false`, in any case). Each switch reads it once.
 pub(crate) fn env_off(name: &str) -> bool {
-    matches!(std::env::var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("0" | "off" | "false"))
+    env_switch(name) == Some(false)
+}
+
+/// The environment variable `name` as a three-way switch: `Some(false)` for `0`, `off` or
+/// `false`, `Some(true)` for `1`, `on` or `true` (in any case), `None` for anything else or
+/// unset (the default's choice).
+pub(crate) fn env_switch(name: &str) -> Option<bool> {
+    match std::env::var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
+        Ok("0" | "off" | "false") => Some(false),
+        Ok("1" | "on" | "true") => Some(true),
+        _ => None,
+    }
 }
 
 /// `LIANDAN_SHADER_CHECKS`: `1` keeps naga's run-time checks (clamped indices, bounded loops) in
@@ -818,9 +829,5 @@ pub(crate) fn env_off(name: &str) -> bool {
 /// (`Key::checked`).
 fn shader_checks() -> Option<bool> {
     static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("LIANDAN_SHADER_CHECKS").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("0" | "off" | "false") => Some(false),
-        Ok("1" | "on" | "true") => Some(true),
-        _ => None,
-    })
+    *ON.get_or_init(|| env_switch("LIANDAN_SHADER_CHECKS"))
 }

@@ -46,14 +46,21 @@ thread_local! {
     static FORCED: Cell<Option<Setting>> = const { Cell::new(None) };
 }
 
+impl Setting {
+    /// Every input gradient it can take (`Some(true)`), none (`Some(false)`), or the rule's.
+    fn from_switch(on: Option<bool>) -> Setting {
+        match on {
+            Some(true) => Setting::All,
+            Some(false) => Setting::Off,
+            None => Setting::Rule,
+        }
+    }
+}
+
 /// `LIANDAN_CONV_FOLD`, read once (see the module docs).
 fn env_setting() -> Setting {
     static SETTING: OnceLock<Setting> = OnceLock::new();
-    *SETTING.get_or_init(|| match std::env::var("LIANDAN_CONV_FOLD").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("0" | "off" | "false") => Setting::Off,
-        Ok("1" | "on" | "true") => Setting::All,
-        _ => Setting::Rule,
-    })
+    *SETTING.get_or_init(|| Setting::from_switch(crate::gpu::env_switch("LIANDAN_CONV_FOLD")))
 }
 
 /// Runs `f` on this thread with every f32 input gradient the columns can take running through
@@ -61,12 +68,7 @@ fn env_setting() -> Setting {
 /// `LIANDAN_CONV_FOLD`: for tests and benchmarks.
 #[doc(hidden)]
 pub fn with_conv_fold<F: FnOnce() -> O, O>(on: Option<bool>, f: F) -> O {
-    let setting = match on {
-        Some(true) => Setting::All,
-        Some(false) => Setting::Off,
-        None => Setting::Rule,
-    };
-    super::with_flag(&FORCED, Some(setting), f)
+    super::with_flag(&FORCED, Some(Setting::from_switch(on)), f)
 }
 
 /// Whether the input gradient of `g` on these operands (dy, w) runs through the columns: a
