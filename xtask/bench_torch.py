@@ -273,9 +273,9 @@ def matmul_rows(a):
     def add(bench, size, s, flops):
         rows.append({"bench": f"{bench} ({side})", "size": size, "median_ms": s * 1e3, "rate": flops / s / 1e9, "unit": "GFLOP/s"})
 
-    sizes = [256, 512] if a.quick else [1024, 2048, 4096]
-    # The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
-    for n, rhs_t in [(n, False) for n in sizes] + [(sizes[-1], True)]:
+    sizes, transposed = ([256, 512], 512) if a.quick else ([1024, 2048, 4096, 8192], 4096)
+    # The square products, then one with a transposed rhs (a Linear layer's `x W^T`).
+    for n, rhs_t in [(n, False) for n in sizes] + [(transposed, True)]:
         x = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = torch.randn(n, n, device=dev, dtype=torch.float16)
         y = y.t() if rhs_t else y

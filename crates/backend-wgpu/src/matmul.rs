@@ -303,6 +303,9 @@ impl KernelKey for Key {
         // slower (measured, 4096^3; the driver's register allocation differs).
         let unroll = matches!(dtype, DType::F32 | DType::F64);
         let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
+        // The loops around each tile kept: without them the f32 products ran 1-5% slower on the
+        // H200 (docs/PERFORMANCE.md, runs 200-201).
+        let w = w.flag("FLAT", false);
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
         let epilogue = if v.bias { BIAS } else { NO_BIAS };

@@ -176,9 +176,9 @@ pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
         "ordinary kernels".into()
     };
     let mut rows = Vec::new();
-    let sizes = if quick { &[256, 512][..] } else { &[1024, 2048, 4096][..] };
-    // The square products, then the largest with a transposed rhs (a Linear layer's `x W^T`).
-    let cases = sizes.iter().map(|&n| (n, false)).chain(sizes.last().map(|&n| (n, true)));
+    let (sizes, transposed) = if quick { (&[256, 512][..], 512) } else { (&[1024, 2048, 4096, 8192][..], 4096) };
+    // The square products, then one with a transposed rhs (a Linear layer's `x W^T`).
+    let cases = sizes.iter().map(|&n| (n, false)).chain([(transposed, true)]);
     for (n, rhs_t) in cases {
         let a = Tensor::randn(&[n, n], 1, DType::F32, device)?.to_dtype(DType::F16)?;
         let b = Tensor::randn(&[n, n], 2, DType::F32, device)?.to_dtype(DType::F16)?;

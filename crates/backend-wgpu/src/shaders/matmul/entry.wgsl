@@ -1,6 +1,9 @@
 // The entry point of a matrix product, tiled (matmul.wgsl, WG = 256) or on cooperative
 // matrices (matmul_coop.wgsl, WG as its variant has it): y[b] is row-major, and the loaders
-// need no set-up per tile. (A convolution has its own, conv.wgsl.)
+// need no set-up per tile. (A convolution has its own, conv.wgsl.) FLAT (chosen per kernel):
+// where the grid has a workgroup for every tile of every product, each computes its tile with
+// no loops around it, which the driver compiles differently (faster for the tensor cores'
+// `prefetch` kernel, slower for the tiled f32 one).
 
 fn begin_tile(m0: u32, n0: u32, lid: u32) {}
 
@@ -15,6 +18,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let splits = params[14];
     let mt = (d.y + BM - 1u) / BM;
     let nt = (d.w + BN - 1u) / BN;
+    if (FLAT && nwg.x == nt && nwg.y == mt && nwg.z == d.x * splits) {
+        // A workgroup for every tile: one tile each, with no loops around it.
+        let z = wid.z;
+        let b = z / splits;
+        let k0 = (z % splits) * params[15];
+        let k1 = min(d.z, k0 + params[15]);
+        let ybase = ((z % splits) * d.x + b) * d.y * d.w;
+        tile(params[7] + b * params[4], params[11] + b * params[8], wid.y * BM, wid.x * BN, k0, k1, ybase, lid);
+        return;
+    }
     for (var z = wid.z; z < d.x * splits; z += nwg.z) {
         let b = z / splits;
         let k0 = (z % splits) * params[15];
