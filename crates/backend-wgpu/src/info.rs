@@ -12,7 +12,7 @@ pub struct AdapterSummary {
 /// The adapters wgpu can open here, best first (discrete, integrated, virtual, CPU), one per
 /// physical device (the Vulkan and GL views of one GPU are not listed twice).
 pub(crate) fn enumerate() -> Vec<wgpu::Adapter> {
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance = instance();
     let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
     let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
         wgpu::DeviceType::DiscreteGpu => 0,
@@ -27,6 +27,43 @@ pub(crate) fn enumerate() -> Vec<wgpu::Adapter> {
         seen.insert((i.name, i.vendor, i.device, i.device_pci_bus_id))
     });
     adapters
+}
+
+/// The wgpu instance the adapters are found through, as `WGPU_BACKEND` and the other `WGPU_*`
+/// variables ask. On Linux its Vulkan instance is created without the window systems'
+/// extensions (Xlib, XCB, Wayland): liandan never draws, and where they are enabled Mesa's
+/// device-select layer connects to the Wayland display while it lists the devices, which
+/// prints `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` on a machine
+/// without one. Elsewhere, or where that instance cannot be made, wgpu's own.
+fn instance() -> wgpu::Instance {
+    let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    #[cfg(target_os = "linux")]
+    if desc.backends.contains(wgpu::Backends::VULKAN) {
+        if let Some(instance) = vulkan_without_window_systems(&desc) {
+            return instance;
+        }
+    }
+    wgpu::Instance::new(desc)
+}
+
+#[cfg(target_os = "linux")]
+fn vulkan_without_window_systems(desc: &wgpu::InstanceDescriptor) -> Option<wgpu::Instance> {
+    use wgpu::hal::vulkan;
+    const WINDOW_SYSTEMS: [&std::ffi::CStr; 3] = [c"VK_KHR_xlib_surface", c"VK_KHR_xcb_surface", c"VK_KHR_wayland_surface"];
+    let hal_desc = wgpu::hal::InstanceDescriptor {
+        name: "liandan",
+        flags: desc.flags,
+        memory_budget_thresholds: desc.memory_budget_thresholds,
+        backend_options: desc.backend_options.clone(),
+        telemetry: None,
+        display: None,
+    };
+    // VK_KHR_surface stays (VK_KHR_swapchain, which wgpu enables on devices, requires it);
+    // nothing of wgpu's outside presenting to a window uses the three removed.
+    let drop_window_systems = Box::new(|args: vulkan::CreateInstanceCallbackArgs| args.extensions.retain(|e| !WINDOW_SYSTEMS.contains(e)));
+    // SAFETY: the instance is created here and handed whole to wgpu, which owns it from then on.
+    let hal = unsafe { vulkan::Instance::init_with_callback(&hal_desc, Some(drop_window_systems)) }.ok()?;
+    Some(unsafe { wgpu::Instance::from_hal::<wgpu::hal::api::Vulkan>(hal) })
 }
 
 /// Summaries of the adapters wgpu finds.

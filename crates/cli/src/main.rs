@@ -14,7 +14,6 @@ mod datasets;
 mod inputs;
 mod listing;
 mod profile;
-mod quiet;
 mod train;
 
 use std::process::ExitCode;
@@ -64,8 +63,6 @@ impl From<liandan_nn::TensorError> for Failure {
 }
 
 fn main() -> ExitCode {
-    // Before anything can start a device: keeps the Vulkan loader's display probing quiet.
-    quiet::private_runtime_dir();
     let cli = Cli::parse();
     let (name, result) = match cli.command {
         Command::Info => ("info", listing::info()),
