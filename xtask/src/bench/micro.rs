@@ -2,7 +2,7 @@
 //! bandwidth first, then matmul GFLOP/s at several square sizes (f32, and f16 on GPUs) and at the zoo's own shapes,
 //! elementwise GB/s, a convolution and the time per dispatch, each row beside that peak.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use liandan_tensor::{DType, Device, Result, Tensor};
 use serde::{Deserialize, Serialize};
@@ -25,12 +25,30 @@ pub struct Micro {
     pub rows: Vec<MicroRow>,
 }
 
-/// Median seconds of `reps` runs of `f` after `warmup` runs, the device synchronized around each.
+/// How long a GPU's warm-up goes on after the first run (which compiles the kernels): NVIDIA's
+/// Vulkan driver runs a pipeline it has just compiled 3-5x slower for its first runs
+/// (docs/PERFORMANCE.md, runs 97-99 and 203), as `xtask bench`'s training steps found.
+const GPU_WARM: Duration = Duration::from_secs(1);
+
+/// Median seconds of `reps` runs of `f` after `warmup` runs (on a GPU, and more until
+/// [`GPU_WARM`] has passed since the first), the device synchronized around each.
 pub fn time(device: &Device, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut warm_since = None;
     for _ in 0..warmup {
         f()?;
+        if warm_since.is_none() {
+            // The first run compiles the kernels: the warm-up's time counts from its end.
+            device.synchronize()?;
+            warm_since = Some(Instant::now());
+        }
     }
     device.synchronize()?;
+    if let Some(since) = warm_since.filter(|_| !device.is_cpu()) {
+        while since.elapsed() < GPU_WARM {
+            f()?;
+            device.synchronize()?;
+        }
+    }
     let mut samples = Vec::with_capacity(reps);
     for _ in 0..reps {
         let t = Instant::now();
