@@ -14,8 +14,14 @@ import time
 import torch
 
 
+def synchronizer(device):
+    """What waits for `device`'s queued work: CUDA's and MPS's synchronize (their ops return
+    before they run), nothing on the CPU."""
+    return {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(device.type, lambda: None)
+
+
 def timed(device, warmup, reps, fn):
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = synchronizer(device)
     warm_since = None
     for _ in range(warmup):
         fn()
@@ -117,7 +123,7 @@ def main():
     row(side, "dependent tiny adds", f"{chain} ops", s, f"{s * 1e6 / chain:.2f} us/op")
     s = timed(dev, 2, 10 * reps, lambda: (z + 1.0).item())
     row(side, "add + read back one value", "1", s, f"{s * 1e6:.1f} us")
-    s = timed(dev, 2, 10 * reps, torch.cuda.synchronize if dev.type == "cuda" else (lambda: None))
+    s = timed(dev, 2, 10 * reps, synchronizer(dev))
     row(side, "synchronize, nothing pending", "-", s, f"{s * 1e6:.1f} us")
     batch = 256 if a.quick else 1024
     model = torch.nn.Sequential(torch.nn.Linear(1024, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(dev)
@@ -312,7 +318,7 @@ def model_step(a):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
     from make_parity import build
     dev = torch_device(a.device)
-    sync = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(dev.type, lambda: None)
+    sync = synchronizer(dev)
     low = {"f32": None, "f16": torch.float16, "bf16": torch.bfloat16}[a.precision or "f32"]
     shapes = {"mlp": [1024], "mnist_cnn": [1, 28, 28], "seed003_cnn": [1, 28, 28], "resnet18": [3, 32, 32], "vit": [3, 32, 32], "lstm": [28, 28], "vae": [784]}
     torch.manual_seed(0)
