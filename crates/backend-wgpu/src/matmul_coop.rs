@@ -240,8 +240,8 @@ impl KernelKey for Key {
             .uint("FM", self.variant.fragment_rows())
             .flag("DIRECT", self.variant == Variant::Direct)
             // One tile a workgroup without the loops where the grid covers every tile: on the H200
-            // `Prefetch`'s 8192^3 ran 6% faster so, 4096^3 0-8%, while the zoo's products (on
-            // `Tall`) did not move (docs/PERFORMANCE.md, runs 201-202).
+            // `Prefetch`'s 8192^3 ran 6-7% faster so and 4096^3 0-8%, while the zoo's products (on
+            // `Tall`) did not move (docs/PERFORMANCE.md, runs 200-202).
             .flag("FLAT", self.variant == Variant::Prefetch)
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
