@@ -53,6 +53,7 @@ use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
 use super::{wgpu_buffer, Pass};
 use crate::backend::{gpu_storage, WgpuBackend};
+use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
 
@@ -298,27 +299,50 @@ fn products_cut(m: usize, k: usize, n: usize, limit: usize) -> (usize, usize) {
     (64, splits)
 }
 
+/// The sizes a pass of a convolution works in: the patches are read from x (for the input
+/// gradient from dy, padded by 2 - padding: a stride-1 input gradient is the forward
+/// convolution of dy with the turned kernels), and the tiles cover the pass's output (y, whose
+/// dy the weight gradient reads, or dx).
+struct Frame {
+    /// The products' rows and columns (the weight gradient's), or rows and depth.
+    m: usize,
+    k: usize,
+    /// The patches' source: its height, width and the zeros around it.
+    ih: usize,
+    iw: usize,
+    pad: usize,
+    /// The output the tiles cover, its tiles a row and an image.
+    oh: usize,
+    ow: usize,
+    tw: usize,
+    tiles: usize,
+}
+
+impl Frame {
+    fn new(pass: Pass, g: &ConvGeometry, tile: Tile) -> Frame {
+        let r = tile.outputs();
+        let (m, k, ih, iw, pad, oh, ow) = match pass {
+            Pass::Forward | Pass::Weight => (g.o, g.c, g.h, g.w, g.padding.0, g.out_h(), g.out_w()),
+            Pass::Input => (g.c, g.o, g.out_h(), g.out_w(), 2 - g.padding.0, g.h, g.w),
+        };
+        Frame { m, k, ih, iw, pad, oh, ow, tw: ow.div_ceil(r), tiles: oh.div_ceil(r) * ow.div_ceil(r) }
+    }
+}
+
+/// Runs one stage of `tile` from `from` into `to`; its invocations are the meta's first word.
+fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
+    let kernel = gpu.kernel(Key { stage, tile })?;
+    gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
+}
+
 impl WgpuBackend {
     /// `pass` of `g` as Winograd (see the module docs), or `None` where an intermediate would
     /// pass 32-bit indexing or one binding.
     pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, tile: Tile, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let r = tile.outputs();
-        // The patches are read from x (for the input gradient from dy, padded by 2 - padding:
-        // a stride-1 input gradient is the forward convolution of dy with the turned kernels),
-        // and the tiles cover the pass's output (y, whose dy the weight gradient reads, or dx).
-        let pad = g.padding.0;
-        let ((ih, iw, pad_in), (oh, ow)) = match pass {
-            Pass::Forward | Pass::Weight => ((g.h, g.w, pad), (g.out_h(), g.out_w())),
-            Pass::Input => ((g.out_h(), g.out_w(), 2 - pad), (g.h, g.w)),
-        };
-        let (tw, tiles) = (ow.div_ceil(r), oh.div_ceil(r) * ow.div_ceil(r));
+        let f = Frame::new(pass, g, tile);
+        let Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
         let nt = tile.products();
         let p = g.n * tiles;
-        // The product's rows and columns (the weight gradient's), or rows and depth.
-        let (m, k) = match pass {
-            Pass::Forward | Pass::Weight => (g.o, g.c),
-            Pass::Input => (g.c, g.o),
-        };
         let gpu = match self.gpu() {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
@@ -329,19 +353,16 @@ impl WgpuBackend {
             return None;
         }
         if pass == Pass::Weight {
-            return Some(self.winograd_weight(g, tile, inputs, [m, k], [tiles, tw, oh, ow, ih, iw, pad_in]));
+            return Some(self.winograd_weight(g, tile, inputs, &f));
         }
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
         let (x, w) = (&inputs[0], &inputs[1]);
         // The products are `[T^2, m, k] x [T^2, k, p]`: the kernels' transform times the
         // patches'. Each stage's invocations are its meta's first word.
-        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset(), k, pad_in])?;
+        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset(), k, pad])?;
         let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
         let output_meta = words(&[m * p, p, tiles, tw, oh, ow, m])?;
-        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
-            let kernel = gpu.kernel(Key { stage, tile })?;
-            gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
-        };
+        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         Some((|| {
             let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;
             stage(Stage::Weight { flip: pass == Pass::Input }, &kernel_meta, gpu_storage(w).buffer(), wgpu_buffer(&u))?;
@@ -361,14 +382,8 @@ impl WgpuBackend {
     /// The weight gradient as Winograd, the images in chunks whose transformed dy and patches
     /// take at most [`CHUNK_BYTES`] (each chunk's products summed into the first's), so that
     /// the intermediates of a large batch do not raise the step's peak by their whole size.
-    fn winograd_weight(
-        &self,
-        g: &ConvGeometry,
-        tile: Tile,
-        inputs: &[Strided],
-        [m, k]: [usize; 2],
-        [tiles, tw, oh, ow, ih, iw, pad]: [usize; 7],
-    ) -> Result<Vec<Storage>> {
+    fn winograd_weight(&self, g: &ConvGeometry, tile: Tile, inputs: &[Strided], f: &Frame) -> Result<Vec<Storage>> {
+        let &Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
         let gpu = self.gpu()?;
         let nt = tile.products();
         let (dy, x) = (&inputs[0], &inputs[1]);
@@ -381,10 +396,7 @@ impl WgpuBackend {
         let images = if split { g.n } else { (chunk_bytes() as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
         let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().ok_or_else(err);
-        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| -> Result<()> {
-            let kernel = gpu.kernel(Key { stage, tile })?;
-            gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
-        };
+        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         let mut sum: Option<Storage> = None;
         for i0 in (0..g.n).step_by(images) {
             let p = images.min(g.n - i0) * tiles;
