@@ -24,6 +24,9 @@
 //!   alone, `+ staging` both, and `+ global fetch` the next slice fetched from a 4096 x 4096
 //!   matrix after them. `mma f16 tile` stages tiles of other shapes and depths (`16-byte
 //!   fetches`: each fetch an aligned pair of vec4<f16>, stored as two).
+//! - `parameters`: the backend's own `prefetch` f16 kernel and tiled f32 kernel on a 4096^3
+//!   product, their parameter block in a buffer, as immediate data (as the backend passes it),
+//!   or folded into the source as constants (what a kernel specialized to one shape would see).
 //!
 //! - `latency` (a table of its own): one submission and the wait for it through wgpu alone, in
 //!   microseconds: an empty command buffer, one dispatch of one workgroup, with a parameter
@@ -789,6 +792,45 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
     ])
 }
 
+/// The `prefetch` tensor-core matmul (what the backend runs for f16 products of 2,048 and more
+/// in every dimension; a row-major a and b, f16 out) and the tiled f32 one (128 x 128 tiles) on
+/// a 4096^3 product, one workgroup a tile:
+/// its parameter block read from a storage buffer, as immediate data (as the backend passes it
+/// where the device has them), or folded into the source as constants (what a kernel
+/// specialized to the product's shape and strides would see). Rows of `(name, wgsl, whether
+/// it reads immediates)`.
+fn real_prefetch() -> Fallible<Vec<(String, String, bool, u32)>> {
+    let mut rows = Vec::new();
+    for (key, what, bytes) in [
+        ("MatmulCoop(Key { variant: Prefetch, a: K, b: Outer, partial: false })", "prefetch f16 matmul", 2),
+        ("Matmul(Key { dtype: F32, v: Variant { h: 2, a: K, b: Outer, out4: true, partial: false, packed: false, bias: false } })", "tiled f32 matmul", 4),
+    ] {
+        let find = |immediates: bool| {
+            liandan_backend_wgpu::shaders::all_sources(true, false, immediates)
+                .into_iter()
+                .find(|(name, _)| name == key)
+                .map(|(_, src)| src)
+                .ok_or_else(|| format!("the backend has no kernel {key}"))
+        };
+        let (buffer, immediate) = (find(false)?, find(true)?);
+        let decl = "var<immediate> params: array<u32, 64>;";
+        if !immediate.contains(decl) {
+            return Err(format!("{key}'s source no longer holds {decl:?}: update xtask ceiling"));
+        }
+        let values = REAL_PARAMS.iter().map(|v| format!("{v}u")).collect::<Vec<_>>().join(", ");
+        let constants = immediate.replace(decl, &format!("const params = array<u32, {}>({values});", REAL_PARAMS.len()));
+        rows.push((format!("{what} 4096^3, parameters in a buffer"), buffer, false, bytes));
+        rows.push((format!("{what} 4096^3, parameters as immediates (as the backend)"), immediate, true, bytes));
+        rows.push((format!("{what} 4096^3, parameters as constants"), constants, true, bytes));
+    }
+    Ok(rows)
+}
+
+/// matmul.wgsl's parameters for a 4096^3 product of row-major f16 operands: B, M, K, N; a's
+/// strides over B, M, K and offset; b's over B, K, N and offset; the scalar loaders' directions;
+/// one split of all of K.
+const REAL_PARAMS: [u32; 16] = [1, 4096, 4096, 4096, 4096 * 4096, 4096, 1, 0, 4096 * 4096, 4096, 1, 0, 0, 1, 1, 4096];
+
 /// A staged tensor-core product of any shape of workgroup: `sgm` x `sgn` subgroups, each
 /// `16 fm` x 64, slices `bk` deep staged as the kernels stage a row-major a (rows along K) and
 /// b (rows along N), fetched from a 4096 x 4096 matrix: with `ahead` into registers after the
@@ -980,6 +1022,21 @@ pub fn run(args: &[String]) -> Fallible<()> {
                 header();
             }
             println!("| {name} | 32 x 16 | {ms:.3} | {:.2} |", 2.0 * 4096f64.powi(3) / (ms * 1e-3) / 1e12);
+        }
+    }
+    if gpu.coop && !quick {
+        for (name, wgsl, immediates, bytes) in real_prefetch()? {
+            if !only.is_empty() && !only.iter().any(|o| name.contains(o)) {
+                continue;
+            }
+            if immediates && !gpu.immediates {
+                continue;
+            }
+            let ms = gpu.time_prefetch(&name, &wgsl, immediates, bytes, reps)?;
+            if !std::mem::replace(&mut headed, true) {
+                header();
+            }
+            println!("| {name} | 32 x 32 | {ms:.3} | {:.2} |", 2.0 * 4096f64.powi(3) / (ms * 1e-3) / 1e12);
         }
     }
     if only.is_empty() || only.iter().any(|o| "latency".contains(o)) {
@@ -1318,6 +1375,80 @@ impl Gpu {
         self.timed(name, &pipeline, &group, (n / 128, n / 256), reps * 20)
     }
 
+    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` (128 x 128 tiles, elements of
+    /// `bytes`) takes on a grid of one workgroup a tile, the mean of `20 reps` after one of
+    /// warm-up; a and b are both the first 4096 x 4096 elements of the shared matrix. The parameters go in a buffer at binding 0, or
+    /// with `immediates` as immediate data (where a source folded them into constants, unread).
+    fn time_prefetch(&self, name: &str, wgsl: &str, immediates: bool, bytes: u32, reps: u32) -> Fallible<f64> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let n = 4096u32;
+        let block: Vec<u8> = REAL_PARAMS.iter().chain(std::iter::repeat_n(&0, 64 - REAL_PARAMS.len())).flat_map(|x| x.to_le_bytes()).collect();
+        let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Storage { read_only }, has_dynamic_offset: false, min_binding_size: None },
+            count: None,
+        };
+        let mut entries = vec![storage(1, true), storage(2, true), storage(3, false)];
+        if !immediates {
+            entries.insert(0, storage(0, true));
+        }
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: if immediates { 256 } else { 0 },
+        });
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        // SAFETY: as `pipeline`'s: the kernel's indices stay within the buffers bound here.
+        let module = unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) };
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &[], zero_initialize_workgroup_memory: false },
+            cache: None,
+        });
+        let pbuf = self.buffer("params", 256);
+        self.queue.write_buffer(&pbuf, 0, &block);
+        let y = self.buffer("y", (n * n * bytes) as u64);
+        let half = wgpu::BufferBinding { buffer: &self.mat, offset: 0, size: std::num::NonZeroU64::new((n * n * bytes) as u64) };
+        let mut bound = vec![
+            wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::Buffer(half.clone()) },
+            wgpu::BindGroupEntry { binding: 2, resource: wgpu::BindingResource::Buffer(half) },
+            wgpu::BindGroupEntry { binding: 3, resource: y.as_entire_binding() },
+        ];
+        if !immediates {
+            bound.insert(0, wgpu::BindGroupEntry { binding: 0, resource: pbuf.as_entire_binding() });
+        }
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &layout, entries: &bound });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(format!("{name}: {e}"));
+        }
+        let reps = reps * 20;
+        let run = |count: u32| -> Fallible<f64> {
+            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &group, &[]);
+                if immediates {
+                    pass.set_immediates(0, &block);
+                }
+                for _ in 0..count {
+                    pass.dispatch_workgroups(n / 128, n / 128, 1);
+                }
+            }
+            let t = Instant::now();
+            self.queue.submit([encoder.finish()]);
+            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{name}: {e}"))?;
+            Ok(t.elapsed().as_secs_f64() * 1e3)
+        };
+        run(1)?;
+        Ok(run(reps)? / reps as f64)
+    }
+
     /// Milliseconds a dispatch of `groups` workgroups of `k` takes, the mean of `reps` in one
     /// batch after one dispatch of warm-up.
     fn time(&self, k: &Kernel, groups: u32, reps: u32) -> Fallible<f64> {
@@ -1353,6 +1484,8 @@ mod tests {
     fn every_kernel_validates() {
         let real = real_f16().expect("the edits still apply to the backend's source");
         let real = real.into_iter().map(|(name, wgsl)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false });
+        let prefetch = real_prefetch().expect("the edit still applies to the backend's source");
+        let real = real.chain(prefetch.into_iter().map(|(name, wgsl, _, _)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false }));
         let latency = [LATENCY_ADD, LATENCY_ADD_IMMEDIATE, crate::raw_latency::ADD].map(|w| Kernel {
             name: "latency".into(),
             wgsl: w.into(),
