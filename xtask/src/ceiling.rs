@@ -794,12 +794,12 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
 
 /// The `prefetch` tensor-core matmul (what the backend runs for f16 products of 2,048 and more
 /// in every dimension; a row-major a and b, f16 out) and the tiled f32 one (128 x 128 tiles) on
-/// a 4096^3 product, one workgroup a tile:
-/// its parameter block read from a storage buffer, as immediate data (as the backend passes it
-/// where the device has them), or folded into the source as constants (what a kernel
-/// specialized to the product's shape and strides would see). Rows of `(name, wgsl, whether
-/// it reads immediates)`.
-fn real_prefetch() -> Fallible<Vec<(String, String, bool, u32)>> {
+/// a 4096^3 product, one workgroup a tile: the parameter block read from a storage buffer, as
+/// immediate data (as the backend passes it where the device has them), or folded into the
+/// source as constants (what a kernel specialized to the product's shape and strides would
+/// see). Rows of `(name, wgsl, whether it reads immediates, bytes an element)`;
+/// [`Gpu::time_product`] runs them.
+fn real_params() -> Fallible<Vec<(String, String, bool, u32)>> {
     let mut rows = Vec::new();
     for (key, what, bytes) in [
         ("MatmulCoop(Key { variant: Prefetch, a: K, b: Outer, partial: false })", "prefetch f16 matmul", 2),
@@ -1025,14 +1025,14 @@ pub fn run(args: &[String]) -> Fallible<()> {
         }
     }
     if gpu.coop && !quick {
-        for (name, wgsl, immediates, bytes) in real_prefetch()? {
+        for (name, wgsl, immediates, bytes) in real_params()? {
             if !only.is_empty() && !only.iter().any(|o| name.contains(o)) {
                 continue;
             }
             if immediates && !gpu.immediates {
                 continue;
             }
-            let ms = gpu.time_prefetch(&name, &wgsl, immediates, bytes, reps)?;
+            let ms = gpu.time_product(&name, &wgsl, immediates, bytes, reps)?;
             if !std::mem::replace(&mut headed, true) {
                 header();
             }
@@ -1315,14 +1315,25 @@ impl Gpu {
     }
 
     /// Milliseconds a dispatch of `grid` takes, the mean of `reps` in one batch after one
-    /// dispatch of warm-up.
-    fn timed(&self, name: &str, pipeline: &wgpu::ComputePipeline, group: &wgpu::BindGroup, grid: (u32, u32), reps: u32) -> Fallible<f64> {
+    /// dispatch of warm-up; `immediates`, the immediate data the kernel reads, if any.
+    fn timed(
+        &self,
+        name: &str,
+        pipeline: &wgpu::ComputePipeline,
+        group: &wgpu::BindGroup,
+        immediates: Option<&[u8]>,
+        grid: (u32, u32),
+        reps: u32,
+    ) -> Fallible<f64> {
         let run = |n: u32| -> Fallible<f64> {
             let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, group, &[]);
+                if let Some(block) = immediates {
+                    pass.set_immediates(0, block);
+                }
                 for _ in 0..n {
                     pass.dispatch_workgroups(grid.0, grid.1, 1);
                 }
@@ -1372,14 +1383,15 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{name}: {e}"));
         }
-        self.timed(name, &pipeline, &group, (n / 128, n / 256), reps * 20)
+        self.timed(name, &pipeline, &group, None, (n / 128, n / 256), reps * 20)
     }
 
     /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` (128 x 128 tiles, elements of
     /// `bytes`) takes on a grid of one workgroup a tile, the mean of `20 reps` after one of
-    /// warm-up; a and b are both the first 4096 x 4096 elements of the shared matrix. The parameters go in a buffer at binding 0, or
-    /// with `immediates` as immediate data (where a source folded them into constants, unread).
-    fn time_prefetch(&self, name: &str, wgsl: &str, immediates: bool, bytes: u32, reps: u32) -> Fallible<f64> {
+    /// warm-up; a and b are both the first 4096 x 4096 elements of the shared matrix. The
+    /// parameters go in a buffer at binding 0, or with `immediates` as immediate data (unread
+    /// where the source folded them into constants).
+    fn time_product(&self, name: &str, wgsl: &str, immediates: bool, bytes: u32, reps: u32) -> Fallible<f64> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let n = 4096u32;
         let block: Vec<u8> = REAL_PARAMS.iter().chain(std::iter::repeat_n(&0, 64 - REAL_PARAMS.len())).flat_map(|x| x.to_le_bytes()).collect();
@@ -1426,27 +1438,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{name}: {e}"));
         }
-        let reps = reps * 20;
-        let run = |count: u32| -> Fallible<f64> {
-            let mut encoder = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                if immediates {
-                    pass.set_immediates(0, &block);
-                }
-                for _ in 0..count {
-                    pass.dispatch_workgroups(n / 128, n / 128, 1);
-                }
-            }
-            let t = Instant::now();
-            self.queue.submit([encoder.finish()]);
-            self.device.poll(wgpu::PollType::Wait { submission_index: None, timeout: None }).map_err(|e| format!("{name}: {e}"))?;
-            Ok(t.elapsed().as_secs_f64() * 1e3)
-        };
-        run(1)?;
-        Ok(run(reps)? / reps as f64)
+        self.timed(name, &pipeline, &group, immediates.then_some(&block[..]), (n / 128, n / 128), reps * 20)
     }
 
     /// Milliseconds a dispatch of `groups` workgroups of `k` takes, the mean of `reps` in one
@@ -1470,7 +1462,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{}: {e}", k.name));
         }
-        self.timed(&k.name, &pipeline, &group, (groups, 1), reps)
+        self.timed(&k.name, &pipeline, &group, None, (groups, 1), reps)
     }
 }
 
@@ -1484,7 +1476,7 @@ mod tests {
     fn every_kernel_validates() {
         let real = real_f16().expect("the edits still apply to the backend's source");
         let real = real.into_iter().map(|(name, wgsl)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false });
-        let prefetch = real_prefetch().expect("the edit still applies to the backend's source");
+        let prefetch = real_params().expect("the edit still applies to the backend's source");
         let real = real.chain(prefetch.into_iter().map(|(name, wgsl, _, _)| Kernel { name, wgsl, flops_per_group: 0.0, coop: true, mat: false }));
         let latency = [LATENCY_ADD, LATENCY_ADD_IMMEDIATE, crate::raw_latency::ADD].map(|w| Kernel {
             name: "latency".into(),
