@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use liandan_backend_wgpu::HostPhases;
 use liandan_nn::zoo::{self, OptimizerSpec, Target, ZooModel};
 use liandan_nn::{AutocastGuard, Device, ModuleExt};
 use liandan_tensor::{DType, Tensor};
@@ -180,6 +181,9 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         s.step(&x, y.as_ref())?;
     }
     sync()?;
+    let phases = std::env::var_os("LIANDAN_BENCH_PHASES").is_some();
+    liandan_backend_wgpu::count_host_phases(phases);
+    let (before, start) = (liandan_backend_wgpu::host_phases(), Instant::now());
     let mut pipelined = Vec::new();
     for _ in 0..groups {
         let t = Instant::now();
@@ -189,8 +193,32 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         sync()?;
         pipelined.push(t.elapsed().as_secs_f64() / sync_every as f64);
     }
+    if phases {
+        let after = liandan_backend_wgpu::host_phases();
+        eprintln!("{} {}: {}", a.model, a.precision, phase_line(&before, &after, groups * sync_every, start.elapsed().as_secs_f64()));
+    }
     let none = || "no timed steps".to_string();
     Ok(StepTimes { synced: Stats::of(synced).ok_or_else(none)?, pipelined: Stats::of(pipelined).ok_or_else(none)?, peak_bytes: peak_bytes(&device) })
+}
+
+/// Where `steps` pipelined steps that took `secs` in all spent the host's time, per step, from
+/// the wgpu backend's counts before and after them: handing batches to the driver (the
+/// parameter blocks' writes, `CommandEncoder::finish`, `Queue::submit`), waiting for the device
+/// (its execution included), and the rest (recording the ops: the tensor library, autograd, the
+/// optimizer, the backend's encoding). `xtask bench` children print it on stderr with
+/// `LIANDAN_BENCH_PHASES` set (docs/PERFORMANCE.md, run 213).
+pub fn phase_line(before: &HostPhases, after: &HostPhases, steps: u64, secs: f64) -> String {
+    let n = steps.max(1) as f64;
+    let us = |f: fn(&HostPhases) -> u64| (f(after) - f(before)) as f64 / 1e3 / n;
+    let (meta, finish, submit, wait) = (us(|p| p.meta_ns), us(|p| p.finish_ns), us(|p| p.submit_ns), us(|p| p.wait_ns));
+    let total = secs * 1e6 / n;
+    format!(
+        "us a step: {total:.1} = recording {:.1} + parameter writes {meta:.1} + finish {finish:.1} + submit {submit:.1} + waiting {wait:.1}; a step: {:.2} submits, {:.2} waits, {:.1} polls",
+        total - meta - finish - submit - wait,
+        (after.submits - before.submits) as f64 / n,
+        (after.waits - before.waits) as f64 / n,
+        (after.polls - before.polls) as f64 / n
+    )
 }
 
 /// Device buffers on a GPU; on the CPU, the heap this process held (the tensors live there).

@@ -125,3 +125,16 @@ fn the_command_carries_the_settings_that_change_the_measurement() {
     assert_eq!(got, "LIANDAN_AUTOTUNE=1 LIANDAN_CONV_TF32=1 ");
     assert_eq!(super::switches(std::iter::empty()), "");
 }
+
+#[test]
+fn host_phases_split_a_step_and_the_rest_is_the_recording() {
+    use liandan_backend_wgpu::HostPhases;
+    let before = HostPhases { submits: 10, meta_ns: 1_000, finish_ns: 2_000, submit_ns: 3_000, waits: 1, polls: 5, wait_ns: 4_000 };
+    // Two steps of 1 ms: 20 + 40 + 60 + 200 us of parts a step, so 680 us recording.
+    let after = HostPhases { submits: 16, meta_ns: 41_000, finish_ns: 82_000, submit_ns: 123_000, waits: 3, polls: 105, wait_ns: 404_000 };
+    let line = super::step::phase_line(&before, &after, 2, 0.002);
+    assert_eq!(
+        line,
+        "us a step: 1000.0 = recording 680.0 + parameter writes 20.0 + finish 40.0 + submit 60.0 + waiting 200.0; a step: 3.00 submits, 1.00 waits, 50.0 polls"
+    );
+}
