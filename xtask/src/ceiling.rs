@@ -771,7 +771,7 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
 /// The `tall` tensor-core matmul itself (the backend's source for a row-major a and b, f16
 /// out) on a 4096^3 product, and the same with its source edited: the fetch's bounds tests
 /// kept where the slice lies inside the operands (as before run 83), or the output cut (the
-/// sums still go through the scratch, but one element is stored). Rows of `(name, wgsl)`; [`Gpu::time_real`] runs them.
+/// sums still go through the scratch, but one element is stored). Rows of `(name, wgsl)`; [`Gpu::time_product`] runs them.
 fn real_f16() -> Fallible<Vec<(String, String)>> {
     let key = "MatmulCoop(Key { variant: Tall, a: K, b: Outer, partial: false })";
     let src = liandan_backend_wgpu::shaders::all_sources(true, false, false)
@@ -1031,7 +1031,7 @@ pub fn run(args: &[String]) -> Fallible<()> {
             if !only.is_empty() && !only.iter().any(|o| name.contains(o) || o.contains("real")) {
                 continue;
             }
-            let ms = gpu.time_real(&name, &wgsl, reps)?;
+            let ms = gpu.time_product(&name, &wgsl, false, 2, 256, reps)?;
             if !std::mem::replace(&mut headed, true) {
                 header();
             }
@@ -1046,7 +1046,7 @@ pub fn run(args: &[String]) -> Fallible<()> {
             if immediates && !gpu.immediates {
                 continue;
             }
-            let ms = gpu.time_product(&name, &wgsl, immediates, bytes, reps)?;
+            let ms = gpu.time_product(&name, &wgsl, immediates, bytes, 128, reps)?;
             if !std::mem::replace(&mut headed, true) {
                 header();
             }
@@ -1316,7 +1316,7 @@ impl Gpu {
     fn pipeline(&self, name: &str, wgsl: &str) -> wgpu::ComputePipeline {
         let desc = wgpu::ShaderModuleDescriptor { label: Some(name), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
         // SAFETY: every index of these kernels is bounded by constants, the invocation's id and
-        // (the backend's matmul) the parameters, within the buffers `time` and `time_real` bind.
+        // (the backend's matmul) the parameters, within the buffers `time` and `time_product` bind.
         let module = unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) };
         self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(name),
@@ -1370,42 +1370,12 @@ impl Gpu {
         })
     }
 
-    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` takes (its bindings: the
-    /// parameters, a, b and y), the mean of `20 reps` after one of warm-up; a and b are both
-    /// the first 4096 x 4096 f16 of the shared matrix.
-    fn time_real(&self, name: &str, wgsl: &str, reps: u32) -> Fallible<f64> {
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let pipeline = self.pipeline(name, wgsl);
-        // matmul.wgsl's parameters: B, M, K, N; a's strides over B, M, K and offset; b's over B,
-        // K, N and offset; the scalar loaders' directions; one split of all of K.
-        let n = 4096u32;
-        let params: [u32; 16] = [1, n, n, n, n * n, n, 1, 0, n * n, n, 1, 0, 0, 1, 1, n];
-        let pbuf = self.buffer("params", 64);
-        self.queue.write_buffer(&pbuf, 0, &params.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
-        let y = self.buffer("y", (n * n * 2) as u64);
-        let half = wgpu::BufferBinding { buffer: &self.mat, offset: 0, size: std::num::NonZeroU64::new((n * n * 2) as u64) };
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: pbuf.as_entire_binding() },
-                wgpu::BindGroupEntry { binding: 1, resource: wgpu::BindingResource::Buffer(half.clone()) },
-                wgpu::BindGroupEntry { binding: 2, resource: wgpu::BindingResource::Buffer(half) },
-                wgpu::BindGroupEntry { binding: 3, resource: y.as_entire_binding() },
-            ],
-        });
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(format!("{name}: {e}"));
-        }
-        self.timed(name, &pipeline, &group, None, (n / 128, n / 256), reps * 20)
-    }
-
-    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` (128 x 128 tiles, elements of
-    /// `bytes`) takes on a grid of one workgroup a tile, the mean of `20 reps` after one of
-    /// warm-up; a and b are both the first 4096 x 4096 elements of the shared matrix. The
-    /// parameters go in a buffer at binding 0, or with `immediates` as immediate data (unread
-    /// where the source folded them into constants).
-    fn time_product(&self, name: &str, wgsl: &str, immediates: bool, bytes: u32, reps: u32) -> Fallible<f64> {
+    /// Milliseconds a 4096^3 product by the matmul kernel `wgsl` (its bindings: the parameters,
+    /// a, b and y; elements of `bytes`) takes on a grid of one workgroup a tile of `rows` x 128,
+    /// the mean of `20 reps` after one of warm-up; a and b are both the first 4096 x 4096
+    /// elements of the shared matrix. The parameters go in a buffer at binding 0, or with
+    /// `immediates` as immediate data (unread where the source folded them into constants).
+    fn time_product(&self, name: &str, wgsl: &str, immediates: bool, bytes: u32, rows: u32, reps: u32) -> Fallible<f64> {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let n = 4096u32;
         let block: Vec<u8> = REAL_PARAMS.iter().chain(std::iter::repeat_n(&0, 64 - REAL_PARAMS.len())).flat_map(|x| x.to_le_bytes()).collect();
@@ -1452,7 +1422,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(format!("{name}: {e}"));
         }
-        self.timed(name, &pipeline, &group, immediates.then_some(&block[..]), (n / 128, n / 128), reps * 20)
+        self.timed(name, &pipeline, &group, immediates.then_some(&block[..]), (n / 128, n / rows), reps * 20)
     }
 
     /// Milliseconds a dispatch of `groups` workgroups of `k` takes, the mean of `reps` in one
