@@ -143,7 +143,7 @@ def main():
         zoo_passes(dev, side, a.quick, reps, train=True)
 
 
-# MODEL_ZOO.md's optimizer of each model, torch.optim's default (foreach) implementation.
+# docs/MODEL_ZOO.md's optimizer of each model, torch.optim's default (foreach) implementation.
 OPTIMIZERS = {
     "mlp": lambda p: torch.optim.SGD(p, lr=0.01),
     "mnist_cnn": lambda p: torch.optim.Adadelta(p, lr=1.0),
@@ -194,7 +194,7 @@ def zoo_passes(dev, side, quick, reps, train=False):
 
 def step_overhead(a):
     """Median ms of forward+backward, of forward+backward+step with the model's optimizer
-    (MODEL_ZOO.md's, default foreach implementation), and of the step alone (the gradients of one
+    (docs/MODEL_ZOO.md's, default foreach implementation), and of the step alone (the gradients of one
     backward stepped again and again), each synchronized, and the step alone pipelined (20 steps,
     one synchronize), as `cargo xtask bench-fusion` times ours."""
     import os

@@ -5,7 +5,7 @@
 //! Adam and an SGD step over resnet18's 62 parameter tensors (the optimizer updates, and their
 //! multi-tensor kernels against one update kernel per tensor, `no_foreach`). Then
 //! what the optimizer step costs a training step (#8's speed goal: no more than PyTorch's),
-//! for every zoo model with its MODEL_ZOO.md optimizer, fused; with `--torch`, the same from
+//! for every zoo model with its docs/MODEL_ZOO.md optimizer, fused; with `--torch`, the same from
 //! PyTorch (`bench_torch.py --overhead`). Prints Markdown tables; asserts nothing.
 
 use std::path::Path;
@@ -121,7 +121,7 @@ fn torch_overhead(python: &str, model: &str, device: &Device, batch: usize, reps
     serde_json::from_str(line).map_err(|e| format!("unreadable result ({e}): {line}"))
 }
 
-/// What the optimizer step of MODEL_ZOO.md costs each zoo model, fused (median ms of
+/// What the optimizer step of docs/MODEL_ZOO.md costs each zoo model, fused (median ms of
 /// synchronized repetitions): forward+backward, the same plus the step, their difference, and
 /// the step alone (the gradients of one backward stepped again and again: the same work, without
 /// the noise of the difference), the same pipelined (`PIPELINED` steps, one synchronize: what a

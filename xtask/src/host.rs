@@ -188,7 +188,7 @@ fn lstm_step(device: &Device, reps: usize) -> Fallible<f64> {
 }
 
 /// Host microseconds of one optimizer step over the zoo `resnet18`'s 62 parameter tensors,
-/// with its MODEL_ZOO.md optimizer (SGD with momentum) and gradients set once, recorded from
+/// with its docs/MODEL_ZOO.md optimizer (SGD with momentum) and gradients set once, recorded from
 /// an idle device (one step per sample).
 fn resnet18_step(device: &Device, reps: usize) -> Fallible<f64> {
     let model = zoo::build("resnet18", device)?;

@@ -70,7 +70,7 @@ pub struct TrainArgs {
     /// Epochs to train.
     #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub epochs: Option<usize>,
-    /// Samples per batch (default: the model's, from MODEL_ZOO.md).
+    /// Samples per batch (default: the model's, from docs/MODEL_ZOO.md).
     #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub batch_size: Option<usize>,
     /// Learning rate (default: the model's).
@@ -182,7 +182,7 @@ pub struct ProfileArgs {
     /// The zoo model (`liandan zoo` lists them).
     #[arg(long)]
     pub model: String,
-    /// Samples per batch (default: the model's reference batch, from MODEL_ZOO.md).
+    /// Samples per batch (default: the model's reference batch, from docs/MODEL_ZOO.md).
     #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub batch: Option<usize>,
     /// Training steps to profile.

@@ -175,7 +175,7 @@ parity_tests! {
 
 #[test]
 fn zoo_parameter_counts_equal_the_table() {
-    // MODEL_ZOO.md's column, written out here so that a change to the specs can't hide one here.
+    // docs/MODEL_ZOO.md's column, written out here so that a change to the specs can't hide one here.
     let table = [
         ("mlp", 658_698),
         ("mnist_cnn", 1_199_882),

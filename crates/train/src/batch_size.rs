@@ -104,7 +104,7 @@ pub fn find_batch_size(device: &Device, start: usize, max: usize, mut step: impl
 }
 
 /// A full training step of the zoo model `name` at a given batch, for [`find_batch_size`]:
-/// a fresh model and its `MODEL_ZOO.md` optimizer, seeded random inputs and labels, two
+/// a fresh model and its `docs/MODEL_ZOO.md` optimizer, seeded random inputs and labels, two
 /// steps (the second holds the optimizer's state as well as new gradients: the steady peak),
 /// under `precision`'s autocast with the f16 loss scaler.
 pub fn zoo_step(name: &str, precision: Precision, device: &Device) -> Result<impl FnMut(usize) -> Result<()>> {

@@ -9,7 +9,7 @@ use clap::{Args, Parser};
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(name = "cargo xtask bench", about)]
 pub struct BenchArgs {
-    /// Models to time, comma separated (default: the whole zoo of MODEL_ZOO.md).
+    /// Models to time, comma separated (default: the whole zoo of docs/MODEL_ZOO.md).
     #[arg(long, value_delimiter = ',', value_name = "NAME,..")]
     pub models: Vec<String>,
     /// Devices, comma separated: cpu, gpu:N, gpu (the first), all (default: the CPU and every

@@ -302,7 +302,7 @@ impl Operands {
 }
 
 /// `(bench, [batch, M, K, N], operands)` of the zoo's products, at the zoo's batches
-/// (`../shared/MODEL_ZOO.md`): mlp's 1024-512 layer at 1024, vit's 3 heads of 128 images, its
+/// (`docs/MODEL_ZOO.md`): mlp's 1024-512 layer at 1024, vit's 3 heads of 128 images, its
 /// encoder's MLP over 128 x 65 tokens and that layer's weight gradient (K the 8,320 tokens).
 /// (Until run 159 the mlp row was a `[1024, 784] x [784, 256]` product no zoo model has, and
 /// vit's attention 96 heads.)

@@ -1,5 +1,5 @@
 //! What one child process of `cargo xtask bench` measures: a zoo model's full training step
-//! (forward, loss, backward, the optimizer of MODEL_ZOO.md) synced and pipelined
+//! (forward, loss, backward, the optimizer of docs/MODEL_ZOO.md) synced and pipelined
 //! (`xtask bench-model`), or a real epoch of it through the DataLoader (`xtask bench-epoch`).
 //! Each runs in a fresh process so that one model's caches and pools do not favour the next.
 
@@ -88,7 +88,7 @@ fn setup(name: &str, device: &Device, precision: &str) -> Fallible<Setup> {
     Ok(Setup { params: model.parameters(), model, opt, precision, scaler })
 }
 
-/// The optimizer MODEL_ZOO.md gives `model`, over its named parameters.
+/// The optimizer docs/MODEL_ZOO.md gives `model`, over its named parameters.
 pub fn zoo_optimizer(model: &dyn ZooModel) -> Fallible<Box<dyn Optimizer>> {
     let params = model.named_parameters();
     let s = |e: &dyn std::fmt::Display| e.to_string();

@@ -54,7 +54,7 @@ pub enum Target {
     Reconstruction,
 }
 
-/// One zoo entry: the facts `shared/MODEL_ZOO.md` states about a model.
+/// One zoo entry: the facts `docs/MODEL_ZOO.md` states about a model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ZooSpec {
     pub name: &'static str,
@@ -79,7 +79,7 @@ pub trait ZooModel: Layer {
     fn loss(&self, x: &Tensor, y: Option<&Tensor>) -> Result<Tensor>;
 }
 
-/// Every model of the zoo, in `MODEL_ZOO.md`'s order.
+/// Every model of the zoo, in `docs/MODEL_ZOO.md`'s order.
 pub const SPECS: &[ZooSpec] = &[
     ZooSpec {
         name: "mlp",

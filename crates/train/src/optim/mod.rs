@@ -97,7 +97,7 @@ impl ParamGroup {
     }
 }
 
-/// The optimizer `MODEL_ZOO.md` trains a zoo model with, over `params`.
+/// The optimizer `docs/MODEL_ZOO.md` trains a zoo model with, over `params`.
 pub fn for_zoo(spec: &liandan_nn::zoo::ZooSpec, params: Vec<(String, Tensor)>) -> Result<Box<dyn Optimizer>> {
     use liandan_nn::zoo::OptimizerSpec;
     Ok(match spec.optimizer {

@@ -1,7 +1,7 @@
 """PyTorch parity files for liandan's model zoo (crates/nn/tests/parity.rs reads them).
 
 For each zoo model this script builds PyTorch's model (the architectures of
-shared/reference/torch_zoo.py, under the same attribute names so the state-dict keys agree),
+docs/MODEL_ZOO.md, under the same attribute names so the state-dict keys agree),
 gives it fixed weights, runs one forward and backward pass on a fixed batch and writes
 `<model>.safetensors` here with:
 
