@@ -12,7 +12,8 @@ use std::path::Path;
 use std::process::Command;
 
 use liandan_nn::{zoo, ModuleExt};
-use liandan_tensor::{no_foreach, no_fusion, DType, Device, Error, Result, Tensor};
+use liandan_tensor::{no_fusion, DType, Device, Error, Result, Tensor};
+use liandan_train::optim::no_foreach;
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 
 /// Steps a pipelined "step alone" runs between synchronizes (`bench_torch.py` uses the same).

@@ -18,7 +18,8 @@ use std::time::Instant;
 
 use liandan_nn::zoo::{self, Target};
 use liandan_nn::ModuleExt;
-use liandan_tensor::{no_foreach, DType, Device, Tensor};
+use liandan_tensor::{DType, Device, Tensor};
+use liandan_train::optim::no_foreach;
 use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
 
 /// Any error of the crates timed here (tensor, nn, train).

@@ -18,11 +18,13 @@
 //! and local memory on NVIDIA; `kernel_stats.rs`).
 //! `cargo xtask ceiling [--quick] [--only TEXT,..]` times the GPU's arithmetic alone, the
 //! matmuls' inner loops with the real kernel's parts added one at a time, and the `tall`
-//! kernel with parts cut out, through wgpu (`ceiling.rs`).
+//! kernel with parts cut out, through wgpu (`ceiling.rs`). `cargo xtask cycles [CRATE_DIR ..]`
+//! lists the import circles between each crate's files (`cycles.rs`).
 
 mod bench;
 mod ceiling;
 mod conv;
+mod cycles;
 mod data;
 mod fusion;
 mod host;
@@ -64,6 +66,7 @@ fn main() {
         Some("bench-host") => Some(host::bench_host(&args)),
         Some("kernel-stats") => Some(kernel_stats::run(&args)),
         Some("ceiling") => Some(ceiling::run(&args)),
+        Some("cycles") => Some(cycles::run(&args)),
         Some(c @ ("bench-model" | "bench-epoch" | "bench-micro")) => Some(bench::child(c, &args)),
         _ => None,
     };
@@ -75,7 +78,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | ceiling [--quick] [--only TEXT,..] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {

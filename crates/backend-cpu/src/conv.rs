@@ -1,7 +1,6 @@
-//! Convolution a few images at a time ([`FusedOp::Conv2d`], with its bias
-//! [`FusedOp::Conv2dBias`] added per image while the image's output is in cache, and ReLU with it
-//! for [`FusedOp::Conv2dBiasRelu`], and its two
-//! gradients, f32 and f64): a block of images' columns is built side by side in a buffer of
+//! Convolution a few images at a time ([`Conv2d`], with its bias [`Conv2dBias`] added per
+//! image while the image's output is in cache, and ReLU with it for [`Conv2dBiasRelu`], and its
+//! two gradients, f32 and f64): a block of images' columns is built side by side in a buffer of
 //! the thread's own and multiplied at once, so no batch-sized column buffer is ever allocated,
 //! and the weight
 //! gradient accumulates into one block per thread rather than one per image summed afterwards.
@@ -19,7 +18,8 @@
 use std::sync::OnceLock;
 
 use liandan_tensor::backend::Window2d;
-use liandan_tensor::{ConvGeometry, DType, FusedOp, Result, Strided};
+use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+use liandan_tensor::{ConvGeometry, CustomKernel, DType, Result, Strided};
 use rayon::prelude::*;
 
 use crate::fused::slices;
@@ -28,7 +28,7 @@ use crate::storage::{self, alloc, scratch, CpuElement, CpuStorage, Held, Real};
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
-pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<CpuStorage>>> {
+pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<CpuStorage>> {
     let run = |f32_kernel: fn(&[Strided], ConvGeometry) -> Result<CpuStorage>, f64_kernel: fn(&[Strided], ConvGeometry) -> Result<CpuStorage>, g| {
         Some(match inputs.first()?.dtype {
             DType::F32 => f32_kernel(inputs, g),
@@ -36,14 +36,20 @@ pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<CpuSt
             _ => return None,
         })
     };
-    let out = match *op {
-        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) => run(forward::<f32, false>, forward::<f64, false>, g),
-        FusedOp::Conv2dBiasRelu(g) => run(forward::<f32, true>, forward::<f64, true>, g),
-        FusedOp::Conv2dBackwardInput(g) => run(backward_input::<f32>, backward_input::<f64>, g),
-        FusedOp::Conv2dBackwardWeight(g) => run(backward_weight::<f32>, backward_weight::<f64>, g),
-        _ => None,
-    }?;
-    Some(out.map(|s| vec![s]))
+    if let Some(&Conv2d(g)) = op.downcast_ref() {
+        return run(forward::<f32, false>, forward::<f64, false>, g);
+    }
+    if let Some(&Conv2dBias(g)) = op.downcast_ref() {
+        return run(forward::<f32, false>, forward::<f64, false>, g);
+    }
+    if let Some(&Conv2dBiasRelu(g)) = op.downcast_ref() {
+        return run(forward::<f32, true>, forward::<f64, true>, g);
+    }
+    if let Some(&Conv2dBackwardInput(g)) = op.downcast_ref() {
+        return run(backward_input::<f32>, backward_input::<f64>, g);
+    }
+    let &Conv2dBackwardWeight(g) = op.downcast_ref()?;
+    run(backward_weight::<f32>, backward_weight::<f64>, g)
 }
 
 /// The element types with a gemm: f32 and f64.

@@ -1,19 +1,27 @@
-//! Fused kernels: the composites this backend runs in one pass over memory instead of one
-//! pass per primitive (`liandan_tensor::fused` has the contract; each is tested against its
-//! composite by the conformance suite). Halves compute in f32 and round once, on store.
+//! Fused kernels: the tensor crate's custom ops (`liandan_tensor::ops`) this backend runs in
+//! one pass over memory instead of one pass per primitive (`liandan_tensor::custom` has the
+//! contract; each is tested against its composite by the conformance suite). Halves compute in
+//! f32 and round once, on store.
 
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 
 use half::{bf16, f16};
-use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
+use liandan_tensor::ops::{
+    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
+    LstmCellBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward,
+};
+use liandan_tensor::{CustomKernel, DType, Result, Storage, Strided};
 use num_traits::{Float, One, Zero};
 use rayon::prelude::*;
 
 use crate::fused_layer_norm::{layer_norm, layer_norm_backward};
 use crate::fused_norm::{batch_norm_backward, batch_norm_train};
-use crate::fused_optim::{adadelta_step, adagrad_step, adam_step, in_pieces, rmsprop_step, scale_step, sgd_step};
-use crate::storage::{alloc, bad_dtype, cpu, slice, CpuElement, CpuStorage, Real};
-use crate::strided::{contiguous, materialize, parallel, CHUNK};
+pub(crate) use crate::fused_rows::{rows, sum_by, sum_by2, Elem};
+use crate::kernel::in_pieces;
+pub(crate) use crate::kernel::slices;
+use crate::storage::{alloc, bad_dtype, CpuStorage, Real};
+use crate::strided::{parallel, CHUNK};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
 macro_rules! per_float {
@@ -31,7 +39,7 @@ macro_rules! per_float {
 /// Calls the batch-norm kernel `$f::<T, P>`: `T` the activations' float type, `P` that of the
 /// `[C]` operands (input `$params` on): `T` itself, or f32 beside a half (autocast's batch norm).
 macro_rules! per_norm {
-    ($v:expr, $params:expr, $f:ident, $op:expr) => {
+    ($v:expr, $params:expr, $f:ident, $op:expr, $name:expr) => {
         match ($v[0].dtype, $v.get($params).map_or($v[0].dtype, |p| p.dtype)) {
             (DType::F32, DType::F32) => $f::<f32, f32>($op, $v),
             (DType::F64, DType::F64) => $f::<f64, f64>($op, $v),
@@ -40,7 +48,7 @@ macro_rules! per_norm {
             (DType::F16, DType::F32) => $f::<f16, f32>($op, $v),
             (DType::BF16, DType::F32) => $f::<bf16, f32>($op, $v),
             (x, p) => Err(bad_dtype(
-                $op.name(),
+                $name,
                 p,
                 format!("[C] operands of {p} beside {x} activations: they take the activations' float type, or f32 beside f16 or bf16"),
             )),
@@ -48,60 +56,47 @@ macro_rules! per_norm {
     };
 }
 
+/// A kernel of one of the tensor crate's unit ops (no parameters), by the op's type.
+type Kernel = fn(&[Strided]) -> Result<Vec<CpuStorage>>;
+
 /// The kernel for `op`, or `None` for the ops this backend leaves to their composites.
-pub(crate) fn fused(op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-    if let FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_) = op {
-        return crate::conv::fused(op, inputs).map(store);
+pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    if let Some(out) = crate::conv::fused(op, inputs) {
+        return Some(store(out.map(|s| vec![s])));
     }
-    let kernel: fn(&[Strided]) -> Result<Vec<CpuStorage>> = match op {
-        FusedOp::LstmCell => |v| per_float!(v, "lstm_cell", lstm_cell),
-        FusedOp::LstmCellBackward => |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward),
-        FusedOp::GruCell => |v| per_float!(v, "gru_cell", gru_cell),
-        FusedOp::GruCellBackward => |v| per_float!(v, "gru_cell_backward", gru_cell_backward),
-        FusedOp::Relu => |v| per_float!(v, "relu", relu, "relu"),
-        FusedOp::ReluBackward => |v| per_float!(v, "relu_backward", relu, "relu_backward"),
-        FusedOp::Gelu => |v| per_float!(v, "gelu", gelu),
-        FusedOp::GeluBackward => |v| per_float!(v, "gelu_backward", gelu_backward),
-        FusedOp::SoftmaxLastDim => |v| per_float!(v, "softmax_last_dim", softmax_last_dim),
-        FusedOp::SoftmaxLastDimBackward => |v| per_float!(v, "softmax_last_dim_backward", softmax_last_dim_backward),
-        FusedOp::BceLoss => |v| per_float!(v, "bce_loss", bce_loss),
-        FusedOp::BceLossBackward => |v| per_float!(v, "bce_loss_backward", bce_loss_backward),
-        FusedOp::AdamStep(_) => return Some(store(per_float!(inputs, "adam_step", adam_step, op))),
-        FusedOp::SgdStep(_) => return Some(store(per_float!(inputs, "sgd_step", sgd_step, op))),
-        FusedOp::RmsPropStep(_) => return Some(store(per_float!(inputs, "rmsprop_step", rmsprop_step, op))),
-        FusedOp::AdagradStep(_) => return Some(store(per_float!(inputs, "adagrad_step", adagrad_step, op))),
-        FusedOp::AdadeltaStep(_) => return Some(store(per_float!(inputs, "adadelta_step", adadelta_step, op))),
-        FusedOp::Scale(_) => return Some(store(per_float!(inputs, "scale", scale_step, op))),
-        FusedOp::BatchNormTrain(_) => return Some(store(per_norm!(inputs, 1, batch_norm_train, op))),
-        FusedOp::BatchNormBackward(_) => return Some(store(per_norm!(inputs, 2, batch_norm_backward, op))),
-        FusedOp::LayerNorm(_) => return Some(store(per_float!(inputs, "layer_norm", layer_norm, op))),
-        FusedOp::LayerNormBackward(_) => return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, op))),
-        _ => return None,
-    };
+    if let Some(BatchNormTrain(o)) = op.downcast_ref() {
+        return Some(store(per_norm!(inputs, 1, batch_norm_train, o, "batch_norm_train")));
+    }
+    if let Some(BatchNormBackward(o)) = op.downcast_ref() {
+        return Some(store(per_norm!(inputs, 2, batch_norm_backward, o, "batch_norm_backward")));
+    }
+    if let Some(LayerNorm(o)) = op.downcast_ref() {
+        return Some(store(per_float!(inputs, "layer_norm", layer_norm, o)));
+    }
+    if let Some(LayerNormBackward(o)) = op.downcast_ref() {
+        return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, o)));
+    }
+    let kernels: [(TypeId, Kernel); 12] = [
+        (TypeId::of::<LstmCell>(), |v| per_float!(v, "lstm_cell", lstm_cell)),
+        (TypeId::of::<LstmCellBackward>(), |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward)),
+        (TypeId::of::<GruCell>(), |v| per_float!(v, "gru_cell", gru_cell)),
+        (TypeId::of::<GruCellBackward>(), |v| per_float!(v, "gru_cell_backward", gru_cell_backward)),
+        (TypeId::of::<Relu>(), |v| per_float!(v, "relu", relu, "relu")),
+        (TypeId::of::<ReluBackward>(), |v| per_float!(v, "relu_backward", relu, "relu_backward")),
+        (TypeId::of::<Gelu>(), |v| per_float!(v, "gelu", gelu)),
+        (TypeId::of::<GeluBackward>(), |v| per_float!(v, "gelu_backward", gelu_backward)),
+        (TypeId::of::<SoftmaxLastDim>(), |v| per_float!(v, "softmax_last_dim", softmax_last_dim)),
+        (TypeId::of::<SoftmaxLastDimBackward>(), |v| per_float!(v, "softmax_last_dim_backward", softmax_last_dim_backward)),
+        (TypeId::of::<BceLoss>(), |v| per_float!(v, "bce_loss", bce_loss)),
+        (TypeId::of::<BceLossBackward>(), |v| per_float!(v, "bce_loss_backward", bce_loss_backward)),
+    ];
+    let id = (op as &dyn Any).type_id();
+    let (_, kernel) = kernels.iter().find(|(t, _)| *t == id)?;
     Some(store(kernel(inputs)))
 }
 
 fn store(outs: Result<Vec<CpuStorage>>) -> Result<Vec<Storage>> {
     outs.map(|outs| outs.into_iter().map(CpuStorage::into_storage).collect())
-}
-
-/// A float element type with its own [`CpuStorage`] variant.
-pub(crate) trait Elem: Real + CpuElement {}
-impl<T: Real + CpuElement> Elem for T {}
-
-/// The inputs as row-major slices of `T` (the contract says contiguous; a strided view is
-/// copied rather than trusted).
-pub(crate) fn slices<'a, T: Elem>(op: &'static str, inputs: &[Strided<'a>]) -> Result<Vec<Cow<'a, [T]>>> {
-    inputs
-        .iter()
-        .map(|s| {
-            let v = T::array(cpu(s.storage)).map(slice).ok_or_else(|| bad_dtype(op, s.dtype, "every input must have the first input's dtype"))?;
-            Ok(match contiguous(v, s.layout) {
-                Some(xs) => Cow::Borrowed(xs),
-                None => Cow::Owned(materialize(v, s.layout)?),
-            })
-        })
-        .collect()
 }
 
 /// `xs` widened (a copy for f32 and f64, cheap beside the row kernels it feeds).
@@ -132,16 +127,6 @@ fn write_rows<T: Elem>(a: &mut [T], b: &mut [T], f: impl FnOnce(&mut [T::Acc], &
     narrow_into(b, &wb);
 }
 
-/// Runs `f(row, a, b)` over matching rows of `a` (rows of `wa`) and `b` (rows of `wb`), in
-/// parallel when the work is large. (A "row" may be a block of several: `f` gets its index.)
-pub(crate) fn rows<A: Send, B: Send>(a: &mut [A], wa: usize, b: &mut [B], wb: usize, f: impl Fn(usize, &mut [A], &mut [B]) + Sync) {
-    if parallel(a.len() + b.len()) {
-        a.par_chunks_mut(wa).zip(b.par_chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
-    } else {
-        a.chunks_mut(wa).zip(b.chunks_mut(wb)).enumerate().for_each(|(r, (x, y))| f(r, x, y));
-    }
-}
-
 /// The gates of row `r` widened: `gates`'s (borrowed in f32 and f64), plus `more`'s (the second
 /// term of `lstm_cell_sum`) with the sum rounded to `T` as the add's kernel would round it.
 fn gate_row<'a, T: Elem>(gates: &'a [T], more: Option<&[T]>, r: usize, width: usize) -> Cow<'a, [T::Acc]> {
@@ -151,7 +136,7 @@ fn gate_row<'a, T: Elem>(gates: &'a [T], more: Option<&[T]>, r: usize, width: us
     Cow::Owned(row.iter().zip(more).map(|(&a, b)| T::narrow(a + b.widen()).widen()).collect())
 }
 
-/// `FusedOp::LstmCell`: gates `[N, 4H]`, c `[N, H]` (and a second gate term) to `[2, N, H]`
+/// `LstmCell`: gates `[N, 4H]`, c `[N, H]` (and a second gate term) to `[2, N, H]`
 /// (h', then c'), row by row on the row kernels of [`Real`] (vectorized in f32).
 fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell", inputs)?;
@@ -166,7 +151,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(out.into())])
 }
 
-/// `FusedOp::LstmCellBackward`: gates, c, out `[2, N, H]`, dh' and dc' `[N, H]` (and the
+/// `LstmCellBackward`: gates, c, out `[2, N, H]`, dh' and dc' `[N, H]` (and the
 /// second gate term) to dgates `[N, 4H]` and dc `[N, H]`.
 fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell_backward", inputs)?;
@@ -184,7 +169,7 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(dgates.into()), T::wrap(dc.into())])
 }
 
-/// `FusedOp::GruCell`: x_gates and h_gates `[N, 3H]` and h `[N, H]` to h' `[N, H]`, row by
+/// `GruCell`: x_gates and h_gates `[N, 3H]` and h `[N, H]` to h' `[N, H]`, row by
 /// row on [`Real`]'s row kernels, in `T::Acc`.
 fn gru_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gru_cell", inputs)?;
@@ -208,7 +193,7 @@ fn gru_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(out.into())])
 }
 
-/// `FusedOp::GruCellBackward`: x_gates, h_gates, h and dh' to the gradients of x_gates, h_gates
+/// `GruCellBackward`: x_gates, h_gates, h and dh' to the gradients of x_gates, h_gates
 /// and h.
 fn gru_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gru_cell_backward", inputs)?;
@@ -267,7 +252,7 @@ pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T]
     }
 }
 
-/// `FusedOp::Relu` (`x > 0 ? x : 0`) and `FusedOp::ReluBackward` (`y > 0 ? dy : 0`): the last
+/// `Relu` (`x > 0 ? x : 0`) and `ReluBackward` (`y > 0 ? dy : 0`): the last
 /// input where the first is positive, else 0, in the element type (exact in every dtype).
 fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>(op, inputs)?;
@@ -280,7 +265,7 @@ fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>
     Ok(vec![T::wrap(out.remove(0).into())])
 }
 
-/// `FusedOp::Gelu`: `x Phi(x)`.
+/// `Gelu`: `x Phi(x)`.
 fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu", inputs)?;
     let mut y = alloc("gelu", v[0].len(), T::default())?;
@@ -288,7 +273,7 @@ fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(y.into())])
 }
 
-/// `FusedOp::GeluBackward`: `dy (Phi(x) + x phi(x))`.
+/// `GeluBackward`: `dy (Phi(x) + x phi(x))`.
 fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu_backward", inputs)?;
     let mut dx = alloc("gelu_backward", v[0].len(), T::default())?;
@@ -326,7 +311,7 @@ fn log_floor<A: Real>() -> A {
     <A as crate::scalar::Scalar>::from_f64(-100.0)
 }
 
-/// `FusedOp::BceLoss`: `-(y log_(p) + (1 - y) log_(1 - p))`, `log_` the log clamped at -100
+/// `BceLoss`: `-(y log_(p) + (1 - y) log_(1 - p))`, `log_` the log clamped at -100
 /// (and -100 at and below 0), as the composite's `clamped_log`.
 fn bce_loss<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("bce_loss", inputs)?;
@@ -342,7 +327,7 @@ fn bce_loss<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(out.into())])
 }
 
-/// `FusedOp::BceLossBackward`: `g ((1 - y) log_'(1 - p) - y log_'(p))`, `log_'(x)` being `1 / x`
+/// `BceLossBackward`: `g ((1 - y) log_'(1 - p) - y log_'(p))`, `log_'(x)` being `1 / x`
 /// where `x > 0` and `ln x >= -100` and 0 elsewhere (the composite's rule).
 fn bce_loss_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("bce_loss_backward", inputs)?;
@@ -356,31 +341,6 @@ fn bce_loss_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
         }
     });
     Ok(vec![T::wrap(out.into())])
-}
-
-/// Independent running sums in [`sum_by`]: a loop adding into one waits on each add, eight
-/// side by side vectorize.
-const LANES: usize = 8;
-
-/// `sum(f(x))` over `xs`, in [`LANES`] running sums.
-pub(crate) fn sum_by<T: Copy, A: Float>(xs: &[T], f: impl Fn(&T) -> A) -> A {
-    let mut lanes = [A::zero(); LANES];
-    let mut chunks = xs.chunks_exact(LANES);
-    for c in &mut chunks {
-        lanes.iter_mut().zip(c).for_each(|(s, x)| *s = *s + f(x));
-    }
-    chunks.remainder().iter().fold(lanes.iter().fold(A::zero(), |a, &b| a + b), |a, x| a + f(x))
-}
-
-/// `sum(f(x, y))` over `xs` and `ys` side by side, in [`LANES`] running sums.
-pub(crate) fn sum_by2<T: Copy, A: Float>(xs: &[T], ys: &[T], f: impl Fn(T, T) -> A) -> A {
-    let mut lanes = [A::zero(); LANES];
-    let (mut cx, mut cy) = (xs.chunks_exact(LANES), ys.chunks_exact(LANES));
-    for (a, b) in (&mut cx).zip(&mut cy) {
-        lanes.iter_mut().zip(a.iter().zip(b)).for_each(|(s, (&x, &y))| *s = *s + f(x, y));
-    }
-    let head = lanes.iter().fold(A::zero(), |a, &b| a + b);
-    cx.remainder().iter().zip(cy.remainder()).fold(head, |a, (&x, &y)| a + f(x, y))
 }
 
 /// Runs `f(rows_in, rows_out, scratch)` over whole rows of `width` (the inputs' rows at the
@@ -406,7 +366,7 @@ where
     }
 }
 
-/// `FusedOp::SoftmaxLastDim`: a row's maximum (NaN wins, as the composite's `max`), its
+/// `SoftmaxLastDim`: a row's maximum (NaN wins, as the composite's `max`), its
 /// shifted exponentials kept wide, their sum, then one scaled store.
 fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim", inputs)?;
@@ -424,7 +384,7 @@ fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![T::wrap(y.into())])
 }
 
-/// `FusedOp::SoftmaxLastDimBackward`: `y (dy - sum(dy y))` row by row.
+/// `SoftmaxLastDimBackward`: `y (dy - sum(dy y))` row by row.
 fn softmax_last_dim_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim_backward", inputs)?;
     let width = inputs[0].layout.shape().last().copied().unwrap_or(1);

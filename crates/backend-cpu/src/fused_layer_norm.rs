@@ -1,12 +1,13 @@
-//! Fused layer normalization ([`FusedOp::LayerNorm`] and its gradient,
-//! [`FusedOp::LayerNormBackward`]): one row at a time, its statistics in two passes and its
+//! Fused layer normalization (`liandan_tensor::ops::LayerNorm` and its gradient,
+//! `LayerNormBackward`): one row at a time, its statistics in two passes and its
 //! output in a third, in the dtype's wide type (f32 for halves), rows in parallel when large.
 //! Dimension letters: `x` is `[R, D]`, `D` the normalized width.
 
-use liandan_tensor::{FusedOp, Result, Strided};
+use liandan_tensor::{LayerNormOptions, Result, Strided};
 use num_traits::{Float, One, Zero};
 
-use crate::fused::{rows, slices, sum_by, Elem};
+use crate::fused_rows::{rows, sum_by, Elem};
+use crate::kernel::slices;
 use crate::scalar::Scalar;
 use crate::storage::{alloc, CpuStorage};
 use crate::strided::CHUNK;
@@ -27,9 +28,8 @@ fn row_pieces<T: Send, S: Send>(out: &mut [T], stats: &mut [S], d: usize, f: imp
     rows(out, n * d, stats, n, |p, o, s| f(p * n, o, s));
 }
 
-/// `FusedOp::LayerNorm`: x [, weight][, bias] to y, mean, rstd.
-pub(crate) fn layer_norm<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let FusedOp::LayerNorm(o) = op else { unreachable!("dispatched on the op") };
+/// `LayerNorm`: x [, weight][, bias] to y, mean, rstd.
+pub(crate) fn layer_norm<T: Elem>(o: &LayerNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("layer_norm", inputs)?;
     let (x, d) = (&v[0], o.width.max(1));
     let weight = o.weight.then(|| &v[1]);
@@ -60,9 +60,8 @@ pub(crate) fn layer_norm<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Ve
     Ok(vec![wrap(y), wrap(mean), wrap(rstd)])
 }
 
-/// `FusedOp::LayerNormBackward`: x, dy, mean, rstd [, weight] to dx [, dweight][, dbias].
-pub(crate) fn layer_norm_backward<T: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let FusedOp::LayerNormBackward(o) = op else { unreachable!("dispatched on the op") };
+/// `LayerNormBackward`: x, dy, mean, rstd [, weight] to dx [, dweight][, dbias].
+pub(crate) fn layer_norm_backward<T: Elem>(o: &LayerNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("layer_norm_backward", inputs)?;
     let (x, dy, d) = (&v[0], &v[1], o.width.max(1));
     let weight = o.weight.then(|| &v[4]);

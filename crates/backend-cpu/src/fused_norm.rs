@@ -1,12 +1,13 @@
-//! Fused batch normalization in training ([`FusedOp::BatchNormTrain`] and its gradient,
-//! [`FusedOp::BatchNormBackward`]): per channel, the statistics in two passes over its values
+//! Fused batch normalization in training (`liandan_tensor::ops::BatchNormTrain` and its
+//! gradient, `BatchNormBackward`): per channel, the statistics in two passes over its values
 //! (in f64, whatever the dtype), then one pass writing the output; channels run in parallel.
 //! Dimension letters: `x` is `[N, C, L]`, `M = N L` values per channel.
 
-use liandan_tensor::{FusedOp, Result, Strided};
+use liandan_tensor::{BatchNormOptions, Result, Strided};
 use rayon::prelude::*;
 
-use crate::fused::{slices, sum_by, sum_by2, Elem};
+use crate::fused_rows::{sum_by, sum_by2, Elem};
+use crate::kernel::slices;
 use crate::scalar::Scalar;
 use crate::storage::{alloc, CpuStorage};
 use crate::strided::parallel;
@@ -47,11 +48,10 @@ fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
     T::wrap(v.into())
 }
 
-/// `FusedOp::BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
+/// `BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
 /// invstd [, running_mean', running_var']; `x` and `y` of type `T`, the `[C]` operands of `P`
 /// (`T` itself, or f32 beside a half under autocast).
-pub(crate) fn batch_norm_train<T: Elem, P: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let FusedOp::BatchNormTrain(o) = op else { unreachable!("dispatched on the op") };
+pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let x = slices::<T>("batch_norm_train", &inputs[..1])?.remove(0);
     let p = slices::<P>("batch_norm_train", &inputs[1..])?;
     let (n, c, l) = dims(&inputs[0]);
@@ -82,10 +82,9 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(op: &FusedOp, inputs: &[Strided
     Ok(outs)
 }
 
-/// `FusedOp::BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias]; `x`,
+/// `BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias]; `x`,
 /// `dy` and `dx` of type `T`, the `[C]` operands and outputs of `P`.
-pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(op: &FusedOp, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
-    let FusedOp::BatchNormBackward(o) = op else { unreachable!("dispatched on the op") };
+pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("batch_norm_backward", &inputs[..2])?;
     let p = slices::<P>("batch_norm_backward", &inputs[2..])?;
     let (n, c, l) = dims(&inputs[0]);

@@ -6,6 +6,8 @@
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
+//! A custom op's kernel written in another crate reads its inputs and makes its outputs
+//! through [`kernel`].
 //! A CPU tensor converts to and from `ndarray` arrays without copying where its layout allows:
 //! [`to_array_view`], [`into_array`], [`from_array`] (the `array` module's table says when each
 //! copies). `ndarray` is re-exported, so a program uses the same version as this crate.
@@ -16,8 +18,9 @@ mod elementwise;
 mod fused;
 mod fused_layer_norm;
 mod fused_norm;
-mod fused_optim;
+mod fused_rows;
 mod index;
+pub mod kernel;
 mod matmul;
 mod pool;
 mod reduce;
@@ -28,7 +31,7 @@ mod vmath;
 mod window;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
-use liandan_tensor::{Backend, DType, Device, DeviceKind, FusedOp, Result, Storage, Strided};
+use liandan_tensor::{Backend, CustomKernel, DType, Device, DeviceKind, Result, Storage, Strided};
 use rayon::prelude::*;
 
 pub use array::{from_array, from_array_view, into_array, to_array, to_array_view, TensorView};
@@ -232,8 +235,10 @@ impl Backend for CpuBackend {
         ok(index::concat(&parts, dim)?)
     }
 
-    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        fused::fused(op, inputs)
+    /// The tensor crate's own custom ops it has kernels for (`fused.rs`, `conv.rs`), then the
+    /// kernel the op's crate wrote for this backend (`kernel.rs` is what such a kernel uses).
+    fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        fused::fused(op, inputs).or_else(|| op.kernel(self, inputs))
     }
 }
 

@@ -8,48 +8,49 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 /// them with their composites; this makes sure they are not silently skipped).
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{
-        conformance::fused::{backend_runs, backend_runs_mixed},
-        BatchNormOptions, ConvGeometry, DType, Device, FusedOp, LayerNormOptions,
-    };
-    let mut ops = vec![
-        FusedOp::LstmCell,
-        FusedOp::LstmCellBackward,
-        FusedOp::GruCell,
-        FusedOp::GruCellBackward,
-        FusedOp::Relu,
-        FusedOp::ReluBackward,
-        FusedOp::Gelu,
-        FusedOp::GeluBackward,
-        FusedOp::SoftmaxLastDim,
-        FusedOp::SoftmaxLastDimBackward,
-        FusedOp::BceLoss,
-        FusedOp::BceLossBackward,
-        FusedOp::Scale(0.25),
+    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed};
+    use liandan_tensor::ops::*;
+    use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomOp, DType, Device, LayerNormOptions};
+    let mut ops: Vec<Box<dyn CustomOp>> = vec![
+        Box::new(LstmCell),
+        Box::new(LstmCellBackward),
+        Box::new(GruCell),
+        Box::new(GruCellBackward),
+        Box::new(Relu),
+        Box::new(ReluBackward),
+        Box::new(Gelu),
+        Box::new(GeluBackward),
+        Box::new(SoftmaxLastDim),
+        Box::new(SoftmaxLastDimBackward),
+        Box::new(BceLoss),
+        Box::new(BceLossBackward),
     ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
-        ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
         // Autocast's batch norm: low activations, f32 parameters and statistics.
-        let mixed = if affine || running { vec![FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)] } else { vec![FusedOp::BatchNormBackward(o)] };
+        let mixed: Vec<Box<dyn CustomOp>> =
+            if affine || running { vec![Box::new(BatchNormTrain(o)), Box::new(BatchNormBackward(o))] } else { vec![Box::new(BatchNormBackward(o))] };
         for op in mixed {
             for low in [DType::F16, DType::BF16] {
-                assert!(backend_runs_mixed(&Device::cpu(), &op, low), "{} over {low} and f32", op.name());
+                assert!(kernel_runs_mixed(&Device::cpu(), &*op, low), "{} over {low} and f32", op.name());
             }
         }
         let l = LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
-        ops.extend([FusedOp::LayerNorm(l), FusedOp::LayerNormBackward(l)]);
+        ops.extend([Box::new(LayerNorm(l)) as Box<dyn CustomOp>, Box::new(LayerNormBackward(l))]);
     }
     for op in ops {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-            assert!(backend_runs(&Device::cpu(), &op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&Device::cpu(), &*op, dtype), "{} in {dtype}", op.name());
         }
     }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
-    for op in [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBiasRelu(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)] {
+    let convs: [Box<dyn CustomOp>; 5] =
+        [Box::new(Conv2d(g)), Box::new(Conv2dBias(g)), Box::new(Conv2dBiasRelu(g)), Box::new(Conv2dBackwardInput(g)), Box::new(Conv2dBackwardWeight(g))];
+    for op in convs {
         for dtype in [DType::F32, DType::F64] {
-            assert!(backend_runs(&Device::cpu(), &op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&Device::cpu(), &*op, dtype), "{} in {dtype}", op.name());
         }
     }
 }

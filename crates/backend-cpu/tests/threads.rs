@@ -1,10 +1,11 @@
 //! Kernels that share their work out by the number of threads give the same results on 1, 2
 //! and 4: concatenations of one row of parts and of fewer rows than threads, and sums down
-//! the columns of a matrix too narrow for one block of columns a thread (cut in smaller ones);
-//! the optimizers' updates, run in pieces on the pool when large.
+//! the columns of a matrix too narrow for one block of columns a thread (cut in smaller ones).
+//! (The optimizers' update kernels, which run in pieces on the pool too, are `liandan-train`'s
+//! to test.)
 
 use liandan_backend_cpu as _;
-use liandan_tensor::{AdadeltaStep, AdagradStep, AdamStep, DType, Device, FusedOp, RmsPropStep, SgdStep, Strided, Tensor};
+use liandan_tensor::{DType, Device, Tensor};
 
 /// `f`'s result in a pool of `threads` threads, as f64s.
 fn on(threads: usize, f: impl Fn() -> Tensor + Send + Sync) -> Vec<f64> {
@@ -40,60 +41,5 @@ fn concatenations_and_column_sums_do_not_depend_on_the_threads() {
     }
     for threads in [2, 4] {
         assert_eq!([on(threads, rows), on(threads, cols), on(threads, sums)], serial, "{threads} threads");
-    }
-}
-
-#[test]
-fn optimizer_updates_do_not_depend_on_the_threads() {
-    let d = Device::cpu();
-    // A parameter of 100,003 elements: a dozen pieces of the pool's chunk, the last one short.
-    let n = 100_003;
-    let t = |seed: u64| Tensor::randn(&[n], seed, DType::F32, &d).unwrap();
-    let (param, grad, state1, state2, state3) = (t(1), t(2), t(3).abs().unwrap(), t(4).abs().unwrap(), t(5).abs().unwrap());
-    let adam = |amsgrad| AdamStep {
-        lr: 1e-2,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 1e-2,
-        step: 3,
-        amsgrad,
-        maximize: false,
-        decoupled_weight_decay: true,
-    };
-    let sgd = |momentum, first| SgdStep { lr: 0.1, momentum, dampening: 0.0, weight_decay: 5e-4, nesterov: false, maximize: false, first };
-    let rmsprop = RmsPropStep { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum: 0.9, centered: true, maximize: false };
-    let cases: Vec<(FusedOp, Vec<&Tensor>)> = vec![
-        (FusedOp::AdamStep(adam(false)), vec![&param, &grad, &state1, &state2]),
-        (FusedOp::AdamStep(adam(true)), vec![&param, &grad, &state1, &state2, &state3]),
-        (FusedOp::SgdStep(sgd(0.0, false)), vec![&param, &grad]),
-        (FusedOp::SgdStep(sgd(0.9, true)), vec![&param, &grad]),
-        (FusedOp::SgdStep(sgd(0.9, false)), vec![&param, &grad, &state1]),
-        (FusedOp::AdadeltaStep(AdadeltaStep { lr: 1.0, rho: 0.9, eps: 1e-6, weight_decay: 0.0, maximize: false }), vec![&param, &grad, &state1, &state2]),
-        (FusedOp::AdagradStep(AdagradStep { lr: 1e-2, lr_decay: 0.0, weight_decay: 0.0, eps: 1e-10, step: 2, maximize: false }), vec![&param, &grad, &state1]),
-        (FusedOp::RmsPropStep(rmsprop), vec![&param, &grad, &state1, &state2, &state3]),
-    ];
-    for (op, inputs) in &cases {
-        let run = |threads: usize| -> Vec<Vec<f64>> {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
-            pool.install(|| {
-                let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
-                let views: Vec<Strided> = inputs.iter().zip(&storages).map(|(x, s)| Strided { storage: &**s, layout: x.layout(), dtype: DType::F32 }).collect();
-                let outs = d.backend().fused(op, &views).expect("the CPU has this update").unwrap();
-                outs.into_iter()
-                    .map(|s| Tensor::from_storage(s, liandan_tensor::Layout::contiguous(&[n]), DType::F32, &d).unwrap().to_vec_f64().unwrap())
-                    .collect()
-            })
-        };
-        let whole = run(1);
-        assert_eq!(whole.len(), op.outputs());
-        assert!(whole[0].iter().zip(&param.to_vec_f64().unwrap()).filter(|(a, b)| a != b).count() > n / 2, "{}: the parameter moved", op.name());
-        // Bit for bit (a centered RMSprop's square average minus its squared mean may be
-        // negative here, and NaN is not equal to itself).
-        let bits = |outs: Vec<Vec<f64>>| -> Vec<Vec<u64>> { outs.iter().map(|o| o.iter().map(|x| x.to_bits()).collect()).collect() };
-        let whole = bits(whole);
-        for threads in [2, 4] {
-            assert!(bits(run(threads)) == whole, "{} on {threads} threads", op.name());
-        }
     }
 }

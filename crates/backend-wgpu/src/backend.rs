@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
 use liandan_tensor::fallback::HostTensor;
-use liandan_tensor::{Backend, DType, DeviceKind, Error, FusedOp, Layout, MemoryStats, Result, Storage, Strided};
+use liandan_tensor::{Backend, CustomKernel, DType, DeviceKind, Error, Layout, MemoryStats, Result, Storage, Strided};
 
 use crate::gpu::Gpu;
 use crate::packed::{self, Outputs};
@@ -422,50 +422,14 @@ impl Backend for WgpuBackend {
         self.staged(parts, |v| self.concat_views(v, dim))
     }
 
-    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // The convolutions and GELU read packed bf16 operands as they are (all of them packed);
-        // a linear layer with its bias declines them (its composite reads them as they are).
-        // A convolution with ReLU takes widened copies: ReLU has no kernel on packed words, so
-        // after a packed product it could not run.
-        let reads_packed = matches!(
-            op,
-            FusedOp::Conv2d(_)
-                | FusedOp::Conv2dBias(_)
-                | FusedOp::Conv2dBackwardInput(_)
-                | FusedOp::Conv2dBackwardWeight(_)
-                | FusedOp::Gelu
-                | FusedOp::GeluBackward
-                | FusedOp::MatmulBias
-        );
-        let as_they_are = reads_packed && inputs.iter().all(packed::packed_view);
-        self.staged_fused(as_they_are, inputs, |v| self.fused_op(op, v))
-    }
-
-    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        if !lists.iter().flatten().any(packed::packed_view) {
-            return self.fused_update_foreach(op, lists).map(|r| r.and_then(|out| out.packed(self)));
-        }
-        let views: Vec<Strided> = lists.iter().flatten().copied().collect();
-        self.staged_fused(false, &views, |v| {
-            let mut rest = v;
-            let staged: Vec<Vec<Strided>> = lists
-                .iter()
-                .map(|l| {
-                    let (list, tail) = rest.split_at(l.len());
-                    rest = tail;
-                    list.to_vec()
-                })
-                .collect();
-            self.fused_update_foreach(op, &staged)
-        })
-    }
-
-    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
-        if lists.iter().flatten().any(packed::packed_view) {
-            // Writing over a packed buffer in place would need the words packed back.
-            return None;
-        }
-        self.fused_update_foreach_in_place(op, lists)
+    /// The tensor crate's own custom ops it has kernels for (`fused.rs` dispatches them), then
+    /// the kernel the op's crate wrote for this backend (`custom.rs` is what it builds on).
+    fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let Some(known) = crate::fused::Known::of(op) else { return op.kernel(self, inputs) };
+        // Some kernels read packed bf16 operands as they are (all of them packed); the others
+        // take widened copies.
+        let as_they_are = known.reads_packed() && inputs.iter().all(packed::packed_view);
+        self.staged_fused(as_they_are, inputs, |v| self.fused_op(&known, v))
     }
 
     fn synchronize(&self) -> Result<()> {

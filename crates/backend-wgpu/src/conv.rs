@@ -1,4 +1,4 @@
-//! Convolution without column buffers: `FusedOp::Conv2d` and its two gradients as implicit
+//! Convolution without column buffers: `ops::Conv2d` and its two gradients as implicit
 //! GEMM (`shaders/conv.wgsl`), the tiled product of `shaders/matmul/tile.wgsl` with loaders
 //! that gather the im2col columns from the input (or `dy`) as they stage each slice.
 //!
@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::LocalKey;
 
-use liandan_tensor::{ConvGeometry, DType, FusedOp, Layout, Result, Storage, Strided};
+use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
@@ -570,18 +570,27 @@ struct Operands<'a> {
     relu: bool,
 }
 
+/// Which of the tensor crate's convolution ops (`liandan_tensor::ops::Conv2d`, ...) a call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ConvOp {
+    Forward,
+    Bias,
+    BiasRelu,
+    Input,
+    Weight,
+}
+
 impl WgpuBackend {
     /// Runs a convolution pass, or `None` (see the module docs).
-    pub(crate) fn fused_conv(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (pass, geom) = match op {
-            FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) => (Pass::Forward, *g),
-            FusedOp::Conv2dBackwardInput(g) => (Pass::Input, *g),
-            FusedOp::Conv2dBackwardWeight(g) => (Pass::Weight, *g),
-            _ => return None,
+    pub(crate) fn fused_conv(&self, op: ConvOp, geom: ConvGeometry, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let pass = match op {
+            ConvOp::Forward | ConvOp::Bias | ConvOp::BiasRelu => Pass::Forward,
+            ConvOp::Input => Pass::Input,
+            ConvOp::Weight => Pass::Weight,
         };
         let dtype = inputs.first()?.dtype;
-        let relu = matches!(op, FusedOp::Conv2dBiasRelu(_));
-        let operands = if matches!(op, FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_)) { 3 } else { 2 };
+        let relu = op == ConvOp::BiasRelu;
+        let operands = if matches!(op, ConvOp::Bias | ConvOp::BiasRelu) { 3 } else { 2 };
         if !self.repr.computes(dtype)
             || dtype == DType::F64
             || inputs.len() != operands
@@ -687,7 +696,7 @@ impl WgpuBackend {
                 }
                 let shape = geom.output_shape();
                 let y = Strided { storage: &*y, layout: &Layout::contiguous(&shape), dtype };
-                self.fused_pointwise(&FusedOp::Relu, &[y])
+                self.fused_pointwise(crate::fused_pointwise::Pointwise::Relu, &[y])
                     .unwrap_or_else(|| Err(liandan_tensor::Error::Device(format!("conv2d_bias_relu: no ReLU kernel for {dtype} {shape:?}"))))
             }
             _ => Ok(vec![out]),

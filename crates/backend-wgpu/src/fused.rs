@@ -1,13 +1,23 @@
-//! Fused kernels: composites this backend runs as one dispatch (`liandan_tensor::fused` has
-//! the contract; the conformance suite tests each against its composite). What a kernel here
-//! cannot take (f64, which Vulkan cannot exponentiate; buffers beyond one binding or 32-bit
-//! offsets) is answered `None`, so the composite runs instead.
+//! Fused kernels: the tensor crate's custom ops (`liandan_tensor::ops`) this backend runs as
+//! one dispatch or a few (`liandan_tensor::custom` has the contract; the conformance suite
+//! tests each against its composite), known by type ([`Known`]). What a kernel here cannot take
+//! (f64, which Vulkan cannot exponentiate; buffers beyond one binding or 32-bit offsets) is
+//! answered `None`, so the composite runs instead. This file dispatches, and runs the LSTM and
+//! GRU cells.
 
 use std::sync::Arc;
 
-use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
+use liandan_tensor::backend::Window2d;
+use liandan_tensor::ops::{
+    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
+    GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MaxPool2dBackward, Relu,
+    ReluBackward,
+};
+use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
+use crate::conv::ConvOp;
+use crate::fused_pointwise::Pointwise;
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::repr::Repr;
@@ -20,7 +30,70 @@ const GRU: &str = include_str!("shaders/fused_gru.wgsl");
 const GRU_CELL: &str = include_str!("shaders/fused_gru_cell.wgsl");
 const GRU_CELL_BACKWARD: &str = include_str!("shaders/fused_gru_cell_backward.wgsl");
 
-/// A fused kernel: one per `FusedOp` this backend runs.
+/// One of the tensor crate's ops this backend knows, with its parameters.
+pub(crate) enum Known {
+    Cell(Kernel),
+    Pointwise(Pointwise),
+    BatchNorm(BatchNormOptions, bool),
+    LayerNorm(LayerNormOptions, bool),
+    Conv(ConvOp, ConvGeometry),
+    MatmulBias,
+    MaxPool2dBackward(Window2d),
+    LstmStep,
+}
+
+impl Known {
+    /// `op` as one of the ops this backend has kernels for, or `None`.
+    pub(crate) fn of(op: &dyn CustomKernel) -> Option<Known> {
+        let is = |t: std::any::TypeId| (op as &dyn std::any::Any).type_id() == t;
+        use std::any::TypeId as T;
+        let unit = [
+            (T::of::<LstmCell>(), Known::Cell(Kernel::LstmCell)),
+            (T::of::<LstmCellBackward>(), Known::Cell(Kernel::LstmCellBackward)),
+            (T::of::<GruCell>(), Known::Cell(Kernel::GruCell)),
+            (T::of::<GruCellBackward>(), Known::Cell(Kernel::GruCellBackward)),
+            (T::of::<Relu>(), Known::Pointwise(Pointwise::Relu)),
+            (T::of::<ReluBackward>(), Known::Pointwise(Pointwise::ReluBackward)),
+            (T::of::<Gelu>(), Known::Pointwise(Pointwise::Gelu)),
+            (T::of::<GeluBackward>(), Known::Pointwise(Pointwise::GeluBackward)),
+            (T::of::<BceLoss>(), Known::Pointwise(Pointwise::BceLoss)),
+            (T::of::<BceLossBackward>(), Known::Pointwise(Pointwise::BceLossBackward)),
+            (T::of::<MatmulBias>(), Known::MatmulBias),
+            (T::of::<LstmStep>(), Known::LstmStep),
+        ];
+        if let Some((_, known)) = unit.into_iter().find(|(t, _)| is(*t)) {
+            return Some(known);
+        }
+        let param = [
+            op.downcast_ref::<BatchNormTrain>().map(|o| Known::BatchNorm(o.0, false)),
+            op.downcast_ref::<BatchNormBackward>().map(|o| Known::BatchNorm(o.0, true)),
+            op.downcast_ref::<LayerNorm>().map(|o| Known::LayerNorm(o.0, false)),
+            op.downcast_ref::<LayerNormBackward>().map(|o| Known::LayerNorm(o.0, true)),
+            op.downcast_ref::<Conv2d>().map(|o| Known::Conv(ConvOp::Forward, o.0)),
+            op.downcast_ref::<Conv2dBias>().map(|o| Known::Conv(ConvOp::Bias, o.0)),
+            op.downcast_ref::<Conv2dBiasRelu>().map(|o| Known::Conv(ConvOp::BiasRelu, o.0)),
+            op.downcast_ref::<Conv2dBackwardInput>().map(|o| Known::Conv(ConvOp::Input, o.0)),
+            op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
+            op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
+        ];
+        param.into_iter().flatten().next()
+    }
+
+    /// Whether its kernel reads packed bf16 operands as they are (all of them packed): the
+    /// convolutions, GELU and its gradient, and a linear layer with its bias (which declines
+    /// them: its composite reads them as they are). A convolution with ReLU takes widened
+    /// copies: ReLU has no kernel on packed words, so after a packed product it could not run.
+    pub(crate) fn reads_packed(&self) -> bool {
+        match self {
+            Known::Conv(op, _) => *op != ConvOp::BiasRelu,
+            Known::Pointwise(p) => p.reads_packed(),
+            Known::MatmulBias => true,
+            _ => false,
+        }
+    }
+}
+
+/// A fused kernel of the recurrent cells.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
     LstmCell,
@@ -41,15 +114,13 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    /// The kernel running `op` over `dtype` with `inputs` operands, or `None` when this
+    /// The kernel running `kernel` over `dtype` with `inputs` operands, or `None` when this
     /// backend has none.
-    fn of(repr: &Repr, op: &FusedOp, dtype: DType, inputs: usize) -> Option<Key> {
-        let (kernel, sum) = match op {
-            FusedOp::LstmCell => (Kernel::LstmCell, inputs == 3),
-            FusedOp::LstmCellBackward => (Kernel::LstmCellBackward, inputs == 6),
-            FusedOp::GruCell => (Kernel::GruCell, false),
-            FusedOp::GruCellBackward => (Kernel::GruCellBackward, false),
-            _ => return None,
+    fn of(repr: &Repr, kernel: Kernel, dtype: DType, inputs: usize) -> Option<Key> {
+        let sum = match kernel {
+            Kernel::LstmCell => inputs == 3,
+            Kernel::LstmCellBackward => inputs == 6,
+            Kernel::GruCell | Kernel::GruCellBackward => false,
         };
         let key = Key { kernel, dtype, sum };
         key.supported(repr).then_some(key)
@@ -80,58 +151,47 @@ impl KernelKey for Key {
     }
 }
 
-/// `(numel of each output, N * H, H)` of an LSTM- or GRU-cell op on `inputs`.
-fn cell_outputs(op: &FusedOp, inputs: &[Strided]) -> Option<(Vec<usize>, usize, usize)> {
+/// `(numel of each output, N * H, H)` of an LSTM- or GRU-cell kernel on `inputs`.
+fn cell_outputs(kernel: Kernel, inputs: &[Strided]) -> Option<(Vec<usize>, usize, usize)> {
     // The state operand, [N, H]: the LSTM's c, the GRU's h.
-    let state = match op {
-        FusedOp::LstmCell | FusedOp::LstmCellBackward => inputs.get(1)?,
-        FusedOp::GruCell | FusedOp::GruCellBackward => inputs.get(2)?,
-        _ => return None,
+    let state = match kernel {
+        Kernel::LstmCell | Kernel::LstmCellBackward => inputs.get(1)?,
+        Kernel::GruCell | Kernel::GruCellBackward => inputs.get(2)?,
     };
     let &[n, h] = state.layout.shape() else { return None };
     let units = n * h;
-    let outputs = match op {
-        FusedOp::LstmCell => vec![2 * units],
-        FusedOp::LstmCellBackward => vec![4 * units, units],
-        FusedOp::GruCell => vec![units],
-        _ => vec![3 * units, 3 * units, units],
+    let outputs = match kernel {
+        Kernel::LstmCell => vec![2 * units],
+        Kernel::LstmCellBackward => vec![4 * units, units],
+        Kernel::GruCell => vec![units],
+        Kernel::GruCellBackward => vec![3 * units, 3 * units, units],
     };
     Some((outputs, units, h))
 }
 
 impl WgpuBackend {
-    /// Runs `op` as one dispatch, or `None` (see the module docs).
-    pub(crate) fn fused_op(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        if !op.updates().is_empty() {
-            return self.fused_update(op, inputs);
+    /// Runs `op` as one dispatch (or a few), or `None` (see the module docs).
+    pub(crate) fn fused_op(&self, op: &Known, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        match *op {
+            Known::Cell(kernel) => self.fused_cell(kernel, inputs),
+            Known::Pointwise(p) => self.fused_pointwise(p, inputs),
+            Known::BatchNorm(o, backward) => self.fused_batch_norm(&o, backward, inputs),
+            Known::LayerNorm(o, backward) => self.fused_layer_norm(&o, backward, inputs),
+            Known::Conv(op, g) => self.fused_conv(op, g, inputs),
+            Known::MatmulBias => self.fused_matmul_bias(inputs),
+            Known::MaxPool2dBackward(w) => match inputs {
+                [dy, indices] => self.max_pool2d_backward_op(*dy, *indices, &w).map(|r| r.map(|dx| vec![dx])),
+                _ => None,
+            },
+            Known::LstmStep => self.fused_lstm_step(inputs),
         }
-        if matches!(op, FusedOp::Relu | FusedOp::ReluBackward | FusedOp::Gelu | FusedOp::GeluBackward | FusedOp::BceLoss | FusedOp::BceLossBackward) {
-            return self.fused_pointwise(op, inputs);
-        }
-        if matches!(op, FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_)) {
-            return self.fused_batch_norm(op, inputs);
-        }
-        if matches!(op, FusedOp::LayerNorm(_) | FusedOp::LayerNormBackward(_)) {
-            return self.fused_layer_norm(op, inputs);
-        }
-        if let FusedOp::MatmulBias = op {
-            return self.fused_matmul_bias(inputs);
-        }
-        if let (FusedOp::MaxPool2dBackward(w), [dy, indices]) = (op, inputs) {
-            return self.max_pool2d_backward_op(*dy, *indices, w).map(|r| r.map(|dx| vec![dx]));
-        }
-        if let FusedOp::LstmStep = op {
-            return self.fused_lstm_step(inputs);
-        }
-        if matches!(
-            op,
-            FusedOp::Conv2d(_) | FusedOp::Conv2dBias(_) | FusedOp::Conv2dBiasRelu(_) | FusedOp::Conv2dBackwardInput(_) | FusedOp::Conv2dBackwardWeight(_)
-        ) {
-            return self.fused_conv(op, inputs);
-        }
+    }
+
+    /// Runs an LSTM- or GRU-cell kernel as one dispatch, or `None`.
+    fn fused_cell(&self, kernel: Kernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let dtype = inputs.first()?.dtype;
-        let (outputs, units, h) = cell_outputs(op, inputs)?;
-        let key = Key::of(&self.repr, op, dtype, inputs.len())?;
+        let (outputs, units, h) = cell_outputs(kernel, inputs)?;
+        let key = Key::of(&self.repr, kernel, dtype, inputs.len())?;
         if inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
         }

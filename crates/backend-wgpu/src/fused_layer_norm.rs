@@ -1,5 +1,5 @@
-//! Fused layer normalization ([`FusedOp::LayerNorm`], its gradient
-//! [`FusedOp::LayerNormBackward`]): the forward in one dispatch (a workgroup a row: its mean,
+//! Fused layer normalization (`liandan_tensor::ops::LayerNorm`, its gradient
+//! `LayerNormBackward`): the forward in one dispatch (a workgroup a row: its mean,
 //! its mean squared deviation, then y), the backward in three (the rows' dx; then the
 //! parameters' gradients as column sums over segments of rows, joined in a second pass), where
 //! the composite takes some ten ops each way and keeps three row-sized intermediates for
@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::{DType, FusedOp, LayerNormOptions, Result, Storage, Strided};
+use liandan_tensor::{DType, LayerNormOptions, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
@@ -67,12 +67,7 @@ fn rows_grid(rows: usize) -> (u32, u32, u32) {
 impl WgpuBackend {
     /// Runs a fused layer-norm op, or `None` (f64; non-contiguous operands; buffers beyond one
     /// binding or 32-bit offsets).
-    pub(crate) fn fused_layer_norm(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (o, backward): (&LayerNormOptions, bool) = match op {
-            FusedOp::LayerNorm(o) => (o, false),
-            FusedOp::LayerNormBackward(o) => (o, true),
-            _ => return None,
-        };
+    pub(crate) fn fused_layer_norm(&self, o: &LayerNormOptions, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, numel, d) = (x.dtype, x.layout.numel(), o.width);
         if !self.repr.computes(dtype) || dtype == DType::F64 || d == 0 || numel % d != 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {

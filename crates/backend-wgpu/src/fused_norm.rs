@@ -1,5 +1,5 @@
-//! Fused batch normalization in training ([`FusedOp::BatchNormTrain`], its gradient
-//! [`FusedOp::BatchNormBackward`]): two dispatches each, where the composite takes some twenty.
+//! Fused batch normalization in training (`liandan_tensor::ops::BatchNormTrain`, its gradient
+//! `BatchNormBackward`): two dispatches each, where the composite takes some twenty.
 //! The first summarizes every segment of every channel (workgroup `(s, c)`); the second joins
 //! a channel's summaries in each of its workgroups and writes the output over its segment, so
 //! a long channel (resnet's first layers hold 128 x 32 x 32 values per channel) spreads over
@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::{BatchNormOptions, DType, FusedOp, Result, Storage, Strided};
+use liandan_tensor::{BatchNormOptions, DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{KernelKey, Wgsl, WG};
@@ -76,12 +76,7 @@ impl WgpuBackend {
     /// Runs a fused batch-norm op in two dispatches, or `None` (f64; buffers beyond one binding
     /// or 32-bit offsets; more channels than a grid dimension holds; `[C]` operands of a type
     /// other than the activations' or, beside a half, f32).
-    pub(crate) fn fused_batch_norm(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let (opts, backward): (&BatchNormOptions, bool) = match op {
-            FusedOp::BatchNormTrain(o) => (o, false),
-            FusedOp::BatchNormBackward(o) => (o, true),
-            _ => return None,
-        };
+    pub(crate) fn fused_batch_norm(&self, opts: &BatchNormOptions, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, shape) = (x.dtype, x.layout.shape());
         if !self.repr.computes(dtype) || dtype == DType::F64 || shape.len() < 2 {
@@ -119,7 +114,10 @@ impl WgpuBackend {
             // Absent operands are bound to placeholders: an input to `x` (read only, never
             // read), an output to a one-element buffer (written, never kept).
             let input = |k: usize, present: bool| if present { buf(k) } else { buf(0) };
-            let outs = (0..op.outputs()).map(|k| if k == 0 { self.output(dtype, numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
+            // The op's outputs: y, mean, invstd (and the running statistics); dx (and the
+            // parameters' gradients).
+            let count = if backward { 1 + 2 * opts.affine as usize } else { 3 + 2 * opts.running as usize };
+            let outs = (0..count).map(|k| if k == 0 { self.output(dtype, numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
             let bound = if backward { 3 } else { 5 };
             let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;
             let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();

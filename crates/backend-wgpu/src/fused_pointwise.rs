@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::{DType, FusedOp, Result, Storage, Strided};
+use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
@@ -19,9 +19,9 @@ const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
 const BCE: &str = include_str!("shaders/fused_bce.wgsl");
 const BCE_BACKWARD: &str = include_str!("shaders/fused_bce_backward.wgsl");
 
-/// An elementwise fused kernel.
+/// An elementwise fused kernel: one per op of the tensor crate's it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Kernel {
+pub(crate) enum Pointwise {
     Relu,
     ReluBackward,
     Gelu,
@@ -30,35 +30,22 @@ pub(crate) enum Kernel {
     BceLossBackward,
 }
 
-impl Kernel {
-    /// The kernel running `op`, or `None` for the other ops.
-    fn of(op: &FusedOp) -> Option<Kernel> {
-        match op {
-            FusedOp::Relu => Some(Kernel::Relu),
-            FusedOp::ReluBackward => Some(Kernel::ReluBackward),
-            FusedOp::Gelu => Some(Kernel::Gelu),
-            FusedOp::GeluBackward => Some(Kernel::GeluBackward),
-            FusedOp::BceLoss => Some(Kernel::BceLoss),
-            FusedOp::BceLossBackward => Some(Kernel::BceLossBackward),
-            _ => None,
-        }
-    }
-
+impl Pointwise {
     /// Whether it has a variant on packed bf16 words (the others take widened copies).
-    fn reads_packed(self) -> bool {
-        matches!(self, Kernel::Gelu | Kernel::GeluBackward)
+    pub(crate) fn reads_packed(self) -> bool {
+        matches!(self, Pointwise::Gelu | Pointwise::GeluBackward)
     }
 
     /// Whether it has a variant on four elements an invocation (`Key::wide`).
     fn has_wide(self) -> bool {
-        matches!(self, Kernel::Relu | Kernel::ReluBackward)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward)
     }
 }
 
 /// One elementwise fused kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
-    kernel: Kernel,
+    kernel: Pointwise,
     dtype: DType,
     /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
     packed: bool,
@@ -77,25 +64,25 @@ impl KernelKey for Key {
             (false, _) => w.part(ERF),
         };
         match (self.kernel, self.packed) {
-            (Kernel::Relu, _) => w.part(RELU),
-            (Kernel::ReluBackward, _) => w.part(RELU_BACKWARD),
-            (Kernel::Gelu, false) => w.part(GELU),
-            (Kernel::GeluBackward, false) => w.part(GELU_BACKWARD),
-            (Kernel::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
-            (Kernel::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
-            (Kernel::BceLoss, _) => w.part(BCE),
-            (Kernel::BceLossBackward, _) => w.part(BCE_BACKWARD),
+            (Pointwise::Relu, _) => w.part(RELU),
+            (Pointwise::ReluBackward, _) => w.part(RELU_BACKWARD),
+            (Pointwise::Gelu, false) => w.part(GELU),
+            (Pointwise::GeluBackward, false) => w.part(GELU_BACKWARD),
+            (Pointwise::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
+            (Pointwise::GeluBackward, true) => with_words(w).part(include_str!("shaders/packed/gelu_backward.wgsl")).part(ENTRY2),
+            (Pointwise::BceLoss, _) => w.part(BCE),
+            (Pointwise::BceLossBackward, _) => w.part(BCE_BACKWARD),
         }
         .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let kernels = [Kernel::Relu, Kernel::ReluBackward, Kernel::Gelu, Kernel::GeluBackward, Kernel::BceLoss, Kernel::BceLossBackward];
+        let kernels = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::Gelu, Pointwise::GeluBackward, Pointwise::BceLoss, Pointwise::BceLossBackward];
         let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false, wide: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
         let wide: Vec<Key> = all.iter().filter(|k| k.kernel.has_wide()).map(|k| Key { wide: true, ..*k }).collect();
         all.extend(wide);
-        all.extend([Kernel::Gelu, Kernel::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
+        all.extend([Pointwise::Gelu, Pointwise::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
         all
     }
 }
@@ -103,8 +90,7 @@ impl KernelKey for Key {
 impl WgpuBackend {
     /// Runs an elementwise fused op as one dispatch, or `None` (f64, which the f32 erf and log
     /// cannot serve; buffers beyond one binding or 32-bit offsets).
-    pub(crate) fn fused_pointwise(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let kernel = Kernel::of(op)?;
+    pub(crate) fn fused_pointwise(&self, kernel: Pointwise, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let first = inputs.first()?;
         let (dtype, numel) = (first.dtype, first.layout.numel());
         if !self.repr.computes(dtype) || dtype == DType::F64 {
@@ -114,7 +100,7 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        // Packed bf16 inputs (all of them, as `Backend::fused` hands them over) make a packed
+        // Packed bf16 inputs (all of them, as `Backend::custom` hands them over) make a packed
         // output, a word an invocation.
         let packed = packed_view(first);
         if packed && !kernel.reads_packed() {

@@ -29,6 +29,7 @@ use wgpu::util::DeviceExt;
 
 use crate::bind;
 use crate::coop;
+use crate::custom::CustomKey;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
 use crate::timing::Timer;
@@ -115,6 +116,8 @@ pub(crate) struct Gpu {
     /// How this device holds each dtype, which the kernels' sources follow.
     pub(crate) repr: Repr,
     kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
+    /// The compiled kernels of custom ops (`custom.rs`).
+    custom_kernels: Mutex<HashMap<CustomKey, Arc<Kernel>>>,
     /// The first uncaptured error or device loss, reported by the next call that waits.
     fault: Arc<Mutex<Option<String>>>,
     /// Per calling thread, so each thread hears of its own ops' faults: where its index
@@ -384,6 +387,7 @@ impl Gpu {
             staging: Arc::default(),
             repr,
             kernels: Mutex::default(),
+            custom_kernels: Mutex::default(),
             fault,
             index_faults: Mutex::default(),
             index_tags: Mutex::default(),
@@ -419,18 +423,35 @@ impl Gpu {
         }
         // What runs must be what the shader tests validate (tests/shaders.rs walks `Key::all`).
         debug_assert!(Key::all(&self.repr).contains(&key), "{key:?} is built at run time but missing from Key::all, so it is never validated");
-        let label = format!("{key:?}");
-        let wgsl = key.source(&self.repr);
+        let k = self.compile(&format!("{key:?}"), key.source(&self.repr), key.checked())?;
+        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// The pipeline of a custom op's kernel (`custom.rs`), compiling the source `source` gives
+    /// the first time. (Its crate validates its sources; it keeps naga's run-time checks.)
+    pub(crate) fn custom_kernel(&self, key: CustomKey, source: impl FnOnce() -> String) -> Result<Arc<Kernel>> {
+        if let Some(k) = self.custom_kernels.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(k.clone());
+        }
+        let k = self.compile(&format!("{} {:#x}", key.name, key.variant), source(), true)?;
+        self.custom_kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
+        Ok(k)
+    }
+
+    /// Compiles `wgsl` into a pipeline labelled `label`, with naga's run-time checks where
+    /// `checked` (and `LIANDAN_SHADER_CHECKS` does not say otherwise).
+    fn compile(&self, label: &str, wgsl: String, checked: bool) -> Result<Arc<Kernel>> {
         let entries = bind::layout_entries(&wgsl).map_err(|e| self.err("compile", format!("shader `{label}` failed to build: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(&label), entries: &entries });
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(label), entries: &entries });
         let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(&label),
+            label: Some(label),
             bind_group_layouts: &[Some(&layout)],
             immediate_size: if self.repr.immediates { SLOT_BYTES as u32 } else { 0 },
         });
-        let desc = wgpu::ShaderModuleDescriptor { label: Some(&label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if shader_checks().unwrap_or(key.checked()) {
+        let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
+        let module = if shader_checks().unwrap_or(checked) {
             self.device.create_shader_module(desc)
         } else {
             // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
@@ -441,7 +462,7 @@ impl Gpu {
             unsafe { self.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
         };
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(&label),
+            label: Some(label),
             layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some("main"),
@@ -451,9 +472,7 @@ impl Gpu {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(self.err("compile", format!("shader `{label}` failed to build: {e}")));
         }
-        let k = Arc::new(Kernel { pipeline, layout });
-        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key, k.clone());
-        Ok(k)
+        Ok(Arc::new(Kernel { pipeline, layout }))
     }
 
     /// Records one dispatch of `kernel` over `groups` workgroups, binding `meta` at binding 0

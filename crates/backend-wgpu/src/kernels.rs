@@ -4,9 +4,11 @@
 use liandan_tensor::{DType, Layout};
 
 use crate::gpu::META_WORDS;
+use crate::params::ShaderParams;
 use crate::repr::Repr;
 
 pub(crate) const COMMON: &str = include_str!("shaders/common.wgsl");
+const IDS: &str = include_str!("shaders/ids.wgsl");
 
 /// Most workgroups per grid dimension, and invocations per workgroup, of the 1-D kernels.
 const MAX_GROUPS: usize = 65_535;
@@ -39,7 +41,9 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
 ///    `C_x`, the compute type; `load_x` / `store_x`);
 /// 3. the `const` declarations and type aliases its key chooses (`const H: u32 = 2u;`,
 ///    `alias W = f64;`): numbers, flags and type names are the only things Rust writes;
-/// 4. the meta block's declaration (`Repr::params`) and `common.wgsl` (strided indexing);
+/// 4. the meta block's declaration: a named parameter struct where the key has one
+///    ([`Wgsl::params`], `params.rs`: the kernel reads `p.numel`), else the word array
+///    `params` (`Repr::params`) and `common.wgsl` (strided indexing over it); and `ids.wgsl`;
 /// 5. its parts: `.wgsl` files under `src/shaders`, concatenated in order (helpers first, the
 ///    file with the entry point last). A part that varies by op (an op's body, a binding set)
 ///    is a file of its own, picked by the key; a choice among functions of one file is a
@@ -49,12 +53,14 @@ pub(crate) struct Wgsl<'r> {
     extensions: Vec<&'static str>,
     types: Vec<(&'static str, DType)>,
     decls: String,
+    /// The named parameter struct's declaration (`params.rs`), where the kernel has one.
+    params: Option<String>,
     parts: Vec<&'static str>,
 }
 
 impl<'r> Wgsl<'r> {
     pub(crate) fn new(repr: &'r Repr) -> Self {
-        Wgsl { repr, extensions: Vec::new(), types: Vec::new(), decls: String::new(), parts: Vec::new() }
+        Wgsl { repr, extensions: Vec::new(), types: Vec::new(), decls: String::new(), params: None, parts: Vec::new() }
     }
 
     /// `enable name;` beside the dtypes' (an extension the kernel's key chooses, such as
@@ -88,6 +94,13 @@ impl<'r> Wgsl<'r> {
         self
     }
 
+    /// The kernel reads its parameters as `p`, the block `P` ([`ShaderParams`]), instead of
+    /// the word array `params` (and `common.wgsl`'s indexing over it).
+    pub(crate) fn params<P: ShaderParams>(mut self) -> Self {
+        self.params = Some(P::wgsl_struct());
+        self
+    }
+
     /// Appends a `.wgsl` file.
     pub(crate) fn part(mut self, wgsl: &'static str) -> Self {
         self.parts.push(wgsl);
@@ -104,8 +117,17 @@ impl<'r> Wgsl<'r> {
             s += &self.repr.prelude(name, *dtype);
         }
         s += &self.decls;
-        s += self.repr.params();
-        s += COMMON;
+        match &self.params {
+            Some(block) => {
+                s += block;
+                s += self.repr.named_params();
+            }
+            None => {
+                s += self.repr.params();
+                s += COMMON;
+            }
+        }
+        s += IDS;
         for part in self.parts {
             s += "\n";
             s += part;

@@ -11,17 +11,20 @@
 //! pipelines are compiled once per shader variant; ops a device cannot run go to the device
 //! registry's CPU backend (link one, e.g. `liandan-backend-cpu`) with a one-time warning
 //! ([`liandan_tensor::Device::fallback_report`]).
+//!
+//! A custom op's kernel written in another crate builds, caches and dispatches its WGSL through
+//! [`WgpuBackend::pipeline`] and [`WgpuBackend::dispatch`], its parameters a block declared with
+//! [`shader_params!`] (`custom.rs`, `params.rs`).
 
 mod backend;
 mod bind;
 mod conv;
 mod coop;
+mod custom;
 mod elementwise;
 mod fused;
-mod fused_foreach;
 mod fused_layer_norm;
 mod fused_norm;
-mod fused_optim;
 mod fused_pointwise;
 mod gpu;
 mod index;
@@ -32,6 +35,7 @@ mod lstm_step;
 mod matmul;
 mod matmul_coop;
 mod packed;
+pub mod params;
 mod pool;
 mod reduce;
 mod repr;
@@ -47,14 +51,18 @@ pub use conv::{
     conv_tf32, set_conv_tf32, with_conv_cut, with_conv_fold, with_conv_tf32_any_size, with_conv_winograd, with_conv_winograd_chunk, without_conv_phases,
     ConvCut,
 };
+pub use custom::{grid, Pipeline, Shader, WORKGROUP};
 pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
 pub use matmul::heads_products_recorded;
+pub use params::ShaderParams;
 pub use storage::WgpuStorage;
 pub use tune::{autotune_cache_dir, autotune_enabled, autotune_measured, set_autotune, with_autotune};
 
 /// The shader sources, for validation tests (naga, MSL translation).
 pub mod shaders {
+    use crate::custom::Shader;
+    use crate::kernels::Wgsl;
     use crate::repr::Repr;
 
     /// Every kernel variant a device holding f16 / f64 natively (as `f16`, `f64` say) can
@@ -65,6 +73,37 @@ pub mod shaders {
     pub fn all_sources(f16: bool, f64: bool, immediates: bool) -> Vec<(String, String)> {
         let repr = Repr { f16, f64, immediates };
         crate::Key::all(&repr).into_iter().map(|k| (format!("{k:?}"), k.source(&repr))).collect()
+    }
+
+    /// The WGSL a custom kernel's `source` writes (`WgpuBackend::pipeline`) for a device as
+    /// [`all_sources`] describes one: how a crate with custom kernels lists every variant for
+    /// its tests, without a device.
+    pub fn custom_source(f16: bool, f64: bool, immediates: bool, source: impl FnOnce(Shader) -> String) -> String {
+        let repr = Repr { f16, f64, immediates };
+        source(Shader(Wgsl::new(&repr)))
+    }
+
+    /// Validates `src` with naga (with the capabilities its `enable`s and its parameter block
+    /// ask for) and translates it to SPIR-V, as wgpu's Vulkan backend takes it, and with `msl`
+    /// to Metal Shading Language: the checks this crate's tests run on its own kernels, for a
+    /// crate's tests of its custom kernels. An error names `name` and what failed.
+    #[cfg(feature = "shader-check")]
+    pub fn check(name: &str, src: &str, msl: bool) -> Result<(), String> {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let module = naga::front::wgsl::parse_str(src).map_err(|e| format!("{name}: WGSL parse error:\n{}", e.emit_to_string(src)))?;
+        let caps = Capabilities::SHADER_FLOAT16 | Capabilities::FLOAT64 | Capabilities::IMMEDIATES | Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        let info = Validator::new(ValidationFlags::all(), caps).validate(&module).map_err(|e| format!("{name}: naga validation failed: {e:?}"))?;
+        let options = naga::back::spv::Options { lang_version: (1, 6), ..Default::default() };
+        naga::back::spv::write_vec(&module, &info, &options, None).map_err(|e| format!("{name}: SPIR-V translation failed: {e:?}"))?;
+        if msl {
+            let options = naga::back::msl::Options { lang_version: (2, 4), ..Default::default() };
+            let (out, _) = naga::back::msl::write_string(&module, &info, &options, &naga::back::msl::PipelineOptions::default())
+                .map_err(|e| format!("{name}: MSL translation failed: {e:?}"))?;
+            if !out.contains("kernel void") {
+                return Err(format!("{name}: no compute entry point in the MSL output"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -124,7 +163,6 @@ kernel_families! {
     Index(index::Key),
     Fused(fused::Key),
     LstmStep(lstm_step::Key),
-    FusedOptim(fused_optim::Key),
     FusedPointwise(fused_pointwise::Key),
     FusedNorm(fused_norm::Key),
     FusedLayerNorm(fused_layer_norm::Key),

@@ -1,9 +1,9 @@
-//! `FusedOp::LstmStep`: an LSTM step's recurrent product and its cell as one dispatch
+//! `ops::LstmStep`: an LSTM step's recurrent product and its cell as one dispatch
 //! (`shaders/lstm_step.wgsl`), for the small steps whose time is latency (the zoo LSTM's `[64,
 //! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, f16 and
 //! bf16 (summed in f32), where the product is one the small-product kernel would take
 //! (`matmul::takes_small`'s sizes) and h and W_hh can be read in vec4s; anything else is
-//! answered `None` and the composite runs (the product, then `FusedOp::LstmCell` with the two
+//! answered `None` and the composite runs (the product, then `ops::LstmCell` with the two
 //! gate terms).
 
 use std::sync::Arc;
@@ -39,7 +39,7 @@ impl KernelKey for Key {
 }
 
 impl WgpuBackend {
-    /// Runs `FusedOp::LstmStep` on `x_gates, h, w_hh, c` (see the module docs), or `None`.
+    /// Runs `ops::LstmStep` on `x_gates, h, w_hh, c` (see the module docs), or `None`.
     pub(crate) fn fused_lstm_step(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [xg, h, w, c] = inputs else { return None };
         let &[n, units] = h.layout.shape() else { return None };

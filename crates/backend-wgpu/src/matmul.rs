@@ -381,7 +381,7 @@ impl WgpuBackend {
         self.matmul_bias_op(lhs, rhs, None)
     }
 
-    /// `FusedOp::MatmulBias`: `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, or
+    /// `ops::MatmulBias`: `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, or
     /// `None` for packed bf16 and sizes past one binding (the composite runs).
     pub(crate) fn fused_matmul_bias(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x, w, b] = inputs else { return None };
@@ -402,7 +402,7 @@ impl WgpuBackend {
     }
 
     /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
-    /// `FusedOp::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
+    /// `ops::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
     /// product, `takes_small`) stores its finished sums, or by a
     /// broadcast add after where the tensor cores run the product, K is split or the operands
     /// are packed.

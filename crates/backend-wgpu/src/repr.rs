@@ -46,6 +46,16 @@ impl Repr {
         }
     }
 
+    /// The declaration of a named parameter block, `p` of the struct `Params` (`params.rs`):
+    /// immediate data or a storage buffer at binding 0, as [`Repr::params`].
+    pub(crate) fn named_params(&self) -> &'static str {
+        if self.immediates {
+            "var<immediate> p: Params;\n"
+        } else {
+            "@group(0) @binding(0) var<storage, read> p: Params;\n"
+        }
+    }
+
     /// True when float kernels can compute on this dtype here.
     pub(crate) fn computes(&self, dtype: DType) -> bool {
         dtype.is_float() && (dtype != DType::F64 || self.f64)

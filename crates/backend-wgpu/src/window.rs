@@ -174,7 +174,7 @@ impl WgpuBackend {
         Ok(Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect()))
     }
 
-    /// Max pooling's gradient from `dy` and the forward's `indices` (`FusedOp::MaxPool2dBackward`):
+    /// Max pooling's gradient from `dy` and the forward's `indices` (`ops::MaxPool2dBackward`):
     /// `None` where this device leaves it to the composite (a dtype it does not compute, a bad
     /// geometry, shapes that do not match it, sizes past 32 bits). Windows that tile the input
     /// (stride = kernel, no padding or dilation) find each pixel's one window by division

@@ -14,77 +14,62 @@ liandan_tensor::conformance_suite!(gpu());
 /// composite: Vulkan has no f64 `exp`.
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::{
-        conformance::fused::{backend_runs, backend_runs_mixed},
-        BatchNormOptions, DType, FusedOp,
-    };
+    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed};
+    use liandan_tensor::ops::*;
+    use liandan_tensor::{BatchNormOptions, CustomOp, DType};
     let Some(d) = gpu() else { return };
-    let mut ops = vec![
-        FusedOp::LstmCell,
-        FusedOp::LstmCellBackward,
-        FusedOp::GruCell,
-        FusedOp::GruCellBackward,
-        FusedOp::Relu,
-        FusedOp::ReluBackward,
-        FusedOp::Gelu,
-        FusedOp::GeluBackward,
-        FusedOp::BceLoss,
-        FusedOp::BceLossBackward,
-        FusedOp::Scale(0.25),
+    let mut ops: Vec<Box<dyn CustomOp>> = vec![
+        Box::new(LstmCell),
+        Box::new(LstmCellBackward),
+        Box::new(GruCell),
+        Box::new(GruCellBackward),
+        Box::new(Relu),
+        Box::new(ReluBackward),
+        Box::new(Gelu),
+        Box::new(GeluBackward),
+        Box::new(BceLoss),
+        Box::new(BceLossBackward),
     ];
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
-        ops.extend([FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)]);
+        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
         // Autocast's batch norm: low activations, f32 parameters and statistics.
-        let mixed = if affine || running { vec![FusedOp::BatchNormTrain(o), FusedOp::BatchNormBackward(o)] } else { vec![FusedOp::BatchNormBackward(o)] };
+        let mixed: Vec<Box<dyn CustomOp>> =
+            if affine || running { vec![Box::new(BatchNormTrain(o)), Box::new(BatchNormBackward(o))] } else { vec![Box::new(BatchNormBackward(o))] };
         for op in mixed {
             for low in [DType::F16, DType::BF16] {
-                assert!(backend_runs_mixed(&d, &op, low), "{} over {low} and f32", op.name());
+                assert!(kernel_runs_mixed(&d, &*op, low), "{} over {low} and f32", op.name());
             }
         }
     }
     for op in ops {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
-            assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
-        assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
+        assert!(!kernel_runs(&d, &*op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
     // Max pooling's gradient from its indices, in every float type (f64 too).
     let pool = liandan_tensor::backend::Window2d { n: 2, c: 3, h: 7, w: 9, kernel: (3, 3), stride: (2, 2), padding: (1, 1), dilation: (1, 1) };
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
-        assert!(backend_runs(&d, &FusedOp::MaxPool2dBackward(pool), dtype), "max_pool2d_backward in {dtype}");
+        assert!(kernel_runs(&d, &MaxPool2dBackward(pool), dtype), "max_pool2d_backward in {dtype}");
     }
     // The LSTM step with its recurrent product (where the product is small: these are).
     for dtype in [DType::F32, DType::F16, DType::BF16] {
-        assert!(backend_runs(&d, &FusedOp::LstmStep, dtype), "lstm_step in {dtype}");
+        assert!(kernel_runs(&d, &LstmStep, dtype), "lstm_step in {dtype}");
     }
-    assert!(!backend_runs(&d, &FusedOp::LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
-}
-
-/// The optimizer updates run over many tensors at once here (`fused_foreach.rs`) in every
-/// float dtype but f64: the suite's `fused_foreach_matches_per_tensor` is not comparing the
-/// per-tensor path with itself.
-#[test]
-fn foreach_kernels_run_here() {
-    use liandan_tensor::{conformance::fused_foreach, DType};
-    let Some(d) = gpu() else { return };
-    for op in fused_foreach::ops() {
-        for dtype in [DType::F32, DType::F16, DType::BF16] {
-            assert!(fused_foreach::backend_runs_foreach(&d, &op, dtype), "{} in {dtype}", op.name());
-        }
-    }
+    assert!(!kernel_runs(&d, &LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
 }
 
 /// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.
 #[test]
 fn fused_conv_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, conformance::fused_conv, DType};
+    use liandan_tensor::{conformance::fused::kernel_runs, conformance::fused_conv, DType};
     let Some(d) = gpu() else { return };
     for op in fused_conv::ops() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
-            assert!(backend_runs(&d, &op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
-        assert!(!backend_runs(&d, &op, DType::F64), "{} in f64 is left to the composite", op.name());
+        assert!(!kernel_runs(&d, &*op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
 }
 
@@ -135,9 +120,9 @@ fn fused_conv_every_cut_matches_composite() {
 /// a word, is left to the composite (the packed product and add).
 #[test]
 fn fused_linear_bias_runs_here() {
-    use liandan_tensor::{conformance::fused::backend_runs, DType, FusedOp};
+    use liandan_tensor::{conformance::fused::kernel_runs, ops::MatmulBias, DType};
     let Some(d) = gpu() else { return };
     for dtype in [DType::F32, DType::F16] {
-        assert!(backend_runs(&d, &FusedOp::MatmulBias, dtype), "matmul_bias in {dtype}");
+        assert!(kernel_runs(&d, &MatmulBias, dtype), "matmul_bias in {dtype}");
     }
 }

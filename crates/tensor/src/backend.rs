@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::fused::FusedOp;
 use crate::layout::Layout;
 
 /// A backend's buffer. Backends downcast it back to their own type with [`BackendStorage::as_any`].
@@ -156,7 +155,7 @@ pub enum DeviceKind {
 ///   (PyTorch's `unfold`); padded positions read `pad_value`.
 /// - `col2im` is its adjoint: it sums the columns back into `[N, C, H, W]`.
 /// - pooling indices are `I64` offsets `h*W + w` within each `[H, W]` plane (PyTorch's).
-pub trait Backend: Send + Sync + Debug + 'static {
+pub trait Backend: Any + Send + Sync + Debug {
     /// A human-readable name, e.g. `cpu` or `NVIDIA H200 (Vulkan)`.
     fn name(&self) -> String;
     fn kind(&self) -> DeviceKind;
@@ -221,34 +220,14 @@ pub trait Backend: Send + Sync + Debug + 'static {
     /// Joins views of equal rank and dtype along `dim`.
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage>;
 
-    /// Runs a composite as one kernel, if this backend has one for `op`; `None` (the default)
-    /// lets the composite run its primitives. `inputs` and the returned buffers are as the
-    /// [`FusedOp`] variant documents; shapes and dtypes are checked before the call. See
-    /// [`crate::fused`] for how fused ops are tested and switched off.
-    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    /// Runs the custom op `op` (see [`crate::custom`]) as one kernel, or `None` (the default)
+    /// where this backend has none: the op then runs its composite. A backend runs its own
+    /// kernels for the ops it knows (downcasting `op` to read their parameters), and for any
+    /// other op the kernel that the op's own crate wrote for this backend, `op.kernel(self,
+    /// inputs)`; a backend that wraps another forwards the call. Inputs and outputs are as the
+    /// op documents them; shapes and dtypes are checked before the call.
+    fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let _ = (op, inputs);
-        None
-    }
-
-    /// Runs the update op `op` (one of [`FusedOp::updates`]'s) over many parameter tensors at
-    /// once, as PyTorch's multi-tensor "foreach" optimizers do: `lists[i]` holds the inputs of
-    /// one [`Backend::fused`] call of `op`, and the answer holds each call's outputs, in order,
-    /// with the values that call would return. At most [`crate::fused::FOREACH_LISTS`] lists
-    /// come at once. `None` (the default) lets the caller run `op` list by list, which is also
-    /// this override's oracle (`crate::fused::update_foreach`).
-    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        let _ = (op, lists);
-        None
-    }
-
-    /// [`Backend::fused_foreach`] that writes each update's new values over the buffers of
-    /// the inputs it updates (the parameter and its state, [`FusedOp::updates`]) instead of
-    /// returning fresh ones. The caller hands over only lists whose updated buffers nothing
-    /// else holds (no view, alias or recorded graph reads them), so the write is invisible
-    /// but for the buffers staying put: a step then binds the same buffers every time, and
-    /// allocates nothing. `None` (the default) lets the caller run [`Backend::fused_foreach`].
-    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
-        let _ = (op, lists);
         None
     }
 
@@ -292,6 +271,100 @@ pub trait Backend: Send + Sync + Debug + 'static {
     /// Facts about the device for `liandan info`: name, API, type, features, limits, memory.
     fn describe(&self) -> Vec<(String, String)> {
         vec![("name".into(), self.name())]
+    }
+}
+
+impl dyn Backend {
+    /// This backend as its concrete type `B`, if it is one: how a custom op's kernel reaches
+    /// the backend it was written for ([`CustomKernel::kernel`]).
+    pub fn downcast_ref<B: Backend>(&self) -> Option<&B> {
+        (self as &dyn Any).downcast_ref()
+    }
+}
+
+/// The part of a custom op ([`crate::custom::CustomOp`]) that a backend sees: its name, its
+/// value (a backend with a kernel for it downcasts it, [`CustomKernel::downcast_ref`], to read
+/// its parameters), and the kernels that the op's own crate wrote for the backends it knows.
+pub trait CustomKernel: Any + Send + Sync + Debug {
+    /// What the op computes, in snake case (`lstm_cell`, `adam_step`): for errors, the
+    /// profiler, and a GPU backend's pipeline cache.
+    fn name(&self) -> &'static str;
+
+    /// The op's kernel on `backend`, written by the crate that defines the op (which downcasts
+    /// `backend` to the backend types it has kernels for, [`Backend::downcast_ref`]); `None`
+    /// (the default) where it has none for this backend or these inputs.
+    fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let _ = (backend, inputs);
+        None
+    }
+
+    /// Floating-point operations of one call on `inputs`, for the profiler.
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        let _ = inputs;
+        None
+    }
+
+    /// What the profiler shows beside the inputs' shapes (a convolution's stride and padding).
+    fn detail(&self) -> Option<String> {
+        None
+    }
+}
+
+impl dyn CustomKernel {
+    /// This op as its concrete type `T`, if it is one.
+    pub fn downcast_ref<T: CustomKernel>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref()
+    }
+}
+
+/// The shape of one 2-D convolution and its gradients: input `[N, C, H, W]`, weight `[O,
+/// C/groups, kh, kw]`, output `[N, O, out_h, out_w]`; kernel, stride, padding and dilation as
+/// (height, width) pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvGeometry {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl ConvGeometry {
+    /// The window over the input (`im2col`'s geometry).
+    pub fn window(&self) -> Window2d {
+        Window2d { n: self.n, c: self.c, h: self.h, w: self.w, kernel: self.kernel, stride: self.stride, padding: self.padding, dilation: self.dilation }
+    }
+
+    pub fn out_h(&self) -> usize {
+        self.window().out_h()
+    }
+
+    pub fn out_w(&self) -> usize {
+        self.window().out_w()
+    }
+
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.o, self.c / self.groups, self.kernel.0, self.kernel.1]
+    }
+
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.o, self.out_h(), self.out_w()]
+    }
+
+    /// Floating-point operations of one pass: its multiply-adds counted twice (each gradient
+    /// does as many as the forward), as `torch.profiler`'s `with_flops` counts them.
+    pub fn flops(&self) -> u64 {
+        let [o, cg, kh, kw] = self.weight_shape();
+        2 * (self.n * self.out_h() * self.out_w() * o * cg * kh * kw) as u64
     }
 }
 

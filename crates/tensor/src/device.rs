@@ -4,10 +4,21 @@
 //! (and naming it once, e.g. `use liandan_backend_cpu as _;`) is all it takes to make its
 //! devices visible to [`Device::cpu`], [`Device::best`] and [`Device::all`].
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::backend::{Backend, DeviceKind};
+use crate::backend::{Backend, DeviceKind, Storage};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+
+/// A constant's place in [`CONSTANTS`]: its device ([`Device::id`]), dtype and value's bits.
+type ConstantKey = (usize, DType, u64);
+
+/// The constants of the `*_scalar` ops, per device, dtype and value ([`Device::constant`]).
+static CONSTANTS: Mutex<Option<HashMap<ConstantKey, Storage>>> = Mutex::new(None);
+
+/// Constants kept at most; past this many the cache starts over.
+const MAX_CONSTANTS: usize = 4096;
 
 /// A compute device: a handle to one backend instance. Cheap to clone.
 #[derive(Clone)]
@@ -151,8 +162,28 @@ impl Device {
     /// Releases cached, unused device memory (`torch.mps.empty_cache`), and the constants the
     /// `*_scalar` ops keep on this device.
     pub fn empty_cache(&self) {
-        crate::ops::drop_cached_scalars(self);
+        if let Some(cache) = CONSTANTS.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            cache.retain(|k, _| k.0 != self.id());
+        }
         self.backend.empty_cache()
+    }
+
+    /// The one-element buffer of `value` in `dtype` on this device, made by `make` the first
+    /// time and kept until [`Device::empty_cache`]: the `*_scalar` ops' operands, which on a
+    /// GPU would each cost a dispatch to make.
+    pub(crate) fn constant(&self, dtype: DType, value: f64, make: impl FnOnce() -> Result<Storage>) -> Result<Storage> {
+        let key = (self.id(), dtype, value.to_bits());
+        if let Some(s) = CONSTANTS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&key)) {
+            return Ok(s.clone());
+        }
+        let storage = make()?;
+        let mut cache = CONSTANTS.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = cache.get_or_insert_with(HashMap::new);
+        if cache.len() >= MAX_CONSTANTS {
+            cache.clear();
+        }
+        cache.insert(key, storage.clone());
+        Ok(storage)
     }
 
     /// Caps the bytes of live tensors on this device (see [`Backend::set_memory_budget`]);

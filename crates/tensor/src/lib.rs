@@ -20,15 +20,17 @@
 pub mod autocast;
 pub mod autograd;
 pub mod backend;
+pub mod custom;
 pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod fallback;
 pub mod fused;
+mod grad_mode;
 mod index_use;
 pub mod layout;
 pub mod observe;
-mod ops;
+pub mod ops;
 pub mod profile;
 pub mod rng;
 mod tensor;
@@ -38,14 +40,12 @@ pub mod conformance;
 
 pub use autocast::{autocast, autocast_dtype, AutocastGuard};
 pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
-pub use backend::{Backend, BackendStorage, DeviceKind, Distribution, MemoryStats, Storage, Strided};
+pub use backend::{Backend, BackendStorage, ConvGeometry, CustomKernel, DeviceKind, Distribution, MemoryStats, Storage, Strided};
+pub use custom::CustomOp;
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
 pub use error::{Error, Result};
-pub use fused::{
-    fusion_enabled, no_foreach, no_fusion, AdadeltaStep, AdagradStep, AdamStep, BatchNormOptions, ConvGeometry, FusedOp, LayerNormOptions, NoFusionGuard,
-    RmsPropStep, SgdStep,
-};
+pub use fused::{fusion_enabled, no_fusion, BatchNormOptions, LayerNormOptions, NoFusionGuard};
 pub use index_use::{current_index_use, IndexUse};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};

@@ -3,11 +3,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
-use crate::autograd::{self, GradFn, Node};
-use crate::backend::{Distribution, Storage, Strided};
+use std::any::Any;
+
+use crate::backend::{Storage, Strided};
 use crate::device::Device;
-use crate::dtype::{bytes_to_f64, f64_to_bytes, DType, Element};
+use crate::dtype::{bytes_to_f64, DType, Element};
 use crate::error::{Error, Result};
+use crate::grad_mode::no_grad;
 use crate::layout::{check_shape, Layout, MAX_ELEMENTS};
 
 /// An n-dimensional array on a [`Device`], cheap to clone (clones share storage and graph).
@@ -52,6 +54,84 @@ pub(crate) fn checked_numel(op: &'static str, shape: &[usize], dtype: DType) -> 
     Ok(numel)
 }
 
+/// A recorded op's backward rule, as the graph holds it: `autograd`'s rules implement it (this
+/// file defines the graph's shape, `autograd` what runs on it).
+pub(crate) trait BackwardRule: Any + Send + Sync {
+    /// The op's name, for errors and reports.
+    fn name(&self) -> String;
+    /// Whether the rule reads the values of input `i`, given which inputs require grad.
+    fn reads_input(&self, i: usize, wants: &[bool]) -> bool;
+    /// Whether the rule reads the op's own output, which must then stay alive while the graph does.
+    fn reads_output(&self) -> bool;
+    /// One gradient per input (`None` where none is needed) from `g`, the gradient of the op's
+    /// output `out`, and its inputs.
+    fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>>;
+}
+
+/// One recorded op in the graph: its rule and the inputs the rule needs.
+pub(crate) struct Node {
+    /// `None` once backward has freed it.
+    state: Mutex<Option<(Arc<dyn BackwardRule>, Vec<Tensor>)>>,
+}
+
+impl Node {
+    /// Records `rule` over `inputs`, keeping of each input only what backward will use: an
+    /// input whose values the rule never reads (and whose own rule does not read its output)
+    /// is kept as a [`Tensor::released`] handle, so its buffer is freed as soon as the forward
+    /// drops it, not when backward reaches it.
+    pub(crate) fn new(rule: Arc<dyn BackwardRule>, inputs: Vec<Tensor>) -> Node {
+        let wants: Vec<bool> = inputs.iter().map(Tensor::requires_grad).collect();
+        let inputs = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| match rule.reads_input(i, &wants) || !t.can_release() {
+                true => t,
+                false => t.released(),
+            })
+            .collect();
+        Node { state: Mutex::new(Some((rule, inputs))) }
+    }
+
+    /// Whether this node's rule reads its op's output (false once backward has freed it).
+    fn reads_output(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|(f, _)| f.reads_output())
+    }
+
+    /// The inputs, while the node has not been freed.
+    pub(crate) fn inputs(&self) -> Option<Vec<Tensor>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, i)| i.clone())
+    }
+
+    /// The rule and its inputs, taken out (the node is freed) or, with `retain`, cloned.
+    pub(crate) fn take(&self, retain: bool) -> Option<(Arc<dyn BackwardRule>, Vec<Tensor>)> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if retain {
+            state.clone()
+        } else {
+            state.take()
+        }
+    }
+}
+
+impl Drop for Node {
+    /// Frees a chain of nodes iteratively: the default recursive drop (node -> its inputs ->
+    /// their nodes -> ...) overflows the stack on a deep graph that is dropped without backward,
+    /// such as a long RNN evaluated with grad on.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        let mut stack: Vec<Tensor> = state.map(|(_, inputs)| inputs).unwrap_or_default();
+        while let Some(t) = stack.pop() {
+            // Only a tensor this chain owns outright can be taken apart; a shared one stays alive.
+            let Ok(inner) = Arc::try_unwrap(t.0) else { continue };
+            let Some(node) = inner.node else { continue };
+            let Ok(mut node) = Arc::try_unwrap(node) else { continue };
+            if let Some((_, inputs)) = node.state.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+                stack.extend(inputs);
+            }
+        }
+    }
+}
+
 /// All of a storage as one contiguous run: what an in-place move copies, so that the tensor's
 /// layout (offset, strides) means the same in the new storage.
 fn whole_storage(state: &State) -> Layout {
@@ -89,150 +169,10 @@ impl Tensor {
         }))
     }
 
-    /// A result of an op: contiguous storage of `shape`, recorded in the graph when any input
-    /// requires grad and grad mode is on. `grad_fn` is only called when recording.
-    pub(crate) fn from_op(storage: Storage, shape: &[usize], dtype: DType, device: &Device, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
-        Tensor::view_op(storage, Layout::contiguous(shape), dtype, device, inputs, grad_fn)
-    }
-
-    /// Like [`Tensor::from_op`] with an arbitrary layout (views).
-    pub(crate) fn view_op(storage: Storage, layout: Layout, dtype: DType, device: &Device, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
-        let record = autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
-        let observing = crate::observe::active();
-        let (node, name) = match (record, observing) {
-            (false, false) => (None, None),
-            (true, false) => (Some(Arc::new(Node::new(grad_fn(), inputs.iter().map(|t| (*t).clone()).collect()))), None),
-            (record, true) => {
-                let rule = grad_fn();
-                let name = rule.name();
-                (record.then(|| Arc::new(Node::new(rule, inputs.iter().map(|t| (*t).clone()).collect()))), Some(name))
-            }
-        };
-        let out = Tensor::from_parts(storage, layout, dtype, device, node);
-        if let Some(name) = name {
-            crate::observe::notify(name, inputs, &out);
-        }
-        out
-    }
-
-    // ---- creation -------------------------------------------------------------------------
-
-    /// A tensor from host values, copied to `device`. Errors if `data.len()` is not the
-    /// product of `shape`.
-    pub fn from_slice<T: Element>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor> {
-        let want = checked_numel("from_slice", shape, T::DTYPE)?;
-        if data.len() != want {
-            return Err(Error::ElementCount { op: "from_slice", got: data.len(), want, shape: shape.to_vec() });
-        }
-        let storage = device.backend().from_host(bytemuck::cast_slice(data), T::DTYPE)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), T::DTYPE, device, None))
-    }
-
-    /// Like [`Tensor::from_slice`], taking ownership.
-    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor> {
-        Tensor::from_slice(&data, shape, device)
-    }
-
-    /// A tensor from `f64` values converted to `dtype` (handy in tests and for constants).
-    pub fn from_f64s(data: &[f64], shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        let want = checked_numel("from_f64s", shape, dtype)?;
-        if data.len() != want {
-            return Err(Error::ElementCount { op: "from_f64s", got: data.len(), want, shape: shape.to_vec() });
-        }
-        let storage = device.backend().from_host(&f64_to_bytes(data, dtype), dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
-    }
-
-    /// Every element equal to `value`.
-    pub fn full(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
-        let storage = device.backend().full(checked_numel("full", shape, dtype)?, value, dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
-    }
-
-    pub fn zeros(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::full(shape, 0.0, dtype, device)
-    }
-
-    pub fn ones(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::full(shape, 1.0, dtype, device)
-    }
-
-    /// A 0-dimensional tensor.
-    pub fn scalar(value: f64, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::full(&[], value, dtype, device)
-    }
-
-    /// Zeros with this tensor's shape, dtype and device.
-    pub fn zeros_like(&self) -> Result<Tensor> {
-        Tensor::zeros(self.shape(), self.dtype(), self.device())
-    }
-
-    pub fn ones_like(&self) -> Result<Tensor> {
-        Tensor::ones(self.shape(), self.dtype(), self.device())
-    }
-
-    /// `start, start + step, ...` up to but excluding `end`, as `torch.arange`.
-    pub fn arange(start: f64, end: f64, step: f64, dtype: DType, device: &Device) -> Result<Tensor> {
-        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
-            return Err(Error::bad_shape("arange", &[], format!("start {start}, end {end} and step {step} must be finite, step non-zero")));
-        }
-        let n = ((end - start) / step).ceil().max(0.0);
-        // Checked in f64 first: `as usize` saturates, and a saturated count must not reach a Vec.
-        if n > MAX_ELEMENTS as f64 {
-            return Err(Error::bad_shape("arange", &[], format!("start {start}, end {end} and step {step} give {n} elements, too many to hold")));
-        }
-        let n = n as usize;
-        checked_numel("arange", &[n], dtype)?;
-        let values: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
-        Tensor::from_f64s(&values, &[n], dtype, device)
-    }
-
-    /// Seeded random values; the same seed gives the same tensor on every backend.
-    pub fn random(shape: &[usize], dist: Distribution, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-        let numel = checked_numel("random", shape, dtype)?;
-        if numel > u32::MAX as usize {
-            return Err(Error::bad_shape("random", shape, "more than 2^32 elements in one random tensor"));
-        }
-        if let Distribution::Uniform { low, high } = dist {
-            if dtype.is_float() && (low, high) != (0.0, 1.0) {
-                // Scale and shift as kernels of their own: inside one kernel a GPU compiler may
-                // fuse `low + (high - low) * u` into an fma, whose one rounding differs from the
-                // CPU's two (seen on NVIDIA), and a seed must give the same bits everywhere.
-                let work = if dtype == DType::F64 { DType::F64 } else { DType::F32 };
-                let u = Tensor::random(shape, Distribution::Uniform { low: 0.0, high: 1.0 }, seed, work, device)?;
-                let x = u.mul_scalar(high - low)?.add_scalar(low)?;
-                return if work == dtype { Ok(x) } else { x.to_dtype(dtype) };
-            }
-        }
-        let storage = device.backend().random(dist, numel, seed, dtype)?;
-        Ok(Tensor::from_parts(storage, Layout::contiguous(shape), dtype, device, None))
-    }
-
-    /// Uniform on `[low, high)`.
-    pub fn rand(shape: &[usize], low: f64, high: f64, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::random(shape, Distribution::Uniform { low, high }, seed, dtype, device)
-    }
-
-    /// Standard normal.
-    pub fn randn(shape: &[usize], seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::random(shape, Distribution::Normal { mean: 0.0, std: 1.0 }, seed, dtype, device)
-    }
-
-    /// 1 with probability `p`, else 0.
-    pub fn bernoulli(shape: &[usize], p: f64, seed: u64, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::random(shape, Distribution::Bernoulli { p }, seed, dtype, device)
-    }
-
     // ---- accessors ------------------------------------------------------------------------
 
     pub fn shape(&self) -> &[usize] {
         self.0.layout.shape()
-    }
-
-    /// Size of one dimension (negative counts from the end).
-    pub fn dim(&self, dim: impl crate::Dim) -> Result<usize> {
-        let d = dim.resolve("dim", self.rank())?;
-        Ok(self.shape()[d])
     }
 
     pub fn rank(&self) -> usize {
@@ -339,37 +279,6 @@ impl Tensor {
 
     // ---- devices and in-place assignment --------------------------------------------------
 
-    /// This tensor on `device` (the same tensor if already there). Gradients flow back.
-    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
-        if self.device() == device {
-            return Ok(self.clone());
-        }
-        let bytes = self.with_strided(|s| self.device().backend().to_host(s))?;
-        let storage = device.backend().from_host(&bytes, self.dtype())?;
-        let src_device = self.device().clone();
-        Ok(Tensor::from_op(storage, self.shape(), self.dtype(), device, &[self], || GradFn::ToDevice { from: src_device }))
-    }
-
-    /// Replaces this tensor's contents with `value`'s (same shape, dtype and device), without
-    /// touching the graph: how optimizers update parameters and batch norm its running stats.
-    /// Views taken earlier keep the old contents.
-    pub fn assign(&self, value: &Tensor) -> Result<()> {
-        if value.shape() != self.shape() {
-            return Err(Error::shape("assign", self.shape(), value.shape(), "must have the same shape"));
-        }
-        if value.dtype() != self.dtype() {
-            return Err(Error::DTypeMismatch { op: "assign", lhs: self.dtype(), rhs: value.dtype() });
-        }
-        crate::ops::check_same_device("assign", self, value)?;
-        if !self.is_contiguous() || self.0.layout.offset() != 0 {
-            return Err(Error::bad_shape("assign", self.shape(), "only a tensor that owns contiguous storage can be assigned to"));
-        }
-        let value = value.contiguous()?;
-        let new = if value.0.layout.offset() == 0 { value.storage() } else { value.with_strided(|s| self.device().backend().copy(s))? };
-        self.replace_storage(new);
-        Ok(())
-    }
-
     /// Moves this leaf to `device` in place: the same tensor (its id, `requires_grad` flag,
     /// every clone of its handle) holds its storage on `device` afterwards, and its gradient
     /// moves with it. This is what `Module::to_device` does to each parameter, so an optimizer
@@ -378,7 +287,7 @@ impl Tensor {
     /// points at the old device): use [`Tensor::to_device`].
     pub fn move_to_(&self, device: &Device) -> Result<()> {
         self.check_in_place("move_to_")?;
-        let grad = self.grad().map(|g| autograd::no_grad(|| g.to_device(device))).transpose()?;
+        let grad = self.grad().map(|g| no_grad(|| g.to_device(device))).transpose()?;
         {
             let mut state = self.0.state.write().unwrap_or_else(|e| e.into_inner());
             if state.device == device {
@@ -401,7 +310,7 @@ impl Tensor {
         if self.requires_grad() && !dtype.is_float() {
             return Err(Error::dtype("cast_", dtype, "a tensor that requires grad must stay floating-point"));
         }
-        let grad = self.grad().map(|g| autograd::no_grad(|| g.to_dtype(dtype))).transpose()?;
+        let grad = self.grad().map(|g| no_grad(|| g.to_dtype(dtype))).transpose()?;
         {
             let mut state = self.0.state.write().unwrap_or_else(|e| e.into_inner());
             if state.dtype == dtype {
@@ -495,6 +404,16 @@ impl Tensor {
 
     pub(crate) fn node(&self) -> Option<&Arc<Node>> {
         self.0.node.as_ref()
+    }
+
+    /// Whether the graph may keep this tensor without its storage: not a leaf that collects a
+    /// gradient (its `.grad` is set on this very handle), not already released, and not the
+    /// output of a rule that reads it.
+    fn can_release(&self) -> bool {
+        match self.node() {
+            Some(node) => !node.reads_output() && !self.is_released(),
+            None => !self.0.requires_grad.load(Ordering::Relaxed) && !self.is_released(),
+        }
     }
 }
 

@@ -34,10 +34,10 @@
 //! ```
 
 use liandan_nn::{DType, NoGradGuard, Tensor};
-use liandan_tensor::{fused, FusedOp};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::optim::fused::{update, update_foreach, Scale};
 
 /// The type a training run computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,13 +88,12 @@ impl std::fmt::Display for Precision {
 /// read back: the caller decides when to look. The gradients are checked joined into a few
 /// flat tensors, one per dtype: three kernels or so, where four per parameter were some
 /// hundreds for a transformer. A joined copy is multiplied by zero in place where the device
-/// has a multi-tensor [`FusedOp::Scale`] (one copy of the gradients at a time, not two).
+/// has a multi-tensor kernel for the scale update (one copy of the gradients at a time, not two).
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();
     let mut total: Option<Tensor> = None;
     for (flat, copied) in joined_grads(params)? {
-        let zero = FusedOp::Scale(0.0);
-        let zeroed = if copied && fused::update_foreach(&zero, &[vec![&flat]])?[0] { flat } else { flat.mul_scalar(0.0)? };
+        let zeroed = if copied && update_foreach(&Scale(0.0), &[vec![&flat]])?[0] { flat } else { flat.mul_scalar(0.0)? };
         let s = zeroed.sum_all()?.to_dtype(DType::F32)?;
         total = Some(match total {
             Some(t) => t.add(&s)?,
@@ -191,7 +190,7 @@ impl GradScaler {
     /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the result (0 when all are finite, NaN otherwise; a 0
     /// when none has a gradient).
     ///
-    /// The division is one multi-tensor [`FusedOp::Scale`] over all the gradients where the
+    /// The division is one multi-tensor scale update (`optim/fused`) over all the gradients where the
     /// device has one (on a GPU a few launches, where a multiply per gradient was one launch
     /// each), else one kernel per gradient; the gradients stay buffers of their own, as the
     /// optimizers' multi-tensor kernels want them. Then they are checked joined
@@ -199,12 +198,12 @@ impl GradScaler {
     pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
-        let op = FusedOp::Scale(inv);
+        let op = Scale(inv);
         let held: Vec<(&Tensor, Tensor)> = params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
         let lists: Vec<Vec<&Tensor>> = held.iter().map(|(_, g)| vec![g]).collect();
-        let ran = fused::update_foreach(&op, &lists)?;
+        let ran = update_foreach(&op, &lists)?;
         for ((p, g), ran) in held.iter().zip(ran) {
-            if !ran && fused::update(&op, &[g]).transpose()?.is_none() {
+            if !ran && update(&op, &[g]).transpose()?.is_none() {
                 p.set_grad(Some(g.mul_scalar(inv)?));
             }
         }

@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
+use liandan_nn::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Relu, ReluBackward};
 use liandan_nn::{
-    manual_seed, no_fusion, zoo, Backend, DType, Device, DeviceKind, Distribution, FusedOp, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
+    manual_seed, no_fusion, zoo, Backend, CustomKernel, DType, Device, DeviceKind, Distribution, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
 };
 use liandan_train::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig};
 
@@ -107,21 +108,23 @@ impl Backend for Counting {
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
         self.hit().concat(parts, dim)
     }
-    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         // The CPU backend fuses the convolution and ReLU too; declining them here keeps the
         // fused and composite passes apart by batch norm's launches alone, which is what this
         // counts.
-        if let FusedOp::Conv2d(_)
-        | FusedOp::Conv2dBias(_)
-        | FusedOp::Conv2dBiasRelu(_)
-        | FusedOp::Conv2dBackwardInput(_)
-        | FusedOp::Conv2dBackwardWeight(_)
-        | FusedOp::Relu
-        | FusedOp::ReluBackward = op
-        {
+        let declined = [
+            op.downcast_ref::<Conv2d>().is_some(),
+            op.downcast_ref::<Conv2dBias>().is_some(),
+            op.downcast_ref::<Conv2dBiasRelu>().is_some(),
+            op.downcast_ref::<Conv2dBackwardInput>().is_some(),
+            op.downcast_ref::<Conv2dBackwardWeight>().is_some(),
+            op.downcast_ref::<Relu>().is_some(),
+            op.downcast_ref::<ReluBackward>().is_some(),
+        ];
+        if declined.contains(&true) {
             return None;
         }
-        let out = self.inner.backend().fused(op, inputs)?;
+        let out = self.inner.backend().custom(op, inputs)?;
         self.launches.fetch_add(1, Ordering::Relaxed);
         Some(out)
     }
@@ -147,8 +150,8 @@ fn launches_per_training_pass() -> u64 {
     counting.launches.load(Ordering::Relaxed) - before
 }
 
-/// Batch norm in training is one fused call forward ([`FusedOp::BatchNormTrain`]) and one
-/// backward ([`FusedOp::BatchNormBackward`]), each two dispatches on the wgpu backend, where
+/// Batch norm in training is one fused call forward (`ops::BatchNormTrain`) and one
+/// backward (`ops::BatchNormBackward`), each two dispatches on the wgpu backend, where
 /// the composite takes some twenty launches: resnet18 has 20 batch norms.
 #[test]
 fn launches_of_a_resnet18_training_pass() {
@@ -195,8 +198,7 @@ fn adadelta(p: Vec<(String, liandan_nn::Tensor)>) -> Box<dyn Optimizer> {
     Box::new(Adadelta::new(p, AdadeltaConfig { weight_decay: 1e-4, ..AdadeltaConfig::default() }).unwrap())
 }
 
-/// The other fused updates ([`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`],
-/// [`FusedOp::AdadeltaStep`]), with every option that adds state or arithmetic: one launch per
+/// The other fused updates (`rmsprop_step`, `adagrad_step`, `adadelta_step`), with every option that adds state or arithmetic: one launch per
 /// parameter tensor too.
 #[test]
 fn launches_of_fused_rmsprop_adagrad_adadelta_steps() {
@@ -208,7 +210,7 @@ fn launches_of_fused_rmsprop_adagrad_adadelta_steps() {
     assert_eq!([rms, ada, delta], [n as u64; 3]);
 }
 
-/// A fused update ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`]) is one launch per parameter
+/// A fused update (`adam_step`, `sgd_step`) is one launch per parameter
 /// tensor, whatever the options, with nothing else in the step.
 #[test]
 fn launches_of_a_fused_resnet18_step() {
@@ -236,8 +238,7 @@ fn launches_of_a_composite_resnet18_step() {
 }
 
 /// On the wgpu backend a step runs each parameter group's updates as multi-tensor kernels
-/// (`fused_foreach.rs` in liandan-backend-wgpu) that write over the parameters and their
-/// state: one dispatch per chunk of tensors, 9 SGD (momentum) or 7 Adam updates a chunk where
+/// (`optim/fused/gpu.rs`) that write over the parameters and their state: one dispatch per chunk of tensors, 9 SGD (momentum) or 7 Adam updates a chunk where
 /// a shader may bind 29 storage buffers (lavapipe, Metal), 24 where it may bind more (an
 /// H200), instead of one dispatch per tensor; the step hands the backend 24 tensors a call.
 /// Counted as dispatches recorded, over resnet18's 62 parameter tensors, in the second step
@@ -297,7 +298,7 @@ fn launches_of_the_loss_scalers_unscale_and_check() {
 }
 
 /// On the wgpu backend the loss scaler divides resnet18's 62 gradients with the multi-tensor
-/// `FusedOp::Scale`, 24 a dispatch (3 dispatches, where a multiply per gradient was 62), and
+/// scale update, 24 a dispatch (3 dispatches, where a multiply per gradient was 62), and
 /// checks them joined (3 more); each gradient comes back divided, still a buffer of its own.
 #[test]
 fn dispatches_of_the_loss_scalers_unscale_on_wgpu() {

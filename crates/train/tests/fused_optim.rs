@@ -1,14 +1,14 @@
-//! The fused optimizer updates ([`FusedOp::AdamStep`], [`FusedOp::SgdStep`],
-//! [`FusedOp::RmsPropStep`], [`FusedOp::AdagradStep`], [`FusedOp::AdadeltaStep`]) against their
-//! composites (each config's `update` with fusion off), on every device and float dtype, over
-//! every option, for several steps: parameters and state must agree. On the wgpu backend the
-//! fused run's two parameters go through the multi-tensor kernels (`update_foreach`), which
-//! the conformance suite holds bit for bit to the per-tensor ones.
-//! (Parity of the fused path with PyTorch itself is `optim_parity.rs`, which runs fused.)
+//! The fused optimizer updates (`adam_step`, `sgd_step`, `rmsprop_step`, `adagrad_step`,
+//! `adadelta_step`: the custom ops of `optim/fused`) against their composites (each config's
+//! `update` with fusion off), on every device and float dtype, over every option, for several
+//! steps: parameters and state must agree. On the wgpu backend the fused run's two parameters
+//! go through the multi-tensor kernels, which `fused_foreach.rs` holds bit for bit to the
+//! per-tensor ones. (Parity of the fused path with PyTorch itself is `optim_parity.rs`, which
+//! runs fused.)
 
 mod common;
 
-use liandan_nn::{fused, no_fusion, AdadeltaStep, AdagradStep, AdamStep, DType, Device, FusedOp, RmsPropStep, SgdStep, Tensor};
+use liandan_nn::{no_fusion, profile, DType, Device, Tensor};
 use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
 
 /// Seeded values in [-1, 1), never all zero.
@@ -190,36 +190,35 @@ fn gradients_sliced_from_one_buffer_update_alike() {
 
 /// Every device here has the update kernels for the float dtypes it computes, so the test
 /// above compares two different paths (the CPU's f64 included; the GPU leaves f64 to the
-/// composite).
+/// composite): a step of each option set that changes the kernel runs its op's kernel (seen by
+/// the profiler, per tensor or over several at once) and moves the parameter.
 #[test]
 fn devices_have_the_update_kernels() {
-    let adam =
-        AdamStep { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step: 1, amsgrad: true, maximize: false, decoupled_weight_decay: false };
-    let sgd = SgdStep { lr: 0.1, momentum: 0.9, dampening: 0.0, weight_decay: 0.0, nesterov: false, maximize: false, first: false };
-    let rmsprop = |momentum, centered| RmsPropStep { lr: 1e-2, alpha: 0.99, eps: 1e-8, weight_decay: 0.0, momentum, centered, maximize: false };
-    let adagrad = AdagradStep { lr: 0.1, lr_decay: 0.0, weight_decay: 0.0, eps: 1e-10, step: 1, maximize: false };
-    let adadelta = AdadeltaStep { lr: 1.0, rho: 0.9, eps: 1e-6, weight_decay: 0.0, maximize: false };
-    let ops = [
-        (FusedOp::AdamStep(adam), 5),
-        (FusedOp::SgdStep(sgd), 3),
-        (FusedOp::RmsPropStep(rmsprop(0.0, false)), 3),
-        (FusedOp::RmsPropStep(rmsprop(0.9, false)), 4),
-        (FusedOp::RmsPropStep(rmsprop(0.0, true)), 4),
-        (FusedOp::RmsPropStep(rmsprop(0.9, true)), 5),
-        (FusedOp::AdagradStep(adagrad), 3),
-        (FusedOp::AdadeltaStep(adadelta), 4),
-    ];
+    fn ran<R: Rule>(device: &Device, dtype: DType, config: R, op: &str) {
+        let params: Vec<(String, Tensor)> =
+            (0..2).map(|k| (format!("p{k}"), Tensor::from_f64s(&values(9, k + 1), &[9], dtype, device).unwrap().abs().unwrap())).collect();
+        for (_, p) in &params {
+            p.set_grad(Some(Tensor::from_f64s(&values(9, 7), &[9], dtype, device).unwrap()));
+        }
+        let before = params[0].1.to_vec_f64().unwrap();
+        let mut opt = Optim::new(params.clone(), config).unwrap();
+        profile::start().unwrap();
+        let stepped = opt.step();
+        let events = profile::stop().unwrap().events();
+        stepped.unwrap();
+        assert!(events.iter().any(|e| e.name.starts_with(&format!("fused {op}"))), "{op} {dtype} on {device}: no kernel ran: {events:?}");
+        assert_ne!(params[0].1.to_vec_f64().unwrap(), before, "{op} {dtype} on {device}: the parameter did not change");
+    }
     for device in common::devices() {
         let dtypes: &[DType] = if device.is_cpu() { &[DType::F32, DType::F64, DType::F16, DType::BF16] } else { &[DType::F32, DType::F16, DType::BF16] };
         for &dtype in dtypes {
-            for (op, operands) in ops.iter().cloned() {
-                let inputs: Vec<Tensor> =
-                    (0..operands).map(|k| Tensor::from_f64s(&values(9, k as u64 + 1), &[9], dtype, &device).unwrap().abs().unwrap()).collect();
-                let before = inputs[0].to_vec_f64().unwrap();
-                let refs: Vec<&Tensor> = inputs.iter().collect();
-                assert!(fused::update(&op, &refs).is_some_and(|r| r.is_ok()), "{} {dtype} on {device}: no fused kernel ran", op.name());
-                assert_ne!(inputs[0].to_vec_f64().unwrap(), before, "{} {dtype} on {device}: the parameter did not change", op.name());
+            ran(&device, dtype, AdamConfig { amsgrad: true, ..AdamConfig::adam(1e-3) }, "adam_step");
+            ran(&device, dtype, SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() }, "sgd_step");
+            for (momentum, centered) in [(0.0, false), (0.9, false), (0.0, true), (0.9, true)] {
+                ran(&device, dtype, RmsPropConfig { momentum, centered, ..RmsPropConfig::default() }, "rmsprop_step");
             }
+            ran(&device, dtype, AdagradConfig { lr: 0.1, ..AdagradConfig::default() }, "adagrad_step");
+            ran(&device, dtype, AdadeltaConfig::default(), "adadelta_step");
         }
     }
 }

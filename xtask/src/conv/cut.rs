@@ -5,7 +5,8 @@
 //! GPU. Prints Markdown tables; asserts nothing.
 
 use liandan_backend_wgpu::{with_conv_cut, ConvCut};
-use liandan_tensor::{ConvGeometry, DType, Device, Error, FusedOp, Result, Strided, Tensor};
+use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight};
+use liandan_tensor::{ConvGeometry, CustomKernel, DType, Device, Error, Result, Strided, Tensor};
 
 use super::{Layer, LAYERS};
 
@@ -21,25 +22,25 @@ fn geometry(l: &Layer, batch: usize) -> ConvGeometry {
 }
 
 /// One pass and its operands: `(name, op, inputs)`.
-type PassRun = (&'static str, FusedOp, [Tensor; 2]);
+type PassRun = (&'static str, Box<dyn CustomKernel>, [Tensor; 2]);
 
 fn passes(g: ConvGeometry, dtype: DType, device: &Device) -> Result<[PassRun; 3]> {
     let t = |shape: &[usize], seed| -> Result<Tensor> { Tensor::randn(shape, seed, DType::F32, device)?.mul_scalar(0.1)?.to_dtype(dtype) };
     let (x, w, dy) = (t(&g.input_shape(), 1)?, t(&g.weight_shape(), 2)?, t(&g.output_shape(), 3)?);
     Ok([
-        ("forward", FusedOp::Conv2d(g), [x.clone(), w.clone()]),
-        ("input grad", FusedOp::Conv2dBackwardInput(g), [dy.clone(), w]),
-        ("weight grad", FusedOp::Conv2dBackwardWeight(g), [dy, x]),
+        ("forward", Box::new(Conv2d(g)), [x.clone(), w.clone()]),
+        ("input grad", Box::new(Conv2dBackwardInput(g)), [dy.clone(), w]),
+        ("weight grad", Box::new(Conv2dBackwardWeight(g)), [dy, x]),
     ])
 }
 
 /// Median ms of one `op` on `inputs` under `cut`.
-fn time_pass(device: &Device, op: &FusedOp, inputs: &[Tensor], cut: ConvCut, reps: usize) -> Result<f64> {
+fn time_pass(device: &Device, op: &dyn CustomKernel, inputs: &[Tensor], cut: ConvCut, reps: usize) -> Result<f64> {
     let storages: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
     let views: Vec<Strided> = inputs.iter().zip(&storages).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect();
     let mut run = || -> Result<()> {
         for _ in 0..PER_SAMPLE {
-            match device.backend().fused(op, &views) {
+            match device.backend().custom(op, &views) {
                 Some(r) => drop(r?),
                 None => return Err(Error::Device(format!("{} has no fused kernel on {device}", op.name()))),
             }
@@ -64,16 +65,16 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
         let name = format!("{} {}->{} {}x{} k{} s{}", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride);
         for (what, op, inputs) in passes(g, dtype, device)? {
             // A pass the backend declines (its composite runs instead) has no cut to time.
-            let previous = match time_pass(device, &op, &inputs, ConvCut::Previous, reps) {
+            let previous = match time_pass(device, &*op, &inputs, ConvCut::Previous, reps) {
                 Ok(ms) => ms,
                 Err(e) => {
                     println!("| {name} | {what} | - | - | - | - | - | {e} |");
                     continue;
                 }
             };
-            let auto = time_pass(device, &op, &inputs, ConvCut::Auto, reps)?;
-            let f512 = time_pass(device, &op, &inputs, ConvCut::Fill(512), reps)?;
-            let f1024 = time_pass(device, &op, &inputs, ConvCut::Fill(1024), reps)?;
+            let auto = time_pass(device, &*op, &inputs, ConvCut::Auto, reps)?;
+            let f512 = time_pass(device, &*op, &inputs, ConvCut::Fill(512), reps)?;
+            let f1024 = time_pass(device, &*op, &inputs, ConvCut::Fill(1024), reps)?;
             let gflops = g.flops() as f64 / auto * 1e-6;
             println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {gflops:.0} |", previous / auto);
             rows.push((name.clone(), what, op, inputs));
@@ -92,7 +93,7 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
     for (name, what, op, inputs) in rows {
         let mut ms = Vec::with_capacity(variants.len());
         for &(tile, splits) in &variants {
-            ms.push(time_pass(device, &op, &inputs, ConvCut::Fixed { tile, splits }, reps)?);
+            ms.push(time_pass(device, &*op, &inputs, ConvCut::Fixed { tile, splits }, reps)?);
         }
         let best = (0..ms.len()).min_by(|&a, &b| ms[a].total_cmp(&ms[b])).unwrap_or(0);
         let cells: Vec<String> = ms.iter().map(|m| format!("{m:.3}")).collect();

@@ -1,14 +1,9 @@
-// Shared by every kernel: strided indexing over the meta block `params` (at most 64 u32s,
-// declared just before this file as immediate data or a storage buffer; `Repr::params`).
+// Shared by every kernel that reads the meta block as words: strided indexing over `params`
+// (at most 64 u32s, declared just before this file as immediate data or a storage buffer;
+// `Repr::params`).
 //
 // params[0] = number of elements (invocations that do work), params[1] = rank R, params[2..2+R] =
 // shape, then for each operand k: R strides and an offset, at 2 + R + k * (R + 1).
-
-// The flat invocation index over a 2-D grid of 256-wide workgroups (grids are split in two
-// dimensions because one may hold at most 65,535 workgroups).
-fn flat_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
-    return (wid.y * nwg.x + wid.x) * 256u + lid;
-}
 
 // Storage index of element `i` (row-major over the shape) of operand `k`.
 fn offset_of(i: u32, k: u32) -> u32 {

@@ -1,4 +1,4 @@
-// FusedOp::BatchNormBackward, second pass: each workgroup sums its channel's S partial sums into
+// ops::BatchNormBackward, second pass: each workgroup sums its channel's S partial sums into
 // dbias = sum(dy) and dweight = sum(dy xhat), writes
 // dx = weight invstd (dy - dbias / M - xhat dweight / M) over its segment, and the channel's
 // first workgroup writes dweight and dbias. Without affine parameters, weight is 1 and the

@@ -1,4 +1,4 @@
-// FusedOp::BatchNormBackward, first pass: each workgroup sums dy and dy xhat
+// ops::BatchNormBackward, first pass: each workgroup sums dy and dy xhat
 // (xhat = (x - mean) invstd) over its segment of one channel into partial[(c S + s) 2 ..].
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;

@@ -1,4 +1,4 @@
-// FusedOp::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries
+// ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries
 // into the batch mean and (biased) variance, normalizes its segment
 // (y = (x - mean) invstd weight + bias), and the channel's first workgroup writes mean, invstd
 // and the running statistics (the variance made unbiased for them, as PyTorch). Without the

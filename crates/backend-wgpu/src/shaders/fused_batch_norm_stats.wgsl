@@ -1,4 +1,4 @@
-// FusedOp::BatchNormTrain, first pass: each workgroup summarizes its segment of one channel as
+// ops::BatchNormTrain, first pass: each workgroup summarizes its segment of one channel as
 // (count, mean, sum of squared deviations) into partial[(c S + s) 3 ..], by Welford's update
 // per invocation and a join across the workgroup.
 

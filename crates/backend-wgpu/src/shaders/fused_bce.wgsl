@@ -1,4 +1,4 @@
-// FusedOp::BceLoss: l = -(y log_(p) + (1 - y) log_(1 - p)) elementwise, log_ the log clamped at
+// ops::BceLoss: l = -(y log_(p) + (1 - y) log_(1 - p)) elementwise, log_ the log clamped at
 // -100 (and -100 at and below 0), as the composite's. Meta: params[0] = number of elements,
 // params[1..3] = the element offsets of p and y.
 

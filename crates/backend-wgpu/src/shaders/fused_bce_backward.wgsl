@@ -1,4 +1,4 @@
-// FusedOp::BceLossBackward: dp = g ((1 - y) log_'(1 - p) - y log_'(p)) elementwise, log_'(v)
+// ops::BceLossBackward: dp = g ((1 - y) log_'(1 - p) - y log_'(p)) elementwise, log_'(v)
 // being 1 / v where v > 0 and ln v >= -100, else 0 (the composite's rule). Meta: params[0] =
 // number of elements, params[1..4] = the element offsets of p, y and g.
 

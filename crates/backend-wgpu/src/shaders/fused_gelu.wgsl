@@ -1,4 +1,4 @@
-// FusedOp::Gelu: y = x Phi(x) elementwise. Meta: params[0] = number of elements, params[1] =
+// ops::Gelu: y = x Phi(x) elementwise. Meta: params[0] = number of elements, params[1] =
 // the element offset of x.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;

@@ -1,4 +1,4 @@
-// FusedOp::GeluBackward: dx = dy (Phi(x) + x phi(x)) elementwise. Meta: params[0] = number of
+// ops::GeluBackward: dx = dy (Phi(x) + x phi(x)) elementwise. Meta: params[0] = number of
 // elements, params[1..3] = the element offsets of x and dy.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;

@@ -1,4 +1,4 @@
-// FusedOp::GruCell: x_gates and h_gates [N, 3H] (r, z, n) and h [N, H] to h' [N, H], where
+// ops::GruCell: x_gates and h_gates [N, 3H] (r, z, n) and h [N, H] to h' [N, H], where
 // r = sigmoid(x_r + h_r), z = sigmoid(x_z + h_z), n = tanh(x_n + r * h_n), h' = n + z (h - n).
 // Meta: N * H, H, offsets of x_gates, h_gates and h.
 

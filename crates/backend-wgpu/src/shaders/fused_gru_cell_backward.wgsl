@@ -1,4 +1,4 @@
-// FusedOp::GruCellBackward: from x_gates and h_gates [N, 3H], h [N, H] and the gradient dh'
+// ops::GruCellBackward: from x_gates and h_gates [N, 3H], h [N, H] and the gradient dh'
 // [N, H], the gradients of x_gates and h_gates [N, 3H] and of h [N, H]. Meta: N * H, H, offsets
 // of x_gates, h_gates, h and dh'.
 

@@ -1,4 +1,4 @@
-// FusedOp::LayerNormBackward, the rows: each workgroup takes one row's sums of g and g xhat
+// ops::LayerNormBackward, the rows: each workgroup takes one row's sums of g and g xhat
 // (g = dy weight, xhat = (x - mean) rstd) and writes dx = rstd (g - sum(g) / D - xhat
 // sum(g xhat) / D). Without a weight, g = dy and the weight's binding is a placeholder.
 

@@ -1,4 +1,4 @@
-// FusedOp::LayerNormBackward, the parameters' gradients, second pass: one invocation a column
+// ops::LayerNormBackward, the parameters' gradients, second pass: one invocation a column
 // adds its S partial sums, in segment order, into dweight and dbias (each written only where
 // the op has that parameter; otherwise its binding is a placeholder).
 

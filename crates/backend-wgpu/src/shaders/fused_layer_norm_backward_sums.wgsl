@@ -1,4 +1,4 @@
-// FusedOp::LayerNormBackward, the parameters' gradients, first pass: invocation j of workgroup
+// ops::LayerNormBackward, the parameters' gradients, first pass: invocation j of workgroup
 // (b, s) sums dy xhat and dy down column b 64 + j over segment s's rows (E rows, reading
 // consecutive columns side by side) into partial[(s D + column) 2 ..].
 

@@ -1,4 +1,4 @@
-// FusedOp::LayerNorm: each workgroup normalizes one row, its mean first and then the mean of
+// ops::LayerNorm: each workgroup normalizes one row, its mean first and then the mean of
 // squared deviations (two passes over the row, as the CPU's kernel: no variance taken as a
 // difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
 // bias their bindings are placeholders, never read.

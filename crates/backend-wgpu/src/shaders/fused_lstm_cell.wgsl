@@ -1,4 +1,4 @@
-// FusedOp::LstmCell: gates [N, 4H] (plus `more` [N, 4H] when SUM) and c [N, H] to out
+// ops::LstmCell: gates [N, 4H] (plus `more` [N, 4H] when SUM) and c [N, H] to out
 // [2, N, H] = (h', c'), where c' = f * c + i * g and h' = o * tanh(c'). Meta: N * H, H,
 // offsets of gates, c and more.
 

@@ -1,4 +1,4 @@
-// FusedOp::LstmCellBackward: from gates [N, 4H] (plus `more` when SUM), c [N, H], the
+// ops::LstmCellBackward: from gates [N, 4H] (plus `more` when SUM), c [N, H], the
 // forward's out [2, N, H] = (h', c') and the gradients dh' and dc' [N, H], the gradients
 // dgates [N, 4H] and dc [N, H]. Meta: N * H, H, offsets of gates, c, out, dh', dc' and more.
 

@@ -1,4 +1,4 @@
-// FusedOp::Relu: y = x > 0 ? x : 0 elementwise (NaN gives 0, as the composite's select does),
+// ops::Relu: y = x > 0 ? x : 0 elementwise (NaN gives 0, as the composite's select does),
 // an element (V_x = S_x) or four (V_x = vec4<S_x>, C_v the f32 vector) an invocation. Meta:
 // params[0] = number of V_x items, params[1] = the item offset of x.
 

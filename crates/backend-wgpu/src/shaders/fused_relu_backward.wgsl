@@ -1,4 +1,4 @@
-// FusedOp::ReluBackward: dx = y > 0 ? dy : 0 elementwise, from ReLU's output y; an element or
+// ops::ReluBackward: dx = y > 0 ? dy : 0 elementwise, from ReLU's output y; an element or
 // four an invocation, as fused_relu.wgsl. Meta: params[0] = number of V_x items,
 // params[1..3] = the item offsets of y and dy.
 

@@ -1,4 +1,4 @@
-// FusedOp::LstmStep: an LSTM step with its recurrent product, one dispatch. h_gates = h W_hh^T
+// ops::LstmStep: an LSTM step with its recurrent product, one dispatch. h_gates = h W_hh^T
 // ([N, 4H]), then the cell of x_gates + h_gates as fused_lstm_cell.wgsl computes it: out
 // [2, N, H] = (h', c'). The product is matmul/small.wgsl's (its sums' loop is
 // matmul/small_sums.wgsl's), with a block's columns taken as its units' four gates, so that

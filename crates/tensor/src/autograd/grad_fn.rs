@@ -4,12 +4,15 @@
 //! output (detached), and returns one gradient per input (`None` where none is needed). Rules
 //! run with grad mode off.
 
-use crate::backend::{BinaryOp, UnaryOp, Window2d};
+use std::sync::Arc;
+
+use crate::backend::{BinaryOp, ConvGeometry, UnaryOp, Window2d};
+use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::fused::{ConvGeometry, LayerNormOptions};
-use crate::tensor::Tensor;
+use crate::fused::LayerNormOptions;
+use crate::tensor::{BackwardRule, Tensor};
 
 #[derive(Clone)]
 pub(crate) enum GradFn {
@@ -89,18 +92,9 @@ pub(crate) enum GradFn {
         dim: usize,
     },
     Softplus,
-    /// A fused op's rule (see `crate::fused`): inputs `gates`, `c`, then the second gate term
-    /// of `lstm_cell_sum`; output `[2, N, H]`.
+    /// The LSTM cell's rule (`Tensor::lstm_cell`, fused or composite): inputs `gates`, `c`,
+    /// then the second gate term of `lstm_cell_sum`; output `[2, N, H]`.
     LstmCell,
-    /// The GRU cell's rule (`Tensor::gru_cell`): inputs `x_gates`, `h_gates`, `h`.
-    GruCell,
-    /// The fused GELU's rule (the composite's own is its primitives').
-    Gelu,
-    /// The fused binary cross-entropy's rule (`Tensor::bce_loss`): input `p`; the target,
-    /// which takes no gradient on this path.
-    Bce {
-        target: Tensor,
-    },
     /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
     /// the batch statistics saved by the forward, `[C]`.
     BatchNorm {
@@ -114,17 +108,23 @@ pub(crate) enum GradFn {
         rstd: Tensor,
     },
     /// `conv2d`, fused or composite: inputs `x`, `weight`, and the bias `[O]` where the
-    /// device added it in the same kernel ([`crate::FusedOp::Conv2dBias`]).
+    /// device added it in the same kernel (`ops::Conv2dBias`).
     Conv2d(ConvGeometry),
+    /// A custom op's own rule ([`Tensor::custom`]), over its inputs; `aux` holds its outputs
+    /// after the first (what its backward reads beside the inputs).
+    Custom {
+        op: Arc<dyn CustomOp>,
+        aux: Vec<Tensor>,
+    },
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
     Ok(vec![Some(t)])
 }
 
-impl GradFn {
+impl BackwardRule for GradFn {
     /// The op's name, for error messages.
-    pub(crate) fn name(&self) -> String {
+    fn name(&self) -> String {
         let name = match self {
             GradFn::Unary(op) => return format!("{op:?}"),
             GradFn::Binary(op) => return format!("{op:?}"),
@@ -155,9 +155,7 @@ impl GradFn {
             GradFn::LogSoftmax { .. } => "log_softmax",
             GradFn::Softplus => "softplus",
             GradFn::LstmCell => "lstm_cell",
-            GradFn::GruCell => "gru_cell",
-            GradFn::Gelu => "gelu",
-            GradFn::Bce { .. } => "bce_loss",
+            GradFn::Custom { op, .. } => op.name(),
             GradFn::BatchNorm { .. } => "batch_norm",
             GradFn::LayerNorm { .. } => "layer_norm",
             GradFn::Conv2d(_) => "conv2d",
@@ -169,7 +167,7 @@ impl GradFn {
     /// (`wants`). An input it does not read is kept in the graph without its storage (see
     /// `Node::new`), as PyTorch saves only what a backward formula uses: a ReLU's or an add's
     /// input is freed as soon as the forward no longer needs it.
-    pub(crate) fn reads_input(&self, i: usize, wants: &[bool]) -> bool {
+    fn reads_input(&self, i: usize, wants: &[bool]) -> bool {
         let other = |j: usize| wants.get(j).copied().unwrap_or(false);
         match self {
             GradFn::Identity
@@ -207,23 +205,25 @@ impl GradFn {
             GradFn::Matmul => other(1 - i),
             // x and the weight each for the other's gradient; the bias not at all.
             GradFn::Conv2d(_) => i < 2 && other(1 - i),
-            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::Gelu | GradFn::Bce { .. } | GradFn::LstmCell | GradFn::GruCell => true,
+            GradFn::Extremum { .. } | GradFn::Softplus | GradFn::LstmCell => true,
+            GradFn::Custom { op, .. } => op.reads_input(i),
             // `x` and the weight; the bias only by its shape.
             GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
         }
     }
 
     /// Whether the rule reads the op's own output, which must then stay alive while the graph does.
-    pub(crate) fn reads_output(&self) -> bool {
+    fn reads_output(&self) -> bool {
         match self {
             GradFn::Unary(op) => matches!(op, UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip),
             GradFn::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
             GradFn::Relu | GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
+            GradFn::Custom { op, .. } => op.reads_output(),
             _ => false,
         }
     }
 
-    pub(crate) fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
+    fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
         let x = &inputs[0];
         match self {
             GradFn::Identity => one(g.clone()),
@@ -302,10 +302,7 @@ impl GradFn {
             // d softplus(x) / dx = sigmoid(x), also at x = 0 (where the stable forward's
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
-            GradFn::Gelu => one(Tensor::gelu_backward(g, x)?),
-            GradFn::Bce { target } => one(Tensor::bce_loss_backward(g, x, target)?),
             GradFn::LstmCell => Tensor::lstm_cell_backward(Some(&g.select(0usize, 0)?), Some(&g.select(0usize, 1)?), inputs, out),
-            GradFn::GruCell => Tensor::gru_cell_backward(g, inputs),
             GradFn::BatchNorm { mean, invstd } => {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
@@ -327,6 +324,10 @@ impl GradFn {
                     None => return Ok(vec![dx, dw]),
                 };
                 Ok(vec![dx, dw, db])
+            }
+            GradFn::Custom { op, aux } => {
+                let outputs: Vec<Tensor> = std::iter::once(out.clone()).chain(aux.iter().cloned()).collect();
+                op.backward(g, inputs, &outputs)
             }
         }
     }

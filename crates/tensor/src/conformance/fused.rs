@@ -1,13 +1,19 @@
-//! Fused kernels against their composites: every [`FusedOp`] a backend may override is run
-//! with fusion on and off on the same device, forward and backward, and the results compared
-//! ([`check_fused`]); the composite itself is checked against float64 reference code and
-//! finite differences. On a backend without the override both runs take the composite and the
-//! check holds trivially; each backend's own tests say which overrides it has
-//! ([`backend_runs`]), so an override that stops being used is noticed.
+//! Fused kernels against their composites: every custom op of this crate (`crate::ops`) that a
+//! backend may run as a kernel is run with fusion on and off on the same device, forward and
+//! backward, and the results compared ([`check_fused`]); the composite itself is checked
+//! against float64 reference code and finite differences. On a backend without the kernel
+//! both runs take the composite and the check holds trivially; each backend's own tests say
+//! which kernels it has ([`kernel_runs`]), so a kernel that stops being used is noticed.
 
+use super::custom::backend_runs;
+pub use super::custom::check_fused;
 use super::grads::{check_grads, leaf, strided_leaf};
 use super::{assert_close, from_values, strided_input, values};
-use crate::{no_fusion, DType, Device, FusedOp, Result, Tensor};
+use crate::ops::{
+    BatchNormBackward, BatchNormTrain, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, LayerNorm, LayerNormBackward,
+    MaxPool2dBackward,
+};
+use crate::{no_fusion, CustomKernel, CustomOp, DType, Device, Result, Tensor};
 
 /// Defines one `#[test]` per fused-op check for `$device`.
 #[macro_export]
@@ -164,15 +170,9 @@ macro_rules! conformance_fused_tests {
             }
         }
         #[test]
-        fn fused_scale_matches_mul_scalar() {
+        fn custom_op_runs_its_own_kernel() {
             if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::fused_foreach::scale_matches_mul_scalar(&d)
-            }
-        }
-        #[test]
-        fn fused_foreach_matches_per_tensor() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::fused_foreach::matches_per_tensor(&d)
+                $crate::conformance::custom::custom_op(&d)
             }
         }
         #[test]
@@ -184,137 +184,100 @@ macro_rules! conformance_fused_tests {
     };
 }
 
-/// Runs `f` on `inputs` (float leaves) with fusion on and with it off, and compares each
-/// output and the gradient of every input for the loss `sum_k sum(out_k * w_k)` (seeded `w`).
-#[track_caller]
-pub fn check_fused(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>, atol: f64, rtol: f64) {
-    let run = || -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
-        for x in inputs {
-            x.set_grad(None);
-            x.set_requires_grad(true).expect("conformance: inputs must be float leaves");
-        }
-        let outs = f(inputs).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
-        let mut loss: Option<Tensor> = None;
-        for (k, o) in outs.iter().enumerate() {
-            let w = Tensor::from_f64s(&values(o.numel(), 0xfeed + k as u64), o.shape(), o.dtype(), o.device()).unwrap();
-            let term = o.mul(&w).and_then(|t| t.to_dtype(DType::F64)).and_then(|t| t.sum_all()).unwrap();
-            loss = Some(match loss {
-                Some(l) => l.add(&term).unwrap(),
-                None => term,
-            });
-        }
-        loss.expect("at least one output").backward().unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
-        let values = outs.iter().map(|o| o.to_vec_f64().unwrap()).collect();
-        let grads = inputs.iter().map(|x| x.grad().map(|g| g.to_vec_f64().unwrap()).unwrap_or_default()).collect();
-        for x in inputs {
-            x.set_requires_grad(false).unwrap();
-            x.set_grad(None);
-        }
-        (values, grads)
-    };
-    let (fused_out, fused_grads) = run();
-    let (plain_out, plain_grads) = no_fusion(run);
-    for (k, (got, want)) in fused_out.iter().zip(&plain_out).enumerate() {
-        assert_close(&format!("{what}: output {k}, fused against composite"), got, want, atol, rtol);
-    }
-    for (k, (got, want)) in fused_grads.iter().zip(&plain_grads).enumerate() {
-        assert!(!want.is_empty(), "{what}: input {k} received no gradient");
-        assert_close(&format!("{what}: d/d(input {k}), fused against composite"), got, want, atol, rtol);
-    }
-}
-
-/// Whether `device`'s backend has its own kernel for `op` (calls it directly on small inputs;
-/// for the LSTM cell, with the gates in one term and in two).
-pub fn backend_runs(device: &Device, op: &FusedOp, dtype: DType) -> bool {
+/// Whether `device`'s backend has its own kernel for `op`, one of this crate's custom ops
+/// (called directly on small inputs in `dtype`; for the LSTM cell, with the gates in one term
+/// and in two).
+pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
     let (n, h) = (3, 5);
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
-    let inputs = match op {
-        FusedOp::LstmCell => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
-        FusedOp::LstmCellBackward => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
+    let any: &dyn CustomKernel = op;
+    let inputs = match op.name() {
+        "lstm_cell" => vec![t(&[n, 4 * h], 1), t(&[n, h], 2)],
+        "lstm_cell_backward" => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
         // x_gates, h, W_hh, c: H = 8 (a kernel may read h and W_hh's rows in fours).
-        FusedOp::LstmStep => vec![t(&[n, 32], 1), t(&[n, 8], 2), t(&[32, 8], 3), t(&[n, 8], 4)],
-        FusedOp::GruCell => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
-        FusedOp::GruCellBackward => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
-        FusedOp::Relu | FusedOp::Gelu => vec![t(&[n, h], 1)],
-        FusedOp::ReluBackward | FusedOp::GeluBackward => vec![t(&[n, h], 1), t(&[n, h], 2)],
-        FusedOp::SoftmaxLastDim => vec![t(&[n, h], 1)],
-        FusedOp::SoftmaxLastDimBackward => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
+        "lstm_step" => vec![t(&[n, 32], 1), t(&[n, 8], 2), t(&[32, 8], 3), t(&[n, 8], 4)],
+        "gru_cell" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
+        "gru_cell_backward" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
+        "relu" | "gelu" | "softmax_last_dim" => vec![t(&[n, h], 1)],
+        "relu_backward" | "gelu_backward" => vec![t(&[n, h], 1), t(&[n, h], 2)],
+        "softmax_last_dim_backward" => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
         // Probabilities, targets, the incoming gradient.
-        FusedOp::BceLoss => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap()],
-        FusedOp::BceLossBackward => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap(), t(&[n, h], 3)],
-        // Update ops: every operand shaped like the parameter (the second moments positive).
-        FusedOp::AdamStep(a) => (0..4 + a.amsgrad as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
-        FusedOp::SgdStep(s) => (0..2 + (s.momentum != 0.0) as u64).map(|k| t(&[n, h], 5 + k)).collect(),
-        FusedOp::RmsPropStep(r) => (0..3 + (r.momentum > 0.0) as u64 + r.centered as u64).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
-        FusedOp::AdagradStep(_) => (0..3).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
-        FusedOp::AdadeltaStep(_) => (0..4).map(|k| t(&[n, h], 5 + k).abs().unwrap()).collect(),
-        FusedOp::Scale(_) => vec![t(&[n, h], 5)],
-        FusedOp::BatchNormTrain(_) | FusedOp::BatchNormBackward(_) => batch_norm_operands(device, op, dtype, dtype),
+        "bce_loss" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap()],
+        "bce_loss_backward" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap(), t(&[n, h], 3)],
+        "batch_norm_train" | "batch_norm_backward" => batch_norm_operands(device, op, dtype, dtype),
         // x [N, D], then the [D] parameters given; the backward's statistics [N], rstd positive.
-        FusedOp::LayerNorm(l) => std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect(),
-        FusedOp::LayerNormBackward(l) => {
+        "layer_norm" => {
+            let l = any.downcast_ref::<LayerNorm>().expect("a layer norm").0;
+            std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect()
+        }
+        "layer_norm_backward" => {
+            let l = any.downcast_ref::<LayerNormBackward>().expect("a layer norm").0;
             let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
             v.extend(l.weight.then(|| t(&[l.width], 5)));
             v
         }
-        FusedOp::Conv2d(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
-        FusedOp::MatmulBias => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
-        FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
-        FusedOp::Conv2dBackwardInput(g) => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
-        FusedOp::Conv2dBackwardWeight(g) => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
+        "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" => conv_operands(op, &t),
+        "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
         // dy, and the indices of a max pooling of that geometry.
-        FusedOp::MaxPool2dBackward(w) => {
+        "max_pool2d_backward" => {
+            let w = any.downcast_ref::<MaxPool2dBackward>().expect("a max pooling's gradient").0;
             let x = t(&[w.n, w.c, w.h, w.w], 1);
-            let (_, indices) = x.with_strided(|v| device.backend().max_pool2d(v, *w)).unwrap();
+            let (_, indices) = x.with_strided(|v| device.backend().max_pool2d(v, w)).unwrap();
             let shape = [w.n, w.c, w.out_h(), w.out_w()];
             vec![t(&shape, 2), Tensor::from_parts(indices, crate::Layout::contiguous(&shape), DType::I64, device, None)]
         }
+        other => panic!("kernel_runs: {other} is not one of the tensor crate's custom ops"),
     };
-    let runs = |inputs: &[Tensor]| call_backend(device, op, inputs).is_some_and(|outs| outs.len() == op.outputs());
     // The LSTM cell's kernels also take the gates in two terms (`lstm_cell_sum`): both forms.
     let mut with_sum = inputs.clone();
     with_sum.push(t(&[n, 4 * h], 6));
-    runs(&inputs) && (!matches!(op, FusedOp::LstmCell | FusedOp::LstmCellBackward) || runs(&with_sum))
+    backend_runs(device, op, &inputs) && (!matches!(op.name(), "lstm_cell" | "lstm_cell_backward") || backend_runs(device, op, &with_sum))
+}
+
+/// A convolution op's operands: `x` or `dy`, then the weight or `x`, then the bias.
+fn conv_operands(op: &dyn CustomOp, t: &dyn Fn(&[usize], u64) -> Tensor) -> Vec<Tensor> {
+    let any: &dyn CustomKernel = op;
+    let g = [
+        any.downcast_ref::<Conv2d>().map(|c| c.0),
+        any.downcast_ref::<Conv2dBias>().map(|c| c.0),
+        any.downcast_ref::<Conv2dBiasRelu>().map(|c| c.0),
+        any.downcast_ref::<Conv2dBackwardInput>().map(|c| c.0),
+        any.downcast_ref::<Conv2dBackwardWeight>().map(|c| c.0),
+    ]
+    .into_iter()
+    .flatten()
+    .next()
+    .expect("a convolution");
+    match op.name() {
+        "conv2d" => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
+        "conv2d_backward_input" => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
+        "conv2d_backward_weight" => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
+        _ => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
+    }
 }
 
 /// Whether `device`'s backend runs the batch-norm op `op` on activations of the low type `low`
 /// with f32 parameters and statistics (autocast's mixed batch norm; see
-/// [`FusedOp::BatchNormTrain`]), returning buffers of the right types' sizes. (A forward with
-/// neither parameters nor running statistics has no f32 operand, so nothing to mix.)
-pub fn backend_runs_mixed(device: &Device, op: &FusedOp, low: DType) -> bool {
-    let inputs = batch_norm_operands(device, op, low, DType::F32);
-    // The first output has x's type and shape, the rest are f32 [C].
-    let bytes = |k: usize| if k == 0 { inputs[0].numel() * low.size_in_bytes() } else { inputs[0].shape()[1] * 4 };
-    call_backend(device, op, &inputs).is_some_and(|outs| outs.len() == op.outputs() && outs.iter().enumerate().all(|(k, o)| o.size_in_bytes() == bytes(k)))
+/// [`crate::ops::BatchNormTrain`]), returning buffers of the right types' sizes. (A forward
+/// with neither parameters nor running statistics has no f32 operand, so nothing to mix.)
+pub fn kernel_runs_mixed(device: &Device, op: &dyn CustomOp, low: DType) -> bool {
+    backend_runs(device, op, &batch_norm_operands(device, op, low, DType::F32))
 }
 
 /// A batch-norm op's operands on `device`: `x` `[3, 5, 2]` (and the backward's `dy`) of type
 /// `x`, the `[C]` operands of type `p` (variances and invstd positive).
-fn batch_norm_operands(device: &Device, op: &FusedOp, x: DType, p: DType) -> Vec<Tensor> {
+fn batch_norm_operands(device: &Device, op: &dyn CustomOp, x: DType, p: DType) -> Vec<Tensor> {
     let (n, h) = (3, 5);
     let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
-    match op {
-        FusedOp::BatchNormTrain(b) => {
-            let params = 2 * b.affine as u64 + 2 * b.running as u64;
-            std::iter::once(t(&[n, h, 2], 1, x)).chain((0..params).map(|k| t(&[h], 2 + k, p).abs().unwrap())).collect()
-        }
-        FusedOp::BatchNormBackward(b) => {
-            let mut v = vec![t(&[n, h, 2], 1, x), t(&[n, h, 2], 2, x), t(&[h], 3, p), t(&[h], 4, p).abs().unwrap()];
-            v.extend(b.affine.then(|| t(&[h], 5, p)));
-            v
-        }
-        _ => panic!("{} is not a batch norm", op.name()),
+    let any: &dyn CustomKernel = op;
+    if let Some(BatchNormTrain(b)) = any.downcast_ref::<BatchNormTrain>() {
+        let params = 2 * b.affine as u64 + 2 * b.running as u64;
+        return std::iter::once(t(&[n, h, 2], 1, x)).chain((0..params).map(|k| t(&[h], 2 + k, p).abs().unwrap())).collect();
     }
-}
-
-/// `device`'s own kernel for `op` on `inputs`, called directly: `None` where it has none (a
-/// kernel that fails is a test failure).
-fn call_backend(device: &Device, op: &FusedOp, inputs: &[Tensor]) -> Option<Vec<crate::Storage>> {
-    let storages: Vec<_> = inputs.iter().map(|x| x.storage()).collect();
-    let views: Vec<crate::Strided> =
-        inputs.iter().zip(&storages).map(|(x, s)| crate::Strided { storage: &**s, layout: x.layout(), dtype: x.dtype() }).collect();
-    let result = device.backend().fused(op, &views)?;
-    Some(result.unwrap_or_else(|e| panic!("{}: the fused kernel failed: {e}", op.name())))
+    let b = any.downcast_ref::<BatchNormBackward>().unwrap_or_else(|| panic!("{} is not a batch norm", op.name())).0;
+    let mut v = vec![t(&[n, h, 2], 1, x), t(&[n, h, 2], 2, x), t(&[h], 3, p), t(&[h], 4, p).abs().unwrap()];
+    v.extend(b.affine.then(|| t(&[h], 5, p)));
+    v
 }
 
 /// `LIANDAN_FUSION`'s thread-local twin: `no_fusion` turns fusion off and restores it, nested.
@@ -422,7 +385,7 @@ pub fn lstm_cell_matches_composite(d: &Device) {
 }
 
 /// `lstm_step` (the recurrent product and the cell, one kernel where the device has one:
-/// [`FusedOp::LstmStep`]) against the product and `lstm_cell_sum`, outputs and the gradients
+/// [`crate::ops::LstmStep`]) against the product and `lstm_cell_sum`, outputs and the gradients
 /// of `x_gates`, `h`, `W_hh` and `c`: one step at sizes that fill no block and at the zoo
 /// LSTM's, H not a multiple of 4 (the composite either way), f16 and bf16; then three steps
 /// sharing one `W_hh^T` whose gradient the engine gathers into one product, as the LSTM layer
@@ -624,7 +587,7 @@ pub fn relu_matches_composite(d: &Device) {
     check_fused("relu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], relu, 0.0, 0.0);
 }
 
-/// Max pooling's gradient ([`FusedOp::MaxPool2dBackward`] where the device has it) against the
+/// Max pooling's gradient ([`crate::ops::MaxPool2dBackward`] where the device has it) against the
 /// composite (dy scattered into zeros at the indices): windows that tile the input, that leave
 /// its last rows and columns out (a device may take windows that tile apart), that overlap (several windows choosing one pixel: their dy
 /// summed), with padding and with dilation; ties (the first tap wins) and every float type.
@@ -651,7 +614,7 @@ pub fn max_pool_backward_matches_composite(d: &Device) {
     }
 }
 
-/// `conv2d_relu` with a bias ([`FusedOp::Conv2dBiasRelu`] where the device has it) against the
+/// `conv2d_relu` with a bias ([`crate::ops::Conv2dBiasRelu`] where the device has it) against the
 /// composite (im2col, matmul, the bias added, ReLU), outputs and the gradients of input, weight
 /// and bias: inputs of both signs so that about half the outputs are cut to 0, stride 1 with
 /// padding, stride 2, two groups, a long K (which a device may split, the bias and ReLU then
@@ -692,7 +655,7 @@ pub fn relu_grads(d: &Device) {
     }
 }
 
-/// `linear` with its bias fused ([`FusedOp::MatmulBias`]) against the product and the add,
+/// `linear` with its bias fused ([`crate::ops::MatmulBias`]) against the product and the add,
 /// outputs and the gradients of input, weight and bias: rows and columns that fill no tile
 /// (5 outputs, where columns past the last are read but not stored), several row tiles, a
 /// small output over a long K (split, the bias added after), a folded 3-D input, a transposed

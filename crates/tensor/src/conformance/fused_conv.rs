@@ -1,4 +1,4 @@
-//! The fused convolution ([`FusedOp::Conv2d`], with its bias [`FusedOp::Conv2dBias`], and its
+//! The fused convolution ([`Conv2d`], with its bias [`Conv2dBias`], and its
 //! two gradients) against the composite
 //! (`im2col` + matmul, `col2im`), forward and backward, over the geometries a network meets:
 //! 1x1, 3x3 padded, strided, dilated, grouped, depthwise, odd sizes, a batch of one, channels
@@ -6,11 +6,12 @@
 //! whose input gradient splits into phases that reach dy above its first row, phases no tap
 //! reaches and phases with no pixels. On a backend
 //! without the override both runs take the composite and the check holds trivially
-//! ([`super::fused::backend_runs`] says which backends have it).
+//! ([`super::fused::kernel_runs`] says which backends have it).
 
-use super::fused::check_fused;
+use super::custom::check_fused;
 use super::values;
-use crate::{ConvGeometry, DType, Device, FusedOp, Result, Tensor};
+use crate::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+use crate::{ConvGeometry, CustomOp, DType, Device, Result, Tensor};
 
 /// Defines one `#[test]` per fused-convolution check for `$device`.
 #[macro_export]
@@ -117,7 +118,7 @@ pub fn conv2d_wide_matches_composite(d: &Device) {
 
 /// The fused ops a backend's tests assert it runs: each pass on a small geometry, the forward
 /// with and without its bias, and with its bias and ReLU.
-pub fn ops() -> [FusedOp; 5] {
+pub fn ops() -> Vec<Box<dyn CustomOp>> {
     let g = geometry(&CASES[4]);
-    [FusedOp::Conv2d(g), FusedOp::Conv2dBias(g), FusedOp::Conv2dBiasRelu(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)]
+    vec![Box::new(Conv2d(g)), Box::new(Conv2dBias(g)), Box::new(Conv2dBiasRelu(g)), Box::new(Conv2dBackwardInput(g)), Box::new(Conv2dBackwardWeight(g))]
 }

@@ -2,7 +2,7 @@
 //! training, forward (output and running statistics) and backward, and against finite
 //! differences in f64 with fusion on and off.
 
-use super::fused::check_fused;
+use super::custom::check_fused;
 use super::grads::{check_grads, leaf, positive_leaf};
 use super::{positive_values, values};
 use crate::{autocast, no_fusion, DType, Device, Result, Tensor};

@@ -84,6 +84,9 @@ macro_rules! conformance_grad_tests {
             grad_used_twice => grads::used_twice,
             grad_backward_errors => grads::backward_errors,
             grad_deep_chain => grads::deep_chain,
+            grad_join_pieces => grads_join::pieces,
+            grad_join_products => grads_join::products,
+            grad_join_mixed => grads_join::mixed,
             // elementwise
             grad_neg_abs => grads_elementwise::neg_abs,
             grad_exp_log => grads_elementwise::exp_log,

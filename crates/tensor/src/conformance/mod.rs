@@ -12,6 +12,7 @@
 //! in float64 ([`grads`]). Inputs are seeded, never zero, and cover broadcasting,
 //! non-contiguous views and odd sizes (1, 7, 33, 1000+). Tolerances are written at each call.
 
+pub mod custom;
 pub mod e2e;
 pub mod forward;
 pub mod forward_attention;
@@ -29,10 +30,10 @@ pub mod forward_unary;
 pub mod forward_views;
 pub mod fused;
 pub mod fused_conv;
-pub mod fused_foreach;
 pub mod fused_norm;
 pub mod grads;
 pub mod grads_elementwise;
+pub mod grads_join;
 pub mod grads_nn;
 pub mod grads_reduce;
 pub mod grads_views;

@@ -114,27 +114,6 @@ pub fn check_profile(d: &Device) {
     let traced = json["traceEvents"].as_array().expect("traceEvents").iter().filter(|e| e["args"]["input_shapes"] == "[1, 4, 3] f32, [1, 3, 2] f32").count();
     assert_eq!(traced, 1, "the trace carries each call's shapes");
 
-    // A multi-tensor update, where the backend runs one: told by its tensors and their elements.
-    let sgd = crate::FusedOp::SgdStep(crate::fused::SgdStep {
-        lr: 0.1,
-        momentum: 0.0,
-        dampening: 0.0,
-        weight_decay: 0.0,
-        nesterov: false,
-        maximize: false,
-        first: true,
-    });
-    let tensor = |shape: &[usize], seed| Tensor::randn(shape, seed, DType::F32, d).unwrap();
-    let (a, ga, b, gb) = (tensor(&[3, 2], 3), tensor(&[3, 2], 4), tensor(&[4], 5), tensor(&[4], 6));
-    profile::start_with(profile::Options { record_shapes: true }).unwrap();
-    let updated = crate::fused::update_foreach(&sgd, &[vec![&a, &ga], vec![&b, &gb]]);
-    let p = profile::stop().unwrap();
-    if updated.unwrap().iter().all(|&done| done) {
-        let foreach: Vec<_> = p.events().into_iter().filter(|e| e.name == "fused sgd_step foreach").collect();
-        assert_eq!(foreach.len(), 1, "{:?}", p.events());
-        assert_eq!(foreach[0].shapes.as_deref(), Some("2 tensors (10 elements)"));
-    }
-
     // Off again: nothing is recorded, results are unchanged.
     assert_eq!(step(&x, &w).unwrap(), plain);
     profile::start().unwrap();

@@ -9,9 +9,9 @@
 //! channels, G groups.
 
 use crate::autograd::GradFn;
+use crate::backend::ConvGeometry;
 use crate::backend::Window2d;
 use crate::error::{Error, Result};
-use crate::fused::ConvGeometry;
 use crate::ops::conv_fused;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
@@ -115,7 +115,7 @@ impl Tensor {
     }
 
     /// `conv2d(..).relu()` as one op where the device can (a convolution with a bias whose
-    /// kernel applies ReLU as it stores the result, [`crate::FusedOp::Conv2dBiasRelu`]: no
+    /// kernel applies ReLU as it stores the result, [`crate::ops::Conv2dBiasRelu`]: no
     /// pass of its own over the output), else the two. The same values and gradients either
     /// way (ReLU's gradient at 0 is 0).
     pub fn conv2d_relu(

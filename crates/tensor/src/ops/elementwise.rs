@@ -27,19 +27,6 @@ fn broadcast2(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Vec<usize>, L
     Ok((shape.clone(), a.layout().broadcast_to(&shape)?, b.layout().broadcast_to(&shape)?))
 }
 
-type ScalarKey = (usize, DType, u64);
-
-/// The `*_scalar` ops' constants, per device, dtype and value (see [`Tensor::scalar_like`]).
-static SCALARS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<ScalarKey, Tensor>>> = std::sync::OnceLock::new();
-
-/// Drops `device`'s cached constants (`Device::empty_cache`), so that its memory in use
-/// returns to what live tensors hold.
-pub(crate) fn drop_cached_scalars(device: &crate::Device) {
-    if let Some(cache) = SCALARS.get() {
-        cache.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| k.0 != device.id());
-    }
-}
-
 impl Tensor {
     pub(crate) fn unary(&self, op: UnaryOp) -> Result<Tensor> {
         let int_ok = matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign) && self.dtype() == DType::I64;
@@ -143,21 +130,13 @@ impl Tensor {
     }
 
     /// A scalar of this tensor's dtype and device, for the `*_scalar` ops. Constants are
-    /// cached per device: on a GPU each new one would cost a dispatch, and they are only ever
-    /// read (ops never write into existing storage, and these never reach `assign`).
+    /// cached per device ([`crate::Device::constant`]): on a GPU each new one would cost a
+    /// dispatch, and they are only ever read (ops never write into existing storage, and these
+    /// never reach `assign`).
     pub(crate) fn scalar_like(&self, value: f64) -> Result<Tensor> {
-        let key = (self.device().id(), self.dtype(), value.to_bits());
-        let cache = SCALARS.get_or_init(Default::default);
-        if let Some(t) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(t.clone());
-        }
-        let t = Tensor::scalar(value, self.dtype(), self.device())?;
-        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-        if c.len() >= 4096 {
-            c.clear();
-        }
-        c.insert(key, t.clone());
-        Ok(t)
+        let (dtype, device) = (self.dtype(), self.device());
+        let storage = device.constant(dtype, value, || device.backend().full(1, value, dtype))?;
+        Ok(Tensor::from_parts(storage, Layout::contiguous(&[]), dtype, device, None))
     }
 
     pub fn add_scalar(&self, v: f64) -> Result<Tensor> {

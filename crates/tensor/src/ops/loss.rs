@@ -5,12 +5,9 @@
 //!
 //! Dimension letters: N batch, C classes; `*` any further dims.
 
-use crate::autograd::{self, GradFn};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::fused::{fusion_enabled, try_fused, FusedOp};
 use crate::index_use::{with_index_use, IndexUse};
-use crate::layout::Layout;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -64,36 +61,6 @@ pub struct CrossEntropyOptions<'a> {
 /// the check without a sync per step).
 fn by_class<T>(op: &'static str, classes: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
     with_index_use(IndexUse::Class { op, classes }, f)
-}
-
-/// `max(log x, -100)`, finite at `x = 0` in value and gradient (PyTorch's BCE clamp).
-fn clamped_log(x: &Tensor) -> Result<Tensor> {
-    let pos = x.gt_scalar(0.0)?;
-    // Taking the log of 1 where x = 0 keeps `0 * (1 / 0)` out of the backward pass.
-    let safe = Tensor::where_cond(&pos, x, &x.scalar_like(1.0)?)?;
-    Tensor::where_cond(&pos, &safe.log()?.maximum_scalar(-100.0)?, &x.scalar_like(-100.0)?)
-}
-
-impl Tensor {
-    /// The rule of the fused [`Tensor::bce_loss`]: the gradient of the elementwise loss with
-    /// respect to `p` for the incoming `g`, itself fused where the device can
-    /// ([`FusedOp::BceLossBackward`]); otherwise the composite's rule written out.
-    pub(crate) fn bce_loss_backward(g: &Tensor, p: &Tensor, y: &Tensor) -> Result<Tensor> {
-        let g = g.contiguous()?;
-        if let Some(r) = try_fused(&FusedOp::BceLossBackward, &[p, y, &g]) {
-            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(p.shape()), p.dtype(), p.device(), None));
-        }
-        // d/dx of the clamped log: 1 / x where x > 0 and ln x >= -100, else 0.
-        let slope = |x: &Tensor| -> Result<Tensor> {
-            let zero = x.scalar_like(0.0)?;
-            let safe = Tensor::where_cond(&x.gt_scalar(0.0)?, x, &x.scalar_like(1.0)?)?;
-            let live = Tensor::where_cond(&safe.log()?.lt_scalar(-100.0)?, &zero, &safe.recip()?)?;
-            Tensor::where_cond(&x.gt_scalar(0.0)?, &live, &zero)
-        };
-        let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
-        let d = one_minus(y)?.mul(&slope(&one_minus(p)?)?)?.sub(&y.mul(&slope(p)?)?)?;
-        g.mul(&d)
-    }
 }
 
 impl Reduction {
@@ -171,37 +138,6 @@ impl Tensor {
         }
         check_same_shape("l1_loss", self, target)?;
         Reduction::apply(reduction, self.sub(target)?.abs()?)
-    }
-
-    /// Binary cross-entropy of probabilities `self` in `[0, 1]` against targets in `[0, 1]`
-    /// (`torch.nn.functional.binary_cross_entropy`):
-    /// `-(y max(log p, -100) + (1 - y) max(log(1 - p), -100))`, finite at `p = 0` and `p = 1`.
-    /// The range of `p` is not checked (that would need a read-back); prefer
-    /// [`Tensor::bce_with_logits`], which is stabler.
-    ///
-    /// # Shapes
-    /// - `self`, `target`: `[*]`, the same shape
-    /// - result: `[*]` for `Reduction::None`, else a scalar
-    pub fn bce_loss(&self, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-        if let Some([x, t]) = crate::autocast::widened([self, target])? {
-            return x.bce_loss(&t, reduction);
-        }
-        check_float("bce_loss", self)?;
-        check_same_shape("bce_loss", self, target)?;
-        // One kernel where the device has one ([`FusedOp::BceLoss`]); a target that wants its
-        // own gradient (PyTorch gives none) takes the composite, whose rule covers it.
-        let plain_target = !(autograd::is_grad_enabled() && target.requires_grad());
-        if fusion_enabled() && plain_target && self.dtype() == target.dtype() && self.device() == target.device() {
-            let (p, y) = (self.contiguous()?, target.contiguous()?);
-            if let Some(r) = try_fused(&FusedOp::BceLoss, &[&p, &y]) {
-                let per = Tensor::from_op(r?.remove(0), p.shape(), p.dtype(), p.device(), &[&p], || GradFn::Bce { target: y.clone() });
-                return Reduction::apply(reduction, per);
-            }
-        }
-        let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
-        let pos = target.mul(&clamped_log(self)?)?;
-        let neg = one_minus(target)?.mul(&clamped_log(&one_minus(self)?)?)?;
-        Reduction::apply(reduction, pos.add(&neg)?.neg()?)
     }
 
     /// Kullback-Leibler divergence `KL(target || exp(self))` for log-probabilities `self`

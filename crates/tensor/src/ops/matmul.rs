@@ -2,9 +2,11 @@
 //! and `linear`, the layer's product folded into one GEMM.
 
 use crate::autograd::GradFn;
-use crate::backend::{BinaryOp, Strided};
+use crate::backend::{BinaryOp, CustomKernel, Strided};
+use crate::custom::CustomOp;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::fused::{try_fused, FusedOp};
+use crate::fused;
 use crate::layout::broadcast_shapes;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
@@ -99,16 +101,46 @@ impl Tensor {
 }
 
 /// `x weight^T + bias` for a matrix `x` as one kernel where the device has one
-/// ([`FusedOp::MatmulBias`]: the bias added as the product is stored), else `None` (the
+/// ([`MatmulBias`]: the bias added as the product is stored), else `None` (the
 /// caller runs the product and the add). The graph records the product and the bias addition
 /// as the composite does, two nodes over the one result (neither rule reads the product's
 /// values), so the gradients, and the engine's gathering of a weight several products share,
 /// are the composite's.
 fn fused_linear(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Result<Option<Tensor>> {
     let plain = x.rank() == 2 && [x, weight, bias].iter().all(|t| t.is_contiguous() && t.dtype() == x.dtype() && t.device() == x.device());
-    let Some(r) = plain.then(|| try_fused(&FusedOp::MatmulBias, &[x, weight, bias])).flatten() else { return Ok(None) };
+    let Some(r) = plain.then(|| fused::run(&MatmulBias, &[x, weight, bias])).flatten() else { return Ok(None) };
     let y = r?.remove(0);
-    let shape = [x.shape()[0], weight.shape()[0]];
-    let product = Tensor::from_op(y.clone(), &shape, x.dtype(), x.device(), &[x, &weight.t()?], || GradFn::Matmul);
-    Ok(Some(Tensor::from_op(y, &shape, x.dtype(), x.device(), &[&product, bias], || GradFn::Binary(BinaryOp::Add))))
+    let product = y.recorded(&[x, &weight.t()?], || GradFn::Matmul);
+    Ok(Some(y.recorded(&[&product, bias], || GradFn::Binary(BinaryOp::Add))))
+}
+
+/// A linear layer with its bias (`torch.addmm(bias, x, weight.t())`): `y = x weight^T + bias`,
+/// the bias added to every row as the product is stored. Inputs (contiguous): `x` `[M, K]`,
+/// `weight` `[N, K]`, `bias` `[N]`. Output: `y` `[M, N]`. Its gradients are the product's and
+/// the bias addition's ([`Tensor::linear`] records both).
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulBias;
+
+impl CustomKernel for MatmulBias {
+    fn name(&self) -> &'static str {
+        "matmul_bias"
+    }
+
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        // x [M, K] times the weight [N, K] transposed.
+        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+            (&[m, k], &[n, _]) => Some(2 * (m * k * n) as u64),
+            _ => None,
+        }
+    }
+}
+
+impl CustomOp for MatmulBias {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(vec![inputs[0].shape()[0], inputs[1].shape()[0]], inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        Ok(vec![inputs[0].matmul(&inputs[1].t()?)?.add(inputs[2])?])
+    }
 }

@@ -1,11 +1,20 @@
 //! Tensor operations. Each checks its operands once, here, then calls a backend kernel and
 //! records its backward rule; composites are built from these and need neither.
+//!
+//! The custom ops this crate defines (the types exported here: [`LstmCell`], [`Relu`],
+//! [`BatchNormTrain`], ...) are its fused kernels' interface: each has its composite here, and
+//! a backend that runs one as a kernel knows it by type (see [`crate::custom`]).
 
 mod activation;
 mod attention;
+mod batch_norm;
+mod bce;
 mod conv;
 mod conv_fused;
+mod create;
+mod custom;
 mod elementwise;
+mod gru;
 mod index;
 mod loss;
 mod matmul;
@@ -13,11 +22,22 @@ mod norm;
 mod pool;
 mod recurrent;
 mod reduce;
+mod softmax;
 mod view;
 
-pub(crate) use elementwise::drop_cached_scalars;
+pub use activation::{Gelu, GeluBackward, Relu, ReluBackward};
+pub use batch_norm::{BatchNormBackward, BatchNormTrain};
+pub use bce::{BceLoss, BceLossBackward};
+pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, Reduction};
+pub use matmul::MatmulBias;
+pub use norm::{LayerNorm, LayerNormBackward};
+pub use pool::MaxPool2dBackward;
+pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
+pub use softmax::{SoftmaxLastDim, SoftmaxLastDimBackward};
 
+use crate::autograd::GradFn;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -79,4 +99,18 @@ pub(crate) fn check_index(op: &'static str, t: &Tensor) -> Result<()> {
         return Err(Error::dtype(op, t.dtype(), "indices must be i64"));
     }
     Ok(())
+}
+
+impl Tensor {
+    /// Size of one dimension (negative counts from the end).
+    pub fn dim(&self, dim: impl Dim) -> Result<usize> {
+        let d = dim.resolve("dim", self.rank())?;
+        Ok(self.shape()[d])
+    }
+
+    /// This tensor (computed outside the graph) recorded as the result of `inputs` through
+    /// `grad_fn`: how an op records its own rule over a kernel's or a composite's result.
+    pub(crate) fn recorded(&self, inputs: &[&Tensor], grad_fn: impl FnOnce() -> GradFn) -> Tensor {
+        Tensor::view_op(self.storage(), self.layout().clone(), self.dtype(), self.device(), inputs, grad_fn)
+    }
 }

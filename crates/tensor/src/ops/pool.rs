@@ -4,10 +4,11 @@
 //! Dimension letters: N batch, C channels, H and W height and width.
 
 use crate::autograd::GradFn;
+use crate::backend::CustomKernel;
 use crate::backend::Window2d;
+use crate::custom::CustomOp;
 use crate::error::{Error, Result};
-use crate::fused::{try_fused, FusedOp};
-use crate::layout::Layout;
+use crate::fused;
 use crate::ops::check_float;
 use crate::ops::conv::window;
 use crate::tensor::Tensor;
@@ -35,18 +36,11 @@ impl Tensor {
     }
 
     /// The gradient of max pooling from `dy` and the forward's `indices`: one fused kernel
-    /// where the device has one ([`FusedOp::MaxPool2dBackward`]), else `dy` scattered into
-    /// zeros at the indices.
+    /// where the device has one ([`MaxPool2dBackward`]), else `dy` scattered into zeros at the
+    /// indices.
     pub(crate) fn max_pool2d_backward(dy: &Tensor, indices: &Tensor, w: Window2d) -> Result<Tensor> {
         let (dy, indices) = (dy.contiguous()?, indices.contiguous()?);
-        let shape = [w.n, w.c, w.h, w.w];
-        if let Some(r) = try_fused(&FusedOp::MaxPool2dBackward(w), &[&dy, &indices]) {
-            return Ok(Tensor::from_parts(r?.remove(0), Layout::contiguous(&shape), dy.dtype(), dy.device(), None));
-        }
-        let (planes, l) = (w.n * w.c, w.out_h() * w.out_w());
-        let zeros = Tensor::zeros(&[planes, w.h * w.w], dy.dtype(), dy.device())?;
-        let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &dy.reshape(&[planes, l])?)?;
-        dx.reshape(&shape)
+        Ok(fused::run_or_composite(&MaxPool2dBackward(w), &[&dy, &indices])?.remove(0))
     }
 
     /// 2-D average pooling; `count_include_pad` as PyTorch (which defaults to true).
@@ -164,5 +158,34 @@ impl Tensor {
             })
             .collect::<Result<_>>()?;
         Tensor::cat(&bins.iter().collect::<Vec<_>>(), dim)
+    }
+}
+
+/// The gradient of max pooling ([`Tensor::max_pool2d`]) from the indices its forward returned:
+/// `dx[n, c, i] = sum of dy[n, c, y, x] over the windows (y, x) whose index is i` (the
+/// composite scatters dy into zeros). Inputs (contiguous): `dy` `[N, C, out_h, out_w]`, the
+/// indices (i64 offsets `h W + w` in each plane, -1 for a window wholly in the padding), shaped
+/// like `dy`. Output: `dx` `[N, C, H, W]`, of `dy`'s type.
+#[derive(Clone, Copy, Debug)]
+pub struct MaxPool2dBackward(pub Window2d);
+
+impl CustomKernel for MaxPool2dBackward {
+    fn name(&self) -> &'static str {
+        "max_pool2d_backward"
+    }
+}
+
+impl CustomOp for MaxPool2dBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, crate::DType)> {
+        let w = self.0;
+        vec![(vec![w.n, w.c, w.h, w.w], inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (dy, indices, w) = (inputs[0], inputs[1], self.0);
+        let (planes, l) = (w.n * w.c, w.out_h() * w.out_w());
+        let zeros = Tensor::zeros(&[planes, w.h * w.w], dy.dtype(), dy.device())?;
+        let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &dy.reshape(&[planes, l])?)?;
+        Ok(vec![dx.reshape(&[w.n, w.c, w.h, w.w])?])
     }
 }

@@ -1,13 +1,17 @@
-//! Recurrent cells: the pointwise arithmetic of an LSTM or GRU step as one op, run as one
-//! fused kernel where the device has one ([`crate::fused`]) and from primitives otherwise.
+//! The LSTM cell: the pointwise arithmetic of an LSTM step as one op, the custom op
+//! [`LstmCell`], run as one fused kernel where the device has one ([`crate::fused`]) and from
+//! primitives otherwise; and [`LstmStep`], a step with its recurrent product, for devices
+//! that run the two as one kernel. (The GRU cell is `gru.rs`.)
 //!
-//! The matmuls of a step stay outside (they are already one kernel each); what this op covers
+//! The matmuls of a step stay outside (they are already one kernel each); what the cell covers
 //! is the four activations and the state update, some thirty kernels a step when composed.
 
-use crate::autograd::{self, GradFn};
+use crate::autograd::GradFn;
+use crate::backend::CustomKernel;
+use crate::custom::CustomOp;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::fused::{try_fused, FusedOp};
-use crate::layout::Layout;
+use crate::fused;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -21,8 +25,8 @@ impl Tensor {
     /// h' = o * tanh(c')
     /// ```
     ///
-    /// Runs as one fused kernel where the device has one ([`FusedOp::LstmCell`]), its
-    /// gradient too ([`FusedOp::LstmCellBackward`]); the result is the same either way.
+    /// Runs as one fused kernel where the device has one ([`LstmCell`]), its gradient too
+    /// ([`LstmCellBackward`]); the result is the same either way.
     ///
     /// # Shapes
     /// - `gates`: `[N, 4H]`; `c`: `[N, H]`
@@ -47,7 +51,7 @@ impl Tensor {
     /// [`Tensor::lstm_cell_sum`] of `x_gates` and the recurrent product `h w_hh_t`: one LSTM
     /// step from the previous output `h`, with `w_hh_t` the recurrent weight transposed
     /// (`W_hh^T`, `[H, 4H]`). Where the device has a kernel for the whole step
-    /// ([`FusedOp::LstmStep`]) the product and the cell run as one; the graph records the
+    /// ([`LstmStep`]) the product and the cell run as one; the graph records the
     /// product and the cell as the composite does (two nodes over the kernel's two outputs), so
     /// the gradients, and the engine's gathering of `W_hh`'s gradient over every step that
     /// shares `w_hh_t`, are the composite's.
@@ -67,7 +71,7 @@ impl Tensor {
     /// the second gate term of [`Tensor::lstm_cell_sum`]) and its output `out` (`[2, N, H]`),
     /// the gradient of each input.
     pub(crate) fn lstm_cell_backward(dh: Option<&Tensor>, dc_new: Option<&Tensor>, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>> {
-        let (gates, c) = (&inputs[0], &inputs[1]);
+        let c = &inputs[1];
         let zeros = || Tensor::zeros(c.shape(), c.dtype(), c.device());
         let dh = match dh {
             Some(d) => d.contiguous()?,
@@ -77,106 +81,17 @@ impl Tensor {
             Some(d) => d.contiguous()?,
             None => zeros()?,
         };
-        let mut fused_inputs = vec![gates, c, out, &dh, &dc_new];
-        fused_inputs.extend(inputs.get(2));
-        let (dgates, dc) = match try_fused(&FusedOp::LstmCellBackward, &fused_inputs) {
-            Some(r) => {
-                let mut r = r?;
-                let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), c.dtype(), c.device(), None);
-                let dc = fresh(r.pop().expect("two outputs, counted by try_fused"), c.shape());
-                (fresh(r.pop().expect("two outputs"), gates.shape()), dc)
-            }
-            None => {
-                let gates = match inputs.get(2) {
-                    Some(more) => gates.add(more)?,
-                    None => gates.clone(),
-                };
-                let a = gates.chunk(4, 1usize)?;
-                let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
-                let tanh_c = out.select(0usize, 1)?.tanh()?;
-                // 1 - y^2 and y (1 - y): the derivatives of tanh and the sigmoid from their outputs.
-                let dtanh = |y: &Tensor| y.square()?.neg()?.add_scalar(1.0);
-                let dsigmoid = |y: &Tensor| y.mul(&y.neg()?.add_scalar(1.0)?);
-                // c' reaches the loss directly and through h' = o * tanh(c').
-                let dc_total = dc_new.add(&dh.mul(&o)?.mul(&dtanh(&tanh_c)?)?)?;
-                let di = dc_total.mul(&g)?.mul(&dsigmoid(&i)?)?;
-                let df = dc_total.mul(c)?.mul(&dsigmoid(&f)?)?;
-                let dg = dc_total.mul(&i)?.mul(&dtanh(&g)?)?;
-                let d_o = dh.mul(&tanh_c)?.mul(&dsigmoid(&o)?)?;
-                (Tensor::cat(&[&di, &df, &dg, &d_o], 1usize)?, dc_total.mul(&f)?)
-            }
-        };
+        let mut cell_inputs = vec![&inputs[0], &inputs[1], out, &dh, &dc_new];
+        cell_inputs.extend(inputs.get(2));
+        let mut grads = fused::run_or_composite(&LstmCellBackward, &cell_inputs)?.into_iter();
+        let (dgates, dc) = (grads.next().expect("two outputs"), grads.next().expect("two outputs"));
         // A second gate term is summed with the first, so it shares their gradient.
         let second = inputs.get(2).map(|_| Some(dgates.clone()));
         Ok([Some(dgates), Some(dc)].into_iter().chain(second).collect())
     }
-
-    /// One GRU step (`torch.nn.GRUCell`'s arithmetic) from the input projection `x_gates`
-    /// (`x W_ih^T + b_ih`), the recurrent one `h_gates` (`h W_hh^T + b_hh`), both with the gates
-    /// in PyTorch's order r, z, n, and the state `h`: returns `h'`, where
-    ///
-    /// ```text
-    /// r = σ(x_r + h_r),  z = σ(x_z + h_z),  n = tanh(x_n + r * h_n)
-    /// h' = (1 - z) * n + z * h
-    /// ```
-    ///
-    /// Runs as one fused kernel where the device has one ([`FusedOp::GruCell`]), its gradient
-    /// too ([`FusedOp::GruCellBackward`]); the result is the same either way.
-    ///
-    /// # Shapes
-    /// - `x_gates`, `h_gates`: `[N, 3H]`; `h`: `[N, H]`
-    /// - `h'`: `[N, H]`
-    pub fn gru_cell(x_gates: &Tensor, h_gates: &Tensor, h: &Tensor) -> Result<Tensor> {
-        for t in [x_gates, h_gates, h] {
-            check_float("gru_cell", t)?;
-        }
-        if let Some(p) = crate::autocast::promoted(&[x_gates, h_gates, h])? {
-            return Tensor::gru_cell(&p[0], &p[1], &p[2]);
-        }
-        let hs = h.shape();
-        for g in [x_gates, h_gates] {
-            check_same_dtype("gru_cell", g, h)?;
-            check_same_device("gru_cell", g, h)?;
-            let gs = g.shape();
-            if gs.len() != 2 || hs.len() != 2 || gs[0] != hs[0] || gs[1] != 3 * hs[1] || hs[1] == 0 {
-                return Err(Error::shape("gru_cell", gs, hs, "must be gates [N, 3H] and hidden state [N, H] with H > 0"));
-            }
-        }
-        let inputs = [x_gates.contiguous()?, h_gates.contiguous()?, h.contiguous()?];
-        let refs: Vec<&Tensor> = inputs.iter().collect();
-        let out = match try_fused(&FusedOp::GruCell, &refs) {
-            Some(r) => r?.remove(0),
-            None => autograd::no_grad(|| gru_cell_composite(&inputs))?.storage(),
-        };
-        Ok(Tensor::from_op(out, hs, h.dtype(), h.device(), &refs, || GradFn::GruCell))
-    }
-
-    /// The backward rule of [`Tensor::gru_cell`]: from the gradient `dh'` of its output and its
-    /// inputs (`x_gates`, `h_gates`, `h`), the gradient of each input.
-    pub(crate) fn gru_cell_backward(dh_new: &Tensor, inputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-        let dh_new = dh_new.contiguous()?;
-        let (gx, gh, h) = (&inputs[0], &inputs[1], &inputs[2]);
-        if let Some(r) = try_fused(&FusedOp::GruCellBackward, &[gx, gh, h, &dh_new]) {
-            let fresh = |storage, shape: &[usize]| Tensor::from_parts(storage, Layout::contiguous(shape), h.dtype(), h.device(), None);
-            let mut r = r?.into_iter();
-            let mut next = |shape: &[usize]| r.next().map(|s| fresh(s, shape)).expect("three outputs, counted by try_fused");
-            let (dgx, dgh, dh) = (next(gx.shape()), next(gh.shape()), next(h.shape()));
-            return Ok(vec![Some(dgx), Some(dgh), Some(dh)]);
-        }
-        let [r, z, n, h_n] = gru_gates(gx, gh)?;
-        // h' = n + z (h - n).
-        let dn = dh_new.mul(&z.neg()?.add_scalar(1.0)?)?;
-        let dz = dh_new.mul(&h.sub(&n)?)?;
-        let dn_pre = dn.mul(&n.square()?.neg()?.add_scalar(1.0)?)?;
-        let dr_pre = dn_pre.mul(&h_n)?.mul(&r.mul(&r.neg()?.add_scalar(1.0)?)?)?;
-        let dz_pre = dz.mul(&z.mul(&z.neg()?.add_scalar(1.0)?)?)?;
-        let dgx = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre], 1usize)?;
-        let dgh = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre.mul(&r)?], 1usize)?;
-        Ok(vec![Some(dgx), Some(dgh), Some(dh_new.mul(&z)?)])
-    }
 }
 
-/// [`Tensor::lstm_step`] as one kernel where the device has one ([`FusedOp::LstmStep`]), else
+/// [`Tensor::lstm_step`] as one kernel where the device has one ([`LstmStep`]), else
 /// `None` (the caller runs the product and the cell): plain operands only (one float dtype and
 /// device, nothing autocast would cast, `w_hh_t` a transposed view of a contiguous weight, the
 /// shapes right; anything else goes to the composite, which checks and reports it).
@@ -200,12 +115,11 @@ fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) ->
         return Ok(None);
     }
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let Some(r) = try_fused(&FusedOp::LstmStep, &refs) else { return Ok(None) };
+    let Some(r) = fused::run(&LstmStep, &refs) else { return Ok(None) };
     let mut r = r?.into_iter();
-    let (h_gates, out) = (r.next().expect("two outputs, counted by try_fused"), r.next().expect("two outputs"));
-    let (dtype, device) = (h.dtype(), h.device());
-    let product = Tensor::from_op(h_gates, &[n, 4 * units], dtype, device, &[&inputs[1], w_hh_t], || GradFn::Matmul);
-    let out = Tensor::from_op(out, &[2, n, units], dtype, device, &[&inputs[0], &inputs[3], &product], || GradFn::LstmCell);
+    let (h_gates, out) = (r.next().expect("two outputs, counted by fused::run"), r.next().expect("two outputs"));
+    let product = h_gates.recorded(&[&inputs[1], w_hh_t], || GradFn::Matmul);
+    let out = out.recorded(&[&inputs[0], &inputs[3], &product], || GradFn::LstmCell);
     Ok(Some((out.select(0usize, 0)?, out.select(0usize, 1)?)))
 }
 
@@ -233,45 +147,118 @@ fn lstm_cell_of(gates: &[&Tensor], c: &Tensor) -> Result<(Tensor, Tensor)> {
     if let Some(more) = gates.get(1) {
         inputs.push(more.contiguous()?);
     }
-    let shape = [2, cs[0], cs[1]];
     let refs: Vec<&Tensor> = inputs.iter().collect();
-    let out = match try_fused(&FusedOp::LstmCell, &refs) {
-        Some(r) => r?.remove(0),
-        None => autograd::no_grad(|| lstm_cell_composite(&inputs))?.storage(),
-    };
-    let out = Tensor::from_op(out, &shape, c.dtype(), c.device(), &refs, || GradFn::LstmCell);
+    let out = fused::run_or_composite(&LstmCell, &refs)?.remove(0).recorded(&refs, || GradFn::LstmCell);
     Ok((out.select(0usize, 0)?, out.select(0usize, 1)?))
 }
 
-/// [`Tensor::lstm_cell`] from primitives on the kernel's inputs (`gates`, `c`, then the
-/// second gate term where there is one): `[2, N, H]` holding `h'` then `c'`. The oracle of
-/// [`FusedOp::LstmCell`].
-fn lstm_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
-    let c = &inputs[1];
-    let gates = match inputs.get(2) {
-        Some(more) => inputs[0].add(more)?,
-        None => inputs[0].clone(),
-    };
-    let a = gates.chunk(4, 1usize)?;
-    let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
-    let c_new = f.mul(c)?.add(&i.mul(&g)?)?;
-    let h_new = o.mul(&c_new.tanh()?)?;
-    Tensor::stack(&[&h_new, &c_new], 0usize)
+/// The pointwise part of an LSTM step ([`Tensor::lstm_cell`]), with the gates in PyTorch's
+/// order i, f, g, o:
+///
+/// ```text
+/// i, f, g, o = σ(gates[:, 0:H]), σ(gates[:, H:2H]), tanh(gates[:, 2H:3H]), σ(gates[:, 3H:4H])
+/// c' = f * c + i * g
+/// h' = o * tanh(c')
+/// ```
+///
+/// Inputs (contiguous): `gates` `[N, 4H]` (pre-activation), `c` `[N, H]`, and for
+/// [`Tensor::lstm_cell_sum`] a third, a second `[N, 4H]` term of the gates: the kernel reads
+/// `gates + term`, rounded to the dtype as the add's kernel would round it. Output: one `[2, N,
+/// H]` buffer holding `h'` then `c'`. Its gradient is [`LstmCellBackward`].
+#[derive(Clone, Copy, Debug)]
+pub struct LstmCell;
+
+impl CustomKernel for LstmCell {
+    fn name(&self) -> &'static str {
+        "lstm_cell"
+    }
 }
 
-/// [`Tensor::gru_cell`] from primitives on its inputs (`x_gates`, `h_gates`, `h`). The oracle of
-/// [`FusedOp::GruCell`].
-fn gru_cell_composite(inputs: &[Tensor]) -> Result<Tensor> {
-    let [_, z, n, _] = gru_gates(&inputs[0], &inputs[1])?;
-    // (1 - z) * n + z * h, written with one multiply fewer.
-    n.add(&z.mul(&inputs[2].sub(&n)?)?)
+impl CustomOp for LstmCell {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let c = inputs[1];
+        vec![([&[2][..], c.shape()].concat(), c.dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let c = inputs[1];
+        let gates = match inputs.get(2) {
+            Some(more) => inputs[0].add(more)?,
+            None => inputs[0].clone(),
+        };
+        let a = gates.chunk(4, 1usize)?;
+        let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
+        let c_new = f.mul(c)?.add(&i.mul(&g)?)?;
+        let h_new = o.mul(&c_new.tanh()?)?;
+        Ok(vec![Tensor::stack(&[&h_new, &c_new], 0usize)?])
+    }
 }
 
-/// The GRU's gates from primitives: `[r, z, n, h_n]`, `h_n` the recurrent term of n.
-fn gru_gates(x_gates: &Tensor, h_gates: &Tensor) -> Result<[Tensor; 4]> {
-    let (x3, h3) = (x_gates.chunk(3, 1usize)?, h_gates.chunk(3, 1usize)?);
-    let r = x3[0].add(&h3[0])?.sigmoid()?;
-    let z = x3[1].add(&h3[1])?.sigmoid()?;
-    let n = x3[2].add(&r.mul(&h3[2])?)?.tanh()?;
-    Ok([r, z, n, h3[2].clone()])
+/// The gradient of [`LstmCell`]. Inputs (contiguous): `gates` `[N, 4H]`, `c` `[N, H]`, the
+/// forward's output `[2, N, H]` (`h'`, `c'`), the gradients `dh'` and `dc'` (`[N, H]` each),
+/// then the forward's second gate term where it had one. Outputs: `dgates` `[N, 4H]` (the
+/// gradient of either gate term) and `dc` `[N, H]`.
+#[derive(Clone, Copy, Debug)]
+pub struct LstmCellBackward;
+
+impl CustomKernel for LstmCellBackward {
+    fn name(&self) -> &'static str {
+        "lstm_cell_backward"
+    }
+}
+
+impl CustomOp for LstmCellBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (gates, c) = (inputs[0], inputs[1]);
+        vec![(gates.shape().to_vec(), gates.dtype()), (c.shape().to_vec(), c.dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (c, out, dh, dc_new) = (inputs[1], inputs[2], inputs[3], inputs[4]);
+        let gates = match inputs.get(5) {
+            Some(more) => inputs[0].add(more)?,
+            None => inputs[0].clone(),
+        };
+        let a = gates.chunk(4, 1usize)?;
+        let (i, f, g, o) = (a[0].sigmoid()?, a[1].sigmoid()?, a[2].tanh()?, a[3].sigmoid()?);
+        let tanh_c = out.select(0usize, 1)?.tanh()?;
+        // 1 - y^2 and y (1 - y): the derivatives of tanh and the sigmoid from their outputs.
+        let dtanh = |y: &Tensor| y.square()?.neg()?.add_scalar(1.0);
+        let dsigmoid = |y: &Tensor| y.mul(&y.neg()?.add_scalar(1.0)?);
+        // c' reaches the loss directly and through h' = o * tanh(c').
+        let dc_total = dc_new.add(&dh.mul(&o)?.mul(&dtanh(&tanh_c)?)?)?;
+        let di = dc_total.mul(&g)?.mul(&dsigmoid(&i)?)?;
+        let df = dc_total.mul(c)?.mul(&dsigmoid(&f)?)?;
+        let dg = dc_total.mul(&i)?.mul(&dtanh(&g)?)?;
+        let d_o = dh.mul(&tanh_c)?.mul(&dsigmoid(&o)?)?;
+        Ok(vec![Tensor::cat(&[&di, &df, &dg, &d_o], 1usize)?, dc_total.mul(&f)?])
+    }
+}
+
+/// An LSTM step with its recurrent product ([`Tensor::lstm_step`]): `h_gates = h W_hh^T`, then
+/// [`LstmCell`] of the gates `x_gates + h_gates`. Inputs (contiguous): `x_gates` `[N, 4H]`, `h`
+/// `[N, H]`, `w_hh` `[4H, H]` (the weight as stored, not transposed), `c` `[N, H]`. Outputs:
+/// `h_gates` `[N, 4H]`, then one `[2, N, H]` buffer holding `h'` then `c'`. Its gradients are
+/// the product's and the cell's ([`Tensor::lstm_step`] records both, as the composite does).
+#[derive(Clone, Copy, Debug)]
+pub struct LstmStep;
+
+impl CustomKernel for LstmStep {
+    fn name(&self) -> &'static str {
+        "lstm_step"
+    }
+}
+
+impl CustomOp for LstmStep {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (x_gates, c) = (inputs[0], inputs[3]);
+        vec![(x_gates.shape().to_vec(), x_gates.dtype()), ([&[2][..], c.shape()].concat(), c.dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (x_gates, h, w_hh, c) = (inputs[0], inputs[1], inputs[2], inputs[3]);
+        let h_gates = h.matmul(&w_hh.t()?)?;
+        let out = LstmCell.composite(&[x_gates, c, &h_gates])?.remove(0);
+        Ok(vec![h_gates, out])
+    }
 }

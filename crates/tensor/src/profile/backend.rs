@@ -9,8 +9,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::{record, Inputs};
-use crate::backend::{Backend, BinaryOp, CmpOp, DeviceKind, Distribution, MemoryStats, ReduceOp, Storage, Strided, UnaryOp, Window2d};
-use crate::{DType, FusedOp, Result};
+use crate::backend::{Backend, BinaryOp, CmpOp, CustomKernel, DeviceKind, Distribution, MemoryStats, ReduceOp, Storage, Strided, UnaryOp, Window2d};
+use crate::{DType, Result};
 
 #[derive(Debug)]
 pub(crate) struct Profiled {
@@ -24,12 +24,6 @@ impl Profiled {
 
     fn run<T>(&self, name: &'static str, inputs: &[Strided], call: impl FnOnce(&dyn Backend) -> T) -> T {
         record(&self.inner, || Cow::Borrowed(name), || shapes(inputs, None), || call(&*self.inner), |_| true)
-    }
-
-    /// A multi-tensor fused call, recorded only where the backend runs it (a `None` lets the
-    /// composite's ops be recorded).
-    fn run_foreach<T>(&self, op: &FusedOp, lists: &[Vec<Strided>], call: impl FnOnce(&dyn Backend) -> Option<T>) -> Option<T> {
-        record(&self.inner, || Cow::Owned(format!("fused {} foreach", op.name())), || foreach_inputs(lists), || call(&*self.inner), Option::is_some)
     }
 
     /// An op named by its variant, lower-cased as PyTorch names them (`exp`, `add`, `argmax`).
@@ -60,33 +54,20 @@ fn matmul_flops(lhs: &[usize], rhs: &[usize]) -> Option<u64> {
     Some(2 * (batch * m * k * n) as u64)
 }
 
-/// A multi-tensor call's inputs, told by count: `lists[i]` holds one update's inputs, the
-/// tensor it updates first (`6 tensors (295434 elements)`).
-fn foreach_inputs(lists: &[Vec<Strided>]) -> Inputs {
-    let elements: usize = lists.iter().filter_map(|l| l.first()).map(|x| x.layout.numel()).sum();
-    Inputs { shapes: format!("{} tensors ({elements} elements)", lists.len()), flops: None }
-}
+/// Inputs listed one by one past this many are told by count (a multi-tensor optimizer
+/// update takes dozens).
+const LISTED: usize = 16;
 
-/// What one fused call's inputs are: a convolution's geometry beside its shapes, and its
-/// floating-point operations (the same multiply-adds in all three passes).
-fn fused_inputs(op: &FusedOp, inputs: &[Strided]) -> Inputs {
-    if let (FusedOp::MatmulBias, [x, w, ..]) = (op, inputs) {
-        // x [M, K] times the weight [N, K] transposed.
-        let flops = match w.layout.shape() {
-            &[n, k] => matmul_flops(x.layout.shape(), &[k, n]),
-            _ => None,
-        };
-        return Inputs { flops, ..shapes(inputs, None) };
+/// What one custom op call's inputs are: their shapes (or, past [`LISTED`], their count and
+/// elements), what the op adds (a convolution's stride and padding), and its floating-point
+/// operations.
+fn custom_inputs(op: &dyn CustomKernel, inputs: &[Strided]) -> Inputs {
+    let flops = op.flops(inputs);
+    if inputs.len() > LISTED {
+        let elements: usize = inputs.iter().map(|x| x.layout.numel()).sum();
+        return Inputs { shapes: format!("{} inputs ({elements} elements)", inputs.len()), flops };
     }
-    let conv = match op {
-        FusedOp::Conv2d(g) | FusedOp::Conv2dBias(g) | FusedOp::Conv2dBiasRelu(g) | FusedOp::Conv2dBackwardInput(g) | FusedOp::Conv2dBackwardWeight(g) => {
-            Some(g)
-        }
-        _ => None,
-    };
-    let Some(g) = conv else { return shapes(inputs, None) };
-    let extra = format!("stride {:?} padding {:?}", g.stride, g.padding);
-    Inputs { flops: Some(g.flops()), ..shapes(inputs, Some(extra)) }
+    Inputs { flops, ..shapes(inputs, op.detail()) }
 }
 
 impl Backend for Profiled {
@@ -183,17 +164,9 @@ impl Backend for Profiled {
         self.run("concat", parts, |b| b.concat(parts, dim))
     }
 
-    fn fused(&self, op: &FusedOp, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // Only a fused kernel that runs is a call; a `None` lets the composite's ops be recorded.
-        record(&self.inner, || Cow::Owned(format!("fused {}", op.name())), || fused_inputs(op, inputs), || self.inner.fused(op, inputs), Option::is_some)
-    }
-
-    fn fused_foreach(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<Vec<Vec<Storage>>>> {
-        self.run_foreach(op, lists, |b| b.fused_foreach(op, lists))
-    }
-
-    fn fused_foreach_in_place(&self, op: &FusedOp, lists: &[Vec<Strided>]) -> Option<Result<()>> {
-        self.run_foreach(op, lists, |b| b.fused_foreach_in_place(op, lists))
+    fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        // Only a kernel that runs is a call; a `None` lets the composite's ops be recorded.
+        record(&self.inner, || Cow::Owned(format!("fused {}", op.name())), || custom_inputs(op, inputs), || self.inner.custom(op, inputs), Option::is_some)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -232,7 +205,8 @@ impl Backend for Profiled {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fused::ConvGeometry;
+    use crate::backend::ConvGeometry;
+    use crate::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Relu};
 
     #[test]
     fn products_count_twice_their_multiply_adds_over_the_broadcast_batch() {
@@ -248,13 +222,14 @@ mod tests {
     fn a_convolution_counts_its_output_times_its_window() {
         // resnet18's layer2 entry: 64 -> 128 channels, 3x3, stride 2 over 32x32 (out 16x16).
         let g = ConvGeometry { n: 128, c: 64, h: 32, w: 32, o: 128, kernel: (3, 3), stride: (2, 2), padding: (1, 1), dilation: (1, 1), groups: 1 };
-        for op in [FusedOp::Conv2d(g), FusedOp::Conv2dBackwardInput(g), FusedOp::Conv2dBackwardWeight(g)] {
-            let i = fused_inputs(&op, &[]);
+        let ops: [&dyn CustomKernel; 3] = [&Conv2d(g), &Conv2dBackwardInput(g), &Conv2dBackwardWeight(g)];
+        for op in ops {
+            let i = custom_inputs(op, &[]);
             assert_eq!(i.flops, Some(2 * 128 * 128 * 16 * 16 * 64 * 9));
             assert_eq!(i.shapes, "stride (2, 2) padding (1, 1)");
         }
         let grouped = ConvGeometry { groups: 4, ..g };
-        assert_eq!(fused_inputs(&FusedOp::Conv2d(grouped), &[]).flops, Some(2 * 128 * 128 * 16 * 16 * 16 * 9));
-        assert_eq!(fused_inputs(&FusedOp::Relu, &[]).flops, None);
+        assert_eq!(custom_inputs(&Conv2d(grouped), &[]).flops, Some(2 * 128 * 128 * 16 * 16 * 16 * 9));
+        assert_eq!(custom_inputs(&Relu, &[]).flops, None);
     }
 }

@@ -1,10 +1,14 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW`: one rule, the weight decay coupled (an L2
-//! penalty in the gradient) or decoupled (the parameter shrunk before the update).
+//! penalty in the gradient) or decoupled (the parameter shrunk before the update); its update
+//! as one kernel (`adam_step`: the CPU's below, the GPU's `shaders/adam_step.wgsl`).
 
-use liandan_tensor::{AdamStep, FusedOp, Tensor};
+use liandan_backend_cpu::kernel::{in_pieces, slices, Float};
+use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
+use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, decay_addcmul, l2, lerp, signed, zeros_like, Optim, ParamState, Rule};
+use super::core::{check_range, decay_addcmul, l2, lerp, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::fused::{acc, buffers, stored, Kernels, Step};
 use crate::error::Result;
 
 /// `torch.optim.Adam`: `Adam::new(params, AdamConfig::adam(1e-3))`.
@@ -79,29 +83,14 @@ impl Rule for AdamConfig {
         }
     }
 
-    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, _grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
-        let (beta1, beta2) = self.betas;
-        if state.tensors.is_empty() {
-            state.tensors = self.state_names().iter().map(|_| zeros_like(param)).collect::<Result<_>>()?;
-        }
-        let op = FusedOp::AdamStep(AdamStep {
-            lr,
-            beta1,
-            beta2,
-            eps: self.eps,
-            weight_decay,
-            step: state.step,
-            amsgrad: self.amsgrad,
-            maximize: self.maximize,
-            decoupled_weight_decay: self.decoupled_weight_decay,
-        });
-        Ok(Some((op, state.tensors.clone())))
+    fn fused(&self) -> Option<FusedUpdate<'_>> {
+        Some(FusedUpdate(self))
     }
 
-    /// The composite of [`FusedOp::AdamStep`], and its oracle.
+    /// The composite of the fused `adam_step`, and its oracle.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
         let (beta1, beta2) = self.betas;
-        let Some((op, _)) = self.fused_step(lr, weight_decay, param, grad, state)? else { unreachable!("Adam has a fused step") };
+        self.operands(param, state)?;
         let mut g = signed(grad, self.maximize)?;
         let mut p = param.clone();
         if self.decoupled_weight_decay {
@@ -115,8 +104,7 @@ impl Rule for AdamConfig {
         let exp_avg_sq = decay_addcmul(&state.tensors[1], beta2, &g, &g, 1.0 - beta2)?;
         // Bias corrections on the host in f64 from the host step count, as PyTorch's default
         // (non-capturable) path computes them: no read-back.
-        let FusedOp::AdamStep(hyper) = op else { unreachable!("built above") };
-        let (step_size, bias_correction2_sqrt) = hyper.corrections();
+        let (step_size, bias_correction2_sqrt) = self.corrections(lr, state.step);
         let second = if self.amsgrad {
             let max = state.tensors[2].maximum(&exp_avg_sq)?;
             state.tensors[2] = max.clone();
@@ -129,5 +117,153 @@ impl Rule for AdamConfig {
         state.tensors[0] = exp_avg;
         state.tensors[1] = exp_avg_sq;
         Ok(())
+    }
+}
+
+impl AdamConfig {
+    /// `(lr / (1 - beta1^step), sqrt(1 - beta2^step))`: the step size and the second moment's
+    /// bias correction, in f64 on the host as PyTorch's default (non-capturable) path has them.
+    fn corrections(&self, lr: f64, step: u64) -> (f64, f64) {
+        let (beta1, beta2) = self.betas;
+        let step = step as f64;
+        (lr / (1.0 - beta1.powf(step)), (1.0 - beta2.powf(step)).powf(0.5))
+    }
+}
+
+impl Kernels for AdamConfig {
+    const OP: &'static str = "adam_step";
+
+    fn operands(&self, param: &Tensor, state: &mut ParamState) -> TensorResult<(Vec<Tensor>, bool)> {
+        if state.tensors.is_empty() {
+            state.tensors = self.state_names().iter().map(|_| param.zeros_like()).collect::<TensorResult<_>>()?;
+        }
+        Ok((state.tensors.clone(), false))
+    }
+
+    /// param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq] to their new param, exp_avg,
+    /// exp_avg_sq[, max_exp_avg_sq], in the composite's order of operations.
+    fn cpu<T: Float>(step: &Step<Self>, inputs: &[Strided]) -> TensorResult<Vec<Storage>> {
+        let AdamConfig { betas: (beta1, beta2), eps, amsgrad, maximize, decoupled_weight_decay, .. } = step.rule;
+        let weight_decay = step.weight_decay;
+        let v = slices::<T>(Self::OP, inputs)?;
+        let n = v[0].len();
+        let (step_size, bias_correction2_sqrt) = step.rule.corrections(step.lr, step.step);
+        let (wd, shrink) = (acc::<T::Wide>(weight_decay), acc::<T::Wide>(1.0 - step.lr * weight_decay));
+        // The composite's lerp weight and its complement, both from f64 as it computes them.
+        let (w1, w1_rest) = (acc::<T::Wide>(1.0 - beta1), acc::<T::Wide>(1.0 - (1.0 - beta1)));
+        let (b2, b2_rest) = (acc::<T::Wide>(beta2), acc::<T::Wide>(1.0 - beta2));
+        let (bc2, eps, neg_step) = (acc::<T::Wide>(bias_correction2_sqrt), acc::<T::Wide>(eps), acc::<T::Wide>(-step_size));
+        let round = |x: T::Wide| T::narrow(x);
+        let low_weight = (1.0 - beta1).abs() < 0.5;
+        // Outputs written in place and every operand cut to `n` up front: the loop then has no
+        // capacity or bounds checks, and its flags are loop-invariant, so it vectorizes (pushing
+        // into four vectors kept it scalar).
+        let (ins, mut outs) = buffers(&v, 3 + amsgrad as usize, n)?;
+        in_pieces(&ins, &mut outs, move |ins, outs| {
+            let n = ins[0].len();
+            let (params, grads, avgs, sqs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n], &ins[3][..n]);
+            let maxes = if amsgrad { &ins[4][..n] } else { sqs };
+            let (new_params, rest) = outs.split_at_mut(1);
+            let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
+            let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
+            let new_sqs = &mut new_sqs[0][..n];
+            for i in 0..n {
+                let param = params[i].widen();
+                let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
+                let mut p = param;
+                if decoupled_weight_decay {
+                    if weight_decay != 0.0 {
+                        p = round(p * shrink).widen();
+                    }
+                } else if weight_decay != 0.0 {
+                    g = round(g + round(param * wd).widen()).widen();
+                }
+                // torch.lerp's two branches, as the composite's `lerp`.
+                let m0 = avgs[i].widen();
+                let m = round(if low_weight { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
+                let sq = round(sqs[i].widen() * b2 + g * b2_rest * g);
+                // Exact in every dtype: both are values of it.
+                let second = if amsgrad { T::narrow(maxes[i].widen().max(sq.widen())) } else { sq };
+                let denom = second.widen().sqrt() / bc2 + eps;
+                new_params[i] = round(p + m.widen() / denom * neg_step);
+                new_avgs[i] = m;
+                new_sqs[i] = sq;
+                if amsgrad {
+                    new_maxes[0][i] = second;
+                }
+            }
+        });
+        Ok(stored(outs))
+    }
+
+    #[cfg(feature = "wgpu")]
+    type Params = gpu::AdamParams;
+
+    #[cfg(feature = "wgpu")]
+    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::AdamParams> {
+        gpu::update(step)
+    }
+}
+
+/// The GPU kernel: `shaders/adam_step.wgsl`, with `adam_amsgrad.wgsl` or `adam_plain.wgsl`.
+#[cfg(feature = "wgpu")]
+mod gpu {
+    use super::super::fused::gpu::Update;
+    use super::super::fused::Step;
+    use super::AdamConfig;
+
+    liandan_backend_wgpu::shader_params! {
+        /// `adam_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, decoupled 4, lerp
+        /// from exp_avg 8), every input's offset, the hyper-parameters as the composite
+        /// multiplies by them.
+        pub(crate) struct AdamParams {
+            n: u32,
+            flags: u32,
+            param_at: u32,
+            grad_at: u32,
+            exp_avg_at: u32,
+            exp_avg_sq_at: u32,
+            max_exp_avg_sq_at: u32,
+            weight_decay: f32,
+            shrink: f32,
+            w1: f32,
+            w1_rest: f32,
+            beta2: f32,
+            beta2_rest: f32,
+            bias_correction2_sqrt: f32,
+            eps: f32,
+            neg_step_size: f32,
+        }
+    }
+
+    pub(super) fn update(step: &Step<AdamConfig>) -> Update<AdamParams> {
+        let a = &step.rule;
+        let (step_size, bias_correction2_sqrt) = a.corrections(step.lr, step.step);
+        let wd = step.weight_decay;
+        let bit = |b: u32, on: bool| if on { b } else { 0 };
+        let flags = bit(1, a.maximize) | bit(2, wd != 0.0) | bit(4, a.decoupled_weight_decay) | bit(8, (1.0 - a.betas.0).abs() < 0.5);
+        let (w1, beta2) = (1.0 - a.betas.0, a.betas.1);
+        let hyper = [wd, 1.0 - step.lr * wd, w1, 1.0 - w1, beta2, 1.0 - beta2, bias_correction2_sqrt, a.eps, -step_size].map(|x| x as f32);
+        let params = Box::new(move |n, at: &[u32]| AdamParams {
+            n,
+            flags,
+            param_at: at[0],
+            grad_at: at[1],
+            exp_avg_at: at[2],
+            exp_avg_sq_at: at[3],
+            max_exp_avg_sq_at: at[4],
+            weight_decay: hyper[0],
+            shrink: hyper[1],
+            w1: hyper[2],
+            w1_rest: hyper[3],
+            beta2: hyper[4],
+            beta2_rest: hyper[5],
+            bias_correction2_sqrt: hyper[6],
+            eps: hyper[7],
+            neg_step_size: hyper[8],
+        });
+        let second = if a.amsgrad { include_str!("shaders/adam_amsgrad.wgsl") } else { include_str!("shaders/adam_plain.wgsl") };
+        let parts = vec![include_str!("shaders/adam_step.wgsl"), second];
+        Update { name: "adam_step", fixed: 4, fixed_outputs: 3, stateful: a.amsgrad, centered: false, slots: 5, parts, consts: Vec::new(), params }
     }
 }

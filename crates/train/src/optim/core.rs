@@ -3,11 +3,11 @@
 
 use std::borrow::Cow;
 
-use liandan_tensor::{fused, FusedOp, NoGradGuard, Tensor};
+use liandan_tensor::Tensor;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{OptimizerState, ParamGroup};
+use super::ParamGroup;
 use crate::error::{Error, Result};
 
 /// The update rule of one optimizer and its hyper-parameters (`SgdConfig`, `AdamConfig`, ...).
@@ -44,20 +44,26 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
 
     /// Updates `param` (through [`Tensor::assign`]) from `grad` and `state`, whose `step` has
     /// already been advanced, with tensor ops: the composite update, which the step runs where
-    /// the device has no fused kernel for [`Rule::fused_step`]'s op, and the fused kernels'
-    /// oracle. `state.tensors` is empty before the first update.
+    /// the device has no kernel for [`Rule::fused`]'s update, and the kernels' oracle.
+    /// `state.tensors` is empty before the first update.
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()>;
 
-    /// The same update as a fused update op ([`FusedOp::updates`]) and the operands that follow
-    /// `param` and `grad` (the state tensors, which become `state.tensors` once it has run), so
-    /// that a step can hand a whole group's updates to the device at once
-    /// ([`fused::update_foreach`]), or each to a per-tensor kernel ([`fused::update`]). It may
-    /// create the state tensors; it updates nothing. `None` (the default) for a rule without a
-    /// fused op: the step then calls [`Rule::update`].
-    fn fused_step(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<Option<(FusedOp, Vec<Tensor>)>> {
-        let _ = (lr, weight_decay, param, grad, state);
-        Ok(None)
+    /// This rule's update as one kernel per parameter (or a few per group) where the device
+    /// has them, checked against [`Rule::update`] as its composite (`optim/fused`): this
+    /// crate's optimizers have one. `None` (the default): the step calls [`Rule::update`].
+    fn fused(&self) -> Option<FusedUpdate<'_>> {
+        None
     }
+}
+
+/// The handle of a rule's fused update, which the step runs ([`Rule::fused`]). Opaque: this
+/// crate's optimizers have one (`optim/fused`).
+pub struct FusedUpdate<'a>(pub(crate) &'a dyn RunGroup);
+
+/// Runs a group's pending updates (`(index in the group, gradient)`) as fused ops where the
+/// device has them, returning which parameters were updated (`optim/fused` implements it).
+pub(crate) trait RunGroup {
+    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>>;
 }
 
 /// One parameter's optimizer state: its step count (kept on the host, where it is known
@@ -166,124 +172,6 @@ pub(crate) fn check_range(op: &'static str, name: &str, value: f64, low: f64, hi
     Err(invalid(op, format!("{name} {value} must lie in [{low}, {high}{close}")))
 }
 
-impl<R: Rule> super::Optimizer for Optim<R> {
-    fn step(&mut self) -> Result<()> {
-        // Updates are not part of any graph: recording them would keep every step's tensors alive.
-        let _no_grad = NoGradGuard::new();
-        for (group, states) in self.groups.iter().zip(self.state.iter_mut()) {
-            let rule = match group.momentum {
-                Some(m) => Cow::Owned(self.rule.with_momentum(m)),
-                None => Cow::Borrowed(&self.rule),
-            };
-            // Every update of the group is checked and counted first, then run together where
-            // the device can (PyTorch's foreach), and one by one where it cannot.
-            let mut pending = Vec::with_capacity(group.params.len());
-            for (i, ((name, param), state)) in group.params.iter().zip(states.iter_mut()).enumerate() {
-                // As PyTorch: a parameter without a gradient is skipped, its state untouched.
-                let Some(grad) = param.grad() else { continue };
-                if grad.shape() != param.shape() || grad.dtype() != param.dtype() {
-                    return Err(Error::State {
-                        op: R::NAME,
-                        detail: format!(
-                            "the gradient of `{name}` is {:?} {} but the parameter is {:?} {}",
-                            grad.shape(),
-                            grad.dtype(),
-                            param.shape(),
-                            param.dtype()
-                        ),
-                    });
-                }
-                state.step += 1;
-                pending.push((i, grad));
-            }
-            let done = run_fused(&*rule, group, states, &pending)?;
-            for (i, grad) in &pending {
-                if !done[*i] {
-                    rule.update(group.lr, group.weight_decay, &group.params[*i].1, grad, &mut states[*i])?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn zero_grad(&mut self) {
-        for g in &self.groups {
-            for (_, p) in &g.params {
-                p.set_grad(None);
-            }
-        }
-    }
-
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-
-    fn set_lr(&mut self, group: usize, lr: f64) {
-        if let Some(g) = self.groups.get_mut(group) {
-            g.lr = lr;
-        }
-    }
-
-    fn momentum(&self, group: usize) -> Option<f64> {
-        self.groups.get(group).and_then(|g| self.group_rule(g).momentum())
-    }
-
-    fn set_momentum(&mut self, group: usize, momentum: f64) -> Result<()> {
-        if self.rule.momentum().is_none() {
-            return Err(invalid(R::NAME, "has no momentum or betas for a scheduler to set".into()));
-        }
-        self.rule.with_momentum(momentum).validate()?;
-        if let Some(g) = self.groups.get_mut(group) {
-            g.momentum = Some(momentum);
-        }
-        Ok(())
-    }
-
-    fn state_dict(&self) -> Result<OptimizerState> {
-        super::state::save(self)
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
-        super::state::load(self, state)
-    }
-}
-
-/// One update's parameter index in its group, and its operands (param, grad, state).
-type Operands = (usize, Vec<Tensor>);
-
-/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as fused update
-/// ops where the device has them: as multi-tensor ops ([`fused::update_foreach`]), one call per
-/// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
-/// then each update the device left as a per-tensor op ([`fused::update`]). Returns which
-/// parameters were updated; the caller runs the composite ([`Rule::update`]) for the others.
-fn run_fused<R: Rule>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
-    let mut done = vec![false; states.len()];
-    let mut batches: Vec<(FusedOp, Vec<Operands>)> = Vec::new();
-    for (i, grad) in pending {
-        let param = &group.params[*i].1;
-        let Some((op, held)) = rule.fused_step(group.lr, group.weight_decay, param, grad, &mut states[*i])? else {
-            return Ok(done);
-        };
-        let operands: Vec<Tensor> = [param.clone(), grad.clone()].into_iter().chain(held).collect();
-        match batches.iter_mut().find(|b| b.0 == op) {
-            Some(batch) => batch.1.push((*i, operands)),
-            None => batches.push((op, vec![(*i, operands)])),
-        }
-    }
-    for (op, items) in batches {
-        let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
-        let ran = fused::update_foreach(&op, &lists)?;
-        for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
-            let ran = ran || fused::update(&op, list).transpose()?.is_some();
-            if ran {
-                states[*i].tensors = operands[2..].to_vec();
-                done[*i] = true;
-            }
-        }
-    }
-    Ok(done)
-}
-
 /// `grad`, negated when maximizing (every optimizer's `maximize` option).
 pub(crate) fn signed(grad: &Tensor, maximize: bool) -> Result<Tensor> {
     Ok(if maximize { grad.neg()? } else { grad.clone() })
@@ -304,9 +192,4 @@ pub(crate) fn lerp(start: &Tensor, end: &Tensor, weight: f64) -> Result<Tensor> 
 /// `avg * beta + value * a * b` (PyTorch's `mul_(beta).addcmul_(a, b, value=value)`).
 pub(crate) fn decay_addcmul(avg: &Tensor, beta: f64, a: &Tensor, b: &Tensor, value: f64) -> Result<Tensor> {
     Ok(avg.mul_scalar(beta)?.add(&a.mul_scalar(value)?.mul(b)?)?)
-}
-
-/// Zeros shaped like `param`, detached: the usual fresh state tensor.
-pub(crate) fn zeros_like(param: &Tensor) -> Result<Tensor> {
-    Ok(param.zeros_like()?)
 }

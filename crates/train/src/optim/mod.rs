@@ -70,15 +70,18 @@ mod adagrad;
 mod adam;
 mod clip;
 mod core;
+pub(crate) mod fused;
 mod rmsprop;
 mod sgd;
 mod state;
+mod step;
 
 pub use adadelta::{Adadelta, AdadeltaConfig};
 pub use adagrad::{Adagrad, AdagradConfig};
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
-pub use core::{Optim, ParamState, Params, Rule};
+pub use core::{FusedUpdate, Optim, ParamState, Params, Rule};
+pub use fused::no_foreach;
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use sgd::{Sgd, SgdConfig};
 

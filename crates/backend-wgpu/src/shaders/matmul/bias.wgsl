@@ -1,5 +1,5 @@
 // A linear layer's bias, one value per column of y, added to columns n..n+3 of a row as the
-// tile stores them (FusedOp::MatmulBias): params[16] is the bias's offset. Columns past N
+// tile stores them (ops::MatmulBias): params[16] is the bias's offset. Columns past N
 // read its last value (their sums are not stored).
 @group(0) @binding(4) var<storage, read> bias_: array<S_x>;
 fn bias_at(n: u32) -> C_x { return load_x(bias_[params[16] + min(n, params[3] - 1u)]); }

@@ -1,4 +1,4 @@
-// FusedOp::Gelu on packed bf16 (`fused_gelu.wgsl` one word at a time; the entry point is
+// ops::Gelu on packed bf16 (`fused_gelu.wgsl` one word at a time; the entry point is
 // packed/entry2.wgsl's). Meta: params[0] = number of elements, params[1] = x's element offset.
 
 @group(0) @binding(1) var<storage, read> x: array<u32>;

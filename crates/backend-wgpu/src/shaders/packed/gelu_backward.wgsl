@@ -1,4 +1,4 @@
-// FusedOp::GeluBackward on packed bf16 (`fused_gelu_backward.wgsl` one word at a time; the
+// ops::GeluBackward on packed bf16 (`fused_gelu_backward.wgsl` one word at a time; the
 // entry point is packed/entry2.wgsl's). Meta: params[0] = number of elements, params[1] and
 // params[2] = the element offsets of x and dy.
 

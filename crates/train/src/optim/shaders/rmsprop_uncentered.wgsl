@@ -1,4 +1,4 @@
-// RmsPropStep, not centered: the second moment itself.
+// RMSprop, not centered: the second moment itself.
 
 fn mean_square(e: u32, g: f32, sq: f32) -> f32 {
   return sq;

@@ -1,0 +1,132 @@
+//! What arrives for each tensor during backward, and its joining into that tensor's gradient.
+//!
+//! Three kinds arrive: dense gradients, summed as they come; the gradients of narrows (and so
+//! of `select`, `split`, `chunk`), kept as pieces and joined once (`narrow.rs` says why and
+//! how); and the right-hand gradients of matrix products that share one operand, as an RNN's
+//! steps share `W_hh^T`, kept as pieces and computed as one product (`products.rs`). At a
+//! tensor's turn the engine takes what arrived for it ([`Pending::take`]) and either hands the
+//! pieces on unjoined, where its rule can take them so (`narrow::route`), or joins everything
+//! into one gradient ([`Arrived::join`]).
+
+use std::collections::HashMap;
+
+use super::{narrow, products};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// The gradients that arrived for tensors whose turn has not come, by tensor id.
+#[derive(Default)]
+pub(crate) struct Pending {
+    dense: HashMap<u64, Tensor>,
+    pieces: HashMap<u64, Vec<narrow::Piece>>,
+    products: HashMap<u64, Vec<products::Piece>>,
+}
+
+/// What arrived for one tensor: at least one of the three.
+pub(crate) struct Arrived {
+    pub(crate) dense: Option<Tensor>,
+    pub(crate) pieces: Option<Vec<narrow::Piece>>,
+    pub(crate) products: Option<Vec<products::Piece>>,
+}
+
+impl Pending {
+    /// Nothing arrived but `grad`, the gradient of `root`, where backward starts.
+    pub(crate) fn starting(root: &Tensor, grad: Tensor) -> Pending {
+        let mut pending = Pending::default();
+        pending.dense.insert(root.id(), grad);
+        pending
+    }
+
+    /// Takes everything that arrived for the tensor `id`; `None` where nothing did.
+    pub(crate) fn take(&mut self, id: u64) -> Option<Arrived> {
+        let arrived = Arrived { dense: self.dense.remove(&id), pieces: self.pieces.remove(&id), products: self.products.remove(&id) };
+        (arrived.dense.is_some() || arrived.pieces.is_some() || arrived.products.is_some()).then_some(arrived)
+    }
+
+    /// Adds `grad`, the gradient the rule `rule` gave `input`, to the dense gradient gathered
+    /// for it (in `input`'s dtype); nothing where `input` wants none. An error names the rule
+    /// where the gradient's shape is not the input's.
+    pub(crate) fn add(&mut self, rule: &str, input: &Tensor, grad: Tensor) -> Result<()> {
+        if !input.requires_grad() {
+            return Ok(());
+        }
+        if grad.shape() != input.shape() {
+            return Err(Error::Autograd(format!(
+                "internal: the {rule} rule gave a gradient of shape {:?} for an input of shape {:?}",
+                grad.shape(),
+                input.shape()
+            )));
+        }
+        let grad = if grad.dtype() != input.dtype() { grad.to_dtype(input.dtype())? } else { grad };
+        let total = match self.dense.remove(&input.id()) {
+            Some(old) => old.add(&grad)?,
+            None => grad,
+        };
+        self.dense.insert(input.id(), total);
+        Ok(())
+    }
+
+    /// Keeps `piece`, a narrow piece of `input`'s gradient (in `input`'s dtype), to be joined at
+    /// `input`'s turn.
+    pub(crate) fn add_piece(&mut self, input: &Tensor, piece: narrow::Piece) -> Result<()> {
+        if input.requires_grad() {
+            let grad = if piece.grad.dtype() != input.dtype() { piece.grad.to_dtype(input.dtype())? } else { piece.grad };
+            self.pieces.entry(input.id()).or_default().push(narrow::Piece { grad, ..piece });
+        }
+        Ok(())
+    }
+
+    /// Adds a share of `input`'s gradient that a rule routed to it (`narrow::route`): whole, or
+    /// a piece still to be joined.
+    pub(crate) fn add_part(&mut self, rule: &str, input: &Tensor, part: narrow::Part) -> Result<()> {
+        match part {
+            narrow::Part::Dense(g) => self.add(rule, input, g),
+            narrow::Part::Piece(p) => self.add_piece(input, p),
+        }
+    }
+
+    /// Keeps `piece`, one product's share of the gradient of its right-hand operand `b`, to be
+    /// computed with the others at `b`'s turn.
+    pub(crate) fn add_product(&mut self, b: &Tensor, piece: products::Piece) {
+        self.products.entry(b.id()).or_default().push(piece);
+    }
+}
+
+impl Arrived {
+    /// The pieces, where nothing else arrived (what a rule may take unjoined); else `self`.
+    pub(crate) fn pieces_alone(self) -> std::result::Result<Vec<narrow::Piece>, Arrived> {
+        match self {
+            Arrived { dense: None, pieces: Some(pieces), products: None } => Ok(pieces),
+            other => Err(other),
+        }
+    }
+
+    /// Pieces that a rule did not take, as what arrived.
+    pub(crate) fn from_pieces(pieces: Vec<narrow::Piece>) -> Arrived {
+        Arrived { dense: None, pieces: Some(pieces), products: None }
+    }
+
+    /// The whole gradient of `t`: the dense sum, plus the pieces joined ([`narrow::assemble`]),
+    /// plus the products' share computed as one product ([`products::assemble`]). Each join is
+    /// attributed, for an observer, to its first piece, whose forward result names the layer.
+    pub(crate) fn join(self, t: &Tensor) -> Result<Tensor> {
+        let mut g = self.dense;
+        if let Some(pieces) = self.pieces {
+            let from = pieces[0].from;
+            g = Some(plus(g, crate::observe::in_backward_of(|| "narrow".into(), from, || narrow::assemble(t, pieces))?)?);
+        }
+        if let Some(pieces) = self.products {
+            let from = pieces[0].from;
+            g = Some(plus(g, crate::observe::in_backward_of(|| "matmul".into(), from, || products::assemble(t, pieces))?)?);
+        }
+        g.ok_or_else(|| Error::Autograd("internal: a tensor's gradient was joined from nothing".into()))
+    }
+}
+
+/// `dense + joined`, or `joined` alone when no dense gradient arrived.
+fn plus(dense: Option<Tensor>, joined: Tensor) -> Result<Tensor> {
+    match dense {
+        Some(d) => d.add(&joined),
+        None => Ok(joined),
+    }
+}

@@ -1,0 +1,130 @@
+//! Softmax, log-softmax and logsumexp, built from primitives, with closed-form backward
+//! rules. Softmax along the last axis, and its rule, are custom ops: one kernel each where the
+//! backend has one.
+
+use crate::autograd::{self, GradFn};
+use crate::backend::CustomKernel;
+use crate::custom::CustomOp;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::fused::{self, fusion_enabled};
+use crate::ops::activation::like_first;
+use crate::ops::{check_float, Dim};
+use crate::tensor::Tensor;
+
+impl Tensor {
+    /// `log(sum(exp(x)))` along `dim`, shifted by the maximum so it never overflows.
+    pub fn logsumexp(&self, dim: impl Dim, keepdim: bool) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.logsumexp(dim, keepdim);
+        }
+        check_float("logsumexp", self)?;
+        let d = dim.resolve("logsumexp", self.rank())?;
+        // The shift is a constant for the gradient: it cancels exactly.
+        let m = self.max(d, true)?.detach();
+        let m = Tensor::where_cond(&m.abs()?.lt_scalar(f64::INFINITY)?, &m, &m.zeros_like()?)?;
+        let lse = self.sub(&m)?.exp()?.sum(&[d], true)?.log()?.add(&m)?;
+        if keepdim {
+            Ok(lse)
+        } else {
+            lse.squeeze(d)
+        }
+    }
+
+    /// `exp(x) / sum(exp(x))` along `dim`.
+    pub fn softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.softmax(dim);
+        }
+        check_float("softmax", self)?;
+        let d = dim.resolve("softmax", self.rank())?;
+        if d + 1 == self.rank() && fusion_enabled() {
+            let x = self.contiguous()?;
+            if let Some(r) = fused::run(&SoftmaxLastDim, &[&x]) {
+                return Ok(r?.remove(0).recorded(&[&x], || GradFn::Softmax { dim: d }));
+            }
+        }
+        let out = autograd::no_grad(|| softmax_along(self, d))?;
+        Ok(out.recorded(&[self], || GradFn::Softmax { dim: d }))
+    }
+
+    /// The backward rule of [`Tensor::softmax`] from its output `y`: `y (dy - sum(dy y))` along
+    /// `dim`, fused where the device can and `dim` is the last ([`SoftmaxLastDimBackward`]).
+    pub(crate) fn softmax_backward(dy: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+        if dim + 1 == y.rank() && fusion_enabled() {
+            let (y, dy) = (y.contiguous()?, dy.contiguous()?);
+            if let Some(r) = fused::run(&SoftmaxLastDimBackward, &[&y, &dy]) {
+                return Ok(r?.remove(0));
+            }
+        }
+        softmax_backward_along(dy, y, dim)
+    }
+
+    /// `x - logsumexp(x)` along `dim`.
+    pub fn log_softmax(&self, dim: impl Dim) -> Result<Tensor> {
+        if let Some([x]) = crate::autocast::widened([self])? {
+            return x.log_softmax(dim);
+        }
+        check_float("log_softmax", self)?;
+        let d = dim.resolve("log_softmax", self.rank())?;
+        let out = autograd::no_grad(|| self.sub(&self.logsumexp(d, true)?))?;
+        Ok(out.recorded(&[self], || GradFn::LogSoftmax { dim: d }))
+    }
+}
+
+/// Softmax of `x` along `d` from primitives, each row shifted by its maximum.
+fn softmax_along(x: &Tensor, d: usize) -> Result<Tensor> {
+    let e = x.sub(&x.max(d, true)?)?.exp()?;
+    e.div(&e.sum(&[d], true)?)
+}
+
+/// Softmax's gradient along `d` from primitives: `y (dy - sum(dy y))`.
+fn softmax_backward_along(dy: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
+    let dot = dy.mul(y)?.sum(&[d], true)?;
+    y.mul(&dy.sub(&dot)?)
+}
+
+/// Softmax along the last axis ([`Tensor::softmax`] with `dim` the last), each row shifted by
+/// its maximum: `y = exp(x - max(x)) / sum(exp(x - max(x)))`. Input: `x`, contiguous. Output:
+/// `y`, shaped like `x`.
+#[derive(Clone, Copy, Debug)]
+pub struct SoftmaxLastDim;
+
+impl CustomKernel for SoftmaxLastDim {
+    fn name(&self) -> &'static str {
+        "softmax_last_dim"
+    }
+}
+
+impl CustomOp for SoftmaxLastDim {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        like_first(inputs)
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let x = inputs[0];
+        Ok(vec![softmax_along(x, x.rank().saturating_sub(1))?])
+    }
+}
+
+/// The gradient of [`SoftmaxLastDim`], `dx = y (dy - sum(dy y))` with the sum along the last
+/// axis. Inputs: `y`, `dy` (one shape, contiguous). Output: `dx`.
+#[derive(Clone, Copy, Debug)]
+pub struct SoftmaxLastDimBackward;
+
+impl CustomKernel for SoftmaxLastDimBackward {
+    fn name(&self) -> &'static str {
+        "softmax_last_dim_backward"
+    }
+}
+
+impl CustomOp for SoftmaxLastDimBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        like_first(inputs)
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (y, dy) = (inputs[0], inputs[1]);
+        Ok(vec![softmax_backward_along(dy, y, y.rank().saturating_sub(1))?])
+    }
+}

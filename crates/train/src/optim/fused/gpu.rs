@@ -1,0 +1,509 @@
+//! The update kernels on the wgpu backend, through its custom-kernel API: one dispatch per
+//! parameter tensor ([`update`]), reading the parameter, its gradient and its state once and
+//! writing their new values to fresh buffers; or up to [`WIDE`] tensors a dispatch
+//! ([`update_foreach`]). One pipeline per rule, option set (amsgrad, momentum, centered),
+//! dtype and width; everything that varies per step (lr, bias corrections) rides in the
+//! parameter block, each rule's `shader_params!` struct.
+//!
+//! Many tensors a dispatch, why: a step over ResNet-18's 62 parameter tensors was 62 dependent
+//! dispatches, and on an H200 each costs ~6.7 us of launch and barrier and ~3 us of host
+//! recording, more than the update's own work for all but the largest tensors (PyTorch's
+//! foreach step took a third of ours). How: the kernel binds several tensors' buffers at once,
+//! one set of bindings per tensor, and a table in the parameter block maps each workgroup to a
+//! tensor and to 256 of its elements. Its WGSL is the per-tensor update's files repeated once
+//! per tensor slot, each copy's names suffixed and its bindings moved past the previous copy's
+//! ([`foreach_source`]), so every tensor runs the per-tensor kernel's own text and the results
+//! agree bit for bit.
+//!
+//! Why not arrays of buffers (`binding_array`, one set of bindings for all tensors): wgpu 30
+//! offers them on Vulkan only, and only where the driver has every descriptor-indexing
+//! feature, which the lavapipe that CI tests on does not; plain bindings run on every
+//! backend. How many tensors a dispatch: at most [`WIDE`], as many as the table fits in the
+//! parameter block after the longest header (Adam's 16 words: no upload per step); where the
+//! device allows fewer storage buffers per shader than that needs, a narrow variant fits
+//! Metal's 29 (`NARROW_BUFFERS`); below that, the per-tensor kernels run. ResNet-18's SGD step
+//! is 3 dispatches wide (an H200), 13 narrow (lavapipe, Metal).
+//!
+//! Where the tensors' buffers are theirs alone, a variant of each kernel writes over its
+//! inputs: [`in_place`] makes it from the same text, each output binding folded into its
+//! input's. A training step then allocates nothing and binds the same parameter and state
+//! buffers every time, so its bind groups come from the cache (a wide SGD dispatch binds 120
+//! buffers; making that bind group cost ~85 us of host time, more than the update itself).
+//! Otherwise a call's fresh output buffers are all held until `update_foreach` swaps them in,
+//! so a step holds up to `FOREACH_LISTS` (24) tensors' worth of new buffers beside the old,
+//! where the per-tensor kernels held one tensor's.
+
+use std::sync::Arc;
+
+use liandan_backend_wgpu::{grid, shader_params, Shader, ShaderParams, WgpuBackend, WgpuStorage, WORKGROUP};
+use liandan_tensor::{DType, Result, Storage, Strided};
+
+use super::FOREACH_LISTS;
+
+/// The helpers every update reads its parameters and rounds through.
+pub(crate) const HELPERS: &str = include_str!("../shaders/optim.wgsl");
+/// The gradient as the optimizers (all but Adam, which reads its own) take it.
+pub(crate) const GRADIENT: &str = include_str!("../shaders/gradient.wgsl");
+const ONE: &str = include_str!("../shaders/one.wgsl");
+const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
+const SCALE: &str = include_str!("../shaders/scale.wgsl");
+
+/// One update kernel, as a rule describes it ([`super::Kernels::gpu`]).
+pub(crate) struct Update<P> {
+    /// The op's name, which keys its pipelines.
+    pub(crate) name: &'static str,
+    /// The inputs every step has (the parameter, its gradient where it has one, the state that
+    /// is always kept), and how many of them have an output (all but the gradient).
+    pub(crate) fixed: usize,
+    pub(crate) fixed_outputs: usize,
+    /// The optional state present: `stateful` (Adam's amsgrad maximum, a momentum buffer)
+    /// and `centered` (RMSprop's gradient average), each an input and an output after the
+    /// fixed ones, in that order.
+    pub(crate) stateful: bool,
+    pub(crate) centered: bool,
+    /// The input offsets the parameter block names, the optional ones included.
+    pub(crate) slots: usize,
+    /// The WGSL files after [`HELPERS`], the one with `update(e)` first, then the option parts.
+    pub(crate) parts: Vec<&'static str>,
+    /// `const` declarations the parts read.
+    pub(crate) consts: Vec<(&'static str, u32)>,
+    /// The parameter block for `n` (elements; the multi-tensor kernel's workgroups) and the
+    /// offset of every slot (0 for an absent optional input).
+    pub(crate) params: Box<dyn Fn(u32, &[u32]) -> P>,
+}
+
+impl<P> Update<P> {
+    /// The inputs of one update: the fixed ones and the optional state present.
+    fn inputs(&self) -> usize {
+        self.fixed + self.stateful as usize + self.centered as usize
+    }
+
+    /// The buffers one tensor's update binds: each input, and an output for each but the
+    /// gradient (in place: each input only).
+    fn bindings(&self, in_place: bool) -> usize {
+        let optional = self.stateful as usize + self.centered as usize;
+        if in_place {
+            self.inputs()
+        } else {
+            self.inputs() + self.fixed_outputs + optional
+        }
+    }
+
+    /// Its pipeline's variant number: the dtype, the options, and (many tensors a dispatch)
+    /// the width and whether it writes in place.
+    fn variant(&self, dtype: DType, width: usize, in_place: bool) -> u64 {
+        let d = DType::ALL.iter().position(|&t| t == dtype).unwrap_or(0) as u64;
+        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (width as u64) << 8
+    }
+
+    /// The WGSL of the one-tensor kernel, or of the `width`-wide one.
+    fn source(&self, shader: Shader, dtype: DType, width: usize, in_place: bool) -> String
+    where
+        P: ShaderParams,
+    {
+        let shader = self.consts.iter().fold(shader.ty("x", dtype), |s, (name, value)| s.uint(name, *value));
+        if width == 0 {
+            return self.parts.iter().fold(shader.params::<P>().part(HELPERS), |s, p| s.part(p)).part(ONE).build();
+        }
+        let body = [&[HELPERS], &self.parts[..]].concat().join("\n");
+        let body = if in_place { self::in_place(&body) } else { body };
+        foreach_source(shader.params::<Foreach<P>>(), &body, width, self.bindings(in_place))
+    }
+}
+
+shader_params! {
+    /// `scale.wgsl`'s parameters.
+    pub(crate) struct ScaleParams {
+        pub(crate) n: u32,
+        /// Read by no kernel: the helpers every update shares read it.
+        pub(crate) flags: u32,
+        pub(crate) values_at: u32,
+        pub(crate) factor: f32,
+    }
+}
+
+/// The loss scaler's [`super::Scale`] by `factor`.
+pub(crate) fn scale(factor: f64) -> Update<ScaleParams> {
+    let params = Box::new(move |n, at: &[u32]| ScaleParams { n, flags: 0, values_at: at[0], factor: factor as f32 });
+    Update { name: "scale", fixed: 1, fixed_outputs: 1, stateful: false, centered: false, slots: 1, parts: vec![SCALE], consts: Vec::new(), params }
+}
+
+/// Runs an update as one dispatch, or `None` where the op's composite runs instead (f64, which
+/// the composite runs at full precision; buffers beyond one binding; the wrong operands).
+pub(crate) fn update<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    let first = inputs.first()?;
+    let (dtype, numel) = (first.dtype, first.layout.numel());
+    if !gpu.computes(dtype) || dtype == DType::F64 || inputs.len() != u.inputs() {
+        return None;
+    }
+    gpu.widened(inputs, |inputs| {
+        match gpu.fits(dtype, &[numel], inputs) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => return Some(Err(e)),
+        }
+        // Offsets of every input slot the kernel names, in slot order (an absent optional one
+        // reads as 0): the fixed inputs, then the optional state in the order it comes.
+        let mut offsets = Vec::with_capacity(u.slots);
+        let mut optional = inputs[u.fixed..].iter();
+        let present = [u.stateful, u.centered];
+        for k in 0..u.slots {
+            let input = if k < u.fixed {
+                inputs.get(k)
+            } else if present.get(k - u.fixed).copied().unwrap_or(false) {
+                optional.next()
+            } else {
+                None
+            };
+            offsets.push(input.map_or(Some(0), |v| u32::try_from(v.layout.offset()).ok())?);
+        }
+        let params = (u.params)(numel as u32, &offsets);
+        Some((|| {
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, 0, false), |s| u.source(s, dtype, 0, false))?;
+            let outputs = u.fixed_outputs + u.stateful as usize + u.centered as usize;
+            let outs = (0..outputs).map(|_| gpu.alloc(dtype, numel)).collect::<Result<Vec<_>>>()?;
+            // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
+            // optional state's input and output (so an option's WGSL part adds its two last).
+            let mut buffers: Vec<&WgpuStorage> = inputs[..u.fixed].iter().map(WgpuStorage::of).collect();
+            buffers.extend(&outs[..u.fixed_outputs]);
+            for (input, out) in inputs[u.fixed..].iter().zip(&outs[u.fixed_outputs..]) {
+                buffers.push(WgpuStorage::of(input));
+                buffers.push(out);
+            }
+            gpu.dispatch(&pipeline, &params, &buffers, grid(numel))?;
+            Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
+        })())
+    })
+}
+
+/// Entries of the multi-tensor kernel's table, 2 words a tensor (its first workgroup, its
+/// element count), after the longest header (Adam's 16 words) in a dispatch's parameter block.
+const TABLE: usize = 2 * WIDE;
+
+/// Tensors a dispatch updates at most: the table's room, which is also what a call is handed
+/// at most (`FOREACH_LISTS`), so the call is one dispatch.
+pub(crate) const WIDE: usize = {
+    let room = (liandan_backend_wgpu::params::PARAMS_BYTES / 4 - 16) / 2;
+    if room < FOREACH_LISTS {
+        room
+    } else {
+        FOREACH_LISTS
+    }
+};
+
+/// Storage buffers a shader may bind on every adapter the narrow variant is for (Metal's 31
+/// buffer slots, less the two wgpu keeps); lavapipe allows 32.
+const NARROW_BUFFERS: usize = 29;
+
+/// The multi-tensor kernel's parameter block: the one-tensor kernel's (`n` counting
+/// workgroups, every offset 0) and the table (see [`TABLE`]; entries past the last tensor
+/// start at `u32::MAX`, so the search stops before them).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Foreach<P> {
+    head: P,
+    table: [u32; TABLE],
+}
+
+// SAFETY: both fields are Pod; `P` is a block of 4-byte fields (`shader_params!` checks it),
+// so it ends on a 4-byte boundary and the `u32` table follows it with no padding, and the
+// struct has none at its end.
+unsafe impl<P: ShaderParams> bytemuck::Zeroable for Foreach<P> {}
+unsafe impl<P: ShaderParams> bytemuck::Pod for Foreach<P> {}
+
+impl<P: ShaderParams> ShaderParams for Foreach<P> {
+    fn fields() -> Vec<(&'static str, String)> {
+        P::fields().into_iter().chain([("table", format!("array<u32, {TABLE}>"))]).collect()
+    }
+}
+
+/// The widths (tensors a dispatch) built for an update binding `bindings` buffers per tensor,
+/// narrowest first: the narrow one, and [`WIDE`] where that is wider (an update of one binding
+/// fits [`WIDE`] tensors in the narrow budget already).
+pub(crate) fn widths(bindings: usize) -> Vec<usize> {
+    let narrow = ((NARROW_BUFFERS - 1) / bindings).min(WIDE);
+    if narrow < WIDE {
+        vec![narrow, WIDE]
+    } else {
+        vec![WIDE]
+    }
+}
+
+/// Runs an update over many tensors (`lists[i]`: one update's inputs), a chunk of tensors a
+/// dispatch, writing fresh outputs (one list of them per update, in order) or, `in_place`,
+/// over the updated inputs' buffers (none returned). `None` where the per-tensor kernels run
+/// instead: f64, a device that allows too few bindings, an operand not at the start of its
+/// buffer or larger than a binding, packed bf16 in place.
+pub(crate) fn update_foreach<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, lists: &[Vec<Strided>], in_place: bool) -> Option<Result<Vec<Storage>>> {
+    let dtype = lists.first()?.first()?.dtype;
+    let packed = lists.iter().flatten().any(WgpuBackend::is_packed);
+    if !gpu.computes(dtype) || dtype == DType::F64 || (in_place && packed) {
+        // Writing over a packed buffer in place would need the words packed back.
+        return None;
+    }
+    let all: Vec<Strided> = lists.iter().flatten().copied().collect();
+    gpu.widened(&all, |all| {
+        let lists: Vec<&[Strided]> = all.chunks(u.inputs()).collect();
+        let buffers_allowed = gpu.max_bindings().ok()?;
+        // The parameter block takes one of the buffers.
+        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) < buffers_allowed)?;
+        let fits = |list: &&[Strided]| {
+            let numel = list[0].layout.numel();
+            let operands = list.iter().all(|v| v.dtype == dtype && v.layout.offset() == 0);
+            list.len() == u.inputs() && operands && gpu.fits(dtype, &[numel], list).unwrap_or(false)
+        };
+        if !lists.iter().all(fits) {
+            return None;
+        }
+        Some((|| {
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place), |s| u.source(s, dtype, width, in_place))?;
+            let mut all = Vec::new();
+            for chunk in lists.chunks(width) {
+                let mut table = [0u32; TABLE];
+                let mut groups = 0usize;
+                for (k, entry) in table.chunks_mut(2).take(width).enumerate() {
+                    match chunk.get(k) {
+                        Some(list) => {
+                            let numel = list[0].layout.numel();
+                            entry.copy_from_slice(&[groups as u32, numel as u32]);
+                            groups += numel.div_ceil(WORKGROUP);
+                        }
+                        None => entry[0] = u32::MAX,
+                    }
+                }
+                let groups_word = u32::try_from(groups).ok().filter(|&g| g < u32::MAX);
+                let Some(groups_word) = groups_word else {
+                    return Err(liandan_tensor::Error::Device(format!("{}: too many workgroups for one dispatch", u.name)));
+                };
+                let params = Foreach { head: (u.params)(groups_word, &vec![0; u.slots]), table };
+                let outputs = u.fixed_outputs + u.stateful as usize + u.centered as usize;
+                let fresh = |list: &&[Strided]| (0..outputs).map(|_| gpu.alloc(dtype, list[0].layout.numel())).collect::<Result<Vec<_>>>();
+                let outs = if in_place { Vec::new() } else { chunk.iter().map(fresh).collect::<Result<Vec<_>>>()? };
+                // Per tensor slot, the per-tensor kernel's bindings: the fixed inputs, their
+                // outputs (all but the gradient's), then each optional state's input and
+                // output; in place, the inputs alone. Slots past the chunk bind its first
+                // tensor again (never run).
+                let mut buffers: Vec<&WgpuStorage> = Vec::with_capacity(width * u.bindings(in_place));
+                for k in 0..width {
+                    let k = if k < chunk.len() { k } else { 0 };
+                    if in_place {
+                        buffers.extend(chunk[k].iter().map(WgpuStorage::of));
+                        continue;
+                    }
+                    let (list, out) = (&chunk[k], &outs[k]);
+                    buffers.extend(list[..u.fixed].iter().map(WgpuStorage::of));
+                    buffers.extend(&out[..u.fixed_outputs]);
+                    for (input, o) in list[u.fixed..].iter().zip(&out[u.fixed_outputs..]) {
+                        buffers.push(WgpuStorage::of(input));
+                        buffers.push(o);
+                    }
+                }
+                gpu.dispatch(&pipeline, &params, &buffers, grid(groups * WORKGROUP))?;
+                drop(buffers);
+                all.extend(outs.into_iter().flatten().map(|s| Arc::new(s) as Storage));
+            }
+            Ok(all)
+        })())
+    })
+}
+
+/// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
+/// update's files `body` once per tensor slot (copy k: every function and binding it declares
+/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, and the entry point.
+fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize) -> String {
+    let names = declared(body);
+    let mut s = head.uint("CHUNK", width as u32).build();
+    for k in 0..width {
+        let mut copy = shift_bindings(body, k * bindings);
+        for name in &names {
+            copy = rename(&copy, name, &format!("{name}_{k}"));
+        }
+        s += "\n";
+        s += &copy;
+    }
+    s += "\n// Copy k of the update on element e.\nfn update_at(k: u32, e: u32) {\n  switch k {\n";
+    for k in 0..width {
+        s += &format!("    case {k}u: {{ update_{k}(e); }}\n");
+    }
+    s += "    default: {}\n  }\n}\n\n";
+    s + FOREACH
+}
+
+/// The update's files `src` made to write over their inputs: each output binding `x_out`
+/// folds into its input `x` (or `x_in`), which becomes `read_write`, and the bindings that
+/// remain are numbered 1, 2, ... in the order they are declared (the input order). Every
+/// update reads an element of a buffer before it writes that element, and only that one, so
+/// the arithmetic is the fresh-buffer kernel's.
+pub(crate) fn in_place(src: &str) -> String {
+    // (read_write, name, element type) of a binding's declaration line.
+    let binding = |line: &str| -> Option<(bool, String, String)> {
+        let (_, rest) = line.strip_prefix("@group(0) @binding(")?.split_once(") var<storage, ")?;
+        let (access, rest) = rest.split_once("> ")?;
+        let (name, ty) = rest.split_once(": ")?;
+        Some((access == "read_write", name.trim().to_string(), ty.to_string()))
+    };
+    let declared: Vec<(bool, String, String)> = src.lines().filter_map(binding).collect();
+    let is_input = |n: &str| declared.iter().any(|d| !d.0 && d.1 == n);
+    // (output, the input it folds into)
+    let folds: Vec<(String, String)> = declared
+        .iter()
+        .filter(|d| d.0)
+        .filter_map(|d| {
+            let base = d.1.strip_suffix("_out")?;
+            let input = [base.to_string(), format!("{base}_in")].into_iter().find(|n| is_input(n))?;
+            Some((d.1.clone(), input))
+        })
+        .collect();
+    let mut out = String::with_capacity(src.len());
+    let mut next = 1;
+    for line in src.lines() {
+        match binding(line) {
+            Some((_, name, _)) if folds.iter().any(|f| f.0 == name) => continue,
+            Some((write, name, ty)) => {
+                let access = if write || folds.iter().any(|f| f.1 == name) { "read_write" } else { "read" };
+                out += &format!("@group(0) @binding({next}) var<storage, {access}> {name}: {ty}\n");
+                next += 1;
+            }
+            None => {
+                out += line;
+                out += "\n";
+            }
+        }
+    }
+    folds.iter().fold(out, |s, (from, to)| rename(&s, from, to))
+}
+
+/// The functions, constants and bindings `src` declares.
+fn declared(src: &str) -> Vec<String> {
+    let ident = |rest: &str| rest.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or_default().to_string();
+    let mut names = Vec::new();
+    for line in src.lines() {
+        if let Some(rest) = line.strip_prefix("fn ").or_else(|| line.strip_prefix("const ")) {
+            names.push(ident(rest));
+        } else if let Some((_, rest)) = line.strip_prefix("@group(0) @binding(").and_then(|l| l.split_once("> ")) {
+            names.push(ident(rest));
+        }
+    }
+    names
+}
+
+/// `src` with every `@binding(n)` made `@binding(n + by)`.
+fn shift_bindings(src: &str, by: usize) -> String {
+    if by == 0 {
+        return src.to_string();
+    }
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(at) = rest.find("@binding(") {
+        let open = at + "@binding(".len();
+        let close = open + rest[open..].find(')').unwrap_or(0);
+        out += &rest[..close];
+        out += &format!(" + {by}u");
+        rest = &rest[close..];
+    }
+    out + rest
+}
+
+/// `src` with the identifier `from` (where it is a whole word) replaced by `to`.
+fn rename(src: &str, from: &str, to: &str) -> String {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(src.len() + 256);
+    let mut rest = src;
+    while let Some(at) = rest.find(from) {
+        let end = at + from.len();
+        let whole = !rest[..at].ends_with(is_ident) && !rest[end..].starts_with(is_ident);
+        out += &rest[..at];
+        out += if whole { to } else { from };
+        rest = &rest[end..];
+    }
+    out + rest
+}
+
+#[cfg(test)]
+mod tests {
+    use liandan_backend_wgpu::{shaders, ShaderParams};
+    use liandan_tensor::DType;
+
+    use super::super::{Kernels, Step};
+    use super::{declared, in_place, rename, scale, shift_bindings, widths, Update, WIDE};
+    use crate::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, RmsPropConfig, SgdConfig};
+
+    /// Every variant of `u` (dtypes, one tensor, narrow and wide, fresh and in place) on a
+    /// device with f16 and f64, one with neither, and Metal (f16, immediates): naga validates
+    /// it and translates it to SPIR-V, and to MSL without f64, as the wgpu backend's own
+    /// kernels are checked (its `tests/shaders.rs`).
+    fn check_all<P: ShaderParams>(u: &Update<P>) {
+        for (f16, f64, immediates) in [(true, true, false), (false, false, false), (true, false, true)] {
+            for dtype in [DType::F32, DType::F16, DType::BF16] {
+                let wide = |in_place: bool| widths(u.bindings(in_place)).into_iter().map(move |w| (w, in_place));
+                for (width, in_place) in std::iter::once((0, false)).chain(wide(false)).chain(wide(true)) {
+                    let name = format!("{} {dtype} width {width} in place {in_place} (f16 {f16}, f64 {f64}, immediates {immediates})", u.name);
+                    let src = shaders::custom_source(f16, f64, immediates, |s| u.source(s, dtype, width, in_place));
+                    assert!(src.contains(if immediates { "var<immediate> p: Params" } else { "var<storage, read> p: Params" }), "{name}: the parameter block");
+                    assert!(!src.contains("params["), "{name}: a parameter read by position");
+                    shaders::check(&name, &src, !f64).unwrap_or_else(|e| panic!("{e}\n{src}"));
+                }
+            }
+        }
+    }
+
+    fn step<R: Kernels>(rule: R) -> Step<R> {
+        Step { rule, lr: 1e-2, weight_decay: 0.01, step: 3, first: false }
+    }
+
+    #[test]
+    fn every_update_kernel_validates() {
+        for amsgrad in [false, true] {
+            check_all(&AdamConfig::gpu(&step(AdamConfig { amsgrad, ..AdamConfig::adam(1e-3) })));
+        }
+        for momentum in [0.0, 0.9] {
+            check_all(&SgdConfig::gpu(&step(SgdConfig { momentum, ..SgdConfig::default() })));
+        }
+        for (momentum, centered) in [(0.0, false), (0.9, false), (0.0, true), (0.9, true)] {
+            check_all(&RmsPropConfig::gpu(&step(RmsPropConfig { momentum, centered, ..RmsPropConfig::default() })));
+        }
+        check_all(&AdagradConfig::gpu(&step(AdagradConfig::default())));
+        check_all(&AdadeltaConfig::gpu(&step(AdadeltaConfig::default())));
+        check_all(&scale(0.5));
+    }
+
+    #[test]
+    fn copies_rename_whole_words_and_shift_bindings() {
+        let src = "@group(0) @binding(GRAD_AVG + 1u) var<storage, read> exp_avg_sq: array<S_x>;\nconst BIT: u32 = 4u;\nfn update(e: u32) { max_exp_avg_sq[e] = exp_avg_sq[e] + p.eps; }\n";
+        assert_eq!(declared(src), ["exp_avg_sq", "BIT", "update"]);
+        let copy = rename(&rename(&shift_bindings(src, 9), "exp_avg_sq", "exp_avg_sq_2"), "update", "update_2");
+        assert_eq!(copy, "@group(0) @binding(GRAD_AVG + 1u + 9u) var<storage, read> exp_avg_sq_2: array<S_x>;\nconst BIT: u32 = 4u;\nfn update_2(e: u32) { max_exp_avg_sq[e] = exp_avg_sq_2[e] + p.eps; }\n");
+    }
+
+    #[test]
+    fn in_place_folds_each_output_into_its_input_and_renumbers() {
+        let src = "\
+@group(0) @binding(1) var<storage, read> param: array<S_x>;
+@group(0) @binding(2) var<storage, read> grad: array<S_x>;
+@group(0) @binding(3) var<storage, read> sum_in: array<S_x>;
+@group(0) @binding(4) var<storage, read_write> param_out: array<S_x>;
+@group(0) @binding(5) var<storage, read_write> sum_out: array<S_x>;
+fn update(e: u32) { sum_out[e] = sum_in[e] + grad[e]; param_out[e] = param[e] - sum_out[e]; }
+@group(0) @binding(GRAD_AVG) var<storage, read> grad_avg: array<S_x>;
+@group(0) @binding(GRAD_AVG + 1u) var<storage, read_write> grad_avg_out: array<S_x>;
+";
+        let want = "\
+@group(0) @binding(1) var<storage, read_write> param: array<S_x>;
+@group(0) @binding(2) var<storage, read> grad: array<S_x>;
+@group(0) @binding(3) var<storage, read_write> sum_in: array<S_x>;
+fn update(e: u32) { sum_in[e] = sum_in[e] + grad[e]; param[e] = param[e] - sum_in[e]; }
+@group(0) @binding(4) var<storage, read_write> grad_avg: array<S_x>;
+";
+        assert_eq!(in_place(src), want);
+    }
+
+    #[test]
+    fn the_narrow_width_fits_metal_and_the_wide_one_the_table() {
+        // SGD with momentum (5 bindings a tensor) to Adam with amsgrad (9).
+        assert_eq!(widths(5), [5, WIDE]);
+        assert_eq!(widths(9), [3, WIDE]);
+        // The loss scaler's Scale in place: one binding, one key.
+        assert_eq!(widths(1), [WIDE]);
+        assert_eq!(WIDE, 24);
+    }
+}

@@ -1,0 +1,358 @@
+//! Fused optimizer updates: an optimizer's per-parameter step, and the loss scaler's division
+//! of the gradients ([`Scale`]), each one kernel where the device has one, as custom ops
+//! (`liandan_tensor::custom`). An update's composite is its rule's [`Rule::update`] (its
+//! oracle and fallback); its kernels are this crate's own: each rule's CPU kernel and WGSL live
+//! in the rule's file and `shaders/`, `cpu.rs` and `gpu.rs` run them (the GPU's through
+//! `liandan_backend_wgpu`'s custom-kernel API).
+//!
+//! An update op changes its operands rather than making new values ([`UpdateOp`]): its
+//! kernels keep the custom-op contract (outputs are fresh buffers, holding the new contents of
+//! the inputs that [`UpdateOp::updates`] names), and [`update`] swaps each into its tensor's
+//! storage, as `Tensor::assign` does. The old buffers go back to the allocator as soon as the
+//! swap drops them, so a step over many parameters holds one parameter's worth of extra state
+//! at a time (up to [`FOREACH_LISTS`] parameters' worth with [`update_foreach`]) and memory
+//! stays flat; a kernel never writes into a buffer that a view taken earlier, or a tensor
+//! saved for backward, still reads. Hyper-parameters that change per step (the lr a scheduler
+//! sets, the bias corrections of the host-side step count) travel in the op's value, which a
+//! GPU kernel reads from its parameter block: no read-back and no new pipeline per value.
+//!
+//! Many updates at once ([`update_foreach`], `foreach.rs`): a step runs one update per
+//! parameter tensor, and on a GPU each is a dispatch whose launch costs more than its work
+//! for all but the largest tensors. Where the device can, the whole list of a parameter
+//! group's updates runs in a few dispatches instead (PyTorch's "foreach" optimizers); the
+//! per-tensor updates stay the default and the oracle, and the results are theirs bit for bit.
+//!
+//! `LIANDAN_FUSION=0` turns every kernel here off with the others (`liandan_tensor::fused`).
+
+mod cpu;
+mod foreach;
+#[cfg(feature = "wgpu")]
+pub(crate) mod gpu;
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use liandan_backend_cpu::kernel::Float;
+use liandan_tensor::{fused, Backend, CustomKernel, CustomOp, DType, Layout, Result as TensorResult, Storage, Strided, Tensor};
+
+pub(crate) use cpu::{acc, buffers, decay_addcmul, l2_grad, scalar, stored};
+use foreach::Foreach;
+
+use super::core::{ParamState, Rule, RunGroup};
+use super::ParamGroup;
+use crate::error::Result;
+
+/// An op whose outputs are the new values of some of its inputs, which [`update`] swaps in.
+pub(crate) trait UpdateOp: CustomOp + Clone + PartialEq {
+    /// The inputs its outputs are the new contents of, in output order.
+    fn updates(&self) -> Vec<usize>;
+
+    /// Its GPU kernel's parameter block (a `shader_params!` struct).
+    #[cfg(feature = "wgpu")]
+    type Params: liandan_backend_wgpu::ShaderParams;
+
+    /// Its GPU kernel (`gpu.rs` runs it, on one tensor or many).
+    #[cfg(feature = "wgpu")]
+    fn gpu(&self) -> gpu::Update<Self::Params>;
+}
+
+/// A rule's fused update kernels ([`Step`] of the rule is the op): implemented by this crate's
+/// optimizers in their own files.
+pub(crate) trait Kernels: Rule + PartialEq + std::fmt::Debug + Sync {
+    /// The op's name (`adam_step`), which also keys its GPU pipelines.
+    const OP: &'static str;
+
+    /// The operands after the parameter and its gradient (the state tensors, made on the first
+    /// step), and whether they stand in for a state the kernel writes without reading (SGD's
+    /// momentum buffer on its first step).
+    fn operands(&self, param: &Tensor, state: &mut ParamState) -> TensorResult<(Vec<Tensor>, bool)>;
+
+    /// The CPU kernel over elements of `T`: `inputs` are the parameter, its gradient and the
+    /// operands, one shape, contiguous; the outputs the new parameter and state.
+    fn cpu<T: Float>(step: &Step<Self>, inputs: &[Strided]) -> TensorResult<Vec<Storage>>;
+
+    /// The GPU kernel's parameter block (a `shader_params!` struct).
+    #[cfg(feature = "wgpu")]
+    type Params: liandan_backend_wgpu::ShaderParams;
+
+    /// The GPU kernel (`gpu.rs` runs it).
+    #[cfg(feature = "wgpu")]
+    fn gpu(step: &Step<Self>) -> gpu::Update<Self::Params>;
+}
+
+/// One step of the rule `R` over one parameter tensor: the rule with its hyper-parameters,
+/// the group's learning rate and weight decay, and the step's count (1 for the first). Inputs:
+/// the parameter, its gradient, then the rule's state ([`Kernels::operands`]). Outputs: the
+/// new parameter, then the new state.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Step<R> {
+    pub(crate) rule: R,
+    pub(crate) lr: f64,
+    pub(crate) weight_decay: f64,
+    pub(crate) step: u64,
+    /// The state operands stand in for a state not yet made (see [`Kernels::operands`]).
+    pub(crate) first: bool,
+}
+
+impl<R: Kernels> CustomKernel for Step<R> {
+    fn name(&self) -> &'static str {
+        R::OP
+    }
+
+    fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
+        if backend.downcast_ref::<liandan_backend_cpu::CpuBackend>().is_some() {
+            return cpu::per_float(R::OP, inputs, |dtype| match dtype {
+                DType::F32 => R::cpu::<f32>(self, inputs),
+                DType::F64 => R::cpu::<f64>(self, inputs),
+                DType::F16 => R::cpu::<half::f16>(self, inputs),
+                _ => R::cpu::<half::bf16>(self, inputs),
+            });
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
+            return gpu::update(gpu, &self.gpu(), inputs);
+        }
+        None
+    }
+}
+
+impl<R: Kernels> CustomOp for Step<R> {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        self.updates().into_iter().map(|k| (inputs[k].shape().to_vec(), inputs[k].dtype())).collect()
+    }
+
+    /// [`Rule::update`] on a detached handle of the parameter and a copy of the state: the new
+    /// values, with the inputs untouched.
+    fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
+        let param = inputs[0].detach();
+        let tensors = if self.first { Vec::new() } else { inputs[2..].iter().map(|t| (*t).clone()).collect() };
+        let mut state = ParamState { step: self.step, tensors };
+        self.rule.update(self.lr, self.weight_decay, &param, inputs[1], &mut state).map_err(|e| liandan_tensor::Error::Device(e.to_string()))?;
+        Ok(std::iter::once(param).chain(state.tensors).collect())
+    }
+}
+
+impl<R: Kernels> UpdateOp for Step<R> {
+    fn updates(&self) -> Vec<usize> {
+        // The parameter, then every state tensor (the inputs after the gradient).
+        std::iter::once(0).chain(2..2 + self.rule.state_names().len()).collect()
+    }
+
+    #[cfg(feature = "wgpu")]
+    type Params = R::Params;
+
+    #[cfg(feature = "wgpu")]
+    fn gpu(&self) -> gpu::Update<R::Params> {
+        R::gpu(self)
+    }
+}
+
+/// `x * factor` written over `x` (an update op): the loss scaler's division of every gradient
+/// by the scale, which [`update_foreach`] runs over all of them in a few launches where a
+/// multiply each was one launch each (PyTorch's `_foreach_mul_`). Input: `x`. Output: its new
+/// values, computed as `Tensor::mul_scalar` computes them (the factor rounded to `x`'s dtype,
+/// the product in f32, rounded to the dtype), its oracle.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Scale(pub(crate) f64);
+
+impl CustomKernel for Scale {
+    fn name(&self) -> &'static str {
+        "scale"
+    }
+
+    fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
+        if backend.downcast_ref::<liandan_backend_cpu::CpuBackend>().is_some() {
+            return cpu::per_float("scale", inputs, |dtype| match dtype {
+                DType::F32 => cpu::scale::<f32>(self.0, inputs),
+                DType::F64 => cpu::scale::<f64>(self.0, inputs),
+                DType::F16 => cpu::scale::<half::f16>(self.0, inputs),
+                _ => cpu::scale::<half::bf16>(self.0, inputs),
+            });
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
+            return gpu::update(gpu, &self.gpu(), inputs);
+        }
+        None
+    }
+}
+
+impl CustomOp for Scale {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(inputs[0].shape().to_vec(), inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
+        Ok(vec![inputs[0].mul_scalar(self.0)?])
+    }
+}
+
+impl UpdateOp for Scale {
+    fn updates(&self) -> Vec<usize> {
+        vec![0]
+    }
+
+    #[cfg(feature = "wgpu")]
+    type Params = gpu::ScaleParams;
+
+    #[cfg(feature = "wgpu")]
+    fn gpu(&self) -> gpu::Update<gpu::ScaleParams> {
+        gpu::scale(self.0)
+    }
+}
+
+thread_local! {
+    static FOREACH_ON: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Runs `f` with the multi-tensor updates ([`update_foreach`]) off on this thread: each update
+/// runs on its own, as a per-tensor kernel where there is one. For comparing the two (`cargo
+/// xtask bench-fusion`, `bench-host`); `LIANDAN_FUSION=0` turns both off.
+pub fn no_foreach<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FOREACH_ON.with(|on| on.set(self.0));
+        }
+    }
+    let _restore = Restore(FOREACH_ON.with(|on| on.replace(false)));
+    f()
+}
+
+/// Whether every operand is what an update kernel takes: contiguous, of one shape, dtype and
+/// device, each updated one owning its storage from offset 0 (so its new buffer can take its
+/// place).
+fn fits(inputs: &[&Tensor], targets: &[usize]) -> bool {
+    let Some(first) = inputs.first() else { return false };
+    let same = |t: &&Tensor| t.is_contiguous() && t.shape() == first.shape() && t.dtype() == first.dtype() && t.device() == first.device();
+    inputs.iter().all(same) && targets.iter().all(|&k| inputs.get(k).is_some_and(|t| t.layout().offset() == 0))
+}
+
+/// `storage` as the new contents of `t` (its shape, dtype and device).
+fn swap_in(t: &Tensor, storage: Storage) -> TensorResult<()> {
+    t.assign(&Tensor::from_storage(storage, Layout::contiguous(t.shape()), t.dtype(), t.device())?)
+}
+
+/// Runs the update op `op` on `inputs` where their device has a kernel for it, and swaps its
+/// outputs into the inputs it updates. `None` when fusion is off, the device has no kernel,
+/// or an operand is not what a kernel takes (see [`fits`]): the caller then runs its
+/// composite.
+pub(crate) fn update<U: UpdateOp>(op: &U, inputs: &[&Tensor]) -> Option<TensorResult<()>> {
+    let targets = op.updates();
+    if !fits(inputs, &targets) {
+        return None;
+    }
+    Some(fused::kernel(op, inputs)?.and_then(|outs| {
+        if outs.len() != targets.len() {
+            return Err(liandan_tensor::Error::Device(format!(
+                "{}: the kernel returned {} buffers for {} updated tensors",
+                op.name(),
+                outs.len(),
+                targets.len()
+            )));
+        }
+        targets.iter().zip(outs).try_for_each(|(&k, storage)| swap_in(inputs[k], storage))
+    }))
+}
+
+/// Update lists a device is handed at once by [`update_foreach`]: its outputs are swapped in
+/// before the next lists go, so a step holds at most this many tensors' new buffers beside the
+/// old ones (the per-tensor updates hold one's).
+pub(crate) const FOREACH_LISTS: usize = 24;
+
+/// [`update`] of one op over many operand lists at once (`lists[i]` the inputs of one update),
+/// where the device has a multi-tensor kernel for it ([`Foreach`]), [`FOREACH_LISTS`] lists a
+/// call: in place where the buffers a call updates belong to their tensors alone, so that a
+/// training loop's steps bind the same buffers every time and allocate none; into fresh
+/// buffers swapped in where another tensor (a view, a detached alias, a graph not yet run
+/// backward) shares one, which then keeps the old values. Returns, per list, whether it was
+/// updated: not when fusion is off (or inside [`no_foreach`]), the device has no such kernel,
+/// or the list is not what [`update`] takes or lies on another device or dtype than the first
+/// list. A list not updated is unchanged, and the caller runs its update ([`update`] or the
+/// composite).
+pub(crate) fn update_foreach<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>]) -> TensorResult<Vec<bool>> {
+    let mut done = vec![false; lists.len()];
+    let targets = op.updates();
+    let Some(first) = lists.first().and_then(|l| l.first()) else { return Ok(done) };
+    if !liandan_tensor::fusion_enabled() || !FOREACH_ON.with(Cell::get) {
+        return Ok(done);
+    }
+    let eligible: Vec<usize> =
+        (0..lists.len()).filter(|&i| fits(&lists[i], &targets) && lists[i][0].device() == first.device() && lists[i][0].dtype() == first.dtype()).collect();
+    for slice in eligible.chunks(FOREACH_LISTS) {
+        let inputs: Vec<&Tensor> = slice.iter().flat_map(|&i| lists[i].iter().copied()).collect();
+        // In place where every buffer the chunk updates is held by its tensor alone (and by the
+        // handle taken here): no other tensor can see the write. Otherwise into fresh buffers.
+        let alone = slice.iter().all(|&i| targets.iter().all(|&k| Arc::strong_count(&lists[i][k].storage()) == 2));
+        if alone {
+            let in_place = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: true };
+            if let Some(result) = fused::kernel(&in_place, &inputs) {
+                result?;
+                slice.iter().for_each(|&i| done[i] = true);
+                continue;
+            }
+        }
+        let fresh = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: false };
+        let Some(outs) = fused::kernel(&fresh, &inputs) else { continue };
+        let outs = outs?;
+        if outs.len() != slice.len() * targets.len() {
+            return Err(liandan_tensor::Error::Device(format!(
+                "{}: the multi-tensor kernel returned {} buffers for {} updates",
+                op.name(),
+                outs.len(),
+                slice.len()
+            )));
+        }
+        drop(inputs);
+        // The old buffers go back to the allocator here, before the next lists' outputs are made.
+        let mut outs = outs.into_iter();
+        for &i in slice {
+            for &k in &targets {
+                swap_in(lists[i][k], outs.next().expect("counted above"))?;
+            }
+            done[i] = true;
+        }
+    }
+    Ok(done)
+}
+
+impl<R: Kernels> RunGroup for R {
+    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
+        run_group(self, group, states, pending)
+    }
+}
+
+/// One update's parameter index in its group, and its operands (param, grad, state).
+type Operands = (usize, Vec<Tensor>);
+
+/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as fused update
+/// ops where the device has them: as multi-tensor ops ([`update_foreach`]), one call per
+/// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
+/// then each update the device left as a per-tensor op ([`update`]). Returns which parameters
+/// were updated; the caller runs the composite ([`Rule::update`]) for the others.
+fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
+    let mut done = vec![false; states.len()];
+    let mut batches: Vec<(Step<R>, Vec<Operands>)> = Vec::new();
+    for (i, grad) in pending {
+        let param = &group.params[*i].1;
+        let (held, first) = rule.operands(param, &mut states[*i])?;
+        let op = Step { rule: rule.clone(), lr: group.lr, weight_decay: group.weight_decay, step: states[*i].step, first };
+        let operands: Vec<Tensor> = [param.clone(), grad.clone()].into_iter().chain(held).collect();
+        match batches.iter_mut().find(|b| b.0 == op) {
+            Some(batch) => batch.1.push((*i, operands)),
+            None => batches.push((op, vec![(*i, operands)])),
+        }
+    }
+    for (op, items) in batches {
+        let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
+        let ran = update_foreach(&op, &lists)?;
+        for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
+            let ran = ran || update(&op, list).transpose()?.is_some();
+            if ran {
+                states[*i].tensors = operands[2..].to_vec();
+                done[*i] = true;
+            }
+        }
+    }
+    Ok(done)
+}

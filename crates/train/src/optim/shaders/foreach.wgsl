@@ -1,0 +1,22 @@
+// The entry point of a multi-tensor ("foreach") fused optimizer update (`gpu.rs`): the update's
+// files come before it CHUNK times, copy k's names ending in `_k` and its bindings following
+// copy k - 1's, and `update_at(k, e)` runs copy k on element `e`. Each workgroup updates 256
+// elements of one tensor.
+//
+// `p.n` = workgroups that do work; the offsets are 0 (every operand starts its buffer) and the
+// hyper-parameters are the one-tensor kernel's; `p.table` holds, per tensor k, its first
+// workgroup, then its element count. Entries past the last tensor start at 0xffffffff, so the
+// search stops before them.
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let group = wid.y * nwg.x + wid.x;
+  if (group >= p.n) { return; }
+  var k = 0u;
+  while (k + 1u < CHUNK && p.table[2u * (k + 1u)] <= group) {
+    k++;
+  }
+  let e = (group - p.table[2u * k]) * 256u + lid;
+  if (e >= p.table[2u * k + 1u]) { return; }
+  update_at(k, e);
+}
