@@ -8,40 +8,19 @@ liandan_tensor::conformance_suite!(liandan_tensor::Device::cpu());
 /// them with their composites; this makes sure they are not silently skipped).
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed};
-    use liandan_tensor::ops::*;
-    use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomOp, DType, Device, LayerNormOptions};
-    let mut ops: Vec<Box<dyn CustomOp>> = vec![
-        Box::new(LstmCell),
-        Box::new(LstmCellBackward),
-        Box::new(GruCell),
-        Box::new(GruCellBackward),
-        Box::new(Relu),
-        Box::new(ReluBackward),
-        Box::new(Gelu),
-        Box::new(GeluBackward),
-        Box::new(SoftmaxLastDim),
-        Box::new(SoftmaxLastDimBackward),
-        Box::new(BceLoss),
-        Box::new(BceLossBackward),
-    ];
-    for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
-        let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
-        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
-        // Autocast's batch norm: low activations, f32 parameters and statistics.
-        let mixed: Vec<Box<dyn CustomOp>> =
-            if affine || running { vec![Box::new(BatchNormTrain(o)), Box::new(BatchNormBackward(o))] } else { vec![Box::new(BatchNormBackward(o))] };
-        for op in mixed {
-            for low in [DType::F16, DType::BF16] {
-                assert!(kernel_runs_mixed(&Device::cpu(), &*op, low), "{} over {low} and f32", op.name());
-            }
-        }
-        let l = LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
-        ops.extend([Box::new(LayerNorm(l)) as Box<dyn CustomOp>, Box::new(LayerNormBackward(l))]);
-    }
-    for op in ops {
+    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
+    use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+    use liandan_tensor::{ConvGeometry, CustomOp, DType, Device};
+    let d = Device::cpu();
+    for op in unit_ops().into_iter().chain(norm_ops()) {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-            assert!(kernel_runs(&Device::cpu(), &*op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
+        }
+    }
+    // Autocast's batch norm: low activations, f32 parameters and statistics.
+    for op in mixed_norm_ops() {
+        for low in [DType::F16, DType::BF16] {
+            assert!(kernel_runs_mixed(&d, &*op, low), "{} over {low} and f32", op.name());
         }
     }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
@@ -50,7 +29,7 @@ fn fused_kernels_run_here() {
         [Box::new(Conv2d(g)), Box::new(Conv2dBias(g)), Box::new(Conv2dBiasRelu(g)), Box::new(Conv2dBackwardInput(g)), Box::new(Conv2dBackwardWeight(g))];
     for op in convs {
         for dtype in [DType::F32, DType::F64] {
-            assert!(kernel_runs(&Device::cpu(), &*op, dtype), "{} in {dtype}", op.name());
+            assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
     }
 }

@@ -14,39 +14,23 @@ liandan_tensor::conformance_suite!(gpu());
 /// composite: Vulkan has no f64 `exp`.
 #[test]
 fn fused_kernels_run_here() {
-    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed};
-    use liandan_tensor::ops::*;
-    use liandan_tensor::{BatchNormOptions, CustomOp, DType};
+    use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
+    use liandan_tensor::ops::{LstmStep, MaxPool2dBackward};
+    use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
-    let mut ops: Vec<Box<dyn CustomOp>> = vec![
-        Box::new(LstmCell),
-        Box::new(LstmCellBackward),
-        Box::new(GruCell),
-        Box::new(GruCellBackward),
-        Box::new(Relu),
-        Box::new(ReluBackward),
-        Box::new(Gelu),
-        Box::new(GeluBackward),
-        Box::new(BceLoss),
-        Box::new(BceLossBackward),
-    ];
-    for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
-        let o = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
-        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
-        // Autocast's batch norm: low activations, f32 parameters and statistics.
-        let mixed: Vec<Box<dyn CustomOp>> =
-            if affine || running { vec![Box::new(BatchNormTrain(o)), Box::new(BatchNormBackward(o))] } else { vec![Box::new(BatchNormBackward(o))] };
-        for op in mixed {
-            for low in [DType::F16, DType::BF16] {
-                assert!(kernel_runs_mixed(&d, &*op, low), "{} over {low} and f32", op.name());
-            }
-        }
-    }
-    for op in ops {
+    // Softmax along the last axis runs its composite here.
+    let here = |name: &str| !name.starts_with("softmax");
+    for op in unit_ops().into_iter().chain(norm_ops()).filter(|op| here(op.name())) {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
         assert!(!kernel_runs(&d, &*op, DType::F64), "{} in f64 is left to the composite", op.name());
+    }
+    // Autocast's batch norm: low activations, f32 parameters and statistics.
+    for op in mixed_norm_ops() {
+        for low in [DType::F16, DType::BF16] {
+            assert!(kernel_runs_mixed(&d, &*op, low), "{} over {low} and f32", op.name());
+        }
     }
     // Max pooling's gradient from its indices, in every float type (f64 too).
     let pool = liandan_tensor::backend::Window2d { n: 2, c: 3, h: 7, w: 9, kernel: (3, 3), stride: (2, 2), padding: (1, 1), dilation: (1, 1) };

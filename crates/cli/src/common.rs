@@ -9,8 +9,9 @@ use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
 use liandan_nn::{Device, Result as NnResult};
 use liandan_train::amp::Precision;
-use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transform, Transformed, MNIST_MEAN, MNIST_STD};
+use liandan_train::data::{bundled_mnist, Dataset, Mnist, Split, Subset, Transformed};
 
+use crate::datasets::mnist_transforms;
 use crate::Failure;
 
 /// The device to run on, and a sentence saying why it was chosen.
@@ -130,11 +131,6 @@ pub fn open_data(data: &str, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Ar
 fn idx_dir(dir: &Path) -> Result<Splits, Failure> {
     let normalized = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(dir, split)?), mnist_transforms())?)) };
     Ok((normalized(Split::Train)?, normalized(Split::Test)?))
-}
-
-/// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
-pub fn mnist_transforms() -> Vec<Transform> {
-    vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
 }
 
 /// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`

@@ -4,10 +4,14 @@
 use std::sync::Arc;
 
 use liandan_train::data::download::{self, RemoteFile};
-use liandan_train::data::{cifar10, Dataset, Mnist, Split, Transform, Transformed};
+use liandan_train::data::{cifar10, Dataset, Mnist, Split, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
-use crate::common::mnist_transforms;
 use crate::Failure;
+
+/// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
+pub fn mnist_transforms() -> Vec<Transform> {
+    vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
+}
 
 /// A training and a validation dataset, and a line saying what they are.
 pub type Opened = (Arc<dyn Dataset>, Arc<dyn Dataset>, String);

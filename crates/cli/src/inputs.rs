@@ -7,7 +7,8 @@ use liandan_train::data::{read_idx, DataLoader, TensorDataset, Transformed};
 use liandan_train::trainer::predict as run_model;
 
 use crate::args::PredictArgs;
-use crate::common::{build_model, classifier, load_weights, mnist_transforms, pick_device, probabilities};
+use crate::common::{build_model, classifier, load_weights, pick_device, probabilities};
+use crate::datasets::mnist_transforms;
 use crate::Failure;
 
 /// Images of one file: `(label, pixels in 0..=255 as f32)`, each `side * side` values.

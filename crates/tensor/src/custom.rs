@@ -23,7 +23,10 @@ use crate::tensor::Tensor;
 /// `docs/adding-an-op.md` has the checklist for adding one.
 pub trait CustomOp: CustomKernel {
     /// The shape and dtype of each output for `inputs` (a kernel's buffers are wrapped so).
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)>;
+    /// The default: one output, shaped and typed like input 0 (an elementwise op's).
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(inputs[0].shape().to_vec(), inputs[0].dtype())]
+    }
 
     /// The op from tensor ops, on its inputs as a kernel would get them: what runs where no
     /// kernel does, and every kernel's oracle. Called without the graph unless
@@ -59,4 +62,17 @@ pub trait CustomOp: CustomKernel {
     fn composite_has_grad(&self) -> bool {
         false
     }
+}
+
+/// Implements [`CustomKernel`] for op types whose backend kernels live elsewhere (the tensor
+/// crate's own ops, which the backends know by type): their name alone.
+#[macro_export]
+macro_rules! custom_kernel_name {
+    ($($op:ty => $name:literal),* $(,)?) => {$(
+        impl $crate::CustomKernel for $op {
+            fn name(&self) -> &'static str {
+                $name
+            }
+        }
+    )*};
 }

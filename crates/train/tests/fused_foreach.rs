@@ -9,22 +9,11 @@
 
 mod common;
 
+use common::values;
+
 use liandan_nn::{DType, Device, Tensor};
 use liandan_train::amp::GradScaler;
 use liandan_train::optim::{no_foreach, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
-
-/// Seeded values in [-1, 1), never all zero.
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Every tensor's bits (NaN as one pattern, so that equal NaNs compare equal).
 fn bits(t: &Tensor) -> Vec<u64> {

@@ -8,21 +8,10 @@
 
 mod common;
 
+use common::values;
+
 use liandan_nn::{no_fusion, profile, DType, Device, Tensor};
 use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
-
-/// Seeded values in [-1, 1), never all zero.
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Parameters and state after `steps` steps of `config` from seeded values and gradients, as
 /// f64 vectors (parameters first, then each state tensor in `state_names` order).

@@ -184,6 +184,47 @@ macro_rules! conformance_fused_tests {
     };
 }
 
+/// This crate's custom ops that take no parameters, each a kernel a backend may have.
+pub fn unit_ops() -> Vec<Box<dyn CustomOp>> {
+    use crate::ops::*;
+    vec![
+        Box::new(LstmCell),
+        Box::new(LstmCellBackward),
+        Box::new(GruCell),
+        Box::new(GruCellBackward),
+        Box::new(Relu),
+        Box::new(ReluBackward),
+        Box::new(Gelu),
+        Box::new(GeluBackward),
+        Box::new(SoftmaxLastDim),
+        Box::new(SoftmaxLastDimBackward),
+        Box::new(BceLoss),
+        Box::new(BceLossBackward),
+    ]
+}
+
+/// The normalizations' ops with every option set (affine or not, running statistics or not;
+/// a weight and a bias or not), forward and backward.
+pub fn norm_ops() -> Vec<Box<dyn CustomOp>> {
+    let mut ops: Vec<Box<dyn CustomOp>> = Vec::new();
+    for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
+        let o = crate::BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
+        let l = crate::LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
+        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o)), Box::new(LayerNorm(l)), Box::new(LayerNormBackward(l))]);
+    }
+    ops
+}
+
+/// The batch-norm ops of [`norm_ops`] that have an f32 operand beside low activations under
+/// autocast (a forward with neither parameters nor running statistics has none to mix).
+pub fn mixed_norm_ops() -> Vec<Box<dyn CustomOp>> {
+    let mixes = |op: &Box<dyn CustomOp>| {
+        let any: &dyn CustomKernel = &**op;
+        any.downcast_ref::<BatchNormBackward>().is_some() || any.downcast_ref::<BatchNormTrain>().is_some_and(|b| b.0.affine || b.0.running)
+    };
+    norm_ops().into_iter().filter(mixes).collect()
+}
+
 /// Whether `device`'s backend has its own kernel for `op`, one of this crate's custom ops
 /// (called directly on small inputs in `dtype`; for the LSTM cell, with the gates in one term
 /// and in two).

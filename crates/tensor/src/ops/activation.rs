@@ -6,9 +6,7 @@
 //! GELU, and their rules, are custom ops: one kernel each where the backend has one.
 
 use crate::autograd::{self, GradFn};
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::fused::{self, fusion_enabled};
 use crate::ops::check_float;
@@ -86,27 +84,12 @@ impl Tensor {
     }
 }
 
-/// Each output shaped and typed like input 0: what every elementwise custom op returns.
-pub(crate) fn like_first(inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-    vec![(inputs[0].shape().to_vec(), inputs[0].dtype())]
-}
-
 /// ReLU as one kernel ([`Tensor::relu`]): `y = x > 0 ? x : 0` elementwise (so NaN gives 0, as
 /// the composite's select does). Input: `x`, contiguous. Output: `y`, shaped like `x`.
 #[derive(Clone, Copy, Debug)]
 pub struct Relu;
 
-impl CustomKernel for Relu {
-    fn name(&self) -> &'static str {
-        "relu"
-    }
-}
-
 impl CustomOp for Relu {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let x = inputs[0];
         Ok(vec![Tensor::where_cond(&x.gt_scalar(0.0)?, x, &x.scalar_like(0.0)?)?])
@@ -118,17 +101,7 @@ impl CustomOp for Relu {
 #[derive(Clone, Copy, Debug)]
 pub struct ReluBackward;
 
-impl CustomKernel for ReluBackward {
-    fn name(&self) -> &'static str {
-        "relu_backward"
-    }
-}
-
 impl CustomOp for ReluBackward {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (y, dy) = (inputs[0], inputs[1]);
         Ok(vec![Tensor::where_cond(&y.gt_scalar(0.0)?, dy, &dy.scalar_like(0.0)?)?])
@@ -140,17 +113,7 @@ impl CustomOp for ReluBackward {
 #[derive(Clone, Copy, Debug)]
 pub struct Gelu;
 
-impl CustomKernel for Gelu {
-    fn name(&self) -> &'static str {
-        "gelu"
-    }
-}
-
 impl CustomOp for Gelu {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let x = inputs[0];
         let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
@@ -172,17 +135,7 @@ impl CustomOp for Gelu {
 #[derive(Clone, Copy, Debug)]
 pub struct GeluBackward;
 
-impl CustomKernel for GeluBackward {
-    fn name(&self) -> &'static str {
-        "gelu_backward"
-    }
-}
-
 impl CustomOp for GeluBackward {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (x, dy) = (inputs[0], inputs[1]);
         let cdf = x.mul_scalar(std::f64::consts::FRAC_1_SQRT_2)?.erf()?.add_scalar(1.0)?.mul_scalar(0.5)?;
@@ -190,4 +143,11 @@ impl CustomOp for GeluBackward {
         let pdf = x.square()?.mul_scalar(-0.5)?.exp()?.mul_scalar(0.5 * std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2)?;
         Ok(vec![dy.mul(&cdf.add(&x.mul(&pdf)?)?)?])
     }
+}
+
+crate::custom_kernel_name! {
+    Relu => "relu",
+    ReluBackward => "relu_backward",
+    Gelu => "gelu",
+    GeluBackward => "gelu_backward",
 }

@@ -5,7 +5,6 @@
 //! Dimension letters: N batch, C channels, M = N times the spatial size (values per channel).
 
 use crate::autograd::{self, GradFn};
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -217,12 +216,6 @@ fn train_composite(
 #[derive(Clone, Copy, Debug)]
 pub struct BatchNormTrain(pub BatchNormOptions);
 
-impl CustomKernel for BatchNormTrain {
-    fn name(&self) -> &'static str {
-        "batch_norm_train"
-    }
-}
-
 impl CustomOp for BatchNormTrain {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let x = inputs[0];
@@ -270,12 +263,6 @@ impl CustomOp for BatchNormTrain {
 #[derive(Clone, Copy, Debug)]
 pub struct BatchNormBackward(pub BatchNormOptions);
 
-impl CustomKernel for BatchNormBackward {
-    fn name(&self) -> &'static str {
-        "batch_norm_backward"
-    }
-}
-
 impl CustomOp for BatchNormBackward {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let (x, mean) = (inputs[0], inputs[2]);
@@ -311,4 +298,9 @@ impl CustomOp for BatchNormBackward {
         }
         Ok(if weight.is_some() { vec![dx, dweight.reshape(&[c])?, dbias.reshape(&[c])?] } else { vec![dx] })
     }
+}
+
+crate::custom_kernel_name! {
+    BatchNormTrain => "batch_norm_train",
+    BatchNormBackward => "batch_norm_backward",
 }

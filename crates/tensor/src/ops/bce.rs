@@ -3,12 +3,9 @@
 //! ([`BceLossBackward`]).
 
 use crate::autograd;
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::fused::{self, fusion_enabled};
-use crate::ops::activation::like_first;
 use crate::ops::check_float;
 use crate::ops::loss::{check_same_shape, Reduction};
 use crate::tensor::Tensor;
@@ -55,17 +52,7 @@ fn clamped_log(x: &Tensor) -> Result<Tensor> {
 #[derive(Clone, Copy, Debug)]
 pub struct BceLoss;
 
-impl CustomKernel for BceLoss {
-    fn name(&self) -> &'static str {
-        "bce_loss"
-    }
-}
-
 impl CustomOp for BceLoss {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (p, y) = (inputs[0], inputs[1]);
         let one_minus = |t: &Tensor| t.neg()?.add_scalar(1.0);
@@ -92,17 +79,7 @@ impl CustomOp for BceLoss {
 #[derive(Clone, Copy, Debug)]
 pub struct BceLossBackward;
 
-impl CustomKernel for BceLossBackward {
-    fn name(&self) -> &'static str {
-        "bce_loss_backward"
-    }
-}
-
 impl CustomOp for BceLossBackward {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (p, y, g) = (inputs[0], inputs[1], inputs[2]);
         // d/dx of the clamped log: 1 / x where x > 0 and ln x >= -100, else 0.
@@ -116,4 +93,9 @@ impl CustomOp for BceLossBackward {
         let d = one_minus(y)?.mul(&slope(&one_minus(p)?)?)?.sub(&y.mul(&slope(p)?)?)?;
         Ok(vec![g.mul(&d)?])
     }
+}
+
+crate::custom_kernel_name! {
+    BceLoss => "bce_loss",
+    BceLossBackward => "bce_loss_backward",
 }

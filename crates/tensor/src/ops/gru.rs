@@ -2,7 +2,6 @@
 //! fused kernel where the device has one and from primitives otherwise, its gradient too
 //! ([`GruCellBackward`]).
 
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -67,12 +66,6 @@ fn gru_gates(x_gates: &Tensor, h_gates: &Tensor) -> Result<[Tensor; 4]> {
 #[derive(Clone, Copy, Debug)]
 pub struct GruCell;
 
-impl CustomKernel for GruCell {
-    fn name(&self) -> &'static str {
-        "gru_cell"
-    }
-}
-
 impl CustomOp for GruCell {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         vec![(inputs[2].shape().to_vec(), inputs[2].dtype())]
@@ -97,12 +90,6 @@ impl CustomOp for GruCell {
 #[derive(Clone, Copy, Debug)]
 pub struct GruCellBackward;
 
-impl CustomKernel for GruCellBackward {
-    fn name(&self) -> &'static str {
-        "gru_cell_backward"
-    }
-}
-
 impl CustomOp for GruCellBackward {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         inputs[..3].iter().map(|t| (t.shape().to_vec(), t.dtype())).collect()
@@ -121,4 +108,9 @@ impl CustomOp for GruCellBackward {
         let dgh = Tensor::cat(&[&dr_pre, &dz_pre, &dn_pre.mul(&r)?], 1usize)?;
         Ok(vec![dgx, dgh, dh_new.mul(&z)?])
     }
+}
+
+crate::custom_kernel_name! {
+    GruCell => "gru_cell",
+    GruCellBackward => "gru_cell_backward",
 }

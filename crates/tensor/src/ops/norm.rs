@@ -5,7 +5,6 @@
 //! Dimension letters: N batch, C channels, G groups, R rows and D their width (layer norm).
 
 use crate::autograd::GradFn;
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -185,12 +184,6 @@ fn row_axes(shape: &[usize], width: usize) -> Vec<usize> {
 #[derive(Clone, Copy, Debug)]
 pub struct LayerNorm(pub LayerNormOptions);
 
-impl CustomKernel for LayerNorm {
-    fn name(&self) -> &'static str {
-        "layer_norm"
-    }
-}
-
 impl CustomOp for LayerNorm {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let x = inputs[0];
@@ -232,12 +225,6 @@ impl CustomOp for LayerNorm {
 #[derive(Clone, Copy, Debug)]
 pub struct LayerNormBackward(pub LayerNormOptions);
 
-impl CustomKernel for LayerNormBackward {
-    fn name(&self) -> &'static str {
-        "layer_norm_backward"
-    }
-}
-
 impl CustomOp for LayerNormBackward {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let x = inputs[0];
@@ -265,4 +252,9 @@ impl CustomOp for LayerNormBackward {
         }
         Ok(outs)
     }
+}
+
+crate::custom_kernel_name! {
+    LayerNorm => "layer_norm",
+    LayerNormBackward => "layer_norm_backward",
 }

@@ -4,7 +4,6 @@
 //! Dimension letters: N batch, C channels, H and W height and width.
 
 use crate::autograd::GradFn;
-use crate::backend::CustomKernel;
 use crate::backend::Window2d;
 use crate::custom::CustomOp;
 use crate::error::{Error, Result};
@@ -169,12 +168,6 @@ impl Tensor {
 #[derive(Clone, Copy, Debug)]
 pub struct MaxPool2dBackward(pub Window2d);
 
-impl CustomKernel for MaxPool2dBackward {
-    fn name(&self) -> &'static str {
-        "max_pool2d_backward"
-    }
-}
-
 impl CustomOp for MaxPool2dBackward {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, crate::DType)> {
         let w = self.0;
@@ -188,4 +181,8 @@ impl CustomOp for MaxPool2dBackward {
         let dx = zeros.scatter_add(1usize, &indices.reshape(&[planes, l])?, &dy.reshape(&[planes, l])?)?;
         Ok(vec![dx.reshape(&[w.n, w.c, w.h, w.w])?])
     }
+}
+
+crate::custom_kernel_name! {
+    MaxPool2dBackward => "max_pool2d_backward",
 }

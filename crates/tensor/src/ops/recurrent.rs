@@ -7,7 +7,6 @@
 //! is the four activations and the state update, some thirty kernels a step when composed.
 
 use crate::autograd::GradFn;
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -168,12 +167,6 @@ fn lstm_cell_of(gates: &[&Tensor], c: &Tensor) -> Result<(Tensor, Tensor)> {
 #[derive(Clone, Copy, Debug)]
 pub struct LstmCell;
 
-impl CustomKernel for LstmCell {
-    fn name(&self) -> &'static str {
-        "lstm_cell"
-    }
-}
-
 impl CustomOp for LstmCell {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let c = inputs[1];
@@ -200,12 +193,6 @@ impl CustomOp for LstmCell {
 /// gradient of either gate term) and `dc` `[N, H]`.
 #[derive(Clone, Copy, Debug)]
 pub struct LstmCellBackward;
-
-impl CustomKernel for LstmCellBackward {
-    fn name(&self) -> &'static str {
-        "lstm_cell_backward"
-    }
-}
 
 impl CustomOp for LstmCellBackward {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
@@ -243,12 +230,6 @@ impl CustomOp for LstmCellBackward {
 #[derive(Clone, Copy, Debug)]
 pub struct LstmStep;
 
-impl CustomKernel for LstmStep {
-    fn name(&self) -> &'static str {
-        "lstm_step"
-    }
-}
-
 impl CustomOp for LstmStep {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
         let (x_gates, c) = (inputs[0], inputs[3]);
@@ -261,4 +242,10 @@ impl CustomOp for LstmStep {
         let out = LstmCell.composite(&[x_gates, c, &h_gates])?.remove(0);
         Ok(vec![h_gates, out])
     }
+}
+
+crate::custom_kernel_name! {
+    LstmCell => "lstm_cell",
+    LstmCellBackward => "lstm_cell_backward",
+    LstmStep => "lstm_step",
 }

@@ -3,12 +3,9 @@
 //! backend has one.
 
 use crate::autograd::{self, GradFn};
-use crate::backend::CustomKernel;
 use crate::custom::CustomOp;
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::fused::{self, fusion_enabled};
-use crate::ops::activation::like_first;
 use crate::ops::{check_float, Dim};
 use crate::tensor::Tensor;
 
@@ -90,17 +87,7 @@ fn softmax_backward_along(dy: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
 #[derive(Clone, Copy, Debug)]
 pub struct SoftmaxLastDim;
 
-impl CustomKernel for SoftmaxLastDim {
-    fn name(&self) -> &'static str {
-        "softmax_last_dim"
-    }
-}
-
 impl CustomOp for SoftmaxLastDim {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let x = inputs[0];
         Ok(vec![softmax_along(x, x.rank().saturating_sub(1))?])
@@ -112,19 +99,14 @@ impl CustomOp for SoftmaxLastDim {
 #[derive(Clone, Copy, Debug)]
 pub struct SoftmaxLastDimBackward;
 
-impl CustomKernel for SoftmaxLastDimBackward {
-    fn name(&self) -> &'static str {
-        "softmax_last_dim_backward"
-    }
-}
-
 impl CustomOp for SoftmaxLastDimBackward {
-    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        like_first(inputs)
-    }
-
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (y, dy) = (inputs[0], inputs[1]);
         Ok(vec![softmax_backward_along(dy, y, y.rank().saturating_sub(1))?])
     }
+}
+
+crate::custom_kernel_name! {
+    SoftmaxLastDim => "softmax_last_dim",
+    SoftmaxLastDimBackward => "softmax_last_dim_backward",
 }

@@ -7,6 +7,8 @@ use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+#[cfg(feature = "wgpu")]
+use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{self, buffers, l2_grad, scalar, stored, Kernels, Step};
 use crate::error::Result;
 
@@ -109,40 +111,11 @@ impl Kernels for AdadeltaConfig {
     }
 
     #[cfg(feature = "wgpu")]
-    type Params = gpu::AdadeltaParams;
+    type Params = AdadeltaParams;
 
+    /// The GPU kernel: `shaders/adadelta_step.wgsl`.
     #[cfg(feature = "wgpu")]
-    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::AdadeltaParams> {
-        gpu::update(step)
-    }
-}
-
-/// The GPU kernel: `shaders/adadelta_step.wgsl`.
-#[cfg(feature = "wgpu")]
-mod gpu {
-    use super::super::fused::gpu::{Update, GRADIENT};
-    use super::super::fused::Step;
-    use super::AdadeltaConfig;
-
-    liandan_backend_wgpu::shader_params! {
-        /// `adadelta_step.wgsl`'s parameters: flags (maximize 1, weight decay 2), every input's
-        /// offset, the hyper-parameters.
-        pub(crate) struct AdadeltaParams {
-            n: u32,
-            flags: u32,
-            param_at: u32,
-            grad_at: u32,
-            square_avg_at: u32,
-            acc_delta_at: u32,
-            weight_decay: f32,
-            rho: f32,
-            rho_rest: f32,
-            eps: f32,
-            neg_lr: f32,
-        }
-    }
-
-    pub(super) fn update(step: &Step<AdadeltaConfig>) -> Update<AdadeltaParams> {
+    fn gpu(step: &Step<Self>) -> Update<AdadeltaParams> {
         let a = &step.rule;
         let flags = if a.maximize { 1 } else { 0 } | if step.weight_decay != 0.0 { 2 } else { 0 };
         let hyper = [step.weight_decay, a.rho, 1.0 - a.rho, a.eps, -step.lr].map(|x| x as f32);
@@ -161,5 +134,24 @@ mod gpu {
         });
         let parts = vec![GRADIENT, include_str!("shaders/adadelta_step.wgsl")];
         Update { name: "adadelta_step", fixed: 4, fixed_outputs: 3, stateful: false, centered: false, slots: 4, parts, consts: Vec::new(), params }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+liandan_backend_wgpu::shader_params! {
+    /// `adadelta_step.wgsl`'s parameters: flags (maximize 1, weight decay 2), every input's
+    /// offset, the hyper-parameters.
+    pub(crate) struct AdadeltaParams {
+        n: u32,
+        flags: u32,
+        param_at: u32,
+        grad_at: u32,
+        square_avg_at: u32,
+        acc_delta_at: u32,
+        weight_decay: f32,
+        rho: f32,
+        rho_rest: f32,
+        eps: f32,
+        neg_lr: f32,
     }
 }

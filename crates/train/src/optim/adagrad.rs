@@ -7,6 +7,8 @@ use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+#[cfg(feature = "wgpu")]
+use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{buffers, l2_grad, scalar, stored, Kernels, Step};
 use crate::error::Result;
 
@@ -115,37 +117,11 @@ impl Kernels for AdagradConfig {
     }
 
     #[cfg(feature = "wgpu")]
-    type Params = gpu::AdagradParams;
+    type Params = AdagradParams;
 
+    /// The GPU kernel: `shaders/adagrad_step.wgsl`.
     #[cfg(feature = "wgpu")]
-    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::AdagradParams> {
-        gpu::update(step)
-    }
-}
-
-/// The GPU kernel: `shaders/adagrad_step.wgsl`.
-#[cfg(feature = "wgpu")]
-mod gpu {
-    use super::super::fused::gpu::{Update, GRADIENT};
-    use super::super::fused::Step;
-    use super::AdagradConfig;
-
-    liandan_backend_wgpu::shader_params! {
-        /// `adagrad_step.wgsl`'s parameters: flags (maximize 1, weight decay 2), every input's
-        /// offset, the hyper-parameters (`neg_clr` the decayed lr, negated).
-        pub(crate) struct AdagradParams {
-            n: u32,
-            flags: u32,
-            param_at: u32,
-            grad_at: u32,
-            sum_at: u32,
-            weight_decay: f32,
-            eps: f32,
-            neg_clr: f32,
-        }
-    }
-
-    pub(super) fn update(step: &Step<AdagradConfig>) -> Update<AdagradParams> {
+    fn gpu(step: &Step<Self>) -> Update<AdagradParams> {
         let a = &step.rule;
         let flags = if a.maximize { 1 } else { 0 } | if step.weight_decay != 0.0 { 2 } else { 0 };
         let hyper = [step.weight_decay, a.eps, -a.clr(step.lr, step.step)].map(|x| x as f32);
@@ -161,5 +137,21 @@ mod gpu {
         });
         let parts = vec![GRADIENT, include_str!("shaders/adagrad_step.wgsl")];
         Update { name: "adagrad_step", fixed: 3, fixed_outputs: 2, stateful: false, centered: false, slots: 3, parts, consts: Vec::new(), params }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+liandan_backend_wgpu::shader_params! {
+    /// `adagrad_step.wgsl`'s parameters: flags (maximize 1, weight decay 2), every input's
+    /// offset, the hyper-parameters (`neg_clr` the decayed lr, negated).
+    pub(crate) struct AdagradParams {
+        n: u32,
+        flags: u32,
+        param_at: u32,
+        grad_at: u32,
+        sum_at: u32,
+        weight_decay: f32,
+        eps: f32,
+        neg_clr: f32,
     }
 }

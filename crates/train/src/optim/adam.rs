@@ -8,6 +8,8 @@ use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, FusedUpdate, Optim, ParamState, Rule};
+#[cfg(feature = "wgpu")]
+use super::fused::gpu::Update;
 use super::fused::{acc, buffers, stored, Kernels, Step};
 use crate::error::Result;
 
@@ -197,46 +199,11 @@ impl Kernels for AdamConfig {
     }
 
     #[cfg(feature = "wgpu")]
-    type Params = gpu::AdamParams;
+    type Params = AdamParams;
 
+    /// The GPU kernel: `shaders/adam_step.wgsl`, with `adam_amsgrad.wgsl` or `adam_plain.wgsl`.
     #[cfg(feature = "wgpu")]
-    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::AdamParams> {
-        gpu::update(step)
-    }
-}
-
-/// The GPU kernel: `shaders/adam_step.wgsl`, with `adam_amsgrad.wgsl` or `adam_plain.wgsl`.
-#[cfg(feature = "wgpu")]
-mod gpu {
-    use super::super::fused::gpu::Update;
-    use super::super::fused::Step;
-    use super::AdamConfig;
-
-    liandan_backend_wgpu::shader_params! {
-        /// `adam_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, decoupled 4, lerp
-        /// from exp_avg 8), every input's offset, the hyper-parameters as the composite
-        /// multiplies by them.
-        pub(crate) struct AdamParams {
-            n: u32,
-            flags: u32,
-            param_at: u32,
-            grad_at: u32,
-            exp_avg_at: u32,
-            exp_avg_sq_at: u32,
-            max_exp_avg_sq_at: u32,
-            weight_decay: f32,
-            shrink: f32,
-            w1: f32,
-            w1_rest: f32,
-            beta2: f32,
-            beta2_rest: f32,
-            bias_correction2_sqrt: f32,
-            eps: f32,
-            neg_step_size: f32,
-        }
-    }
-
-    pub(super) fn update(step: &Step<AdamConfig>) -> Update<AdamParams> {
+    fn gpu(step: &Step<Self>) -> Update<AdamParams> {
         let a = &step.rule;
         let (step_size, bias_correction2_sqrt) = a.corrections(step.lr, step.step);
         let wd = step.weight_decay;
@@ -265,5 +232,30 @@ mod gpu {
         let second = if a.amsgrad { include_str!("shaders/adam_amsgrad.wgsl") } else { include_str!("shaders/adam_plain.wgsl") };
         let parts = vec![include_str!("shaders/adam_step.wgsl"), second];
         Update { name: "adam_step", fixed: 4, fixed_outputs: 3, stateful: a.amsgrad, centered: false, slots: 5, parts, consts: Vec::new(), params }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+liandan_backend_wgpu::shader_params! {
+    /// `adam_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, decoupled 4, lerp
+    /// from exp_avg 8), every input's offset, the hyper-parameters as the composite
+    /// multiplies by them.
+    pub(crate) struct AdamParams {
+        n: u32,
+        flags: u32,
+        param_at: u32,
+        grad_at: u32,
+        exp_avg_at: u32,
+        exp_avg_sq_at: u32,
+        max_exp_avg_sq_at: u32,
+        weight_decay: f32,
+        shrink: f32,
+        w1: f32,
+        w1_rest: f32,
+        beta2: f32,
+        beta2_rest: f32,
+        bias_correction2_sqrt: f32,
+        eps: f32,
+        neg_step_size: f32,
     }
 }

@@ -7,6 +7,8 @@ use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, decay_addcmul, l2, lerp, signed, FusedUpdate, Optim, ParamState, Rule};
+#[cfg(feature = "wgpu")]
+use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{self, buffers, l2_grad, scalar, stored, Kernels, Step};
 use crate::error::Result;
 
@@ -163,43 +165,11 @@ impl Kernels for RmsPropConfig {
     }
 
     #[cfg(feature = "wgpu")]
-    type Params = gpu::RmsPropParams;
+    type Params = RmsPropParams;
 
+    /// The GPU kernel: `shaders/rmsprop_step.wgsl`, with the momentum and centered parts.
     #[cfg(feature = "wgpu")]
-    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::RmsPropParams> {
-        gpu::update(step)
-    }
-}
-
-/// The GPU kernel: `shaders/rmsprop_step.wgsl`, with the momentum and centered parts.
-#[cfg(feature = "wgpu")]
-mod gpu {
-    use super::super::fused::gpu::{Update, GRADIENT};
-    use super::super::fused::Step;
-    use super::RmsPropConfig;
-
-    liandan_backend_wgpu::shader_params! {
-        /// `rmsprop_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, lerp from
-        /// grad_avg 4), every input's offset, the hyper-parameters.
-        pub(crate) struct RmsPropParams {
-            n: u32,
-            flags: u32,
-            param_at: u32,
-            grad_at: u32,
-            square_avg_at: u32,
-            momentum_buffer_at: u32,
-            grad_avg_at: u32,
-            weight_decay: f32,
-            alpha: f32,
-            alpha_rest: f32,
-            alpha_lerp: f32,
-            eps: f32,
-            momentum: f32,
-            neg_lr: f32,
-        }
-    }
-
-    pub(super) fn update(step: &Step<RmsPropConfig>) -> Update<RmsPropParams> {
+    fn gpu(step: &Step<Self>) -> Update<RmsPropParams> {
         let r = &step.rule;
         let bit = |b: u32, on: bool| if on { b } else { 0 };
         let flags = bit(1, r.maximize) | bit(2, step.weight_decay != 0.0) | bit(4, (1.0 - r.alpha).abs() < 0.5);
@@ -227,5 +197,27 @@ mod gpu {
         // The gradient average's bindings come after the momentum buffer's, when it has them.
         let consts = if centered { vec![("GRAD_AVG", if stateful { 8 } else { 6 })] } else { Vec::new() };
         Update { name: "rmsprop_step", fixed: 3, fixed_outputs: 2, stateful, centered, slots: 5, parts, consts, params }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+liandan_backend_wgpu::shader_params! {
+    /// `rmsprop_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, lerp from
+    /// grad_avg 4), every input's offset, the hyper-parameters.
+    pub(crate) struct RmsPropParams {
+        n: u32,
+        flags: u32,
+        param_at: u32,
+        grad_at: u32,
+        square_avg_at: u32,
+        momentum_buffer_at: u32,
+        grad_avg_at: u32,
+        weight_decay: f32,
+        alpha: f32,
+        alpha_rest: f32,
+        alpha_lerp: f32,
+        eps: f32,
+        momentum: f32,
+        neg_lr: f32,
     }
 }

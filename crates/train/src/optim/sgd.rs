@@ -6,6 +6,8 @@ use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::core::{check_range, invalid, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+#[cfg(feature = "wgpu")]
+use super::fused::gpu::Update;
 use super::fused::{acc, stored, Kernels, Step};
 use crate::error::Result;
 
@@ -165,38 +167,11 @@ impl Kernels for SgdConfig {
     }
 
     #[cfg(feature = "wgpu")]
-    type Params = gpu::SgdParams;
+    type Params = SgdParams;
 
+    /// The GPU kernel: `shaders/sgd_step.wgsl`, with `sgd_momentum.wgsl` or `sgd_plain.wgsl`.
     #[cfg(feature = "wgpu")]
-    fn gpu(step: &Step<Self>) -> super::fused::gpu::Update<gpu::SgdParams> {
-        gpu::update(step)
-    }
-}
-
-/// The GPU kernel: `shaders/sgd_step.wgsl`, with `sgd_momentum.wgsl` or `sgd_plain.wgsl`.
-#[cfg(feature = "wgpu")]
-mod gpu {
-    use super::super::fused::gpu::Update;
-    use super::super::fused::Step;
-    use super::SgdConfig;
-
-    liandan_backend_wgpu::shader_params! {
-        /// `sgd_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, first step 4,
-        /// nesterov 8, dampening 16), every input's offset, the hyper-parameters.
-        pub(crate) struct SgdParams {
-            n: u32,
-            flags: u32,
-            param_at: u32,
-            grad_at: u32,
-            momentum_buffer_at: u32,
-            weight_decay: f32,
-            momentum: f32,
-            dampening_rest: f32,
-            lr: f32,
-        }
-    }
-
-    pub(super) fn update(step: &Step<SgdConfig>) -> Update<SgdParams> {
+    fn gpu(step: &Step<Self>) -> Update<SgdParams> {
         let s = &step.rule;
         let bit = |b: u32, on: bool| if on { b } else { 0 };
         let flags = bit(1, s.maximize) | bit(2, step.weight_decay != 0.0) | bit(4, step.first) | bit(8, s.nesterov) | bit(16, s.dampening != 0.0);
@@ -216,5 +191,22 @@ mod gpu {
         let direction = if stateful { include_str!("shaders/sgd_momentum.wgsl") } else { include_str!("shaders/sgd_plain.wgsl") };
         let parts = vec![include_str!("shaders/sgd_step.wgsl"), direction];
         Update { name: "sgd_step", fixed: 2, fixed_outputs: 1, stateful, centered: false, slots: 3, parts, consts: Vec::new(), params }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+liandan_backend_wgpu::shader_params! {
+    /// `sgd_step.wgsl`'s parameters: flags (maximize 1, weight decay 2, first step 4,
+    /// nesterov 8, dampening 16), every input's offset, the hyper-parameters.
+    pub(crate) struct SgdParams {
+        n: u32,
+        flags: u32,
+        param_at: u32,
+        grad_at: u32,
+        momentum_buffer_at: u32,
+        weight_decay: f32,
+        momentum: f32,
+        dampening_rest: f32,
+        lr: f32,
     }
 }

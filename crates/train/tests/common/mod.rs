@@ -27,3 +27,16 @@ pub fn devices() -> Vec<Device> {
     all.extend(gpu());
     all
 }
+
+/// Seeded values in [-1, 1), never all zero.
+pub fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect()
+}
