@@ -6,20 +6,23 @@
 //! submodules does not count: a parent that declares and re-exports its children is the shape
 //! of a Rust module, and a child may use its parent's helpers. Files that use each other,
 //! directly or around a circle, are one circle, printed with the uses that close it; any circle
-//! is an error. Comments and `#[cfg(test)]` modules are left out (a test may use what it
-//! tests).
+//! is an error. Files are read with `syn`; `#[cfg(test)]` items are left out (a test may use
+//! what it tests).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use proc_macro2::TokenTree;
+use syn::visit::{self, Visit};
+
 /// A file's module path within its crate (`["autograd", "narrow"]`; the root is empty).
 type Module = Vec<String>;
 
-/// One source file: where it is, its code without comments and test modules, the modules it
-/// declares, and the names it re-exports (`pub use a::B as C;` maps `C` to `a::B`).
+/// One source file: where it is, the paths it names that may lead into its crate, the modules
+/// it declares, and the names it re-exports (`pub use a::B as C;` maps `C` to `a::B`).
 struct File {
     path: PathBuf,
-    code: String,
+    paths: Vec<String>,
     children: BTreeSet<String>,
     reexports: HashMap<String, String>,
 }
@@ -81,13 +84,13 @@ pub fn circles(dir: &Path) -> Result<Vec<Circle>, String> {
     let mut uses: BTreeMap<Module, BTreeMap<Module, String>> = BTreeMap::new();
     for (module, file) in &files {
         let found = uses.entry(module.clone()).or_default();
-        for path in paths(file) {
-            if let Some(target) = absolute(module, &path, file).and_then(|segments| resolve(&files, segments, 0)) {
+        for path in &file.paths {
+            if let Some(target) = absolute(module, path, file).and_then(|segments| resolve(&files, segments, 0)) {
                 // A module's use of its own submodules (which it declares and often re-exports)
                 // is the shape of a Rust module, not a circle.
                 let descendant = target.len() > module.len() && target[..module.len()] == module[..];
                 if &target != module && !descendant {
-                    found.entry(target).or_insert(path);
+                    found.entry(target).or_insert_with(|| path.clone());
                 }
             }
         }
@@ -132,214 +135,126 @@ fn read_crate(src: &Path) -> Result<BTreeMap<Module, File>, String> {
                 module.pop();
             }
             let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            files.insert(module, parse(path, &text));
+            files.insert(module, parse(path, &text)?);
         }
     }
     Ok(files)
 }
 
-/// A file's code (without comments and test modules), its declared modules and re-exports.
-fn parse(path: PathBuf, text: &str) -> File {
-    let code = without_tests(&without_comments(text));
-    let children = declarations(&code, "mod").into_iter().filter_map(|(_, name)| name.split_whitespace().next().map(str::to_string)).collect();
-    let mut reexports = HashMap::new();
-    for (public, tree) in declarations(&code, "use") {
-        if !public {
-            continue;
-        }
-        for path in expand(&tree) {
-            let (path, alias) = match path.split_once(" as ") {
-                Some((p, a)) => (p.trim().to_string(), a.trim().to_string()),
-                None => (path.clone(), path.rsplit("::").next().unwrap_or_default().to_string()),
-            };
-            reexports.insert(alias, path);
-        }
-    }
-    File { path, code, children, reexports }
+/// A file's paths into its crate, declared modules and re-exports, read with `syn`.
+fn parse(path: PathBuf, text: &str) -> Result<File, String> {
+    let tree = syn::parse_file(text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut reader = Reader::default();
+    reader.visit_file(&tree);
+    let Reader { paths, children, reexports } = reader;
+    Ok(File { path, paths, children, reexports })
 }
 
-/// The `keyword ...;` declarations of `code` (`use` trees, `mod` names: the text up to the
-/// `;`), each with whether it is `pub` (in any scope). A `mod name { .. }` has no `;` before its
-/// brace and is not one.
-fn declarations(code: &str, keyword: &str) -> Vec<(bool, String)> {
-    let bytes = code.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(found) = code[from..].find(keyword) {
-        let at = from + found;
-        from = at + keyword.len();
-        let before_ok = at == 0 || !ident(bytes[at - 1]);
-        let after_ok = bytes.get(from).is_some_and(|c| c.is_ascii_whitespace());
-        if !(before_ok && after_ok) {
-            continue;
-        }
-        let Some(end) = code[from..].find(';') else { break };
-        let body = &code[from..from + end];
-        if keyword == "mod" && body.contains('{') {
-            continue;
-        }
-        let head = code[..at].trim_end();
-        let public = head.ends_with("pub") || (head.ends_with(')') && head[..head.len() - 1].rsplit('(').nth(1).is_some_and(|p| p.trim_end().ends_with("pub")));
-        out.push((public, body.trim().to_string()));
-    }
-    out
+/// Walks a file's syntax tree, test code (`#[cfg(test)]` items) left out: a test may use what
+/// it tests.
+#[derive(Default)]
+struct Reader {
+    /// Every `use` path and every inline path of two names or more.
+    paths: Vec<String>,
+    children: BTreeSet<String>,
+    reexports: HashMap<String, String>,
 }
 
-/// The code with comments (doc comments too) and the text of string and character literals
-/// blanked out, so that neither a `//` nor a word in a message reads as code.
-fn without_comments(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        let next = chars.get(i + 1).copied();
-        if c == '/' && next == Some('/') {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-            continue;
+impl<'a> Visit<'a> for Reader {
+    fn visit_item(&mut self, item: &'a syn::Item) {
+        let attrs = match item {
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            syn::Item::Macro(i) => &i.attrs,
+            _ => return visit::visit_item(self, item),
+        };
+        if !attrs.iter().any(is_cfg_test) {
+            visit::visit_item(self, item);
         }
-        if c == '/' && next == Some('*') {
-            let mut depth = 0;
-            while i < chars.len() {
-                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    i += 2;
-                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            continue;
-        }
-        // A raw string, r"..", r#".."#: closed by the quote and as many hashes.
-        if c == 'r' && (next == Some('"') || next == Some('#')) && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')) {
-            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
-            if chars.get(i + 1 + hashes) == Some(&'"') {
-                i += 2 + hashes;
-                while i < chars.len() && !(chars[i] == '"' && chars[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes) {
-                    i += 1;
-                }
-                i += 1 + hashes;
-                out.push_str("\"\"");
-                continue;
-            }
-        }
-        if c == '"' {
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            i += 1;
-            out.push_str("\"\"");
-            continue;
-        }
-        // A character literal ('x', '\n'); a lifetime ('a) has no closing quote there.
-        if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
-            i += 1;
-            while i < chars.len() && chars[i] != '\'' {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            i += 1;
-            out.push_str("' '");
-            continue;
-        }
-        out.push(c);
-        i += 1;
     }
-    out
-}
 
-/// The code without `#[cfg(test)] mod .. { .. }` blocks.
-fn without_tests(code: &str) -> String {
-    let mut out = code.to_string();
-    while let Some(at) = out.find("#[cfg(test)]") {
-        let after = &out[at..];
-        let Some(open) = after.find('{') else { break };
-        let is_mod = after[..open].split_whitespace().any(|w| w == "mod");
-        let mut depth = 0;
-        let mut end = after.len();
-        for (i, c) in after.char_indices().skip(open) {
-            match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = i + 1;
-                        break;
-                    }
+    fn visit_item_mod(&mut self, item: &'a syn::ItemMod) {
+        if item.content.is_none() {
+            self.children.insert(item.ident.to_string());
+        }
+        visit::visit_item_mod(self, item);
+    }
+
+    fn visit_item_use(&mut self, item: &'a syn::ItemUse) {
+        let public = !matches!(item.vis, syn::Visibility::Inherited);
+        for (path, alias) in expand(&item.tree) {
+            if public && alias != "*" {
+                self.reexports.insert(alias, path.clone());
+            }
+            self.paths.push(path);
+        }
+    }
+
+    fn visit_path(&mut self, path: &'a syn::Path) {
+        if path.segments.len() > 1 && path.leading_colon.is_none() {
+            let names: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+            self.paths.push(names.join("::"));
+        }
+        visit::visit_path(self, path);
+    }
+
+    /// A macro's arguments are tokens, not syntax: its `a::b` runs of names are its paths.
+    fn visit_macro(&mut self, mac: &'a syn::Macro) {
+        let mut run: Vec<String> = Vec::new();
+        let mut tokens: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
+        tokens.reverse();
+        let mut colons = 0;
+        while let Some(token) = tokens.pop() {
+            match token {
+                TokenTree::Ident(name) if run.is_empty() || colons == 2 => {
+                    run.push(name.to_string());
+                    colons = 0;
+                    continue;
                 }
+                TokenTree::Punct(p) if p.as_char() == ':' && !run.is_empty() && colons < 2 => {
+                    colons += 1;
+                    continue;
+                }
+                TokenTree::Group(group) => tokens.extend(group.stream().into_iter().collect::<Vec<_>>().into_iter().rev()),
                 _ => {}
             }
+            if run.len() > 1 {
+                self.paths.push(run.join("::"));
+            }
+            run.clear();
+            colons = 0;
         }
-        // Only a test module goes; another `#[cfg(test)]` item keeps its code, marked done.
-        let cut = if is_mod { end } else { "#[cfg(test)]".len() };
-        out.replace_range(at..at + cut, "");
+        if run.len() > 1 {
+            self.paths.push(run.join("::"));
+        }
     }
-    out
 }
 
-/// The paths a `use` tree names: `a::{b, c::{d, E as F}}` gives `a::b`, `a::c::d`, `a::c::E as F`.
-fn expand(tree: &str) -> Vec<String> {
-    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
-    let Some(open) = tree.find('{') else { return vec![tree.trim().to_string()] };
-    let close = match tree.rfind('}') {
-        Some(close) if close > open => close,
-        // Not a use tree (text that only looked like one).
-        _ => return Vec::new(),
-    };
-    let prefix = &tree[..open];
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0, open + 1);
-    for (i, c) in tree.char_indices().take(close).skip(open + 1) {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&tree[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&tree[start..close]);
-    parts.into_iter().filter(|p| !p.trim().is_empty()).flat_map(|p| expand(p.trim())).map(|p| format!("{prefix}{p}")).collect()
+/// `#[cfg(test)]`.
+fn is_cfg_test(attr: &syn::Attribute) -> bool {
+    attr.path().is_ident("cfg") && attr.meta.require_list().is_ok_and(|list| list.tokens.to_string() == "test")
 }
 
-/// Every path a file names that may lead into its crate: each `use` (re-exports too) and each
-/// inline `crate::`, `super::`, `self::` or `child::` path.
-fn paths(file: &File) -> Vec<String> {
-    let mut out: Vec<String> = declarations(&file.code, "use")
-        .into_iter()
-        .flat_map(|(_, tree)| expand(&tree))
-        .map(|p| p.split(" as ").next().unwrap_or_default().trim().to_string())
-        .collect();
-    let bytes = file.code.as_bytes();
-    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    let mut at = 0;
-    while at < bytes.len() {
-        if ident(bytes[at]) && (at == 0 || !ident(bytes[at - 1])) {
-            let start = at;
-            while at < bytes.len() && (ident(bytes[at]) || (bytes[at] == b':' && bytes.get(at + 1) == Some(&b':'))) {
-                at += if bytes[at] == b':' { 2 } else { 1 };
-            }
-            let path = file.code[start..at].trim_end_matches(':');
-            let head = path.split("::").next().unwrap_or_default();
-            if path.contains("::") && (matches!(head, "crate" | "super" | "self") || file.children.contains(head)) {
-                out.push(path.to_string());
-            }
-        } else {
-            at += 1;
+/// The paths a `use` tree names, each with the name it binds: `a::{b, c::{d, E as F}}` gives
+/// `a::b` (`b`), `a::c::d` (`d`) and `a::c::E` (`F`).
+fn expand(tree: &syn::UseTree) -> Vec<(String, String)> {
+    match tree {
+        syn::UseTree::Path(p) => {
+            let head = p.ident.to_string();
+            expand(&p.tree).into_iter().map(|(path, alias)| (format!("{head}::{path}"), alias)).collect()
         }
+        syn::UseTree::Name(n) => vec![(n.ident.to_string(), n.ident.to_string())],
+        syn::UseTree::Rename(r) => vec![(r.ident.to_string(), r.rename.to_string())],
+        syn::UseTree::Glob(_) => vec![("*".to_string(), "*".to_string())],
+        syn::UseTree::Group(g) => g.items.iter().flat_map(expand).collect(),
     }
-    out
 }
 
 /// `path` as written in the file of `module`, made absolute (from the crate root); `None` for
@@ -438,7 +353,7 @@ fn components(uses: &BTreeMap<Module, BTreeMap<Module, String>>) -> Vec<Vec<Modu
 
 #[cfg(test)]
 mod tests {
-    use super::{circles, components, expand, without_tests, workspace_crates};
+    use super::{circles, components, parse, workspace_crates};
     use std::collections::BTreeMap;
 
     /// The crates of the workspace have no import circles, but two that `cargo xtask cycles`
@@ -455,15 +370,12 @@ mod tests {
     }
 
     #[test]
-    fn use_trees_expand_to_paths() {
-        assert_eq!(expand("crate::{a::B, c::{d, E as F}}"), ["crate::a::B", "crate::c::d", "crate::c::E as F"]);
-        assert_eq!(expand("super::x"), ["super::x"]);
-    }
-
-    #[test]
-    fn test_modules_are_left_out() {
-        let code = "fn a() {}\n#[cfg(test)]\nmod tests {\n    use crate::b;\n    fn t() { {} }\n}\nfn c() {}";
-        assert_eq!(without_tests(code).split_whitespace().collect::<Vec<_>>(), ["fn", "a()", "{}", "fn", "c()", "{}"]);
+    fn a_files_paths_are_its_uses_and_inline_paths_but_not_its_tests() {
+        let code = "//! A.\nmod c;\npub use crate::{a::B, c::{d, E as F}};\nfn g() { super::h(); c::i(); let _ = \"crate::j\"; format!(\"{}\", crate::k::L); }\n#[cfg(test)]\nmod tests {\n    use crate::m;\n}\n";
+        let file = parse("a.rs".into(), code).unwrap();
+        assert_eq!(file.paths, ["crate::a::B", "crate::c::d", "crate::c::E", "super::h", "c::i", "crate::k::L"]);
+        assert_eq!(file.reexports["F"], "crate::c::E");
+        assert!(file.children.contains("c"));
     }
 
     #[test]

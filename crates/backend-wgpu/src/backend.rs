@@ -425,11 +425,7 @@ impl Backend for WgpuBackend {
     /// The tensor crate's own custom ops it has kernels for (`fused.rs` dispatches them), then
     /// the kernel the op's crate wrote for this backend (`custom.rs` is what it builds on).
     fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        let Some(known) = crate::fused::Known::of(op) else { return op.kernel(self, inputs) };
-        // Some kernels read packed bf16 operands as they are (all of them packed); the others
-        // take widened copies.
-        let as_they_are = known.reads_packed() && inputs.iter().all(packed::packed_view);
-        self.staged_fused(as_they_are, inputs, |v| self.fused_op(&known, v))
+        self.tensor_op_kernel(op, inputs).unwrap_or_else(|| op.kernel(self, inputs))
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -696,8 +696,7 @@ impl WgpuBackend {
                 }
                 let shape = geom.output_shape();
                 let y = Strided { storage: &*y, layout: &Layout::contiguous(&shape), dtype };
-                self.fused_pointwise(crate::fused_pointwise::Pointwise::Relu, &[y])
-                    .unwrap_or_else(|| Err(liandan_tensor::Error::Device(format!("conv2d_bias_relu: no ReLU kernel for {dtype} {shape:?}"))))
+                self.relu_kernel(y).unwrap_or_else(|| Err(liandan_tensor::Error::Device(format!("conv2d_bias_relu: no ReLU kernel for {dtype} {shape:?}"))))
             }
             _ => Ok(vec![out]),
         }

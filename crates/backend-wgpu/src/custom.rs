@@ -14,7 +14,7 @@ use std::sync::Arc;
 use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
-use crate::gpu::Kernel;
+use crate::gpu::{CustomKey, Kernel};
 use crate::kernels::Wgsl;
 use crate::packed::packed_view;
 use crate::params::ShaderParams;
@@ -28,14 +28,6 @@ pub const WORKGROUP: usize = crate::kernels::WG;
 /// past the 65,535 workgroups one may hold; `flat_id` undoes the split).
 pub fn grid(n: usize) -> (u32, u32, u32) {
     crate::kernels::grid(n)
-}
-
-/// The key of a custom kernel's pipeline: the op's name and the variant its source depends on
-/// (the op's options and dtypes, packed into a number by the op's crate).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct CustomKey {
-    pub(crate) name: &'static str,
-    pub(crate) variant: u64,
 }
 
 /// A compiled kernel of a custom op ([`WgpuBackend::pipeline`]).

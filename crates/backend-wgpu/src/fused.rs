@@ -170,6 +170,16 @@ fn cell_outputs(kernel: Kernel, inputs: &[Strided]) -> Option<(Vec<usize>, usize
 }
 
 impl WgpuBackend {
+    /// The kernel of `op` where it is one of the tensor crate's ops this backend knows (the
+    /// outer `None` where it is not): the kernel's outputs, or `None` where the composite runs.
+    pub(crate) fn tensor_op_kernel(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Option<Result<Vec<Storage>>>> {
+        let known = Known::of(op)?;
+        // Some kernels read packed bf16 operands as they are (all of them packed); the others
+        // take widened copies.
+        let as_they_are = known.reads_packed() && inputs.iter().all(crate::packed::packed_view);
+        Some(self.staged_fused(as_they_are, inputs, |v| self.fused_op(&known, v)))
+    }
+
     /// Runs `op` as one dispatch (or a few), or `None` (see the module docs).
     pub(crate) fn fused_op(&self, op: &Known, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         match *op {

@@ -88,6 +88,11 @@ impl KernelKey for Key {
 }
 
 impl WgpuBackend {
+    /// ReLU of `x` as one dispatch, or `None` where this kernel cannot take it.
+    pub(crate) fn relu_kernel(&self, x: Strided) -> Option<Result<Vec<Storage>>> {
+        self.fused_pointwise(Pointwise::Relu, &[x])
+    }
+
     /// Runs an elementwise fused op as one dispatch, or `None` (f64, which the f32 erf and log
     /// cannot serve; buffers beyond one binding or 32-bit offsets).
     pub(crate) fn fused_pointwise(&self, kernel: Pointwise, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {

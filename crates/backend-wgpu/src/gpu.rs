@@ -29,7 +29,6 @@ use wgpu::util::DeviceExt;
 
 use crate::bind;
 use crate::coop;
-use crate::custom::CustomKey;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
 use crate::timing::Timer;
@@ -49,8 +48,9 @@ const RAMP_TOP: usize = 64;
 /// Dispatches in the first batch after a wait (`LIANDAN_WGPU_FIRST_BATCH` sets it; 512 submits
 /// in full batches only).
 const FIRST_BATCH: usize = 16;
-/// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
-const SLOT_BYTES: u64 = 256;
+/// Bytes per meta slot: a parameter block's most (64 u32s), and a multiple of every adapter's
+/// offset alignment we know.
+const SLOT_BYTES: u64 = crate::params::PARAMS_BYTES as u64;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
 /// Upload bytes recorded before the batch is submitted, so their staging can be released.
 const UPLOAD_BATCH: u64 = 64 << 20;
@@ -95,6 +95,14 @@ impl Recorder {
         }
         self.pass.as_mut().expect("just opened")
     }
+}
+
+/// The key of a custom kernel's pipeline: the op's name and the variant its source depends on
+/// (the op's options and dtypes, packed into a number by the op's crate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CustomKey {
+    pub(crate) name: &'static str,
+    pub(crate) variant: u64,
 }
 
 pub(crate) struct Gpu {

@@ -8,8 +8,8 @@
 //! arrays of stride 4), with no padding in either. The block travels as the dispatch's meta
 //! block (`gpu.rs`): at most [`PARAMS_BYTES`].
 
-/// The most bytes a parameter block may hold (a dispatch's meta slot).
-pub const PARAMS_BYTES: usize = crate::gpu::META_WORDS * 4;
+/// The most bytes a parameter block may hold: 64 words, a dispatch's meta slot (`gpu.rs`).
+pub const PARAMS_BYTES: usize = 256;
 
 /// A kernel's parameter block: a plain struct of 4-byte fields whose WGSL twin is
 /// [`ShaderParams::wgsl_struct`]. Implemented by [`shader_params!`](crate::shader_params),

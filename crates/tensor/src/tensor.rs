@@ -68,10 +68,13 @@ pub(crate) trait BackwardRule: Any + Send + Sync {
     fn backward(&self, g: &Tensor, inputs: &[Tensor], out: &Tensor) -> Result<Vec<Option<Tensor>>>;
 }
 
+/// A node's rule and the inputs it needs.
+type Recorded = (Arc<dyn BackwardRule>, Vec<Tensor>);
+
 /// One recorded op in the graph: its rule and the inputs the rule needs.
 pub(crate) struct Node {
     /// `None` once backward has freed it.
-    state: Mutex<Option<(Arc<dyn BackwardRule>, Vec<Tensor>)>>,
+    state: Mutex<Option<Recorded>>,
 }
 
 impl Node {
@@ -103,7 +106,7 @@ impl Node {
     }
 
     /// The rule and its inputs, taken out (the node is freed) or, with `retain`, cloned.
-    pub(crate) fn take(&self, retain: bool) -> Option<(Arc<dyn BackwardRule>, Vec<Tensor>)> {
+    pub(crate) fn take(&self, retain: bool) -> Option<Recorded> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if retain {
             state.clone()

@@ -135,7 +135,7 @@ impl CustomOp for SquarePlus {
 pub fn custom_op(d: &Device) {
     let x = Tensor::from_f64s(&values(15, 81), &[3, 5], DType::F32, d).unwrap();
     let before = SQUARE_PLUS_CALLS.load(Ordering::Relaxed);
-    assert!(check_op(d, &SquarePlus, &[x.clone()], 1e-6, 1e-6), "{d} did not hand square_plus to the kernel its crate wrote");
+    assert!(check_op(d, &SquarePlus, std::slice::from_ref(&x), 1e-6, 1e-6), "{d} did not hand square_plus to the kernel its crate wrote");
     let y = Tensor::custom(SquarePlus, &[&x]).unwrap().remove(0);
     assert!(SQUARE_PLUS_CALLS.load(Ordering::Relaxed) >= before + 2, "Tensor::custom did not run the kernel");
     assert_close("square_plus through Tensor::custom", &y.to_vec_f64().unwrap(), &SquarePlus.composite(&[&x]).unwrap()[0].to_vec_f64().unwrap(), 1e-6, 1e-6);

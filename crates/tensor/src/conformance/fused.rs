@@ -218,11 +218,11 @@ pub fn norm_ops() -> Vec<Box<dyn CustomOp>> {
 /// The batch-norm ops of [`norm_ops`] that have an f32 operand beside low activations under
 /// autocast (a forward with neither parameters nor running statistics has none to mix).
 pub fn mixed_norm_ops() -> Vec<Box<dyn CustomOp>> {
-    let mixes = |op: &Box<dyn CustomOp>| {
-        let any: &dyn CustomKernel = &**op;
+    let mixes = |op: &dyn CustomOp| {
+        let any: &dyn CustomKernel = op;
         any.downcast_ref::<BatchNormBackward>().is_some() || any.downcast_ref::<BatchNormTrain>().is_some_and(|b| b.0.affine || b.0.running)
     };
-    norm_ops().into_iter().filter(mixes).collect()
+    norm_ops().into_iter().filter(|op| mixes(op.as_ref())).collect()
 }
 
 /// Whether `device`'s backend has its own kernel for `op`, one of this crate's custom ops

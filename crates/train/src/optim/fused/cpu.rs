@@ -44,9 +44,12 @@ pub(crate) fn decay_addcmul<T: Float>(avg: T::Wide, beta: T::Wide, a: T::Wide, b
     round(round(avg * beta) + round(round(a * value) * b))
 }
 
+/// An update's inputs and its fresh outputs.
+pub(crate) type Buffers<'a, T> = (Vec<&'a [T]>, Vec<Vec<T>>);
+
 /// `count` fresh outputs of `n` elements and the inputs cut to `n`: the loops over them then
 /// have no capacity or bounds checks, so they vectorize.
-pub(crate) fn buffers<'a, T: Float>(inputs: &'a [std::borrow::Cow<'a, [T]>], count: usize, n: usize) -> Result<(Vec<&'a [T]>, Vec<Vec<T>>)> {
+pub(crate) fn buffers<'a, T: Float>(inputs: &'a [std::borrow::Cow<'a, [T]>], count: usize, n: usize) -> Result<Buffers<'a, T>> {
     let outs = (0..count).map(|_| alloc("optimizer step", n)).collect::<Result<_>>()?;
     Ok((inputs.iter().map(|x| &x[..n]).collect(), outs))
 }

@@ -28,6 +28,8 @@ mod cpu;
 mod foreach;
 #[cfg(feature = "wgpu")]
 pub(crate) mod gpu;
+#[cfg(feature = "wgpu")]
+mod wgsl;
 
 use std::cell::Cell;
 use std::sync::Arc;
