@@ -37,7 +37,7 @@ if want tests; then
   for t in .bin/*; do
     name="$(basename "$t")"
     case "$name" in liandan|liandan-old|xtask|xtask-old) continue ;; esac
-    echo "## test $name"; timeout 300 "$t" --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked" | head -20
+    echo "## test $name"; timeout 300 "$t" --include-ignored --test-threads=8 2>&1 | grep -E "^test result|FAILED|panicked" | head -20
   done
 fi
 
