@@ -48,6 +48,10 @@ pub enum Error {
     #[error("the model zoo has no model named `{name}`; the models are: {known}")]
     UnknownModel { name: String, known: String },
 
+    /// A zoo model was asked for samples of a shape it cannot take.
+    #[error("`{model}` takes samples of shape {expected:?}, not {found:?}")]
+    InputShape { model: String, expected: Vec<usize>, found: Vec<usize> },
+
     /// A zoo model's loss was asked for without the targets it is trained on.
     #[error("{model} loss: `{model}` is trained on {what}; pass them as `y`")]
     MissingTargets { model: String, what: &'static str },
@@ -59,6 +63,13 @@ pub enum Error {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] liandan_tensor::Error),
+
+    /// An error of a crate built on this one, carried unchanged (its message, its `source`)
+    /// so that `?` works in a function returning this crate's [`Result`]: liandan-train
+    /// converts its errors into this, so `fn main() -> liandan_nn::Result<()>` may call an
+    /// optimizer. `downcast_ref::<liandan_train::Error>()` gets the original back.
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// A key whose tensor has one shape in the model and another in the checkpoint: a detail of

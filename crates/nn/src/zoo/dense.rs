@@ -9,12 +9,15 @@ use crate::layers::{Linear, LinearConfig};
 use crate::module::Forward;
 use crate::summary::{self, LayerOutput};
 
-/// `mlp`: Linear 1024-512, ReLU, Linear 512-256, ReLU, Linear 256-10 (658,698 parameters).
+/// `mlp`: Linear 1024-512, ReLU, Linear 512-256, ReLU, Linear 256-10 (658,698 parameters), as
+/// the reference benchmarks it; [`Mlp::with_inputs`] sizes the first layer for other data
+/// (784 for MNIST, 3,072 for CIFAR-10).
 ///
 /// State-dict keys: `fc1.*`, `fc2.*`, `fc3.*` (each `weight`, `bias`).
 ///
 /// # Shapes
-/// - input: `[N, 1024]`
+/// - input: `[N, inputs]`, or anything with `inputs` values per sample (`[N, 1, 28, 28]`),
+///   flattened as `nn.Flatten` would
 /// - output: `[N, 10]` logits
 pub struct Mlp {
     pub fc1: Linear,
@@ -25,9 +28,18 @@ pub struct Mlp {
 impl_module!(Mlp { fc1, fc2, fc3 });
 
 impl Mlp {
+    /// Inputs per sample of the reference network.
+    pub const INPUTS: usize = 1024;
+
+    /// The reference network: 1,024 inputs.
     pub fn new(device: &Device) -> Result<Mlp> {
+        Mlp::with_inputs(Self::INPUTS, device)
+    }
+
+    /// The network for samples of `inputs` values.
+    pub fn with_inputs(inputs: usize, device: &Device) -> Result<Mlp> {
         Ok(Mlp {
-            fc1: LinearConfig::new(1024, 512).init(device)?,
+            fc1: LinearConfig::new(inputs, 512).init(device)?,
             fc2: LinearConfig::new(512, 256).init(device)?,
             fc3: LinearConfig::new(256, 10).init(device)?,
         })
@@ -36,7 +48,8 @@ impl Mlp {
 
 impl Forward for Mlp {
     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.fc1.forward(x)?.relu()?;
+        let x = if x.rank() > 2 { x.flatten(1, -1)? } else { x.clone() };
+        let h = self.fc1.forward(&x)?.relu()?;
         self.fc3.forward(&self.fc2.forward(&h)?.relu()?)
     }
 }
@@ -44,6 +57,10 @@ impl Forward for Mlp {
 impl ZooModel for Mlp {
     fn spec(&self) -> &'static ZooSpec {
         spec_of("mlp")
+    }
+
+    fn sample_shape(&self) -> Vec<usize> {
+        vec![self.fc1.weight.shape()[1]]
     }
 
     fn loss(&self, x: &Tensor, y: Option<&Tensor>) -> Result<Tensor> {
@@ -98,25 +115,38 @@ impl Vae {
         })
     }
 
+    /// Dimensions of the latent space.
+    pub const LATENT: usize = 20;
+
+    /// The encoder: the latent means and log-variances `[N, 20]` of images `x` (`[N, 784]`,
+    /// or anything with 784 values per sample).
+    pub fn encode(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
+        let n = x.shape().first().copied().unwrap_or(0);
+        let h = self.fc1.forward(&x.reshape(&[n, x.numel() / n.max(1)])?)?.relu()?;
+        Ok((self.fc21.forward(&h)?, self.fc22.forward(&h)?))
+    }
+
+    /// The decoder: pixel probabilities `[N, 784]` of latents `z` (`[N, 20]`). Decoding
+    /// standard normal draws samples new images from the prior.
+    pub fn decode(&self, z: &Tensor) -> Result<Tensor> {
+        Ok(self.fc4.forward(&self.fc3.forward(z)?.relu()?)?.sigmoid()?)
+    }
+
     /// The forward pass with the reparameterization noise given: `z = mu + noise * exp(logvar / 2)`.
     /// `noise` is `[N, 20]`, normally standard normal draws.
     pub fn forward_with_noise(&self, x: &Tensor, noise: &Tensor) -> Result<VaeOutput> {
         // A forward of its own, so it runs as the model (summaries, profiles), as `forward` does.
         summary::scope(self, || {
-            let n = x.shape().first().copied().unwrap_or(0);
-            let x = x.reshape(&[n, x.numel() / n.max(1)])?;
-            let h = self.fc1.forward(&x)?.relu()?;
-            let (mu, logvar) = (self.fc21.forward(&h)?, self.fc22.forward(&h)?);
+            let (mu, logvar) = self.encode(x)?;
             let z = mu.add(&noise.mul(&logvar.mul_scalar(0.5)?.exp()?)?)?;
-            let reconstruction = self.fc4.forward(&self.fc3.forward(&z)?.relu()?)?.sigmoid()?;
-            Ok(VaeOutput { reconstruction, mu, logvar })
+            Ok(VaeOutput { reconstruction: self.decode(&z)?, mu, logvar })
         })
     }
 
     /// The forward pass with fresh standard normal noise (`torch.randn_like(mu)`).
     pub fn forward_full(&self, x: &Tensor) -> Result<VaeOutput> {
         let n = x.shape().first().copied().unwrap_or(0);
-        let noise = Tensor::randn(&[n, 20], liandan_tensor::rng::next_seed(), x.dtype(), x.device())?;
+        let noise = Tensor::randn(&[n, Self::LATENT], liandan_tensor::rng::next_seed(), x.dtype(), x.device())?;
         self.forward_with_noise(x, &noise)
     }
 

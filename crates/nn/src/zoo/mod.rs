@@ -13,12 +13,18 @@
 //! | `lstm` | 64x28x28 | cross-entropy | Adam lr 1e-3 | 295,434 |
 //! | `vae` | 128x784 | BCE (sum) + KL | Adam lr 1e-3 | 652,824 |
 //!
+//! [`build`] makes the reference network; [`build_for`] makes it for the samples of a dataset,
+//! which changes only `mlp`: its first layer takes as many inputs as a sample has values.
+//!
 //! ```
 //! use liandan_nn::{zoo, Device, ModuleExt};
 //! # fn main() -> liandan_nn::Result<()> {
 //! let model = zoo::build("mlp", &Device::cpu())?;
 //! assert_eq!(model.num_parameters(), 658_698);
 //! assert_eq!(model.spec().input_shape, &[1024, 1024]);
+//! let for_mnist = zoo::build_for("mlp", &[1, 28, 28], &Device::cpu())?;
+//! assert_eq!(for_mnist.sample_shape(), [784]);
+//! assert!(zoo::build_for("vit", &[1, 28, 28], &Device::cpu()).is_err()); // vit takes [3, 32, 32]
 //! # Ok(())
 //! # }
 //! ```
@@ -77,6 +83,12 @@ pub trait ZooModel: Layer {
     /// The loss the reference trains with, on a batch `x` with labels `y` (`None` for
     /// [`Target::Reconstruction`]; labels are I64 class indices).
     fn loss(&self, x: &Tensor, y: Option<&Tensor>) -> Result<Tensor>;
+
+    /// The shape of one sample this model takes (the batch dimension left out): the spec's,
+    /// except for an `mlp` built for other data ([`build_for`]).
+    fn sample_shape(&self) -> Vec<usize> {
+        self.spec().input_shape[1..].to_vec()
+    }
 }
 
 /// Every model of the zoo, in `docs/MODEL_ZOO.md`'s order.
@@ -177,6 +189,24 @@ pub fn build(name: &str, device: &Device) -> Result<Box<dyn ZooModel>> {
         "vae" => Box::new(Vae::new(device)?),
         other => unreachable!("SPECS lists `{other}` but build() does not"),
     })
+}
+
+/// The model called `name` for samples of `sample_shape` (the batch dimension left out),
+/// freshly initialized as [`build`] does. `mlp` takes as many inputs as a sample has values
+/// (784 for MNIST, 3,072 for CIFAR-10); every other model takes its own sample shape, or one
+/// with as many values that it reshapes (the `lstm` reads `[1, 28, 28]` as 28 rows of 28), and
+/// anything else is an [`Error::InputShape`].
+pub fn build_for(name: &str, sample_shape: &[usize], device: &Device) -> Result<Box<dyn ZooModel>> {
+    let spec = spec(name)?;
+    let values: usize = sample_shape.iter().product();
+    if spec.name == "mlp" && values > 0 {
+        return Ok(Box::new(Mlp::with_inputs(values, device)?));
+    }
+    let own = &spec.input_shape[1..];
+    if own.iter().product::<usize>() != values {
+        return Err(Error::InputShape { model: spec.name.to_string(), expected: own.to_vec(), found: sample_shape.to_vec() });
+    }
+    build(name, device)
 }
 
 /// `SPECS` entry `name`, for the models' own `spec()`.
