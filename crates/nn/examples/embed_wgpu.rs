@@ -1,16 +1,20 @@
-//! Embedding liandan in a program of your own: link the wgpu backend directly, define a model
-//! with `impl_module!`, train it a few steps by hand (plain SGD), and save and reload a
-//! checkpoint. Runs on the first GPU wgpu finds, or on the CPU when there is none.
+//! Embedding liandan in a program of your own: define a model with `impl_module!`, train it a
+//! few steps by hand (plain SGD), and save and reload a checkpoint. Runs on the first GPU wgpu
+//! finds, or on the CPU when there is none.
 //!
 //! ```sh
 //! cargo run --release -p liandan-nn --example embed_wgpu
 //! ```
 //!
-//! A program that wants the CPU only depends on `liandan-nn` with `default-features = false`
-//! and drops the `liandan_backend_wgpu` line: nothing else changes.
+//! Copied into a program of your own, it needs one dependency, `liandan-nn`: its default
+//! feature `wgpu` links the GPU backend, which registers every adapter wgpu finds as a
+//! `Device`; nothing names the backend. With `default-features = false` the program is built
+//! for the CPU only, without compiling wgpu, and nothing in it changes.
+//!
+//! Errors: every fallible call here returns `liandan_nn::Result`. A program that also uses
+//! liandan-train (optimizers, data, the trainer) returns `liandan_train::Result`, whose error
+//! wraps this one (see liandan-train's `embed_train` example); `?` works both ways.
 
-// Linking the backend registers every adapter wgpu finds as a `Device`.
-use liandan_backend_wgpu as _;
 use liandan_nn::layers::{Linear, LinearConfig};
 use liandan_nn::{impl_module, no_grad, DType, Device, Forward, ModuleExt, Reduction, Result, Tensor};
 

@@ -20,7 +20,9 @@
 //!
 //! Errors: [`Error`] and [`Result`] are this crate's (every fallible function here returns
 //! them); liandan-tensor's error, which [`Error::Tensor`] wraps, is [`TensorError`], and its
-//! `Result` is [`TensorResult`] (what a [`Backend`] of your own returns).
+//! `Result` is [`TensorResult`] (what a [`Backend`] of your own returns). A program that also
+//! uses liandan-train returns `liandan_train::Result`, whose error wraps this one; `?` works
+//! the other way too, since liandan-train turns its errors into [`Error::Other`].
 
 pub use liandan_tensor::*;
 // Named, so they shadow the tensor crate's `Error` and `Result` from the glob above.

@@ -56,7 +56,7 @@ pub enum Error {
 
     /// A module or checkpoint operation failed.
     #[error(transparent)]
-    Nn(#[from] liandan_nn::Error),
+    Nn(liandan_nn::Error),
 
     /// A tensor operation failed.
     #[error(transparent)]
@@ -65,3 +65,30 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// liandan-nn's errors, wrapped; one of this crate's that went through liandan-nn's
+/// [`Other`](liandan_nn::Error::Other) comes back as it was.
+impl From<liandan_nn::Error> for Error {
+    fn from(e: liandan_nn::Error) -> Error {
+        match e {
+            liandan_nn::Error::Other(inner) => match inner.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(inner) => Error::Nn(liandan_nn::Error::Other(inner)),
+            },
+            e => Error::Nn(e),
+        }
+    }
+}
+
+/// So that `?` works both ways: a program whose functions return `liandan_nn::Result` may
+/// call the optimizers, the data loader and the trainer. liandan-nn cannot name this crate
+/// (it sits below), so the conversion lives here; liandan-nn's own errors come back unwrapped.
+impl From<Error> for liandan_nn::Error {
+    fn from(e: Error) -> liandan_nn::Error {
+        match e {
+            Error::Nn(e) => e,
+            Error::Tensor(e) => liandan_nn::Error::Tensor(e),
+            other => liandan_nn::Error::Other(Box::new(other)),
+        }
+    }
+}

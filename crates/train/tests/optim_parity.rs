@@ -8,7 +8,7 @@ mod common;
 
 use liandan_nn::{no_fusion, DType, Device, Tensor};
 use liandan_train::optim::{
-    clip_grad_norm_, clip_grad_value_, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, ParamGroup, RmsPropConfig, Rule, SgdConfig,
+    clip_grad_norm_, clip_grad_value_, AdadeltaConfig, AdagradConfig, AdamConfig, AdamWConfig, Optim, Optimizer, ParamGroup, RmsPropConfig, Rule, SgdConfig,
 };
 use liandan_train::sched::{
     Anneal, Chainable, CosineAnnealingLR, ExponentialLR, LinearLR, LrScheduler, MultiStepLR, OneCycle, OneCycleLR, PlateauConfig, PlateauMode,
@@ -45,7 +45,7 @@ fn optimizer(name: &str, options: &Value, params: &[(String, Tensor)]) -> Box<dy
     match name {
         "SGD" => build(config(SgdConfig::default(), options), params),
         "Adam" => build(config(AdamConfig::adam(1e-3), options), params),
-        "AdamW" => build(config(AdamConfig::adamw(1e-3), options), params),
+        "AdamW" => build(config(AdamWConfig::default(), options), params),
         "Adadelta" => build(config(AdadeltaConfig::default(), options), params),
         "RMSprop" => build(config(RmsPropConfig::default(), options), params),
         "Adagrad" => build(config(AdagradConfig::default(), options), params),

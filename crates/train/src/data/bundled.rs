@@ -31,10 +31,16 @@ pub fn bundled_mnist_raw() -> Result<ImageDataset> {
 /// The bundled MNIST images split 8,000 train / 2,000 validation with a fixed seed, each
 /// sample `[1, 28, 28]` scaled to `[0, 1]` and normalized with [`MNIST_MEAN`] and [`MNIST_STD`].
 pub fn bundled_mnist() -> Result<(Transformed, Transformed)> {
+    bundled_mnist_with(vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }])
+}
+
+/// The split of [`bundled_mnist`] with `transforms` applied to the raw pixels (0..=255) in its
+/// place: `vec![Transform::ToFloat { scale: 1.0 / 255.0 }]` alone gives values in `[0, 1]`, as a
+/// VAE's binary cross-entropy wants them.
+pub fn bundled_mnist_with(transforms: Vec<Transform>) -> Result<(Transformed, Transformed)> {
     let all: Arc<dyn Dataset> = Arc::new(bundled_mnist_raw()?);
     let parts = random_split(all.clone(), &[TRAIN_LEN, all.len() - TRAIN_LEN], SPLIT_SEED)?;
-    let normalize = || vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }];
     let [train, val]: [_; 2] =
         parts.try_into().map_err(|_| crate::Error::State { op: "bundled_mnist", detail: "random_split gave other than two parts".into() })?;
-    Ok((Transformed::new(Arc::new(train), normalize())?, Transformed::new(Arc::new(val), normalize())?))
+    Ok((Transformed::new(Arc::new(train), transforms.clone())?, Transformed::new(Arc::new(val), transforms)?))
 }

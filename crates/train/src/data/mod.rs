@@ -10,8 +10,8 @@
 //!   binary, for training with no download.
 //! - Transforms ([`Transform`]): to-float with scaling, per-channel normalization, random crop
 //!   with padding, random horizontal flip; random ones are seeded by `(seed, epoch, index)`.
-//! - [`download`]: full MNIST, Fashion-MNIST and CIFAR-10 into a cache directory, checked
-//!   against SHA-256 sums.
+//! - `download` (the default feature of the same name): full MNIST, Fashion-MNIST and
+//!   CIFAR-10 into a cache directory, checked against SHA-256 sums.
 //!
 //! ```
 //! use liandan_train::data::{bundled_mnist, DataLoader};
@@ -31,6 +31,7 @@
 
 mod bundled;
 mod cifar;
+#[cfg(feature = "download")]
 pub mod download;
 pub mod fuzz;
 mod idx;
@@ -41,7 +42,7 @@ pub mod rng;
 mod synthetic;
 mod transform;
 
-pub use bundled::{bundled_mnist, bundled_mnist_raw, MNIST_MEAN, MNIST_STD};
+pub use bundled::{bundled_mnist, bundled_mnist_raw, bundled_mnist_with, MNIST_MEAN, MNIST_STD};
 pub use cifar::{cifar10, parse_cifar};
 pub use idx::{parse_idx, read_idx, IdxArray, Mnist, Split};
 pub use loader::{collate, Batch, DataLoader, HostBatch};

@@ -1,6 +1,7 @@
 //! `torch.optim.Adam` and `torch.optim.AdamW`: one rule, the weight decay coupled (an L2
 //! penalty in the gradient) or decoupled (the parameter shrunk before the update); its update
-//! as one kernel (`adam_step`: the CPU's below, the GPU's `shaders/adam_step.wgsl`).
+//! as one kernel (`adam_step`: the CPU's below, the GPU's `shaders/adam_step.wgsl`). AdamW,
+//! the decoupled rule under a type of its own, is in `adamw.rs`.
 
 use liandan_backend_cpu::kernel::{in_pieces, slices, Float};
 use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
@@ -15,11 +16,6 @@ use crate::error::Result;
 
 /// `torch.optim.Adam`: `Adam::new(params, AdamConfig::adam(1e-3))`.
 pub type Adam = Optim<AdamConfig>;
-
-/// `torch.optim.AdamW`: `AdamW::new(params, AdamConfig::adamw(1e-3))`. The same type as
-/// [`Adam`]: the config's `decoupled_weight_decay` makes the difference, as in PyTorch,
-/// where `AdamW` is `Adam(decoupled_weight_decay=True)`.
-pub type AdamW = Optim<AdamConfig>;
 
 /// The hyper-parameters of Adam and AdamW, named as `torch.optim` names them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,7 +36,9 @@ impl AdamConfig {
         AdamConfig { lr, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0, amsgrad: false, maximize: false, decoupled_weight_decay: false }
     }
 
-    /// `torch.optim.AdamW`'s defaults (weight decay 0.01, decoupled) with learning rate `lr`.
+    /// `torch.optim.Adam(decoupled_weight_decay=True)`, which computes what AdamW does, with
+    /// AdamW's defaults (weight decay 0.01) and learning rate `lr`. The [`AdamW`] type takes
+    /// an [`AdamWConfig`].
     pub fn adamw(lr: f64) -> AdamConfig {
         AdamConfig { weight_decay: 1e-2, decoupled_weight_decay: true, ..AdamConfig::adam(lr) }
     }

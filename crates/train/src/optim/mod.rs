@@ -68,6 +68,7 @@ pub trait Optimizer: Send {
 mod adadelta;
 mod adagrad;
 mod adam;
+mod adamw;
 mod clip;
 mod core;
 pub(crate) mod fused;
@@ -78,7 +79,8 @@ mod step;
 
 pub use adadelta::{Adadelta, AdadeltaConfig};
 pub use adagrad::{Adagrad, AdagradConfig};
-pub use adam::{Adam, AdamConfig, AdamW};
+pub use adam::{Adam, AdamConfig};
+pub use adamw::{AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
 pub use core::{FusedUpdate, Optim, ParamState, Params, Rule};
 pub use fused::no_foreach;
@@ -107,6 +109,6 @@ pub fn for_zoo(spec: &liandan_nn::zoo::ZooSpec, params: Vec<(String, Tensor)>) -
         OptimizerSpec::Sgd { lr, momentum, weight_decay } => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay, ..SgdConfig::default() })?),
         OptimizerSpec::Adadelta { lr } => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() })?),
         OptimizerSpec::Adam { lr } => Box::new(Adam::new(params, AdamConfig::adam(lr))?),
-        OptimizerSpec::AdamW { lr } => Box::new(Adam::new(params, AdamConfig::adamw(lr))?),
+        OptimizerSpec::AdamW { lr } => Box::new(AdamW::new(params, AdamWConfig::new(lr))?),
     })
 }

@@ -1,7 +1,7 @@
 //! [`Trainer::fit`]: the epoch loop with read-backs once per log interval, early stopping,
 //! checkpoints after every epoch, exact resume and a clean stop on request.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use liandan_nn::{Layer, ModuleExt, Tensor};
@@ -11,7 +11,7 @@ use super::history::History;
 use super::progress::{format_values, Progress};
 use super::state::{self, TrainState};
 use super::step::Pending;
-use super::{check_loader, plot, Trainer};
+use super::{check_loader, Trainer};
 use crate::amp::{GradScaler, GradScalerState, Precision};
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
@@ -215,10 +215,10 @@ impl<M: Layer> Trainer<M> {
     }
 }
 
-/// `history.csv`, `history.json` and `history.png` in `dir`.
-pub(crate) fn write_history(history: &History, dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf)> {
-    let (csv, json) = history.save(dir)?;
-    let png = dir.join("history.png");
-    plot::plot_history(history, &png)?;
-    Ok((csv, json, png))
+/// `history.csv`, `history.json` and (with the feature `plot`) `history.png` in `dir`.
+pub(crate) fn write_history(history: &History, dir: &Path) -> Result<()> {
+    history.save(dir)?;
+    #[cfg(feature = "plot")]
+    super::plot::plot_history(history, &dir.join("history.png"))?;
+    Ok(())
 }

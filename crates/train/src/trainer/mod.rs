@@ -8,7 +8,8 @@
 //! What `fit` writes to `checkpoint_dir`: `best.safetensors` (the model's state dict at the
 //! best monitored epoch, a plain file PyTorch loads with `load_state_dict`),
 //! `last.safetensors` (the whole training state after every epoch, see [`state`]),
-//! `history.csv`, `history.json` and `history.png`. Every file is written atomically.
+//! `history.csv`, `history.json` and `history.png` (with the default feature `plot`). Every
+//! file is written atomically.
 //!
 //! ```no_run
 //! use liandan_train::data::{bundled_mnist, DataLoader};
@@ -41,6 +42,7 @@ mod config;
 mod fit;
 mod history;
 mod metrics;
+#[cfg(feature = "plot")]
 mod plot;
 mod progress;
 pub mod state;
@@ -50,6 +52,7 @@ pub use callback::Callback;
 pub use config::{FitConfig, Mode, ProgressStyle, SchedulerStep};
 pub use history::History;
 pub use metrics::{Accuracy, Metric, TopK};
+#[cfg(feature = "plot")]
 pub use plot::plot_history;
 
 use liandan_nn::{no_grad, Device, Layer, ModuleExt, Tensor};
