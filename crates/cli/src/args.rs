@@ -16,15 +16,17 @@ pub struct Cli {
 pub enum Command {
     /// List the devices liandan can use and the one it would pick.
     Info,
-    /// List the zoo's models with their inputs, losses and optimizers.
+    /// List the zoo's models: inputs, losses, and the optimizer, batch size, epochs and data
+    /// that `train` uses for each unless told otherwise.
     Zoo,
     /// Print a zoo model's layers, output shapes and parameter counts.
     Summary(SummaryArgs),
     /// Train a zoo model (default: mnist_cnn on the bundled MNIST, on the best device).
     Train(TrainArgs),
-    /// Loss and accuracy of a checkpoint on a dataset.
+    /// Loss and accuracy of a checkpoint on a dataset (the vae: its loss).
     Eval(EvalArgs),
-    /// Predicted class and probability for images (IDX, .npy or PNG).
+    /// Predicted class and probability for images (PNG, JPEG, .npy or IDX); the vae draws its
+    /// reconstructions and samples into a PNG grid.
     Predict(PredictArgs),
     /// Redraw the plot of a training history (history.json or history.csv).
     Plot(PlotArgs),
@@ -49,9 +51,10 @@ pub struct DataArgs {
     /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist`,
     /// `fashion-mnist` or `cifar10` (the full sets, downloaded on first use into $LIANDAN_DATA,
     /// default ~/.cache/liandan; LIANDAN_DATA_URL replaces the download's base URL), or a
-    /// directory holding MNIST-format IDX files (train-* and t10k-*).
-    #[arg(long, default_value = "bundled", value_name = "NAME|DIR")]
-    pub data: String,
+    /// directory holding MNIST-format IDX files (train-* and t10k-*). Default: the model's
+    /// (`liandan zoo`): cifar10 for resnet18 and vit, bundled for the others.
+    #[arg(long, value_name = "NAME|DIR")]
+    pub data: Option<String>,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
@@ -67,7 +70,7 @@ pub struct TrainArgs {
     pub model: String,
     #[command(flatten)]
     pub data: DataArgs,
-    /// Epochs to train.
+    /// Epochs to train (default: the model's, `liandan zoo`).
     #[arg(long, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub epochs: Option<usize>,
     /// Samples per batch (default: the model's, from docs/MODEL_ZOO.md).
@@ -89,9 +92,10 @@ pub struct TrainArgs {
     /// Stop after this many epochs without improvement of --monitor.
     #[arg(long, value_name = "N", value_parser = positive)]
     pub patience: Option<usize>,
-    /// What early stopping and best.safetensors follow: val_loss, val_acc, loss, acc.
-    #[arg(long, default_value = "val_acc", value_name = "METRIC")]
-    pub monitor: String,
+    /// What early stopping and best.safetensors follow: val_loss, val_acc, loss, acc (default:
+    /// val_acc; val_loss for the vae, which has no accuracy).
+    #[arg(long, value_name = "METRIC")]
+    pub monitor: Option<String>,
     /// Continue the run in --out from its last.safetensors.
     #[arg(long)]
     pub resume: bool,
@@ -159,13 +163,21 @@ pub struct PredictArgs {
     /// A safetensors state dict (ours or PyTorch's).
     #[arg(long, value_name = "FILE")]
     pub checkpoint: PathBuf,
-    /// An image file (IDX, possibly gzipped; .npy of u8 pixels or floats in [0, 1]; PNG) or a
-    /// directory of them. Images are 28x28 grayscale, normalized as in training.
+    /// An image file or a directory of them (files that are not images are skipped and
+    /// counted): PNG, JPEG, .npy (u8 pixels, or floats in [0, 1]; channels first: [H, W],
+    /// [N, H, W], [C, H, W] or [N, C, H, W]) or IDX (possibly gzipped). Images are turned into
+    /// the model's input (1x28x28 grayscale for the MNIST models, 3x32x32 RGB for resnet18 and
+    /// vit): color converted and size changed as needed, each with a note on stderr, then
+    /// normalized as in training.
     #[arg(long, value_name = "FILE|DIR")]
     pub input: PathBuf,
     /// cpu, gpu or gpu:N.
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
+    /// For the vae: the PNG grid to write (each input above its reconstruction, then samples
+    /// drawn from the prior). Default vae-predict.png, which is never overwritten unless named here.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -1,16 +1,44 @@
 //! The downloadable datasets of `--data`: MNIST, Fashion-MNIST and CIFAR-10, fetched into the
-//! cache directory on first use (SHA-256 checked, resumable, atomic: `liandan_train::data::download`).
+//! cache directory on first use (SHA-256 checked, resumable, atomic: `liandan_train::data::download`),
+//! and how every dataset's pixels reach a model ([`Pixels`]).
 
 use std::sync::Arc;
 
+use liandan_nn::zoo::{Target, ZooSpec};
 use liandan_train::data::download::{self, RemoteFile};
 use liandan_train::data::{cifar10, Dataset, Mnist, Split, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
 use crate::Failure;
 
-/// Pixels 0..=255 to `[0, 1]`, then MNIST's mean and standard deviation.
-pub fn mnist_transforms() -> Vec<Transform> {
-    vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] }]
+/// How pixels (0..=255) reach a model: scaled to `[0, 1]` and normalized with the data's
+/// per-channel mean and standard deviation (the classifiers), or only scaled (the vae, whose
+/// loss compares its output, pixel probabilities, with its input).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pixels {
+    Normalized,
+    Unit,
+}
+
+impl Pixels {
+    pub fn of(spec: &ZooSpec) -> Pixels {
+        match spec.target {
+            Target::Classes(_) => Pixels::Normalized,
+            Target::Reconstruction => Pixels::Unit,
+        }
+    }
+
+    /// The transforms for images of `channels` channels: MNIST's statistics for one channel,
+    /// CIFAR-10's for three.
+    pub fn transforms(self, channels: usize) -> Vec<Transform> {
+        let mut t = vec![Transform::ToFloat { scale: 1.0 / 255.0 }];
+        if self == Pixels::Normalized {
+            t.push(match channels {
+                3 => Transform::Normalize { mean: CIFAR_MEAN.to_vec(), std: CIFAR_STD.to_vec() },
+                _ => Transform::Normalize { mean: vec![MNIST_MEAN], std: vec![MNIST_STD] },
+            });
+        }
+        t
+    }
 }
 
 /// A training and a validation dataset, and a line saying what they are.
@@ -28,8 +56,9 @@ fn base_url(default: &str) -> String {
     std::env::var(URL_VAR).ok().filter(|u| !u.is_empty()).map_or_else(|| default.to_string(), |u| if u.ends_with('/') { u } else { format!("{u}/") })
 }
 
-/// MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading the files not there yet.
-pub fn mnist_like(name: &str) -> Result<Opened, Failure> {
+/// MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading the files not there yet;
+/// its pixels as `pixels` says.
+pub fn mnist_like(name: &str, pixels: Pixels) -> Result<Opened, Failure> {
     let (default_url, files): (&str, &[RemoteFile]) = match name {
         "mnist" => (download::MNIST_URL, &download::MNIST_FILES),
         _ => (download::FASHION_MNIST_URL, &download::FASHION_MNIST_FILES),
@@ -44,14 +73,14 @@ pub fn mnist_like(name: &str) -> Result<Opened, Failure> {
         eprintln!("downloading {name} ({} files) from {base} into {} (set LIANDAN_DATA to change the directory)", missing.len(), dir.display());
         download::fetch_all(&base, &missing, &dir)?;
     }
-    let normalized = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(&dir, split)?), mnist_transforms())?)) };
-    Ok((normalized(Split::Train)?, normalized(Split::Test)?, format!("{name} from {}", dir.display())))
+    let open = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(&dir, split)?), pixels.transforms(1))?)) };
+    Ok((open(Split::Train)?, open(Split::Test)?, format!("{name} from {}", dir.display())))
 }
 
 /// CIFAR-10 from `<cache>/cifar-10-batches-bin`, downloaded and unpacked there on first use;
 /// the training split is augmented as the PyTorch CIFAR examples do (random crop with
-/// padding 4, horizontal flip), both splits normalized per channel.
-pub fn cifar() -> Result<Opened, Failure> {
+/// padding 4, horizontal flip), both splits' pixels as `pixels` says (normalized per channel).
+pub fn cifar(pixels: Pixels) -> Result<Opened, Failure> {
     let root = download::cache_dir()?;
     let top = "cifar-10-batches-bin";
     if !root.join(top).is_dir() {
@@ -60,7 +89,7 @@ pub fn cifar() -> Result<Opened, Failure> {
         download::fetch_and_unpack(&url, download::CIFAR10_FILE.sha256, &root, top)?;
     }
     let dir = root.join(top);
-    let normalize = || vec![Transform::ToFloat { scale: 1.0 / 255.0 }, Transform::Normalize { mean: CIFAR_MEAN.to_vec(), std: CIFAR_STD.to_vec() }];
+    let normalize = || pixels.transforms(3);
     let augment = [Transform::RandomCrop { height: 32, width: 32, padding: 4 }, Transform::RandomHorizontalFlip { p: 0.5 }];
     let train = Transformed::new(Arc::new(cifar10(&dir, Split::Train)?), augment.into_iter().chain(normalize()).collect())?;
     let val = Transformed::new(Arc::new(cifar10(&dir, Split::Test)?), normalize())?;

@@ -1,8 +1,12 @@
 //! `liandan info`, `zoo` and `summary`: what liandan can run on, and the models it has.
 
+use liandan_nn::zoo::{OptimizerSpec, ZooSpec};
 use liandan_nn::{summary, zoo, DType, Device, ModuleExt, Tensor};
+use liandan_train::optim::AdamWConfig;
 
 use crate::args::SummaryArgs;
+use crate::common::{default_data, default_epochs};
+use crate::train::optimizer_name;
 use crate::Failure;
 
 /// The devices, their facts, the one `best()` picks, and a tiny computation on it.
@@ -22,12 +26,50 @@ pub fn info() -> Result<(), Failure> {
     Ok(())
 }
 
+/// The zoo's models: their inputs and losses, and what `train` uses unless told otherwise.
 pub fn zoo() {
-    println!("{:<12} {:>12}  {:<16} {:<16} architecture", "model", "params", "input (batch)", "loss");
+    println!("{:<12} {:>9}  {:<8} {:<15} {:<42} {:>5} {:>6}  {:<8} architecture", "model", "params", "input", "loss", "optimizer", "batch", "epochs", "data");
     for s in zoo::SPECS {
-        let input = s.input_shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
-        println!("{:<12} {:>12}  {:<16} {:<16} {}", s.name, s.params, input, s.loss, s.architecture);
+        let input = s.input_shape[1..].iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+        let input = if s.name == "mlp" { format!("{input}*") } else { input };
+        println!(
+            "{:<12} {:>9}  {:<8} {:<15} {:<42} {:>5} {:>6}  {:<8} {}",
+            s.name,
+            s.params,
+            input,
+            s.loss,
+            optimizer(s),
+            s.input_shape[0],
+            default_epochs(s),
+            default_data(s),
+            s.architecture
+        );
     }
+    println!("* mlp's first layer takes as many inputs as the data's samples have (784 for MNIST, 3072 for CIFAR-10); the benchmarks' is 1024.");
+}
+
+/// The optimizer `train` uses for `spec` unless told otherwise, with its settings, in
+/// `--optimizer` and `--scheduler` terms.
+fn optimizer(spec: &ZooSpec) -> String {
+    let name = optimizer_name(None, spec);
+    let mut text = match spec.optimizer {
+        OptimizerSpec::Sgd { lr, momentum, weight_decay } => {
+            let mut t = format!("{name} lr {lr}");
+            if momentum != 0.0 {
+                t += &format!(" momentum {momentum}");
+            }
+            if weight_decay != 0.0 {
+                t += &format!(" weight decay {weight_decay}");
+            }
+            t
+        }
+        OptimizerSpec::AdamW { lr } => format!("{name} lr {lr} weight decay {}", AdamWConfig::default().weight_decay),
+        OptimizerSpec::Adadelta { lr } | OptimizerSpec::Adam { lr } => format!("{name} lr {lr}"),
+    };
+    if let Some(gamma) = spec.step_lr_gamma {
+        text += &format!(", scheduler step:{gamma}");
+    }
+    text
 }
 
 /// `liandan summary <model> [--batch N]`, on the CPU (shapes and counts are the same on every

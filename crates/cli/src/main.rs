@@ -11,10 +11,12 @@ mod args;
 mod batch_size;
 mod common;
 mod datasets;
+mod images;
 mod inputs;
 mod listing;
 mod profile;
 mod train;
+mod vae;
 
 use std::process::ExitCode;
 

@@ -5,35 +5,40 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use liandan_nn::zoo;
 use liandan_nn::zoo::{OptimizerSpec, ZooSpec};
 use liandan_nn::{summary, ModuleExt};
 use liandan_train::data::DataLoader;
-use liandan_train::optim::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig};
+use liandan_train::optim::{
+    Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig,
+};
 use liandan_train::sched::{CosineAnnealingLR, ExponentialLR, LrScheduler, StepLR};
 use liandan_train::trainer::{plot_history, Accuracy, FitConfig, History, Mode, SchedulerStep};
 use liandan_train::Trainer;
 
 use crate::args::{EvalArgs, PlotArgs, TrainArgs};
-use crate::common::{build_model, classifier, load_weights, loss_for, open_data, pick_device, precision_note};
+use crate::common::{
+    build_model, check_fits, classifies, dataset, default_epochs, default_monitor, load_weights, loss_for, open_data, pick_device, precision_note,
+};
+use crate::datasets::Pixels;
 use crate::Failure;
 
-/// Epochs when `--epochs` is not given: enough for mnist_cnn to pass 97% on the bundled set.
-const DEFAULT_EPOCHS: usize = 3;
-
 pub fn train(a: &TrainArgs) -> Result<(), Failure> {
-    let spec = classifier(&a.model)?;
+    let spec = zoo::spec(&a.model)?;
+    let epochs = a.epochs.unwrap_or(default_epochs(spec));
     if let Some(c) = a.clip_grad_norm.filter(|c| !(c.is_finite() && *c > 0.0)) {
         return Err(Failure::usage(format!("--clip-grad-norm {c}: give a positive norm such as 1.0")));
     }
     let (device, why) = pick_device(a.data.device.as_deref())?;
-    let (train_set, val_set, what) = open_data(&a.data.data, a.data.max_samples)?;
+    check_fits(spec, dataset(&a.data, spec))?;
+    let (train_set, val_set, what) = open_data(dataset(&a.data, spec), a.data.max_samples, Pixels::of(spec))?;
     let batch_size = a.batch_size.unwrap_or(spec.input_shape[0]);
     let out = a.out.clone().unwrap_or_else(|| Path::new("runs").join(spec.name));
     check_writable(&out)?;
     let sample_shape = train_set.get(0)?.shape;
     let model = build_model(spec, &sample_shape, &device, a.seed)?;
     let mut optimizer = make_optimizer(a.optimizer.as_deref(), a.lr, spec, model.named_parameters())?;
-    let scheduler = make_scheduler(a.scheduler.as_deref(), spec, &mut *optimizer, a.epochs.unwrap_or(DEFAULT_EPOCHS))?;
+    let scheduler = make_scheduler(a.scheduler.as_deref(), spec, &mut *optimizer, epochs)?;
 
     println!("device: {device} ({why})");
     println!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len());
@@ -55,14 +60,17 @@ pub fn train(a: &TrainArgs) -> Result<(), Failure> {
 
     let train_loader = DataLoader::new(train_set, batch_size, &device)?.shuffle(a.seed);
     let val_loader = DataLoader::new(val_set, 1000.max(batch_size), &device)?;
-    let mut trainer = Trainer::with_boxed(model, Box::new(loss_for(spec)), optimizer).with_metric(Accuracy::new());
+    let mut trainer = Trainer::with_boxed(model, Box::new(loss_for(spec)), optimizer);
+    if classifies(spec) {
+        trainer = trainer.with_metric(Accuracy::new());
+    }
     if let Some(s) = scheduler {
         trainer = trainer.with_boxed_scheduler(s, SchedulerStep::Epoch);
     }
-    let mut config = FitConfig::new(a.epochs.unwrap_or(DEFAULT_EPOCHS));
+    let mut config = FitConfig::new(epochs);
     config.patience = a.patience;
-    config.monitor = a.monitor.clone();
-    config.mode = Mode::for_metric(&a.monitor);
+    config.monitor = a.monitor.clone().unwrap_or_else(|| default_monitor(spec).to_string());
+    config.mode = Mode::for_metric(&config.monitor);
     config.checkpoint_dir = Some(out.clone());
     config.log_interval = a.log_interval;
     config.seed = a.seed;
@@ -111,7 +119,7 @@ fn check_writable(dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-fn optimizer_name<'a>(flag: Option<&'a str>, spec: &ZooSpec) -> &'a str {
+pub fn optimizer_name<'a>(flag: Option<&'a str>, spec: &ZooSpec) -> &'a str {
     flag.unwrap_or(match spec.optimizer {
         OptimizerSpec::Sgd { .. } => "sgd",
         OptimizerSpec::Adadelta { .. } => "adadelta",
@@ -137,7 +145,7 @@ fn make_optimizer(flag: Option<&str>, lr: Option<f64>, spec: &ZooSpec, params: V
         "sgd" => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay: wd, ..SgdConfig::default() })?),
         "adadelta" => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() })?),
         "adam" => Box::new(Adam::new(params, AdamConfig::adam(lr))?),
-        "adamw" => Box::new(Adam::new(params, AdamConfig::adamw(lr))?),
+        "adamw" => Box::new(AdamW::new(params, AdamWConfig::new(lr))?),
         "rmsprop" => Box::new(RmsProp::new(params, RmsPropConfig { lr, ..RmsPropConfig::default() })?),
         "adagrad" => Box::new(Adagrad::new(params, AdagradConfig { lr, ..AdagradConfig::default() })?),
         other => return Err(Failure::usage(format!("unknown optimizer `{other}`: use sgd, adam, adamw, adadelta, rmsprop or adagrad"))),
@@ -172,21 +180,28 @@ fn make_scheduler(flag: Option<&str>, spec: &ZooSpec, opt: &mut dyn Optimizer, e
     })
 }
 
-/// `liandan eval`: loss and accuracy of a checkpoint on the validation split of `--data`.
+/// `liandan eval`: loss and accuracy of a checkpoint on the validation split of `--data` (the
+/// vae: its loss, BCE + KL per image).
 pub fn eval(a: &EvalArgs) -> Result<(), Failure> {
-    let spec = classifier(&a.model)?;
+    let spec = zoo::spec(&a.model)?;
     let (device, why) = pick_device(a.data.device.as_deref())?;
-    let (_, val_set, what) = open_data(&a.data.data, a.data.max_samples)?;
+    check_fits(spec, dataset(&a.data, spec))?;
+    let (_, val_set, what) = open_data(dataset(&a.data, spec), a.data.max_samples, Pixels::of(spec))?;
     let model = build_model(spec, &val_set.get(0)?.shape, &device, 0)?;
     load_weights(&model, &a.checkpoint, &device)?;
     let n = val_set.len();
     let loader = DataLoader::new(val_set, a.batch_size, &device)?;
     let optimizer = Sgd::new(Vec::<(String, liandan_nn::Tensor)>::new(), SgdConfig::default())?; // evaluate never steps it
-    let mut trainer = Trainer::new(model, loss_for(spec), optimizer).with_metric(Accuracy::new());
+    let mut trainer = Trainer::new(model, loss_for(spec), optimizer);
+    if classifies(spec) {
+        trainer = trainer.with_metric(Accuracy::new());
+    }
     println!("device: {device} ({why})");
     let values = trainer.evaluate(&loader)?;
     let get = |k: &str| values.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, v)| *v);
-    println!("{}: {what}, {n} samples: loss {:.4}, accuracy {:.4}", a.checkpoint.display(), get("loss"), get("acc"));
+    let result =
+        if classifies(spec) { format!("loss {:.4}, accuracy {:.4}", get("loss"), get("acc")) } else { format!("loss {:.4} (BCE + KL per image)", get("loss")) };
+    println!("{}: {what}, {n} samples: {result}", a.checkpoint.display());
     Ok(())
 }
 

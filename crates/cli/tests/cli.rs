@@ -149,7 +149,7 @@ fn bad_training_input_is_one_line_and_status_2() {
         (vec!["train", "--batch-size", "-3"], "positive whole number"),
         (vec!["train", "--out", blocked.to_str().unwrap()], "cannot write to"),
         (vec!["eval", "--model", "lstm", "--checkpoint", file.to_str().unwrap()], "a-file"),
-        (vec!["train", "--model", "vae"], "reconstruct"),
+        (vec!["train", "--model", "vae", "--data", "cifar10", "--out", out], "takes samples of shape [784]"),
     ] {
         let o = liandan(&args);
         let (_, err) = text(&o);
