@@ -360,8 +360,9 @@ impl Tensor {
         self.state().storage.as_any().is::<Released>()
     }
 
-    /// A tensor sharing this one's storage, cut from the graph.
-    pub fn detach(&self) -> Tensor {
+    /// [`Tensor::detach`] that observers do not see: the autograd engine's own handles on the
+    /// values it passes between rules, which are no op of the user's.
+    pub(crate) fn detach_unobserved(&self) -> Tensor {
         Tensor::from_parts(self.storage(), self.0.layout.clone(), self.dtype(), self.device(), None)
     }
 

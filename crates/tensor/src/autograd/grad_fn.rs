@@ -3,10 +3,15 @@
 //! `backward(g, inputs, out)` receives the gradient of the op's output, the op's inputs and its
 //! output (detached), and returns one gradient per input (`None` where none is needed). Rules
 //! run with grad mode off.
+//!
+//! The same value names the op and its attributes for observers ([`crate::observe`]): what a
+//! tracer such as `liandan-nn`'s ONNX exporter reads to rebuild the forward pass. A few
+//! variants (comparisons, arg-extrema, `detach`) are only ever seen there: their ops have no
+//! gradient and record no node.
 
 use std::sync::Arc;
 
-use crate::backend::{BinaryOp, ConvGeometry, UnaryOp, Window2d};
+use crate::backend::{BinaryOp, CmpOp, ConvGeometry, UnaryOp, Window2d};
 use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -14,8 +19,12 @@ use crate::error::Result;
 use crate::fused::LayerNormOptions;
 use crate::tensor::{BackwardRule, Tensor};
 
-#[derive(Clone)]
-pub(crate) enum GradFn {
+/// An op as autograd records it: which op, with the attributes its backward rule needs (and
+/// that an observer needs to redo it). Inputs are not part of it; an observer gets them beside
+/// it ([`crate::observe::OpRecord`]), except the index and condition tensors held here.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum GradFn {
     /// The gradient passes through unchanged (`contiguous`).
     Identity,
     ToDevice {
@@ -116,14 +125,35 @@ pub(crate) enum GradFn {
         op: Arc<dyn CustomOp>,
         aux: Vec<Tensor>,
     },
+    /// An elementwise comparison of its two inputs, broadcasting; the result is bool. Seen by
+    /// observers only.
+    Compare(CmpOp),
+    /// `argmax` (`max`) or `argmin` along `dim`, keeping it; the result is i64. Seen by
+    /// observers only.
+    ArgExtremum {
+        dim: usize,
+        max: bool,
+    },
+    /// `detach`: the same values, cut from the graph. Seen by observers only.
+    Detach,
+    /// A by-product of another op that nothing can redo on its own (max pooling's indices).
+    /// Seen by observers only.
+    Opaque(&'static str),
 }
 
 fn one(t: Tensor) -> Result<Vec<Option<Tensor>>> {
     Ok(vec![Some(t)])
 }
 
+impl GradFn {
+    /// The op's name, for error messages and observers (`matmul`, `Add`, `conv2d`, a custom
+    /// op's own name).
+    pub fn name(&self) -> String {
+        BackwardRule::name(self)
+    }
+}
+
 impl BackwardRule for GradFn {
-    /// The op's name, for error messages.
     fn name(&self) -> String {
         let name = match self {
             GradFn::Unary(op) => return format!("{op:?}"),
@@ -159,6 +189,11 @@ impl BackwardRule for GradFn {
             GradFn::BatchNorm { .. } => "batch_norm",
             GradFn::LayerNorm { .. } => "layer_norm",
             GradFn::Conv2d(_) => "conv2d",
+            GradFn::Compare(op) => return format!("{op:?}").to_lowercase(),
+            GradFn::ArgExtremum { max: true, .. } => "argmax",
+            GradFn::ArgExtremum { max: false, .. } => "argmin",
+            GradFn::Detach => "detach",
+            GradFn::Opaque(name) => name,
         };
         name.to_string()
     }
@@ -192,7 +227,11 @@ impl BackwardRule for GradFn {
             | GradFn::Sigmoid
             | GradFn::Tanh
             | GradFn::Softmax { .. }
-            | GradFn::LogSoftmax { .. } => false,
+            | GradFn::LogSoftmax { .. }
+            | GradFn::Compare(_)
+            | GradFn::ArgExtremum { .. }
+            | GradFn::Detach
+            | GradFn::Opaque(_) => false,
             GradFn::Unary(op) => matches!(op, UnaryOp::Abs | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Erf),
             GradFn::Binary(op) => match op {
                 BinaryOp::Add | BinaryOp::Sub => false,
@@ -328,6 +367,9 @@ impl BackwardRule for GradFn {
             GradFn::Custom { op, aux } => {
                 let outputs: Vec<Tensor> = std::iter::once(out.clone()).chain(aux.iter().cloned()).collect();
                 op.backward(g, inputs, &outputs)
+            }
+            GradFn::Compare(_) | GradFn::ArgExtremum { .. } | GradFn::Detach | GradFn::Opaque(_) => {
+                Err(crate::error::Error::Autograd(format!("{} has no gradient and records no node", self.name())))
             }
         }
     }

@@ -24,7 +24,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 pub use crate::grad_mode::{is_grad_enabled, no_grad, NoGradGuard};
-pub(crate) use grad_fn::GradFn;
+pub use grad_fn::GradFn;
 pub(crate) use join::{Arrived, Pending};
 #[cfg(feature = "conformance")]
 pub(crate) use narrow::{with_padded_rule, Piece};
@@ -92,7 +92,7 @@ impl Tensor {
         // Each rule computes in the types its forward saw; an open autocast region around a
         // backward call must not recast them.
         let _autocast = crate::autocast::AutocastGuard::off();
-        let mut pending = Pending::starting(self, grad.detach());
+        let mut pending = Pending::starting(self, grad.detach_unobserved());
         for t in topo_order(self)? {
             let Some(arrived) = pending.take(t.id()) else { continue };
             match t.node() {
@@ -122,7 +122,7 @@ impl Tensor {
 /// (`products.rs`), and otherwise the rule's gradients.
 fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, pending: &mut Pending) -> Result<()> {
     let (rule, inputs) = node.take(retain_graph).ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?;
-    let out = t.detach();
+    let out = t.detach_unobserved();
     let in_backward = |f: &mut dyn FnMut() -> Result<Vec<Option<Tensor>>>| crate::observe::in_backward_of(|| rule.name(), t.id(), f);
     let grad_fn = (&*rule as &dyn std::any::Any).downcast_ref::<GradFn>();
     let gathering = narrow::gathering();

@@ -36,7 +36,7 @@ pub(crate) fn gatherable(inputs: &[Tensor]) -> bool {
 /// The product's gradients now (`a`'s only), and the piece that gives `b`'s later.
 pub(crate) fn defer(g: &Tensor, inputs: &[Tensor], from: u64) -> Result<(Vec<Option<Tensor>>, Piece)> {
     let grads = matmul_grads(g, &inputs[0], &inputs[1], false)?;
-    Ok((grads, Piece { a: inputs[0].detach(), g: g.clone(), from }))
+    Ok((grads, Piece { a: inputs[0].detach_unobserved(), g: g.clone(), from }))
 }
 
 /// The sum of every piece's `a^T g`, the gradient of `b`, as one product.

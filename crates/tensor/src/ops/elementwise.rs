@@ -172,7 +172,7 @@ impl Tensor {
         let dtype = self.dtype();
         let storage = self.device().backend().compare(op, Strided { storage: &*ls, layout: &ll, dtype }, Strided { storage: &*rs, layout: &rl, dtype })?;
         // Comparisons have no gradient: the result is not recorded.
-        Ok(Tensor::from_op(storage, &shape, DType::Bool, self.device(), &[], || GradFn::Identity))
+        Ok(Tensor::untracked_op(storage, &shape, DType::Bool, self.device(), &[self, rhs], || GradFn::Compare(op)))
     }
 
     pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
@@ -235,7 +235,9 @@ impl Tensor {
         }
         let storage = self.with_strided(|x| self.device().backend().cast(x, dtype))?;
         let from = self.dtype();
-        let inputs: &[&Tensor] = if dtype.is_float() { &[self] } else { &[] };
-        Ok(Tensor::from_op(storage, self.shape(), dtype, self.device(), inputs, || GradFn::Cast { from }))
+        if !dtype.is_float() {
+            return Ok(Tensor::untracked_op(storage, self.shape(), dtype, self.device(), &[self], || GradFn::Cast { from }));
+        }
+        Ok(Tensor::from_op(storage, self.shape(), dtype, self.device(), &[self], || GradFn::Cast { from }))
     }
 }

@@ -30,7 +30,7 @@ impl Tensor {
         let x = self.contiguous()?;
         let (values, indices) = x.with_strided(|s| self.device().backend().max_pool2d(s, w))?;
         let out_shape = [w.n, w.c, w.out_h(), w.out_w()];
-        let indices = Tensor::from_op(indices, &out_shape, crate::DType::I64, self.device(), &[], || GradFn::Identity);
+        let indices = Tensor::untracked_op(indices, &out_shape, crate::DType::I64, self.device(), &[self], || GradFn::Opaque("max_pool2d indices"));
         Ok(Tensor::from_op(values, &out_shape, self.dtype(), self.device(), &[self], || GradFn::MaxPool2d { window: w, indices }))
     }
 

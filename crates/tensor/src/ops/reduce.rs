@@ -148,7 +148,8 @@ impl Tensor {
     fn arg(&self, op: ReduceOp, dim: impl Dim, keepdim: bool) -> Result<Tensor> {
         let d = dim.resolve("argmax", self.rank())?;
         let (storage, keep, dtype) = self.reduce_raw(op, &[d])?;
-        let out = Tensor::from_op(storage, &keep, dtype, self.device(), &[], || GradFn::Identity);
+        let max = op == ReduceOp::ArgMax;
+        let out = Tensor::untracked_op(storage, &keep, dtype, self.device(), &[self], || GradFn::ArgExtremum { dim: d, max });
         self.finish_reduce(out, &keep, &[d], keepdim)
     }
 
