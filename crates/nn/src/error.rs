@@ -56,6 +56,11 @@ pub enum Error {
     #[error("{model} loss: `{model}` is trained on {what}; pass them as `y`")]
     MissingTargets { model: String, what: &'static str },
 
+    /// A model could not be exported (an op without an ONNX mapping, a forward pass that
+    /// draws random numbers, a bad option); `detail` names the op, its layer and what to do.
+    #[error("ONNX export: {0}")]
+    Export(String),
+
     /// A tensor operation failed while handling one named tensor (`context` names it).
     #[error("{context}: {source}")]
     TensorIn { context: String, source: Box<liandan_tensor::Error> },

@@ -12,6 +12,7 @@
 //! - [`zoo`]: the seven seed models, with PyTorch's architectures and parameter counts.
 //! - [`summary`]: a model's layers, output shapes and parameter counts as a table.
 //! - [`checkpoint`]: safetensors files that PyTorch reads and writes as its own.
+//! - [`export`]: a traced forward pass as an ONNX model (feature `onnx`, on by default).
 //!
 //! The tensor API is re-exported, and both backends are linked, so that depending on this
 //! crate is enough for `Device::best()` to find the GPU. The wgpu backend comes with the
@@ -36,6 +37,8 @@ use liandan_backend_wgpu as _;
 
 pub mod checkpoint;
 pub mod error;
+#[cfg(feature = "onnx")]
+pub mod export;
 pub mod init;
 pub mod layers;
 pub mod loss;

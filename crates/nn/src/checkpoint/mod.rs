@@ -38,6 +38,8 @@ pub use crate::error::SizeMismatch;
 pub use read::{load, load_with_metadata};
 pub use state_dict::{load_state_dict, LoadReport};
 pub use write::save;
+#[cfg(feature = "onnx")]
+pub(crate) use write::write_atomic;
 
 /// Named tensors in a checkpoint's order: PyTorch's state-dict keys and their tensors.
 pub type StateDict = Vec<(String, liandan_tensor::Tensor)>;

@@ -92,6 +92,23 @@ pub fn save(path: impl AsRef<Path>, tensors: &[(String, Tensor)], metadata: Opti
     sync_dir(temp.dir()).map_err(io("sync its directory after the rename (the new file is in place but may not survive a power cut)"))
 }
 
+/// Writes `bytes` to `path` as [`save`] writes a checkpoint: a temporary file next to it,
+/// fsynced, renamed over `path`, the directory fsynced; on any error `path` is left as it was.
+#[cfg_attr(not(feature = "onnx"), allow(dead_code))]
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::InvalidSave { path: path.to_path_buf(), detail: "the path is a directory; give a file name".into() });
+    }
+    let io = |action: &'static str| move |source: io::Error| Error::Io { path: path.to_path_buf(), action, source };
+    let (mut temp, mut file) = TempFile::create(path)?;
+    file.write_all(bytes).map_err(io("write"))?;
+    file.sync_all().map_err(io("sync the temporary file to disk"))?;
+    drop(file);
+    fs::rename(&temp.path, path).map_err(io("rename the temporary file over it"))?;
+    temp.keep = true;
+    sync_dir(temp.dir()).map_err(io("sync its directory after the rename (the new file is in place but may not survive a power cut)"))
+}
+
 /// The elements of `t` as little-endian bytes in row-major order.
 fn host_bytes(t: &Tensor) -> liandan_tensor::Result<Vec<u8>> {
     fn le<T, const N: usize>(values: Vec<T>, to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
