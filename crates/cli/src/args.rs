@@ -34,6 +34,8 @@ pub enum Command {
     Profile(ProfileArgs),
     /// The largest batch whose training step fits in the device's memory (or in --budget).
     FindBatchSize(FindBatchSizeArgs),
+    /// Write a zoo model with its checkpoint's weights as an ONNX file (ONNX Runtime, TensorRT, ...).
+    Export(crate::export::ExportArgs),
 }
 
 #[derive(Args)]

@@ -1,5 +1,5 @@
 //! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`,
-//! `profile`, `find-batch-size`.
+//! `profile`, `find-batch-size`, `export`.
 //!
 //! Exit status: 0 on success; 2 for input the user can fix (an unknown model, dataset,
 //! optimizer or device, a bad option, a missing or malformed file, a checkpoint for another
@@ -11,6 +11,7 @@ mod args;
 mod batch_size;
 mod common;
 mod datasets;
+mod export;
 mod images;
 mod inputs;
 mod listing;
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
         Command::Plot(a) => ("plot", train::plot(&a)),
         Command::Profile(a) => ("profile", with_gpu_switches(a.autotune, a.conv_tf32, || profile::profile(&a))),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
+        Command::Export(a) => ("export", export::export(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
