@@ -35,7 +35,7 @@ pub enum Command {
     /// The largest batch whose training step fits in the device's memory (or in --budget).
     FindBatchSize(FindBatchSizeArgs),
     /// Write a zoo model with its checkpoint's weights as an ONNX file (ONNX Runtime, TensorRT, ...).
-    Export(crate::export::ExportArgs),
+    Export(ExportArgs),
 }
 
 #[derive(Args)]
@@ -268,4 +268,24 @@ fn positive(s: &str) -> Result<usize, String> {
         Ok(n) => Err(format!("{n} is not allowed; give a positive whole number such as 64")),
         Err(_) => Err(format!("`{s}` is not a whole number; give a positive whole number such as 64")),
     }
+}
+
+/// `liandan export`: a zoo model and its checkpoint, written as ONNX.
+#[derive(Args)]
+pub struct ExportArgs {
+    /// The zoo model the checkpoint is for (`liandan zoo` lists them).
+    #[arg(long)]
+    pub model: String,
+    /// A safetensors state dict: ours (best.safetensors) or PyTorch's `save_file(model.state_dict(), path)`.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: PathBuf,
+    /// The ONNX file to write; one already there is replaced, as torch.onnx.export replaces it.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// `dynamic` (axis 0 of the input is a `batch` of any size) or a fixed batch size.
+    #[arg(long, default_value = "dynamic", value_name = "dynamic|N", allow_hyphen_values = true)]
+    pub batch: String,
+    /// The ONNX opset: 17 to 21 (exact GELU is the `Gelu` operator from 20).
+    #[arg(long, default_value = "17", value_name = "N", allow_hyphen_values = true)]
+    pub opset: String,
 }

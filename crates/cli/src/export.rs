@@ -1,34 +1,13 @@
 //! `liandan export`: a zoo model with its checkpoint's weights, written as an ONNX file for
 //! ONNX Runtime and the runtimes that read ONNX (`liandan_nn::export` does the work).
 
-use std::path::PathBuf;
-
-use clap::Args;
 use liandan_nn::export::{self, OnnxOptions, OPSETS};
 use liandan_nn::zoo::{self, Vae};
 use liandan_nn::{checkpoint, DType, Device, ModuleExt, Tensor};
 
+use crate::args::ExportArgs;
 use crate::common::{build_model, load_weights};
 use crate::Failure;
-
-#[derive(Args)]
-pub struct ExportArgs {
-    /// The zoo model the checkpoint is for (`liandan zoo` lists them).
-    #[arg(long)]
-    pub model: String,
-    /// A safetensors state dict: ours (best.safetensors) or PyTorch's `save_file(model.state_dict(), path)`.
-    #[arg(long, value_name = "FILE")]
-    pub checkpoint: PathBuf,
-    /// The ONNX file to write; one already there is replaced, as torch.onnx.export replaces it.
-    #[arg(long, value_name = "FILE")]
-    pub out: PathBuf,
-    /// `dynamic` (axis 0 of the input is a `batch` of any size) or a fixed batch size.
-    #[arg(long, default_value = "dynamic", value_name = "dynamic|N", allow_hyphen_values = true)]
-    pub batch: String,
-    /// The ONNX opset: 17 to 21 (exact GELU is the `Gelu` operator from 20).
-    #[arg(long, default_value = "17", value_name = "N", allow_hyphen_values = true)]
-    pub opset: String,
-}
 
 /// `liandan export`: loads the checkpoint into the zoo model, traces one forward pass in eval
 /// mode on the CPU and writes it. The VAE is exported with its sampling noise as a second input
