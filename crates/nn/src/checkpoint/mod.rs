@@ -33,6 +33,8 @@
 mod read;
 mod state_dict;
 mod write;
+#[cfg(feature = "onnx")]
+pub(crate) use write::host_bytes;
 
 pub use crate::error::SizeMismatch;
 pub use read::{load, load_with_metadata};

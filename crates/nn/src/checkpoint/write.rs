@@ -110,7 +110,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// The elements of `t` as little-endian bytes in row-major order.
-fn host_bytes(t: &Tensor) -> liandan_tensor::Result<Vec<u8>> {
+pub(crate) fn host_bytes(t: &Tensor) -> liandan_tensor::Result<Vec<u8>> {
     fn le<T, const N: usize>(values: Vec<T>, to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
         let mut out = Vec::with_capacity(values.len() * N);
         for v in values {

@@ -3,8 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use half::{bf16, f16};
-use liandan_tensor::{Bool8, DType, Device, Tensor};
+use liandan_tensor::{DType, Device, Tensor};
 use prost::Message;
 
 use super::graph::{Attr, Dim, Graph, Node, Operand, ValueKind};
@@ -313,18 +312,7 @@ fn value_info(name: &str, dtype: DType, dims: &[Dim]) -> ValueInfoProto {
 
 /// `t` as an initializer: its dims, dtype and little-endian bytes.
 fn tensor_proto(name: &str, t: &Tensor) -> Result<TensorProto> {
-    fn le<T, const N: usize>(values: Vec<T>, to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
-        values.into_iter().flat_map(to_le).collect()
-    }
-    let raw = match t.dtype() {
-        DType::F32 => le(t.to_vec::<f32>()?, f32::to_le_bytes),
-        DType::F16 => le(t.to_vec::<f16>()?, |x| x.to_bits().to_le_bytes()),
-        DType::BF16 => le(t.to_vec::<bf16>()?, |x| x.to_bits().to_le_bytes()),
-        DType::F64 => le(t.to_vec::<f64>()?, f64::to_le_bytes),
-        DType::I64 => le(t.to_vec::<i64>()?, i64::to_le_bytes),
-        DType::U8 => t.to_vec::<u8>()?,
-        DType::Bool => t.to_vec::<Bool8>()?.into_iter().map(|b| (b.0 != 0) as u8).collect(),
-    };
+    let raw = crate::checkpoint::host_bytes(t)?;
     Ok(TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(onnx_dtype(t.dtype()) as i32),
