@@ -41,7 +41,7 @@ pub enum Command {
 #[derive(Args)]
 pub struct SummaryArgs {
     /// The model (`liandan zoo` lists them).
-    pub model: Option<String>,
+    pub model: String,
     /// The batch size of the input the table is computed for.
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub batch: Option<String>,
@@ -50,11 +50,12 @@ pub struct SummaryArgs {
 /// Where data comes from, for `train` and `eval`.
 #[derive(Args, Clone)]
 pub struct DataArgs {
-    /// `bundled` (10,000 real MNIST images built in: 8,000 train, 2,000 validation), `mnist`,
-    /// `fashion-mnist` or `cifar10` (the full sets, downloaded on first use into $LIANDAN_DATA,
-    /// default ~/.cache/liandan; LIANDAN_DATA_URL replaces the download's base URL), or a
-    /// directory holding MNIST-format IDX files (train-* and t10k-*). Default: the model's
-    /// (`liandan zoo`): cifar10 for resnet18 and vit, bundled for the others.
+    /// `bundled` (built in: MNIST's 10,000 test images, 8,000 to train on and 2,000 held out
+    /// for validation, the same 2,000 every run; so a model trained on it has seen most of
+    /// MNIST's test split), `mnist`, `fashion-mnist` or `cifar10` (the full sets, downloaded on
+    /// first use into $LIANDAN_DATA, default ~/.cache/liandan; LIANDAN_DATA_URL replaces the
+    /// download's base URL), or a directory holding MNIST-format IDX files (train-* and t10k-*).
+    /// Default: the model's (`liandan zoo`): cifar10 for resnet18 and vit, bundled for the others.
     #[arg(long, value_name = "NAME|DIR")]
     pub data: Option<String>,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
@@ -98,9 +99,17 @@ pub struct TrainArgs {
     /// val_acc; val_loss for the vae, which has no accuracy).
     #[arg(long, value_name = "METRIC")]
     pub monitor: Option<String>,
-    /// Continue the run in --out from its last.safetensors.
-    #[arg(long)]
+    /// Continue the run in --out from its last.safetensors, with the model, data, batch size,
+    /// optimizer, scheduler, precision and seed it was started with; of these flags only ones
+    /// that agree may be given. --epochs and --patience may change.
+    #[arg(long, conflicts_with = "overwrite")]
     pub resume: bool,
+    /// Start afresh in an --out that already holds a run, replacing its checkpoints and history.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Print the model's layers, output shapes and parameter counts before training.
+    #[arg(long)]
+    pub summary: bool,
     /// Seed of the initial weights, the shuffle and dropout.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,
@@ -152,6 +161,10 @@ pub struct EvalArgs {
     pub checkpoint: PathBuf,
     #[command(flatten)]
     pub data: DataArgs,
+    /// The split to evaluate: test, train or val (default: test; `bundled` has no test split,
+    /// so there val: the 2,000 images held out from training).
+    #[arg(long, value_name = "SPLIT", value_parser = ["test", "train", "val"])]
+    pub split: Option<String>,
     /// Samples per batch.
     #[arg(long, default_value_t = 500, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub batch_size: usize,
@@ -254,6 +267,13 @@ pub struct FindBatchSizeArgs {
     /// The largest batch to try.
     #[arg(long, default_value_t = 4096, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
     pub max: usize,
+}
+
+/// The options given on the command line rather than left to their defaults, by their field
+/// names (`batch_size`).
+pub fn given(matches: Option<&clap::ArgMatches>) -> Vec<String> {
+    let Some(m) = matches else { return Vec::new() };
+    m.ids().filter(|id| m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)).map(|id| id.as_str().to_string()).collect()
 }
 
 /// `f32`, `f16` or `bf16`.

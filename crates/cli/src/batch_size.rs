@@ -5,6 +5,7 @@ use liandan_train::batch_size::{self, BatchSizeReport};
 
 use crate::args::FindBatchSizeArgs;
 use crate::common::{pick_device, precision_note};
+use crate::output::{say, text};
 use crate::Failure;
 
 pub fn find_batch_size(a: &FindBatchSizeArgs) -> Result<(), Failure> {
@@ -23,11 +24,11 @@ pub fn find_batch_size(a: &FindBatchSizeArgs) -> Result<(), Failure> {
     if device.memory_stats().is_none() {
         return Err(Failure::usage(format!("{device} keeps no memory statistics, so the search cannot tell what fits; use --device cpu or a GPU")));
     }
-    println!("device: {device} ({why})");
-    println!("precision: {}", precision_note(&device, a.precision));
+    say!("device: {device} ({why})")?;
+    say!("precision: {}", precision_note(&device, a.precision))?;
     match budget {
-        Some(b) => println!("searching for the largest batch of {} whose training step fits in {} (--budget), up to {}", spec.name, size(b), a.max),
-        None => println!("searching for the largest batch of {} whose training step fits in {device}'s memory, up to {}", spec.name, a.max),
+        Some(b) => say!("searching for the largest batch of {} whose training step fits in {} (--budget), up to {}", spec.name, size(b), a.max)?,
+        None => say!("searching for the largest batch of {} whose training step fits in {device}'s memory, up to {}", spec.name, a.max)?,
     }
     if budget.is_some() && !device.set_memory_budget(budget) {
         return Err(Failure::usage(format!("{device} cannot cap its memory; leave out --budget")));
@@ -43,8 +44,7 @@ pub fn find_batch_size(a: &FindBatchSizeArgs) -> Result<(), Failure> {
         (liandan_train::Error::InvalidArgument { what, .. }, None) => Failure::usage(what),
         (e, _) => Failure { code: 1, message: e.to_string() },
     })?;
-    print!("{}", describe(&report, a.max));
-    Ok(())
+    text(&describe(&report, a.max))
 }
 
 const MIB: f64 = (1u64 << 20) as f64;

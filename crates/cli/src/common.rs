@@ -2,14 +2,16 @@
 //! zoo model for the data's shape, each model's defaults, opening datasets, loading
 //! checkpoints, saying what a precision means on a device.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
-use liandan_nn::{Device, Result as NnResult};
+use liandan_nn::{Device, Result as NnResult, TensorError};
 use liandan_train::amp::Precision;
 use liandan_train::data::{bundled_mnist_with, Dataset, Mnist, Split, Subset, Transformed};
+use liandan_train::trainer::state;
 
 use crate::args::DataArgs;
 use crate::datasets::Pixels;
@@ -17,11 +19,16 @@ use crate::Failure;
 
 /// The device to run on, and a sentence saying why it was chosen.
 pub fn pick_device(flag: Option<&str>) -> Result<(Device, String), Failure> {
+    // The message of a device error without its `device: ` prefix, which the flag's name replaces.
+    let plain = |e: TensorError| match e {
+        TensorError::Device(message) => message,
+        other => other.to_string(),
+    };
     if let Some(spec) = flag {
-        let dev = Device::parse(spec).map_err(|e| Failure::usage(format!("--device {spec}: {e}")))?;
+        let dev = Device::parse(spec).map_err(|e| Failure::usage(format!("--device: {}", plain(e))))?;
         return Ok((dev, format!("asked for with --device {spec}")));
     }
-    if let Some(dev) = Device::from_env().map_err(|e| Failure::usage(e.to_string()))? {
+    if let Some(dev) = Device::from_env().map_err(|e| Failure::usage(plain(e)))? {
         let spec = std::env::var("LIANDAN_DEVICE").unwrap_or_default();
         return Ok((dev, format!("asked for with LIANDAN_DEVICE={}", spec.trim())));
     }
@@ -168,61 +175,88 @@ pub fn probabilities(spec: &ZooSpec, out: &Tensor) -> Result<Tensor, Failure> {
     Ok(if spec.loss == "NLL" { out.exp()? } else { out.softmax(1usize)? })
 }
 
-/// A training and a validation dataset.
-type Splits = (Arc<dyn Dataset>, Arc<dyn Dataset>);
+/// The bundled set, described where it is named: where its images come from.
+pub const BUNDLED: &str = "bundled MNIST (MNIST's 10,000 test images, 8,000 train / 2,000 held out for validation)";
+
+/// A part of a dataset: what `train` fits on, what it validates on, or (`eval --split test`) a
+/// test split. `val` of a dataset with train and test splits is its test split, which is what
+/// `train` validates on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Train,
+    Val,
+    Test,
+}
 
 /// Training and validation datasets for `--data`, their pixels as `pixels` says, cut to `max`
 /// samples each, and a line saying what they are.
 #[allow(clippy::type_complexity)] // spelled out: the two datasets and the description
 pub fn open_data(data: &str, max: Option<usize>, pixels: Pixels) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>, String), Failure> {
-    let (train, val, what): (Arc<dyn Dataset>, Arc<dyn Dataset>, String) = match data {
+    let (train, what) = open_part(data, Part::Train, max, pixels)?;
+    let (val, _) = open_part(data, Part::Val, max, pixels)?;
+    Ok((train, val, what))
+}
+
+/// One part of `--data`, cut to `max` samples, its pixels as `pixels` says, and a line saying
+/// what the data is. Only that part's files are read, or downloaded.
+pub fn open_part(data: &str, part: Part, max: Option<usize>, pixels: Pixels) -> Result<(Arc<dyn Dataset>, String), Failure> {
+    let split = match part {
+        Part::Train => Split::Train,
+        Part::Val | Part::Test => Split::Test,
+    };
+    let (set, what): (Arc<dyn Dataset>, String) = match data {
         "bundled" => {
             let (t, v) = bundled_mnist_with(pixels.transforms(1))?;
-            (Arc::new(t), Arc::new(v), "bundled MNIST (real MNIST test split, 8,000 train / 2,000 validation)".into())
+            let set: Arc<dyn Dataset> = match part {
+                Part::Train => Arc::new(t),
+                Part::Val => Arc::new(v),
+                Part::Test => {
+                    return Err(Failure::usage(
+                        "the bundled set has no test split (its 10,000 images are MNIST's test split, 8,000 of them for training): \
+                         evaluate on --split val (the 2,000 held out), or on another --data",
+                    ))
+                }
+            };
+            (set, BUNDLED.into())
         }
-        "mnist" | "fashion-mnist" => crate::datasets::mnist_like(data, pixels)?,
-        "cifar10" => crate::datasets::cifar(pixels)?,
+        "mnist" | "fashion-mnist" => crate::datasets::mnist_like(data, split, pixels)?,
+        "cifar10" => crate::datasets::cifar(split, pixels)?,
         dir if Path::new(dir).is_dir() => {
-            let (t, v) = idx_dir(Path::new(dir), pixels)?;
-            (t, v, format!("IDX files in {dir}"))
+            let set = Transformed::new(Arc::new(Mnist::load(Path::new(dir), split)?), pixels.transforms(1))?;
+            (Arc::new(set), format!("IDX files in {dir}"))
         }
         other => {
             return Err(Failure::usage(format!("unknown dataset `{other}`: use bundled, mnist, fashion-mnist, cifar10 or an existing directory of IDX files")))
         }
     };
-    let cut = |d: Arc<dyn Dataset>| -> Result<Arc<dyn Dataset>, Failure> {
-        match max {
-            Some(n) if n < d.len() => Ok(Arc::new(Subset::new(d, (0..n).collect())?)),
-            _ => Ok(d),
-        }
-    };
-    Ok((cut(train)?, cut(val)?, what))
-}
-
-/// MNIST-format IDX files in `dir`: the train split, and the t10k split to validate on;
-/// their pixels as `pixels` says.
-fn idx_dir(dir: &Path, pixels: Pixels) -> Result<Splits, Failure> {
-    let open = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(dir, split)?), pixels.transforms(1))?)) };
-    Ok((open(Split::Train)?, open(Split::Test)?))
+    match max {
+        Some(n) if n < set.len() => Ok((Arc::new(Subset::new(set, (0..n).collect())?), what)),
+        _ => Ok((set, what)),
+    }
 }
 
 /// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`
 /// tensors of a `last.safetensors`) or one PyTorch saved with `save_file(model.state_dict())`.
-pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<(), Failure> {
+/// Returns the settings `train` kept in it (model, data, ...; empty for other files).
+pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<BTreeMap<String, String>, Failure> {
     if !path.is_file() {
         return Err(Failure::usage(format!(
             "{}: no such checkpoint file; give the best.safetensors that train wrote, or a PyTorch state dict saved with safetensors",
             path.display()
         )));
     }
-    let mut tensors = checkpoint::load(path, device)?;
+    let (mut tensors, metadata): (_, HashMap<String, String>) = checkpoint::load_with_metadata(path, device)?;
     if tensors.iter().all(|(n, _)| n.starts_with("model.") || n.starts_with("optimizer.")) && tensors.iter().any(|(n, _)| n.starts_with("optimizer.")) {
         // A training state: keep the model's part.
         tensors = tensors.into_iter().filter_map(|(n, t)| n.strip_prefix("model.").map(|n| (n.to_string(), t))).collect();
     }
-    checkpoint::load_state_dict(&model.state_dict(), tensors, true)
-        .map_err(|e| Failure::usage(format!("{} does not fit `{}` (is it a checkpoint of another model?): {e}", path.display(), model.inner.spec().name)))?;
-    Ok(())
+    let settings = state::settings(&metadata);
+    checkpoint::load_state_dict(&model.state_dict(), tensors, true).map_err(|e| {
+        let trained = settings.get("model").map(|m| format!(" (it was trained as `{m}`)")).unwrap_or_default();
+        let detail = state::describe_mismatch(&e).unwrap_or_else(|| e.to_string());
+        Failure::usage(format!("{} does not fit `{}`{trained}; is it a checkpoint of another model? {detail}", path.display(), model.inner.spec().name))
+    })?;
+    Ok(settings)
 }
 
 /// What `--precision` means on `device`, in one line: the policy, and how many bytes the

@@ -8,6 +8,7 @@ use liandan_nn::zoo::{Target, ZooSpec};
 use liandan_train::data::download::{self, RemoteFile};
 use liandan_train::data::{cifar10, Dataset, Mnist, Split, Transform, Transformed, MNIST_MEAN, MNIST_STD};
 
+use crate::output::note;
 use crate::Failure;
 
 /// How pixels (0..=255) reach a model: scaled to `[0, 1]` and normalized with the data's
@@ -41,8 +42,8 @@ impl Pixels {
     }
 }
 
-/// A training and a validation dataset, and a line saying what they are.
-pub type Opened = (Arc<dyn Dataset>, Arc<dyn Dataset>, String);
+/// A dataset, and a line saying what it is.
+pub type Opened = (Arc<dyn Dataset>, String);
 
 /// Replaces the download's base URL (a mirror, or the local server of the tests).
 const URL_VAR: &str = "LIANDAN_DATA_URL";
@@ -56,42 +57,51 @@ fn base_url(default: &str) -> String {
     std::env::var(URL_VAR).ok().filter(|u| !u.is_empty()).map_or_else(|| default.to_string(), |u| if u.ends_with('/') { u } else { format!("{u}/") })
 }
 
-/// MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading the files not there yet;
-/// its pixels as `pixels` says.
-pub fn mnist_like(name: &str, pixels: Pixels) -> Result<Opened, Failure> {
+/// One split of MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading that
+/// split's files if they are not there yet; its pixels as `pixels` says.
+pub fn mnist_like(name: &str, split: Split, pixels: Pixels) -> Result<Opened, Failure> {
     let (default_url, files): (&str, &[RemoteFile]) = match name {
         "mnist" => (download::MNIST_URL, &download::MNIST_FILES),
         _ => (download::FASHION_MNIST_URL, &download::FASHION_MNIST_FILES),
     };
+    let (prefix, which) = match split {
+        Split::Train => ("train-", "training"),
+        Split::Test => ("t10k-", "test"),
+    };
     let dir = download::cache_dir()?.join(name);
     // Files already there (gzipped or not) are used as they are: they may be the user's own
-    // copies, which checking against our sums would delete.
-    let missing: Vec<RemoteFile> =
-        files.iter().copied().filter(|f| !dir.join(f.name).is_file() && !dir.join(f.name.trim_end_matches(".gz")).is_file()).collect();
+    // copies, which checking against our sums would refuse.
+    let missing: Vec<RemoteFile> = files
+        .iter()
+        .copied()
+        .filter(|f| f.name.starts_with(prefix) && !dir.join(f.name).is_file() && !dir.join(f.name.trim_end_matches(".gz")).is_file())
+        .collect();
     if !missing.is_empty() {
         let base = base_url(default_url);
-        eprintln!("downloading {name} ({} files) from {base} into {} (set LIANDAN_DATA to change the directory)", missing.len(), dir.display());
+        note!("downloading {name}'s {which} split ({} files) from {base} into {} (set LIANDAN_DATA to change the directory)", missing.len(), dir.display());
         download::fetch_all(&base, &missing, &dir)?;
     }
-    let open = |split| -> Result<Arc<dyn Dataset>, Failure> { Ok(Arc::new(Transformed::new(Arc::new(Mnist::load(&dir, split)?), pixels.transforms(1))?)) };
-    Ok((open(Split::Train)?, open(Split::Test)?, format!("{name} from {}", dir.display())))
+    let set = Transformed::new(Arc::new(Mnist::load(&dir, split)?), pixels.transforms(1))?;
+    Ok((Arc::new(set), format!("{name} from {}", dir.display())))
 }
 
-/// CIFAR-10 from `<cache>/cifar-10-batches-bin`, downloaded and unpacked there on first use;
-/// the training split is augmented as the PyTorch CIFAR examples do (random crop with
-/// padding 4, horizontal flip), both splits' pixels as `pixels` says (normalized per channel).
-pub fn cifar(pixels: Pixels) -> Result<Opened, Failure> {
+/// One split of CIFAR-10 from `<cache>/cifar-10-batches-bin`, downloaded and unpacked there on
+/// first use (one archive holds both); the training split is augmented as the PyTorch CIFAR
+/// examples do (random crop with padding 4, horizontal flip), its pixels as `pixels` says.
+pub fn cifar(split: Split, pixels: Pixels) -> Result<Opened, Failure> {
     let root = download::cache_dir()?;
     let top = "cifar-10-batches-bin";
     if !root.join(top).is_dir() {
         let url = format!("{}{}", base_url(download::CIFAR10_URL), download::CIFAR10_FILE.name);
-        eprintln!("downloading CIFAR-10 (163 MB) from {url} into {} (set LIANDAN_DATA to change the directory)", root.display());
+        note!("downloading CIFAR-10 (163 MB) from {url} into {} (set LIANDAN_DATA to change the directory)", root.display());
         download::fetch_and_unpack(&url, download::CIFAR10_FILE.sha256, &root, top)?;
     }
     let dir = root.join(top);
     let normalize = || pixels.transforms(3);
     let augment = [Transform::RandomCrop { height: 32, width: 32, padding: 4 }, Transform::RandomHorizontalFlip { p: 0.5 }];
-    let train = Transformed::new(Arc::new(cifar10(&dir, Split::Train)?), augment.into_iter().chain(normalize()).collect())?;
-    let val = Transformed::new(Arc::new(cifar10(&dir, Split::Test)?), normalize())?;
-    Ok((Arc::new(train), Arc::new(val), format!("CIFAR-10 from {}", dir.display())))
+    let set = match split {
+        Split::Train => Transformed::new(Arc::new(cifar10(&dir, split)?), augment.into_iter().chain(normalize()).collect())?,
+        Split::Test => Transformed::new(Arc::new(cifar10(&dir, split)?), normalize())?,
+    };
+    Ok((Arc::new(set), format!("CIFAR-10 from {}", dir.display())))
 }

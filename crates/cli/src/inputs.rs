@@ -14,6 +14,7 @@ use crate::args::PredictArgs;
 use crate::common::{build_model, classifies, load_weights, pick_device, probabilities};
 use crate::datasets::Pixels;
 use crate::images::{self, Shape};
+use crate::output::{note, say};
 use crate::Failure;
 
 /// Where the vae's grid goes unless `--out` says.
@@ -21,7 +22,9 @@ const VAE_GRID: &str = "vae-predict.png";
 
 pub fn predict(a: &PredictArgs) -> Result<(), Failure> {
     let spec = zoo::spec(&a.model)?;
-    let (device, _) = pick_device(a.device.as_deref())?;
+    let (device, why) = pick_device(a.device.as_deref())?;
+    // On stderr: stdout is the predictions, a line per image.
+    note!("device: {device} ({why})");
     let grid = match (&a.out, classifies(spec)) {
         (None, true) => None,
         (Some(_), true) => return Err(Failure::usage(format!("--out is where the vae's grid goes; `{}` prints its predictions", spec.name))),
@@ -55,7 +58,7 @@ pub fn predict(a: &PredictArgs) -> Result<(), Failure> {
     for (i, label) in labels.iter().enumerate() {
         let row = &probs[i * classes..(i + 1) * classes];
         let (class, p) = row.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (c, &p)| if p > best.1 { (c, p) } else { best });
-        println!("{label}: class {class} (p = {p:.4})");
+        say!("{label}: class {class} (p = {p:.4})")?;
     }
     Ok(())
 }

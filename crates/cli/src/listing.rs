@@ -6,33 +6,35 @@ use liandan_train::optim::AdamWConfig;
 
 use crate::args::SummaryArgs;
 use crate::common::{default_data, default_epochs};
+use crate::output::{say, text};
 use crate::train::optimizer_name;
 use crate::Failure;
 
-/// The devices, their facts, the one `best()` picks, and a tiny computation on it.
+/// The devices, their facts and the one `best()` picks, after a tiny computation on it.
 pub fn info() -> Result<(), Failure> {
     for d in Device::all() {
-        println!("{d}");
+        say!("{d}")?;
         for (key, value) in d.describe() {
-            println!("    {key:<24} {value}");
+            say!("    {key:<24} {value}")?;
         }
     }
     let best = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
-    println!("best: {best}");
-    // A tiny computation, so `info` also proves the device works.
+    // A tiny computation, so that `info` also proves the device works (an error if it does not).
     let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32, &best).map_err(|e| Failure { code: 1, message: e.to_string() })?;
     let sum = x.sum_all().and_then(|s| s.item::<f32>()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
-    println!("check: sum(0..4) = {sum}");
-    Ok(())
+    if sum != 6.0 {
+        return Err(Failure { code: 1, message: format!("{best} computes sum(0..4) = {sum}, not 6; it is not working") });
+    }
+    say!("best: {best}")
 }
 
 /// The zoo's models: their inputs and losses, and what `train` uses unless told otherwise.
-pub fn zoo() {
-    println!("{:<12} {:>9}  {:<8} {:<15} {:<42} {:>5} {:>6}  {:<8} architecture", "model", "params", "input", "loss", "optimizer", "batch", "epochs", "data");
+pub fn zoo() -> Result<(), Failure> {
+    say!("{:<12} {:>9}  {:<8} {:<15} {:<42} {:>5} {:>6}  {:<8} architecture", "model", "params", "input", "loss", "optimizer", "batch", "epochs", "data")?;
     for s in zoo::SPECS {
         let input = s.input_shape[1..].iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
         let input = if s.name == "mlp" { format!("{input}*") } else { input };
-        println!(
+        say!(
             "{:<12} {:>9}  {:<8} {:<15} {:<42} {:>5} {:>6}  {:<8} {}",
             s.name,
             s.params,
@@ -43,9 +45,10 @@ pub fn zoo() {
             default_epochs(s),
             default_data(s),
             s.architecture
-        );
+        )?;
     }
-    println!("* mlp's first layer takes as many inputs as the data's samples have (784 for MNIST, 3072 for CIFAR-10); the benchmarks' is 1024.");
+    say!("* mlp's first layer takes as many inputs as the data's samples have (784 for MNIST, 3072 for CIFAR-10); the benchmarks' is 1024.")?;
+    Ok(())
 }
 
 /// The optimizer `train` uses for `spec` unless told otherwise, with its settings, in
@@ -75,7 +78,7 @@ fn optimizer(spec: &ZooSpec) -> String {
 /// `liandan summary <model> [--batch N]`, on the CPU (shapes and counts are the same on every
 /// device).
 pub fn summary(args: &SummaryArgs) -> Result<(), Failure> {
-    let name = args.model.as_deref().ok_or_else(|| Failure::usage("summary needs a model name; `liandan zoo` lists them"))?;
+    let name = args.model.as_str();
     let spec = zoo::spec(name)?;
     let mut shape = spec.input_shape.to_vec();
     shape[0] = match &args.batch {
@@ -85,8 +88,8 @@ pub fn summary(args: &SummaryArgs) -> Result<(), Failure> {
     let dev = Device::cpu();
     let model = zoo::build(name, &dev)?;
     let s = summary::summary(model.as_ref(), &shape, &dev)?;
-    println!("{name}: {}", spec.architecture);
-    print!("{s}");
+    say!("{name}: {}", spec.architecture)?;
+    text(&s.to_string())?;
     debug_assert_eq!(model.num_parameters(), spec.params);
     Ok(())
 }

@@ -1,11 +1,16 @@
 //! The `liandan` command line: `train`, `eval`, `predict`, `plot`, `info`, `zoo`, `summary`,
 //! `profile`, `find-batch-size`, `export`.
 //!
-//! Exit status: 0 on success; 2 for input the user can fix (an unknown model, dataset,
-//! optimizer or device, a bad option, a missing or malformed file, a checkpoint for another
-//! model, an output directory we cannot write), always with a one-line message that says what
-//! to do; 130 when Ctrl-C stopped training (after saving it); 1 when training itself failed
-//! (a non-finite loss or gradient, with the failing op when --detect-anomaly found it).
+//! Exit status: 0 on success, and when stdout is a pipe that closed (`liandan predict … | head`);
+//! 2 for input the user can fix (an unknown model, dataset, optimizer or device, a bad option,
+//! a missing or malformed file, a checkpoint for another model, an output directory we cannot
+//! write or that another run holds, a stdout that cannot be written), always with a one-line
+//! message that says what to do; 130 when Ctrl-C stopped training (after saving it); 1 when
+//! training itself failed (a non-finite loss or gradient, with the failing op when
+//! --detect-anomaly found it).
+
+// Output goes through `output::say!`: `println!` panics when stdout fails.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod args;
 mod batch_size;
@@ -15,17 +20,22 @@ mod export;
 mod images;
 mod inputs;
 mod listing;
+mod output;
 mod profile;
+mod resume;
+mod run_dir;
 mod train;
 mod vae;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Command};
+use output::note;
 
-/// An error for the user: the message (one line) and the exit status.
+/// An error for the user: the message (one line) and the exit status. Status 0 is a quiet
+/// stop with nothing to report (the reader of stdout went away).
 #[derive(Debug)]
 pub struct Failure {
     pub code: u8,
@@ -37,6 +47,11 @@ impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
         Failure { code: 2, message: message.into() }
     }
+
+    /// Stop now, successfully and without a word.
+    pub fn quiet() -> Failure {
+        Failure { code: 0, message: String::new() }
+    }
 }
 
 /// Errors of the library: what comes from outside is the user's to fix (2); a stopped run is
@@ -44,12 +59,25 @@ impl Failure {
 impl From<liandan_train::Error> for Failure {
     fn from(e: liandan_train::Error) -> Failure {
         use liandan_train::Error as E;
-        let code = match &e {
-            E::Interrupted { .. } => 130,
-            E::NonFinite { .. } | E::NonFiniteGrad { .. } | E::Anomaly { .. } => 1,
-            _ => 2,
-        };
-        Failure { code, message: e.to_string() }
+        match e {
+            E::Stdout(e) => output::stdout_failed(e),
+            E::Interrupted { epoch, step, saved: Some(path) } => {
+                let dir = path.parent().unwrap_or(&path).display().to_string();
+                let message = format!(
+                    "interrupted at epoch {epoch}, step {step}; the training state is in {}: continue with `liandan train --out {dir} --resume`",
+                    path.display()
+                );
+                Failure { code: 130, message }
+            }
+            e => {
+                let code = match &e {
+                    E::Interrupted { .. } => 130,
+                    E::NonFinite { .. } | E::NonFiniteGrad { .. } | E::Anomaly { .. } => 1,
+                    _ => 2,
+                };
+                Failure { code, message: e.to_string() }
+            }
+        }
     }
 }
 
@@ -66,15 +94,16 @@ impl From<liandan_nn::TensorError> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let (name, result) = match cli.command {
         Command::Info => ("info", listing::info()),
-        Command::Zoo => ("zoo", {
-            listing::zoo();
-            Ok(())
-        }),
+        Command::Zoo => ("zoo", listing::zoo()),
         Command::Summary(a) => ("summary", listing::summary(&a)),
-        Command::Train(a) => ("train", with_gpu_switches(a.autotune, a.conv_tf32, || train::train(&a))),
+        Command::Train(a) => {
+            let given = args::given(matches.subcommand_matches("train"));
+            ("train", with_gpu_switches(a.autotune, a.conv_tf32, || train::train(&a, &given)))
+        }
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
@@ -82,11 +111,12 @@ fn main() -> ExitCode {
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
         Command::Export(a) => ("export", export::export(&a)),
     };
-    match result {
+    match result.and_then(|()| output::flush()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(f) if f.code == 0 => ExitCode::SUCCESS,
         Err(f) => {
-            // One line: the message's own line breaks would split it.
-            eprintln!("liandan {name}: {}", f.message.replace('\n', " "));
+            // One line: the message's own line breaks and tabs would split it.
+            note!("liandan {name}: {}", f.message.split_whitespace().collect::<Vec<_>>().join(" "));
             ExitCode::from(f.code)
         }
     }
@@ -97,7 +127,9 @@ fn main() -> ExitCode {
 fn with_gpu_switches(autotune: bool, conv_tf32: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
     gpu_switches(autotune, conv_tf32);
     let done = run();
-    autotune_report(autotune && done.is_ok());
+    if autotune && done.is_ok() {
+        autotune_report()?;
+    }
     done
 }
 
@@ -119,15 +151,14 @@ fn gpu_switches(autotune: bool, conv_tf32: bool) {
 }
 
 /// After a run with `--autotune`: how many shapes it measured, and where the cuts are kept.
-fn autotune_report(on: bool) {
+fn autotune_report() -> Result<(), Failure> {
     #[cfg(feature = "wgpu")]
-    if on {
+    {
         let measured = liandan_backend_wgpu::autotune_measured();
         match liandan_backend_wgpu::autotune_cache_dir() {
-            Some(dir) => println!("autotune: {measured} shape(s) measured this run; the cuts are kept in {}", dir.display()),
-            None => println!("autotune: {measured} shape(s) measured this run; no cache directory (set LIANDAN_CACHE_DIR to keep them)"),
+            Some(dir) => output::say!("autotune: {measured} shape(s) measured this run; the cuts are kept in {}", dir.display())?,
+            None => output::say!("autotune: {measured} shape(s) measured this run; no cache directory (set LIANDAN_CACHE_DIR to keep them)")?,
         }
     }
-    #[cfg(not(feature = "wgpu"))]
-    let _ = on;
+    Ok(())
 }

@@ -10,6 +10,7 @@ use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
 
 use crate::args::ProfileArgs;
 use crate::common::pick_device;
+use crate::output::{note, say};
 use crate::Failure;
 
 /// A failure of the run itself (not of the user's input): exit status 1.
@@ -25,7 +26,15 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     }
     let mut shape = spec.input_shape.to_vec();
     shape[0] = a.batch.unwrap_or(shape[0]);
-    eprintln!("profiling {} at batch {} on {device} ({why}) in {}: {} warm-up and {} measured steps", spec.name, shape[0], a.precision, a.warmup, a.steps);
+    let steps = |n: usize, what: &str| format!("{n} {what} step{}", if n == 1 { "" } else { "s" });
+    note!(
+        "profiling {} at batch {} on {device} ({why}) in {}: {} and {}",
+        spec.name,
+        shape[0],
+        a.precision,
+        steps(a.warmup, "warm-up"),
+        steps(a.steps, "measured")
+    );
     let model = zoo::build(spec.name, &device)?;
     // Plain SGD, as the GPU-speed measurements use: the optimizer's own cost stays small.
     let config = SgdConfig { lr: 0.01, ..SgdConfig::default() };
@@ -89,13 +98,13 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     let run = run.and_then(|_| device.synchronize().map_err(|e| failed("synchronize", e)));
     let p = profile::stop().map_err(|e| failed("profile", e))?;
     run?;
-    println!("{p}");
+    say!("{p}")?;
     if let Some(breakdown) = device.memory_breakdown() {
-        println!("\nDevice memory at the peak of the profiled steps, by where each buffer was made:\n{breakdown}");
+        say!("\nDevice memory at the peak of the profiled steps, by where each buffer was made:\n{breakdown}")?;
     }
     if let Some(path) = &a.trace {
         p.write_trace(path).map_err(|e| Failure::usage(e.to_string()))?;
-        eprintln!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());
+        note!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());
     }
     Ok(())
 }

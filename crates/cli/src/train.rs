@@ -8,90 +8,132 @@ use std::time::Instant;
 use liandan_nn::zoo;
 use liandan_nn::zoo::{OptimizerSpec, ZooSpec};
 use liandan_nn::{summary, ModuleExt};
-use liandan_train::data::DataLoader;
+use liandan_train::data::{bundled_mnist_raw, DataLoader, Mnist, Split};
 use liandan_train::optim::{
     Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig,
 };
 use liandan_train::sched::{CosineAnnealingLR, ExponentialLR, LrScheduler, StepLR};
-use liandan_train::trainer::{plot_history, Accuracy, FitConfig, History, Mode, SchedulerStep};
+use liandan_train::trainer::{plot_history, round_significant, state, Accuracy, FitConfig, History, Mode, ProgressStyle, SchedulerStep};
 use liandan_train::Trainer;
 
 use crate::args::{EvalArgs, PlotArgs, TrainArgs};
-use crate::common::{
-    build_model, check_fits, classifies, dataset, default_epochs, default_monitor, load_weights, loss_for, open_data, pick_device, precision_note,
-};
+use crate::common::{build_model, check_fits, classifies, dataset, load_weights, loss_for, open_data, open_part, pick_device, precision_note, Part};
 use crate::datasets::Pixels;
-use crate::Failure;
+use crate::output::{note, say, text};
+use crate::resume::{resolve, Settings};
+use crate::{run_dir, Failure};
 
-pub fn train(a: &TrainArgs) -> Result<(), Failure> {
-    let spec = zoo::spec(&a.model)?;
-    let epochs = a.epochs.unwrap_or(default_epochs(spec));
+/// `liandan train`; `given` names the flags given on the command line (a resume checks them
+/// against the saved run).
+pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
     if let Some(c) = a.clip_grad_norm.filter(|c| !(c.is_finite() && *c > 0.0)) {
         return Err(Failure::usage(format!("--clip-grad-norm {c}: give a positive norm such as 1.0")));
     }
-    let (device, why) = pick_device(a.data.device.as_deref())?;
-    check_fits(spec, dataset(&a.data, spec))?;
-    let (train_set, val_set, what) = open_data(dataset(&a.data, spec), a.data.max_samples, Pixels::of(spec))?;
-    let batch_size = a.batch_size.unwrap_or(spec.input_shape[0]);
-    let out = a.out.clone().unwrap_or_else(|| Path::new("runs").join(spec.name));
-    check_writable(&out)?;
-    let sample_shape = train_set.get(0)?.shape;
-    let model = build_model(spec, &sample_shape, &device, a.seed)?;
-    let mut optimizer = make_optimizer(a.optimizer.as_deref(), a.lr, spec, model.named_parameters())?;
-    let scheduler = make_scheduler(a.scheduler.as_deref(), spec, &mut *optimizer, epochs)?;
-
-    println!("device: {device} ({why})");
-    println!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len());
-    let cpu = liandan_nn::Device::cpu();
-    let table = summary::summary(&build_model(spec, &sample_shape, &cpu, a.seed)?, &[1].iter().chain(&sample_shape).copied().collect::<Vec<_>>(), &cpu)?;
-    print!("{}: {}\n{table}", spec.name, spec.architecture);
-    let group = &optimizer.param_groups()[0];
-    let accumulated = match a.accumulate {
-        1 => String::new(),
-        n => format!(", {n} batches per optimizer step (as one batch of {})", n * batch_size),
+    // An unknown model is refused before its run directory (and lock) is made.
+    zoo::spec(&a.model)?;
+    let out = a.out.clone().unwrap_or_else(|| Path::new("runs").join(&a.model));
+    let _lock = run_dir::lock(&out)?;
+    let last = out.join("last.safetensors");
+    let saved = match a.resume {
+        true if !last.is_file() => {
+            return Err(Failure::usage(format!("{} holds no training state (last.safetensors) to resume from; train without --resume first", out.display())))
+        }
+        true => Some(state::saved_run(&last)?),
+        false => {
+            run_dir::check_fresh(&out, a.overwrite)?;
+            None
+        }
     };
-    println!(
-        "optimizer: {} lr {}, scheduler: {}, batch size {batch_size}{accumulated}",
-        optimizer_name(a.optimizer.as_deref(), spec),
-        group.lr,
-        a.scheduler.as_deref().unwrap_or(default_scheduler(spec))
-    );
-    println!("precision: {}", precision_note(&device, a.precision));
+    let s = resolve(a, given, saved.as_ref().map(|r| &r.settings), &out)?;
+    let spec = s.model;
+    let (device, why) = pick_device(a.data.device.as_deref())?;
+    check_fits(spec, &s.data)?;
+    let (train_set, val_set, what) = open_data(&s.data, s.max_samples, Pixels::of(spec))?;
+    let sample_shape = train_set.get(0)?.shape;
+    let model = build_model(spec, &sample_shape, &device, s.seed)?;
+    let mut optimizer = make_optimizer(&s, spec, model.named_parameters())?;
+    let scheduler = make_scheduler(&s.scheduler, &mut *optimizer, s.epochs)?;
+    if a.overwrite {
+        run_dir::clear(&out)?;
+    }
 
-    let train_loader = DataLoader::new(train_set, batch_size, &device)?.shuffle(a.seed);
-    let val_loader = DataLoader::new(val_set, 1000.max(batch_size), &device)?;
+    say!("device: {device} ({why})")?;
+    say!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len())?;
+    say!("model: {} ({} parameters): {}", spec.name, thousands(spec.params), spec.architecture)?;
+    if a.summary {
+        let cpu = liandan_nn::Device::cpu();
+        let input: Vec<usize> = [1].iter().chain(&sample_shape).copied().collect();
+        text(&summary::summary(&build_model(spec, &sample_shape, &cpu, s.seed)?, &input, &cpu)?.to_string())?;
+    }
+    let accumulated = match s.accumulate {
+        1 => String::new(),
+        n => format!(", {n} batches per optimizer step (as one batch of {})", n * s.batch_size),
+    };
+    // On a resume the optimizer goes on at the saved run's learning rate, not the one it began with.
+    let lr = match saved.as_ref().and_then(|r| r.lrs.first()) {
+        Some(&now) => format!("{} (where the run stands; it began at {})", round_significant(now, 6), round_significant(s.lr, 6)),
+        None => round_significant(s.lr, 6).to_string(),
+    };
+    if let Some(r) = &saved {
+        let at = if r.batch > 0 { format!(", batch {}", r.batch + 1) } else { String::new() };
+        say!("resuming {}: epoch {}{at} of {}", out.display(), r.epochs_done + 1, s.epochs)?;
+    }
+    say!("optimizer: {} lr {lr}, scheduler: {}, batch size {}{accumulated}", s.optimizer, s.scheduler, s.batch_size)?;
+    say!("precision: {}", precision_note(&device, s.precision))?;
+
+    let train_loader = DataLoader::new(train_set, s.batch_size, &device)?.shuffle(s.seed);
+    let val_loader = DataLoader::new(val_set, 1000.max(s.batch_size), &device)?;
     let mut trainer = Trainer::with_boxed(model, Box::new(loss_for(spec)), optimizer);
     if classifies(spec) {
         trainer = trainer.with_metric(Accuracy::new());
     }
-    if let Some(s) = scheduler {
-        trainer = trainer.with_boxed_scheduler(s, SchedulerStep::Epoch);
+    if let Some(sched) = scheduler {
+        trainer = trainer.with_boxed_scheduler(sched, SchedulerStep::Epoch);
     }
-    let mut config = FitConfig::new(epochs);
-    config.patience = a.patience;
-    config.monitor = a.monitor.clone().unwrap_or_else(|| default_monitor(spec).to_string());
-    config.mode = Mode::for_metric(&config.monitor);
-    config.checkpoint_dir = Some(out.clone());
-    config.log_interval = a.log_interval;
-    config.seed = a.seed;
-    config.resume = a.resume;
-    config.limit_batches = a.limit_batches;
-    config.stop = Some(ctrl_c()?);
-    config.precision = a.precision;
-    config.accumulate = a.accumulate;
-    config.clip_grad_norm = a.clip_grad_norm;
-    config.detect_anomaly = a.detect_anomaly;
+    let config = fit_config(a, &s, &out)?;
     let started = Instant::now();
     let history = trainer.fit(&train_loader, Some(&val_loader), &config)?;
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    say!("done in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some((epoch, v)) = history.best(&config.monitor, config.mode) {
-        println!("best {} {v:.4} at epoch {epoch}", config.monitor);
+        say!("best {} {v:.4} at epoch {epoch}", config.monitor)?;
     }
-    println!("checkpoint (best model, a state dict PyTorch loads): {}", out.join("best.safetensors").display());
-    println!("training state (continue with --resume):            {}", out.join("last.safetensors").display());
-    println!("history:                                             {}, {}", out.join("history.csv").display(), out.join("history.json").display());
-    println!("plot:                                                {}", out.join("history.png").display());
-    Ok(())
+    say!("checkpoint (best model, a state dict PyTorch loads): {}", out.join("best.safetensors").display())?;
+    say!("training state (continue with --resume):            {}", last.display())?;
+    say!("history:                                             {}, {}", out.join("history.csv").display(), out.join("history.json").display())?;
+    say!("plot:                                                {}", out.join("history.png").display())
+}
+
+/// What `fit` is asked to do, the settings kept with the run among it.
+fn fit_config(a: &TrainArgs, s: &Settings, out: &Path) -> Result<FitConfig, Failure> {
+    let mut config = FitConfig::new(s.epochs);
+    config.patience = s.patience;
+    config.monitor = s.monitor.clone();
+    config.mode = Mode::for_metric(&s.monitor);
+    config.checkpoint_dir = Some(out.to_path_buf());
+    config.log_interval = a.log_interval;
+    config.seed = s.seed;
+    config.resume = a.resume;
+    config.limit_batches = s.limit_batches;
+    config.stop = Some(ctrl_c()?);
+    config.precision = s.precision;
+    config.accumulate = s.accumulate;
+    config.clip_grad_norm = s.clip_grad_norm;
+    config.detect_anomaly = a.detect_anomaly;
+    config.settings = s.to_map();
+    Ok(config)
+}
+
+/// `1199882` as `1,199,882`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The first Ctrl-C asks `fit` to stop after the current step and save; a second one quits
@@ -103,20 +145,10 @@ fn ctrl_c() -> Result<Arc<AtomicBool>, Failure> {
         if seen.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\nCtrl-C: finishing this step and saving the training state (press again to quit at once)");
+        note!("\nCtrl-C: finishing this step and saving the training state (press again to quit at once)");
     })
     .map_err(|e| Failure { code: 1, message: format!("cannot install the Ctrl-C handler: {e}") })?;
     Ok(flag)
-}
-
-/// Creates `dir` and proves we can write in it, before any training time is spent.
-fn check_writable(dir: &Path) -> Result<(), Failure> {
-    let fail = |e: std::io::Error| Failure::usage(format!("cannot write to {} ({e}); pass --out with a directory you can write", dir.display()));
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let probe = dir.join(format!(".liandan-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(fail)?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
 }
 
 pub fn optimizer_name<'a>(flag: Option<&'a str>, spec: &ZooSpec) -> &'a str {
@@ -128,20 +160,14 @@ pub fn optimizer_name<'a>(flag: Option<&'a str>, spec: &ZooSpec) -> &'a str {
     })
 }
 
-/// The optimizer `--optimizer` names (default: the model's), with `--lr` or the model's lr.
-fn make_optimizer(flag: Option<&str>, lr: Option<f64>, spec: &ZooSpec, params: Vec<(String, liandan_nn::Tensor)>) -> Result<Box<dyn Optimizer>, Failure> {
-    let (default_lr, momentum, wd) = match spec.optimizer {
-        OptimizerSpec::Sgd { lr, momentum, weight_decay } => (lr, momentum, weight_decay),
-        OptimizerSpec::Adadelta { lr } | OptimizerSpec::Adam { lr } | OptimizerSpec::AdamW { lr } => (lr, 0.0, 0.0),
+/// The optimizer of the settings, over `params`, with the model's momentum and weight decay.
+fn make_optimizer(s: &Settings, spec: &ZooSpec, params: Vec<(String, liandan_nn::Tensor)>) -> Result<Box<dyn Optimizer>, Failure> {
+    let (momentum, wd) = match spec.optimizer {
+        OptimizerSpec::Sgd { momentum, weight_decay, .. } => (momentum, weight_decay),
+        OptimizerSpec::Adadelta { .. } | OptimizerSpec::Adam { .. } | OptimizerSpec::AdamW { .. } => (0.0, 0.0),
     };
-    let name = optimizer_name(flag, spec);
-    let lr = match lr {
-        Some(lr) if !(lr.is_finite() && lr > 0.0) => return Err(Failure::usage(format!("--lr {lr}: give a positive learning rate such as 0.01"))),
-        Some(lr) => lr,
-        None if name == optimizer_name(None, spec) => default_lr,
-        None => return Err(Failure::usage(format!("--optimizer {name} needs --lr (the model's default lr is for {})", optimizer_name(None, spec)))),
-    };
-    Ok(match name.to_ascii_lowercase().as_str() {
+    let lr = s.lr;
+    Ok(match s.optimizer.as_str() {
         "sgd" => Box::new(Sgd::new(params, SgdConfig { lr, momentum, weight_decay: wd, ..SgdConfig::default() })?),
         "adadelta" => Box::new(Adadelta::new(params, AdadeltaConfig { lr, ..AdadeltaConfig::default() })?),
         "adam" => Box::new(Adam::new(params, AdamConfig::adam(lr))?),
@@ -152,57 +178,68 @@ fn make_optimizer(flag: Option<&str>, lr: Option<f64>, spec: &ZooSpec, params: V
     })
 }
 
-fn default_scheduler(spec: &ZooSpec) -> &'static str {
-    if spec.step_lr_gamma.is_some() {
-        "step"
-    } else {
-        "none"
-    }
-}
-
-/// The scheduler `--scheduler` names: `none`, `step[:GAMMA]`, `exponential:GAMMA`, `cosine`.
-fn make_scheduler(flag: Option<&str>, spec: &ZooSpec, opt: &mut dyn Optimizer, epochs: usize) -> Result<Option<Box<dyn LrScheduler>>, Failure> {
-    let text = flag.unwrap_or(default_scheduler(spec));
-    let (kind, arg) = text.split_once(':').map_or((text, None), |(k, a)| (k, Some(a)));
-    let gamma = |default: Option<f64>| -> Result<f64, Failure> {
-        let bad = || Failure::usage(format!("--scheduler {text}: give the decay as a number in (0, 1], e.g. step:0.7"));
-        match arg {
-            Some(a) => a.parse::<f64>().ok().filter(|g| *g > 0.0 && *g <= 1.0).ok_or_else(bad),
-            None => default.ok_or_else(bad),
-        }
-    };
+/// The scheduler of a checked spec (`resume::canonical_scheduler`): `none`, `step:GAMMA`
+/// (StepLR every epoch), `exponential:GAMMA`, `cosine` (over `epochs`).
+fn make_scheduler(text: &str, opt: &mut dyn Optimizer, epochs: usize) -> Result<Option<Box<dyn LrScheduler>>, Failure> {
+    let (kind, gamma) = text.split_once(':').map_or((text, 1.0), |(k, g)| (k, g.parse().unwrap_or(1.0)));
     Ok(match kind {
-        "none" => None,
-        "step" => Some(Box::new(StepLR::new(opt, 1, gamma(Some(spec.step_lr_gamma.unwrap_or(0.7)))?)?)),
-        "exponential" => Some(Box::new(ExponentialLR::new(opt, gamma(None)?)?)),
+        "step" => Some(Box::new(StepLR::new(opt, 1, gamma)?)),
+        "exponential" => Some(Box::new(ExponentialLR::new(opt, gamma)?)),
         "cosine" => Some(Box::new(CosineAnnealingLR::new(opt, epochs as u64, 0.0)?)),
-        _ => return Err(Failure::usage(format!("unknown scheduler `{text}`: use none, step[:GAMMA], exponential:GAMMA or cosine"))),
+        _ => None,
     })
 }
 
-/// `liandan eval`: loss and accuracy of a checkpoint on the validation split of `--data` (the
-/// vae: its loss, BCE + KL per image).
+/// `liandan eval`: loss and accuracy of a checkpoint on one split of `--data` (default: the
+/// test split; the bundled set's held-out 2,000); the vae: its loss, BCE + KL per image.
 pub fn eval(a: &EvalArgs) -> Result<(), Failure> {
     let spec = zoo::spec(&a.model)?;
     let (device, why) = pick_device(a.data.device.as_deref())?;
-    check_fits(spec, dataset(&a.data, spec))?;
-    let (_, val_set, what) = open_data(dataset(&a.data, spec), a.data.max_samples, Pixels::of(spec))?;
-    let model = build_model(spec, &val_set.get(0)?.shape, &device, 0)?;
-    load_weights(&model, &a.checkpoint, &device)?;
-    let n = val_set.len();
-    let loader = DataLoader::new(val_set, a.batch_size, &device)?;
+    let data = dataset(&a.data, spec);
+    check_fits(spec, data)?;
+    let part = match a.split.as_deref() {
+        Some("train") => Part::Train,
+        Some("val") => Part::Val,
+        Some(_) => Part::Test,
+        None if data == "bundled" => Part::Val,
+        None => Part::Test,
+    };
+    let (set, what) = open_part(data, part, a.data.max_samples, Pixels::of(spec))?;
+    let model = build_model(spec, &set.get(0)?.shape, &device, 0)?;
+    let trained = load_weights(&model, &a.checkpoint, &device)?;
+    if trained.get("data").is_some_and(|d| d == "bundled") && part == Part::Test && is_mnist_test(data) {
+        note!(
+            "warning: {} was trained on the bundled set, which is MNIST's test images: it saw 8,000 of the 10,000 evaluated here, \
+             so this accuracy overstates it. The 2,000 it did not see: --data bundled --split val",
+            a.checkpoint.display()
+        );
+    }
+    let n = set.len();
+    let loader = DataLoader::new(set, a.batch_size, &device)?;
     let optimizer = Sgd::new(Vec::<(String, liandan_nn::Tensor)>::new(), SgdConfig::default())?; // evaluate never steps it
     let mut trainer = Trainer::new(model, loss_for(spec), optimizer);
     if classifies(spec) {
         trainer = trainer.with_metric(Accuracy::new());
     }
-    println!("device: {device} ({why})");
-    let values = trainer.evaluate(&loader)?;
+    say!("device: {device} ({why})")?;
+    let values = trainer.evaluate_with_progress(&loader, ProgressStyle::Auto)?;
     let get = |k: &str| values.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, v)| *v);
+    let split = format!("{part:?}").to_lowercase();
     let result =
         if classifies(spec) { format!("loss {:.4}, accuracy {:.4}", get("loss"), get("acc")) } else { format!("loss {:.4} (BCE + KL per image)", get("loss")) };
-    println!("{}: {what}, {n} samples: {result}", a.checkpoint.display());
-    Ok(())
+    say!("{}: {what}, {split} split, {n} samples: {result}", a.checkpoint.display())
+}
+
+/// Whether `data` is MNIST's test split: `mnist`, or a directory whose t10k images are MNIST's
+/// (compared with the bundled copy of them).
+fn is_mnist_test(data: &str) -> bool {
+    if data == "mnist" {
+        return true;
+    }
+    let (Ok(theirs), Ok(ours)) = (Mnist::load(Path::new(data), Split::Test), bundled_mnist_raw()) else {
+        return false;
+    };
+    theirs.labels() == ours.labels() && (0..ours.labels().len()).step_by(997).all(|i| matches!((theirs.pixels(i), ours.pixels(i)), (Ok(a), Ok(b)) if a == b))
 }
 
 /// `liandan plot HISTORY`: redraws the PNG.
@@ -210,6 +247,5 @@ pub fn plot(a: &PlotArgs) -> Result<(), Failure> {
     let history = History::load(&a.history)?;
     let out = a.out.clone().unwrap_or_else(|| a.history.with_file_name("history.png"));
     plot_history(&history, &out)?;
-    println!("{}", out.display());
-    Ok(())
+    say!("{}", out.display())
 }

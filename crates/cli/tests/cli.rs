@@ -42,7 +42,7 @@ fn summary_prints_the_layers_of_a_zoo_model() {
 #[test]
 fn bad_arguments_are_explained_not_panicked_on() {
     for (args, needle) in [
-        (&["summary"][..], "needs a model name"),
+        (&["summary"][..], "<MODEL>"),
         (&["summary", "alexnet"][..], "no model named `alexnet`"),
         (&["summary", "vit", "--batch", "zero"][..], "positive whole number"),
         (&["summary", "vit", "--batch"][..], "a value is required for '--batch"),
@@ -82,7 +82,8 @@ fn train_writes_its_files_and_says_where() {
     let o = tiny_train(dir.path(), &["--epochs", "1", "--conv-tf32"]).output().unwrap();
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(out.contains("device: cpu") && out.contains("Total params: 1,199,882") && out.contains("epoch 1/1"), "{out}");
+    assert!(out.contains("device: cpu") && out.contains("mnist_cnn (1,199,882 parameters)") && out.contains("epoch 1/1"), "{out}");
+    assert!(!out.contains("Total params"), "the layer table is for --summary:\n{out}");
     for f in ["best.safetensors", "last.safetensors", "history.csv", "history.json", "history.png"] {
         assert!(out.contains(&dir.path().join(f).display().to_string()), "{f} not named:\n{out}");
         assert!(dir.path().join(f).is_file(), "{f} missing");
@@ -128,7 +129,7 @@ fn ctrl_c_saves_the_state_and_exits_130() {
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{err}");
-    assert!(err.contains("interrupted at epoch") && err.contains("resume"), "{err}");
+    assert!(err.contains("interrupted at epoch") && err.contains(&format!("--out {} --resume", dir.path().display())), "{err}");
     assert!(std::fs::metadata(&last).unwrap().modified().unwrap() >= before);
 }
 
@@ -168,6 +169,50 @@ fn a_checkpoint_of_another_model_is_refused() {
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("another model") && err.lines().count() == 1, "{err}");
+    // It names the model it was trained as, in words for the command line: no tabs, no advice
+    // meant for the library (`strict = false`).
+    assert!(err.contains("(it was trained as `mnist_cnn`)") && !err.contains('\t') && !err.contains("strict"), "{err}");
+}
+
+#[test]
+fn messages_read_as_people_write_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    for (args, needle, not) in [
+        (&["train", "--device", "gpu:7", "--out", out][..], "--device: `gpu:7` asks for GPU 7", "gpu:7: device:"),
+        (&["train", "--scheduler", "exponential", "--out", out][..], "e.g. exponential:0.9", "step:"),
+        (&["train", "--scheduler", "step:2", "--out", out][..], "e.g. step:0.7", "exponential"),
+    ] {
+        let o = liandan(args);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle) && !err.contains(not), "{args:?}: {err}");
+    }
+    let (info, _) = text(&Command::new(env!("CARGO_BIN_EXE_liandan")).arg("info").env("LIANDAN_DEVICE", "cpu").output().unwrap());
+    assert!(info.contains("best: cpu") && !info.contains("check:"), "{info}");
+    let (help, _) = text(&liandan(&["summary", "--help"]));
+    assert!(help.contains("liandan summary [OPTIONS] <MODEL>"), "{help}");
+    let (help, _) = text(&liandan(&["train", "--help"]));
+    assert!(help.contains("MNIST's 10,000 test images") && help.contains("2,000 held out"), "{help}");
+    let o = liandan(&["profile", "--model", "mlp", "--device", "cpu", "--batch", "2", "--steps", "1", "--warmup", "1"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success() && err.contains("1 warm-up step and 1 measured step"), "{err}");
+    let o = tiny_train(dir.path(), &["--epochs", "1", "--summary", "--limit-batches", "1"]).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success() && out.contains("Total params: 1,199,882"), "{out}{err}");
+}
+
+#[test]
+fn plotting_a_history_with_nothing_finite_is_an_error_not_a_blank_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("history.csv");
+    std::fs::write(&csv, "epoch,lr,loss,val_loss,time_s\n1,1,NaN,NaN,2.5\n2,0.7,NaN,NaN,2.4\n").unwrap();
+    let png = dir.path().join("history.png");
+    let o = liandan(&["plot", csv.to_str().unwrap(), "--out", png.to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing to draw") && err.contains("loss"), "{err}");
+    assert!(!png.exists());
 }
 
 /// `train --autotune` on the GPU times the cuts of its products once and leaves them in a file
@@ -176,11 +221,26 @@ fn a_checkpoint_of_another_model_is_refused() {
 #[ignore = "slow on a software GPU, where each candidate cut is timed; cargo test -- --ignored"]
 fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     let (dir, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    // One batch of two images on the GPU, the cuts kept under `cache`.
+    // One batch of two images on the GPU, the cuts kept under `cache`; the second run replaces the first.
     let run = || {
         Command::new(env!("CARGO_BIN_EXE_liandan"))
             .env("LIANDAN_CACHE_DIR", cache.path())
-            .args(["train", "--autotune", "--device", "gpu", "--max-samples", "8", "--batch-size", "2", "--limit-batches", "1", "--epochs", "1", "--out"])
+            .args([
+                "train",
+                "--autotune",
+                "--device",
+                "gpu",
+                "--max-samples",
+                "8",
+                "--batch-size",
+                "2",
+                "--limit-batches",
+                "1",
+                "--epochs",
+                "1",
+                "--overwrite",
+                "--out",
+            ])
             .arg(dir.path())
             .output()
             .unwrap()

@@ -77,7 +77,7 @@ fn mnist_downloads_the_missing_files_into_the_cache_and_trains() {
     let (stdout, err) = text(&o);
     assert!(o.status.success(), "{err}");
     assert_eq!(server.join().unwrap(), ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]);
-    assert!(err.contains("downloading mnist (2 files)") && err.contains(&dir.display().to_string()), "{err}");
+    assert!(err.contains("downloading mnist's test split (2 files)") && err.contains(&dir.display().to_string()), "{err}");
     assert!(stdout.contains(&format!("mnist from {}", dir.display())), "{stdout}");
     assert_eq!(std::fs::read(dir.join("t10k-labels-idx1-ubyte.gz")).unwrap(), bundled("t10k-labels-idx1-ubyte.gz"));
     assert!(!dir.join("t10k-images-idx3-ubyte.gz.part").exists());
@@ -105,7 +105,7 @@ fn offline_or_a_corrupt_download_is_one_line_status_2_and_nothing_lands() {
     let (_, err) = text(&o);
     server.join().unwrap();
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("checksum mismatch") && !err.contains("panicked"), "{err}");
+    assert!(err.contains("SHA-256 mismatch (expected") && !err.contains("panicked"), "{err}");
     assert!(!cache.path().join("cifar-10-batches-bin").exists() && !cache.path().join("cifar-10-binary.tar.gz").exists());
 }
 
@@ -134,7 +134,7 @@ fn cifar10_from_the_cache_trains_a_cifar_model() {
     assert!(stdout.contains("CIFAR-10 from") && stdout.contains("10 training, 4 validation samples"), "{stdout}");
     assert!(out.join("best.safetensors").is_file());
     // A model for MNIST's shape is refused with a way out.
-    let o = liandan(cache.path(), "http://127.0.0.1:9/").args(["train", "--data", "cifar10", "--out"]).arg(&out).output().unwrap();
+    let o = liandan(cache.path(), "http://127.0.0.1:9/").args(["train", "--data", "cifar10", "--out"]).arg(cache.path().join("mnist_cnn")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("takes samples of shape"), "{:?}", text(&o));
 }
@@ -185,6 +185,8 @@ fn predict_prints_a_class_and_probability_per_image_whatever_the_format() {
             .output()
             .unwrap();
         assert!(o.status.success(), "{:?}", text(&o));
+        // The device line as eval prints it, on stderr: stdout is the predictions.
+        assert!(text(&o).1.contains("device: cpu (asked for with LIANDAN_DEVICE=cpu)"), "{:?}", text(&o));
         text(&o).0
     };
     let out = predict(&inputs);

@@ -44,6 +44,10 @@ pub enum Error {
     #[error("interrupted at epoch {epoch}, step {step}{}", match saved { Some(p) => format!("; the training state is in {}, continue with resume", p.display()), None => "; nothing was saved (no checkpoint directory)".to_string() })]
     Interrupted { epoch: usize, step: usize, saved: Option<std::path::PathBuf> },
 
+    /// Standard output refused the progress or summary lines (a closed pipe, a full disk).
+    #[error("cannot write to stdout: {0}")]
+    Stdout(std::io::Error),
+
     /// A data file or directory that cannot be used (missing, truncated, of the wrong format,
     /// disagreeing with its companion file); `detail` says what is wrong and what to do.
     #[error("{}: {detail}", path.display())]

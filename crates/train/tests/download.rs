@@ -1,5 +1,6 @@
 //! The downloader against a tiny HTTP server on 127.0.0.1 that each test starts: a good file,
-//! a corrupted one, a connection cut mid-file (then resumed), and a 404. No internet.
+//! a corrupted one, a connection cut mid-file (then resumed, in the same run or the next), a
+//! 404, and a file placed by hand. No internet.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -12,11 +13,13 @@ use liandan_train::Error;
 /// What the server does with one request, given the `Range` start it asked for.
 type Reply = fn(body: &[u8], range_start: Option<usize>) -> Vec<u8>;
 
-/// Serves `replies.len()` requests in turn, then stops; returns the base URL.
-fn serve(body: Vec<u8>, replies: Vec<Reply>) -> (String, JoinHandle<()>) {
+/// Serves `replies.len()` requests in turn, then stops; returns the base URL, and the `Range`
+/// start of each request when joined.
+fn serve(body: Vec<u8>, replies: Vec<Reply>) -> (String, JoinHandle<Vec<Option<usize>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
     let handle = std::thread::spawn(move || {
+        let mut ranges = Vec::new();
         for reply in replies {
             let (mut stream, _) = listener.accept().unwrap();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -31,7 +34,9 @@ fn serve(body: Vec<u8>, replies: Vec<Reply>) -> (String, JoinHandle<()>) {
                 }
             }
             let _ = stream.write_all(&reply(&body, range));
+            ranges.push(range);
         }
+        ranges
     });
     (base, handle)
 }
@@ -109,9 +114,10 @@ fn a_connection_cut_every_time_gives_up_and_keeps_the_partial_file() {
     let dest = dir.path().join("c.bin");
     let msg = message(fetch(&format!("{base}c.bin"), &sum, &dest).unwrap_err());
     server.join().unwrap();
-    assert!(msg.contains("c.bin") && msg.contains("offline"), "{msg}");
+    let part = format!("{}.part", dest.display());
+    assert!(msg.contains("c.bin") && msg.contains("offline") && msg.contains(&format!("{part} to resume from")), "{msg}");
     assert!(!dest.exists());
-    assert!(Path::new(&format!("{}.part", dest.display())).exists());
+    assert!(Path::new(&part).exists());
 }
 
 #[test]
@@ -122,7 +128,7 @@ fn a_corrupted_file_is_rejected_and_removed() {
     let dest = dir.path().join("d.bin");
     let msg = message(fetch(&format!("{base}d.bin"), &sum, &dest).unwrap_err());
     server.join().unwrap();
-    assert!(msg.contains("checksum mismatch") && msg.contains(&sum), "{msg}");
+    assert!(msg.contains(&format!("SHA-256 mismatch (expected {sum}, got ")), "{msg}");
     assert!(!dest.exists());
     assert!(!dir.path().join("d.bin.part").exists());
 }
@@ -145,6 +151,36 @@ fn an_unreachable_server_says_what_to_do_offline() {
     let dir = tempfile::tempdir().unwrap();
     let msg = message(fetch(&format!("http://127.0.0.1:{port}/x.bin"), "00", &dir.path().join("x.bin")).unwrap_err());
     assert!(msg.contains("offline"), "{msg}");
+    // Nothing arrived, so there is nothing to resume from, and the message promises nothing.
+    assert!(!msg.contains(".part") && !msg.contains("resume"), "{msg}");
+    assert!(!dir.path().join("x.bin.part").exists());
+}
+
+#[test]
+fn a_partial_file_of_an_earlier_run_is_resumed_with_a_range_request() {
+    let (body, sum) = payload();
+    let (base, server) = serve(body.clone(), vec![ok]);
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("e.bin");
+    std::fs::write(dir.path().join("e.bin.part"), &body[..body.len() / 3]).unwrap();
+    fetch(&format!("{base}e.bin"), &sum, &dest).unwrap();
+    assert_eq!(server.join().unwrap(), [Some(body.len() / 3)]);
+    assert_eq!(std::fs::read(&dest).unwrap(), body);
+    assert!(!dir.path().join("e.bin.part").exists());
+}
+
+#[test]
+fn a_file_placed_by_hand_with_another_checksum_is_kept_and_named() {
+    let (_, sum) = payload();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("cifar-10-binary.tar.gz");
+    std::fs::write(&dest, b"garbage\n").unwrap();
+    // No server: a wrong file is never replaced, so nothing is fetched.
+    let err = fetch("http://127.0.0.1:9/cifar-10-binary.tar.gz", &sum, &dest).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Data { .. }), "{err:?}");
+    assert!(msg.contains(&format!("SHA-256 mismatch (expected {sum}, got ")) && msg.contains(&dest.display().to_string()), "{msg}");
+    assert_eq!(std::fs::read(&dest).unwrap(), b"garbage\n", "the user's file is kept as it was");
 }
 
 #[test]

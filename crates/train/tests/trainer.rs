@@ -7,12 +7,13 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use liandan_train::amp::Precision;
 use liandan_train::data::{DataLoader, Dataset, Sample};
 use liandan_train::nn::layers::{Dropout, LinearConfig, ReLU, Sequential};
 use liandan_train::nn::{checkpoint, manual_seed, Device, ModuleExt, Reduction, Tensor};
 use liandan_train::optim::{Adam, AdamConfig};
 use liandan_train::sched::StepLR;
-use liandan_train::trainer::{Accuracy, Callback, FitConfig, History, Mode, ProgressStyle, SchedulerStep, TopK};
+use liandan_train::trainer::{state, Accuracy, Callback, FitConfig, History, Mode, ProgressStyle, SchedulerStep, TopK};
 use liandan_train::{Error, Result, Trainer};
 
 /// Three classes of points in 8 dimensions, separable by which of three fixed directions
@@ -277,4 +278,39 @@ fn a_plot_saves_under_a_file_name_of_255_bytes() {
     liandan_train::trainer::plot_history(&h, &dir.path().join(&name)).unwrap();
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert_eq!(entries, [name]);
+}
+
+/// A resume keeps what it was started with: the caller's settings are read back from both
+/// checkpoints, and a resume with another batch size, validation set or precision is refused,
+/// naming the saved value and the new one.
+#[test]
+fn a_resume_that_changes_the_run_is_refused_naming_both_values() {
+    let _rng = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(1, dir.path());
+    c.settings.insert("model".into(), "blobs".into());
+    trainer(Recorder::default()).fit(&loader(64, true), Some(&loader(32, false)), &c).unwrap();
+    let saved = state::saved_run(&dir.path().join("last.safetensors")).unwrap();
+    assert_eq!((saved.epochs_done, saved.batch, saved.seed), (1, 0, 42));
+    assert_eq!(saved.settings["model"], "blobs");
+    assert_eq!(saved.lrs, [0.01 * 0.9]); // after the scheduler's step
+    let (_, meta) = checkpoint::load_with_metadata(dir.path().join("best.safetensors"), &Device::cpu()).unwrap();
+    assert_eq!(state::settings(&meta)["model"], "blobs");
+
+    let mut c = config(2, dir.path());
+    c.resume = true;
+    let batch32 = DataLoader::new(Blobs(64), 32, &Device::cpu()).unwrap().shuffle(3);
+    for (train, val, precision, want) in [
+        (&batch32, loader(32, false), Precision::F32, "batch size 16 (this run: 32)"),
+        (&loader(64, true), loader(16, false), Precision::F32, "validation samples 32 (this run: 16)"),
+        (&loader(64, true), loader(32, false), Precision::BF16, "precision f32 (this run: bf16)"),
+    ] {
+        c.precision = precision;
+        let err = trainer(Recorder::default()).fit(train, Some(&val), &c).unwrap_err().to_string();
+        assert!(err.contains(want), "{err}");
+    }
+    // As it was started, it goes on.
+    c.precision = Precision::F32;
+    let h = trainer(Recorder::default()).fit(&loader(64, true), Some(&loader(32, false)), &c).unwrap();
+    assert_eq!(h.column("epoch").unwrap(), [1.0, 2.0]);
 }

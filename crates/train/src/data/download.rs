@@ -1,6 +1,7 @@
 //! Downloads of the full MNIST, Fashion-MNIST and CIFAR-10 into a cache directory: SHA-256
-//! verified, resumed after a cut connection, shown with a progress bar, renamed into place
-//! only when complete and correct.
+//! verified, resumed after a cut connection (in the same run or the next), shown with a
+//! progress bar, renamed into place only when complete and correct. A file we did not write is
+//! never deleted.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, IsTerminal, Read, Seek, Write};
@@ -121,17 +122,25 @@ fn unpack_tar_gz(archive: &Path, root: &Path, top: &str) -> Result<PathBuf> {
 /// Downloads `url` to `dest` unless `dest` already holds bytes with SHA-256 `sha256`.
 ///
 /// Bytes go to `dest.part` first; a cut connection is resumed with an HTTP range request
-/// (restarted when the server ignores ranges), up to three attempts. Only a complete file with
-/// the right checksum is synced and renamed to `dest`; a wrong checksum deletes the partial file.
+/// (restarted when the server ignores ranges), up to three attempts, and a `.part` left by an
+/// earlier run is resumed the same way. Only a complete file with the right checksum is synced
+/// and renamed to `dest`; a download with a wrong checksum deletes its partial file. A `dest`
+/// that is already there with another checksum was not written by us (we rename only checked
+/// files into place): it is left alone and the error says so.
 pub fn fetch(url: &str, sha256: &str, dest: &Path) -> Result<PathBuf> {
     let fail = |detail: String| Error::Download { url: url.to_string(), detail };
     if dest.is_file() {
-        if file_sha256(dest).map_err(|e| fail(format!("cannot read {} ({e})", dest.display())))? == sha256 {
+        let got = file_sha256(dest).map_err(|e| Error::Data { path: dest.to_path_buf(), detail: format!("cannot read it ({e})") })?;
+        if got == sha256 {
             return Ok(dest.to_path_buf());
         }
-        // A final file is only ever renamed into place after its checksum matched, so this one
-        // was damaged or replaced since: fetch it again.
-        fs::remove_file(dest).map_err(|e| fail(format!("cannot remove the damaged {} ({e})", dest.display())))?;
+        return Err(Error::Data {
+            path: dest.to_path_buf(),
+            detail: format!(
+                "SHA-256 mismatch (expected {sha256}, got {got}); the file is left as it is. Replace it with a correct copy, \
+                 or move it away to download it again"
+            ),
+        });
     }
     if let Some(dir) = dest.parent() {
         fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create {} ({e}); set LIANDAN_DATA to a writable directory", dir.display())))?;
@@ -149,8 +158,12 @@ pub fn fetch(url: &str, sha256: &str, dest: &Path) -> Result<PathBuf> {
             Ok(()) => {
                 let got = file_sha256(&part).map_err(|e| fail(format!("cannot read {} ({e})", part.display())))?;
                 if got != sha256 {
-                    let _ = fs::remove_file(&part);
-                    return Err(fail(format!("checksum mismatch: SHA-256 {got}, expected {sha256}; the download is corrupt or the server's file changed. Run again, or place a correct copy at {}", dest.display())));
+                    let _ = fs::remove_file(&part); // ours, and wrong: a retry must start afresh
+                    return Err(fail(format!(
+                        "SHA-256 mismatch (expected {sha256}, got {got}); the download is corrupt or the server's file changed. \
+                         Run again, or place a correct copy at {}",
+                        dest.display()
+                    )));
                 }
                 fs::rename(&part, dest).map_err(|e| fail(format!("cannot rename {} into place ({e})", part.display())))?;
                 if let Some(dir) = dest.parent().and_then(|d| File::open(d).ok()) {
@@ -162,10 +175,18 @@ pub fn fetch(url: &str, sha256: &str, dest: &Path) -> Result<PathBuf> {
             Err(Attempt::Retry(detail)) => last = detail,
         }
     }
+    // Promise a resume only when there is something to resume from.
+    let kept = match fs::metadata(&part).map(|m| m.len()) {
+        Ok(0) => {
+            let _ = fs::remove_file(&part); // ours, and empty
+            String::new()
+        }
+        Ok(n) => format!(", keeping the {n} bytes received in {} to resume from on the next run", part.display()),
+        Err(_) => String::new(),
+    };
     Err(fail(format!(
-        "{last}; gave up after {ATTEMPTS} attempts, keeping {} to resume from. When offline, copy the file by hand to {} \
+        "{last}; gave up after {ATTEMPTS} attempts{kept}. When offline, copy the file by hand to {} \
          (LIANDAN_DATA sets the directory), or train on the bundled MNIST",
-        part.display(),
         dest.display()
     )))
 }

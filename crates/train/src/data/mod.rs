@@ -6,8 +6,8 @@
 //!
 //! - Datasets: [`Mnist`] (MNIST and Fashion-MNIST from IDX files), [`cifar10`], [`NpyDataset`]
 //!   (memory-mapped `.npy` arrays), [`TensorDataset`] (in-memory tensors), [`Synthetic`]
-//!   (seeded random images), and [`bundled_mnist`]: 10,000 real MNIST images built into the
-//!   binary, for training with no download.
+//!   (seeded random images), and [`bundled_mnist`]: MNIST's 10,000 test images built into the
+//!   binary (8,000 to train on, 2,000 held out), for training with no download.
 //! - Transforms ([`Transform`]): to-float with scaling, per-channel normalization, random crop
 //!   with padding, random horizontal flip; random ones are seeded by `(seed, epoch, index)`.
 //! - `download` (the default feature of the same name): full MNIST, Fashion-MNIST and
@@ -42,7 +42,7 @@ pub mod rng;
 mod synthetic;
 mod transform;
 
-pub use bundled::{bundled_mnist, bundled_mnist_raw, bundled_mnist_with, MNIST_MEAN, MNIST_STD};
+pub use bundled::{bundled_mnist, bundled_mnist_raw, bundled_mnist_val_indices, bundled_mnist_with, MNIST_MEAN, MNIST_STD};
 pub use cifar::{cifar10, parse_cifar};
 pub use idx::{parse_idx, read_idx, IdxArray, Mnist, Split};
 pub use loader::{collate, Batch, DataLoader, HostBatch};

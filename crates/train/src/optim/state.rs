@@ -35,6 +35,20 @@ pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
     Ok(OptimizerState { tensors, hyper: json!({"optimizer": R::NAME, "config": config, "groups": groups, "steps": steps}) })
 }
 
+/// `a` or `an` before an optimizer's name, as it is said: an Adadelta, an SGD, an RMSprop.
+fn article(name: &str) -> &'static str {
+    let mut chars = name.chars();
+    let first = chars.next().unwrap_or(' ').to_ascii_uppercase();
+    // An acronym is said letter by letter: "es-gee-dee", "ar-em-es".
+    let spelled = chars.next().is_some_and(|c| c.is_ascii_uppercase());
+    let vowel_sound = if spelled { "AEFHILMNORSX".contains(first) } else { "AEIOU".contains(first) };
+    if vowel_sound {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 fn state_err(op: &'static str, detail: String) -> Error {
     Error::State { op, detail }
 }
@@ -45,7 +59,7 @@ pub(crate) fn load<R: Rule>(opt: &mut Optim<R>, saved: &OptimizerState) -> Resul
     let hyper = &saved.hyper;
     let kind = hyper.get("optimizer").and_then(Value::as_str).unwrap_or("<missing>");
     if kind != R::NAME {
-        return Err(state_err(op, format!("the state was saved by a {kind} optimizer, not {}", R::NAME)));
+        return Err(state_err(op, format!("the state was saved by {} {kind} optimizer, not {}", article(kind), R::NAME)));
     }
     let rule: R = serde_json::from_value(hyper.get("config").cloned().unwrap_or(Value::Null))
         .map_err(|e| state_err(op, format!("the saved config does not read as {}'s: {e}", R::NAME)))?;

@@ -1,6 +1,7 @@
 //! What [`Trainer::fit`](super::Trainer::fit) is asked to do: epochs, batching, early stopping,
 //! checkpoints, logging, seeding and resuming.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -101,6 +102,12 @@ pub struct FitConfig {
     /// on the CPU and name the first op that went wrong ([`crate::trainer::anomaly`]). Costs a
     /// read-back per step.
     pub detect_anomaly: bool,
+    /// What the caller wants kept with the run (the command line keeps its model, data, batch
+    /// size, optimizer and scheduler here): written into `best.safetensors` and
+    /// `last.safetensors` (metadata `liandan.run`) and read back with
+    /// [`state::saved_run`](super::state::saved_run) before a resume, or
+    /// [`state::settings`](super::state::settings). `fit` does not interpret them.
+    pub settings: BTreeMap<String, String>,
 }
 
 impl FitConfig {
@@ -122,6 +129,7 @@ impl FitConfig {
             accumulate: 1,
             clip_grad_norm: None,
             detect_anomaly: false,
+            settings: BTreeMap::new(),
         }
     }
 

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use liandan_nn::{Layer, ModuleExt, Tensor};
 
 use super::config::{FitConfig, SchedulerStep};
-use super::history::History;
+use super::history::{round_significant, History};
 use super::progress::{format_values, Progress};
-use super::state::{self, TrainState};
+use super::state::{self, RunShape, TrainState};
 use super::step::Pending;
 use super::{check_loader, Trainer};
 use crate::amp::{GradScaler, GradScalerState, Precision};
@@ -32,6 +32,16 @@ impl<M: Layer> Trainer<M> {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.into(), action: "create the checkpoint directory", source })?;
         }
         let last = dir.map(|d| d.join("last.safetensors"));
+        let shape = RunShape {
+            precision: config.precision,
+            accumulate: config.accumulate,
+            clip_grad_norm: config.clip_grad_norm,
+            monitor: config.monitor.clone(),
+            limit_batches: config.limit_batches,
+            batch_size: train.batch_size(),
+            train_samples: train.dataset().len(),
+            val_samples: val.map(|v| v.dataset().len()),
+        };
         let mut st = match (&last, config.resume) {
             (Some(path), true) => {
                 let sched = self.scheduler.as_mut().map(|(s, _)| &mut **s);
@@ -42,6 +52,17 @@ impl<M: Layer> Trainer<M> {
                         detail: format!("{} was trained with seed {}, not {}; resume with the same seed", path.display(), st.seed, config.seed),
                     });
                 }
+                let changed = st.shape.as_ref().map(|saved| saved.differences(&shape)).unwrap_or_default();
+                if !changed.is_empty() {
+                    return Err(Error::State {
+                        op: "resume",
+                        detail: format!(
+                            "{} was saved by a run with {}; resume with that run's settings, or start a new run elsewhere",
+                            path.display(),
+                            changed.join(", ")
+                        ),
+                    });
+                }
                 for (m, s) in self.metrics.iter_mut().zip(&st.metric_states) {
                     m.load_state(s)?;
                 }
@@ -49,6 +70,7 @@ impl<M: Layer> Trainer<M> {
             }
             _ => TrainState::new(config.seed),
         };
+        st.shape = Some(shape);
         if config.precision == Precision::F16 {
             let scaler = self.scaler.get_or_insert_with(GradScaler::new);
             if let Some(saved) = &st.scaler {
@@ -63,14 +85,15 @@ impl<M: Layer> Trainer<M> {
                 c.on_epoch_start(epoch)?;
             }
             progress.start_epoch(epoch, config.epochs, steps, st.batch);
-            let lr = self.optimizer.param_groups().first().map_or(f64::NAN, |g| g.lr);
+            // Rounded for the history and the screen: 0.49, not 0.48999999999999994.
+            let lr = round_significant(self.optimizer.param_groups().first().map_or(f64::NAN, |g| g.lr), 6);
             let interrupted = self.train_epoch(train, config, steps, &mut st, &mut progress)?;
             if interrupted {
                 st.elapsed += progress.elapsed();
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
                 if let Some(path) = &last {
                     st.scaler = self.scaler_state(config);
-                    state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
+                    state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &config.settings)?;
                 }
                 return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });
             }
@@ -91,22 +114,23 @@ impl<M: Layer> Trainer<M> {
             if improved && dir.is_some() {
                 summary.push_str("  (best so far, saved)");
             }
-            progress.finish_epoch(&summary);
             (st.epoch, st.batch, st.loss_sum, st.loss_steps, st.samples, st.elapsed) = (epoch, 0, 0.0, 0, 0, 0.0);
             st.metric_states.clear();
             if let (Some(dir), Some(path)) = (dir, &last) {
                 if improved {
-                    liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), None)?;
+                    liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), state::settings_metadata(&config.settings))?;
                 }
                 st.scaler = self.scaler_state(config);
-                state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st)?;
+                state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &config.settings)?;
                 write_history(&st.history, dir)?;
             }
+            // After the files: a summary that cannot be printed (a closed pipe) loses nothing.
+            progress.finish_epoch(&summary)?;
             for c in &mut self.callbacks {
                 c.on_epoch_end(epoch, &row)?;
             }
             if config.patience.is_some_and(|p| st.bad_epochs >= p) {
-                progress.println(&format!("early stop: `{}` has not improved for {} epochs", config.monitor, st.bad_epochs));
+                progress.println(&format!("early stop: `{}` has not improved for {} epochs", config.monitor, st.bad_epochs))?;
                 break;
             }
         }
@@ -174,8 +198,7 @@ impl<M: Layer> Trainer<M> {
         for m in &self.metrics {
             values.push((m.name(), m.compute()?));
         }
-        progress.update(st.batch, seen, &values);
-        Ok(())
+        progress.update(st.batch, seen, &values)
     }
 
     /// The epoch's history row: epoch, lr, training loss and metrics, validation loss and

@@ -149,6 +149,17 @@ fn format_value(v: f64) -> String {
     }
 }
 
+/// `x` to `digits` significant digits, so that it prints as people write it: a learning rate
+/// decayed by 0.7 twice is `0.49`, not `0.48999999999999994`. Non-finite values pass through.
+pub fn round_significant(x: f64, digits: usize) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    // Through the decimal text: the parse gives the f64 nearest the rounded decimal, whose
+    // shortest form is that decimal (exponent arithmetic would leave 0.49000000000000005).
+    format!("{:.*e}", digits.saturating_sub(1), x).parse().unwrap_or(x)
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file beside it, fsynced, renamed over it.
 /// (Checkpoints go through `liandan_nn::checkpoint::save`, which does the same.)
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {

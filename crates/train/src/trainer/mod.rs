@@ -50,7 +50,7 @@ mod step;
 
 pub use callback::Callback;
 pub use config::{FitConfig, Mode, ProgressStyle, SchedulerStep};
-pub use history::History;
+pub use history::{round_significant, History};
 pub use metrics::{Accuracy, Metric, TopK};
 #[cfg(feature = "plot")]
 pub use plot::plot_history;
@@ -162,13 +162,21 @@ impl<M: Layer> Trainer<M> {
     /// The loss and every metric over `data` in evaluation mode without gradients, as
     /// `[("loss", ..), ("acc", ..), ...]`; the loss is the mean over samples.
     pub fn evaluate(&mut self, data: &DataLoader) -> Result<Vec<(String, f64)>> {
+        self.evaluate_with_progress(data, ProgressStyle::Quiet)
+    }
+
+    /// [`Trainer::evaluate`] showing its progress as `style` says (a bar, or a few lines). The
+    /// device is synchronized after each batch while progress is shown, so that it is honest.
+    pub fn evaluate_with_progress(&mut self, data: &DataLoader, style: ProgressStyle) -> Result<Vec<(String, f64)>> {
         check_loader("evaluate", data, &self.device)?;
+        let mut progress = progress::Progress::new(style);
+        progress.start_eval(data.len());
         self.model.eval();
         for m in &mut self.metrics {
             m.reset();
         }
         let mut loss_sum: Option<Tensor> = None;
-        let mut samples = 0usize;
+        let (mut samples, mut batches) = (0usize, 0usize);
         let result = no_grad(|| -> Result<()> {
             for batch in data.iter(0)? {
                 let batch = batch?;
@@ -184,9 +192,15 @@ impl<M: Layer> Trainer<M> {
                 for m in &mut self.metrics {
                     m.update(&out, &batch.target)?;
                 }
+                if style != ProgressStyle::Quiet {
+                    self.device.synchronize()?;
+                    progress.update(batches + 1, samples, &[])?;
+                }
+                batches += 1;
             }
             Ok(())
         });
+        progress.finish();
         self.model.train();
         result?;
         let mut out = vec![("loss".to_string(), loss_sum.expect("a non-empty loader has a batch").item_f64()? / samples as f64)];

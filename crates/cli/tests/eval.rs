@@ -1,0 +1,122 @@
+//! `liandan eval` reads (and downloads) only the split it evaluates (`--split`), shows its
+//! progress, and warns when a model trained on the bundled set (MNIST's test images) is scored
+//! on MNIST's test split.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn liandan(cache: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
+    c.env("LIANDAN_DEVICE", "cpu").env("LIANDAN_DATA", cache).env("LIANDAN_DATA_URL", "http://127.0.0.1:9/");
+    c
+}
+
+/// The bundled copy of MNIST's test split (the published files).
+fn bundled(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../train/data/mnist").join(name)).unwrap()
+}
+
+/// A checkpoint of mnist_cnn trained briefly on the bundled set.
+fn trained(tmp: &Path) -> PathBuf {
+    let run = tmp.join("run");
+    let o = liandan(tmp).args(["train", "--max-samples", "16", "--batch-size", "16", "--epochs", "1", "--out"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    run.join("best.safetensors")
+}
+
+fn eval(tmp: &Path, checkpoint: &Path, args: &[&str]) -> Output {
+    liandan(tmp).args(["eval", "--model", "mnist_cnn", "--checkpoint"]).arg(checkpoint).args(args).output().unwrap()
+}
+
+#[test]
+fn eval_reads_only_the_split_it_evaluates_and_warns_of_the_bundled_sets_overlap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let best = trained(tmp.path());
+    // A directory with MNIST's test split only.
+    let dir = tmp.path().join("t10k");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"] {
+        std::fs::write(dir.join(f), bundled(f)).unwrap();
+    }
+    let d = dir.to_str().unwrap();
+    let o = eval(tmp.path(), &best, &["--data", d, "--max-samples", "64", "--batch-size", "16"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("test split, 64 samples: loss"), "{out}");
+    // Trained on the bundled set, which is these very images.
+    assert!(err.contains("warning:") && err.contains("8,000 of the 10,000") && err.contains("--data bundled --split val"), "{err}");
+    // Four batches: progress lines while it runs (stdout is not a terminal here).
+    assert!(out.contains("eval step 1/4") && !out.contains("eval step 4/4"), "{out}");
+
+    let o = eval(tmp.path(), &best, &["--data", d, "--split", "train"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("train-images-idx3-ubyte"), "{err}");
+
+    // The bundled set: its held-out 2,000 by default, no warning; it has no test split.
+    let o = eval(tmp.path(), &best, &["--max-samples", "32"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success() && out.contains("val split, 32 samples") && !err.contains("warning"), "{out}{err}");
+    let o = eval(tmp.path(), &best, &["--split", "test"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("no test split") && err.contains("--split val"), "{err}");
+}
+
+/// Serves `files` by name (404 for others) to `requests` requests; returns the base URL and,
+/// when joined, the names asked for.
+fn serve(files: HashMap<String, Vec<u8>>, requests: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut asked = Vec::new();
+        for _ in 0..requests {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+            }
+            let name = first.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
+            let reply = match files.get(&name) {
+                Some(body) => [format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes(), body.clone()].concat(),
+                None => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+            };
+            let _ = stream.write_all(&reply);
+            asked.push(name);
+        }
+        asked
+    });
+    (base, handle)
+}
+
+#[test]
+fn eval_on_mnist_downloads_only_the_test_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let best = trained(tmp.path());
+    let files = ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"].map(|n| (n.to_string(), bundled(n)));
+    let (base, server) = serve(files.into_iter().collect(), 2);
+    let o = liandan(tmp.path())
+        .env("LIANDAN_DATA_URL", &base)
+        .args(["eval", "--model", "mnist_cnn", "--data", "mnist", "--max-samples", "16", "--checkpoint"])
+        .arg(&best)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(server.join().unwrap(), ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]);
+    assert!(err.contains("downloading mnist's test split (2 files)") && err.contains("warning:"), "{err}");
+    assert!(out.contains("test split, 16 samples"), "{out}");
+    assert!(!tmp.path().join("mnist/train-images-idx3-ubyte.gz").exists());
+}
