@@ -7,6 +7,7 @@ use liandan_nn::{checkpoint, DType, Device, ModuleExt, Tensor};
 
 use crate::args::ExportArgs;
 use crate::common::{build_model, load_weights};
+use crate::output::say;
 use crate::Failure;
 
 /// `liandan export`: loads the checkpoint into the zoo model, traces one forward pass in eval
@@ -59,9 +60,9 @@ pub fn export(a: &ExportArgs) -> Result<(), Failure> {
     let nodes: usize = onnx.op_counts.iter().map(|(_, n)| n).sum();
     let ops = onnx.op_counts.iter().map(|(op, n)| format!("{op} {n}")).collect::<Vec<_>>().join(", ");
     let note = if replaced { " (replaced the file that was there)" } else { "" };
-    println!("wrote {}{note}: {} for ONNX opset {opset}, {} parameters", a.out.display(), spec.name, thousands(net.num_parameters()));
-    println!("inputs: {} [{batch}, {dims}] f32; outputs: {}", onnx.inputs.join(", "), onnx.outputs.join(", "));
-    println!("{nodes} nodes: {ops}");
+    say!("wrote {}{note}: {} for ONNX opset {opset}, {} parameters", a.out.display(), spec.name, thousands(net.num_parameters()))?;
+    say!("inputs: {} [{batch}, {dims}] f32; outputs: {}", onnx.inputs.join(", "), onnx.outputs.join(", "))?;
+    say!("{nodes} nodes: {ops}")?;
     Ok(())
 }
 

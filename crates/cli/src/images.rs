@@ -7,6 +7,7 @@ use image::imageops::FilterType;
 use image::{ImageBuffer, ImageReader, Luma, Rgb};
 use liandan_train::data::read_idx;
 
+use crate::output::note;
 use crate::Failure;
 
 /// An image, channels first, pixel values in `0..=255` as f32.
@@ -255,19 +256,19 @@ pub fn report(changes: &Changes, model: &str, want: Shape) {
     let plural = |n: usize, one: &str, many: &str| if n == 1 { format!("1 {one}") } else { format!("{n} {many}") };
     let takes = format!("{model} takes {want} images");
     if changes.to_gray > 0 {
-        eprintln!("note: {} converted to grayscale (0.299 R + 0.587 G + 0.114 B): {takes}", plural(changes.to_gray, "RGB image", "RGB images"));
+        note!("note: {} converted to grayscale (0.299 R + 0.587 G + 0.114 B): {takes}", plural(changes.to_gray, "RGB image", "RGB images"));
     }
     if changes.to_rgb > 0 {
-        eprintln!("note: {} repeated over 3 channels (RGB): {takes}", plural(changes.to_rgb, "grayscale image", "grayscale images"));
+        note!("note: {} repeated over 3 channels (RGB): {takes}", plural(changes.to_rgb, "grayscale image", "grayscale images"));
     }
     if changes.alpha > 0 {
-        eprintln!("note: the alpha channel of {} dropped", plural(changes.alpha, "image", "images"));
+        note!("note: the alpha channel of {} dropped", plural(changes.alpha, "image", "images"));
     }
     if !changes.resized.is_empty() {
         let mut sizes = changes.resized.clone();
         sizes.sort();
         sizes.dedup();
-        eprintln!(
+        note!(
             "note: {} resized to {}x{} (bilinear) from {}: {takes}",
             plural(changes.resized.len(), "image", "images"),
             want.height,
@@ -285,6 +286,6 @@ pub fn report(changes: &Changes, model: &str, want: Shape) {
             .collect();
         let more = changes.skipped.len().saturating_sub(LISTED);
         let more = if more > 0 { format!(", and {more} more") } else { String::new() };
-        eprintln!("note: skipped {} that hold no images: {}{more}", plural(changes.skipped.len(), "file", "files"), listed.join(", "));
+        note!("note: skipped {} that hold no images: {}{more}", plural(changes.skipped.len(), "file", "files"), listed.join(", "));
     }
 }

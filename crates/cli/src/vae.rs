@@ -6,6 +6,7 @@ use std::path::Path;
 use liandan_nn::zoo::{Vae, VaeOutput, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, impl_module, no_grad, DType, Device, Forward, ModuleExt, Result as NnResult, Tensor};
 
+use crate::output::say;
 use crate::Failure;
 
 /// Pixels of an image the vae takes (28x28).
@@ -92,7 +93,7 @@ pub fn predict(weights: Vec<(String, Tensor)>, outputs: &Tensor, labels: &[Strin
         // As PyTorch's binary cross-entropy: each log clamped at -100.
         let bce: f64 = recon[pixels.clone()].iter().zip(&x[pixels]).map(|(&r, &t)| -(t * r.ln().max(-100.0) + (1.0 - t) * (1.0 - r).ln().max(-100.0))).sum();
         let kl: f64 = mu[latent.clone()].iter().zip(&logvar[latent]).map(|(&m, &lv)| -0.5 * (1.0 + lv - m * m - lv.exp())).sum();
-        println!("{label}: loss {:.2} (reconstruction {bce:.2} + KL {kl:.2})", bce + kl);
+        say!("{label}: loss {:.2} (reconstruction {bce:.2} + KL {kl:.2})", bce + kl)?;
     }
     // A plain `Vae` with the trained weights decodes the prior's draws.
     let vae = Vae::new(device)?;
@@ -114,7 +115,7 @@ pub fn predict(weights: Vec<(String, Tensor)>, outputs: &Tensor, labels: &[Strin
     tiles.extend(samples.chunks(PIXELS));
     write_grid(&tiles, out)?;
     let inputs = if n > shown { format!("the first {shown} of {n} inputs") } else { format!("{n} input(s)") };
-    println!("{}: {inputs}, each above its reconstruction, then {SAMPLES} images decoded from draws of the prior", out.display());
+    say!("{}: {inputs}, each above its reconstruction, then {SAMPLES} images decoded from draws of the prior", out.display())?;
     Ok(())
 }
 
