@@ -1,14 +1,18 @@
 """The PyTorch side of `cargo xtask bench`. With `--json --model NAME` (what `cargo xtask bench
 --torch` runs, one fresh Python per model): one zoo model's training step, timed as ours is
 (warm-up, then steps each synchronized, then groups of steps with one synchronize each),
-printed as one JSON line. With `--overhead --model NAME` (what `cargo xtask bench-fusion --torch`
-runs): forward+backward, and forward+backward+step with SGD and with Adam, as one JSON line of
+printed as one JSON line; with `--compile MODE` as well (what `--torch-compile` adds), the same
+step with its forward and loss under `torch.compile(mode=MODE)`, and the first step's time (the
+compile) in the line. Where torch.compile cannot run (no C++ compiler for the CPU, no Triton,
+an unsupported Python), it says why on stderr and exits with status 3. With `--overhead --model
+NAME` (what `cargo xtask bench-fusion --torch` runs): forward+backward, and forward+backward+step with SGD and with Adam, as one JSON line of
 median ms. With `--matmul` (what `cargo xtask bench --torch` runs per GPU): f16 and f32 square
 products and the zoo's f32 products (TF32 off, as ours are exact) as JSON micro-benchmark rows. Without any: the older kernel and zoo rows as a Markdown table."""
 import argparse
 import contextlib
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -56,7 +60,7 @@ def main():
     p.add_argument("--profile", action="store_true")
     p.add_argument("--no-tf32", action="store_true")
     p.add_argument("--shapes", action="store_true")
-    for name in ["model", "precision"]:
+    for name in ["model", "precision", "compile"]:
         p.add_argument(f"--{name}")
     for name in ["batch", "warmup", "steps", "sync-every", "groups", "samples"]:
         p.add_argument(f"--{name}", type=int)
@@ -160,7 +164,6 @@ def zoo_passes(dev, side, quick, reps, train=False):
     times them on GPUs; the models are those of the parity script. With `train`, the full
     training step: the same plus the step of the model's optimizer ("zoo <name> train step")."""
     import os
-    import sys
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
     from make_parity import build
@@ -198,7 +201,6 @@ def step_overhead(a):
     backward stepped again and again), each synchronized, and the step alone pipelined (20 steps,
     one synchronize), as `cargo xtask bench-fusion` times ours."""
     import os
-    import sys
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
     from make_parity import build
@@ -311,9 +313,10 @@ def matmul_rows(a):
 
 
 def model_step(a):
-    """The device, its synchronize, and one training step of zoo model `a.model` (its optimizer, `a.precision`)."""
+    """The device, its synchronize, and one training step of zoo model `a.model` (its optimizer, `a.precision`);
+    with `a.compile`, its forward and loss (the backward that AOTAutograd derives from them
+    too) run under `torch.compile(mode=a.compile)`, the optimizer's step eager as above."""
     import os
-    import sys
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "nn", "tests", "data", "parity"))
     from make_parity import build
@@ -329,16 +332,26 @@ def model_step(a):
     # f16 needs a loss scaler, as ours will; bf16 has f32's range and needs none.
     scaler = torch.amp.GradScaler(dev.type) if low == torch.float16 else None
 
-    def step():
-        opt.zero_grad(set_to_none=True)
+    def forward_loss():
         ctx = torch.autocast(dev.type, dtype=low) if low is not None else contextlib.nullcontext()
         with ctx:
             if a.model == "vae":
                 r, mu, lv = model(x, torch.randn(a.batch, 20, device=dev))
-                loss = F.binary_cross_entropy(r.float(), x.view(-1, 784), reduction="sum") - 0.5 * torch.sum(1 + lv - mu.pow(2) - lv.exp())
-            else:
-                out = model(x)
-                loss = F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)
+                return F.binary_cross_entropy(r.float(), x.view(-1, 784), reduction="sum") - 0.5 * torch.sum(1 + lv - mu.pow(2) - lv.exp())
+            out = model(x)
+            return F.nll_loss(out, y) if a.model == "mnist_cnn" else F.cross_entropy(out, y)
+
+    # Under reduce-overhead the compiled graphs replay as CUDA graphs, whose outputs the next
+    # replay overwrites: marking each step's start tells PyTorch the last step's are dead.
+    mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None) if a.compile else None
+    if a.compile:
+        forward_loss = torch.compile(forward_loss, mode=a.compile)
+
+    def step():
+        if mark is not None:
+            mark()
+        opt.zero_grad(set_to_none=True)
+        loss = forward_loss()
         if scaler:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -356,12 +369,29 @@ def model_step(a):
 WARMUP_SECS = 1.0
 
 
+# Warm-up steps a compiled step gets at least: reduce-overhead runs its graphs once plainly,
+# then records them as CUDA graphs, and replays them only from the third step on.
+COMPILED_WARMUP = 3
+
+
 def one_model(a):
     dev, sync, step = model_step(a)
-    step()
-    sync()
+    first = time.perf_counter()
+    if a.compile:
+        try:
+            step()
+            sync()
+        except Exception as e:  # torch.compile fails in many ways where it cannot run
+            why = next((line for line in str(e).splitlines() if line.strip()), "")
+            print(f"torch.compile(mode={a.compile}) cannot run on {dev.type} here: {type(e).__name__}: {why}", file=sys.stderr)
+            sys.exit(3)
+    else:
+        step()
+        sync()
     start, done = time.perf_counter(), 1
-    while done < a.warmup or time.perf_counter() - start < WARMUP_SECS:
+    first_step_s = start - first
+    warmup = max(a.warmup, COMPILED_WARMUP) if a.compile else a.warmup
+    while done < warmup or time.perf_counter() - start < WARMUP_SECS:
         step()
         sync()
         done += 1
@@ -388,7 +418,7 @@ def one_model(a):
         return {"median_ms": statistics.median(v) * 1e3, "min_ms": v[0] * 1e3, "max_ms": v[-1] * 1e3}
 
     peak = torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None
-    return {"synced": stats(synced), "pipelined": stats(pipelined), "peak_bytes": peak}
+    return {"synced": stats(synced), "pipelined": stats(pipelined), "peak_bytes": peak, "first_step_s": first_step_s}
 
 
 def profile_model(a):

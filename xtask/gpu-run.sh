@@ -6,12 +6,15 @@
 # loader (libvulkan.so.1); libraries it lacks can go in .gpu/lib, which is put on
 # LD_LIBRARY_PATH. PyTorch (`python3 -c 'import torch'`) gives the columns beside ours.
 #
-#   PART=tests|train|bench|cpu|sync|profile|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
+#   PART=tests|train|bench|compile|cpu|sync|profile|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
 #
 # bench: the zoo's training steps beside PyTorch, f32 with the micro-benchmarks, then the
 # other PRECISIONS (default f16) without; MODELS limits the models. With a previous build's
 # xtask as .bin/xtask-old, its rows are timed too, the two builds alternated for ROUNDS
 # rounds (default 2), so a change is measured against what it changed in the same call.
+# compile: the zoo's steps (PRECISIONS_COMPILE, default f32) beside PyTorch eager and under
+# torch.compile in COMPILE_MODES (default "default,reduce-overhead"); a compile takes up to a
+# minute or more a model and mode (resnet18, vit), so MODELS keeps a call within its time.
 # cpu: the zoo on the host's CPU beside PyTorch's, all cores a side (THREADS), batch 16 (BATCH).
 # sync: what a synchronize costs through wgpu alone, through the backend, and in CUDA.
 # profile: `liandan profile --shapes` of MODELS (default resnet18, vit, lstm) in f32.
@@ -25,7 +28,7 @@ chmod +x .bin/* 2>/dev/null
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 export LIANDAN_REQUIRE_GPU=1
-want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ]; }; }
+want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ]; }; }
 STEPS=(--device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 4 --epoch-samples 6400)
 MODELS_ARG=(); [ -n "${MODELS:-}" ] && MODELS_ARG=(--models "$MODELS")
 
@@ -66,6 +69,13 @@ if want bench; then
     done; done
     rm -rf "$OUT/s" "$OUT/s.md"
   fi
+fi
+
+if want compile; then
+  echo "## bench ${PRECISIONS_COMPILE:-f32} beside PyTorch eager and under torch.compile"
+  timeout 590 ./.bin/xtask bench "${STEPS[@]}" ${MODELS_ARG[@]+"${MODELS_ARG[@]}"} --torch --torch-compile "${COMPILE_MODES:-default,reduce-overhead}" \
+    --no-micro --precisions "${PRECISIONS_COMPILE:-f32}" --out "$OUT/bench-compile" > "$OUT/bench-compile.md" 2> "$OUT/bench-compile.log"
+  echo "rc $?"; cat "$OUT/bench-compile.md"; tail -3 "$OUT/bench-compile.log"
 fi
 
 if want cpu; then

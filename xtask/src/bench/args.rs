@@ -32,6 +32,15 @@ pub struct BenchArgs {
     /// batch, optimizer and precision.
     #[arg(long)]
     pub torch: bool,
+    /// With --torch, also time PyTorch's step under `torch.compile` in these modes, comma
+    /// separated: its forward and loss compiled, a fresh Python per model and mode, each compile's time
+    /// reported beside the step's. A compile takes from seconds to a minute or more (resnet18,
+    /// vit): --torch-compile-models keeps it to some models.
+    #[arg(long, value_delimiter = ',', value_name = "MODE,..", requires = "torch", value_parser = clap::builder::PossibleValuesParser::new(COMPILE_MODES))]
+    pub torch_compile: Vec<String>,
+    /// The models timed under --torch-compile, comma separated (default: every model timed).
+    #[arg(long, value_delimiter = ',', value_name = "NAME,..", requires = "torch_compile")]
+    pub torch_compile_models: Vec<String>,
     /// The Python that has torch (default: python3).
     #[arg(long, default_value = "python3", value_name = "EXE")]
     pub python: String,
@@ -86,7 +95,18 @@ impl Timing {
     }
 }
 
+/// The modes `torch.compile` takes.
+pub const COMPILE_MODES: &[&str] = &["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"];
+
 impl BenchArgs {
+    /// The `torch.compile` modes to time `model` in.
+    pub fn compile_modes(&self, model: &str) -> &[String] {
+        match self.torch_compile_models.is_empty() || self.torch_compile_models.iter().any(|m| m == model) {
+            true => &self.torch_compile,
+            false => &[],
+        }
+    }
+
     /// The batch of a model whose reference batch is `reference`.
     pub fn batch_for(&self, reference: usize) -> usize {
         match self.batch {
@@ -171,6 +191,19 @@ mod tests {
         assert_eq!(full.out, PathBuf::from("/tmp/x"));
         let mixed = BenchArgs::try_parse_from(["bench", "--precisions", "f32,f16,bf16"]).unwrap();
         assert_eq!(mixed.precision, ["f32", "f16", "bf16"]);
+    }
+
+    #[test]
+    fn compile_modes_apply_to_the_models_named() {
+        let a = BenchArgs::try_parse_from(["bench", "--torch", "--torch-compile", "default,reduce-overhead", "--torch-compile-models", "vit"]).unwrap();
+        assert_eq!(a.compile_modes("vit"), ["default", "reduce-overhead"]);
+        assert!(a.compile_modes("mlp").is_empty());
+        let all = BenchArgs::try_parse_from(["bench", "--torch", "--torch-compile", "reduce-overhead"]).unwrap();
+        assert_eq!(all.compile_modes("mlp"), ["reduce-overhead"]);
+        assert!(BenchArgs::try_parse_from(["bench"]).unwrap().compile_modes("mlp").is_empty());
+        // Compiled PyTorch is PyTorch: without --torch there is none to compile.
+        assert!(BenchArgs::try_parse_from(["bench", "--torch-compile", "default"]).is_err());
+        assert!(BenchArgs::try_parse_from(["bench", "--torch", "--torch-compile", "fastest"]).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `cargo xtask bench`: the zoo's training step on every device and precision, each model in a
 //! fresh process (this binary spawned again as `xtask bench-model`), PyTorch beside it with
-//! `--torch` (`xtask/bench_torch.py`, also one process per model), a real epoch through the
+//! `--torch` (`xtask/bench_torch.py`, also one process per model, and per `torch.compile` mode
+//! with `--torch-compile`), a real epoch through the
 //! DataLoader and micro-benchmarks; a Markdown table on stdout, `bench.json` and `bench.png`
 //! under `--out` (default `target/bench`).
 
@@ -21,7 +22,7 @@ use liandan_tensor::{Device, DeviceKind};
 use serde::de::DeserializeOwned;
 
 use args::{BenchArgs, ChildArgs};
-use report::{DeviceReport, EpochRow, Report, Row};
+use report::{Compiled, DeviceReport, EpochRow, Report, Row};
 
 type Fallible<T> = Result<T, String>;
 
@@ -178,6 +179,9 @@ pub fn run(argv: &[String]) -> Fallible<()> {
     for p in &a.precision {
         step::precision(p).map_err(|e| format!("--precision: {e}"))?;
     }
+    for m in &a.torch_compile_models {
+        zoo::spec(m).map_err(|e| format!("--torch-compile-models: {e}"))?;
+    }
     let devices = devices(&a.device).map_err(|e| format!("--device: {e}"))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program to spawn it again: {e}"))?;
     let plan = a.timing.plan(a.quick);
@@ -222,12 +226,31 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                 };
                 eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
                 let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
-                let theirs = torch.is_ok().then(|| {
-                    let mut args = vec![script.display().to_string(), "--json".into()];
-                    args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_args());
-                    spawn_json(Path::new(&a.python), &args, a.threads)
+                let mut args = vec![script.display().to_string(), "--json".into()];
+                args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_args());
+                let theirs = torch.is_ok().then(|| spawn_json(Path::new(&a.python), &args, a.threads));
+                let compiled = match torch.is_ok() {
+                    true => a.compile_modes(model),
+                    false => &[],
+                };
+                let compiled = compiled
+                    .iter()
+                    .map(|mode| {
+                        eprintln!("bench: PyTorch {model} on {device} ({precision}) under torch.compile(mode={mode})");
+                        let args = [args.clone(), vec!["--compile".into(), mode.clone()]].concat();
+                        Compiled { mode: mode.clone(), times: spawn_json(Path::new(&a.python), &args, a.threads) }
+                    })
+                    .collect();
+                rows.push(Row {
+                    model: model.clone(),
+                    device: device.clone(),
+                    precision: precision.clone(),
+                    batch,
+                    epoch_samples,
+                    ours,
+                    torch: theirs,
+                    compiled,
                 });
-                rows.push(Row { model: model.clone(), device: device.clone(), precision: precision.clone(), batch, epoch_samples, ours, torch: theirs });
             }
         }
     }

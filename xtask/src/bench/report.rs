@@ -42,6 +42,17 @@ pub struct Row {
     pub ours: Result<StepTimes, String>,
     /// `None` without `--torch`.
     pub torch: Option<Result<StepTimes, String>>,
+    /// PyTorch's step under `torch.compile`, one per `--torch-compile` mode.
+    #[serde(default)]
+    pub compiled: Vec<Compiled>,
+}
+
+/// PyTorch's step with its forward and loss under `torch.compile(mode)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compiled {
+    pub mode: String,
+    /// Its first step's time is the compile's.
+    pub times: Result<StepTimes, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,6 +94,57 @@ impl Report {
     /// The row of `model` in `precision` on the CPU, to take speedups against.
     fn cpu_row(&self, model: &str, precision: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.model == model && r.precision == precision && r.device == "cpu")
+    }
+
+    /// The modes of `torch.compile` measured, in the order the rows first name them.
+    fn compile_modes(&self) -> Vec<&str> {
+        let mut modes: Vec<&str> = Vec::new();
+        for c in self.rows.iter().flat_map(|r| &r.compiled) {
+            if !modes.contains(&c.mode.as_str()) {
+                modes.push(&c.mode);
+            }
+        }
+        modes
+    }
+
+    /// Our step beside PyTorch's eager one and its compiled ones, each pipelined (synced), with
+    /// each compile's seconds and our time over each: nothing when no mode was measured.
+    fn compiled_table(&self, failures: &mut Vec<String>) -> String {
+        let modes = self.compile_modes();
+        if modes.is_empty() {
+            return String::new();
+        }
+        let mut o = String::from("\n| model | device | precision | batch | ours ms | PyTorch eager ms | ours / eager |");
+        for m in &modes {
+            let _ = write!(o, " `{m}` ms | compile s | ours / `{m}` |");
+        }
+        let _ = writeln!(o, "\n|{}", "---|".repeat(7 + 3 * modes.len()));
+        let both = |t: &StepTimes| format!("{} ({})", ms(t.pipelined.median_ms), ms(t.synced.median_ms));
+        for r in self.rows.iter().filter(|r| !r.compiled.is_empty()) {
+            let ours = r.ours.as_ref().ok();
+            let over = |t: &StepTimes| ours.map_or("-".into(), |o| format!("{:.2}", o.pipelined.median_ms / t.pipelined.median_ms));
+            let eager = match &r.torch {
+                Some(Ok(t)) => format!("{} | {}", both(t), over(t)),
+                _ => "- | -".into(),
+            };
+            let _ = write!(o, "| {} | {} | {} | {} | {} | {eager} |", r.model, r.device, r.precision, r.batch, ours.map_or("-".into(), both));
+            for m in &modes {
+                match r.compiled.iter().find(|c| c.mode == *m).map(|c| &c.times) {
+                    Some(Ok(t)) => {
+                        let compile = t.first_step_s.map_or("-".into(), |s| format!("{s:.1}"));
+                        let _ = write!(o, " {} | {compile} | {} |", both(t), over(t));
+                    }
+                    Some(Err(e)) => {
+                        failures.push(format!("PyTorch {} on {} ({}) under torch.compile(mode={m}): {e}", r.model, r.device, r.precision));
+                        o.push_str(" failed | - | - |");
+                    }
+                    None => o.push_str(" - | - | - |"),
+                }
+            }
+            o.push('\n');
+        }
+        o.push_str("\nPyTorch compiled: its forward and loss under `torch.compile(mode)` (the backward AOTAutograd derives from them; the optimizer's step eager), pipelined (synced) ms; compile s: its first step, synchronized.\n");
+        o
     }
 
     pub fn markdown(&self) -> String {
@@ -144,6 +206,7 @@ impl Report {
             );
         }
         o.push_str("\ns/epoch: the epoch's samples (MNIST 60,000; CIFAR-10 50,000 for resnet18 and vit) at the pipelined rate. vs our CPU: our CPU's pipelined time over this one. ours / PyTorch: below 1 we are faster (pipelined against pipelined, synced against synced). Peak: device buffers on a GPU, the process's heap on the CPU; PyTorch's, `torch.cuda.max_memory_allocated` on CUDA (none on its CPU).\n");
+        o.push_str(&self.compiled_table(&mut failures));
         if !self.epochs.is_empty() {
             o.push_str("\n| real epoch through the DataLoader | device | batch | samples timed | steps | s | samples/s | s per full epoch |\n|---|---|---|---|---|---|---|---|\n");
             for e in &self.epochs {

@@ -59,6 +59,10 @@ pub struct StepTimes {
     pub pipelined: Stats,
     /// The most memory the process held: device buffers on a GPU, heap bytes on the CPU.
     pub peak_bytes: Option<u64>,
+    /// Seconds the first step took, synchronized: on a GPU ours compiles its kernels in it,
+    /// PyTorch under `torch.compile` its graphs (absent from older results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_step_s: Option<f64>,
 }
 
 /// A timed pass over a dataset, as `bench-epoch` reports it.
@@ -161,8 +165,10 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let (x, y) = batch_for(&*s.model, a.batch, &device)?;
     let Plan { warmup, steps, sync_every, groups } = a.plan();
     let sync = || device.synchronize().map_err(|e| e.to_string());
+    let first = Instant::now();
     s.step(&x, y.as_ref())?;
     sync()?;
+    let first_step_s = Some(first.elapsed().as_secs_f64());
     let start = Instant::now();
     let mut done = 1;
     while done < warmup || start.elapsed().as_secs_f64() < WARMUP_SECS {
@@ -198,7 +204,12 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         eprintln!("{} {}: {}", a.model, a.precision, phase_line(&before, &after, groups * sync_every, start.elapsed().as_secs_f64()));
     }
     let none = || "no timed steps".to_string();
-    Ok(StepTimes { synced: Stats::of(synced).ok_or_else(none)?, pipelined: Stats::of(pipelined).ok_or_else(none)?, peak_bytes: peak_bytes(&device) })
+    Ok(StepTimes {
+        synced: Stats::of(synced).ok_or_else(none)?,
+        pipelined: Stats::of(pipelined).ok_or_else(none)?,
+        peak_bytes: peak_bytes(&device),
+        first_step_s,
+    })
 }
 
 /// Where `steps` pipelined steps that took `secs` in all spent the host's time, per step, from

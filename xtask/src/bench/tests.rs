@@ -3,16 +3,16 @@
 
 use super::args::Plan;
 use super::micro::{Micro, MicroRow};
-use super::report::{DeviceReport, EpochRow, Report, Row};
+use super::report::{Compiled, DeviceReport, EpochRow, Report, Row};
 use super::step::{EpochTimes, Stats, StepTimes};
 
 fn times(median_ms: f64) -> StepTimes {
     let s = Stats { median_ms, min_ms: median_ms * 0.9, max_ms: median_ms * 1.5 };
-    StepTimes { synced: Stats { median_ms: median_ms * 1.2, ..s }, pipelined: s, peak_bytes: Some(64 << 20) }
+    StepTimes { synced: Stats { median_ms: median_ms * 1.2, ..s }, pipelined: s, peak_bytes: Some(64 << 20), first_step_s: None }
 }
 
 fn row(model: &str, device: &str, ms: f64, torch: Option<Result<StepTimes, String>>) -> Row {
-    Row { model: model.into(), device: device.into(), precision: "f32".into(), batch: 64, epoch_samples: 60_000, ours: Ok(times(ms)), torch }
+    Row { model: model.into(), device: device.into(), precision: "f32".into(), batch: 64, epoch_samples: 60_000, ours: Ok(times(ms)), torch, compiled: vec![] }
 }
 
 fn fixed() -> Report {
@@ -80,6 +80,41 @@ fn without_torch_the_table_says_not_measured() {
     let md = r.markdown();
     assert!(md.contains("PyTorch not measured (run with --torch to measure it)"));
     assert!(line(&md, "| mnist_cnn | cpu |").ends_with("| not measured | - | - | - | - |"));
+}
+
+/// Rows with PyTorch's step under two modes of `torch.compile`: mnist_cnn on the CPU with both
+/// (its default one 40 ms, compiled in 12.5 s; reduce-overhead unavailable), the vit with
+/// reduce-overhead only.
+fn compiled() -> Report {
+    let mut r = fixed();
+    let compiled = |mode: &str, ms: f64, compile_s: f64| Compiled { mode: mode.into(), times: Ok(StepTimes { first_step_s: Some(compile_s), ..times(ms) }) };
+    r.rows[0].compiled = vec![
+        compiled("default", 40.0, 12.5),
+        Compiled { mode: "reduce-overhead".into(), times: Err("exited with exit status: 3: torch.compile is unavailable".into()) },
+    ];
+    r.rows[2] = Row { torch: Some(Ok(times(20.0))), compiled: vec![compiled("reduce-overhead", 8.0, 61.0)], ..row("vit", "gpu:0", 10.0, None) };
+    r
+}
+
+#[test]
+fn compiled_pytorch_sits_beside_eager_with_its_compile_time() {
+    let md = compiled().markdown();
+    assert!(md.contains("| model | device | precision | batch | ours ms | PyTorch eager ms | ours / eager | `default` ms | compile s | ours / `default` | `reduce-overhead` ms | compile s | ours / `reduce-overhead` |"), "{md}");
+    // Ours 100 (synced 120) against eager 50 (60): 2.00; against the default compile's 40 (48),
+    // compiled in 12.5 s: 2.50; reduce-overhead failed, and the failure is listed.
+    let cpu = md.lines().filter(|l| l.starts_with("| mnist_cnn | cpu |")).nth(1).unwrap_or_else(|| panic!("no compiled row in\n{md}"));
+    assert_eq!(cpu, "| mnist_cnn | cpu | f32 | 64 | 100 (120) | 50.0 (60.0) | 2.00 | 40.0 (48.0) | 12.5 | 2.50 | failed | - | - |");
+    assert!(
+        md.contains("- PyTorch mnist_cnn on cpu (f32) under torch.compile(mode=reduce-overhead): exited with exit status: 3: torch.compile is unavailable"),
+        "{md}"
+    );
+    // The vit was compiled in one mode only: 10 ms against reduce-overhead's 8 (61.0 s): 1.25.
+    assert!(md.lines().any(|l| l == "| vit | gpu:0 | f32 | 64 | 10.0 (12.0) | 20.0 (24.0) | 0.50 | - | - | - | 8.00 (9.60) | 61.0 | 1.25 |"), "{md}");
+    // A model not compiled has no row there; without compiled results there is no such table.
+    assert_eq!(md.lines().filter(|l| l.starts_with("| mnist_cnn | gpu:0 |")).count(), 1);
+    assert!(!fixed().markdown().contains("compile s"));
+    let back: Report = serde_json::from_str(&serde_json::to_string(&compiled()).unwrap()).unwrap();
+    assert_eq!(back, compiled());
 }
 
 #[test]
