@@ -816,12 +816,12 @@ fn real_params() -> Fallible<Vec<(String, String, bool, u32)>> {
                 .ok_or_else(|| format!("the backend has no kernel {key}"))
         };
         let (buffer, immediate) = (find(false)?, find(true)?);
-        let decl = "var<immediate> params: array<u32, 64>;";
+        let decl = "var<immediate> p: Params;";
         if !immediate.contains(decl) {
             return Err(format!("{key}'s source no longer holds {decl:?}: update xtask ceiling"));
         }
         let values = REAL_PARAMS.iter().map(|v| format!("{v}u")).collect::<Vec<_>>().join(", ");
-        let constants = immediate.replace(decl, &format!("const params = array<u32, {}>({values});", REAL_PARAMS.len()));
+        let constants = immediate.replace(decl, &format!("const p = Params({values});"));
         rows.push((format!("{what} 4096^3, parameters in a buffer"), buffer, false, bytes));
         rows.push((format!("{what} 4096^3, parameters as immediates (as the backend)"), immediate, true, bytes));
         rows.push((format!("{what} 4096^3, parameters as constants"), constants, true, bytes));
@@ -831,8 +831,8 @@ fn real_params() -> Fallible<Vec<(String, String, bool, u32)>> {
 
 /// matmul.wgsl's parameters for a 4096^3 product of row-major f16 operands: B, M, K, N; a's
 /// strides over B, M, K and offset; b's over B, K, N and offset; the scalar loaders' directions;
-/// one split of all of K.
-const REAL_PARAMS: [u32; 16] = [1, 4096, 4096, 4096, 4096 * 4096, 4096, 1, 0, 4096 * 4096, 4096, 1, 0, 0, 1, 1, 4096];
+/// one split of all of K; no bias (the fields of the backend's `MatmulParams`, in order).
+const REAL_PARAMS: [u32; 17] = [1, 4096, 4096, 4096, 4096 * 4096, 4096, 1, 0, 4096 * 4096, 4096, 1, 0, 0, 1, 1, 4096, 0];
 
 /// A staged tensor-core product of any shape of workgroup: `sgm` x `sgn` subgroups, each
 /// `16 fm` x 64, slices `bk` deep staged as the kernels stage a row-major a (rows along K) and

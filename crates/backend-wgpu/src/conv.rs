@@ -47,13 +47,16 @@ use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, NO_BIAS, TILE};
 use crate::matmul_coop::{self, Variant, GLOB, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
+use crate::params::words;
 use crate::pool::PooledBuffer;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 use crate::tune::Shape;
+use params::{AmaxParams, ConvParams};
 
 mod cut;
 mod fold;
+mod params;
 mod winograd;
 use cut::cut;
 pub use cut::{with_conv_cut, ConvCut};
@@ -107,7 +110,7 @@ pub(crate) struct AmaxKey;
 
 impl KernelKey for AmaxKey {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).part(AMAX).build()
+        Wgsl::new(repr).params::<AmaxParams>().part(AMAX).build()
     }
 
     fn all(_: &Repr) -> Vec<AmaxKey> {
@@ -156,7 +159,13 @@ impl KernelKey for Key {
         let write = write_y(k.out4, packs_y(k.packed, k.out4, k.partial));
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
-        let w = Wgsl::new(repr).ty("x", k.dtype).uint("H", k.h).uint("PAD", pad as u32).flag("OUT4", k.out4).flag("UNROLL", k.dtype == DType::F32);
+        let w = Wgsl::new(repr)
+            .params::<ConvParams>()
+            .ty("x", k.dtype)
+            .uint("H", k.h)
+            .uint("PAD", pad as u32)
+            .flag("OUT4", k.out4)
+            .flag("UNROLL", k.dtype == DType::F32);
         // Slices fetched with their tests everywhere: untested fetches inside the operands made
         // resnet18's f32 step 2% slower (docs/PERFORMANCE.md, run 84).
         let w = w.flag("FETCH_INSIDE", false);
@@ -273,7 +282,7 @@ impl KernelKey for CoopKey {
         };
         let (sgm, sgn) = k.variant.subgroups();
         let (a_vecs, b_vecs) = k.variant.staged_vecs(a, Load::Outer);
-        let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix");
+        let w = Wgsl::new(repr).params::<ConvParams>().enable("wgpu_cooperative_matrix");
         // Scaled: f32 elements, f16 as they are fetched.
         let w = if k.scaled { w.enable("f16").ty("x", DType::F32) } else { w.ty("x", DType::F16) };
         let w = w
@@ -808,19 +817,19 @@ impl WgpuBackend {
             return Ok(None);
         }
         let gpu = self.gpu()?;
-        let words = gpu.alloc(16)?;
-        gpu.clear_buffer(words.buffer(), 0, 16);
+        let amax = gpu.alloc(16)?;
+        gpu.clear_buffer(amax.buffer(), 0, 16);
         let kernel = gpu.kernel(AmaxKey)?;
         for (slot, v) in [a, b].into_iter().enumerate() {
             let (start, end) = (v.layout.offset(), v.layout.max_extent());
             if end > start {
                 // Enough workgroups to fill a large GPU, each walking its share a grid apart.
                 let groups = (end - start).div_ceil(256 * 8).clamp(1, 1024) as u32;
-                let meta = [(end - start) as u32, start as u32, slot as u32];
-                gpu.dispatch(&kernel, &meta, &[gpu_storage(v).buffer(), words.buffer()], (groups, 1, 1))?;
+                let meta = AmaxParams { count: (end - start) as u32, start: start as u32, slot: slot as u32 };
+                gpu.dispatch(&kernel, &words(&meta), &[gpu_storage(v).buffer(), amax.buffer()], (groups, 1, 1))?;
             }
         }
-        Ok(Some(words))
+        Ok(Some(amax))
     }
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
@@ -880,11 +889,11 @@ impl WgpuBackend {
             let grid = (groups(plan.n.div_ceil(bn)), groups(plan.m.div_ceil(bm)), groups(geom.groups * splits));
             match (bias, amax) {
                 (Some((buffer, offset)), _) => {
-                    meta.push(u32::try_from(offset).expect("binding sizes checked below i32::MAX"));
-                    gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, buffer], grid)?;
+                    meta.bias_offset = u32::try_from(offset).expect("binding sizes checked below i32::MAX");
+                    gpu.dispatch(&kernel, &words(&meta), &[ops.a, ops.b, y, buffer], grid)?;
                 }
-                (None, Some(words)) => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y, words], grid)?,
-                _ => gpu.dispatch(&kernel, &meta, &[ops.a, ops.b, y], grid)?,
+                (None, Some(amax)) => gpu.dispatch(&kernel, &words(&meta), &[ops.a, ops.b, y, amax], grid)?,
+                _ => gpu.dispatch(&kernel, &words(&meta), &[ops.a, ops.b, y], grid)?,
             }
         }
         if let Some(p) = &partials {
@@ -950,39 +959,75 @@ fn on_tensor_cores(gpu: &Gpu, dtype: DType, flops: usize) -> bool {
 /// 9 GFLOP up (resnet18's 3x3 layers, seed003_cnn's second convolution) ran 1.5-2.5x faster.
 const TF32_MIN_FLOPS: usize = 1 << 31;
 
-/// The meta block of one product (the layout `shaders/conv.wgsl` describes).
-fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> Vec<u32> {
+/// The parameter block of one product ([`ConvParams`], `shaders/conv.wgsl`).
+fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> ConvParams {
+    let u = |v: usize| u32::try_from(v).expect("sizes checked below i32::MAX");
     let (kh, kw) = geom.kernel;
     let (ph, input) = (&ops.phase, plan.pass == Pass::Input);
-    let mut words = vec![0usize; 55];
-    words[..4].copy_from_slice(&[geom.groups, plan.m, plan.k, plan.n]);
-    words[5] = plan.k;
-    words[6] = 1;
-    words[14] = splits;
-    words[15] = ks;
     // The input gradient reads a phase's taps, stride 1 apart in dy unless `strided` (a phase
     // no tap reaches claims one, which its empty K never reads, so that nothing divides by 0).
     let (taps, stride, dilation) = match input {
         true if !ops.strided => ((ph.y.taps.max(1), ph.x.taps.max(1)), (1, 1), (ph.y.dil, ph.x.dil)),
         _ => (geom.kernel, geom.stride, geom.dilation),
     };
-    let geo = [geom.n, geom.c, geom.h, geom.w, geom.o, taps.0, taps.1, stride.0, stride.1, geom.padding.0, geom.padding.1, dilation.0, dilation.1];
-    words[16..29].copy_from_slice(&geo);
-    words[29..32].copy_from_slice(&[geom.out_h(), geom.out_w(), geom.groups]);
-    words[32..36].copy_from_slice(&[ops.b_off, ops.a_off, plan.p, plan.rs]);
-    words[36..39].copy_from_slice(&plan.strides);
-    words[39] = plan.total;
-    words[40..47].copy_from_slice(&plan.gather);
+    // Signed: a phase's first tap may read dy above its first row (the shader's sums wrap).
+    let (pad_h, pad_w) = match input {
+        true => (ph.y.shift as i32 as u32, ph.x.shift as i32 as u32),
+        false => (u(geom.padding.0), u(geom.padding.1)),
+    };
+    let [g_channels, g_channel_stride, g_image_stride, g_h, g_w, cols_w, cols] = plan.gather.map(u);
+    let [a_group_stride, b_group_stride, y_group_stride] = plan.strides.map(u);
     let l = geom.out_h() * geom.out_w();
-    words[47..52].copy_from_slice(&[l, geom.o * l, geom.c * geom.h * geom.w, geom.h * geom.w, kh * kw]);
-    words[52..55].copy_from_slice(&[geom.stride.0 * geom.w, geom.stride.1, ph.y.first * geom.w + ph.x.first]);
-    let mut meta: Vec<u32> = words.iter().map(|&w| u32::try_from(w).expect("sizes checked below i32::MAX")).collect();
-    if input {
-        // Signed: a phase's first tap may read dy above its first row (the shader's sums wrap).
-        meta[25] = ph.y.shift as i32 as u32;
-        meta[26] = ph.x.shift as i32 as u32;
+    ConvParams {
+        batch: u(geom.groups),
+        m: u(plan.m),
+        k: u(plan.k),
+        n: u(plan.n),
+        a_stride_m: u(plan.k),
+        a_stride_k: 1,
+        splits: u(splits),
+        split_k: u(ks),
+        images: u(geom.n),
+        c: u(geom.c),
+        h: u(geom.h),
+        w: u(geom.w),
+        o: u(geom.o),
+        kh: u(taps.0),
+        kw: u(taps.1),
+        stride_h: u(stride.0),
+        stride_w: u(stride.1),
+        pad_h,
+        pad_w,
+        dil_h: u(dilation.0),
+        dil_w: u(dilation.1),
+        out_h: u(geom.out_h()),
+        out_w: u(geom.out_w()),
+        groups: u(geom.groups),
+        b_base: u(ops.b_off),
+        a_base: u(ops.a_off),
+        out_p: u(plan.p),
+        out_rs: u(plan.rs),
+        a_group_stride,
+        b_group_stride,
+        y_group_stride,
+        total: u(plan.total),
+        g_channels,
+        g_channel_stride,
+        g_image_stride,
+        g_h,
+        g_w,
+        cols_w,
+        cols,
+        l: u(l),
+        dy_image_stride: u(geom.o * l),
+        x_image_stride: u(geom.c * geom.h * geom.w),
+        x_channel_stride: u(geom.h * geom.w),
+        taps: u(kh * kw),
+        phase_row_step: u(geom.stride.0 * geom.w),
+        phase_col_step: u(geom.stride.1),
+        phase_first: u(ph.y.first * geom.w + ph.x.first),
+        ..Default::default()
     }
-    meta
 }
 
 /// The buffer of a storage this backend made.

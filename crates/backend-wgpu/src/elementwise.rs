@@ -7,9 +7,10 @@ use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, UnaryOp};
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::kernels::{dense, KernelKey, Wgsl};
+use crate::kernels::{dense, KernelKey, StridedView, Wgsl};
 use crate::launch::{strided, Operand, Ran};
 use crate::packed::{packed_operand, packed_out, with_words, ENTRY2};
+use crate::params::words;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -24,6 +25,56 @@ const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
 /// The entry point of the kernels that read ([`Key::per_invocation`] 4).
 const ENTRY4: &str = include_str!("shaders/elementwise4.wgsl");
+
+crate::shader_params! {
+    /// A fill's block (`shaders/fill.wgsl`): the value's words, as [`fill_words`] writes them.
+    pub(crate) struct FillParams {
+        pub numel: u32,
+        pub value: [u32; 3],
+    }
+}
+
+crate::shader_params! {
+    /// A random draw's block (`shaders/random.wgsl`): `kind` 0 uniform, 1 normal, 2 bernoulli;
+    /// `(a, b)` = `(low, high - low)`, `(mean, std)` or `(p, 0)`; element i of a launch is
+    /// element `first + i` of the tensor.
+    struct RandomParams {
+        numel: u32,
+        kind: u32,
+        seed_lo: u32,
+        seed_hi: u32,
+        a: f32,
+        b: f32,
+        first: u32,
+    }
+}
+
+crate::shader_params! {
+    /// The block of a [`Key::Dense4`] unary, binary or copy: the strided block of one
+    /// dimension and two operands ([`crate::kernels::StridedParams`]) by name, `a` and `b`
+    /// the operands with a layout in binding order.
+    struct Dense4Params {
+        numel: u32,
+        rank: u32,
+        len: u32,
+        a_stride: u32,
+        a_offset: u32,
+        b_stride: u32,
+        b_offset: u32,
+    }
+}
+
+crate::shader_params! {
+    /// The block of a [`Dense::Broadcast`] binary (`shaders/dense4/broadcast.wgsl`): element
+    /// i reads the broadcast operand at `bcast_offset + (i / inner) % channels`.
+    struct BroadcastParams {
+        numel: u32,
+        dense_offset: u32,
+        bcast_offset: u32,
+        inner: u32,
+        channels: u32,
+    }
+}
 
 /// One elementwise kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -181,8 +232,9 @@ impl Key {
             Key::Copy(d @ (DType::F32 | DType::F16)) => (Dense::Copy, 2, d),
             _ => return None,
         };
-        let shaped = operands == want && meta.len() == 3 + 2 * operands && meta[1] == 1 && meta[0] == meta[2] && meta[0].is_multiple_of(4);
-        let dense_from_fours = shaped && (0..operands).all(|k| meta[3 + 2 * k] == 1 && meta[4 + 2 * k].is_multiple_of(4));
+        let m = StridedView(meta);
+        let shaped = operands == want && meta.len() == 3 + 2 * operands && m.rank() == 1 && m.shape() == [m.numel()] && m.numel().is_multiple_of(4);
+        let dense_from_fours = shaped && (0..operands).all(|k| m.strides(k) == Some(&[1]) && m.offset(k).is_some_and(|o| o.is_multiple_of(4)));
         (dense_from_fours && dense4_on()).then_some(Key::Dense4(dense, dtype))
     }
 
@@ -195,14 +247,15 @@ impl Key {
     /// (docs/PERFORMANCE.md, run 114).
     pub(crate) fn broadcast4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
         let Key::Binary(op, dtype @ (DType::F32 | DType::F16)) = self else { return None };
-        let rank = *meta.get(1)? as usize;
-        let n = meta[0];
+        let m = StridedView(meta);
+        let rank = m.rank();
+        let n = m.numel();
         if operands != 2 || !(1..=3).contains(&rank) || meta.len() != 2 + rank + 2 * (rank + 1) || !n.is_multiple_of(4) || !dense4_on() {
             return None;
         }
-        let shape = &meta[2..2 + rank];
-        let strides = |k: usize| &meta[2 + rank + k * (rank + 1)..][..rank];
-        let offset = |k: usize| meta[2 + rank + k * (rank + 1) + rank];
+        let shape = m.shape();
+        let strides = |k: usize| m.strides(k).unwrap_or_default();
+        let offset = |k: usize| m.offset(k).unwrap_or_default();
         let dense = |k: usize| (0..rank).all(|d| strides(k)[d] == shape[d + 1..].iter().product::<u32>());
         let (d, b) = match (dense(0), dense(1)) {
             (true, false) => (0, 1),
@@ -220,7 +273,8 @@ impl Key {
         if !offset(d).is_multiple_of(4) {
             return None;
         }
-        Some((Key::Dense4(Dense::Broadcast { op, rhs: b == 1 }, dtype), vec![n, offset(d), offset(b), inner, channels]))
+        let block = BroadcastParams { numel: n, dense_offset: offset(d), bcast_offset: offset(b), inner, channels };
+        Some((Key::Dense4(Dense::Broadcast { op, rhs: b == 1 }, dtype), words(&block)))
     }
 
     /// Elements one invocation handles: 4 for the kernels that read (1,024 a workgroup, each
@@ -264,7 +318,13 @@ impl Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr);
+        let w = match *self {
+            Key::Fill(_) => Wgsl::new(repr).params::<FillParams>(),
+            Key::Random(_) => Wgsl::new(repr).params::<RandomParams>(),
+            Key::Dense4(Dense::Broadcast { .. }, _) => Wgsl::new(repr).params::<BroadcastParams>(),
+            Key::Dense4(..) => Wgsl::new(repr).params::<Dense4Params>(),
+            _ => Wgsl::new(repr).strided(),
+        };
         let w = match *self {
             Key::Unary(op, d) => w.ty("x", d).part(unary_body(op, d)).part(UNARY),
             Key::Binary(op, d) => w.ty("x", d).part(binary_body(op, d)).part(if d == DType::I64 { BINARY_I64 } else { BINARY }),
@@ -403,7 +463,7 @@ impl WgpuBackend {
             gpu.upload(out.buffer(), 0, &self.repr.host_to_gpu(&bytes, dtype))?;
             return Ok(Arc::new(out));
         };
-        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, a, b, c]);
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(words(&FillParams { numel: len as u32, value: [a, b, c] }));
         if let Err(why) = self.launch(Key::Fill(dtype), &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("fill ({dtype})"), why, &[], dtype, |cpu, _| cpu.full(numel, value, dtype));
         }
@@ -422,8 +482,9 @@ impl WgpuBackend {
             Distribution::Normal { mean, std } => (1, mean as f32, std as f32),
             Distribution::Bernoulli { p } => (2, p as f32, 0.0),
         };
-        let meta =
-            |len: usize, first: usize, _: &[Layout]| Some(vec![len as u32, kind, seed as u32, (seed >> 32) as u32, a.to_bits(), b.to_bits(), first as u32]);
+        let meta = |len: usize, first: usize, _: &[Layout]| {
+            Some(words(&RandomParams { numel: len as u32, kind, seed_lo: seed as u32, seed_hi: (seed >> 32) as u32, a, b, first: first as u32 }))
+        };
         if let Err(why) = self.launch(key, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("random ({dtype})"), why, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }

@@ -20,6 +20,7 @@ use crate::conv::ConvOp;
 use crate::fused_pointwise::Pointwise;
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::params::words;
 use crate::repr::Repr;
 
 pub(crate) const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
@@ -134,11 +135,11 @@ impl Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        // The LSTM's meta slot of the second gate term's offset: after every other input's.
-        let wgsl = Wgsl::new(repr).ty("x", self.dtype).part(RNN);
+        // The LSTM's input number of the second gate term: after every other input.
+        let wgsl = Wgsl::new(repr).params::<CellParams>().ty("x", self.dtype).part(RNN);
         let (more, kernel) = match self.kernel {
-            Kernel::LstmCell => (4, LSTM_CELL),
-            Kernel::LstmCellBackward => (7, LSTM_CELL_BACKWARD),
+            Kernel::LstmCell => (2, LSTM_CELL),
+            Kernel::LstmCellBackward => (5, LSTM_CELL_BACKWARD),
             Kernel::GruCell => return wgsl.part(GRU).part(GRU_CELL).build(),
             Kernel::GruCellBackward => return wgsl.part(GRU).part(GRU_CELL_BACKWARD).build(),
         };
@@ -148,6 +149,16 @@ impl KernelKey for Key {
     fn all(repr: &Repr) -> Vec<Key> {
         let keys = KERNELS.into_iter().flat_map(|kernel| DType::ALL.into_iter().flat_map(move |dtype| [false, true].map(|sum| Key { kernel, dtype, sum })));
         keys.filter(|k| k.supported(repr)).collect()
+    }
+}
+
+crate::shader_params! {
+    /// An LSTM or GRU cell's block (`shaders/fused_lstm.wgsl`, `fused_gru.wgsl`): `units` =
+    /// N * H invocations, `h` = H, each input's element offset in binding order.
+    struct CellParams {
+        units: u32,
+        h: u32,
+        offsets: [u32; 8],
     }
 }
 
@@ -209,9 +220,13 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let mut meta = vec![u32::try_from(units).ok()?, h as u32];
-        for v in inputs {
-            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        let mut block = CellParams { units: u32::try_from(units).ok()?, h: h as u32, offsets: [0; 8] };
+        // One more slot for an LSTM's absent second gate term (below).
+        if inputs.len() >= block.offsets.len() {
+            return None;
+        }
+        for (offset, v) in block.offsets.iter_mut().zip(inputs) {
+            *offset = u32::try_from(v.layout.offset()).ok()?;
         }
         Some((|| {
             let kernel = gpu.kernel(key)?;
@@ -221,10 +236,9 @@ impl WgpuBackend {
                 // The kernel binds a second gate term either way; without one it is the
                 // gates again, never read.
                 buffers.push(gpu_storage(&inputs[0]).buffer());
-                meta.push(0);
             }
             buffers.extend(outs.iter().map(|o| o.buffer()));
-            gpu.dispatch(&kernel, &meta, &buffers, grid(units))?;
+            gpu.dispatch(&kernel, &words(&block), &buffers, grid(units))?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())
     }

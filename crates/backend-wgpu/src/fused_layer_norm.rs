@@ -11,6 +11,7 @@ use liandan_tensor::{DType, LayerNormOptions, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
+use crate::params::words;
 use crate::repr::Repr;
 
 const SHARED: &str = include_str!("shaders/fused_layer_norm.wgsl");
@@ -49,13 +50,28 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::BackwardJoin => BACKWARD_JOIN,
         };
-        Wgsl::new(repr).ty("x", self.dtype).part(SHARED).part(main).build()
+        Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).part(SHARED).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Forward, Pass::Backward, Pass::BackwardSums, Pass::BackwardJoin];
         let keys = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype }));
         keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+    }
+}
+
+crate::shader_params! {
+    /// A fused layer norm's block (`shaders/fused_layer_norm.wgsl`): x is `[rows, d]`;
+    /// `flags` 1 weight, 2 bias; the backward's column sums cut the rows into `segments` of
+    /// `segment_rows`; the inputs' offsets in binding order.
+    struct LayerNormParams {
+        rows: u32,
+        d: u32,
+        flags: u32,
+        eps: f32,
+        segments: u32,
+        segment_rows: u32,
+        offsets: [u32; 8],
     }
 }
 
@@ -82,10 +98,22 @@ impl WgpuBackend {
         let per_segment = rows.div_ceil(segments).max(1);
         let segments = rows.div_ceil(per_segment).max(1);
         let flags = o.weight as u32 | (o.bias as u32) << 1;
-        let mut meta = vec![u32::try_from(rows).ok()?, u32::try_from(d).ok()?, flags, (o.eps as f32).to_bits(), segments as u32, per_segment as u32];
-        for v in inputs {
-            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        let mut block = LayerNormParams {
+            rows: u32::try_from(rows).ok()?,
+            d: u32::try_from(d).ok()?,
+            flags,
+            eps: o.eps as f32,
+            segments: segments as u32,
+            segment_rows: per_segment as u32,
+            offsets: [0; 8],
+        };
+        if inputs.len() > block.offsets.len() {
+            return None;
         }
+        for (offset, v) in block.offsets.iter_mut().zip(inputs) {
+            *offset = u32::try_from(v.layout.offset()).ok()?;
+        }
+        let meta = words(&block);
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
         Some((|| {
             if !backward {

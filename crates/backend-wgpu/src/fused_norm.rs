@@ -13,6 +13,7 @@ use liandan_tensor::{BatchNormOptions, DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{KernelKey, Wgsl, WG};
+use crate::params::words;
 use crate::repr::Repr;
 
 const SHARED: &str = include_str!("shaders/fused_batch_norm.wgsl");
@@ -56,7 +57,7 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::Backward => BACKWARD,
         };
-        Wgsl::new(repr).ty("x", self.dtype).ty("p", self.param).part(SHARED).part(main).build()
+        Wgsl::new(repr).params::<BatchNormParams>().ty("x", self.dtype).ty("p", self.param).part(SHARED).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -67,9 +68,21 @@ impl KernelKey for Key {
     }
 }
 
-/// f32 bits of an option, for the parameter block.
-fn bits(x: f64) -> u32 {
-    (x as f32).to_bits()
+crate::shader_params! {
+    /// A fused batch norm's block (`shaders/fused_batch_norm.wgsl`): x is `[n, c, l]`, each
+    /// channel cut into `segments` of `segment_len` values; `flags` 1 affine, 2 running
+    /// statistics; the inputs' offsets in binding order.
+    struct BatchNormParams {
+        n: u32,
+        c: u32,
+        l: u32,
+        segments: u32,
+        segment_len: u32,
+        flags: u32,
+        eps: f32,
+        momentum: f32,
+        offsets: [u32; 8],
+    }
 }
 
 impl WgpuBackend {
@@ -100,10 +113,24 @@ impl WgpuBackend {
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
         let seg = m.div_ceil(segments);
         let flags = opts.affine as u32 | (opts.running as u32) << 1;
-        let mut meta = vec![n as u32, c as u32, (m / n.max(1)) as u32, segments as u32, seg as u32, flags, bits(opts.eps), bits(opts.momentum)];
-        for v in inputs {
-            meta.push(u32::try_from(v.layout.offset()).ok()?);
+        let mut block = BatchNormParams {
+            n: n as u32,
+            c: c as u32,
+            l: (m / n.max(1)) as u32,
+            segments: segments as u32,
+            segment_len: seg as u32,
+            flags,
+            eps: opts.eps as f32,
+            momentum: opts.momentum as f32,
+            offsets: [0; 8],
+        };
+        if inputs.len() > block.offsets.len() {
+            return None;
         }
+        for (offset, v) in block.offsets.iter_mut().zip(inputs) {
+            *offset = u32::try_from(v.layout.offset()).ok()?;
+        }
+        let meta = words(&block);
         let groups = (segments as u32, c as u32, 1);
         Some((|| {
             let (first, second, words) = if backward { (Pass::BackwardSums, Pass::Backward, 2) } else { (Pass::Stats, Pass::Forward, 3) };

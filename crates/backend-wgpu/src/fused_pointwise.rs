@@ -9,6 +9,7 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::packed::{packed_view, with_words, ENTRY2};
+use crate::params::words;
 use crate::repr::Repr;
 
 const ERF: &str = include_str!("shaders/erf.wgsl");
@@ -18,6 +19,15 @@ const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
 const BCE: &str = include_str!("shaders/fused_bce.wgsl");
 const BCE_BACKWARD: &str = include_str!("shaders/fused_bce_backward.wgsl");
+
+crate::shader_params! {
+    /// A fused elementwise kernel's block: its items (elements, or vec4s where wide), and
+    /// each input's offset in items, in binding order.
+    struct PointwiseParams {
+        numel: u32,
+        offsets: [u32; 3],
+    }
+}
 
 /// An elementwise fused kernel: one per op of the tensor crate's it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,7 +66,7 @@ pub(crate) struct Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", self.dtype);
+        let w = Wgsl::new(repr).params::<PointwiseParams>().ty("x", self.dtype);
         // ReLU's items (an element or a vec4) and their f32 form; the others need erf.
         let w = match (self.kernel.has_wide(), self.wide) {
             (true, true) => w.alias("V_x", "vec4<S_x>").alias("C_v", "vec4<f32>"),
@@ -113,10 +123,11 @@ impl WgpuBackend {
         }
         let wide = kernel.has_wide() && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
         let per = if wide { 4 } else { 1 };
-        let mut meta = vec![(numel / per) as u32];
-        for v in inputs {
-            meta.push(u32::try_from(v.layout.offset() / per).ok()?);
+        let mut block = PointwiseParams { numel: (numel / per) as u32, ..Default::default() };
+        for (offset, v) in block.offsets.iter_mut().zip(inputs) {
+            *offset = u32::try_from(v.layout.offset() / per).ok()?;
         }
+        let meta = words(&block);
         Some((|| {
             let kernel = gpu.kernel(Key { kernel, dtype, packed, wide })?;
             let out = if packed { self.packed_output(numel)? } else { self.output(dtype, numel)? };

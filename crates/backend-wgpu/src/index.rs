@@ -42,7 +42,7 @@ impl KernelKey for Key {
             Key::Take(d) => (d, TAKE),
             Key::ScatterAdd(d) => (d, SCATTER_ADD),
         };
-        Wgsl::new(repr).ty("x", dtype).part(FAULT).part(kernel).build()
+        Wgsl::new(repr).strided().ty("x", dtype).part(FAULT).part(kernel).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

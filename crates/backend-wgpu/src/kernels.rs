@@ -4,10 +4,10 @@
 use liandan_tensor::{DType, Layout};
 
 use crate::gpu::META_WORDS;
-use crate::params::ShaderParams;
+use crate::params::{words, ShaderParams};
 use crate::repr::Repr;
 
-pub(crate) const COMMON: &str = include_str!("shaders/common.wgsl");
+const COMMON: &str = include_str!("shaders/common.wgsl");
 const IDS: &str = include_str!("shaders/ids.wgsl");
 
 /// Most workgroups per grid dimension, and invocations per workgroup, of the 1-D kernels.
@@ -41,9 +41,9 @@ pub(crate) trait KernelKey: Copy + Eq + std::hash::Hash + std::fmt::Debug {
 ///    `C_x`, the compute type; `load_x` / `store_x`);
 /// 3. the `const` declarations and type aliases its key chooses (`const H: u32 = 2u;`,
 ///    `alias W = f64;`): numbers, flags and type names are the only things Rust writes;
-/// 4. the meta block's declaration: a named parameter struct where the key has one
-///    ([`Wgsl::params`], `params.rs`: the kernel reads `p.numel`), else the word array
-///    `params` (`Repr::params`) and `common.wgsl` (strided indexing over it); and `ids.wgsl`;
+/// 4. the parameter block's declaration: the struct `Params` generated from the key's
+///    `shader_params!` block ([`Wgsl::params`], `params.rs`: the kernel reads `p.numel`),
+///    as immediate data or a storage buffer at binding 0; and `ids.wgsl`;
 /// 5. its parts: `.wgsl` files under `src/shaders`, concatenated in order (helpers first, the
 ///    file with the entry point last). A part that varies by op (an op's body, a binding set)
 ///    is a file of its own, picked by the key; a choice among functions of one file is a
@@ -94,11 +94,15 @@ impl<'r> Wgsl<'r> {
         self
     }
 
-    /// The kernel reads its parameters as `p`, the block `P` ([`ShaderParams`]), instead of
-    /// the word array `params` (and `common.wgsl`'s indexing over it).
+    /// The kernel reads its parameters as `p`, the block `P` ([`ShaderParams`]).
     pub(crate) fn params<P: ShaderParams>(mut self) -> Self {
         self.params = Some(P::wgsl_struct());
         self
+    }
+
+    /// The strided parameter block ([`StridedParams`]) and `common.wgsl`'s indexing over it.
+    pub(crate) fn strided(self) -> Self {
+        self.params::<StridedParams>().part(COMMON)
     }
 
     /// Appends a `.wgsl` file.
@@ -117,15 +121,9 @@ impl<'r> Wgsl<'r> {
             s += &self.repr.prelude(name, *dtype);
         }
         s += &self.decls;
-        match &self.params {
-            Some(block) => {
-                s += block;
-                s += self.repr.named_params();
-            }
-            None => {
-                s += self.repr.params();
-                s += COMMON;
-            }
+        if let Some(block) = &self.params {
+            s += block;
+            s += self.repr.named_params();
         }
         s += IDS;
         for part in self.parts {
@@ -136,27 +134,71 @@ impl<'r> Wgsl<'r> {
     }
 }
 
-/// The meta block of a strided elementwise kernel: count, rank, shape, then strides and offset
-/// per operand. `None` when a value exceeds 32 bits or the block would not fit a slot; the
-/// caller then runs the op on the CPU.
+crate::shader_params! {
+    /// The parameter block of a strided kernel (`shaders/common.wgsl`): the element count, the
+    /// rank R, then in `dims` the shape (R words) and per operand k its R strides and its
+    /// offset, from `R + k * (R + 1)`; a kernel's own words follow the last operand's.
+    pub(crate) struct StridedParams {
+        pub numel: u32,
+        pub rank: u32,
+        pub dims: [u32; META_WORDS - 2],
+    }
+}
+
+/// The meta block of a strided elementwise kernel ([`StridedParams`]), as many words as it
+/// uses. `None` when a value exceeds 32 bits or the block would not fit a slot; the caller
+/// then runs the op on the CPU.
 pub(crate) fn strided_meta(shape: &[usize], layouts: &[&Layout]) -> Option<Vec<u32>> {
-    let rank = shape.len();
     let numel: usize = shape.iter().product();
-    let mut m = Vec::with_capacity(2 + rank + layouts.len() * (rank + 1));
-    m.push(u32::try_from(numel).ok()?);
-    m.push(rank as u32);
+    let mut dims = Vec::with_capacity(shape.len() + layouts.len() * (shape.len() + 1));
     for &d in shape {
-        m.push(u32::try_from(d).ok()?);
+        dims.push(u32::try_from(d).ok()?);
     }
     for l in layouts {
         debug_assert_eq!(l.shape(), shape);
         for &s in l.strides() {
-            m.push(u32::try_from(s).ok()?);
+            dims.push(u32::try_from(s).ok()?);
         }
-        m.push(u32::try_from(l.offset()).ok()?);
+        dims.push(u32::try_from(l.offset()).ok()?);
         u32::try_from(l.max_extent()).ok()?;
     }
-    (m.len() <= META_WORDS).then_some(m)
+    let mut p = StridedParams { numel: u32::try_from(numel).ok()?, rank: shape.len() as u32, ..Default::default() };
+    p.dims.get_mut(..dims.len())?.copy_from_slice(&dims);
+    let mut words = words(&p);
+    words.truncate(2 + dims.len());
+    Some(words)
+}
+
+/// A strided meta block ([`strided_meta`]) read back by name.
+pub(crate) struct StridedView<'m>(pub &'m [u32]);
+
+impl StridedView<'_> {
+    pub(crate) fn numel(&self) -> u32 {
+        self.0[0]
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.0.get(1).map_or(0, |&r| r as usize)
+    }
+
+    pub(crate) fn shape(&self) -> &[u32] {
+        &self.0[2..2 + self.rank()]
+    }
+
+    /// Where operand `k`'s words start.
+    fn base(&self, k: usize) -> usize {
+        2 + self.rank() + k * (self.rank() + 1)
+    }
+
+    /// Operand `k`'s strides.
+    pub(crate) fn strides(&self, k: usize) -> Option<&[u32]> {
+        self.0.get(self.base(k)..self.base(k) + self.rank())
+    }
+
+    /// Operand `k`'s offset.
+    pub(crate) fn offset(&self, k: usize) -> Option<u32> {
+        self.0.get(self.base(k) + self.rank()).copied()
+    }
 }
 
 /// A contiguous layout of `shape`, as every kernel output has.
@@ -166,7 +208,18 @@ pub(crate) fn dense(shape: &[usize]) -> Layout {
 
 #[cfg(test)]
 mod tests {
-    use super::{grid, MAX_GROUPS, WG};
+    use super::{grid, strided_meta, StridedView, MAX_GROUPS, WG};
+    use liandan_tensor::Layout;
+
+    #[test]
+    fn a_strided_block_holds_the_shape_then_each_operand() {
+        let t = Layout::contiguous(&[3, 2]).permute(&[1, 0]).unwrap();
+        let words = strided_meta(&[2, 3], &[&Layout::contiguous(&[2, 3]), &t]).unwrap();
+        assert_eq!(words, [6, 2, 2, 3, 3, 1, 0, 1, 2, 0]);
+        let view = StridedView(&words);
+        assert_eq!((view.numel(), view.rank(), view.shape()), (6, 2, &[2, 3][..]));
+        assert_eq!((view.strides(1), view.offset(1), view.strides(2)), (Some(&[1, 2][..]), Some(0), None));
+    }
 
     #[test]
     fn grids_cover_the_work_with_little_waste() {

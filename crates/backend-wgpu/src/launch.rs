@@ -7,7 +7,7 @@ use liandan_tensor::{Layout, Result};
 use crate::backend::{WgpuBackend, Why};
 use crate::elementwise::Key;
 use crate::gpu::Window;
-use crate::kernels::{grid, strided_meta, WG};
+use crate::kernels::{grid, strided_meta, StridedView, WG};
 
 /// One buffer a kernel binds, in binding order.
 pub(crate) struct Operand<'a> {
@@ -70,11 +70,11 @@ pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<
 /// nor broadcast (a transposed read): four elements an invocation made a 4096^2 transposed
 /// copy 16% slower on an H200 (docs/PERFORMANCE.md, run 16), so such launches get one.
 fn strided_inner(meta: &[u32], operands: usize) -> bool {
-    let rank = meta.get(1).map_or(0, |&r| r as usize);
-    if rank == 0 {
+    let m = StridedView(meta);
+    if m.rank() == 0 {
         return false;
     }
-    (0..operands).any(|k| meta.get(2 + rank + k * (rank + 1) + rank - 1).is_some_and(|&s| s > 1))
+    (0..operands).any(|k| m.strides(k).and_then(|s| s.last()).is_some_and(|&s| s > 1))
 }
 
 impl WgpuBackend {

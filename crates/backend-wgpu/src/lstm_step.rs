@@ -14,11 +14,25 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::fused::RNN;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{SHORT_OUTPUTS, SMALL_MAX_K, SMALL_SUMS};
+use crate::params::words;
 use crate::repr::Repr;
 
 const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
 /// Rows and units of the block a workgroup computes (`BM`, `BU` in the shader).
 const BLOCK: (usize, usize) = (8, 8);
+
+crate::shader_params! {
+    /// The block of `shaders/lstm_step.wgsl`: x_gates `[n, 4h]`, h `[n, h]`, W_hh and c, each
+    /// at its element offset.
+    struct LstmStepParams {
+        n: u32,
+        h: u32,
+        xg_offset: u32,
+        h_offset: u32,
+        w_offset: u32,
+        c_offset: u32,
+    }
+}
 
 /// The kernel of one dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,7 +44,7 @@ const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).ty("x", self.dtype).part(RNN).part(SMALL_SUMS).part(LSTM_STEP).build()
+        Wgsl::new(repr).params::<LstmStepParams>().ty("x", self.dtype).part(RNN).part(SMALL_SUMS).part(LSTM_STEP).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -54,8 +68,16 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let meta = [n, units, xg.layout.offset(), h.layout.offset(), w.layout.offset(), c.layout.offset()];
-        let meta = meta.iter().map(|&v| u32::try_from(v).ok()).collect::<Option<Vec<u32>>>()?;
+        let u = |v: usize| u32::try_from(v).ok();
+        let block = LstmStepParams {
+            n: u(n)?,
+            h: u(units)?,
+            xg_offset: u(xg.layout.offset())?,
+            h_offset: u(h.layout.offset())?,
+            w_offset: u(w.layout.offset())?,
+            c_offset: u(c.layout.offset())?,
+        };
+        let meta = words(&block);
         Some((|| {
             let kernel = gpu.kernel(Key { dtype })?;
             let h_gates = self.output(dtype, n * 4 * units)?;

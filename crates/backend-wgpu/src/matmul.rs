@@ -21,6 +21,7 @@ use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::matmul_coop;
 use crate::packed::{packed_view, with_words};
+use crate::params::words;
 use crate::repr::Repr;
 use crate::tune::Shape;
 
@@ -36,6 +37,33 @@ const SMALL: &str = include_str!("shaders/matmul/small.wgsl");
 /// The small products' sums (shared with the LSTM step's kernel).
 pub(crate) const SMALL_SUMS: &str = include_str!("shaders/matmul/small_sums.wgsl");
 const HEADS: &str = include_str!("shaders/matmul/heads.wgsl");
+
+crate::shader_params! {
+    /// A product's block (`shaders/matmul.wgsl`): y[b] = a[b] x b[b] for `batch` products of
+    /// a `[m, k]` by b `[k, n]`, each operand's strides and offset; `a_walk_m` / `b_walk_n`:
+    /// whether the scalar loaders walk along M / N rather than K; K cut into `splits` ranges of
+    /// `split_k`; the bias's offset where the kernel adds one. The convolutions' block
+    /// (`conv.rs`) opens with the same fields up to `split_k`, which the shared parts read.
+    pub(crate) struct MatmulParams {
+        pub batch: u32,
+        pub m: u32,
+        pub k: u32,
+        pub n: u32,
+        pub a_stride_b: u32,
+        pub a_stride_m: u32,
+        pub a_stride_k: u32,
+        pub a_offset: u32,
+        pub b_stride_b: u32,
+        pub b_stride_k: u32,
+        pub b_stride_n: u32,
+        pub b_offset: u32,
+        pub a_walk_m: u32,
+        pub b_walk_n: u32,
+        pub splits: u32,
+        pub split_k: u32,
+        pub bias_offset: u32,
+    }
+}
 
 /// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
 /// the lhs, N of the rhs), or scalars through any strides.
@@ -175,7 +203,7 @@ const SMALL_DTYPES: [DType; 2] = [DType::F32, DType::F16];
 impl KernelKey for SmallKey {
     fn source(&self, repr: &Repr) -> String {
         let b_load = if self.b == Load::K { 0 } else { 1 };
-        let w = Wgsl::new(repr).ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
+        let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
         let epilogue = if self.bias { BIAS } else { NO_BIAS };
         let parts =
             [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
@@ -235,7 +263,7 @@ pub(crate) struct HeadsKey {
 
 impl KernelKey for HeadsKey {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", self.dtype);
+        let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype);
         let parts = [read_a(false, false), read_b(false, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
@@ -302,7 +330,8 @@ impl KernelKey for Key {
         // Unrolling the inner loop by hand made f32 10-17% faster on an H200 but f16 and bf16 10-17%
         // slower (measured, 4096^3; the driver's register allocation differs).
         let unroll = matches!(dtype, DType::F32 | DType::F64);
-        let w = Wgsl::new(repr).ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
+        let w =
+            Wgsl::new(repr).params::<MatmulParams>().ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
         // The loops around each tile kept: without them the f32 products ran 1-5% slower on the
         // H200 (docs/PERFORMANCE.md, runs 200-201).
         let w = w.flag("FLAT", false);
@@ -455,27 +484,29 @@ impl WgpuBackend {
         let extents_fit = [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
         // The meta block of a cut in `splits` ranges (as `cut_k` gives them), or `None` where a
         // size passes 32 bits.
-        let meta = |(splits, ks): (usize, usize)| -> Option<Vec<u32>> {
-            let words = [
-                batch,
-                m,
-                k,
-                n,
-                a.strides[0],
-                a.strides[1],
-                a.strides[2],
-                a.offset,
-                b.strides[0],
-                b.strides[1],
-                b.strides[2],
-                b.offset,
-                a.walk_outer(2) as usize,
-                b.walk_outer(1) as usize,
-                splits,
-                ks,
-            ];
+        let meta = |(splits, ks): (usize, usize)| -> Option<MatmulParams> {
             let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
-            words.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().filter(|_| fits)
+            let u = |v: usize| u32::try_from(v).ok();
+            let block = MatmulParams {
+                batch: u(batch)?,
+                m: u(m)?,
+                k: u(k)?,
+                n: u(n)?,
+                a_stride_b: u(a.strides[0])?,
+                a_stride_m: u(a.strides[1])?,
+                a_stride_k: u(a.strides[2])?,
+                a_offset: u(a.offset)?,
+                b_stride_b: u(b.strides[0])?,
+                b_stride_k: u(b.strides[1])?,
+                b_stride_n: u(b.strides[2])?,
+                b_offset: u(b.offset)?,
+                a_walk_m: a.walk_outer(2) as u32,
+                b_walk_n: b.walk_outer(1) as u32,
+                splits: u(splits)?,
+                split_k: u(ks)?,
+                bias_offset: 0,
+            };
+            fits.then_some(block)
         };
         // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
         // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
@@ -512,7 +543,7 @@ impl WgpuBackend {
         // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
         // variant's own where `coop`) with K in `splits` ranges, whose meta block is `meta`;
         // `false`: the tensor-core kernel failed to build (f16 has left the tensor cores for good).
-        let run = |tm: usize, splits: usize, meta: &[u32]| -> Result<bool> {
+        let run = |tm: usize, splits: usize, meta: &MatmulParams| -> Result<bool> {
             let tn = if coop { tn } else { tm };
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
@@ -527,14 +558,13 @@ impl WgpuBackend {
             };
             let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
             if let (Some(b), true) = (&bias, in_kernel(splits)) {
-                let mut meta = meta.to_vec();
-                meta.push(u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?);
-                gpu.dispatch(&kernel, &meta, &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
+                let bias_offset = u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?;
+                gpu.dispatch(&kernel, &words(&MatmulParams { bias_offset, ..*meta }), &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
             } else if splits == 1 {
-                gpu.dispatch(&kernel, meta, &[x, w, out.buffer()], grid)?;
+                gpu.dispatch(&kernel, &words(meta), &[x, w, out.buffer()], grid)?;
             } else {
                 let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
-                gpu.dispatch(&kernel, meta, &[x, w, partials.buffer()], grid)?;
+                gpu.dispatch(&kernel, &words(meta), &[x, w, partials.buffer()], grid)?;
                 self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
             }
             Ok(true)
@@ -583,7 +613,7 @@ impl WgpuBackend {
         bias: Option<&Strided>,
         [batch, m, n]: [usize; 3],
         b_load: Load,
-        mut meta: Vec<u32>,
+        mut meta: MatmulParams,
     ) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
@@ -595,23 +625,23 @@ impl WgpuBackend {
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
         let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];
         if let Some(b) = bias {
-            meta.push(u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?);
+            meta.bias_offset = u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?;
             buffers.push(gpu_storage(b).buffer());
         }
-        gpu.dispatch(&kernel, &meta, &buffers, grid)?;
+        gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
         Ok(Arc::new(out) as Storage)
     }
 
     /// A batch of small products on `shaders/matmul/heads.wgsl`, one 80 x 80 tile a product
     /// (`takes_heads`), with the tiled kernel's meta block (`meta`, K in one range).
-    fn heads_product(&self, lhs: &Strided, rhs: &Strided, [batch, m, n]: [usize; 3], meta: Vec<u32>) -> Result<Storage> {
+    fn heads_product(&self, lhs: &Strided, rhs: &Strided, [batch, m, n]: [usize; 3], meta: MatmulParams) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
         let out = self.output(dtype, batch * m * n)?;
         let kernel = gpu.kernel(HeadsKey { dtype })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(HEADS_TILE)), groups(m.div_ceil(HEADS_TILE)), groups(batch));
-        gpu.dispatch(&kernel, &meta, &[gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()], grid)?;
+        gpu.dispatch(&kernel, &words(&meta), &[gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()], grid)?;
         HEADS_RECORDED.with(|c| c.set(c.get() + 1));
         Ok(Arc::new(out) as Storage)
     }

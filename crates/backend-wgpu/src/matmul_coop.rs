@@ -226,7 +226,12 @@ impl KernelKey for Key {
         // matmul's bindings: vec4 reads where the loader reads vec4s, results written as scalars.
         let (read_a, read_b) = (crate::matmul::read_a(self.a != Load::Strided, false), crate::matmul::read_b(self.b != Load::Strided, false));
         let out = if self.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
-        let w = Wgsl::new(repr).enable("wgpu_cooperative_matrix").ty("x", DType::F16).uint("A_LOAD", load(self.a)).uint("B_LOAD", load(self.b));
+        let w = Wgsl::new(repr)
+            .params::<crate::matmul::MatmulParams>()
+            .enable("wgpu_cooperative_matrix")
+            .ty("x", DType::F16)
+            .uint("A_LOAD", load(self.a))
+            .uint("B_LOAD", load(self.b));
         let w = w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl"));
         // The f16 values as stored, without the f32 round trip of matmul's fetch_* helpers.
         let raw_a = if self.a == Load::Strided { include_str!("shaders/matmul_coop/raw_a.wgsl") } else { include_str!("shaders/matmul_coop/raw_a4.wgsl") };

@@ -21,8 +21,10 @@ use liandan_tensor::{BackendStorage, DType, Layout, Result, Storage, Strided};
 use liandan_tensor::fallback::{on_cpu, HostTensor};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::elementwise::FillParams;
 use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand};
+use crate::params::words;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -52,8 +54,8 @@ impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr);
         match *self {
-            Key::Widen => with_words(w).part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
-            Key::Pack(from) => with_words(w.ty("x", from)).part(include_str!("shaders/packed/pack.wgsl")).part(ENTRY2),
+            Key::Widen => with_words(w.strided()).part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
+            Key::Pack(from) => with_words(w.strided().ty("x", from)).part(include_str!("shaders/packed/pack.wgsl")).part(ENTRY2),
         }
         .build()
     }
@@ -229,12 +231,12 @@ impl WgpuBackend {
         let out = self.packed_output(numel)?;
         let bits = liandan_tensor::dtype::bf16_from_f64(value).to_bits() as u32;
         let word = bits | bits << 16;
-        let words = numel.div_ceil(2);
-        let meta = |len: usize, _: usize, _: &[Layout]| Some(vec![len as u32, word, 0, 0]);
+        let count = numel.div_ceil(2);
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(words(&FillParams { numel: len as u32, value: [word, 0, 0] }));
         let fill = crate::elementwise::Key::Fill(DType::U8);
         // A u8 fill writes its word as it is.
         let operand = [Operand { buffer: out.buffer(), layout: None, elem: 4 }];
-        if self.launch(fill, &[words], &operand, &meta)?.is_err() {
+        if self.launch(fill, &[count], &operand, &meta)?.is_err() {
             let host = vec![half::bf16::from_bits(bits as u16); numel];
             self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&host))?;
         }

@@ -28,6 +28,11 @@ pub trait ShaderParams: bytemuck::Pod {
     }
 }
 
+/// The words of a parameter block, as a dispatch takes them.
+pub(crate) fn words<P: ShaderParams>(params: &P) -> Vec<u32> {
+    bytemuck::cast_slice(std::slice::from_ref(params)).to_vec()
+}
+
 /// A field type of a parameter block and its WGSL name.
 pub trait WgslType: bytemuck::Pod {
     fn wgsl() -> String;
@@ -82,9 +87,16 @@ macro_rules! shader_params {
     ($(#[$meta:meta])* $vis:vis struct $name:ident { $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty),* $(,)? }) => {
         $(#[$meta])*
         #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+        #[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
         $vis struct $name {
             $($(#[$fmeta])* $fvis $field: $ty),*
+        }
+
+        // All zeros, for blocks with arrays longer than `Default` covers.
+        impl Default for $name {
+            fn default() -> Self {
+                bytemuck::Zeroable::zeroed()
+            }
         }
 
         impl $crate::ShaderParams for $name {

@@ -16,6 +16,7 @@ use liandan_tensor::{DType, Error, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
 use crate::launch::WIDE;
+use crate::params::words;
 use crate::repr::Repr;
 
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");
@@ -112,7 +113,7 @@ impl KernelKey for Key {
             ReduceOp::Max | ReduceOp::ArgMax => 1,
             ReduceOp::Min | ReduceOp::ArgMin => 2,
         };
-        let w = Wgsl::new(repr).ty("x", self.dtype).uint("FOLD", fold).uint("T", self.spread.t as u32).flag("COLS", self.spread.cols);
+        let w = Wgsl::new(repr).params::<ReduceParams>().ty("x", self.dtype).uint("FOLD", fold).uint("T", self.spread.t as u32).flag("COLS", self.spread.cols);
         let w = if self.packed { crate::packed::with_words(w) } else { w };
         let input = match (self.pass, self.packed) {
             (Pass::Finish, _) => "",
@@ -138,6 +139,21 @@ impl KernelKey for Key {
     }
 }
 
+crate::shader_params! {
+    /// A reduction's block (`shaders/reduce.wgsl`): [`Geometry`] as the kernel reads it.
+    struct ReduceParams {
+        outer: u32,
+        len: u32,
+        inner: u32,
+        chunks: u32,
+        chunk_len: u32,
+        outer_stride: u32,
+        len_stride: u32,
+        inner_stride: u32,
+        offset: u32,
+    }
+}
+
 /// One dispatch's geometry: `[outer, len, inner]` with strides and offset, lanes cut into
 /// `chunks` of `chunk` elements.
 struct Geometry {
@@ -157,8 +173,19 @@ impl Geometry {
     fn meta(&self) -> Option<Vec<u32>> {
         let [outer, len, inner] = self.dims;
         u32::try_from(self.outputs()).ok()?;
-        let words = [outer, len, inner, self.chunks, self.chunk, self.strides[0], self.strides[1], self.strides[2], self.offset];
-        words.iter().map(|&w| u32::try_from(w).ok()).collect()
+        let u = |v: usize| u32::try_from(v).ok();
+        let [outer_stride, len_stride, inner_stride] = self.strides;
+        Some(words(&ReduceParams {
+            outer: u(outer)?,
+            len: u(len)?,
+            inner: u(inner)?,
+            chunks: u(self.chunks)?,
+            chunk_len: u(self.chunk)?,
+            outer_stride: u(outer_stride)?,
+            len_stride: u(len_stride)?,
+            inner_stride: u(inner_stride)?,
+            offset: u(self.offset)?,
+        }))
     }
 }
 

@@ -37,17 +37,9 @@ impl Repr {
         }
     }
 
-    /// The declaration of the meta block every kernel reads as `params` (`common.wgsl`).
-    pub(crate) fn params(&self) -> &'static str {
-        if self.immediates {
-            "var<immediate> params: array<u32, 64>;\n"
-        } else {
-            "@group(0) @binding(0) var<storage, read> params: array<u32>;\n"
-        }
-    }
-
-    /// The declaration of a named parameter block, `p` of the struct `Params` (`params.rs`):
-    /// immediate data or a storage buffer at binding 0, as [`Repr::params`].
+    /// The declaration of a kernel's parameter block, `p` of the struct `Params` (`params.rs`):
+    /// immediate data where the device takes a whole block so, else a storage buffer at
+    /// binding 0.
     pub(crate) fn named_params(&self) -> &'static str {
         if self.immediates {
             "var<immediate> p: Params;\n"

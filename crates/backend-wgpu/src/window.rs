@@ -10,6 +10,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::launch::WIDE;
+use crate::params::words;
 use crate::repr::Repr;
 
 const GEOMETRY: &str = include_str!("shaders/window_geometry.wgsl");
@@ -75,9 +76,9 @@ pub(crate) struct Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let w = Wgsl::new(repr).ty("x", self.dtype).part(GEOMETRY);
+        let w = Wgsl::new(repr).params::<WindowParams>().ty("x", self.dtype).part(GEOMETRY);
         let w = match self.kind {
-            // The pad value arrives as f32 bits in params[14]; an f64 one as three f32s.
+            // The pad value arrives as f32 bits in `extra[0]`; an f64 one as three f32s.
             Kind::Im2col if self.dtype == DType::F64 => w.part(include_str!("shaders/window/pad_f64.wgsl")),
             Kind::Im2col => w.part(include_str!("shaders/window/pad.wgsl")),
             Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles),
@@ -112,31 +113,56 @@ fn split_pad(v: f64) -> Option<[u32; 3]> {
     (a as f64 + b as f64 + c as f64 == v).then_some([a.to_bits(), b.to_bits(), c.to_bits()])
 }
 
+crate::shader_params! {
+    /// A window kernel's block (`shaders/window_geometry.wgsl`): the invocations, the geometry,
+    /// the input view's offset, and three words of the kernel's own (`extra`: im2col's pad
+    /// value, average pooling's count_include_pad, max pooling's -inf, its gradient's indices'
+    /// offset).
+    struct WindowParams {
+        invocations: u32,
+        h: u32,
+        w: u32,
+        kh: u32,
+        kw: u32,
+        sh: u32,
+        sw: u32,
+        ph: u32,
+        pw: u32,
+        dh: u32,
+        dw: u32,
+        out_h: u32,
+        out_w: u32,
+        offset: u32,
+        extra: [u32; 3],
+    }
+}
+
 /// The meta block: invocations, geometry, the input's offset, three kernel-specific words.
 /// `None` when a value exceeds 32 bits.
 fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize, extra: [u32; 3]) -> Option<Vec<u32>> {
-    let words = [
-        invocations,
-        w.h,
-        w.w,
-        w.kernel.0,
-        w.kernel.1,
-        w.stride.0,
-        w.stride.1,
-        w.padding.0,
-        w.padding.1,
-        w.dilation.0,
-        w.dilation.1,
-        w.out_h(),
-        w.out_w(),
-        offset,
-    ];
     // Every index a kernel forms stays below these (padded rows too).
     let bounds = [offset + input_len, (w.h + 2 * w.padding.0) * (w.w + 2 * w.padding.1) * w.n * w.c];
-    for b in bounds.iter().chain(&words) {
-        u32::try_from(*b).ok()?;
+    for b in bounds {
+        u32::try_from(b).ok()?;
     }
-    Some(words.iter().map(|&v| v as u32).chain(extra).collect())
+    let u = |v: usize| u32::try_from(v).ok();
+    Some(words(&WindowParams {
+        invocations: u(invocations)?,
+        h: u(w.h)?,
+        w: u(w.w)?,
+        kh: u(w.kernel.0)?,
+        kw: u(w.kernel.1)?,
+        sh: u(w.stride.0)?,
+        sw: u(w.stride.1)?,
+        ph: u(w.padding.0)?,
+        pw: u(w.padding.1)?,
+        dh: u(w.dilation.0)?,
+        dw: u(w.dilation.1)?,
+        out_h: u(w.out_h())?,
+        out_w: u(w.out_w())?,
+        offset: u(offset)?,
+        extra,
+    }))
 }
 
 /// A kernel's outputs, or why it cannot run here (appended to the fallback's description).

@@ -33,6 +33,8 @@ fn every_shader_validates_with_f16_and_f64() {
     assert!(sources.iter().any(|(_, src)| cooperative(src)), "the cooperative-matrix f16 matmul is missing");
     for (name, src) in &sources {
         assert!(!src.contains("{{"), "{name}: an unfilled placeholder");
+        // Kernels read their parameters by name, from the struct generated for their block.
+        assert!(src.contains(": Params;") && !src.contains("params["), "{name}: a parameter read by position");
         validate(name, src, Capabilities::SHADER_FLOAT16 | Capabilities::FLOAT64);
     }
 }
@@ -67,7 +69,7 @@ fn every_metal_shader_translates_to_msl() {
 fn every_shader_with_immediate_params_translates_to_spirv() {
     let sources = liandan_backend_wgpu::shaders::all_sources(true, true, true);
     for (name, src) in &sources {
-        assert!(src.contains("var<immediate> params"), "{name}: the meta block is not immediate data");
+        assert!(src.contains("var<immediate> p: Params;"), "{name}: the parameter block is not immediate data");
         let (module, info) = validate(name, src, Capabilities::SHADER_FLOAT16 | Capabilities::FLOAT64 | Capabilities::IMMEDIATES);
         for policy in [naga::proc::BoundsCheckPolicy::Unchecked, naga::proc::BoundsCheckPolicy::Restrict] {
             let bounds = naga::proc::BoundsCheckPolicies { index: policy, buffer: policy, image_load: policy, ..Default::default() };

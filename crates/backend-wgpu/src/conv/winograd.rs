@@ -51,10 +51,12 @@ use std::sync::{Arc, OnceLock};
 use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
+use super::params::{WinogradInvocations, WinogradKernel, WinogradOutput, WinogradPatch};
 use super::{wgpu_buffer, Pass};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::params::{words, ShaderParams};
 use crate::repr::Repr;
 
 /// A stage's source, F(2x2): after the helpers the stage uses.
@@ -164,7 +166,14 @@ impl KernelKey for Key {
             Stage::Dy => (3, false),
             Stage::WeightOut => (4, false),
         };
-        let w = Wgsl::new(repr).ty("x", DType::F32).flag("FLIP", flip);
+        let w = Wgsl::new(repr);
+        let w = match self.stage {
+            Stage::Input | Stage::Dy => w.params::<WinogradPatch>(),
+            Stage::Output => w.params::<WinogradOutput>(),
+            Stage::Weight { .. } => w.params::<WinogradKernel>(),
+            Stage::WeightOut => w.params::<WinogradInvocations>(),
+        };
+        let w = w.ty("x", DType::F32).flag("FLIP", flip);
         // The stages that walk the tiles share `tile_at`, the filter transforms `tap`; those
         // that read the T^2 products share their tile's rows, F(4x4)'s that store T^2
         // matrices `put`.
@@ -329,10 +338,42 @@ impl Frame {
     }
 }
 
-/// Runs one stage of `tile` from `from` into `to`; its invocations are the meta's first word.
-fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
+/// A stage's parameter block, as the dispatch takes it, and its invocations.
+struct Block(Vec<u32>, u32);
+
+impl Block {
+    fn of<P: ShaderParams>(params: &P, invocations: u32) -> Block {
+        Block(words(params), invocations)
+    }
+}
+
+/// `v` in 32 bits, or `None`.
+fn u(v: usize) -> Option<u32> {
+    u32::try_from(v).ok()
+}
+
+/// The block of a stage over patches (`WinogradPatch`).
+#[allow(clippy::too_many_arguments)]
+fn patch_block(channels: usize, patches: usize, tiles: usize, tiles_w: usize, (h, w): (usize, usize), offset: usize, pad: usize) -> Option<Block> {
+    let invocations = u(channels * patches)?;
+    let params = WinogradPatch {
+        invocations,
+        patches: u(patches)?,
+        tiles: u(tiles)?,
+        tiles_w: u(tiles_w)?,
+        h: u(h)?,
+        w: u(w)?,
+        offset: u(offset)?,
+        channels: u(channels)?,
+        pad: u(pad)?,
+    };
+    Some(Block::of(&params, invocations))
+}
+
+/// Runs one stage of `tile` from `from` into `to`, its block's invocations.
+fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
     let kernel = gpu.kernel(Key { stage, tile })?;
-    gpu.dispatch(&kernel, meta, &[from, to], grid(meta[0] as usize))
+    gpu.dispatch(&kernel, &meta.0, &[from, to], grid(meta.1 as usize))
 }
 
 impl WgpuBackend {
@@ -355,14 +396,14 @@ impl WgpuBackend {
         if pass == Pass::Weight {
             return Some(self.winograd_weight(g, tile, inputs, &f));
         }
-        let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>();
         let (x, w) = (&inputs[0], &inputs[1]);
         // The products are `[T^2, m, k] x [T^2, k, p]`: the kernels' transform times the
-        // patches'. Each stage's invocations are its meta's first word.
-        let input_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset(), k, pad])?;
-        let kernel_meta = words(&[m * k, m, k, w.layout.offset()])?;
-        let output_meta = words(&[m * p, p, tiles, tw, oh, ow, m])?;
-        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
+        // patches'.
+        let input_meta = patch_block(k, p, tiles, tw, (ih, iw), x.layout.offset(), pad)?;
+        let kernel_meta = Block::of(&WinogradKernel { invocations: u(m * k)?, m: u(m)?, k: u(k)?, offset: u(w.layout.offset())? }, u(m * k)?);
+        let output = WinogradOutput { invocations: u(m * p)?, patches: u(p)?, tiles: u(tiles)?, tiles_w: u(tw)?, h: u(oh)?, w: u(ow)?, channels: u(m)? };
+        let output_meta = Block::of(&output, output.invocations);
+        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         Some((|| {
             let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;
             stage(Stage::Weight { flip: pass == Pass::Input }, &kernel_meta, gpu_storage(w).buffer(), wgpu_buffer(&u))?;
@@ -395,13 +436,12 @@ impl WgpuBackend {
         let split = tile == Tile::F4 && products_cut(m, g.n * tiles, k, gpu.max_binding() as usize).1 > 1;
         let images = if split { g.n } else { (chunk_bytes() as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
-        let words = |v: &[usize]| v.iter().map(|&w| u32::try_from(w).ok()).collect::<Option<Vec<u32>>>().ok_or_else(err);
-        let stage = |stage: Stage, meta: &[u32], from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
+        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         let mut sum: Option<Storage> = None;
         for i0 in (0..g.n).step_by(images) {
             let p = images.min(g.n - i0) * tiles;
-            let dy_meta = words(&[m * p, p, tiles, tw, oh, ow, dy.layout.offset() + i0 * m * oh * ow, m])?;
-            let x_meta = words(&[k * p, p, tiles, tw, ih, iw, x.layout.offset() + i0 * k * ih * iw, k, pad])?;
+            let dy_meta = patch_block(m, p, tiles, tw, (oh, ow), dy.layout.offset() + i0 * m * oh * ow, 0).ok_or_else(err)?;
+            let x_meta = patch_block(k, p, tiles, tw, (ih, iw), x.layout.offset() + i0 * k * ih * iw, pad).ok_or_else(err)?;
             let u = Arc::new(self.output(DType::F32, nt * m * p)?) as Storage;
             stage(Stage::Dy, &dy_meta, gpu_storage(dy).buffer(), wgpu_buffer(&u))?;
             let v = Arc::new(self.output(DType::F32, nt * k * p)?) as Storage;
@@ -423,7 +463,8 @@ impl WgpuBackend {
         }
         let sum = sum.ok_or_else(|| gpu.err("conv2d (Winograd)", "no images"))?;
         let y = self.output(DType::F32, 9 * m * k)?;
-        stage(Stage::WeightOut, &words(&[m * k])?, wgpu_buffer(&sum), y.buffer())?;
+        let invocations = u(m * k).ok_or_else(err)?;
+        stage(Stage::WeightOut, &Block::of(&WinogradInvocations { invocations }, invocations), wgpu_buffer(&sum), y.buffer())?;
         Ok(vec![Arc::new(y) as Storage])
     }
 }

@@ -12,21 +12,21 @@
 // copy of the weights, small beside the activations). Columns run over images and positions
 // (n, p), so small images still fill the tiles.
 //
-// params: [0] G, [1] M, [2] K, [3] N, [5] / [6] a's strides over M / K, [12] a's scalar
-// loader walks M (0: K), [14] S, [15] KS; [16] N (images), [17] C, [18] H, [19] W, [20] O,
-// [21] kh, [22] kw, [23..25] stride, [25..27] padding, [27..29] dilation, [29] out_h,
-// [30] out_w, [31] G; [32] / [33]: offsets of the b / a operands; [34] P, [35] RS: output
-// element (m, n) of a group is at m * P + (n / P) * RS + n % P; [36] / [37] / [38]: per group
-// strides of a, b and y; [39] the output's size (a split's stride in the partial sums);
-// [40..46] the gathered operand (conv/gather.wgsl); [52] / [53] PHASE: the steps in y between
-// a phase's rows and columns, [54] its first pixel (conv.rs), folded into ybase; [55] the
-// bias's offset (conv/bias.wgsl).
+// `ConvParams` (`conv.rs`): p.batch = G, p.m, p.k, p.n, a's strides p.a_stride_m / p.a_stride_k,
+// p.a_walk_m (a's scalar loader walks M, else K), p.splits = S, p.split_k = KS, as matmul's;
+// then the geometry (p.images, p.c, p.h, p.w, p.o, the taps p.kh x p.kw, stride, padding,
+// dilation, p.out_h, p.out_w, p.groups); p.b_base / p.a_base: the offsets of the b / a
+// operands; p.out_p = P, p.out_rs = RS: output element (m, n) of a group is at
+// m * P + (n / P) * RS + n % P; per group strides of a, b and y; p.total, the output's size (a
+// split's stride in the partial sums); the gathered operand g (conv/taps.wgsl); PHASE: the
+// steps in y between a phase's rows and columns and its first pixel (conv.rs), folded into
+// ybase; p.bias_offset (conv/bias.wgsl).
 //
 // The product is matmul/tile.wgsl's (WG = 256 invocations) or, for f16 on cooperative
 // matrices, matmul_coop.wgsl's (WG as its variant has it; forward and input gradient).
 //
 // PHASE: the input gradient of one phase of a strided convolution, whose columns are the
-// pixels (i, j) of the phase's grid ([45] wide, [46] in all) in each image, at row
+// pixels (i, j) of the phase's grid (p.cols_w wide, p.cols in all) in each image, at row
 // first + i * stride of the input.
 
 // The first output row (channel) of the group being computed.
@@ -34,33 +34,33 @@ var<private> group_row: u32;
 
 fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
     if (PHASE) {
-        let q = params[46];
+        let q = p.cols;
         let img = n / q;
         let r = n - img * q;
-        let i = r / params[45];
-        return ybase + img * params[35] + m * params[34] + i * params[52] + (r - i * params[45]) * params[53];
+        let i = r / p.cols_w;
+        return ybase + img * p.out_rs + m * p.out_p + i * p.phase_row_step + (r - i * p.cols_w) * p.phase_col_step;
     }
-    let p = params[34];
-    let img = n / p;
-    return ybase + img * params[35] + m * p + (n - img * p);
+    let row = p.out_p;
+    let img = n / row;
+    return ybase + img * p.out_rs + m * row + (n - img * row);
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
     let d = dims_();
-    let splits = params[14];
+    let splits = p.splits;
     let mt = (d.y + BM - 1u) / BM;
     let nt = (d.w + BN - 1u) / BN;
     for (var z = wid.z; z < d.x * splits; z += nwg.z) {
         let g = z / splits;
         let s = z % splits;
         group_row = g * d.y;
-        let k0 = s * params[15];
-        let k1 = min(d.z, k0 + params[15]);
-        let ybase = s * params[39] + g * params[38] + params[54];
-        let abase = params[33] + g * params[36];
-        let bbase = params[32] + g * params[37];
+        let k0 = s * p.split_k;
+        let k1 = min(d.z, k0 + p.split_k);
+        let ybase = s * p.total + g * p.y_group_stride + p.phase_first;
+        let abase = p.a_base + g * p.a_group_stride;
+        let bbase = p.b_base + g * p.b_group_stride;
         for (var my = wid.y; my < mt; my += nwg.y) {
             for (var nx = wid.x; nx < nt; nx += nwg.x) {
                 tile(abase, bbase, my * BM, nx * BN, k0, k1, ybase, lid);

@@ -6,7 +6,7 @@
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n = params[0];
+    let n = p.numel;
     // A grid of an invocation per element (the launch's choice for strided reads, whose
     // loads gain nothing from four in flight): one each.
     if (nwg.x * nwg.y >= (n + 255u) / 256u) {

@@ -1,31 +1,32 @@
 // Shared by the fused batch-norm kernels: x is [N, C, L], M = N L values per channel, each
 // channel cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves
-// segment s of channel c. Meta: [0] N, [1] C, [2] L, [3] S, [4] E, [5] flags (1 affine,
-// 2 running statistics), [6] eps and [7] momentum as f32 bits, [8..] the inputs' offsets.
+// segment s of channel c. `BatchNormParams` (`fused_norm.rs`): p.n, p.c, p.l, p.segments = S,
+// p.segment_len = E, p.flags (1 affine, 2 running statistics), p.eps, p.momentum, and the
+// inputs' offsets.
 
 fn flag(bit: u32) -> bool {
-  return (params[5] & bit) != 0u;
+  return (p.flags & bit) != 0u;
 }
 
 fn offset(k: u32) -> u32 {
-  return params[8u + k];
+  return p.offsets[k];
 }
 
 // Values per channel.
 fn count() -> u32 {
-  return params[0] * params[2];
+  return p.n * p.l;
 }
 
 // Where value j (0..M) of channel ch sits in a contiguous [N, C, L] buffer.
 fn at(ch: u32, j: u32) -> u32 {
-  let l = params[2];
-  return ((j / l) * params[1] + ch) * l + j % l;
+  let l = p.l;
+  return ((j / l) * p.c + ch) * l + j % l;
 }
 
 // The values segment s of a channel covers: [first, end).
 fn segment(s: u32) -> vec2<u32> {
-  let first = s * params[4];
-  return vec2<u32>(first, min(first + params[4], count()));
+  let first = s * p.segment_len;
+  return vec2<u32>(first, min(first + p.segment_len, count()));
 }
 
 var<workgroup> tree: array<vec3<f32>, 256>;

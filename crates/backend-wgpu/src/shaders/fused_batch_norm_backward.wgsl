@@ -18,11 +18,11 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let s = wid.x;
   let ch = wid.y;
-  let segments = params[3];
+  let segments = p.segments;
   var acc = vec2<f32>(0.0);
   for (var k = lid; k < segments; k += 256u) {
-    let p = (ch * segments + k) * 2u;
-    acc += vec2<f32>(partial[p], partial[p + 1u]);
+    let at_ = (ch * segments + k) * 2u;
+    acc += vec2<f32>(partial[at_], partial[at_ + 1u]);
   }
   let total = sum_all(lid, acc);
   let mu = f32(load_p(mean[offset(2u) + ch]));

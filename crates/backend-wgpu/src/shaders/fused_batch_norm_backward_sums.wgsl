@@ -22,8 +22,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let total = sum_all(lid, acc);
   if (lid == 0u) {
-    let p = (ch * params[3] + s) * 2u;
-    partial[p] = total.x;
-    partial[p + 1u] = total.y;
+    let at_ = (ch * p.segments + s) * 2u;
+    partial[at_] = total.x;
+    partial[at_ + 1u] = total.y;
   }
 }

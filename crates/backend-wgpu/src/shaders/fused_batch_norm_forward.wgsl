@@ -21,16 +21,16 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let s = wid.x;
   let ch = wid.y;
-  let segments = params[3];
+  let segments = p.segments;
   var st = vec3<f32>(0.0);
   for (var k = lid; k < segments; k += 256u) {
-    let p = (ch * segments + k) * 3u;
-    st = join(st, vec3<f32>(partial[p], partial[p + 1u], partial[p + 2u]));
+    let at_ = (ch * segments + k) * 3u;
+    st = join(st, vec3<f32>(partial[at_], partial[at_ + 1u], partial[at_ + 2u]));
   }
   let total = join_all(lid, st);
   let mean = total.y;
   let var_ = total.z / total.x;
-  let invstd = 1.0 / sqrt(var_ + bitcast<f32>(params[6]));
+  let invstd = 1.0 / sqrt(var_ + p.eps);
   var scale = invstd;
   var shift = 0.0;
   if (flag(1u)) {
@@ -41,7 +41,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     mean_out[ch] = store_p(C_p(mean));
     invstd_out[ch] = store_p(C_p(invstd));
     if (flag(2u)) {
-      let m = bitcast<f32>(params[7]);
+      let m = p.momentum;
       let at_stats = select(1u, 3u, flag(1u));
       let rm = f32(load_p(running_mean[offset(at_stats) + ch]));
       let rv = f32(load_p(running_var[offset(at_stats + 1u) + ch]));

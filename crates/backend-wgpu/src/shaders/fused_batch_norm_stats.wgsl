@@ -20,9 +20,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   let total = join_all(lid, st);
   if (lid == 0u) {
-    let p = (ch * params[3] + s) * 3u;
-    partial[p] = total.x;
-    partial[p + 1u] = total.y;
-    partial[p + 2u] = total.z;
+    let at_ = (ch * p.segments + s) * 3u;
+    partial[at_] = total.x;
+    partial[at_ + 1u] = total.y;
+    partial[at_ + 2u] = total.z;
   }
 }

@@ -10,8 +10,8 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
+  if (e >= p.units) { return; }
   let g = gru_gates(e);
   let n = g.z;
-  out[e] = store_x(n + g.y * (load_x(h[params[4] + e]) - n));
+  out[e] = store_x(n + g.y * (load_x(h[p.offsets[2] + e]) - n));
 }

@@ -13,19 +13,19 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
-  let w = params[1];
+  if (e >= p.units) { return; }
+  let w = p.h;
   let at = gru_at(e);
   let g = gru_gates(e);
   let r = g.x;
   let z = g.y;
   let n = g.z;
   let h_n = g.w;
-  let d = load_x(dh_new[params[5] + e]);
+  let d = load_x(dh_new[p.offsets[3] + e]);
   // h' = n + z (h - n).
   let dn_pre = d * (1.0 - z) * (1.0 - n * n);
   let dr_pre = dn_pre * h_n * r * (1.0 - r);
-  let dz_pre = d * (load_x(h[params[4] + e]) - n) * z * (1.0 - z);
+  let dz_pre = d * (load_x(h[p.offsets[2] + e]) - n) * z * (1.0 - z);
   dgx[at] = store_x(dr_pre);
   dgx[at + w] = store_x(dz_pre);
   dgx[at + 2u * w] = store_x(dn_pre);

@@ -1,14 +1,15 @@
 // Shared by the fused layer-norm kernels: x is [R, D] (rows of the normalized width D).
-// Meta: [0] R, [1] D, [2] flags (1 weight, 2 bias), [3] eps as f32 bits, [4] S segments of
-// rows and [5] E rows a segment (the column sums of the backward), [6..] the inputs' offsets.
+// `LayerNormParams` (`fused_layer_norm.rs`): p.rows = R, p.d = D, p.flags (1 weight, 2 bias),
+// p.eps, p.segments of rows and p.segment_rows a segment (the column sums of the backward),
+// the inputs' offsets.
 // The row kernels give each row a workgroup of 64 invocations.
 
 fn flag(bit: u32) -> bool {
-  return (params[2] & bit) != 0u;
+  return (p.flags & bit) != 0u;
 }
 
 fn offset(k: u32) -> u32 {
-  return params[6u + k];
+  return p.offsets[k];
 }
 
 // The row a workgroup of a row kernel serves (the grid may be two-dimensional).

@@ -18,8 +18,8 @@ fn g_at(base: u32, j: u32) -> f32 {
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = row_of(wid, nwg);
-  if (row >= params[0]) { return; }
-  let d = params[1];
+  if (row >= p.rows) { return; }
+  let d = p.d;
   let base = row * d;
   let mu = f32(load_x(mean[offset(2u) + row]));
   let inv = f32(load_x(rstd[offset(3u) + row]));

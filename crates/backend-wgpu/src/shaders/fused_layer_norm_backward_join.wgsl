@@ -8,13 +8,13 @@
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let d = params[1];
+  let d = p.d;
   let col = wid.x * 64u + lid;
   if (col >= d) { return; }
   var acc = vec2<f32>(0.0);
-  for (var s = 0u; s < params[4]; s++) {
-    let p = (s * d + col) * 2u;
-    acc += vec2<f32>(partial[p], partial[p + 1u]);
+  for (var s = 0u; s < p.segments; s++) {
+    let at_ = (s * d + col) * 2u;
+    acc += vec2<f32>(partial[at_], partial[at_ + 1u]);
   }
   if (flag(1u)) { dweight[col] = store_x(C_x(acc.x)); }
   if (flag(2u)) { dbias[col] = store_x(C_x(acc.y)); }

@@ -10,19 +10,19 @@
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let d = params[1];
+  let d = p.d;
   let col = wid.x * 64u + lid;
   if (col >= d) { return; }
   let s = wid.y;
-  let first = s * params[5];
-  let end = min(first + params[5], params[0]);
+  let first = s * p.segment_rows;
+  let end = min(first + p.segment_rows, p.rows);
   var acc = vec2<f32>(0.0);
   for (var r = first; r < end; r++) {
     let e = f32(load_x(dy[offset(1u) + r * d + col]));
     let xhat = (f32(load_x(x[offset(0u) + r * d + col])) - f32(load_x(mean[offset(2u) + r]))) * f32(load_x(rstd[offset(3u) + r]));
     acc += vec2<f32>(e * xhat, e);
   }
-  let p = (s * d + col) * 2u;
-  partial[p] = acc.x;
-  partial[p + 1u] = acc.y;
+  let at_ = (s * d + col) * 2u;
+  partial[at_] = acc.x;
+  partial[at_ + 1u] = acc.y;
 }

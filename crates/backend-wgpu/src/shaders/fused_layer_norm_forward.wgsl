@@ -14,8 +14,8 @@
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = row_of(wid, nwg);
   // Uniform across the workgroup: every invocation returns, or none does.
-  if (row >= params[0]) { return; }
-  let d = params[1];
+  if (row >= p.rows) { return; }
+  let d = p.d;
   let base = offset(0u) + row * d;
   var s = 0.0;
   for (var j = lid; j < d; j += 64u) {
@@ -28,7 +28,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     q += e * e;
   }
   let variance = sum_all(lid, vec2<f32>(q, 0.0)).x / f32(d);
-  let inv = 1.0 / sqrt(variance + bitcast<f32>(params[3]));
+  let inv = 1.0 / sqrt(variance + p.eps);
   for (var j = lid; j < d; j += 64u) {
     var out = (f32(load_x(x[base + j])) - mu) * inv;
     if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j])); }

@@ -10,10 +10,10 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  let count = params[0];
+  let count = p.units;
   if (e >= count) { return; }
   let a = gates_of(e);
-  let c_new = a.y * load_x(c[params[3] + e]) + a.x * a.z;
+  let c_new = a.y * load_x(c[p.offsets[1] + e]) + a.x * a.z;
   out[e] = store_x(a.w * tanh_(c_new));
   out[count + e] = store_x(c_new);
 }

@@ -14,17 +14,17 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  let count = params[0];
+  let count = p.units;
   if (e >= count) { return; }
-  let h = params[1];
+  let h = p.h;
   let a = gates_of(e);
-  let tanh_c = tanh_(load_x(out[params[4] + count + e]));
-  let dh = load_x(dh_new[params[5] + e]);
+  let tanh_c = tanh_(load_x(out[p.offsets[2] + count + e]));
+  let dh = load_x(dh_new[p.offsets[3] + e]);
   // c' reaches the loss directly and through h' = o * tanh(c').
-  let dc_total = load_x(dc_new[params[6] + e]) + dh * a.w * (1.0 - tanh_c * tanh_c);
+  let dc_total = load_x(dc_new[p.offsets[4] + e]) + dh * a.w * (1.0 - tanh_c * tanh_c);
   let at = (e / h) * 4u * h + e % h;
   dgates[at] = store_x(dc_total * a.z * a.x * (1.0 - a.x));
-  dgates[at + h] = store_x(dc_total * load_x(c[params[3] + e]) * a.y * (1.0 - a.y));
+  dgates[at + h] = store_x(dc_total * load_x(c[p.offsets[1] + e]) * a.y * (1.0 - a.y));
   dgates[at + 2u * h] = store_x(dc_total * a.x * (1.0 - a.z * a.z));
   dgates[at + 3u * h] = store_x(dh * tanh_c * a.w * (1.0 - a.w));
   dc[e] = store_x(dc_total * a.y);

@@ -8,8 +8,8 @@
 @group(0) @binding(4) var<storage, read_write> fault: array<atomic<u32>>;
 
 fn extra(k: u32) -> u32 {
-  let rank = params[1];
-  return params[2u + rank + OPERANDS * (rank + 1u) + k];
+  let rank = p.rank;
+  return p.dims[rank + OPERANDS * (rank + 1u) + k];
 }
 
 // An i64 index (low, high words) inside 0..size; a negative one has a high word of all ones.

@@ -12,7 +12,7 @@ const OPERANDS = 2u;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
+  if (e >= p.numel) { return; }
   let k = idx[offset_of(e, 0u)];
   if (!in_range(k)) {
     report(k);

@@ -11,8 +11,8 @@
 // cell, which BM x BU invocations then run. Rows and units past the edges read the last one
 // and store nothing.
 //
-// params: [0] N, [1] H (a multiple of 4), then the element offsets of x_gates, h, W_hh and c
-// (h's and W_hh's multiples of 4: they are read in vec4s along H).
+// `LstmStepParams` (`lstm_step.rs`): p.n = N, p.h = H (a multiple of 4), and the element offsets
+// of x_gates, h, W_hh and c (h's and W_hh's multiples of 4: they are read in vec4s along H).
 
 @group(0) @binding(1) var<storage, read> xg: array<S_x>;
 @group(0) @binding(2) var<storage, read> h: array<vec4<S_x>>;
@@ -37,8 +37,8 @@ fn fetch_b4(i: u32) -> vec4<C_x> { return vec4<C_x>(w[i / 4u]); }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n_len = params[0];
-    let units = params[1];
+    let n_len = p.n;
+    let units = p.h;
     let g = lid / GI;
     let i = lid % GI;
     let mt = (n_len + BM - 1u) / BM;
@@ -48,13 +48,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let m0 = my * BM + (i / BU) * 4u;
             let u = min(ux * BU + i % BU, units - 1u);
             let ra = vec4<u32>(
-                params[3] + min(m0, n_len - 1u) * units,
-                params[3] + min(m0 + 1u, n_len - 1u) * units,
-                params[3] + min(m0 + 2u, n_len - 1u) * units,
-                params[3] + min(m0 + 3u, n_len - 1u) * units,
+                p.h_offset + min(m0, n_len - 1u) * units,
+                p.h_offset + min(m0 + 1u, n_len - 1u) * units,
+                p.h_offset + min(m0 + 2u, n_len - 1u) * units,
+                p.h_offset + min(m0 + 3u, n_len - 1u) * units,
             );
             // W_hh's rows of the unit's gates i, f, g, o.
-            let rb = vec4<u32>(params[4] + u * units, params[4] + (units + u) * units, params[4] + (2u * units + u) * units, params[4] + (3u * units + u) * units);
+            let rb = vec4<u32>(p.w_offset + u * units, p.w_offset + (units + u) * units, p.w_offset + (2u * units + u) * units, p.w_offset + (3u * units + u) * units);
             let s = sums_k(ra, rb, g, units);
             let at = (g * GI + i) * 4u;
             sums_[at] = s.r0;
@@ -83,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let cu = ux * BU + lid % BU;
                 if (cm < n_len && cu < units) {
                     // The gates as the cell's kernel reads x_gates + h_gates, rounded as an add.
-                    let row = params[2] + cm * 4u * units + cu;
+                    let row = p.xg_offset + cm * 4u * units + cu;
                     let base = lid * 4u;
                     let pre = vec4<C_x>(
                         load_x(store_x(load_x(xg[row]) + gates_[base])),
@@ -93,7 +93,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                     );
                     let a = vec4<f32>(sigmoid_(f32(pre.x)), sigmoid_(f32(pre.y)), tanh_(f32(pre.z)), sigmoid_(f32(pre.w)));
                     let e = cm * units + cu;
-                    let c_new = a.y * f32(load_x(c[params[5] + e])) + a.x * a.z;
+                    let c_new = a.y * f32(load_x(c[p.c_offset + e])) + a.x * a.z;
                     out[e] = store_x(a.w * tanh_(c_new));
                     out[n_len * units + e] = store_x(c_new);
                 }

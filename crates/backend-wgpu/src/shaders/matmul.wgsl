@@ -5,9 +5,10 @@
 // product over range s into y[s, b] in the compute type, and a reduction sums the partials.
 // This keeps the GPU busy when M x N alone makes too few tiles (a batch of a few rows).
 //
-// params: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at [4..8]; b's over
-// B, K, N and offset at [8..12]; [12] / [13]: whether the scalar loaders of a / b walk along M /
-// N rather than K (whichever has the smaller stride, for coalesced reads); [14] S, [15] KS.
+// `MatmulParams` (`matmul.rs`): p.batch = B, p.m, p.k, p.n; a's strides over B, M, K and its
+// offset; b's over B, K, N and its offset; p.a_walk_m / p.b_walk_n: whether the scalar loaders
+// of a / b walk along M / N rather than K (whichever has the smaller stride, for coalesced
+// reads); p.splits = S, p.split_k = KS.
 //
 // Chosen per kernel: the bindings and their fetch_a / fetch_b / store_y functions (vec4 or
 // scalar elements; parts from matmul/ before this file), and the constants H and PAD, the tile;
@@ -17,30 +18,30 @@
 // hand; FETCH_INSIDE, whether slices inside the operands skip the loaders' tests.
 
 // b, vec4s along N (b row-major [K, N]).
-fn b_n_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
-    let v = lid + 256u * p;
+fn b_n_fetch(piece: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+    let v = lid + 256u * piece;
     let n = n0 + (v % (BN / 4u)) * 4u;
     let k = k0 + v / (BN / 4u);
-    if (!edge || (n < params[3] && k < kend)) { return fetch_b4(base + k * params[9] + n); }
+    if (!edge || (n < p.n && k < kend)) { return fetch_b4(base + k * p.b_stride_k + n); }
     return vec4<C_x>();
 }
 
-fn b_n_put(p: u32, lid: u32, x: vec4<C_x>) {
-    let v = lid + 256u * p;
+fn b_n_put(piece: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * piece;
     bs_[(v / (BN / 4u)) * STR + v % (BN / 4u)] = x;
 }
 
 // b, vec4s along K (a transposed view of an [N, K] matrix, as a linear layer's weight).
-fn b_k_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
-    let v = lid + 256u * p;
+fn b_k_fetch(piece: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+    let v = lid + 256u * piece;
     let n = n0 + v / (BK / 4u);
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (!edge || (n < params[3] && k < kend)) { return fetch_b4(base + n * params[10] + k); }
+    if (!edge || (n < p.n && k < kend)) { return fetch_b4(base + n * p.b_stride_n + k); }
     return vec4<C_x>();
 }
 
-fn b_k_put(p: u32, lid: u32, x: vec4<C_x>) {
-    let v = lid + 256u * p;
+fn b_k_put(piece: u32, lid: u32, x: vec4<C_x>) {
+    let v = lid + 256u * piece;
     let nn = v / (BK / 4u);
     let at = (v % (BK / 4u)) * 4u * STR + nn / 4u;
     let c = nn % 4u;
@@ -52,7 +53,7 @@ fn b_k_put(p: u32, lid: u32, x: vec4<C_x>) {
 
 // b, four scalars through any strides; element e of the slice is at (nn, kk).
 fn b_g_at(e: u32) -> vec2<u32> {
-    if (params[13] != 0u) { return vec2<u32>(e % BN, e / BN); }
+    if (p.b_walk_n != 0u) { return vec2<u32>(e % BN, e / BN); }
     return vec2<u32>(e / BK, e % BK);
 }
 
@@ -60,12 +61,12 @@ fn b_g_one(e: u32, base: u32, n0: u32, k0: u32) -> C_x {
     let at = b_g_at(e);
     let n = n0 + at.x;
     let k = k0 + at.y;
-    if (n < params[3] && k < kend) { return fetch_b(base + k * params[9] + n * params[10]); }
+    if (n < p.n && k < kend) { return fetch_b(base + k * p.b_stride_k + n * p.b_stride_n); }
     return C_x(0);
 }
 
-fn b_g_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
-    let e = p * 1024u + lid;
+fn b_g_fetch(piece: u32, lid: u32, base: u32, n0: u32, k0: u32) -> vec4<C_x> {
+    let e = piece * 1024u + lid;
     return vec4<C_x>(b_g_one(e, base, n0, k0), b_g_one(e + 256u, base, n0, k0), b_g_one(e + 512u, base, n0, k0), b_g_one(e + 768u, base, n0, k0));
 }
 
@@ -74,20 +75,20 @@ fn b_g_put1(e: u32, x: C_x) {
     bs_[at.y * STR + at.x / 4u][at.x % 4u] = x;
 }
 
-fn b_g_put(p: u32, lid: u32, x: vec4<C_x>) {
-    let e = p * 1024u + lid;
+fn b_g_put(piece: u32, lid: u32, x: vec4<C_x>) {
+    let e = piece * 1024u + lid;
     b_g_put1(e, x.x);
     b_g_put1(e + 256u, x.y);
     b_g_put1(e + 512u, x.z);
     b_g_put1(e + 768u, x.w);
 }
 
-fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
-    if (B_LOAD == LOAD_K) { return b_k_fetch(p, lid, base, n0, k0, edge); }
-    if (B_LOAD == LOAD_OUTER) { return b_n_fetch(p, lid, base, n0, k0, edge); }
-    return b_g_fetch(p, lid, base, n0, k0);
+fn b_fetch(piece: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+    if (B_LOAD == LOAD_K) { return b_k_fetch(piece, lid, base, n0, k0, edge); }
+    if (B_LOAD == LOAD_OUTER) { return b_n_fetch(piece, lid, base, n0, k0, edge); }
+    return b_g_fetch(piece, lid, base, n0, k0);
 }
 
-fn b_put(p: u32, lid: u32, x: vec4<C_x>) {
-    if (B_LOAD == LOAD_K) { b_k_put(p, lid, x); } else if (B_LOAD == LOAD_OUTER) { b_n_put(p, lid, x); } else { b_g_put(p, lid, x); }
+fn b_put(piece: u32, lid: u32, x: vec4<C_x>) {
+    if (B_LOAD == LOAD_K) { b_k_put(piece, lid, x); } else if (B_LOAD == LOAD_OUTER) { b_n_put(piece, lid, x); } else { b_g_put(piece, lid, x); }
 }

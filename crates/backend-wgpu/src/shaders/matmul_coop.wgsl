@@ -69,7 +69,7 @@ var<private> ra: array<vec4<f16>, 8>;
 var<private> rb: array<vec4<f16>, 8>;
 
 fn dims_() -> vec4<u32> {
-    return vec4<u32>(params[0], params[1], params[2], params[3]);
+    return vec4<u32>(p.batch, p.m, p.k, p.n);
 }
 
 // a_put stores vec4 i of a's slice (a_fetch's) where the staged orientation keeps it.
@@ -88,9 +88,9 @@ fn a_stage_strided(lid: u32, base: u32, m0: u32, k0: u32) {
     for (var i = 0u; i < BM * BK / WG; i++) {
         let e = lid + WG * i;
         var at = vec2<u32>(e / BK, e % BK);
-        if (params[12] != 0u) { at = vec2<u32>(e % BM, e / BM); }
+        if (p.a_walk_m != 0u) { at = vec2<u32>(e % BM, e / BM); }
         var x = f16(0.0);
-        if (m0 + at.x < params[1] && k0 + at.y < kend) { x = raw_a(base + (m0 + at.x) * params[5] + (k0 + at.y) * params[6]); }
+        if (m0 + at.x < p.m && k0 + at.y < kend) { x = raw_a(base + (m0 + at.x) * p.a_stride_m + (k0 + at.y) * p.a_stride_k); }
         as_[at.x * KROW + at.y / 4u][at.y % 4u] = x;
     }
 }
@@ -109,9 +109,9 @@ fn b_stage_strided(lid: u32, base: u32, n0: u32, k0: u32) {
     for (var i = 0u; i < BN * BK / WG; i++) {
         let e = lid + WG * i;
         var at = vec2<u32>(e / BK, e % BK);
-        if (params[13] != 0u) { at = vec2<u32>(e % BN, e / BN); }
+        if (p.b_walk_n != 0u) { at = vec2<u32>(e % BN, e / BN); }
         var x = f16(0.0);
-        if (n0 + at.x < params[3] && k0 + at.y < kend) { x = raw_b(base + (k0 + at.y) * params[9] + (n0 + at.x) * params[10]); }
+        if (n0 + at.x < p.n && k0 + at.y < kend) { x = raw_b(base + (k0 + at.y) * p.b_stride_k + (n0 + at.x) * p.b_stride_n); }
         bs_[at.y * NROW + at.x / 4u][at.x % 4u] = x;
     }
 }
@@ -240,13 +240,13 @@ fn write_out(ybase: u32, m: u32, n: u32, lid: u32) {
 // constants, with `&` rather than `&&`: naga counts function arguments and local variables
 // (what a short-circuit becomes) as non-uniform, so it rejects a test of the tile's position.
 fn whole_tiles() -> bool {
-    return (params[1] % BM == 0u) & (params[3] % BN == 0u);
+    return (p.m % BM == 0u) & (p.n % BN == 0u);
 }
 
 // Whether the tiles load straight from the buffers: DIRECT, both operands read in vec4s, whole
 // tiles, and K a multiple of 16 (then so is every split's range, whose starts are).
 fn direct() -> bool {
-    return DIRECT & (A_LOAD != LOAD_STRIDED) & (B_LOAD != LOAD_STRIDED) & whole_tiles() & (params[2] % 16u == 0u) & (params[2] > 0u);
+    return DIRECT & (A_LOAD != LOAD_STRIDED) & (B_LOAD != LOAD_STRIDED) & whole_tiles() & (p.k % 16u == 0u) & (p.k > 0u);
 }
 
 // One BM x BN tile of y at (m0, n0): the product over k in [k0, k1) of the operands whose

@@ -4,7 +4,7 @@
 // TILES: the windows tile the input (stride = kernel, no padding, no dilation: PyTorch's
 // `MaxPool2d(k)`), so a pixel lies in at most one window, found by two divisions; the pixels
 // past the last window of a row or column get zeros. A window wholly in the padding (index -1,
-// low word 0xffffffff, past every offset) chose nothing. params[13] = dy's offset, [14] the
+// low word 0xffffffff, past every offset) chose nothing. p.offset = dy's offset, p.extra[0] the
 // indices' (in i64s, each two u32 words, low first; offsets in a plane fit the low word).
 
 @group(0) @binding(1) var<storage, read> dy: array<S_x>;
@@ -13,14 +13,14 @@
 
 // dy of window o where it chose pixel k, else zero.
 fn chosen(o: u32, k: u32) -> C_x {
-  if (indices[params[14] + o].x == k) { return load_x(dy[params[13] + o]); }
+  if (indices[p.extra[0] + o].x == k) { return load_x(dy[p.offset + o]); }
   return C_x(0);
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  if (e >= params[0]) { return; }
+  if (e >= p.invocations) { return; }
   let g = geo();
   let hw = g.h * g.w;
   let plane = e / hw;

@@ -1,7 +1,7 @@
 // Seeded random fill, bit-for-bit the generator of liandan-tensor's `rng.rs`: element i depends
-// only on (seed, i). params: [count, kind (0 uniform, 1 normal, 2 bernoulli), seed lo, seed hi,
-// a, b, first] with (a, b) = (low, high - low), (mean, std) or (p, -); element i of this
-// launch is element first + i of the tensor (launches over huge tensors come in chunks).
+// only on (seed, i). `RandomParams`: p.kind is 0 uniform, 1 normal,
+// 2 bernoulli, and (p.a, p.b) = (low, high - low), (mean, std) or (p, -); element i of this
+// launch is element p.first + i of the tensor (launches over huge tensors come in chunks).
 
 @group(0) @binding(1) var<storage, read_write> y: array<S_x>;
 
@@ -16,7 +16,7 @@ fn hash32(v: u32) -> u32 {
 }
 
 fn draw(counter: u32) -> u32 {
-    let key = hash32(params[2] ^ hash32(params[3] ^ 0x9e3779b9u));
+    let key = hash32(p.seed_lo ^ hash32(p.seed_hi ^ 0x9e3779b9u));
     let rot = (counter << 16u) | (counter >> 16u);
     return hash32(counter ^ hash32((key + rot) ^ 0x85ebca6bu));
 }
@@ -28,12 +28,12 @@ fn uniform01(counter: u32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let local = flat_id(wid, nwg, lid);
-    if (local >= params[0]) { return; }
-    let i = local + params[6];
-    let a = bitcast<f32>(params[4]);
-    let b = bitcast<f32>(params[5]);
+    if (local >= p.numel) { return; }
+    let i = local + p.first;
+    let a = p.a;
+    let b = p.b;
     var v: f32;
-    switch params[1] {
+    switch p.kind {
         case 0u: { v = a + b * uniform01(i); }
         case 1u: {
             let u1 = uniform01(i * 2u) + 1.0 / 16777216.0;

@@ -2,8 +2,8 @@
 // every T-th element of the lane, then a tree in workgroup memory joins their T partial results.
 // A workgroup of 256 serves R = 256 / T outputs.
 //
-// params: [0] outer, [1] len, [2] inner, [3] chunks, [4] chunk_len, [5..8] strides of outer,
-// len, inner, [8] offset. A lane may be cut into `chunks` pieces of `chunk_len` (a first pass
+// `ReduceParams`: the view's sizes, strides and offset, and `chunks` pieces of `chunk_len`
+// elements a lane may be cut into (a first pass
 // of a split reduction, writing partial results); outputs are then [outer, chunks, inner].
 //
 // Chosen per kernel: the bindings with `load_(k, j) -> Acc` and `store_(o, Acc)` (a part from
@@ -57,11 +57,11 @@ fn fold_(a: Acc, b: Acc) -> Acc {
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let len = params[1];
-    let inner = params[2];
-    let chunks = params[3];
-    let clen = params[4];
-    let n = params[0] * chunks * inner;
+    let len = p.len;
+    let inner = p.inner;
+    let chunks = p.chunks;
+    let clen = p.chunk_len;
+    let n = p.outer * chunks * inner;
     var t = lid % T;
     var r = lid / T;
     if (COLS) {
@@ -76,8 +76,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let c = q % chunks;
         let start = c * clen;
         let end = min(len, start + clen);
-        let base = params[8] + (q / chunks) * params[5] + i * params[7];
-        let step = params[6];
+        let base = p.offset + (q / chunks) * p.outer_stride + i * p.inner_stride;
+        let step = p.len_stride;
         // Four loads in flight per invocation before they are folded, in order.
         var j = start + t;
         for (; j + 3u * T < end; j += 4u * T) {
@@ -98,8 +98,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let stride = select(1u, R, COLS);
         for (var s = T / 2u; s > 0u; s >>= 1u) {
             if (t < s) {
-                let p = lid + s * stride;
-                a = fold_(a, Acc(sv[p], si[p]));
+                let k = lid + s * stride;
+                a = fold_(a, Acc(sv[k], si[k]));
                 sv[lid] = a.v;
                 si[lid] = a.i;
             }

@@ -1,7 +1,7 @@
 // Window geometry over [N, C, H, W], shared by the sliding-window and pooling kernels.
 //
-// params[0] = invocations, [1] H, [2] W, [3] kh, [4] kw, [5] sh, [6] sw, [7] ph, [8] pw,
-// [9] dh, [10] dw, [11] out_h, [12] out_w, [13] offset of the input view, [14..17] per kernel.
+// `WindowParams` (`window.rs`): the invocations, the geometry, the input view's offset, and
+// p.extra, three words whose meaning is the kernel's.
 // Rows and columns are counted in the padded input (real row = padded row - ph), so that all
 // the arithmetic stays in u32 without signed underflow.
 
@@ -16,7 +16,7 @@ struct Geo {
 }
 
 fn geo() -> Geo {
-  return Geo(params[1], params[2], params[3], params[4], params[5], params[6], params[7], params[8], params[9], params[10], params[11], params[12], params[13]);
+  return Geo(p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, p.out_h, p.out_w, p.offset);
 }
 
 // PyTorch's average-pooling window of output (y, x): real rows [h0, h1) and columns [w0, w1),

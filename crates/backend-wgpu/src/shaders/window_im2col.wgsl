@@ -7,7 +7,7 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let o = flat_id(wid, nwg, lid);
-  if (o >= params[0]) { return; }
+  if (o >= p.invocations) { return; }
   let g = geo();
   let l_len = g.oh * g.ow;
   let kk = g.kh * g.kw;

@@ -35,17 +35,17 @@ fn pick(c: Col, off: i32, at: u32) -> f16 {
 
 fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<f16> {
     if (i == 0u) {
-        let t = k0 / params[40];
-        let ky = t / params[22];
-        let kx = t - ky * params[22];
+        let t = k0 / p.g_channels;
+        let ky = t / p.kw;
+        let kx = t - ky * p.kw;
         off0 = tap_at(col0, ky, kx);
         off1 = tap_at(col1, ky, kx);
         off2 = tap_at(col2, ky, kx);
         off3 = tap_at(col3, ky, kx);
-        slice_at = base + (k0 - t * params[40]) * params[41];
+        slice_at = base + (k0 - t * p.g_channels) * p.g_channel_stride;
     }
     let k = k0 + (lid + WG * i) / (BN / 4u);
     if (edge && k >= kend) { return vec4<f16>(); }
-    let at = slice_at + (k - k0) * params[41];
+    let at = slice_at + (k - k0) * p.g_channel_stride;
     return vec4<f16>(pick(col0, off0, at), pick(col1, off1, at), pick(col2, off2, at), pick(col3, off3, at));
 }

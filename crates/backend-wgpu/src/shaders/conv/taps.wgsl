@@ -3,8 +3,8 @@
 // columns j = (image, position). Shared by the loaders of the tiled kernel (gather.wgsl) and
 // of the cooperative-matrix one (gather_coop.wgsl).
 //
-// params: [40] channels per group of g, [41] its channel stride, [42] its image stride,
-// [43] / [44] its height and width, [45] / [46] the width and size of the column grid
+// p.g_channels: channels per group of g, p.g_channel_stride, p.g_image_stride, p.g_h / p.g_w its
+// height and width, p.cols_w / p.cols the width and size of the column grid
 // (out_w, out_h * out_w for the forward; W, H * W for the input gradient).
 // TRANSPOSED: the input gradient, where tap (ky, kx) of position (iy, ix) reads dy at
 // ((iy + p - ky d) / s, ..) when that divides evenly and lies inside (STRIDED), or, for one
@@ -22,15 +22,15 @@ struct Col {
 }
 
 fn column(j: u32) -> Col {
-    let img = j / params[46];
-    let r = j - img * params[46];
-    let cy = r / params[45];
-    let cx = r - cy * params[45];
+    let img = j / p.cols;
+    let r = j - img * p.cols;
+    let cy = r / p.cols_w;
+    let cx = r - cy * p.cols_w;
     if (TRANSPOSED) {
         // The shift is signed (two's complement in a u32): the sum wraps to the right value.
-        return Col(j < params[3], img * params[42], bitcast<i32>(cy + params[25]), bitcast<i32>(cx + params[26]));
+        return Col(j < p.n, img * p.g_image_stride, bitcast<i32>(cy + p.pad_h), bitcast<i32>(cx + p.pad_w));
     }
-    return Col(j < params[3], img * params[42], i32(cy * params[23]) - i32(params[25]), i32(cx * params[24]) - i32(params[26]));
+    return Col(j < p.n, img * p.g_image_stride, i32(cy * p.stride_h) - i32(p.pad_h), i32(cx * p.stride_w) - i32(p.pad_w));
 }
 
 // Where tap (ky, kx) of column c reads in one channel of g, or -1 where it reads a zero
@@ -38,25 +38,25 @@ fn column(j: u32) -> Col {
 fn tap_at(c: Col, ky: u32, kx: u32) -> i32 {
     if (!c.ok) { return -1; }
     if (TRANSPOSED) {
-        let ty = c.y - i32(ky * params[27]);
-        let tx = c.x - i32(kx * params[28]);
+        let ty = c.y - i32(ky * p.dil_h);
+        let tx = c.x - i32(kx * p.dil_w);
         if (!STRIDED) {
-            if (ty < 0 || tx < 0 || ty >= i32(params[43]) || tx >= i32(params[44])) { return -1; }
-            return ty * i32(params[44]) + tx;
+            if (ty < 0 || tx < 0 || ty >= i32(p.g_h) || tx >= i32(p.g_w)) { return -1; }
+            return ty * i32(p.g_w) + tx;
         }
         if (ty < 0 || tx < 0) { return -1; }
-        let oy = u32(ty) / params[23];
-        let ox = u32(tx) / params[24];
-        if (oy * params[23] != u32(ty) || ox * params[24] != u32(tx) || oy >= params[43] || ox >= params[44]) { return -1; }
-        return i32(oy * params[44] + ox);
+        let oy = u32(ty) / p.stride_h;
+        let ox = u32(tx) / p.stride_w;
+        if (oy * p.stride_h != u32(ty) || ox * p.stride_w != u32(tx) || oy >= p.g_h || ox >= p.g_w) { return -1; }
+        return i32(oy * p.g_w + ox);
     }
-    let iy = c.y + i32(ky * params[27]);
-    let ix = c.x + i32(kx * params[28]);
-    if (iy < 0 || ix < 0 || iy >= i32(params[43]) || ix >= i32(params[44])) { return -1; }
-    return iy * i32(params[44]) + ix;
+    let iy = c.y + i32(ky * p.dil_h);
+    let ix = c.x + i32(kx * p.dil_w);
+    if (iy < 0 || ix < 0 || iy >= i32(p.g_h) || ix >= i32(p.g_w)) { return -1; }
+    return iy * i32(p.g_w) + ix;
 }
 
 fn tap_offset(c: Col, t: u32) -> i32 {
-    let ky = t / params[22];
-    return tap_at(c, ky, t - ky * params[22]);
+    let ky = t / p.kw;
+    return tap_at(c, ky, t - ky * p.kw);
 }

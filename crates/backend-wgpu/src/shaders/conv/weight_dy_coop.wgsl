@@ -4,16 +4,16 @@
 // one aligned vec4 of one image (L and dy's offset are multiples of 4; conv.rs checks);
 // otherwise four elements read alone, which may lie in two images.
 //
-// params: [47] L (out_h * out_w), [48] dy's image stride (O * L).
+// p.l = L (out_h * out_w), p.dy_image_stride (O * L).
 
 fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<f16> {
     let v = lid + WG * i;
     let m = m0 + v / (BK / 4u);
     let k = k0 + (v % (BK / 4u)) * 4u;
-    if (edge && (m >= params[1] || k >= kend)) { return vec4<f16>(); }
+    if (edge && (m >= p.m || k >= kend)) { return vec4<f16>(); }
     if (DY4) {
-        let img = k / params[47];
-        return raw_a4(base + img * params[48] + m * params[47] + (k - img * params[47]));
+        let img = k / p.l;
+        return raw_a4(base + img * p.dy_image_stride + m * p.l + (k - img * p.l));
     }
     return vec4<f16>(dy_one(base, m, k, edge), dy_one(base, m, k + 1u, edge), dy_one(base, m, k + 2u, edge), dy_one(base, m, k + 3u, edge));
 }
@@ -21,6 +21,6 @@ fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<f1
 // dy of row m at column k (a zero at or past kend, which only an `edge` slice reaches).
 fn dy_one(base: u32, m: u32, k: u32, edge: bool) -> f16 {
     if (edge && k >= kend) { return f16(0.0); }
-    let img = k / params[47];
-    return raw_a(base + img * params[48] + m * params[47] + (k - img * params[47]));
+    let img = k / p.l;
+    return raw_a(base + img * p.dy_image_stride + m * p.l + (k - img * p.l));
 }

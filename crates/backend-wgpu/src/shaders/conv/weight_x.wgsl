@@ -34,21 +34,21 @@ fn b_one(o: Origin, at: u32, yx: u32) -> C_x {
     return fetch_b(u32(i));
 }
 
-fn b_fetch(p: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
+fn b_fetch(piece: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<C_x> {
     let k = k0 + lid % 16u;
     if (edge && k >= kend) { return vec4<C_x>(); }
     let o = origin(base, k);
     var at = tap_at0;
     var yx = tap_yx0;
-    if (p == 1u) {
+    if (piece == 1u) {
         at = tap_at1;
         yx = tap_yx1;
     }
     return vec4<C_x>(b_one(o, at.x, yx.x), b_one(o, at.y, yx.y), b_one(o, at.z, yx.z), b_one(o, at.w, yx.w));
 }
 
-fn b_put(p: u32, lid: u32, x: vec4<C_x>) {
-    let nn = lid / 16u + 64u * p;
+fn b_put(piece: u32, lid: u32, x: vec4<C_x>) {
+    let nn = lid / 16u + 64u * piece;
     let at = (lid % 16u) * STR + nn / 4u;
     let c = nn % 4u;
     bs_[at][c] = x.x;

@@ -1,14 +1,13 @@
 // out = op_(a, b) over dense f32 or f16 operands, in vec4s (`op_` from the op's file in binary/,
-// computing in C_x; the meta block is the strided one of one dimension: the offsets at
-// params[4] and params[6]).
+// computing in C_x; `Dense4Params`: the offsets are p.a_offset and p.b_offset).
 
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<S_x>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<S_x>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<S_x>>;
 
 fn run4_(j: u32) {
-    let a = lhs[params[4] / 4u + j];
-    let b = rhs[params[6] / 4u + j];
+    let a = lhs[p.a_offset / 4u + j];
+    let b = rhs[p.b_offset / 4u + j];
     out[j] = vec4<S_x>(
         store_x(op_(load_x(a.x), load_x(b.x))),
         store_x(op_(load_x(a.y), load_x(b.y))),

@@ -5,20 +5,19 @@
 // I is a multiple of 4 a vec4's four elements share one broadcast value. Bindings and
 // apply_(dense, broadcast) come from dense4/broadcast_lhs.wgsl or broadcast_rhs.wgsl.
 //
-// params: [0] the element count (a multiple of 4), [1] the dense operand's offset (a
-// multiple of 4), [2] the broadcast operand's offset, [3] I, [4] C.
+// `BroadcastParams`: p.dense_offset is a multiple of 4, p.inner is I, p.channels is C.
 
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<S_x>>;
 
 fn bcast_at(i: u32) -> C_x {
-    return load_x(bcast_[params[2] + (i / params[3]) % params[4]]);
+    return load_x(bcast_[p.bcast_offset + (i / p.inner) % p.channels]);
 }
 
 fn run4_(j: u32) {
-    let a = dense_[params[1] / 4u + j];
+    let a = dense_[p.dense_offset / 4u + j];
     let i = 4u * j;
     var b: vec4<C_x>;
-    if (params[3] % 4u == 0u) {
+    if (p.inner % 4u == 0u) {
         b = vec4<C_x>(bcast_at(i));
     } else {
         b = vec4<C_x>(bcast_at(i), bcast_at(i + 1u), bcast_at(i + 2u), bcast_at(i + 3u));

@@ -7,7 +7,7 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let j = flat_id(wid, nwg, lid);
-    if (j < params[0] / 4u) {
+    if (j < p.numel / 4u) {
         run4_(j);
     }
 }

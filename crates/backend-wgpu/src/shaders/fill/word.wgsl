@@ -1,2 +1,2 @@
 // u8 and bool, held in u32 words.
-fn value_() -> u32 { return params[1]; }
+fn value_() -> u32 { return p.value[0]; }

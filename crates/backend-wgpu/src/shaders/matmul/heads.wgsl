@@ -10,10 +10,9 @@
 // only (an index computed in a loop would put them in memory, as run 120's kernel did). Each
 // 16-deep slice of a and b is staged in workgroup memory through the operands' strides,
 // zeros past the edges, neighbouring invocations reading along K or along M / N, whichever
-// the operand's smaller stride is (params[12] / params[13], as matmul.wgsl's scalar loaders).
+// the operand's smaller stride is (p.a_walk_m / p.b_walk_n, as matmul.wgsl's scalar loaders).
 //
-// params as matmul.wgsl's: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at
-// [4..8]; b's over B, K, N and offset at [8..12]; [12] / [13] the loaders' directions. The
+// The parameter block is matmul.wgsl's (`MatmulParams`). The
 // including shader provides fetch_a / fetch_b (matmul/read_a.wgsl, read_b.wgsl) and store_y
 // (matmul/write.wgsl).
 
@@ -29,18 +28,18 @@ var<private> acc: array<C_x, 25>;
 
 // The slices at k0 of the tile at (m0, n0): 1280 elements of each, five an invocation.
 fn stage(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, lid: u32) {
-    let d = vec4<u32>(params[0], params[1], params[2], params[3]);
-    for (var p = 0u; p < 5u; p++) {
-        let e = lid + 256u * p;
+    let d = vec4<u32>(p.batch, p.m, p.k, p.n);
+    for (var piece = 0u; piece < 5u; piece++) {
+        let e = lid + 256u * piece;
         var at = vec2<u32>(e / HK, e % HK);
-        if (params[12] != 0u) { at = vec2<u32>(e % HT, e / HT); }
+        if (p.a_walk_m != 0u) { at = vec2<u32>(e % HT, e / HT); }
         var x = C_x(0);
-        if (m0 + at.x < d.y && k0 + at.y < d.z) { x = fetch_a(abase + (m0 + at.x) * params[5] + (k0 + at.y) * params[6]); }
+        if (m0 + at.x < d.y && k0 + at.y < d.z) { x = fetch_a(abase + (m0 + at.x) * p.a_stride_m + (k0 + at.y) * p.a_stride_k); }
         ha_[at.y * HT + at.x] = x;
         var bt = vec2<u32>(e / HK, e % HK);
-        if (params[13] != 0u) { bt = vec2<u32>(e % HT, e / HT); }
+        if (p.b_walk_n != 0u) { bt = vec2<u32>(e % HT, e / HT); }
         var z = C_x(0);
-        if (n0 + bt.x < d.w && k0 + bt.y < d.z) { z = fetch_b(bbase + (k0 + bt.y) * params[9] + (n0 + bt.x) * params[10]); }
+        if (n0 + bt.x < d.w && k0 + bt.y < d.z) { z = fetch_b(bbase + (k0 + bt.y) * p.b_stride_k + (n0 + bt.x) * p.b_stride_n); }
         hb_[bt.y * HT + bt.x] = z;
     }
 }
@@ -85,20 +84,20 @@ fn mac(kk: u32, tx: u32, ty: u32) {
 }
 
 fn put(ybase: u32, m: u32, n: u32, v: C_x) {
-    if (m < params[1] && n < params[3]) { store_y(ybase + m * params[3] + n, v); }
+    if (m < p.m && n < p.n) { store_y(ybase + m * p.n + n, v); }
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let d = vec4<u32>(params[0], params[1], params[2], params[3]);
+    let d = vec4<u32>(p.batch, p.m, p.k, p.n);
     let tx = lid % 16u;
     let ty = lid / 16u;
     let mt = (d.y + HT - 1u) / HT;
     let nt = (d.w + HT - 1u) / HT;
     // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
     for (var b = wid.z; b < d.x; b += nwg.z) {
-        let abase = params[7] + b * params[4];
-        let bbase = params[11] + b * params[8];
+        let abase = p.a_offset + b * p.a_stride_b;
+        let bbase = p.b_offset + b * p.b_stride_b;
         let ybase = b * d.y * d.w;
         for (var my = wid.y; my < mt; my += nwg.y) {
             for (var nx = wid.x; nx < nt; nx += nwg.x) {

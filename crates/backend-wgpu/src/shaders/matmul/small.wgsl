@@ -15,8 +15,7 @@
 // transposed view of an [N, K] matrix, as a linear layer's weight) or along N (LOAD_OUTER:
 // row-major [K, N]). K is a multiple of 4 (a's vec4s along it), and N too under LOAD_OUTER.
 //
-// params as matmul.wgsl's: [0] B, [1] M, [2] K, [3] N; a's strides over B, M, K and offset at
-// [4..8]; b's over B, K, N and offset at [8..12]; [16] the bias's offset with matmul/bias.wgsl.
+// The parameter block is matmul.wgsl's (`MatmulParams`), p.bias_offset with matmul/bias.wgsl.
 // The including shader provides fetch_a4 / fetch_b4 (matmul/read_a4.wgsl, read_b4.wgsl),
 // store_y (matmul/write.wgsl), epilogue (matmul/no_bias.wgsl or bias.wgsl) and the sums'
 // loops (matmul/small_sums.wgsl).
@@ -32,17 +31,17 @@ var<workgroup> sums_: array<vec4<C_x>, 1024>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let batch = params[0];
-    let m_len = params[1];
-    let k_len = params[2];
-    let n_len = params[3];
+    let batch = p.batch;
+    let m_len = p.m;
+    let k_len = p.k;
+    let n_len = p.n;
     let g = lid / GI;
     let i = lid % GI;
     let mt = (m_len + BM - 1u) / BM;
     let nt = (n_len + BN - 1u) / BN;
     for (var b = wid.z; b < batch; b += nwg.z) {
-        let abase = params[7] + b * params[4];
-        let bbase = params[11] + b * params[8];
+        let abase = p.a_offset + b * p.a_stride_b;
+        let bbase = p.b_offset + b * p.b_stride_b;
         let ybase = b * m_len * n_len;
         for (var my = wid.y; my < mt; my += nwg.y) {
             for (var nx = wid.x; nx < nt; nx += nwg.x) {
@@ -50,24 +49,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 let n0 = nx * BN + (i % (BN / 4u)) * 4u;
                 // Rows of a (and of b's [N, K] view) past the edge read the last one.
                 let ra = vec4<u32>(
-                    abase + min(m0, m_len - 1u) * params[5],
-                    abase + min(m0 + 1u, m_len - 1u) * params[5],
-                    abase + min(m0 + 2u, m_len - 1u) * params[5],
-                    abase + min(m0 + 3u, m_len - 1u) * params[5],
+                    abase + min(m0, m_len - 1u) * p.a_stride_m,
+                    abase + min(m0 + 1u, m_len - 1u) * p.a_stride_m,
+                    abase + min(m0 + 2u, m_len - 1u) * p.a_stride_m,
+                    abase + min(m0 + 3u, m_len - 1u) * p.a_stride_m,
                 );
                 var s: Sums4;
                 if (B_LOAD == LOAD_K) {
                     let rb = vec4<u32>(
-                        bbase + min(n0, n_len - 1u) * params[10],
-                        bbase + min(n0 + 1u, n_len - 1u) * params[10],
-                        bbase + min(n0 + 2u, n_len - 1u) * params[10],
-                        bbase + min(n0 + 3u, n_len - 1u) * params[10],
+                        bbase + min(n0, n_len - 1u) * p.b_stride_n,
+                        bbase + min(n0 + 1u, n_len - 1u) * p.b_stride_n,
+                        bbase + min(n0 + 2u, n_len - 1u) * p.b_stride_n,
+                        bbase + min(n0 + 3u, n_len - 1u) * p.b_stride_n,
                     );
                     s = sums_k(ra, rb, g, k_len);
                 } else {
                     // Four columns in one vec4 (N a multiple of 4); a block past the edge reads
                     // the first columns.
-                    s = sums_n(ra, bbase + select(0u, n0, n0 < n_len), params[9], g, k_len);
+                    s = sums_n(ra, bbase + select(0u, n0, n0 < n_len), p.b_stride_k, g, k_len);
                 }
                 let at = (g * GI + i) * 4u;
                 sums_[at] = s.r0;

@@ -11,7 +11,7 @@
 // a multiple of 4), epilogue (what the sums of row m, columns n..n+3 become before they are
 // stored: a convolution's bias by row, a linear layer's by column; matmul/no_bias.wgsl where
 // there is none), store_y / store_y4 (from matmul/write*.wgsl), and the constants H, PAD,
-// OUT4, UNROLL and FETCH_INSIDE. params[1] and params[3] are M and N.
+// OUT4, UNROLL and FETCH_INSIDE. p.m and p.n are M and N.
 
 // Invocations per workgroup (16 x 16), for an including shader's entry point.
 const WG: u32 = 256u;
@@ -36,7 +36,7 @@ var<private> kend: u32;
 var<private> acc: array<vec4<C_x>, 16>;
 
 fn dims_() -> vec4<u32> {
-    return vec4<u32>(params[0], params[1], params[2], params[3]);
+    return vec4<u32>(p.batch, p.m, p.k, p.n);
 }
 
 // Rows m..m+3, columns n..n+3 of y[b] from the four row vectors.

@@ -6,11 +6,11 @@ fn a_fetch(i: u32, lid: u32, base: u32, m0: u32, k0: u32, edge: bool) -> vec4<f1
     if (A_LOAD == LOAD_K) {
         let m = m0 + v / (BK / 4u);
         let k = k0 + (v % (BK / 4u)) * 4u;
-        if (!edge || (m < params[1] && k < kend)) { return raw_a4(base + m * params[5] + k); }
+        if (!edge || (m < p.m && k < kend)) { return raw_a4(base + m * p.a_stride_m + k); }
     } else {
         let m = m0 + (v % (BM / 4u)) * 4u;
         let k = k0 + v / (BM / 4u);
-        if (!edge || (m < params[1] && k < kend)) { return raw_a4(base + k * params[6] + m); }
+        if (!edge || (m < p.m && k < kend)) { return raw_a4(base + k * p.a_stride_k + m); }
     }
     return vec4<f16>();
 }

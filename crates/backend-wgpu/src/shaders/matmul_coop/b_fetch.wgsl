@@ -6,11 +6,11 @@ fn b_fetch(i: u32, lid: u32, base: u32, n0: u32, k0: u32, edge: bool) -> vec4<f1
     if (B_LOAD == LOAD_K) {
         let n = n0 + v / (BK / 4u);
         let k = k0 + (v % (BK / 4u)) * 4u;
-        if (!edge || (n < params[3] && k < kend)) { return raw_b4(base + n * params[10] + k); }
+        if (!edge || (n < p.n && k < kend)) { return raw_b4(base + n * p.b_stride_n + k); }
     } else {
         let n = n0 + (v % (BN / 4u)) * 4u;
         let k = k0 + v / (BN / 4u);
-        if (!edge || (n < params[3] && k < kend)) { return raw_b4(base + k * params[9] + n); }
+        if (!edge || (n < p.n && k < kend)) { return raw_b4(base + k * p.b_stride_k + n); }
     }
     return vec4<f16>();
 }

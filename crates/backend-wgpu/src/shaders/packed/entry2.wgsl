@@ -4,7 +4,7 @@
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let n = params[0];
+    let n = p.numel;
     let w = flat_id(wid, nwg, lid);
     if (w >= (n + 1u) / 2u) { return; }
     let i = 2u * w;

@@ -1,11 +1,11 @@
 // ops::Gelu on packed bf16 (`fused_gelu.wgsl` one word at a time; the entry point is
-// packed/entry2.wgsl's). Meta: params[0] = number of elements, params[1] = x's element offset.
+// packed/entry2.wgsl's). `PointwiseParams`: p.numel = number of elements, p.offsets[0] = x's element offset.
 
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
 
 fn value_(i: u32) -> f32 {
-    let e = params[1] + i;
+    let e = p.offsets[0] + i;
     let v = widen_(x[e >> 1u], e);
     return v * normal_cdf(v);
 }

@@ -1,5 +1,5 @@
 // Which tile invocation i of a Winograd stage over [channels, P] works on (both tile sizes):
-// params[1] P (tiles in all), [2] tiles per image, [3] tiles per row. `row` is the channel (of
+// p.patches = P (tiles in all), p.tiles per image, p.tiles_w per row. `row` is the channel (of
 // x, dy or y), (ty, tx) the tile's place in image `img`, its top-left output at (R ty, R tx)
 // for tiles of R x R outputs.
 
@@ -11,10 +11,10 @@ struct TileAt {
 }
 
 fn tile_at(i: u32) -> TileAt {
-    let row = i / params[1];
-    let p = i - row * params[1];
-    let img = p / params[2];
-    let t = p - img * params[2];
-    let ty = t / params[3];
-    return TileAt(row, img, ty, t - ty * params[3]);
+    let row = i / p.patches;
+    let q = i - row * p.patches;
+    let img = q / p.tiles;
+    let t = q - img * p.tiles;
+    let ty = t / p.tiles_w;
+    return TileAt(row, img, ty, t - ty * p.tiles_w);
 }

@@ -3,8 +3,9 @@
 // (xi = 4 r + s): the a operands of the 16 products whose b operands are input.wgsl's
 // patches of x, transposed. A^T is output.wgsl's [1 1 1 0; 0 1 -1 -1].
 //
-// params: [0] O * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W (dy's: the output's), [6] dy's offset, [7] O.
+// `WinogradPatch` (`conv/winograd.rs`): p.invocations = O * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row, p.h,
+// p.w (dy's: the output's), p.offset (dy's), p.channels = O.
 
 @group(0) @binding(1) var<storage, read> dy: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> u: array<S_x>;
@@ -12,11 +13,11 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let tile = tile_at(i);
-    let h = params[4];
-    let w = params[5];
-    let at = params[6] + (tile.img * params[7] + tile.row) * h * w + 2u * tile.ty * w + 2u * tile.tx;
+    let h = p.h;
+    let w = p.w;
+    let at = p.offset + (tile.img * p.channels + tile.row) * h * w + 2u * tile.ty * w + 2u * tile.tx;
     let right = 2u * tile.tx + 1u < w;
     let below = 2u * tile.ty + 1u < h;
     var top = vec2<C_x>(load_x(dy[at]), C_x(0));
@@ -28,7 +29,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     // A along the rows, then along each row.
     var rows = array<vec2<C_x>, 4>(top, top + bottom, top - bottom, -bottom);
-    let step = params[0];
+    let step = p.invocations;
     for (var r = 0u; r < 4u; r++) {
         let e = rows[r];
         let out = vec4<C_x>(e.x, e.x + e.y, e.x - e.y, -e.y);

@@ -4,9 +4,10 @@
 //
 // B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
 //
-// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row (the tiles
-// of the output), [4] H, [5] W (x's), [6] x's offset, [7] C, [8] the padding (rows and columns
-// of zeros around x).
+// `WinogradPatch` (`conv/winograd.rs`): p.invocations = C * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row (the tiles of the
+// output), p.h, p.w (x's), p.offset (x's), p.channels = C, p.pad (rows and columns of zeros
+// around x).
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> v: array<S_x>;
@@ -18,11 +19,11 @@ fn bt(d0: vec4<C_x>, d1: vec4<C_x>, d2: vec4<C_x>, d3: vec4<C_x>) -> array<vec4<
 
 // Row y of the patch whose top-left corner is (y0, x0), zeros outside the image.
 fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
-    let h = i32(params[4]);
-    let w = i32(params[5]);
+    let h = i32(p.h);
+    let w = i32(p.w);
     var r = vec4<C_x>();
     if (y < 0 || y >= h) { return r; }
-    let row = base + u32(y) * params[5];
+    let row = base + u32(y) * p.w;
     for (var j = 0; j < 4; j++) {
         let xx = x0 + j;
         if (xx >= 0 && xx < w) { r[j] = load_x(x[row + u32(xx)]); }
@@ -33,14 +34,14 @@ fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let tile = tile_at(i);
-    let base = params[6] + (tile.img * params[7] + tile.row) * params[4] * params[5];
-    let y0 = i32(2u * tile.ty) - i32(params[8]);
-    let x0 = i32(2u * tile.tx) - i32(params[8]);
+    let base = p.offset + (tile.img * p.channels + tile.row) * p.h * p.w;
+    let y0 = i32(2u * tile.ty) - i32(p.pad);
+    let x0 = i32(2u * tile.tx) - i32(p.pad);
     var rows = bt(patch_row(base, y0, x0), patch_row(base, y0 + 1, x0), patch_row(base, y0 + 2, x0), patch_row(base, y0 + 3, x0));
     // The same transform along each row; element (r, s) goes to v[4 r + s][c, p].
-    let step = params[0];
+    let step = p.invocations;
     for (var r = 0u; r < 4u; r++) {
         let e = rows[r];
         let out = vec4<C_x>(e.x - e.z, e.y + e.z, e.z - e.y, e.y - e.w);

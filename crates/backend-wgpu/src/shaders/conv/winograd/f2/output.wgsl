@@ -4,8 +4,9 @@
 //
 // A^T = [1 1 1 0; 0 1 -1 -1].
 //
-// params: [0] M * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W (y's), [6] M.
+// `WinogradOutput` (`conv/winograd.rs`): p.invocations = M * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row, p.h,
+// p.w (y's), p.channels = M.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
@@ -13,15 +14,15 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let tile = tile_at(i);
     let r1 = mt_row(i, 1u);
     let r2 = mt_row(i, 2u);
     let top = mt_row(i, 0u) + r1 + r2;
     let bottom = r1 - r2 - mt_row(i, 3u);
-    let h = params[4];
-    let w = params[5];
-    let base = (tile.img * params[6] + tile.row) * h * w;
+    let h = p.h;
+    let w = p.w;
+    let base = (tile.img * p.channels + tile.row) * h * w;
     let yy = 2u * tile.ty;
     let xx = 2u * tile.tx;
     let right = xx + 1u < w;

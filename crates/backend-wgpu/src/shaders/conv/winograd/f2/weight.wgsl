@@ -6,23 +6,23 @@
 //
 // G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
 //
-// params: [0] M * K (invocations), [1] M, [2] K, [3] w's offset.
+// `WinogradKernel`: p.invocations = M * K, p.m, p.k, p.offset (w's).
 
 @group(0) @binding(2) var<storage, read_write> u: array<S_x>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
-    let m = i / params[2];
-    let k = i - m * params[2];
+    if (i >= p.invocations) { return; }
+    let m = i / p.k;
+    let k = i - m * p.k;
     var g: array<vec3<C_x>, 3>;
     for (var ky = 0u; ky < 3u; ky++) {
         g[ky] = vec3<C_x>(tap(m, k, ky, 0u), tap(m, k, ky, 1u), tap(m, k, ky, 2u));
     }
     let half = C_x(0.5);
     var rows = array<vec3<C_x>, 4>(g[0], half * (g[0] + g[1] + g[2]), half * (g[0] - g[1] + g[2]), g[2]);
-    let step = params[0];
+    let step = p.invocations;
     for (var r = 0u; r < 4u; r++) {
         let e = rows[r];
         let out = vec4<C_x>(e.x, half * (e.x + e.y + e.z), half * (e.x - e.y + e.z), e.z);

@@ -3,7 +3,7 @@
 // s) is the transformed gradient Mt of kernel (o, c), and G^T Mt G its 3 x 3 taps, stored
 // into dw [O, C, 3, 3]. G is weight.wgsl's [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
 //
-// params: [0] O * C (invocations).
+// `WinogradInvocations`: p.invocations = O * C.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dw: array<S_x>;
@@ -18,7 +18,7 @@ fn gt(v: vec4<C_x>) -> vec3<C_x> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let m0 = mt_row(i, 0u);
     let m1 = mt_row(i, 1u);
     let m2 = mt_row(i, 2u);

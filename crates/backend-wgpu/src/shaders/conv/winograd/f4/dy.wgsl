@@ -3,16 +3,17 @@
 // in matrix 6 r + s): the a operands of the products whose b operands are input.wgsl's patches
 // of x, transposed.
 //
-// params: [0] O * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W (dy's: the output's), [6] dy's offset, [7] O.
+// `WinogradPatch` (`conv/winograd.rs`): p.invocations = O * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row, p.h,
+// p.w (dy's: the output's), p.offset (dy's), p.channels = O.
 
 @group(0) @binding(1) var<storage, read> dy: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
 
 // dy at (y, xx) of the plane at base; zero past its edge.
 fn dy_at(base: u32, y: u32, xx: u32) -> C_x {
-    if (y >= params[4] || xx >= params[5]) { return C_x(0); }
-    return load_x(dy[base + y * params[5] + xx]);
+    if (y >= p.h || xx >= p.w) { return C_x(0); }
+    return load_x(dy[base + y * p.w + xx]);
 }
 
 fn tile_row(base: u32, y: u32, x0: u32) -> vec4<C_x> {
@@ -22,9 +23,9 @@ fn tile_row(base: u32, y: u32, x0: u32) -> vec4<C_x> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let at = tile_at(i);
-    let base = params[6] + (at.img * params[7] + at.row) * params[4] * params[5];
+    let base = p.offset + (at.img * p.channels + at.row) * p.h * p.w;
     let y0 = 4u * at.ty;
     let x0 = 4u * at.tx;
     // A down the tile's columns, then along each of the six rows (four at a time).

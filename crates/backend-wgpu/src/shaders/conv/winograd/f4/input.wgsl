@@ -2,17 +2,18 @@
 // window, 4 apart, the padding read as zeros) becomes V = B^T d B, stored as 36 matrices
 // [C, P] (element (r, s) in matrix 6 r + s, P = N * tiles): the b operands of the products.
 //
-// params: [0] C * P (invocations), [1] P, [2] tiles per image, [3] tiles per row (the tiles
-// of the output), [4] H, [5] W (x's), [6] x's offset, [7] C, [8] the padding (rows and columns
-// of zeros around x).
+// `WinogradPatch` (`conv/winograd.rs`): p.invocations = C * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row (the tiles of the
+// output), p.h, p.w (x's), p.offset (x's), p.channels = C, p.pad (rows and columns of zeros
+// around x).
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
 
 // x at (y, xx) of the plane at base; zero outside it.
 fn x_at(base: u32, y: i32, xx: i32) -> C_x {
-    if (y < 0 || xx < 0 || y >= i32(params[4]) || xx >= i32(params[5])) { return C_x(0); }
-    return load_x(x[base + u32(y) * params[5] + u32(xx)]);
+    if (y < 0 || xx < 0 || y >= i32(p.h) || xx >= i32(p.w)) { return C_x(0); }
+    return load_x(x[base + u32(y) * p.w + u32(xx)]);
 }
 
 // Row y of the patch at column x0: its columns 0-3, and 4-5 (in .xy).
@@ -27,11 +28,11 @@ fn hi(base: u32, y: i32, x0: i32) -> vec4<C_x> {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let at = tile_at(i);
-    let base = params[6] + (at.img * params[7] + at.row) * params[4] * params[5];
-    let y0 = i32(4u * at.ty) - i32(params[8]);
-    let x0 = i32(4u * at.tx) - i32(params[8]);
+    let base = p.offset + (at.img * p.channels + at.row) * p.h * p.w;
+    let y0 = i32(4u * at.ty) - i32(p.pad);
+    let x0 = i32(4u * at.tx) - i32(p.pad);
     // B^T down the columns (four at a time), then along each row (four rows at a time).
     let l = data_t(Six(lo(base, y0, x0), lo(base, y0 + 1, x0), lo(base, y0 + 2, x0), lo(base, y0 + 3, x0), lo(base, y0 + 4, x0), lo(base, y0 + 5, x0)));
     let h = data_t(Six(hi(base, y0, x0), hi(base, y0 + 1, x0), hi(base, y0 + 2, x0), hi(base, y0 + 3, x0), hi(base, y0 + 4, x0), hi(base, y0 + 5, x0)));

@@ -3,16 +3,17 @@
 // and its 4 x 4 outputs are A^T Mt A, stored into y [N, M, H, W] where they lie inside the
 // image.
 //
-// params: [0] M * P (invocations), [1] P, [2] tiles per image, [3] tiles per row, [4] H,
-// [5] W (y's), [6] M.
+// `WinogradOutput` (`conv/winograd.rs`): p.invocations = M * P, p.patches = P,
+// p.tiles per image, p.tiles_w per row, p.h,
+// p.w (y's), p.channels = M.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
 
 // Column j of the tile (rows in its components) at (y0, x0 + j) of the plane at base.
 fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
-    let h = params[4];
-    let w = params[5];
+    let h = p.h;
+    let w = p.w;
     if (xx >= w) { return; }
     for (var a = 0u; a < 4u; a++) {
         if (y0 + a < h) {
@@ -24,13 +25,13 @@ fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     let at = tile_at(i);
     // A^T down the columns (four at a time), then along each of the four rows.
     let l = out_t(lo_rows(i));
     let h = out_t(hi_rows(i));
     let out = out_t(cols(l.v0, l.v1, l.v2, l.v3, h.v0, h.v1, h.v2, h.v3));
-    let base = (at.img * params[6] + at.row) * params[4] * params[5];
+    let base = (at.img * p.channels + at.row) * p.h * p.w;
     let y0 = 4u * at.ty;
     let x0 = 4u * at.tx;
     store_col(base, y0, x0, out.v0);

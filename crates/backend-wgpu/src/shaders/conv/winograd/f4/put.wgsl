@@ -1,9 +1,9 @@
 // Stores a transform's rows first .. first + n - 1 (components 0 .. n - 1 of each of o's
 // vec4s, one per column s) into the 36 matrices of `dst`: element (r, s) into matrix 6 r + s,
-// at this invocation's place i (params[0] invocations, each matrix that long).
+// at this invocation's place i (p.invocations invocations, each matrix that long).
 
 fn put(i: u32, first: u32, n: u32, o: Six) {
-    let step = params[0];
+    let step = p.invocations;
     for (var q = 0u; q < n; q++) {
         let at = 6u * (first + q) * step + i;
         dst[at] = store_x(o.v0[q]);

@@ -3,7 +3,7 @@
 // (r, s) in matrix 6 r + s) is the transformed gradient Mt of kernel (o, c), and G^T Mt G its
 // 3 x 3 taps, stored into dw [O, C, 3, 3].
 //
-// params: [0] O * C (invocations).
+// `WinogradInvocations`: p.invocations = O * C.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> dw: array<S_x>;
@@ -11,7 +11,7 @@
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let i = flat_id(wid, nwg, lid);
-    if (i >= params[0]) { return; }
+    if (i >= p.invocations) { return; }
     // G^T down the columns (four at a time), then along each of the three rows.
     let l = grad_t(lo_rows(i));
     let h = grad_t(hi_rows(i));
