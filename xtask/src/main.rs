@@ -19,7 +19,8 @@
 //! `cargo xtask ceiling [--quick] [--only TEXT,..]` times the GPU's arithmetic alone, the
 //! matmuls' inner loops with the real kernel's parts added one at a time, and the `tall`
 //! kernel with parts cut out, through wgpu (`ceiling.rs`). `cargo xtask cycles [CRATE_DIR ..]`
-//! lists the import circles between each crate's files (`cycles.rs`).
+//! lists the import circles between each crate's files (`cycles.rs`). `cargo xtask shader [KEY]`
+//! prints the assembled WGSL of one kernel variant, or every variant's key (`shader.rs`).
 
 mod bench;
 mod ceiling;
@@ -30,6 +31,7 @@ mod fusion;
 mod host;
 mod kernel_stats;
 mod raw_latency;
+mod shader;
 mod vulkan;
 
 use liandan_tensor::Device;
@@ -68,6 +70,16 @@ fn main() {
         Some("ceiling") => Some(ceiling::run(&args)),
         Some("cycles") => Some(cycles::run(&args)),
         Some(c @ ("bench-model" | "bench-epoch" | "bench-micro")) => Some(bench::child(c, &args)),
+        Some("shader") => match shader::run(&args[1..]) {
+            Ok(out) => {
+                print!("{out}");
+                return;
+            }
+            Err(e) => {
+                eprintln!("xtask shader: {e}");
+                std::process::exit(2);
+            }
+        },
         _ => None,
     };
     if let Some(result) = chore {
@@ -78,7 +90,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
