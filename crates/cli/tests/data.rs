@@ -52,7 +52,8 @@ fn bundled(name: &str) -> Vec<u8> {
 
 fn liandan(cache: &Path, url: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
-    c.env("LIANDAN_DATA", cache).env("LIANDAN_DATA_URL", url).env("LIANDAN_DEVICE", "cpu");
+    // In the cache, so that a run without --out writes there and not into the source tree.
+    c.env("LIANDAN_DATA", cache).env("LIANDAN_DATA_URL", url).env("LIANDAN_DEVICE", "cpu").current_dir(cache);
     c
 }
 
