@@ -5,7 +5,7 @@
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::output::note;
 use crate::Failure;
@@ -17,12 +17,27 @@ const LOCK_FILE: &str = ".liandan.lock";
 /// The lock on a run directory, held until dropped.
 pub struct RunLock {
     _file: File,
+    /// The directories `lock` created, deepest first: a start that fails before writing
+    /// anything takes them away again, so that it leaves no empty run behind.
+    created: Vec<PathBuf>,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let Some(dir) = self.created.first() else { return };
+        let only_lock = fs::read_dir(dir).is_ok_and(|entries| entries.flatten().all(|e| e.file_name() == LOCK_FILE));
+        if only_lock && fs::remove_file(dir.join(LOCK_FILE)).is_ok() {
+            // `remove_dir` leaves a directory that something else has written into since.
+            self.created.iter().try_for_each(fs::remove_dir).ok();
+        }
+    }
 }
 
 /// Creates `dir` if need be and takes its lock; an error when another live run holds it or when
 /// we cannot write there.
 pub fn lock(dir: &Path) -> Result<RunLock, Failure> {
     let fail = |e: io::Error| Failure::usage(format!("cannot write to {} ({e}); pass --out with a directory you can write", dir.display()));
+    let created: Vec<PathBuf> = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
     fs::create_dir_all(dir).map_err(fail)?;
     let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join(LOCK_FILE)).map_err(fail)?;
     match file.try_lock() {
@@ -41,7 +56,7 @@ pub fn lock(dir: &Path) -> Result<RunLock, Failure> {
         // A file system without locks (some network ones): train, unguarded.
         Err(TryLockError::Error(e)) => note!("note: cannot lock {} ({e}); nothing stops a second run from writing there too", dir.display()),
     }
-    Ok(RunLock { _file: file })
+    Ok(RunLock { _file: file, created })
 }
 
 /// Refuses to start afresh in a directory that holds a run, unless `overwrite`.

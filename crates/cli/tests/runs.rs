@@ -1,7 +1,8 @@
 //! A run directory through `liandan train`: `--resume` continues the run as it was started
 //! (model, data, batch size, optimizer, precision...) and refuses a flag that contradicts it;
 //! a directory holding a run is not trained into afresh without `--overwrite`; one live run
-//! at a time, a lock left by a dead one blocking nothing.
+//! at a time, a lock left by a dead one blocking nothing; a start that fails leaves no
+//! directory behind.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -110,4 +111,20 @@ fn a_live_run_holds_its_directory_and_a_dead_one_does_not() {
     drop(lock);
     let o = train(dir.path(), &["--resume", "--epochs", "2"]);
     assert!(o.status.success(), "{:?}", text(&o));
+}
+
+#[test]
+fn a_start_that_fails_leaves_no_empty_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs").join("vit");
+    let o = train(&out, &["--model", "vit", "--data", "not-a-dataset"]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(!dir.path().join("runs").exists(), "{:?}", text(&o));
+
+    // A directory that was there before stays, with what it held.
+    std::fs::create_dir(dir.path().join("mine")).unwrap();
+    std::fs::write(dir.path().join("mine").join("notes.txt"), "mine").unwrap();
+    let o = train(&dir.path().join("mine"), &["--data", "not-a-dataset"]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(dir.path().join("mine").join("notes.txt").exists());
 }
