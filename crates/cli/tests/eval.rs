@@ -2,11 +2,11 @@
 //! progress, and warns when a model trained on the bundled set (MNIST's test images) is scored
 //! on MNIST's test split.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+mod common;
+use common::{bundled, serve};
 
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
@@ -16,11 +16,6 @@ fn liandan(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
     c.env("LIANDAN_DEVICE", "cpu").env("LIANDAN_DATA", cache).env("LIANDAN_DATA_URL", "http://127.0.0.1:9/");
     c
-}
-
-/// The bundled copy of MNIST's test split (the published files).
-fn bundled(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../train/data/mnist").join(name)).unwrap()
 }
 
 /// A checkpoint of mnist_cnn trained briefly on the bundled set.
@@ -68,37 +63,6 @@ fn eval_reads_only_the_split_it_evaluates_and_warns_of_the_bundled_sets_overlap(
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("no test split") && err.contains("--split val"), "{err}");
-}
-
-/// Serves `files` by name (404 for others) to `requests` requests; returns the base URL and,
-/// when joined, the names asked for.
-fn serve(files: HashMap<String, Vec<u8>>, requests: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/", listener.local_addr().unwrap());
-    let handle = std::thread::spawn(move || {
-        let mut asked = Vec::new();
-        for _ in 0..requests {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut first = String::new();
-            reader.read_line(&mut first).unwrap();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let name = first.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_string();
-            let reply = match files.get(&name) {
-                Some(body) => [format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).into_bytes(), body.clone()].concat(),
-                None => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
-            };
-            let _ = stream.write_all(&reply);
-            asked.push(name);
-        }
-        asked
-    });
-    (base, handle)
 }
 
 #[test]
