@@ -770,7 +770,7 @@ fn mma_f16_direct(iters: u32, fm: u32, ahead: bool) -> Kernel {
 
 /// The `tall` tensor-core matmul itself (the backend's source for a row-major a and b, f16
 /// out) on a 4096^3 product, and the same with its source edited: the fetch's bounds tests
-/// kept where the slice lies inside the operands (as before run 83), or the output cut (the
+/// kept where the slice lies inside the operands, or the output cut (the
 /// sums still go through the scratch, but one element is stored). Rows of `(name, wgsl)`; [`Gpu::time_product`] runs them.
 fn real_f16() -> Fallible<Vec<(String, String)>> {
     let key = "MatmulCoop(Key { variant: Tall, a: K, b: Outer, partial: false })";
@@ -790,7 +790,7 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
     let quiet = |s: &str| edit(s, "if (mm < d.y && nn < d.w) { store_y(", "if ((mm | nn) == 0u) { store_y(");
     Ok(vec![
         ("tall f16 matmul 4096^3 (the real kernel)".into(), src.clone()),
-        ("  testing every fetched element (as before run 83)".into(), checked),
+        ("  testing every fetched element".into(), checked),
         ("  storing one element of each sum".into(), quiet(&src)?),
     ])
 }
@@ -977,12 +977,12 @@ fn kernels(quick: bool) -> Vec<Kernel> {
         all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead, false));
     }
     // The best of those (`prefetch`'s structure) over one 4096^3 product's work: 4,096 deep on
-    // one workgroup a tile, where the rows above run 32,768 deep on 4.1 workgroups a tile.
+    // one workgroup a tile, where the rows above go 32,768 deep on 4.1 workgroups a tile.
     let mut one = mma_f16_tile(if quick { c } else { 256 }, 2, 2, 4, 32, true, false);
     one.name += ", 4096 deep on 1024 workgroups (one 4096^3 product's tiles)";
     one.groups = Some(1024);
     all.push(one);
-    // The two best of those (runs 87-88) with fetches of 16 bytes rather than 8.
+    // The two best of those with fetches of 16 bytes rather than 8.
     for (sgm, sgn, fm, bk, ahead) in [(2, 2, 4, 32, true), (8, 2, 2, 32, true), (2, 2, 4, 32, false)] {
         all.push(mma_f16_tile(c, sgm, sgn, fm, bk, ahead, true));
     }

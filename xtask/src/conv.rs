@@ -2,16 +2,12 @@
 //! the ImageNet ResNet's 7x7 stride-2 stem, with the fused implicit-GEMM kernels on and off:
 //! forward alone, forward with the input gradient alone (weight frozen), with the weight
 //! gradient alone (input frozen), and with both, in one process on one device: median ms and
-//! the peak device memory each step holds beyond what was live before it. Strided layers also
-//! run their input gradient without the phase decomposition (`without_conv_phases`, the kernel
-//! before it). Then the whole resnet18 forward+backward the same way, and under the previous
-//! cut of the kernels into tiles (`ConvCut::Previous`); then each pass alone under both cuts,
-//! and with `--sweep` under every tile and split (`cut.rs`). Prints Markdown tables; asserts
-//! nothing.
+//! the peak device memory each step holds beyond what was live before it. Then the whole
+//! resnet18 forward+backward the same way; then each pass alone, and with `--sweep` under every
+//! tile and split (`cut.rs`). Prints Markdown tables; asserts nothing.
 
 mod cut;
 
-use liandan_backend_wgpu::{with_conv_cut, without_conv_phases, ConvCut};
 use liandan_nn::{zoo, ModuleExt};
 use liandan_tensor::{no_fusion, no_grad, DType, Device, Error, Result, Tensor};
 
@@ -51,24 +47,18 @@ fn measure(device: &Device, reps: usize, step: &mut dyn FnMut() -> Result<()>) -
     Ok((secs, peak as f64 / (1 << 20) as f64))
 }
 
-/// `(s, MiB)` of `step` fused, fused without phases (`phases`: strided layers whose input
-/// gradient is in the step), and unfused.
-type Times = ((f64, f64), Option<(f64, f64)>, (f64, f64));
+/// `(s, MiB)` of `step` fused and unfused.
+type Times = ((f64, f64), (f64, f64));
 
-fn variants(device: &Device, reps: usize, phases: bool, mut step: impl FnMut() -> Result<()>) -> Result<Times> {
+fn variants(device: &Device, reps: usize, mut step: impl FnMut() -> Result<()>) -> Result<Times> {
     let fused = measure(device, reps, &mut step)?;
-    let unphased = if phases { Some(without_conv_phases(|| measure(device, reps, &mut step))?) } else { None };
     let unfused = no_fusion(|| measure(device, reps, &mut step))?;
-    Ok((fused, unphased, unfused))
+    Ok((fused, unfused))
 }
 
 fn print(name: &str, what: &str, r: Times) {
-    let ((a, am), unphased, (b, bm)) = r;
-    let (p, ps) = match unphased {
-        Some((p, _)) => (format!("{:.3}", p * 1e3), format!("{:.2}x", p / a)),
-        None => ("-".into(), "-".into()),
-    };
-    println!("| {name} | {what} | {:.3} | {p} | {:.3} | {:.2}x | {ps} | {am:.1} | {bm:.1} |", a * 1e3, b * 1e3, b / a);
+    let ((a, am), (b, bm)) = r;
+    println!("| {name} | {what} | {:.3} | {:.3} | {:.2}x | {am:.1} | {bm:.1} |", a * 1e3, b * 1e3, b / a);
 }
 
 /// Every layer and the whole model on `device`, at `batch` in `dtype`; `quick`: 3 repetitions;
@@ -76,21 +66,19 @@ fn print(name: &str, what: &str, r: Times) {
 pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool, sweep: bool) -> Result<()> {
     let reps = if quick { 3 } else { 10 };
     println!("conv on {device} ({dtype}, batch {batch}): ms are medians; MiB is the peak held beyond what was live before the step");
-    println!("(\"no phases\": the strided input gradient as one product over every tap; \"vs phases\": its ms over the fused ms)");
     println!();
-    println!("| layer | pass | fused ms | fused ms, no phases | unfused ms | speedup | vs phases | fused peak MiB | unfused peak MiB |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| layer | pass | fused ms | unfused ms | speedup | fused peak MiB | unfused peak MiB |");
+    println!("|---|---|---|---|---|---|---|");
     for l in &LAYERS {
         let x = Tensor::randn(&[batch, l.c, l.hw, l.hw], 1, DType::F32, device)?.to_dtype(dtype)?;
         let w = Tensor::randn(&[l.o, l.c, l.k, l.k], 2, DType::F32, device)?.mul_scalar(0.05)?.to_dtype(dtype)?;
         let (s, p) = ((l.stride, l.stride), (l.k / 2, l.k / 2));
         let name = format!("{} {}->{} {}x{} k{} s{} (x{})", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride, l.count);
-        print(&name, "forward", variants(device, reps, false, || no_grad(|| x.conv2d(&w, None, s, p, (1, 1), 1).map(drop)))?);
-        let strided = l.stride > 1;
+        print(&name, "forward", variants(device, reps, || no_grad(|| x.conv2d(&w, None, s, p, (1, 1), 1).map(drop)))?);
         for (what, dx, dw) in [("forward + dx", true, false), ("forward + dw", false, true), ("forward+backward", true, true)] {
             x.set_requires_grad(dx)?;
             w.set_requires_grad(dw)?;
-            let r = variants(device, reps, strided && dx, || {
+            let r = variants(device, reps, || {
                 x.set_grad(None);
                 w.set_grad(None);
                 x.conv2d(&w, None, s, p, (1, 1), 1)?.sum_all()?.backward()
@@ -105,18 +93,6 @@ pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool, swee
         model.zero_grad();
         model.loss(&x, Some(&y)).map_err(|e| Error::Device(e.to_string()))?.backward()
     };
-    let r = variants(device, reps, true, &mut step)?;
-    print("resnet18 (f32)", "forward+backward", r);
-    let ((auto, _), _, _) = r;
-    println!();
-    println!("resnet18 (f32) forward+backward under each cut of the convolutions (ms; ratio to the default):");
-    println!();
-    println!("| cut | ms | / default |");
-    println!("|---|---|---|");
-    println!("| default (auto) | {:.3} | 1.00x |", auto * 1e3);
-    for cut in [ConvCut::Previous, ConvCut::Fill(512), ConvCut::Fill(1024)] {
-        let (s, _) = with_conv_cut(cut, || measure(device, reps, &mut step))?;
-        println!("| {cut:?} | {:.3} | {:.2}x |", s * 1e3, s / auto);
-    }
+    print("resnet18 (f32)", "forward+backward", variants(device, reps, &mut step)?);
     cut::bench_cuts(device, batch, dtype, reps, sweep)
 }

@@ -13,8 +13,8 @@ use std::process::Command;
 
 use liandan_nn::{zoo, ModuleExt};
 use liandan_tensor::{no_fusion, DType, Device, Error, Result, Tensor};
-use liandan_train::optim::no_foreach;
 use liandan_train::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+use liandan_train::testing::no_foreach;
 
 /// Steps a pipelined "step alone" runs between synchronizes (`bench_torch.py` uses the same).
 const PIPELINED: usize = 20;

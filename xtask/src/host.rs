@@ -1,6 +1,6 @@
-//! `cargo xtask bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT]`: what an op costs the host, apart
-//! from what it costs the device, and what a synchronize costs (`--only`: the rows whose name
-//! holds TEXT).
+//! `cargo xtask bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N]`:
+//! what an op costs the host, apart from what it costs the device, and what a synchronize costs
+//! (`--only`: the rows whose name holds TEXT).
 //!
 //! A small model's step is bound by the host when recording its ops takes longer than running
 //! them (the zoo `lstm` on an H200: about 330 op calls per step). Each "record" row times only
@@ -9,7 +9,7 @@
 //! (lavapipe) the kernels run on the same CPU, so only these rows separate our encode cost
 //! from execution there. The "sync" rows time a whole wait, execution included.
 //!
-//! On lavapipe run it with `LIANDAN_WGPU_FIRST_BATCH=512` and keep `--ops` under that batch:
+//! On lavapipe run it with `--first-batch 512` and keep `--ops` under that batch:
 //! lavapipe runs a submitted batch inside `vkQueueSubmit`, on the calling thread, so a submit
 //! in the timed span would count the batch's execution, and the recorder's first batch after a
 //! wait is otherwise 16 dispatches. Each sample starts from an idle device with an empty batch.
@@ -19,8 +19,8 @@ use std::time::Instant;
 use liandan_nn::zoo::{self, Target};
 use liandan_nn::ModuleExt;
 use liandan_tensor::{DType, Device, Tensor};
-use liandan_train::optim::no_foreach;
 use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
+use liandan_train::testing::no_foreach;
 
 /// Any error of the crates timed here (tensor, nn, train).
 type Fallible<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -61,13 +61,13 @@ fn synced<E: Into<Box<dyn std::error::Error>>>(device: &Device, reps: usize, mut
 }
 
 /// Where an add and a synchronize spend the host's time, as means over `n` of them: recording
-/// the add, then the submit's parts and the wait (`liandan_backend_wgpu::host_phases`, timed
-/// for these alone), and what is left (the synchronize's own bookkeeping).
+/// the add, then the submit's parts and the wait (`liandan_backend_wgpu::testing::host_phases`,
+/// timed for these alone), and what is left (the synchronize's own bookkeeping).
 fn sync_split(device: &Device, n: usize, a: &Tensor, b: &Tensor) -> Fallible<Vec<(String, f64)>> {
     device.synchronize()?;
-    liandan_backend_wgpu::count_host_phases(true);
+    crate::set_knobs(device, |k| k.host_phases = true)?;
     let (mut total, mut record) = (0.0, 0.0);
-    let before = liandan_backend_wgpu::host_phases();
+    let before = liandan_backend_wgpu::testing::host_phases();
     for _ in 0..n {
         let t = Instant::now();
         let y = a.add(b)?;
@@ -76,8 +76,8 @@ fn sync_split(device: &Device, n: usize, a: &Tensor, b: &Tensor) -> Fallible<Vec
         total += t.elapsed().as_secs_f64();
         drop(y);
     }
-    let after = liandan_backend_wgpu::host_phases();
-    liandan_backend_wgpu::count_host_phases(false);
+    let after = liandan_backend_wgpu::testing::host_phases();
+    crate::set_knobs(device, |k| k.host_phases = false)?;
     let us = |ns: u64| ns as f64 / 1e3 / n as f64;
     let (total, record) = (total * 1e6 / n as f64, record * 1e6 / n as f64);
     let parts = [
@@ -104,7 +104,14 @@ pub fn bench_host(args: &[String]) -> Result<(), String> {
             Some(v) => v.parse().ok().filter(|&n| n > 0).ok_or_else(|| format!("{flag} {v:?} is not a positive count")),
         }
     };
-    let device = Device::parse(value("--device").unwrap_or("gpu")).map_err(|e| e.to_string())?;
+    let mut device = Device::parse(value("--device").unwrap_or("gpu")).map_err(|e| e.to_string())?;
+    if value("--first-batch").is_some() {
+        // A device of its own, as the first batch is set when a device opens.
+        let first = number("--first-batch", 16)?;
+        let mut options = liandan_backend_wgpu::WgpuBackend::of(&device).ok_or("--first-batch needs a GPU")?.options();
+        options.testing.first_batch = first;
+        device = liandan_backend_wgpu::with_options(&device, options).map_err(|e| e.to_string())?;
+    }
     let (ops, reps) = (number("--ops", 400)?, number("--reps", 7)?);
     let rows = run(&device, ops, reps, value("--only")).map_err(|e| e.to_string())?;
     println!("host cost per op on {device} ({ops} calls per sample, median of {reps} samples)\n");

@@ -8,10 +8,11 @@
 //! forward+backward and costs alone, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
 //! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
 //! [--quick] [--sweep]` times resnet18's convolutions and the whole model with the fused
-//! convolution kernels on and off, with peak memory, and each pass under the default and the
-//! previous cut into tiles (every tile and split with `--sweep`) (`conv.rs`). `cargo xtask
-//! bench-host [--device ..] [--ops N] [--reps N] [--only TEXT]` times what recording an op
-//! costs the host, apart from running it, and what a synchronize costs (`host.rs`). `cargo xtask
+//! convolution kernels on and off, with peak memory, and each pass alone (under every tile and
+//! split with `--sweep`) (`conv.rs`). `cargo xtask bench-host [--device ..] [--ops N] [--reps
+//! N] [--only TEXT] [--first-batch N]` times what recording an op costs the host, apart from
+//! running it, and what a synchronize costs (`host.rs`). `cargo xtask docs [--check]` writes
+//! `docs/SETTINGS.md` from the settings tables, or checks that it is current (`docs.rs`). `cargo xtask
 //! fuzz [--cases N]` and `cargo xtask bench-loader` are the data chores of `data.rs`. `cargo
 //! xtask kernel-stats [--ceiling] [TEXT ..]` prints the Vulkan driver's statistics of the wgpu
 //! kernels (or with `--ceiling` the ceiling's) whose key contains every TEXT (registers, shared
@@ -27,10 +28,12 @@ mod ceiling;
 mod conv;
 mod cycles;
 mod data;
+mod docs;
 mod fusion;
 mod host;
 mod kernel_stats;
 mod raw_latency;
+mod settings;
 mod shader;
 mod vulkan;
 
@@ -44,6 +47,16 @@ use liandan_backend_wgpu as _;
 static ALLOCATOR: data::Tracking = data::Tracking;
 
 use bench::micro::time;
+
+/// Changes the wgpu backend's testing knobs on `device` (for the chores here, which run on one
+/// thread); `false` for a device of another backend, which has none.
+pub fn set_knobs(device: &Device, f: impl FnOnce(&mut liandan_backend_wgpu::testing::Knobs)) -> liandan_tensor::Result<bool> {
+    let Some(backend) = liandan_backend_wgpu::WgpuBackend::of(device) else { return Ok(false) };
+    let mut options = backend.options();
+    f(&mut options.testing);
+    backend.set_options(options)?;
+    Ok(true)
+}
 
 fn devices(spec: Option<&str>) -> std::result::Result<Vec<Device>, String> {
     match spec {
@@ -66,6 +79,7 @@ fn main() {
         Some("bench") => Some(bench::run(&args)),
         Some("bench-conv") => Some(bench_conv(&args, spec, quick)),
         Some("bench-host") => Some(host::bench_host(&args)),
+        Some("docs") => Some(docs::run(&args)),
         Some("kernel-stats") => Some(kernel_stats::run(&args)),
         Some("ceiling") => Some(ceiling::run(&args)),
         Some("cycles") => Some(cycles::run(&args)),
@@ -90,7 +104,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
+        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {

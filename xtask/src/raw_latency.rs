@@ -323,7 +323,7 @@ mod tests {
                     assert!(r.median > 0.0 && r.parts.iter().all(|p| *p >= 0.0), "{}", r.name);
                 }
             }
-            Err(e) if std::env::var("LIANDAN_REQUIRE_GPU").as_deref() != Ok("1") => eprintln!("skipped: {e}"),
+            Err(e) if !liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) => eprintln!("skipped: {e}"),
             Err(e) => panic!("{e}"),
         }
     }

@@ -15,8 +15,6 @@
 //! channels, G groups, Cg = C/G, Og = O/G, K = Cg * kh * kw (a group's column rows),
 //! L = out_h * out_w.
 
-use std::sync::OnceLock;
-
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
 use liandan_tensor::{ConvGeometry, CustomKernel, DType, Result, Strided};
@@ -55,19 +53,6 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
 /// The element types with a gemm: f32 and f64.
 trait Elem: Real<Acc = Self> + Gemm + CpuElement {}
 impl<T: Real<Acc = T> + Gemm + CpuElement> Elem for T {}
-
-/// The engine of the one-thread products of images run in parallel, read once from
-/// `LIANDAN_CPU_CONV_GEMM` (`gemm`, the default, or `matrixmultiply`), kept to measure the two
-/// against each other. matrixmultiply called from rayon's workers was 4x slower than the
-/// composite on the loaded 2-core machine (`liandan profile --model mnist_cnn --steps 3
-/// --device cpu`: 10.7 s against 8.0 s composite and 1.9 s on `gemm`, docs/BENCHMARKS.md).
-fn per_image_engine() -> Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_CONV_GEMM").as_deref() {
-        Ok("matrixmultiply") => Engine::MatrixMultiply,
-        _ => Engine::Gemm,
-    })
-}
 
 /// Columns a product gets at least, by putting small images side by side in one block.
 const MIN_COLS: usize = 512;
@@ -129,12 +114,14 @@ impl Plan {
         Ok(Scratch { cols: scratch(op, cols, T::zero())?, packed: scratch(op, packed, T::zero())? })
     }
 
-    /// The engine and threading of one product.
-    fn engine(&self) -> (Engine, bool) {
+    /// The engine and threading of one product: images run in parallel take `gemm` one
+    /// thread each (`matrixmultiply` called from rayon's workers ran 4x slower than the
+    /// composite), the rest the engine of `LIANDAN_CPU_GEMM`, threaded.
+    fn engine(&self) -> Result<(Engine, bool)> {
         if self.parallel_images {
-            (per_image_engine(), false)
+            Ok((Engine::Gemm, false))
         } else {
-            (crate::matmul::engine(), true)
+            Ok((crate::matmul::engine()?, true))
         }
     }
 
@@ -207,7 +194,7 @@ const PARALLEL_COLS: usize = 64;
 /// Whether images run in parallel (each product on one thread): when there is an image for
 /// every thread and each thread's run of images has `min_cols` columns or more. Smaller
 /// images go into blocks multiplied on every thread instead. Measured on 16 threads of a Xeon
-/// at batch 16 (docs/PERFORMANCE.md, run 56): resnet18's last stage (16 columns an
+/// at batch 16: resnet18's last stage (16 columns an
 /// image) took its input gradient 2.4x faster in one block than image by image, its layer3 (64
 /// columns) its forward 2.2x slower. A weight gradient takes [`MIN_COLS`]: images in
 /// parallel each add into a weight-sized block of their thread's, summed at the end (16 blocks
@@ -237,7 +224,7 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
     let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
     // Counted while the columns are (it becomes a storage, counted, once written).
     let _y = Held::new(y.len() * std::mem::size_of::<T>());
-    let (engine, threaded) = p.engine();
+    let (engine, threaded) = p.engine()?;
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, y: &mut [T]| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];
         for grp in 0..g.groups {
@@ -275,7 +262,7 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
     let (dy, w) = (&*v[0], &*v[1]);
     let mut dx = alloc(OP, g.n * p.image_in(), T::zero())?;
     let _dx = Held::new(dx.len() * std::mem::size_of::<T>());
-    let (engine, threaded) = p.engine();
+    let (engine, threaded) = p.engine()?;
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dx: &mut [T]| {
         let dy = &dy[n0 * p.image_out()..][..nb * p.image_out()];
         let ld = nb * p.l;
@@ -309,7 +296,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let v = slices::<T>(OP, inputs)?;
     let (dy, x) = (&*v[0], &*v[1]);
     let size = g.o * p.k;
-    let (engine, threaded) = p.engine();
+    let (engine, threaded) = p.engine()?;
     // Adds the share of images `n0..n0 + nb` into `dw`.
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dw: &mut [T]| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];

@@ -11,6 +11,16 @@
 //! A CPU tensor converts to and from `ndarray` arrays without copying where its layout allows:
 //! [`to_array_view`], [`into_array`], [`from_array`] (the `array` module's table says when each
 //! copies). `ndarray` is re-exported, so a program uses the same version as this crate.
+//!
+//! ```
+//! use liandan_backend_cpu::{ndarray, to_array};
+//! use liandan_tensor::{DType, Device, Tensor};
+//! let x = Tensor::arange(0.0, 6.0, 1.0, DType::F32, &Device::cpu())?.reshape(&[2, 3])?;
+//! let a: ndarray::ArrayD<f32> = to_array(&x.t()?)?;
+//! assert_eq!(a.shape(), &[3, 2]);
+//! assert_eq!(a[[2, 1]], 5.0);
+//! # Ok::<(), liandan_tensor::Error>(())
+//! ```
 
 mod array;
 mod conv;
@@ -25,6 +35,7 @@ mod matmul;
 mod pool;
 mod reduce;
 mod scalar;
+pub mod settings;
 mod storage;
 mod strided;
 mod vmath;
@@ -122,9 +133,10 @@ impl Backend for CpuBackend {
             (
                 "gemm".into(),
                 match matmul::engine() {
-                    matmul::Engine::Gemm => "gemm crate (f32/f64; f16/bf16 through f32)".into(),
-                    matmul::Engine::Tuned => "gemm or matrixmultiply timed per shape, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
-                    matmul::Engine::MatrixMultiply => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                    Ok(matmul::Engine::Gemm) => "gemm crate (f32/f64; f16/bf16 through f32)".into(),
+                    Ok(matmul::Engine::Tuned) => "gemm or matrixmultiply timed per shape, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                    Ok(matmul::Engine::MatrixMultiply) => "matrixmultiply, LIANDAN_CPU_GEMM (f32/f64; f16/bf16 through f32)".into(),
+                    Err(e) => e.to_string(),
                 },
             ),
         ]

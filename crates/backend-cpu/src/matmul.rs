@@ -22,8 +22,8 @@ pub(crate) enum Engine {
     /// run, so a resumed training run matches an uninterrupted one bit for bit.
     Gemm,
     /// Per product shape, the fastest of the ways below ([`Way`]), timed on the shape's first
-    /// calls in this process: which one wins depends on the CPU (docs/PERFORMANCE.md,
-    /// 2026-11-27: on an AMD EPYC `gemm` into a column-major block wins the few-row products by
+    /// calls in this process: which one wins depends on the CPU (on an AMD EPYC `gemm` into a
+    /// column-major block wins the few-row products by
     /// 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of those with 64 rows or more by
     /// 1.1-1.8x). The ways round differently in the last bits and the timing picks differently
     /// from run to run, so results are not bit-for-bit reproducible between processes.
@@ -32,15 +32,9 @@ pub(crate) enum Engine {
     MatrixMultiply,
 }
 
-/// The engine, read once from `LIANDAN_CPU_GEMM` (`gemm`, the default, `tuned` or
-/// `matrixmultiply`).
-pub(crate) fn engine() -> Engine {
-    static ENGINE: OnceLock<Engine> = OnceLock::new();
-    *ENGINE.get_or_init(|| match std::env::var("LIANDAN_CPU_GEMM").as_deref() {
-        Ok("matrixmultiply") => Engine::MatrixMultiply,
-        Ok("tuned") => Engine::Tuned,
-        _ => Engine::Gemm,
-    })
+/// The engine `LIANDAN_CPU_GEMM` chooses ([`crate::settings::GEMM`]).
+pub(crate) fn engine() -> Result<Engine> {
+    Ok(crate::settings::options()?.gemm)
 }
 
 /// One way to compute a product.
@@ -264,8 +258,8 @@ const PIECE_MIN: usize = 64;
 
 /// A threaded product cut along the longer of its rows and columns into one piece per thread,
 /// each a one-thread product, where it is large enough: `gemm`'s own threading spreads a
-/// product of a few rows, or of a few columns, over few of many threads (16 threads of a Xeon,
-/// docs/PERFORMANCE.md run 56: `[128, 1152] x [1152, 512]` 577 us threaded by `gemm`,
+/// product of a few rows, or of a few columns, over few of many threads (16 threads of a Xeon:
+/// `[128, 1152] x [1152, 512]` 577 us threaded by `gemm`,
 /// 205 in pieces along its columns; `[256, 9216] x [9216, 64]` 656 against 293 along its rows;
 /// 1024^3 2,580 against 1,810). Returns whether it ran the product.
 ///
@@ -320,7 +314,7 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
         Engine::MatrixMultiply => Way::MatrixMultiply,
         // A few rows against a wide column-major (transposed) rhs, as a Linear layer's
         // `x W^T`, the LSTM's gate products at small batches and a convolution's weight
-        // gradient (docs/PERFORMANCE.md, 2026-11-27, one thread): on an AMD EPYC `gemm` runs
+        // gradient (one thread): on an AMD EPYC `gemm` runs
         // these 1.1-2.9x faster into a column-major block than into a row-major one,
         // transpose included ([16, 256] x [256, 1024]^T 151 us row-major, 87 column-major,
         // PyTorch 115), and faster than `matrixmultiply`; on an Intel Xeon it is on par with
@@ -441,7 +435,7 @@ pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool,
 }
 
 fn gemm_batched<T: Gemm>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
-    gemm_batched_on(engine(), x, la, y, lb, dims)
+    gemm_batched_on(engine()?, x, la, y, lb, dims)
 }
 
 fn gemm_batched_on<T: Gemm>(engine: Engine, x: &[T], la: &Layout, y: &[T], lb: &Layout, [batch, m, k, n]: [usize; 4]) -> Result<Vec<T>> {

@@ -2,8 +2,8 @@
 //!
 //! The system allocator hands large buffers out as fresh pages and takes them back when they
 //! are freed, so a training step that allocates the same activations every step pays a page
-//! fault per 4 KiB of them, every step (a quarter of seed003_cnn's CPU step on the 2-core build
-//! machine, see `docs/PERFORMANCE.md`). Buffers of [`MIN_BYTES`] and more are kept here when
+//! fault per 4 KiB of them, every step (a quarter of seed003_cnn's CPU step on a 2-core
+//! machine). Buffers of [`MIN_BYTES`] and more are kept here when
 //! their storage drops and handed out again for a buffer of the same element type and capacity:
 //! a loop of fixed shapes stops taking memory from the system after its first step.
 //!

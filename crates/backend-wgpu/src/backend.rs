@@ -15,10 +15,14 @@ use crate::packed::{self, Outputs};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
+/// One wgpu adapter as a device's backend; [`WgpuBackend::of`] finds it behind a `Device`, to
+/// read or set its [`crate::WgpuOptions`].
 pub struct WgpuBackend {
     adapter: wgpu::Adapter,
     info: wgpu::AdapterInfo,
     gpu: OnceLock<std::result::Result<Arc<Gpu>, String>>,
+    /// This device's options, which the opened device shares.
+    pub(crate) shared: Arc<crate::options::Shared>,
     pub(crate) repr: Repr,
     fallbacks: Mutex<BTreeMap<String, u64>>,
 }
@@ -46,15 +50,44 @@ pub(crate) fn gpu_storage<'a>(s: &Strided<'a>) -> &'a WgpuStorage {
 }
 
 impl WgpuBackend {
+    /// The backend of `adapter`, with the environment's options (see `options.rs`).
     pub(crate) fn new(adapter: wgpu::Adapter) -> WgpuBackend {
-        let info = adapter.get_info();
-        let repr = Repr::new(adapter.features());
-        WgpuBackend { adapter, info, gpu: OnceLock::new(), repr, fallbacks: Mutex::default() }
+        WgpuBackend::with_shared(adapter, crate::options::Shared::from_env())
     }
 
-    /// The opened device, opened on first use.
+    fn with_shared(adapter: wgpu::Adapter, shared: crate::options::Shared) -> WgpuBackend {
+        let info = adapter.get_info();
+        let repr = Repr::new(adapter.features());
+        WgpuBackend { adapter, info, gpu: OnceLock::new(), shared: Arc::new(shared), repr, fallbacks: Mutex::default() }
+    }
+
+    /// Another backend on this adapter, not yet opened, with `options`.
+    pub(crate) fn reopened(&self, options: crate::WgpuOptions) -> WgpuBackend {
+        WgpuBackend::with_shared(self.adapter.clone(), crate::options::Shared::new(options, None))
+    }
+
+    /// The opened device, opened on first use; an error while a setting in the environment is
+    /// bad (until options are set on the device).
     pub(crate) fn gpu(&self) -> Result<&Arc<Gpu>> {
-        self.gpu.get_or_init(|| Gpu::open(&self.adapter).map(Arc::new).map_err(|e| e.to_string())).as_ref().map_err(|e| Error::Device(e.clone()))
+        self.shared.check()?;
+        self.gpu
+            .get_or_init(|| Gpu::open(&self.adapter, self.shared.clone()).map(Arc::new).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| Error::Device(e.clone()))
+    }
+
+    /// Whether the device has been opened (by its first use).
+    pub(crate) fn is_open(&self) -> bool {
+        self.gpu.get().is_some()
+    }
+
+    /// Shapes the autotune has measured on this device (a shape found in its file is not
+    /// measured).
+    pub fn autotune_measured(&self) -> u64 {
+        match self.gpu.get() {
+            Some(Ok(gpu)) => gpu.measured.load(std::sync::atomic::Ordering::Relaxed),
+            _ => 0,
+        }
     }
 
     /// A fresh buffer for `numel` elements of `dtype`, or an error naming the bytes asked for
@@ -480,7 +513,7 @@ impl Backend for WgpuBackend {
             Some(Ok(gpu)) => gpu.limits.clone(),
             _ => self.adapter.limits(),
         };
-        let mut facts = crate::info::describe(&self.adapter, &limits);
+        let mut facts = crate::info::describe(&self.adapter, &limits, &self.shared.get());
         // wgpu reports no total video memory; what this process holds is known exactly.
         let m = self.memory_stats().unwrap_or_default();
         let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);

@@ -11,10 +11,10 @@
 //! input pixels `(iy, ix)` are split by `(iy mod sh, ix mod sw)`, and a phase's product takes
 //! only the taps that reach its pixels (`iy + ph - ky dh` divisible by `sh`), a stride-1
 //! correlation of `dy` with those taps. Without it every pixel would run every tap, and all
-//! but about `1 / (sh sw)` of them would meet zeros. [`without_conv_phases`] (or
-//! `LIANDAN_CONV_PHASES=0`) runs the one product over every tap instead, to compare.
+//! but about `1 / (sh sw)` of them would meet zeros. A 1x1 kernel's input gradient stays one
+//! product, its gather dividing by the stride.
 //!
-//! How each product is cut into tiles and splits of K is `conv/cut.rs` ([`ConvCut`]).
+//! How each product is cut into tiles and splits of K is `conv/cut.rs`.
 //!
 //! f16 passes run on cooperative matrices (tensor cores) wherever the f16 matmul does
 //! (`matmul_coop::chosen`) and the pass suits them ([`tiling`]): the same product on
@@ -24,7 +24,7 @@
 //! `conv/weight_dy_coop.wgsl` and x by `conv/weight_x_coop.wgsl` through the taps of
 //! `conv/weight_taps.wgsl`. (The tiled kernel's loaders read the same geometry files.)
 //!
-//! f32 passes take the same kernels under [`set_conv_tf32`] (or `LIANDAN_CONV_TF32=1`), as
+//! f32 passes take the same kernels under `WgpuOptions::conv_tf32` (`LIANDAN_CONV_TF32=1`), as
 //! PyTorch's `torch.backends.cudnn.allow_tf32` lets cuDNN take TF32 tensor cores for f32
 //! convolutions: each operand is scaled by a power of two that brings its largest magnitude
 //! (found by `conv/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
@@ -34,10 +34,7 @@
 //! 2^-40 none, where TF32 keeps f32's range.
 //! Off by default: f32 convolutions are exact f32 unless asked.
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::thread::LocalKey;
+use std::sync::Arc;
 
 use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
@@ -45,7 +42,7 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, NO_BIAS, TILE};
-use crate::matmul_coop::{self, Variant, GLOB, MATMUL_COOP};
+use crate::matmul_coop::{self, Variant, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::params::words;
 use crate::pool::PooledBuffer;
@@ -59,10 +56,7 @@ mod fold;
 mod params;
 mod winograd;
 use cut::cut;
-pub use cut::{with_conv_cut, ConvCut};
-pub use fold::with_conv_fold;
 pub(crate) use winograd::Key as WinogradKey;
-pub use winograd::{with_conv_winograd, with_conv_winograd_chunk};
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
 const TAPS: &str = include_str!("shaders/conv/taps.wgsl");
@@ -75,33 +69,6 @@ const WEIGHT_TAPS: &str = include_str!("shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("shaders/conv/bias.wgsl");
 const AMAX: &str = include_str!("shaders/conv/amax.wgsl");
-
-/// Whether f32 convolutions run on the f16 tensor cores: 0 not yet read from the environment,
-/// 1 no, 2 yes.
-static TF32: AtomicU8 = AtomicU8::new(0);
-
-/// Whether f32 convolutions may run on the f16 tensor cores with scaled operands (see the
-/// module docs), on devices whose f16 matmul runs on them (`liandan info`: "f16 matmul:
-/// tensor cores"); elsewhere they stay exact f32 regardless. Set by [`set_conv_tf32`], else
-/// by `LIANDAN_CONV_TF32` (`1`, `on` or `true`); off by default.
-pub fn conv_tf32() -> bool {
-    match TF32.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("LIANDAN_CONV_TF32").is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "on" | "true"));
-            // A concurrent set_conv_tf32 wins over the environment.
-            let _ = TF32.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
-            TF32.load(Ordering::Relaxed) == 2
-        }
-        v => v == 2,
-    }
-}
-
-/// Lets f32 convolutions run on the f16 tensor cores (`true`) or keeps them exact (`false`),
-/// for the whole process, over `LIANDAN_CONV_TF32`: PyTorch's
-/// `torch.backends.cudnn.allow_tf32 = on`. Applies to convolutions recorded after the call.
-pub fn set_conv_tf32(on: bool) {
-    TF32.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
 
 /// The kernel that finds an f32 operand's largest magnitude for the scaled tensor-core passes
 /// (`shaders/conv/amax.wgsl`).
@@ -167,7 +134,7 @@ impl KernelKey for Key {
             .flag("OUT4", k.out4)
             .flag("UNROLL", k.dtype == DType::F32);
         // Slices fetched with their tests everywhere: untested fetches inside the operands made
-        // resnet18's f32 step 2% slower (docs/PERFORMANCE.md, run 84).
+        // resnet18's f32 step 2% slower.
         let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase).flag("RELU", k.relu);
         let w = if k.packed { with_words(w) } else { w };
@@ -235,15 +202,12 @@ pub(crate) struct CoopKey {
 
 impl CoopKey {
     /// The variant for a product of `m` rows: `Short` (64-row tiles) where m <= 64, else the
-    /// device's (`chosen`), but `Direct` runs as `Prefetch` (a gathered operand cannot be read
-    /// straight from its buffer), and where the device's default is `Tall` (no
-    /// `LIANDAN_COOP_VARIANT`), `Many`'s 128-row tiles for m <= 128 rather than half-empty
-    /// 256-row ones.
+    /// device's (`chosen`), but where that is `Tall`, `Many`'s 128-row tiles for m <= 128 rather
+    /// than half-empty 256-row ones.
     fn variant(chosen: Variant, m: usize) -> Variant {
         match chosen {
             _ if m <= 64 => Variant::Short,
-            Variant::Tall if m <= 128 && Variant::requested().is_none() => Variant::Many,
-            Variant::Direct => Variant::Prefetch,
+            Variant::Tall if m <= 128 => Variant::Many,
             v => v,
         }
     }
@@ -292,7 +256,7 @@ impl KernelKey for CoopKey {
             .uint("SGM", sgm)
             .uint("SGN", sgn)
             .uint("FM", k.variant.fragment_rows());
-        let w = w.flag("DIRECT", false).uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
+        let w = w.uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
         let w = w.part(read_a).part(read_b(false, false)).part(out).part(include_str!("shaders/matmul/write.wgsl"));
         let w = w.part(raw_a).part(raw_b).part(store);
@@ -300,8 +264,7 @@ impl KernelKey for CoopKey {
             Pass::Forward | Pass::Input => w.part(include_str!("shaders/matmul_coop/a_fetch.wgsl")).part(TAPS).part(GATHER_COOP),
             Pass::Weight => w.part(WEIGHT_DY_COOP).part(WEIGHT_TAPS).part(WEIGHT_X_COOP),
         };
-        let glob = if k.scaled { include_str!("shaders/matmul_coop/glob_none.wgsl") } else { GLOB };
-        w.part(glob).part(MATMUL_COOP).part(CONV).build()
+        w.part(MATMUL_COOP).part(CONV).build()
     }
 
     fn all(repr: &Repr) -> Vec<CoopKey> {
@@ -315,8 +278,8 @@ impl KernelKey for CoopKey {
             let a4s: &[bool] = &[false, true];
             // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
             let variants: &[Variant] = match pass {
-                Pass::Weight => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Many, Variant::Tall],
-                _ => &[Variant::Prefetch, Variant::Wide, Variant::Narrow, Variant::Short, Variant::Many, Variant::Tall],
+                Pass::Weight => &[Variant::Prefetch, Variant::Many, Variant::Tall],
+                _ => &[Variant::Prefetch, Variant::Short, Variant::Many, Variant::Tall],
             };
             for &variant in variants {
                 for &a4 in a4s {
@@ -342,46 +305,6 @@ struct Tiling {
     bn: usize,
     splits: usize,
     coop: Option<Variant>,
-}
-
-thread_local! {
-    static PHASES_ON: Cell<bool> = const { Cell::new(true) };
-    static TF32_ANY_SIZE: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with f32 passes of every size that [`conv_tf32`] lets onto the tensor cores going
-/// there on this thread, the small ones too (`TF32_MIN_FLOPS`): so tests of that path need not
-/// be large.
-#[doc(hidden)]
-pub fn with_conv_tf32_any_size<R>(f: impl FnOnce() -> R) -> R {
-    with_flag(&TF32_ANY_SIZE, true, f)
-}
-
-/// Runs `f` with this thread's setting `flag` set to `value`, and restores it after (on a panic
-/// too).
-fn with_flag<T: Copy + 'static, R>(flag: &'static LocalKey<Cell<T>>, value: T, f: impl FnOnce() -> R) -> R {
-    struct Restore<T: Copy + 'static>(&'static LocalKey<Cell<T>>, T);
-    impl<T: Copy + 'static> Drop for Restore<T> {
-        fn drop(&mut self) {
-            self.0.with(|p| p.set(self.1));
-        }
-    }
-    let _restore = Restore(flag, flag.with(|p| p.replace(value)));
-    f()
-}
-
-/// `LIANDAN_CONV_PHASES`, read once: `0`, `off` or `false` run strided input gradients over
-/// every tap; anything else leaves phases on.
-fn env_allows_phases() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_CONV_PHASES"))
-}
-
-/// Runs `f` with the input gradients of strided convolutions computed as one product over
-/// every kernel tap (the kernel before the phase decomposition) on this thread: for
-/// benchmarks and for bisecting a wrong result to the phases. Results agree either way.
-pub fn without_conv_phases<R>(f: impl FnOnce() -> R) -> R {
-    with_flag(&PHASES_ON, false, f)
 }
 
 /// One phase of an input gradient along one axis: the input rows `first + stride * i`
@@ -445,13 +368,12 @@ impl Phase {
 }
 
 /// The products of an input gradient: one per phase of a strided convolution (every input
-/// pixel in exactly one), or the whole when unstrided or with phases turned off (`strided`).
-/// A 1x1 kernel stays whole: its input gradient is a single product either way, and on the
-/// H200 its phases (one product and three zero fills for stride 2) took 1.1x as long.
+/// pixel in exactly one), or the whole when unstrided, or for a 1x1 kernel (`strided`: its
+/// input gradient is a single product either way, and on the H200 its phases, one product and
+/// three zero fills for stride 2, took 1.1x as long).
 fn input_phases(g: &ConvGeometry) -> (Vec<Phase>, bool) {
     let strided = g.stride != (1, 1);
-    let phases = env_allows_phases() && PHASES_ON.with(|p| p.get()) && g.kernel != (1, 1);
-    if !(strided && phases) {
+    if !strided || g.kernel == (1, 1) {
         return (vec![Phase::whole(g)], strided);
     }
     let ys = Axis::phases(g.h, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0);
@@ -640,12 +562,13 @@ impl WgpuBackend {
         // setting) wants it; an input gradient mostly in the padding declined, so that the
         // tensor layer's composite (the product into columns, then col2im) runs it.
         if tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
-            if let Some(tile) = winograd::wanted(pass, &geom, dtype, inputs) {
+            let options = gpu.options();
+            if let Some(tile) = winograd::wanted(&options, pass, &geom, dtype, inputs) {
                 if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
                     return Some(done);
                 }
             }
-            if pass == Pass::Input && fold::wanted(&geom, dtype, inputs) {
+            if pass == Pass::Input && fold::wanted(&options, &geom, dtype, inputs) {
                 return None;
             }
         }
@@ -785,7 +708,8 @@ impl WgpuBackend {
         (n, k): (usize, usize),
         out: &WgpuStorage,
     ) -> Result<Tiling> {
-        if !crate::tune::autotune_enabled() || tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || cut::forced() {
+        let options = gpu.options();
+        if !options.autotune || tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || options.testing.conv_cut.is_some() {
             return Ok(tiling);
         }
         let plan = products[0].0;
@@ -916,12 +840,12 @@ fn bias_in_kernel(tiling: Tiling) -> bool {
 /// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
 /// weight gradient with at least 128 output channels per group (a tile's rows); K split as
 /// matmul splits it (the partial sums within one binding). Everything else as `cut.rs` says.
-/// On the H200 (docs/PERFORMANCE.md, runs 22-24 and 27) the tensor cores took resnet18's 3x3
-/// passes that qualify 0.40-0.90x as long as the tiled kernel, and those left out 1.2-2.4x as
-/// long: the 3-channel stem's forward (a per-element gather), the 1x1 shortcuts, and weight
-/// gradients of 64 outputs (1.3-1.7x even on 64-row tiles). A weight gradient whose dy does not
-/// read in vec4s (output pixels not a multiple of 4) reads it an element at a time there: run
-/// 125, seed003_cnn's 11 x 11 outputs, 218 us a call in f16 against the tiled kernel's 479.
+/// On the H200 the tensor cores took resnet18's 3x3 passes that qualify 0.40-0.90x as long as
+/// the tiled kernel, and those left out 1.2-2.4x as long: the 3-channel stem's forward (a
+/// per-element gather), the 1x1 shortcuts, and weight gradients of 64 outputs (1.3-1.7x even
+/// on 64-row tiles). A weight gradient whose dy does not read in vec4s (output pixels not a
+/// multiple of 4) reads it an element at a time there: seed003_cnn's 11 x 11 outputs, 218 us a
+/// call in f16 against the tiled kernel's 479.
 fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
     let limit = gpu.max_binding() as usize;
     let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
@@ -940,20 +864,24 @@ fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (us
         }
         return Tiling { bm, bn, splits, coop: Some(variant) };
     }
-    let (tile, splits) = cut(pass, m, n, k, groups, total, limit);
+    let (tile, splits) = cut(pass, m, n, k, groups, total, limit, gpu.options().testing.conv_cut);
     Tiling { bm: tile, bn: tile, splits, coop: None }
 }
 
 /// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
-/// where the f16 matmul does, and f32 there too under [`conv_tf32`] (scaled into f16, see the
+/// where the f16 matmul does, and f32 there too under `conv_tf32` (scaled into f16, see the
 /// module docs) where it has at least [`TF32_MIN_FLOPS`].
 fn on_tensor_cores(gpu: &Gpu, dtype: DType, flops: usize) -> bool {
-    let large = flops >= TF32_MIN_FLOPS || TF32_ANY_SIZE.with(Cell::get);
-    matmul_coop::chosen(gpu, dtype) || (dtype == DType::F32 && large && matmul_coop::chosen(gpu, DType::F16) && conv_tf32())
+    if matmul_coop::chosen(gpu, dtype) {
+        return true;
+    }
+    let options = gpu.options();
+    let large = flops >= TF32_MIN_FLOPS || options.testing.tf32_any_size;
+    dtype == DType::F32 && large && options.conv_tf32 && matmul_coop::chosen(gpu, DType::F16)
 }
 
 /// The least work (2 M N K) of an f32 pass scaled onto the tensor cores. Smaller ones stay on
-/// the tiled f32 kernel: on the H200 (docs/PERFORMANCE.md, run 122) mnist_cnn's second
+/// the tiled f32 kernel: on the H200 mnist_cnn's second
 /// convolution (1.4 GFLOP forward, 1.6 its input gradient) ran 1.4x and 1.06x as long there,
 /// the scans of the operands and the bias added after not paid back, while every pass from
 /// 9 GFLOP up (resnet18's 3x3 layers, seed003_cnn's second convolution) ran 1.5-2.5x faster.
@@ -1079,13 +1007,9 @@ mod tests {
 
     #[test]
     fn convolutions_pick_tiles_their_rows_fill() {
-        if Variant::requested().is_some() {
-            return; // LIANDAN_COOP_VARIANT overrides the default being tested
-        }
         let picks = |chosen| [32, 64, 65, 128, 129, 512].map(|m| CoopKey::variant(chosen, m));
         use Variant::{Many, Prefetch, Short, Tall};
         assert_eq!(picks(Tall), [Short, Short, Many, Many, Tall, Tall]);
         assert_eq!(picks(Prefetch), [Short, Short, Prefetch, Prefetch, Prefetch, Prefetch]);
-        assert_eq!(picks(Variant::Direct), [Short, Short, Prefetch, Prefetch, Prefetch, Prefetch]);
     }
 }

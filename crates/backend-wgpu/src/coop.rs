@@ -6,12 +6,9 @@
 //! configurations (what NVIDIA GPUs report through Vulkan; Metal's simdgroup matrices are 8 x 8,
 //! so no Metal adapter has them), subgroups exactly 32 wide (its four subgroups of a workgroup
 //! are told apart by invocation index), native f16 and room for its workgroup memory.
-//! `LIANDAN_COOP_MATRIX=0` opens the device without the feature and keeps every f16 matmul on
-//! the ordinary kernels, so a wrong result can be bisected to this path.
-//! How the kernel is built (`matmul_coop::Variant`) is decided here too, per device;
-//! `LIANDAN_COOP_VARIANT` overrides it.
-
-use std::sync::OnceLock;
+//! `LIANDAN_COOP_MATRIX=0` (`WgpuOptions::coop_matrix`) opens the device without the feature
+//! and keeps every f16 matmul on the ordinary kernels, so a wrong result can be bisected to
+//! this path. How the kernel is built (`matmul_coop::Variant`) is decided here too, per device.
 
 use crate::matmul_coop::Variant;
 use crate::repr::Repr;
@@ -31,34 +28,14 @@ impl Status {
         match self {
             Status::InUse(v) => {
                 // Large products leave the default `Tall` for `Prefetch` (`Variant::for_product`).
-                let large = if v == Variant::Tall && Variant::requested().is_none() {
-                    format!(" (prefetch where M, K and N are all {} or more)", crate::matmul_coop::LARGE)
-                } else {
-                    String::new()
-                };
+                let large =
+                    if v == Variant::Tall { format!(" (prefetch where M, K and N are all {} or more)", crate::matmul_coop::LARGE) } else { String::new() };
                 format!("tensor cores (cooperative matrices, variant {}{large}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name())
             }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),
         }
     }
-}
-
-/// `LIANDAN_COOP_MATRIX`, read once: `0`, `off` or `false` keep f16 matmul off cooperative
-/// matrices; unset, `1`, `on` or `true` use them where the adapter has them.
-pub(crate) fn switched_on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("LIANDAN_COOP_MATRIX") {
-        Err(_) => true,
-        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "" | "1" | "on" | "true" => true,
-            "0" | "off" | "false" => false,
-            _ => {
-                eprintln!("liandan: ignoring LIANDAN_COOP_MATRIX={v:?}: use 0 (tensor cores off) or 1 (on where the adapter has them, the default)");
-                true
-            }
-        },
-    })
 }
 
 /// Whether the adapter offers the configuration the kernel is written for.
@@ -68,8 +45,8 @@ fn has_f16_config(adapter: &wgpu::Adapter) -> bool {
 }
 
 /// Whether f16 matmuls on a device opened from `adapter` with `limits` use cooperative matrices
-/// (the decision `Gpu::open` asks for the feature by).
-pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
+/// (the decision `Gpu::open` asks for the feature by); `on`: the options allow them.
+pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits, on: bool) -> Status {
     let info = adapter.get_info();
     if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
         Status::Lacks("the adapter has no cooperative matrices")
@@ -82,7 +59,7 @@ pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits) -> Status {
     } else {
         match Variant::for_limits(limits) {
             Err(why) => Status::Lacks(why),
-            Ok(_) if !switched_on() => Status::SwitchedOff,
+            Ok(_) if !on => Status::SwitchedOff,
             Ok(v) => Status::InUse(v),
         }
     }

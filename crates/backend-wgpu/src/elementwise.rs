@@ -121,13 +121,6 @@ pub(crate) enum Dense {
     },
 }
 
-/// `LIANDAN_DENSE4`, read once: `0`, `off` or `false` keep dense operands on the strided
-/// kernels (to compare the two on a GPU); anything else leaves vec4 access on.
-fn dense4_on() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_DENSE4"))
-}
-
 const UNARY_OPS: [UnaryOp; 13] = [
     UnaryOp::Neg,
     UnaryOp::Abs,
@@ -235,7 +228,7 @@ impl Key {
         let m = StridedView(meta);
         let shaped = operands == want && meta.len() == 3 + 2 * operands && m.rank() == 1 && m.shape() == [m.numel()] && m.numel().is_multiple_of(4);
         let dense_from_fours = shaped && (0..operands).all(|k| m.strides(k) == Some(&[1]) && m.offset(k).is_some_and(|o| o.is_multiple_of(4)));
-        (dense_from_fours && dense4_on()).then_some(Key::Dense4(dense, dtype))
+        (dense_from_fours).then_some(Key::Dense4(dense, dtype))
     }
 
     /// The channel-broadcast variant ([`Dense::Broadcast`]) of an f32 or f16 binary whose
@@ -243,14 +236,13 @@ impl Key {
     /// operand dense from a multiple of four and the other at stride 1 along one dimension
     /// (its channels) and 0 along the rest, or 0 along all (a scalar), over a multiple of four
     /// elements: with its meta block (`shaders/dense4/broadcast.wgsl`). A channel-broadcast add
-    /// on the strided kernel took 4-5x the time a copy of its bytes takes on the H200
-    /// (docs/PERFORMANCE.md, run 114).
+    /// on the strided kernel took 4-5x the time a copy of its bytes takes on the H200.
     pub(crate) fn broadcast4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
         let Key::Binary(op, dtype @ (DType::F32 | DType::F16)) = self else { return None };
         let m = StridedView(meta);
         let rank = m.rank();
         let n = m.numel();
-        if operands != 2 || !(1..=3).contains(&rank) || meta.len() != 2 + rank + 2 * (rank + 1) || !n.is_multiple_of(4) || !dense4_on() {
+        if operands != 2 || !(1..=3).contains(&rank) || meta.len() != 2 + rank + 2 * (rank + 1) || !n.is_multiple_of(4) {
             return None;
         }
         let shape = m.shape();

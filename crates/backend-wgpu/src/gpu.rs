@@ -10,7 +10,7 @@
 //! pipelined run the GPU is never more than a few dozen dispatches behind the host, so little
 //! is left to run when the host waits. Each dispatch's small parameter block ("meta", at
 //! most 64 words) travels as immediate data (push constants) recorded with the dispatch, where the
-//! device takes 256 bytes of it; elsewhere (and with `LIANDAN_WGPU_IMMEDIATES=0`) it goes into a
+//! device takes 256 bytes of it; elsewhere it goes into a
 //! slot of one arena buffer that is written once per batch, just before its submit. The arena's
 //! write is a copy the GPU runs before the batch, which made a synchronize after a small op 10 us
 //! (a quarter) dearer on an H200 (`xtask ceiling --only latency`).
@@ -29,27 +29,22 @@ use wgpu::util::DeviceExt;
 
 use crate::bind;
 use crate::coop;
+use crate::options::Shared;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
 use crate::timing::Timer;
-use crate::Key;
+use crate::{Key, WgpuOptions};
 
 /// Dispatches per submitted batch at most (and arena slots).
 pub(crate) const MAX_BATCH: usize = 512;
-/// Dispatches the ramp grows a batch to (`LIANDAN_WGPU_RAMP_TOP` sets it; never below the
-/// first batch, so `LIANDAN_WGPU_FIRST_BATCH=512` submits in full batches of 512).
-/// On the H200 (docs/PERFORMANCE.md, runs 184-185) 64 against 512 took vit's pipelined f32
-/// step from 11.3-12.0 ms to 10.7-10.8 and the lstm's mostly from 2.0-2.6 to 1.6-1.7 (one
-/// process 2.46 against 2.64), resnet18's and seed003_cnn's the same; 32 the same as 64 for vit,
-/// resnet18 0.1 ms slower. With 512 a host-bound step (the lstm: some 330 dispatches) left up
-/// to 512 dispatches' work to run after the host's last one, as the GPU had waited for the
-/// batch to fill.
-const RAMP_TOP: usize = 64;
-/// Dispatches in the first batch after a wait (`LIANDAN_WGPU_FIRST_BATCH` sets it; 512 submits
-/// in full batches only).
-const FIRST_BATCH: usize = 16;
-/// Bytes per meta slot: a parameter block's most (64 u32s), and a multiple of every adapter's
-/// offset alignment we know.
+/// Dispatches the ramp grows a batch to: larger batches let a host-bound step (the lstm's
+/// some 330 dispatches) leave a whole batch's work to run after the host's last dispatch, as
+/// the GPU waits for the batch to fill (on the H200 the lstm's pipelined step took 1.6-1.7 ms
+/// with 64, 2.0-2.6 with 512).
+pub(crate) const RAMP_TOP: usize = 64;
+/// Dispatches in the first batch after a wait.
+pub(crate) const FIRST_BATCH: usize = 16;
+/// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
 const SLOT_BYTES: u64 = crate::params::PARAMS_BYTES as u64;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
 /// Upload bytes recorded before the batch is submitted, so their staging can be released.
@@ -145,6 +140,10 @@ pub(crate) struct Gpu {
     pub(crate) identity: String,
     /// The autotune's measured cuts on this adapter (`tune.rs`).
     pub(crate) tuning: Mutex<crate::tune::Table>,
+    /// Shapes the autotune has measured on this device.
+    pub(crate) measured: AtomicU64,
+    /// The device's options (`options.rs`), shared with its backend.
+    shared: Arc<Shared>,
 }
 
 thread_local! {
@@ -154,15 +153,16 @@ thread_local! {
     static PHASES: std::cell::Cell<HostPhases> = const { std::cell::Cell::new(HostPhases::ZERO) };
 }
 
-/// Dispatches the calling thread has recorded on any wgpu device so far (a test's count of
-/// what an op costs: `crates/train/tests/dispatches.rs`).
+/// Dispatches the calling thread has recorded on any wgpu device so far: a test's count of
+/// what an op costs.
 pub fn dispatches_recorded() -> u64 {
     DISPATCHES.with(|d| d.get())
 }
 
 /// The host time the calling thread has spent so far in the parts of a submit and a wait, in
-/// nanoseconds, summed over every wgpu device (`xtask bench-host` takes differences to say where
-/// a synchronize's time goes).
+/// nanoseconds, summed over the wgpu devices whose options time them
+/// (`testing::Knobs::host_phases`): `xtask bench-host` takes differences to say where a
+/// synchronize's time goes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostPhases {
     /// Submits (a batch handed to the driver).
@@ -185,25 +185,13 @@ impl HostPhases {
     const ZERO: HostPhases = HostPhases { submits: 0, meta_ns: 0, finish_ns: 0, submit_ns: 0, waits: 0, polls: 0, wait_ns: 0 };
 }
 
-/// Whether submits and waits are timed ([`count_host_phases`]).
-static PHASES_ON: AtomicBool = AtomicBool::new(false);
-
-/// Turns the timing of [`HostPhases`] on or off (off by default: a submit and a wait then
-/// read no clocks beyond their own).
-pub fn count_host_phases(on: bool) {
-    PHASES_ON.store(on, Ordering::Relaxed);
-}
-
-/// See [`HostPhases`]; all zero unless [`count_host_phases`] turned the timing on.
+/// See [`HostPhases`]; all zero unless a device's options time them.
 pub fn host_phases() -> HostPhases {
     PHASES.with(|p| p.get())
 }
 
-/// Adds to the calling thread's [`HostPhases`], when they are counted.
+/// Adds to the calling thread's [`HostPhases`].
 fn note_phases(f: impl FnOnce(&mut HostPhases)) {
-    if !PHASES_ON.load(Ordering::Relaxed) {
-        return;
-    }
     PHASES.with(|p| {
         let mut v = p.get();
         f(&mut v);
@@ -264,79 +252,45 @@ pub(crate) type Binding<'a> = &'a wgpu::Buffer;
 /// multiples of the adapter's storage offset alignment.
 pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
-/// A dispatch count from 1 to `MAX_BATCH` in the environment variable `name`, or `default`
-/// where it is unset or empty; anything else is an error that names the variable.
-fn batch_from_env(name: &str, default: usize) -> Result<usize> {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=MAX_BATCH).contains(&n) => Ok(n),
-            _ => Err(Error::Device(format!("{name}={v:?} is not a dispatch count from 1 to {MAX_BATCH}; unset it for {default}"))),
-        },
-        _ => Ok(default),
-    }
-}
-
-/// `LIANDAN_WGPU_FIRST_BATCH`: dispatches in the first batch submitted after a wait (see the
-/// module docs), so the ramp can be compared with full batches on a GPU.
-fn first_batch() -> Result<usize> {
-    batch_from_env("LIANDAN_WGPU_FIRST_BATCH", FIRST_BATCH)
-}
-
-/// `LIANDAN_WGPU_RAMP_TOP`: the dispatches the ramp grows a batch to ([`RAMP_TOP`]), to compare
-/// others on a GPU.
-fn ramp_top() -> Result<usize> {
-    batch_from_env("LIANDAN_WGPU_RAMP_TOP", RAMP_TOP)
-}
-
-/// `LIANDAN_WGPU_IMMEDIATES`: `0` keeps the meta blocks in the arena buffer even where the
-/// device could take them as immediate data (for comparing the two on one GPU), `1` or unset
-/// uses immediates where the device has room for a whole block.
-fn immediates_allowed() -> Result<bool> {
-    match std::env::var("LIANDAN_WGPU_IMMEDIATES") {
-        Ok(v) if v.trim() == "0" => Ok(false),
-        Ok(v) if v.trim().is_empty() || v.trim() == "1" => Ok(true),
-        Ok(v) => Err(Error::Device(format!("LIANDAN_WGPU_IMMEDIATES={v:?} is neither 0 nor 1; unset it to use immediates where the device has them"))),
-        Err(_) => Ok(true),
-    }
-}
-
-/// `LIANDAN_WGPU_MAX_BINDING`: a smaller storage binding limit (bytes) than the adapter's, so
-/// the paths for buffers past the limit (lavapipe's is 128 MiB) can be tried on any GPU.
-fn binding_cap() -> Result<Option<u64>> {
-    match std::env::var("LIANDAN_WGPU_MAX_BINDING") {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
-            Ok(b) if b >= 1 << 16 => Ok(Some(b / 256 * 256)),
-            _ => Err(Error::Device(format!("LIANDAN_WGPU_MAX_BINDING={v:?} is not a byte count of at least 65536; unset it to use the adapter's limit"))),
-        },
-        _ => Ok(None),
+/// `value` where it is from 1 to `MAX_BATCH`, else an error naming the option.
+fn dispatch_count(name: &str, value: usize) -> Result<usize> {
+    match value {
+        1..=MAX_BATCH => Ok(value),
+        _ => Err(Error::Device(format!("testing knob {name} = {value} is not a dispatch count from 1 to {MAX_BATCH}"))),
     }
 }
 
 impl Gpu {
-    pub(crate) fn open(adapter: &wgpu::Adapter) -> Result<Gpu> {
+    /// Opens `adapter` as its options say.
+    pub(crate) fn open(adapter: &wgpu::Adapter, shared: Arc<Shared>) -> Result<Gpu> {
+        let options = shared.get();
+        let knobs = &options.testing;
         let info = adapter.get_info();
         let name = format!("{} ({:?})", info.name, info.backend);
         let identity = format!("{name} {:04x}:{:04x} {} {}", info.vendor, info.device, info.driver, info.driver_info);
         let identity: String = identity.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
         let mut limits = adapter.limits();
-        if let Some(cap) = binding_cap()? {
-            limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap);
+        if let Some(cap) = knobs.max_binding {
+            if cap < 1 << 16 {
+                return Err(Error::Device(format!("testing knob max_binding = {cap} is under 65536 bytes")));
+            }
+            limits.max_storage_buffer_binding_size = limits.max_storage_buffer_binding_size.min(cap / 256 * 256);
         }
         // Cooperative matrices only where the f16 matmul will use them (`coop.rs`): otherwise the
         // device opens exactly as it would without them.
-        let coop = match coop::status(adapter, &limits) {
+        let coop = match coop::status(adapter, &limits, options.coop_matrix) {
             coop::Status::InUse(v) => Some(v),
             _ => None,
         };
         let coop_f16 = coop.is_some();
-        let first_batch = first_batch()?;
-        let ramp_top = ramp_top()?.max(first_batch);
+        let first_batch = dispatch_count("first_batch", knobs.first_batch)?;
+        let ramp_top = dispatch_count("ramp_top", knobs.ramp_top)?.max(first_batch);
         let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
         if coop_f16 {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
         // Meta blocks as immediate data only where a whole slot fits (lavapipe offers 128 bytes).
-        if immediates_allowed()? && limits.max_immediate_size as u64 >= SLOT_BYTES {
+        if knobs.immediates && limits.max_immediate_size as u64 >= SLOT_BYTES {
             wanted |= wgpu::Features::IMMEDIATES;
         }
         let features = adapter.features() & wanted;
@@ -379,7 +333,7 @@ impl Gpu {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let pool = Pool::new(device.clone(), limits.max_buffer_size);
+        let pool = Pool::new(device.clone(), limits.max_buffer_size, options.memory_breakdown);
         let timer = Timer::new(&device, &queue);
         Ok(Gpu {
             name,
@@ -404,7 +358,14 @@ impl Gpu {
             coop_variant: coop.unwrap_or(crate::matmul_coop::Variant::Prefetch),
             identity,
             tuning: Mutex::default(),
+            measured: AtomicU64::new(0),
+            shared,
         })
+    }
+
+    /// This device's options (see `options.rs`).
+    pub(crate) fn options(&self) -> Arc<WgpuOptions> {
+        self.shared.get()
     }
 
     pub(crate) fn err(&self, op: &'static str, detail: impl Into<String>) -> Error {
@@ -459,7 +420,7 @@ impl Gpu {
             immediate_size: if self.repr.immediates { SLOT_BYTES as u32 } else { 0 },
         });
         let desc = wgpu::ShaderModuleDescriptor { label: Some(label), source: wgpu::ShaderSource::Wgsl(wgsl.into()) };
-        let module = if shader_checks().unwrap_or(checked) {
+        let module = if self.options().shader_checks.unwrap_or(checked) {
             self.device.create_shader_module(desc)
         } else {
             // SAFETY: without naga's run-time checks an out-of-bounds index is undefined behaviour
@@ -611,7 +572,8 @@ impl Gpu {
     }
 
     fn submit(&self, rec: &mut Recorder) {
-        let clock = || PHASES_ON.load(Ordering::Relaxed).then(std::time::Instant::now);
+        let timed = self.options().testing.host_phases;
+        let clock = || timed.then(std::time::Instant::now);
         let start = clock();
         rec.pass = None;
         let Some(mut encoder) = rec.encoder.take() else { return };
@@ -729,12 +691,15 @@ impl Gpu {
     fn idle(&self, op: &'static str) -> Result<()> {
         let start = std::time::Instant::now();
         let mut polls = 0;
+        let timed = self.options().testing.host_phases;
         let done = |polls| {
-            note_phases(|p| {
-                p.waits += 1;
-                p.polls += polls;
-                p.wait_ns += ns_since(start);
-            })
+            if timed {
+                note_phases(|p| {
+                    p.waits += 1;
+                    p.polls += polls;
+                    p.wait_ns += ns_since(start);
+                })
+            }
         };
         loop {
             let status = self.device.poll(wgpu::PollType::Poll).map_err(|e| self.err(op, e.to_string()))?;
@@ -832,29 +797,4 @@ impl Gpu {
         data.truncate(len as usize);
         Ok(data)
     }
-}
-
-/// Whether the environment variable `name` turns a switch that is on by default off (`0`, `off`
-/// or `false`, in any case). Each switch reads it once.
-pub(crate) fn env_off(name: &str) -> bool {
-    env_switch(name) == Some(false)
-}
-
-/// The environment variable `name` as a three-way switch: `Some(false)` for `0`, `off` or
-/// `false`, `Some(true)` for `1`, `on` or `true` (in any case), `None` for anything else or
-/// unset (the default's choice).
-pub(crate) fn env_switch(name: &str) -> Option<bool> {
-    match std::env::var(name).map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("0" | "off" | "false") => Some(false),
-        Ok("1" | "on" | "true") => Some(true),
-        _ => None,
-    }
-}
-
-/// `LIANDAN_SHADER_CHECKS`: `1` keeps naga's run-time checks (clamped indices, bounded loops) in
-/// every shader, `0` drops them from every shader; unset, each kernel family decides
-/// (`Key::checked`).
-fn shader_checks() -> Option<bool> {
-    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| env_switch("LIANDAN_SHADER_CHECKS"))
 }

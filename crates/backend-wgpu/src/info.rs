@@ -83,8 +83,8 @@ pub fn adapters() -> Vec<AdapterSummary> {
 }
 
 /// Name, API, type, the features liandan uses, the limits it depends on (`l`: the opened
-/// device's, which may be lower than the adapter's), and memory hints.
-pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String, String)> {
+/// device's, which may be lower than the adapter's), and memory hints, under `options`.
+pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits, options: &crate::WgpuOptions) -> Vec<(String, String)> {
     let i = adapter.get_info();
     let f = adapter.features();
     let mib = |b: u64| format!("{} MiB", b >> 20);
@@ -98,7 +98,7 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
     .filter(|(flag, _)| f.contains(*flag))
     .map(|(_, n)| *n)
     .collect();
-    let coop = crate::coop::status(adapter, l);
+    let coop = crate::coop::status(adapter, l, options.coop_matrix);
     vec![
         ("name".into(), i.name.clone()),
         ("api".into(), format!("{:?}", i.backend)),
@@ -107,7 +107,7 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
         ("features".into(), flags.join(", ")),
         ("cooperative matrices".into(), crate::coop::configurations(adapter)),
         ("f16 matmul".into(), coop.describe()),
-        ("f32 convolutions".into(), f32_convolutions(coop)),
+        ("f32 convolutions".into(), f32_convolutions(coop, options.conv_tf32)),
         ("max buffer".into(), mib(l.max_buffer_size)),
         ("max storage binding".into(), mib(l.max_storage_buffer_binding_size)),
         ("max workgroups per dim".into(), l.max_compute_workgroups_per_dimension.to_string()),
@@ -117,8 +117,8 @@ pub(crate) fn describe(adapter: &wgpu::Adapter, l: &wgpu::Limits) -> Vec<(String
 
 /// Where f32 convolutions run: exact f32, or (under `conv_tf32`, where the f16 products run on
 /// tensor cores) the larger passes on the tensor cores with operands scaled into f16.
-fn f32_convolutions(status: crate::coop::Status) -> String {
-    match (status, crate::conv::conv_tf32()) {
+fn f32_convolutions(status: crate::coop::Status, conv_tf32: bool) -> String {
+    match (status, conv_tf32) {
         (crate::coop::Status::InUse(_), true) => "tensor cores where a pass is large, operands scaled into f16 (TF32's precision; LIANDAN_CONV_TF32)".into(),
         (crate::coop::Status::InUse(_), false) => {
             "exact f32 (LIANDAN_CONV_TF32=1 or `liandan train --conv-tf32` puts the larger passes on the tensor cores)".into()

@@ -68,7 +68,7 @@ pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<
 
 /// Whether a [`strided`] meta block has an operand whose innermost dimension is neither dense
 /// nor broadcast (a transposed read): four elements an invocation made a 4096^2 transposed
-/// copy 16% slower on an H200 (docs/PERFORMANCE.md, run 16), so such launches get one.
+/// copy 16% slower on an H200, so such launches get one.
 fn strided_inner(meta: &[u32], operands: usize) -> bool {
     let m = StridedView(meta);
     if m.rank() == 0 {

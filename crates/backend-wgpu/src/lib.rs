@@ -6,10 +6,25 @@
 //! GPU, then an integrated one. Software adapters (lavapipe) are listed but used only when asked
 //! for (`LIANDAN_DEVICE=gpu`).
 //!
+//! ```
+//! use liandan_backend_wgpu::{WgpuBackend, WgpuOptions};
+//! use liandan_tensor::{DType, Device, Tensor};
+//! # use liandan_backend_cpu as _;
+//! if let Some(gpu) = Device::gpus().into_iter().next() {
+//!     // Options are the environment's (docs/SETTINGS.md) until a program sets others.
+//!     let backend = WgpuBackend::of(&gpu).expect("a wgpu device");
+//!     backend.set_options(WgpuOptions { conv_tf32: true, ..backend.options() })?;
+//!     let x = Tensor::ones(&[2, 3], DType::F32, &gpu)?;
+//!     assert_eq!(x.matmul(&x.t()?)?.to_vec_f64()?, [3.0; 4]);
+//! }
+//! # Ok::<(), liandan_tensor::Error>(())
+//! ```
+//!
 //! Design: dispatches are batched into command encoders, submitted in batches that start small
-//! after each wait and double (`gpu.rs`); bind groups are cached per buffer set (`bind.rs`); buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]);
-//! pipelines are compiled once per shader variant; ops a device cannot run go to the device
-//! registry's CPU backend (link one, e.g. `liandan-backend-cpu`) with a one-time warning
+//! after each wait and double (`gpu.rs`); bind groups are cached per buffer set (`bind.rs`);
+//! buffers come from a caching allocator ([`liandan_tensor::Device::memory_stats`]); pipelines
+//! are compiled once per shader variant; ops a device cannot run go to the device registry's CPU
+//! backend (link one, e.g. `liandan-backend-cpu`) with a one-time warning
 //! ([`liandan_tensor::Device::fallback_report`]).
 //!
 //! A custom op's kernel written in another crate builds, caches and dispatches its WGSL through
@@ -34,12 +49,15 @@ mod launch;
 mod lstm_step;
 mod matmul;
 mod matmul_coop;
+mod options;
 mod packed;
 pub mod params;
 mod pool;
 mod reduce;
 mod repr;
 mod storage;
+#[doc(hidden)]
+pub mod testing;
 mod timing;
 mod tune;
 mod window;
@@ -47,17 +65,11 @@ mod window;
 use std::sync::Arc;
 
 pub use backend::WgpuBackend;
-pub use conv::{
-    conv_tf32, set_conv_tf32, with_conv_cut, with_conv_fold, with_conv_tf32_any_size, with_conv_winograd, with_conv_winograd_chunk, without_conv_phases,
-    ConvCut,
-};
 pub use custom::{grid, Pipeline, Shader, WORKGROUP};
-pub use gpu::{count_host_phases, dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use info::{adapters, AdapterSummary};
-pub use matmul::heads_products_recorded;
+pub use options::{with_options, WgpuOptions, SETTINGS};
 pub use params::ShaderParams;
 pub use storage::WgpuStorage;
-pub use tune::{autotune_cache_dir, autotune_enabled, autotune_measured, set_autotune, with_autotune};
 
 /// The shader sources, for validation tests (naga, MSL translation).
 pub mod shaders {
@@ -145,8 +157,8 @@ impl Key {
     /// Whether the shader keeps naga's run-time checks. The matrix products and convolutions go
     /// without them: their indices are bounded by explicit comparisons with the sizes in their
     /// params and by constant tile sizes, and the clamps naga adds to every access cost an H200
-    /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3
-    /// (docs/PERFORMANCE.md, run 9). Kernels that index by data (gathers, scatters) keep them.
+    /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3.
+    /// Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
         !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::MatmulHeads(_) | Key::LstmStep(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
     }

@@ -143,7 +143,7 @@ const BIG_TILES: usize = 192;
 /// H200 the LSTM's recurrent `[64, 1024] x [1024, 256]` took 18.7 us a call in 16 ranges of 64
 /// against 27.8 in 4 of 256, and `[64, 256] x [256, 1024]` 18.1 against 21.1 unsplit; larger
 /// outputs (`[1024, 1728] x [1728, 256]`, `[64, 128] x [128, 9216]`) and K of 128 were slower
-/// in ranges of 64 (docs/PERFORMANCE.md, runs 110-111).
+/// in ranges of 64.
 const FEW_TILES: usize = 256;
 const SPLIT_TILES: usize = 512;
 const MIN_SPLIT_K: usize = 256;
@@ -165,24 +165,20 @@ pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
 /// A small f32 or f16 product takes the one-dispatch kernel (`shaders/matmul/small.wgsl`)
 /// where the tiled kernel would split its K: at most `SHORT_OUTPUTS` outputs, K at most
 /// `SMALL_MAX_K`, a read in vec4s along K and b in vec4s along K or N. Its K is split over the
-/// invocations of a workgroup, so no second kernel adds partial sums (docs/PERFORMANCE.md,
-/// runs 130-133).
+/// invocations of a workgroup, so no second kernel adds partial sums.
 pub(crate) const SMALL_MAX_K: usize = 4096;
 /// The one-dispatch kernel's blocks of y, rows x columns: 16 x 16 (16 groups of invocations
 /// along K), or 8 x 16 (32 groups) where 16 x 16 blocks would be fewer than `SMALL_BLOCKS_MIN`
 /// workgroups. On the H200 the LSTM's `[64, 256] x [256, 1024]` took 11.4 us a call in 16 x 16
 /// blocks (256 workgroups) against 13.3 in 8 x 16, its `[64, 1024] x [1024, 256]` 10.9 in 8 x
-/// 16 (128) against 14.1 in 16 x 16 (run 131).
+/// 16 (128) against 14.1 in 16 x 16.
 const SMALL_BLOCKS: [(u32, u32); 2] = [(16, 16), (8, 16)];
 const SMALL_BLOCKS_MIN: usize = 128;
 
 /// Whether a product of `outputs` elements over `k`, loaded as `a` and `b`, that the rule cuts
 /// into `splits` ranges of K runs on the one-dispatch kernel (see `SMALL_MAX_K`).
-/// `LIANDAN_SMALL_MATMUL=0` (read once) leaves every product on the tiled kernel, to compare.
 fn takes_small(outputs: usize, k: usize, a: Load, b: Load, splits: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_SMALL_MATMUL"));
-    on && splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
+    splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
 }
 
 /// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32),
@@ -229,18 +225,14 @@ impl KernelKey for SmallKey {
 /// quarters empty), as a ViT's attention heads of 65 tokens. With fewer products the tiled
 /// kernel's several tiles a product spread them over more of the GPU: on the H200 a ViT's QK^T
 /// and AV products took 2-7 us less together on the tiled kernel at 16 and 32 heads, 1.3 more
-/// to 3.3 less at 48 and 64, and 2-9 more at 80 to 128 (41-46 more at 384; docs/PERFORMANCE.md,
-/// run 167).
+/// to 3.3 less at 48 and 64, and 2-9 more at 80 to 128 (41-46 more at 384).
 const HEADS_TILE: usize = 80;
 const HEADS_MIN_BATCH: usize = 80;
 
 /// Whether a batch of `batch` products of `m x n` outputs runs one 80 x 80 tile a product
-/// (see `HEADS_TILE`). `LIANDAN_MATMUL_HEADS=0` (read once) leaves them on the tiled kernel,
-/// to compare.
+/// (see `HEADS_TILE`).
 fn takes_heads(batch: usize, m: usize, n: usize) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_MATMUL_HEADS"));
-    on && batch >= HEADS_MIN_BATCH && m <= HEADS_TILE && n <= HEADS_TILE && (m > 64 || n > 64)
+    batch >= HEADS_MIN_BATCH && m <= HEADS_TILE && n <= HEADS_TILE && (m > 64 || n > 64)
 }
 
 thread_local! {
@@ -284,15 +276,12 @@ const RHS_COPY_MIN_K: usize = 384;
 /// products ran 20% slower than with either operand read the other way (4096^3: 24.8-25.0
 /// TFLOP/s against 30.6-32.9), and with the copy (a transposed copy at some 750 GB/s) `[8320,
 /// K] x [K, 768]` ran 7-14% faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192
-/// within 3% (docs/PERFORMANCE.md, runs 170-173). The copy lives until the product is
+/// within 3%. The copy lives until the product is
 /// recorded (a buffer the size of the weight, from the pool). A cut given by the caller is
-/// kept as it is. `LIANDAN_MATMUL_RHS_COPY=0` (read once) leaves every product as it is, to
-/// compare.
+/// kept as it is.
 fn copies_rhs(dtype: DType, [batch, m, k, n]: [usize; 4], loads: (Load, Load), cut: Option<(usize, usize)>) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *ON.get_or_init(|| !crate::gpu::env_off("LIANDAN_MATMUL_RHS_COPY"));
     let big_tiles = m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
-    on && cut.is_none() && dtype == DType::F32 && loads == (Load::K, Load::K) && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
+    cut.is_none() && dtype == DType::F32 && loads == (Load::K, Load::K) && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -333,7 +322,7 @@ impl KernelKey for Key {
         let w =
             Wgsl::new(repr).params::<MatmulParams>().ty("x", dtype).uint("H", v.h).uint("PAD", pad as u32).uint("A_LOAD", load(v.a)).uint("B_LOAD", load(v.b));
         // The loops around each tile kept: without them the f32 products ran 1-5% slower on the
-        // H200 (docs/PERFORMANCE.md, runs 200-201).
+        // H200.
         let w = w.flag("FLAT", false);
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
@@ -510,7 +499,7 @@ impl WgpuBackend {
         };
         // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
         // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
-        // f16 products took 22.8-23.6 us a call on them, run 111).
+        // f16 products took 22.8-23.6 us a call on them).
         let tiled_splits = k_splits((m.div_ceil(64) * n.div_ceil(64) * batch).max(1), k, batch * m * n);
         if SMALL_DTYPES.contains(&dtype) && !packed && self.repr.computes(dtype) && takes_small(batch * m * n, k, a_load, b_load, tiled_splits) {
             if let Some(meta) = meta(cut_k(1)) {
@@ -651,8 +640,8 @@ impl WgpuBackend {
 mod tests {
     use super::k_splits;
 
-    /// The cuts that ran faster on the H200 (runs 110-111), and the products that keep ranges
-    /// of 256 because ranges of 64 ran slower there.
+    /// The cuts that ran faster on the H200, and the products that keep ranges of 256 because
+    /// ranges of 64 ran slower there.
     #[test]
     fn small_products_split_into_short_ranges() {
         assert_eq!(k_splits(16, 256, 64 * 1024), 4, "[64, 256] x [256, 1024] in 64 x 64 tiles");

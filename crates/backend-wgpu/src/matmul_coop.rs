@@ -1,9 +1,9 @@
-//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl`): the same operands, meta block, grid and split of K as the
-//! tiled kernel of `matmul.rs`, on the tiles of the [`Variant`] `LIANDAN_COOP_VARIANT` names.
+//! The f16 matmul on cooperative matrices (`shaders/matmul_coop.wgsl`): the same operands, meta
+//! block, grid and split of K as the tiled kernel of `matmul.rs`, on the tiles of a [`Variant`].
 //! `matmul.rs` picks it (see [`chosen`]) wherever `coop.rs` found the adapter able to run it.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use liandan_tensor::DType;
 
@@ -13,110 +13,63 @@ use crate::matmul::Load;
 use crate::repr::Repr;
 
 pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
-/// The `DIRECT` variant's loads of f16 blocks straight from the operands' buffers.
-pub(crate) const GLOB: &str = include_str!("shaders/matmul_coop/glob.wgsl");
 use crate::matmul::ENTRY;
 
-/// How the kernel is built: chosen per device when it is opened ([`Variant::for_limits`]), or
-/// by `LIANDAN_COOP_VARIANT` so that the variants can be timed and checked against each other
-/// on a GPU that has tensor cores. On the H200 (docs/PERFORMANCE.md, run 11) all were correct;
-/// at 4096^3 prefetch and wide reached about 128 TFLOP/s against 81 for run 8's kernel (each
-/// slice staged, then multiplied; removed since). The driver gives each invocation of the
-/// 64 x 64 subgroups 228-247 registers, so every variant of 128 or 256 invocations ran 8
-/// subgroups a multiprocessor (`cargo xtask kernel-stats`, run 68); `Many` and `Tall`, 512
-/// invocations of 32 x 64 subgroups in at most 128 registers, put 16 there (run 72); `Tall` is
-/// the default where the device fits it, but for products large in every dimension
-/// ([`Variant::for_product`]). Each subgroup of 32 computes 64 x 64 of the tile as
-/// 4 x 4 cooperative 16 x 16 sums, but in `Narrow`, `Short`, `Many` and `Tall` (32 x 64).
+/// How the kernel's workgroup is laid out: chosen per device when it is opened
+/// ([`Variant::for_limits`]), per product ([`Variant::for_product`]) and per convolution pass
+/// (`conv.rs`). Each subgroup of 32 computes 64 x 64 of the tile as 4 x 4 cooperative 16 x 16
+/// sums in `Prefetch`, 32 x 64 (2 x 4) in the others: half the accumulators, which lets the
+/// driver fit 512 invocations in 128 registers each, so 16 subgroups share a multiprocessor
+/// where `Prefetch` leaves 8 (`cargo xtask kernel-stats` shows the registers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Variant {
-    /// 128 x 128 tiles, 4 subgroups: the next slice fetched into
-    /// registers while this one is multiplied; slices staged in the operands' orientation.
+    /// 128 x 128 tiles, 4 subgroups: the next slice fetched into registers while this one is
+    /// multiplied; slices staged in the operands' orientation.
     Prefetch,
-    /// As `Prefetch` on 128 x 256 tiles (M x N) with 8 subgroups: twice the reuse of each a
-    /// slice and twice the subgroups to hide latency, at the cost of fewer workgroups.
-    Wide,
-    /// As `Prefetch`, but tiles inside y with vec4-read operands load straight from the storage
-    /// buffers (no workgroup memory, no barriers; the next 16-deep blocks load while these multiply).
-    Direct,
-    /// As `Prefetch` on 128 x 128 tiles with 8 subgroups of 32 x 64 each: half the accumulators
-    /// per invocation (64 registers rather than 128), so more workgroups fit on a multiprocessor
-    /// to hide latency, at the cost of more loads from workgroup memory per product.
-    Narrow,
-    /// As `Narrow`'s subgroups (32 x 64 each) on 64 x 128 tiles, 4 subgroups: for products of
-    /// at most 64 rows, which leave half of a 128-row tile empty. The convolutions pick it for
-    /// those (`conv.rs`); as `LIANDAN_COOP_VARIANT` it applies to every f16 matmul.
+    /// 64 x 128 tiles, 4 subgroups: for convolution passes of at most 64 rows, which leave half
+    /// of a 128-row tile empty.
     Short,
-    /// `Narrow`'s subgroups (32 x 64 each) 16 to a workgroup, 4 x 4 on 128 x 256 tiles: a
-    /// workgroup of 512 invocations, which the driver must fit in 128 registers each, so 16
-    /// subgroups share a multiprocessor where every other variant leaves 8.
+    /// 16 subgroups, 4 x 4 on 128 x 256 tiles: a workgroup of 512 invocations.
     Many,
     /// As `Many`, 8 x 2 on 256 x 128 tiles.
     Tall,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 7] = [Variant::Prefetch, Variant::Wide, Variant::Direct, Variant::Narrow, Variant::Short, Variant::Many, Variant::Tall];
+    /// The variants a matrix product runs on ([`Variant::for_limits`], [`Variant::for_product`]);
+    /// the convolutions take `Short` and `Many` too.
+    pub(crate) const MATMUL: [Variant; 2] = [Variant::Prefetch, Variant::Tall];
 
-    /// Its name in `LIANDAN_COOP_VARIANT`.
+    /// Its name, as `liandan info` prints it.
     pub(crate) fn name(self) -> &'static str {
         match self {
             Variant::Prefetch => "prefetch",
-            Variant::Wide => "wide",
-            Variant::Direct => "direct",
-            Variant::Narrow => "narrow",
             Variant::Short => "short",
             Variant::Many => "many",
             Variant::Tall => "tall",
         }
     }
 
-    /// `LIANDAN_COOP_VARIANT`, read once: one of the names above, or `None` where unset or
-    /// empty (the device's default, [`Variant::for_limits`]); an unknown name is `None` with a
-    /// warning that lists the names.
-    pub(crate) fn requested() -> Option<Variant> {
-        static REQUESTED: OnceLock<Option<Variant>> = OnceLock::new();
-        *REQUESTED.get_or_init(|| {
-            let v = std::env::var("LIANDAN_COOP_VARIANT").ok()?;
-            let name = v.trim().to_ascii_lowercase();
-            if name.is_empty() {
-                return None;
-            }
-            let found = Variant::ALL.into_iter().find(|x| x.name() == name);
-            if found.is_none() {
-                let names: Vec<&str> = Variant::ALL.iter().map(|x| x.name()).collect();
-                eprintln!("liandan: ignoring LIANDAN_COOP_VARIANT={v:?}: use one of {} (the default is tall where it fits, else prefetch)", names.join(", "));
-            }
-            found
-        })
-    }
-
-    /// The variant a device with `limits` runs: the one `LIANDAN_COOP_VARIANT` names, else
-    /// `Tall` (16 subgroups: on the H200, docs/PERFORMANCE.md run 72, resnet18's f16 step 0.85x
-    /// and vit's 0.87x `Prefetch`'s), else `Prefetch` where the device's workgroups are too small
-    /// for it; `Err` says why neither fits.
+    /// The variant a device with `limits` runs: `Tall` (on the H200 the zoo's f16 steps ran
+    /// faster on 16 subgroups than on `Prefetch`'s 8), else `Prefetch` where the device's
+    /// workgroups are too small for it; `Err` says why neither fits.
     pub(crate) fn for_limits(limits: &wgpu::Limits) -> Result<Variant, &'static str> {
         let fits =
             |v: Variant| limits.max_compute_workgroup_storage_size >= v.workgroup_bytes() && limits.max_compute_invocations_per_workgroup >= v.invocations();
-        match Variant::requested() {
-            Some(v) if fits(v) => Ok(v),
-            Some(_) => Err("too little workgroup memory, or too small workgroups, for the LIANDAN_COOP_VARIANT chosen"),
-            None => [Variant::Tall, Variant::Prefetch]
-                .into_iter()
-                .find(|&v| fits(v))
-                .ok_or("too little workgroup memory, or too small workgroups, for the tensor-core kernels"),
-        }
+        [Variant::Tall, Variant::Prefetch]
+            .into_iter()
+            .find(|&v| fits(v))
+            .ok_or("too little workgroup memory, or too small workgroups, for the tensor-core kernels")
     }
 
     /// The variant a product of `[m, k] x [k, n]` runs: the device's (`chosen`), but where that
-    /// is `Tall` by default (no `LIANDAN_COOP_VARIANT`) and the product is large in every
-    /// dimension ([`LARGE`] or more), `Prefetch`'s 128 x 128 tiles of four 64 x 64 subgroups:
-    /// on the H200 (docs/PERFORMANCE.md, run 189) 2048^3 ran 7-17% faster on them and 4096^3
-    /// 5-15% (with either orientation of b), while the zoo's products, none that large, ran
-    /// faster on `Tall` (run 72). Every device that fits `Tall` fits `Prefetch`.
+    /// is `Tall` and the product is large in every dimension ([`LARGE`] or more), `Prefetch`'s
+    /// 128 x 128 tiles of four 64 x 64 subgroups, which ran such products faster on the H200
+    /// (the zoo's products, none that large, run faster on `Tall`). Every device that fits
+    /// `Tall` fits `Prefetch`.
     pub(crate) fn for_product(chosen: Variant, [m, k, n]: [usize; 3]) -> Variant {
         match chosen {
-            Variant::Tall if m.min(k).min(n) >= LARGE && Variant::requested().is_none() => Variant::Prefetch,
+            Variant::Tall if m.min(k).min(n) >= LARGE => Variant::Prefetch,
             v => v,
         }
     }
@@ -131,17 +84,15 @@ impl Variant {
     /// Subgroups per workgroup along M and along N.
     pub(crate) fn subgroups(self) -> (u32, u32) {
         match self {
-            Variant::Wide => (2, 4),
-            Variant::Narrow => (4, 2),
             Variant::Many => (4, 4),
             Variant::Tall => (8, 2),
-            _ => (2, 2),
+            Variant::Prefetch | Variant::Short => (2, 2),
         }
     }
 
     /// Rows of 16 x 16 sums per subgroup (each has 4 columns of them).
     pub(crate) fn fragment_rows(self) -> u32 {
-        if matches!(self, Variant::Narrow | Variant::Short | Variant::Many | Variant::Tall) {
+        if self != Variant::Prefetch {
             2
         } else {
             4
@@ -243,10 +194,8 @@ impl KernelKey for Key {
             .uint("SGM", sgm)
             .uint("SGN", sgn)
             .uint("FM", self.variant.fragment_rows())
-            .flag("DIRECT", self.variant == Variant::Direct)
-            // One tile a workgroup without the loops where the grid covers every tile: on the H200
-            // `Prefetch`'s 8192^3 ran 6-7% faster so and 4096^3 0-8%, while the zoo's products (on
-            // `Tall`) did not move (docs/PERFORMANCE.md, runs 200-202).
+            // One tile a workgroup without the loops where the grid covers every tile: faster for
+            // `Prefetch`'s large products on the H200; the zoo's products (on `Tall`) did not move.
             .flag("FLAT", self.variant == Variant::Prefetch)
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
@@ -255,7 +204,6 @@ impl KernelKey for Key {
             .part(store)
             .part(include_str!("shaders/matmul_coop/a_fetch.wgsl"))
             .part(include_str!("shaders/matmul_coop/b_fetch.wgsl"))
-            .part(GLOB)
             .part(MATMUL_COOP)
             .part(ENTRY)
             .build()
@@ -268,7 +216,7 @@ impl KernelKey for Key {
         }
         let loads = [Load::K, Load::Outer, Load::Strided];
         let mut out = Vec::new();
-        for variant in Variant::ALL {
+        for variant in Variant::MATMUL {
             for a in loads {
                 for b in loads {
                     for partial in [false, true] {
@@ -287,9 +235,6 @@ mod tests {
 
     #[test]
     fn the_default_variant_is_the_largest_the_limits_fit() {
-        if Variant::requested().is_some() {
-            return; // LIANDAN_COOP_VARIANT overrides the default being tested
-        }
         // WebGPU's defaults: 256 invocations and 16 KiB, too little for any variant.
         let mut limits = wgpu::Limits::default();
         assert!(Variant::for_limits(&limits).is_err());
@@ -304,9 +249,6 @@ mod tests {
 
     #[test]
     fn large_products_take_prefetch_tiles_where_tall_is_the_default() {
-        if Variant::requested().is_some() {
-            return; // LIANDAN_COOP_VARIANT overrides every choice
-        }
         let large = super::LARGE;
         assert_eq!(Variant::for_product(Variant::Tall, [large; 3]), Variant::Prefetch);
         assert_eq!(Variant::for_product(Variant::Tall, [4 * large, large, 2 * large]), Variant::Prefetch);

@@ -85,9 +85,10 @@ impl Drop for PooledBuffer {
 }
 
 impl Pool {
-    pub(crate) fn new(device: wgpu::Device, max_buffer: u64) -> Arc<Pool> {
+    /// The pool of `device`; with `trace`, it records where each buffer was made.
+    pub(crate) fn new(device: wgpu::Device, max_buffer: u64, trace: bool) -> Arc<Pool> {
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-        let trace = std::env::var("LIANDAN_MEMORY_BREAKDOWN").is_ok_and(|v| v == "1").then(Trace::default);
+        let trace = trace.then(Trace::default);
         let state = Mutex::new(PoolState { trace, ..PoolState::default() });
         Arc::new(Pool { device, usage, max_buffer, state, bind_groups: BindGroups::default() })
     }

@@ -61,8 +61,8 @@ fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
         // Long columns, many of them: an invocation each, its warp reading neighbouring
         // columns of a row, and the lanes cut into chunks (two passes). A 4096 x 16384 sum
         // down the columns read 3.15-3.29 TB/s this way on an H200 against 2.68-2.71 with 16
-        // an output (docs/PERFORMANCE.md, run 54); not for short lanes such as a split
-        // product's partial sums, where it cost the vae's step 10% (run 53).
+        // an output; not for short lanes such as a split product's partial sums, where it cost
+        // the vae's step 10%.
         _ if outputs >= 8192 && len >= 1024 => ONE,
         _ if outputs >= 32_768 => cols(4),
         _ => cols(16),

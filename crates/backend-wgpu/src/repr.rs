@@ -124,7 +124,7 @@ impl Repr {
         out += &match dtype {
             // Round to nearest even at f16 precision by scaling with powers of two: exact f32
             // arithmetic that a driver cannot fold away. (On the H200 a round trip through the
-            // f16 type inside one kernel did not round as a store does: docs/PERFORMANCE.md, run 9.)
+            // f16 type inside one kernel did not round as a store does.)
             // Quanta: 2^(e - 10) for exponent e, 2^-24 for f16 subnormals; 65520 and up overflow.
             DType::F16 => format!(
                 "fn quantize_{name}(x: f32) -> f32 {{\n  let a = abs(x);\n  if (!(a < 65520.0)) {{ return select(x, bitcast<f32>((bitcast<u32>(x) & 0x80000000u) | 0x7f800000u), a == a); }}\n  \

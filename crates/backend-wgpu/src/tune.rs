@@ -3,12 +3,12 @@
 //! another.
 //!
 //! Off by default: products are then cut by the fixed rules of `matmul.rs` and `conv/cut.rs`
-//! (tuned by hand on an H200). On ([`set_autotune`], `LIANDAN_AUTOTUNE=1`, or
+//! (tuned by hand on an H200). On (`WgpuOptions::autotune`, `LIANDAN_AUTOTUNE=1`, or
 //! `liandan train --autotune`), the first product of each shape the rules would run on the
 //! ordinary tiled kernels (f32, f16 off tensor cores, unpacked bf16) is timed in every cut
 //! that fits it, and the fastest is kept (the rule's own unless another is at least
 //! [`MARGIN`] faster), in memory and in a file per adapter under the cache directory
-//! ([`autotune_cache_dir`]), so later processes on the same adapter and build measure nothing.
+//! (`WgpuOptions::autotune_dir`), so later processes on the same adapter and build measure nothing.
 //! Like PyTorch's `torch.backends.cudnn.benchmark`: the first steps are slower, and another
 //! split of K changes the order of a product's f32 additions.
 //!
@@ -17,12 +17,10 @@
 //! and the adapter; a file with another header, or lines it cannot read, is measured again
 //! and rewritten. Writes are atomic (a temporary file, fsync, rename).
 
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use liandan_tensor::{ConvGeometry, DType, Result};
@@ -43,91 +41,6 @@ const BATCH_MICROS: f64 = 2000.0;
 const MAX_RUNS: usize = 64;
 /// The header's first words; the format's version follows.
 const HEADER: &str = "# liandan autotune 1";
-
-/// `set_autotune`'s setting: 0 unset (the environment decides), 1 off, 2 on.
-static SETTING: AtomicU8 = AtomicU8::new(0);
-thread_local! {
-    /// Shapes this thread has measured.
-    static MEASURED: Cell<u64> = const { Cell::new(0) };
-    /// `with_autotune`'s override on this thread: on, with the cache in this directory (or in
-    /// memory only).
-    static OVERRIDE: RefCell<Option<Option<PathBuf>>> = const { RefCell::new(None) };
-}
-
-/// Turns the autotune on or off for this process (see the module docs), whatever
-/// `LIANDAN_AUTOTUNE` says.
-pub fn set_autotune(on: bool) {
-    SETTING.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
-
-/// Whether products are cut as measured on this adapter: [`set_autotune`]'s setting, else
-/// `LIANDAN_AUTOTUNE` (`1`, `on` or `true`), else off.
-pub fn autotune_enabled() -> bool {
-    if OVERRIDE.with(|o| o.borrow().is_some()) {
-        return true;
-    }
-    match SETTING.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => env_on(),
-    }
-}
-
-fn env_on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| matches!(std::env::var("LIANDAN_AUTOTUNE").map(|v| v.trim().to_ascii_lowercase()).as_deref(), Ok("1" | "on" | "true")))
-}
-
-/// Runs `f` with the autotune on for this thread, its results kept in `dir` (a file per
-/// adapter) or, with `None`, in memory only: for tests and benchmarks.
-pub fn with_autotune<R>(dir: Option<&Path>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Option<PathBuf>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            OVERRIDE.with(|o| *o.borrow_mut() = self.0.take());
-        }
-    }
-    let _restore = Restore(OVERRIDE.with(|o| o.borrow_mut().replace(dir.map(Path::to_path_buf))));
-    f()
-}
-
-/// Shapes the calling thread has measured so far (a shape found in the cache is not measured).
-pub fn autotune_measured() -> u64 {
-    MEASURED.with(Cell::get)
-}
-
-/// Where the autotune keeps its files: `LIANDAN_CACHE_DIR`, else the platform's cache
-/// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS,
-/// `%LOCALAPPDATA%` on Windows) with `liandan/autotune` under it, read once; `None` where none
-/// is known (results then stay in memory).
-pub fn autotune_cache_dir() -> Option<PathBuf> {
-    with_cache_dir(|dir| dir.map(Path::to_path_buf))
-}
-
-/// `f` of [`autotune_cache_dir`], borrowed: `with_autotune`'s directory on this thread, else
-/// the environment's.
-fn with_cache_dir<R>(f: impl FnOnce(Option<&Path>) -> R) -> R {
-    static ENV: OnceLock<Option<PathBuf>> = OnceLock::new();
-    OVERRIDE.with(|o| match &*o.borrow() {
-        Some(dir) => f(dir.as_deref()),
-        None => f(ENV.get_or_init(env_cache_dir).as_deref()),
-    })
-}
-
-fn env_cache_dir() -> Option<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = var("LIANDAN_CACHE_DIR") {
-        return Some(dir.join("autotune"));
-    }
-    let base = if cfg!(target_os = "macos") {
-        var("HOME").map(|h| h.join("Library/Caches"))
-    } else if cfg!(windows) {
-        var("LOCALAPPDATA")
-    } else {
-        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
-    };
-    base.map(|b| b.join("liandan").join("autotune"))
-}
 
 /// A product the autotune cuts, as its cut is looked up on every call: the operands' sizes
 /// and loaders of a matmul, the geometry and the largest product of a convolution pass. Its
@@ -252,17 +165,19 @@ impl Gpu {
         candidates: impl FnOnce() -> Vec<(usize, usize)>,
         run: impl FnMut((usize, usize)) -> Result<()>,
     ) -> Result<(usize, usize)> {
-        if !autotune_enabled() {
+        let options = self.options();
+        if !options.autotune {
             return Ok(rule);
         }
+        let dir = options.autotune_dir.as_deref().unwrap_or(Path::new(""));
         let lock = || self.tuning.lock().unwrap_or_else(|p| p.into_inner());
-        let known = with_cache_dir(|dir| lock().dirs.get(dir.unwrap_or(Path::new(""))).and_then(|c| c.chosen.get(&shape).copied()));
+        let known = lock().dirs.get(dir).and_then(|c| c.chosen.get(&shape).copied());
         if let Some(cut) = known {
             return Ok(cut);
         }
         // The first call for this shape (in this directory): its line in the file, or a
         // measurement.
-        let dir = autotune_cache_dir().unwrap_or_default();
+        let dir = dir.to_path_buf();
         let path = (!dir.as_os_str().is_empty()).then(|| file_in(&dir, &self.identity));
         let key = shape.to_string();
         let line = {
@@ -316,7 +231,7 @@ impl Gpu {
             }
             timed.push((cut, best));
         }
-        MEASURED.with(|m| m.set(m.get() + 1));
+        self.measured.fetch_add(1, Ordering::Relaxed);
         let (rule, rule_us) = timed[0];
         let fastest = timed.iter().copied().fold(timed[0], |best, t| if t.1 < best.1 { t } else { best });
         let ((tile, splits), micros) = if fastest.1 < rule_us * (1.0 - MARGIN) { fastest } else { (rule, rule_us) };

@@ -205,8 +205,8 @@ impl WgpuBackend {
     /// geometry, shapes that do not match it, sizes past 32 bits). Windows that tile the input
     /// (stride = kernel, no padding or dilation) find each pixel's one window by division
     /// rather than loop over every window that could cover it: on the H200 seed003_cnn's
-    /// 2 x 2 pool over `[128, 512, 11, 11]` took 47 us a call so and 65 as the loop
-    /// (docs/PERFORMANCE.md, runs 180-182), the composite's scatter-add 57 after a zero fill.
+    /// 2 x 2 pool over `[128, 512, 11, 11]` took 47 us a call so and 65 as the loop, the
+    /// composite's scatter-add 57 after a zero fill.
     pub(crate) fn max_pool2d_backward_op(&self, dy: Strided, indices: Strided, w: &Window2d) -> Option<Result<Storage>> {
         let tiles = w.stride == w.kernel && w.padding == (0, 0) && w.dilation == (1, 1);
         let kind = if tiles { Kind::MaxPoolBackwardTiles } else { Kind::MaxPoolBackward };

@@ -1,4 +1,4 @@
-//! The autotune (`LIANDAN_AUTOTUNE`, `liandan_backend_wgpu::with_autotune`): products and
+//! The autotune (`LIANDAN_AUTOTUNE`, `WgpuOptions::autotune`): products and
 //! convolutions cut as measured give the results of the rule's cut, the measured cuts are kept
 //! in a file per adapter and read back instead of measured again, a cut in the file is the
 //! one that runs, and a damaged file is measured again and rewritten. Skips without an adapter
@@ -6,11 +6,32 @@
 
 use std::path::{Path, PathBuf};
 
-use liandan_backend_wgpu::{autotune_measured, dispatches_recorded, with_autotune};
+use liandan_backend_wgpu::testing::dispatches_recorded;
+use liandan_backend_wgpu::{WgpuBackend, WgpuOptions};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
 use common::gpu;
+
+/// A device of its own with the autotune on, its cuts kept in `dir`.
+fn tuned(dir: &Path) -> Device {
+    common::gpu_with(|o| {
+        o.autotune = true;
+        o.autotune_dir = Some(dir.to_path_buf());
+    })
+    .expect("a GPU, found before")
+}
+
+/// Points `d`'s autotune at `dir`.
+fn retune(d: &Device, dir: &Path) {
+    let backend = WgpuBackend::of(d).unwrap();
+    backend.set_options(WgpuOptions { autotune_dir: Some(dir.to_path_buf()), ..backend.options() }).unwrap();
+}
+
+/// Shapes measured on `d` so far.
+fn measured(d: &Device) -> u64 {
+    WgpuBackend::of(d).unwrap().autotune_measured()
+}
 
 fn close(what: &str, got: &Tensor, want: &Tensor, tol: f64) {
     let (g, w) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap());
@@ -59,14 +80,14 @@ fn tuned_cuts_give_the_rules_results_and_are_kept_on_disk() {
     let dir = scratch("disk");
     let (_, _, want) = product(&d, 64, 1024, 64);
     let want_conv = conv(&d);
-    let before = autotune_measured();
-    let (got, got_conv) = with_autotune(Some(&dir), || (product(&d, 64, 1024, 64).2, conv(&d)));
+    let t = tuned(&dir);
+    let (got, got_conv) = (product(&t, 64, 1024, 64).2, conv(&t));
     close("a tuned matmul", &got, &want, 1e-4);
     for (g, w) in got_conv.iter().zip(&want_conv) {
         close("a tuned convolution pass", g, w, 1e-4);
     }
     // The product and the three passes (the input gradient's phases share one cut).
-    assert_eq!(autotune_measured() - before, 4, "every shape measured once");
+    assert_eq!(measured(&t), 4, "every shape measured once");
     let file = the_file(&dir);
     let text = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = text.lines().collect();
@@ -80,25 +101,27 @@ fn tuned_cuts_give_the_rules_results_and_are_kept_on_disk() {
     let again = scratch("copy");
     std::fs::create_dir_all(&again).unwrap();
     std::fs::copy(&file, again.join(file.file_name().unwrap())).unwrap();
-    let before = autotune_measured();
-    with_autotune(Some(&dir), || (product(&d, 64, 1024, 64), conv(&d)));
-    with_autotune(Some(&again), || (product(&d, 64, 1024, 64), conv(&d)));
-    assert_eq!(autotune_measured(), before, "cuts in the file are not measured again");
+    let before = measured(&t);
+    product(&t, 64, 1024, 64);
+    conv(&t);
+    retune(&t, &again);
+    product(&t, 64, 1024, 64);
+    conv(&t);
+    assert_eq!(measured(&t), before, "cuts in the file are not measured again");
 
     // A cut written in the file is the one that runs: K split in four is a product and a sum
     // of the partial results, unsplit one dispatch.
     let line = lines.iter().find(|l| l.starts_with("matmul f32 b=1 m=64 k=1024 n=64")).unwrap();
     let key = line.split('\t').next().unwrap();
-    let (a, b, _) = product(&d, 64, 1024, 64);
     for (cut, dispatches) in [("64 4", 2), ("64 1", 1), ("128 2", 2)] {
         let edited = scratch(&format!("edited-{}", cut.replace(' ', "-")));
         std::fs::create_dir_all(&edited).unwrap();
         std::fs::write(edited.join(file.file_name().unwrap()), text.replace(line, &format!("{key}\t{cut} 1.0"))).unwrap();
-        let (y, counted) = with_autotune(Some(&edited), || {
-            let start = dispatches_recorded();
-            let y = a.matmul(&b).unwrap();
-            (y, dispatches_recorded() - start)
-        });
+        retune(&t, &edited);
+        let (a, b, _) = product(&t, 64, 1024, 64);
+        let start = dispatches_recorded();
+        let y = a.matmul(&b).unwrap();
+        let counted = dispatches_recorded() - start;
         assert_eq!(counted, dispatches, "the cut {cut} from the file");
         close(&format!("the matmul cut as {cut}"), &y, &want, 1e-4);
         std::fs::remove_dir_all(&edited).unwrap();
@@ -108,18 +131,18 @@ fn tuned_cuts_give_the_rules_results_and_are_kept_on_disk() {
     let damaged = scratch("damaged");
     std::fs::create_dir_all(&damaged).unwrap();
     std::fs::write(damaged.join(file.file_name().unwrap()), "# liandan autotune 1 x\tnot this adapter\nmatmul\tgarbage\n").unwrap();
-    let before = autotune_measured();
-    let y = with_autotune(Some(&damaged), || product(&d, 64, 1024, 64).2);
+    let before = measured(&t);
+    retune(&t, &damaged);
+    let y = product(&t, 64, 1024, 64).2;
     close("the matmul after a damaged file", &y, &want, 1e-4);
-    assert_eq!(autotune_measured() - before, 1, "the damaged file's shape measured again");
+    assert_eq!(measured(&t) - before, 1, "the damaged file's shape measured again");
     let rewritten = std::fs::read_to_string(damaged.join(file.file_name().unwrap())).unwrap();
     assert_eq!(rewritten.lines().next(), Some(lines[0]), "rewritten with this adapter's header");
     assert_eq!(rewritten.lines().count(), 2, "{rewritten}");
 
     // Off (the default): nothing measured, nothing written.
-    let before = autotune_measured();
     product(&d, 32, 512, 32);
-    assert_eq!(autotune_measured(), before);
+    assert_eq!(measured(&d), 0);
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&again).unwrap();
     std::fs::remove_dir_all(&damaged).unwrap();
@@ -132,12 +155,12 @@ fn a_directory_that_cannot_be_written_keeps_the_cuts_in_memory() {
     let blocked = scratch("blocked");
     std::fs::write(&blocked, "not a directory").unwrap();
     let (_, _, want) = product(&d, 48, 768, 40);
-    let before = autotune_measured();
-    let y = with_autotune(Some(&blocked), || product(&d, 48, 768, 40).2);
+    let t = tuned(&blocked);
+    let y = product(&t, 48, 768, 40).2;
     close("a tuned matmul with no cache", &y, &want, 1e-4);
-    assert_eq!(autotune_measured() - before, 1);
+    assert_eq!(measured(&t), 1);
     // Measured once: kept in memory for the same directory.
-    with_autotune(Some(&blocked), || product(&d, 48, 768, 40));
-    assert_eq!(autotune_measured() - before, 1);
+    product(&t, 48, 768, 40);
+    assert_eq!(measured(&t), 1);
     std::fs::remove_file(&blocked).unwrap();
 }

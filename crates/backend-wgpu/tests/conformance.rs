@@ -57,14 +57,6 @@ fn fused_conv_kernels_run_here() {
     }
 }
 
-/// The strided input gradients computed the way they were before the phase decomposition (one
-/// product over every tap, kept for `xtask bench-conv` and for bisecting) against the composite.
-#[test]
-fn fused_conv_without_phases_matches_composite() {
-    let Some(d) = gpu() else { return };
-    liandan_backend_wgpu::without_conv_phases(|| liandan_tensor::conformance::fused_conv::conv2d_strided_matches_composite(&d));
-}
-
 /// The convolution under every tile and with K forced into splits (cuts the default picks only
 /// for big layers: 128 x 128 tiles of the weight gradient, split forwards and input gradients)
 /// against the composite, forward and backward, on shapes that leave every tile ragged: strided
@@ -73,28 +65,28 @@ fn fused_conv_without_phases_matches_composite() {
 /// also with a bias and ReLU (`conv2d_relu`), in the kernel unsplit, after the sums split.
 #[test]
 fn fused_conv_every_cut_matches_composite() {
-    use liandan_backend_wgpu::{with_conv_cut, ConvCut};
     use liandan_tensor::conformance::{fused::check_fused, values};
     use liandan_tensor::{DType, Tensor};
-    let Some(d) = gpu() else { return };
+    // (tile, splits): a device of its own under each.
+    let cuts = [(128, 1), (128, 3), (64, 2)];
+    let Some(devices) = cuts.iter().map(|&cut| common::gpu_with(|o| o.testing.conv_cut = Some(cut))).collect::<Option<Vec<_>>>() else { return };
     // (N, C, H, W, O, kernel, stride, padding, groups)
     let cases = [(2, 5, 9, 7, 6, 3, 2, 1, 1), (2, 32, 6, 6, 16, 3, 1, 1, 1), (1, 4, 7, 7, 40, 3, 2, 1, 1), (2, 6, 7, 7, 4, 3, 1, 1, 2)];
-    let cuts = [ConvCut::Fixed { tile: 128, splits: 1 }, ConvCut::Fixed { tile: 128, splits: 3 }, ConvCut::Fixed { tile: 64, splits: 2 }];
     for (i, &(n, c, h, w, o, k, s, p, g)) in cases.iter().enumerate() {
         // f16 (accumulated in f32 either way) on one case: the kernels' loaders are the same.
         let f16 = [(DType::F16, (6e-2, 2e-2))];
         for &(dtype, tol) in [(DType::F32, (1e-4, 1e-4))].iter().chain(if i == 1 { &f16[..] } else { &[] }) {
             let seed = 40 + 3 * i as u64;
-            let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, &d).unwrap();
-            let inputs = [t(&[n, c, h, w], seed), t(&[o, c / g, k, k], seed + 1).mul_scalar(0.5).unwrap()];
             let conv = |x: &[Tensor]| Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), g)?]);
-            // With a bias and ReLU (in the kernel, or after a split's sums), inputs of both signs.
-            let signed = [inputs[0].add_scalar(-0.5).unwrap(), inputs[1].clone(), t(&[o], seed + 2).add_scalar(-0.5).unwrap()];
             let conv_relu = |x: &[Tensor]| Ok(vec![x[0].conv2d_relu(&x[1], Some(&x[2]), (s, s), (p, p), (1, 1), g)?]);
-            for cut in cuts {
-                let what = format!("conv2d {dtype} case {i} under {cut:?}");
-                with_conv_cut(cut, || check_fused(&what, &inputs, conv, tol.0, tol.1));
-                with_conv_cut(cut, || check_fused(&format!("{what}, bias and ReLU"), &signed, conv_relu, tol.0, tol.1));
+            for (cut, d) in cuts.iter().zip(&devices) {
+                let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+                let inputs = [t(&[n, c, h, w], seed), t(&[o, c / g, k, k], seed + 1).mul_scalar(0.5).unwrap()];
+                // With a bias and ReLU (in the kernel, or after a split's sums), inputs of both signs.
+                let signed = [inputs[0].add_scalar(-0.5).unwrap(), inputs[1].clone(), t(&[o], seed + 2).add_scalar(-0.5).unwrap()];
+                let what = format!("conv2d {dtype} case {i} cut as {cut:?}");
+                check_fused(&what, &inputs, conv, tol.0, tol.1);
+                check_fused(&format!("{what}, bias and ReLU"), &signed, conv_relu, tol.0, tol.1);
             }
         }
     }

@@ -3,18 +3,15 @@
 //! the adapter runs f16 on cooperative matrices (`liandan info`: "f16 matmul: tensor
 //! cores"), the three passes of most cases run on them; elsewhere, such as
 //! lavapipe, this checks the ordinary f16 kernels and says so. Cases: outputs off the 128 x 128
-//! tile, several images, padding, stride (the input gradient by phase and, with
-//! `without_conv_phases`, over every tap), dilation, groups, a long K over a small output
-//! (split into ranges), and the shapes that stay on the tiled kernel. Skips without an adapter
-//! unless `LIANDAN_REQUIRE_GPU` is set. The tensor-core kernel is the one
-//! `LIANDAN_COOP_VARIANT` picks (the device's default when unset; `direct` runs as prefetch here), except
-//! that products of at most 64 rows run on `short`'s 64-row tiles.
+//! tile, several images, padding, stride (the input gradient by phase), dilation, groups, a
+//! long K over a small output (split into ranges), and the shapes that stay on the tiled
+//! kernel. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set. The tensor-core kernel
+//! is the device's, except that products of at most 64 rows run on `short`'s 64-row tiles.
 //!
-//! Also f32 convolutions under `set_conv_tf32(true)`, which on such adapters run on the same
+//! Also f32 convolutions under `conv_tf32`, which on such adapters run on the same
 //! kernels with each operand scaled into f16, against the CPU's f32 within what rounding each
 //! operand to 11 significant bits allows.
 
-use liandan_backend_wgpu::{set_conv_tf32, with_conv_tf32_any_size, with_conv_winograd, without_conv_phases};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -75,10 +72,6 @@ fn case(d: &Device, c: Case) {
     let (dx, dw) = grads(&gx, &gw, &gg);
     close(&format!("{what}: input gradient"), &dx, &wdx, dx_k);
     close(&format!("{what}: weight gradient"), &dw, &wdw, n * oh * ow);
-    if c.s != (1, 1) {
-        let (dx, _) = without_conv_phases(|| grads(&gx, &gw, &gg));
-        close(&format!("{what}: input gradient without phases"), &dx, &wdx, dx_k);
-    }
 }
 
 #[test]
@@ -137,7 +130,7 @@ fn f16_conv_matches_cpu_f32() {
     }
 }
 
-/// The three passes of `c` in f32 on `d` under `set_conv_tf32(true)` against the CPU's exact
+/// The three passes of `c` in f32 on `d` under `conv_tf32` against the CPU's exact
 /// f32, with x scaled by `xs` and dy by `gs`: past f16's range (65504) and below its normal
 /// one (6.1e-5) unless each operand is scaled first. Each product of two operands rounded to
 /// 11 significant bits is within 2^-10 of the exact one (2^-9 here, should the device round
@@ -177,8 +170,7 @@ fn tf32_case_with(d: &Device, c: Case, xs: f64, gs: f64, specials: &[(usize, f32
     let want = grads(&cx, &cw, &cg);
     let bound = grads(&abs(&cx), &abs(&cw), &abs(&cg));
     let on = |t: &Tensor| t.to_device(d).unwrap();
-    // These cases are far smaller than the passes that go to the tensor cores by default.
-    let got = with_conv_tf32_any_size(|| grads(&on(&cx), &on(&cw), &on(&cg)));
+    let got = grads(&on(&cx), &on(&cw), &on(&cg));
     let mut rounded = [0; 3];
     let what = format!("f32 conv2d on tensor cores {c:?} (x x {xs:e}, dy x {gs:e})");
     let k = [ch / c.groups * c.k.0 * c.k.1, c.o / c.groups * c.k.0 * c.k.1, n * want.0.shape()[2] * want.0.shape()[3]];
@@ -205,21 +197,29 @@ fn tf32_case_with(d: &Device, c: Case, xs: f64, gs: f64, specials: &[(usize, f32
 
 #[test]
 fn f32_conv_with_tf32_matches_cpu() {
-    let Some(d) = gpu() else { return };
-    // The passes that stay off the tensor cores here are the implicit GEMM's, exact f32: not
-    // Winograd's (tests/conv_winograd.rs), which rounds otherwise.
-    with_conv_winograd(0, || tf32_cases(&d));
+    // These cases are far smaller than the passes that go to the tensor cores by default; the
+    // passes that stay off them here are the implicit GEMM's, exact f32: not Winograd's
+    // (tests/conv_winograd.rs), which rounds otherwise.
+    let Some(d) = common::gpu_with(|o| {
+        o.conv_tf32 = true;
+        o.testing.tf32_any_size = true;
+        o.testing.conv_winograd = Some(0);
+    }) else {
+        return;
+    };
+    tf32_cases(&d);
 }
 
 fn tf32_cases(d: &Device) {
     let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
     let tensor_cores = path.starts_with("tensor cores");
     if tensor_cores {
-        eprintln!("f32 convolutions under set_conv_tf32(true) run on cooperative matrices on {d}: checking that path ({path})");
+        eprintln!("f32 convolutions under conv_tf32 run on cooperative matrices on {d}: checking that path ({path})");
     } else {
-        eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): f32 convolutions stay exact under set_conv_tf32(true), the scaled tensor-core path is NOT tested here");
+        eprintln!(
+            "{d} has no cooperative-matrix f16 kernels ({path}): f32 convolutions stay exact under conv_tf32, the scaled tensor-core path is NOT tested here"
+        );
     }
-    set_conv_tf32(true);
     let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, groups: usize| Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups };
     // The cases of the f16 test above that run on tensor cores (a resnet layer, strided, groups,
     // rows past a tile, K split for the forward and for the input gradient), each with x past

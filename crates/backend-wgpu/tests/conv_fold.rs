@@ -5,11 +5,9 @@
 //! padded, strided, dilated, 1x1 and 5x5 kernels, rectangular ones, several images, w at an
 //! offset in its buffer. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu::with_conv_fold;
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
-use common::gpu;
 
 type Geometry = ((usize, usize), (usize, usize), (usize, usize), (usize, usize));
 
@@ -21,9 +19,9 @@ fn input_gradient(x: &Tensor, w: &Tensor, g: &Tensor, (_, s, p, d): Geometry) ->
     x.grad().unwrap()
 }
 
-/// Checks one case; returns whether the fold's result differs anywhere from the implicit
-/// GEMM's.
-fn case(dev: &Device, x_shape: [usize; 4], o: usize, geometry: Geometry) -> bool {
+/// Checks one case on `fold` (a device that folds every input gradient it can) against the
+/// CPU; returns whether its result differs anywhere from the implicit GEMM's (on `direct`).
+fn case([fold, direct]: [&Device; 2], x_shape: [usize; 4], o: usize, geometry: Geometry) -> bool {
     let cpu = Device::cpu();
     let [n, c, h, w] = x_shape;
     let (k, ..) = geometry;
@@ -37,10 +35,11 @@ fn case(dev: &Device, x_shape: [usize; 4], o: usize, geometry: Geometry) -> bool
     let want = input_gradient(&x, &cw, &g, geometry);
     let abs = |t: &Tensor| t.abs().unwrap();
     let bound = input_gradient(&x, &abs(&cw.contiguous().unwrap()), &abs(&g), geometry);
-    let on = |t: &Tensor| t.to_device(dev).unwrap();
-    let (gx, gw, gg) = (on(&x), on(&wb).narrow(0, 1, o).unwrap(), on(&g));
-    let got = with_conv_fold(Some(true), || input_gradient(&gx, &gw, &gg, geometry));
-    let direct = with_conv_fold(Some(false), || input_gradient(&gx, &gw, &gg, geometry));
+    let on = |dev: &Device| {
+        let on = |t: &Tensor| t.to_device(dev).unwrap();
+        input_gradient(&on(&x), &on(&wb).narrow(0, 1, o).unwrap(), &on(&g), geometry)
+    };
+    let (got, direct) = (on(fold), on(direct));
     let what = format!("folded input gradient of conv2d x {x_shape:?}, {o} outputs, (kernel, stride, padding, dilation) {geometry:?}");
     assert_eq!(got.shape(), want.shape(), "{what}: shape");
     let tol = 4.0 * f32::EPSILON as f64 * (o * k.0 * k.1) as f64;
@@ -53,7 +52,8 @@ fn case(dev: &Device, x_shape: [usize; 4], o: usize, geometry: Geometry) -> bool
 
 #[test]
 fn folded_input_gradient_matches_cpu() {
-    let Some(d) = gpu() else { return };
+    let devices = [Some(true), Some(false)].map(|on| common::gpu_with(|o| o.testing.conv_fold = on));
+    let [Some(fold), Some(direct)] = &devices else { return };
     let cases: [([usize; 4], usize, Geometry); 8] = [
         // Unpadded, as the rule takes them (seed003_cnn's second convolution, smaller).
         ([2, 16, 13, 13], 32, ((3, 3), (1, 1), (0, 0), (1, 1))),
@@ -69,7 +69,7 @@ fn folded_input_gradient_matches_cpu() {
     ];
     let mut differs = false;
     for (x, o, g) in cases {
-        differs |= case(&d, x, o, g);
+        differs |= case([fold, direct], x, o, g);
     }
     assert!(differs, "the folded input gradients equal the implicit GEMM's to the bit: the fold did not run");
 }

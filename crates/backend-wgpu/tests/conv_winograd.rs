@@ -8,11 +8,18 @@
 //! several images, x and w at an offset in their buffers, products whose K is split. Skips
 //! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu::{with_conv_winograd, with_conv_winograd_chunk};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
-use common::gpu;
+
+/// A device of its own that runs every convolution Winograd can take on tiles of `tile` x
+/// `tile` outputs (0: none), its weight gradients' images in chunks of `chunk` bytes.
+fn winograd(tile: usize, chunk: Option<usize>) -> Option<Device> {
+    common::gpu_with(|o| {
+        o.testing.conv_winograd = Some(tile);
+        o.testing.winograd_chunk = chunk;
+    })
+}
 
 /// `(y, dx, dw)` of `sum(conv(x, w) * g)`, padded by `pad`.
 fn passes(x: &Tensor, w: &Tensor, g: &Tensor, pad: usize) -> [Tensor; 3] {
@@ -24,9 +31,10 @@ fn passes(x: &Tensor, w: &Tensor, g: &Tensor, pad: usize) -> [Tensor; 3] {
     [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
 }
 
-/// Checks one case; returns, per pass (forward, input gradient, weight gradient), whether
-/// Winograd's result differs anywhere from the implicit GEMM's.
-fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize, pad: usize) -> [bool; 3] {
+/// Checks one case on `d` (a device that runs it as Winograd on tiles of `tile`) against the
+/// CPU; returns, per pass (forward, input gradient, weight gradient), whether its result
+/// differs anywhere from the implicit GEMM's (on `direct`).
+fn case([d, direct]: [&Device; 2], x_shape: [usize; 4], o: usize, tile: usize, pad: usize) -> [bool; 3] {
     let cpu = Device::cpu();
     let [n, c, h, w] = x_shape;
     let (ho, wo) = (h + 2 * pad - 2, w + 2 * pad - 2);
@@ -39,10 +47,11 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize, pad: usize) -> [
     let want = passes(&cx, &cw, &g, pad);
     let abs = |t: &Tensor| t.abs().unwrap();
     let bound = passes(&abs(&cx.contiguous().unwrap()), &abs(&cw.contiguous().unwrap()), &abs(&g), pad);
-    let on = |t: &Tensor| t.to_device(d).unwrap();
-    let (gx, gw, gg) = (on(&xb).narrow(0, 1, n).unwrap(), on(&wb).narrow(0, 1, o).unwrap(), on(&g));
-    let got = with_conv_winograd(tile, || passes(&gx, &gw, &gg, pad));
-    let direct = with_conv_winograd(0, || passes(&gx, &gw, &gg, pad));
+    let on = |d: &Device| {
+        let on = |t: &Tensor| t.to_device(d).unwrap();
+        passes(&on(&xb).narrow(0, 1, n).unwrap(), &on(&wb).narrow(0, 1, o).unwrap(), &on(&g), pad)
+    };
+    let (got, direct) = (on(d), on(direct));
     let what = format!("winograd F({tile}x{tile}, 3x3) conv2d x {x_shape:?}, {o} outputs, padding {pad}");
     // Terms summed: the forward's c * 9, the input gradient's o * 9, the weight gradient's
     // n * h * w, plus the transforms' 36.
@@ -63,7 +72,7 @@ fn case(d: &Device, x_shape: [usize; 4], o: usize, tile: usize, pad: usize) -> [
 
 #[test]
 fn winograd_conv_matches_cpu() {
-    let Some(d) = gpu() else { return };
+    let Some(direct) = winograd(0, None) else { return };
     let cases = [
         // Sizes off the tile: the last tile row and column partly outside the image.
         ([2, 5, 7, 9], 3, 1),
@@ -82,18 +91,19 @@ fn winograd_conv_matches_cpu() {
         ([8, 4, 34, 34], 4, 0),
     ];
     for tile in [2, 4] {
+        let d = winograd(tile, None).expect("the GPU found above");
         // Per padding (1, then 0) and pass: whether any case's result differs from the implicit GEMM's.
         let mut differs = [[false; 3]; 2];
         for (x, o, pad) in cases {
-            for (any, this) in differs[1 - pad].iter_mut().zip(case(&d, x, o, tile, pad)) {
+            for (any, this) in differs[1 - pad].iter_mut().zip(case([&d, &direct], x, o, tile, pad)) {
                 *any |= this;
             }
         }
         let why = "the results equal the implicit GEMM's bit for bit in every case (forward, input gradient, weight gradient): did Winograd run?";
         assert_eq!(differs, [[true; 3]; 2], "F({tile}x{tile}, 3x3), padding 1 and 0: {why}");
-    }
-    for (what, _) in d.fallback_report() {
-        assert!(!what.contains("conv"), "{what} ran on the CPU");
+        for (what, _) in d.fallback_report() {
+            assert!(!what.contains("conv"), "{what} ran on the CPU");
+        }
     }
 }
 
@@ -102,10 +112,11 @@ fn winograd_conv_matches_cpu() {
 /// and not, in both tile sizes.
 #[test]
 fn winograd_weight_gradient_in_chunks_matches_cpu() {
-    let Some(d) = gpu() else { return };
-    for (x, o, pad) in [([3, 5, 7, 9], 3, 1), ([4, 8, 13, 13], 12, 0)] {
-        for tile in [2, 4] {
-            with_conv_winograd_chunk(1, || case(&d, x, o, tile, pad));
+    let Some(direct) = winograd(0, None) else { return };
+    for tile in [2, 4] {
+        let d = winograd(tile, Some(1)).expect("the GPU found above");
+        for (x, o, pad) in [([3, 5, 7, 9], 3, 1), ([4, 8, 13, 13], 12, 0)] {
+            case([&d, &direct], x, o, tile, pad);
         }
     }
 }
@@ -115,7 +126,6 @@ fn winograd_weight_gradient_in_chunks_matches_cpu() {
 /// infinity may come out as NaN), so a loss scaler's check still sees it.
 #[test]
 fn winograd_keeps_non_finite_results_non_finite() {
-    let Some(d) = gpu() else { return };
     let cpu = Device::cpu();
     let shape = [2, 8, 9, 9];
     let mut x = Tensor::randn(&shape, 7, DType::F32, &cpu).unwrap().to_vec::<f32>().unwrap();
@@ -127,9 +137,10 @@ fn winograd_keeps_non_finite_results_non_finite() {
     g[500] = f32::NEG_INFINITY;
     let g = Tensor::from_vec(g, &[2, 6, 9, 9], &cpu).unwrap();
     let want = passes(&x, &w, &g, 1);
-    let on = |t: &Tensor| t.to_device(&d).unwrap();
     for tile in [2, 4] {
-        let got = with_conv_winograd(tile, || passes(&on(&x), &on(&w), &on(&g), 1));
+        let Some(d) = winograd(tile, None) else { return };
+        let on = |t: &Tensor| t.to_device(&d).unwrap();
+        let got = passes(&on(&x), &on(&w), &on(&g), 1);
         for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
             let (got, want) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap());
             assert!(want.iter().any(|w| !w.is_finite()), "{pass}: the case reaches no output");

@@ -3,7 +3,7 @@
 //! matrices, transposed and batch-broadcast operands, every variant of the vec4 loaders. Skips
 //! without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 
-use liandan_backend_wgpu::{dispatches_recorded, heads_products_recorded};
+use liandan_backend_wgpu::testing::{dispatches_recorded, heads_products_recorded};
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;

@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use liandan_backend_wgpu::UPLOAD_LIMIT;
+use liandan_backend_wgpu::testing::UPLOAD_LIMIT;
 use liandan_tensor::{no_grad, DType, Device, Reduction, Tensor};
 
 /// Held by each test: they read the device's counters, which the other would move.

@@ -88,7 +88,7 @@ fn every_shader_with_immediate_params_translates_to_spirv() {
 #[test]
 fn cooperative_shaders_translate_to_spirv() {
     let sources = liandan_backend_wgpu::shaders::all_sources(true, false, false);
-    let dump = std::env::var_os("LIANDAN_SPIRV_DUMP").map(std::path::PathBuf::from);
+    let dump = liandan_tensor::settings::SPIRV_DUMP.path_in(&liandan_tensor::settings::env).unwrap_or_else(|e| panic!("{e}"));
     let mut translated = 0;
     for (name, src) in sources.iter().filter(|(_, src)| cooperative(src)) {
         let (module, info) = validate(name, src, Capabilities::SHADER_FLOAT16);

@@ -29,7 +29,7 @@ pub fn pick_device(flag: Option<&str>) -> Result<(Device, String), Failure> {
         return Ok((dev, format!("asked for with --device {spec}")));
     }
     if let Some(dev) = Device::from_env().map_err(|e| Failure::usage(plain(e)))? {
-        let spec = std::env::var("LIANDAN_DEVICE").unwrap_or_default();
+        let spec = liandan_tensor::settings::DEVICE.text_in(&liandan_tensor::settings::env).ok().flatten().unwrap_or_default();
         return Ok((dev, format!("asked for with LIANDAN_DEVICE={}", spec.trim())));
     }
     let dev = Device::best().map_err(|e| Failure::usage(e.to_string()))?;

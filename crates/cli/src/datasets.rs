@@ -45,17 +45,10 @@ impl Pixels {
 /// A dataset, and a line saying what it is.
 pub type Opened = (Arc<dyn Dataset>, String);
 
-/// Replaces the download's base URL (a mirror, or the local server of the tests).
-const URL_VAR: &str = "LIANDAN_DATA_URL";
-
 /// CIFAR-10's per-channel mean and standard deviation over its training split, as the
 /// PyTorch CIFAR examples normalize with them.
 const CIFAR_MEAN: [f32; 3] = [0.4914, 0.4822, 0.4465];
 const CIFAR_STD: [f32; 3] = [0.2470, 0.2435, 0.2616];
-
-fn base_url(default: &str) -> String {
-    std::env::var(URL_VAR).ok().filter(|u| !u.is_empty()).map_or_else(|| default.to_string(), |u| if u.ends_with('/') { u } else { format!("{u}/") })
-}
 
 /// One split of MNIST or Fashion-MNIST (`name`) from `<cache>/<name>`, downloading that
 /// split's files if they are not there yet; its pixels as `pixels` says.
@@ -77,7 +70,7 @@ pub fn mnist_like(name: &str, split: Split, pixels: Pixels) -> Result<Opened, Fa
         .filter(|f| f.name.starts_with(prefix) && !dir.join(f.name).is_file() && !dir.join(f.name.trim_end_matches(".gz")).is_file())
         .collect();
     if !missing.is_empty() {
-        let base = base_url(default_url);
+        let base = download::base_url(default_url)?;
         note!("downloading {name}'s {which} split ({} files) from {base} into {} (set LIANDAN_DATA to change the directory)", missing.len(), dir.display());
         download::fetch_all(&base, &missing, &dir)?;
     }
@@ -92,7 +85,7 @@ pub fn cifar(split: Split, pixels: Pixels) -> Result<Opened, Failure> {
     let root = download::cache_dir()?;
     let top = "cifar-10-batches-bin";
     if !root.join(top).is_dir() {
-        let url = format!("{}{}", base_url(download::CIFAR10_URL), download::CIFAR10_FILE.name);
+        let url = format!("{}{}", download::base_url(download::CIFAR10_URL)?, download::CIFAR10_FILE.name);
         note!("downloading CIFAR-10 (163 MB) from {url} into {} (set LIANDAN_DATA to change the directory)", root.display());
         download::fetch_and_unpack(&url, download::CIFAR10_FILE.sha256, &root, top)?;
     }

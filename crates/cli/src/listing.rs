@@ -10,7 +10,8 @@ use crate::output::{say, text};
 use crate::train::optimizer_name;
 use crate::Failure;
 
-/// The devices, their facts and the one `best()` picks, after a tiny computation on it.
+/// The devices, their facts, the one `best()` picks, the settings that differ from their
+/// defaults, and a tiny computation on the best device.
 pub fn info() -> Result<(), Failure> {
     for d in Device::all() {
         say!("{d}")?;
@@ -19,6 +20,11 @@ pub fn info() -> Result<(), Failure> {
         }
     }
     let best = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
+    // What the environment changes (docs/SETTINGS.md lists every setting).
+    let changed = crate::settings::changed();
+    if !changed.is_empty() {
+        say!("settings: {}", changed.join(" "))?;
+    }
     // A tiny computation, so that `info` also proves the device works (an error if it does not).
     let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32, &best).map_err(|e| Failure { code: 1, message: e.to_string() })?;
     let sum = x.sum_all().and_then(|s| s.item::<f32>()).map_err(|e| Failure { code: 1, message: e.to_string() })?;

@@ -12,6 +12,9 @@
 // Output goes through `output::say!`: `println!` panics when stdout fails.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+// The arguments' doc comments are clap's `--help` text, written for a terminal, not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
+
 mod args;
 mod batch_size;
 mod common;
@@ -24,6 +27,7 @@ mod output;
 mod profile;
 mod resume;
 mod run_dir;
+mod settings;
 mod train;
 mod vae;
 
@@ -96,18 +100,23 @@ impl From<liandan_nn::TensorError> for Failure {
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // A bad setting is the user's to fix, whatever the command.
+    if let Err(f) = settings::check() {
+        note!("liandan: {}", f.message);
+        return ExitCode::from(f.code);
+    }
     let (name, result) = match cli.command {
         Command::Info => ("info", listing::info()),
         Command::Zoo => ("zoo", listing::zoo()),
         Command::Summary(a) => ("summary", listing::summary(&a)),
         Command::Train(a) => {
             let given = args::given(matches.subcommand_matches("train"));
-            ("train", with_gpu_switches(a.autotune, a.conv_tf32, || train::train(&a, &given)))
+            ("train", train::train(&a, &given))
         }
         Command::Eval(a) => ("eval", train::eval(&a)),
         Command::Predict(a) => ("predict", inputs::predict(&a)),
         Command::Plot(a) => ("plot", train::plot(&a)),
-        Command::Profile(a) => ("profile", with_gpu_switches(a.autotune, a.conv_tf32, || profile::profile(&a))),
+        Command::Profile(a) => ("profile", profile::profile(&a)),
         Command::FindBatchSize(a) => ("find-batch-size", batch_size::find_batch_size(&a)),
         Command::Export(a) => ("export", export::export(&a)),
     };
@@ -120,45 +129,4 @@ fn main() -> ExitCode {
             ExitCode::from(f.code)
         }
     }
-}
-
-/// `run` with `--autotune` and `--conv-tf32` as they say, and the autotune's report after a
-/// run that succeeded.
-fn with_gpu_switches(autotune: bool, conv_tf32: bool, run: impl FnOnce() -> Result<(), Failure>) -> Result<(), Failure> {
-    gpu_switches(autotune, conv_tf32);
-    let done = run();
-    if autotune && done.is_ok() {
-        autotune_report()?;
-    }
-    done
-}
-
-/// `--autotune` and `--conv-tf32`: the wgpu backend's autotune, and its f32 convolutions on the
-/// tensor cores, on for this process (off leaves `LIANDAN_AUTOTUNE` and `LIANDAN_CONV_TF32` to
-/// decide). A CPU-only build has neither.
-fn gpu_switches(autotune: bool, conv_tf32: bool) {
-    #[cfg(feature = "wgpu")]
-    {
-        if autotune {
-            liandan_backend_wgpu::set_autotune(true);
-        }
-        if conv_tf32 {
-            liandan_backend_wgpu::set_conv_tf32(true);
-        }
-    }
-    #[cfg(not(feature = "wgpu"))]
-    let _ = (autotune, conv_tf32);
-}
-
-/// After a run with `--autotune`: how many shapes it measured, and where the cuts are kept.
-fn autotune_report() -> Result<(), Failure> {
-    #[cfg(feature = "wgpu")]
-    {
-        let measured = liandan_backend_wgpu::autotune_measured();
-        match liandan_backend_wgpu::autotune_cache_dir() {
-            Some(dir) => output::say!("autotune: {measured} shape(s) measured this run; the cuts are kept in {}", dir.display())?,
-            None => output::say!("autotune: {measured} shape(s) measured this run; no cache directory (set LIANDAN_CACHE_DIR to keep them)")?,
-        }
-    }
-    Ok(())
 }

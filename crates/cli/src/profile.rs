@@ -21,6 +21,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> Failure {
 pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     let spec = zoo::spec(&a.model)?;
     let (device, why) = pick_device(a.device.as_deref())?;
+    crate::settings::gpu_switches(&device, a.autotune, a.conv_tf32)?;
     if let Some(path) = &a.trace {
         check_writable(path)?;
     }
@@ -71,7 +72,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     };
     // On a GPU the warm-up goes on for a second after its first step (which compiles the
     // kernels): NVIDIA's Vulkan driver ran kernels it had just compiled 3-5x slower for the
-    // first steps (docs/PERFORMANCE.md, runs 97-99).
+    // first steps.
     let floor = if device.is_cpu() || a.warmup == 0 { 0.0 } else { 1.0 };
     let mut first_done: Option<std::time::Instant> = None;
     let mut done = 0;
@@ -105,6 +106,9 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     if let Some(path) = &a.trace {
         p.write_trace(path).map_err(|e| Failure::usage(e.to_string()))?;
         note!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());
+    }
+    if a.autotune {
+        crate::settings::autotune_report(&device)?;
     }
     Ok(())
 }

@@ -47,6 +47,7 @@ pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
     let s = resolve(a, given, saved.as_ref().map(|r| &r.settings), &out)?;
     let spec = s.model;
     let (device, why) = pick_device(a.data.device.as_deref())?;
+    crate::settings::gpu_switches(&device, a.autotune, a.conv_tf32)?;
     check_fits(spec, &s.data)?;
     let (train_set, val_set, what) = open_data(&s.data, s.max_samples, Pixels::of(spec))?;
     let sample_shape = train_set.get(0)?.shape;
@@ -100,7 +101,11 @@ pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
     say!("checkpoint (best model, a state dict PyTorch loads): {}", out.join("best.safetensors").display())?;
     say!("training state (continue with --resume):            {}", last.display())?;
     say!("history:                                             {}, {}", out.join("history.csv").display(), out.join("history.json").display())?;
-    say!("plot:                                                {}", out.join("history.png").display())
+    say!("plot:                                                {}", out.join("history.png").display())?;
+    if a.autotune {
+        crate::settings::autotune_report(&device)?;
+    }
+    Ok(())
 }
 
 /// What `fit` is asked to do, the settings kept with the run among it.

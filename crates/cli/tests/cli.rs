@@ -247,7 +247,7 @@ fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     };
     let o = run();
     let (out, err) = text(&o);
-    if !o.status.success() && err.contains("0 GPU(s) were found") && !std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") {
+    if !o.status.success() && err.contains("0 GPU(s) were found") && !liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) {
         eprintln!("skipping: no GPU here ({err})");
         return;
     }

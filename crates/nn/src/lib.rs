@@ -1,5 +1,32 @@
 //! `liandan-nn`: PyTorch's `torch.nn` for liandan, named as PyTorch names it.
 //!
+//! A model of your own is a struct of layers, one [`impl_module!`] call and a forward:
+//!
+//! ```
+//! use liandan_nn::layers::{Linear, LinearConfig};
+//! use liandan_nn::{impl_module, DType, Device, Forward, ModuleExt, Reduction, Tensor};
+//!
+//! struct Net { fc1: Linear, fc2: Linear }
+//! impl_module!(Net { fc1, fc2 });
+//!
+//! impl Forward for Net {
+//!     fn forward_impl(&self, x: &Tensor) -> liandan_nn::Result<Tensor> {
+//!         Ok(self.fc2.forward(&self.fc1.forward(x)?.relu()?)?)
+//!     }
+//! }
+//!
+//! # fn main() -> liandan_nn::Result<()> {
+//! let dev = Device::best()?;
+//! let net = Net { fc1: LinearConfig::new(784, 128).init(&dev)?, fc2: LinearConfig::new(128, 10).init(&dev)? };
+//! let x = Tensor::randn(&[32, 784], 0, DType::F32, &dev)?;
+//! let y = Tensor::from_vec((0..32i64).map(|i| i % 10).collect(), &[32], &dev)?;
+//! let loss = net.forward(&x)?.cross_entropy(&y, Reduction::Mean)?;
+//! loss.backward()?;
+//! assert_eq!(net.state_dict()[0].0, "fc1.weight");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! - [`Module`], [`Forward`] and [`ModuleExt`]: tensors found by walking each layer's struct
 //!   under PyTorch's state-dict keys; parameters, state dicts, device and dtype moves,
 //!   train/eval, save/load. Every layer, and a model of your own, is a struct, one

@@ -13,7 +13,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Mutex, MutexGuard};
 
@@ -262,7 +261,8 @@ fn exports_match_onnx_runtime() {
 #[ignore = "run by tests/data/onnx/check_onnx.py"]
 fn write_models_for_onnx_runtime() {
     let _seeded = seeded();
-    let dir = PathBuf::from(std::env::var("LIANDAN_ONNX_DIR").expect("LIANDAN_ONNX_DIR names the directory to write into"));
+    let dir = liandan_nn::settings::ONNX_DIR.path_in(&liandan_nn::settings::env).unwrap_or_else(|e| panic!("{e}"));
+    let dir = dir.expect("LIANDAN_ONNX_DIR names the directory to write into");
     for c in cases() {
         let onnx = export(&c);
         onnx.save(dir.join(format!("{}.onnx", c.name))).unwrap();

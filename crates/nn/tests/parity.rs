@@ -254,9 +254,10 @@ fn pytorch_checkpoint_round_trip() {
 fn our_checkpoints_reload_with_the_same_outputs() {
     let dev = Device::cpu();
     let tmp = tempfile::tempdir().unwrap();
-    let dir = std::env::var_os("LIANDAN_PARITY_OUT").map(std::path::PathBuf::from).unwrap_or_else(|| tmp.path().to_path_buf());
+    let out = liandan_nn::settings::PARITY_OUT.path_in(&liandan_nn::settings::env).unwrap_or_else(|e| panic!("{e}"));
+    let dir = out.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     for name in zoo::names() {
-        if name == "resnet18" && std::env::var_os("LIANDAN_PARITY_OUT").is_none() {
+        if name == "resnet18" && out.is_none() {
             continue; // 45 MB to write and read; the others exercise the same code
         }
         let r = fixture(&format!("parity/{name}.safetensors"), &dev);

@@ -283,16 +283,18 @@ impl dyn Backend {
 }
 
 /// The part of a custom op ([`crate::custom::CustomOp`]) that a backend sees: its name, its
-/// value (a backend with a kernel for it downcasts it, [`CustomKernel::downcast_ref`], to read
-/// its parameters), and the kernels that the op's own crate wrote for the backends it knows.
+/// value (a backend with a kernel for it downcasts it,
+/// [`downcast_ref`](CustomKernel#method.downcast_ref), to read its parameters), and the
+/// kernels that the op's own crate wrote for the backends it knows.
 pub trait CustomKernel: Any + Send + Sync + Debug {
     /// What the op computes, in snake case (`lstm_cell`, `adam_step`): for errors, the
     /// profiler, and a GPU backend's pipeline cache.
     fn name(&self) -> &'static str;
 
     /// The op's kernel on `backend`, written by the crate that defines the op (which downcasts
-    /// `backend` to the backend types it has kernels for, [`Backend::downcast_ref`]); `None`
-    /// (the default) where it has none for this backend or these inputs.
+    /// `backend` to the backend types it has kernels for,
+    /// [`downcast_ref`](Backend#method.downcast_ref)); `None` (the default) where it has none
+    /// for this backend or these inputs.
     fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let _ = (backend, inputs);
         None

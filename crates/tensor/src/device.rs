@@ -85,18 +85,17 @@ impl Device {
     /// empty. A value that names no device here is an error naming the variable and the devices
     /// that exist: an explicit request is never silently replaced by another device.
     pub fn from_env() -> Result<Option<Device>> {
-        let spec = match std::env::var("LIANDAN_DEVICE") {
-            Ok(s) if s.trim().is_empty() => return Ok(None),
-            Ok(s) => s,
-            Err(std::env::VarError::NotPresent) => return Ok(None),
-            Err(std::env::VarError::NotUnicode(raw)) => {
-                return Err(Error::Device(format!("LIANDAN_DEVICE={raw:?} is not valid text; set it to cpu, gpu or gpu:N, or unset it")))
-            }
+        crate::settings::options()?;
+        let found = || {
+            let all: Vec<String> = std::iter::once("cpu".to_string()).chain((0..Device::gpus().len()).map(|n| format!("gpu:{n}"))).collect();
+            format!("Devices here: {}; set LIANDAN_DEVICE to one of them, or unset it", all.join(", "))
         };
-        Device::parse(&spec).map(Some).map_err(|e| {
-            let found: Vec<String> = std::iter::once("cpu".to_string()).chain((0..Device::gpus().len()).map(|n| format!("gpu:{n}"))).collect();
-            Error::Device(format!("LIANDAN_DEVICE={spec:?}: {e}. Devices here: {}; set LIANDAN_DEVICE to one of them, or unset it", found.join(", ")))
-        })
+        let spec = match crate::settings::DEVICE.text_in(&crate::settings::env) {
+            Ok(None) => return Ok(None),
+            Ok(Some(spec)) => spec,
+            Err(e) => return Err(Error::Device(format!("{e}. {}", found()))),
+        };
+        Device::parse(&spec).map(Some).map_err(|e| Error::Device(format!("LIANDAN_DEVICE={spec:?}: {e}. {}", found())))
     }
 
     /// The best device available: the one `LIANDAN_DEVICE` names if it is set (see
@@ -206,6 +205,13 @@ impl Device {
     /// Ops that ran on the CPU because this device cannot run them, with counts.
     pub fn fallback_report(&self) -> Vec<(String, u64)> {
         self.backend.fallback_report()
+    }
+
+    /// The device's backend as its own type `B`, `None` where it is another backend's: how a
+    /// backend crate reaches its options (`liandan_backend_wgpu::WgpuBackend::of`).
+    pub fn backend_as<B: Backend>(&self) -> Option<&B> {
+        let any: &dyn std::any::Any = &*self.backend;
+        any.downcast_ref::<B>()
     }
 
     /// Facts about the device (name, API, type, features, limits, memory).

@@ -66,6 +66,11 @@ pub enum Error {
     /// The profiler was misused (stopped before it started) or could not write its trace.
     #[error("profile: {0}")]
     Profile(String),
+
+    /// A setting (an environment variable, see [`crate::settings`]) holds a value it does not
+    /// accept.
+    #[error(transparent)]
+    Setting(#[from] crate::settings::SettingError),
 }
 
 /// `Result` with this crate's [`Error`].

@@ -8,11 +8,10 @@
 //! every fused op with fusion on and off on the same device and compares outputs and
 //! gradients (`conformance::fused`).
 //!
-//! `LIANDAN_FUSION=0` (read once, at the first fused op) turns every fused kernel off, so a
+//! `LIANDAN_FUSION=0` ([`crate::settings::FUSION`], read once) turns every fused kernel off, so a
 //! wrong result can be bisected to the fusion; [`no_fusion`] does the same for one thread.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 
 use crate::backend::{CustomKernel, Storage, Strided};
 use crate::custom::CustomOp;
@@ -24,27 +23,11 @@ thread_local! {
     static FUSION_ON: Cell<bool> = const { Cell::new(true) };
 }
 
-/// `LIANDAN_FUSION`, read once: `0`, `off` or `false` turn fusion off; unset, `1`, `on` or
-/// `true` leave it on; anything else is reported on stderr and ignored.
-fn env_allows_fusion() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| match std::env::var("LIANDAN_FUSION") {
-        Err(_) => true,
-        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
-            "" | "1" | "on" | "true" => true,
-            "0" | "off" | "false" => false,
-            _ => {
-                eprintln!("liandan: ignoring LIANDAN_FUSION={v:?}: use 0 (fused kernels off) or 1 (on, the default)");
-                true
-            }
-        },
-    })
-}
-
 /// True when fused kernels may run on this thread: neither `LIANDAN_FUSION=0` nor inside
-/// [`no_fusion`].
+/// [`no_fusion`]. (A bad `LIANDAN_FUSION` leaves fusion on here; the fused op itself then fails
+/// with the error.)
 pub fn fusion_enabled() -> bool {
-    env_allows_fusion() && FUSION_ON.with(|f| f.get())
+    crate::settings::options().map_or(true, |o| o.fusion) && FUSION_ON.with(|f| f.get())
 }
 
 /// Turns fused kernels off on this thread until dropped: every composite runs its primitives.
@@ -82,6 +65,9 @@ pub fn no_fusion<R>(f: impl FnOnce() -> R) -> R {
 /// layouts its kernels take (the tensor crate's own take contiguous inputs).
 pub fn kernel(op: &dyn CustomKernel, inputs: &[&Tensor]) -> Option<Result<Vec<Storage>>> {
     let first = inputs.first()?;
+    if let Err(e) = crate::settings::options() {
+        return Some(Err(e));
+    }
     if !fusion_enabled() {
         return None;
     }

@@ -33,6 +33,7 @@ pub mod observe;
 pub mod ops;
 pub mod profile;
 pub mod rng;
+pub mod settings;
 mod tensor;
 
 #[cfg(feature = "conformance")]

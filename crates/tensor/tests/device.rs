@@ -46,7 +46,7 @@ fn tensors_move_between_devices_and_keep_gradients() {
 #[test]
 fn liandan_device_naming_no_device_is_an_error() {
     const TEST: &str = "liandan_device_naming_no_device_is_an_error";
-    if let Ok(value) = std::env::var("LIANDAN_DEVICE_TEST_CHILD") {
+    if let Ok(value) = std::env::var("TENSOR_TEST_CHILD_DEVICE") {
         if value.is_empty() {
             assert!(Device::from_env().unwrap().is_none(), "an empty LIANDAN_DEVICE is unset");
             assert!(Device::best().is_ok());
@@ -62,7 +62,7 @@ fn liandan_device_naming_no_device_is_an_error() {
         let o = std::process::Command::new(&exe)
             .args(["--exact", TEST, "--nocapture", "--test-threads", "1"])
             .env("LIANDAN_DEVICE", value)
-            .env("LIANDAN_DEVICE_TEST_CHILD", value)
+            .env("TENSOR_TEST_CHILD_DEVICE", value)
             .output()
             .unwrap();
         let out = String::from_utf8_lossy(&o.stdout);

@@ -1,11 +1,5 @@
 //! `liandan-train`: optimizers, learning-rate schedulers, data loading and the training loop.
 //!
-//! - [`optim`]: `torch.optim`'s optimizers behind the [`optim::Optimizer`] trait.
-//! - [`sched`]: `torch.optim.lr_scheduler`'s schedulers behind [`sched::LrScheduler`].
-//! - [`data`]: datasets and a prefetching [`data::DataLoader`].
-//! - [`trainer`]: the training loop, [`Trainer`] (`fit`, `evaluate`, `predict`) with metrics,
-//!   callbacks, early stopping, checkpoints, exact resume and the history.
-//!
 //! A training step with an optimizer and a scheduler, as in PyTorch (updates run on the
 //! parameters' device and read nothing back):
 //!
@@ -34,6 +28,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! - [`optim`]: `torch.optim`'s optimizers behind the [`optim::Optimizer`] trait.
+//! - [`sched`]: `torch.optim.lr_scheduler`'s schedulers behind [`sched::LrScheduler`].
+//! - [`data`]: datasets and a prefetching [`data::DataLoader`].
+//! - [`trainer`]: the training loop, [`Trainer`] (`fit`, `evaluate`, `predict`) with metrics,
+//!   callbacks, early stopping, checkpoints, exact resume and the history.
 
 pub use liandan_nn as nn;
 
@@ -43,7 +43,14 @@ pub mod data;
 pub mod error;
 pub mod optim;
 pub mod sched;
+pub mod settings;
 pub mod trainer;
 
 pub use error::{Error, Result};
+
+/// Hooks for this workspace's tests and benchmarks, not for programs.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::optim::fused::no_foreach;
+}
 pub use trainer::{FitConfig, Trainer};

@@ -151,7 +151,7 @@ fn gpu() -> Option<Device> {
     let found = Device::gpus().into_iter().next();
     if found.is_none() {
         assert!(
-            !std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0"),
+            !liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")),
             "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)"
         );
         eprintln!("skipping the GPU: wgpu found no adapter here");

@@ -255,9 +255,9 @@ fn dispatches_of_a_wgpu_resnet18_step() {
     for (name, make, narrow) in [("SGD", sgd as fn(_) -> _, 9), ("Adam", adam, 7)] {
         let mut opt = make(params.clone());
         opt.step().unwrap();
-        let before = liandan_backend_wgpu::dispatches_recorded();
+        let before = liandan_backend_wgpu::testing::dispatches_recorded();
         opt.step().unwrap();
-        let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
+        let dispatches = liandan_backend_wgpu::testing::dispatches_recorded() - before;
         println!("resnet18 ({} parameter tensors) on {device}: {name} step {dispatches} dispatches", params.len());
         assert_eq!(params.len(), 62);
         let calls = [24usize, 24, 14];
@@ -309,9 +309,9 @@ fn dispatches_of_the_loss_scalers_unscale_on_wgpu() {
     for (k, p) in params.iter().enumerate() {
         p.set_grad(Some(p.ones_like().unwrap().mul_scalar(k as f64).unwrap()));
     }
-    let before = liandan_backend_wgpu::dispatches_recorded();
+    let before = liandan_backend_wgpu::testing::dispatches_recorded();
     let flag = liandan_train::amp::GradScaler::with_scale(4.0).unscale_(&params).unwrap();
-    let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
+    let dispatches = liandan_backend_wgpu::testing::dispatches_recorded() - before;
     println!("resnet18 ({} parameter tensors) on {device}: unscale and check {dispatches} dispatches", params.len());
     assert_eq!(flag.item_f64().unwrap(), 0.0);
     assert_eq!(params.len(), 62);
@@ -347,9 +347,9 @@ fn a_wgpu_step_after_the_loss_scalers_unscale_matches_one_on_unscaled_gradients(
         }
         let mut opt = adam(params.clone());
         opt.step().unwrap();
-        let before = liandan_backend_wgpu::dispatches_recorded();
+        let before = liandan_backend_wgpu::testing::dispatches_recorded();
         opt.step().unwrap();
-        let dispatches = liandan_backend_wgpu::dispatches_recorded() - before;
+        let dispatches = liandan_backend_wgpu::testing::dispatches_recorded() - before;
         (params.iter().map(|(_, p)| p.to_vec_f64().unwrap()).collect::<Vec<_>>(), dispatches)
     };
     let ((plain, plain_dispatches), (unscaled, unscaled_dispatches)) = (step(false), step(true));

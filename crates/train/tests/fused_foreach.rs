@@ -13,7 +13,8 @@ use common::values;
 
 use liandan_nn::{DType, Device, Tensor};
 use liandan_train::amp::GradScaler;
-use liandan_train::optim::{no_foreach, AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
+use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
+use liandan_train::testing::no_foreach;
 
 /// Every tensor's bits (NaN as one pattern, so that equal NaNs compare equal).
 fn bits(t: &Tensor) -> Vec<u64> {

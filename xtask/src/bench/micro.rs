@@ -26,8 +26,8 @@ pub struct Micro {
 }
 
 /// How long a GPU's warm-up goes on after the first run (which compiles the kernels): NVIDIA's
-/// Vulkan driver runs a pipeline it has just compiled 3-5x slower for its first runs
-/// (docs/PERFORMANCE.md, runs 97-99 and 203), as `xtask bench`'s training steps found.
+/// Vulkan driver runs a pipeline it has just compiled 3-5x slower for its first runs, as
+/// `xtask bench`'s training steps found.
 const GPU_WARM: Duration = Duration::from_secs(1);
 
 /// Median seconds of `reps` runs of `f` after `warmup` runs (on a GPU, and more until
@@ -175,15 +175,14 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
 }
 
 /// f16 square products (f16 in, f32 sums, f16 out), named after the path the device takes:
-/// tensor cores (cooperative matrices, with the `LIANDAN_COOP_VARIANT` in use) where it has
-/// them, else the ordinary kernels. `cargo
-/// xtask bench` also runs these rows alone in a child with `LIANDAN_COOP_MATRIX=0`, to put the
+/// tensor cores (cooperative matrices, with the device's variant) where it has them, else the
+/// ordinary kernels. `cargo xtask bench` also runs these rows alone in a child with `LIANDAN_COOP_MATRIX=0`, to put the
 /// ordinary kernels beside the tensor cores in one run (`bench-micro --f16-matmul`).
 pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let reps = if quick { 3 } else { 10 };
     let path = device.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
     let path = if path.starts_with("tensor cores") {
-        // "tensor cores (cooperative matrices, variant NAME; ...)": the LIANDAN_COOP_VARIANT in use.
+        // "tensor cores (cooperative matrices, variant NAME; ...)": the device's variant.
         match path.split("variant ").nth(1).and_then(|v| v.split(';').next()) {
             Some(v) => format!("tensor cores, {v}"),
             None => "tensor cores".into(),
@@ -212,7 +211,7 @@ pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
 /// ViT's attention products (`[B, 65, 64] x [B, 65, 64]^T` and `[B, 65, 65] x [B, 65, 64]`)
 /// at batches from 1 to 384 heads, 20 between waits (`bench-micro --heads`): where a batch of
 /// small products is better one 80 x 80 tile a product (`shaders/matmul/heads.wgsl`) than on
-/// the tiled kernel. Run it twice, once with `LIANDAN_MATMUL_HEADS=0`, to compare.
+/// the tiled kernel (the batches under 80 take the tiled kernel, the rest the one-tile kernel).
 pub fn heads(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let reps = if quick { 3 } else { 10 };
     const ROW: usize = 20;
@@ -304,8 +303,6 @@ impl Operands {
 /// `(bench, [batch, M, K, N], operands)` of the zoo's products, at the zoo's batches
 /// (`docs/MODEL_ZOO.md`): mlp's 1024-512 layer at 1024, vit's 3 heads of 128 images, its
 /// encoder's MLP over 128 x 65 tokens and that layer's weight gradient (K the 8,320 tokens).
-/// (Until run 159 the mlp row was a `[1024, 784] x [784, 256]` product no zoo model has, and
-/// vit's attention 96 heads.)
 const ZOO_PRODUCTS: [(&str, [usize; 4], Operands); 10] = [
     ("matmul f32 mnist_cnn fc1", [1, 64, 9216, 128], Operands::RhsT),
     ("matmul f32 mnist_cnn fc1 dW", [1, 128, 64, 9216], Operands::LhsT),

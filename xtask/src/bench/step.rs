@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use liandan_backend_wgpu::HostPhases;
+use liandan_backend_wgpu::testing::HostPhases;
 use liandan_nn::zoo::{self, OptimizerSpec, Target, ZooModel};
 use liandan_nn::{AutocastGuard, Device, ModuleExt};
 use liandan_tensor::{DType, Tensor};
@@ -148,17 +148,16 @@ fn batch_for(model: &dyn ZooModel, batch: usize, device: &Device) -> Fallible<(T
 /// The least time the warm-up steps after the first take, however few `--warmup` asks for: an
 /// idle GPU runs at a fraction of its clock and speeds up only after some time under load, and
 /// NVIDIA's Vulkan driver runs pipelines it has just compiled (none of them in its shader disk
-/// cache) 3-5x slower for the first steps (runs 97-99, docs/PERFORMANCE.md: seed003_cnn's f16
-/// step 8-9 ms after 3 warm-up steps, 2 ms after 100, in processes whose first step compiled
-/// for 6 s). The clock starts after the first step, which compiles the kernels.
+/// cache) 3-5x slower for the first steps (seed003_cnn's f16 step 8-9 ms after 3 warm-up
+/// steps, 2 ms after 100, in processes whose first step compiled for 6 s). The clock starts after the first step, which compiles the kernels.
 /// `xtask/bench_torch.py` warms PyTorch up for the same time.
 pub const WARMUP_SECS: f64 = 1.0;
 
 /// `xtask bench-model`: times `plan` steps of the model synced, then pipelined, after at least
 /// `plan.warmup` warm-up steps, and [`WARMUP_SECS`] of them after the first. One untimed
 /// pipelined group goes before the timed ones: on the H200 the first group recorded ahead of
-/// the GPU after synced steps stalled once a process (mlp and vae about 2 ms, vit 38;
-/// docs/PERFORMANCE.md run 148), and later groups did not.
+/// the GPU after synced steps stalled once a process (mlp and vae about 2 ms, vit 38), and later
+/// groups did not.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision)?;
@@ -187,9 +186,9 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         s.step(&x, y.as_ref())?;
     }
     sync()?;
-    let phases = std::env::var_os("LIANDAN_BENCH_PHASES").is_some();
-    liandan_backend_wgpu::count_host_phases(phases);
-    let (before, start) = (liandan_backend_wgpu::host_phases(), Instant::now());
+    let phases = crate::settings::BENCH_PHASES.switch_in(&liandan_tensor::settings::env).map_err(|e| e.to_string())?.unwrap_or(false);
+    crate::set_knobs(&device, |k| k.host_phases = phases).map_err(|e| e.to_string())?;
+    let (before, start) = (liandan_backend_wgpu::testing::host_phases(), Instant::now());
     let mut pipelined = Vec::new();
     for _ in 0..groups {
         let t = Instant::now();
@@ -200,7 +199,7 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         pipelined.push(t.elapsed().as_secs_f64() / sync_every as f64);
     }
     if phases {
-        let after = liandan_backend_wgpu::host_phases();
+        let after = liandan_backend_wgpu::testing::host_phases();
         eprintln!("{} {}: {}", a.model, a.precision, phase_line(&before, &after, groups * sync_every, start.elapsed().as_secs_f64()));
     }
     let none = || "no timed steps".to_string();
@@ -217,7 +216,7 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
 /// parameter blocks' writes, `CommandEncoder::finish`, `Queue::submit`), waiting for the device
 /// (its execution included), and the rest (recording the ops: the tensor library, autograd, the
 /// optimizer, the backend's encoding). `xtask bench` children print it on stderr with
-/// `LIANDAN_BENCH_PHASES` set (docs/PERFORMANCE.md, run 213).
+/// `LIANDAN_BENCH_PHASES=1`.
 pub fn phase_line(before: &HostPhases, after: &HostPhases, steps: u64, secs: f64) -> String {
     let n = steps.max(1) as f64;
     let us = |f: fn(&HostPhases) -> u64| (f(after) - f(before)) as f64 / 1e3 / n;

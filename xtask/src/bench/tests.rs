@@ -163,7 +163,7 @@ fn the_command_carries_the_settings_that_change_the_measurement() {
 
 #[test]
 fn host_phases_split_a_step_and_the_rest_is_the_recording() {
-    use liandan_backend_wgpu::HostPhases;
+    use liandan_backend_wgpu::testing::HostPhases;
     let before = HostPhases { submits: 10, meta_ns: 1_000, finish_ns: 2_000, submit_ns: 3_000, waits: 1, polls: 5, wait_ns: 4_000 };
     // Two steps of 1 ms: 20 + 40 + 60 + 200 us of parts a step, so 680 us recording.
     let after = HostPhases { submits: 16, meta_ns: 41_000, finish_ns: 82_000, submit_ns: 123_000, waits: 3, polls: 105, wait_ns: 404_000 };

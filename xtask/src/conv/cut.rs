@@ -1,10 +1,9 @@
 //! `cargo xtask bench-conv`'s cut tables: each layer's three passes timed alone (the fused
-//! kernel asked of the backend directly, without autograd or the bias), under the cut that fills
-//! the GPU against the default (`ConvCut::Auto` against `ConvCut::Previous`, in one process), and
-//! with `--sweep` under every forced tile and split (`ConvCut::Fixed`), to choose from on a new
-//! GPU. Prints Markdown tables; asserts nothing.
+//! kernel asked of the backend directly, without autograd or the bias) under the rule's cut,
+//! and with `--sweep` under every forced tile and split (`testing::Knobs::conv_cut`), to choose
+//! from on a new GPU. Prints Markdown tables; asserts nothing.
 
-use liandan_backend_wgpu::{with_conv_cut, ConvCut};
+use liandan_backend_wgpu::WgpuBackend;
 use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight};
 use liandan_tensor::{ConvGeometry, CustomKernel, DType, Device, Error, Result, Strided, Tensor};
 
@@ -34,8 +33,20 @@ fn passes(g: ConvGeometry, dtype: DType, device: &Device) -> Result<[PassRun; 3]
     ])
 }
 
-/// Median ms of one `op` on `inputs` under `cut`.
-fn time_pass(device: &Device, op: &dyn CustomKernel, inputs: &[Tensor], cut: ConvCut, reps: usize) -> Result<f64> {
+/// Cuts every convolution on `device` as `cut` (`(tile, splits)`), or by the rule (`None`).
+fn set_cut(device: &Device, cut: Option<(usize, usize)>) -> Result<()> {
+    match WgpuBackend::of(device) {
+        Some(backend) => {
+            let mut options = backend.options();
+            options.testing.conv_cut = cut;
+            backend.set_options(options)
+        }
+        None => Err(Error::Device(format!("{device} has no cuts to force"))),
+    }
+}
+
+/// Median ms of one `op` on `inputs` under `cut` (the rule's where `None`).
+fn time_pass(device: &Device, op: &dyn CustomKernel, inputs: &[Tensor], cut: Option<(usize, usize)>, reps: usize) -> Result<f64> {
     let storages: Vec<_> = inputs.iter().map(|t| t.storage()).collect();
     let views: Vec<Strided> = inputs.iter().zip(&storages).map(|(t, s)| Strided { storage: &**s, layout: t.layout(), dtype: t.dtype() }).collect();
     let mut run = || -> Result<()> {
@@ -47,36 +58,38 @@ fn time_pass(device: &Device, op: &dyn CustomKernel, inputs: &[Tensor], cut: Con
         }
         Ok(())
     };
-    let secs = with_conv_cut(cut, || crate::time(device, 2, reps, &mut run))?;
-    Ok(secs * 1e3 / PER_SAMPLE as f64)
+    if cut.is_some() {
+        set_cut(device, cut)?;
+    }
+    let secs = crate::time(device, 2, reps, &mut run);
+    if cut.is_some() {
+        set_cut(device, None)?;
+    }
+    Ok(secs? * 1e3 / PER_SAMPLE as f64)
 }
 
-/// Every layer's passes under the default cut, the previous one and two fills; with `sweep`,
-/// also under every tile and split of `SWEEP_SPLITS`.
+/// Every layer's passes under the rule's cut; with `sweep`, also under every tile and split of
+/// `SWEEP_SPLITS`.
 pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, sweep: bool) -> Result<()> {
     println!();
-    println!("Each pass alone ({PER_SAMPLE} back to back per sample): the cut that fills the GPU (auto: 256 workgroups), the default cut of run 8 (previous), and auto's rule aiming at 512 and 1024 workgroups (LIANDAN_CONV_CUT=auto, =512, =1024):");
+    println!("Each pass alone ({PER_SAMPLE} back to back per sample), cut by the rule:");
     println!();
-    println!("| layer | pass | auto ms | previous ms | fill 512 ms | fill 1024 ms | previous / auto | auto GFLOP/s |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| layer | pass | ms | GFLOP/s |");
+    println!("|---|---|---|---|");
     let mut rows = Vec::new();
     for l in &LAYERS {
         let g = geometry(l, batch);
         let name = format!("{} {}->{} {}x{} k{} s{}", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride);
         for (what, op, inputs) in passes(g, dtype, device)? {
             // A pass the backend declines (its composite runs instead) has no cut to time.
-            let previous = match time_pass(device, &*op, &inputs, ConvCut::Previous, reps) {
+            let ms = match time_pass(device, &*op, &inputs, None, reps) {
                 Ok(ms) => ms,
                 Err(e) => {
-                    println!("| {name} | {what} | - | - | - | - | - | {e} |");
+                    println!("| {name} | {what} | - | {e} |");
                     continue;
                 }
             };
-            let auto = time_pass(device, &*op, &inputs, ConvCut::Auto, reps)?;
-            let f512 = time_pass(device, &*op, &inputs, ConvCut::Fill(512), reps)?;
-            let f1024 = time_pass(device, &*op, &inputs, ConvCut::Fill(1024), reps)?;
-            let gflops = g.flops() as f64 / auto * 1e-6;
-            println!("| {name} | {what} | {auto:.3} | {previous:.3} | {f512:.3} | {f1024:.3} | {:.2}x | {gflops:.0} |", previous / auto);
+            println!("| {name} | {what} | {ms:.3} | {:.0} |", g.flops() as f64 / ms * 1e-6);
             rows.push((name.clone(), what, op, inputs));
         }
     }
@@ -93,7 +106,7 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
     for (name, what, op, inputs) in rows {
         let mut ms = Vec::with_capacity(variants.len());
         for &(tile, splits) in &variants {
-            ms.push(time_pass(device, &*op, &inputs, ConvCut::Fixed { tile, splits }, reps)?);
+            ms.push(time_pass(device, &*op, &inputs, Some((tile, splits)), reps)?);
         }
         let best = (0..ms.len()).min_by(|&a, &b| ms[a].total_cmp(&ms[b])).unwrap_or(0);
         let cells: Vec<String> = ms.iter().map(|m| format!("{m:.3}")).collect();

@@ -13,19 +13,18 @@
 //! gradient's work so (169 pixels of 9 taps each against 121 outputs of 9 taps). The columns
 //! cost a buffer of `N C kh kw Ho Wo` f32s for the pass (36 MB in seed003_cnn) and a write and
 //! read of it; the product does exactly the multiply-adds that count. On the H200 that pass
-//! took 527-530 us a call as the implicit GEMM and 463-490 this way (docs/PERFORMANCE.md, runs
-//! 178-182); one product over dy copied to `[O, N Ho Wo]` first took 497.
+//! took 527-530 us a call as the implicit GEMM and 463-490 this way; one product over dy copied
+//! to `[O, N Ho Wo]` first took 497.
 //!
 //! Where it runs ([`wanted`]): f32 passes of one group and stride 1 where the input has at
 //! least [`MIN_WASTE`] times the output's pixels and the columns stay under
-//! [`MAX_COLUMNS`]. A cut forced on the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`)
-//! keeps the rule off, as it keeps Winograd's. `LIANDAN_CONV_FOLD=0` turns it off, `=1` runs
-//! every input gradient it can take (any stride, padding and dilation) through it, to compare.
-
-use std::cell::Cell;
-use std::sync::OnceLock;
+//! [`MAX_COLUMNS`]. A cut forced on the implicit GEMM (`testing::Knobs::conv_cut`) keeps the
+//! rule off, as it keeps Winograd's; `testing::Knobs::conv_fold` turns it off, or runs every
+//! input gradient it can take (any stride, padding and dilation) through it, for tests.
 
 use liandan_tensor::{ConvGeometry, DType, Strided};
+
+use crate::WgpuOptions;
 
 /// The least ratio of the input's pixels to the output's (as tenths) the rule takes: 1.3.
 /// seed003_cnn's second convolution has 169 / 121 = 1.40, mnist_cnn's 676 / 576 = 1.17, a
@@ -42,10 +41,6 @@ enum Setting {
     Rule,
 }
 
-thread_local! {
-    static FORCED: Cell<Option<Setting>> = const { Cell::new(None) };
-}
-
 impl Setting {
     /// Every input gradient it can take (`Some(true)`), none (`Some(false)`), or the rule's.
     fn from_switch(on: Option<bool>) -> Setting {
@@ -57,26 +52,17 @@ impl Setting {
     }
 }
 
-/// `LIANDAN_CONV_FOLD`, read once (see the module docs).
-fn env_setting() -> Setting {
-    static SETTING: OnceLock<Setting> = OnceLock::new();
-    *SETTING.get_or_init(|| Setting::from_switch(crate::gpu::env_switch("LIANDAN_CONV_FOLD")))
-}
-
-/// Runs `f` on this thread with every f32 input gradient the columns can take running through
-/// them (`Some(true)`), none (`Some(false)`), or as the rule says (`None`), over
-/// `LIANDAN_CONV_FOLD`: for tests and benchmarks.
-#[doc(hidden)]
-pub fn with_conv_fold<F: FnOnce() -> O, O>(on: Option<bool>, f: F) -> O {
-    super::with_flag(&FORCED, Some(Setting::from_switch(on)), f)
-}
-
 /// Whether the input gradient of `g` on these operands (dy, w) runs through the columns: a
 /// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
 /// cores take off it.
-pub(super) fn wanted(g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool {
+pub(super) fn wanted(options: &WgpuOptions, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool {
     let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
-    operands && takes(FORCED.with(|c| c.get()).unwrap_or_else(env_setting), g, dtype)
+    // A cut forced on the implicit GEMM keeps the rule off.
+    let setting = match (options.testing.conv_fold, options.testing.conv_cut) {
+        (None, Some(_)) => Setting::Off,
+        (on, _) => Setting::from_switch(on),
+    };
+    operands && takes(setting, g, dtype)
 }
 
 /// Whether `setting` runs the input gradient of `g` in `dtype` through the columns.
@@ -89,7 +75,6 @@ fn takes(setting: Setting, g: &ConvGeometry, dtype: DType) -> bool {
     match setting {
         Setting::Off => false,
         Setting::All => true,
-        Setting::Rule if super::cut::forced() => false,
         Setting::Rule => g.stride == (1, 1) && g.h * g.w * 10 >= l * MIN_WASTE,
     }
 }

@@ -7,7 +7,7 @@
 //! patches' (`input.wgsl`), the batched products (`[M, K] x [K, P]`, one per point of a patch,
 //! P the tiles, on the ordinary f32 matmul), the outputs' (`output.wgsl`). F(4x4)'s transforms
 //! (`f4/transforms.wgsl`) apply each 1-D transform to rows held as vec4s with constant indices:
-//! arrays indexed in loops were spilled to memory on the H200 (docs/PERFORMANCE.md, run 139).
+//! arrays indexed in loops were spilled to memory on the H200.
 //!
 //! The input gradient of such a convolution is the convolution of dy, padded by 2 less the
 //! padding, with each kernel turned by 180 degrees and its channels swapped, which the
@@ -24,29 +24,26 @@
 //! convolution: within 1e-4), so exact f32 takes F(2x2) for the forward and input gradient,
 //! whose rounding flows on through the other layers' gradients, and F(4x4) for the weight
 //! gradients, whose rounding stays in that layer's own gradient (resnet18's gradients within
-//! 6.0e-6 of PyTorch's on lavapipe, 5.5e-6 on the H200: docs/PERFORMANCE.md runs 146-147).
+//! 6.0e-6 of PyTorch's on lavapipe, 5.5e-6 on the H200).
 //! An infinity or NaN in a patch reaches every output of its tile, and an infinity may come out
 //! as NaN: none the direct convolution makes non-finite comes out finite.
 //!
 //! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for the forward and input
 //! gradient of layers of at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for
 //! weight gradients from [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight
-//! gradient: seed003_cnn's 64 -> 512 one); under `LIANDAN_CONV_TF32` every pass the tensor
+//! gradient: seed003_cnn's 64 -> 512 one); under `conv_tf32` every pass the tensor
 //! cores do not take runs as F(4x4) from [`MIN_CHANNELS_F4`] (on the H200 resnet18's
 //! 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as F(4x4); its
-//! 3-channel stem slower either way: runs 136-140). Intermediates stay under
-//! [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM (`with_conv_cut`,
-//! `LIANDAN_CONV_CUT`) keeps the rule off, so what is timed or tested under it is the implicit
-//! GEMM so cut. `LIANDAN_CONV_WINOGRAD=0` turns it off (the implicit GEMM for every
-//! pass), `=2` or `=4` runs every convolution it can take with that tile, `=1` with the rule's
-//! tile, to compare. The intermediates are the transformed input and output (T^2 P K and
+//! 3-channel stem slower either way). Intermediates stay under [`MAX_INTERMEDIATE`]. A cut
+//! forced on the implicit GEMM (`testing::Knobs::conv_cut`) keeps the rule off, so what is
+//! tested under it is the implicit GEMM so cut; `testing::Knobs::conv_winograd` turns it off,
+//! or runs every convolution it can take with one tile, for tests. The intermediates are the transformed input and output (T^2 P K and
 //! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
 //! kernels, held for the pass alone; a weight gradient whose products are not split takes its
 //! images in chunks whose intermediates stay within [`CHUNK_BYTES`], each chunk's products
 //! added to the first's.
 
-use std::cell::Cell;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
@@ -58,6 +55,7 @@ use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::params::{words, ShaderParams};
 use crate::repr::Repr;
+use crate::WgpuOptions;
 
 /// A stage's source, F(2x2): after the helpers the stage uses.
 const F2: [&str; 5] = [
@@ -85,26 +83,10 @@ const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
 
 /// The most bytes a weight gradient's transformed dy and patches take at once where its
 /// products are not split (`winograd_weight`): its images go in chunks within it, each chunk's
-/// products summed into the first's. On the H200 (docs/PERFORMANCE.md, runs 194-196)
-/// seed003_cnn's 96 MB in two chunks took its peak 163 -> 123 MiB with its step as fast;
-/// chunks of 32 and 16 MiB took it to 109 and 100 MiB, the pass 1.4x and 1.9x as slow.
+/// products summed into the first's. On the H200 seed003_cnn's 96 MB in two chunks took its
+/// peak 163 -> 123 MiB with its step as fast; chunks of 32 and 16 MiB took it to 109 and 100
+/// MiB, the pass 1.4x and 1.9x as slow.
 const CHUNK_BYTES: usize = 48 << 20;
-
-thread_local! {
-    /// `with_conv_winograd_chunk`'s bytes on this thread: `None` is [`CHUNK_BYTES`].
-    static CHUNK: Cell<Option<usize>> = const { Cell::new(None) };
-}
-
-/// Runs `f` on this thread with Winograd weight gradients in chunks of images whose
-/// intermediates take at most `bytes` (at least one image a chunk): for tests.
-#[doc(hidden)]
-pub fn with_conv_winograd_chunk<F: FnOnce() -> O, O>(bytes: usize, f: F) -> O {
-    super::with_flag(&CHUNK, Some(bytes), f)
-}
-
-fn chunk_bytes() -> usize {
-    CHUNK.with(|c| c.get()).unwrap_or(CHUNK_BYTES)
-}
 
 /// The rules' least channel counts on both sides of the product (see the module docs).
 pub(super) const MIN_CHANNELS_F2: usize = 128;
@@ -214,40 +196,23 @@ enum Setting {
     Rule,
 }
 
-thread_local! {
-    /// `with_conv_winograd`'s setting on this thread: `None` leaves it to the environment.
-    static FORCED: Cell<Option<Setting>> = const { Cell::new(None) };
-}
-
-/// `LIANDAN_CONV_WINOGRAD`, read once (see the module docs).
-fn env_setting() -> Setting {
-    static SETTING: OnceLock<Setting> = OnceLock::new();
-    *SETTING.get_or_init(|| match std::env::var("LIANDAN_CONV_WINOGRAD").map(|v| v.trim().to_ascii_lowercase()).as_deref() {
-        Ok("0" | "off" | "false") => Setting::Off,
-        Ok("1" | "on" | "true") => Setting::All(None),
-        Ok("2") => Setting::All(Some(Tile::F2)),
-        Ok("4") => Setting::All(Some(Tile::F4)),
-        _ => Setting::Rule,
-    })
-}
-
-/// Runs `f` on this thread with every convolution Winograd can take running on it with tiles
-/// of `outputs` x `outputs` (2 or 4), or with none (any other value), over
-/// `LIANDAN_CONV_WINOGRAD` and the rule: for tests and benchmarks.
-#[doc(hidden)]
-pub fn with_conv_winograd<F: FnOnce() -> O, O>(outputs: usize, f: F) -> O {
-    let setting = match outputs {
-        2 => Setting::All(Some(Tile::F2)),
-        4 => Setting::All(Some(Tile::F4)),
-        _ => Setting::Off,
-    };
-    super::with_flag(&FORCED, Some(setting), f)
+impl Setting {
+    /// The setting of `options`: the testing knob, else the rule (off where a cut is forced on
+    /// the implicit GEMM).
+    fn of(options: &WgpuOptions) -> Setting {
+        match (options.testing.conv_winograd, options.testing.conv_cut) {
+            (Some(2), _) => Setting::All(Some(Tile::F2)),
+            (Some(4), _) => Setting::All(Some(Tile::F4)),
+            (Some(_), _) | (None, Some(_)) => Setting::Off,
+            (None, None) => Setting::Rule,
+        }
+    }
 }
 
 /// The rule's tile and least channel count for `pass`: F(4x4) where TF32's rounding was asked
 /// for, and for weight gradients, else F(2x2) (see the module docs).
-fn rule(pass: Pass) -> (Tile, usize) {
-    if super::conv_tf32() || pass == Pass::Weight {
+fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
+    if conv_tf32 || pass == Pass::Weight {
         (Tile::F4, MIN_CHANNELS_F4)
     } else {
         (Tile::F2, MIN_CHANNELS_F2)
@@ -257,16 +222,16 @@ fn rule(pass: Pass) -> (Tile, usize) {
 /// The tile a pass of `g` on these operands (two: no bias) runs as Winograd with, or `None`: a
 /// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
 /// cores take off it.
-pub(super) fn wanted(pass: Pass, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
+pub(super) fn wanted(options: &WgpuOptions, pass: Pass, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
     let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
     if dtype != DType::F32 || !operands {
         return None;
     }
-    takes(FORCED.with(|c| c.get()).unwrap_or_else(env_setting), pass, g)
+    takes(Setting::of(options), pass, g, options.conv_tf32)
 }
 
 /// [`wanted`]'s choice for a pass of `g` under `setting`, its operands aside.
-fn takes(setting: Setting, pass: Pass, g: &ConvGeometry) -> Option<Tile> {
+fn takes(setting: Setting, pass: Pass, g: &ConvGeometry, conv_tf32: bool) -> Option<Tile> {
     // Padding of 0 or 1 on both sides (2 - padding for the input gradient's patches of dy).
     let padded = g.padding.0 == g.padding.1 && g.padding.0 <= 1 && g.h.min(g.w) + 2 * g.padding.0 >= 3;
     let shape = g.kernel == (3, 3) && g.stride == (1, 1) && padded && g.dilation == (1, 1) && g.groups == 1;
@@ -275,15 +240,12 @@ fn takes(setting: Setting, pass: Pass, g: &ConvGeometry) -> Option<Tile> {
     }
     match setting {
         Setting::Off => None,
-        Setting::All(tile) => Some(tile.unwrap_or(rule(pass).0)),
-        // A cut asked of the implicit GEMM (`with_conv_cut`, `LIANDAN_CONV_CUT`) is what runs.
-        Setting::Rule if super::cut::forced() => None,
+        Setting::All(tile) => Some(tile.unwrap_or(rule(pass, conv_tf32).0)),
         // Unpadded convolutions by the rule only for the weight gradient (seed003_cnn's second
-        // convolution, docs/PERFORMANCE.md run 192); their forward and input gradient were not
-        // timed as Winograd.
+        // convolution); their forward and input gradient were not timed as Winograd.
         Setting::Rule if g.padding.0 == 0 && pass != Pass::Weight => None,
         Setting::Rule => {
-            let (tile, min) = rule(pass);
+            let (tile, min) = rule(pass, conv_tf32);
             let r = tile.outputs();
             let (oh, ow) = if pass == Pass::Input { (g.h, g.w) } else { (g.out_h(), g.out_w()) };
             let tiles = g.n * oh.div_ceil(r) * ow.div_ceil(r);
@@ -297,7 +259,7 @@ fn takes(setting: Setting, pass: Pass, g: &ConvGeometry) -> Option<Tile> {
 /// split where those are fewer than 256, to some 1,152 workgroups in ranges of at least 256 (the
 /// partial sums within `limit` bytes). On the H200 the autotune chose exactly these for every
 /// product of resnet18's layers, where the matmul's own rule took 128 x 128 tiles for some and
-/// split fewer (docs/PERFORMANCE.md, runs 143-144: resnet18's step 8% faster).
+/// split fewer (resnet18's step 8% faster).
 fn products_cut(m: usize, k: usize, n: usize, limit: usize) -> (usize, usize) {
     let products = Tile::F4.products();
     let tiles = products * m.div_ceil(64) * n.div_ceil(64);
@@ -432,9 +394,10 @@ impl WgpuBackend {
         // Chunks only where the whole batch's products would not split their K (enough output
         // tiles to fill the GPU): there each chunk adds one product and one add, where a split
         // product's chunks would each be cut and reduced (resnet18's 64- and 128-channel
-        // weight gradients: its step 3% slower in 4 and 2 chunks, its peak the same; run 195).
+        // weight gradients: its step 3% slower in 4 and 2 chunks, its peak the same).
         let split = tile == Tile::F4 && products_cut(m, g.n * tiles, k, gpu.max_binding() as usize).1 > 1;
-        let images = if split { g.n } else { (chunk_bytes() as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
+        let chunk_bytes = gpu.options().testing.winograd_chunk.unwrap_or(CHUNK_BYTES);
+        let images = if split { g.n } else { (chunk_bytes as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
         let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         let mut sum: Option<Storage> = None;
@@ -483,7 +446,7 @@ mod tests {
     /// settings take any padding of 0 or 1 where the image has an output.
     #[test]
     fn the_rule_takes_unpadded_convolutions_for_their_weight_gradient_alone() {
-        let rule = |pass: Pass, g: ConvGeometry| takes(Setting::Rule, pass, &g);
+        let rule = |pass: Pass, g: ConvGeometry| takes(Setting::Rule, pass, &g, false);
         assert_eq!(rule(Pass::Weight, geometry(64, 512, 13, 0)), Some(Tile::F4));
         assert_eq!(rule(Pass::Forward, geometry(64, 512, 13, 0)), None);
         assert_eq!(rule(Pass::Forward, geometry(256, 256, 13, 0)), None);
@@ -493,7 +456,7 @@ mod tests {
         assert_eq!(rule(Pass::Forward, geometry(128, 128, 16, 1)), Some(Tile::F2));
         assert_eq!(rule(Pass::Input, geometry(128, 128, 16, 1)), Some(Tile::F2));
         assert_eq!(rule(Pass::Weight, geometry(64, 64, 32, 1)), Some(Tile::F4));
-        let all = |pass: Pass, g: ConvGeometry| takes(Setting::All(Some(Tile::F2)), pass, &g);
+        let all = |pass: Pass, g: ConvGeometry| takes(Setting::All(Some(Tile::F2)), pass, &g, false);
         assert_eq!(all(Pass::Forward, geometry(8, 8, 3, 0)), Some(Tile::F2));
         assert_eq!(all(Pass::Input, geometry(8, 8, 3, 0)), Some(Tile::F2));
         assert_eq!(all(Pass::Forward, geometry(8, 8, 2, 0)), None, "no output");

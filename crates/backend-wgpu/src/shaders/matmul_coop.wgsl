@@ -1,7 +1,6 @@
 // Batched matrix product y[b] = a[b] x b[b] of f16 operands on cooperative matrices (tensor
 // cores): f16 x f16 products summed in f32, rounded to f16 on store, or kept in f32 as partial
-// sums over a split of K; the variants `prefetch`, `wide`, `direct`, `narrow` and `short` of
-// `LIANDAN_COOP_VARIANT`. Bindings, params and grid are matmul.wgsl's; so is the entry point
+// sums over a split of K. Bindings, params and grid are matmul.wgsl's; so is the entry point
 // of a matrix product (matmul/entry.wgsl). A convolution (conv.rs) runs this kernel with
 // conv.wgsl's entry point and out_at, and conv/gather_coop.wgsl's b loader.
 //
@@ -9,8 +8,7 @@
 // kernels only where subgroups are 32 wide, so subgroup s is invocations 32s..32s+31); subgroup
 // s computes the 16 FM x 64 block (s / SGN, s % SGN) of the BM x BN tile as FM x 4 cooperative
 // 16 x 16 sums (FM = 4, or 2 for half the registers: rows 32..63 of the block are skipped by
-// tests of the constant FM, which the compiler folds away). What differs from the first kernel
-// (run 8: stage a slice, then multiply it; 4.6% of cuBLAS's rate, docs/PERFORMANCE.md):
+// tests of the constant FM, which the compiler folds away).
 // - Each 32-deep slice of a and b is fetched from global memory into registers while the
 //   tensor cores work on the previous one in workgroup memory, so a slice costs one barrier
 //   pair and its memory latency hides behind the products.
@@ -18,10 +16,6 @@
 //   M- or N-major one as rows along M or N), so every vec4 loader stores whole vec4s, and the
 //   cooperative load reads the staged slice row- or column-major to match. Rows are padded by
 //   8 f16 so that the 8 rows a tensor-core load reads at once fall on different banks.
-// - DIRECT: where every tile lies inside y, both operands are read in vec4s and K is a
-//   multiple of 16, the tiles load their 16 x 16 blocks straight from the storage buffers (no
-//   workgroup memory, no barriers), the next step's blocks while this step's multiply; other
-//   shapes take the staged path.
 // - Partial sums (f32) are stored straight from the cooperative matrices where every tile lies
 //   inside y.
 //
@@ -29,15 +23,13 @@
 // a constant or on params (see whole_tiles), every loop bound the workgroup's. Every index and
 // stride handed to a cooperative load or store is a `let` of its own.
 //
-// Chosen per kernel: SGM, SGN, FM; DIRECT; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and
-// B_VECS, the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b /
-// raw_b4 (matmul_coop/raw_*.wgsl), STORE_DIRECT, store_frag and scale_operands (the set-up of
-// f32 operands scaled into f16, matmul_coop/scaled.wgsl; a no-op in matmul_coop/store_*.wgsl);
+// Chosen per kernel: SGM, SGN, FM; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and B_VECS,
+// the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b / raw_b4
+// (matmul_coop/raw_*.wgsl), STORE_DIRECT, store_frag and scale_operands (the set-up of f32
+// operands scaled into f16, matmul_coop/scaled.wgsl; a no-op in matmul_coop/store_*.wgsl);
 // a_fetch and b_fetch (vec4 i of this invocation's share of a slice of a or b, zeros outside:
 // matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
-// (their set-up for a tile) and out_at (where element (m, n) of y goes); glob_a and glob_b
-// (DIRECT's loads straight from the buffers: matmul_coop/glob.wgsl, or glob_none.wgsl where
-// the operands are not f16 and DIRECT is off).
+// (their set-up for a tile) and out_at (where element (m, n) of y goes).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -118,8 +110,8 @@ fn b_stage_strided(lid: u32, base: u32, n0: u32, k0: u32) {
 
 // The slices at k0 of the vec4-read operands into registers. A slice that lies inside both
 // operands (the tile inside y, the slice inside K) is fetched without a test per element: so a
-// 4096^3 product ran 1.13-1.15x as fast on the H100 and 1.26-1.39x on the H200
-// (docs/PERFORMANCE.md, runs 82-85). `edge` is a constant in each call, so each call's loaders
+// 4096^3 product ran 1.13-1.15x as fast on the H100 and 1.26-1.39x on the H200. `edge` is a
+// constant in each call, so each call's loaders
 // are compiled with or without their tests.
 fn fetch(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     let d = dims_();
@@ -243,12 +235,6 @@ fn whole_tiles() -> bool {
     return (p.m % BM == 0u) & (p.n % BN == 0u);
 }
 
-// Whether the tiles load straight from the buffers: DIRECT, both operands read in vec4s, whole
-// tiles, and K a multiple of 16 (then so is every split's range, whose starts are).
-fn direct() -> bool {
-    return DIRECT & (A_LOAD != LOAD_STRIDED) & (B_LOAD != LOAD_STRIDED) & whole_tiles() & (p.k % 16u == 0u) & (p.k > 0u);
-}
-
 // One BM x BN tile of y at (m0, n0): the product over k in [k0, k1) of the operands whose
 // elements start at abase and bbase, stored through out_at(ybase, ..).
 fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, lid: u32) {
@@ -275,106 +261,46 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     var c31 = coop_mat16x16<f32, C>();
     var c32 = coop_mat16x16<f32, C>();
     var c33 = coop_mat16x16<f32, C>();
-    if (direct()) {
-        let am = m0 + wm;
-        let bn = n0 + wn;
-        var a0 = glob_a(abase, am, k0);
-        var a1 = glob_a(abase, am + 16u, k0);
-        // Rows 32..63 of the subgroup's block only where it has them (FM = 4).
+    fetch(lid, abase, bbase, m0, n0, k0);
+    // 16 deep per step; every other step stages the next slice.
+    for (var k = k0; k < k1; k += 16u) {
+        let kk = (k - k0) % BK;
+        if (kk == 0u) {
+            // The previous slice's loads are done before it is overwritten.
+            workgroupBarrier();
+            put(lid, abase, bbase, m0, n0, k);
+            workgroupBarrier();
+            if (k + BK < k1) { fetch(lid, abase, bbase, m0, n0, k + BK); }
+        }
+        let a0 = frag_a(wm, kk);
+        let a1 = frag_a(wm + 16u, kk);
         var a2 = coop_mat16x16<f16, A>();
         var a3 = coop_mat16x16<f16, A>();
         if (FM == 4u) {
-            a2 = glob_a(abase, am + 32u, k0);
-            a3 = glob_a(abase, am + 48u, k0);
+            a2 = frag_a(wm + 32u, kk);
+            a3 = frag_a(wm + 48u, kk);
         }
-        var b0 = glob_b(bbase, bn, k0);
-        var b1 = glob_b(bbase, bn + 16u, k0);
-        var b2 = glob_b(bbase, bn + 32u, k0);
-        var b3 = glob_b(bbase, bn + 48u, k0);
-        for (var k = k0; k < k1; k += 16u) {
-            // The last step loads its own blocks again rather than branch.
-            let kn = min(k + 16u, k1 - 16u);
-            let na0 = glob_a(abase, am, kn);
-            let na1 = glob_a(abase, am + 16u, kn);
-            var na2 = coop_mat16x16<f16, A>();
-            var na3 = coop_mat16x16<f16, A>();
-            if (FM == 4u) {
-                na2 = glob_a(abase, am + 32u, kn);
-                na3 = glob_a(abase, am + 48u, kn);
-            }
-            let nb0 = glob_b(bbase, bn, kn);
-            let nb1 = glob_b(bbase, bn + 16u, kn);
-            let nb2 = glob_b(bbase, bn + 32u, kn);
-            let nb3 = glob_b(bbase, bn + 48u, kn);
-            c00 = coopMultiplyAdd(a0, b0, c00);
-            c01 = coopMultiplyAdd(a0, b1, c01);
-            c02 = coopMultiplyAdd(a0, b2, c02);
-            c03 = coopMultiplyAdd(a0, b3, c03);
-            c10 = coopMultiplyAdd(a1, b0, c10);
-            c11 = coopMultiplyAdd(a1, b1, c11);
-            c12 = coopMultiplyAdd(a1, b2, c12);
-            c13 = coopMultiplyAdd(a1, b3, c13);
-            if (FM == 4u) {
-                c20 = coopMultiplyAdd(a2, b0, c20);
-                c21 = coopMultiplyAdd(a2, b1, c21);
-                c22 = coopMultiplyAdd(a2, b2, c22);
-                c23 = coopMultiplyAdd(a2, b3, c23);
-                c30 = coopMultiplyAdd(a3, b0, c30);
-                c31 = coopMultiplyAdd(a3, b1, c31);
-                c32 = coopMultiplyAdd(a3, b2, c32);
-                c33 = coopMultiplyAdd(a3, b3, c33);
-            }
-            a0 = na0;
-            a1 = na1;
-            a2 = na2;
-            a3 = na3;
-            b0 = nb0;
-            b1 = nb1;
-            b2 = nb2;
-            b3 = nb3;
-        }
-    } else {
-        fetch(lid, abase, bbase, m0, n0, k0);
-        // 16 deep per step; every other step stages the next slice.
-        for (var k = k0; k < k1; k += 16u) {
-            let kk = (k - k0) % BK;
-            if (kk == 0u) {
-                // The previous slice's loads are done before it is overwritten.
-                workgroupBarrier();
-                put(lid, abase, bbase, m0, n0, k);
-                workgroupBarrier();
-                if (k + BK < k1) { fetch(lid, abase, bbase, m0, n0, k + BK); }
-            }
-            let a0 = frag_a(wm, kk);
-            let a1 = frag_a(wm + 16u, kk);
-            var a2 = coop_mat16x16<f16, A>();
-            var a3 = coop_mat16x16<f16, A>();
-            if (FM == 4u) {
-                a2 = frag_a(wm + 32u, kk);
-                a3 = frag_a(wm + 48u, kk);
-            }
-            let b0 = frag_b(wn, kk);
-            let b1 = frag_b(wn + 16u, kk);
-            let b2 = frag_b(wn + 32u, kk);
-            let b3 = frag_b(wn + 48u, kk);
-            c00 = coopMultiplyAdd(a0, b0, c00);
-            c01 = coopMultiplyAdd(a0, b1, c01);
-            c02 = coopMultiplyAdd(a0, b2, c02);
-            c03 = coopMultiplyAdd(a0, b3, c03);
-            c10 = coopMultiplyAdd(a1, b0, c10);
-            c11 = coopMultiplyAdd(a1, b1, c11);
-            c12 = coopMultiplyAdd(a1, b2, c12);
-            c13 = coopMultiplyAdd(a1, b3, c13);
-            if (FM == 4u) {
-                c20 = coopMultiplyAdd(a2, b0, c20);
-                c21 = coopMultiplyAdd(a2, b1, c21);
-                c22 = coopMultiplyAdd(a2, b2, c22);
-                c23 = coopMultiplyAdd(a2, b3, c23);
-                c30 = coopMultiplyAdd(a3, b0, c30);
-                c31 = coopMultiplyAdd(a3, b1, c31);
-                c32 = coopMultiplyAdd(a3, b2, c32);
-                c33 = coopMultiplyAdd(a3, b3, c33);
-            }
+        let b0 = frag_b(wn, kk);
+        let b1 = frag_b(wn + 16u, kk);
+        let b2 = frag_b(wn + 32u, kk);
+        let b3 = frag_b(wn + 48u, kk);
+        c00 = coopMultiplyAdd(a0, b0, c00);
+        c01 = coopMultiplyAdd(a0, b1, c01);
+        c02 = coopMultiplyAdd(a0, b2, c02);
+        c03 = coopMultiplyAdd(a0, b3, c03);
+        c10 = coopMultiplyAdd(a1, b0, c10);
+        c11 = coopMultiplyAdd(a1, b1, c11);
+        c12 = coopMultiplyAdd(a1, b2, c12);
+        c13 = coopMultiplyAdd(a1, b3, c13);
+        if (FM == 4u) {
+            c20 = coopMultiplyAdd(a2, b0, c20);
+            c21 = coopMultiplyAdd(a2, b1, c21);
+            c22 = coopMultiplyAdd(a2, b2, c22);
+            c23 = coopMultiplyAdd(a2, b3, c23);
+            c30 = coopMultiplyAdd(a3, b0, c30);
+            c31 = coopMultiplyAdd(a3, b1, c31);
+            c32 = coopMultiplyAdd(a3, b2, c32);
+            c33 = coopMultiplyAdd(a3, b3, c33);
         }
     }
     let m = m0 + wm;

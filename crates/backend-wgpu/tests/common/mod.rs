@@ -2,6 +2,7 @@
 
 // The CPU device: the reference, and where fallbacks run.
 use liandan_backend_cpu as _;
+use liandan_backend_wgpu::{WgpuBackend, WgpuOptions};
 use liandan_tensor::Device;
 
 /// The first GPU wgpu finds. Without one, tests skip (saying why), unless
@@ -9,7 +10,7 @@ use liandan_tensor::Device;
 pub fn gpu() -> Option<Device> {
     match Device::gpus().into_iter().next() {
         Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => {
+        None if liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) => {
             panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
         }
         None => {
@@ -17,4 +18,14 @@ pub fn gpu() -> Option<Device> {
             None
         }
     }
+}
+
+/// A device of its own on the first GPU's adapter, opened with its options changed by `set`: the
+/// knobs a test sets there reach no other test.
+#[allow(dead_code)]
+pub fn gpu_with(set: impl FnOnce(&mut WgpuOptions)) -> Option<Device> {
+    let d = gpu()?;
+    let mut options = WgpuBackend::of(&d).expect("a wgpu device").options();
+    set(&mut options);
+    Some(liandan_backend_wgpu::with_options(&d, options).expect("a wgpu device"))
 }

@@ -1,6 +1,6 @@
 //! The seed model zoo: the seven models PyTorch-on-Apple-GPU users train and benchmark, with
 //! exactly the architectures, state-dict names and parameter counts of PyTorch's definitions
-//! (`shared/reference/torch_zoo.py`), so that a checkpoint moves between the two unchanged and
+//! (`docs/MODEL_ZOO.md`), so that a checkpoint moves between the two unchanged and
 //! timings compare one to one.
 //!
 //! | name | input (batch) | loss | optimizer | params |

@@ -11,7 +11,7 @@ use liandan_nn::{checkpoint, Device, Tensor};
 pub fn gpu() -> Option<Device> {
     match Device::gpus().into_iter().next() {
         Some(d) => Some(d),
-        None if std::env::var("LIANDAN_REQUIRE_GPU").is_ok_and(|v| v != "0") => {
+        None if liandan_nn::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) => {
             panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
         }
         None => {

@@ -40,7 +40,7 @@ pub(super) fn conv2d(x: &Tensor, weight: &Tensor, geom: ConvGeometry) -> Result<
 /// convolution's (whose rule never reads its output, so the graph keeps no handle on that
 /// buffer for it) and ReLU's, which reads it. So ReLU's backward frees it before the
 /// convolution's runs, as in the composite (one node reading the output through the
-/// convolution's backward held it 10% longer at mnist_cnn's peak on the H200, run 152).
+/// convolution's backward held it 10% longer at mnist_cnn's peak on the H200).
 pub(super) fn conv2d_bias(x: &Tensor, weight: &Tensor, bias: &Tensor, geom: ConvGeometry, relu: bool) -> Result<Tensor> {
     let (x, weight, bias) = (x.contiguous()?, weight.contiguous()?, bias.contiguous()?);
     let inputs = [&x, &weight, &bias];

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use liandan_tensor::settings::{env, SettingError, Vars};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::settings;
 
 /// A file to fetch: its name in the cache and under the base URL, and its SHA-256.
 #[derive(Clone, Copy, Debug)]
@@ -45,11 +47,17 @@ pub const CIFAR10_FILE: RemoteFile = RemoteFile { name: "cifar-10-binary.tar.gz"
 /// Attempts per file; each one after the first resumes where the previous was cut off.
 const ATTEMPTS: usize = 3;
 
+/// `LIANDAN_DATA` and `LIANDAN_DATA_URL` in `vars` ([`crate::settings`]): the cache directory
+/// and the base URL, where set.
+pub(crate) fn read_settings(vars: Vars) -> std::result::Result<(Option<PathBuf>, Option<String>), SettingError> {
+    Ok((settings::DATA.path_in(vars)?, settings::DATA_URL.text_in(vars)?))
+}
+
 /// The cache directory: `$LIANDAN_DATA`, else `liandan` in the user's cache directory
 /// (`$XDG_CACHE_HOME`, `~/.cache`, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows).
 pub fn cache_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("LIANDAN_DATA").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
+    if let Some(dir) = read_settings(&env).map_err(liandan_tensor::Error::from)?.0 {
+        return Ok(dir);
     }
     let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     let base = if cfg!(windows) {
@@ -62,6 +70,15 @@ pub fn cache_dir() -> Result<PathBuf> {
     base.map(|b| b.join("liandan")).ok_or_else(|| Error::InvalidArgument {
         op: "data::download::cache_dir",
         what: "no cache directory: set LIANDAN_DATA to a directory for datasets".into(),
+    })
+}
+
+/// The base URL to download from: `$LIANDAN_DATA_URL` (ending in `/`), else `default`.
+pub fn base_url(default: &str) -> Result<String> {
+    Ok(match read_settings(&env).map_err(liandan_tensor::Error::from)?.1 {
+        Some(u) if u.ends_with('/') => u,
+        Some(u) => format!("{u}/"),
+        None => default.to_string(),
     })
 }
 

@@ -37,8 +37,8 @@ impl AdamConfig {
     }
 
     /// `torch.optim.Adam(decoupled_weight_decay=True)`, which computes what AdamW does, with
-    /// AdamW's defaults (weight decay 0.01) and learning rate `lr`. The [`AdamW`] type takes
-    /// an [`AdamWConfig`].
+    /// AdamW's defaults (weight decay 0.01) and learning rate `lr`. The [`AdamW`](super::AdamW) type takes
+    /// an [`AdamWConfig`](super::AdamWConfig).
     pub fn adamw(lr: f64) -> AdamConfig {
         AdamConfig { weight_decay: 1e-2, decoupled_weight_decay: true, ..AdamConfig::adam(lr) }
     }

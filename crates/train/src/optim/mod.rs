@@ -83,7 +83,6 @@ pub use adam::{Adam, AdamConfig};
 pub use adamw::{AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
 pub use core::{FusedUpdate, Optim, ParamState, Params, Rule};
-pub use fused::no_foreach;
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use sgd::{Sgd, SgdConfig};
 

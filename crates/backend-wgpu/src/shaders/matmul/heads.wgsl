@@ -1,13 +1,12 @@
 // A batch of small products y[b] = a[b] x b[b] whose every y[b] fits one 80 x 80 tile but not
 // one 64 x 64 tile (M or N of 65 to 80: a ViT's attention, 65 tokens a head): one workgroup a
 // tile, where the tiled kernel (matmul/tile.wgsl) would spend four 64 x 64 tiles, or one of
-// 128 x 128, on each 65 x 65 y[b], three quarters of them empty (docs/PERFORMANCE.md, runs 120
-// and 159-160).
+// 128 x 128, on each 65 x 65 y[b], three quarters of them empty.
 //
 // A workgroup of 16 x 16 invocations computes an 80 x 80 tile, each invocation a 5 x 5 grid
 // of it lying 16 apart (rows ty, ty + 16, .., columns tx, tx + 16, ..: neighbours read
 // neighbouring words of workgroup memory), its sums in 25 registers indexed by constants
-// only (an index computed in a loop would put them in memory, as run 120's kernel did). Each
+// only (an index computed in a loop would put them in memory). Each
 // 16-deep slice of a and b is staged in workgroup memory through the operands' strides,
 // zeros past the edges, neighbouring invocations reading along K or along M / N, whichever
 // the operand's smaller stride is (p.a_walk_m / p.b_walk_n, as matmul.wgsl's scalar loaders).

@@ -99,9 +99,8 @@ struct Slice {
 
 // The slices at k0. With FETCH_INSIDE, one that lies inside both operands (the tile inside y,
 // the slice inside [.., k1)) is fetched without a test per element: `edge` is a constant in
-// each call, so each call's loaders are compiled with or without their tests
-// (docs/PERFORMANCE.md, runs 83 and 85: f32 matmul 4096^3 3-6% faster; the convolutions leave
-// it off).
+// each call, so each call's loaders are compiled with or without their tests (f32 matmul
+// 4096^3 3-6% faster on the H200; the convolutions leave it off).
 fn fetch_slice(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, lid: u32) -> Slice {
     let d = dims_();
     if (FETCH_INSIDE & (m0 + BM <= d.y) & (n0 + BN <= d.w) & (k0 + BK <= k1)) {

@@ -207,7 +207,7 @@ thread_local! {
     static FOREACH_ON: Cell<bool> = const { Cell::new(true) };
 }
 
-/// Runs `f` with the multi-tensor updates ([`update_foreach`]) off on this thread: each update
+/// Runs `f` with the multi-tensor updates (`update_foreach`) off on this thread: each update
 /// runs on its own, as a per-tensor kernel where there is one. For comparing the two (`cargo
 /// xtask bench-fusion`, `bench-host`); `LIANDAN_FUSION=0` turns both off.
 pub fn no_foreach<R>(f: impl FnOnce() -> R) -> R {

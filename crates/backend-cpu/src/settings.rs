@@ -1,0 +1,61 @@
+//! The CPU backend's one setting, parsed once (see `liandan_tensor::settings`).
+
+use std::sync::OnceLock;
+
+use liandan_tensor::settings::{env, Kind, Setting, SettingError, Vars};
+use liandan_tensor::Result;
+
+use crate::matmul::Engine;
+
+/// This crate's settings.
+pub const SETTINGS: &[Setting] = &[GEMM];
+
+pub const GEMM: Setting = Setting {
+    name: "LIANDAN_CPU_GEMM",
+    kind: Kind::Choice(&["gemm", "tuned", "matrixmultiply"]),
+    default: "gemm",
+    doc: "The CPU's matrix products: `gemm` (the `gemm` crate, the same way for the same shape on every run), `tuned` (per shape, the \
+          fastest of `gemm` and `matrixmultiply` timed on this CPU; not reproducible bit for bit between processes) or `matrixmultiply` \
+          (every product, to bisect a wrong result to the `gemm` crate).",
+    owner: "liandan-backend-cpu",
+};
+
+/// The options of this crate, as the environment sets them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CpuOptions {
+    pub(crate) gemm: Engine,
+}
+
+impl CpuOptions {
+    pub(crate) fn from_vars(vars: Vars) -> std::result::Result<CpuOptions, SettingError> {
+        let gemm = match GEMM.choice_in(vars)? {
+            Some("tuned") => Engine::Tuned,
+            Some("matrixmultiply") => Engine::MatrixMultiply,
+            _ => Engine::Gemm,
+        };
+        Ok(CpuOptions { gemm })
+    }
+}
+
+/// This process's options, read from the environment once; a bad value fails every product.
+pub(crate) fn options() -> Result<CpuOptions> {
+    static OPTIONS: OnceLock<std::result::Result<CpuOptions, SettingError>> = OnceLock::new();
+    Ok(OPTIONS.get_or_init(|| CpuOptions::from_vars(&env)).clone()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_rejects_a_bad_value_naming_itself() {
+        for s in SETTINGS {
+            let bad = s.kind.bad_value();
+            let vars = |n: &str| (n == s.name).then(|| bad.clone());
+            let err = CpuOptions::from_vars(&vars).expect_err(s.name).to_string();
+            assert!(err.starts_with(&format!("{}=", s.name)) && err.contains(&s.kind.expected()), "{err}");
+        }
+        let tuned = |n: &str| (n == GEMM.name).then(|| std::ffi::OsString::from("Tuned"));
+        assert_eq!(CpuOptions::from_vars(&tuned).unwrap().gemm, Engine::Tuned);
+    }
+}

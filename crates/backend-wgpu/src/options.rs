@@ -1,0 +1,269 @@
+//! The wgpu backend's options: the settings it reads from the environment ([`SETTINGS`]),
+//! parsed once into a [`WgpuOptions`] per device, which a program may replace on a device
+//! ([`WgpuBackend::set_options`]) or open a device with ([`with_options`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use liandan_tensor::settings::{env, Kind, Setting, SettingError, Vars};
+use liandan_tensor::{Device, Error, Result};
+
+use crate::backend::WgpuBackend;
+
+/// This crate's settings.
+pub const SETTINGS: &[Setting] = &[AUTOTUNE, CACHE_DIR, CONV_TF32, COOP_MATRIX, MEMORY_BREAKDOWN, SHADER_CHECKS];
+
+pub const AUTOTUNE: Setting = Setting {
+    name: "LIANDAN_AUTOTUNE",
+    kind: Kind::Switch,
+    default: "0",
+    doc: "`1` times the first product of each shape in every cut that fits it on this GPU and keeps the fastest, in a file per adapter \
+          under the cache directory (as `torch.backends.cudnn.benchmark`; `liandan train --autotune` does the same).",
+    owner: "liandan-backend-wgpu",
+};
+
+pub const CACHE_DIR: Setting = Setting {
+    name: "LIANDAN_CACHE_DIR",
+    kind: Kind::Dir,
+    default: "the platform's cache directory, `liandan` under it",
+    doc: "Where the autotune keeps its measured cuts (in `autotune/` under it).",
+    owner: "liandan-backend-wgpu",
+};
+
+pub const CONV_TF32: Setting = Setting {
+    name: "LIANDAN_CONV_TF32",
+    kind: Kind::Switch,
+    default: "0",
+    doc: "`1` lets the larger f32 convolutions run on the f16 tensor cores with scaled operands, at TF32's precision \
+          (`torch.backends.cudnn.allow_tf32`; `liandan train --conv-tf32` does the same). Off, f32 convolutions are exact f32.",
+    owner: "liandan-backend-wgpu",
+};
+
+pub const COOP_MATRIX: Setting = Setting {
+    name: "LIANDAN_COOP_MATRIX",
+    kind: Kind::Switch,
+    default: "1",
+    doc: "`0` opens the GPU without cooperative matrices and keeps every f16 product on the ordinary kernels: to bisect a wrong result \
+          to the tensor cores.",
+    owner: "liandan-backend-wgpu",
+};
+
+pub const MEMORY_BREAKDOWN: Setting = Setting {
+    name: "LIANDAN_MEMORY_BREAKDOWN",
+    kind: Kind::Switch,
+    default: "0",
+    doc: "`1` records where each GPU buffer was made, so `liandan profile` can say what was live at the memory peak.",
+    owner: "liandan-backend-wgpu",
+};
+
+pub const SHADER_CHECKS: Setting = Setting {
+    name: "LIANDAN_SHADER_CHECKS",
+    kind: Kind::Switch,
+    default: "each kernel's own",
+    doc: "`1` keeps naga's run-time checks (clamped indices, bounded loops) in every kernel, `0` drops them from every kernel; unset, \
+          the products and convolutions go without them and the kernels that index by data keep them. To bisect a crash or a wrong result.",
+    owner: "liandan-backend-wgpu",
+};
+
+/// How the wgpu backend runs on one device. The environment's settings ([`SETTINGS`]) give a
+/// device its first options ([`WgpuOptions::from_env`]); a program may set others on a device
+/// ([`WgpuBackend::set_options`]) or open one with them ([`with_options`]).
+///
+/// ```
+/// use liandan_backend_wgpu::WgpuOptions;
+/// let o = WgpuOptions { autotune: true, conv_tf32: true, ..WgpuOptions::default() };
+/// assert!(o.coop_matrix, "tensor cores stay on where the GPU has them");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgpuOptions {
+    /// Products are cut as measured on this adapter (`LIANDAN_AUTOTUNE`).
+    pub autotune: bool,
+    /// Where the autotune keeps its cuts, a file per adapter; `None` keeps them in memory.
+    pub autotune_dir: Option<PathBuf>,
+    /// Larger f32 convolutions may run on the f16 tensor cores (`LIANDAN_CONV_TF32`).
+    pub conv_tf32: bool,
+    /// f16 products use cooperative matrices where the adapter has them
+    /// (`LIANDAN_COOP_MATRIX`). Applies when the device opens.
+    pub coop_matrix: bool,
+    /// Where each buffer was made is recorded (`LIANDAN_MEMORY_BREAKDOWN`). Applies when the
+    /// device opens.
+    pub memory_breakdown: bool,
+    /// naga's run-time checks in every kernel (`Some(true)`), in none, or as each kernel
+    /// family decides (`LIANDAN_SHADER_CHECKS`). Applies when the device opens.
+    pub shader_checks: Option<bool>,
+    /// Knobs for tests and benchmarks (`testing::Knobs`).
+    #[doc(hidden)]
+    pub testing: crate::testing::Knobs,
+}
+
+impl Default for WgpuOptions {
+    /// Every setting at its default (the autotune's directory: the platform's cache directory).
+    fn default() -> WgpuOptions {
+        WgpuOptions {
+            autotune: false,
+            autotune_dir: platform_cache_dir().map(|d| d.join("autotune")),
+            conv_tf32: false,
+            coop_matrix: true,
+            memory_breakdown: false,
+            shader_checks: None,
+            testing: crate::testing::Knobs::default(),
+        }
+    }
+}
+
+impl WgpuOptions {
+    /// The options the environment sets; a bad value is an error naming the variable.
+    pub fn from_env() -> std::result::Result<WgpuOptions, SettingError> {
+        WgpuOptions::from_vars(&env)
+    }
+
+    /// The options `vars` sets.
+    pub fn from_vars(vars: Vars) -> std::result::Result<WgpuOptions, SettingError> {
+        let d = WgpuOptions::default();
+        Ok(WgpuOptions {
+            autotune: AUTOTUNE.switch_in(vars)?.unwrap_or(d.autotune),
+            autotune_dir: CACHE_DIR.path_in(vars)?.map(|dir| dir.join("autotune")).or(d.autotune_dir),
+            conv_tf32: CONV_TF32.switch_in(vars)?.unwrap_or(d.conv_tf32),
+            coop_matrix: COOP_MATRIX.switch_in(vars)?.unwrap_or(d.coop_matrix),
+            memory_breakdown: MEMORY_BREAKDOWN.switch_in(vars)?.unwrap_or(d.memory_breakdown),
+            shader_checks: SHADER_CHECKS.switch_in(vars)?,
+            testing: d.testing,
+        })
+    }
+
+    /// Whether `self` and `other` differ in what applies when the device opens.
+    fn differ_at_open(&self, other: &WgpuOptions) -> bool {
+        (self.coop_matrix, self.memory_breakdown, self.shader_checks) != (other.coop_matrix, other.memory_breakdown, other.shader_checks)
+            || self.testing.differ_at_open(&other.testing)
+    }
+}
+
+/// The platform's cache directory with `liandan` under it (`$XDG_CACHE_HOME` or `~/.cache` on
+/// Linux, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows).
+fn platform_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = if cfg!(target_os = "macos") {
+        var("HOME").map(|h| h.join("Library/Caches"))
+    } else if cfg!(windows) {
+        var("LOCALAPPDATA")
+    } else {
+        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
+    };
+    base.map(|b| b.join("liandan"))
+}
+
+/// A device's options, shared by its backend and its opened device (`Gpu`), read once per call
+/// that needs them.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    options: RwLock<Arc<WgpuOptions>>,
+    /// A bad setting in the environment, reported by every call until options are set.
+    bad: RwLock<Option<SettingError>>,
+    /// Whether `bad` holds one (read by every call, so without a lock).
+    any_bad: AtomicBool,
+}
+
+impl Shared {
+    /// The environment's options, or the defaults and the error where a setting is bad.
+    pub(crate) fn from_env() -> Shared {
+        let (options, bad) = match WgpuOptions::from_env() {
+            Ok(o) => (o, None),
+            Err(e) => (WgpuOptions::default(), Some(e)),
+        };
+        Shared::new(options, bad)
+    }
+
+    pub(crate) fn new(options: WgpuOptions, bad: Option<SettingError>) -> Shared {
+        Shared { any_bad: AtomicBool::new(bad.is_some()), options: RwLock::new(Arc::new(options)), bad: RwLock::new(bad) }
+    }
+
+    pub(crate) fn get(&self) -> Arc<WgpuOptions> {
+        self.options.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The environment's error, if a setting was bad and no options were set since.
+    pub(crate) fn check(&self) -> Result<()> {
+        if !self.any_bad.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match &*self.bad.read().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(Error::Setting(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn set(&self, options: WgpuOptions) {
+        *self.options.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(options);
+        *self.bad.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.any_bad.store(false, Ordering::Relaxed);
+    }
+}
+
+impl WgpuBackend {
+    /// The wgpu backend of `device`; `None` for another backend's device.
+    pub fn of(device: &Device) -> Option<&WgpuBackend> {
+        device.backend_as::<WgpuBackend>()
+    }
+
+    /// This device's options.
+    pub fn options(&self) -> WgpuOptions {
+        (*self.shared.get()).clone()
+    }
+
+    /// Replaces this device's options, for the ops recorded after the call. Those that apply
+    /// when the device opens (`coop_matrix`, `memory_breakdown`, `shader_checks`) cannot change
+    /// once it has run anything: that is an error (open another device with [`with_options`]).
+    pub fn set_options(&self, options: WgpuOptions) -> Result<()> {
+        if self.is_open() && options.differ_at_open(&self.shared.get()) {
+            return Err(Error::Device(format!(
+                "{}: coop_matrix, memory_breakdown and shader_checks apply when the device opens, and it is open; \
+                 set them before its first use, or open another device with them (liandan_backend_wgpu::with_options)",
+                liandan_tensor::Backend::name(self)
+            )));
+        }
+        self.shared.set(options);
+        Ok(())
+    }
+}
+
+/// A new device on `device`'s adapter, opened with `options`: its own queue, memory and
+/// kernels, beside `device` (which keeps its own options). An error for a device of another
+/// backend.
+pub fn with_options(device: &Device, options: WgpuOptions) -> Result<Device> {
+    let backend = WgpuBackend::of(device).ok_or_else(|| Error::Device(format!("{device} is not a wgpu device")))?;
+    Ok(Device::from_backend(Arc::new(backend.reopened(options))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_setting_rejects_a_bad_value_naming_itself() {
+        for s in SETTINGS {
+            let bad = s.kind.bad_value();
+            let vars = |n: &str| (n == s.name).then(|| bad.clone());
+            let err = WgpuOptions::from_vars(&vars).expect_err(s.name).to_string();
+            assert!(err.starts_with(&format!("{}=", s.name)) && err.contains(&s.kind.expected()), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_environment_sets_what_it_names() {
+        let vars = |n: &str| -> Option<std::ffi::OsString> {
+            let v = match n {
+                "LIANDAN_AUTOTUNE" => "on",
+                "LIANDAN_CACHE_DIR" => "/tmp/liandan-cache",
+                "LIANDAN_COOP_MATRIX" => "0",
+                "LIANDAN_SHADER_CHECKS" => "1",
+                _ => return None,
+            };
+            Some(v.into())
+        };
+        let o = WgpuOptions::from_vars(&vars).unwrap();
+        assert!(o.autotune && !o.coop_matrix && !o.conv_tf32 && o.shader_checks == Some(true));
+        assert_eq!(o.autotune_dir, Some(PathBuf::from("/tmp/liandan-cache/autotune")));
+        assert_eq!(WgpuOptions::from_vars(&liandan_tensor::settings::no_vars).unwrap(), WgpuOptions::default());
+    }
+}

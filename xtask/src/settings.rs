@@ -1,0 +1,14 @@
+//! The settings of the chores here (see `liandan_tensor::settings`).
+
+use liandan_tensor::settings::{Kind, Setting};
+
+/// This crate's settings.
+pub const SETTINGS: &[Setting] = &[BENCH_PHASES];
+
+pub const BENCH_PHASES: Setting = Setting {
+    name: "LIANDAN_BENCH_PHASES",
+    kind: Kind::Switch,
+    default: "0",
+    doc: "`1` makes each `cargo xtask bench` child print, on stderr, where its pipelined steps spent the host's time (submits, waits, recording).",
+    owner: "xtask",
+};
