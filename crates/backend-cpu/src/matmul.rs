@@ -11,26 +11,9 @@ use liandan_tensor::{Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::pool;
+pub(crate) use crate::settings::Engine;
 use crate::storage::{alloc, backend_error, bad_dtype, collect_n, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
 use crate::strided::map1;
-
-/// The gemm library the products run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Engine {
-    /// The `gemm` crate, threaded on rayon, with a fixed rule for the products with few rows
-    /// against a transposed rhs (see [`gemm_one`]): the same way for the same shape on every
-    /// run, so a resumed training run matches an uninterrupted one bit for bit.
-    Gemm,
-    /// Per product shape, the fastest of the ways below ([`Way`]), timed on the shape's first
-    /// calls in this process: which one wins depends on the CPU (on an AMD EPYC `gemm` into a
-    /// column-major block wins the few-row products by
-    /// 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of those with 64 rows or more by
-    /// 1.1-1.8x). The ways round differently in the last bits and the timing picks differently
-    /// from run to run, so results are not bit-for-bit reproducible between processes.
-    Tuned,
-    /// `matrixmultiply`, AVX2 at most, on its own threads: kept to compare and to bisect.
-    MatrixMultiply,
-}
 
 /// The engine `LIANDAN_CPU_GEMM` chooses ([`crate::settings::GEMM`]).
 pub(crate) fn engine() -> Result<Engine> {

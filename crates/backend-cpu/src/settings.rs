@@ -5,8 +5,6 @@ use std::sync::OnceLock;
 use liandan_tensor::settings::{env, Kind, Setting, SettingError, Vars};
 use liandan_tensor::Result;
 
-use crate::matmul::Engine;
-
 /// This crate's settings.
 pub const SETTINGS: &[Setting] = &[GEMM];
 
@@ -19,6 +17,24 @@ pub const GEMM: Setting = Setting {
           (every product, to bisect a wrong result to the `gemm` crate).",
     owner: "liandan-backend-cpu",
 };
+
+/// The gemm library the products run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// The `gemm` crate, threaded on rayon, with a fixed rule for the products with few rows
+    /// against a transposed rhs (see `matmul::gemm_one`): the same way for the same shape on every
+    /// run, so a resumed training run matches an uninterrupted one bit for bit.
+    Gemm,
+    /// Per product shape, the fastest of the ways below (`matmul::Way`), timed on the shape's first
+    /// calls in this process: which one wins depends on the CPU (on an AMD EPYC `gemm` into a
+    /// column-major block wins the few-row products by
+    /// 1.6-2.9x, on an Intel Xeon `matrixmultiply` wins most of those with 64 rows or more by
+    /// 1.1-1.8x). The ways round differently in the last bits and the timing picks differently
+    /// from run to run, so results are not bit-for-bit reproducible between processes.
+    Tuned,
+    /// `matrixmultiply`, AVX2 at most, on its own threads: kept to compare and to bisect.
+    MatrixMultiply,
+}
 
 /// The options of this crate, as the environment sets them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

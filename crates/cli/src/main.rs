@@ -11,7 +11,6 @@
 
 // Output goes through `output::say!`: `println!` panics when stdout fails.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
-
 // The arguments' doc comments are clap's `--help` text, written for a terminal, not rustdoc.
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
 

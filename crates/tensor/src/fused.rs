@@ -66,7 +66,7 @@ pub fn no_fusion<R>(f: impl FnOnce() -> R) -> R {
 pub fn kernel(op: &dyn CustomKernel, inputs: &[&Tensor]) -> Option<Result<Vec<Storage>>> {
     let first = inputs.first()?;
     if let Err(e) = crate::settings::options() {
-        return Some(Err(e));
+        return Some(Err(e.into()));
     }
     if !fusion_enabled() {
         return None;

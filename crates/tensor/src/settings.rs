@@ -18,8 +18,6 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use crate::error::Error;
-
 /// A value a setting does not accept: `{name}={value}: expected {expected}`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{name}={value}: expected {expected}")]
@@ -290,9 +288,9 @@ impl TensorOptions {
 }
 
 /// This process's [`TensorOptions`], read from the environment once.
-pub fn options() -> std::result::Result<TensorOptions, Error> {
+pub fn options() -> Result<TensorOptions> {
     static OPTIONS: OnceLock<Result<TensorOptions>> = OnceLock::new();
-    Ok(OPTIONS.get_or_init(|| TensorOptions::from_vars(&env)).clone()?)
+    OPTIONS.get_or_init(|| TensorOptions::from_vars(&env)).clone()
 }
 
 /// Whether tests must fail rather than skip without a GPU (`LIANDAN_REQUIRE_GPU`).
