@@ -6,7 +6,7 @@
 # loader (libvulkan.so.1); libraries it lacks can go in .gpu/lib, which is put on
 # LD_LIBRARY_PATH. PyTorch (`python3 -c 'import torch'`) gives the columns beside ours.
 #
-#   PART=tests|train|bench|compile|cpu|sync|profile|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
+#   PART=tests|train|bench|compile|cpu|sync|profile|ddp|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
 #
 # bench: the zoo's training steps beside PyTorch, f32 with the micro-benchmarks, then the
 # other PRECISIONS (default f16) without; MODELS limits the models. With a previous build's
@@ -18,6 +18,10 @@
 # cpu: the zoo on the host's CPU beside PyTorch's, all cores a side (THREADS), batch 16 (BATCH).
 # sync: what a synchronize costs through wgpu alone, through the backend, and in CUDA.
 # profile: `liandan profile --shapes` of MODELS (default resnet18, vit, lstm) in f32.
+# ddp: data-parallel training (a .bin/liandan built with `--features liandan/mpi`, and MPICH
+# packed into .mpi/ by xtask/pack-mpi.sh): MODELS (default resnet18, vit) at batch BATCH (default
+# 128) per GPU on synthetic data, alone on gpu:0, as 2 ranks on gpu:0 and gpu:1, and as 2 ranks
+# sharing gpu:0; samples/s of each run's second epoch, and what the all-reduce cost per step.
 # OUT (default target/gpu-run) receives bench.json, bench.png and the Markdown tables.
 set -u
 cd "$(dirname "$0")/.."
@@ -25,10 +29,13 @@ OUT="${OUT:-$PWD/target/gpu-run}"; mkdir -p "$OUT"
 PART="${PART:-all}"
 for f in .bin/*.gz; do [ -e "$f" ] && gunzip -f "$f"; done
 chmod +x .bin/* 2>/dev/null
+# MPICH's launcher and libraries, where an MPI build of liandan was packed with them.
+# shellcheck disable=SC1091
+[ -f .mpi/env.sh ] && . .mpi/env.sh
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 export LIANDAN_REQUIRE_GPU=1
-want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ]; }; }
+want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ] && [ "$1" != ddp ]; }; }
 STEPS=(--device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 4 --epoch-samples 6400)
 MODELS_ARG=(); [ -n "${MODELS:-}" ] && MODELS_ARG=(--models "$MODELS")
 
@@ -105,5 +112,29 @@ if want profile; then
   models="${MODELS:-resnet18,vit,lstm}"
   for m in ${models//,/ }; do
     echo "## profile $m"; timeout 120 ./.bin/liandan profile --model "$m" --steps 5 --device gpu --shapes 2>&1 | head -60
+  done
+fi
+
+if want ddp; then
+  command -v mpiexec >/dev/null || echo "no mpiexec: pack MPICH into .mpi/ with xtask/pack-mpi.sh (docs/DISTRIBUTED.md)"
+  batch="${BATCH:-128}"
+  for m in $(echo "${MODELS:-resnet18,vit}" | tr , ' '); do
+    # 30 steps per epoch for every rank: 2 ranks split 7,680 samples into 3,840 each.
+    args=(train --model "$m" --data synthetic --max-samples $((60 * batch)) --batch-size "$batch" --epochs 2 --limit-batches 30)
+    for run in "1 gpu" "2 gpus" "2 ranks on gpu:0"; do
+      echo "## ddp $m, $run, batch $batch per rank"
+      case "$run" in
+        "1 gpu") cmd=(./.bin/liandan "${args[@]}" --device gpu:0) ;;
+        "2 gpus") cmd=(mpiexec -n 2 ./.bin/liandan "${args[@]}") ;;
+        *) cmd=(mpiexec -n 2 -env LIANDAN_DEVICE gpu:0 ./.bin/liandan "${args[@]}") ;;
+      esac
+      SECONDS=0
+      timeout 500 "${cmd[@]}" --out "$OUT/ddp-$m" > "$OUT/ddp.log" 2>&1
+      echo "rc $? wall ${SECONDS} s"
+      grep -E "^  rank|^epoch 2/2|all-reduce over" "$OUT/ddp.log" | tail -5
+      grep -E "^epoch 2/2 step" "$OUT/ddp.log" | tail -1
+      grep -iE "error|panick" "$OUT/ddp.log" | head -5
+      rm -rf "$OUT/ddp-$m"
+    done
   done
 fi

@@ -22,7 +22,8 @@ pub enum Command {
     /// Print a zoo model's layers, output shapes and parameter counts.
     Summary(SummaryArgs),
     /// Train a zoo model (default: mnist_cnn on the bundled MNIST, on the best device).
-    Train(TrainArgs),
+    /// Boxed: its many flags would make every command as large.
+    Train(Box<TrainArgs>),
     /// Loss and accuracy of a checkpoint on a dataset (the vae: its loss).
     Eval(EvalArgs),
     /// Predicted class and probability for images (PNG, JPEG, .npy or IDX); the vae draws its
@@ -56,6 +57,8 @@ pub struct DataArgs {
     /// first use into $LIANDAN_DATA, default ~/.cache/liandan; LIANDAN_DATA_URL replaces the
     /// download's base URL), or a directory holding MNIST-format IDX files (train-* and t10k-*).
     /// Default: the model's (`liandan zoo`): cifar10 for resnet18 and vit, bundled for the others.
+    /// `train` also takes `synthetic`: seeded random samples of the model's input shape, for
+    /// timing.
     #[arg(long, value_name = "NAME|DIR")]
     pub data: Option<String>,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
@@ -136,6 +139,10 @@ pub struct TrainArgs {
     /// read-back per step).
     #[arg(long)]
     pub detect_anomaly: bool,
+    /// Train data-parallel on N GPUs of this machine: runs `mpiexec -n N` of this same command
+    /// (MPI on PATH, and a build with the `mpi` feature; see docs/DISTRIBUTED.md).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub gpus: Option<usize>,
     /// On a GPU, time each product's and convolution's cuts into workgroups (tile size, K
     /// splits) the first time its shape is met and keep the fastest, in a file per adapter
     /// under the cache directory (LIANDAN_CACHE_DIR, else the platform's; LIANDAN_AUTOTUNE=1

@@ -10,7 +10,7 @@ use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
 use liandan_nn::{Device, Result as NnResult, TensorError};
 use liandan_train::amp::Precision;
-use liandan_train::data::{bundled_mnist_with, Dataset, Mnist, Split, Subset, Transformed};
+use liandan_train::data::{bundled_mnist_with, Dataset, Mnist, Split, Subset, Synthetic, Transformed};
 use liandan_train::trainer::state;
 
 use crate::args::DataArgs;
@@ -233,6 +233,18 @@ pub fn open_part(data: &str, part: Part, max: Option<usize>, pixels: Pixels) -> 
         Some(n) if n < set.len() => Ok((Arc::new(Subset::new(set, (0..n).collect())?), what)),
         _ => Ok((set, what)),
     }
+}
+
+/// `--data synthetic`: seeded random samples of `spec`'s input shape and classes, as many as
+/// CIFAR-10 has (50,000 to train on, 10,000 to validate), cut to `max` each: for timing a model
+/// where its dataset is not at hand. There is nothing to learn in them.
+#[allow(clippy::type_complexity)] // as `open_data`
+pub fn synthetic_data(spec: &ZooSpec, max: Option<usize>) -> Result<(Arc<dyn Dataset>, Arc<dyn Dataset>, String), Failure> {
+    let Target::Classes(classes) = spec.target else { return Err(Failure::usage(format!("`{}` is not a classifier", spec.name))) };
+    let shape = &spec.input_shape[1..];
+    let (n, m) = (max.unwrap_or(50_000).min(50_000), max.unwrap_or(10_000).min(10_000));
+    let what = format!("synthetic: seeded random samples of shape {shape:?} in {classes} classes (for timing: there is nothing to learn)");
+    Ok((Arc::new(Synthetic::new(n, shape, classes, 1)?), Arc::new(Synthetic::new(m, shape, classes, 2)?), what))
 }
 
 /// Loads a state dict into `model`, strictly: ours (`best.safetensors`, or the `model.`

@@ -10,9 +10,29 @@ use crate::output::{say, text};
 use crate::train::optimizer_name;
 use crate::Failure;
 
-/// The devices, their facts, the one `best()` picks, the settings that differ from their
-/// defaults, and a tiny computation on the best device.
+/// The devices, their facts and the one `best()` picks, after a tiny computation on it. Under
+/// an MPI launcher, rank 0 prints that, then every rank's place in the job and its device.
 pub fn info() -> Result<(), Failure> {
+    let Some(dist) = crate::ranks::join()? else { return devices() };
+    let mine = (|| -> Result<(Device, String), Failure> {
+        let best = Device::best().map_err(|e| Failure::usage(e.to_string()))?;
+        let (device, why) = crate::ranks::device(&dist, None, (best, "the best device found".into()));
+        check(&device)?;
+        Ok((device, why))
+    })();
+    let (device, why) = crate::ranks::or_abort(&dist, "info", mine)?;
+    let ranks = crate::ranks::describe(&dist, &device, &why);
+    if dist.is_root() {
+        devices()?;
+        say!("MPI job of {} ranks (each checked on its device):", ranks.len())?;
+        for line in ranks {
+            say!("    {line}")?;
+        }
+    }
+    Ok(())
+}
+
+fn devices() -> Result<(), Failure> {
     for d in Device::all() {
         say!("{d}")?;
         for (key, value) in d.describe() {
@@ -25,13 +45,18 @@ pub fn info() -> Result<(), Failure> {
     if !changed.is_empty() {
         say!("settings: {}", changed.join(" "))?;
     }
-    // A tiny computation, so that `info` also proves the device works (an error if it does not).
-    let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32, &best).map_err(|e| Failure { code: 1, message: e.to_string() })?;
+    check(&best)?;
+    say!("best: {best}")
+}
+
+/// A tiny computation, so that `info` also proves the device works (an error if it does not).
+fn check(device: &Device) -> Result<(), Failure> {
+    let x = Tensor::arange(0.0, 4.0, 1.0, DType::F32, device).map_err(|e| Failure { code: 1, message: e.to_string() })?;
     let sum = x.sum_all().and_then(|s| s.item::<f32>()).map_err(|e| Failure { code: 1, message: e.to_string() })?;
     if sum != 6.0 {
-        return Err(Failure { code: 1, message: format!("{best} computes sum(0..4) = {sum}, not 6; it is not working") });
+        return Err(Failure { code: 1, message: format!("{device} computes sum(0..4) = {sum}, not 6; it is not working") });
     }
-    say!("best: {best}")
+    Ok(())
 }
 
 /// The zoo's models: their inputs and losses, and what `train` uses unless told otherwise.

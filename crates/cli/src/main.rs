@@ -24,6 +24,7 @@ mod inputs;
 mod listing;
 mod output;
 mod profile;
+mod ranks;
 mod resume;
 mod run_dir;
 mod settings;

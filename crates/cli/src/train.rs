@@ -9,6 +9,7 @@ use liandan_nn::zoo;
 use liandan_nn::zoo::{OptimizerSpec, ZooSpec};
 use liandan_nn::{summary, ModuleExt};
 use liandan_train::data::{bundled_mnist_raw, DataLoader, Mnist, Split};
+use liandan_train::distributed::Distributed;
 use liandan_train::optim::{
     Adadelta, AdadeltaConfig, Adagrad, AdagradConfig, Adam, AdamConfig, AdamW, AdamWConfig, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig,
 };
@@ -17,22 +18,36 @@ use liandan_train::trainer::{plot_history, round_significant, state, Accuracy, F
 use liandan_train::Trainer;
 
 use crate::args::{EvalArgs, PlotArgs, TrainArgs};
+use crate::common::synthetic_data;
 use crate::common::{build_model, check_fits, classifies, dataset, load_weights, loss_for, open_data, open_part, pick_device, precision_note, Part};
 use crate::datasets::Pixels;
 use crate::output::{note, say, text};
 use crate::resume::{resolve, Settings};
 use crate::{run_dir, Failure};
 
-/// `liandan train`; `given` names the flags given on the command line (a resume checks them
-/// against the saved run).
+/// `liandan train`, alone or as one rank of an MPI job (`mpirun -n N liandan train ...`);
+/// `given` names the flags given on the command line (a resume checks them against the saved
+/// run).
 pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
+    if let Some(n) = a.gpus {
+        return crate::ranks::launch(n);
+    }
+    match crate::ranks::join()? {
+        Some(dist) => crate::ranks::or_abort(&dist, "train", train_as(a, given, Some(&dist))),
+        None => train_as(a, given, None),
+    }
+}
+
+fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Result<(), Failure> {
     if let Some(c) = a.clip_grad_norm.filter(|c| !(c.is_finite() && *c > 0.0)) {
         return Err(Failure::usage(format!("--clip-grad-norm {c}: give a positive norm such as 1.0")));
     }
     // An unknown model is refused before its run directory (and lock) is made.
     zoo::spec(&a.model)?;
     let out = a.out.clone().unwrap_or_else(|| Path::new("runs").join(&a.model));
-    let _lock = run_dir::lock(&out)?;
+    // Rank 0 alone holds the run directory and writes in it; the others only read a resume's state.
+    let root = dist.is_none_or(Distributed::is_root);
+    let _lock = if root { Some(run_dir::lock(&out)?) } else { None };
     let last = out.join("last.safetensors");
     let saved = match a.resume {
         true if !last.is_file() => {
@@ -40,47 +55,67 @@ pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
         }
         true => Some(state::saved_run(&last)?),
         false => {
-            run_dir::check_fresh(&out, a.overwrite)?;
+            if root {
+                run_dir::check_fresh(&out, a.overwrite)?;
+            }
             None
         }
     };
     let s = resolve(a, given, saved.as_ref().map(|r| &r.settings), &out)?;
     let spec = s.model;
-    let (device, why) = pick_device(a.data.device.as_deref())?;
+    let (device, why) = match dist {
+        Some(d) => crate::ranks::device(d, a.data.device.as_deref(), pick_device(a.data.device.as_deref())?),
+        None => pick_device(a.data.device.as_deref())?,
+    };
     crate::settings::gpu_switches(&device, a.autotune, a.conv_tf32)?;
-    check_fits(spec, &s.data)?;
-    let (train_set, val_set, what) = open_data(&s.data, s.max_samples, Pixels::of(spec))?;
+    let (train_set, val_set, what) = match s.data.as_str() {
+        "synthetic" => synthetic_data(spec, s.max_samples)?,
+        data => {
+            check_fits(spec, data)?;
+            open_data(data, s.max_samples, Pixels::of(spec))?
+        }
+    };
     let sample_shape = train_set.get(0)?.shape;
     let model = build_model(spec, &sample_shape, &device, s.seed)?;
     let mut optimizer = make_optimizer(&s, spec, model.named_parameters())?;
     let scheduler = make_scheduler(&s.scheduler, &mut *optimizer, s.epochs)?;
-    if a.overwrite {
+    if a.overwrite && root {
         run_dir::clear(&out)?;
     }
 
-    say!("device: {device} ({why})")?;
-    say!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len())?;
-    say!("model: {} ({} parameters): {}", spec.name, thousands(spec.params), spec.architecture)?;
-    if a.summary {
-        let cpu = liandan_nn::Device::cpu();
-        let input: Vec<usize> = [1].iter().chain(&sample_shape).copied().collect();
-        text(&summary::summary(&build_model(spec, &sample_shape, &cpu, s.seed)?, &input, &cpu)?.to_string())?;
+    let ranks = dist.map(|d| crate::ranks::describe(d, &device, &why));
+    if root {
+        match &ranks {
+            Some(lines) => say!("data parallel over {} MPI ranks, each on its share of every epoch:\n  {}", lines.len(), lines.join("\n  "))?,
+            None => say!("device: {device} ({why})")?,
+        }
+        say!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len())?;
+        say!("model: {} ({} parameters): {}", spec.name, thousands(spec.params), spec.architecture)?;
+        if a.summary {
+            let cpu = liandan_nn::Device::cpu();
+            let input: Vec<usize> = [1].iter().chain(&sample_shape).copied().collect();
+            text(&summary::summary(&build_model(spec, &sample_shape, &cpu, s.seed)?, &input, &cpu)?.to_string())?;
+        }
+        let accumulated = match s.accumulate {
+            1 => String::new(),
+            n => format!(", {n} batches per optimizer step (as one batch of {})", n * s.batch_size),
+        };
+        let accumulated = match dist.map_or(1, Distributed::size) {
+            1 => accumulated,
+            n => format!(" per rank{accumulated}; {n} ranks step as one batch of {}", n * s.accumulate * s.batch_size),
+        };
+        // On a resume the optimizer goes on at the saved run's learning rate, not the one it began with.
+        let lr = match saved.as_ref().and_then(|r| r.lrs.first()) {
+            Some(&now) => format!("{} (where the run stands; it began at {})", round_significant(now, 6), round_significant(s.lr, 6)),
+            None => round_significant(s.lr, 6).to_string(),
+        };
+        if let Some(r) = &saved {
+            let at = if r.batch > 0 { format!(", batch {}", r.batch + 1) } else { String::new() };
+            say!("resuming {}: epoch {}{at} of {}", out.display(), r.epochs_done + 1, s.epochs)?;
+        }
+        say!("optimizer: {} lr {lr}, scheduler: {}, batch size {}{accumulated}", s.optimizer, s.scheduler, s.batch_size)?;
+        say!("precision: {}", precision_note(&device, s.precision))?;
     }
-    let accumulated = match s.accumulate {
-        1 => String::new(),
-        n => format!(", {n} batches per optimizer step (as one batch of {})", n * s.batch_size),
-    };
-    // On a resume the optimizer goes on at the saved run's learning rate, not the one it began with.
-    let lr = match saved.as_ref().and_then(|r| r.lrs.first()) {
-        Some(&now) => format!("{} (where the run stands; it began at {})", round_significant(now, 6), round_significant(s.lr, 6)),
-        None => round_significant(s.lr, 6).to_string(),
-    };
-    if let Some(r) = &saved {
-        let at = if r.batch > 0 { format!(", batch {}", r.batch + 1) } else { String::new() };
-        say!("resuming {}: epoch {}{at} of {}", out.display(), r.epochs_done + 1, s.epochs)?;
-    }
-    say!("optimizer: {} lr {lr}, scheduler: {}, batch size {}{accumulated}", s.optimizer, s.scheduler, s.batch_size)?;
-    say!("precision: {}", precision_note(&device, s.precision))?;
 
     let train_loader = DataLoader::new(train_set, s.batch_size, &device)?.shuffle(s.seed);
     let val_loader = DataLoader::new(val_set, 1000.max(s.batch_size), &device)?;
@@ -88,12 +123,18 @@ pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
     if classifies(spec) {
         trainer = trainer.with_metric(Accuracy::new());
     }
+    if let Some(d) = dist {
+        trainer = trainer.with_distributed(d.clone());
+    }
     if let Some(sched) = scheduler {
         trainer = trainer.with_boxed_scheduler(sched, SchedulerStep::Epoch);
     }
-    let config = fit_config(a, &s, &out)?;
+    let config = fit_config(a, &s, &out, dist)?;
     let started = Instant::now();
     let history = trainer.fit(&train_loader, Some(&val_loader), &config)?;
+    if !root {
+        return Ok(());
+    }
     say!("done in {:.1} s", started.elapsed().as_secs_f64())?;
     if let Some((epoch, v)) = history.best(&config.monitor, config.mode) {
         say!("best {} {v:.4} at epoch {epoch}", config.monitor)?;
@@ -109,7 +150,7 @@ pub fn train(a: &TrainArgs, given: &[String]) -> Result<(), Failure> {
 }
 
 /// What `fit` is asked to do, the settings kept with the run among it.
-fn fit_config(a: &TrainArgs, s: &Settings, out: &Path) -> Result<FitConfig, Failure> {
+fn fit_config(a: &TrainArgs, s: &Settings, out: &Path, dist: Option<&Distributed>) -> Result<FitConfig, Failure> {
     let mut config = FitConfig::new(s.epochs);
     config.patience = s.patience;
     config.monitor = s.monitor.clone();
@@ -119,7 +160,7 @@ fn fit_config(a: &TrainArgs, s: &Settings, out: &Path) -> Result<FitConfig, Fail
     config.seed = s.seed;
     config.resume = a.resume;
     config.limit_batches = s.limit_batches;
-    config.stop = Some(ctrl_c()?);
+    config.stop = Some(ctrl_c(dist)?);
     config.precision = s.precision;
     config.accumulate = s.accumulate;
     config.clip_grad_norm = s.clip_grad_norm;
@@ -142,15 +183,22 @@ fn thousands(n: usize) -> String {
 }
 
 /// The first Ctrl-C asks `fit` to stop after the current step and save; a second one quits
-/// at once.
-fn ctrl_c() -> Result<Arc<AtomicBool>, Failure> {
+/// at once (every rank of an MPI job: `mpirun` passes Ctrl-C on to each).
+fn ctrl_c(dist: Option<&Distributed>) -> Result<Arc<AtomicBool>, Failure> {
     let flag = Arc::new(AtomicBool::new(false));
     let seen = flag.clone();
+    let root = dist.is_none_or(Distributed::is_root);
+    let dist = dist.cloned();
     ctrlc::set_handler(move || {
         if seen.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
+            match &dist {
+                Some(d) => d.abort(130),
+                None => std::process::exit(130),
+            }
         }
-        note!("\nCtrl-C: finishing this step and saving the training state (press again to quit at once)");
+        if root {
+            note!("\nCtrl-C: finishing this step and saving the training state (press again to quit at once)");
+        }
     })
     .map_err(|e| Failure { code: 1, message: format!("cannot install the Ctrl-C handler: {e}") })?;
     Ok(flag)

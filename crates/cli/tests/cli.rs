@@ -270,3 +270,13 @@ fn train_with_autotune_keeps_the_measured_cuts_in_the_cache() {
     assert!(o.status.success(), "{err}");
     assert!(out.contains("autotune: 0 shape(s) measured"), "{out}");
 }
+
+/// Without MPI built in, `--gpus` says what it needs rather than training alone.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn gpus_without_mpi_says_how_to_get_it() {
+    let o = liandan(&["train", "--gpus", "2"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--features mpi"), "{err}");
+}

@@ -40,7 +40,7 @@ mod tensor;
 pub mod conformance;
 
 pub use autocast::{autocast, autocast_dtype, AutocastGuard};
-pub use autograd::{is_grad_enabled, no_grad, NoGradGuard};
+pub use autograd::{is_grad_enabled, no_grad, HookHandle, NoGradGuard};
 pub use backend::{Backend, BackendStorage, ConvGeometry, CustomKernel, DeviceKind, Distribution, MemoryStats, Storage, Strided};
 pub use custom::CustomOp;
 pub use device::{BackendProvider, Device};

@@ -29,7 +29,14 @@ pub(crate) struct Inner {
     pub(crate) requires_grad: AtomicBool,
     pub(crate) grad: Mutex<Option<Tensor>>,
     pub(crate) node: Option<Arc<Node>>,
+    /// A leaf's post-accumulate-grad hooks (see `autograd::hooks`).
+    pub(crate) hooks: Mutex<Vec<std::sync::Weak<GradHook>>>,
 }
+
+/// A post-accumulate-grad hook (`Tensor::register_post_accumulate_grad_hook`): called with the
+/// leaf, whose `.grad()` holds the gradient accumulated so far (this backward's part included).
+/// An error stops the backward pass with it.
+pub type GradHook = dyn Fn(&Tensor) -> Result<()> + Send + Sync;
 
 /// What an in-place move changes together, under one lock: a parameter keeps its identity (its
 /// `Arc`, gradient and graph edges) when its module moves, as PyTorch's `module.to(..)` keeps
@@ -169,6 +176,7 @@ impl Tensor {
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(None),
             node,
+            hooks: Mutex::default(),
         }))
     }
 
@@ -353,6 +361,7 @@ impl Tensor {
             requires_grad: AtomicBool::new(self.0.requires_grad.load(Ordering::Relaxed)),
             grad: Mutex::new(None),
             node: self.0.node.clone(),
+            hooks: Mutex::default(),
         }))
     }
 

@@ -58,6 +58,11 @@ pub enum Error {
     #[error("download of {url}: {detail}")]
     Download { url: String, detail: String },
 
+    /// The ranks of a data-parallel job cannot train together (they run different models or
+    /// settings, MPI cannot start); `detail` names the difference and what to do.
+    #[error("distributed training: {detail}")]
+    Distributed { detail: String },
+
     /// A module or checkpoint operation failed.
     #[error(transparent)]
     Nn(liandan_nn::Error),

@@ -32,6 +32,8 @@
 //! - [`optim`]: `torch.optim`'s optimizers behind the [`optim::Optimizer`] trait.
 //! - [`sched`]: `torch.optim.lr_scheduler`'s schedulers behind [`sched::LrScheduler`].
 //! - [`data`]: datasets and a prefetching [`data::DataLoader`].
+//! - [`distributed`]: data-parallel training over several processes (MPI with the `mpi`
+//!   feature), as PyTorch's `DistributedDataParallel`.
 //! - [`trainer`]: the training loop, [`Trainer`] (`fit`, `evaluate`, `predict`) with metrics,
 //!   callbacks, early stopping, checkpoints, exact resume and the history.
 
@@ -40,6 +42,7 @@ pub use liandan_nn as nn;
 pub mod amp;
 pub mod batch_size;
 pub mod data;
+pub mod distributed;
 pub mod error;
 pub mod optim;
 pub mod sched;

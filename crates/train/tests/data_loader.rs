@@ -174,3 +174,40 @@ fn batches_uploaded_to_the_gpu_from_the_loader_thread_equal_the_cpu_batches() {
         assert_eq!(a.target.to_vec::<i64>().unwrap(), b.target.to_vec::<i64>().unwrap());
     }
 }
+
+#[test]
+fn shards_are_disjoint_cover_the_epoch_and_make_up_the_doubled_batch() {
+    let dev = Device::cpu();
+    let whole = DataLoader::new(numbered(103), 4, &dev).unwrap().shuffle(9);
+    let shards: Vec<DataLoader> = (0..3).map(|r| whole.clone().shard(r, 3).unwrap()).collect();
+    for epoch in 0..2 {
+        let parts: Vec<Vec<i64>> = shards.iter().map(|s| targets(s, epoch, 0).concat()).collect();
+        // 103 = 3 * 34 + 1: every rank runs 34 samples, the one left over is dropped.
+        assert!(parts.iter().all(|p| p.len() == 34), "{:?}", parts.iter().map(Vec::len).collect::<Vec<_>>());
+        let seen: HashSet<i64> = parts.iter().flatten().copied().collect();
+        assert_eq!(seen.len(), 102, "no sample is on two ranks");
+        // Round-robin over the epoch's order: position i of the order goes to rank i % 3.
+        let order = whole.order(epoch);
+        for (r, part) in parts.iter().enumerate() {
+            let want: Vec<i64> = order.iter().skip(r).step_by(3).take(34).map(|&i| i as i64).collect();
+            assert_eq!(*part, want);
+        }
+    }
+    // Batch k of every rank at batch B together is batch k of the whole order at batch 3B.
+    let tripled = DataLoader::new(numbered(103), 12, &dev).unwrap().shuffle(9);
+    let big = targets(&tripled, 0, 0);
+    let small: Vec<Vec<Vec<i64>>> = shards.iter().map(|s| targets(s, 0, 0)).collect();
+    for k in 0..8 {
+        let mut together: Vec<i64> = small.iter().flat_map(|s| s[k].clone()).collect();
+        let mut want = big[k].clone();
+        together.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(together, want, "batch {k}");
+    }
+    // Evaluation keeps every sample: one more on the first rank.
+    let all: Vec<usize> = (0..3).map(|r| whole.clone().shard_all(r, 3).unwrap().samples()).collect();
+    assert_eq!(all, [35, 34, 34]);
+    let seen: HashSet<usize> = (0..3).flat_map(|r| whole.clone().shard_all(r, 3).unwrap().order(0)).collect();
+    assert_eq!(seen.len(), 103);
+    assert!(whole.clone().shard(3, 3).is_err());
+}

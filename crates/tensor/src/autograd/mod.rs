@@ -7,6 +7,8 @@
 //! Each node's rule and inputs are dropped as soon as it has run, which frees the graph and its
 //! saved tensors; a second backward through the same graph is an error unless the first kept
 //! it (`backward_with(.., retain_graph: true)`).
+//! A leaf's gradient is final for the pass as soon as every op that used it has run: the walk
+//! reaches leaves as early as it can and runs their hooks there (`hooks.rs`).
 //!
 //! Two exceptions to "run each node's rule", both gathered per input and joined once at the
 //! input's turn: the gradients of narrows (`narrow.rs` says why and how), and the right-hand
@@ -15,16 +17,18 @@
 //! rule can take them so (a permutation, a cat or stack, the LSTM cell: `narrow::route`).
 
 mod grad_fn;
+mod hooks;
 mod join;
 mod narrow;
 mod products;
 mod record;
 
-use std::collections::HashSet;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 pub use crate::grad_mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub use grad_fn::GradFn;
+pub use hooks::{GradHook, HookHandle};
 pub(crate) use join::{Arrived, Pending};
 #[cfg(feature = "conformance")]
 pub(crate) use narrow::{with_padded_rule, Piece};
@@ -35,35 +39,49 @@ use crate::error::{Error, Result};
 use crate::tensor::{Node, Tensor};
 
 /// Tensors reachable from `root` through recorded nodes, each after all tensors that use it.
+/// Of those whose users have all run, a leaf goes first, so that its gradient is final as early
+/// as it can be (its hooks can send it off while backward computes the rest), then the most
+/// recently created, which retraces the forward pass backwards as PyTorch's engine does.
 fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
-    let mut order = Vec::new();
-    let mut seen = HashSet::new();
-    // Iterative post-order DFS: deep graphs (an RNN over a long sequence) must not overflow the stack.
-    let mut stack: Vec<(Tensor, bool)> = vec![(root.clone(), false)];
-    while let Some((t, expanded)) = stack.pop() {
-        if expanded {
-            order.push(t);
-            continue;
-        }
-        if !seen.insert(t.id()) {
-            continue;
-        }
-        stack.push((t.clone(), true));
-        if let Some(node) = t.node() {
-            let inputs = node.inputs().ok_or_else(|| {
-                Error::Autograd(
-                    "this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into(),
-                )
-            })?;
-            for i in inputs.into_iter().filter(|i| i.requires_grad()) {
-                if !seen.contains(&i.id()) {
-                    stack.push((i, false));
-                }
+    // Each tensor's users in the graph, counted by an iterative walk: deep graphs (an RNN over
+    // a long sequence) must not overflow the stack.
+    let mut users: HashMap<u64, usize> = HashMap::new();
+    let mut found: HashMap<u64, Tensor> = HashMap::from([(root.id(), root.clone())]);
+    let mut stack = vec![root.clone()];
+    while let Some(t) = stack.pop() {
+        for i in graph_inputs(&t)? {
+            *users.entry(i.id()).or_default() += 1;
+            if let std::collections::hash_map::Entry::Vacant(slot) = found.entry(i.id()) {
+                slot.insert(i.clone());
+                stack.push(i);
             }
         }
     }
-    order.reverse();
+    let mut ready = BinaryHeap::from([(root.is_leaf(), root.id())]);
+    let mut order = Vec::with_capacity(found.len());
+    while let Some((_, id)) = ready.pop() {
+        let t = found.remove(&id).expect("a tensor becomes ready once");
+        for i in graph_inputs(&t)? {
+            let left = users.get_mut(&i.id()).expect("every input was counted");
+            *left -= 1;
+            if *left == 0 {
+                ready.push((i.is_leaf(), i.id()));
+            }
+        }
+        order.push(t);
+    }
     Ok(order)
+}
+
+/// The inputs of `t`'s recorded op that take a gradient (none for a leaf).
+fn graph_inputs(t: &Tensor) -> Result<Vec<Tensor>> {
+    let Some(node) = t.node() else { return Ok(Vec::new()) };
+    let inputs = node.inputs().ok_or_else(|| {
+        Error::Autograd(
+            "this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into(),
+        )
+    })?;
+    Ok(inputs.into_iter().filter(Tensor::requires_grad).collect())
 }
 
 impl Tensor {
@@ -103,7 +121,7 @@ impl Tensor {
         Ok(())
     }
 
-    /// Adds `g` to this leaf's `.grad()`, where it collects one.
+    /// Adds `g` to this leaf's `.grad()`, where it collects one, then runs its hooks.
     fn accumulate(&self, g: Tensor) -> Result<()> {
         if self.0.requires_grad.load(std::sync::atomic::Ordering::Relaxed) {
             let total = match self.grad() {
@@ -111,6 +129,7 @@ impl Tensor {
                 None => g.contiguous()?,
             };
             self.set_grad(Some(total));
+            self.run_grad_hooks()?;
         }
         Ok(())
     }

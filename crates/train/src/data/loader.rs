@@ -82,6 +82,27 @@ pub struct DataLoader {
     drop_last: bool,
     workers: usize,
     prefetch: usize,
+    shard: Option<Shard>,
+}
+
+/// One rank's part of each epoch in data-parallel training: see [`DataLoader::shard`].
+#[derive(Clone, Copy, Debug)]
+struct Shard {
+    rank: usize,
+    world: usize,
+    /// Every rank runs the same number of samples, the tail that does not divide evenly
+    /// dropped (training); otherwise each sample belongs to exactly one rank (evaluation).
+    even: bool,
+}
+
+impl Shard {
+    /// Samples this rank takes of an epoch of `n`.
+    fn len(&self, n: usize) -> usize {
+        match self.even {
+            true => n / self.world,
+            false => n.saturating_sub(self.rank).div_ceil(self.world),
+        }
+    }
 }
 
 impl DataLoader {
@@ -91,7 +112,7 @@ impl DataLoader {
         if batch_size == 0 {
             return Err(Error::InvalidArgument { op: "DataLoader::new", what: "batch_size must be at least 1".into() });
         }
-        Ok(DataLoader { dataset: Arc::new(dataset), device: device.clone(), batch_size, seed: None, drop_last: false, workers: 2, prefetch: 2 })
+        Ok(DataLoader { dataset: Arc::new(dataset), device: device.clone(), batch_size, seed: None, drop_last: false, workers: 2, prefetch: 2, shard: None })
     }
 
     /// Shuffles every epoch with a permutation drawn from `seed` and the epoch.
@@ -120,9 +141,46 @@ impl DataLoader {
         self
     }
 
+    /// Rank `rank`'s part of every epoch of a data-parallel job of `world` ranks, as PyTorch's
+    /// `DistributedSampler` cuts it: each epoch's order is drawn as usual (the same seed gives
+    /// every rank the same order), then rank `r` takes positions `r`, `r + world`, ... of it.
+    /// Every rank gets `len / world` samples, the few left over dropped, so that all ranks run
+    /// the same number of steps; their batch `k` together is batch `k` of the whole order at
+    /// `world` times the batch size.
+    pub fn shard(self, rank: usize, world: usize) -> Result<DataLoader> {
+        self.sharded(rank, world, true)
+    }
+
+    /// As [`DataLoader::shard`], keeping every sample: ranks get one sample more or less, and
+    /// the shards together are the whole epoch (evaluation, whose sums are added up across
+    /// ranks).
+    pub fn shard_all(self, rank: usize, world: usize) -> Result<DataLoader> {
+        self.sharded(rank, world, false)
+    }
+
+    fn sharded(mut self, rank: usize, world: usize, even: bool) -> Result<DataLoader> {
+        if world == 0 || rank >= world {
+            return Err(Error::InvalidArgument {
+                op: "DataLoader::shard",
+                what: format!("rank {rank} of {world}: the rank must be below the number of ranks"),
+            });
+        }
+        if self.shard.is_some() {
+            return Err(Error::InvalidArgument { op: "DataLoader::shard", what: "this loader is already a shard; shard the whole loader once".into() });
+        }
+        self.shard = Some(Shard { rank, world, even });
+        Ok(self)
+    }
+
+    /// Samples per epoch (this rank's, for a shard).
+    pub fn samples(&self) -> usize {
+        let n = self.dataset.len();
+        self.shard.map_or(n, |s| s.len(n))
+    }
+
     /// Batches per epoch.
     pub fn len(&self) -> usize {
-        let n = self.dataset.len();
+        let n = self.samples();
         if self.drop_last {
             n / self.batch_size
         } else {
@@ -150,11 +208,16 @@ impl DataLoader {
         &self.device
     }
 
-    /// The order in which epoch `epoch` visits the dataset's indices.
+    /// The order in which epoch `epoch` visits the dataset's indices (this rank's part of it,
+    /// for a shard).
     pub fn order(&self, epoch: u64) -> Vec<usize> {
-        match self.seed {
+        let order = match self.seed {
             Some(seed) => rng::permutation(self.dataset.len(), rng::derive(seed, epoch)),
             None => (0..self.dataset.len()).collect(),
+        };
+        match self.shard {
+            Some(s) => order.into_iter().skip(s.rank).step_by(s.world).take(s.len(self.dataset.len())).collect(),
+            None => order,
         }
     }
 

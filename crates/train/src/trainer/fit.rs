@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use liandan_nn::{Layer, ModuleExt, Tensor};
 
-use super::config::{FitConfig, SchedulerStep};
+use super::config::{FitConfig, ProgressStyle, SchedulerStep};
 use super::history::{round_significant, History};
 use super::progress::{format_values, Progress};
 use super::state::{self, RunShape, TrainState};
@@ -27,8 +27,10 @@ impl<M: Layer> Trainer<M> {
             check_loader("fit (validation)", val, &self.device)?;
         }
         self.check_monitor(val.is_some(), config)?;
+        let train = &self.train_shard(train)?;
+        let root = self.is_root();
         let dir = config.checkpoint_dir.as_deref();
-        if let Some(dir) = dir {
+        if let (Some(dir), true) = (dir, root) {
             std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.into(), action: "create the checkpoint directory", source })?;
         }
         let last = dir.map(|d| d.join("last.safetensors"));
@@ -46,6 +48,18 @@ impl<M: Layer> Trainer<M> {
             (Some(path), true) => {
                 let sched = self.scheduler.as_mut().map(|(s, _)| &mut **s);
                 let st = state::load(path, &self.device, &mut self.model, &mut *self.optimizer, sched)?;
+                if st.world_size != self.world() {
+                    return Err(Error::State {
+                        op: "resume",
+                        detail: format!(
+                            "{} was trained by {} rank(s) and this run has {}; resume with as many (`mpirun -n {}`), since each rank's share of the data depends on it",
+                            path.display(),
+                            st.world_size,
+                            self.world(),
+                            st.world_size
+                        ),
+                    });
+                }
                 if st.seed != config.seed {
                     return Err(Error::State {
                         op: "resume",
@@ -68,7 +82,7 @@ impl<M: Layer> Trainer<M> {
                 }
                 st
             }
-            _ => TrainState::new(config.seed),
+            _ => TrainState::new(config.seed, self.world()),
         };
         st.shape = Some(shape);
         if config.precision == Precision::F16 {
@@ -78,7 +92,8 @@ impl<M: Layer> Trainer<M> {
             }
         }
         let steps = train.len().min(config.limit_batches.unwrap_or(usize::MAX));
-        let mut progress = Progress::new(config.progress);
+        self.ddp_begin(train, val, config, steps)?;
+        let mut progress = Progress::new(if root { config.progress } else { ProgressStyle::Quiet });
         while st.epoch < config.epochs {
             let epoch = st.epoch + 1; // 1-based for people
             for c in &mut self.callbacks {
@@ -91,7 +106,7 @@ impl<M: Layer> Trainer<M> {
             if interrupted {
                 st.elapsed += progress.elapsed();
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
-                if let Some(path) = &last {
+                if let (Some(path), true) = (&last, root) {
                     st.scaler = self.scaler_state(config);
                     state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &config.settings)?;
                 }
@@ -116,7 +131,7 @@ impl<M: Layer> Trainer<M> {
             }
             (st.epoch, st.batch, st.loss_sum, st.loss_steps, st.samples, st.elapsed) = (epoch, 0, 0.0, 0, 0, 0.0);
             st.metric_states.clear();
-            if let (Some(dir), Some(path)) = (dir, &last) {
+            if let (Some(dir), Some(path), true) = (dir, &last, root) {
                 if improved {
                     liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), state::settings_metadata(&config.settings))?;
                 }
@@ -126,6 +141,9 @@ impl<M: Layer> Trainer<M> {
             }
             // After the files: a summary that cannot be printed (a closed pipe) loses nothing.
             progress.finish_epoch(&summary)?;
+            if let Some(line) = self.reducer_report() {
+                progress.println(&line)?;
+            }
             for c in &mut self.callbacks {
                 c.on_epoch_end(epoch, &row)?;
             }
@@ -145,7 +163,7 @@ impl<M: Layer> Trainer<M> {
     fn train_epoch(&mut self, train: &DataLoader, config: &FitConfig, steps: usize, st: &mut TrainState, progress: &mut Progress) -> Result<bool> {
         self.model.train();
         let mut pending: Vec<Pending> = Vec::new();
-        let mut seen = 0usize; // samples this process has run this epoch, for samples/s
+        let mut seen = 0usize; // samples run this epoch by every rank together, for samples/s
         let mut batches = train.iter_from(st.epoch as u64, st.batch)?.take(steps - st.batch);
         while st.batch < steps {
             let (step, samples) = self.optimizer_step(&mut batches, config, steps, st)?;
@@ -154,8 +172,9 @@ impl<M: Layer> Trainer<M> {
             }
             pending.extend(step);
             st.samples += samples;
-            seen += samples;
-            let interrupted = config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+            seen += samples * self.world();
+            // Every rank stops at the same step, or the others would wait for it.
+            let interrupted = self.any_rank(config.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)));
             if pending.len() >= config.log_interval || st.batch == steps || interrupted {
                 self.read_back(&mut pending, st, seen, progress)?;
             }
@@ -170,7 +189,8 @@ impl<M: Layer> Trainer<M> {
     /// once (stopping on NaN or infinities, except on steps the loss scaler skipped), then the
     /// metrics.
     fn read_back(&mut self, pending: &mut Vec<Pending>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
-        let losses = Tensor::stack(&pending.iter().map(|p| &p.loss).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        let mut losses = Tensor::stack(&pending.iter().map(|p| &p.loss).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        self.mean_over_ranks(&mut losses);
         let checked: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].grads.is_some()).collect();
         let flags = match checked.is_empty() {
             true => Vec::new(),
@@ -195,9 +215,7 @@ impl<M: Layer> Trainer<M> {
         st.loss_sum += kept.iter().sum::<f64>();
         st.loss_steps += kept.len();
         let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps.max(1) as f64)];
-        for m in &self.metrics {
-            values.push((m.name(), m.compute()?));
-        }
+        values.extend(self.metric_values()?);
         progress.update(st.batch, seen, &values)
     }
 
@@ -206,8 +224,8 @@ impl<M: Layer> Trainer<M> {
     fn end_epoch(&mut self, epoch: usize, lr: f64, val: Option<&DataLoader>, st: &mut TrainState, progress: &Progress) -> Result<Vec<(String, f64)>> {
         let mut row = vec![("epoch".to_string(), epoch as f64), ("lr".to_string(), lr)];
         row.push(("loss".to_string(), if st.loss_steps > 0 { st.loss_sum / st.loss_steps as f64 } else { f64::NAN }));
+        row.extend(self.metric_values()?);
         for m in &mut self.metrics {
-            row.push((m.name(), m.compute()?));
             m.reset();
         }
         if let Some(val) = val {

@@ -39,6 +39,7 @@
 pub mod anomaly;
 mod callback;
 mod config;
+mod ddp;
 mod fit;
 mod history;
 mod metrics;
@@ -77,6 +78,8 @@ pub struct Trainer<M: Layer> {
     device: Device,
     /// The f16 loss scaler, made by the first f16 `fit` unless given.
     scaler: Option<GradScaler>,
+    /// The data-parallel job this trainer is one rank of ([`Trainer::with_distributed`]).
+    ddp: Option<ddp::Ddp>,
 }
 
 impl<M: Layer> Trainer<M> {
@@ -90,7 +93,7 @@ impl<M: Layer> Trainer<M> {
     pub fn with_boxed(model: M, loss: LossFn, optimizer: Box<dyn Optimizer>) -> Trainer<M> {
         let mut device = Device::cpu();
         model.visit("", &mut |_, t, _| device = t.device().clone());
-        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device, scaler: None }
+        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device, scaler: None, ddp: None }
     }
 
     /// Adds a metric, reported for training and (as `val_` + name) validation.
@@ -160,7 +163,9 @@ impl<M: Layer> Trainer<M> {
     }
 
     /// The loss and every metric over `data` in evaluation mode without gradients, as
-    /// `[("loss", ..), ("acc", ..), ...]`; the loss is the mean over samples.
+    /// `[("loss", ..), ("acc", ..), ...]`; the loss is the mean over samples. In a
+    /// data-parallel job each rank evaluates its share of `data` with rank 0's buffers, and
+    /// every rank returns the values over all of it.
     pub fn evaluate(&mut self, data: &DataLoader) -> Result<Vec<(String, f64)>> {
         self.evaluate_with_progress(data, ProgressStyle::Quiet)
     }
@@ -169,6 +174,8 @@ impl<M: Layer> Trainer<M> {
     /// device is synchronized after each batch while progress is shown, so that it is honest.
     pub fn evaluate_with_progress(&mut self, data: &DataLoader, style: ProgressStyle) -> Result<Vec<(String, f64)>> {
         check_loader("evaluate", data, &self.device)?;
+        self.sync_buffers()?;
+        let data = self.eval_shard(data)?;
         let mut progress = progress::Progress::new(style);
         progress.start_eval(data.len());
         self.model.eval();
@@ -203,9 +210,12 @@ impl<M: Layer> Trainer<M> {
         progress.finish();
         self.model.train();
         result?;
-        let mut out = vec![("loss".to_string(), loss_sum.expect("a non-empty loader has a batch").item_f64()? / samples as f64)];
+        // A rank's share may be empty (fewer samples than ranks): it adds nothing.
+        let mut sums = [loss_sum.map_or(Ok(0.0), |s| s.item_f64())?, samples as f64];
+        self.sum_over_ranks(&mut sums);
+        let mut out = vec![("loss".to_string(), sums[0] / sums[1])];
+        out.extend(self.metric_values()?);
         for m in &mut self.metrics {
-            out.push((m.name(), m.compute()?));
             m.reset();
         }
         Ok(out)

@@ -8,7 +8,8 @@
 //! derive from, the early-stopping state, the part of the epoch already run, the history, and
 //! what a resume must keep (precision, batch size, data sizes, ...). `liandan.run` holds the
 //! caller's [`FitConfig::settings`](super::FitConfig::settings) as a JSON object, in
-//! `best.safetensors` too; [`saved_run`] and [`settings`] read them back.
+//! `best.safetensors` too; [`saved_run`] and [`settings`] read them back. The number of ranks
+//! that trained it is kept too: a run resumes with as many.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -59,6 +60,14 @@ pub(crate) struct TrainState {
     /// What a resume must keep (absent in older files).
     #[serde(default)]
     pub shape: Option<RunShape>,
+    /// The ranks of the data-parallel job (1 alone; absent in older files): each rank's share
+    /// of an epoch depends on it, so a run resumes with as many.
+    #[serde(default = "one")]
+    pub world_size: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What a resumed run must share with the run it continues, or the two would not be one run
@@ -96,7 +105,7 @@ impl RunShape {
 }
 
 impl TrainState {
-    pub(crate) fn new(seed: u64) -> TrainState {
+    pub(crate) fn new(seed: u64, world_size: usize) -> TrainState {
         TrainState {
             format: FORMAT.into(),
             epoch: 0,
@@ -115,6 +124,7 @@ impl TrainState {
             history: History::default(),
             scaler: None,
             shape: None,
+            world_size,
         }
     }
 }

@@ -69,6 +69,12 @@ impl<M: Layer> Trainer<M> {
             if let Some(scaler) = self.active_scaler(config) {
                 scaled = scaler.scale(&scaled)?;
             }
+            // In a data-parallel run, the last batch's backward all-reduces the gradients as it
+            // goes; the others only accumulate (DDP's `no_sync`).
+            let last_batch = st.batch + 1 == end;
+            if let Some(reducer) = self.reducer() {
+                reducer.set_sync(last_batch);
+            }
             scaled.backward()?;
             let out = out.detach();
             for m in &mut self.metrics {
@@ -79,6 +85,9 @@ impl<M: Layer> Trainer<M> {
             st.batch += 1;
             samples += batch.target.shape()[0];
             last = Some(batch);
+        }
+        if let Some(reducer) = self.reducer() {
+            reducer.finish()?;
         }
         let params = self.optimized_params();
         let go = match self.active_scaler(config).cloned() {
