@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use liandan_nn::zoo;
@@ -187,12 +187,14 @@ fn thousands(n: usize) -> String {
 fn ctrl_c(dist: Option<&Distributed>) -> Result<Arc<AtomicBool>, Failure> {
     let flag = Arc::new(AtomicBool::new(false));
     let seen = flag.clone();
+    // Weak: the handler outlives the run, and a strong reference would keep MPI from being
+    // finalized, so that a rank's exit would look like a crash and end the others mid-write.
+    let comm = dist.map(|d| Arc::downgrade(d.communicator()));
     let root = dist.is_none_or(Distributed::is_root);
-    let dist = dist.cloned();
     ctrlc::set_handler(move || {
         if seen.swap(true, Ordering::SeqCst) {
-            match &dist {
-                Some(d) => d.abort(130),
+            match comm.as_ref().and_then(Weak::upgrade) {
+                Some(c) => c.abort(130),
                 None => std::process::exit(130),
             }
         }
