@@ -1,9 +1,10 @@
 //! The command line's grammar (`clap` derive): every subcommand and option, with `--help`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 use liandan_train::amp::Precision;
+use liandan_train::trainer::TensorBoardConfig;
 
 #[derive(Parser)]
 #[command(name = "liandan", version, about = "Train neural networks on the GPU you have (Metal, Vulkan, DX12) or the CPU.")]
@@ -55,12 +56,16 @@ pub struct DataArgs {
     /// for validation, the same 2,000 every run; so a model trained on it has seen most of
     /// MNIST's test split), `mnist`, `fashion-mnist` or `cifar10` (the full sets, downloaded on
     /// first use into $LIANDAN_DATA, default ~/.cache/liandan; LIANDAN_DATA_URL replaces the
-    /// download's base URL), or a directory holding MNIST-format IDX files (train-* and t10k-*).
+    /// download's base URL), a directory holding MNIST-format IDX files (train-* and t10k-*),
+    /// a folder of PNG or JPEG images with one subfolder per class (or train/ and val/ laid out
+    /// so; else 20% held out to validate), or a CSV table with --target.
     /// Default: the model's (`liandan zoo`): cifar10 for resnet18 and vit, bundled for the others.
     /// `train` also takes `synthetic`: seeded random samples of the model's input shape, for
     /// timing.
-    #[arg(long, value_name = "NAME|DIR")]
+    #[arg(long, value_name = "NAME|DIR|CSV")]
     pub data: Option<String>,
+    #[command(flatten)]
+    pub own: OwnDataArgs,
     /// cpu, gpu or gpu:N (default: LIANDAN_DEVICE, else a hardware GPU, else the CPU).
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
@@ -155,6 +160,44 @@ pub struct TrainArgs {
     /// (LIANDAN_CONV_TF32=1 does the same). Off: f32 convolutions are exact f32.
     #[arg(long)]
     pub conv_tf32: bool,
+    #[command(flatten)]
+    pub board: TensorBoardArgs,
+}
+
+/// How the user's own data is read (flattened into `--data`'s options).
+#[derive(Args, Clone, Debug, Default)]
+pub struct OwnDataArgs {
+    /// With --data TABLE.csv: the column of class labels; the other numeric columns are the
+    /// features, standardized over the training rows (the mlp trains on tables).
+    #[arg(long, value_name = "COLUMN")]
+    pub target: Option<String>,
+    /// With --data IMAGE_DIR: the per-channel mean of pixel values in [0, 1] to normalize with,
+    /// comma-separated (default: computed over the training images).
+    #[arg(long, value_name = "M[,M,M]", requires = "std")]
+    pub mean: Option<String>,
+    /// With --data IMAGE_DIR: the per-channel standard deviation to normalize with.
+    #[arg(long, value_name = "S[,S,S]", requires = "mean")]
+    pub std: Option<String>,
+}
+
+/// The TensorBoard options of `train` (flattened into its arguments).
+#[derive(Args, Clone, Default)]
+pub struct TensorBoardArgs {
+    /// Write TensorBoard event files into --out: the loss of every step, accuracy, learning
+    /// rate and samples/s at each log interval, validation loss and accuracy each epoch
+    /// (view with `tensorboard --logdir runs`).
+    #[arg(long)]
+    pub tensorboard: bool,
+    /// With --tensorboard: also a histogram of every weight tensor after each epoch.
+    #[arg(long, requires = "tensorboard")]
+    pub histograms: bool,
+}
+
+impl TensorBoardArgs {
+    /// What `fit` is asked to write, into the run's directory `out`.
+    pub fn config(&self, out: &Path) -> Option<TensorBoardConfig> {
+        self.tensorboard.then(|| TensorBoardConfig { dir: out.to_path_buf(), histograms: self.histograms })
+    }
 }
 
 #[derive(Args)]
@@ -190,7 +233,9 @@ pub struct PredictArgs {
     /// [N, H, W], [C, H, W] or [N, C, H, W]) or IDX (possibly gzipped). Images are turned into
     /// the model's input (1x28x28 grayscale for the MNIST models, 3x32x32 RGB for resnet18 and
     /// vit): color converted and size changed as needed, each with a note on stderr, then
-    /// normalized as in training.
+    /// normalized as in training. A model trained on an image folder takes PNG or JPEG images
+    /// of any size, prepared as in its training (resized to cover, then center-cropped); one
+    /// trained on a table, a CSV file with its columns (a prediction per row).
     #[arg(long, value_name = "FILE|DIR")]
     pub input: PathBuf,
     /// cpu, gpu or gpu:N.

@@ -56,6 +56,14 @@ pub struct ZooNet {
 
 impl_module!(ZooNet { inner: inner });
 
+impl ZooNet {
+    /// `inner`, fed samples of its own shape.
+    pub fn new(inner: Box<dyn ZooModel>) -> ZooNet {
+        let sample_shape = inner.sample_shape();
+        ZooNet { inner, sample_shape }
+    }
+}
+
 impl Forward for ZooNet {
     fn forward_impl(&self, x: &Tensor) -> NnResult<Tensor> {
         let mut shape = vec![x.shape()[0]];
@@ -151,8 +159,7 @@ pub fn build_model(spec: &ZooSpec, sample_shape: &[usize], device: &Device, seed
         Target::Reconstruction => Box::new(crate::vae::TrainedVae::new(device)?),
         Target::Classes(_) => zoo::build_for(spec.name, sample_shape, device)?,
     };
-    let sample_shape = inner.sample_shape();
-    Ok(ZooNet { inner, sample_shape })
+    Ok(ZooNet::new(inner))
 }
 
 /// The loss the zoo model trains with, on its outputs, averaged over the batch: NLL for models

@@ -59,36 +59,50 @@ enum Unread {
 pub fn read_all(input: &Path, want: Shape) -> Result<(Vec<Image>, Changes), Failure> {
     let mut changes = Changes::default();
     let mut images = Vec::new();
-    if input.is_file() {
-        match read_file(input, want) {
+    match files(input, "an image file (PNG, JPEG, .npy, IDX) or a directory of them")? {
+        Files::One(file) => match read_file(&file, want) {
             Ok(found) => images = found,
-            Err(Unread::NotImages(why)) => return Err(Failure::usage(format!("{}: {why}", input.display()))),
+            Err(Unread::NotImages(why)) => return Err(Failure::usage(format!("{}: {why}", file.display()))),
             Err(Unread::Bad(f)) => return Err(f),
-        }
-    } else if input.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(input)
-            .map_err(|e| Failure::usage(format!("{}: cannot list the directory ({e})", input.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
-        for f in files {
-            match read_file(&f, want) {
-                Ok(found) => images.extend(found),
-                Err(Unread::NotImages(why)) => changes.skipped.push((f, why)),
-                Err(Unread::Bad(failure)) => return Err(failure),
+        },
+        Files::Dir(files) => {
+            for f in files {
+                match read_file(&f, want) {
+                    Ok(found) => images.extend(found),
+                    Err(Unread::NotImages(why)) => changes.skipped.push((f, why)),
+                    Err(Unread::Bad(failure)) => return Err(failure),
+                }
             }
         }
-    } else {
-        return Err(Failure::usage(format!(
-            "{}: no such file or directory; give an image file (PNG, JPEG, .npy, IDX) or a directory of them",
-            input.display()
-        )));
     }
     for img in &mut images {
         fit(img, want, &mut changes);
     }
     Ok((images, changes))
+}
+
+/// What `--input` names: one file, or the files of a directory (not its subdirectories).
+pub enum Files {
+    One(PathBuf),
+    Dir(Vec<PathBuf>),
+}
+
+/// The file `input` names, or the files of the directory it names in name order; `wanted`
+/// says what to give instead of a path that is neither.
+pub fn files(input: &Path, wanted: &str) -> Result<Files, Failure> {
+    if input.is_file() {
+        return Ok(Files::One(input.to_path_buf()));
+    }
+    if !input.is_dir() {
+        return Err(Failure::usage(format!("{}: no such file or directory; give {wanted}", input.display())));
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(input)
+        .map_err(|e| Failure::usage(format!("{}: cannot list the directory ({e})", input.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(Files::Dir(files))
 }
 
 /// The images of one file, by its extension: PNG and JPEG, `.npy`, else IDX (raw or

@@ -22,6 +22,9 @@ const VAE_GRID: &str = "vae-predict.png";
 
 pub fn predict(a: &PredictArgs) -> Result<(), Failure> {
     let spec = zoo::spec(&a.model)?;
+    if let (Some(info), _) = crate::own_data::checkpoint_info(&a.checkpoint)? {
+        return crate::own_data::predict(a, spec, &info);
+    }
     let (device, why) = pick_device(a.device.as_deref())?;
     // On stderr: stdout is the predictions, a line per image.
     note!("device: {device} ({why})");

@@ -23,6 +23,7 @@ mod images;
 mod inputs;
 mod listing;
 mod output;
+mod own_data;
 mod profile;
 mod ranks;
 mod resume;

@@ -9,7 +9,7 @@ use std::path::Path;
 use liandan_nn::zoo::{self, OptimizerSpec, ZooSpec};
 use liandan_train::amp::Precision;
 
-use crate::args::TrainArgs;
+use crate::args::{OwnDataArgs, TrainArgs};
 use crate::common::{default_data, default_epochs, default_monitor};
 use crate::Failure;
 
@@ -22,6 +22,9 @@ const MAY_CHANGE: [&str; 2] = ["epochs", "patience"];
 pub struct Settings {
     pub model: &'static ZooSpec,
     pub data: String,
+    /// How the user's own data is read: a table's target column, an image folder's given
+    /// normalization.
+    pub own: OwnDataArgs,
     pub max_samples: Option<usize>,
     pub batch_size: usize,
     pub optimizer: String,
@@ -45,6 +48,9 @@ impl Settings {
         [
             ("model", self.model.name.to_string()),
             ("data", self.data.clone()),
+            ("target", opt(self.own.target.clone())),
+            ("mean", opt(self.own.mean.clone())),
+            ("std", opt(self.own.std.clone())),
             ("max_samples", opt(self.max_samples.map(|n| n.to_string()))),
             ("batch_size", self.batch_size.to_string()),
             ("optimizer", self.optimizer.clone()),
@@ -98,7 +104,11 @@ pub fn resolve(a: &TrainArgs, given: &[String], saved: Option<&BTreeMap<String, 
         pick("scheduler", a.scheduler.as_deref().map(|s| canonical_scheduler(s, model)).transpose()?, canonical_scheduler(default_scheduler(model), model)?)?;
     let none = || "none".to_string();
     let text = |v: Option<String>| v.unwrap_or_else(none);
+    let own = &a.data.own;
     let s = [
+        ("target", pick("target", Some(text(own.target.clone())), none())?),
+        ("mean", pick("mean", Some(text(own.mean.clone())), none())?),
+        ("std", pick("std", Some(text(own.std.clone())), none())?),
         ("max_samples", pick("max_samples", Some(text(a.data.max_samples.map(|n| n.to_string()))), none())?),
         ("batch_size", pick("batch_size", a.batch_size.map(|b| b.to_string()), model.input_shape[0].to_string())?),
         ("precision", pick("precision", Some(a.precision.to_string()), a.precision.to_string())?),
@@ -116,9 +126,11 @@ pub fn resolve(a: &TrainArgs, given: &[String], saved: Option<&BTreeMap<String, 
     };
     let number = |key: &str| get(key).parse::<usize>().map_err(|_| unreadable(key));
     let maybe = |key: &str| if get(key) == "none" { Ok(None) } else { number(key).map(Some) };
+    let optional = |key: &str| Some(get(key).to_string()).filter(|v| v != "none");
     Ok(Settings {
         model,
         data,
+        own: OwnDataArgs { target: optional("target"), mean: optional("mean"), std: optional("std") },
         max_samples: maybe("max_samples")?,
         batch_size: number("batch_size")?,
         optimizer,
@@ -148,7 +160,7 @@ fn contradiction(key: &str, given: &str, saved: &str, dir: &Path) -> Failure {
     ))
 }
 
-/// A dataset's name, or the full path of a directory, so that `d` and `./d` are one dataset.
+/// A dataset's name, or the full path of a directory or table, so that `d` and `./d` are one dataset.
 fn canonical_data(data: &str) -> String {
     match data {
         "bundled" | "mnist" | "fashion-mnist" | "cifar10" => data.to_string(),

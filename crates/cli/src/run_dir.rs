@@ -13,6 +13,8 @@ use crate::Failure;
 /// The files a run writes; a directory holding any of them holds a run.
 const RUN_FILES: [&str; 5] = ["last.safetensors", "best.safetensors", "history.csv", "history.json", "history.png"];
 const LOCK_FILE: &str = ".liandan.lock";
+/// How TensorBoard's event files are named.
+const EVENTS_PREFIX: &str = "events.out.tfevents.";
 
 /// The lock on a run directory, held until dropped.
 pub struct RunLock {
@@ -81,6 +83,13 @@ pub fn clear(dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run_files(dir: &Path) -> Vec<&'static str> {
-    RUN_FILES.into_iter().filter(|f| dir.join(f).exists()).collect()
+/// The run's files in `dir`, its TensorBoard event files (`train --tensorboard`) among them.
+fn run_files(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = RUN_FILES.into_iter().filter(|f| dir.join(f).exists()).map(String::from).collect();
+    let mut events: Vec<String> = fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(EVENTS_PREFIX)).collect())
+        .unwrap_or_default();
+    events.sort();
+    found.extend(events);
+    found
 }

@@ -19,9 +19,10 @@ use liandan_train::Trainer;
 
 use crate::args::{EvalArgs, PlotArgs, TrainArgs};
 use crate::common::synthetic_data;
-use crate::common::{build_model, check_fits, classifies, dataset, load_weights, loss_for, open_data, open_part, pick_device, precision_note, Part};
+use crate::common::{check_fits, classifies, dataset, load_weights, loss_for, open_part, pick_device, precision_note, Part};
 use crate::datasets::Pixels;
 use crate::output::{note, say, text};
+use crate::own_data::{self, Opened};
 use crate::resume::{resolve, Settings};
 use crate::{run_dir, Failure};
 
@@ -68,15 +69,15 @@ fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Resu
         None => pick_device(a.data.device.as_deref())?,
     };
     crate::settings::gpu_switches(&device, a.autotune, a.conv_tf32)?;
-    let (train_set, val_set, what) = match s.data.as_str() {
-        "synthetic" => synthetic_data(spec, s.max_samples)?,
-        data => {
-            check_fits(spec, data)?;
-            open_data(data, s.max_samples, Pixels::of(spec))?
+    let Opened { train: train_set, val: val_set, what, info } = match s.data.as_str() {
+        "synthetic" => {
+            let (train, val, what) = synthetic_data(spec, s.max_samples)?;
+            Opened { train, val, what, info: None }
         }
+        data => own_data::open(data, &s.own, spec, s.max_samples, s.seed)?,
     };
     let sample_shape = train_set.get(0)?.shape;
-    let model = build_model(spec, &sample_shape, &device, s.seed)?;
+    let model = own_data::build(spec, &sample_shape, info.as_ref(), &device, s.seed)?;
     let mut optimizer = make_optimizer(&s, spec, model.named_parameters())?;
     let scheduler = make_scheduler(&s.scheduler, &mut *optimizer, s.epochs)?;
     if a.overwrite && root {
@@ -90,11 +91,15 @@ fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Resu
             None => say!("device: {device} ({why})")?,
         }
         say!("data: {what}; {} training, {} validation samples", train_set.len(), val_set.len())?;
-        say!("model: {} ({} parameters): {}", spec.name, thousands(spec.params), spec.architecture)?;
+        let head = match &info {
+            Some(i) => format!("; its head sized to the {} classes", i.classes.len()),
+            None => String::new(),
+        };
+        say!("model: {} ({} parameters): {}{head}", spec.name, thousands(model.num_parameters()), spec.architecture)?;
         if a.summary {
             let cpu = liandan_nn::Device::cpu();
             let input: Vec<usize> = [1].iter().chain(&sample_shape).copied().collect();
-            text(&summary::summary(&build_model(spec, &sample_shape, &cpu, s.seed)?, &input, &cpu)?.to_string())?;
+            text(&summary::summary(&own_data::build(spec, &sample_shape, info.as_ref(), &cpu, s.seed)?, &input, &cpu)?.to_string())?;
         }
         let accumulated = match s.accumulate {
             1 => String::new(),
@@ -129,7 +134,8 @@ fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Resu
     if let Some(sched) = scheduler {
         trainer = trainer.with_boxed_scheduler(sched, SchedulerStep::Epoch);
     }
-    let config = fit_config(a, &s, &out, dist)?;
+    let mut config = fit_config(a, &s, &out, dist)?;
+    config.metadata = info.map(|i| i.to_metadata()).unwrap_or_default();
     let started = Instant::now();
     let history = trainer.fit(&train_loader, Some(&val_loader), &config)?;
     if !root {
@@ -145,6 +151,9 @@ fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Resu
     say!("plot:                                                {}", out.join("history.png").display())?;
     if a.autotune {
         crate::settings::autotune_report(&device)?;
+    }
+    if a.board.tensorboard {
+        say!("tensorboard event file (view with `tensorboard --logdir {}`)", out.display())?;
     }
     Ok(())
 }
@@ -166,6 +175,7 @@ fn fit_config(a: &TrainArgs, s: &Settings, out: &Path, dist: Option<&Distributed
     config.clip_grad_norm = s.clip_grad_norm;
     config.detect_anomaly = a.detect_anomaly;
     config.settings = s.to_map();
+    config.tensorboard = a.board.config(out);
     Ok(config)
 }
 
@@ -250,17 +260,30 @@ fn make_scheduler(text: &str, opt: &mut dyn Optimizer, epochs: usize) -> Result<
 pub fn eval(a: &EvalArgs) -> Result<(), Failure> {
     let spec = zoo::spec(&a.model)?;
     let (device, why) = pick_device(a.data.device.as_deref())?;
-    let data = dataset(&a.data, spec);
-    check_fits(spec, data)?;
+    let (info, trained) = own_data::checkpoint_info(&a.checkpoint)?;
+    // A model of the user's own data reads the data it was trained on unless told otherwise.
+    let data = match (&info, &a.data.data, trained.get("data")) {
+        (Some(_), None, Some(d)) => d.as_str(),
+        _ => dataset(&a.data, spec),
+    };
     let part = match a.split.as_deref() {
         Some("train") => Part::Train,
         Some("val") => Part::Val,
         Some(_) => Part::Test,
-        None if data == "bundled" => Part::Val,
+        None if data == "bundled" || info.is_some() => Part::Val,
         None => Part::Test,
     };
-    let (set, what) = open_part(data, part, a.data.max_samples, Pixels::of(spec))?;
-    let model = build_model(spec, &set.get(0)?.shape, &device, 0)?;
+    let (set, what) = match &info {
+        Some(info) => {
+            let seed = trained.get("seed").and_then(|s| s.parse().ok()).unwrap_or(0);
+            own_data::open_for_eval(data, part, info, seed, a.data.max_samples)?
+        }
+        None => {
+            check_fits(spec, data)?;
+            open_part(data, part, a.data.max_samples, Pixels::of(spec))?
+        }
+    };
+    let model = own_data::build(spec, &set.get(0)?.shape, info.as_ref(), &device, 0)?;
     let trained = load_weights(&model, &a.checkpoint, &device)?;
     if trained.get("data").is_some_and(|d| d == "bundled") && part == Part::Test && is_mnist_test(data) {
         note!(

@@ -52,6 +52,11 @@ pub enum Error {
     #[error("`{model}` takes samples of shape {expected:?}, not {found:?}")]
     InputShape { model: String, expected: Vec<usize>, found: Vec<usize> },
 
+    /// `zoo::build_with` was asked for sizes the model cannot take (no classes, input
+    /// features for a model whose input is an image, a class count for the VAE).
+    #[error("{model}: {detail}")]
+    ZooConfig { model: String, detail: String },
+
     /// A zoo model's loss was asked for without the targets it is trained on.
     #[error("{model} loss: `{model}` is trained on {what}; pass them as `y`")]
     MissingTargets { model: String, what: &'static str },

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use common::{devices, fixture, rel_err};
 use liandan_nn::checkpoint;
-use liandan_nn::zoo::{self, Vae, VaeOutput, ZooModel};
+use liandan_nn::zoo::{self, Vae, VaeOutput, ZooConfig, ZooModel};
 use liandan_nn::{DType, Device, Forward, ModuleExt, Reduction, Tensor};
 
 const OUTPUT_TOL: f64 = 1e-5;
@@ -193,6 +193,28 @@ fn zoo_parameter_counts_equal_the_table() {
     }
     let err = zoo::build("resnet50", &Device::cpu()).err().expect("an unknown name is an error").to_string();
     assert!(err.contains("resnet50") && err.contains("mnist_cnn"), "{err}");
+}
+
+/// `build_with` sizes every classifier's head to the classes asked for (and the mlp's input to
+/// the features), keeps the reference's keys, and refuses sizes a model cannot take.
+#[test]
+fn zoo_build_with_sizes_every_classifier() {
+    let dev = Device::cpu();
+    for spec in zoo::SPECS.iter().filter(|s| s.target != zoo::Target::Reconstruction) {
+        let (config, input): (ZooConfig, Vec<usize>) = match spec.name {
+            "mlp" => (ZooConfig { classes: 3, in_features: Some(5) }, vec![2, 5]),
+            _ => (ZooConfig::classes(3), [2].iter().chain(&spec.input_shape[1..]).copied().collect()),
+        };
+        let model = zoo::build_with(spec.name, &config, &dev).unwrap();
+        let out = model.forward(&Tensor::randn(&input, 1, DType::F32, &dev).unwrap()).unwrap();
+        assert_eq!(out.shape(), &[2, 3], "{}", spec.name);
+        let reference: Vec<String> = zoo::build(spec.name, &dev).unwrap().state_dict().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(model.state_dict().into_iter().map(|(k, _)| k).collect::<Vec<_>>(), reference, "{}", spec.name);
+    }
+    let err = |name: &str, config: ZooConfig| zoo::build_with(name, &config, &dev).err().expect("refused").to_string();
+    assert!(err("vae", ZooConfig::classes(3)).contains("reconstructs"));
+    assert!(err("mnist_cnn", ZooConfig::classes(0)).contains("at least one class"));
+    assert!(err("resnet18", ZooConfig { classes: 3, in_features: Some(4) }).contains("takes no input width"));
 }
 
 /// The state-dict keys of every zoo model are PyTorch's, in PyTorch's order.

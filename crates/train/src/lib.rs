@@ -36,6 +36,13 @@
 //!   feature), as PyTorch's `DistributedDataParallel`.
 //! - [`trainer`]: the training loop, [`Trainer`] (`fit`, `evaluate`, `predict`) with metrics,
 //!   callbacks, early stopping, checkpoints, exact resume and the history.
+//! - `tensorboard`: TensorBoard event files (feature `tensorboard`, on by default), which
+//!   `fit` writes when asked.
+//!
+//! Features, on by default: `wgpu` (the GPU backend), `download` (`data::download`), `plot`
+//! (`trainer::plot_history`), `image-folder` (`data::ImageFolder`, JPEG decoding), `csv`
+//! (`data::CsvTable`), `tensorboard`. An embedder that needs none of them builds with
+//! `default-features = false`.
 
 pub use liandan_nn as nn;
 
@@ -47,6 +54,8 @@ pub mod error;
 pub mod optim;
 pub mod sched;
 pub mod settings;
+#[cfg(feature = "tensorboard")]
+pub mod tensorboard;
 pub mod trainer;
 
 pub use error::{Error, Result};

@@ -82,7 +82,8 @@ fn the_examples_name_only_liandan_nn_and_liandan_train() {
     assert!(checked > 0, "no examples in {}", dir.display());
 }
 
-/// `default-features = false` leaves out the HTTP client, TLS and the plotting crates.
+/// `default-features = false` leaves out the HTTP client, TLS, the plotting crates, the image
+/// decoders, the CSV reader and protobuf.
 #[test]
 fn a_build_without_default_features_has_no_downloads_or_plots() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
@@ -97,11 +98,11 @@ fn a_build_without_default_features_has_no_downloads_or_plots() {
         String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.split_whitespace().next().map(str::to_string)).collect::<Vec<_>>()
     };
     let bare = tree(&["--no-default-features"]);
-    for heavy in ["ureq", "rustls", "plotters", "image", "wgpu"] {
+    for heavy in ["ureq", "rustls", "plotters", "image", "csv", "prost", "wgpu"] {
         assert!(!bare.iter().any(|p| p == heavy), "{heavy} is built without default features: {bare:?}");
     }
     let full = tree(&[]);
-    for wanted in ["ureq", "plotters", "wgpu"] {
+    for wanted in ["ureq", "plotters", "image", "csv", "prost", "wgpu"] {
         assert!(full.iter().any(|p| p == wanted), "{wanted} is missing from the default build: {full:?}");
     }
 }

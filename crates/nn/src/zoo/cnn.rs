@@ -18,7 +18,7 @@ use crate::module::Forward;
 ///
 /// # Shapes
 /// - input: `[N, 1, 28, 28]`
-/// - output: `[N, 10]` log-probabilities
+/// - output: `[N, 10]` log-probabilities (`[N, classes]` from [`MnistCnn::with_classes`])
 pub struct MnistCnn {
     pub conv1: Conv2d,
     pub conv2: Conv2d,
@@ -32,13 +32,18 @@ impl_module!(MnistCnn { conv1, conv2, dropout1, dropout2, fc1, fc2 });
 
 impl MnistCnn {
     pub fn new(device: &Device) -> Result<MnistCnn> {
+        MnistCnn::with_classes(10, device)
+    }
+
+    /// The same network with a head of `classes` outputs.
+    pub fn with_classes(classes: usize, device: &Device) -> Result<MnistCnn> {
         Ok(MnistCnn {
             conv1: Conv2dConfig::new(1, 32, 3).init(device)?,
             conv2: Conv2dConfig::new(32, 64, 3).init(device)?,
             dropout1: Dropout::new(0.25),
             dropout2: Dropout::new(0.5),
             fc1: LinearConfig::new(9216, 128).init(device)?,
-            fc2: LinearConfig::new(128, 10).init(device)?,
+            fc2: LinearConfig::new(128, classes).init(device)?,
         })
     }
 }
@@ -72,13 +77,18 @@ impl ZooModel for MnistCnn {
 ///
 /// # Shapes
 /// - input: `[N, 1, 28, 28]`
-/// - output: `[N, 10]` logits
+/// - output: `[N, 10]` logits (`[N, classes]` from [`Seed003Cnn::with_classes`])
 pub struct Seed003Cnn(pub Sequential);
 
 impl_module!(Seed003Cnn { inner: 0 });
 
 impl Seed003Cnn {
     pub fn new(device: &Device) -> Result<Seed003Cnn> {
+        Seed003Cnn::with_classes(10, device)
+    }
+
+    /// The same network with a head of `classes` outputs.
+    pub fn with_classes(classes: usize, device: &Device) -> Result<Seed003Cnn> {
         Ok(Seed003Cnn(
             Sequential::new()
                 .push(Conv2dConfig::new(1, 64, 3).init(device)?)
@@ -90,7 +100,7 @@ impl Seed003Cnn {
                 .push(Flatten::default())
                 .push(LinearConfig::new(512, 1024).init(device)?)
                 .push(ReLU)
-                .push(LinearConfig::new(1024, 10).init(device)?),
+                .push(LinearConfig::new(1024, classes).init(device)?),
         ))
     }
 }

@@ -18,7 +18,7 @@ use crate::summary::{self, LayerOutput};
 /// # Shapes
 /// - input: `[N, inputs]`, or anything with `inputs` values per sample (`[N, 1, 28, 28]`),
 ///   flattened as `nn.Flatten` would
-/// - output: `[N, 10]` logits
+/// - output: `[N, 10]` logits (`[N, classes]` from [`Mlp::with_sizes`])
 pub struct Mlp {
     pub fc1: Linear,
     pub fc2: Linear,
@@ -38,10 +38,16 @@ impl Mlp {
 
     /// The network for samples of `inputs` values.
     pub fn with_inputs(inputs: usize, device: &Device) -> Result<Mlp> {
+        Mlp::with_sizes(inputs, 10, device)
+    }
+
+    /// The same hidden layers between `inputs` values per sample (a table's columns) and
+    /// `classes` outputs.
+    pub fn with_sizes(inputs: usize, classes: usize, device: &Device) -> Result<Mlp> {
         Ok(Mlp {
             fc1: LinearConfig::new(inputs, 512).init(device)?,
             fc2: LinearConfig::new(512, 256).init(device)?,
-            fc3: LinearConfig::new(256, 10).init(device)?,
+            fc3: LinearConfig::new(256, classes).init(device)?,
         })
     }
 }

@@ -15,6 +15,8 @@
 //!
 //! [`build`] makes the reference network; [`build_for`] makes it for the samples of a dataset,
 //! which changes only `mlp`: its first layer takes as many inputs as a sample has values.
+//! [`build_with`] sizes a classifier's head to a number of classes (the folders of an image
+//! folder, the labels of a table).
 //!
 //! ```
 //! use liandan_nn::{zoo, Device, ModuleExt};
@@ -207,6 +209,66 @@ pub fn build_for(name: &str, sample_shape: &[usize], device: &Device) -> Result<
         return Err(Error::InputShape { model: spec.name.to_string(), expected: own.to_vec(), found: sample_shape.to_vec() });
     }
     build(name, device)
+}
+
+/// How [`build_with`] sizes a classifier for data other than its reference's: the classes its
+/// head predicts and, for the `mlp`, the features of its input (a table's columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZooConfig {
+    pub classes: usize,
+    /// The `mlp`'s input width; `None` keeps the reference's (1024). Models of images take
+    /// none.
+    pub in_features: Option<usize>,
+}
+
+impl ZooConfig {
+    /// A head of `classes` outputs on the reference's input.
+    pub fn classes(classes: usize) -> ZooConfig {
+        ZooConfig { classes, in_features: None }
+    }
+}
+
+/// Classifier `name` with a head of `config.classes` outputs (and the `mlp` with
+/// `config.in_features` inputs), initialized as [`build`] does. Its state-dict keys are the
+/// reference's; only the sizes of the first and last layers change (the model's
+/// [`ZooModel::spec`] still describes the reference).
+///
+/// ```
+/// use liandan_nn::zoo::{self, ZooConfig};
+/// use liandan_nn::{DType, Device, Forward, Tensor};
+/// # fn main() -> liandan_nn::Result<()> {
+/// let dev = Device::cpu();
+/// let model = zoo::build_with("mlp", &ZooConfig { classes: 3, in_features: Some(4) }, &dev)?;
+/// let out = model.forward(&Tensor::zeros(&[2, 4], DType::F32, &dev)?)?;
+/// assert_eq!(out.shape(), &[2, 3]);
+/// # Ok(())
+/// # }
+/// ```
+pub fn build_with(name: &str, config: &ZooConfig, device: &Device) -> Result<Box<dyn ZooModel>> {
+    let spec = spec(name)?;
+    let bad = |detail: String| Error::ZooConfig { model: spec.name.to_string(), detail };
+    if spec.target == Target::Reconstruction {
+        return Err(bad("the model reconstructs its input and has no classes to size".into()));
+    }
+    if config.classes == 0 {
+        return Err(bad("a classifier needs at least one class".into()));
+    }
+    if config.in_features == Some(0) {
+        return Err(bad("an input needs at least one feature".into()));
+    }
+    let classes = config.classes;
+    Ok(match (spec.name, config.in_features) {
+        ("mlp", features) => Box::new(Mlp::with_sizes(features.unwrap_or(Mlp::INPUTS), classes, device)?),
+        (_, Some(n)) => {
+            return Err(bad(format!("its input is an image of shape {:?}, so it takes no input width (asked for {n} features)", &spec.input_shape[1..])))
+        }
+        ("mnist_cnn", None) => Box::new(MnistCnn::with_classes(classes, device)?),
+        ("seed003_cnn", None) => Box::new(Seed003Cnn::with_classes(classes, device)?),
+        ("resnet18", None) => Box::new(ResNet18::new(classes, device)?),
+        ("vit", None) => Box::new(Vit::with_classes(classes, device)?),
+        ("lstm", None) => Box::new(LstmNet::with_classes(classes, device)?),
+        (other, None) => unreachable!("SPECS lists classifier `{other}` but build_with() does not"),
+    })
 }
 
 /// `SPECS` entry `name`, for the models' own `spec()`.

@@ -22,7 +22,7 @@ use crate::module::Forward;
 ///
 /// # Shapes
 /// - input: `[N, 3, 32, 32]`
-/// - output: `[N, 10]` logits
+/// - output: `[N, 10]` logits (`[N, classes]` from [`Vit::with_classes`])
 pub struct Vit {
     /// `[1, 1, 192]`, the class token (initialized to zeros, as the reference).
     pub cls: Tensor,
@@ -41,6 +41,11 @@ impl Vit {
     pub const TOKENS: usize = 65;
 
     pub fn new(device: &Device) -> Result<Vit> {
+        Vit::with_classes(10, device)
+    }
+
+    /// The same network with a head of `classes` outputs.
+    pub fn with_classes(classes: usize, device: &Device) -> Result<Vit> {
         let dim = Self::DIM;
         let zeros = |shape: &[usize]| -> Result<Tensor> { Ok(Tensor::zeros(shape, DType::F32, device)?.requires_grad_(true)?) };
         let layer = TransformerEncoderLayerConfig::new(dim, 3)
@@ -55,7 +60,7 @@ impl Vit {
             patch: Conv2dConfig::new(3, dim, 4).with_stride((4, 4)).init(device)?,
             enc: TransformerEncoderConfig::new(layer, 6).init(device)?,
             norm: LayerNormConfig::new(&[dim]).init(device)?,
-            head: LinearConfig::new(dim, 10).init(device)?,
+            head: LinearConfig::new(dim, classes).init(device)?,
         })
     }
 }
@@ -91,7 +96,7 @@ impl ZooModel for Vit {
 ///
 /// # Shapes
 /// - input: `[N, 28, 28]` or `[N, 1, 28, 28]`
-/// - output: `[N, 10]` logits
+/// - output: `[N, 10]` logits (`[N, classes]` from [`LstmNet::with_classes`])
 pub struct LstmNet {
     pub lstm: LSTM,
     pub fc: Linear,
@@ -101,7 +106,12 @@ impl_module!(LstmNet { lstm, fc });
 
 impl LstmNet {
     pub fn new(device: &Device) -> Result<LstmNet> {
-        Ok(LstmNet { lstm: LSTMConfig::new(28, 256).with_batch_first(true).init(device)?, fc: LinearConfig::new(256, 10).init(device)? })
+        LstmNet::with_classes(10, device)
+    }
+
+    /// The same network with a head of `classes` outputs.
+    pub fn with_classes(classes: usize, device: &Device) -> Result<LstmNet> {
+        Ok(LstmNet { lstm: LSTMConfig::new(28, 256).with_batch_first(true).init(device)?, fc: LinearConfig::new(256, classes).init(device)? })
     }
 }
 

@@ -8,6 +8,10 @@
 //!   (memory-mapped `.npy` arrays), [`TensorDataset`] (in-memory tensors), [`Synthetic`]
 //!   (seeded random images), and [`bundled_mnist`]: MNIST's 10,000 test images built into the
 //!   binary (8,000 to train on, 2,000 held out), for training with no download.
+//! - The user's own data: `ImageFolder` (torchvision's layout of PNG and JPEG images, one
+//!   folder per class; feature `image-folder`) and `CsvTable` (a CSV file with a header row;
+//!   feature `csv`), each describing its classes and preparation as a [`DataInfo`] that
+//!   checkpoints keep.
 //! - Transforms ([`Transform`]): to-float with scaling, per-channel normalization, random crop
 //!   with padding, random horizontal flip; random ones are seeded by `(seed, epoch, index)`.
 //! - `download` (the default feature of the same name): full MNIST, Fashion-MNIST and
@@ -35,20 +39,34 @@ mod cifar;
 pub mod download;
 pub mod fuzz;
 mod idx;
+#[cfg(feature = "image-folder")]
+mod image_folder;
+#[cfg(feature = "image-folder")]
+mod image_io;
+mod info;
 mod loader;
 mod memory;
 mod npy;
 pub mod rng;
 mod synthetic;
+#[cfg(feature = "csv")]
+mod table;
 mod transform;
 
 pub use bundled::{bundled_mnist, bundled_mnist_raw, bundled_mnist_val_indices, bundled_mnist_with, MNIST_MEAN, MNIST_STD};
 pub use cifar::{cifar10, parse_cifar};
 pub use idx::{parse_idx, read_idx, IdxArray, Mnist, Split};
+#[cfg(feature = "image-folder")]
+pub use image_folder::{ImageFolder, ImageFolderConfig};
+#[cfg(feature = "image-folder")]
+pub use image_io::{load_image, ImageShape, Unreadable};
+pub use info::{DataInfo, InputInfo};
 pub use loader::{collate, Batch, DataLoader, HostBatch};
 pub use memory::{random_split, ImageDataset, Subset, TensorDataset};
 pub use npy::{parse_npy, NpyArray, NpyDType, NpyDataset};
 pub use synthetic::Synthetic;
+#[cfg(feature = "csv")]
+pub use table::CsvTable;
 pub use transform::{Transform, Transformed};
 
 use std::sync::Arc;

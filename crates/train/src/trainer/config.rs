@@ -1,7 +1,7 @@
 //! What [`Trainer::fit`](super::Trainer::fit) is asked to do: epochs, batching, early stopping,
 //! checkpoints, logging, seeding and resuming.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -108,6 +108,24 @@ pub struct FitConfig {
     /// [`state::saved_run`](super::state::saved_run) before a resume, or
     /// [`state::settings`](super::state::settings). `fit` does not interpret them.
     pub settings: BTreeMap<String, String>,
+    /// Extra safetensors metadata for `best.safetensors` and `last.safetensors`, beside the
+    /// settings: what the model needs to read new data, such as
+    /// [`DataInfo::to_metadata`](crate::data::DataInfo::to_metadata)'s class names and
+    /// normalization.
+    pub metadata: HashMap<String, String>,
+    /// Write TensorBoard event files while training (needs the `tensorboard` feature).
+    pub tensorboard: Option<TensorBoardConfig>,
+}
+
+/// What [`Trainer::fit`](super::Trainer::fit) writes for TensorBoard, into a new event file in
+/// `dir` each run: `train/loss` for every step; `train/acc` (each metric, its running mean
+/// over the epoch), `train/lr` and `train/samples_per_sec` at every log interval; `val/loss`
+/// and `val/acc` (each metric) after every epoch; and with `histograms`, every parameter's
+/// values (`weights/<name>`) after every epoch. Steps count the batches trained so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorBoardConfig {
+    pub dir: PathBuf,
+    pub histograms: bool,
 }
 
 impl FitConfig {
@@ -130,6 +148,8 @@ impl FitConfig {
             clip_grad_norm: None,
             detect_anomaly: false,
             settings: BTreeMap::new(),
+            metadata: HashMap::new(),
+            tensorboard: None,
         }
     }
 

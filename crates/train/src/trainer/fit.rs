@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use liandan_nn::{Layer, ModuleExt, Tensor};
 
+use super::board::Board;
 use super::config::{FitConfig, ProgressStyle, SchedulerStep};
 use super::history::{round_significant, History};
 use super::progress::{format_values, Progress};
@@ -44,6 +45,7 @@ impl<M: Layer> Trainer<M> {
             train_samples: train.dataset().len(),
             val_samples: val.map(|v| v.dataset().len()),
         };
+        let metadata = state::run_metadata(&config.settings, &config.metadata);
         let mut st = match (&last, config.resume) {
             (Some(path), true) => {
                 let sched = self.scheduler.as_mut().map(|(s, _)| &mut **s);
@@ -85,6 +87,8 @@ impl<M: Layer> Trainer<M> {
             _ => TrainState::new(config.seed, self.world()),
         };
         st.shape = Some(shape);
+        // After the resume checks, so that a refused resume leaves no empty event file; rank 0 alone writes one.
+        self.board = if root { Board::open(config)? } else { None };
         if config.precision == Precision::F16 {
             let scaler = self.scaler.get_or_insert_with(GradScaler::new);
             if let Some(saved) = &st.scaler {
@@ -108,8 +112,9 @@ impl<M: Layer> Trainer<M> {
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
                 if let (Some(path), true) = (&last, root) {
                     st.scaler = self.scaler_state(config);
-                    state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &config.settings)?;
+                    state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &metadata)?;
                 }
+                self.board = None;
                 return Err(Error::Interrupted { epoch, step: st.batch, saved: last.clone() });
             }
             let row = self.end_epoch(epoch, lr, val, &mut st, &progress)?;
@@ -133,11 +138,15 @@ impl<M: Layer> Trainer<M> {
             st.metric_states.clear();
             if let (Some(dir), Some(path), true) = (dir, &last, root) {
                 if improved {
-                    liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), state::settings_metadata(&config.settings))?;
+                    liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), (!metadata.is_empty()).then(|| metadata.clone()))?;
                 }
                 st.scaler = self.scaler_state(config);
-                state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &config.settings)?;
+                state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &metadata)?;
                 write_history(&st.history, dir)?;
+            }
+            if let Some(board) = &mut self.board {
+                let params = if board.wants_params() { self.model.named_parameters() } else { Vec::new() };
+                board.epoch(st.global_step, &row, &params)?;
             }
             // After the files: a summary that cannot be printed (a closed pipe) loses nothing.
             progress.finish_epoch(&summary)?;
@@ -152,6 +161,7 @@ impl<M: Layer> Trainer<M> {
                 break;
             }
         }
+        self.board = None;
         for c in &mut self.callbacks {
             c.on_fit_end(&st.history)?;
         }
@@ -216,6 +226,10 @@ impl<M: Layer> Trainer<M> {
         st.loss_steps += kept.len();
         let mut values = vec![("loss".to_string(), st.loss_sum / st.loss_steps.max(1) as f64)];
         values.extend(self.metric_values()?);
+        if let Some(board) = &mut self.board {
+            let lr = self.optimizer.param_groups().first().map_or(f64::NAN, |g| g.lr);
+            board.interval(st.global_step - losses.len() as u64, &losses, &skipped, &values, lr, seen as f64 / progress.elapsed().max(1e-9))?;
+        }
         progress.update(st.batch, seen, &values)
     }
 

@@ -9,7 +9,8 @@
 //! best monitored epoch, a plain file PyTorch loads with `load_state_dict`),
 //! `last.safetensors` (the whole training state after every epoch, see [`state`]),
 //! `history.csv`, `history.json` and `history.png` (with the default feature `plot`). Every
-//! file is written atomically.
+//! file is written atomically. With [`FitConfig::tensorboard`], an event file for TensorBoard
+//! as well.
 //!
 //! ```no_run
 //! use liandan_train::data::{bundled_mnist, DataLoader};
@@ -37,6 +38,7 @@
 //! ```
 
 pub mod anomaly;
+mod board;
 mod callback;
 mod config;
 mod ddp;
@@ -50,7 +52,7 @@ pub mod state;
 mod step;
 
 pub use callback::Callback;
-pub use config::{FitConfig, Mode, ProgressStyle, SchedulerStep};
+pub use config::{FitConfig, Mode, ProgressStyle, SchedulerStep, TensorBoardConfig};
 pub use history::{round_significant, History};
 pub use metrics::{Accuracy, Metric, TopK};
 #[cfg(feature = "plot")]
@@ -80,6 +82,8 @@ pub struct Trainer<M: Layer> {
     scaler: Option<GradScaler>,
     /// The data-parallel job this trainer is one rank of ([`Trainer::with_distributed`]).
     ddp: Option<ddp::Ddp>,
+    /// The TensorBoard event file of the `fit` under way, when it writes one.
+    board: Option<board::Board>,
 }
 
 impl<M: Layer> Trainer<M> {
@@ -93,7 +97,7 @@ impl<M: Layer> Trainer<M> {
     pub fn with_boxed(model: M, loss: LossFn, optimizer: Box<dyn Optimizer>) -> Trainer<M> {
         let mut device = Device::cpu();
         model.visit("", &mut |_, t, _| device = t.device().clone());
-        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device, scaler: None, ddp: None }
+        Trainer { model, loss, optimizer, scheduler: None, metrics: Vec::new(), callbacks: Vec::new(), device, scaler: None, ddp: None, board: None }
     }
 
     /// Adds a metric, reported for training and (as `val_` + name) validation.

@@ -129,14 +129,15 @@ impl TrainState {
     }
 }
 
-/// Writes model, optimizer, scheduler, `state` and the caller's `settings` to `path` atomically.
+/// Writes model, optimizer, scheduler, `state` and `metadata` (see [`run_metadata`]) to `path`
+/// atomically.
 pub(crate) fn save<M: Module>(
     path: &Path,
     model: &M,
     optimizer: &dyn Optimizer,
     scheduler: Option<&dyn LrScheduler>,
     state: &TrainState,
-    settings: &BTreeMap<String, String>,
+    metadata: &HashMap<String, String>,
 ) -> Result<()> {
     let opt = optimizer.state_dict()?;
     let mut tensors: Vec<(String, liandan_nn::Tensor)> = model.state_dict().into_iter().map(|(n, t)| (format!("model.{n}"), t)).collect();
@@ -145,15 +146,21 @@ pub(crate) fn save<M: Module>(
     state.optimizer_hyper = opt.hyper;
     state.scheduler = scheduler.map(|s| s.state_dict());
     let json = serde_json::to_string(&state).expect("the training state serializes");
-    let mut metadata = settings_metadata(settings).unwrap_or_default();
+    let mut metadata = metadata.clone();
     metadata.insert(KEY.to_string(), json);
     checkpoint::save(path, &tensors, Some(metadata))?;
     Ok(())
 }
 
-/// The metadata that carries `settings` (none when there are none).
-pub(crate) fn settings_metadata(settings: &BTreeMap<String, String>) -> Option<HashMap<String, String>> {
-    (!settings.is_empty()).then(|| HashMap::from([(SETTINGS_KEY.to_string(), serde_json::to_string(settings).expect("a map of strings serializes"))]))
+/// The metadata `fit` keeps beside the tensors of `best.safetensors` and `last.safetensors`:
+/// the caller's entries ([`FitConfig::metadata`](super::FitConfig::metadata)) and its
+/// `settings` under `liandan.run`.
+pub(crate) fn run_metadata(settings: &BTreeMap<String, String>, extra: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut metadata = extra.clone();
+    if !settings.is_empty() {
+        metadata.insert(SETTINGS_KEY.to_string(), serde_json::to_string(settings).expect("a map of strings serializes"));
+    }
+    metadata
 }
 
 /// The settings a checkpoint of `fit` (`best.safetensors` or `last.safetensors`) was trained
