@@ -39,15 +39,12 @@ pub fn train_mlp(d: &Device) {
         b.matmul(&p[4])?.add(&p[5])
     };
     let lr = 0.5;
-    let mut first = f64::NAN;
-    let mut last = f64::NAN;
-    for step in 0..600 {
+    let loss_now = || crate::no_grad(|| forward(&params)?.cross_entropy(&y, Reduction::Mean)?.item_f64()).unwrap();
+    // The loss is read only before and after: a read each step would wait on the device each step.
+    let first = loss_now();
+    for _ in 0..600 {
         let loss = forward(&params).and_then(|o| o.cross_entropy(&y, Reduction::Mean)).expect("forward");
         loss.backward().expect("backward");
-        last = loss.item_f64().unwrap();
-        if step == 0 {
-            first = last;
-        }
         crate::no_grad(|| {
             for p in &params {
                 let g = p.grad().expect("every parameter gets a gradient");
@@ -58,6 +55,7 @@ pub fn train_mlp(d: &Device) {
         })
         .expect("sgd step");
     }
+    let last = loss_now();
     let accuracy = crate::no_grad(|| {
         let pred = forward(&params)?.argmax(1usize, false)?;
         pred.eq(&y)?.to_dtype(DType::F32)?.mean_all()?.item_f64()
