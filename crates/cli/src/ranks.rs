@@ -31,7 +31,10 @@ pub fn join() -> Result<Option<Distributed>, Failure> {
 /// (`cpu`, `gpu:N`), else the host's GPU number `local_rank` when there are that many, else
 /// the process's own choice.
 pub fn device(dist: &Distributed, flag: Option<&str>, (device, why): (Device, String)) -> (Device, String) {
-    let named = flag.map(str::to_string).or_else(|| liandan_tensor::settings::DEVICE.text_in(&liandan_tensor::settings::env).ok().flatten()).is_some_and(|s| s.trim() != "gpu" && !s.trim().is_empty());
+    let named = flag
+        .map(str::to_string)
+        .or_else(|| liandan_tensor::settings::DEVICE.text_in(&liandan_tensor::settings::env).ok().flatten())
+        .is_some_and(|s| s.trim() != "gpu" && !s.trim().is_empty());
     if named {
         return (device, why);
     }

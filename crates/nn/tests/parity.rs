@@ -1,4 +1,5 @@
-//! Parity with PyTorch for every zoo model, on the CPU and on the GPU.
+//! Parity with PyTorch for every zoo model, on the CPU and on the GPU (resnet18 and vit on a
+//! software GPU only with `--ignored`).
 //!
 //! `tests/data/parity/make_parity.py` ran each model in PyTorch with fixed weights on a fixed
 //! batch and stored the output, the loss and every parameter's gradient (see the script for the
@@ -20,7 +21,7 @@ use std::collections::HashMap;
 use common::{devices, fixture, rel_err};
 use liandan_nn::checkpoint;
 use liandan_nn::zoo::{self, Vae, VaeOutput, ZooConfig, ZooModel};
-use liandan_nn::{DType, Device, Forward, ModuleExt, Reduction, Tensor};
+use liandan_nn::{DType, Device, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
 
 const OUTPUT_TOL: f64 = 1e-5;
 const GRAD_TOL: f64 = 1e-4;
@@ -143,8 +144,23 @@ fn check(name: &str, device: &Device) -> (f64, f64) {
     (worst_out, worst_grad)
 }
 
-fn check_everywhere(name: &str) {
-    for d in devices() {
+/// Which devices a parity test runs on: the software GPU (lavapipe) takes a minute for each
+/// of the two large models, so there those run only when asked for (`--ignored`).
+#[derive(Clone, Copy)]
+enum On {
+    Every,
+    AllButSoftware,
+    Software,
+}
+
+fn check_on(name: &str, on: On) {
+    let software = |d: &Device| d.kind() == DeviceKind::SoftwareGpu;
+    let chosen = devices().into_iter().filter(|d| match on {
+        On::Every => true,
+        On::AllButSoftware => !software(d),
+        On::Software => software(d),
+    });
+    for d in chosen {
         let (o, g) = check(name, &d);
         eprintln!("{name} on {d}: output rel err {o:.2e}, worst grad rel err {g:.2e}");
         // Every op of every zoo model's training pass runs on the GPU itself.
@@ -157,7 +173,24 @@ macro_rules! parity_tests {
         $(
             #[test]
             fn $test() {
-                check_everywhere($name);
+                check_on($name, On::Every);
+            }
+        )*
+    };
+}
+
+macro_rules! large_parity_tests {
+    ($($test:ident, $on_software:ident => $name:literal),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                check_on($name, On::AllButSoftware);
+            }
+
+            #[test]
+            #[ignore = "a minute on a software GPU"]
+            fn $on_software() {
+                check_on($name, On::Software);
             }
         )*
     };
@@ -167,10 +200,13 @@ parity_tests! {
     mlp_matches_pytorch => "mlp",
     mnist_cnn_matches_pytorch => "mnist_cnn",
     seed003_cnn_matches_pytorch => "seed003_cnn",
-    resnet18_matches_pytorch => "resnet18",
-    vit_matches_pytorch => "vit",
     lstm_matches_pytorch => "lstm",
     vae_matches_pytorch => "vae",
+}
+
+large_parity_tests! {
+    resnet18_matches_pytorch, resnet18_matches_pytorch_on_a_software_gpu => "resnet18",
+    vit_matches_pytorch, vit_matches_pytorch_on_a_software_gpu => "vit",
 }
 
 #[test]
