@@ -65,12 +65,7 @@ mod tests {
 
     #[test]
     fn every_setting_rejects_a_bad_value_naming_itself() {
-        for s in SETTINGS {
-            let bad = s.kind.bad_value();
-            let vars = |n: &str| (n == s.name).then(|| bad.clone());
-            let err = CpuOptions::from_vars(&vars).expect_err(s.name).to_string();
-            assert!(err.starts_with(&format!("{}=", s.name)) && err.contains(&s.kind.expected()), "{err}");
-        }
+        liandan_tensor::settings::assert_bad_values_named(SETTINGS, CpuOptions::from_vars);
         let tuned = |n: &str| (n == GEMM.name).then(|| std::ffi::OsString::from("Tuned"));
         assert_eq!(CpuOptions::from_vars(&tuned).unwrap().gemm, Engine::Tuned);
     }

@@ -47,6 +47,19 @@ pub fn no_vars(_: &str) -> Option<OsString> {
     None
 }
 
+/// Panics unless `read`, given each of `settings` alone set to a bad value, fails with an error
+/// that names the setting and what it accepts: each crate's test of its own table.
+#[doc(hidden)]
+pub fn assert_bad_values_named<T, E: std::fmt::Display>(settings: &[Setting], read: impl Fn(Vars) -> std::result::Result<T, E>) {
+    for s in settings {
+        let bad = s.kind.bad_value();
+        let vars = |n: &str| (n == s.name).then(|| bad.clone());
+        let Err(err) = read(&vars) else { panic!("{}={bad:?} was accepted", s.name) };
+        let err = err.to_string();
+        assert!(err.starts_with(&format!("{}=", s.name)) && err.contains(&s.kind.expected()), "{err}");
+    }
+}
+
 /// What a setting's value may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

@@ -30,11 +30,6 @@ mod tests {
     /// there with an error naming it.
     #[test]
     fn every_setting_rejects_a_bad_value_naming_itself() {
-        for s in SETTINGS {
-            let bad = s.kind.bad_value();
-            let vars = |n: &str| (n == s.name).then(|| bad.clone());
-            let err = crate::data::download::read_settings(&vars).expect_err(s.name).to_string();
-            assert!(err.starts_with(&format!("{}=", s.name)) && err.contains(&s.kind.expected()), "{err}");
-        }
+        liandan_tensor::settings::assert_bad_values_named(SETTINGS, crate::data::download::read_settings);
     }
 }
