@@ -23,7 +23,7 @@
 //!   every 32 deep, `+ barriers` adds the two barriers alone, `+ stores` the slice's stores
 //!   alone, `+ staging` both, and `+ global fetch` the next slice fetched from a 4096 x 4096
 //!   matrix after them. `mma f16 tile` stages tiles of other shapes and depths (`16-byte
-//!   fetches`: each fetch an aligned pair of vec4<f16>, stored as two; `one 4096^3 product's
+//!   fetches`: each fetch an aligned pair of `vec4<f16>`, stored as two; `one 4096^3 product's
 //!   tiles`: `prefetch`'s structure over the work of one such product, 4,096 deep a tile).
 //! - `parameters`: the backend's own `prefetch` f16 kernel and tiled f32 kernel on a 4096^3
 //!   product, their parameter block in a buffer, as immediate data (as the backend passes it),

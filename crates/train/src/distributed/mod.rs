@@ -12,7 +12,7 @@
 //!   an autograd hook as soon as backward has finished it; gradients are packed into buckets of
 //!   about 25 MB, read back to the host and all-reduced on a thread of their own while backward
 //!   computes the rest, then uploaded once.
-//! - [`Communicator`]: the transport. MPI (feature `mpi`: [`Distributed::from_mpi_env`]) is the
+//! - [`Communicator`]: the transport. MPI (feature `mpi`: `Distributed::from_mpi_env`) is the
 //!   one liandan ships; the trait lets another transport, or a test, stand in.
 //!
 //! [`Trainer::with_distributed`](crate::Trainer::with_distributed) does the rest: it shards
