@@ -155,10 +155,21 @@ fn kind(data: &str, own: &OwnDataArgs) -> Result<Kind, Failure> {
         (None, false) => {}
     }
     let images = path.is_dir() && !holds_idx(path);
+    if images && !holds_folders(path) {
+        return Err(Failure::usage(format!(
+            "--data {data}: the directory holds neither MNIST-format files (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-...) \
+             nor a folder of images per class (photos/cat/1.jpg, photos/dog/2.png)"
+        )));
+    }
     if own.mean.is_some() && !images {
         return Err(Failure::usage("--mean and --std are for image folders"));
     }
     Ok(if images { Kind::Images } else { Kind::Builtin })
+}
+
+/// Whether `dir` holds a folder (a class's, or `train/`).
+fn holds_folders(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| entries.flatten().any(|e| e.path().is_dir()))
 }
 
 /// Whether `dir` holds MNIST-format files (`train-images-idx3-ubyte`, ...).

@@ -143,7 +143,7 @@ fn bad_training_input_is_one_line_and_status_2() {
     for (args, needle) in [
         (vec!["train", "--model", "alexnet"], "no model named `alexnet`"),
         (vec!["train", "--data", "imagenet", "--out", out], "unknown dataset `imagenet`"),
-        (vec!["train", "--data", out, "--out", out], "train-images-idx3-ubyte"),
+        (vec!["train", "--data", out, "--out", out], "neither MNIST-format files (train-images-idx3-ubyte"),
         (vec!["train", "--optimizer", "lbfgs", "--lr", "0.1", "--out", out], "unknown optimizer `lbfgs`"),
         (vec!["train", "--device", "tpu", "--out", out], "not a device"),
         (vec!["train", "--batch-size", "0"], "positive whole number"),
