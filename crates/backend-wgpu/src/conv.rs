@@ -14,10 +14,11 @@
 //! but about `1 / (sh sw)` of them would meet zeros. A 1x1 kernel's input gradient stays one
 //! product, its gather dividing by the stride.
 //!
-//! How each product is cut into tiles and splits of K is `conv/cut.rs`.
+//! Which route a pass takes (Winograd, the columns, the tensor cores or the tiled kernel), and
+//! how its products are cut into tiles and splits of K, is `plan/conv.rs`; this runs it.
 //!
 //! f16 passes run on cooperative matrices (tensor cores) wherever the f16 matmul does
-//! (`matmul_coop::chosen`) and the pass suits them ([`tiling`]): the same product on
+//! (`plan::Caps::coop`) and the pass suits them (`plan/conv.rs`): the same product on
 //! `matmul_coop.wgsl`'s tiles ([`CoopKey`]), K split as matmul splits it, with loaders of their
 //! own: for the forward and input gradient, b gathered by `conv/gather_coop.wgsl` from the
 //! column geometry of `conv/taps.wgsl`; for the weight gradient, dy read by
@@ -41,21 +42,18 @@ use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{k_splits, packs_y, read_a, read_b, write_y, Load, LOAD_A, NO_BIAS, TILE};
-use crate::matmul_coop::{self, Variant, MATMUL_COOP};
+use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
+use crate::matmul_coop::{self, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::params::words;
+use crate::plan::{self, input_phases, packs_y, Caps, ConvCall, ConvPlan, Gemm, Load, Pass, Phase, Tiling, Variant};
 use crate::pool::PooledBuffer;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
-use crate::tune::Shape;
 use params::{AmaxParams, ConvParams};
 
-mod cut;
-mod fold;
 mod params;
 mod winograd;
-use cut::cut;
 pub(crate) use winograd::Key as WinogradKey;
 
 const CONV: &str = include_str!("shaders/conv.wgsl");
@@ -85,16 +83,8 @@ impl KernelKey for AmaxKey {
     }
 }
 
-/// Which product a dispatch computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Pass {
-    Forward,
-    Input,
-    Weight,
-}
-
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
-/// 2 gives 128 x 128 (`cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
+/// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
 /// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
 /// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
 /// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
@@ -200,19 +190,6 @@ pub(crate) struct CoopKey {
     scaled: bool,
 }
 
-impl CoopKey {
-    /// The variant for a product of `m` rows: `Short` (64-row tiles) where m <= 64, else the
-    /// device's (`chosen`), but where that is `Tall`, `Many`'s 128-row tiles for m <= 128 rather
-    /// than half-empty 256-row ones.
-    fn variant(chosen: Variant, m: usize) -> Variant {
-        match chosen {
-            _ if m <= 64 => Variant::Short,
-            Variant::Tall if m <= 128 => Variant::Many,
-            v => v,
-        }
-    }
-}
-
 impl KernelKey for CoopKey {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
@@ -297,175 +274,6 @@ impl KernelKey for CoopKey {
     }
 }
 
-/// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
-/// the cooperative-matrix kernel that runs them, if one does.
-#[derive(Clone, Copy, Debug)]
-struct Tiling {
-    bm: usize,
-    bn: usize,
-    splits: usize,
-    coop: Option<Variant>,
-}
-
-/// One phase of an input gradient along one axis: the input rows `first + stride * i`
-/// (`count` of them) and the kernel taps `tap0 + step * j` (`taps` of them) that reach them;
-/// tap j of row i reads dy at row `i + shift - dil * j`. One phase with `step` 1 and the
-/// convolution's padding and dilation as `shift` and `dil` is the whole axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Axis {
-    first: usize,
-    count: usize,
-    tap0: usize,
-    taps: usize,
-    step: usize,
-    shift: i64,
-    dil: usize,
-}
-
-impl Axis {
-    fn whole(size: usize, k: usize, padding: usize, dilation: usize) -> Axis {
-        Axis { first: 0, count: size, tap0: 0, taps: k, step: 1, shift: padding as i64, dil: dilation }
-    }
-
-    /// The `s` phases of an axis of `size` pixels under a kernel of `k` taps, stride `s`,
-    /// padding `p` and dilation `d`. Row `r + s i` meets tap t where `r + p - t d` is a multiple
-    /// of s, at dy row `i + (r + p - t d) / s`; the taps that do so repeat every `s / gcd(s, d)`.
-    fn phases(size: usize, k: usize, s: usize, p: usize, d: usize) -> Vec<Axis> {
-        let g = gcd(s, d);
-        let (step, dil) = (s / g, d / g);
-        (0..s)
-            .map(|r| {
-                let count = if r < size { (size - r).div_ceil(s) } else { 0 };
-                let reach = |t: usize| (r + p) as i64 - (t * d) as i64;
-                match (0..k.min(step)).find(|&t| reach(t).rem_euclid(s as i64) == 0) {
-                    Some(t0) => Axis { first: r, count, tap0: t0, taps: (k - t0).div_ceil(step), step, shift: reach(t0) / s as i64, dil },
-                    None => Axis { first: r, count, tap0: 0, taps: 0, step, shift: 0, dil },
-                }
-            })
-            .collect()
-    }
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-/// The pixels of one product of an input gradient: a phase in y and one in x.
-#[derive(Clone, Copy, Debug)]
-struct Phase {
-    y: Axis,
-    x: Axis,
-}
-
-impl Phase {
-    fn whole(g: &ConvGeometry) -> Phase {
-        Phase { y: Axis::whole(g.h, g.kernel.0, g.padding.0, g.dilation.0), x: Axis::whole(g.w, g.kernel.1, g.padding.1, g.dilation.1) }
-    }
-}
-
-/// The products of an input gradient: one per phase of a strided convolution (every input
-/// pixel in exactly one), or the whole when unstrided, or for a 1x1 kernel (`strided`: its
-/// input gradient is a single product either way, and on the H200 its phases, one product and
-/// three zero fills for stride 2, took 1.1x as long).
-fn input_phases(g: &ConvGeometry) -> (Vec<Phase>, bool) {
-    let strided = g.stride != (1, 1);
-    if !strided || g.kernel == (1, 1) {
-        return (vec![Phase::whole(g)], strided);
-    }
-    let ys = Axis::phases(g.h, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0);
-    let xs = Axis::phases(g.w, g.kernel.1, g.stride.1, g.padding.1, g.dilation.1);
-    let all = ys.iter().flat_map(|&y| xs.iter().map(move |&x| Phase { y, x }));
-    (all.filter(|p| p.y.count * p.x.count > 0).collect(), false)
-}
-
-/// One pass as a product: `[G]` batches of `M x K` times `K x N`, and where its operands are.
-struct Plan {
-    pass: Pass,
-    m: usize,
-    k: usize,
-    n: usize,
-    /// Per group strides of a, b and y; the output's size; P and RS of `out_at`.
-    strides: [usize; 3],
-    total: usize,
-    p: usize,
-    rs: usize,
-    /// The gathered operand's channels per group, channel and image strides, height and width,
-    /// and the column grid's width and size (forward and input gradient).
-    gather: [usize; 7],
-    aligned: bool,
-}
-
-impl Plan {
-    fn new(pass: Pass, g: &ConvGeometry) -> Plan {
-        let (groups, kk) = (g.groups, g.kernel.0 * g.kernel.1);
-        let (cg, og) = (g.c / groups, g.o / groups);
-        let (oh, ow) = (g.out_h(), g.out_w());
-        let (l, hw) = (oh * ow, g.h * g.w);
-        match pass {
-            Pass::Forward => Plan {
-                pass,
-                m: og,
-                k: kk * cg,
-                n: g.n * l,
-                strides: [og * kk * cg, cg * hw, og * l],
-                total: g.n * g.o * l,
-                p: l,
-                rs: g.o * l,
-                gather: [cg, hw, g.c * hw, g.h, g.w, ow, l],
-                aligned: cg.is_multiple_of(16),
-            },
-            Pass::Input => Plan::input(g, &Phase::whole(g)),
-            Pass::Weight => {
-                let n = cg * kk;
-                Plan { pass, m: og, k: g.n * l, n, strides: [og * l, cg * hw, og * n], total: g.o * n, p: n, rs: 0, gather: [0; 7], aligned: false }
-            }
-        }
-    }
-
-    /// Whether its a operand, at `a_off`, reads in aligned vec4s: four consecutive k of one
-    /// row (for the weight gradient's dy, of one image, so out_h * out_w a multiple of 4 too).
-    fn a4(&self, geom: &ConvGeometry, a_off: usize) -> bool {
-        let run = if self.pass == Pass::Weight { geom.out_h() * geom.out_w() } else { self.k };
-        a_off.is_multiple_of(4) && run.is_multiple_of(4)
-    }
-
-    /// Whether a product of this plan writes one phase's pixels (a stride apart).
-    fn phased(&self, geom: &ConvGeometry, strided: bool) -> bool {
-        self.pass == Pass::Input && geom.stride != (1, 1) && !strided
-    }
-
-    /// Whether a product of this plan writes y in aligned vec4s.
-    fn out4(&self, geom: &ConvGeometry, strided: bool) -> bool {
-        !self.phased(geom, strided) && self.p.is_multiple_of(4)
-    }
-
-    /// The input gradient's product over one phase's pixels and taps; its a operand is that
-    /// phase's weights as `[G, C/G, taps, O/G]`, contiguous.
-    fn input(g: &ConvGeometry, ph: &Phase) -> Plan {
-        let (cg, og) = (g.c / g.groups, g.o / g.groups);
-        let (oh, ow) = (g.out_h(), g.out_w());
-        let (l, hw) = (oh * ow, g.h * g.w);
-        let k = ph.y.taps * ph.x.taps * og;
-        let cols = ph.y.count * ph.x.count;
-        Plan {
-            pass: Pass::Input,
-            m: cg,
-            k,
-            n: g.n * cols,
-            strides: [cg * k, og * l, cg * hw],
-            total: g.n * g.c * hw,
-            p: hw,
-            rs: g.c * hw,
-            gather: [og, l, g.o * l, oh, ow, ph.x.count, cols],
-            aligned: og.is_multiple_of(16),
-        }
-    }
-}
-
 /// The weights `[O, C/G, kh, kw]` as the forward's a operand wants them, as a layout over
 /// their buffer: `[G, O/G, taps, C/G]`.
 fn forward_weight(g: &ConvGeometry, w: &Layout) -> Layout {
@@ -495,7 +303,7 @@ struct Operands<'a> {
     /// a and b are packed bf16 (`packed.rs`).
     packed: bool,
     /// The forward's bias and its offset, for the kernel to add as it stores y (never
-    /// packed; see [`bias_in_kernel`]).
+    /// packed; see `Tiling::bias_in_kernel`).
     bias: Option<(&'a wgpu::Buffer, usize)>,
     /// ReLU after the bias, in the kernel where the bias is.
     relu: bool,
@@ -533,7 +341,7 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let plan = Plan::new(pass, &geom);
+        let gemm = Gemm::new(pass, &geom);
         let limit = gpu.max_binding();
         // Signed 32-bit addressing in the gather loaders, and the packed tap shifts of the
         // weight gradient (16 bits each).
@@ -543,9 +351,9 @@ impl WgpuBackend {
             span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
         let (stride, dilation) = (geom.stride.0.saturating_mul(geom.w).max(geom.stride.1), geom.dilation.0.max(geom.dilation.1));
         let sizes = [
-            plan.total,
-            plan.m * plan.k * geom.groups,
-            plan.k * plan.n,
+            gemm.total,
+            gemm.m * gemm.k * geom.groups,
+            gemm.k * gemm.n,
             geom.input_shape().iter().product(),
             geom.output_shape().iter().product(),
             stride,
@@ -554,49 +362,52 @@ impl WgpuBackend {
         if !packs
             || !sizes.iter().all(|&s| small(s))
             || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
-            || self.repr.buffer_bytes(dtype, plan.total) > limit
+            || self.repr.buffer_bytes(dtype, gemm.total) > limit
         {
             return None;
         }
-        // Where the tensor cores would not run the pass: Winograd where the rule (or the
-        // setting) wants it; an input gradient mostly in the padding declined, so that the
-        // tensor layer's composite (the product into columns, then col2im) runs it.
-        if tiling(gpu, &plan, &geom, dtype, (plan.n, plan.k)).coop.is_none() {
-            let options = gpu.options();
-            if let Some(tile) = winograd::wanted(&options, pass, &geom, dtype, inputs) {
-                if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
-                    return Some(done);
-                }
-            }
-            if pass == Pass::Input && fold::wanted(&options, &geom, dtype, inputs) {
-                return None;
+        let call = ConvCall { pass, geom, dtype, plain: operands == 2 && inputs.iter().all(|v| v.layout.is_contiguous()), packed: packed_view(&inputs[0]) };
+        let plan = self.conv_plan(gpu, &call);
+        if let Some(tile) = plan.winograd {
+            if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
+                return Some(done);
             }
         }
+        // The tensor layer's composite (the product into columns, then col2im) runs it.
+        if plan.columns {
+            return None;
+        }
         Some(match pass {
-            Pass::Input => self.conv_input(&geom, dtype, inputs),
-            _ => self.conv_pass(&plan, &geom, dtype, inputs, relu),
+            Pass::Input => self.conv_input(&call, plan, inputs),
+            _ => self.conv_pass(&call, plan, inputs, relu),
         })
+    }
+
+    /// `call`'s plan on this device as it runs now.
+    fn conv_plan(&self, gpu: &Gpu, call: &ConvCall) -> ConvPlan {
+        plan::conv(call, &Caps::of(gpu, &self.repr), &gpu.options(), None)
     }
 
     /// The forward or the weight gradient: one product; the forward's bias (a third input)
     /// added and, where `relu`, ReLU after it, in the kernel where the cut allows.
-    fn conv_pass(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, inputs: &[Strided], relu: bool) -> Result<Vec<Storage>> {
+    fn conv_pass(&self, call: &ConvCall, plan: ConvPlan, inputs: &[Strided], relu: bool) -> Result<Vec<Storage>> {
         let gpu = self.gpu()?;
+        let (geom, dtype) = (&call.geom, call.dtype);
+        let gemm = &Gemm::new(call.pass, geom);
         // The a operand: the weights permuted (unless already in that order), or dy.
-        let permuted = (plan.pass == Pass::Forward).then(|| forward_weight(geom, inputs[1].layout));
+        let permuted = (gemm.pass == Pass::Forward).then(|| forward_weight(geom, inputs[1].layout));
         let copy = match &permuted {
             Some(l) if !l.is_contiguous() => Some(self.weight_copy(Strided { storage: inputs[1].storage, layout: l, dtype })?),
             _ => None,
         };
-        let (a, a_off, b) = match (plan.pass, &copy) {
+        let (a, a_off, b) = match (gemm.pass, &copy) {
             (Pass::Weight, _) => (gpu_storage(&inputs[0]).buffer(), inputs[0].layout.offset(), &inputs[1]),
             (_, Some(c)) => (wgpu_buffer(c), 0, &inputs[0]),
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
-        let tiling = tiling(gpu, plan, geom, dtype, (plan.n, plan.k));
         let packed = packed_view(b);
-        let out = self.conv_output(plan, geom, dtype, tiling, packed, false)?;
-        let bias = inputs.get(2).filter(|_| plan.pass == Pass::Forward);
+        let out = self.conv_output(gemm, geom, dtype, plan.tiling, packed, false)?;
+        let bias = inputs.get(2).filter(|_| gemm.pass == Pass::Forward);
         let in_kernel = bias.filter(|_| !packed).map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
         let ops = Operands {
             a,
@@ -609,19 +420,19 @@ impl WgpuBackend {
             bias: in_kernel,
             relu,
         };
-        let products = [(plan, ops)];
-        let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (plan.n, plan.k), &out)?;
-        let (av, bv) = if plan.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
+        let products = [(gemm, ops)];
+        let tiling = self.tuned(gpu, call, plan, &products, (gemm.n, gemm.k), &out)?;
+        let (av, bv) = if gemm.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
         let amax = self.scaled_amax(tiling, dtype, av, bv)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
-            return self.conv_pass(plan, geom, dtype, inputs, relu);
+            return self.conv_pass(call, self.conv_plan(gpu, call), inputs, relu);
         }
         let out = Arc::new(out) as Storage;
         match bias {
             // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast
             // add, and ReLU as its own kernel.
-            Some(v) if in_kernel.is_none() || !bias_in_kernel(tiling) => {
+            Some(v) if in_kernel.is_none() || !tiling.bias_in_kernel() => {
                 let y = self.add_bias(out, &geom.output_shape(), v, vec![0, 1, 0, 0])?;
                 if !relu {
                     return Ok(vec![y]);
@@ -635,29 +446,30 @@ impl WgpuBackend {
     }
 
     /// The input gradient: one product per phase (see the module docs), into one output.
-    fn conv_input(&self, geom: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Result<Vec<Storage>> {
+    fn conv_input(&self, call: &ConvCall, plan: ConvPlan, inputs: &[Strided]) -> Result<Vec<Storage>> {
         let gpu = self.gpu()?;
+        let (geom, dtype) = (&call.geom, call.dtype);
         let (dy, w) = (&inputs[0], &inputs[1]);
         let (phases, strided) = input_phases(geom);
-        let plans: Vec<Plan> = phases.iter().map(|ph| Plan::input(geom, ph)).collect();
+        let gemms: Vec<Gemm> = phases.iter().map(|ph| Gemm::input(geom, ph)).collect();
         // Each phase's weights, copied into the order its product reads them (none for a
         // phase no tap reaches: its product is zeros).
         let mut copies = Vec::with_capacity(phases.len());
-        for (ph, plan) in phases.iter().zip(&plans) {
+        for (ph, gemm) in phases.iter().zip(&gemms) {
             let l = phase_weight(geom, w.layout, ph);
-            copies.push(if plan.k > 0 && !l.is_contiguous() { Some(self.weight_copy(Strided { storage: w.storage, layout: &l, dtype })?) } else { None });
+            copies.push(if gemm.k > 0 && !l.is_contiguous() { Some(self.weight_copy(Strided { storage: w.storage, layout: &l, dtype })?) } else { None });
         }
-        let products: Vec<(&Plan, Operands)> = phases
+        let products: Vec<(&Gemm, Operands)> = phases
             .iter()
-            .zip(&plans)
+            .zip(&gemms)
             .zip(&copies)
-            .map(|((&phase, plan), copy)| {
+            .map(|((&phase, gemm), copy)| {
                 let (a, a_off) = match copy {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
                 (
-                    plan,
+                    gemm,
                     Operands {
                         a,
                         a_off,
@@ -672,54 +484,41 @@ impl WgpuBackend {
                 )
             })
             .collect();
-        // The phases share one output, so one cut, chosen for the largest of them.
-        let (n, k) = plans.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-        let tiling = tiling(gpu, &plans[0], geom, dtype, (n, k));
-        let out = self.conv_output(&plans[0], geom, dtype, tiling, packed_view(dy), strided)?;
-        let tiling = self.tuned(gpu, tiling, &products, geom, dtype, (n, k), &out)?;
+        // The phases share one output, so one cut (the plan's, for the largest of them).
+        let (n, k) = gemms.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
+        let out = self.conv_output(&gemms[0], geom, dtype, plan.tiling, packed_view(dy), strided)?;
+        let tiling = self.tuned(gpu, call, plan, &products, (n, k), &out)?;
         let amax = self.scaled_amax(tiling, dtype, w, dy)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
-            return self.conv_input(geom, dtype, inputs);
+            return self.conv_input(call, self.conv_plan(gpu, call), inputs);
         }
         Ok(vec![Arc::new(out) as Storage])
     }
 
-    /// The output of products of `plan`'s pass cut as `tiling` says: packed bf16 where the
+    /// The output of products of `gemm`'s pass cut as `tiling` says: packed bf16 where the
     /// kernel writes it so (packed operands, y in vec4s, K not split), else as the kernels
     /// hold the dtype.
-    fn conv_output(&self, plan: &Plan, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool, strided: bool) -> Result<WgpuStorage> {
-        match packs_y(packed, plan.out4(geom, strided), tiling.splits > 1) {
-            true => self.packed_output(plan.total),
-            false => self.output(dtype, plan.total),
+    fn conv_output(&self, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool, strided: bool) -> Result<WgpuStorage> {
+        match packs_y(packed, gemm.out4(geom, strided), tiling.splits > 1) {
+            true => self.packed_output(gemm.total),
+            false => self.output(dtype, gemm.total),
         }
     }
 
-    /// `tiling` as the autotune measured it on this adapter (`tune.rs`; `(n, k)` those of the
-    /// largest product), where it is on and the products run on the tiled kernels into an
-    /// output the cut does not change (not packed bf16); else `tiling` itself.
-    #[allow(clippy::too_many_arguments)]
-    fn tuned(
-        &self,
-        gpu: &Gpu,
-        tiling: Tiling,
-        products: &[(&Plan, Operands)],
-        geom: &ConvGeometry,
-        dtype: DType,
-        (n, k): (usize, usize),
-        out: &WgpuStorage,
-    ) -> Result<Tiling> {
+    /// `plan`'s tiling, or where it is tunable and the autotune is on, the cut the autotune
+    /// measured on this adapter (`tune.rs`; `(n, k)` those of the largest product), planned
+    /// again with it.
+    fn tuned(&self, gpu: &Gpu, call: &ConvCall, plan: ConvPlan, products: &[(&Gemm, Operands)], (n, k): (usize, usize), out: &WgpuStorage) -> Result<Tiling> {
         let options = gpu.options();
-        if !options.autotune || tiling.coop.is_some() || products.iter().any(|(_, ops)| ops.packed) || options.testing.conv_cut.is_some() {
-            return Ok(tiling);
-        }
-        let plan = products[0].0;
-        let rule = (tiling.bm, tiling.splits);
+        let Some(rule) = plan.tunable.filter(|_| options.autotune) else { return Ok(plan.tiling) };
+        let (geom, dtype, gemm) = (&call.geom, call.dtype, products[0].0);
+        let caps = Caps::of(gpu, &self.repr);
         let candidates = || {
-            let groups = |tile: usize| plan.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
-            crate::tune::candidates(rule, &[64, 128], k, |tile, splits| crate::tune::split_fits(tile, splits, groups, plan.total, gpu.max_binding()))
+            let groups = |tile: usize| gemm.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
+            crate::tune::candidates(rule, &[64, 128], k, |tile, splits| crate::tune::split_fits(tile, splits, groups, gemm.total, gpu.max_binding()))
         };
-        let shape = Shape::Conv { pass: plan.pass, dtype, geom: *geom, n, k };
-        let at = |(tile, splits)| Tiling { bm: tile, bn: tile, splits, coop: None };
+        let shape = crate::tune::Shape::Conv { pass: gemm.pass, dtype, geom: *geom, n, k };
+        let at = |cut| plan::conv(call, &caps, &options, Some(cut)).tiling;
         let cut = gpu.tuned_cut(shape, rule, candidates, |c| self.conv_products(products, geom, dtype, at(c), out, None).map(drop))?;
         Ok(at(cut))
     }
@@ -763,7 +562,7 @@ impl WgpuBackend {
     /// tensor cores); the caller starts over.
     fn conv_products(
         &self,
-        products: &[(&Plan, Operands)],
+        products: &[(&Gemm, Operands)],
         geom: &ConvGeometry,
         dtype: DType,
         tiling: Tiling,
@@ -775,28 +574,28 @@ impl WgpuBackend {
         let total = products[0].0.total;
         let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
-        for (plan, ops) in products {
-            let phase = plan.phased(geom, ops.strided);
-            let a4 = plan.a4(geom, ops.a_off);
+        for (gemm, ops) in products {
+            let phase = gemm.phased(geom, ops.strided);
+            let a4 = gemm.a4(geom, ops.a_off);
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
-            let ks = plan.k.div_ceil(splits).next_multiple_of(depth).max(depth);
+            let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
             let (partial, strided) = (splits > 1, ops.strided);
-            let bias = ops.bias.filter(|_| bias_in_kernel(tiling));
+            let bias = ops.bias.filter(|_| tiling.bias_in_kernel());
             let kernel = match coop {
-                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: plan.pass, variant, a4, partial, strided, phase, scaled: amax.is_some() }) {
+                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, strided, phase, scaled: amax.is_some() }) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
                 None => {
-                    let out4 = plan.out4(geom, strided);
+                    let out4 = gemm.out4(geom, strided);
                     debug_assert_eq!(is_packed(out), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
                     let key = Key {
-                        pass: plan.pass,
+                        pass: gemm.pass,
                         dtype,
                         h: bm as u32 / 64,
                         a4,
-                        aligned: plan.aligned,
+                        aligned: gemm.aligned,
                         out4,
                         partial,
                         strided,
@@ -808,9 +607,9 @@ impl WgpuBackend {
                     gpu.kernel(key)?
                 }
             };
-            let mut meta = conv_meta(plan, geom, ops, splits, ks);
+            let mut meta = conv_meta(gemm, geom, ops, splits, ks);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
-            let grid = (groups(plan.n.div_ceil(bn)), groups(plan.m.div_ceil(bm)), groups(geom.groups * splits));
+            let grid = (groups(gemm.n.div_ceil(bn)), groups(gemm.m.div_ceil(bm)), groups(geom.groups * splits));
             match (bias, amax) {
                 (Some((buffer, offset)), _) => {
                     meta.bias_offset = u32::try_from(offset).expect("binding sizes checked below i32::MAX");
@@ -827,71 +626,11 @@ impl WgpuBackend {
     }
 }
 
-/// Whether products cut as `tiling` add a forward's bias in the kernel: the tiled kernel's
-/// finished sums (not partial ones, nor the tensor cores' stores through workgroup memory);
-/// elsewhere the bias is a broadcast add after.
-fn bias_in_kernel(tiling: Tiling) -> bool {
-    tiling.coop.is_none() && tiling.splits == 1
-}
-
-/// The tiling of the products of `plan`'s pass (the largest of them `n` wide and `k` deep):
-/// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
-/// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
-/// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
-/// weight gradient with at least 128 output channels per group (a tile's rows); K split as
-/// matmul splits it (the partial sums within one binding). Everything else as `cut.rs` says.
-/// On the H200 the tensor cores took resnet18's 3x3 passes that qualify 0.40-0.90x as long as
-/// the tiled kernel, and those left out 1.2-2.4x as long: the 3-channel stem's forward (a
-/// per-element gather), the 1x1 shortcuts, and weight gradients of 64 outputs (1.3-1.7x even
-/// on 64-row tiles). A weight gradient whose dy does not read in vec4s (output pixels not a
-/// multiple of 4) reads it an element at a time there: seed003_cnn's 11 x 11 outputs, 218 us a
-/// call in f16 against the tiled kernel's 479.
-fn tiling(gpu: &Gpu, plan: &Plan, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
-    let limit = gpu.max_binding() as usize;
-    let (pass, m, groups, total) = (plan.pass, plan.m, geom.groups, plan.total);
-    let fits = geom.kernel != (1, 1)
-        && match pass {
-            Pass::Weight => m >= 128,
-            _ => plan.gather[0].is_multiple_of(32),
-        };
-    if fits && on_tensor_cores(gpu, dtype, 2 * m * n * k * groups) {
-        let variant = CoopKey::variant(gpu.coop_variant, m);
-        let (bm, bn) = variant.tile();
-        let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
-        let mut splits = k_splits(tiles, k, total);
-        while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
-            splits /= 2;
-        }
-        return Tiling { bm, bn, splits, coop: Some(variant) };
-    }
-    let (tile, splits) = cut(pass, m, n, k, groups, total, limit, gpu.options().testing.conv_cut);
-    Tiling { bm: tile, bn: tile, splits, coop: None }
-}
-
-/// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
-/// where the f16 matmul does, and f32 there too under `conv_tf32` (scaled into f16, see the
-/// module docs) where it has at least [`TF32_MIN_FLOPS`].
-fn on_tensor_cores(gpu: &Gpu, dtype: DType, flops: usize) -> bool {
-    if matmul_coop::chosen(gpu, dtype) {
-        return true;
-    }
-    let options = gpu.options();
-    let large = flops >= TF32_MIN_FLOPS || options.testing.tf32_any_size;
-    dtype == DType::F32 && large && options.conv_tf32 && matmul_coop::chosen(gpu, DType::F16)
-}
-
-/// The least work (2 M N K) of an f32 pass scaled onto the tensor cores. Smaller ones stay on
-/// the tiled f32 kernel: on the H200 mnist_cnn's second
-/// convolution (1.4 GFLOP forward, 1.6 its input gradient) ran 1.4x and 1.06x as long there,
-/// the scans of the operands and the bias added after not paid back, while every pass from
-/// 9 GFLOP up (resnet18's 3x3 layers, seed003_cnn's second convolution) ran 1.5-2.5x faster.
-const TF32_MIN_FLOPS: usize = 1 << 31;
-
 /// The parameter block of one product ([`ConvParams`], `shaders/conv.wgsl`).
-fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> ConvParams {
+fn conv_meta(gemm: &Gemm, geom: &ConvGeometry, ops: &Operands, splits: usize, ks: usize) -> ConvParams {
     let u = |v: usize| u32::try_from(v).expect("sizes checked below i32::MAX");
     let (kh, kw) = geom.kernel;
-    let (ph, input) = (&ops.phase, plan.pass == Pass::Input);
+    let (ph, input) = (&ops.phase, gemm.pass == Pass::Input);
     // The input gradient reads a phase's taps, stride 1 apart in dy unless `strided` (a phase
     // no tap reaches claims one, which its empty K never reads, so that nothing divides by 0).
     let (taps, stride, dilation) = match input {
@@ -903,15 +642,15 @@ fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
         true => (ph.y.shift as i32 as u32, ph.x.shift as i32 as u32),
         false => (u(geom.padding.0), u(geom.padding.1)),
     };
-    let [g_channels, g_channel_stride, g_image_stride, g_h, g_w, cols_w, cols] = plan.gather.map(u);
-    let [a_group_stride, b_group_stride, y_group_stride] = plan.strides.map(u);
+    let [g_channels, g_channel_stride, g_image_stride, g_h, g_w, cols_w, cols] = gemm.gather.map(u);
+    let [a_group_stride, b_group_stride, y_group_stride] = gemm.strides.map(u);
     let l = geom.out_h() * geom.out_w();
     ConvParams {
         batch: u(geom.groups),
-        m: u(plan.m),
-        k: u(plan.k),
-        n: u(plan.n),
-        a_stride_m: u(plan.k),
+        m: u(gemm.m),
+        k: u(gemm.k),
+        n: u(gemm.n),
+        a_stride_m: u(gemm.k),
         a_stride_k: 1,
         splits: u(splits),
         split_k: u(ks),
@@ -933,12 +672,12 @@ fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
         groups: u(geom.groups),
         b_base: u(ops.b_off),
         a_base: u(ops.a_off),
-        out_p: u(plan.p),
-        out_rs: u(plan.rs),
+        out_p: u(gemm.p),
+        out_rs: u(gemm.rs),
         a_group_stride,
         b_group_stride,
         y_group_stride,
-        total: u(plan.total),
+        total: u(gemm.total),
         g_channels,
         g_channel_stride,
         g_image_stride,
@@ -961,55 +700,4 @@ fn conv_meta(plan: &Plan, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
 /// The buffer of a storage this backend made.
 fn wgpu_buffer(s: &Storage) -> &wgpu::Buffer {
     s.as_any().downcast_ref::<WgpuStorage>().expect("this backend's kernels return its own storage").buffer()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Axis, CoopKey, Variant};
-
-    /// Every (input row, tap) pair that meets a dy row, found by trying them all, is in exactly
-    /// one phase, at the dy row the phase says; no phase holds a pair that meets none.
-    #[test]
-    fn phases_hold_exactly_the_taps_that_reach() {
-        for size in 1..9 {
-            for k in 1..6 {
-                for s in 1..5 {
-                    for p in 0..4 {
-                        for d in 1..4 {
-                            let mut want: Vec<(usize, usize, i64)> = Vec::new();
-                            for row in 0..size {
-                                for t in 0..k {
-                                    let reach = (row + p) as i64 - (t * d) as i64;
-                                    if reach.rem_euclid(s as i64) == 0 {
-                                        want.push((row, t, reach.div_euclid(s as i64)));
-                                    }
-                                }
-                            }
-                            let phases = Axis::phases(size, k, s, p, d);
-                            assert_eq!(phases.iter().map(|a| a.count).sum::<usize>(), size);
-                            let mut got = Vec::new();
-                            for a in phases {
-                                for i in 0..a.count {
-                                    for j in 0..a.taps {
-                                        got.push((a.first + s * i, a.tap0 + a.step * j, i as i64 + a.shift - (a.dil * j) as i64));
-                                    }
-                                }
-                            }
-                            want.sort();
-                            got.sort();
-                            assert_eq!(got, want, "size {size} k {k} s {s} p {p} d {d}");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn convolutions_pick_tiles_their_rows_fill() {
-        let picks = |chosen| [32, 64, 65, 128, 129, 512].map(|m| CoopKey::variant(chosen, m));
-        use Variant::{Many, Prefetch, Short, Tall};
-        assert_eq!(picks(Tall), [Short, Short, Many, Many, Tall, Tall]);
-        assert_eq!(picks(Prefetch), [Short, Short, Prefetch, Prefetch, Prefetch, Prefetch]);
-    }
 }

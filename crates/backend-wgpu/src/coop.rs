@@ -8,9 +8,9 @@
 //! are told apart by invocation index), native f16 and room for its workgroup memory.
 //! `LIANDAN_COOP_MATRIX=0` (`WgpuOptions::coop_matrix`) opens the device without the feature
 //! and keeps every f16 matmul on the ordinary kernels, so a wrong result can be bisected to
-//! this path. How the kernel is built (`matmul_coop::Variant`) is decided here too, per device.
+//! this path. How the kernel is built (`plan::Variant`) is decided here too, per device.
 
-use crate::matmul_coop::Variant;
+use crate::plan::Variant;
 use crate::repr::Repr;
 
 /// Why f16 matmuls do or do not run on cooperative matrices here.
@@ -28,8 +28,7 @@ impl Status {
         match self {
             Status::InUse(v) => {
                 // Large products leave the default `Tall` for `Prefetch` (`Variant::for_product`).
-                let large =
-                    if v == Variant::Tall { format!(" (prefetch where M, K and N are all {} or more)", crate::matmul_coop::LARGE) } else { String::new() };
+                let large = if v == Variant::Tall { format!(" (prefetch where M, K and N are all {} or more)", crate::plan::LARGE) } else { String::new() };
                 format!("tensor cores (cooperative matrices, variant {}{large}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name())
             }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),

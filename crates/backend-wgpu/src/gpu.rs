@@ -135,7 +135,7 @@ pub(crate) struct Gpu {
     /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
     pub(crate) coop_f16: AtomicBool,
     /// How the tensor-core kernels are built here (`coop::status`; meaningless without them).
-    pub(crate) coop_variant: crate::matmul_coop::Variant,
+    pub(crate) coop_variant: crate::plan::Variant,
     /// The adapter, its IDs and its driver, in one line: what the autotune's file is for.
     pub(crate) identity: String,
     /// The autotune's measured cuts on this adapter (`tune.rs`).
@@ -355,7 +355,7 @@ impl Gpu {
             index_tags: Mutex::default(),
             timer,
             coop_f16: AtomicBool::new(coop_f16),
-            coop_variant: coop.unwrap_or(crate::matmul_coop::Variant::Prefetch),
+            coop_variant: coop.unwrap_or(crate::plan::Variant::Prefetch),
             identity,
             tuning: Mutex::default(),
             measured: AtomicU64::new(0),

@@ -52,6 +52,7 @@ mod matmul_coop;
 mod options;
 mod packed;
 pub mod params;
+mod plan;
 mod pool;
 mod reduce;
 mod repr;

@@ -2,7 +2,7 @@
 //! (`shaders/lstm_step.wgsl`), for the small steps whose time is latency (the zoo LSTM's `[64,
 //! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, f16 and
 //! bf16 (summed in f32), where the product is one the small-product kernel would take
-//! (`matmul::takes_small`'s sizes) and h and W_hh can be read in vec4s; anything else is
+//! (`plan::lstm_step`) and h and W_hh can be read in vec4s; anything else is
 //! answered `None` and the composite runs (the product, then `ops::LstmCell` with the two
 //! gate terms).
 
@@ -13,8 +13,9 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::fused::RNN;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::{SHORT_OUTPUTS, SMALL_MAX_K, SMALL_SUMS};
+use crate::matmul::SMALL_SUMS;
 use crate::params::words;
+use crate::plan;
 use crate::repr::Repr;
 
 const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
@@ -60,8 +61,7 @@ impl WgpuBackend {
         let vec4 = |v: &Strided| v.layout.offset().is_multiple_of(4);
         let dtype = h.dtype;
         let fits = inputs.iter().all(|v| v.dtype == dtype && v.layout.is_contiguous()) && DTYPES.contains(&dtype) && self.repr.computes(dtype);
-        let small = n * 4 * units <= SHORT_OUTPUTS && units <= SMALL_MAX_K && units.is_multiple_of(4) && vec4(h) && vec4(w);
-        if !fits || !small || n == 0 {
+        if !fits || !plan::lstm_step(n, units, vec4(h) && vec4(w)) {
             return None;
         }
         let gpu = match self.fused_gpu(dtype, &[n * 4 * units, 2 * n * units], inputs)? {

@@ -7,10 +7,10 @@
 //! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
 //! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
 //! A small f32 or f16 product whose K the tiled kernel would split over workgroups runs instead
-//! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`,
-//! `takes_small`), and a batch of products each a little larger than a 64 x 64 tile (a ViT's
-//! 65-token attention heads) one 80 x 80 tile a product (`shaders/matmul/heads.wgsl`,
-//! `takes_heads`).
+//! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`), and a batch
+//! of products each a little larger than a 64 x 64 tile (a ViT's 65-token attention heads) one
+//! 80 x 80 tile a product (`shaders/matmul/heads.wgsl`). Which of these runs, on which tiles
+//! and splits of K, is `plan/matmul.rs`.
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ use crate::launch::WIDE;
 use crate::matmul_coop;
 use crate::packed::{packed_view, with_words};
 use crate::params::words;
+use crate::plan::{self, packs_y, Caps, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 use crate::repr::Repr;
 use crate::tune::Shape;
 
@@ -65,15 +66,6 @@ crate::shader_params! {
     }
 }
 
-/// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
-/// the lhs, N of the rhs), or scalars through any strides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Load {
-    K,
-    Outer,
-    Strided,
-}
-
 /// One compiled variant: `h` = 1 gives 64 x 64 tiles, 2 gives 128 x 128; `partial`: the
 /// kernel writes unrounded partial sums over a split of K, for `reduce` to add up; `packed`:
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
@@ -95,12 +87,6 @@ impl Variant {
     fn packs_y(&self) -> bool {
         packs_y(self.packed, self.out4, self.partial)
     }
-}
-
-/// Whether a product (matmul's or a convolution's) writes y as packed bf16: its operands are
-/// packed, it writes y in vec4s (a word pair an invocation's alone) and K is not split.
-pub(crate) fn packs_y(packed: bool, out4: bool, partial: bool) -> bool {
-    packed && out4 && !partial
 }
 
 /// The binding and reads of the a operand (`fetch_a`, `fetch_a4`): in vec4s or scalars, as
@@ -134,53 +120,6 @@ pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
     }
 }
 
-/// Tiles of 128 x 128 once there are this many of them (else 64 x 64 keeps more of the GPU busy).
-const BIG_TILES: usize = 192;
-/// With fewer tiles than `FEW_TILES` (a big GPU runs two per compute unit at once), K is split
-/// so that there are some `SPLIT_TILES` workgroups, into ranges of at least `MIN_SPLIT_K`; a
-/// small product (at most `SHORT_OUTPUTS` outputs, whose time is its latency) into ranges of
-/// at least `MIN_SHORT_K`, up to `SHORT_SPLITS` of them, where that gives four or more. On the
-/// H200 the LSTM's recurrent `[64, 1024] x [1024, 256]` took 18.7 us a call in 16 ranges of 64
-/// against 27.8 in 4 of 256, and `[64, 256] x [256, 1024]` 18.1 against 21.1 unsplit; larger
-/// outputs (`[1024, 1728] x [1728, 256]`, `[64, 128] x [128, 9216]`) and K of 128 were slower
-/// in ranges of 64.
-const FEW_TILES: usize = 256;
-const SPLIT_TILES: usize = 512;
-const MIN_SPLIT_K: usize = 256;
-pub(crate) const SHORT_OUTPUTS: usize = 64 * 1024;
-const MIN_SHORT_K: usize = 64;
-const SHORT_SPLITS: usize = 32;
-
-/// The ranges K is split into for a product of `tiles` workgroups and `outputs` elements (see
-/// `FEW_TILES`); the convolutions on cooperative matrices split theirs the same way.
-pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
-    if tiles >= FEW_TILES {
-        return 1;
-    }
-    let short = k / MIN_SHORT_K;
-    let short = if outputs <= SHORT_OUTPUTS && short >= 4 { short.min(SHORT_SPLITS) } else { 0 };
-    SPLIT_TILES.div_ceil(tiles).min((k / MIN_SPLIT_K).max(short)).max(1)
-}
-
-/// A small f32 or f16 product takes the one-dispatch kernel (`shaders/matmul/small.wgsl`)
-/// where the tiled kernel would split its K: at most `SHORT_OUTPUTS` outputs, K at most
-/// `SMALL_MAX_K`, a read in vec4s along K and b in vec4s along K or N. Its K is split over the
-/// invocations of a workgroup, so no second kernel adds partial sums.
-pub(crate) const SMALL_MAX_K: usize = 4096;
-/// The one-dispatch kernel's blocks of y, rows x columns: 16 x 16 (16 groups of invocations
-/// along K), or 8 x 16 (32 groups) where 16 x 16 blocks would be fewer than `SMALL_BLOCKS_MIN`
-/// workgroups. On the H200 the LSTM's `[64, 256] x [256, 1024]` took 11.4 us a call in 16 x 16
-/// blocks (256 workgroups) against 13.3 in 8 x 16, its `[64, 1024] x [1024, 256]` 10.9 in 8 x
-/// 16 (128) against 14.1 in 16 x 16.
-const SMALL_BLOCKS: [(u32, u32); 2] = [(16, 16), (8, 16)];
-const SMALL_BLOCKS_MIN: usize = 128;
-
-/// Whether a product of `outputs` elements over `k`, loaded as `a` and `b`, that the rule cuts
-/// into `splits` ranges of K runs on the one-dispatch kernel (see `SMALL_MAX_K`).
-fn takes_small(outputs: usize, k: usize, a: Load, b: Load, splits: usize) -> bool {
-    splits > 1 && outputs > 0 && outputs <= SHORT_OUTPUTS && (1..=SMALL_MAX_K).contains(&k) && a == Load::K && b != Load::Strided
-}
-
 /// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32),
 /// b's loader (vec4s along K or N), whether a linear layer's bias is added as y is stored, and
 /// the block of y a workgroup computes.
@@ -191,10 +130,6 @@ pub(crate) struct SmallKey {
     bias: bool,
     block: (u32, u32),
 }
-
-/// The dtypes of the one-dispatch kernel: f64 stays on the tiled kernel, and bf16, packed two
-/// to a word at rest (`packed.rs`), on the tiled kernel's packed loaders.
-const SMALL_DTYPES: [DType; 2] = [DType::F32, DType::F16];
 
 impl KernelKey for SmallKey {
     fn source(&self, repr: &Repr) -> String {
@@ -217,22 +152,6 @@ impl KernelKey for SmallKey {
         }
         out
     }
-}
-
-/// The side of the tile of `shaders/matmul/heads.wgsl`, and the fewest products in a batch
-/// that take it: a y[b] of at most `HEADS_TILE` rows and columns, more than 64 of either (so
-/// the tiled kernel's 64 x 64 tiles would take two or four for it, or a 128 x 128 one three
-/// quarters empty), as a ViT's attention heads of 65 tokens. With fewer products the tiled
-/// kernel's several tiles a product spread them over more of the GPU: on the H200 a ViT's QK^T
-/// and AV products took 2-7 us less together on the tiled kernel at 16 and 32 heads, 1.3 more
-/// to 3.3 less at 48 and 64, and 2-9 more at 80 to 128 (41-46 more at 384).
-const HEADS_TILE: usize = 80;
-const HEADS_MIN_BATCH: usize = 80;
-
-/// Whether a batch of `batch` products of `m x n` outputs runs one 80 x 80 tile a product
-/// (see `HEADS_TILE`).
-fn takes_heads(batch: usize, m: usize, n: usize) -> bool {
-    batch >= HEADS_MIN_BATCH && m <= HEADS_TILE && n <= HEADS_TILE && (m > 64 || n > 64)
 }
 
 thread_local! {
@@ -263,25 +182,6 @@ impl KernelKey for HeadsKey {
     fn all(repr: &Repr) -> Vec<HeadsKey> {
         SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)).map(|dtype| HeadsKey { dtype }).collect()
     }
-}
-
-/// The shortest K for which a product reading both operands in vec4s along K on 128 x 128
-/// tiles (a linear layer's `x W^T`) copies its rhs to `[K, N]` first (see `copies_rhs`).
-const RHS_COPY_MIN_K: usize = 384;
-
-/// Whether an f32 product that would stage both operands on 128 x 128 tiles through the
-/// loaders that read vec4s along K (each vec4's four values stored down four rows of workgroup
-/// memory) runs on a `[K, N]` copy of its rhs instead (N a multiple of 4, so that the copy is
-/// read in vec4s along N; a rhs broadcast over the batch is copied once): on the H200 such
-/// products ran 20% slower than with either operand read the other way (4096^3: 24.8-25.0
-/// TFLOP/s against 30.6-32.9), and with the copy (a transposed copy at some 750 GB/s) `[8320,
-/// K] x [K, 768]` ran 7-14% faster at K from 384 to 3,072, 4096^3 23% (30.4); at K = 192
-/// within 3%. The copy lives until the product is
-/// recorded (a buffer the size of the weight, from the pool). A cut given by the caller is
-/// kept as it is.
-fn copies_rhs(dtype: DType, [batch, m, k, n]: [usize; 4], loads: (Load, Load), cut: Option<(usize, usize)>) -> bool {
-    let big_tiles = m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES;
-    cut.is_none() && dtype == DType::F32 && loads == (Load::K, Load::K) && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
 }
 
 /// One matmul kernel variant (see `kernels::KernelKey`).
@@ -421,7 +321,7 @@ impl WgpuBackend {
 
     /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
     /// `ops::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
-    /// product, `takes_small`) stores its finished sums, or by a
+    /// product, `plan::MatmulPlan::Small`) stores its finished sums, or by a
     /// broadcast add after where the tensor cores run the product, K is split or the operands
     /// are packed.
     pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
@@ -432,7 +332,7 @@ impl WgpuBackend {
     /// 64 or 128, K in that many ranges) where a caller knows its products better than the
     /// rule (the Winograd convolutions' batches, `conv/winograd.rs`); the autotune, where it is
     /// on, starts from it. Products that run elsewhere (tensor cores, packed bf16, the small
-    /// kernel) ignore it.
+    /// kernel) ignore it. The route is `plan::matmul`'s; this runs it.
     pub(crate) fn matmul_cut_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>) -> Result<Storage> {
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
@@ -440,41 +340,15 @@ impl WgpuBackend {
         let (a, b) = (Operand::of(&lhs), Operand::of(&rhs));
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
-        // f16 on tensor cores where the device has them (the one place this is decided).
         let gpu = self.gpu()?;
-        let coop = self.repr.computes(dtype) && matmul_coop::chosen(gpu, dtype);
+        let caps = Caps::of(gpu, &self.repr);
         let (a_load, b_load) = (a.load(2), b.load(1));
-        if !coop && !packed && copies_rhs(dtype, [batch, m, k, n], (a_load, b_load), cut) {
-            // A weight broadcast over the batch (stride 0) is copied once, and read so.
-            let [batch, k, n] = b.sizes;
-            let once = batch > 1 && b.strides[0] == 0;
-            let from = if once { rhs.layout.narrow(0, 0, 1)? } else { rhs.layout.clone() };
-            let copied = self.copy_view(Strided { storage: rhs.storage, layout: &from, dtype })?;
-            let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
-            return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
-        }
-        let coop_variant = matmul_coop::Variant::for_product(gpu.coop_variant, [m, k, n]);
-        let cut = cut.filter(|_| !coop && !packed && dtype != DType::F64).map(|(tile, splits)| (if tile == 128 { 128 } else { 64 }, splits.max(1)));
-        let (tm, tn) = if coop {
-            coop_variant.tile()
-        } else if let Some((tile, _)) = cut {
-            (tile, tile)
-        } else if dtype != DType::F64 && m.div_ceil(128) * n.div_ceil(128) * batch >= BIG_TILES {
-            (128, 128)
-        } else {
-            (64, 64)
-        };
-        let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch * if coop { coop_variant.weight() } else { 1 }).max(1);
-        // K in ranges of whole 16-deep slices: `(splits, range)` for a split in `splits`.
-        let cut_k = |splits: usize| {
-            let ks = k.div_ceil(splits).next_multiple_of(16).max(16);
-            (k.div_ceil(ks).max(1), ks)
-        };
-        let extents_fit = [&lhs, &rhs].iter().all(|x| u32::try_from(x.layout.max_extent()).is_ok());
-        // The meta block of a cut in `splits` ranges (as `cut_k` gives them), or `None` where a
-        // size passes 32 bits.
+        let u = |v: usize| u32::try_from(v).is_ok();
+        let addressable =
+            [&lhs, &rhs].iter().all(|x| u(x.layout.max_extent())) && [batch, m, k, n, a.offset, b.offset].into_iter().chain(a.strides).chain(b.strides).all(u);
+        let product = Product { dtype, batch, m, k, n, a: a_load, b: b_load, bias: bias.is_some(), packed, cut, addressable };
+        // The meta block of K cut as `cut_k` gives it (`Product::meta_fits` says it fits).
         let meta = |(splits, ks): (usize, usize)| -> Option<MatmulParams> {
-            let fits = extents_fit && u32::try_from(splits * batch * m * n).is_ok();
             let u = |v: usize| u32::try_from(v).ok();
             let block = MatmulParams {
                 batch: u(batch)?,
@@ -495,105 +369,96 @@ impl WgpuBackend {
                 split_k: u(ks)?,
                 bias_offset: 0,
             };
-            fits.then_some(block)
+            product.meta_fits((splits, ks)).then_some(block)
         };
-        // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
-        // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
-        // f16 products took 22.8-23.6 us a call on them).
-        let tiled_splits = k_splits((m.div_ceil(64) * n.div_ceil(64) * batch).max(1), k, batch * m * n);
-        if SMALL_DTYPES.contains(&dtype) && !packed && self.repr.computes(dtype) && takes_small(batch * m * n, k, a_load, b_load, tiled_splits) {
-            if let Some(meta) = meta(cut_k(1)) {
-                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], b_load, meta);
+        let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
+        let tiled = match plan::matmul(&product, &caps, None) {
+            MatmulPlan::CopyRhs => {
+                // A weight broadcast over the batch (stride 0) is copied once, and read so.
+                let [batch, k, n] = b.sizes;
+                let once = batch > 1 && b.strides[0] == 0;
+                let from = if once { rhs.layout.narrow(0, 0, 1)? } else { rhs.layout.clone() };
+                let copied = self.copy_view(Strided { storage: rhs.storage, layout: &from, dtype })?;
+                let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
+                return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
             }
-        }
-        if SMALL_DTYPES.contains(&dtype) && !packed && !coop && cut.is_none() && bias.is_none() && self.repr.computes(dtype) && takes_heads(batch, m, n) {
-            if let Some(meta) = meta(cut_k(1)) {
-                return self.heads_product(&lhs, &rhs, [batch, m, n], meta);
+            MatmulPlan::Small { block } => {
+                let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
+                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], (b_load, block), meta);
             }
-        }
-        let rule_k = cut_k(cut.map_or_else(|| k_splits(tiles, k, batch * m * n), |(_, splits)| splits.min(k.div_ceil(16))));
-        let (true, Some(rule_meta)) = (self.repr.computes(dtype), meta(rule_k)) else {
-            let why = if self.repr.computes(dtype) { WIDE } else { Why::Unsupported };
-            return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+            MatmulPlan::Heads => return self.heads_product(&lhs, &rhs, [batch, m, n], meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?),
+            MatmulPlan::Cpu => {
+                let why = if caps.computes(dtype) { WIDE } else { Why::Unsupported };
+                return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+            }
+            MatmulPlan::Tiled(t) => t,
         };
-        let rule = (tm, rule_k.0);
-        // The bias goes in the kernel's epilogue where it stores finished sums of its own.
-        let in_kernel = |splits: usize| bias.is_some() && !coop && !packed && splits == 1;
-        let variant = |tm: usize, splits: usize| Variant {
-            h: tm as u32 / 64,
-            a: a_load,
-            b: b_load,
-            out4: n % 4 == 0,
-            partial: splits > 1,
-            packed,
-            bias: in_kernel(splits),
-        };
-        let out = if variant(rule.0, rule.1).packs_y() { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
-        // Records the product cut in `tm`-row tiles (and as many columns; the tensor-core
-        // variant's own where `coop`) with K in `splits` ranges, whose meta block is `meta`;
-        // `false`: the tensor-core kernel failed to build (f16 has left the tensor cores for good).
-        let run = |tm: usize, splits: usize, meta: &MatmulParams| -> Result<bool> {
-            let tn = if coop { tn } else { tm };
+        let out = if tiled.packs_y { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
+        // Records the product as `t` cuts it; `false`: the tensor-core kernel failed to build
+        // (f16 has left the tensor cores for good).
+        let run = |t: &Tiled| -> Result<bool> {
+            let meta = meta(t.k_ranges).ok_or_else(no_meta)?;
+            let ((tm, tn), splits) = (t.tile, t.splits);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
-            let kernel = if coop {
-                let key = matmul_coop::Key { variant: coop_variant, a: a_load, b: b_load, partial: splits > 1 };
-                match matmul_coop::kernel(gpu, key) {
+            let kernel = match t.coop {
+                Some(variant) => match matmul_coop::kernel(gpu, matmul_coop::Key { variant, a: a_load, b: b_load, partial: splits > 1 }) {
                     Some(k) => k,
                     None => return Ok(false),
-                }
-            } else {
-                gpu.kernel(Key { dtype, v: variant(tm, splits) })?
+                },
+                None => gpu.kernel(Key {
+                    dtype,
+                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed, bias: t.bias_in_kernel },
+                })?,
             };
             let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
-            if let (Some(b), true) = (&bias, in_kernel(splits)) {
+            if let (Some(b), true) = (&bias, t.bias_in_kernel) {
                 let bias_offset = u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?;
-                gpu.dispatch(&kernel, &words(&MatmulParams { bias_offset, ..*meta }), &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
+                gpu.dispatch(&kernel, &words(&MatmulParams { bias_offset, ..meta }), &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
             } else if splits == 1 {
-                gpu.dispatch(&kernel, &words(meta), &[x, w, out.buffer()], grid)?;
+                gpu.dispatch(&kernel, &words(&meta), &[x, w, out.buffer()], grid)?;
             } else {
                 let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
-                gpu.dispatch(&kernel, &words(meta), &[x, w, partials.buffer()], grid)?;
+                gpu.dispatch(&kernel, &words(&meta), &[x, w, partials.buffer()], grid)?;
                 self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
             }
             Ok(true)
         };
         // The autotune (`tune.rs`), where it is on, times the tiled kernel's cuts where the
         // output is the same in each (not packed bf16).
-        let (tm, splits) = if coop || packed {
-            rule
-        } else {
-            let candidates = || {
-                let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };
-                // f64 partial sums take twice the bytes: counted as twice the outputs.
-                let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
-                let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
-                let fits = |tile, s| meta(cut_k(s)).is_some() && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
-                crate::tune::candidates(rule, tiles, k, fits)
-            };
-            let shape = Shape::Matmul { dtype, batch, m, k, n, a: a_load, b: b_load };
-            let time = |(tm, s): (usize, usize)| -> Result<()> {
-                let meta = meta(cut_k(s)).ok_or_else(|| gpu.err("matmul", "a candidate cut past 32-bit sizes"))?;
-                run(tm, s, &meta).map(drop)
-            };
-            gpu.tuned_cut(shape, rule, candidates, time)?
+        let tiled = match tiled.tunable {
+            None => tiled,
+            Some(rule) => {
+                let at = |cut| match plan::matmul(&product, &caps, Some(cut)) {
+                    MatmulPlan::Tiled(t) => Ok(t),
+                    _ => Err(gpu.err("matmul", "a tuned cut off the tiled kernel")),
+                };
+                let candidates = || {
+                    let tiles: &[usize] = if dtype == DType::F64 { &[64] } else { &[64, 128] };
+                    // f64 partial sums take twice the bytes: counted as twice the outputs.
+                    let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
+                    let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
+                    let fits = |tile, s| product.meta_fits(plan::cut_k(k, s)) && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
+                    crate::tune::candidates(rule, tiles, k, fits)
+                };
+                let shape = Shape::Matmul { dtype, batch, m, k, n, a: a_load, b: b_load };
+                at(gpu.tuned_cut(shape, rule, candidates, |c| run(&at(c)?).map(drop))?)?
+            }
         };
-        let meta = if splits == rule.1 { Some(rule_meta) } else { meta(cut_k(splits)) };
-        let meta = meta.ok_or_else(|| gpu.err("matmul", "a tuned cut past 32-bit sizes"))?;
-        if !run(tm, splits, &meta)? {
+        if !run(&tiled)? {
             return self.matmul_bias_op(lhs, rhs, bias);
         }
         let out = Arc::new(out) as Storage;
         match bias {
-            Some(b) if !in_kernel(splits) => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]),
+            Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]),
             _ => Ok(out),
         }
     }
 }
 
 impl WgpuBackend {
-    /// The one-dispatch kernel's product (see `takes_small`) of `[batch, m, n]` outputs, b
-    /// loaded as `b_load`, with the tiled kernel's meta block (`meta`, whose split it ignores)
+    /// The one-dispatch kernel's product (`plan::MatmulPlan::Small`) of `[batch, m, n]`
+    /// outputs, b loaded as `b_load`, in blocks of y `block`, with the tiled kernel's meta block (`meta`, whose split it ignores)
     /// and the bias, if any, added as the sums are stored.
     fn small_product(
         &self,
@@ -601,14 +466,12 @@ impl WgpuBackend {
         rhs: &Strided,
         bias: Option<&Strided>,
         [batch, m, n]: [usize; 3],
-        b_load: Load,
+        (b_load, block): (Load, (u32, u32)),
         mut meta: MatmulParams,
     ) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
         let out = self.output(dtype, batch * m * n)?;
-        let blocks = |(bm, bn): (u32, u32)| batch * m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
-        let block = if blocks(SMALL_BLOCKS[0]) >= SMALL_BLOCKS_MIN { SMALL_BLOCKS[0] } else { SMALL_BLOCKS[1] };
         let kernel = gpu.kernel(SmallKey { dtype, b: b_load, bias: bias.is_some(), block })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
@@ -622,7 +485,7 @@ impl WgpuBackend {
     }
 
     /// A batch of small products on `shaders/matmul/heads.wgsl`, one 80 x 80 tile a product
-    /// (`takes_heads`), with the tiled kernel's meta block (`meta`, K in one range).
+    /// (`plan::MatmulPlan::Heads`), with the tiled kernel's meta block (`meta`, K in one range).
     fn heads_product(&self, lhs: &Strided, rhs: &Strided, [batch, m, n]: [usize; 3], meta: MatmulParams) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
@@ -633,26 +496,5 @@ impl WgpuBackend {
         gpu.dispatch(&kernel, &words(&meta), &[gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()], grid)?;
         HEADS_RECORDED.with(|c| c.set(c.get() + 1));
         Ok(Arc::new(out) as Storage)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::k_splits;
-
-    /// The cuts that ran faster on the H200, and the products that keep ranges of 256 because
-    /// ranges of 64 ran slower there.
-    #[test]
-    fn small_products_split_into_short_ranges() {
-        assert_eq!(k_splits(16, 256, 64 * 1024), 4, "[64, 256] x [256, 1024] in 64 x 64 tiles");
-        assert_eq!(k_splits(4, 1024, 64 * 256), 16, "[64, 1024] x [1024, 256]");
-        assert_eq!(k_splits(2, 512, 128 * 10), 8, "[128, 512] x [512, 10]");
-        assert_eq!(k_splits(1, 256, 64 * 10), 4, "[64, 256] x [256, 10]");
-        // Large outputs, or K too short for four ranges of 64: as before.
-        assert_eq!(k_splits(64, 1728, 1024 * 256), 6, "[1024, 1728] x [1728, 256]");
-        assert_eq!(k_splits(144, 128, 64 * 9216), 1, "[64, 128] x [128, 9216]");
-        assert_eq!(k_splits(1, 128, 64 * 10), 1, "[64, 128] x [128, 10]");
-        assert_eq!(k_splits(2, 9216, 64 * 128), 36, "[64, 9216] x [9216, 128]: ranges of 256 already");
-        assert_eq!(k_splits(256, 1 << 20, 64), 1, "tiles enough to fill the GPU");
     }
 }

@@ -2,7 +2,7 @@
 //! measured on this adapter and cached on disk, since a cut chosen on one GPU does not carry to
 //! another.
 //!
-//! Off by default: products are then cut by the fixed rules of `matmul.rs` and `conv/cut.rs`
+//! Off by default: products are then cut by the fixed rules of `plan/matmul.rs` and `plan/conv_cut.rs`
 //! (tuned by hand on an H200). On (`WgpuOptions::autotune`, `LIANDAN_AUTOTUNE=1`, or
 //! `liandan train --autotune`), the first product of each shape the rules would run on the
 //! ordinary tiled kernels (f32, f16 off tensor cores, unpacked bf16) is timed in every cut
@@ -25,9 +25,9 @@ use std::time::Instant;
 
 use liandan_tensor::{ConvGeometry, DType, Result};
 
-use crate::conv::Pass;
 use crate::gpu::Gpu;
-use crate::matmul::Load;
+use crate::plan::Load;
+use crate::plan::Pass;
 
 /// How much faster another cut must be than the rule's to replace it: a cut timed alone
 /// (its operands and partial sums warm in the GPU's cache) gains less inside a training step,

@@ -1,4 +1,4 @@
-//! f32 input gradients through a column buffer (`conv/fold.rs`): the weights transposed times
+//! f32 input gradients through a column buffer (`plan/fold.rs`): the weights transposed times
 //! dy, folded into dx, against the CPU's direct convolution within 4 f32 epsilons times the
 //! terms summed times the sum of |dy||w| of each element, and unlike the implicit GEMM of the
 //! same pass in the last bits somewhere (so the fold ran). Cases: unpadded (the rule's),

@@ -28,16 +28,9 @@
 //! An infinity or NaN in a patch reaches every output of its tile, and an infinity may come out
 //! as NaN: none the direct convolution makes non-finite comes out finite.
 //!
-//! Where it runs ([`wanted`]): exact f32 (the default) takes F(2x2) for the forward and input
-//! gradient of layers of at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for
-//! weight gradients from [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight
-//! gradient: seed003_cnn's 64 -> 512 one); under `conv_tf32` every pass the tensor
-//! cores do not take runs as F(4x4) from [`MIN_CHANNELS_F4`] (on the H200 resnet18's
-//! 64-channel layers ran slower as F(2x2) than the implicit GEMM, faster as F(4x4); its
-//! 3-channel stem slower either way). Intermediates stay under [`MAX_INTERMEDIATE`]. A cut
-//! forced on the implicit GEMM (`testing::Knobs::conv_cut`) keeps the rule off, so what is
-//! tested under it is the implicit GEMM so cut; `testing::Knobs::conv_winograd` turns it off,
-//! or runs every convolution it can take with one tile, for tests. The intermediates are the transformed input and output (T^2 P K and
+//! Where it runs, and how its products are cut: `plan/winograd.rs`.
+//!
+//! The intermediates are the transformed input and output (T^2 P K and
 //! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
 //! kernels, held for the pass alone; a weight gradient whose products are not split takes its
 //! images in chunks whose intermediates stay within [`CHUNK_BYTES`], each chunk's products
@@ -49,13 +42,13 @@ use liandan_tensor::backend::BinaryOp;
 use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
 use super::params::{WinogradInvocations, WinogradKernel, WinogradOutput, WinogradPatch};
-use super::{wgpu_buffer, Pass};
+use super::wgpu_buffer;
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::params::{words, ShaderParams};
+use crate::plan::{products_cut, Frame, Pass, Tile};
 use crate::repr::Repr;
-use crate::WgpuOptions;
 
 /// A stage's source, F(2x2): after the helpers the stage uses.
 const F2: [&str; 5] = [
@@ -87,36 +80,6 @@ const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
 /// peak 163 -> 123 MiB with its step as fast; chunks of 32 and 16 MiB took it to 109 and 100
 /// MiB, the pass 1.4x and 1.9x as slow.
 const CHUNK_BYTES: usize = 48 << 20;
-
-/// The rules' least channel counts on both sides of the product (see the module docs).
-pub(super) const MIN_CHANNELS_F2: usize = 128;
-pub(super) const MIN_CHANNELS_F4: usize = 64;
-/// The largest intermediate (bytes) the rules accept: past it the implicit GEMM, which needs
-/// none, runs (56 x 56 images of 256 channels at batch 128 would need 925 MB for each of two
-/// as F(4x4)).
-const MAX_INTERMEDIATE: usize = 256 << 20;
-
-/// The tile: F(2x2, 3x3) or F(4x4, 3x3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Tile {
-    F2,
-    F4,
-}
-
-impl Tile {
-    /// Outputs a tile along each axis.
-    fn outputs(self) -> usize {
-        match self {
-            Tile::F2 => 2,
-            Tile::F4 => 4,
-        }
-    }
-
-    /// The products: one per point of a patch.
-    fn products(self) -> usize {
-        (self.outputs() + 2).pow(2)
-    }
-}
 
 /// One of the transforms (the products between them are the matmul's kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -187,119 +150,6 @@ impl KernelKey for Key {
     }
 }
 
-/// What runs as Winograd: nothing, every convolution it can take (with this tile, or the
-/// rule's), or what the rule takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Setting {
-    Off,
-    All(Option<Tile>),
-    Rule,
-}
-
-impl Setting {
-    /// The setting of `options`: the testing knob, else the rule (off where a cut is forced on
-    /// the implicit GEMM).
-    fn of(options: &WgpuOptions) -> Setting {
-        match (options.testing.conv_winograd, options.testing.conv_cut) {
-            (Some(2), _) => Setting::All(Some(Tile::F2)),
-            (Some(4), _) => Setting::All(Some(Tile::F4)),
-            (Some(_), _) | (None, Some(_)) => Setting::Off,
-            (None, None) => Setting::Rule,
-        }
-    }
-}
-
-/// The rule's tile and least channel count for `pass`: F(4x4) where TF32's rounding was asked
-/// for, and for weight gradients, else F(2x2) (see the module docs).
-fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
-    if conv_tf32 || pass == Pass::Weight {
-        (Tile::F4, MIN_CHANNELS_F4)
-    } else {
-        (Tile::F2, MIN_CHANNELS_F2)
-    }
-}
-
-/// The tile a pass of `g` on these operands (two: no bias) runs as Winograd with, or `None`: a
-/// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
-/// cores take off it.
-pub(super) fn wanted(options: &WgpuOptions, pass: Pass, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> Option<Tile> {
-    let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
-    if dtype != DType::F32 || !operands {
-        return None;
-    }
-    takes(Setting::of(options), pass, g, options.conv_tf32)
-}
-
-/// [`wanted`]'s choice for a pass of `g` under `setting`, its operands aside.
-fn takes(setting: Setting, pass: Pass, g: &ConvGeometry, conv_tf32: bool) -> Option<Tile> {
-    // Padding of 0 or 1 on both sides (2 - padding for the input gradient's patches of dy).
-    let padded = g.padding.0 == g.padding.1 && g.padding.0 <= 1 && g.h.min(g.w) + 2 * g.padding.0 >= 3;
-    let shape = g.kernel == (3, 3) && g.stride == (1, 1) && padded && g.dilation == (1, 1) && g.groups == 1;
-    if !shape || g.n * g.h * g.w == 0 {
-        return None;
-    }
-    match setting {
-        Setting::Off => None,
-        Setting::All(tile) => Some(tile.unwrap_or(rule(pass, conv_tf32).0)),
-        // Unpadded convolutions by the rule only for the weight gradient (seed003_cnn's second
-        // convolution); their forward and input gradient were not timed as Winograd.
-        Setting::Rule if g.padding.0 == 0 && pass != Pass::Weight => None,
-        Setting::Rule => {
-            let (tile, min) = rule(pass, conv_tf32);
-            let r = tile.outputs();
-            let (oh, ow) = if pass == Pass::Input { (g.h, g.w) } else { (g.out_h(), g.out_w()) };
-            let tiles = g.n * oh.div_ceil(r) * ow.div_ceil(r);
-            let small = tile.products() * 4 * tiles * g.c.max(g.o) <= MAX_INTERMEDIATE;
-            (g.c >= min && g.o >= min && small).then_some(tile)
-        }
-    }
-}
-
-/// How F(4x4)'s 36 products `[m, k] x [k, n]` are cut (`(tile, splits)`): 64 x 64 tiles, and K
-/// split where those are fewer than 256, to some 1,152 workgroups in ranges of at least 256 (the
-/// partial sums within `limit` bytes). On the H200 the autotune chose exactly these for every
-/// product of resnet18's layers, where the matmul's own rule took 128 x 128 tiles for some and
-/// split fewer (resnet18's step 8% faster).
-fn products_cut(m: usize, k: usize, n: usize, limit: usize) -> (usize, usize) {
-    let products = Tile::F4.products();
-    let tiles = products * m.div_ceil(64) * n.div_ceil(64);
-    let mut splits = if tiles < 256 { 1152usize.div_ceil(tiles).min(k / 256).max(1) } else { 1 };
-    while splits > 1 && splits * products * m * n * 4 > limit {
-        splits /= 2;
-    }
-    (64, splits)
-}
-
-/// The sizes a pass of a convolution works in: the patches are read from x (for the input
-/// gradient from dy, padded by 2 - padding: a stride-1 input gradient is the forward
-/// convolution of dy with the turned kernels), and the tiles cover the pass's output (y, whose
-/// dy the weight gradient reads, or dx).
-struct Frame {
-    /// The products' rows and columns (the weight gradient's), or rows and depth.
-    m: usize,
-    k: usize,
-    /// The patches' source: its height, width and the zeros around it.
-    ih: usize,
-    iw: usize,
-    pad: usize,
-    /// The output the tiles cover, its tiles a row and an image.
-    oh: usize,
-    ow: usize,
-    tw: usize,
-    tiles: usize,
-}
-
-impl Frame {
-    fn new(pass: Pass, g: &ConvGeometry, tile: Tile) -> Frame {
-        let r = tile.outputs();
-        let (m, k, ih, iw, pad, oh, ow) = match pass {
-            Pass::Forward | Pass::Weight => (g.o, g.c, g.h, g.w, g.padding.0, g.out_h(), g.out_w()),
-            Pass::Input => (g.c, g.o, g.out_h(), g.out_w(), 2 - g.padding.0, g.h, g.w),
-        };
-        Frame { m, k, ih, iw, pad, oh, ow, tw: ow.div_ceil(r), tiles: oh.div_ceil(r) * ow.div_ceil(r) }
-    }
-}
-
 /// A stage's parameter block, as the dispatch takes it, and its invocations.
 struct Block(Vec<u32>, u32);
 
@@ -339,8 +189,8 @@ fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &Block, from: &wgpu::Buf
 }
 
 impl WgpuBackend {
-    /// `pass` of `g` as Winograd (see the module docs), or `None` where an intermediate would
-    /// pass 32-bit indexing or one binding.
+    /// `pass` of `g` as Winograd (see the module docs), or `None` where an offset would pass
+    /// 32 bits (`plan::conv` keeps the intermediates within 32 bits and one binding).
     pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, tile: Tile, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let f = Frame::new(pass, g, tile);
         let Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
@@ -351,10 +201,6 @@ impl WgpuBackend {
             Err(e) => return Some(Err(e)),
         };
         let limit = gpu.max_binding();
-        let fits = |numel: usize| u32::try_from(numel).is_ok() && self.repr.buffer_bytes(DType::F32, numel) <= limit;
-        if ![nt * m * k, nt * k * p, nt * m * p, g.n * m * oh * ow, 9 * m * k].into_iter().all(fits) {
-            return None;
-        }
         if pass == Pass::Weight {
             return Some(self.winograd_weight(g, tile, inputs, &f));
         }
@@ -429,37 +275,5 @@ impl WgpuBackend {
         let invocations = u(m * k).ok_or_else(err)?;
         stage(Stage::WeightOut, &Block::of(&WinogradInvocations { invocations }, invocations), wgpu_buffer(&sum), y.buffer())?;
         Ok(vec![Arc::new(y) as Storage])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{takes, Pass, Setting, Tile};
-    use liandan_tensor::ConvGeometry;
-
-    fn geometry(c: usize, o: usize, h: usize, padding: usize) -> ConvGeometry {
-        ConvGeometry { n: 128, c, h, w: h, o, kernel: (3, 3), stride: (1, 1), padding: (padding, padding), dilation: (1, 1), groups: 1 }
-    }
-
-    /// The rule takes an unpadded convolution's weight gradient (seed003_cnn's 64 -> 512 one
-    /// over 13 x 13 images), not its forward or input gradient; padded ones as before; the
-    /// settings take any padding of 0 or 1 where the image has an output.
-    #[test]
-    fn the_rule_takes_unpadded_convolutions_for_their_weight_gradient_alone() {
-        let rule = |pass: Pass, g: ConvGeometry| takes(Setting::Rule, pass, &g, false);
-        assert_eq!(rule(Pass::Weight, geometry(64, 512, 13, 0)), Some(Tile::F4));
-        assert_eq!(rule(Pass::Forward, geometry(64, 512, 13, 0)), None);
-        assert_eq!(rule(Pass::Forward, geometry(256, 256, 13, 0)), None);
-        assert_eq!(rule(Pass::Input, geometry(256, 256, 13, 0)), None);
-        // mnist_cnn's 32 -> 64: too few channels.
-        assert_eq!(rule(Pass::Weight, geometry(32, 64, 26, 0)), None);
-        assert_eq!(rule(Pass::Forward, geometry(128, 128, 16, 1)), Some(Tile::F2));
-        assert_eq!(rule(Pass::Input, geometry(128, 128, 16, 1)), Some(Tile::F2));
-        assert_eq!(rule(Pass::Weight, geometry(64, 64, 32, 1)), Some(Tile::F4));
-        let all = |pass: Pass, g: ConvGeometry| takes(Setting::All(Some(Tile::F2)), pass, &g, false);
-        assert_eq!(all(Pass::Forward, geometry(8, 8, 3, 0)), Some(Tile::F2));
-        assert_eq!(all(Pass::Input, geometry(8, 8, 3, 0)), Some(Tile::F2));
-        assert_eq!(all(Pass::Forward, geometry(8, 8, 2, 0)), None, "no output");
-        assert_eq!(all(Pass::Forward, geometry(8, 8, 8, 2)), None, "padding 2");
     }
 }

@@ -1,5 +1,5 @@
 //! Which input gradients go through a column buffer: f32 convolutions whose implicit GEMM
-//! would spend much of its work in the padding. `fused_conv` declines them, so the tensor
+//! would spend much of its work in the padding. `plan::conv` sends them to the columns and `fused_conv` declines them, so the tensor
 //! layer's composite (`Tensor::conv2d_backward_input`) runs: the columns `[N, C kh kw, Ho Wo]`
 //! as one batched product of the weights transposed (`[C kh kw, O]`, the same for every
 //! image) and dy (`[O, Ho Wo]` an image) on the ordinary matmul, folded into dx by the col2im
@@ -22,7 +22,7 @@
 //! rule off, as it keeps Winograd's; `testing::Knobs::conv_fold` turns it off, or runs every
 //! input gradient it can take (any stride, padding and dilation) through it, for tests.
 
-use liandan_tensor::{ConvGeometry, DType, Strided};
+use liandan_tensor::{ConvGeometry, DType};
 
 use crate::WgpuOptions;
 
@@ -52,11 +52,10 @@ impl Setting {
     }
 }
 
-/// Whether the input gradient of `g` on these operands (dy, w) runs through the columns: a
-/// shape it computes, and the setting or the rule says so. The caller keeps passes the tensor
-/// cores take off it.
-pub(super) fn wanted(options: &WgpuOptions, g: &ConvGeometry, dtype: DType, inputs: &[Strided]) -> bool {
-    let operands = inputs.len() == 2 && inputs.iter().all(|v| v.layout.is_contiguous());
+/// Whether the input gradient of `g` runs through the columns: two contiguous operands (dy,
+/// w: `operands`), a shape it computes, and the setting or the rule says so. The caller keeps
+/// passes the tensor cores take off it.
+pub(super) fn wanted(options: &WgpuOptions, g: &ConvGeometry, dtype: DType, operands: bool) -> bool {
     // A cut forced on the implicit GEMM keeps the rule off.
     let setting = match (options.testing.conv_fold, options.testing.conv_cut) {
         (None, Some(_)) => Setting::Off,

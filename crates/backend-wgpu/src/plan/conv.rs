@@ -1,0 +1,157 @@
+//! How a convolution pass runs ([`conv()`]): as Winograd (f32 3x3 layers, `plan/winograd.rs`),
+//! through a column buffer (f32 input gradients mostly in the padding, `plan/fold.rs`), or as
+//! implicit GEMM on the tensor cores or the tiled kernel, cut into tiles and splits of K.
+
+use std::fmt;
+
+use liandan_tensor::{ConvGeometry, DType};
+
+use super::conv_cut::cut;
+use super::phases::{input_phases, Gemm};
+use super::{fold, k_splits, winograd, Caps, Tile, Variant};
+use crate::WgpuOptions;
+
+/// Which product a dispatch computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Pass {
+    Forward,
+    Input,
+    Weight,
+}
+
+/// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
+/// the cooperative-matrix kernel that runs them, if one does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tiling {
+    pub(crate) bm: usize,
+    pub(crate) bn: usize,
+    pub(crate) splits: usize,
+    pub(crate) coop: Option<Variant>,
+}
+
+impl Tiling {
+    /// Whether products cut so add a forward's bias in the kernel: the tiled kernel's finished
+    /// sums (not partial ones, nor the tensor cores' stores through workgroup memory); elsewhere
+    /// the bias is a broadcast add after.
+    pub(crate) fn bias_in_kernel(self) -> bool {
+        self.coop.is_none() && self.splits == 1
+    }
+}
+
+/// One convolution pass as the launcher sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvCall {
+    pub(crate) pass: Pass,
+    pub(crate) geom: ConvGeometry,
+    pub(crate) dtype: DType,
+    /// The operands are two (no bias), each contiguous: what Winograd and the columns read.
+    pub(crate) plain: bool,
+    /// The operands are bf16 packed two to a word.
+    pub(crate) packed: bool,
+}
+
+/// What a convolution pass runs on, tried in this order: Winograd with `winograd`'s tile (a
+/// launcher whose offsets pass 32 bits goes on), the tensor layer's composite through the
+/// columns where `columns`, else the implicit GEMM cut as `tiling`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvPlan {
+    pub(crate) winograd: Option<Tile>,
+    pub(crate) columns: bool,
+    pub(crate) tiling: Tiling,
+    /// The rule's cut `(tile, splits)`, which the autotune may replace; `None`: it may not
+    /// (tensor cores, packed bf16, a cut forced by a test).
+    pub(crate) tunable: Option<(usize, usize)>,
+}
+
+/// The plan of pass `c` on an adapter with `caps` under `options`: `tuned`, the autotune's cut
+/// `(tile, splits)` where it has measured one for a [`ConvPlan::tunable`] pass.
+pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &WgpuOptions, tuned: Option<(usize, usize)>) -> ConvPlan {
+    let ConvCall { pass, geom, dtype, plain, packed } = *c;
+    let whole = Gemm::new(pass, &geom);
+    // Where the tensor cores would not run the pass: Winograd where the rule (or the setting)
+    // wants it; an input gradient mostly in the padding through the columns.
+    let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)).coop.is_none();
+    let winograd = off_coop.then(|| winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)).flatten();
+    let columns = off_coop && pass == Pass::Input && fold::wanted(options, &geom, dtype, plain);
+    let rule = match pass {
+        // The phases share one output, so one cut, chosen for the largest of them.
+        Pass::Input => {
+            let gemms: Vec<Gemm> = input_phases(&geom).0.iter().map(|ph| Gemm::input(&geom, ph)).collect();
+            let (n, k) = gemms.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
+            tiling(caps, options, &gemms[0], &geom, dtype, (n, k))
+        }
+        _ => tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)),
+    };
+    let tunable = (rule.coop.is_none() && !packed && options.testing.conv_cut.is_none()).then_some((rule.bm, rule.splits));
+    let tiling = match tuned.filter(|_| tunable.is_some()) {
+        Some((tile, splits)) => Tiling { bm: tile, bn: tile, splits, coop: None },
+        None => rule,
+    };
+    ConvPlan { winograd, columns, tiling, tunable }
+}
+
+/// The tiling of the products of `gemm`'s pass (the largest of them `n` wide and `k` deep):
+/// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
+/// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
+/// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
+/// weight gradient with at least 128 output channels per group (a tile's rows); K split as
+/// matmul splits it (the partial sums within one binding). Everything else as `conv_cut.rs`
+/// says. On the H200 the tensor cores took resnet18's 3x3 passes that qualify 0.40-0.90x as
+/// long as the tiled kernel, and those left out 1.2-2.4x as long: the 3-channel stem's forward
+/// (a per-element gather), the 1x1 shortcuts, and weight gradients of 64 outputs (1.3-1.7x
+/// even on 64-row tiles). A weight gradient whose dy does not read in vec4s (output pixels not
+/// a multiple of 4) reads it an element at a time there: seed003_cnn's 11 x 11 outputs, 218 us
+/// a call in f16 against the tiled kernel's 479.
+fn tiling(caps: &Caps, options: &WgpuOptions, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
+    let limit = caps.max_binding as usize;
+    let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups, gemm.total);
+    let fits = geom.kernel != (1, 1)
+        && match pass {
+            Pass::Weight => m >= 128,
+            _ => gemm.gather[0].is_multiple_of(32),
+        };
+    if let Some(chosen) = caps.coop.filter(|_| fits && on_tensor_cores(caps, options, dtype, 2 * m * n * k * groups)) {
+        let variant = Variant::for_pass(chosen, m);
+        let (bm, bn) = variant.tile();
+        let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
+        let mut splits = k_splits(tiles, k, total);
+        while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
+            splits /= 2;
+        }
+        return Tiling { bm, bn, splits, coop: Some(variant) };
+    }
+    let (tile, splits) = cut(pass, m, n, k, groups, total, limit, options.testing.conv_cut);
+    Tiling { bm: tile, bn: tile, splits, coop: None }
+}
+
+/// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
+/// where the f16 matmul does, and f32 there too under `conv_tf32` (scaled into f16, see
+/// `conv.rs`) where it has at least [`TF32_MIN_FLOPS`].
+fn on_tensor_cores(caps: &Caps, options: &WgpuOptions, dtype: DType, flops: usize) -> bool {
+    if caps.coop_in(dtype).is_some() {
+        return true;
+    }
+    let large = flops >= TF32_MIN_FLOPS || options.testing.tf32_any_size;
+    dtype == DType::F32 && large && options.conv_tf32 && caps.coop.is_some()
+}
+
+/// The least work (2 M N K) of an f32 pass scaled onto the tensor cores. Smaller ones stay on
+/// the tiled f32 kernel: on the H200 mnist_cnn's second convolution (1.4 GFLOP forward, 1.6 its
+/// input gradient) ran 1.4x and 1.06x as long there, the scans of the operands and the bias
+/// added after not paid back, while every pass from 9 GFLOP up (resnet18's 3x3 layers,
+/// seed003_cnn's second convolution) ran 1.5-2.5x faster.
+const TF32_MIN_FLOPS: usize = 1 << 31;
+
+/// The route in a line, as the plan tests read it: `winograd F2`, `columns`, `implicit 128x128
+/// /3` (K in 3 ranges), `coop Tall 256x128 /1`.
+impl fmt::Display for ConvPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Tiling { bm, bn, splits, coop } = self.tiling;
+        match (self.winograd, self.columns, coop) {
+            (Some(tile), _, _) => write!(f, "winograd {tile:?}"),
+            (None, true, _) => write!(f, "columns"),
+            (None, false, Some(v)) => write!(f, "coop {v:?} {bm}x{bn} /{splits}"),
+            (None, false, None) => write!(f, "implicit {bm}x{bn} /{splits}"),
+        }
+    }
+}

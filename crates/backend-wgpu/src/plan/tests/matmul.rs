@@ -1,0 +1,247 @@
+//! The zoo's matrix products: each linear layer's forward (with its bias), input gradient and
+//! weight gradient, the ViT's attention products, the LSTM's, and the batched products of the
+//! Winograd convolutions (f32 only, their cut given).
+
+use liandan_tensor::DType::{F16, F32};
+
+use super::{mismatches, profiles};
+use crate::plan::Load::{self, Outer, Strided, K};
+use crate::plan::{lstm_step, matmul, MatmulPlan, Product};
+
+/// A product of the zoo: its name, `[batch, m, k, n]`, the loaders of a and b, whether a bias
+/// is added, and the cut its caller gives (Winograd's, f32 only).
+type Row = (&'static str, [usize; 4], Load, Load, bool, Option<(usize, usize)>);
+
+const PRODUCTS: &[Row] = &[
+    ("mlp fc1 forward", [1, 1024, 1024, 512], K, K, true, None),
+    ("mlp fc2 forward", [1, 1024, 512, 256], K, K, true, None),
+    ("mlp fc3 forward", [1, 1024, 256, 10], K, K, true, None),
+    ("mlp fc3 input grad", [1, 1024, 10, 256], Strided, Outer, false, None),
+    ("mlp fc2 input grad", [1, 1024, 256, 512], K, Outer, false, None),
+    ("mlp fc3 weight grad", [1, 10, 1024, 256], Strided, Outer, false, None),
+    ("mlp fc2 weight grad", [1, 256, 1024, 512], Outer, Outer, false, None),
+    ("mlp fc1 weight grad", [1, 512, 1024, 1024], Outer, Outer, false, None),
+    ("mnist_cnn fc1 forward", [1, 64, 9216, 128], K, K, true, None),
+    ("mnist_cnn fc2 forward", [1, 64, 128, 10], K, K, true, None),
+    ("mnist_cnn fc2 input grad", [1, 64, 10, 128], Strided, Outer, false, None),
+    ("mnist_cnn fc1 input grad", [1, 64, 128, 9216], K, Outer, false, None),
+    ("mnist_cnn fc2 weight grad", [1, 10, 64, 128], Strided, Outer, false, None),
+    ("mnist_cnn fc1 weight grad", [1, 128, 64, 9216], Outer, Outer, false, None),
+    ("seed003_cnn fc1 forward", [1, 128, 512, 1024], K, K, true, None),
+    ("seed003_cnn fc2 forward", [1, 128, 1024, 10], K, K, true, None),
+    ("seed003_cnn fc2 input grad", [1, 128, 10, 1024], Strided, Outer, false, None),
+    ("seed003_cnn fc1 input grad", [1, 128, 1024, 512], K, Outer, false, None),
+    ("seed003_cnn fc2 weight grad", [1, 10, 128, 1024], Strided, Outer, false, None),
+    ("seed003_cnn fc1 weight grad", [1, 1024, 128, 512], Outer, Outer, false, None),
+    ("seed003_cnn conv2 input grad (columns)", [128, 576, 512, 121], Outer, Strided, false, None),
+    ("lstm input projection forward", [1, 1792, 28, 1024], K, K, true, None),
+    ("lstm recurrent input grad", [1, 64, 1024, 256], K, Outer, false, None),
+    ("lstm fc forward", [1, 64, 256, 10], K, K, true, None),
+    ("lstm fc input grad", [1, 64, 10, 256], Strided, Outer, false, None),
+    ("lstm fc weight grad", [1, 10, 64, 256], Strided, Outer, false, None),
+    ("lstm weight_hh grad", [1, 1024, 1728, 256], Outer, Outer, false, None),
+    ("lstm weight_ih grad", [1, 1024, 1792, 28], Outer, Outer, false, None),
+    ("vae fc1 forward", [1, 128, 784, 400], K, K, true, None),
+    ("vae fc21 forward", [1, 128, 400, 20], K, K, true, None),
+    ("vae fc3 forward", [1, 128, 20, 400], K, K, true, None),
+    ("vae fc4 forward", [1, 128, 400, 784], K, K, true, None),
+    ("vae fc4 input grad", [1, 128, 784, 400], K, Outer, false, None),
+    ("vae fc3 input grad", [1, 128, 400, 20], K, Outer, false, None),
+    ("vae fc21 input grad", [1, 128, 20, 400], K, Outer, false, None),
+    ("vae fc4 weight grad", [1, 784, 128, 400], Outer, Outer, false, None),
+    ("vae fc3 weight grad", [1, 400, 128, 20], Outer, Outer, false, None),
+    ("vae fc21 weight grad", [1, 20, 128, 400], Outer, Outer, false, None),
+    ("vae fc1 weight grad", [1, 400, 128, 784], Outer, Outer, false, None),
+    ("vit qkv forward", [1, 8320, 192, 576], K, K, true, None),
+    ("vit attention q k^T", [384, 65, 64, 65], K, K, false, None),
+    ("vit attention p v", [384, 65, 65, 64], Strided, Outer, false, None),
+    ("vit proj forward", [1, 8320, 192, 192], K, K, true, None),
+    ("vit mlp fc1 forward", [1, 8320, 192, 768], K, K, true, None),
+    ("vit mlp fc2 forward", [1, 8320, 768, 192], K, K, true, None),
+    ("vit head forward", [1, 128, 192, 10], K, K, false, None),
+    ("vit head input grad", [1, 128, 10, 192], Strided, Outer, false, None),
+    ("vit mlp fc2 input grad", [1, 8320, 192, 768], K, Outer, false, None),
+    ("vit mlp fc1 input grad", [1, 8320, 768, 192], K, Outer, false, None),
+    ("vit proj input grad", [1, 8320, 192, 192], K, Outer, false, None),
+    ("vit qkv input grad", [1, 8320, 576, 192], K, Outer, false, None),
+    ("vit head weight grad", [1, 10, 128, 192], Strided, Outer, false, None),
+    ("vit mlp fc2 weight grad", [1, 192, 8320, 768], Outer, Outer, false, None),
+    ("vit mlp fc1 weight grad", [1, 768, 8320, 192], Outer, Outer, false, None),
+    ("vit proj weight grad", [1, 192, 8320, 192], Outer, Outer, false, None),
+    ("vit qkv weight grad", [1, 576, 8320, 192], Outer, Outer, false, None),
+    ("seed003_cnn conv2 weight grad (Winograd, 61 images)", [36, 512, 549, 64], Strided, Strided, false, Some((64, 1))),
+    ("seed003_cnn conv2 weight grad (Winograd, 67 images)", [36, 512, 603, 64], Strided, Strided, false, Some((64, 1))),
+];
+
+/// The products of `PRODUCTS` in both dtypes (Winograd's in f32 alone), with their names.
+fn products() -> Vec<(String, Product)> {
+    let mut out = Vec::new();
+    for dtype in [F32, F16] {
+        for &(name, [batch, m, k, n], a, b, bias, cut) in PRODUCTS {
+            if cut.is_some() && dtype != F32 {
+                continue;
+            }
+            out.push((format!("{name} {dtype}"), Product { dtype, batch, m, k, n, a, b, bias, packed: false, cut, addressable: true }));
+        }
+    }
+    out
+}
+
+/// The route on each profile; after a copy of the rhs, that and the route of the copy (read
+/// in vec4s along N).
+fn routes(p: &Product) -> [String; 3] {
+    profiles().map(|caps| match matmul(p, &caps, None) {
+        MatmulPlan::CopyRhs => format!("rhs copy, {}", matmul(&Product { b: Outer, ..*p }, &caps, None)),
+        plan => plan.to_string(),
+    })
+}
+
+/// Prints the table below from the plans (`cargo test -p liandan-backend-wgpu --lib
+/// print_matmul_routes -- --ignored --nocapture`), for a reader to compare with the last.
+#[test]
+#[ignore]
+fn print_matmul_routes() {
+    for (name, p) in products() {
+        let [a, b, c] = routes(&p);
+        println!("    ({name:?}, [{a:?}, {b:?}, {c:?}]),");
+    }
+}
+
+/// Each product's route on the H200, lavapipe and a Metal-like adapter (see `MatmulPlan`'s
+/// `Display`).
+const ROUTES: &[(&str, [&str; 3])] = &[
+    ("mlp fc1 forward f32", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc2 forward f32", ["tiled 64x64 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
+    ("mlp fc3 forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("mlp fc3 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc2 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc3 weight grad f32", ["tiled 64x64 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("mlp fc2 weight grad f32", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc1 weight grad f32", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mnist_cnn fc1 forward f32", ["tiled 64x64 /36", "tiled 64x64 /36", "tiled 64x64 /36"]),
+    ("mnist_cnn fc2 forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("mnist_cnn fc2 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc2 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 forward f32", ["tiled 64x64 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
+    ("seed003_cnn fc2 forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("seed003_cnn fc2 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 input grad f32", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("seed003_cnn fc2 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 input grad (columns) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("lstm input projection forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("lstm recurrent input grad f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("lstm fc forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("lstm fc input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm fc weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm weight_hh grad f32", ["tiled 64x64 /6", "tiled 64x64 /6", "tiled 64x64 /6"]),
+    ("lstm weight_ih grad f32", ["tiled 64x64 /28", "tiled 64x64 /28", "tiled 64x64 /28"]),
+    ("vae fc1 forward f32", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("vae fc21 forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("vae fc3 forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 input grad f32", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("vae fc3 input grad f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("vae fc21 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc4 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc3 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc21 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc1 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv forward f32", ["tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit attention q k^T f32", ["heads", "heads", "heads"]),
+    ("vit attention p v f32", ["heads", "heads", "heads"]),
+    ("vit proj forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit mlp fc1 forward f32", ["tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit mlp fc2 forward f32", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit head forward f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 input grad f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("vit mlp fc1 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit proj input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 weight grad f32", ["tiled 64x64 /15", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit mlp fc1 weight grad f32", ["tiled 64x64 /15", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit proj weight grad f32", ["tiled 64x64 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
+    ("vit qkv weight grad f32", ["tiled 64x64 /19", "tiled 64x64 /19", "tiled 64x64 /19"]),
+    ("seed003_cnn conv2 weight grad (Winograd, 61 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 weight grad (Winograd, 67 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc1 forward f16", ["coop Tall 256x128 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc2 forward f16", ["coop Tall 256x128 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
+    ("mlp fc3 forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("mlp fc3 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc2 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc3 weight grad f16", ["coop Tall 256x128 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("mlp fc2 weight grad f16", ["coop Tall 256x128 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc1 weight grad f16", ["coop Tall 256x128 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mnist_cnn fc1 forward f16", ["coop Tall 256x128 /36", "tiled 64x64 /36", "tiled 64x64 /36"]),
+    ("mnist_cnn fc2 forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("mnist_cnn fc2 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc2 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 forward f16", ["coop Tall 256x128 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
+    ("seed003_cnn fc2 forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("seed003_cnn fc2 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 input grad f16", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("seed003_cnn fc2 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 input grad (columns) f16", ["coop Tall 256x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("lstm input projection forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("lstm recurrent input grad f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("lstm fc forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("lstm fc input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm fc weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm weight_hh grad f16", ["coop Tall 256x128 /6", "tiled 64x64 /6", "tiled 64x64 /6"]),
+    ("lstm weight_ih grad f16", ["coop Tall 256x128 /28", "tiled 64x64 /28", "tiled 64x64 /28"]),
+    ("vae fc1 forward f16", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("vae fc21 forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("vae fc3 forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 input grad f16", ["small 16x16", "small 16x16", "small 16x16"]),
+    ("vae fc3 input grad f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("vae fc21 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc4 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc3 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc21 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc1 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv forward f16", ["coop Tall 256x128 /1", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit attention q k^T f16", ["coop Tall 256x128 /1", "heads", "heads"]),
+    ("vit attention p v f16", ["coop Tall 256x128 /1", "heads", "heads"]),
+    ("vit proj forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit mlp fc1 forward f16", ["coop Tall 256x128 /1", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit mlp fc2 forward f16", ["coop Tall 256x128 /3", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit head forward f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 input grad f16", ["coop Tall 256x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("vit mlp fc1 input grad f16", ["coop Tall 256x128 /3", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit proj input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv input grad f16", ["coop Tall 256x128 /2", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit mlp fc1 weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit proj weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
+    ("vit qkv weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /19", "tiled 64x64 /19"]),
+];
+
+#[test]
+fn every_zoo_product_takes_its_route() {
+    let products = products();
+    assert_eq!(products.len(), ROUTES.len(), "a row per product");
+    let rows = products.iter().zip(ROUTES).map(|((name, p), (row, want))| {
+        assert_eq!(name, row, "the table's rows in the order of `products`");
+        (name.clone(), *want, routes(p))
+    });
+    let wrong = mismatches(rows);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The LSTM's step (`[64, 256] x [256, 1024]` and the cell) runs fused on every adapter.
+#[test]
+fn the_zoo_lstm_step_runs_fused() {
+    assert!(lstm_step(64, 256, true));
+    assert!(!lstm_step(64, 256, false), "h or the weights off vec4s");
+    assert!(!lstm_step(1024, 256, true), "past the one-dispatch kernel's outputs");
+}
