@@ -46,7 +46,7 @@ use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
 use crate::matmul_coop::{self, MATMUL_COOP};
 use crate::packed::{is_packed, packed_view, with_words};
 use crate::params::words;
-use crate::plan::{self, input_phases, packs_y, Caps, ConvCall, ConvPlan, Gemm, Load, Pass, Phase, Tiling, Variant};
+use crate::plan::{self, input_phases, packs_y, ConvCall, ConvPlan, Gemm, Load, Pass, Phase, Tiling, Variant};
 use crate::pool::PooledBuffer;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
@@ -385,7 +385,7 @@ impl WgpuBackend {
 
     /// `call`'s plan on this device as it runs now.
     fn conv_plan(&self, gpu: &Gpu, call: &ConvCall) -> ConvPlan {
-        plan::conv(call, &Caps::of(gpu, &self.repr), &gpu.options(), None)
+        plan::conv(call, &gpu.caps(), &gpu.options().plan(), None)
     }
 
     /// The forward or the weight gradient: one product; the forward's bias (a third input)
@@ -512,13 +512,13 @@ impl WgpuBackend {
         let options = gpu.options();
         let Some(rule) = plan.tunable.filter(|_| options.autotune) else { return Ok(plan.tiling) };
         let (geom, dtype, gemm) = (&call.geom, call.dtype, products[0].0);
-        let caps = Caps::of(gpu, &self.repr);
+        let caps = gpu.caps();
         let candidates = || {
             let groups = |tile: usize| gemm.m.div_ceil(tile) * n.div_ceil(tile) * geom.groups;
             crate::tune::candidates(rule, &[64, 128], k, |tile, splits| crate::tune::split_fits(tile, splits, groups, gemm.total, gpu.max_binding()))
         };
         let shape = crate::tune::Shape::Conv { pass: gemm.pass, dtype, geom: *geom, n, k };
-        let at = |cut| plan::conv(call, &caps, &options, Some(cut)).tiling;
+        let at = |cut| plan::conv(call, &caps, &options.plan(), Some(cut)).tiling;
         let cut = gpu.tuned_cut(shape, rule, candidates, |c| self.conv_products(products, geom, dtype, at(c), out, None).map(drop))?;
         Ok(at(cut))
     }

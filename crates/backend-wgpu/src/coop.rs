@@ -10,7 +10,7 @@
 //! and keeps every f16 matmul on the ordinary kernels, so a wrong result can be bisected to
 //! this path. How the kernel is built (`plan::Variant`) is decided here too, per device.
 
-use crate::plan::Variant;
+use crate::plan::{tensor_cores, TensorCores, Variant};
 use crate::repr::Repr;
 
 /// Why f16 matmuls do or do not run on cooperative matrices here.
@@ -47,20 +47,17 @@ fn has_f16_config(adapter: &wgpu::Adapter) -> bool {
 /// (the decision `Gpu::open` asks for the feature by); `on`: the options allow them.
 pub(crate) fn status(adapter: &wgpu::Adapter, limits: &wgpu::Limits, on: bool) -> Status {
     let info = adapter.get_info();
-    if !adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-        Status::Lacks("the adapter has no cooperative matrices")
-    } else if !has_f16_config(adapter) {
-        Status::Lacks("no 16x16x16 f16 x f16 -> f32 configuration")
-    } else if !Repr::new(adapter.features()).f16 {
-        Status::Lacks("no shader-f16")
-    } else if (info.subgroup_min_size, info.subgroup_max_size) != (32, 32) {
-        Status::Lacks("subgroups are not always 32 wide")
-    } else {
-        match Variant::for_limits(limits) {
-            Err(why) => Status::Lacks(why),
-            Ok(_) if !on => Status::SwitchedOff,
-            Ok(v) => Status::InUse(v),
-        }
+    let matrices = adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+    let offers = TensorCores {
+        matrices,
+        f16_16x16: matrices && has_f16_config(adapter),
+        shader_f16: Repr::new(adapter.features()).f16,
+        subgroups: (info.subgroup_min_size, info.subgroup_max_size),
+    };
+    match tensor_cores(offers, limits) {
+        Err(why) => Status::Lacks(why),
+        Ok(_) if !on => Status::SwitchedOff,
+        Ok(v) => Status::InUse(v),
     }
 }
 

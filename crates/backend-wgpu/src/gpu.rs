@@ -363,6 +363,13 @@ impl Gpu {
         })
     }
 
+    /// What the routing reads of this device (`plan::Caps`), as it runs now: its tensor cores
+    /// leave for good where one of their kernels fails to build.
+    pub(crate) fn caps(&self) -> crate::plan::Caps {
+        let coop = self.coop_f16.load(Ordering::Relaxed).then_some(self.coop_variant);
+        crate::plan::Caps { coop, f16: self.repr.f16, f64: self.repr.f64, max_binding: self.max_binding() }
+    }
+
     /// This device's options (see `options.rs`).
     pub(crate) fn options(&self) -> Arc<WgpuOptions> {
         self.shared.get()

@@ -22,7 +22,7 @@ use crate::launch::WIDE;
 use crate::matmul_coop;
 use crate::packed::{packed_view, with_words};
 use crate::params::words;
-use crate::plan::{self, packs_y, Caps, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
+use crate::plan::{self, packs_y, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 use crate::repr::Repr;
 use crate::tune::Shape;
 
@@ -341,7 +341,7 @@ impl WgpuBackend {
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
         let gpu = self.gpu()?;
-        let caps = Caps::of(gpu, &self.repr);
+        let caps = gpu.caps();
         let (a_load, b_load) = (a.load(2), b.load(1));
         let u = |v: usize| u32::try_from(v).is_ok();
         let addressable =

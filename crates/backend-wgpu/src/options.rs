@@ -132,6 +132,18 @@ impl WgpuOptions {
         })
     }
 
+    /// What the routing reads of them (`plan::Options`).
+    pub(crate) fn plan(&self) -> crate::plan::Options {
+        let t = &self.testing;
+        crate::plan::Options {
+            conv_tf32: self.conv_tf32,
+            tf32_any_size: t.tf32_any_size,
+            conv_cut: t.conv_cut,
+            conv_fold: t.conv_fold,
+            conv_winograd: t.conv_winograd,
+        }
+    }
+
     /// Whether `self` and `other` differ in what applies when the device opens.
     fn differ_at_open(&self, other: &WgpuOptions) -> bool {
         (self.coop_matrix, self.memory_breakdown, self.shader_checks) != (other.coop_matrix, other.memory_breakdown, other.shader_checks)

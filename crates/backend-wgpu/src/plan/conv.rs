@@ -8,16 +8,7 @@ use liandan_tensor::{ConvGeometry, DType};
 
 use super::conv_cut::cut;
 use super::phases::{input_phases, Gemm};
-use super::{fold, k_splits, winograd, Caps, Tile, Variant};
-use crate::WgpuOptions;
-
-/// Which product a dispatch computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Pass {
-    Forward,
-    Input,
-    Weight,
-}
+use super::{fold, k_splits, winograd, Caps, Options, Pass, Tile, Variant};
 
 /// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
 /// the cooperative-matrix kernel that runs them, if one does.
@@ -65,7 +56,7 @@ pub(crate) struct ConvPlan {
 
 /// The plan of pass `c` on an adapter with `caps` under `options`: `tuned`, the autotune's cut
 /// `(tile, splits)` where it has measured one for a [`ConvPlan::tunable`] pass.
-pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &WgpuOptions, tuned: Option<(usize, usize)>) -> ConvPlan {
+pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(usize, usize)>) -> ConvPlan {
     let ConvCall { pass, geom, dtype, plain, packed } = *c;
     let whole = Gemm::new(pass, &geom);
     // Where the tensor cores would not run the pass: Winograd where the rule (or the setting)
@@ -82,7 +73,7 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &WgpuOptions, tuned: Opti
         }
         _ => tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)),
     };
-    let tunable = (rule.coop.is_none() && !packed && options.testing.conv_cut.is_none()).then_some((rule.bm, rule.splits));
+    let tunable = (rule.coop.is_none() && !packed && options.conv_cut.is_none()).then_some((rule.bm, rule.splits));
     let tiling = match tuned.filter(|_| tunable.is_some()) {
         Some((tile, splits)) => Tiling { bm: tile, bn: tile, splits, coop: None },
         None => rule,
@@ -102,7 +93,7 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &WgpuOptions, tuned: Opti
 /// even on 64-row tiles). A weight gradient whose dy does not read in vec4s (output pixels not
 /// a multiple of 4) reads it an element at a time there: seed003_cnn's 11 x 11 outputs, 218 us
 /// a call in f16 against the tiled kernel's 479.
-fn tiling(caps: &Caps, options: &WgpuOptions, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
+fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
     let limit = caps.max_binding as usize;
     let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups, gemm.total);
     let fits = geom.kernel != (1, 1)
@@ -120,18 +111,18 @@ fn tiling(caps: &Caps, options: &WgpuOptions, gemm: &Gemm, geom: &ConvGeometry, 
         }
         return Tiling { bm, bn, splits, coop: Some(variant) };
     }
-    let (tile, splits) = cut(pass, m, n, k, groups, total, limit, options.testing.conv_cut);
+    let (tile, splits) = cut(pass, m, n, k, groups, total, limit, options.conv_cut);
     Tiling { bm: tile, bn: tile, splits, coop: None }
 }
 
 /// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
 /// where the f16 matmul does, and f32 there too under `conv_tf32` (scaled into f16, see
 /// `conv.rs`) where it has at least [`TF32_MIN_FLOPS`].
-fn on_tensor_cores(caps: &Caps, options: &WgpuOptions, dtype: DType, flops: usize) -> bool {
+fn on_tensor_cores(caps: &Caps, options: &Options, dtype: DType, flops: usize) -> bool {
     if caps.coop_in(dtype).is_some() {
         return true;
     }
-    let large = flops >= TF32_MIN_FLOPS || options.testing.tf32_any_size;
+    let large = flops >= TF32_MIN_FLOPS || options.tf32_any_size;
     dtype == DType::F32 && large && options.conv_tf32 && caps.coop.is_some()
 }
 

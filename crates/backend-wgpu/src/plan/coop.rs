@@ -131,6 +131,35 @@ impl Variant {
     }
 }
 
+/// What an adapter offers the tensor-core kernels, as `coop.rs` reads it when a device opens:
+/// cooperative matrices at all, a 16 x 16 x 16 f16 x f16 -> f32 configuration among them
+/// (NVIDIA's through Vulkan; Metal's simdgroup matrices are 8 x 8), native f16, and its
+/// subgroups' least and greatest width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TensorCores {
+    pub(crate) matrices: bool,
+    pub(crate) f16_16x16: bool,
+    pub(crate) shader_f16: bool,
+    pub(crate) subgroups: (u32, u32),
+}
+
+/// The layout f16 products run on where an adapter offers `offers` within `limits`, or why
+/// they cannot run on its tensor cores: the kernels tell their four subgroups apart by
+/// invocation index, so subgroups must be exactly 32 wide.
+pub(crate) fn tensor_cores(offers: TensorCores, limits: &wgpu::Limits) -> Result<Variant, &'static str> {
+    if !offers.matrices {
+        Err("the adapter has no cooperative matrices")
+    } else if !offers.f16_16x16 {
+        Err("no 16x16x16 f16 x f16 -> f32 configuration")
+    } else if !offers.shader_f16 {
+        Err("no shader-f16")
+    } else if offers.subgroups != (32, 32) {
+        Err("subgroups are not always 32 wide")
+    } else {
+        Variant::for_limits(limits)
+    }
+}
+
 /// The least M, K and N of a product that [`Variant::for_product`] runs on `Prefetch`'s tiles
 /// rather than `Tall`'s.
 pub(crate) const LARGE: usize = 2048;

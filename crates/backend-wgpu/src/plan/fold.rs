@@ -24,7 +24,7 @@
 
 use liandan_tensor::{ConvGeometry, DType};
 
-use crate::WgpuOptions;
+use super::Options;
 
 /// The least ratio of the input's pixels to the output's (as tenths) the rule takes: 1.3.
 /// seed003_cnn's second convolution has 169 / 121 = 1.40, mnist_cnn's 676 / 576 = 1.17, a
@@ -55,9 +55,9 @@ impl Setting {
 /// Whether the input gradient of `g` runs through the columns: two contiguous operands (dy,
 /// w: `operands`), a shape it computes, and the setting or the rule says so. The caller keeps
 /// passes the tensor cores take off it.
-pub(super) fn wanted(options: &WgpuOptions, g: &ConvGeometry, dtype: DType, operands: bool) -> bool {
+pub(super) fn wanted(options: &Options, g: &ConvGeometry, dtype: DType, operands: bool) -> bool {
     // A cut forced on the implicit GEMM keeps the rule off.
-    let setting = match (options.testing.conv_fold, options.testing.conv_cut) {
+    let setting = match (options.conv_fold, options.conv_cut) {
         (None, Some(_)) => Setting::Off,
         (on, _) => Setting::from_switch(on),
     };

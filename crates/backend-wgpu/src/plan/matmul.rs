@@ -5,16 +5,7 @@
 
 use liandan_tensor::DType;
 
-use super::{Caps, Variant};
-
-/// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
-/// the lhs, N of the rhs), or scalars through any strides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Load {
-    K,
-    Outer,
-    Strided,
-}
+use super::{Caps, Load, Variant};
 
 /// Whether a product (matmul's or a convolution's) writes y as packed bf16: its operands are
 /// packed, it writes y in vec4s (a word pair an invocation's alone) and K is not split.

@@ -5,12 +5,7 @@
 //! plan, then run what it says. `tests/` pins the plan of every layer of the zoo on three
 //! adapters.
 
-use std::sync::atomic::Ordering;
-
 use liandan_tensor::DType;
-
-use crate::gpu::Gpu;
-use crate::repr::Repr;
 
 mod conv;
 mod conv_cut;
@@ -22,13 +17,42 @@ mod phases;
 mod tests;
 mod winograd;
 
-pub(crate) use conv::{conv, ConvCall, ConvPlan, Pass, Tiling};
-pub(crate) use coop::{Variant, LARGE};
-pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
+pub(crate) use conv::{conv, ConvCall, ConvPlan, Tiling};
+pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
+pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, Gemm, Phase};
 pub(crate) use winograd::{products_cut, Frame, Tile};
 
-/// What the routing reads of an adapter.
+/// Which product of a convolution a dispatch computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Pass {
+    Forward,
+    Input,
+    Weight,
+}
+
+/// How one operand's slices are staged: vec4s along K, vec4s along its other dimension (M of
+/// the lhs, N of the rhs), or scalars through any strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Load {
+    K,
+    Outer,
+    Strided,
+}
+
+/// The device's options the routing reads (`WgpuOptions::plan`): f32 convolutions on the
+/// tensor cores (`conv_tf32`, and under it every size where `tf32_any_size`), and the testing
+/// knobs that force a convolution's cut, its column buffer or Winograd (`testing::Knobs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Options {
+    pub(crate) conv_tf32: bool,
+    pub(crate) tf32_any_size: bool,
+    pub(crate) conv_cut: Option<(usize, usize)>,
+    pub(crate) conv_fold: Option<bool>,
+    pub(crate) conv_winograd: Option<usize>,
+}
+
+/// What the routing reads of an adapter (`Gpu::caps`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Caps {
     /// The tensor-core layout f16 products run on where the device was opened for them
@@ -43,12 +67,6 @@ pub(crate) struct Caps {
 }
 
 impl Caps {
-    /// `gpu`'s, as it runs now (its tensor cores leave for good where a kernel fails to build).
-    pub(crate) fn of(gpu: &Gpu, repr: &Repr) -> Caps {
-        let coop = gpu.coop_f16.load(Ordering::Relaxed).then_some(gpu.coop_variant);
-        Caps { coop, f16: repr.f16, f64: repr.f64, max_binding: gpu.max_binding() }
-    }
-
     /// Whether kernels compute in `dtype` here.
     pub(crate) fn computes(&self, dtype: DType) -> bool {
         dtype.is_float() && (dtype != DType::F64 || self.f64)

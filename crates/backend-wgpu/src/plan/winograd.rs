@@ -14,8 +14,7 @@
 
 use liandan_tensor::{ConvGeometry, DType};
 
-use super::Pass;
-use crate::WgpuOptions;
+use super::{Options, Pass};
 
 /// The rules' least channel counts on both sides of the product (see the module docs).
 pub(crate) const MIN_CHANNELS_F2: usize = 128;
@@ -59,8 +58,8 @@ enum Setting {
 impl Setting {
     /// The setting of `options`: the testing knob, else the rule (off where a cut is forced on
     /// the implicit GEMM).
-    fn of(options: &WgpuOptions) -> Setting {
-        match (options.testing.conv_winograd, options.testing.conv_cut) {
+    fn of(options: &Options) -> Setting {
+        match (options.conv_winograd, options.conv_cut) {
             (Some(2), _) => Setting::All(Some(Tile::F2)),
             (Some(4), _) => Setting::All(Some(Tile::F4)),
             (Some(_), _) | (None, Some(_)) => Setting::Off,
@@ -83,7 +82,7 @@ fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
 /// `operands`), a shape it computes, intermediates within 32-bit indexing and one binding of
 /// `limit` bytes, and the setting or the rule says so. The caller keeps passes the tensor
 /// cores take off it.
-pub(super) fn wanted(options: &WgpuOptions, pass: Pass, g: &ConvGeometry, dtype: DType, operands: bool, limit: u64) -> Option<Tile> {
+pub(super) fn wanted(options: &Options, pass: Pass, g: &ConvGeometry, dtype: DType, operands: bool, limit: u64) -> Option<Tile> {
     if dtype != DType::F32 || !operands {
         return None;
     }

@@ -8,81 +8,99 @@ use super::{mismatches, profiles};
 use crate::plan::Load::{self, Outer, Strided, K};
 use crate::plan::{lstm_step, matmul, MatmulPlan, Product};
 
-/// A product of the zoo: its name, `[batch, m, k, n]`, the loaders of a and b, whether a bias
-/// is added, and the cut its caller gives (Winograd's, f32 only).
-type Row = (&'static str, [usize; 4], Load, Load, bool, Option<(usize, usize)>);
+/// A product of the zoo: its name, `[batch, m, k, n]`, the loaders of a and b, and whether a
+/// bias is added.
+type Row = (&'static str, [usize; 4], Load, Load, bool);
 
 const PRODUCTS: &[Row] = &[
-    ("mlp fc1 forward", [1, 1024, 1024, 512], K, K, true, None),
-    ("mlp fc2 forward", [1, 1024, 512, 256], K, K, true, None),
-    ("mlp fc3 forward", [1, 1024, 256, 10], K, K, true, None),
-    ("mlp fc3 input grad", [1, 1024, 10, 256], Strided, Outer, false, None),
-    ("mlp fc2 input grad", [1, 1024, 256, 512], K, Outer, false, None),
-    ("mlp fc3 weight grad", [1, 10, 1024, 256], Strided, Outer, false, None),
-    ("mlp fc2 weight grad", [1, 256, 1024, 512], Outer, Outer, false, None),
-    ("mlp fc1 weight grad", [1, 512, 1024, 1024], Outer, Outer, false, None),
-    ("mnist_cnn fc1 forward", [1, 64, 9216, 128], K, K, true, None),
-    ("mnist_cnn fc2 forward", [1, 64, 128, 10], K, K, true, None),
-    ("mnist_cnn fc2 input grad", [1, 64, 10, 128], Strided, Outer, false, None),
-    ("mnist_cnn fc1 input grad", [1, 64, 128, 9216], K, Outer, false, None),
-    ("mnist_cnn fc2 weight grad", [1, 10, 64, 128], Strided, Outer, false, None),
-    ("mnist_cnn fc1 weight grad", [1, 128, 64, 9216], Outer, Outer, false, None),
-    ("seed003_cnn fc1 forward", [1, 128, 512, 1024], K, K, true, None),
-    ("seed003_cnn fc2 forward", [1, 128, 1024, 10], K, K, true, None),
-    ("seed003_cnn fc2 input grad", [1, 128, 10, 1024], Strided, Outer, false, None),
-    ("seed003_cnn fc1 input grad", [1, 128, 1024, 512], K, Outer, false, None),
-    ("seed003_cnn fc2 weight grad", [1, 10, 128, 1024], Strided, Outer, false, None),
-    ("seed003_cnn fc1 weight grad", [1, 1024, 128, 512], Outer, Outer, false, None),
-    ("seed003_cnn conv2 input grad (columns)", [128, 576, 512, 121], Outer, Strided, false, None),
-    ("lstm input projection forward", [1, 1792, 28, 1024], K, K, true, None),
-    ("lstm recurrent input grad", [1, 64, 1024, 256], K, Outer, false, None),
-    ("lstm fc forward", [1, 64, 256, 10], K, K, true, None),
-    ("lstm fc input grad", [1, 64, 10, 256], Strided, Outer, false, None),
-    ("lstm fc weight grad", [1, 10, 64, 256], Strided, Outer, false, None),
-    ("lstm weight_hh grad", [1, 1024, 1728, 256], Outer, Outer, false, None),
-    ("lstm weight_ih grad", [1, 1024, 1792, 28], Outer, Outer, false, None),
-    ("vae fc1 forward", [1, 128, 784, 400], K, K, true, None),
-    ("vae fc21 forward", [1, 128, 400, 20], K, K, true, None),
-    ("vae fc3 forward", [1, 128, 20, 400], K, K, true, None),
-    ("vae fc4 forward", [1, 128, 400, 784], K, K, true, None),
-    ("vae fc4 input grad", [1, 128, 784, 400], K, Outer, false, None),
-    ("vae fc3 input grad", [1, 128, 400, 20], K, Outer, false, None),
-    ("vae fc21 input grad", [1, 128, 20, 400], K, Outer, false, None),
-    ("vae fc4 weight grad", [1, 784, 128, 400], Outer, Outer, false, None),
-    ("vae fc3 weight grad", [1, 400, 128, 20], Outer, Outer, false, None),
-    ("vae fc21 weight grad", [1, 20, 128, 400], Outer, Outer, false, None),
-    ("vae fc1 weight grad", [1, 400, 128, 784], Outer, Outer, false, None),
-    ("vit qkv forward", [1, 8320, 192, 576], K, K, true, None),
-    ("vit attention q k^T", [384, 65, 64, 65], K, K, false, None),
-    ("vit attention p v", [384, 65, 65, 64], Strided, Outer, false, None),
-    ("vit proj forward", [1, 8320, 192, 192], K, K, true, None),
-    ("vit mlp fc1 forward", [1, 8320, 192, 768], K, K, true, None),
-    ("vit mlp fc2 forward", [1, 8320, 768, 192], K, K, true, None),
-    ("vit head forward", [1, 128, 192, 10], K, K, false, None),
-    ("vit head input grad", [1, 128, 10, 192], Strided, Outer, false, None),
-    ("vit mlp fc2 input grad", [1, 8320, 192, 768], K, Outer, false, None),
-    ("vit mlp fc1 input grad", [1, 8320, 768, 192], K, Outer, false, None),
-    ("vit proj input grad", [1, 8320, 192, 192], K, Outer, false, None),
-    ("vit qkv input grad", [1, 8320, 576, 192], K, Outer, false, None),
-    ("vit head weight grad", [1, 10, 128, 192], Strided, Outer, false, None),
-    ("vit mlp fc2 weight grad", [1, 192, 8320, 768], Outer, Outer, false, None),
-    ("vit mlp fc1 weight grad", [1, 768, 8320, 192], Outer, Outer, false, None),
-    ("vit proj weight grad", [1, 192, 8320, 192], Outer, Outer, false, None),
-    ("vit qkv weight grad", [1, 576, 8320, 192], Outer, Outer, false, None),
-    ("seed003_cnn conv2 weight grad (Winograd, 61 images)", [36, 512, 549, 64], Strided, Strided, false, Some((64, 1))),
-    ("seed003_cnn conv2 weight grad (Winograd, 67 images)", [36, 512, 603, 64], Strided, Strided, false, Some((64, 1))),
+    ("mlp fc1 forward", [1, 1024, 1024, 512], K, K, true),
+    ("mlp fc2 forward", [1, 1024, 512, 256], K, K, true),
+    ("mlp fc3 forward", [1, 1024, 256, 10], K, K, true),
+    ("mlp fc3 input grad", [1, 1024, 10, 256], Strided, Outer, false),
+    ("mlp fc2 input grad", [1, 1024, 256, 512], K, Outer, false),
+    ("mlp fc3 weight grad", [1, 10, 1024, 256], Strided, Outer, false),
+    ("mlp fc2 weight grad", [1, 256, 1024, 512], Outer, Outer, false),
+    ("mlp fc1 weight grad", [1, 512, 1024, 1024], Outer, Outer, false),
+    ("mnist_cnn fc1 forward", [1, 64, 9216, 128], K, K, true),
+    ("mnist_cnn fc2 forward", [1, 64, 128, 10], K, K, true),
+    ("mnist_cnn fc2 input grad", [1, 64, 10, 128], Strided, Outer, false),
+    ("mnist_cnn fc1 input grad", [1, 64, 128, 9216], K, Outer, false),
+    ("mnist_cnn fc2 weight grad", [1, 10, 64, 128], Strided, Outer, false),
+    ("mnist_cnn fc1 weight grad", [1, 128, 64, 9216], Outer, Outer, false),
+    ("resnet18 fc forward", [1, 128, 512, 10], K, K, true),
+    ("resnet18 fc input grad", [1, 128, 10, 512], Strided, Outer, false),
+    ("resnet18 fc weight grad", [1, 10, 128, 512], Strided, Outer, false),
+    ("seed003_cnn fc1 forward", [1, 128, 512, 1024], K, K, true),
+    ("seed003_cnn fc2 forward", [1, 128, 1024, 10], K, K, true),
+    ("seed003_cnn fc2 input grad", [1, 128, 10, 1024], Strided, Outer, false),
+    ("seed003_cnn fc1 input grad", [1, 128, 1024, 512], K, Outer, false),
+    ("seed003_cnn fc2 weight grad", [1, 10, 128, 1024], Strided, Outer, false),
+    ("seed003_cnn fc1 weight grad", [1, 1024, 128, 512], Outer, Outer, false),
+    ("seed003_cnn conv2 input grad (columns)", [128, 576, 512, 121], Outer, Strided, false),
+    ("lstm input projection forward", [1, 1792, 28, 1024], K, K, true),
+    ("lstm recurrent input grad", [1, 64, 1024, 256], K, Outer, false),
+    ("lstm fc forward", [1, 64, 256, 10], K, K, true),
+    ("lstm fc input grad", [1, 64, 10, 256], Strided, Outer, false),
+    ("lstm fc weight grad", [1, 10, 64, 256], Strided, Outer, false),
+    ("lstm weight_hh grad", [1, 1024, 1728, 256], Outer, Outer, false),
+    ("lstm weight_ih grad", [1, 1024, 1792, 28], Outer, Outer, false),
+    ("vae fc1 forward", [1, 128, 784, 400], K, K, true),
+    ("vae fc21 forward", [1, 128, 400, 20], K, K, true),
+    ("vae fc3 forward", [1, 128, 20, 400], K, K, true),
+    ("vae fc4 forward", [1, 128, 400, 784], K, K, true),
+    ("vae fc4 input grad", [1, 128, 784, 400], K, Outer, false),
+    ("vae fc3 input grad", [1, 128, 400, 20], K, Outer, false),
+    ("vae fc21 input grad", [1, 128, 20, 400], K, Outer, false),
+    ("vae fc4 weight grad", [1, 784, 128, 400], Outer, Outer, false),
+    ("vae fc3 weight grad", [1, 400, 128, 20], Outer, Outer, false),
+    ("vae fc21 weight grad", [1, 20, 128, 400], Outer, Outer, false),
+    ("vae fc1 weight grad", [1, 400, 128, 784], Outer, Outer, false),
+    ("vit qkv forward", [1, 8320, 192, 576], K, K, true),
+    ("vit attention q k^T", [384, 65, 64, 65], K, K, false),
+    ("vit attention p v", [384, 65, 65, 64], Strided, Outer, false),
+    ("vit proj forward", [1, 8320, 192, 192], K, K, true),
+    ("vit mlp fc1 forward", [1, 8320, 192, 768], K, K, true),
+    ("vit mlp fc2 forward", [1, 8320, 768, 192], K, K, true),
+    ("vit head forward", [1, 128, 192, 10], K, K, false),
+    ("vit head input grad", [1, 128, 10, 192], Strided, Outer, false),
+    ("vit mlp fc2 input grad", [1, 8320, 192, 768], K, Outer, false),
+    ("vit mlp fc1 input grad", [1, 8320, 768, 192], K, Outer, false),
+    ("vit proj input grad", [1, 8320, 192, 192], K, Outer, false),
+    ("vit qkv input grad", [1, 8320, 576, 192], K, Outer, false),
+    ("vit head weight grad", [1, 10, 128, 192], Strided, Outer, false),
+    ("vit mlp fc2 weight grad", [1, 192, 8320, 768], Outer, Outer, false),
+    ("vit mlp fc1 weight grad", [1, 768, 8320, 192], Outer, Outer, false),
+    ("vit proj weight grad", [1, 192, 8320, 192], Outer, Outer, false),
+    ("vit qkv weight grad", [1, 576, 8320, 192], Outer, Outer, false),
 ];
 
-/// The products of `PRODUCTS` in both dtypes (Winograd's in f32 alone), with their names.
+/// A batched product of an f32 Winograd convolution (`plan/winograd.rs`): its name, `[batch,
+/// m, k, n]`, the loaders of a and b, and the cut the convolution gives (F(4x4)'s).
+type WinogradRow = (&'static str, [usize; 4], Load, Load, Option<(usize, usize)>);
+
+const WINOGRAD: &[WinogradRow] = &[
+    ("resnet18 layer2 conv forward and input grad (Winograd F2)", [16, 128, 128, 8192], K, Outer, None),
+    ("resnet18 layer3 conv forward and input grad (Winograd F2)", [16, 256, 256, 2048], K, Outer, None),
+    ("resnet18 layer4 conv forward and input grad (Winograd F2)", [16, 512, 512, 512], K, Outer, None),
+    ("resnet18 layer1 conv weight grad (Winograd F4)", [36, 64, 8192, 64], K, K, Some((64, 32))),
+    ("resnet18 layer2 conv weight grad (Winograd F4)", [36, 128, 2048, 128], K, K, Some((64, 8))),
+    ("resnet18 layer3 conv weight grad (Winograd F4)", [36, 256, 512, 256], K, K, Some((64, 1))),
+    ("resnet18 layer4 conv weight grad (Winograd F4)", [36, 512, 128, 512], K, K, Some((64, 1))),
+    ("seed003_cnn conv2 weight grad (Winograd, 61 images)", [36, 512, 549, 64], Strided, Strided, Some((64, 1))),
+    ("seed003_cnn conv2 weight grad (Winograd, 67 images)", [36, 512, 603, 64], Strided, Strided, Some((64, 1))),
+];
+
+/// The products of `PRODUCTS` in both dtypes, then Winograd's in f32, with their names.
 fn products() -> Vec<(String, Product)> {
+    let product = |dtype, [batch, m, k, n]: [usize; 4], a, b, bias, cut| Product { dtype, batch, m, k, n, a, b, bias, packed: false, cut, addressable: true };
     let mut out = Vec::new();
     for dtype in [F32, F16] {
-        for &(name, [batch, m, k, n], a, b, bias, cut) in PRODUCTS {
-            if cut.is_some() && dtype != F32 {
-                continue;
-            }
-            out.push((format!("{name} {dtype}"), Product { dtype, batch, m, k, n, a, b, bias, packed: false, cut, addressable: true }));
+        for &(name, sizes, a, b, bias) in PRODUCTS {
+            out.push((format!("{name} {dtype}"), product(dtype, sizes, a, b, bias, None)));
         }
+    }
+    for &(name, sizes, a, b, cut) in WINOGRAD {
+        out.push((format!("{name} f32"), product(F32, sizes, a, b, false, cut)));
     }
     out
 }
@@ -124,6 +142,9 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("mnist_cnn fc1 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("mnist_cnn fc2 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("mnist_cnn fc1 weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("resnet18 fc input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc weight grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("seed003_cnn fc1 forward f32", ["tiled 64x64 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
     ("seed003_cnn fc2 forward f32", ["small 8x16", "small 8x16", "small 8x16"]),
     ("seed003_cnn fc2 input grad f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
@@ -166,8 +187,6 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("vit mlp fc1 weight grad f32", ["tiled 64x64 /15", "tiled 64x64 /15", "tiled 64x64 /15"]),
     ("vit proj weight grad f32", ["tiled 64x64 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
     ("vit qkv weight grad f32", ["tiled 64x64 /19", "tiled 64x64 /19", "tiled 64x64 /19"]),
-    ("seed003_cnn conv2 weight grad (Winograd, 61 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
-    ("seed003_cnn conv2 weight grad (Winograd, 67 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("mlp fc1 forward f16", ["coop Tall 256x128 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
     ("mlp fc2 forward f16", ["coop Tall 256x128 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
     ("mlp fc3 forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
@@ -182,6 +201,9 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("mnist_cnn fc1 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("mnist_cnn fc2 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("mnist_cnn fc1 weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
+    ("resnet18 fc input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc weight grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
     ("seed003_cnn fc1 forward f16", ["coop Tall 256x128 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
     ("seed003_cnn fc2 forward f16", ["small 8x16", "small 8x16", "small 8x16"]),
     ("seed003_cnn fc2 input grad f16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
@@ -224,6 +246,15 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("vit mlp fc1 weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
     ("vit proj weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
     ("vit qkv weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /19", "tiled 64x64 /19"]),
+    ("resnet18 layer2 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("resnet18 layer3 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("resnet18 layer4 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("resnet18 layer1 conv weight grad (Winograd F4) f32", ["tiled 64x64 /32", "tiled 64x64 /32", "tiled 64x64 /32"]),
+    ("resnet18 layer2 conv weight grad (Winograd F4) f32", ["tiled 64x64 /8", "tiled 64x64 /8", "tiled 64x64 /8"]),
+    ("resnet18 layer3 conv weight grad (Winograd F4) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 layer4 conv weight grad (Winograd F4) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 weight grad (Winograd, 61 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 weight grad (Winograd, 67 images) f32", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
 ];
 
 #[test]

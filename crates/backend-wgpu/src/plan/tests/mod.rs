@@ -4,7 +4,7 @@
 
 use liandan_tensor::ConvGeometry;
 
-use super::{Caps, Variant};
+use super::{tensor_cores, Caps, Options, TensorCores, Variant};
 use crate::WgpuOptions;
 
 mod conv;
@@ -13,23 +13,41 @@ mod matmul;
 /// The adapters of the tables' columns.
 const PROFILES: [&str; 3] = ["h200", "lavapipe", "metal"];
 
-/// An H200 through Vulkan: 16 x 16 x 16 f16 cooperative matrices, subgroups of 32, and the
-/// workgroups Vulkan reports there (48 KiB of workgroup memory, 1,024 invocations: room for
-/// `Tall`); bindings up to 2 GiB (wgpu's cap under Vulkan).
+/// The capabilities of a device opened on an adapter that offers `offers`, `f64` and `limits`,
+/// its tensor cores allowed (as `coop.rs` and `Gpu::open` decide).
+fn opened(offers: TensorCores, f64: bool, limits: wgpu::Limits) -> Caps {
+    let coop = tensor_cores(offers, &limits).ok();
+    Caps { coop, f16: offers.shader_f16, f64, max_binding: limits.max_storage_buffer_binding_size }
+}
+
+/// An H200 through Vulkan: 16 x 16 x 16 f16 cooperative matrices, subgroups of 32, the
+/// workgroups Vulkan reports there (48 KiB of workgroup memory, 1,024 invocations), and
+/// bindings up to 2 GiB (wgpu's cap under Vulkan).
 fn h200() -> Caps {
-    let limits = wgpu::Limits { max_compute_workgroup_storage_size: 48 << 10, max_compute_invocations_per_workgroup: 1024, ..wgpu::Limits::default() };
-    Caps { coop: Variant::for_limits(&limits).ok(), f16: true, f64: true, max_binding: (1 << 31) - 1 }
+    let offers = TensorCores { matrices: true, f16_16x16: true, shader_f16: true, subgroups: (32, 32) };
+    let limits = wgpu::Limits {
+        max_compute_workgroup_storage_size: 48 << 10,
+        max_compute_invocations_per_workgroup: 1024,
+        max_storage_buffer_binding_size: (1 << 31) - 1,
+        ..wgpu::Limits::default()
+    };
+    opened(offers, true, limits)
 }
 
-/// Lavapipe (Mesa's software Vulkan): no cooperative matrices, f16 and f64, bindings of 128 MiB.
+/// Lavapipe (Mesa's software Vulkan, 256-bit vectors): no cooperative matrices, subgroups of
+/// 8, f16 and f64, bindings of 128 MiB.
 fn lavapipe() -> Caps {
-    Caps { coop: None, f16: true, f64: true, max_binding: 128 << 20 }
+    let offers = TensorCores { matrices: false, f16_16x16: false, shader_f16: true, subgroups: (8, 8) };
+    let limits = wgpu::Limits { max_compute_workgroup_storage_size: 32 << 10, max_storage_buffer_binding_size: 128 << 20, ..wgpu::Limits::default() };
+    opened(offers, true, limits)
 }
 
-/// An Apple GPU through Metal: no 16 x 16 cooperative matrices (its simdgroup matrices are
-/// 8 x 8), f16 but no f64, bindings as large as a buffer (4 GiB here).
+/// An Apple GPU through Metal: cooperative (simdgroup) matrices of 8 x 8 only, subgroups of
+/// 32, f16 but no f64, 32 KiB of workgroup memory, bindings as large as a buffer (4 GiB here).
 fn metal() -> Caps {
-    Caps { coop: None, f16: true, f64: false, max_binding: 1 << 32 }
+    let offers = TensorCores { matrices: true, f16_16x16: false, shader_f16: true, subgroups: (32, 32) };
+    let limits = wgpu::Limits { max_compute_workgroup_storage_size: 32 << 10, max_storage_buffer_binding_size: 1 << 32, ..wgpu::Limits::default() };
+    opened(offers, false, limits)
 }
 
 fn profiles() -> [Caps; 3] {
@@ -37,8 +55,8 @@ fn profiles() -> [Caps; 3] {
 }
 
 /// The options a program runs with by default (no autotune, exact f32 convolutions).
-fn defaults() -> WgpuOptions {
-    WgpuOptions { autotune_dir: None, ..WgpuOptions::default() }
+fn defaults() -> Options {
+    WgpuOptions::default().plan()
 }
 
 /// A square convolution of one group and no dilation: `n` images of `c` channels, `hw` x `hw`,
@@ -48,8 +66,9 @@ const fn geom(n: usize, c: usize, hw: usize, o: usize, k: usize, s: usize, p: us
 }
 
 #[test]
-fn the_h200_profile_runs_f16_on_tall_tiles() {
-    assert_eq!(h200().coop, Some(Variant::Tall));
+fn only_the_h200_runs_f16_on_tensor_cores() {
+    assert_eq!(profiles().map(|c| c.coop), [Some(Variant::Tall), None, None]);
+    assert!(!metal().computes(liandan_tensor::DType::F64), "f64 goes to the CPU on Metal");
 }
 
 /// The rows whose route differs from the table, each as `name on profile: got, want`.
