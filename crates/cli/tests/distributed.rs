@@ -25,7 +25,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_liandan");
 /// that the test can find the ranks' processes.
 fn mpiexec(n: usize, args: &[&str], tag: &str) -> Command {
     let mut c = Command::new("mpiexec");
-    c.args(["-n", &n.to_string(), BIN]).args(args).env("LIANDAN_DEVICE", "cpu").env("LIANDAN_TEST_JOB", tag);
+    c.args(["-n", &n.to_string(), BIN]).args(args).env("LIANDAN_DEVICE", "cpu").env("DISTRIBUTED_TEST_JOB", tag);
     c
 }
 
@@ -115,7 +115,7 @@ fn mnist(out: &Path, epochs: &str) -> Vec<String> {
 /// The process ids of rank `rank` of the job tagged `tag`, found by their environment.
 #[cfg(target_os = "linux")]
 fn rank_pid(tag: &str, rank: usize) -> Option<u32> {
-    let want = [format!("LIANDAN_TEST_JOB={tag}"), format!("PMI_RANK={rank}")];
+    let want = [format!("DISTRIBUTED_TEST_JOB={tag}"), format!("PMI_RANK={rank}")];
     std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|pid| {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
