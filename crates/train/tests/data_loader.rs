@@ -182,7 +182,7 @@ fn shards_are_disjoint_cover_the_epoch_and_make_up_the_doubled_batch() {
     let shards: Vec<DataLoader> = (0..3).map(|r| whole.clone().shard(r, 3).unwrap()).collect();
     for epoch in 0..2 {
         let parts: Vec<Vec<i64>> = shards.iter().map(|s| targets(s, epoch, 0).concat()).collect();
-        // 103 = 3 * 34 + 1: every rank runs 34 samples, the one left over is dropped.
+        // 103 = 3 * 34 + 1: every rank takes 34 samples, the one left over is dropped.
         assert!(parts.iter().all(|p| p.len() == 34), "{:?}", parts.iter().map(Vec::len).collect::<Vec<_>>());
         let seen: HashSet<i64> = parts.iter().flatten().copied().collect();
         assert_eq!(seen.len(), 102, "no sample is on two ranks");
