@@ -14,7 +14,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::gpu::Window;
+/// A window of a buffer bound to a dispatch: `(buffer, byte offset, byte size)`. Offsets are
+/// multiples of the adapter's storage offset alignment.
+pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
 /// Bind groups kept at most; a step's worth for the zoo's largest models, and a bound on what
 /// buffers freed by a program that stopped using them can keep alive.

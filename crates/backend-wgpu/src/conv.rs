@@ -41,8 +41,8 @@ use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
-use crate::matmul_coop;
-use crate::packed::{is_packed, packed_view};
+use crate::matmul::coop as matmul_coop;
+use crate::packed::packed_view;
 use crate::params::words;
 use crate::plan::{self, input_phases, packs_y, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
 use crate::pool::PooledBuffer;
@@ -370,7 +370,7 @@ impl WgpuBackend {
                 },
                 None => {
                     let out4 = gemm.out4(geom, strided);
-                    debug_assert_eq!(is_packed(out), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
+                    debug_assert_eq!(out.is_packed(), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
                     let key = Key {
                         pass: gemm.pass,
                         dtype,

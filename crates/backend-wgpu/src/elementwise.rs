@@ -8,7 +8,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, KernelKey, StridedView, Wgsl};
-use crate::launch::{strided, Operand, Ran};
+use crate::launch::{strided, MetaFn, Operand, Ran};
 use crate::packed::{packed_operand, packed_out, with_words, ENTRY2};
 use crate::params::words;
 use crate::repr::Repr;
@@ -427,6 +427,28 @@ fn fill_words(repr: &Repr, dtype: DType, value: f64) -> Option<[u32; 3]> {
 }
 
 impl WgpuBackend {
+    /// [`WgpuBackend::launch_kernel`] of the elementwise kernel `key`.
+    pub(crate) fn launch(&self, key: Key, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
+        self.launch_kernel(key.into(), key.per_invocation(), shape, operands, meta)
+    }
+
+    /// A bf16 fill, packed: each word holds the rounded value twice.
+    pub(crate) fn packed_fill(&self, numel: usize, value: f64) -> Result<Storage> {
+        let out = self.packed_output(numel)?;
+        let bits = liandan_tensor::dtype::bf16_from_f64(value).to_bits() as u32;
+        let word = bits | bits << 16;
+        let count = numel.div_ceil(2);
+        let meta = |len: usize, _: usize, _: &[Layout]| Some(words(&FillParams { numel: len as u32, value: [word, 0, 0] }));
+        let fill = Key::Fill(DType::U8);
+        // A u8 fill writes its word as it is.
+        let operand = [Operand { buffer: out.buffer(), layout: None, elem: 4 }];
+        if self.launch(fill, &[count], &operand, &meta)?.is_err() {
+            let host = vec![half::bf16::from_bits(bits as u16); numel];
+            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&host))?;
+        }
+        Ok(Arc::new(out))
+    }
+
     pub(crate) fn operand<'a>(&self, s: &Strided<'a>) -> Operand<'a> {
         Operand { buffer: gpu_storage(s).buffer(), layout: Some(s.layout), elem: self.repr.gpu_size(s.dtype) as u64 }
     }

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use liandan_tensor::{Error, IndexUse, Result};
 use wgpu::util::DeviceExt;
 
-use crate::bind;
+use crate::bind::{self, Window};
 use crate::coop;
 use crate::options::Shared;
 use crate::pool::{Pool, PooledBuffer};
@@ -37,13 +37,6 @@ use crate::{Key, WgpuOptions};
 
 /// Dispatches per submitted batch at most (and arena slots).
 pub(crate) const MAX_BATCH: usize = 512;
-/// Dispatches the ramp grows a batch to: larger batches let a host-bound step (the lstm's
-/// some 330 dispatches) leave a whole batch's work to run after the host's last dispatch, as
-/// the GPU waits for the batch to fill (on the H200 the lstm's pipelined step took 1.6-1.7 ms
-/// with 64, 2.0-2.6 with 512).
-pub(crate) const RAMP_TOP: usize = 64;
-/// Dispatches in the first batch after a wait.
-pub(crate) const FIRST_BATCH: usize = 16;
 /// Bytes per meta slot: 64 u32s, and a multiple of every adapter's offset alignment we know.
 const SLOT_BYTES: u64 = crate::params::PARAMS_BYTES as u64;
 pub(crate) const META_WORDS: usize = (SLOT_BYTES / 4) as usize;
@@ -132,14 +125,14 @@ pub(crate) struct Gpu {
     /// Kernel timing for the profiler, where the adapter has timestamp queries.
     timer: Option<Timer>,
     /// f16 matmuls run on cooperative matrices (`coop.rs`; the device was opened with them);
-    /// cleared if their kernel fails to build here (`matmul_coop::kernel`).
+    /// cleared if their kernel fails to build here (`matmul/coop.rs`).
     pub(crate) coop_f16: AtomicBool,
     /// How the tensor-core kernels are built here (`coop::status`; meaningless without them).
     pub(crate) coop_variant: crate::plan::Variant,
     /// The adapter, its IDs and its driver, in one line: what the autotune's file is for.
     pub(crate) identity: String,
-    /// The autotune's measured cuts on this adapter (`tune.rs`).
-    pub(crate) tuning: Mutex<crate::tune::Table>,
+    /// The autotune's measured cuts on this adapter (`tune/`).
+    pub(crate) tuning: Mutex<crate::tune::table::Table>,
     /// Shapes the autotune has measured on this device.
     pub(crate) measured: AtomicU64,
     /// The device's options (`options.rs`), shared with its backend.
@@ -248,10 +241,6 @@ impl Drop for Unmap<'_> {
 /// One buffer binding of a dispatch: a whole pooled buffer.
 pub(crate) type Binding<'a> = &'a wgpu::Buffer;
 
-/// A window of a buffer bound to a dispatch: `(buffer, byte offset, byte size)`. Offsets are
-/// multiples of the adapter's storage offset alignment.
-pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
-
 /// `value` where it is from 1 to `MAX_BATCH`, else an error naming the option.
 fn dispatch_count(name: &str, value: usize) -> Result<usize> {
     match value {
@@ -299,7 +288,7 @@ impl Gpu {
         }
         let experimental_features = if coop_f16 {
             // SAFETY: wgpu asks us to accept that its experimental features may hold bugs. The
-            // one we enable is used by one kernel family (`matmul_coop`), which
+            // one we enable is used by one kernel family (`matmul/coop.rs`), which
             // `LIANDAN_COOP_MATRIX=0` switches off together with this request.
             unsafe { wgpu::ExperimentalFeatures::enabled() }
         } else {
@@ -334,7 +323,7 @@ impl Gpu {
             mapped_at_creation: false,
         });
         let pool = Pool::new(device.clone(), limits.max_buffer_size, options.memory_breakdown);
-        let timer = Timer::new(&device, &queue);
+        let timer = Timer::new(&device, &queue, 2 * MAX_BATCH as u32);
         Ok(Gpu {
             name,
             device,

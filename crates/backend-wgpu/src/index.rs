@@ -175,7 +175,7 @@ impl WgpuBackend {
         let acc_buf = acc.as_any().downcast_ref::<WgpuStorage>().expect("own storage").buffer();
         let fault = gpu.index_fault_buffer();
         let buffers = [gpu_storage(&index).buffer(), gpu_storage(&src).buffer(), acc_buf, &fault];
-        // backend.rs checked the operands; the f32 accumulator can be twice a native-f16 `dst`.
+        // kernel_trait.rs checked the operands; the f32 accumulator can be twice a native-f16 `dst`.
         // Each kernel binds whole buffers: one larger than a binding would need the launch
         // split, which these do not do yet.
         if acc_buf.size() > gpu.max_binding() {

@@ -10,9 +10,9 @@ use crate::repr::Repr;
 const COMMON: &str = include_str!("shaders/common.wgsl");
 const IDS: &str = include_str!("shaders/ids.wgsl");
 
-/// Most workgroups per grid dimension, and invocations per workgroup, of the 1-D kernels.
+/// Most workgroups per grid dimension of the 1-D kernels.
 const MAX_GROUPS: usize = 65_535;
-pub(crate) const WG: usize = 256;
+pub(crate) use crate::plan::WG;
 
 /// A 2-D grid of 256-wide workgroups covering `n` invocations: as few rows as the
 /// 65,535-per-dimension limit allows, and rows as even as possible, so at most `rows - 1`

@@ -5,8 +5,7 @@
 use liandan_tensor::{Layout, Result};
 
 use crate::backend::{WgpuBackend, Why};
-use crate::elementwise::Key;
-use crate::gpu::Window;
+use crate::bind::Window;
 use crate::kernels::{grid, strided_meta, StridedView, WG};
 
 /// One buffer a kernel binds, in binding order.
@@ -78,14 +77,10 @@ fn strided_inner(meta: &[u32], operands: usize) -> bool {
 }
 
 impl WgpuBackend {
-    /// Dispatches the kernel `key` over the `numel` elements of `shape`, or says why the work
-    /// cannot be expressed on this device (beyond 32-bit indexing, or a buffer too large to
-    /// bind whose view cannot be chunked); the caller then falls back to the CPU.
-    pub(crate) fn launch(&self, key: Key, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
-        self.launch_kernel(key.into(), key.per_invocation(), shape, operands, meta)
-    }
-
-    /// [`WgpuBackend::launch`] for any kernel whose invocations handle `per` elements each.
+    /// Dispatches the kernel `key` (whose invocations handle `per` elements each) over the
+    /// `numel` elements of `shape`, or says why the work cannot be expressed on this device
+    /// (beyond 32-bit indexing, or a buffer too large to bind whose view cannot be chunked); the
+    /// caller then falls back to the CPU.
     pub(crate) fn launch_kernel(&self, key: crate::Key, per: usize, shape: &[usize], operands: &[Operand], meta: MetaFn) -> Result<Ran> {
         let gpu = self.gpu()?;
         let numel: usize = shape.iter().product();

@@ -44,11 +44,11 @@ mod fused_pointwise;
 mod gpu;
 mod index;
 mod info;
+mod kernel_trait;
 mod kernels;
 mod launch;
 mod lstm_step;
 mod matmul;
-mod matmul_coop;
 mod options;
 mod packed;
 pub mod params;
@@ -65,10 +65,10 @@ mod window;
 
 use std::sync::Arc;
 
-pub use backend::WgpuBackend;
+pub use backend::{with_options, WgpuBackend};
 pub use custom::{grid, Pipeline, Shader, WORKGROUP};
 pub use info::{adapters, AdapterSummary};
-pub use options::{with_options, WgpuOptions, SETTINGS};
+pub use options::{WgpuOptions, SETTINGS};
 pub use params::ShaderParams;
 pub use storage::WgpuStorage;
 
@@ -171,7 +171,7 @@ kernel_families! {
     Matmul(matmul::Key),
     MatmulSmall(matmul::SmallKey),
     MatmulHeads(matmul::HeadsKey),
-    MatmulCoop(matmul_coop::Key),
+    MatmulCoop(matmul::coop::Key),
     Window(window::Key),
     Index(index::Key),
     Fused(fused::Key),

@@ -1,15 +1,13 @@
 //! The wgpu backend's options: the settings it reads from the environment ([`SETTINGS`]),
 //! parsed once into a [`WgpuOptions`] per device, which a program may replace on a device
-//! ([`WgpuBackend::set_options`]) or open a device with ([`with_options`]).
+//! ([`WgpuBackend::set_options`](crate::WgpuBackend::set_options)) or open a device with ([`with_options`](crate::with_options)).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use liandan_tensor::settings::{env, Kind, Setting, SettingError, Vars};
-use liandan_tensor::{Device, Error, Result};
-
-use crate::backend::WgpuBackend;
+use liandan_tensor::{Error, Result};
 
 /// This crate's settings.
 pub const SETTINGS: &[Setting] = &[AUTOTUNE, CACHE_DIR, CONV_TF32, COOP_MATRIX, MEMORY_BREAKDOWN, SHADER_CHECKS];
@@ -68,7 +66,7 @@ pub const SHADER_CHECKS: Setting = Setting {
 
 /// How the wgpu backend runs on one device. The environment's settings ([`SETTINGS`]) give a
 /// device its first options ([`WgpuOptions::from_env`]); a program may set others on a device
-/// ([`WgpuBackend::set_options`]) or open one with them ([`with_options`]).
+/// ([`WgpuBackend::set_options`](crate::WgpuBackend::set_options)) or open one with them ([`with_options`](crate::with_options)).
 ///
 /// ```
 /// use liandan_backend_wgpu::WgpuOptions;
@@ -94,7 +92,7 @@ pub struct WgpuOptions {
     pub shader_checks: Option<bool>,
     /// Knobs for tests and benchmarks (`testing::Knobs`).
     #[doc(hidden)]
-    pub testing: crate::testing::Knobs,
+    pub testing: Knobs,
 }
 
 impl Default for WgpuOptions {
@@ -107,7 +105,7 @@ impl Default for WgpuOptions {
             coop_matrix: true,
             memory_breakdown: false,
             shader_checks: None,
-            testing: crate::testing::Knobs::default(),
+            testing: Knobs::default(),
         }
     }
 }
@@ -145,7 +143,7 @@ impl WgpuOptions {
     }
 
     /// Whether `self` and `other` differ in what applies when the device opens.
-    fn differ_at_open(&self, other: &WgpuOptions) -> bool {
+    pub(crate) fn differ_at_open(&self, other: &WgpuOptions) -> bool {
         (self.coop_matrix, self.memory_breakdown, self.shader_checks) != (other.coop_matrix, other.memory_breakdown, other.shader_checks)
             || self.testing.differ_at_open(&other.testing)
     }
@@ -163,6 +161,72 @@ fn platform_cache_dir() -> Option<PathBuf> {
         var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
     };
     base.map(|b| b.join("liandan"))
+}
+
+/// Dispatches the ramp grows a batch to: larger batches let a host-bound step (the lstm's
+/// some 330 dispatches) leave a whole batch's work to run after the host's last dispatch, as
+/// the GPU waits for the batch to fill (on the H200 the lstm's pipelined step took 1.6-1.7 ms
+/// with 64, 2.0-2.6 with 512).
+pub(crate) const RAMP_TOP: usize = 64;
+/// Dispatches in the first batch after a wait.
+pub(crate) const FIRST_BATCH: usize = 16;
+
+/// Knobs of [`crate::WgpuOptions`] for tests and benchmarks. The defaults are what programs run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// Dispatches in the first batch submitted after a wait, 1 to 512 (see `gpu.rs`; 512
+    /// submits in full batches only). Applies when the device opens.
+    pub first_batch: usize,
+    /// Dispatches the ramp grows a batch to, 1 to 512 (never below `first_batch`). Applies when
+    /// the device opens.
+    pub ramp_top: usize,
+    /// The meta blocks travel as immediate data where the device has room for one (else in
+    /// the arena buffer). Applies when the device opens.
+    pub immediates: bool,
+    /// A storage binding limit (bytes, at least 65,536) below the adapter's, so the paths for
+    /// buffers past it can be tried on any GPU. Applies when the device opens.
+    pub max_binding: Option<u64>,
+    /// Submits and waits are timed into [`host_phases`](crate::testing::host_phases).
+    pub host_phases: bool,
+    /// Every convolution pass on the tiled kernels cut into `(tile, splits)`: tiles of 128
+    /// (any other value means 64) and K in that many ranges (at least one, at most one per
+    /// 16-deep slice; halved while the partial sums would not fit one binding). Winograd, the
+    /// column buffer and the autotune then stay off, so what runs is the implicit GEMM so cut.
+    pub conv_cut: Option<(usize, usize)>,
+    /// f32 input gradients through the column buffer: every one it takes (`Some(true)`), none
+    /// (`Some(false)`), or as its rule says.
+    pub conv_fold: Option<bool>,
+    /// Every f32 convolution Winograd takes on tiles of 2 x 2 or 4 x 4 outputs (`Some(2)`,
+    /// `Some(4)`), none (`Some(0)`), or as its rule says.
+    pub conv_winograd: Option<usize>,
+    /// Bytes of the images a Winograd weight gradient takes at once (at least one image).
+    pub winograd_chunk: Option<usize>,
+    /// f32 passes of every size go on the tensor cores under `conv_tf32`, the small ones too.
+    pub tf32_any_size: bool,
+}
+
+impl Default for Knobs {
+    fn default() -> Knobs {
+        Knobs {
+            first_batch: FIRST_BATCH,
+            ramp_top: RAMP_TOP,
+            immediates: true,
+            max_binding: None,
+            host_phases: false,
+            conv_cut: None,
+            conv_fold: None,
+            conv_winograd: None,
+            winograd_chunk: None,
+            tf32_any_size: false,
+        }
+    }
+}
+
+impl Knobs {
+    /// Whether `self` and `other` differ in what applies when the device opens.
+    pub(crate) fn differ_at_open(&self, other: &Knobs) -> bool {
+        (self.first_batch, self.ramp_top, self.immediates, self.max_binding) != (other.first_batch, other.ramp_top, other.immediates, other.max_binding)
+    }
 }
 
 /// A device's options, shared by its backend and its opened device (`Gpu`), read once per call
@@ -205,46 +269,11 @@ impl Shared {
         }
     }
 
-    fn set(&self, options: WgpuOptions) {
+    pub(crate) fn set(&self, options: WgpuOptions) {
         *self.options.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(options);
         *self.bad.write().unwrap_or_else(|p| p.into_inner()) = None;
         self.any_bad.store(false, Ordering::Relaxed);
     }
-}
-
-impl WgpuBackend {
-    /// The wgpu backend of `device`; `None` for another backend's device.
-    pub fn of(device: &Device) -> Option<&WgpuBackend> {
-        device.backend_as::<WgpuBackend>()
-    }
-
-    /// This device's options.
-    pub fn options(&self) -> WgpuOptions {
-        (*self.shared.get()).clone()
-    }
-
-    /// Replaces this device's options, for the ops recorded after the call. Those that apply
-    /// when the device opens (`coop_matrix`, `memory_breakdown`, `shader_checks`) cannot change
-    /// once it has run anything: that is an error (open another device with [`with_options`]).
-    pub fn set_options(&self, options: WgpuOptions) -> Result<()> {
-        if self.is_open() && options.differ_at_open(&self.shared.get()) {
-            return Err(Error::Device(format!(
-                "{}: coop_matrix, memory_breakdown and shader_checks apply when the device opens, and it is open; \
-                 set them before its first use, or open another device with them (liandan_backend_wgpu::with_options)",
-                liandan_tensor::Backend::name(self)
-            )));
-        }
-        self.shared.set(options);
-        Ok(())
-    }
-}
-
-/// A new device on `device`'s adapter, opened with `options`: its own queue, memory and
-/// kernels, beside `device` (which keeps its own options). An error for a device of another
-/// backend.
-pub fn with_options(device: &Device, options: WgpuOptions) -> Result<Device> {
-    let backend = WgpuBackend::of(device).ok_or_else(|| Error::Device(format!("{device} is not a wgpu device")))?;
-    Ok(Device::from_backend(Arc::new(backend.reopened(options))))
 }
 
 #[cfg(test)]

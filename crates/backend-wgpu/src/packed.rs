@@ -16,20 +16,16 @@
 
 use std::sync::Arc;
 
+use liandan_tensor::backend::{BinaryOp, CmpOp, UnaryOp};
 use liandan_tensor::{BackendStorage, DType, Layout, Result, Storage, Strided};
 
 use liandan_tensor::fallback::{on_cpu, HostTensor};
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
-use crate::elementwise::FillParams;
 use crate::kernels::{dense, KernelKey, Wgsl};
 use crate::launch::{strided, Operand};
-use crate::params::words;
 use crate::repr::Repr;
-use crate::storage::WgpuStorage;
-
-/// Bytes per element of packed bf16.
-pub(crate) const PACKED: usize = 2;
+use crate::storage::{WgpuStorage, PACKED};
 
 /// One conversion kernel between packed bf16 and the kernels' words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,14 +83,25 @@ pub(crate) fn packed_out(out: &WgpuStorage) -> Operand<'_> {
     Operand { buffer: out.buffer(), layout: None, elem: PACKED as u64 }
 }
 
-/// A storage's elements are packed bf16.
-pub(crate) fn is_packed(s: &WgpuStorage) -> bool {
-    s.dtype == DType::BF16 && s.elem_bytes == PACKED
-}
-
 /// A view's elements are packed bf16.
 pub(crate) fn packed_view(s: &Strided) -> bool {
-    s.dtype == DType::BF16 && is_packed(gpu_storage(s))
+    s.dtype == DType::BF16 && gpu_storage(s).is_packed()
+}
+
+/// Every operand but a condition (bool) is packed bf16: what a kernel that reads packed
+/// operands as stored needs.
+fn all_packed(views: &[Strided]) -> bool {
+    views.iter().any(packed_view) && views.iter().all(|v| v.dtype == DType::Bool || packed_view(v))
+}
+
+/// The ops with kernels of their own on packed bf16 (`shaders/packed/`): two elements an
+/// invocation, each output word written whole.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PackedKernel {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CmpOp),
+    Select,
 }
 
 /// Results of an op, packed where they are bf16 on their way out of the kernel trait.
@@ -105,7 +112,7 @@ pub(crate) trait Outputs: Sized {
 impl Outputs for Storage {
     fn packed(self, b: &WgpuBackend) -> Result<Self> {
         let s = self.as_any().downcast_ref::<WgpuStorage>().expect("own storage");
-        if s.dtype != DType::BF16 || is_packed(s) {
+        if s.dtype != DType::BF16 || s.is_packed() {
             return Ok(self);
         }
         let layout = dense(&[s.numel]);
@@ -196,16 +203,34 @@ impl WgpuBackend {
         op(&staged)?.packed(self)
     }
 
-    /// [`WgpuBackend::staged`], or `op` on `views` as they are where `as_they_are` (an op that
-    /// reads its packed operands itself).
-    pub(crate) fn staged_unless<R: Outputs>(&self, as_they_are: bool, views: &[Strided], op: impl FnOnce(&[Strided]) -> Result<R>) -> Result<R> {
-        match as_they_are {
+    /// `op` on `views` as they are stored where every bf16 view is packed (an op whose kernels
+    /// read packed operands themselves: reduce, the products), else [`WgpuBackend::staged`].
+    pub(crate) fn as_stored<R: Outputs>(&self, views: &[Strided], op: impl FnOnce(&[Strided]) -> Result<R>) -> Result<R> {
+        match all_packed(views) {
             true => op(views)?.packed(self),
             false => self.staged(views, op),
         }
     }
 
-    /// [`WgpuBackend::staged_unless`] for a fused op, which may have no kernel here (`None`:
+    /// `kernel` (of `shaders/packed/`) on `views` where every bf16 view is packed and it can
+    /// run them, else `op` through [`WgpuBackend::staged`].
+    pub(crate) fn packed_kernel_or_staged(&self, kernel: PackedKernel, views: &[Strided], op: impl FnOnce(&[Strided]) -> Result<Storage>) -> Result<Storage> {
+        if all_packed(views) {
+            let ran = match (kernel, views) {
+                (PackedKernel::Unary(o), &[x]) => self.unary_packed(o, x)?,
+                (PackedKernel::Binary(o), &[l, r]) => self.binary_packed(o, l, r)?,
+                (PackedKernel::Compare(o), &[l, r]) => self.compare_packed(o, l, r)?,
+                (PackedKernel::Select, &[c, t, f]) => self.select_packed(c, t, f)?,
+                _ => unreachable!("{kernel:?} takes other operands"),
+            };
+            if let Some(out) = ran {
+                return Ok(out);
+            }
+        }
+        self.staged(views, op)
+    }
+
+    /// [`WgpuBackend::as_stored`] (where `as_they_are`) or [`WgpuBackend::staged`] for a fused op, which may have no kernel here (`None`:
     /// the composite runs); packed operands are widened only when it has one.
     pub(crate) fn staged_fused<R: Outputs + Default>(
         &self,
@@ -224,22 +249,5 @@ impl WgpuBackend {
             })
         });
         ran.then_some(out)
-    }
-
-    /// A bf16 fill, packed: each word holds the rounded value twice.
-    pub(crate) fn packed_fill(&self, numel: usize, value: f64) -> Result<Storage> {
-        let out = self.packed_output(numel)?;
-        let bits = liandan_tensor::dtype::bf16_from_f64(value).to_bits() as u32;
-        let word = bits | bits << 16;
-        let count = numel.div_ceil(2);
-        let meta = |len: usize, _: usize, _: &[Layout]| Some(words(&FillParams { numel: len as u32, value: [word, 0, 0] }));
-        let fill = crate::elementwise::Key::Fill(DType::U8);
-        // A u8 fill writes its word as it is.
-        let operand = [Operand { buffer: out.buffer(), layout: None, elem: 4 }];
-        if self.launch(fill, &[count], &operand, &meta)?.is_err() {
-            let host = vec![half::bf16::from_bits(bits as u16); numel];
-            self.gpu()?.upload(out.buffer(), 0, bytemuck::cast_slice(&host))?;
-        }
-        Ok(Arc::new(out))
     }
 }

@@ -2,7 +2,7 @@
 //! the float dtypes this device computes, as tree reductions in workgroup memory
 //! (`shaders/reduce.wgsl`). Integer and bool inputs, and f64 without SHADER_F64, run on the CPU.
 //!
-//! How invocations are spread depends on the shape (`spread`): lanes of a few elements get one
+//! How invocations are spread depends on the shape (`plan::spread`): lanes of a few elements get one
 //! invocation each; longer ones 8, 32 or 256 side by side and a tree. When `inner > 1` the
 //! invocations sharing an output sit apart, so that neighbours read neighbouring columns. A few
 //! long lanes would leave most of the GPU idle, so they are cut into chunks and reduced in two
@@ -17,6 +17,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
 use crate::launch::WIDE;
 use crate::params::words;
+use crate::plan::{self, spread, ReducePlan, Spread, SPREADS};
 use crate::repr::Repr;
 
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");
@@ -29,56 +30,6 @@ enum Pass {
     Split,
     Finish,
 }
-
-/// `t` invocations per output; `cols`: they sit `256 / t` apart rather than side by side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Spread {
-    t: usize,
-    cols: bool,
-}
-
-const ONE: Spread = Spread { t: 1, cols: false };
-const SPREADS: [Spread; 6] = [
-    ONE,
-    Spread { t: 8, cols: false },
-    Spread { t: 32, cols: false },
-    Spread { t: 256, cols: false },
-    Spread { t: 4, cols: true },
-    Spread { t: 16, cols: true },
-];
-
-/// The spread for lanes of `len` elements `inner` apart, `outputs` of them. Enough invocations
-/// to fill a big GPU (some 256K), each with enough elements to be worth a tree.
-fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
-    let rows = |t| Spread { t, cols: false };
-    let cols = |t| Spread { t, cols: true };
-    match (inner, len) {
-        (_, 0..=16) => ONE,
-        (1, 17..=128) => rows(8),
-        (1, 129..=4096) if outputs >= 2048 => rows(32),
-        (1, _) => rows(256),
-        _ if outputs >= 262_144 => ONE,
-        // Long columns, many of them: an invocation each, its warp reading neighbouring
-        // columns of a row, and the lanes cut into chunks (two passes). A 4096 x 16384 sum
-        // down the columns read 3.15-3.29 TB/s this way on an H200 against 2.68-2.71 with 16
-        // an output; not for short lanes such as a split product's partial sums, where it cost
-        // the vae's step 10%.
-        _ if outputs >= 8192 && len >= 1024 => ONE,
-        _ if outputs >= 32_768 => cols(4),
-        _ => cols(16),
-    }
-}
-
-/// A reduction of at least `SPLIT_MIN` elements in fewer than `FEW_GROUPS` workgroups is split
-/// into chunks of at least `MIN_CHUNK` elements per lane, aiming at `SPLIT_GROUPS` workgroups.
-/// The thresholds are low because the common small cases are bias gradients (a `[1024, 512]`
-/// sum over the batch is 32 workgroups unsplit, each of whose invocations walks 64 rows) and
-/// whole-tensor sums (one workgroup unsplit), where the second dispatch costs a few
-/// microseconds and the idle GPU costs tens.
-const SPLIT_MIN: usize = 1 << 16;
-const FEW_GROUPS: usize = 1024;
-const SPLIT_GROUPS: usize = 2048;
-const MIN_CHUNK: usize = 64;
 
 /// One reduction kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -207,16 +158,12 @@ impl WgpuBackend {
         let input = gpu_storage(&x).buffer();
         // Packed bf16 is read as it is (the result comes out in the kernels' words).
         let packed = crate::packed::packed_view(&x);
-        let [outer, len, inner] = whole.dims;
-        let sp = spread(len, inner, outer * inner);
-        let groups = (outer * inner).div_ceil(WG / sp.t);
-        if groups >= FEW_GROUPS || len < 2 * MIN_CHUNK || x.layout.numel() < SPLIT_MIN {
+        let [outer, _, inner] = whole.dims;
+        let ReducePlan::Split { chunks, chunk } = plan::reduce(whole.dims, x.layout.numel()) else {
             self.reduce_pass(op, x.dtype, Pass::Whole, packed, &whole, &[input, out.buffer()])?;
             return Ok(Arc::new(out));
-        }
-        let chunks = SPLIT_GROUPS.div_ceil(groups).min(len / MIN_CHUNK);
-        let chunk = len.div_ceil(chunks);
-        let first = Geometry { chunks: len.div_ceil(chunk), chunk, ..whole };
+        };
+        let first = Geometry { chunks, chunk, ..whole };
         let gpu = self.gpu()?;
         let n = first.outputs() as u64;
         let values = gpu.alloc(n * if x.dtype == DType::F64 { 8 } else { 4 })?;

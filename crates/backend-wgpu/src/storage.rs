@@ -6,6 +6,9 @@ use liandan_tensor::{BackendStorage, DType};
 
 use crate::pool::PooledBuffer;
 
+/// Bytes per element of packed bf16 (`packed.rs`): two elements to a 32-bit word.
+pub(crate) const PACKED: usize = 2;
+
 /// A pooled buffer holding `numel` elements of `dtype` in their GPU representation.
 pub struct WgpuStorage {
     pub(crate) buf: PooledBuffer,
@@ -34,5 +37,10 @@ impl BackendStorage for WgpuStorage {
 impl WgpuStorage {
     pub(crate) fn buffer(&self) -> &wgpu::Buffer {
         self.buf.buffer()
+    }
+
+    /// Its elements are packed bf16.
+    pub(crate) fn is_packed(&self) -> bool {
+        self.dtype == DType::BF16 && self.elem_bytes == PACKED
     }
 }

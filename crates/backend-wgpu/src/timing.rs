@@ -9,8 +9,6 @@
 
 use std::sync::Mutex;
 
-use crate::gpu::MAX_BATCH;
-
 /// A batch's resolved timestamps on their way back, and the op call of each dispatch.
 struct Pending {
     buffer: wgpu::Buffer,
@@ -25,16 +23,13 @@ pub(crate) struct Timer {
 }
 
 impl Timer {
-    /// A timer for `device`, or `None` when it cannot write timestamps.
-    pub(crate) fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Option<Timer> {
+    /// A timer for `device` with room for `count` timestamps (two a dispatch of a batch), or
+    /// `None` when it cannot write timestamps.
+    pub(crate) fn new(device: &wgpu::Device, queue: &wgpu::Queue, count: u32) -> Option<Timer> {
         if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
             return None;
         }
-        let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("liandan kernel timestamps"),
-            ty: wgpu::QueryType::Timestamp,
-            count: 2 * MAX_BATCH as u32,
-        });
+        let queries = device.create_query_set(&wgpu::QuerySetDescriptor { label: Some("liandan kernel timestamps"), ty: wgpu::QueryType::Timestamp, count });
         Some(Timer { queries, period: queue.get_timestamp_period() as f64, pending: Mutex::default() })
     }
 

@@ -67,6 +67,7 @@ pub mod error;
 #[cfg(feature = "onnx")]
 pub mod export;
 pub mod init;
+mod layer_scope;
 pub mod layers;
 pub mod loss;
 pub mod module;

@@ -84,7 +84,7 @@ pub trait Forward: Module {
     /// Applies the module to `x` as a named layer (see [`summary::scope`](crate::summary::scope)).
     /// Wrappers that are not layers of their own (`Box`, `Sequential`) override it.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::summary::scope(self, || self.forward_impl(x))
+        crate::layer_scope::scope(self, || self.num_parameters(), || self.forward_impl(x))
     }
 }
 

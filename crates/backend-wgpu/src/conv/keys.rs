@@ -6,8 +6,8 @@ use liandan_tensor::DType;
 
 use super::params::{AmaxParams, ConvParams};
 use crate::kernels::{KernelKey, Wgsl};
+use crate::matmul::coop::MATMUL_COOP;
 use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
-use crate::matmul_coop::MATMUL_COOP;
 use crate::packed::with_words;
 use crate::plan::{packs_y, Load, Pass, Variant};
 use crate::repr::Repr;

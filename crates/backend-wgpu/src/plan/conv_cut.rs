@@ -3,7 +3,7 @@
 //! passes in 128 x 128 where that gives 192 tiles unsplit; K split only under 256 tiles, towards
 //! 512 workgroups (a weight gradient's, whose K is long, towards 1,024). A rule that took
 //! 128 x 128 tiles more often and split K to fill the GPU ran resnet18's step slower on the
-//! H200. The autotune (`tune.rs`) may replace the rule's cut with a measured one; tests force
+//! H200. The autotune (`tune/`) may replace the rule's cut with a measured one; tests force
 //! one (`testing::Knobs::conv_cut`).
 
 use super::Pass;

@@ -1,10 +1,9 @@
 //! Routing as pure functions: which kernel, tile and split of K a product ([`matmul()`]) or a
-//! convolution pass ([`conv()`]) runs, from values alone: the shapes and loaders, the dtype,
-//! what the adapter can do ([`Caps`]), the device's options and, where the autotune has
-//! measured one, its cut. They touch no GPU; the launchers (`matmul.rs`, `conv.rs`) ask for a
-//! plan, then run what it says. `tests/` pins the plan of every layer of the zoo on three
-//! adapters.
-
+//! convolution pass ([`conv()`]) runs, and how a reduction is spread and split ([`reduce()`]),
+//! from values alone: the shapes and loaders, the dtype, what the adapter can do ([`Caps`]),
+//! the device's options and, where the autotune has measured one, its cut. They touch no GPU;
+//! the launchers (`matmul/`, `conv.rs`, `reduce.rs`) ask for a plan, then run what it says.
+//! `tests/` pins the plan of every layer of the zoo on three adapters.
 use liandan_tensor::DType;
 
 mod conv;
@@ -13,6 +12,7 @@ mod coop;
 mod fold;
 mod matmul;
 mod phases;
+mod reduce;
 #[cfg(test)]
 mod tests;
 mod winograd;
@@ -21,7 +21,11 @@ pub(crate) use conv::{conv, ConvCall, ConvPlan, Tiling};
 pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
 pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, Gemm, Phase};
+pub(crate) use reduce::{reduce, spread, ReducePlan, Spread, SPREADS};
 pub(crate) use winograd::{products_cut, Frame, Tile};
+
+/// Invocations per workgroup of the 1-D kernels.
+pub(crate) const WG: usize = 256;
 
 /// Which product of a convolution a dispatch computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

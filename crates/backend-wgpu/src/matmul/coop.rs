@@ -13,8 +13,8 @@ use crate::kernels::{KernelKey, Wgsl};
 use crate::plan::{Load, Variant};
 use crate::repr::Repr;
 
-pub(crate) const MATMUL_COOP: &str = include_str!("shaders/matmul_coop.wgsl");
-use crate::matmul::ENTRY;
+pub(crate) const MATMUL_COOP: &str = include_str!("../shaders/matmul_coop.wgsl");
+use super::ENTRY;
 
 /// One kernel: the variant, how each operand's slices are read, and whether the kernel writes
 /// f32 partial sums over a split of K (for `reduce` to add up) rather than f16 results.
@@ -50,19 +50,22 @@ impl KernelKey for Key {
             Load::Strided => 2,
         };
         // matmul's bindings: vec4 reads where the loader reads vec4s, results written as scalars.
-        let (read_a, read_b) = (crate::matmul::read_a(self.a != Load::Strided, false), crate::matmul::read_b(self.b != Load::Strided, false));
-        let out = if self.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
+        let (read_a, read_b) = (super::read_a(self.a != Load::Strided, false), super::read_b(self.b != Load::Strided, false));
+        let out = if self.partial { include_str!("../shaders/matmul/out_partial.wgsl") } else { include_str!("../shaders/matmul/out_rounded.wgsl") };
         let w = Wgsl::new(repr)
-            .params::<crate::matmul::MatmulParams>()
+            .params::<super::MatmulParams>()
             .enable("wgpu_cooperative_matrix")
             .ty("x", DType::F16)
             .uint("A_LOAD", load(self.a))
             .uint("B_LOAD", load(self.b));
-        let w = w.part(read_a).part(read_b).part(out).part(include_str!("shaders/matmul/write.wgsl"));
+        let w = w.part(read_a).part(read_b).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
         // The f16 values as stored, without the f32 round trip of matmul's fetch_* helpers.
-        let raw_a = if self.a == Load::Strided { include_str!("shaders/matmul_coop/raw_a.wgsl") } else { include_str!("shaders/matmul_coop/raw_a4.wgsl") };
-        let raw_b = if self.b == Load::Strided { include_str!("shaders/matmul_coop/raw_b.wgsl") } else { include_str!("shaders/matmul_coop/raw_b4.wgsl") };
-        let store = if self.partial { include_str!("shaders/matmul_coop/store_partial.wgsl") } else { include_str!("shaders/matmul_coop/store_rounded.wgsl") };
+        let raw_a =
+            if self.a == Load::Strided { include_str!("../shaders/matmul_coop/raw_a.wgsl") } else { include_str!("../shaders/matmul_coop/raw_a4.wgsl") };
+        let raw_b =
+            if self.b == Load::Strided { include_str!("../shaders/matmul_coop/raw_b.wgsl") } else { include_str!("../shaders/matmul_coop/raw_b4.wgsl") };
+        let store =
+            if self.partial { include_str!("../shaders/matmul_coop/store_partial.wgsl") } else { include_str!("../shaders/matmul_coop/store_rounded.wgsl") };
         let (sgm, sgn) = self.variant.subgroups();
         let (a_vecs, b_vecs) = self.variant.staged_vecs(self.a, self.b);
         let w = w
@@ -77,8 +80,8 @@ impl KernelKey for Key {
         w.part(raw_a)
             .part(raw_b)
             .part(store)
-            .part(include_str!("shaders/matmul_coop/a_fetch.wgsl"))
-            .part(include_str!("shaders/matmul_coop/b_fetch.wgsl"))
+            .part(include_str!("../shaders/matmul_coop/a_fetch.wgsl"))
+            .part(include_str!("../shaders/matmul_coop/b_fetch.wgsl"))
             .part(MATMUL_COOP)
             .part(ENTRY)
             .build()

@@ -5,7 +5,7 @@
 //! transposed rhs (a linear layer's weight), vec4s along M / N for the other orientation, and
 //! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
 //! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
-//! (tensor cores, `matmul_coop.rs`) where the device has them, on the same operands and splits.
+//! (tensor cores, `matmul/coop.rs`) where the device has them, on the same operands and splits.
 //! A small f32 or f16 product whose K the tiled kernel would split over workgroups runs instead
 //! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`), and a batch
 //! of products each a little larger than a 64 x 64 tile (a ViT's 65-token attention heads) one
@@ -16,28 +16,29 @@ use std::sync::Arc;
 
 use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 
+pub(crate) mod coop;
+
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
 use crate::launch::WIDE;
-use crate::matmul_coop;
 use crate::packed::{packed_view, with_words};
 use crate::params::words;
 use crate::plan::{self, packs_y, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 use crate::repr::Repr;
 use crate::tune::Shape;
 
-const MATMUL: &str = include_str!("shaders/matmul.wgsl");
-const BIAS: &str = include_str!("shaders/matmul/bias.wgsl");
+const MATMUL: &str = include_str!("../shaders/matmul.wgsl");
+const BIAS: &str = include_str!("../shaders/matmul/bias.wgsl");
 /// The epilogue of a product without a bias, which the convolutions share.
-pub(crate) const NO_BIAS: &str = include_str!("shaders/matmul/no_bias.wgsl");
-pub(crate) const ENTRY: &str = include_str!("shaders/matmul/entry.wgsl");
+pub(crate) const NO_BIAS: &str = include_str!("../shaders/matmul/no_bias.wgsl");
+pub(crate) const ENTRY: &str = include_str!("../shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
-pub(crate) const TILE: &str = include_str!("shaders/matmul/tile.wgsl");
-pub(crate) const LOAD_A: &str = include_str!("shaders/matmul/load_a.wgsl");
-const SMALL: &str = include_str!("shaders/matmul/small.wgsl");
+pub(crate) const TILE: &str = include_str!("../shaders/matmul/tile.wgsl");
+pub(crate) const LOAD_A: &str = include_str!("../shaders/matmul/load_a.wgsl");
+const SMALL: &str = include_str!("../shaders/matmul/small.wgsl");
 /// The small products' sums (shared with the LSTM step's kernel).
-pub(crate) const SMALL_SUMS: &str = include_str!("shaders/matmul/small_sums.wgsl");
-const HEADS: &str = include_str!("shaders/matmul/heads.wgsl");
+pub(crate) const SMALL_SUMS: &str = include_str!("../shaders/matmul/small_sums.wgsl");
+const HEADS: &str = include_str!("../shaders/matmul/heads.wgsl");
 
 crate::shader_params! {
     /// A product's block (`shaders/matmul.wgsl`): y[b] = a[b] x b[b] for `batch` products of
@@ -93,10 +94,10 @@ impl Variant {
 /// stored or packed bf16. The convolutions share them.
 pub(crate) fn read_a(vec4: bool, packed: bool) -> &'static str {
     match (vec4, packed) {
-        (false, false) => include_str!("shaders/matmul/read_a.wgsl"),
-        (true, false) => include_str!("shaders/matmul/read_a4.wgsl"),
-        (false, true) => include_str!("shaders/matmul/read_a_packed.wgsl"),
-        (true, true) => include_str!("shaders/matmul/read_a4_packed.wgsl"),
+        (false, false) => include_str!("../shaders/matmul/read_a.wgsl"),
+        (true, false) => include_str!("../shaders/matmul/read_a4.wgsl"),
+        (false, true) => include_str!("../shaders/matmul/read_a_packed.wgsl"),
+        (true, true) => include_str!("../shaders/matmul/read_a4_packed.wgsl"),
     }
 }
 
@@ -104,19 +105,19 @@ pub(crate) fn read_a(vec4: bool, packed: bool) -> &'static str {
 /// `packed` (with vec4s only, whose words are one invocation's alone) as packed bf16.
 pub(crate) fn write_y(vec4: bool, packed: bool) -> &'static str {
     match (vec4, packed) {
-        (false, _) => include_str!("shaders/matmul/write.wgsl"),
-        (true, false) => include_str!("shaders/matmul/write4.wgsl"),
-        (true, true) => include_str!("shaders/matmul/write4_packed.wgsl"),
+        (false, _) => include_str!("../shaders/matmul/write.wgsl"),
+        (true, false) => include_str!("../shaders/matmul/write4.wgsl"),
+        (true, true) => include_str!("../shaders/matmul/write4_packed.wgsl"),
     }
 }
 
 /// [`read_a`] for the b operand.
 pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
     match (vec4, packed) {
-        (false, false) => include_str!("shaders/matmul/read_b.wgsl"),
-        (true, false) => include_str!("shaders/matmul/read_b4.wgsl"),
-        (false, true) => include_str!("shaders/matmul/read_b_packed.wgsl"),
-        (true, true) => include_str!("shaders/matmul/read_b4_packed.wgsl"),
+        (false, false) => include_str!("../shaders/matmul/read_b.wgsl"),
+        (true, false) => include_str!("../shaders/matmul/read_b4.wgsl"),
+        (false, true) => include_str!("../shaders/matmul/read_b_packed.wgsl"),
+        (true, true) => include_str!("../shaders/matmul/read_b4_packed.wgsl"),
     }
 }
 
@@ -137,7 +138,7 @@ impl KernelKey for SmallKey {
         let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
         let epilogue = if self.bias { BIAS } else { NO_BIAS };
         let parts =
-            [read_a(true, false), read_b(true, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
+            [read_a(true, false), read_b(true, false), include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 
@@ -175,7 +176,7 @@ pub(crate) struct HeadsKey {
 impl KernelKey for HeadsKey {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype);
-        let parts = [read_a(false, false), read_b(false, false), include_str!("shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
+        let parts = [read_a(false, false), read_b(false, false), include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 
@@ -211,7 +212,7 @@ impl KernelKey for Key {
         // The bindings: vec4 elements where the loader reads vec4s; partial sums stay in the
         // compute type, results are rounded to the dtype.
         let (read_a, read_b) = (read_a(v.a != Load::Strided, v.packed), read_b(v.b != Load::Strided, v.packed));
-        let out = if v.partial { include_str!("shaders/matmul/out_partial.wgsl") } else { include_str!("shaders/matmul/out_rounded.wgsl") };
+        let out = if v.partial { include_str!("../shaders/matmul/out_partial.wgsl") } else { include_str!("../shaders/matmul/out_rounded.wgsl") };
         let write = write_y(v.out4, v.packs_y());
         // Workgroup memory stays within 16 KiB, the least every adapter offers: 64 x 64 f32 tiles
         // can afford a vec4 of padding per row, 128 x 128 f32 and 64 x 64 f64 tiles cannot.
@@ -402,7 +403,7 @@ impl WgpuBackend {
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
             let kernel = match t.coop {
-                Some(variant) => match matmul_coop::kernel(gpu, matmul_coop::Key { variant, a: a_load, b: b_load, partial: splits > 1 }) {
+                Some(variant) => match coop::kernel(gpu, coop::Key { variant, a: a_load, b: b_load, partial: splits > 1 }) {
                     Some(k) => k,
                     None => return Ok(false),
                 },

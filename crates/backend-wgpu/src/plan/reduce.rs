@@ -1,0 +1,106 @@
+//! A reduction's plan: how its invocations are spread over each lane ([`spread`]), and
+//! whether a few long lanes are cut into chunks and reduced in two passes ([`reduce()`]).
+
+use super::WG;
+
+/// `t` invocations per output; `cols`: they sit `256 / t` apart rather than side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Spread {
+    pub(crate) t: usize,
+    pub(crate) cols: bool,
+}
+
+pub(crate) const ONE: Spread = Spread { t: 1, cols: false };
+pub(crate) const SPREADS: [Spread; 6] = [
+    ONE,
+    Spread { t: 8, cols: false },
+    Spread { t: 32, cols: false },
+    Spread { t: 256, cols: false },
+    Spread { t: 4, cols: true },
+    Spread { t: 16, cols: true },
+];
+
+/// The spread for lanes of `len` elements `inner` apart, `outputs` of them. Enough invocations
+/// to fill a big GPU (some 256K), each with enough elements to be worth a tree.
+pub(crate) fn spread(len: usize, inner: usize, outputs: usize) -> Spread {
+    let rows = |t| Spread { t, cols: false };
+    let cols = |t| Spread { t, cols: true };
+    match (inner, len) {
+        (_, 0..=16) => ONE,
+        (1, 17..=128) => rows(8),
+        (1, 129..=4096) if outputs >= 2048 => rows(32),
+        (1, _) => rows(256),
+        _ if outputs >= 262_144 => ONE,
+        // Long columns, many of them: an invocation each, its warp reading neighbouring
+        // columns of a row, and the lanes cut into chunks (two passes). A 4096 x 16384 sum
+        // down the columns read 3.15-3.29 TB/s this way on an H200 against 2.68-2.71 with 16
+        // an output; not for short lanes such as a split product's partial sums, where it cost
+        // the vae's step 10%.
+        _ if outputs >= 8192 && len >= 1024 => ONE,
+        _ if outputs >= 32_768 => cols(4),
+        _ => cols(16),
+    }
+}
+
+/// A reduction of at least `SPLIT_MIN` elements in fewer than `FEW_GROUPS` workgroups is split
+/// into chunks of at least `MIN_CHUNK` elements per lane, aiming at `SPLIT_GROUPS` workgroups.
+/// The thresholds are low because the common small cases are bias gradients (a `[1024, 512]`
+/// sum over the batch is 32 workgroups unsplit, each of whose invocations walks 64 rows) and
+/// whole-tensor sums (one workgroup unsplit), where the second dispatch costs a few
+/// microseconds and the idle GPU costs tens.
+const SPLIT_MIN: usize = 1 << 16;
+const FEW_GROUPS: usize = 1024;
+const SPLIT_GROUPS: usize = 2048;
+const MIN_CHUNK: usize = 64;
+
+/// A reduction of lanes `[outer, len, inner]`: one pass, or a first pass over `chunks` chunks
+/// of `chunk` elements per lane and a second over their partial results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReducePlan {
+    Whole,
+    Split { chunks: usize, chunk: usize },
+}
+
+/// The plan of a reduction of `dims` `[outer, len, inner]` over a view of `numel` elements.
+pub(crate) fn reduce(dims: [usize; 3], numel: usize) -> ReducePlan {
+    let [outer, len, inner] = dims;
+    let groups = (outer * inner).div_ceil(WG / spread(len, inner, outer * inner).t);
+    if groups >= FEW_GROUPS || len < 2 * MIN_CHUNK || numel < SPLIT_MIN {
+        return ReducePlan::Whole;
+    }
+    let chunk = len.div_ceil(SPLIT_GROUPS.div_ceil(groups).min(len / MIN_CHUNK));
+    ReducePlan::Split { chunks: len.div_ceil(chunk), chunk }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{reduce, spread, ReducePlan, Spread};
+
+    /// Reductions of the zoo's shapes and two whole-tensor sums: which spread and which passes
+    /// each gets.
+    #[test]
+    fn each_reduction_gets_its_spread_and_passes() {
+        let rows = |t| Spread { t, cols: false };
+        let cols = |t| Spread { t, cols: true };
+        // (dims, spread, plan)
+        let cases = [
+            // A bias gradient of mlp: [1024, 512] summed over the batch.
+            ([1, 1024, 512], cols(16), ReducePlan::Split { chunks: 16, chunk: 64 }),
+            // Softmax's max over 10 classes at batch 1024.
+            ([1024, 10, 1], Spread { t: 1, cols: false }, ReducePlan::Whole),
+            // A layer norm's rows of vit (768 wide) at batch 128 x 65 tokens.
+            ([8320, 768, 1], rows(32), ReducePlan::Whole),
+            // Many short columns: 128 x 3,136 lanes of 64 (resnet18's first stage, over its channels).
+            ([128, 64, 3136], Spread { t: 1, cols: false }, ReducePlan::Whole),
+            // A whole-tensor sum of a million elements: one lane.
+            ([1, 1 << 20, 1], rows(256), ReducePlan::Split { chunks: 2048, chunk: 512 }),
+            // A small whole-tensor sum stays one pass.
+            ([1, 1000, 1], rows(256), ReducePlan::Whole),
+        ];
+        for (dims, want_spread, want_plan) in cases {
+            let [outer, len, inner] = dims;
+            assert_eq!(spread(len, inner, outer * inner), want_spread, "{dims:?}");
+            assert_eq!(reduce(dims, outer * len * inner), want_plan, "{dims:?}");
+        }
+    }
+}
