@@ -4,6 +4,8 @@
 //! get an error naming the difference. `mpirun` itself is tested by the CLI's `distributed`
 //! tests (feature `mpi`).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
@@ -194,6 +196,63 @@ fn the_reducer_averages_gradients_and_leaves_unused_parameters_without_one() {
         assert!(a.iter().all(|&g| g == 3.0), "{a:?}");
         assert!(b.iter().all(|&g| g == 5.0), "{b:?}");
         assert!(unused_has_none);
+    }
+}
+
+#[test]
+fn a_bucket_of_mixed_dtypes_and_shapes_comes_back_as_each_parameters_mean_gradient() {
+    // (shape, dtype, ranks that use it): a 0-d one, halves, one only rank 0 uses, one unused.
+    let specs: [(&[usize], DType, &[usize]); 6] = [
+        (&[3, 5], DType::F32, &[0, 1]),
+        (&[4], DType::F16, &[0, 1]),
+        (&[2, 3], DType::BF16, &[0, 1]),
+        (&[], DType::F32, &[0, 1]),
+        (&[7], DType::F32, &[0]),
+        (&[2], DType::F32, &[]),
+    ];
+    // Rank r's gradient of parameter i: seeded multiples of 1/64 in [-1, 1], which bf16 holds
+    // exactly, and so the sum of two and its half.
+    let grad = |i: usize, r: usize, n: usize| -> Vec<f64> { common::values(n, (10 * i + r + 1) as u64).iter().map(|v| (v * 64.0).round() / 64.0).collect() };
+    for dev in common::devices() {
+        // One bucket for them all, then one a parameter.
+        for bucket_bytes in [1 << 20, 4] {
+            let got = ranks(2, bucket_bytes, |d| {
+                let params: Vec<Tensor> =
+                    specs.iter().map(|&(shape, dtype, _)| Tensor::zeros(shape, dtype, &dev).unwrap().requires_grad_(true).unwrap()).collect();
+                let mut reducer = Reducer::new(&d, &params).unwrap();
+                reducer.set_sync(true);
+                let mut loss = Tensor::zeros(&[], DType::F32, &dev).unwrap();
+                for (i, (p, &(shape, dtype, users))) in params.iter().zip(&specs).enumerate() {
+                    if users.contains(&d.rank()) {
+                        let k = Tensor::from_f64s(&grad(i, d.rank(), p.numel()), shape, dtype, &dev).unwrap();
+                        loss = loss.add(&p.mul(&k).unwrap().sum_all().unwrap().to_dtype(DType::F32).unwrap()).unwrap();
+                    }
+                }
+                loss.backward().unwrap();
+                reducer.finish().unwrap();
+                params
+                    .iter()
+                    .map(|p| {
+                        p.grad().map(|g| {
+                            assert_eq!((g.shape(), g.dtype()), (p.shape(), p.dtype()));
+                            // A buffer of its own, as the optimizers' multi-tensor kernels take it.
+                            assert!(g.is_contiguous() && g.layout().offset() == 0, "{:?}", g.layout());
+                            g.to_vec_f64().unwrap()
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            });
+            for (r, grads) in got.iter().enumerate() {
+                for (i, (g, &(shape, _, users))) in grads.iter().zip(&specs).enumerate() {
+                    let n = shape.iter().product();
+                    let want = (!users.is_empty()).then(|| {
+                        let sum = users.iter().map(|&u| grad(i, u, n)).fold(vec![0.0; n], |s, g| s.iter().zip(g).map(|(a, b)| a + b).collect());
+                        sum.iter().map(|v| v / 2.0).collect::<Vec<f64>>()
+                    });
+                    assert_eq!(g, &want, "{dev}, buckets of {bucket_bytes} bytes, rank {r}, parameter {i} {shape:?}");
+                }
+            }
+        }
     }
 }
 

@@ -10,8 +10,8 @@
 //!   first difference rather than hanging in a collective that the ranks disagree on.
 //! - [`Reducer`]: the bucketed gradient all-reduce. Each parameter's gradient is handed off by
 //!   an autograd hook as soon as backward has finished it; gradients are packed into buckets of
-//!   about 25 MB, read back to the host and all-reduced on a thread of their own while backward
-//!   computes the rest, then uploaded once.
+//!   about 25 MB, each joined on the device, read back to the host in one copy and all-reduced
+//!   on a thread of their own while backward computes the rest, then uploaded once.
 //! - [`Communicator`]: the transport. MPI (feature `mpi`: `Distributed::from_mpi_env`) is the
 //!   one liandan ships; the trait lets another transport, or a test, stand in.
 //!

@@ -3,14 +3,17 @@
 //! Parameters are packed into buckets in reverse order of registration, the order backward
 //! usually finishes them in; the first bucket is small (1 MB, as in PyTorch) so that
 //! communication starts early. A post-accumulate-grad hook on every parameter counts what is
-//! ready; when a bucket is complete, and every bucket before it has gone, its gradients go to
-//! the reducer's thread, which reads them back to the host and all-reduces them over MPI while
-//! the main thread records the rest of backward. [`Reducer::finish`] sends what is left, waits,
-//! and uploads each averaged gradient once. Buckets always go in the same order on every rank,
-//! which is what keeps MPI's collectives matched.
+//! ready; when a bucket is complete, and every bucket before it has gone, its gradients are
+//! joined on the device into one flat f32 tensor (zeros where one is missing: a copy per
+//! gradient, recorded, nothing waits) and that goes to the reducer's thread, which reads it
+//! back to the host in one copy and all-reduces it over MPI while the main thread records the
+//! rest of backward. [`Reducer::finish`] sends what is left, waits, uploads each averaged
+//! bucket once and gives every parameter a copy of its slice, made on the device. Buckets
+//! always go in the same order on every rank, which is what keeps MPI's collectives matched.
 //!
-//! Each bucket also carries one count per parameter, how many ranks had a gradient for it: a
-//! parameter no rank used keeps no gradient (the optimizer skips it), as in PyTorch.
+//! Each bucket also carries one count per parameter, how many ranks had a gradient for it
+//! (appended on the host after the read): a parameter no rank used keeps no gradient (the
+//! optimizer skips it), as in PyTorch.
 
 use std::ops::Range;
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -18,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use liandan_tensor::{DType, HookHandle, Tensor};
+use liandan_tensor::{DType, HookHandle, NoGradGuard, Tensor};
 
 use super::{Communicator, Distributed};
 use crate::error::{Error, Result};
@@ -35,15 +38,15 @@ pub struct ReducerStats {
     /// Buckets and gradient bytes per step.
     pub buckets: usize,
     pub bytes: usize,
-    /// Seconds the reducer's thread spent reading gradients back to the host (on a GPU this
-    /// includes waiting for backward to compute them).
+    /// Seconds the reducer's thread spent reading buckets back to the host, one read each (on a
+    /// GPU this includes waiting for backward to compute them).
     pub read_s: f64,
     /// Seconds in the MPI all-reduce itself.
     pub all_reduce_s: f64,
     /// Seconds the training step waited for the reducer after backward: the communication
     /// that did not overlap backward.
     pub waited_s: f64,
-    /// Seconds spent uploading the averaged gradients.
+    /// Seconds spent uploading the averaged buckets and slicing them into gradients.
     pub upload_s: f64,
 }
 
@@ -62,8 +65,12 @@ impl ReducerStats {
 /// A bucket on its way to the reducer's thread.
 struct Job {
     bucket: usize,
-    grads: Vec<Option<Tensor>>,
-    numels: Vec<usize>,
+    /// The bucket's gradients joined on the device ([`join`]), or why they could not be.
+    flat: Result<Tensor>,
+    /// Elements of the bucket's parameters, all together.
+    numel: usize,
+    /// Whether each parameter of the bucket has a gradient on this rank.
+    present: Vec<bool>,
 }
 
 /// A bucket back from it: every rank's gradients summed, then one presence count per parameter.
@@ -105,7 +112,9 @@ impl Step {
 
     fn send(&mut self, b: usize) -> Result<()> {
         let params = &self.params[self.buckets[b].clone()];
-        let job = Job { bucket: b, grads: params.iter().map(Tensor::grad).collect(), numels: params.iter().map(Tensor::numel).collect() };
+        let grads: Vec<Option<Tensor>> = params.iter().map(Tensor::grad).collect();
+        let job =
+            Job { bucket: b, flat: join(params, &grads), numel: params.iter().map(Tensor::numel).sum(), present: grads.iter().map(Option::is_some).collect() };
         self.next = b + 1;
         self.jobs.send(job).map_err(|_| gone())
     }
@@ -194,6 +203,7 @@ impl Reducer {
     /// optimizer step.
     pub fn finish(&mut self) -> Result<()> {
         let start = Instant::now();
+        let _no_grad = NoGradGuard::new();
         let (params, buckets) = {
             let mut step = self.lock();
             step.syncing = false;
@@ -217,18 +227,19 @@ impl Reducer {
         for (range, done) in buckets.iter().zip(results) {
             let values = done.expect("every bucket came back").values?;
             let params = &params[range.clone()];
-            let (grads, counts) = values.split_at(values.len() - params.len());
+            let (sums, counts) = values.split_at(values.len() - params.len());
+            if counts.iter().all(|&c| c == 0.0) {
+                params.iter().for_each(|p| p.set_grad(None));
+                continue;
+            }
+            let mean: Vec<f32> = sums.iter().map(|g| g * scale).collect();
+            let flat = Tensor::from_vec(mean, &[sums.len()], params[0].device())?;
             let mut at = 0;
             for (p, &count) in params.iter().zip(counts) {
                 let n = p.numel();
-                let mean: Vec<f32> = grads[at..at + n].iter().map(|g| g * scale).collect();
+                let slice = flat.narrow(0, at, n)?;
                 at += n;
-                if count == 0.0 {
-                    p.set_grad(None);
-                    continue;
-                }
-                let g = Tensor::from_vec(mean, p.shape(), p.device())?;
-                p.set_grad(Some(if p.dtype() == DType::F32 { g } else { g.to_dtype(p.dtype())? }));
+                p.set_grad(if count == 0.0 { None } else { Some(own_gradient(&slice, p)?) });
             }
         }
         self.stats.steps += 1;
@@ -274,37 +285,54 @@ fn buckets(params: &[Tensor], cap: usize) -> Vec<Range<usize>> {
     out
 }
 
+/// A bucket's gradients as one flat f32 tensor on `params`' device, each flattened (cast where
+/// it is not f32), zeros for those missing. Only recorded: the reducer's thread reads it.
+fn join(params: &[Tensor], grads: &[Option<Tensor>]) -> Result<Tensor> {
+    let _no_grad = NoGradGuard::new();
+    let parts = params
+        .iter()
+        .zip(grads)
+        .map(|(p, g)| match g {
+            Some(g) => g.to_dtype(DType::F32)?.reshape(&[p.numel()]),
+            None => Tensor::zeros(&[p.numel()], DType::F32, p.device()),
+        })
+        .collect::<liandan_tensor::Result<Vec<_>>>()?;
+    Ok(Tensor::cat(&parts.iter().collect::<Vec<_>>(), 0)?)
+}
+
+/// Parameter `p`'s gradient from its slice of an uploaded bucket, in a buffer of its own: the
+/// optimizers' and the loss scaler's multi-tensor kernels take only operands that start their
+/// buffer. A cast makes a new buffer; an f32 slice is copied by a one-part `cat`, which on a
+/// GPU is a buffer-to-buffer copy rather than a kernel launch.
+fn own_gradient(slice: &Tensor, p: &Tensor) -> Result<Tensor> {
+    let g = if p.dtype() == DType::F32 { Tensor::cat(&[slice], 0)? } else { slice.to_dtype(p.dtype())? };
+    Ok(g.reshape(p.shape())?)
+}
+
 /// The reducer's thread: read each bucket back, all-reduce it, hand it back.
 fn work(comm: &dyn Communicator, inbox: Receiver<Job>, results: Sender<Done>) {
-    for job in inbox {
+    for Job { bucket, flat, numel, present } in inbox {
         let start = Instant::now();
-        let values = read(&job);
+        let values = flat.and_then(|t| read(&t, &present));
         let read = start.elapsed();
-        // A bucket that failed to read still takes part (as zeros), so that no rank waits for
-        // it; the error reaches the training step through `finish`.
-        let mut flat = match &values {
-            Ok(v) => v.clone(),
-            Err(_) => vec![0.0; job.numels.iter().sum::<usize>() + job.numels.len()],
+        // A bucket that failed to join or read still takes part (as zeros), so that no rank
+        // waits for it; the error reaches the training step through `finish`.
+        let (mut sums, failed) = match values {
+            Ok(v) => (v, None),
+            Err(e) => (vec![0.0; numel + present.len()], Some(e)),
         };
-        comm.all_reduce_f32(&mut flat);
+        comm.all_reduce_f32(&mut sums);
         let all_reduce = start.elapsed() - read;
-        let values = values.map(|_| flat);
-        if results.send(Done { bucket: job.bucket, values, read, all_reduce }).is_err() {
+        let values = failed.map_or(Ok(sums), Err);
+        if results.send(Done { bucket, values, read, all_reduce }).is_err() {
             return;
         }
     }
 }
 
-/// A bucket's gradients on the host, zeros for those missing, then the presence counts.
-fn read(job: &Job) -> Result<Vec<f32>> {
-    let mut flat = Vec::with_capacity(job.numels.iter().sum::<usize>() + job.numels.len());
-    for (g, &n) in job.grads.iter().zip(&job.numels) {
-        match g {
-            Some(g) if g.dtype() == DType::F32 => flat.extend(g.to_vec::<f32>()?),
-            Some(g) => flat.extend(g.to_vec_f64()?.into_iter().map(|v| v as f32)),
-            None => flat.resize(flat.len() + n, 0.0),
-        }
-    }
-    flat.extend(job.grads.iter().map(|g| f32::from(u8::from(g.is_some()))));
-    Ok(flat)
+/// A bucket's joined gradients on the host, in one read, then this rank's presence counts.
+fn read(flat: &Tensor, present: &[bool]) -> Result<Vec<f32>> {
+    let mut values = flat.to_vec::<f32>()?;
+    values.extend(present.iter().map(|&p| f32::from(u8::from(p))));
+    Ok(values)
 }
