@@ -7,20 +7,9 @@
 //! cargo run --release -p liandan-backend-cpu --example gemm_layouts
 //! ```
 
-use std::time::Instant;
-
-/// Microseconds per call: three calls to warm up, then as many as fit in 150 ms.
-fn time(mut f: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let (start, mut calls) = (Instant::now(), 0u32);
-    while start.elapsed().as_secs_f64() < 0.15 {
-        f();
-        calls += 1;
-    }
-    start.elapsed().as_secs_f64() / calls as f64 * 1e6
-}
+#[path = "common/timing.rs"]
+mod timing;
+use timing::time;
 
 /// `c = a b^T` for row-major `a` `[m, k]`, `b` `[n, k]` and `c` `[m, n]`, one way.
 fn product(way: usize, [m, k, n]: [usize; 3], a: &[f32], b: &[f32], c: &mut [f32], scratch: &mut Vec<f32>) {
@@ -81,7 +70,7 @@ fn main() {
         let (mut c, mut scratch) = (vec![0.0f32; m * n], Vec::new());
         let cells: Vec<String> = (0..3)
             .map(|way| {
-                let us = time(|| product(way, [m, k, n], &a, &b, &mut c, &mut scratch));
+                let us = time(0.15, || product(way, [m, k, n], &a, &b, &mut c, &mut scratch));
                 format!("{us:.0} us ({:.0} GFLOP/s)", 2.0 * (m * k * n) as f64 / us / 1e3)
             })
             .collect();

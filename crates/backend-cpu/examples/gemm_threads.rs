@@ -7,22 +7,11 @@
 //! RAYON_NUM_THREADS=16 cargo run --release -p liandan-backend-cpu --example gemm_threads
 //! ```
 
-use std::time::Instant;
-
 use rayon::prelude::*;
 
-/// Microseconds per call: three calls to warm up, then as many as fit in 300 ms.
-fn time(mut f: impl FnMut()) -> f64 {
-    for _ in 0..3 {
-        f();
-    }
-    let (start, mut calls) = (Instant::now(), 0u32);
-    while start.elapsed().as_secs_f64() < 0.3 {
-        f();
-        calls += 1;
-    }
-    start.elapsed().as_secs_f64() / calls as f64 * 1e6
-}
+#[path = "common/timing.rs"]
+mod timing;
+use timing::time;
 
 /// The operands and the result, by pointer, for the threads.
 #[derive(Clone, Copy)]
@@ -62,7 +51,7 @@ fn main() {
         let mut row = Vec::new();
         for way in 0..4 {
             // SAFETY: every block lies inside the buffers above, and the pieces' blocks are disjoint.
-            let us = time(|| unsafe {
+            let us = time(0.3, || unsafe {
                 match way {
                     0 => block(p, [k, n], (0, m), (0, n), gemm::Parallelism::None),
                     1 => block(p, [k, n], (0, m), (0, n), gemm::Parallelism::Rayon(0)),

@@ -168,45 +168,33 @@ pub(crate) trait Gemm: Copy + Default + std::ops::AddAssign + Send + Sync + 'sta
     const ONE: Self;
 }
 
-impl Gemm for f32 {
-    unsafe fn matrixmultiply(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f32,
-        rsa: isize,
-        csa: isize,
-        b: *const f32,
-        rsb: isize,
-        csb: isize,
-        c: *mut f32,
-        rsc: isize,
-        beta: f32,
-    ) {
-        matrixmultiply::sgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, 1);
-    }
-    const ONE: f32 = 1.0;
+/// f32 and f64 run `matrixmultiply`'s `sgemm` and `dgemm`, whose signatures differ only in type.
+macro_rules! gemm {
+    ($t:ty, $gemm:path) => {
+        impl Gemm for $t {
+            unsafe fn matrixmultiply(
+                m: usize,
+                k: usize,
+                n: usize,
+                a: *const $t,
+                rsa: isize,
+                csa: isize,
+                b: *const $t,
+                rsb: isize,
+                csb: isize,
+                c: *mut $t,
+                rsc: isize,
+                beta: $t,
+            ) {
+                $gemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, 1);
+            }
+            const ONE: $t = 1.0;
+        }
+    };
 }
 
-impl Gemm for f64 {
-    unsafe fn matrixmultiply(
-        m: usize,
-        k: usize,
-        n: usize,
-        a: *const f64,
-        rsa: isize,
-        csa: isize,
-        b: *const f64,
-        rsb: isize,
-        csb: isize,
-        c: *mut f64,
-        rsc: isize,
-        beta: f64,
-    ) {
-        matrixmultiply::dgemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, beta, c, rsc, 1);
-    }
-    const ONE: f64 = 1.0;
-}
+gemm!(f32, matrixmultiply::sgemm);
+gemm!(f64, matrixmultiply::dgemm);
 
 /// Rows of a product at or under which [`Engine::Gemm`] computes a wide product against a
 /// transposed rhs column-major and then transposes it.

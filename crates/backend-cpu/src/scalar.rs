@@ -53,43 +53,33 @@ scalar_float!(f64, |x: f64| x, |v: f64| v, |v: i64| v as f64);
 scalar_float!(f16, f16::to_f64, f16_from_f64, |v: i64| f16_from_f64(v as f64));
 scalar_float!(bf16, bf16::to_f64, bf16_from_f64, |v: i64| bf16_from_f64(v as f64));
 
-impl Scalar for i64 {
-    const FLOAT: bool = false;
-    fn add(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    fn to_i64(self) -> i64 {
-        self
-    }
-    fn from_f64(v: f64) -> Self {
-        v as i64
-    }
-    fn from_i64(v: i64) -> Self {
-        v
-    }
+/// The integers: addition wraps, and `from_f64` truncates to i64 (saturating) before the
+/// narrower cast (which wraps).
+macro_rules! scalar_int {
+    ($t:ty) => {
+        impl Scalar for $t {
+            const FLOAT: bool = false;
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_f64(v: f64) -> Self {
+                v as i64 as $t
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+        }
+    };
 }
 
-impl Scalar for u8 {
-    const FLOAT: bool = false;
-    fn add(self, other: Self) -> Self {
-        self.wrapping_add(other)
-    }
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-    fn from_f64(v: f64) -> Self {
-        v as i64 as u8
-    }
-    fn from_i64(v: i64) -> Self {
-        v as u8
-    }
-}
+scalar_int!(i64);
+scalar_int!(u8);
 
 /// A float element type. `Acc` is the type sums of it are taken in: f16 and bf16 widen to f32.
 pub(crate) trait Real: Scalar + Float {
@@ -202,26 +192,38 @@ fn normal<A: Real>(x: A) -> (A, A) {
     (cdf, pdf)
 }
 
-impl Real for f32 {
-    type Acc = f32;
-    fn widen(self) -> f32 {
-        self
-    }
-    fn narrow(a: f32) -> f32 {
-        a
-    }
-    fn as_acc(xs: &[f32]) -> Option<&[f32]> {
-        Some(xs)
-    }
-    fn as_acc_mut(xs: &mut [f32]) -> Option<&mut [f32]> {
-        Some(xs)
-    }
-    fn erf(self) -> f32 {
-        libm::erff(self)
-    }
-    fn round_even(self) -> f32 {
-        self.round_ties_even()
-    }
+/// f32 and f64 accumulate in themselves; `$more` are the type's own methods (f32's vectorized
+/// slices from `vmath`).
+macro_rules! real_native {
+    ($t:ty, $erf:path, $($more:tt)*) => {
+        impl Real for $t {
+            type Acc = $t;
+            fn widen(self) -> $t {
+                self
+            }
+            fn narrow(a: $t) -> $t {
+                a
+            }
+            fn as_acc(xs: &[$t]) -> Option<&[$t]> {
+                Some(xs)
+            }
+            fn as_acc_mut(xs: &mut [$t]) -> Option<&mut [$t]> {
+                Some(xs)
+            }
+            fn erf(self) -> $t {
+                $erf(self)
+            }
+            fn round_even(self) -> $t {
+                self.round_ties_even()
+            }
+            $($more)*
+        }
+    };
+}
+
+real_native! {
+    f32,
+    libm::erff,
     fn gelu_slice(x: &[f32], y: &mut [f32]) {
         crate::vmath::gelu_forward(x, y)
     }
@@ -241,28 +243,7 @@ impl Real for f32 {
         crate::vmath::lstm_cell_backward_row(gates, c, c_new, dh, dc_new, dgates, dc)
     }
 }
-
-impl Real for f64 {
-    type Acc = f64;
-    fn widen(self) -> f64 {
-        self
-    }
-    fn narrow(a: f64) -> f64 {
-        a
-    }
-    fn as_acc(xs: &[f64]) -> Option<&[f64]> {
-        Some(xs)
-    }
-    fn as_acc_mut(xs: &mut [f64]) -> Option<&mut [f64]> {
-        Some(xs)
-    }
-    fn erf(self) -> f64 {
-        libm::erf(self)
-    }
-    fn round_even(self) -> f64 {
-        self.round_ties_even()
-    }
-}
+real_native!(f64, libm::erf,);
 
 macro_rules! real_half {
     ($t:ty) => {

@@ -15,7 +15,7 @@
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
-use common::gpu;
+use common::{gpu, say_f16_path};
 
 /// Seeded values rounded to f16: on the GPU in f16, and on the CPU widened to f32 (the oracle).
 fn operand(d: &Device, shape: &[usize], seed: u64, scale: f64) -> (Tensor, Tensor) {
@@ -77,12 +77,7 @@ fn case(d: &Device, c: Case) {
 #[test]
 fn f16_conv_matches_cpu_f32() {
     let Some(d) = gpu() else { return };
-    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
-    if path.starts_with("tensor cores") {
-        eprintln!("f16 convolutions run on cooperative matrices on {d}: checking that path ({path})");
-    } else {
-        eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): checking the ordinary f16 convolution only, the tensor-core path is NOT tested here");
-    }
+    say_f16_path(&d, "convolutions");
     let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, p: usize, dil: usize, groups: usize| Case {
         x,
         o,

@@ -11,7 +11,7 @@ use liandan_backend_wgpu as _;
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
-use common::gpu;
+use common::{gpu, say_f16_path};
 
 /// Seeded values rounded to f16: on the GPU in f16, and on the CPU widened to f32 (the oracle).
 fn operand(d: &Device, shape: &[usize], seed: u64) -> (Tensor, Tensor) {
@@ -53,12 +53,7 @@ fn case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, broadcast: boo
 #[test]
 fn f16_matmul_matches_cpu_f32() {
     let Some(d) = gpu() else { return };
-    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
-    if path.starts_with("tensor cores") {
-        eprintln!("f16 matmul runs on cooperative matrices on {d}: checking that path ({path})");
-    } else {
-        eprintln!("{d} has no cooperative-matrix f16 matmul ({path}): checking the ordinary f16 kernels only, the tensor-core path is NOT tested here");
-    }
+    let path = say_f16_path(&d, "products");
     // Exact tiles; off the tile and the slice in M, N and K; a batch; K long enough to split
     // (few tiles) and short; one row; multiples of 4 (vec4 loaders) and odd sizes (scalar ones);
     // whole tiles, alone and split over K (partial sums stored straight from the tensor cores).

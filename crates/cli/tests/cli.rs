@@ -2,12 +2,11 @@
 
 use std::process::{Command, Output};
 
+mod common;
+use common::{assert_usage_error, text};
+
 fn liandan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_liandan")).args(args).output().expect("the liandan binary runs")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 #[test]
@@ -49,11 +48,7 @@ fn bad_arguments_are_explained_not_panicked_on() {
         (&["summary", "vit", "--frobnicate"][..], "unexpected argument"),
         (&["frobnicate"][..], "unrecognized subcommand"),
     ] {
-        let o = liandan(args);
-        let (_, err) = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_usage_error(args, &liandan(args), needle);
     }
 }
 
@@ -152,11 +147,7 @@ fn bad_training_input_is_one_line_and_status_2() {
         (vec!["eval", "--model", "lstm", "--checkpoint", file.to_str().unwrap()], "a-file"),
         (vec!["train", "--model", "vae", "--data", "cifar10", "--out", out], "takes samples of shape [784]"),
     ] {
-        let o = liandan(&args);
-        let (_, err) = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_usage_error(&args, &liandan(&args), needle);
     }
 }
 

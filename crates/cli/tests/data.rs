@@ -4,14 +4,10 @@
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod common;
-use common::{bundled, serve};
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
+use common::{bundled, npy_header, run, serve, text};
 
 fn liandan(cache: &Path, url: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
@@ -33,13 +29,8 @@ fn mnist_downloads_the_missing_files_into_the_cache_and_trains() {
     let files = ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"].map(|n| (n.to_string(), bundled(n)));
     let (base, server) = serve(files.into_iter().collect(), 2);
     let out = cache.path().join("run");
-    let o = liandan(cache.path(), &base)
-        .args(["train", "--data", "mnist", "--max-samples", "32", "--batch-size", "16", "--epochs", "1", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(o.status.success(), "{err}");
+    let (stdout, err) =
+        run(liandan(cache.path(), &base).args(["train", "--data", "mnist", "--max-samples", "32", "--batch-size", "16", "--epochs", "1", "--out"]).arg(&out));
     assert_eq!(server.join().unwrap(), ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]);
     assert!(err.contains("downloading mnist's test split (2 files)") && err.contains(&dir.display().to_string()), "{err}");
     assert!(stdout.contains(&format!("mnist from {}", dir.display())), "{stdout}");
@@ -88,13 +79,9 @@ fn cifar10_from_the_cache_trains_a_cifar_model() {
     }
     std::fs::write(dir.join("test_batch.bin"), cifar_batch(4, 9)).unwrap();
     let out = cache.path().join("run");
-    let o = liandan(cache.path(), "http://127.0.0.1:9/")
+    let (stdout, _) = run(liandan(cache.path(), "http://127.0.0.1:9/")
         .args(["train", "--data", "cifar10", "--model", "vit", "--batch-size", "5", "--epochs", "1", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let (stdout, err) = text(&o);
-    assert!(o.status.success(), "{err}");
+        .arg(&out));
     assert!(stdout.contains("CIFAR-10 from") && stdout.contains("10 training, 4 validation samples"), "{stdout}");
     assert!(out.join("best.safetensors").is_file());
     // A model for MNIST's shape is refused with a way out.
@@ -115,13 +102,7 @@ fn idx_images(n: usize) -> Vec<u8> {
 
 /// A `.npy` file holding image `k` of [`idx_images`] as `[28, 28]` u8.
 fn npy_image(k: usize) -> Vec<u8> {
-    let header = "{'descr': '|u1', 'fortran_order': False, 'shape': (28, 28), }";
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend_from_slice(&((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend_from_slice(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
+    let mut b = npy_header("|u1", "(28, 28)");
     b.extend_from_slice(&idx_images(k + 1)[16 + k * 784..]);
     b
 }

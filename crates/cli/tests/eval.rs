@@ -6,11 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{bundled, serve};
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
+use common::{bundled, run, serve, text};
 
 fn liandan(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
@@ -71,14 +67,10 @@ fn eval_on_mnist_downloads_only_the_test_split() {
     let best = trained(tmp.path());
     let files = ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"].map(|n| (n.to_string(), bundled(n)));
     let (base, server) = serve(files.into_iter().collect(), 2);
-    let o = liandan(tmp.path())
+    let (out, err) = run(liandan(tmp.path())
         .env("LIANDAN_DATA_URL", &base)
         .args(["eval", "--model", "mnist_cnn", "--data", "mnist", "--max-samples", "16", "--checkpoint"])
-        .arg(&best)
-        .output()
-        .unwrap();
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{err}");
+        .arg(&best));
     assert_eq!(server.join().unwrap(), ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]);
     assert!(err.contains("downloading mnist's test split (2 files)") && err.contains("warning:"), "{err}");
     assert!(out.contains("test split, 16 samples"), "{out}");

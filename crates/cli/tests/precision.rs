@@ -5,12 +5,11 @@ use std::process::{Command, Output};
 
 use liandan_nn::{checkpoint, Device};
 
+mod common;
+use common::{assert_usage_error, text};
+
 fn liandan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_liandan")).env("LIANDAN_DEVICE", "cpu").args(args).output().expect("the liandan binary runs")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 /// Four batches of 16 bundled images, one epoch, on the CPU.
@@ -80,11 +79,7 @@ fn bad_precision_options_are_one_line_and_status_2() {
         // The mlp's weights alone take 2.5 MiB.
         (vec!["find-batch-size", "--model", "mlp", "--budget", "2"], "not even a batch of 1 fits on cpu; raise --budget"),
     ] {
-        let o = liandan(&args);
-        let (_, err) = text(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_usage_error(&args, &liandan(&args), needle);
     }
 }
 

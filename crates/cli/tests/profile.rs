@@ -34,18 +34,27 @@ fn profile_prints_tables_and_writes_a_trace() {
     assert_eq!(json["traceEvents"].as_array().unwrap().len() as u64, calls, "one trace event per call");
 }
 
+/// `liandan profile --shapes` of `model` on the CPU, `steps` steps of a batch of 2: its stdout
+/// and the rows of its shapes table.
+fn shapes_table(model: &str, steps: &str) -> (String, Vec<String>) {
+    let o = liandan(&["profile", "--model", model, "--batch", "2", "--steps", steps, "--device", "cpu", "--shapes"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    let table = out.lines().skip_while(|l| !l.ends_with("input shapes")).skip(1).take_while(|l| !l.is_empty()).map(String::from).collect();
+    (out, table)
+}
+
+/// The row of `table` (from `out`) for op `op` on inputs `shapes`.
+fn row<'a>(table: &'a [String], op: &str, shapes: &str, out: &str) -> &'a str {
+    table.iter().find(|l| l.starts_with(op) && l.contains(shapes)).unwrap_or_else(|| panic!("no {op}row for {shapes}:\n{out}"))
+}
+
 #[test]
 fn profile_shapes_prints_each_product_with_its_shapes_and_rate() {
-    let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--shapes"]);
-    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{err}");
-    let table: Vec<&str> = out.lines().skip_while(|l| !l.ends_with("input shapes")).skip(1).take_while(|l| !l.is_empty()).collect();
+    let (out, table) = shapes_table("mlp", "2");
     // fc1's forward: the batch [2, 1024] times the transposed weight [1024, 512], once a step
     // (as the kernel trait receives them, batched).
-    let fc1 = table
-        .iter()
-        .find(|l| l.starts_with("matmul ") && l.contains("[1, 2, 1024] f32, [1, 1024, 512] f32"))
-        .unwrap_or_else(|| panic!("no fc1 product row:\n{out}"));
+    let fc1 = row(&table, "matmul ", "[1, 2, 1024] f32, [1, 1024, 512] f32", &out);
     let cols: Vec<&str> = fc1.split_whitespace().collect();
     assert_eq!(cols[1], "2", "{fc1}");
     assert!(cols[4].parse::<f64>().is_ok_and(|r| r > 0.0), "a product's rate: {fc1}");
@@ -55,15 +64,9 @@ fn profile_shapes_prints_each_product_with_its_shapes_and_rate() {
 
 #[test]
 fn profile_shapes_counts_a_fused_convolution_and_relu_as_a_convolution() {
-    let o = liandan(&["profile", "--model", "mnist_cnn", "--batch", "2", "--steps", "1", "--device", "cpu", "--shapes"]);
-    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{err}");
-    let table: Vec<&str> = out.lines().skip_while(|l| !l.ends_with("input shapes")).skip(1).take_while(|l| !l.is_empty()).collect();
+    let (out, table) = shapes_table("mnist_cnn", "1");
     // conv1: [2, 1, 28, 28] with [32, 1, 3, 3] and its bias, ReLU applied as it is stored.
-    let conv1 = table
-        .iter()
-        .find(|l| l.starts_with("fused conv2d_bias_relu ") && l.contains("[2, 1, 28, 28] f32, [32, 1, 3, 3] f32"))
-        .unwrap_or_else(|| panic!("no conv1 row:\n{out}"));
+    let conv1 = row(&table, "fused conv2d_bias_relu ", "[2, 1, 28, 28] f32, [32, 1, 3, 3] f32", &out);
     let rate = conv1.split_whitespace().nth(5).unwrap_or("");
     assert!(rate.parse::<f64>().is_ok_and(|r| r > 0.0), "a convolution's rate: {conv1}");
 }

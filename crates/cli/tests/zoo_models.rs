@@ -3,24 +3,16 @@
 //! a user has: PNG and JPEG of any size and color, `.npy` and IDX, and files that are none.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
+mod common;
+use common::{npy_header, run, text};
 
 /// The command on the CPU, with `cache` as the dataset cache and no reachable download server.
 fn liandan(cache: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_liandan"));
     c.env("LIANDAN_DATA", cache).env("LIANDAN_DATA_URL", "http://127.0.0.1:9/").env("LIANDAN_DEVICE", "cpu");
     c
-}
-
-fn run(c: &mut Command) -> (String, String) {
-    let o = c.output().expect("the liandan binary runs");
-    let (out, err) = text(&o);
-    assert!(o.status.success(), "{c:?} failed with {:?}:\n{out}\n{err}", o.status.code());
-    (out, err)
 }
 
 fn fails(c: &mut Command) -> String {
@@ -62,13 +54,7 @@ fn rgb_image(width: u32, height: u32) -> image::RgbImage {
 /// A `.npy` file of `shape` holding `values` as little-endian f32 (`float`) or u8.
 fn npy(path: &Path, shape: &[usize], values: &[f32], float: bool) {
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': ({},), }}", if float { "<f4" } else { "|u1" }, dims.join(", "));
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend_from_slice(&((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend_from_slice(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
+    let mut b = npy_header(if float { "<f4" } else { "|u1" }, &format!("({},)", dims.join(", ")));
     for &v in values {
         if float {
             b.extend_from_slice(&v.to_le_bytes());

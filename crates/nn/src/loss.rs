@@ -214,53 +214,46 @@ impl NLLLoss {
     }
 }
 
-/// Squared error `(x - y)^2` (`torch.nn.MSELoss`).
-///
-/// # Shapes
-/// - `input`, `target`: `[*]`, the same shape
-/// - output: `[*]` for `Reduction::None`, else a scalar
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MSELoss {
-    pub reduction: Reduction,
+/// A loss of an input and a target of its shape whose one option is the reduction: the struct,
+/// its builder, and `forward` as the tensor op `$op`.
+macro_rules! pointwise_loss {
+    ($(#[$doc:meta])* $name:ident, $op:ident) => {
+        $(#[$doc])*
+        ///
+        /// # Shapes
+        /// - `input`, `target`: `[*]`, the same shape
+        /// - output: `[*]` for `Reduction::None`, else a scalar
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name {
+            pub reduction: Reduction,
+        }
+
+        builders!($name { with_reduction: reduction: Reduction });
+        impl_module!($name {});
+
+        impl $name {
+            /// PyTorch's default: mean.
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
+                Ok(input.$op(target, self.reduction)?)
+            }
+        }
+    };
 }
 
-builders!(MSELoss { with_reduction: reduction: Reduction });
-impl_module!(MSELoss {});
-
-impl MSELoss {
-    /// PyTorch's default: mean.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        Ok(input.mse_loss(target, self.reduction)?)
-    }
-}
-
-/// Absolute error `|x - y|` (`torch.nn.L1Loss`).
-///
-/// # Shapes
-/// - `input`, `target`: `[*]`, the same shape
-/// - output: `[*]` for `Reduction::None`, else a scalar
-#[derive(Clone, Copy, Debug, Default)]
-pub struct L1Loss {
-    pub reduction: Reduction,
-}
-
-builders!(L1Loss { with_reduction: reduction: Reduction });
-impl_module!(L1Loss {});
-
-impl L1Loss {
-    /// PyTorch's default: mean.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
-        Ok(input.l1_loss(target, self.reduction)?)
-    }
-}
+pointwise_loss!(
+    /// Squared error `(x - y)^2` (`torch.nn.MSELoss`).
+    MSELoss,
+    mse_loss
+);
+pointwise_loss!(
+    /// Absolute error `|x - y|` (`torch.nn.L1Loss`).
+    L1Loss,
+    l1_loss
+);
 
 /// Binary cross-entropy of probabilities (`torch.nn.BCELoss`):
 /// `-weight (y max(log p, -100) + (1 - y) max(log(1 - p), -100))`, finite where a saturated

@@ -37,19 +37,22 @@ const CASES: [Case; 4] = [
     Case { name: "unbatched", num_layers: 2, batch_first: false, bidirectional: false, with_state: true },
 ];
 
-/// Compares and records the largest error seen, so a failing run says which tensor and by how much.
+/// Compares and records the largest error seen, so a failing run says which tensor (after
+/// `tag`: device, kind and case) and by how much.
 struct Checker {
     tol: f64,
     worst: f64,
     what: String,
+    tag: String,
 }
 
 impl Checker {
     fn new(dev: &Device) -> Self {
-        Checker { tol: if dev.is_cpu() { TOL_CPU } else { TOL_GPU }, worst: 0.0, what: String::new() }
+        Checker { tol: if dev.is_cpu() { TOL_CPU } else { TOL_GPU }, worst: 0.0, what: String::new(), tag: String::new() }
     }
 
     fn check(&mut self, what: &str, got: &Tensor, want: &Tensor) {
+        let what = &format!("{} {what}", self.tag);
         assert_eq!(got.shape(), want.shape(), "{what}: shapes differ");
         let e = rel_err(got, want, 1e-3);
         assert!(e <= self.tol, "{what}: rel err {e:.3e} > {:.0e}", self.tol);
@@ -83,6 +86,38 @@ fn check_metadata(file: &str, case: &Case) {
     assert_eq!(meta["with_state"], py(case.with_state), "{file}");
 }
 
+/// Checks the gradient of every parameter of `m` (`grad.<kind>.<name>` in `f`) and of the input `x`.
+fn check_grads(ck: &mut Checker, m: &impl Module, kind: &str, x: &Tensor, f: &HashMap<String, Tensor>) {
+    for (name, p) in m.named_parameters() {
+        ck.check(&format!("grad {name}"), &p.grad().expect("every parameter gets a gradient"), &f[&format!("grad.{kind}.{name}")]);
+    }
+    ck.check("grad input", &x.grad().unwrap(), &f["grad.input"]);
+}
+
+/// For every case on every device: the case's fixture `rnn_<kind>_<case>.safetensors` loaded
+/// there, the module `build` makes with the fixture's weights, and `check_case` given it and a
+/// leaf of the fixture's input; then prints the largest error.
+fn each_case<M: Module>(
+    kind: &str,
+    build: impl Fn(&Case, &Device) -> liandan_nn::Result<M>,
+    mut check_case: impl FnMut(&M, &Tensor, &Case, &HashMap<String, Tensor>, &mut Checker) -> R,
+) -> R {
+    for dev in devices() {
+        let mut ck = Checker::new(&dev);
+        for case in &CASES {
+            let file = format!("rnn_{kind}_{}.safetensors", case.name);
+            check_metadata(&file, case);
+            let f = fixture(&file, &dev);
+            ck.tag = format!("{dev} {kind} {}", case.name);
+            let m = build(case, &dev)?;
+            load_weights(&m, &f, &format!("{kind}."))?;
+            check_case(&m, &leaf(&f["input"]), case, &f, &mut ck)?;
+        }
+        eprintln!("{dev}: {} max rel err {:.2e} ({}); CPU fallbacks so far: {:?}", kind.to_uppercase(), ck.worst, ck.what, dev.fallback_report());
+    }
+    Ok(())
+}
+
 /// `(a * w).sum()`, a term of the fixtures' loss.
 fn dot(a: &Tensor, w: &Tensor) -> Tensor {
     a.mul(w).unwrap().sum_all().unwrap()
@@ -90,69 +125,45 @@ fn dot(a: &Tensor, w: &Tensor) -> Tensor {
 
 #[test]
 fn lstm_matches_pytorch() -> R {
-    for dev in devices() {
-        let mut ck = Checker::new(&dev);
-        for case in &CASES {
-            let file = format!("rnn_lstm_{}.safetensors", case.name);
-            check_metadata(&file, case);
-            let f = fixture(&file, &dev);
-            let m: LSTM =
-                LSTMConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
-            load_weights(&m, &f, "lstm.")?;
-            let x = leaf(&f["input"]);
-            let state = case.with_state.then(|| (leaf(&f["h0"]), leaf(&f["c0"])));
-            let (out, (h_n, c_n)) = m.forward_with_state(&x, state.as_ref().map(|(h, c)| (h, c)))?;
-            let tag = |what: &str| format!("{dev} lstm {} {what}", case.name);
-            ck.check(&tag("output"), &out, &f["output"]);
-            ck.check(&tag("h_n"), &h_n, &f["h_n"]);
-            ck.check(&tag("c_n"), &c_n, &f["c_n"]);
+    let build = |case: &Case, dev: &Device| -> liandan_nn::Result<LSTM> {
+        LSTMConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(dev)
+    };
+    each_case("lstm", build, |m, x, case, f, ck| {
+        let state = case.with_state.then(|| (leaf(&f["h0"]), leaf(&f["c0"])));
+        let (out, (h_n, c_n)) = m.forward_with_state(x, state.as_ref().map(|(h, c)| (h, c)))?;
+        ck.check("output", &out, &f["output"]);
+        ck.check("h_n", &h_n, &f["h_n"]);
+        ck.check("c_n", &c_n, &f["c_n"]);
 
-            let loss = dot(&out, &f["w_out"]).add(&dot(&h_n, &f["w_h"]))?.add(&dot(&c_n, &f["w_c"]))?;
-            loss.backward()?;
-            for (name, p) in m.named_parameters() {
-                ck.check(&tag(&format!("grad {name}")), &p.grad().expect("every parameter gets a gradient"), &f[&format!("grad.lstm.{name}")]);
-            }
-            ck.check(&tag("grad input"), &x.grad().unwrap(), &f["grad.input"]);
-            if let Some((h0, c0)) = &state {
-                ck.check(&tag("grad h0"), &h0.grad().unwrap(), &f["grad.h0"]);
-                ck.check(&tag("grad c0"), &c0.grad().unwrap(), &f["grad.c0"]);
-            }
+        let loss = dot(&out, &f["w_out"]).add(&dot(&h_n, &f["w_h"]))?.add(&dot(&c_n, &f["w_c"]))?;
+        loss.backward()?;
+        check_grads(ck, m, "lstm", x, f);
+        if let Some((h0, c0)) = &state {
+            ck.check("grad h0", &h0.grad().unwrap(), &f["grad.h0"]);
+            ck.check("grad c0", &c0.grad().unwrap(), &f["grad.c0"]);
         }
-        eprintln!("{dev}: LSTM max rel err {:.2e} ({}); CPU fallbacks so far: {:?}", ck.worst, ck.what, dev.fallback_report());
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 #[test]
 fn gru_matches_pytorch() -> R {
-    for dev in devices() {
-        let mut ck = Checker::new(&dev);
-        for case in &CASES {
-            let file = format!("rnn_gru_{}.safetensors", case.name);
-            check_metadata(&file, case);
-            let f = fixture(&file, &dev);
-            let m: GRU =
-                GRUConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(&dev)?;
-            load_weights(&m, &f, "gru.")?;
-            let x = leaf(&f["input"]);
-            let h0 = case.with_state.then(|| leaf(&f["h0"]));
-            let (out, h_n) = m.forward_with_state(&x, h0.as_ref())?;
-            let tag = |what: &str| format!("{dev} gru {} {what}", case.name);
-            ck.check(&tag("output"), &out, &f["output"]);
-            ck.check(&tag("h_n"), &h_n, &f["h_n"]);
+    let build = |case: &Case, dev: &Device| -> liandan_nn::Result<GRU> {
+        GRUConfig::new(5, 7).with_num_layers(case.num_layers).with_batch_first(case.batch_first).with_bidirectional(case.bidirectional).init(dev)
+    };
+    each_case("gru", build, |m, x, case, f, ck| {
+        let h0 = case.with_state.then(|| leaf(&f["h0"]));
+        let (out, h_n) = m.forward_with_state(x, h0.as_ref())?;
+        ck.check("output", &out, &f["output"]);
+        ck.check("h_n", &h_n, &f["h_n"]);
 
-            dot(&out, &f["w_out"]).add(&dot(&h_n, &f["w_h"]))?.backward()?;
-            for (name, p) in m.named_parameters() {
-                ck.check(&tag(&format!("grad {name}")), &p.grad().expect("every parameter gets a gradient"), &f[&format!("grad.gru.{name}")]);
-            }
-            ck.check(&tag("grad input"), &x.grad().unwrap(), &f["grad.input"]);
-            if let Some(h0) = &h0 {
-                ck.check(&tag("grad h0"), &h0.grad().unwrap(), &f["grad.h0"]);
-            }
+        dot(&out, &f["w_out"]).add(&dot(&h_n, &f["w_h"]))?.backward()?;
+        check_grads(ck, m, "gru", x, f);
+        if let Some(h0) = &h0 {
+            ck.check("grad h0", &h0.grad().unwrap(), &f["grad.h0"]);
         }
-        eprintln!("{dev}: GRU max rel err {:.2e} ({}); CPU fallbacks so far: {:?}", ck.worst, ck.what, dev.fallback_report());
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn names(m: &impl Module) -> Vec<String> {

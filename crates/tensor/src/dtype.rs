@@ -126,20 +126,27 @@ impl Element for Bool8 {
     }
 }
 
+/// `$f::<T>($arg)` with `T` the [`Element`] type of `dtype`.
+macro_rules! by_element {
+    ($dtype:expr, $f:ident($arg:expr)) => {
+        match $dtype {
+            DType::F32 => $f::<f32>($arg),
+            DType::F64 => $f::<f64>($arg),
+            DType::F16 => $f::<f16>($arg),
+            DType::BF16 => $f::<bf16>($arg),
+            DType::I64 => $f::<i64>($arg),
+            DType::U8 => $f::<u8>($arg),
+            DType::Bool => $f::<Bool8>($arg),
+        }
+    };
+}
+
 /// Converts host bytes of dtype `dtype` to `f64` values. Used by tests and by `to_vec_f64`.
 pub fn bytes_to_f64(bytes: &[u8], dtype: DType) -> Vec<f64> {
     fn conv<T: Element>(bytes: &[u8]) -> Vec<f64> {
         bytemuck::pod_collect_to_vec::<u8, T>(bytes).into_iter().map(T::to_f64).collect()
     }
-    match dtype {
-        DType::F32 => conv::<f32>(bytes),
-        DType::F64 => conv::<f64>(bytes),
-        DType::F16 => conv::<f16>(bytes),
-        DType::BF16 => conv::<bf16>(bytes),
-        DType::I64 => conv::<i64>(bytes),
-        DType::U8 => conv::<u8>(bytes),
-        DType::Bool => conv::<Bool8>(bytes),
-    }
+    by_element!(dtype, conv(bytes))
 }
 
 /// Converts `f64` values to host bytes of dtype `dtype` (rounding as `as` casts do).
@@ -148,15 +155,7 @@ pub fn f64_to_bytes(values: &[f64], dtype: DType) -> Vec<u8> {
         let v: Vec<T> = values.iter().map(|&x| T::from_f64(x)).collect();
         bytemuck::cast_slice(&v).to_vec()
     }
-    match dtype {
-        DType::F32 => conv::<f32>(values),
-        DType::F64 => conv::<f64>(values),
-        DType::F16 => conv::<f16>(values),
-        DType::BF16 => conv::<bf16>(values),
-        DType::I64 => conv::<i64>(values),
-        DType::U8 => conv::<u8>(values),
-        DType::Bool => conv::<Bool8>(values),
-    }
+    by_element!(dtype, conv(values))
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub mod profile;
 pub mod rng;
 pub mod settings;
 mod tensor;
+#[doc(hidden)]
+pub mod testing;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

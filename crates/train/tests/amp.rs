@@ -32,16 +32,21 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     RNG.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The zoo model `name`, initialized from seed `seed`.
+fn seeded_zoo(name: &str, seed: u64, dev: &Device) -> Box<dyn zoo::ZooModel> {
+    manual_seed(seed);
+    zoo::build(name, dev).unwrap()
+}
+
 #[test]
 fn unscaled_low_precision_gradients_match_f32_ones() {
     let _g = lock();
     let dev = Device::cpu();
-    manual_seed(3);
     // The mlp, not mnist_cnn: with max pooling, a window whose top two values round to one
     // low-precision number picks another maximum than f32 does, and moves that gradient
     // wholesale (measured: 6% of conv2's gradient norm in f16, 20% in bf16); that is a
     // property of the low type, not of the gradients this test checks.
-    let model = zoo::build("mlp", &dev).unwrap();
+    let model = seeded_zoo("mlp", 3, &dev);
     let x = Tensor::rand(&[8, 1024], 0.0, 1.0, 5, DType::F32, &dev).unwrap();
     let y = Tensor::from_vec((0..8i64).collect::<Vec<_>>(), &[8], &dev).unwrap();
     let grads = |precision: Precision| {
@@ -247,8 +252,7 @@ fn anomaly_detection_names_the_layer_that_overflows() {
 fn the_vae_trains_in_f16_without_nan() {
     let _g = lock();
     let dev = Device::cpu();
-    manual_seed(2);
-    let model = zoo::build("vae", &dev).unwrap();
+    let model = seeded_zoo("vae", 2, &dev);
     let mut opt = Adam::new(model.named_parameters(), AdamConfig::adam(1e-3)).unwrap();
     let mut scaler = GradScaler::new();
     let params = model.parameters();
@@ -355,8 +359,7 @@ fn mnist_cnn_in_f16_and_bf16_reaches_the_f32_validation_accuracy_within_a_point(
     let train = DataLoader::new(Subset::new(Arc::new(train), (0..TRAIN).collect()).unwrap(), 64, &dev).unwrap().shuffle(1);
     let val = DataLoader::new(Subset::new(Arc::new(val), (0..VAL).collect()).unwrap(), 500, &dev).unwrap();
     let accuracy = |precision: Precision| {
-        manual_seed(1);
-        let model = zoo::build("mnist_cnn", &dev).unwrap();
+        let model = seeded_zoo("mnist_cnn", 1, &dev);
         let opt = optim::for_zoo(model.spec(), model.named_parameters()).unwrap();
         let mut t = Trainer::with_boxed(model, Box::new(|out: &Tensor, y: &Tensor| Ok(out.nll_loss(y, Reduction::Mean)?)), opt).with_metric(Accuracy::new());
         let mut c = quiet(usize::MAX, precision);

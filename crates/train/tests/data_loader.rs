@@ -146,17 +146,9 @@ fn a_dataset_error_ends_the_epoch_with_that_error() {
     }
 }
 
-/// The first GPU (lavapipe counts); skips without one unless `LIANDAN_REQUIRE_GPU` is set.
+/// The first GPU (lavapipe counts), or `None` to skip: [`liandan_tensor::testing::gpu`].
 fn gpu() -> Option<Device> {
-    let found = Device::gpus().into_iter().next();
-    if found.is_none() {
-        assert!(
-            !liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")),
-            "LIANDAN_REQUIRE_GPU is set but wgpu found no adapter (apt-get install mesa-vulkan-drivers libvulkan1)"
-        );
-        eprintln!("skipping the GPU: wgpu found no adapter here");
-    }
-    found
+    liandan_tensor::testing::gpu().unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -42,6 +42,16 @@ impl Threads {
     fn me(&self) -> &Channel {
         &self.channels[self.channel]
     }
+
+    /// Every rank's `values` summed, in rank order, into each rank's `values`.
+    fn all_reduce<T: bytemuck::Pod + Default + std::ops::AddAssign>(&self, values: &mut [T]) {
+        let all = self.all_gather(bytemuck::cast_slice(values));
+        values.fill(T::default());
+        for theirs in all {
+            let theirs: Vec<T> = bytemuck::pod_collect_to_vec(&theirs);
+            values.iter_mut().zip(theirs).for_each(|(v, t)| *v += t);
+        }
+    }
 }
 
 impl Communicator for Threads {
@@ -54,21 +64,11 @@ impl Communicator for Threads {
     }
 
     fn all_reduce_f32(&self, values: &mut [f32]) {
-        let all = self.all_gather(bytemuck::cast_slice(values));
-        values.fill(0.0);
-        for theirs in all {
-            let theirs: Vec<f32> = bytemuck::pod_collect_to_vec(&theirs);
-            values.iter_mut().zip(theirs).for_each(|(v, t)| *v += t);
-        }
+        self.all_reduce(values)
     }
 
     fn all_reduce_f64(&self, values: &mut [f64]) {
-        let all = self.all_gather(bytemuck::cast_slice(values));
-        values.fill(0.0);
-        for theirs in all {
-            let theirs: Vec<f64> = bytemuck::pod_collect_to_vec(&theirs);
-            values.iter_mut().zip(theirs).for_each(|(v, t)| *v += t);
-        }
+        self.all_reduce(values)
     }
 
     fn broadcast(&self, bytes: &mut [u8], root: usize) {

@@ -8,6 +8,9 @@ use std::process::Command;
 use liandan_nn::{zoo, DType, Device, ModuleExt, Tensor};
 use liandan_train::optim::{Adam, AdamConfig, AdamW, AdamWConfig, Optimizer};
 
+#[path = "../../nn/tests/common/examples.rs"]
+mod examples;
+
 /// A function of `liandan_nn::Result` that calls an optimizer: `?` converts its errors.
 fn one_step(lr: f64) -> liandan_nn::Result<Vec<f64>> {
     let dev = Device::cpu();
@@ -61,25 +64,7 @@ fn adamw_with_its_default_config_decays_the_weights() {
 
 #[test]
 fn the_examples_name_only_liandan_nn_and_liandan_train() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let source = std::fs::read_to_string(&path).unwrap();
-        for (n, line) in source.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for word in code.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-                assert!(
-                    !word.starts_with("liandan_") || word == "liandan_nn" || word == "liandan_train",
-                    "{}:{}: `{word}` is not a dependency of a program built on liandan-nn and liandan-train: {line}",
-                    path.display(),
-                    n + 1
-                );
-            }
-        }
-        checked += 1;
-    }
-    assert!(checked > 0, "no examples in {}", dir.display());
+    examples::examples_name_only(&["liandan_nn", "liandan_train"], "built on liandan-nn and liandan-train");
 }
 
 /// `default-features = false` leaves out the HTTP client, TLS, the plotting crates, the image

@@ -41,12 +41,18 @@ fn write_fixed(path: &Path) {
     tb.flush().unwrap();
 }
 
+/// [`write_fixed`] into `dir/name`: the path and the bytes written.
+fn fixed_file(dir: &Path, name: &str) -> (PathBuf, Vec<u8>) {
+    let path = dir.join(name);
+    write_fixed(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    (path, bytes)
+}
+
 #[test]
 fn the_writer_writes_the_bytes_tensorboards_reader_accepted() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fixed.tfevents");
-    write_fixed(&path);
-    let ours = std::fs::read(&path).unwrap();
+    let (path, ours) = fixed_file(dir.path(), "fixed.tfevents");
     let listing = std::fs::read_to_string(fixture("read_by_tensorboard.txt")).unwrap_or_default();
     let sha: String = Sha256::digest(&ours).iter().map(|b| format!("{b:02x}")).collect();
     if std::fs::read(fixture("fixed.tfevents")).unwrap_or_default() != ours || !listing.contains(&format!("sha256 {sha}")) {
@@ -78,9 +84,7 @@ fn the_writer_writes_the_bytes_tensorboards_reader_accepted() {
 #[test]
 fn a_damaged_record_is_an_error_and_a_cut_one_ends_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("events.out.tfevents.1");
-    write_fixed(&path);
-    let bytes = std::fs::read(&path).unwrap();
+    let (path, bytes) = fixed_file(dir.path(), "events.out.tfevents.1");
     assert_eq!(record::read_records(&bytes).unwrap().len(), 6); // the file version, then 5 events
     let mut flipped = bytes.clone();
     flipped[20] ^= 1;

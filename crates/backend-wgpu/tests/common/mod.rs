@@ -5,19 +5,9 @@ use liandan_backend_cpu as _;
 use liandan_backend_wgpu::{WgpuBackend, WgpuOptions};
 use liandan_tensor::Device;
 
-/// The first GPU wgpu finds. Without one, tests skip (saying why), unless
-/// `LIANDAN_REQUIRE_GPU` is set (as `.ci/run` does), in which case they fail.
+/// The first GPU, or `None` to skip: [`liandan_tensor::testing::gpu`].
 pub fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) => {
-            panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
-        }
-        None => {
-            eprintln!("skipping: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)");
-            None
-        }
-    }
+    liandan_tensor::testing::gpu().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A device of its own on the first GPU's adapter, opened with its options changed by `set`: the
@@ -28,4 +18,18 @@ pub fn gpu_with(set: impl FnOnce(&mut WgpuOptions)) -> Option<Device> {
     let mut options = WgpuBackend::of(&d).expect("a wgpu device").options();
     set(&mut options);
     Some(liandan_backend_wgpu::with_options(&d, options).expect("a wgpu device"))
+}
+
+/// Says on stderr whether `d` runs f16 `ops` on cooperative matrices (tensor cores), so that a
+/// pass where it has none is not read as the tensor-core path passing; returns the device's
+/// description of its f16 products (`tensor cores ...` where it has them).
+#[allow(dead_code)]
+pub fn say_f16_path(d: &Device, ops: &str) -> String {
+    let path = d.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    if path.starts_with("tensor cores") {
+        eprintln!("f16 {ops} run on cooperative matrices on {d}: checking that path ({path})");
+    } else {
+        eprintln!("{d} has no cooperative-matrix f16 kernels ({path}): checking the ordinary f16 {ops} only, the tensor-core path is NOT tested here");
+    }
+    path
 }

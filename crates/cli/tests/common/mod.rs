@@ -1,10 +1,15 @@
-//! What the CLI's tests share: a local HTTP server standing in for the dataset mirrors, and the
-//! MNIST files kept in the repository.
+//! What the CLI's tests share: running the command and reading what it says, a local HTTP
+//! server standing in for the dataset mirrors, the MNIST files kept in the repository, and
+//! `.npy` headers.
+
+// Each test file uses a part.
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
+use std::process::{Command, Output};
 
 /// Serves `files` by name (404 for others) to `requests` requests, then stops; returns the base URL.
 pub fn serve(files: HashMap<String, Vec<u8>>, requests: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
@@ -43,4 +48,39 @@ pub fn serve(files: HashMap<String, Vec<u8>>, requests: usize) -> (String, std::
 /// The real MNIST test split kept in the repository (its SHA-256 sums are the published ones).
 pub fn bundled(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../train/data/mnist").join(name)).unwrap()
+}
+
+/// A run's stdout and stderr as text.
+pub fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Runs `c`, fails unless it succeeded, and returns its stdout and stderr.
+pub fn run(c: &mut Command) -> (String, String) {
+    let o = c.output().expect("the liandan binary runs");
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{c:?} failed with {:?}:\n{out}\n{err}", o.status.code());
+    (out, err)
+}
+
+/// Fails unless `o`, the run of `args`, exited with status 2 and a message holding `needle`,
+/// not a panic.
+pub fn assert_usage_error(args: &[&str], o: &Output, needle: &str) {
+    let (_, err) = text(o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+}
+
+/// The start of a `.npy` file (version 1.0) of `descr` (`<f4`, `|u1`) and `shape` (the Python
+/// tuple, `(28, 28)`), padded as NumPy pads it so that the data starts at a multiple of 64.
+pub fn npy_header(descr: &str, shape: &str) -> Vec<u8> {
+    let header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend_from_slice(&((header.len() + pad + 1) as u16).to_le_bytes());
+    b.extend_from_slice(header.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', pad));
+    b.push(b'\n');
+    b
 }

@@ -3,6 +3,7 @@
 
 use liandan_tensor::Tensor;
 
+use super::one_option_layer;
 use crate::error::Result;
 use crate::impl_module;
 use crate::module::Forward;
@@ -43,17 +44,14 @@ activation! {
     Tanh => tanh,
 }
 
-/// `x` where positive, `negative_slope x` elsewhere (`torch.nn.LeakyReLU(negative_slope=0.01)`).
-///
-/// # Shapes
-/// - input: any shape `[*]`
-/// - output: the input's shape
-#[derive(Clone, Copy, Debug)]
-pub struct LeakyReLU {
-    pub negative_slope: f64,
-}
-
-impl_module!(LeakyReLU {});
+one_option_layer!(
+    /// `x` where positive, `negative_slope x` elsewhere (`torch.nn.LeakyReLU(negative_slope=0.01)`).
+    ///
+    /// # Shapes
+    /// - input: any shape `[*]`
+    /// - output: the input's shape
+    LeakyReLU { negative_slope: f64 } => leaky_relu
+);
 
 impl Default for LeakyReLU {
     fn default() -> Self {
@@ -61,65 +59,23 @@ impl Default for LeakyReLU {
     }
 }
 
-impl LeakyReLU {
-    pub fn new(negative_slope: f64) -> Self {
-        LeakyReLU { negative_slope }
-    }
-}
+one_option_layer!(
+    /// Softmax along `dim` (negative counts from the end), `torch.nn.Softmax(dim)`.
+    ///
+    /// # Shapes
+    /// - input: any shape `[*]`
+    /// - output: the input's shape, summing to 1 along `dim`
+    Softmax { dim: isize } => softmax
+);
 
-impl Forward for LeakyReLU {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.leaky_relu(self.negative_slope)?)
-    }
-}
-
-/// Softmax along `dim` (negative counts from the end), `torch.nn.Softmax(dim)`.
-///
-/// # Shapes
-/// - input: any shape `[*]`
-/// - output: the input's shape, summing to 1 along `dim`
-#[derive(Clone, Copy, Debug)]
-pub struct Softmax {
-    pub dim: isize,
-}
-
-impl_module!(Softmax {});
-
-impl Softmax {
-    pub fn new(dim: isize) -> Self {
-        Softmax { dim }
-    }
-}
-
-impl Forward for Softmax {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.softmax(self.dim)?)
-    }
-}
-
-/// Log of the softmax along `dim`, computed stably (`torch.nn.LogSoftmax(dim)`).
-///
-/// # Shapes
-/// - input: any shape `[*]`
-/// - output: the input's shape
-#[derive(Clone, Copy, Debug)]
-pub struct LogSoftmax {
-    pub dim: isize,
-}
-
-impl_module!(LogSoftmax {});
-
-impl LogSoftmax {
-    pub fn new(dim: isize) -> Self {
-        LogSoftmax { dim }
-    }
-}
-
-impl Forward for LogSoftmax {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.log_softmax(self.dim)?)
-    }
-}
+one_option_layer!(
+    /// Log of the softmax along `dim`, computed stably (`torch.nn.LogSoftmax(dim)`).
+    ///
+    /// # Shapes
+    /// - input: any shape `[*]`
+    /// - output: the input's shape
+    LogSoftmax { dim: isize } => log_softmax
+);
 
 /// Flattens dims `start_dim..=end_dim` into one (`torch.nn.Flatten(start_dim=1, end_dim=-1)`).
 ///
@@ -152,66 +108,58 @@ impl Forward for Flatten {
     }
 }
 
-/// The constructors both dropouts share.
-macro_rules! dropout_new {
-    ($($ty:ty),*) => {
-        $(
-            impl $ty {
-                /// A layer in training mode that zeroes with probability `p` (PyTorch's default
-                /// is 0.5).
-                pub fn new(p: f64) -> Self {
-                    Self { p, training: true }
-                }
-            }
+/// A dropout layer: the struct (rate `p`, train or eval mode), its constructors, and a forward
+/// pass that is the tensor op `$op`.
+macro_rules! dropout {
+    ($(#[$doc:meta])* $name:ident => $op:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            pub p: f64,
+            pub training: bool,
+        }
 
-            impl Default for $ty {
-                fn default() -> Self {
-                    Self::new(0.5)
-                }
+        impl_module!($name { mode: training });
+
+        impl $name {
+            /// A layer in training mode that zeroes with probability `p` (PyTorch's default
+            /// is 0.5).
+            pub fn new(p: f64) -> Self {
+                Self { p, training: true }
             }
-        )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new(0.5)
+            }
+        }
+
+        impl Forward for $name {
+            fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+                Ok(x.$op(self.p, self.training, None)?)
+            }
+        }
     };
 }
 
-/// In training, zeroes each element with probability `p` and scales the rest by `1 / (1 - p)`;
-/// in eval, the identity (`torch.nn.Dropout(p=0.5)`). Masks are seeded from the global
-/// generator, so [`liandan_tensor::manual_seed`] makes them reproducible.
-///
-/// # Shapes
-/// - input: any shape `[*]`
-/// - output: the input's shape
-#[derive(Clone, Copy, Debug)]
-pub struct Dropout {
-    pub p: f64,
-    pub training: bool,
-}
+dropout!(
+    /// In training, zeroes each element with probability `p` and scales the rest by `1 / (1 - p)`;
+    /// in eval, the identity (`torch.nn.Dropout(p=0.5)`). Masks are seeded from the global
+    /// generator, so [`liandan_tensor::manual_seed`] makes them reproducible.
+    ///
+    /// # Shapes
+    /// - input: any shape `[*]`
+    /// - output: the input's shape
+    Dropout => dropout
+);
 
-impl_module!(Dropout { mode: training });
-
-impl Forward for Dropout {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.dropout(self.p, self.training, None)?)
-    }
-}
-
-/// In training, zeroes whole channels with probability `p` and scales the others by
-/// `1 / (1 - p)`; in eval, the identity (`torch.nn.Dropout2d(p=0.5)`).
-///
-/// # Shapes
-/// - input: `[N, C, H, W]`
-/// - output: `[N, C, H, W]`
-#[derive(Clone, Copy, Debug)]
-pub struct Dropout2d {
-    pub p: f64,
-    pub training: bool,
-}
-
-impl_module!(Dropout2d { mode: training });
-
-impl Forward for Dropout2d {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.dropout2d(self.p, self.training, None)?)
-    }
-}
-
-dropout_new!(Dropout, Dropout2d);
+dropout!(
+    /// In training, zeroes whole channels with probability `p` and scales the others by
+    /// `1 / (1 - p)`; in eval, the identity (`torch.nn.Dropout2d(p=0.5)`).
+    ///
+    /// # Shapes
+    /// - input: `[N, C, H, W]`
+    /// - output: `[N, C, H, W]`
+    Dropout2d => dropout2d
+);

@@ -129,134 +129,122 @@ impl MultiheadAttention {
         need_weights: bool,
         average_attn_weights: bool,
     ) -> Result<(Tensor, Option<Tensor>)> {
-        crate::summary::scope(self, || self.attend(query, key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn attend(
-        &self,
-        query: &Tensor,
-        key: &Tensor,
-        value: &Tensor,
-        key_padding_mask: Option<&Tensor>,
-        attn_mask: Option<&Tensor>,
-        need_weights: bool,
-        average_attn_weights: bool,
-    ) -> Result<(Tensor, Option<Tensor>)> {
-        let c = &self.config;
-        let (e, h) = (c.embed_dim, c.num_heads);
-        let hd = e / h;
-        let batched = match query.rank() {
-            3 => true,
-            2 => false,
-            _ => return Err(bad_shape(MHA, query.shape(), "the query must be [L, N, E], [N, L, E] (batch_first) or unbatched [L, E]")),
-        };
-        for (name, t) in [("key", key), ("value", value)] {
-            if t.rank() != query.rank() {
-                return Err(shape_err(MHA, query.shape(), t.shape(), format!("query and {name} must both be batched (3-D) or both unbatched (2-D)")));
+        crate::summary::scope(self, || {
+            let c = &self.config;
+            let (e, h) = (c.embed_dim, c.num_heads);
+            let hd = e / h;
+            let batched = match query.rank() {
+                3 => true,
+                2 => false,
+                _ => return Err(bad_shape(MHA, query.shape(), "the query must be [L, N, E], [N, L, E] (batch_first) or unbatched [L, E]")),
+            };
+            for (name, t) in [("key", key), ("value", value)] {
+                if t.rank() != query.rank() {
+                    return Err(shape_err(MHA, query.shape(), t.shape(), format!("query and {name} must both be batched (3-D) or both unbatched (2-D)")));
+                }
             }
-        }
-        if key.shape() != value.shape() {
-            return Err(shape_err(MHA, key.shape(), value.shape(), "key and value must have the same shape"));
-        }
-        // Unbatched inputs are a batch of one, seq-first (PyTorch ignores batch_first for them).
-        let batch_first = c.batch_first && batched;
-        let unbatch = |t: &Tensor| {
-            if batched {
-                Ok(t.clone())
-            } else {
-                t.unsqueeze(1)
+            if key.shape() != value.shape() {
+                return Err(shape_err(MHA, key.shape(), value.shape(), "key and value must have the same shape"));
             }
-        };
-        let (q, k, v) = (unbatch(query)?, unbatch(key)?, unbatch(value)?);
-        let (l_ax, n_ax) = if batch_first { (1, 0) } else { (0, 1) };
-        let (l, n, s) = (q.shape()[l_ax], q.shape()[n_ax], k.shape()[l_ax]);
-        if q.shape()[2] != e {
-            return Err(bad_shape(MHA, query.shape(), format!("the query's last dim must be embed_dim = {e}")));
-        }
-        if k.shape()[2] != e || k.shape()[n_ax] != n {
-            return Err(shape_err(MHA, query.shape(), key.shape(), format!("the key must have the query's batch size {n} and width embed_dim = {e}")));
-        }
-
-        // The mask added to the [N*H, L, S] scores: attn_mask as [1 or N*H, L, S] plus the
-        // padding mask as [N*H, 1, S].
-        let mut mask = None;
-        if let Some(m) = attn_mask {
-            let m3 = match m.rank() {
-                2 if m.shape() == [l, s] => m.unsqueeze(0)?,
-                3 if m.shape() == [n * h, l, s] => m.clone(),
-                _ => {
-                    return Err(shape_err(
-                        MHA,
-                        query.shape(),
-                        m.shape(),
-                        format!("attn_mask must be [L, S] = [{l}, {s}] or [N * num_heads, L, S] = [{}, {l}, {s}]", n * h),
-                    ))
+            // Unbatched inputs are a batch of one, seq-first (PyTorch ignores batch_first for them).
+            let batch_first = c.batch_first && batched;
+            let unbatch = |t: &Tensor| {
+                if batched {
+                    Ok(t.clone())
+                } else {
+                    t.unsqueeze(1)
                 }
             };
-            mask = Some(additive_mask(&m3, &q, "attn_mask")?);
-        }
-        if let Some(m) = key_padding_mask {
-            let want: &[usize] = if batched { &[n, s] } else { &[s] };
-            if m.shape() != want {
-                return Err(shape_err(MHA, key.shape(), m.shape(), format!("key_padding_mask must be {want:?} ([N, S], unbatched [S])")));
+            let (q, k, v) = (unbatch(query)?, unbatch(key)?, unbatch(value)?);
+            let (l_ax, n_ax) = if batch_first { (1, 0) } else { (0, 1) };
+            let (l, n, s) = (q.shape()[l_ax], q.shape()[n_ax], k.shape()[l_ax]);
+            if q.shape()[2] != e {
+                return Err(bad_shape(MHA, query.shape(), format!("the query's last dim must be embed_dim = {e}")));
             }
-            let m = additive_mask(m, &q, "key_padding_mask")?.reshape(&[n, 1, 1, s])?.expand(&[n, h, 1, s])?.reshape(&[n * h, 1, s])?;
-            mask = Some(match mask {
-                Some(a) => a.add(&m)?,
-                None => m,
-            });
-        }
+            if k.shape()[2] != e || k.shape()[n_ax] != n {
+                return Err(shape_err(MHA, query.shape(), key.shape(), format!("the key must have the query's batch size {n} and width embed_dim = {e}")));
+            }
 
-        // Input projections: one GEMM for self-attention, as PyTorch's packed path.
-        let w = &self.in_proj_weight;
-        let (qp, kp, vp) = if query.id() == key.id() && key.id() == value.id() {
-            let mut p = q.linear(w, self.in_proj_bias.as_ref())?.chunk(3, -1isize)?.into_iter();
-            let mut next = || p.next().expect("three chunks");
-            (next(), next(), next())
-        } else {
-            let proj = |x: &Tensor, i: usize| -> Result<Tensor> {
-                let b = self.in_proj_bias.as_ref().map(|b| b.narrow(0usize, i * e, e)).transpose()?;
-                Ok(x.linear(&w.narrow(0usize, i * e, e)?, b.as_ref())?)
+            // The mask added to the [N*H, L, S] scores: attn_mask as [1 or N*H, L, S] plus the
+            // padding mask as [N*H, 1, S].
+            let mut mask = None;
+            if let Some(m) = attn_mask {
+                let m3 = match m.rank() {
+                    2 if m.shape() == [l, s] => m.unsqueeze(0)?,
+                    3 if m.shape() == [n * h, l, s] => m.clone(),
+                    _ => {
+                        return Err(shape_err(
+                            MHA,
+                            query.shape(),
+                            m.shape(),
+                            format!("attn_mask must be [L, S] = [{l}, {s}] or [N * num_heads, L, S] = [{}, {l}, {s}]", n * h),
+                        ))
+                    }
+                };
+                mask = Some(additive_mask(&m3, &q, "attn_mask")?);
+            }
+            if let Some(m) = key_padding_mask {
+                let want: &[usize] = if batched { &[n, s] } else { &[s] };
+                if m.shape() != want {
+                    return Err(shape_err(MHA, key.shape(), m.shape(), format!("key_padding_mask must be {want:?} ([N, S], unbatched [S])")));
+                }
+                let m = additive_mask(m, &q, "key_padding_mask")?.reshape(&[n, 1, 1, s])?.expand(&[n, h, 1, s])?.reshape(&[n * h, 1, s])?;
+                mask = Some(match mask {
+                    Some(a) => a.add(&m)?,
+                    None => m,
+                });
+            }
+
+            // Input projections: one GEMM for self-attention, as PyTorch's packed path.
+            let w = &self.in_proj_weight;
+            let (qp, kp, vp) = if query.id() == key.id() && key.id() == value.id() {
+                let mut p = q.linear(w, self.in_proj_bias.as_ref())?.chunk(3, -1isize)?.into_iter();
+                let mut next = || p.next().expect("three chunks");
+                (next(), next(), next())
+            } else {
+                let proj = |x: &Tensor, i: usize| -> Result<Tensor> {
+                    let b = self.in_proj_bias.as_ref().map(|b| b.narrow(0usize, i * e, e)).transpose()?;
+                    Ok(x.linear(&w.narrow(0usize, i * e, e)?, b.as_ref())?)
+                };
+                (proj(&q, 0)?, proj(&k, 1)?, proj(&v, 2)?)
             };
-            (proj(&q, 0)?, proj(&k, 1)?, proj(&v, 2)?)
-        };
-        // [L, N, E] or [N, L, E] -> [N*H, L, hd].
-        let split_heads = |t: &Tensor, len: usize| -> Result<Tensor> {
-            let sh = t.shape();
-            let perm: &[usize] = if batch_first { &[0, 2, 1, 3] } else { &[1, 2, 0, 3] };
-            Ok(t.reshape(&[sh[0], sh[1], h, hd])?.permute(perm)?.reshape(&[n * h, len, hd])?)
-        };
-        let (qh, kh, vh) = (split_heads(&qp, l)?, split_heads(&kp, s)?, split_heads(&vp, s)?);
+            // [L, N, E] or [N, L, E] -> [N*H, L, hd].
+            let split_heads = |t: &Tensor, len: usize| -> Result<Tensor> {
+                let sh = t.shape();
+                let perm: &[usize] = if batch_first { &[0, 2, 1, 3] } else { &[1, 2, 0, 3] };
+                Ok(t.reshape(&[sh[0], sh[1], h, hd])?.permute(perm)?.reshape(&[n * h, len, hd])?)
+            };
+            let (qh, kh, vh) = (split_heads(&qp, l)?, split_heads(&kp, s)?, split_heads(&vp, s)?);
 
-        let dropout = if self.training { c.dropout } else { 0.0 };
-        let (heads, weights) = if need_weights || dropout > 0.0 {
-            // PyTorch scales the queries before the product on this path.
-            let mut scores = qh.mul_scalar(1.0 / (hd as f64).sqrt())?.matmul(&kh.transpose(1usize, 2usize)?)?;
-            if let Some(m) = &mask {
-                scores = scores.add(m)?;
+            let dropout = if self.training { c.dropout } else { 0.0 };
+            let (heads, weights) = if need_weights || dropout > 0.0 {
+                // PyTorch scales the queries before the product on this path.
+                let mut scores = qh.mul_scalar(1.0 / (hd as f64).sqrt())?.matmul(&kh.transpose(1usize, 2usize)?)?;
+                if let Some(m) = &mask {
+                    scores = scores.add(m)?;
+                }
+                let w = scores.softmax(-1isize)?.dropout(dropout, true, None)?;
+                (w.matmul(&vh)?, Some(w))
+            } else {
+                (qh.scaled_dot_product_attention(&kh, &vh, mask.as_ref(), false, None)?, None)
+            };
+
+            // [N*H, L, hd] -> [L, N, E] or [N, L, E], then the output projection (called as a
+            // function, as PyTorch does, so summaries show no `Linear` row inside attention).
+            let (perm, merged): (&[usize], [usize; 3]) = if batch_first { (&[0, 2, 1, 3], [n, l, e]) } else { (&[2, 0, 1, 3], [l, n, e]) };
+            let merged = heads.reshape(&[n, h, l, hd])?.permute(perm)?.reshape(&merged)?;
+            let mut out = merged.linear(&self.out_proj.weight, self.out_proj.bias.as_ref())?;
+            let mut weights = match weights.filter(|_| need_weights) {
+                Some(w) if average_attn_weights => Some(w.reshape(&[n, h, l, s])?.mean(&[1], false)?),
+                Some(w) => Some(w.reshape(&[n, h, l, s])?),
+                None => None,
+            };
+            if !batched {
+                out = out.squeeze(1usize)?;
+                weights = weights.map(|w| w.squeeze(0usize)).transpose()?;
             }
-            let w = scores.softmax(-1isize)?.dropout(dropout, true, None)?;
-            (w.matmul(&vh)?, Some(w))
-        } else {
-            (qh.scaled_dot_product_attention(&kh, &vh, mask.as_ref(), false, None)?, None)
-        };
-
-        // [N*H, L, hd] -> [L, N, E] or [N, L, E], then the output projection (called as a
-        // function, as PyTorch does, so summaries show no `Linear` row inside attention).
-        let (perm, merged): (&[usize], [usize; 3]) = if batch_first { (&[0, 2, 1, 3], [n, l, e]) } else { (&[2, 0, 1, 3], [l, n, e]) };
-        let merged = heads.reshape(&[n, h, l, hd])?.permute(perm)?.reshape(&merged)?;
-        let mut out = merged.linear(&self.out_proj.weight, self.out_proj.bias.as_ref())?;
-        let mut weights = match weights.filter(|_| need_weights) {
-            Some(w) if average_attn_weights => Some(w.reshape(&[n, h, l, s])?.mean(&[1], false)?),
-            Some(w) => Some(w.reshape(&[n, h, l, s])?),
-            None => None,
-        };
-        if !batched {
-            out = out.squeeze(1usize)?;
-            weights = weights.map(|w| w.squeeze(0usize)).transpose()?;
-        }
-        Ok((out, weights))
+            Ok((out, weights))
+        })
     }
 }
 

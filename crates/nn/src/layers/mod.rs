@@ -76,3 +76,30 @@ macro_rules! with_fields {
     };
 }
 pub(crate) use with_fields;
+
+/// A layer of one option, `$field: $ty`: the struct, `new($field)`, and a forward pass that is
+/// the tensor op `$op` given that option.
+macro_rules! one_option_layer {
+    ($(#[$doc:meta])* $name:ident { $field:ident: $ty:ty } => $op:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            pub $field: $ty,
+        }
+
+        impl_module!($name {});
+
+        impl $name {
+            pub fn new($field: $ty) -> Self {
+                $name { $field }
+            }
+        }
+
+        impl Forward for $name {
+            fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+                Ok(x.$op(self.$field)?)
+            }
+        }
+    };
+}
+pub(crate) use one_option_layer;

@@ -4,7 +4,7 @@
 
 use liandan_tensor::Tensor;
 
-use super::with_fields;
+use super::{one_option_layer, with_fields};
 use crate::error::Result;
 use crate::impl_module;
 use crate::module::Forward;
@@ -83,50 +83,20 @@ impl Forward for AvgPool2d {
     }
 }
 
-/// Average pooling to a fixed output size (`torch.nn.AdaptiveAvgPool2d(output_size)`).
-///
-/// # Shapes
-/// - input: `[N, C, H, W]` or `[C, H, W]`
-/// - output: `[N, C, OH, OW]` or `[C, OH, OW]`
-#[derive(Clone, Copy, Debug)]
-pub struct AdaptiveAvgPool2d {
-    pub output_size: (usize, usize),
-}
+one_option_layer!(
+    /// Average pooling to a fixed output size (`torch.nn.AdaptiveAvgPool2d(output_size)`).
+    ///
+    /// # Shapes
+    /// - input: `[N, C, H, W]` or `[C, H, W]`
+    /// - output: `[N, C, OH, OW]` or `[C, OH, OW]`
+    AdaptiveAvgPool2d { output_size: (usize, usize) } => adaptive_avg_pool2d
+);
 
-impl_module!(AdaptiveAvgPool2d {});
-
-impl AdaptiveAvgPool2d {
-    pub fn new(output_size: (usize, usize)) -> Self {
-        AdaptiveAvgPool2d { output_size }
-    }
-}
-
-impl Forward for AdaptiveAvgPool2d {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.adaptive_avg_pool2d(self.output_size)?)
-    }
-}
-
-/// Max pooling to a fixed output size (`torch.nn.AdaptiveMaxPool2d(output_size)`).
-///
-/// # Shapes
-/// - input: `[N, C, H, W]` or `[C, H, W]`
-/// - output: `[N, C, OH, OW]` or `[C, OH, OW]`
-#[derive(Clone, Copy, Debug)]
-pub struct AdaptiveMaxPool2d {
-    pub output_size: (usize, usize),
-}
-
-impl_module!(AdaptiveMaxPool2d {});
-
-impl AdaptiveMaxPool2d {
-    pub fn new(output_size: (usize, usize)) -> Self {
-        AdaptiveMaxPool2d { output_size }
-    }
-}
-
-impl Forward for AdaptiveMaxPool2d {
-    fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.adaptive_max_pool2d(self.output_size)?)
-    }
-}
+one_option_layer!(
+    /// Max pooling to a fixed output size (`torch.nn.AdaptiveMaxPool2d(output_size)`).
+    ///
+    /// # Shapes
+    /// - input: `[N, C, H, W]` or `[C, H, W]`
+    /// - output: `[N, C, OH, OW]` or `[C, OH, OW]`
+    AdaptiveMaxPool2d { output_size: (usize, usize) } => adaptive_max_pool2d
+);

@@ -19,6 +19,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 METADATA = {"format": "pt"}
 
 
+# torch_widen's tensors as (name, values, dtype), built alike by either library.
+WIDEN = [
+    ("i8", [-128, 0, 127], "int8"),
+    ("i16", [-32768, 1, 32767], "int16"),
+    ("i32", [[-2147483648, 2], [3, 2147483647]], "int32"),
+    ("u16", [0, 65535], "uint16"),
+    ("u32", [0, 4294967295], "uint32"),
+    ("u8", [0, 255, 7], "uint8"),
+    ("mask", [True, False, True], "bool"),
+]
+
+
+def save(save_file, small, array):
+    """Writes torch_small (`small`) and torch_widen (`array(values, dtype)` for each row of WIDEN)."""
+    widen = {name: array(values, dtype) for name, values, dtype in WIDEN}
+    save_file(small, os.path.join(HERE, "torch_small.safetensors"), metadata=METADATA)
+    save_file(widen, os.path.join(HERE, "torch_widen.safetensors"), metadata=METADATA)
+
+
 def with_torch():
     import torch
     from safetensors.torch import save_file
@@ -29,17 +48,7 @@ def with_torch():
         "bn.num_batches_tracked": torch.tensor(3),
         "emb.weight": torch.arange(4, dtype=torch.float16).reshape(2, 2),
     }
-    widen = {
-        "i8": torch.tensor([-128, 0, 127], dtype=torch.int8),
-        "i16": torch.tensor([-32768, 1, 32767], dtype=torch.int16),
-        "i32": torch.tensor([[-2147483648, 2], [3, 2147483647]], dtype=torch.int32),
-        "u16": torch.tensor([0, 65535], dtype=torch.uint16),
-        "u32": torch.tensor([0, 4294967295], dtype=torch.uint32),
-        "u8": torch.tensor([0, 255, 7], dtype=torch.uint8),
-        "mask": torch.tensor([True, False, True]),
-    }
-    save_file(small, os.path.join(HERE, "torch_small.safetensors"), metadata=METADATA)
-    save_file(widen, os.path.join(HERE, "torch_widen.safetensors"), metadata=METADATA)
+    save(save_file, small, lambda values, dtype: torch.tensor(values, dtype=getattr(torch, dtype)))
     return "torch " + torch.__version__
 
 
@@ -53,17 +62,7 @@ def with_numpy():
         "bn.num_batches_tracked": np.array(3, dtype=np.int64),  # 0-d, as torch.tensor(3)
         "emb.weight": np.arange(4, dtype=np.float16).reshape(2, 2),
     }
-    widen = {
-        "i8": np.array([-128, 0, 127], dtype=np.int8),
-        "i16": np.array([-32768, 1, 32767], dtype=np.int16),
-        "i32": np.array([[-2147483648, 2], [3, 2147483647]], dtype=np.int32),
-        "u16": np.array([0, 65535], dtype=np.uint16),
-        "u32": np.array([0, 4294967295], dtype=np.uint32),
-        "u8": np.array([0, 255, 7], dtype=np.uint8),
-        "mask": np.array([True, False, True]),
-    }
-    save_file(small, os.path.join(HERE, "torch_small.safetensors"), metadata=METADATA)
-    save_file(widen, os.path.join(HERE, "torch_widen.safetensors"), metadata=METADATA)
+    save(save_file, small, lambda values, dtype: np.array(values, dtype=dtype))
     return "numpy " + np.__version__
 
 

@@ -65,16 +65,3 @@ pub fn train_mlp(d: &Device) {
     assert!(last < 0.05, "training did not converge: loss {first} -> {last}");
     assert!(accuracy > 0.99, "training accuracy {accuracy}");
 }
-
-/// Defines the end-to-end tests for `$device`.
-#[macro_export]
-macro_rules! conformance_e2e_tests {
-    ($device:expr) => {
-        #[test]
-        fn e2e_train_mlp_with_sgd() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::e2e::train_mlp(&d)
-            }
-        }
-    };
-}

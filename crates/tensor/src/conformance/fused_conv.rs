@@ -13,25 +13,6 @@ use super::values;
 use crate::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
 use crate::{ConvGeometry, CustomOp, DType, Device, Result, Tensor};
 
-/// Defines one `#[test]` per fused-convolution check for `$device`.
-#[macro_export]
-macro_rules! conformance_fused_conv_tests {
-    ($device:expr) => {
-        #[test]
-        fn fused_conv2d_matches_composite() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::fused_conv::conv2d_matches_composite(&d)
-            }
-        }
-        #[test]
-        fn fused_conv2d_wide_matches_composite() {
-            if let Some(d) = $crate::conformance::suite_device($device) {
-                $crate::conformance::fused_conv::conv2d_wide_matches_composite(&d)
-            }
-        }
-    };
-}
-
 /// `(N, C, H, W, O, kernel, stride, padding, dilation, groups)`.
 type Case = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
 

@@ -39,6 +39,7 @@ pub mod grads_reduce;
 pub mod grads_views;
 pub mod grads_window;
 pub mod profile;
+mod suite;
 
 use crate::{DType, Device, Result, Tensor};
 
@@ -160,16 +161,4 @@ impl SuiteDevice for Option<Device> {
 /// Resolves the device a suite test runs on (see [`SuiteDevice`]).
 pub fn suite_device(d: impl SuiteDevice) -> Option<Device> {
     d.resolve()
-}
-
-/// Defines one `#[test]` per conformance check for the device expression `$device`.
-#[macro_export]
-macro_rules! conformance_suite {
-    ($device:expr) => {
-        $crate::conformance_forward_tests!($device);
-        $crate::conformance_grad_tests!($device);
-        $crate::conformance_e2e_tests!($device);
-        $crate::conformance_fused_tests!($device);
-        $crate::conformance_fused_conv_tests!($device);
-    };
 }

@@ -46,6 +46,32 @@ pub(super) fn window(
     Ok(w)
 }
 
+/// The checks every convolution makes first: a float input, a weight of its dtype and device,
+/// both of rank `rank` (`layout` says which dimensions, for the error).
+fn check_operands(op: &'static str, x: &Tensor, weight: &Tensor, rank: usize, layout: &str) -> Result<()> {
+    check_float(op, x)?;
+    check_same_dtype(op, x, weight)?;
+    check_same_device(op, x, weight)?;
+    if x.rank() != rank || weight.rank() != rank {
+        return Err(Error::shape(op, x.shape(), weight.shape(), format!("must be {layout}")));
+    }
+    Ok(())
+}
+
+/// conv2d's and conv1d's channel check: `[N, C, ..]` and `[O, C/groups, ..]` with C and O
+/// both split into `groups`.
+fn check_groups(op: &'static str, xs: &[usize], ws: &[usize], groups: usize) -> Result<()> {
+    if groups == 0 || !xs[1].is_multiple_of(groups) || !ws[0].is_multiple_of(groups) || xs[1] / groups != ws[1] {
+        return Err(Error::shape(
+            op,
+            xs,
+            ws,
+            format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
+        ));
+    }
+    Ok(())
+}
+
 /// Adds an `[O]` bias along axis 1 of `out`, or says which shapes disagree.
 fn add_channel_bias(op: &'static str, out: Tensor, weight: &Tensor, bias: Option<&Tensor>, o: usize) -> Result<Tensor> {
     let Some(b) = bias else { return Ok(out) };
@@ -145,21 +171,9 @@ impl Tensor {
         if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
             return x.conv2d_then(&w, b.as_ref(), stride, padding, dilation, groups, relu);
         }
-        check_float("conv2d", self)?;
-        check_same_dtype("conv2d", self, weight)?;
-        check_same_device("conv2d", self, weight)?;
+        check_operands("conv2d", self, weight, 4, "a 4-D [N, C, H, W] input and a 4-D [O, C/groups, kh, kw] weight")?;
         let (xs, ws) = (self.shape(), weight.shape());
-        if xs.len() != 4 || ws.len() != 4 {
-            return Err(Error::shape("conv2d", xs, ws, "must be a 4-D [N, C, H, W] input and a 4-D [O, C/groups, kh, kw] weight"));
-        }
-        if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
-            return Err(Error::shape(
-                "conv2d",
-                xs,
-                ws,
-                format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
-            ));
-        }
+        check_groups("conv2d", xs, ws, groups)?;
         let win = window("conv2d", self.shape(), (ws[2], ws[3]), stride, padding, dilation)?;
         let geom = ConvGeometry { n: xs[0], c: xs[1], h: xs[2], w: xs[3], o: ws[0], kernel: win.kernel, stride, padding, dilation, groups };
         if let Some(b) = bias {
@@ -185,21 +199,9 @@ impl Tensor {
         if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
             return x.conv1d(&w, b.as_ref(), stride, padding, dilation, groups);
         }
-        check_float("conv1d", self)?;
-        check_same_dtype("conv1d", self, weight)?;
-        check_same_device("conv1d", self, weight)?;
+        check_operands("conv1d", self, weight, 3, "a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight")?;
         let (xs, ws) = (self.shape(), weight.shape());
-        if xs.len() != 3 || ws.len() != 3 {
-            return Err(Error::shape("conv1d", xs, ws, "must be a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight"));
-        }
-        if groups == 0 || xs[1] % groups != 0 || ws[0] % groups != 0 || xs[1] / groups != ws[1] {
-            return Err(Error::shape(
-                "conv1d",
-                xs,
-                ws,
-                format!("disagree on channels: input has {} channels, weight expects {} per group x {groups} groups", xs[1], ws[1]),
-            ));
-        }
+        check_groups("conv1d", xs, ws, groups)?;
         if stride == 0 || dilation == 0 || ws[2] == 0 || xs[2] + 2 * padding < dilation * (ws[2].max(1) - 1) + 1 {
             return Err(Error::shape(
                 "conv1d",
@@ -240,13 +242,8 @@ impl Tensor {
             return x.conv_transpose2d(&w, b.as_ref(), stride, padding, output_padding, dilation, groups);
         }
         const OP: &str = "conv_transpose2d";
-        check_float(OP, self)?;
-        check_same_dtype(OP, self, weight)?;
-        check_same_device(OP, self, weight)?;
+        check_operands(OP, self, weight, 4, "a 4-D [N, C_in, H, W] input and a 4-D [C_in, C_out/groups, kh, kw] weight")?;
         let (xs, ws) = (self.shape(), weight.shape());
-        if xs.len() != 4 || ws.len() != 4 {
-            return Err(Error::shape(OP, xs, ws, "must be a 4-D [N, C_in, H, W] input and a 4-D [C_in, C_out/groups, kh, kw] weight"));
-        }
         if groups == 0 || xs[1] % groups != 0 || ws[0] != xs[1] {
             return Err(Error::shape(
                 OP,

@@ -6,7 +6,7 @@ use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, decay_addcmul, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::core::{check_range, decay_addcmul, l2, non_negative, rule_defaults, signed, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{self, buffers, l2_grad, scalar, stored, Kernels, Step};
@@ -34,25 +34,13 @@ impl Default for AdadeltaConfig {
 impl Rule for AdadeltaConfig {
     const NAME: &'static str = "Adadelta";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
         check_range(Self::NAME, "rho", self.rho, 0.0, 1.0, true)?;
-        check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
+        non_negative(Self::NAME, &[("eps", self.eps)])
     }
 
     fn state_names(&self) -> Vec<&'static str> {
         vec!["square_avg", "acc_delta"]
-    }
-
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
     }
 
     /// The composite of the fused `adadelta_step`, and its oracle.
@@ -68,6 +56,8 @@ impl Rule for AdadeltaConfig {
         state.tensors = vec![square_avg, acc_delta];
         Ok(())
     }
+
+    rule_defaults!();
 }
 
 impl Kernels for AdadeltaConfig {

@@ -6,7 +6,7 @@ use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::core::{l2, non_negative, rule_defaults, signed, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{buffers, l2_grad, scalar, stored, Kernels, Step};
@@ -35,26 +35,12 @@ impl Default for AdagradConfig {
 impl Rule for AdagradConfig {
     const NAME: &'static str = "Adagrad";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
-        check_range(Self::NAME, "lr_decay", self.lr_decay, 0.0, f64::INFINITY, false)?;
-        check_range(Self::NAME, "initial_accumulator_value", self.initial_accumulator_value, 0.0, f64::INFINITY, false)?;
-        check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
+        non_negative(Self::NAME, &[("lr_decay", self.lr_decay), ("initial_accumulator_value", self.initial_accumulator_value), ("eps", self.eps)])
     }
 
     fn state_names(&self) -> Vec<&'static str> {
         vec!["sum"]
-    }
-
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
     }
 
     /// The composite of the fused `adagrad_step`, and its oracle.
@@ -69,6 +55,8 @@ impl Rule for AdagradConfig {
         state.tensors = vec![sum];
         Ok(())
     }
+
+    rule_defaults!();
 }
 
 impl AdagradConfig {

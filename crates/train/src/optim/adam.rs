@@ -8,7 +8,7 @@ use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, decay_addcmul, l2, lerp, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::core::{check_range, decay_addcmul, l2, lerp, non_negative, rule_defaults, signed, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::Update;
 use super::fused::{acc, buffers, stored, Kernels, Step};
@@ -53,18 +53,10 @@ impl Default for AdamConfig {
 impl Rule for AdamConfig {
     const NAME: &'static str = "Adam";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
         check_range(Self::NAME, "betas.0", self.betas.0, 0.0, 1.0, false)?;
         check_range(Self::NAME, "betas.1", self.betas.1, 0.0, 1.0, false)?;
-        check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
+        non_negative(Self::NAME, &[("eps", self.eps)])
     }
 
     fn momentum(&self) -> Option<f64> {
@@ -81,10 +73,6 @@ impl Rule for AdamConfig {
         } else {
             vec!["exp_avg", "exp_avg_sq"]
         }
-    }
-
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
     }
 
     /// The composite of the fused `adam_step`, and its oracle.
@@ -118,6 +106,8 @@ impl Rule for AdamConfig {
         state.tensors[1] = exp_avg_sq;
         Ok(())
     }
+
+    rule_defaults!();
 }
 
 impl AdamConfig {

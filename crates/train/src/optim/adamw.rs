@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::adam::AdamConfig;
 #[cfg(feature = "wgpu")]
 use super::adam::AdamParams;
-use super::core::{FusedUpdate, Optim, ParamState, Rule};
+use super::core::{rule_defaults, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::Update;
 use super::fused::{Kernels, Step};
@@ -70,14 +70,6 @@ fn adam_step(step: &Step<AdamWConfig>) -> Step<AdamConfig> {
 impl Rule for AdamWConfig {
     const NAME: &'static str = "AdamW";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
         self.as_adam().validate()
     }
@@ -94,13 +86,11 @@ impl Rule for AdamWConfig {
         self.as_adam().state_names()
     }
 
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
-    }
-
     fn update(&self, lr: f64, weight_decay: f64, param: &Tensor, grad: &Tensor, state: &mut ParamState) -> Result<()> {
         self.as_adam().update(lr, weight_decay, param, grad, state)
     }
+
+    rule_defaults!();
 }
 
 impl Kernels for AdamWConfig {

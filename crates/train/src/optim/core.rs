@@ -56,6 +56,25 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
     }
 }
 
+/// The [`Rule`] methods every config of this crate has alike: `lr` and `weight_decay` are its
+/// fields of those names, and its update is fused (`optim/fused`).
+macro_rules! rule_defaults {
+    () => {
+        fn lr(&self) -> f64 {
+            self.lr
+        }
+
+        fn weight_decay(&self) -> f64 {
+            self.weight_decay
+        }
+
+        fn fused(&self) -> Option<$crate::optim::FusedUpdate<'_>> {
+            Some($crate::optim::FusedUpdate(self))
+        }
+    };
+}
+pub(crate) use rule_defaults;
+
 /// The handle of a rule's fused update, which the step runs ([`Rule::fused`]). Opaque: this
 /// crate's optimizers have one (`optim/fused`).
 pub struct FusedUpdate<'a>(pub(crate) &'a dyn RunGroup);
@@ -170,6 +189,11 @@ pub(crate) fn check_range(op: &'static str, name: &str, value: f64, low: f64, hi
     }
     let close = if inclusive { "]" } else { ")" };
     Err(invalid(op, format!("{name} {value} must lie in [{low}, {high}{close}")))
+}
+
+/// [`check_range`] of each `(name, value)` against `[0, inf)`.
+pub(crate) fn non_negative(op: &'static str, values: &[(&str, f64)]) -> Result<()> {
+    values.iter().try_for_each(|&(name, value)| check_range(op, name, value, 0.0, f64::INFINITY, false))
 }
 
 /// `grad`, negated when maximizing (every optimizer's `maximize` option).

@@ -6,7 +6,7 @@ use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use num_traits::Float as _;
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, decay_addcmul, l2, lerp, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::core::{decay_addcmul, l2, lerp, non_negative, rule_defaults, signed, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::{Update, GRADIENT};
 use super::fused::{self, buffers, l2_grad, scalar, stored, Kernels, Step};
@@ -36,18 +36,8 @@ impl Default for RmsPropConfig {
 impl Rule for RmsPropConfig {
     const NAME: &'static str = "RMSprop";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
-        check_range(Self::NAME, "alpha", self.alpha, 0.0, f64::INFINITY, false)?;
-        check_range(Self::NAME, "momentum", self.momentum, 0.0, f64::INFINITY, false)?;
-        check_range(Self::NAME, "eps", self.eps, 0.0, f64::INFINITY, false)
+        non_negative(Self::NAME, &[("alpha", self.alpha), ("momentum", self.momentum), ("eps", self.eps)])
     }
 
     fn momentum(&self) -> Option<f64> {
@@ -67,10 +57,6 @@ impl Rule for RmsPropConfig {
             names.push("grad_avg");
         }
         names
-    }
-
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
     }
 
     /// The composite of the fused `rmsprop_step`, and its oracle.
@@ -100,6 +86,8 @@ impl Rule for RmsPropConfig {
         state.tensors = next;
         Ok(())
     }
+
+    rule_defaults!();
 }
 
 impl Kernels for RmsPropConfig {

@@ -5,7 +5,7 @@ use liandan_backend_cpu::kernel::{alloc, in_pieces, slices, Float};
 use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use serde::{Deserialize, Serialize};
 
-use super::core::{check_range, invalid, l2, signed, FusedUpdate, Optim, ParamState, Rule};
+use super::core::{check_range, invalid, l2, non_negative, rule_defaults, signed, Optim, ParamState, Rule};
 #[cfg(feature = "wgpu")]
 use super::fused::gpu::Update;
 use super::fused::{acc, stored, Kernels, Step};
@@ -35,16 +35,8 @@ impl Default for SgdConfig {
 impl Rule for SgdConfig {
     const NAME: &'static str = "SGD";
 
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-
-    fn weight_decay(&self) -> f64 {
-        self.weight_decay
-    }
-
     fn validate(&self) -> Result<()> {
-        check_range(Self::NAME, "momentum", self.momentum, 0.0, f64::INFINITY, false)?;
+        non_negative(Self::NAME, &[("momentum", self.momentum)])?;
         check_range(Self::NAME, "dampening", self.dampening, f64::NEG_INFINITY, f64::INFINITY, false)?;
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
             return Err(invalid(Self::NAME, "nesterov momentum needs momentum > 0 and dampening 0".into()));
@@ -66,10 +58,6 @@ impl Rule for SgdConfig {
         } else {
             Vec::new()
         }
-    }
-
-    fn fused(&self) -> Option<FusedUpdate<'_>> {
-        Some(FusedUpdate(self))
     }
 
     /// The composite of the fused `sgd_step`, and its oracle.
@@ -95,6 +83,8 @@ impl Rule for SgdConfig {
         param.assign(&param.sub(&g.mul_scalar(lr)?)?)?;
         Ok(())
     }
+
+    rule_defaults!();
 }
 
 impl Kernels for SgdConfig {

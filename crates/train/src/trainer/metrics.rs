@@ -80,6 +80,48 @@ impl Counter {
     }
 }
 
+/// A metric that is the fraction of samples counted as hits on the device (accuracy, top-k):
+/// the [`Metric`] around its [`Counter`] is the same for each.
+trait CountsHits: Send {
+    /// [`Metric::name`].
+    fn name(&self) -> String;
+
+    /// One batch's hits (a scalar on the device) and its sample count.
+    fn hits(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, usize)>;
+
+    fn counter(&mut self) -> &mut Counter;
+
+    fn counted(&self) -> &Counter;
+}
+
+impl<M: CountsHits> Metric for M {
+    fn name(&self) -> String {
+        CountsHits::name(self)
+    }
+
+    fn update(&mut self, output: &Tensor, target: &Tensor) -> Result<()> {
+        let (hits, n) = self.hits(output, target)?;
+        self.counter().add(hits, n)
+    }
+
+    fn compute(&self) -> Result<f64> {
+        self.counted().fraction()
+    }
+
+    fn reset(&mut self) {
+        *self.counter() = Counter::default();
+    }
+
+    fn state(&self) -> Result<Vec<f64>> {
+        self.counted().state()
+    }
+
+    fn load_state(&mut self, state: &[f64]) -> Result<()> {
+        let name = CountsHits::name(self);
+        self.counter().load_state(state, &name)
+    }
+}
+
 /// Checks that `output` is `[N, classes]` and `target` is `[N]`.
 fn check_classes(op: &'static str, output: &Tensor, target: &Tensor) -> Result<usize> {
     match (output.shape(), target.shape()) {
@@ -100,31 +142,22 @@ impl Accuracy {
     }
 }
 
-impl Metric for Accuracy {
+impl CountsHits for Accuracy {
     fn name(&self) -> String {
         "acc".into()
     }
 
-    fn update(&mut self, output: &Tensor, target: &Tensor) -> Result<()> {
+    fn hits(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, usize)> {
         let n = check_classes("accuracy", output, target)?;
-        let hits = output.argmax(1usize, false)?.eq(target)?.to_dtype(DType::F32)?.sum_all()?;
-        self.counter.add(hits, n)
+        Ok((output.argmax(1usize, false)?.eq(target)?.to_dtype(DType::F32)?.sum_all()?, n))
     }
 
-    fn compute(&self) -> Result<f64> {
-        self.counter.fraction()
+    fn counter(&mut self) -> &mut Counter {
+        &mut self.counter
     }
 
-    fn reset(&mut self) {
-        self.counter = Counter::default();
-    }
-
-    fn state(&self) -> Result<Vec<f64>> {
-        self.counter.state()
-    }
-
-    fn load_state(&mut self, state: &[f64]) -> Result<()> {
-        self.counter.load_state(state, "acc")
+    fn counted(&self) -> &Counter {
+        &self.counter
     }
 }
 
@@ -141,35 +174,25 @@ impl TopK {
     }
 }
 
-impl Metric for TopK {
+impl CountsHits for TopK {
     fn name(&self) -> String {
         format!("top{}", self.k)
     }
 
-    fn update(&mut self, output: &Tensor, target: &Tensor) -> Result<()> {
+    fn hits(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, usize)> {
         let n = check_classes("top-k accuracy", output, target)?;
         // The label's rank is the number of classes scored strictly higher; there is no
         // top-k kernel, and this needs only a gather, a compare and two sums.
         let label_score = output.gather(1usize, &target.unsqueeze(1usize)?)?;
         let rank = output.gt(&label_score)?.to_dtype(DType::F32)?.sum(&[1], false)?;
-        let hits = rank.lt_scalar(self.k as f64)?.to_dtype(DType::F32)?.sum_all()?;
-        self.counter.add(hits, n)
+        Ok((rank.lt_scalar(self.k as f64)?.to_dtype(DType::F32)?.sum_all()?, n))
     }
 
-    fn compute(&self) -> Result<f64> {
-        self.counter.fraction()
+    fn counter(&mut self) -> &mut Counter {
+        &mut self.counter
     }
 
-    fn reset(&mut self) {
-        self.counter = Counter::default();
-    }
-
-    fn state(&self) -> Result<Vec<f64>> {
-        self.counter.state()
-    }
-
-    fn load_state(&mut self, state: &[f64]) -> Result<()> {
-        let name = self.name();
-        self.counter.load_state(state, &name)
+    fn counted(&self) -> &Counter {
+        &self.counter
     }
 }

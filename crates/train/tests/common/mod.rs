@@ -4,21 +4,9 @@
 
 use liandan_nn::Device;
 
-/// The first GPU wgpu finds. Without one, GPU tests skip (saying why), unless
-/// `LIANDAN_REQUIRE_GPU` is set (as `.ci/run` does), in which case they fail.
+/// The first GPU, or `None` to skip: [`liandan_tensor::testing::gpu`].
 pub fn gpu() -> Option<Device> {
-    match Device::gpus().into_iter().next() {
-        Some(d) => Some(d),
-        None if liandan_tensor::settings::require_gpu().unwrap_or_else(|e| panic!("{e}")) => {
-            panic!("LIANDAN_REQUIRE_GPU is set but wgpu found no adapter: install Mesa's software Vulkan (apt-get install mesa-vulkan-drivers libvulkan1) or run on a machine with a GPU")
-        }
-        None => {
-            eprintln!(
-                "skipping the GPU: wgpu found no adapter here (install mesa-vulkan-drivers for lavapipe, or set LIANDAN_REQUIRE_GPU=1 to make this a failure)"
-            );
-            None
-        }
-    }
+    liandan_tensor::testing::gpu().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The CPU, and the GPU when there is one.
