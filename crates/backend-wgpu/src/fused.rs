@@ -187,7 +187,7 @@ impl WgpuBackend {
         let known = Known::of(op)?;
         // Some kernels read packed bf16 operands as they are (all of them packed); the others
         // take widened copies.
-        let as_they_are = known.reads_packed() && inputs.iter().all(crate::packed::packed_view);
+        let as_they_are = known.reads_packed() && crate::packed::all_packed(inputs);
         Some(self.staged_fused(as_they_are, inputs, |v| self.fused_op(&known, v)))
     }
 

@@ -90,7 +90,7 @@ pub(crate) fn packed_view(s: &Strided) -> bool {
 
 /// Every operand but a condition (bool) is packed bf16: what a kernel that reads packed
 /// operands as stored needs.
-fn all_packed(views: &[Strided]) -> bool {
+pub(crate) fn all_packed(views: &[Strided]) -> bool {
     views.iter().any(packed_view) && views.iter().all(|v| v.dtype == DType::Bool || packed_view(v))
 }
 
