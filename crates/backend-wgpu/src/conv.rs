@@ -42,9 +42,10 @@ use liandan_tensor::{ConvGeometry, DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::matmul::coop as matmul_coop;
+use crate::matmul::ProductParams;
 use crate::packed::packed_view;
 use crate::params::words;
-use crate::plan::{self, input_phases, packs_y, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
+use crate::plan::{self, input_phases, packs_y, Composite, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
 use crate::pool::PooledBuffer;
 use crate::storage::WgpuStorage;
 use params::{AmaxParams, ConvParams};
@@ -111,51 +112,33 @@ impl WgpuBackend {
         let dtype = inputs.first()?.dtype;
         let relu = op == ConvOp::BiasRelu;
         let operands = if matches!(op, ConvOp::Bias | ConvOp::BiasRelu) { 3 } else { 2 };
-        if !self.repr.computes(dtype)
-            || dtype == DType::F64
-            || inputs.len() != operands
-            || inputs.iter().any(|v| v.dtype != dtype || packed_view(v) != packed_view(&inputs[0]))
-        {
+        if inputs.len() != operands || inputs.iter().any(|v| v.dtype != dtype || packed_view(v) != packed_view(&inputs[0])) {
             return None;
         }
         let gpu = match self.gpu() {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let gemm = Gemm::new(pass, &geom);
-        let limit = gpu.max_binding();
-        // Signed 32-bit addressing in the gather loaders, and the packed tap shifts of the
-        // weight gradient (16 bits each).
-        let small = |v: usize| v < i32::MAX as usize;
-        let span = |k: usize, d: usize| (k - 1) * d;
-        let packs =
-            span(geom.kernel.0, geom.dilation.0) + geom.h + geom.padding.0 < 65_535 && span(geom.kernel.1, geom.dilation.1) + geom.w + geom.padding.1 < 65_535;
-        let (stride, dilation) = (geom.stride.0.saturating_mul(geom.w).max(geom.stride.1), geom.dilation.0.max(geom.dilation.1));
-        let sizes = [
-            gemm.total,
-            gemm.m * gemm.k * geom.groups,
-            gemm.k * gemm.n,
-            geom.input_shape().iter().product(),
-            geom.output_shape().iter().product(),
-            stride,
-            dilation,
-        ];
-        if !packs
-            || !sizes.iter().all(|&s| small(s))
-            || inputs.iter().any(|v| gpu_storage(v).buffer().size() > limit || !small(v.layout.max_extent()))
-            || self.repr.buffer_bytes(dtype, gemm.total) > limit
-        {
+        let call = ConvCall {
+            pass,
+            geom,
+            dtype,
+            plain: operands == 2 && inputs.iter().all(|v| v.layout.is_contiguous()),
+            packed: packed_view(&inputs[0]),
+            operand_bytes: inputs.iter().map(|v| gpu_storage(v).buffer().size()).max().unwrap_or(0),
+            operand_reach: inputs.iter().map(|v| v.layout.max_extent()).max().unwrap_or(0),
+        };
+        let plan = self.conv_plan(gpu, &call);
+        if matches!(plan.composite, Some(Composite::Dtype | Composite::Size)) {
             return None;
         }
-        let call = ConvCall { pass, geom, dtype, plain: operands == 2 && inputs.iter().all(|v| v.layout.is_contiguous()), packed: packed_view(&inputs[0]) };
-        let plan = self.conv_plan(gpu, &call);
-        if let Some(tile) = plan.winograd {
-            if let Some(done) = self.conv_winograd(pass, &geom, tile, inputs) {
+        if let Some(winograd) = plan.winograd {
+            if let Some(done) = self.conv_winograd(pass, &geom, winograd, inputs) {
                 return Some(done);
             }
         }
         // The tensor layer's composite (the product into columns, then col2im) runs it.
-        if plan.columns {
+        if plan.composite == Some(Composite::Columns) {
             return None;
         }
         Some(match pass {
@@ -427,14 +410,17 @@ fn conv_meta(gemm: &Gemm, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
     let [a_group_stride, b_group_stride, y_group_stride] = gemm.strides.map(u);
     let l = geom.out_h() * geom.out_w();
     ConvParams {
-        batch: u(geom.groups),
-        m: u(gemm.m),
-        k: u(gemm.k),
-        n: u(gemm.n),
-        a_stride_m: u(gemm.k),
-        a_stride_k: 1,
-        splits: u(splits),
-        split_k: u(ks),
+        product: ProductParams {
+            batch: u(geom.groups),
+            m: u(gemm.m),
+            k: u(gemm.k),
+            n: u(gemm.n),
+            a_stride_m: u(gemm.k),
+            a_stride_k: 1,
+            splits: u(splits),
+            split_k: u(ks),
+            ..Default::default()
+        },
         images: u(geom.n),
         c: u(geom.c),
         h: u(geom.h),

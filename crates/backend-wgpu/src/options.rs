@@ -139,6 +139,7 @@ impl WgpuOptions {
             conv_cut: t.conv_cut,
             conv_fold: t.conv_fold,
             conv_winograd: t.conv_winograd,
+            winograd_chunk: t.winograd_chunk,
         }
     }
 

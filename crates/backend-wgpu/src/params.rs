@@ -3,7 +3,9 @@
 //! generated from the same declaration, so a kernel reads `p.numel`, `p.lr`, never a word by
 //! its position.
 //!
-//! Fields are 4-byte scalars (`u32`, `i32`, `f32`) and fixed arrays of them: laid out alike by
+//! Fields are 4-byte scalars (`u32`, `i32`, `f32`), fixed arrays of them, and other blocks,
+//! whose fields the WGSL struct takes in their place (so kernels that share a block's fields,
+//! as the matmul and the convolutions do, read them by the same names): laid out alike by
 //! `#[repr(C)]` and by WGSL's rules for a storage buffer or immediate data (4-byte alignment,
 //! arrays of stride 4), with no padding in either. The block travels as the dispatch's meta
 //! block (`gpu.rs`): at most [`PARAMS_BYTES`].
@@ -36,6 +38,12 @@ pub(crate) fn words<P: ShaderParams>(params: &P) -> Vec<u32> {
 /// A field type of a parameter block and its WGSL name.
 pub trait WgslType: bytemuck::Pod {
     fn wgsl() -> String;
+
+    /// The WGSL fields a field `name` of this type declares: itself, or a nested block's own
+    /// fields in its place.
+    fn wgsl_fields(name: &'static str) -> Vec<(&'static str, String)> {
+        vec![(name, Self::wgsl())]
+    }
 }
 
 impl WgslType for u32 {
@@ -101,7 +109,20 @@ macro_rules! shader_params {
 
         impl $crate::ShaderParams for $name {
             fn fields() -> Vec<(&'static str, String)> {
-                vec![$((stringify!($field), <$ty as $crate::params::WgslType>::wgsl())),*]
+                let mut fields = Vec::new();
+                $(fields.extend(<$ty as $crate::params::WgslType>::wgsl_fields(stringify!($field)));)*
+                fields
+            }
+        }
+
+        // A block nested in another lends that one its fields.
+        impl $crate::params::WgslType for $name {
+            fn wgsl() -> String {
+                stringify!($name).into()
+            }
+
+            fn wgsl_fields(_: &'static str) -> Vec<(&'static str, String)> {
+                <$name as $crate::ShaderParams>::fields()
             }
         }
 
@@ -125,10 +146,25 @@ mod tests {
         }
     }
 
+    crate::shader_params! {
+        struct Outer {
+            head: Probe,
+            tail: u32,
+        }
+    }
+
     #[test]
     fn the_wgsl_struct_has_the_rust_fields_in_order() {
         assert_eq!(Probe::wgsl_struct(), "struct Params {\n  n: u32,\n  table: array<u32, 3>,\n  scale: f32,\n  shift: i32,\n}\n");
         assert_eq!(std::mem::size_of::<Probe>(), 24);
+    }
+
+    /// A nested block's fields stand in its place, where the Rust struct holds them.
+    #[test]
+    fn a_nested_block_lends_its_fields() {
+        assert_eq!(Outer::wgsl_struct(), "struct Params {\n  n: u32,\n  table: array<u32, 3>,\n  scale: f32,\n  shift: i32,\n  tail: u32,\n}\n");
+        let outer = Outer { head: Probe { n: 1, table: [2, 3, 4], scale: 5.0, shift: -6 }, tail: 7 };
+        assert_eq!(super::words(&outer)[6], 7, "tail after the head's six words");
     }
 
     /// The WGSL struct's layout, as naga computes it, is the Rust struct's: each field at the

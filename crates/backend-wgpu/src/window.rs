@@ -11,6 +11,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::launch::WIDE;
 use crate::params::words;
+use crate::plan::{self, PoolBackward};
 use crate::repr::Repr;
 
 const GEOMETRY: &str = include_str!("shaders/window_geometry.wgsl");
@@ -202,14 +203,13 @@ impl WgpuBackend {
 
     /// Max pooling's gradient from `dy` and the forward's `indices` (`ops::MaxPool2dBackward`):
     /// `None` where this device leaves it to the composite (a dtype it does not compute, a bad
-    /// geometry, shapes that do not match it, sizes past 32 bits). Windows that tile the input
-    /// (stride = kernel, no padding or dilation) find each pixel's one window by division
-    /// rather than loop over every window that could cover it: on the H200 seed003_cnn's
-    /// 2 x 2 pool over `[128, 512, 11, 11]` took 47 us a call so and 65 as the loop, the
-    /// composite's scatter-add 57 after a zero fill.
+    /// geometry, shapes that do not match it, sizes past 32 bits); its kernel is
+    /// `plan::max_pool_backward`'s.
     pub(crate) fn max_pool2d_backward_op(&self, dy: Strided, indices: Strided, w: &Window2d) -> Option<Result<Storage>> {
-        let tiles = w.stride == w.kernel && w.padding == (0, 0) && w.dilation == (1, 1);
-        let kind = if tiles { Kind::MaxPoolBackwardTiles } else { Kind::MaxPoolBackward };
+        let kind = match plan::max_pool_backward(w) {
+            PoolBackward::Tiles => Kind::MaxPoolBackwardTiles,
+            PoolBackward::Windows => Kind::MaxPoolBackward,
+        };
         let dtype = dy.dtype;
         let shape = kind.input_shape(w);
         if !self.repr.computes(dtype) || !geometry_ok(w) || indices.dtype != DType::I64 || dy.layout.shape() != shape || indices.layout.shape() != shape {

@@ -1,28 +1,14 @@
 //! The parameter blocks of the convolution kernels.
 
+use crate::matmul::ProductParams;
+
 crate::shader_params! {
-    /// One product of `shaders/conv.wgsl` (tiled or on cooperative matrices): the fields of
-    /// `MatmulParams` up to `split_k` (the parts the two share read them), then the
-    /// convolution's geometry and layout.
+    /// One product of `shaders/conv.wgsl` (tiled or on cooperative matrices): the product's
+    /// fields as matmul's (the parts the two share read them), then the convolution's geometry
+    /// and layout.
     pub(crate) struct ConvParams {
-        /// G: the products, one a group.
-        pub batch: u32,
-        pub m: u32,
-        pub k: u32,
-        pub n: u32,
-        /// As matmul's, which the shared parts read.
-        pub a_stride_b: u32,
-        pub a_stride_m: u32,
-        pub a_stride_k: u32,
-        pub a_offset: u32,
-        pub b_stride_b: u32,
-        pub b_stride_k: u32,
-        pub b_stride_n: u32,
-        pub b_offset: u32,
-        pub a_walk_m: u32,
-        pub b_walk_n: u32,
-        pub splits: u32,
-        pub split_k: u32,
+        /// `batch`: G, the products, one a group.
+        pub product: ProductParams,
         /// N.
         pub images: u32,
         pub c: u32,

@@ -33,8 +33,7 @@
 //! The intermediates are the transformed input and output (T^2 P K and
 //! T^2 P M f32s, T = 4 or 6: 4x or 2.25x the input and the output) and the transformed
 //! kernels, held for the pass alone; a weight gradient whose products are not split takes its
-//! images in chunks whose intermediates stay within [`CHUNK_BYTES`], each chunk's products
-//! added to the first's.
+//! images in chunks (`plan::Winograd::images`), each chunk's products added to the first's.
 
 use std::sync::Arc;
 
@@ -47,7 +46,7 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::params::{words, ShaderParams};
-use crate::plan::{products_cut, Frame, Pass, Tile};
+use crate::plan::{products_cut, Frame, Pass, Tile, Winograd};
 use crate::repr::Repr;
 
 /// A stage's source, F(2x2): after the helpers the stage uses.
@@ -73,13 +72,6 @@ const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
 /// Both: the tile an invocation works on, and the kernels the filter transform reads.
 const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
 const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
-
-/// The most bytes a weight gradient's transformed dy and patches take at once where its
-/// products are not split (`winograd_weight`): its images go in chunks within it, each chunk's
-/// products summed into the first's. On the H200 seed003_cnn's 96 MB in two chunks took its
-/// peak 163 -> 123 MiB with its step as fast; chunks of 32 and 16 MiB took it to 109 and 100
-/// MiB, the pass 1.4x and 1.9x as slow.
-const CHUNK_BYTES: usize = 48 << 20;
 
 /// One of the transforms (the products between them are the matmul's kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -191,7 +183,8 @@ fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &Block, from: &wgpu::Buf
 impl WgpuBackend {
     /// `pass` of `g` as Winograd (see the module docs), or `None` where an offset would pass
     /// 32 bits (`plan::conv` keeps the intermediates within 32 bits and one binding).
-    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, tile: Tile, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, plan: Winograd, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let tile = plan.tile;
         let f = Frame::new(pass, g, tile);
         let Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
         let nt = tile.products();
@@ -202,7 +195,7 @@ impl WgpuBackend {
         };
         let limit = gpu.max_binding();
         if pass == Pass::Weight {
-            return Some(self.winograd_weight(g, tile, inputs, &f));
+            return Some(self.winograd_weight(g, plan, inputs, &f));
         }
         let (x, w) = (&inputs[0], &inputs[1]);
         // The products are `[T^2, m, k] x [T^2, k, p]`: the kernels' transform times the
@@ -228,22 +221,15 @@ impl WgpuBackend {
         })())
     }
 
-    /// The weight gradient as Winograd, the images in chunks whose transformed dy and patches
-    /// take at most [`CHUNK_BYTES`] (each chunk's products summed into the first's), so that
-    /// the intermediates of a large batch do not raise the step's peak by their whole size.
-    fn winograd_weight(&self, g: &ConvGeometry, tile: Tile, inputs: &[Strided], f: &Frame) -> Result<Vec<Storage>> {
+    /// The weight gradient as Winograd, the images in the plan's chunks (each chunk's products
+    /// summed into the first's), so that the intermediates of a large batch do not raise the
+    /// step's peak by their whole size.
+    fn winograd_weight(&self, g: &ConvGeometry, plan: Winograd, inputs: &[Strided], f: &Frame) -> Result<Vec<Storage>> {
         let &Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
         let gpu = self.gpu()?;
+        let (tile, images) = (plan.tile, plan.images.max(1));
         let nt = tile.products();
         let (dy, x) = (&inputs[0], &inputs[1]);
-        let per_image = self.repr.buffer_bytes(DType::F32, nt * tiles * (m + k));
-        // Chunks only where the whole batch's products would not split their K (enough output
-        // tiles to fill the GPU): there each chunk adds one product and one add, where a split
-        // product's chunks would each be cut and reduced (resnet18's 64- and 128-channel
-        // weight gradients: its step 3% slower in 4 and 2 chunks, its peak the same).
-        let split = tile == Tile::F4 && products_cut(m, g.n * tiles, k, gpu.max_binding() as usize).1 > 1;
-        let chunk_bytes = gpu.options().testing.winograd_chunk.unwrap_or(CHUNK_BYTES);
-        let images = if split { g.n } else { (chunk_bytes as u64 / per_image.max(1)).clamp(1, g.n as u64) as usize };
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
         let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
         let mut sum: Option<Storage> = None;

@@ -41,12 +41,11 @@ pub(crate) const SMALL_SUMS: &str = include_str!("../shaders/matmul/small_sums.w
 const HEADS: &str = include_str!("../shaders/matmul/heads.wgsl");
 
 crate::shader_params! {
-    /// A product's block (`shaders/matmul.wgsl`): y[b] = a[b] x b[b] for `batch` products of
-    /// a `[m, k]` by b `[k, n]`, each operand's strides and offset; `a_walk_m` / `b_walk_n`:
-    /// whether the scalar loaders walk along M / N rather than K; K cut into `splits` ranges of
-    /// `split_k`; the bias's offset where the kernel adds one. The convolutions' block
-    /// (`conv.rs`) opens with the same fields up to `split_k`, which the shared parts read.
-    pub(crate) struct MatmulParams {
+    /// A product's fields (`shaders/matmul.wgsl`), which the matmul's and the convolutions'
+    /// blocks open with: y[b] = a[b] x b[b] for `batch` products of a `[m, k]` by b `[k, n]`,
+    /// each operand's strides and offset; `a_walk_m` / `b_walk_n`: whether the scalar loaders
+    /// walk along M / N rather than K; K cut into `splits` ranges of `split_k`.
+    pub(crate) struct ProductParams {
         pub batch: u32,
         pub m: u32,
         pub k: u32,
@@ -63,6 +62,13 @@ crate::shader_params! {
         pub b_walk_n: u32,
         pub splits: u32,
         pub split_k: u32,
+    }
+}
+
+crate::shader_params! {
+    /// A product's block: its fields, and the bias's offset where the kernel adds one.
+    pub(crate) struct MatmulParams {
+        pub product: ProductParams,
         pub bias_offset: u32,
     }
 }
@@ -347,11 +353,11 @@ impl WgpuBackend {
         let u = |v: usize| u32::try_from(v).is_ok();
         let addressable =
             [&lhs, &rhs].iter().all(|x| u(x.layout.max_extent())) && [batch, m, k, n, a.offset, b.offset].into_iter().chain(a.strides).chain(b.strides).all(u);
-        let product = Product { dtype, batch, m, k, n, a: a_load, b: b_load, bias: bias.is_some(), packed, cut, addressable };
+        let call = Product { dtype, batch, m, k, n, a: a_load, b: b_load, bias: bias.is_some(), packed, cut, addressable };
         // The meta block of K cut as `cut_k` gives it (`Product::meta_fits` says it fits).
         let meta = |(splits, ks): (usize, usize)| -> Option<MatmulParams> {
             let u = |v: usize| u32::try_from(v).ok();
-            let block = MatmulParams {
+            let product = ProductParams {
                 batch: u(batch)?,
                 m: u(m)?,
                 k: u(k)?,
@@ -368,12 +374,11 @@ impl WgpuBackend {
                 b_walk_n: b.walk_outer(1) as u32,
                 splits: u(splits)?,
                 split_k: u(ks)?,
-                bias_offset: 0,
             };
-            product.meta_fits((splits, ks)).then_some(block)
+            call.meta_fits((splits, ks)).then_some(MatmulParams { product, bias_offset: 0 })
         };
         let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
-        let tiled = match plan::matmul(&product, &caps, None) {
+        let tiled = match plan::matmul(&call, &caps, None) {
             MatmulPlan::CopyRhs => {
                 // A weight broadcast over the batch (stride 0) is copied once, and read so.
                 let [batch, k, n] = b.sizes;
@@ -430,7 +435,7 @@ impl WgpuBackend {
         let tiled = match tiled.tunable {
             None => tiled,
             Some(rule) => {
-                let at = |cut| match plan::matmul(&product, &caps, Some(cut)) {
+                let at = |cut| match plan::matmul(&call, &caps, Some(cut)) {
                     MatmulPlan::Tiled(t) => Ok(t),
                     _ => Err(gpu.err("matmul", "a tuned cut off the tiled kernel")),
                 };
@@ -439,7 +444,7 @@ impl WgpuBackend {
                     // f64 partial sums take twice the bytes: counted as twice the outputs.
                     let total = batch * m * n * if dtype == DType::F64 { 2 } else { 1 };
                     let groups = |tile: usize| m.div_ceil(tile) * n.div_ceil(tile) * batch;
-                    let fits = |tile, s| product.meta_fits(plan::cut_k(k, s)) && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
+                    let fits = |tile, s| call.meta_fits(plan::cut_k(k, s)) && crate::tune::split_fits(tile, s, groups, total, gpu.max_binding());
                     crate::tune::candidates(rule, tiles, k, fits)
                 };
                 let shape = Shape::Matmul { dtype, batch, m, k, n, a: a_load, b: b_load };

@@ -8,7 +8,7 @@ use liandan_tensor::{ConvGeometry, DType};
 
 use super::conv_cut::cut;
 use super::phases::{input_phases, Gemm};
-use super::{fold, k_splits, winograd, Caps, Options, Pass, Tile, Variant};
+use super::{fold, k_splits, winograd, Caps, Options, Pass, Variant, Winograd};
 
 /// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
 /// the cooperative-matrix kernel that runs them, if one does.
@@ -39,15 +39,40 @@ pub(crate) struct ConvCall {
     pub(crate) plain: bool,
     /// The operands are bf16 packed two to a word.
     pub(crate) packed: bool,
+    /// The largest operand's buffer, in bytes, and the furthest element any operand's view
+    /// reaches.
+    pub(crate) operand_bytes: u64,
+    pub(crate) operand_reach: usize,
 }
 
-/// What a convolution pass runs on, tried in this order: Winograd with `winograd`'s tile (a
-/// launcher whose offsets pass 32 bits goes on), the tensor layer's composite through the
-/// columns where `columns`, else the implicit GEMM cut as `tiling`.
+impl ConvCall {
+    /// A pass whose operands are as small as its geometry allows (what the plan tests read).
+    #[cfg(test)]
+    pub(crate) fn new(pass: Pass, geom: ConvGeometry, dtype: DType, plain: bool) -> ConvCall {
+        ConvCall { pass, geom, dtype, plain, packed: false, operand_bytes: 0, operand_reach: 0 }
+    }
+}
+
+/// Why a pass runs as the tensor layer's composite rather than a kernel of this backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Composite {
+    /// f64, or a type this adapter does not compute in.
+    Dtype,
+    /// An index past the kernels' signed 32-bit addressing, a packed tap shift past 16 bits,
+    /// or a buffer past one binding.
+    Size,
+    /// An input gradient mostly in the padding, through the column buffer (`plan/fold.rs`).
+    Columns,
+}
+
+/// What a convolution pass runs on, tried in this order: the tensor layer's composite where
+/// `composite` says the kernels cannot run it, Winograd as `winograd` says (a launcher whose
+/// offsets pass 32 bits goes on), the composite through the columns where `composite` says
+/// so, else the implicit GEMM cut as `tiling`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ConvPlan {
-    pub(crate) winograd: Option<Tile>,
-    pub(crate) columns: bool,
+    pub(crate) composite: Option<Composite>,
+    pub(crate) winograd: Option<Winograd>,
     pub(crate) tiling: Tiling,
     /// The rule's cut `(tile, splits)`, which the autotune may replace; `None`: it may not
     /// (tensor cores, packed bf16, a cut forced by a test).
@@ -57,13 +82,21 @@ pub(crate) struct ConvPlan {
 /// The plan of pass `c` on an adapter with `caps` under `options`: `tuned`, the autotune's cut
 /// `(tile, splits)` where it has measured one for a [`ConvPlan::tunable`] pass.
 pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(usize, usize)>) -> ConvPlan {
-    let ConvCall { pass, geom, dtype, plain, packed } = *c;
+    let ConvCall { pass, geom, dtype, plain, packed, .. } = *c;
     let whole = Gemm::new(pass, &geom);
     // Where the tensor cores would not run the pass: Winograd where the rule (or the setting)
     // wants it; an input gradient mostly in the padding through the columns.
     let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)).coop.is_none();
     let winograd = off_coop.then(|| winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)).flatten();
-    let columns = off_coop && pass == Pass::Input && fold::wanted(options, &geom, dtype, plain);
+    let composite = if !caps.computes(dtype) || dtype == DType::F64 {
+        Some(Composite::Dtype)
+    } else if !addressable(c, caps) {
+        Some(Composite::Size)
+    } else if off_coop && pass == Pass::Input && fold::wanted(options, &geom, dtype, plain) {
+        Some(Composite::Columns)
+    } else {
+        None
+    };
     let rule = match pass {
         // The phases share one output, so one cut, chosen for the largest of them.
         Pass::Input => {
@@ -78,7 +111,24 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
         Some((tile, splits)) => Tiling { bm: tile, bn: tile, splits, coop: None },
         None => rule,
     };
-    ConvPlan { winograd, columns, tiling, tunable }
+    let runs = !matches!(composite, Some(Composite::Dtype | Composite::Size));
+    let winograd = winograd.filter(|_| runs).map(|tile| Winograd::new(pass, &geom, tile, caps.max_binding, options.winograd_chunk));
+    ConvPlan { composite, winograd, tiling, tunable }
+}
+
+/// Whether the kernels can address pass `c`: every index within signed 32 bits (the gather
+/// loaders' sums), the weight gradient's packed tap shifts within 16 bits each, and every
+/// operand and the output within one binding.
+fn addressable(c: &ConvCall, caps: &Caps) -> bool {
+    let (g, gemm) = (&c.geom, Gemm::new(c.pass, &c.geom));
+    let small = |v: usize| v < i32::MAX as usize;
+    let span = |k: usize, d: usize| (k - 1) * d;
+    let packs = span(g.kernel.0, g.dilation.0) + g.h + g.padding.0 < 65_535 && span(g.kernel.1, g.dilation.1) + g.w + g.padding.1 < 65_535;
+    let (stride, dilation) = (g.stride.0.saturating_mul(g.w).max(g.stride.1), g.dilation.0.max(g.dilation.1));
+    let sizes =
+        [gemm.total, gemm.m * gemm.k * g.groups, gemm.k * gemm.n, g.input_shape().iter().product(), g.output_shape().iter().product(), stride, dilation];
+    let out_bytes = (gemm.total as u64).saturating_mul(caps.gpu_size(c.dtype) as u64).max(4).checked_next_multiple_of(4).unwrap_or(u64::MAX);
+    packs && sizes.into_iter().all(small) && small(c.operand_reach) && c.operand_bytes <= caps.max_binding && out_bytes <= caps.max_binding
 }
 
 /// The tiling of the products of `gemm`'s pass (the largest of them `n` wide and `k` deep):
@@ -133,16 +183,18 @@ fn on_tensor_cores(caps: &Caps, options: &Options, dtype: DType, flops: usize) -
 /// seed003_cnn's second convolution) ran 1.5-2.5x faster.
 const TF32_MIN_FLOPS: usize = 1 << 31;
 
-/// The route in a line, as the plan tests read it: `winograd F2`, `columns`, `implicit 128x128
-/// /3` (K in 3 ranges), `coop Tall 256x128 /1`.
+/// The route in a line, as the plan tests read it: `winograd F2`, `winograd F4 in 2 chunks`,
+/// `composite (Size)`, `columns`, `implicit 128x128 /3` (K in 3 ranges), `coop Tall 256x128 /1`.
 impl fmt::Display for ConvPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Tiling { bm, bn, splits, coop } = self.tiling;
-        match (self.winograd, self.columns, coop) {
-            (Some(tile), _, _) => write!(f, "winograd {tile:?}"),
-            (None, true, _) => write!(f, "columns"),
-            (None, false, Some(v)) => write!(f, "coop {v:?} {bm}x{bn} /{splits}"),
-            (None, false, None) => write!(f, "implicit {bm}x{bn} /{splits}"),
+        match (self.composite, self.winograd, coop) {
+            (Some(why @ (Composite::Dtype | Composite::Size)), ..) => write!(f, "composite ({why:?})"),
+            (_, Some(w), _) if w.chunks > 1 => write!(f, "winograd {:?} in {} chunks", w.tile, w.chunks),
+            (_, Some(w), _) => write!(f, "winograd {:?}", w.tile),
+            (Some(Composite::Columns), ..) => write!(f, "columns"),
+            (None, None, Some(v)) => write!(f, "coop {v:?} {bm}x{bn} /{splits}"),
+            (None, None, None) => write!(f, "implicit {bm}x{bn} /{splits}"),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Routing as pure functions: which kernel, tile and split of K a product ([`matmul()`]) or a
-//! convolution pass ([`conv()`]) runs, and how a reduction is spread and split ([`reduce()`]),
-//! from values alone: the shapes and loaders, the dtype, what the adapter can do ([`Caps`]),
-//! the device's options and, where the autotune has measured one, its cut. They touch no GPU;
-//! the launchers (`matmul/`, `conv.rs`, `reduce.rs`) ask for a plan, then run what it says.
+//! convolution pass ([`conv()`]) runs, how a reduction is spread and split ([`reduce()`]), and
+//! which kernel max pooling's gradient takes ([`max_pool_backward()`]), from values alone: the
+//! shapes and loaders, the dtype, what the adapter can do ([`Caps`]), the device's options
+//! and, where the autotune has measured one, its cut. They touch no GPU; the launchers
+//! (`matmul/`, `conv.rs`, `reduce.rs`, `window.rs`) ask for a plan, then run what it says.
 //! `tests/` pins the plan of every layer of the zoo on three adapters.
 use liandan_tensor::DType;
 
@@ -15,14 +16,16 @@ mod phases;
 mod reduce;
 #[cfg(test)]
 mod tests;
+mod window;
 mod winograd;
 
-pub(crate) use conv::{conv, ConvCall, ConvPlan, Tiling};
+pub(crate) use conv::{conv, Composite, ConvCall, ConvPlan, Tiling};
 pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
 pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, Gemm, Phase};
 pub(crate) use reduce::{reduce, spread, ReducePlan, Spread, SPREADS};
-pub(crate) use winograd::{products_cut, Frame, Tile};
+pub(crate) use window::{max_pool_backward, PoolBackward};
+pub(crate) use winograd::{products_cut, Frame, Tile, Winograd};
 
 /// Invocations per workgroup of the 1-D kernels.
 pub(crate) const WG: usize = 256;
@@ -46,7 +49,8 @@ pub(crate) enum Load {
 
 /// The device's options the routing reads (`WgpuOptions::plan`): f32 convolutions on the
 /// tensor cores (`conv_tf32`, and under it every size where `tf32_any_size`), and the testing
-/// knobs that force a convolution's cut, its column buffer or Winograd (`testing::Knobs`).
+/// knobs that force a convolution's cut, its column buffer, Winograd or the images in a chunk
+/// of Winograd's weight gradient (`testing::Knobs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Options {
     pub(crate) conv_tf32: bool,
@@ -54,6 +58,7 @@ pub(crate) struct Options {
     pub(crate) conv_cut: Option<(usize, usize)>,
     pub(crate) conv_fold: Option<bool>,
     pub(crate) conv_winograd: Option<usize>,
+    pub(crate) winograd_chunk: Option<usize>,
 }
 
 /// What the routing reads of an adapter (`Gpu::caps`).
@@ -74,6 +79,11 @@ impl Caps {
     /// Whether kernels compute in `dtype` here.
     pub(crate) fn computes(&self, dtype: DType) -> bool {
         dtype.is_float() && (dtype != DType::F64 || self.f64)
+    }
+
+    /// Bytes one element of `dtype` takes in a buffer (`repr.rs`).
+    pub(crate) fn gpu_size(&self, dtype: DType) -> usize {
+        crate::repr::Repr { f16: self.f16, f64: self.f64, immediates: false }.gpu_size(dtype)
     }
 
     /// Whether products in `dtype` run on the tensor cores.

@@ -24,6 +24,45 @@ pub(crate) const MIN_CHANNELS_F4: usize = 64;
 /// as F(4x4)).
 const MAX_INTERMEDIATE: usize = 256 << 20;
 
+/// The most bytes a weight gradient's transformed dy and patches take at once where its
+/// products are not split (`conv/winograd.rs`): its images go in chunks within it, each chunk's
+/// products summed into the first's. On the H200 seed003_cnn's 96 MB in two chunks took its
+/// peak 163 -> 123 MiB with its step as fast; chunks of 32 and 16 MiB took it to 109 and 100
+/// MiB, the pass 1.4x and 1.9x as slow.
+const CHUNK_BYTES: usize = 48 << 20;
+
+/// How a pass runs as Winograd: its tile, and the images a chunk of its weight gradient
+/// takes (the whole batch for the other passes, and where the weight gradient is not cut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Winograd {
+    pub(crate) tile: Tile,
+    pub(crate) images: usize,
+    /// The chunks those images make of the batch.
+    pub(crate) chunks: usize,
+}
+
+impl Winograd {
+    pub(crate) fn new(pass: Pass, g: &ConvGeometry, tile: Tile, limit: u64, chunk_bytes: Option<usize>) -> Winograd {
+        let images = chunk_images(pass, g, tile, limit, chunk_bytes);
+        Winograd { tile, images, chunks: g.n.div_ceil(images) }
+    }
+}
+
+/// The images in a chunk of the weight gradient of `g` as `tile` (`chunk_bytes`, a testing
+/// knob, else [`CHUNK_BYTES`], their transformed dy and patches at most); the whole batch for
+/// the other passes, and where the whole batch's products would split their K (enough output
+/// tiles to fill the GPU): there each chunk adds one product and one add, where a split
+/// product's chunks would each be cut and reduced (resnet18's 64- and 128-channel weight
+/// gradients: its step 3% slower in 4 and 2 chunks, its peak the same).
+fn chunk_images(pass: Pass, g: &ConvGeometry, tile: Tile, limit: u64, chunk_bytes: Option<usize>) -> usize {
+    let Frame { m, k, tiles, .. } = Frame::new(pass, g, tile);
+    if pass != Pass::Weight || (tile == Tile::F4 && products_cut(m, g.n * tiles, k, limit as usize).1 > 1) {
+        return g.n;
+    }
+    let per_image = (tile.products() * tiles * (m + k) * 4).max(4) as u64;
+    (chunk_bytes.unwrap_or(CHUNK_BYTES) as u64 / per_image).clamp(1, g.n.max(1) as u64) as usize
+}
+
 /// The tile: F(2x2, 3x3) or F(4x4, 3x3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Tile {
@@ -170,7 +209,7 @@ impl Frame {
 
 #[cfg(test)]
 mod tests {
-    use super::{takes, Pass, Setting, Tile};
+    use super::{chunk_images, takes, Pass, Setting, Tile};
     use liandan_tensor::ConvGeometry;
 
     fn geometry(c: usize, o: usize, h: usize, padding: usize) -> ConvGeometry {
@@ -197,5 +236,18 @@ mod tests {
         assert_eq!(all(Pass::Input, geometry(8, 8, 3, 0)), Some(Tile::F2));
         assert_eq!(all(Pass::Forward, geometry(8, 8, 2, 0)), None, "no output");
         assert_eq!(all(Pass::Forward, geometry(8, 8, 8, 2)), None, "padding 2");
+    }
+
+    /// A weight gradient goes in chunks where its products are not split: seed003_cnn's 64 ->
+    /// 512 one (96 MB of intermediates at batch 128) in two, resnet18's 64-channel one (split)
+    /// whole, as are forwards; a knob of one image's bytes gives one image a chunk.
+    #[test]
+    fn weight_gradients_go_in_chunks_where_their_products_are_not_split() {
+        let limit = (1 << 31) - 1;
+        let seed003 = geometry(64, 512, 13, 0);
+        assert_eq!(chunk_images(Pass::Weight, &seed003, Tile::F4, limit, None), 67);
+        assert_eq!(chunk_images(Pass::Forward, &seed003, Tile::F4, limit, None), 128);
+        assert_eq!(chunk_images(Pass::Weight, &geometry(64, 64, 32, 1), Tile::F4, limit, None), 128);
+        assert_eq!(chunk_images(Pass::Weight, &seed003, Tile::F4, limit, Some(1)), 1);
     }
 }

@@ -2,7 +2,7 @@
 //! gradient (every layer but the first) and weight gradient.
 
 use liandan_tensor::ConvGeometry;
-use liandan_tensor::DType::{F16, F32};
+use liandan_tensor::DType::{F16, F32, F64};
 
 use super::{defaults, geom, mismatches, profiles};
 use crate::plan::{conv, ConvCall, Pass};
@@ -35,7 +35,7 @@ fn passes() -> Vec<(String, ConvCall)> {
     let mut out = Vec::new();
     for dtype in [F32, F16] {
         for &(name, geom, bias, input) in LAYERS {
-            let call = |pass: Pass, plain: bool| ConvCall { pass, geom, dtype, plain, packed: false };
+            let call = |pass: Pass, plain: bool| ConvCall::new(pass, geom, dtype, plain);
             out.push((format!("{name} forward {dtype}"), call(Pass::Forward, !bias)));
             if input {
                 out.push((format!("{name} input {dtype}"), call(Pass::Input, true)));
@@ -73,7 +73,7 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("seed003_cnn conv1 weight f32", ["implicit 64x64 /338", "implicit 64x64 /338", "implicit 64x64 /338"]),
     ("seed003_cnn conv2 forward f32", ["implicit 128x128 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
     ("seed003_cnn conv2 input f32", ["columns", "columns", "columns"]),
-    ("seed003_cnn conv2 weight f32", ["winograd F4", "winograd F4", "winograd F4"]),
+    ("seed003_cnn conv2 weight f32", ["winograd F4 in 2 chunks", "winograd F4 in 2 chunks", "winograd F4 in 2 chunks"]),
     ("resnet18 conv1 forward f32", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
     ("resnet18 conv1 weight f32", ["implicit 64x64 /512", "implicit 64x64 /512", "implicit 64x64 /512"]),
     ("resnet18 layer1 conv forward f32", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
@@ -164,4 +164,23 @@ fn every_zoo_convolution_takes_its_route() {
     });
     let wrong = mismatches(rows);
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What the kernels cannot address or compute runs as the composite: f64 (on an adapter with
+/// it, too), an output past one binding, an operand's view reaching past 32-bit indexing, and
+/// an image wider than the weight gradient's packed tap shifts.
+#[test]
+fn what_the_kernels_cannot_address_runs_as_the_composite() {
+    let route = |call: ConvCall| routes(&call).map(|r| r.to_string());
+    let layer = geom(128, 64, 32, 64, 3, 1, 1);
+    assert_eq!(route(ConvCall::new(Pass::Forward, layer, F64, true)), ["composite (Dtype)"; 3].map(String::from));
+    // 2^31 outputs of 4 bytes: past every profile's binding, and past signed 32-bit indices.
+    let huge = geom(1 << 14, 64, 32, 128, 3, 1, 1);
+    assert_eq!(route(ConvCall::new(Pass::Forward, huge, F32, true)), ["composite (Size)"; 3].map(String::from));
+    let far = ConvCall { operand_reach: i32::MAX as usize, ..ConvCall::new(Pass::Weight, layer, F32, true) };
+    assert_eq!(route(far), ["composite (Size)"; 3].map(String::from));
+    let wide = ConvGeometry { w: 70_000, ..geom(1, 1, 3, 1, 3, 1, 1) };
+    assert_eq!(route(ConvCall::new(Pass::Weight, wide, F32, true)), ["composite (Size)"; 3].map(String::from));
+    // The same layer as the zoo has it runs on the kernels.
+    assert!(route(ConvCall::new(Pass::Weight, layer, F32, true)).iter().all(|r| !r.starts_with("composite")));
 }
