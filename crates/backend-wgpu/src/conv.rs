@@ -34,6 +34,11 @@
 //! largest fall among f16's subnormals after the scale and keep fewer bits, those under about
 //! 2^-40 none, where TF32 keeps f32's range.
 //! Off by default: f32 convolutions are exact f32 unless asked.
+//!
+//! bf16 passes take them by default (the adapter's cooperative matrices are f16 alone): the
+//! packed operands widened to f32 words, then scaled the same way. A bf16 value's 8
+//! significant bits fit f16's 11, so the products are those of the bf16 values, summed in f32,
+//! except for values under about 2^-32 of their operand's largest (f16's subnormals).
 
 use std::sync::Arc;
 
@@ -141,9 +146,18 @@ impl WgpuBackend {
         if plan.composite == Some(Composite::Columns) {
             return None;
         }
-        Some(match pass {
-            Pass::Input => self.conv_input(&call, plan, inputs),
-            _ => self.conv_pass(&call, plan, inputs, relu),
+        let run = |views: &[Strided]| {
+            let call = ConvCall { packed: packed_view(&views[0]), ..call };
+            match pass {
+                Pass::Input => self.conv_input(&call, plan, views),
+                _ => self.conv_pass(&call, plan, views, relu),
+            }
+        };
+        // bf16 on the tensor cores: the operands widened to f32 words, scaled into f16 as they
+        // are fetched (as TF32's), the results rounded and packed again.
+        Some(match dtype == DType::BF16 && plan.tiling.coop.is_some() {
+            true => self.staged(inputs, run),
+            false => run(inputs),
         })
     }
 
@@ -296,11 +310,11 @@ impl WgpuBackend {
         }
     }
 
-    /// For f32 products on the tensor cores (`CoopKey::scaled`): the largest magnitudes of
+    /// For f32 and bf16 products on the tensor cores (`CoopKey::scaled`): the largest magnitudes of
     /// their a and b operands, read from the views `a` and `b` (over the span of each: a bound
     /// where a view skips elements), in a buffer the kernels bind; `None` for other products.
     fn scaled_amax(&self, tiling: Tiling, dtype: DType, a: &Strided, b: &Strided) -> Result<Option<PooledBuffer>> {
-        if tiling.coop.is_none() || dtype != DType::F32 {
+        if tiling.coop.is_none() || !matches!(dtype, DType::F32 | DType::BF16) {
             return Ok(None);
         }
         let gpu = self.gpu()?;

@@ -254,3 +254,71 @@ fn tf32_cases(d: &Device) {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
     }
 }
+
+/// bf16 convolutions, which where the adapter has f16 cooperative matrices run on them with
+/// each operand scaled into f16 (exact for bf16's 8 significant bits), against the CPU's f32
+/// of the same bf16 values: within one rounding of the result to bf16 and what f32 sums in
+/// another order allow, x past f16's range and dy below its normal one, then within both.
+#[test]
+fn bf16_conv_matches_cpu_f32() {
+    // Every size on the tensor cores where the adapter has them (else the tiled kernel's
+    // packed loaders, checked the same way).
+    let Some(d) = common::gpu_with(|o| o.testing.tf32_any_size = true) else { return };
+    say_f16_path(&d, "bf16 convolutions (scaled into f16)");
+    let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, groups: usize| Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups };
+    let cases = [
+        case_of([2, 64, 8, 8], 64, 3, 1, 1),
+        case_of([2, 32, 8, 8], 128, 3, 2, 1),
+        case_of([2, 64, 6, 6], 256, 3, 1, 2),
+        case_of([1, 512, 4, 4], 32, 3, 1, 1),
+        case_of([3, 3, 7, 9], 5, 3, 1, 1),
+    ];
+    for c in cases {
+        for (xs, gs) in [(3.0e5, 1.0e-7), (1.0, 1.0)] {
+            bf16_case(&d, c, xs, gs);
+        }
+    }
+    for (what, _) in d.fallback_report() {
+        assert!(!what.contains("conv"), "{what} ran on the CPU");
+    }
+}
+
+fn bf16_case(d: &Device, c: Case, xs: f64, gs: f64) {
+    let cpu = Device::cpu();
+    let [n, ch, h, _] = c.x;
+    let seed = (ch * 17 + c.o * 3 + h) as u64;
+    // Seeded values rounded to bf16, held in f32 for the CPU's exact sums.
+    let randn = |shape: &[usize], seed: u64, scale: f64| {
+        let t = Tensor::randn(shape, seed, DType::F32, &cpu).unwrap().mul_scalar(scale).unwrap();
+        t.to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap()
+    };
+    let cx = randn(&c.x, seed, xs);
+    let cw = randn(&[c.o, ch / c.groups, c.k.0, c.k.1], seed + 1, 0.2);
+    let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
+    let cg = randn(conv(&cx, &cw).shape(), seed + 2, gs);
+    let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
+        let (x, w) = (x.detach(), w.detach());
+        x.set_requires_grad(true).unwrap();
+        w.set_requires_grad(true).unwrap();
+        let y = conv(&x, &w);
+        y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
+        [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
+    };
+    let abs = |t: &Tensor| t.abs().unwrap();
+    let want = grads(&cx, &cw, &cg);
+    let bound = grads(&abs(&cx), &abs(&cw), &abs(&cg));
+    let on = |t: &Tensor| t.to_dtype(DType::BF16).unwrap().to_device(d).unwrap();
+    let got = grads(&on(&cx), &on(&cw), &on(&cg));
+    let what = format!("bf16 conv2d {c:?} (x x {xs:e}, dy x {gs:e})");
+    let (oh, ow) = (want[0].shape()[2], want[0].shape()[3]);
+    let k = [ch / c.groups * c.k.0 * c.k.1, c.o / c.groups * c.k.0 * c.k.1, n * oh * ow];
+    for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
+        assert_eq!(got[i].dtype(), DType::BF16, "{what}: {pass}: dtype");
+        assert_eq!(got[i].shape(), want[i].shape(), "{what}: {pass}: shape");
+        let f32_sums = 4.0 * f32::EPSILON as f64 * k[i] as f64;
+        let [g, w, b] = [&got[i], &want[i], &bound[i]].map(|t| t.to_vec_f64().unwrap());
+        for (e, ((g, w), b)) in g.iter().zip(&w).zip(&b).enumerate() {
+            assert!((g - w).abs() <= w.abs() / 256.0 + f32_sums * b, "{what}: {pass}: element {e}: got {g}, want {w} (|a||b| summed: {b})");
+        }
+    }
+}

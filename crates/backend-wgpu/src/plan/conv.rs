@@ -166,14 +166,21 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
 }
 
 /// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16
-/// where the f16 matmul does, and f32 there too under `conv_tf32` (scaled into f16, see
-/// `conv.rs`) where it has at least [`TF32_MIN_FLOPS`].
+/// where the f16 matmul does; bf16 there too where it has at least [`TF32_MIN_FLOPS`] (scaled
+/// into f16 as TF32 is, see `conv.rs`: a bf16 value's 8 significant bits fit f16's 11, so
+/// only values under about 2^-32 of the operand's largest lose bits); f32 the same under
+/// `conv_tf32`.
 fn on_tensor_cores(caps: &Caps, options: &Options, dtype: DType, flops: usize) -> bool {
     if caps.coop_in(dtype).is_some() {
         return true;
     }
     let large = flops >= TF32_MIN_FLOPS || options.tf32_any_size;
-    dtype == DType::F32 && large && options.conv_tf32 && caps.coop.is_some()
+    let scaled = match dtype {
+        DType::BF16 => true,
+        DType::F32 => options.conv_tf32,
+        _ => false,
+    };
+    scaled && large && caps.coop.is_some()
 }
 
 /// The least work (2 M N K) of an f32 pass scaled onto the tensor cores. Smaller ones stay on

@@ -2,7 +2,7 @@
 //! gradient (every layer but the first) and weight gradient.
 
 use liandan_tensor::ConvGeometry;
-use liandan_tensor::DType::{F16, F32, F64};
+use liandan_tensor::DType::{BF16, F16, F32, F64};
 
 use super::{defaults, geom, mismatches, profiles};
 use crate::plan::{conv, ConvCall, Pass};
@@ -33,7 +33,7 @@ const LAYERS: &[Layer] = &[
 /// The passes of `LAYERS` in order, with their names: `(name, call)`.
 fn passes() -> Vec<(String, ConvCall)> {
     let mut out = Vec::new();
-    for dtype in [F32, F16] {
+    for dtype in [F32, F16, BF16] {
         for &(name, geom, bias, input) in LAYERS {
             let call = |pass: Pass, plain: bool| ConvCall::new(pass, geom, dtype, plain);
             out.push((format!("{name} forward {dtype}"), call(Pass::Forward, !bias)));
@@ -152,6 +152,50 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("resnet18 layer4 conv weight f16", ["coop Tall 256x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
     ("vit patch_embed forward f16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
     ("vit patch_embed weight f16", ["coop Tall 256x128 /32", "implicit 64x64 /32", "implicit 64x64 /32"]),
+    ("mnist_cnn conv1 forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("mnist_cnn conv1 weight bf16", ["implicit 64x64 /169", "implicit 64x64 /169", "implicit 64x64 /169"]),
+    ("mnist_cnn conv2 forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("mnist_cnn conv2 input bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("mnist_cnn conv2 weight bf16", ["implicit 64x64 /144", "implicit 64x64 /144", "implicit 64x64 /144"]),
+    ("seed003_cnn conv1 forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("seed003_cnn conv1 weight bf16", ["implicit 64x64 /338", "implicit 64x64 /338", "implicit 64x64 /338"]),
+    ("seed003_cnn conv2 forward bf16", ["coop Tall 256x128 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("seed003_cnn conv2 input bf16", ["coop Short 64x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("seed003_cnn conv2 weight bf16", ["coop Tall 256x128 /26", "implicit 64x64 /15", "implicit 64x64 /15"]),
+    ("resnet18 conv1 forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 conv1 weight bf16", ["implicit 64x64 /512", "implicit 64x64 /512", "implicit 64x64 /512"]),
+    ("resnet18 layer1 conv forward bf16", ["coop Short 64x128 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer1 conv input bf16", ["coop Short 64x128 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer1 conv weight bf16", ["implicit 64x64 /114", "implicit 64x64 /114", "implicit 64x64 /114"]),
+    ("resnet18 layer2.0 conv1 forward bf16", ["coop Many 128x256 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("resnet18 layer2.0 conv1 input bf16", ["coop Short 64x128 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer2.0 conv1 weight bf16", ["coop Many 128x256 /86", "implicit 64x64 /57", "implicit 64x64 /57"]),
+    ("resnet18 layer2.0 shortcut forward bf16", ["implicit 128x128 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("resnet18 layer2.0 shortcut input bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer2.0 shortcut weight bf16", ["implicit 64x64 /128", "implicit 64x64 /128", "implicit 64x64 /128"]),
+    ("resnet18 layer2 conv forward bf16", ["coop Many 128x256 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("resnet18 layer2 conv input bf16", ["coop Many 128x256 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("resnet18 layer2 conv weight bf16", ["coop Many 128x256 /52", "implicit 64x64 /29", "implicit 64x64 /29"]),
+    ("resnet18 layer3.0 conv1 forward bf16", ["coop Tall 256x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer3.0 conv1 input bf16", ["coop Many 128x256 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer3.0 conv1 weight bf16", ["coop Tall 256x128 /29", "implicit 64x64 /15", "implicit 64x64 /15"]),
+    ("resnet18 layer3.0 shortcut forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer3.0 shortcut input bf16", ["implicit 128x128 /1", "implicit 128x128 /1", "implicit 128x128 /1"]),
+    ("resnet18 layer3.0 shortcut weight bf16", ["implicit 64x64 /32", "implicit 64x64 /32", "implicit 64x64 /32"]),
+    ("resnet18 layer3 conv forward bf16", ["coop Tall 256x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer3 conv input bf16", ["coop Tall 256x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer3 conv weight bf16", ["coop Tall 256x128 /15", "implicit 64x64 /8", "implicit 64x64 /8"]),
+    ("resnet18 layer4.0 conv1 forward bf16", ["coop Tall 256x128 /8", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4.0 conv1 input bf16", ["coop Tall 256x128 /8", "implicit 64x64 /4", "implicit 64x64 /4"]),
+    ("resnet18 layer4.0 conv1 weight bf16", ["coop Tall 256x128 /8", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4.0 shortcut forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4.0 shortcut input bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4.0 shortcut weight bf16", ["implicit 64x64 /8", "implicit 64x64 /8", "implicit 64x64 /8"]),
+    ("resnet18 layer4 conv forward bf16", ["coop Tall 256x128 /8", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4 conv input bf16", ["coop Tall 256x128 /8", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("resnet18 layer4 conv weight bf16", ["coop Tall 256x128 /4", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("vit patch_embed forward bf16", ["implicit 64x64 /1", "implicit 64x64 /1", "implicit 64x64 /1"]),
+    ("vit patch_embed weight bf16", ["implicit 64x64 /32", "implicit 64x64 /32", "implicit 64x64 /32"]),
 ];
 
 #[test]

@@ -1,6 +1,7 @@
 //! The plan of every matrix product and convolution pass of the zoo (`crates/nn/src/zoo`, at
-//! its reference batch sizes, f32 and f16), on three adapters: each row names a layer, its
-//! shapes, and the route it takes on each. A change of route shows here as a changed row.
+//! its reference batch sizes, f32 and f16, the convolutions bf16 too), on three adapters: each
+//! row names a layer, its shapes, and the route it takes on each. A change of route shows here
+//! as a changed row.
 
 use liandan_tensor::ConvGeometry;
 
