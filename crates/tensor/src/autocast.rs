@@ -30,7 +30,7 @@
 //! entry is dropped and cast afresh when its parameter was given new contents in place
 //! ([`Tensor::assign`], [`Tensor::cast_`], [`Tensor::move_to_`]) or when backward has freed
 //! its cast's graph node, and a cast made without grad is not handed to a use that records
-//! the graph. Only the casts of [`lowered`]'s ops are kept: activations and the f32 ops'
+//! the graph. Only the low-type ops' casts are kept: activations and the f32 ops'
 //! inputs change at every use.
 
 use std::cell::{Cell, RefCell};
