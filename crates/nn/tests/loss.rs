@@ -382,3 +382,32 @@ fn a_class_target_out_of_range_names_the_loss_on_the_gpu() -> R {
     }
     Ok(())
 }
+
+/// Under autocast the VAE's noise is drawn in mu's type, so a training step casts only its
+/// parameters (there and back: 10 + 10), its input, and the two sums kept in f32 (BCE and the
+/// KL term, and their gradients back: 2 + 2). An f32 draw cast six times more: mu and the
+/// noise's scale widened for their sum, z narrowed for the decoder, and each back in backward.
+#[test]
+fn vae_under_autocast_casts_only_what_its_policy_asks() -> R {
+    let dev = Device::cpu();
+    let vae = liandan_nn::zoo::Vae::new(&dev)?;
+    let x = Tensor::rand(&[4, 784], 0.0, 1.0, 5, DType::F32, &dev)?;
+    for low in [DType::F16, DType::BF16] {
+        liandan_nn::profile::start()?;
+        let loss = liandan_nn::autocast(low, || -> liandan_nn::Result<Tensor> {
+            let out = vae.forward_full(&x)?;
+            assert_eq!(out.mu.dtype(), low);
+            liandan_nn::zoo::Vae::loss_of(&out, &x)
+        });
+        let step = loss.and_then(|l| Ok(l.backward()?));
+        let p = liandan_nn::profile::stop()?;
+        step?;
+        let casts: u64 = p.by_op().iter().filter(|r| r.name == "cast").map(|r| r.calls).sum();
+        assert_eq!(casts, 25, "casts of a {low} step");
+        for t in vae.parameters() {
+            assert_eq!(t.grad().map(|g| g.dtype()), Some(DType::F32));
+            t.set_grad(None);
+        }
+    }
+    Ok(())
+}

@@ -19,15 +19,50 @@
 //! parameters as f32: master weights and optimizer state stay f32. [`Tensor::backward`] runs
 //! with autocast off; each backward rule computes in the types its forward saw. Outside a
 //! region nothing changes: mixed dtypes stay an error, as they were.
+//!
+//! # The cast cache
+//! A parameter used twice in one region (a weight shared between layers, a recurrent weight
+//! read at every step) is cast to the low type once, as `torch.autocast`'s cache does: the
+//! low-type ops keep, per thread, the cast of each leaf that requires grad, keyed by the
+//! tensor and the type, and hand the same cast tensor to every later use, so the graph holds
+//! one cast node whose gradient sums every use. The cache empties when the outermost region
+//! closes (regions of other types nested inside it keep their own entries until then). An
+//! entry is dropped and cast afresh when its parameter was given new contents in place
+//! ([`Tensor::assign`], [`Tensor::cast_`], [`Tensor::move_to_`]) or when backward has freed
+//! its cast's graph node, and a cast made without grad is not handed to a use that records
+//! the graph. Only the low-type ops' casts are kept: activations and the f32 ops'
+//! inputs change at every use.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::Arc;
 
+use crate::backend::Storage;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::grad_mode::is_grad_enabled;
 use crate::tensor::Tensor;
 
 thread_local! {
     static AUTOCAST: Cell<Option<DType>> = const { Cell::new(None) };
+    /// Guards open on this thread: the cache empties when the last one closes.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
+}
+
+/// One parameter's cast to a low type. The parameter is held so that its id stays its own,
+/// and the storage it was cast from so that an in-place update is seen (a new storage).
+struct Cached {
+    source: Tensor,
+    storage: Storage,
+    cast: Tensor,
+}
+
+impl Cached {
+    fn is_current(&self) -> bool {
+        let live = |t: &Tensor| t.node().is_some_and(|n| n.inputs().is_some());
+        Arc::ptr_eq(&self.source.storage(), &self.storage) && (!is_grad_enabled() || live(&self.cast))
+    }
 }
 
 /// The low float type of the open autocast region on this thread, if any.
@@ -49,18 +84,32 @@ impl AutocastGuard {
             DType::F32 => None,
             other => return Err(Error::dtype("autocast", other, "autocast computes in f16 or bf16 (or f32, which turns it off)")),
         };
-        Ok(AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)) })
+        Ok(AutocastGuard::set(low))
     }
 
     /// A region with autocast off, whatever is open around it.
     pub(crate) fn off() -> AutocastGuard {
-        AutocastGuard { prev: AUTOCAST.with(|a| a.replace(None)) }
+        AutocastGuard::set(None)
+    }
+
+    fn set(low: Option<DType>) -> AutocastGuard {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)) }
     }
 }
 
 impl Drop for AutocastGuard {
     fn drop(&mut self) {
         AUTOCAST.with(|a| a.set(self.prev));
+        let depth = DEPTH.with(|d| {
+            d.set(d.get().saturating_sub(1));
+            d.get()
+        });
+        if depth == 0 {
+            // Taken out first: dropping a cast frees graph nodes, which must not find the cache borrowed.
+            let casts = CAST_CACHE.with(|c| std::mem::take(&mut *c.borrow_mut()));
+            drop(casts);
+        }
     }
 }
 
@@ -87,13 +136,25 @@ pub fn autocast<R, E: From<Error>>(dtype: DType, f: impl FnOnce() -> std::result
     f()
 }
 
-/// `t` in the region's low type when it is a float of another type (f64 stays f64).
+/// `t` in the region's low type when it is a float of another type (f64 stays f64); a
+/// parameter's cast comes from the cache (see the module doc).
 fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
-    if t.dtype().is_float() && t.dtype() != DType::F64 && t.dtype() != low {
-        t.to_dtype(low)
-    } else {
-        Ok(t.clone())
+    if !needs_low(t, low) {
+        return Ok(t.clone());
     }
+    if !(t.is_leaf() && t.requires_grad()) {
+        return t.to_dtype(low);
+    }
+    let key = (t.id(), low);
+    let hit = CAST_CACHE.with(|c| c.borrow().get(&key).filter(|e| e.is_current()).map(|e| e.cast.clone()));
+    if let Some(cast) = hit {
+        return Ok(cast);
+    }
+    let cast = t.to_dtype(low)?;
+    let entry = Cached { source: t.clone(), storage: t.storage(), cast: cast.clone() };
+    let stale = CAST_CACHE.with(|c| c.borrow_mut().insert(key, entry));
+    drop(stale);
+    Ok(cast)
 }
 
 fn needs_low(t: &Tensor, low: DType) -> bool {

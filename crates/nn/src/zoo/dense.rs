@@ -141,19 +141,24 @@ impl Vae {
     /// The forward pass with the reparameterization noise given: `z = mu + noise * exp(logvar / 2)`.
     /// `noise` is `[N, 20]`, normally standard normal draws.
     pub fn forward_with_noise(&self, x: &Tensor, noise: &Tensor) -> Result<VaeOutput> {
-        // A forward of its own, so it runs as the model (summaries, profiles), as `forward` does.
-        summary::scope(self, || {
-            let (mu, logvar) = self.encode(x)?;
-            let z = mu.add(&noise.mul(&logvar.mul_scalar(0.5)?.exp()?)?)?;
-            Ok(VaeOutput { reconstruction: self.decode(&z)?, mu, logvar })
-        })
+        self.forward_drawing(x, |_| Ok(noise.clone()))
     }
 
     /// The forward pass with fresh standard normal noise (`torch.randn_like(mu)`).
     pub fn forward_full(&self, x: &Tensor) -> Result<VaeOutput> {
-        let n = x.shape().first().copied().unwrap_or(0);
-        let noise = Tensor::randn(&[n, Self::LATENT], liandan_tensor::rng::next_seed(), x.dtype(), x.device())?;
-        self.forward_with_noise(x, &noise)
+        // Drawn in mu's type: under autocast an f32 draw would widen mu and the noise's scale
+        // for the sum and narrow z again for the decoder, six casts a step with backward's.
+        self.forward_drawing(x, |mu| Ok(Tensor::randn(mu.shape(), liandan_tensor::rng::next_seed(), mu.dtype(), mu.device())?))
+    }
+
+    /// The forward pass with the noise `noise(mu)` gives.
+    fn forward_drawing(&self, x: &Tensor, noise: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<VaeOutput> {
+        // A forward of its own, so it runs as the model (summaries, profiles), as `forward` does.
+        summary::scope(self, || {
+            let (mu, logvar) = self.encode(x)?;
+            let z = mu.add(&noise(&mu)?.mul(&logvar.mul_scalar(0.5)?.exp()?)?)?;
+            Ok(VaeOutput { reconstruction: self.decode(&z)?, mu, logvar })
+        })
     }
 
     /// The reference's loss: binary cross-entropy of the reconstruction against `x`, summed,
