@@ -24,7 +24,6 @@ use crate::fused::slices;
 use crate::matmul::{product, Engine, Gemm, Operand};
 use crate::storage::{self, alloc, scratch, CpuElement, CpuStorage, Held, Real};
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
-use crate::winograd;
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
 pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<CpuStorage>> {
@@ -225,14 +224,6 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
     let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
     // Counted while the columns are (it becomes a storage, counted, once written).
     let _y = Held::new(y.len() * std::mem::size_of::<T>());
-    if winograd_applies(&g)? {
-        winograd::forward(x, w, g, &mut y, |o, plane| {
-            if let Some(b) = bias {
-                add_bias::<T, RELU>(plane, b[o]);
-            }
-        })?;
-        return Ok(T::wrap(y.into()));
-    }
     let (engine, threaded) = p.engine()?;
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, y: &mut [T]| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];
@@ -251,26 +242,16 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
         // The bias on each channel's plane, while the block's outputs are in cache.
         if let Some(b) = bias {
             for (i, plane) in y[..nb * p.image_out()].chunks_mut(p.l.max(1)).enumerate() {
-                add_bias::<T, RELU>(plane, b[i % g.o]);
+                let bo = b[i % g.o];
+                match RELU {
+                    true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
+                    false => plane.iter_mut().for_each(|e| *e += bo),
+                }
             }
         }
     };
     each_block(&p, "conv2d", &mut y, p.image_out(), block)?;
     Ok(T::wrap(y.into()))
-}
-
-/// `plane += bo`, then with `RELU` `max(plane, 0)` (NaN to 0).
-fn add_bias<T: Elem, const RELU: bool>(plane: &mut [T], bo: T) {
-    match RELU {
-        true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
-        false => plane.iter_mut().for_each(|e| *e += bo),
-    }
-}
-
-/// Whether a convolution pass of this geometry runs as Winograd F(2x2, 3x3): stride-1 3x3
-/// ones ([`winograd::applies`]) unless `LIANDAN_CPU_WINOGRAD` is off.
-fn winograd_applies(g: &ConvGeometry) -> Result<bool> {
-    Ok(winograd::applies(g) && crate::settings::options()?.winograd)
 }
 
 /// `dx[n] = col2im(W^T dy[n])` per group, for a block of images at once.
@@ -281,10 +262,6 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
     let (dy, w) = (&*v[0], &*v[1]);
     let mut dx = alloc(OP, g.n * p.image_in(), T::zero())?;
     let _dx = Held::new(dx.len() * std::mem::size_of::<T>());
-    if winograd_applies(&g)? {
-        winograd::backward_input(dy, w, g, &mut dx)?;
-        return Ok(T::wrap(dx.into()));
-    }
     let (engine, threaded) = p.engine()?;
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dx: &mut [T]| {
         let dy = &dy[n0 * p.image_out()..][..nb * p.image_out()];

@@ -2,8 +2,7 @@
 //! rayon threads, products on the `gemm` crate (few-row products against a transposed rhs
 //! written column-major; `LIANDAN_CPU_GEMM=tuned` times those ways and `matrixmultiply` per
 //! shape on this CPU instead, `matrixmultiply` puts every product there), convolution one
-//! image at a time without a batch-sized column buffer, stride-1 3x3 ones as Winograd F(2x2,
-//! 3x3) (`LIANDAN_CPU_WINOGRAD=0` puts them back on im2col).
+//! image at a time without a batch-sized column buffer.
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -41,7 +40,6 @@ mod storage;
 mod strided;
 mod vmath;
 mod window;
-mod winograd;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
 use liandan_tensor::{Backend, CustomKernel, DType, Device, DeviceKind, Result, Storage, Strided};

@@ -1,4 +1,4 @@
-//! The CPU backend's settings, parsed once (see `liandan_tensor::settings`).
+//! The CPU backend's one setting, parsed once (see `liandan_tensor::settings`).
 
 use std::sync::OnceLock;
 
@@ -6,7 +6,7 @@ use liandan_tensor::settings::{env, Kind, Setting, SettingError, Vars};
 use liandan_tensor::Result;
 
 /// This crate's settings.
-pub const SETTINGS: &[Setting] = &[GEMM, WINOGRAD];
+pub const SETTINGS: &[Setting] = &[GEMM];
 
 pub const GEMM: Setting = Setting {
     name: "LIANDAN_CPU_GEMM",
@@ -15,15 +15,6 @@ pub const GEMM: Setting = Setting {
     doc: "The CPU's matrix products: `gemm` (the `gemm` crate, the same way for the same shape on every run), `tuned` (per shape, the \
           fastest of `gemm` and `matrixmultiply` timed on this CPU; not reproducible bit for bit between processes) or `matrixmultiply` \
           (every product, to bisect a wrong result to the `gemm` crate).",
-    owner: "liandan-backend-cpu",
-};
-
-pub const WINOGRAD: Setting = Setting {
-    name: "LIANDAN_CPU_WINOGRAD",
-    kind: Kind::Switch,
-    default: "1",
-    doc: "`0` runs the CPU's stride-1 3x3 convolutions and their input gradients as im2col products too, not as Winograd F(2x2, 3x3) \
-          (2.25x fewer multiply-adds, rounding differently in the last bits): to bisect a wrong result to the Winograd kernels.",
     owner: "liandan-backend-cpu",
 };
 
@@ -49,8 +40,6 @@ pub(crate) enum Engine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CpuOptions {
     pub(crate) gemm: Engine,
-    /// Whether stride-1 3x3 convolutions run as Winograd F(2x2, 3x3) (`crate::winograd`).
-    pub(crate) winograd: bool,
 }
 
 impl CpuOptions {
@@ -60,7 +49,7 @@ impl CpuOptions {
             Some("matrixmultiply") => Engine::MatrixMultiply,
             _ => Engine::Gemm,
         };
-        Ok(CpuOptions { gemm, winograd: WINOGRAD.switch_in(vars)?.unwrap_or(true) })
+        Ok(CpuOptions { gemm })
     }
 }
 
