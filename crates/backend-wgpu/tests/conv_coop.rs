@@ -125,6 +125,21 @@ fn f16_conv_matches_cpu_f32() {
     }
 }
 
+/// A convolution padded by 1 on each side, undilated.
+fn padded(x: [usize; 4], o: usize, k: usize, s: usize, groups: usize) -> Case {
+    Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups }
+}
+
+/// The three passes of `c` over `x` and `w`, the gradients those of `sum(y * g)`: `[y, dx, dw]`.
+fn passes(c: Case, x: &Tensor, w: &Tensor, g: &Tensor) -> [Tensor; 3] {
+    let (x, w) = (x.detach(), w.detach());
+    x.set_requires_grad(true).unwrap();
+    w.set_requires_grad(true).unwrap();
+    let y = x.conv2d(&w, None, c.s, c.p, c.dil, c.groups).unwrap();
+    y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
+    [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
+}
+
 /// The three passes of `c` in f32 on `d` under `conv_tf32` against the CPU's exact
 /// f32, with x scaled by `xs` and dy by `gs`: past f16's range (65504) and below its normal
 /// one (6.1e-5) unless each operand is scaled first. Each product of two operands rounded to
@@ -154,12 +169,8 @@ fn tf32_case_with(d: &Device, c: Case, xs: f64, gs: f64, specials: &[(usize, f32
     let want = conv(&cx, &cw);
     let cg = randn(want.shape(), seed + 2, gs);
     let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
-        let (x, w) = (x.detach(), w.detach());
-        x.set_requires_grad(true).unwrap();
-        w.set_requires_grad(true).unwrap();
-        let y = conv(&x, &w);
-        y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
-        (y.detach(), x.grad().unwrap(), w.grad().unwrap())
+        let [y, dx, dw] = passes(c, x, w, g);
+        (y, dx, dw)
     };
     let abs = |t: &Tensor| t.abs().unwrap();
     let want = grads(&cx, &cw, &cg);
@@ -215,19 +226,18 @@ fn tf32_cases(d: &Device) {
             "{d} has no cooperative-matrix f16 kernels ({path}): f32 convolutions stay exact under conv_tf32, the scaled tensor-core path is NOT tested here"
         );
     }
-    let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, groups: usize| Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups };
     // The cases of the f16 test above that run on tensor cores (a resnet layer, strided, groups,
     // rows past a tile, K split for the forward and for the input gradient), each with x past
     // f16's range and dy below its normal range, then within both; and the 3-channel stem,
     // which stays on the tiled kernel in f32.
     let cases = [
-        case_of([2, 64, 8, 8], 64, 3, 1, 1),
-        case_of([2, 32, 8, 8], 128, 3, 2, 1),
-        case_of([2, 32, 7, 7], 128, 3, 1, 1),
-        case_of([2, 64, 6, 6], 256, 3, 1, 2),
-        case_of([3, 160, 5, 7], 64, 3, 1, 1),
-        case_of([1, 512, 4, 4], 32, 3, 1, 1),
-        case_of([1, 32, 4, 4], 512, 3, 1, 1),
+        padded([2, 64, 8, 8], 64, 3, 1, 1),
+        padded([2, 32, 8, 8], 128, 3, 2, 1),
+        padded([2, 32, 7, 7], 128, 3, 1, 1),
+        padded([2, 64, 6, 6], 256, 3, 1, 2),
+        padded([3, 160, 5, 7], 64, 3, 1, 1),
+        padded([1, 512, 4, 4], 32, 3, 1, 1),
+        padded([1, 32, 4, 4], 512, 3, 1, 1),
     ];
     let mut rounded = [0; 3];
     for c in cases {
@@ -237,10 +247,10 @@ fn tf32_cases(d: &Device) {
             }
         }
     }
-    assert_eq!(tf32_case(d, case_of([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
+    assert_eq!(tf32_case(d, padded([3, 3, 7, 9], 5, 3, 1, 1), 3.0e5, 1.0e-7), [0; 3], "the stem's f32 convolution stays exact");
     // An infinity and a NaN in x beside values past f16's range: the outputs they reach are
     // not finite, the others as accurate as without them.
-    let c = case_of([2, 64, 8, 8], 64, 3, 1, 1);
+    let c = padded([2, 64, 8, 8], 64, 3, 1, 1);
     tf32_case_with(d, c, 3.0e5, 1.0e-7, &[(100, f32::INFINITY), (5000, f32::NAN)]);
     // Every pass has cases on the tensor cores (the weight gradients of 128 outputs or more).
     for (pass, n) in ["forward", "input gradient", "weight gradient"].iter().zip(rounded) {
@@ -265,13 +275,12 @@ fn bf16_conv_matches_cpu_f32() {
     // packed loaders, checked the same way).
     let Some(d) = common::gpu_with(|o| o.testing.tf32_any_size = true) else { return };
     say_f16_path(&d, "bf16 convolutions (scaled into f16)");
-    let case_of = |x: [usize; 4], o: usize, k: usize, s: usize, groups: usize| Case { x, o, k: (k, k), s: (s, s), p: (1, 1), dil: (1, 1), groups };
     let cases = [
-        case_of([2, 64, 8, 8], 64, 3, 1, 1),
-        case_of([2, 32, 8, 8], 128, 3, 2, 1),
-        case_of([2, 64, 6, 6], 256, 3, 1, 2),
-        case_of([1, 512, 4, 4], 32, 3, 1, 1),
-        case_of([3, 3, 7, 9], 5, 3, 1, 1),
+        padded([2, 64, 8, 8], 64, 3, 1, 1),
+        padded([2, 32, 8, 8], 128, 3, 2, 1),
+        padded([2, 64, 6, 6], 256, 3, 1, 2),
+        padded([1, 512, 4, 4], 32, 3, 1, 1),
+        padded([3, 3, 7, 9], 5, 3, 1, 1),
     ];
     for c in cases {
         for (xs, gs) in [(3.0e5, 1.0e-7), (1.0, 1.0)] {
@@ -296,14 +305,7 @@ fn bf16_case(d: &Device, c: Case, xs: f64, gs: f64) {
     let cw = randn(&[c.o, ch / c.groups, c.k.0, c.k.1], seed + 1, 0.2);
     let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
     let cg = randn(conv(&cx, &cw).shape(), seed + 2, gs);
-    let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
-        let (x, w) = (x.detach(), w.detach());
-        x.set_requires_grad(true).unwrap();
-        w.set_requires_grad(true).unwrap();
-        let y = conv(&x, &w);
-        y.mul(g).unwrap().sum_all().unwrap().backward().unwrap();
-        [y.detach(), x.grad().unwrap(), w.grad().unwrap()]
-    };
+    let grads = |x: &Tensor, w: &Tensor, g: &Tensor| passes(c, x, w, g);
     let abs = |t: &Tensor| t.abs().unwrap();
     let want = grads(&cx, &cw, &cg);
     let bound = grads(&abs(&cx), &abs(&cw), &abs(&cg));
