@@ -230,6 +230,43 @@ struct ThreadSlot {
 
 /// Unmaps a read-back buffer when dropped, so that one reused after an error is not left
 /// mapped (or with its mapping pending).
+/// A copy back to the host recorded by [`Gpu::read_later`].
+pub(crate) struct LaterBytes {
+    gpu: Arc<Gpu>,
+    staging: wgpu::Buffer,
+    len: u64,
+}
+
+impl LaterBytes {
+    /// Submits what is recorded (the copy may still be among it), then polls until the copy's
+    /// submission is done: the device's blocking wait would wait for everything submitted.
+    pub(crate) fn wait(self) -> Result<Vec<u8>> {
+        let gpu = &self.gpu;
+        gpu.flush();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _unmap = Unmap(&self.staging);
+        self.staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let start = std::time::Instant::now();
+        let mapped = loop {
+            gpu.device.poll(wgpu::PollType::Poll).map_err(|e| gpu.err("read", e.to_string()))?;
+            match rx.try_recv() {
+                Ok(r) => break r.is_ok(),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => break false,
+                Err(std::sync::mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => std::hint::spin_loop(),
+                Err(std::sync::mpsc::TryRecvError::Empty) => std::thread::sleep(std::time::Duration::from_micros(20)),
+            }
+        };
+        gpu.check_fault("read")?;
+        if !mapped {
+            return Err(gpu.err("read", "mapping the read-back buffer failed"));
+        }
+        let data = self.staging.slice(..).get_mapped_range().map_err(|e| gpu.err("read", e.to_string()))?;
+        Ok(data[..self.len as usize].to_vec())
+    }
+}
+
 struct Unmap<'a>(&'a wgpu::Buffer);
 
 impl Drop for Unmap<'_> {
@@ -732,6 +769,23 @@ impl Gpu {
             self.read(src, start, 0)?;
         }
         Ok(bytes)
+    }
+
+    /// Records a copy of `len` bytes of `src` from `offset` (multiples of 4) into a buffer of
+    /// its own, to be mapped by [`LaterBytes::wait`]: that waits for the submission holding
+    /// the copy, not for the work recorded after it.
+    pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64) -> LaterBytes {
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("liandan later read-back"),
+            size: len.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if len > 0 {
+            let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+            rec.encoder(&self.device).copy_buffer_to_buffer(src, offset, &staging, 0, len);
+        }
+        LaterBytes { gpu: self.clone(), staging, len }
     }
 
     /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host, after

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
+use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, HostRead, Ready, ReduceOp, UnaryOp, Window2d};
 use liandan_tensor::{Backend, CustomKernel, DType, DeviceKind, MemoryStats, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
@@ -62,6 +62,18 @@ impl Backend for WgpuBackend {
             gpu.read(s.buffer(), 0, (numel as u64 * size).max(4).next_multiple_of(4))?
         };
         Ok(self.host_bytes(gpu_storage(&src), &bytes[..numel * size as usize]))
+    }
+
+    fn to_host_later(&self, src: Strided) -> Result<Box<dyn HostRead>> {
+        let storage = gpu_storage(&src);
+        let start = src.layout.offset() as u64 * storage.elem_bytes as u64;
+        // Words whose host bytes are the device's (f32, i32, ...); the rest read at once.
+        let same_bytes = !storage.is_packed() && self.repr.gpu_to_host(&[0; 4], src.dtype).len() == 4 && storage.elem_bytes == 4;
+        if !(src.layout.is_contiguous() && same_bytes && start.is_multiple_of(4)) {
+            return Ok(Box::new(Ready(self.to_host(src)?)));
+        }
+        let len = src.layout.numel() as u64 * 4;
+        Ok(Box::new(Later(self.gpu()?.read_later(storage.buffer(), start, len))))
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
@@ -293,5 +305,14 @@ impl Backend for WgpuBackend {
             format!("{} in use, {} pooled, {} peak, {} upload staging", mib(m.in_use), mib(m.pooled), mib(m.peak), mib(m.staging)),
         ));
         facts
+    }
+}
+
+/// A read-back recorded to be taken later.
+struct Later(crate::gpu::LaterBytes);
+
+impl HostRead for Later {
+    fn wait(self: Box<Self>) -> Result<Vec<u8>> {
+        self.0.wait()
     }
 }

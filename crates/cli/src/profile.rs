@@ -48,7 +48,8 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         Target::Reconstruction => None,
     };
     // Mixed precision as `liandan train` runs it: the forward under autocast and, in f16, the
-    // loss scaled for backward and the gradients unscaled and checked (one read-back a step).
+    // loss scaled for backward, the gradients unscaled and checked, the skip decided on the
+    // device.
     let params = model.parameters();
     let mut scaler = (a.precision == Precision::F16).then(GradScaler::new);
     let mut step = |opt: &mut Sgd| -> Result<(), Failure> {
@@ -65,9 +66,8 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         };
         scaler.scale(&loss).map_err(|e| failed("loss scale", e))?.backward().map_err(|e| failed("backward", e))?;
         let _layer = profile::layer("optimizer");
-        if scaler.unscale_and_update(&params).map_err(|e| failed("loss scale", e))? {
-            opt.step()?;
-        }
+        let flag = scaler.unscale_(&params).map_err(|e| failed("loss scale", e))?;
+        scaler.step(opt, &flag).map_err(|e| failed("loss scale", e))?;
         Ok(())
     };
     // On a GPU the warm-up goes on for a second after its first step (which compiles the

@@ -148,6 +148,21 @@ pub enum DeviceKind {
     DiscreteGpu,
 }
 
+/// A read-back started by [`Backend::to_host_later`].
+pub trait HostRead: Send {
+    /// Waits for the bytes (contiguous, native-endian, as [`Backend::to_host`] returns them).
+    fn wait(self: Box<Self>) -> Result<Vec<u8>>;
+}
+
+/// A read-back already done.
+pub struct Ready(pub Vec<u8>);
+
+impl HostRead for Ready {
+    fn wait(self: Box<Self>) -> Result<Vec<u8>> {
+        Ok(self.0)
+    }
+}
+
 /// The kernel trait. One implementation per backend; see the module docs for the contract.
 ///
 /// Layout conventions, shared by all backends:
@@ -166,6 +181,12 @@ pub trait Backend: Any + Send + Sync + Debug {
     fn from_host(&self, bytes: &[u8], dtype: DType) -> Result<Storage>;
     /// Copies a view back to the host as contiguous native-endian bytes. Waits for pending work.
     fn to_host(&self, src: Strided) -> Result<Vec<u8>>;
+    /// Starts copying a view back to the host without waiting for the work recorded after it:
+    /// the returned read waits only for the work that made `src` (PyTorch's non-blocking copy
+    /// to pinned memory and an event). The default reads at once.
+    fn to_host_later(&self, src: Strided) -> Result<Box<dyn HostRead>> {
+        Ok(Box::new(Ready(self.to_host(src)?)))
+    }
     /// A buffer of `numel` elements all equal to `value` (converted to `dtype`).
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage>;
     /// Seeded random fill; see [`Distribution`].

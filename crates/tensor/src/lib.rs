@@ -43,7 +43,7 @@ pub mod conformance;
 
 pub use autocast::{autocast, autocast_dtype, AutocastGuard};
 pub use autograd::{is_grad_enabled, no_grad, HookHandle, NoGradGuard};
-pub use backend::{Backend, BackendStorage, ConvGeometry, CustomKernel, DeviceKind, Distribution, MemoryStats, Storage, Strided};
+pub use backend::{Backend, BackendStorage, ConvGeometry, CustomKernel, DeviceKind, Distribution, HostRead, MemoryStats, Storage, Strided};
 pub use custom::CustomOp;
 pub use device::{BackendProvider, Device};
 pub use dtype::{Bool8, DType, Element};
@@ -53,7 +53,7 @@ pub use index_use::{current_index_use, IndexUse};
 pub use layout::Layout;
 pub use ops::{CrossEntropyOptions, Dim, KlReduction, Reduction};
 pub use rng::manual_seed;
-pub use tensor::Tensor;
+pub use tensor::{LaterRead, Tensor};
 
 #[doc(hidden)]
 pub use inventory;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use std::any::Any;
 
-use crate::backend::{Storage, Strided};
+use crate::backend::{HostRead, Storage, Strided};
 use crate::device::Device;
 use crate::dtype::{bytes_to_f64, DType, Element};
 use crate::error::{Error, Result};
@@ -20,6 +20,25 @@ use crate::layout::{check_shape, Layout, MAX_ELEMENTS};
 /// another device or dtype in place, which is how a module moves its parameters.
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Arc<Inner>);
+
+/// A copy to the host under way ([`Tensor::read_later`]).
+pub struct LaterRead {
+    read: Box<dyn HostRead>,
+    dtype: DType,
+}
+
+impl LaterRead {
+    /// Waits for the elements, as `f64` whatever the dtype, in row-major order.
+    pub fn to_vec_f64(self) -> Result<Vec<f64>> {
+        Ok(bytes_to_f64(&self.read.wait()?, self.dtype))
+    }
+}
+
+impl std::fmt::Debug for LaterRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LaterRead({})", self.dtype)
+    }
+}
 
 pub(crate) struct Inner {
     pub(crate) id: u64,
@@ -270,6 +289,14 @@ impl Tensor {
     pub fn to_vec_f64(&self) -> Result<Vec<f64>> {
         let bytes = self.with_strided(|s| self.device().backend().to_host(s))?;
         Ok(bytes_to_f64(&bytes, self.dtype()))
+    }
+
+    /// Starts copying the elements to the host, to be taken later with
+    /// [`LaterRead::to_vec_f64`], which waits only for the work that made them and not for
+    /// what is recorded in between: a value read one step late costs a GPU-bound loop no wait.
+    pub fn read_later(&self) -> Result<LaterRead> {
+        let read = self.with_strided(|s| self.device().backend().to_host_later(s))?;
+        Ok(LaterRead { read, dtype: self.dtype() })
     }
 
     /// The value of a one-element tensor. `T` must match the dtype.

@@ -26,18 +26,21 @@
 //! scaler.scale(&loss)?.backward()?;
 //! let found_inf = scaler.unscale_(&model.parameters())?; // the gradients are true ones again
 //! clip_grad_norm_(&model.parameters(), 1.0, 2.0)?;
-//! if scaler.update(found_inf.item_f64()?)? {
-//!     opt.step()?; // skipped, and the scale halved, when a gradient overflowed
-//! }
+//! // Skipped, and the scale halved, when a gradient overflowed; decided on the device.
+//! scaler.step(&mut opt, &found_inf)?;
 //! # Ok(())
 //! # }
 //! ```
 
+use std::sync::{Arc, Mutex};
+
 use liandan_nn::{DType, NoGradGuard, Tensor};
+use liandan_tensor::LaterRead;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::optim::fused::{update, update_foreach, Scale};
+use crate::optim::Optimizer;
 
 /// The type a training run computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,25 +143,39 @@ pub struct GradScalerState {
 
 /// The dynamic loss scaler (`torch.amp.GradScaler`, same defaults): the loss is multiplied by
 /// `scale` (initially 2^16) before backward; after it, [`GradScaler::unscale_`] divides the
-/// gradients back (before any clipping) and checks them; [`GradScaler::update`] skips the step
-/// and multiplies the scale by `backoff_factor` (0.5) when one was not finite, and multiplies it
-/// by `growth_factor` (2) after `growth_interval` (2000) good steps in a row.
+/// gradients back (before any clipping) and checks them; [`GradScaler::step`] skips the
+/// optimizer's step and multiplies the scale by `backoff_factor` (0.5) when one was not
+/// finite, and multiplies it by `growth_factor` (2) after `growth_interval` (2000) good steps
+/// in a row.
 ///
-/// The decision to skip needs the check's one scalar on the host: one read-back per optimizer
-/// step (PyTorch's `scaler.step` does the same). The scale itself lives on the host, where it
-/// costs nothing to read.
+/// Nothing waits for the check: [`GradScaler::step`] has the optimizer skip on the device
+/// (PyTorch's fused optimizers do the same) and computes the next scale there, and the host
+/// reads the check one step late, when the GPU is long past it. [`GradScaler::update`] is the
+/// host's decision instead, for a manual step that reads the check itself.
 #[derive(Clone, Debug)]
 pub struct GradScaler {
+    /// As of the last step read back.
     state: GradScalerState,
     pub growth_factor: f64,
     pub backoff_factor: f64,
     pub growth_interval: u64,
+    /// The scale on the device: `state.scale`, or after an unread step the scale that step
+    /// left, which the next loss is multiplied by. `None` until [`GradScaler::step`] makes it.
+    device_scale: Option<Tensor>,
+    /// The check of the last [`GradScaler::step`], not read yet, and its read under way.
+    unread: Option<(Tensor, Arc<Mutex<Option<LaterRead>>>)>,
 }
 
 impl Default for GradScaler {
     fn default() -> Self {
         GradScaler::new()
     }
+}
+
+/// `a * b` as an f32 scale on the device computes it: the device's scale and the host's
+/// agree bit for bit.
+fn times(a: f64, b: f64) -> f64 {
+    (a as f32 * b as f32) as f64
 }
 
 impl GradScaler {
@@ -169,33 +186,82 @@ impl GradScaler {
 
     /// The defaults with another initial scale.
     pub fn with_scale(scale: f64) -> GradScaler {
-        GradScaler { state: GradScalerState { scale, growth_tracker: 0, skipped: 0 }, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 }
+        GradScaler {
+            state: GradScalerState { scale, growth_tracker: 0, skipped: 0 },
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+            device_scale: None,
+            unread: None,
+        }
     }
 
-    /// The current scale.
+    /// The current scale, as of the last step read back (see [`GradScaler::settle`]).
     pub fn get_scale(&self) -> f64 {
         self.state.scale
     }
 
-    /// Steps skipped so far because a gradient overflowed.
+    /// Steps skipped so far because a gradient overflowed, as of the last step read back.
     pub fn skipped_steps(&self) -> u64 {
         self.state.skipped
     }
 
-    /// `loss * scale`, to call backward on.
+    /// `loss * scale`, to call backward on: the scale on the device while a step is unread.
     pub fn scale(&self, loss: &Tensor) -> Result<Tensor> {
-        Ok(loss.mul_scalar(self.state.scale)?)
+        match (&self.device_scale, &self.unread) {
+            (Some(s), Some(_)) if s.device() == loss.device() => Ok(loss.mul(&s.to_dtype(loss.dtype())?)?),
+            (Some(_), Some((flag, _))) => Ok(loss.mul_scalar(self.next(flag.item_f64()?)?.scale)?),
+            _ => Ok(loss.mul_scalar(self.state.scale)?),
+        }
     }
 
-    /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the result (0 when all are finite, NaN otherwise; a 0
-    /// when none has a gradient).
+    /// Reads the check of the last [`GradScaler::step`] (waiting only for that step's
+    /// gradients) and brings the scale, its tracker and the skipped count up to date.
+    pub fn settle(&mut self) -> Result<()> {
+        let Some((flag, read)) = self.unread.take() else { return Ok(()) };
+        let later = read.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let value = match later {
+            Some(later) => later.to_vec_f64()?.first().copied().unwrap_or(0.0),
+            None => flag.item_f64()?,
+        };
+        self.state = self.next(value)?;
+        Ok(())
+    }
+
+    /// The state after a step whose check read `flag`: 0 when every gradient was finite.
+    fn next(&self, flag: f64) -> Result<GradScalerState> {
+        let mut st = self.state.clone();
+        if flag != 0.0 {
+            st.scale = times(st.scale, self.backoff_factor);
+            st.growth_tracker = 0;
+            st.skipped += 1;
+            if st.scale.is_nan() || st.scale <= 0.0 || !st.scale.is_finite() {
+                return Err(Error::InvalidArgument {
+                    op: "GradScaler",
+                    what: format!("the loss scale fell to {}: every step overflows; the loss itself is not finite, lower the learning rate", st.scale),
+                });
+            }
+            return Ok(st);
+        }
+        st.growth_tracker += 1;
+        if st.growth_tracker >= self.growth_interval {
+            st.scale = times(st.scale, self.growth_factor);
+            st.growth_tracker = 0;
+        }
+        Ok(st)
+    }
+
+    /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
+    /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient). Reads the
+    /// last step's check first ([`GradScaler::settle`]).
     ///
     /// The division is one multi-tensor scale update (`optim/fused`) over all the gradients where the
     /// device has one (on a GPU a few launches, where a multiply per gradient was one launch
     /// each), else one kernel per gradient; the gradients stay buffers of their own, as the
     /// optimizers' multi-tensor kernels want them. Then they are checked joined
     /// ([`nonfinite_flag`]).
-    pub fn unscale_(&self, params: &[Tensor]) -> Result<Tensor> {
+    pub fn unscale_(&mut self, params: &[Tensor]) -> Result<Tensor> {
+        self.settle()?;
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
         let op = Scale(inv);
@@ -216,28 +282,35 @@ impl GradScaler {
         }
     }
 
+    /// The optimizer's step, unless `flag` ([`GradScaler::unscale_`]'s) is not zero, then the
+    /// scale for the next step (`scaler.step(optimizer)` and `scaler.update()` in PyTorch).
+    /// Both are decided on the device where the optimizer can skip there
+    /// ([`Optimizer::step_unless_nonfinite`]): nothing waits for the flag, which the next
+    /// [`GradScaler::unscale_`] reads.
+    pub fn step(&mut self, optimizer: &mut dyn Optimizer, flag: &Tensor) -> Result<()> {
+        self.settle()?;
+        optimizer.step_unless_nonfinite(flag)?;
+        let _no_grad = NoGradGuard::new();
+        let current = match &self.device_scale {
+            Some(s) if s.device() == flag.device() => s.clone(),
+            _ => Tensor::scalar(self.state.scale, DType::F32, flag.device())?,
+        };
+        let grow = self.state.growth_tracker + 1 >= self.growth_interval;
+        let kept = if grow { current.mul_scalar(self.growth_factor)? } else { current.clone() };
+        let next = Tensor::where_cond(&flag.eq_scalar(0.0)?, &kept, &current.mul_scalar(self.backoff_factor)?)?;
+        self.device_scale = Some(next);
+        self.unread = Some((flag.clone(), Arc::new(Mutex::new(Some(flag.read_later()?)))));
+        Ok(())
+    }
+
     /// Takes the read-back flag of [`GradScaler::unscale_`] and returns whether the optimizer
-    /// should step: `false` (and the scale backed off) when it is not finite.
+    /// should step: `false` (and the scale backed off) when it is not zero. The host's
+    /// decision, where [`GradScaler::step`] leaves it to the device.
     pub fn update(&mut self, flag: f64) -> Result<bool> {
-        let st = &mut self.state;
-        if !flag.is_finite() {
-            st.scale *= self.backoff_factor;
-            st.growth_tracker = 0;
-            st.skipped += 1;
-            if st.scale.is_nan() || st.scale <= 0.0 || !st.scale.is_finite() {
-                return Err(Error::InvalidArgument {
-                    op: "GradScaler",
-                    what: format!("the loss scale fell to {}: every step overflows; the loss itself is not finite, lower the learning rate", st.scale),
-                });
-            }
-            return Ok(false);
-        }
-        st.growth_tracker += 1;
-        if st.growth_tracker >= self.growth_interval {
-            st.scale *= self.growth_factor;
-            st.growth_tracker = 0;
-        }
-        Ok(true)
+        self.settle()?;
+        self.state = self.next(flag)?;
+        self.device_scale = None;
+        Ok(flag == 0.0)
     }
 
     /// [`GradScaler::unscale_`], its flag read back (the one read-back of a step), then
@@ -247,7 +320,8 @@ impl GradScaler {
         self.update(flag)
     }
 
-    /// The state to save with a checkpoint.
+    /// The state to save with a checkpoint (as of the last step read back: call
+    /// [`GradScaler::settle`] first).
     pub fn state(&self) -> GradScalerState {
         self.state.clone()
     }
@@ -258,6 +332,7 @@ impl GradScaler {
             return Err(Error::State { op: "GradScaler", detail: format!("the saved loss scale {} is not a positive finite number", state.scale) });
         }
         self.state = state.clone();
+        (self.device_scale, self.unread) = (None, None);
         Ok(())
     }
 }

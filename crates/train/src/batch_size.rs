@@ -122,14 +122,14 @@ pub fn zoo_step(name: &str, precision: Precision, device: &Device) -> Result<imp
             zoo::Target::Reconstruction => 1,
         };
         let y = Tensor::from_vec((0..batch as i64).map(|i| i % classes).collect::<Vec<_>>(), &[batch], &device)?;
-        let scaler = (precision == Precision::F16).then(GradScaler::new);
+        let mut scaler = (precision == Precision::F16).then(GradScaler::new);
         for _ in 0..2 {
             optimizer.zero_grad();
             let loss = {
                 let _autocast = AutocastGuard::new(precision.dtype())?;
                 model.loss(&x, Some(&y))?
             };
-            match &scaler {
+            match &mut scaler {
                 Some(s) => {
                     s.scale(&loss)?.backward()?;
                     s.unscale_(&model.parameters())?;

@@ -55,7 +55,7 @@ fn unscaled_low_precision_gradients_match_f32_ones() {
         assert_eq!(loss.dtype(), DType::F32, "losses are computed in f32");
         let params = model.parameters();
         if precision == Precision::F16 {
-            let scaler = GradScaler::new();
+            let mut scaler = GradScaler::new();
             scaler.scale(&loss).unwrap().backward().unwrap();
             assert_eq!(scaler.unscale_(&params).unwrap().item_f64().unwrap(), 0.0, "no overflow at scale 2^16");
         } else {
@@ -115,7 +115,7 @@ fn unscale_and_flag_on(dev: &Device) {
         }
         (params, want)
     };
-    let scaler = GradScaler::with_scale(256.0);
+    let mut scaler = GradScaler::with_scale(256.0);
     let (params, want) = make(None);
     assert_eq!(liandan_train::amp::nonfinite_flag(&params).unwrap().unwrap().item_f64().unwrap(), 0.0, "all finite");
     assert_eq!(scaler.unscale_(&params).unwrap().item_f64().unwrap(), 0.0, "all finite");
@@ -148,12 +148,17 @@ fn small(dev: &Device) -> Sequential {
 
 /// 4 batches of 8 samples; the inputs of batch `poisoned`, if any, multiplied by `factor`.
 fn data(poisoned: Option<usize>, factor: f32, batch: usize) -> DataLoader {
+    data_on(poisoned, factor, batch, &Device::cpu())
+}
+
+/// [`data`] loaded onto `dev`.
+fn data_on(poisoned: Option<usize>, factor: f32, batch: usize, dev: &Device) -> DataLoader {
     let mut inputs: Vec<f32> = (0..32 * 8).map(|i| ((i * 37 % 19) as f32 / 9.5) - 1.0).collect();
     if let Some(b) = poisoned {
         inputs[b * 64..(b + 1) * 64].iter_mut().for_each(|x| *x *= factor);
     }
     let targets = (0..32).map(|i| (i % 3) as i64).collect();
-    DataLoader::new(TensorDataset::from_vecs(inputs, targets, &[8]).unwrap(), batch, &Device::cpu()).unwrap()
+    DataLoader::new(TensorDataset::from_vecs(inputs, targets, &[8]).unwrap(), batch, dev).unwrap()
 }
 
 fn quiet(limit: usize, precision: Precision) -> FitConfig {
@@ -174,25 +179,29 @@ fn weights(t: &Trainer<Sequential>) -> Vec<f64> {
     t.model().parameters().iter().flat_map(|p| p.to_vec_f64().unwrap()).collect()
 }
 
+/// On the CPU the host reads the check at each step; on a GPU the device skips the step and
+/// the host reads the check later.
 #[test]
 fn a_forced_f16_overflow_skips_exactly_its_step_and_halves_the_scale() {
     let _g = lock();
-    let dev = Device::cpu();
-    // 1e6 is beyond f16's largest value (65504): batch 2's forward pass overflows.
-    let run = |limit: usize| {
-        let mut t = sgd_trainer(small(&dev));
-        t.fit(&data(Some(2), 1e6, 8), None, &quiet(limit, Precision::F16)).unwrap();
-        let s = t.grad_scaler().unwrap();
-        (weights(&t), s.get_scale(), s.skipped_steps())
-    };
-    let (before, scale, skipped) = run(2);
-    assert_eq!((scale, skipped), (65536.0, 0));
-    let (after, scale, skipped) = run(3);
-    assert_eq!(after, before, "the overflowing step changed no weight");
-    assert_eq!((scale, skipped), (32768.0, 1));
-    let (next, _, skipped) = run(4);
-    assert_ne!(next, after, "the step after it trains again");
-    assert_eq!(skipped, 1);
+    for dev in common::devices() {
+        // 1e6 is beyond f16's largest value (65504): batch 2's forward pass overflows.
+        let run = |limit: usize| {
+            let mut t = sgd_trainer(small(&dev));
+            let history = t.fit(&data_on(Some(2), 1e6, 8, &dev), None, &quiet(limit, Precision::F16)).unwrap();
+            let s = t.grad_scaler().unwrap();
+            (weights(&t), s.get_scale(), s.skipped_steps(), history.last("loss").unwrap())
+        };
+        let (before, scale, skipped, _) = run(2);
+        assert_eq!((scale, skipped), (65536.0, 0), "on {dev}");
+        let (after, scale, skipped, loss) = run(3);
+        assert_eq!(after, before, "the overflowing step changed no weight on {dev}");
+        assert_eq!((scale, skipped), (32768.0, 1), "on {dev}");
+        assert!(loss.is_finite(), "the skipped step's loss is left out of the epoch's on {dev}");
+        let (next, _, skipped, _) = run(4);
+        assert_ne!(next, after, "the step after it trains again on {dev}");
+        assert_eq!(skipped, 1, "on {dev}");
+    }
 }
 
 #[test]

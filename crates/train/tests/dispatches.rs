@@ -280,7 +280,7 @@ fn launches_of_the_loss_scalers_unscale_and_check() {
     for (k, p) in params.iter().enumerate() {
         p.set_grad(Some(p.ones_like().unwrap().mul_scalar(k as f64).unwrap()));
     }
-    let scaler = liandan_train::amp::GradScaler::with_scale(4.0);
+    let mut scaler = liandan_train::amp::GradScaler::with_scale(4.0);
     let before = counting.launches.load(Ordering::Relaxed);
     let flag = scaler.unscale_(&params).unwrap();
     let unscale = counting.launches.load(Ordering::Relaxed) - before;

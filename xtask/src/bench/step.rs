@@ -107,9 +107,10 @@ pub fn zoo_optimizer(model: &dyn ZooModel) -> Fallible<Box<dyn Optimizer>> {
 }
 
 impl Setup {
-    /// One training step on `(x, y)`. Nothing is read back, except in f16: the loss scaler's
-    /// overflow check, one scalar per step, decides whether the optimizer steps (PyTorch's
-    /// `GradScaler.step` reads it back too).
+    /// One training step on `(x, y)`, as `Trainer::fit` runs it. Nothing is read back: in f16
+    /// the loss scaler's overflow check decides on the device whether the optimizer steps,
+    /// and is read one step late (PyTorch's `GradScaler.step` reads it back at once, except
+    /// with fused optimizers).
     fn step(&mut self, x: &Tensor, y: Option<&Tensor>) -> Fallible<()> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         self.opt.zero_grad();
@@ -122,10 +123,8 @@ impl Setup {
             return self.opt.step().map_err(|e| s(&e));
         };
         scaler.scale(&loss).map_err(|e| s(&e))?.backward().map_err(|e| s(&e))?;
-        if scaler.unscale_and_update(&self.params).map_err(|e| s(&e))? {
-            self.opt.step().map_err(|e| s(&e))?;
-        }
-        Ok(())
+        let flag = scaler.unscale_(&self.params).map_err(|e| s(&e))?;
+        scaler.step(&mut *self.opt, &flag).map_err(|e| s(&e))
     }
 }
 

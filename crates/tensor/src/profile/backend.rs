@@ -87,6 +87,10 @@ impl Backend for Profiled {
         self.run("to_host", &[src], |b| b.to_host(src))
     }
 
+    fn to_host_later(&self, src: Strided) -> Result<Box<dyn crate::backend::HostRead>> {
+        self.run("to_host_later", &[src], |b| b.to_host_later(src))
+    }
+
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
         self.run("full", &[], |b| b.full(numel, value, dtype))
     }

@@ -81,8 +81,20 @@ pub struct FusedUpdate<'a>(pub(crate) &'a dyn RunGroup);
 
 /// Runs a group's pending updates (`(index in the group, gradient)`) as fused ops where the
 /// device has them, returning which parameters were updated (`optim/fused` implements it).
+/// With `gate` (the loss scaler's flag), only those that the device can skip itself when the
+/// flag is not zero.
 pub(crate) trait RunGroup {
-    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>>;
+    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>>;
+}
+
+/// Updates recorded under a gate the host has not read yet ([`super::Optimizer::step_unless_nonfinite`]):
+/// if the flag turns out not zero, the device skipped them, and their step counts (and state
+/// made for them) are taken back when the optimizer next looks.
+pub(crate) struct Unsettled {
+    pub(crate) flag: Tensor,
+    pub(crate) read: liandan_tensor::LaterRead,
+    /// `(group, index in the group, whether its state was made for this step)`.
+    pub(crate) updates: Vec<(usize, usize, bool)>,
 }
 
 /// One parameter's optimizer state: its step count (kept on the host, where it is known
@@ -120,6 +132,8 @@ pub struct Optim<R: Rule> {
     pub(crate) groups: Vec<ParamGroup>,
     /// `state[g][i]` belongs to `groups[g].params[i]`.
     pub(crate) state: Vec<Vec<ParamState>>,
+    /// The last step's updates, if the device decided whether to skip them.
+    pub(crate) unsettled: Option<Unsettled>,
 }
 
 impl<R: Rule> Optim<R> {
@@ -145,7 +159,7 @@ impl<R: Rule> Optim<R> {
             }
         }
         let state = groups.iter().map(|g| vec![ParamState::default(); g.params.len()]).collect();
-        Ok(Optim { rule: config, groups, state })
+        Ok(Optim { rule: config, groups, state, unsettled: None })
     }
 
     /// The shared hyper-parameters.
@@ -155,15 +169,22 @@ impl<R: Rule> Optim<R> {
 
     /// The rule as group `group` runs it: the config, with the group's momentum where it has one.
     pub(crate) fn group_rule(&self, group: &ParamGroup) -> Cow<'_, R> {
-        match group.momentum {
-            Some(m) => Cow::Owned(self.rule.with_momentum(m)),
-            None => Cow::Borrowed(&self.rule),
-        }
+        group_rule(&self.rule, group)
     }
 
-    /// The state of the parameter called `name`, if it is one of this optimizer's.
+    /// The state of the parameter called `name`, if it is one of this optimizer's. After a
+    /// step gated on the device, its count includes that step until the next step (or
+    /// `state_dict`) learns whether it was skipped.
     pub fn param_state(&self, name: &str) -> Option<&ParamState> {
         self.groups.iter().zip(&self.state).find_map(|(g, s)| g.params.iter().position(|(n, _)| n == name).map(|i| &s[i]))
+    }
+}
+
+/// `rule` as `group` runs it (see [`Optim::group_rule`]).
+pub(crate) fn group_rule<'a, R: Rule>(rule: &'a R, group: &ParamGroup) -> Cow<'a, R> {
+    match group.momentum {
+        Some(m) => Cow::Owned(rule.with_momentum(m)),
+        None => Cow::Borrowed(rule),
     }
 }
 

@@ -36,6 +36,20 @@ pub trait Optimizer: Send {
     /// back to the host.
     fn step(&mut self) -> Result<()>;
 
+    /// [`Optimizer::step`], unless `flag` (a one-element tensor: the loss scaler's
+    /// [`nonfinite_flag`](crate::amp::nonfinite_flag), 0 when every gradient is finite) is not
+    /// zero, when nothing changes: the skip of [`GradScaler::step`](crate::amp::GradScaler::step).
+    /// This crate's optimizers decide it on the device where their update kernels can (so
+    /// nothing waits for the flag) and learn the outcome at their next step; the default reads
+    /// the flag back.
+    fn step_unless_nonfinite(&mut self, flag: &Tensor) -> Result<()> {
+        if flag.item_f64()? == 0.0 {
+            self.step()
+        } else {
+            Ok(())
+        }
+    }
+
     /// Drops every parameter's gradient (PyTorch's default `set_to_none=True`).
     fn zero_grad(&mut self);
 

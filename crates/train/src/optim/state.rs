@@ -15,13 +15,17 @@ use crate::error::{Error, Result};
 pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
     let mut tensors = Vec::new();
     let mut steps = serde_json::Map::new();
-    for (group, states) in opt.groups.iter().zip(&opt.state) {
+    // A last step the device skipped is saved as not taken.
+    let skipped = opt.skipped_updates()?;
+    for (g, (group, states)) in opt.groups.iter().zip(&opt.state).enumerate() {
         let names = opt.group_rule(group).state_names();
-        for ((name, _), state) in group.params.iter().zip(states) {
-            steps.insert(name.clone(), json!(state.step));
+        for (i, ((name, _), state)) in group.params.iter().zip(states).enumerate() {
+            let taken_back = skipped.iter().find(|u| u.0 == g && u.1 == i);
+            steps.insert(name.clone(), json!(state.step - taken_back.is_some() as u64));
+            let held = if taken_back.is_some_and(|u| u.2) { &[][..] } else { &state.tensors[..] };
             // Detached: a fused update swaps the live tensor's storage, which must not reach a
             // state already saved.
-            for (what, t) in names.iter().zip(&state.tensors) {
+            for (what, t) in names.iter().zip(held) {
                 tensors.push((format!("{name}.{what}"), t.detach()));
             }
         }

@@ -1,52 +1,138 @@
 //! The step every optimizer shares: [`Optimizer`] for [`Optim`] of any [`Rule`].
 
-use std::borrow::Cow;
+use liandan_tensor::{NoGradGuard, Tensor};
 
-use liandan_tensor::NoGradGuard;
-
-use super::core::{invalid, Optim, Rule};
+use super::core::{group_rule, invalid, Optim, Rule, Unsettled};
 use super::{Optimizer, OptimizerState, ParamGroup};
 use crate::error::{Error, Result};
 
+impl<R: Rule> Optim<R> {
+    /// Each parameter of group `g` that has a gradient, checked and its step counted:
+    /// `(index in the group, gradient)`. As PyTorch, a parameter without a gradient is
+    /// skipped, its state untouched.
+    fn pending(&mut self, g: usize) -> Result<Vec<(usize, Tensor)>> {
+        let (group, states) = (&self.groups[g], &mut self.state[g]);
+        let mut pending = Vec::with_capacity(group.params.len());
+        for (i, ((name, param), state)) in group.params.iter().zip(states.iter_mut()).enumerate() {
+            let Some(grad) = param.grad() else { continue };
+            if grad.shape() != param.shape() || grad.dtype() != param.dtype() {
+                return Err(Error::State {
+                    op: R::NAME,
+                    detail: format!(
+                        "the gradient of `{name}` is {:?} {} but the parameter is {:?} {}",
+                        grad.shape(),
+                        grad.dtype(),
+                        param.shape(),
+                        param.dtype()
+                    ),
+                });
+            }
+            state.step += 1;
+            pending.push((i, grad));
+        }
+        Ok(pending)
+    }
+
+    /// Runs group `g`'s `pending` updates: together where the device can (PyTorch's foreach),
+    /// one by one where it cannot.
+    fn run(&mut self, g: usize, pending: &[(usize, Tensor)]) -> Result<()> {
+        let (group, states) = (&self.groups[g], &mut self.state[g]);
+        let rule = group_rule(&self.rule, group);
+        let done = match rule.fused() {
+            Some(fused) => fused.0.run(group, states, pending, None)?,
+            None => vec![false; states.len()],
+        };
+        for (i, grad) in pending {
+            if !done[*i] {
+                rule.update(group.lr, group.weight_decay, &group.params[*i].1, grad, &mut states[*i])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back updates the device skipped: their step counts, and state made for them.
+    fn take_back(&mut self, updates: &[(usize, usize, bool)]) {
+        for &(g, i, made) in updates {
+            let state = &mut self.state[g][i];
+            state.step -= 1;
+            if made {
+                state.tensors.clear();
+            }
+        }
+    }
+
+    /// Reads whether the last step gated on the device was skipped, and takes it back if so.
+    fn settle(&mut self) -> Result<()> {
+        if let Some(u) = self.unsettled.take() {
+            if u.read.to_vec_f64()?.first().is_some_and(|&f| f != 0.0) {
+                self.take_back(&u.updates);
+            }
+        }
+        Ok(())
+    }
+
+    /// The updates of the last gated step that were skipped (none when it was not, or has
+    /// been settled), read without settling: what a saved state leaves out.
+    pub(crate) fn skipped_updates(&self) -> Result<&[(usize, usize, bool)]> {
+        match &self.unsettled {
+            Some(u) if u.flag.item_f64()? != 0.0 => Ok(&u.updates),
+            _ => Ok(&[]),
+        }
+    }
+}
+
 impl<R: Rule> Optimizer for Optim<R> {
     fn step(&mut self) -> Result<()> {
+        self.settle()?;
         // Updates are not part of any graph: recording them would keep every step's tensors alive.
         let _no_grad = NoGradGuard::new();
-        for (group, states) in self.groups.iter().zip(self.state.iter_mut()) {
-            let rule = match group.momentum {
-                Some(m) => Cow::Owned(self.rule.with_momentum(m)),
-                None => Cow::Borrowed(&self.rule),
+        for g in 0..self.groups.len() {
+            let pending = self.pending(g)?;
+            self.run(g, &pending)?;
+        }
+        Ok(())
+    }
+
+    fn step_unless_nonfinite(&mut self, flag: &Tensor) -> Result<()> {
+        self.settle()?;
+        let _no_grad = NoGradGuard::new();
+        // The flag, once something could not be gated and the host had to read it.
+        let mut go: Option<bool> = None;
+        let mut gated = Vec::new();
+        for g in 0..self.groups.len() {
+            let pending = self.pending(g)?;
+            let made: Vec<bool> = pending.iter().map(|(i, _)| self.state[g][*i].tensors.is_empty()).collect();
+            let group = &self.groups[g];
+            let done = match group_rule(&self.rule, group).fused() {
+                Some(fused) => fused.0.run(group, &mut self.state[g], &pending, Some(flag))?,
+                None => vec![false; group.params.len()],
             };
-            // Every update of the group is checked and counted first, then run together where
-            // the device can (PyTorch's foreach), and one by one where it cannot.
-            let mut pending = Vec::with_capacity(group.params.len());
-            for (i, ((name, param), state)) in group.params.iter().zip(states.iter_mut()).enumerate() {
-                // As PyTorch: a parameter without a gradient is skipped, its state untouched.
-                let Some(grad) = param.grad() else { continue };
-                if grad.shape() != param.shape() || grad.dtype() != param.dtype() {
-                    return Err(Error::State {
-                        op: R::NAME,
-                        detail: format!(
-                            "the gradient of `{name}` is {:?} {} but the parameter is {:?} {}",
-                            grad.shape(),
-                            grad.dtype(),
-                            param.shape(),
-                            param.dtype()
-                        ),
-                    });
-                }
-                state.step += 1;
-                pending.push((i, grad));
-            }
-            let done = match rule.fused() {
-                Some(fused) => fused.0.run(group, states, &pending)?,
-                None => vec![false; states.len()],
-            };
-            for (i, grad) in &pending {
-                if !done[*i] {
-                    rule.update(group.lr, group.weight_decay, &group.params[*i].1, grad, &mut states[*i])?;
+            let mut rest = Vec::new();
+            for ((i, grad), made) in pending.into_iter().zip(made) {
+                if done[i] {
+                    gated.push((g, i, made));
+                } else {
+                    rest.push((i, grad, made));
                 }
             }
+            if rest.is_empty() {
+                continue;
+            }
+            let go = match go {
+                Some(go) => go,
+                None => *go.insert(flag.item_f64()? == 0.0),
+            };
+            if go {
+                self.run(g, &rest.into_iter().map(|(i, grad, _)| (i, grad)).collect::<Vec<_>>())?;
+            } else {
+                self.take_back(&rest.into_iter().map(|(i, _, made)| (g, i, made)).collect::<Vec<_>>());
+            }
+        }
+        match go {
+            _ if gated.is_empty() => {}
+            Some(true) => {}
+            Some(false) => self.take_back(&gated),
+            None => self.unsettled = Some(Unsettled { flag: flag.clone(), read: flag.read_later()?, updates: gated }),
         }
         Ok(())
     }
@@ -89,6 +175,8 @@ impl<R: Rule> Optimizer for Optim<R> {
     }
 
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
+        // A gated step still under way updates the buffers the loaded state replaces.
+        self.unsettled = None;
         super::state::load(self, state)
     }
 }

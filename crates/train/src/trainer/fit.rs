@@ -107,11 +107,15 @@ impl<M: Layer> Trainer<M> {
             // Rounded for the history and the screen: 0.49, not 0.48999999999999994.
             let lr = round_significant(self.optimizer.param_groups().first().map_or(f64::NAN, |g| g.lr), 6);
             let interrupted = self.train_epoch(train, config, steps, &mut st, &mut progress)?;
+            if let Some(scaler) = &mut self.scaler {
+                // The last step's check, so that the scaler's state is the epoch's.
+                scaler.settle()?;
+            }
             if interrupted {
                 st.elapsed += progress.elapsed();
                 st.metric_states = self.metrics.iter().map(|m| m.state()).collect::<Result<_>>()?;
                 if let (Some(path), true) = (&last, root) {
-                    st.scaler = self.scaler_state(config);
+                    st.scaler = self.scaler_state(config)?;
                     state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &metadata)?;
                 }
                 self.board = None;
@@ -140,7 +144,7 @@ impl<M: Layer> Trainer<M> {
                 if improved {
                     liandan_nn::checkpoint::save(dir.join("best.safetensors"), &self.model.state_dict(), (!metadata.is_empty()).then(|| metadata.clone()))?;
                 }
-                st.scaler = self.scaler_state(config);
+                st.scaler = self.scaler_state(config)?;
                 state::save(path, &self.model, &*self.optimizer, self.scheduler.as_ref().map(|(s, _)| &**s), &st, &metadata)?;
                 write_history(&st.history, dir)?;
             }
@@ -202,11 +206,19 @@ impl<M: Layer> Trainer<M> {
         let mut losses = Tensor::stack(&pending.iter().map(|p| &p.loss).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
         self.mean_over_ranks(&mut losses);
         let checked: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].grads.is_some()).collect();
-        let flags = match checked.is_empty() {
+        let gated: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].scaler_flag.is_some()).collect();
+        // The gradient checks and the scaler's, in one read.
+        let wanted: Vec<&Tensor> =
+            checked.iter().filter_map(|&i| pending[i].grads.as_ref()).chain(gated.iter().filter_map(|&i| pending[i].scaler_flag.as_ref())).collect();
+        let mut flags = match wanted.is_empty() {
             true => Vec::new(),
-            false => Tensor::stack(&checked.iter().filter_map(|&i| pending[i].grads.as_ref()).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?,
+            false => Tensor::stack(&wanted, 0usize)?.to_vec_f64()?,
         };
-        let skipped: Vec<bool> = pending.iter().map(|p| p.skipped).collect();
+        let scaler_flags = flags.split_off(checked.len());
+        let mut skipped: Vec<bool> = pending.iter().map(|p| p.skipped).collect();
+        for (&i, f) in gated.iter().zip(scaler_flags) {
+            skipped[i] |= f != 0.0;
+        }
         pending.clear();
         let first = st.batch - losses.len();
         // The earlier of the first bad loss and the first bad gradient: after either, the
@@ -252,8 +264,14 @@ impl<M: Layer> Trainer<M> {
     }
 
     /// What `last` keeps of the loss scaler: its state in an f16 run, nothing otherwise.
-    fn scaler_state(&self, config: &FitConfig) -> Option<GradScalerState> {
-        (config.precision == Precision::F16).then(|| self.scaler.as_ref().map(GradScaler::state)).flatten()
+    fn scaler_state(&mut self, config: &FitConfig) -> Result<Option<GradScalerState>> {
+        match self.scaler.as_mut().filter(|_| config.precision == Precision::F16) {
+            Some(scaler) => {
+                scaler.settle()?;
+                Ok(Some(scaler.state()))
+            }
+            None => Ok(None),
+        }
     }
 
     /// The monitored column must be one the history will have.

@@ -28,6 +28,9 @@ pub(crate) struct Pending {
     /// The scaler skipped this batch's step for an overflow: its loss may be infinite and is
     /// left out of the average.
     pub skipped: bool,
+    /// The scaler's check of this batch's step where the device decided the skip: the step
+    /// was skipped when it reads not zero (at the next read-back).
+    pub scaler_flag: Option<Tensor>,
 }
 
 impl<M: Layer> Trainer<M> {
@@ -80,7 +83,7 @@ impl<M: Layer> Trainer<M> {
             for m in &mut self.metrics {
                 m.update(&out, &batch.target)?;
             }
-            pending.push(Pending { loss: loss.detach(), grads: None, skipped: false });
+            pending.push(Pending { loss: loss.detach(), grads: None, skipped: false, scaler_flag: None });
             st.global_step += 1;
             st.batch += 1;
             samples += batch.target.shape()[0];
@@ -90,30 +93,38 @@ impl<M: Layer> Trainer<M> {
             reducer.finish()?;
         }
         let params = self.optimized_params();
-        let go = match self.active_scaler(config).cloned() {
-            Some(mut scaler) => {
-                let go = scaler.unscale_and_update(&params)?;
-                self.scaler = Some(scaler);
-                go
-            }
-            None => {
-                let flag = nonfinite_flag(&params)?;
-                if let Some(p) = pending.last_mut() {
-                    p.grads = flag;
+        match self.scaler.as_mut().filter(|_| config.precision == Precision::F16) {
+            // The skip decided on the device: nothing waits for the check.
+            Some(scaler) if !config.detect_anomaly => {
+                let flag = scaler.unscale_(&params)?;
+                if let Some(max_norm) = config.clip_grad_norm {
+                    clip_grad_norm_(&params, max_norm, 2.0)?;
                 }
-                true
+                scaler.step(&mut *self.optimizer, &flag)?;
+                pending.iter_mut().for_each(|p| p.scaler_flag = Some(flag.clone()));
             }
-        };
-        if !go {
-            pending.iter_mut().for_each(|p| p.skipped = true);
-        } else {
-            if config.detect_anomaly {
-                self.check_step(&pending, last.as_ref(), config, st)?;
+            scaler => {
+                let go = match scaler {
+                    Some(scaler) => scaler.unscale_and_update(&params)?,
+                    None => {
+                        if let Some(p) = pending.last_mut() {
+                            p.grads = nonfinite_flag(&params)?;
+                        }
+                        true
+                    }
+                };
+                if !go {
+                    pending.iter_mut().for_each(|p| p.skipped = true);
+                } else {
+                    if config.detect_anomaly {
+                        self.check_step(&pending, last.as_ref(), config, st)?;
+                    }
+                    if let Some(max_norm) = config.clip_grad_norm {
+                        clip_grad_norm_(&params, max_norm, 2.0)?;
+                    }
+                    self.optimizer.step()?;
+                }
             }
-            if let Some(max_norm) = config.clip_grad_norm {
-                clip_grad_norm_(&params, max_norm, 2.0)?;
-            }
-            self.optimizer.step()?;
         }
         if let Some((s, SchedulerStep::Batch)) = &mut self.scheduler {
             s.step(&mut *self.optimizer, None)?;
@@ -123,11 +134,7 @@ impl<M: Layer> Trainer<M> {
 
     /// The scaler, when this run trains in f16.
     fn active_scaler(&self, config: &FitConfig) -> Option<&crate::amp::GradScaler> {
-        if config.precision == Precision::F16 {
-            self.scaler.as_ref()
-        } else {
-            None
-        }
+        self.scaler.as_ref().filter(|_| config.precision == Precision::F16)
     }
 
     /// With `detect_anomaly`: reads this step's loss and gradient check now, and on a

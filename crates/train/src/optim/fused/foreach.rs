@@ -10,13 +10,22 @@ use super::UpdateOp;
 /// The update `op` over several operand lists at once: the inputs are the lists one after
 /// another, `operands` each; the outputs every list's outputs in turn, or, `in_place`, none:
 /// the kernel writes each list's new values over the buffers of the inputs it updates (the
-/// caller hands over only buffers that nothing else holds). Its composite is `op`'s, list by
-/// list.
+/// caller hands over only buffers that nothing else holds). `gated` (in place only): one more
+/// input, last, the loss scaler's one-element flag, and nothing is written unless it is zero.
+/// Its composite is `op`'s, list by list.
 #[derive(Clone, Debug)]
 pub(crate) struct Foreach<U> {
     pub(crate) op: U,
     pub(crate) operands: usize,
     pub(crate) in_place: bool,
+    pub(crate) gated: bool,
+}
+
+impl<U> Foreach<U> {
+    /// The operand lists' inputs, without the gate.
+    fn lists<'a, T>(&self, inputs: &'a [T]) -> &'a [T] {
+        &inputs[..inputs.len() - self.gated as usize]
+    }
 }
 
 impl<U: UpdateOp> CustomKernel for Foreach<U> {
@@ -27,8 +36,9 @@ impl<U: UpdateOp> CustomKernel for Foreach<U> {
     fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         #[cfg(feature = "wgpu")]
         if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
-            let lists: Vec<Vec<Strided>> = inputs.chunks(self.operands).map(<[Strided]>::to_vec).collect();
-            return super::gpu::update_foreach(gpu, &self.op.gpu(), &lists, self.in_place);
+            let lists: Vec<Vec<Strided>> = self.lists(inputs).chunks(self.operands).map(<[Strided]>::to_vec).collect();
+            let gate = self.gated.then(|| inputs[inputs.len() - 1]);
+            return super::gpu::update_foreach(gpu, &self.op.gpu(), &lists, self.in_place, gate);
         }
         let _ = (backend, inputs);
         None
@@ -40,12 +50,15 @@ impl<U: UpdateOp> CustomOp for Foreach<U> {
         if self.in_place {
             return Vec::new();
         }
-        inputs.chunks(self.operands).flat_map(|list| self.op.outputs(list)).collect()
+        self.lists(inputs).chunks(self.operands).flat_map(|list| self.op.outputs(list)).collect()
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        if self.gated && super::gate_closed(inputs[inputs.len() - 1])? {
+            return Ok(Vec::new());
+        }
         let mut outs = Vec::new();
-        for list in inputs.chunks(self.operands) {
+        for list in self.lists(inputs).chunks(self.operands) {
             let new = self.op.composite(list)?;
             if self.in_place {
                 for (&k, value) in self.op.updates().iter().zip(&new) {

@@ -94,13 +94,14 @@ impl<P> Update<P> {
 
     /// Its pipeline's variant number: the dtype, the options, and (many tensors a dispatch)
     /// the width and whether it writes in place.
-    fn variant(&self, dtype: DType, width: usize, in_place: bool) -> u64 {
+    fn variant(&self, dtype: DType, width: usize, in_place: bool, gated: bool) -> u64 {
         let d = DType::ALL.iter().position(|&t| t == dtype).unwrap_or(0) as u64;
-        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (width as u64) << 8
+        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (gated as u64) << 7 | (width as u64) << 8
     }
 
-    /// The WGSL of the one-tensor kernel, or of the `width`-wide one.
-    fn source(&self, shader: Shader, dtype: DType, width: usize, in_place: bool) -> String
+    /// The WGSL of the one-tensor kernel, or of the `width`-wide one (`gated`: see
+    /// [`update_foreach`]).
+    fn source(&self, shader: Shader, dtype: DType, width: usize, in_place: bool, gated: bool) -> String
     where
         P: ShaderParams,
     {
@@ -110,7 +111,7 @@ impl<P> Update<P> {
         }
         let body = [&[HELPERS], &self.parts[..]].concat().join("\n");
         let body = if in_place { self::in_place(&body) } else { body };
-        foreach_source(shader.params::<Foreach<P>>(), &body, width, self.bindings(in_place))
+        foreach_source(shader.params::<Foreach<P>>(), &body, width, self.bindings(in_place), gated)
     }
 }
 
@@ -162,7 +163,7 @@ pub(crate) fn update<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, inputs: 
         }
         let params = (u.params)(numel as u32, &offsets);
         Some((|| {
-            let pipeline = gpu.pipeline(u.name, u.variant(dtype, 0, false), |s| u.source(s, dtype, 0, false))?;
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, 0, false, false), |s| u.source(s, dtype, 0, false, false))?;
             let outputs = u.fixed_outputs + u.stateful as usize + u.centered as usize;
             let outs = (0..outputs).map(|_| gpu.alloc(dtype, numel)).collect::<Result<Vec<_>>>()?;
             // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
@@ -234,22 +235,36 @@ pub(crate) fn widths(bindings: usize) -> Vec<usize> {
 
 /// Runs an update over many tensors (`lists[i]`: one update's inputs), a chunk of tensors a
 /// dispatch, writing fresh outputs (one list of them per update, in order) or, `in_place`,
-/// over the updated inputs' buffers (none returned). `None` where the per-tensor kernels run
-/// instead: f64, a device that allows too few bindings, an operand not at the start of its
-/// buffer or larger than a binding, packed bf16 in place.
-pub(crate) fn update_foreach<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, lists: &[Vec<Strided>], in_place: bool) -> Option<Result<Vec<Storage>>> {
+/// over the updated inputs' buffers (none returned). With a `gate` (in place only: a fresh
+/// output left unwritten would be garbage), every workgroup first reads its one f32 and does
+/// nothing unless it is zero: the loss scaler's skip, decided on the device. `None` where the
+/// per-tensor kernels run instead: f64, a device that allows too few bindings, an operand not
+/// at the start of its buffer or larger than a binding, packed bf16 in place.
+pub(crate) fn update_foreach<P: ShaderParams>(
+    gpu: &WgpuBackend,
+    u: &Update<P>,
+    lists: &[Vec<Strided>],
+    in_place: bool,
+    gate: Option<Strided>,
+) -> Option<Result<Vec<Storage>>> {
     let dtype = lists.first()?.first()?.dtype;
     let packed = lists.iter().flatten().any(WgpuBackend::is_packed);
     if !gpu.computes(dtype) || dtype == DType::F64 || (in_place && packed) {
         // Writing over a packed buffer in place would need the words packed back.
         return None;
     }
+    let gate = match gate {
+        Some(g) if !in_place || g.dtype != DType::F32 || g.layout.numel() != 1 || g.layout.offset() != 0 || WgpuBackend::is_packed(&g) => return None,
+        Some(g) => Some(WgpuStorage::of(&g)),
+        None => None,
+    };
+    let gated = gate.is_some();
     let all: Vec<Strided> = lists.iter().flatten().copied().collect();
     gpu.widened(&all, |all| {
         let lists: Vec<&[Strided]> = all.chunks(u.inputs()).collect();
         let buffers_allowed = gpu.max_bindings().ok()?;
         // The parameter block takes one of the buffers.
-        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) < buffers_allowed)?;
+        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) + usize::from(gated) < buffers_allowed)?;
         let fits = |list: &&[Strided]| {
             let numel = list[0].layout.numel();
             let operands = list.iter().all(|v| v.dtype == dtype && v.layout.offset() == 0);
@@ -259,7 +274,7 @@ pub(crate) fn update_foreach<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, 
             return None;
         }
         Some((|| {
-            let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place), |s| u.source(s, dtype, width, in_place))?;
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place, gated), |s| u.source(s, dtype, width, in_place, gated))?;
             let mut all = Vec::new();
             for chunk in lists.chunks(width) {
                 let mut table = [0u32; TABLE];
@@ -301,6 +316,7 @@ pub(crate) fn update_foreach<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, 
                         buffers.push(o);
                     }
                 }
+                buffers.extend(gate);
                 gpu.dispatch(&pipeline, &params, &buffers, grid(groups * WORKGROUP))?;
                 drop(buffers);
                 all.extend(outs.into_iter().flatten().map(|s| Arc::new(s) as Storage));
@@ -326,10 +342,11 @@ mod tests {
     fn check_all<P: ShaderParams>(u: &Update<P>) {
         for (f16, f64, immediates) in [(true, true, false), (false, false, false), (true, false, true)] {
             for dtype in [DType::F32, DType::F16, DType::BF16] {
-                let wide = |in_place: bool| widths(u.bindings(in_place)).into_iter().map(move |w| (w, in_place));
-                for (width, in_place) in std::iter::once((0, false)).chain(wide(false)).chain(wide(true)) {
-                    let name = format!("{} {dtype} width {width} in place {in_place} (f16 {f16}, f64 {f64}, immediates {immediates})", u.name);
-                    let src = shaders::custom_source(f16, f64, immediates, |s| u.source(s, dtype, width, in_place));
+                let wide = |in_place: bool, gated: bool| widths(u.bindings(in_place)).into_iter().map(move |w| (w, in_place, gated));
+                let variants = std::iter::once((0, false, false)).chain(wide(false, false)).chain(wide(true, false)).chain(wide(true, true));
+                for (width, in_place, gated) in variants {
+                    let name = format!("{} {dtype} width {width} in place {in_place} gated {gated} (f16 {f16}, f64 {f64}, immediates {immediates})", u.name);
+                    let src = shaders::custom_source(f16, f64, immediates, |s| u.source(s, dtype, width, in_place, gated));
                     assert!(src.contains(if immediates { "var<immediate> p: Params" } else { "var<storage, read> p: Params" }), "{name}: the parameter block");
                     assert!(!src.contains("params["), "{name}: a parameter read by position");
                     shaders::check(&name, &src, !f64).unwrap_or_else(|e| panic!("{e}\n{src}"));

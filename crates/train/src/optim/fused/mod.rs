@@ -273,6 +273,24 @@ pub(crate) const FOREACH_LISTS: usize = 24;
 /// list. A list not updated is unchanged, and the caller runs its update ([`update`] or the
 /// composite).
 pub(crate) fn update_foreach<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>]) -> TensorResult<Vec<bool>> {
+    foreach_lists(op, lists, None)
+}
+
+/// [`update_foreach`] gated by the loss scaler's one-element f32 `flag` ([`crate::amp::nonfinite_flag`]):
+/// each list is updated, unless the flag is not zero, by a kernel that reads the flag on the
+/// device, so nothing waits for it. Only in place: a list whose buffers another tensor
+/// shares, or a device without such a kernel, is left to the caller (`false`), who decides on
+/// the host.
+pub(crate) fn update_foreach_gated<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], flag: &Tensor) -> TensorResult<Vec<bool>> {
+    foreach_lists(op, lists, Some(flag))
+}
+
+/// Whether the loss scaler's `flag` says to skip the step: it is not 0.0 or -0.0 (read back).
+pub(crate) fn gate_closed(flag: &Tensor) -> TensorResult<bool> {
+    Ok(flag.item_f64()? != 0.0)
+}
+
+fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<&Tensor>) -> TensorResult<Vec<bool>> {
     let mut done = vec![false; lists.len()];
     let targets = op.updates();
     let Some(first) = lists.first().and_then(|l| l.first()) else { return Ok(done) };
@@ -282,19 +300,23 @@ pub(crate) fn update_foreach<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>]) -> Ten
     let eligible: Vec<usize> =
         (0..lists.len()).filter(|&i| fits(&lists[i], &targets) && lists[i][0].device() == first.device() && lists[i][0].dtype() == first.dtype()).collect();
     for slice in eligible.chunks(FOREACH_LISTS) {
-        let inputs: Vec<&Tensor> = slice.iter().flat_map(|&i| lists[i].iter().copied()).collect();
+        let mut inputs: Vec<&Tensor> = slice.iter().flat_map(|&i| lists[i].iter().copied()).collect();
         // In place where every buffer the chunk updates is held by its tensor alone (and by the
         // handle taken here): no other tensor can see the write. Otherwise into fresh buffers.
         let alone = slice.iter().all(|&i| targets.iter().all(|&k| Arc::strong_count(&lists[i][k].storage()) == 2));
         if alone {
-            let in_place = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: true };
+            inputs.extend(gate);
+            let in_place = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: true, gated: gate.is_some() };
             if let Some(result) = fused::kernel(&in_place, &inputs) {
                 result?;
                 slice.iter().for_each(|&i| done[i] = true);
                 continue;
             }
         }
-        let fresh = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: false };
+        if gate.is_some() {
+            continue;
+        }
+        let fresh = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: false, gated: false };
         let Some(outs) = fused::kernel(&fresh, &inputs) else { continue };
         let outs = outs?;
         if outs.len() != slice.len() * targets.len() {
@@ -319,8 +341,8 @@ pub(crate) fn update_foreach<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>]) -> Ten
 }
 
 impl<R: Kernels> RunGroup for R {
-    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
-        run_group(self, group, states, pending)
+    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>> {
+        run_group(self, group, states, pending, gate)
     }
 }
 
@@ -331,8 +353,9 @@ type Operands = (usize, Vec<Tensor>);
 /// ops where the device has them: as multi-tensor ops ([`update_foreach`]), one call per
 /// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
 /// then each update the device left as a per-tensor op ([`update`]). Returns which parameters
-/// were updated; the caller runs the composite ([`Rule::update`]) for the others.
-fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)]) -> Result<Vec<bool>> {
+/// were updated; the caller runs the composite ([`Rule::update`]) for the others. With a
+/// `gate`, only the multi-tensor ops gated on the device run ([`update_foreach_gated`]).
+fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>> {
     let mut done = vec![false; states.len()];
     let mut batches: Vec<(Step<R>, Vec<Operands>)> = Vec::new();
     for (i, grad) in pending {
@@ -347,9 +370,12 @@ fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState]
     }
     for (op, items) in batches {
         let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
-        let ran = update_foreach(&op, &lists)?;
+        let ran = match gate {
+            Some(flag) => update_foreach_gated(&op, &lists, flag)?,
+            None => update_foreach(&op, &lists)?,
+        };
         for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
-            let ran = ran || update(&op, list).transpose()?.is_some();
+            let ran = ran || (gate.is_none() && update(&op, list).transpose()?.is_some());
             if ran {
                 states[*i].tensors = operands[2..].to_vec();
                 done[*i] = true;

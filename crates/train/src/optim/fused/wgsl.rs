@@ -8,8 +8,9 @@ const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
-/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, and the entry point.
-pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize) -> String {
+/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `skipped` (with
+/// `gated`, the gate's binding after every slot's), and the entry point.
+pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize, gated: bool) -> String {
     let names = declared(body);
     let mut s = head.uint("CHUNK", width as u32).build();
     for k in 0..width {
@@ -25,6 +26,12 @@ pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: u
         s += &format!("    case {k}u: {{ update_{k}(e); }}\n");
     }
     s += "    default: {}\n  }\n}\n\n";
+    if gated {
+        s += &format!("@group(0) @binding({}) var<storage, read> gate: array<u32>;\n", 1 + width * bindings);
+        s += "fn skipped() -> bool { return (gate[0] & 0x7fffffffu) != 0u; }\n\n";
+    } else {
+        s += "fn skipped() -> bool { return false; }\n\n";
+    }
     s + FOREACH
 }
 

@@ -6,12 +6,15 @@
 // `p.n` = workgroups that do work; the offsets are 0 (every operand starts its buffer) and the
 // hyper-parameters are the one-tensor kernel's; `p.table` holds, per tensor k, its first
 // workgroup, then its element count. Entries past the last tensor start at 0xffffffff, so the
-// search stops before them.
+// search stops before them. `skipped()` is false, or, gated, reads the gate: the loss
+// scaler's flag, 0.0 or -0.0 when every gradient is finite (read as bits, which a NaN cannot
+// confuse).
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let group = wid.y * nwg.x + wid.x;
-  if (group >= p.n) { return; }
+  // A gated update does nothing when the loss scaler found a gradient not finite.
+  if (group >= p.n || skipped()) { return; }
   var k = 0u;
   while (k + 1u < CHUNK && p.table[2u * (k + 1u)] <= group) {
     k++;
