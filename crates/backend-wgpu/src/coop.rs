@@ -29,7 +29,8 @@ impl Status {
             Status::InUse(v) => {
                 // Large products leave the default `Tall` for `Prefetch` (`Variant::for_product`).
                 let large = if v == Variant::Tall { format!(" (prefetch where M, K and N are all {} or more)", crate::plan::LARGE) } else { String::new() };
-                format!("tensor cores (cooperative matrices, variant {}{large}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name())
+                let from = crate::plan::COOP_MIN_FLOPS.trailing_zeros();
+                format!("tensor cores from 2^{from} operations (cooperative matrices, variant {}{large}; LIANDAN_COOP_MATRIX=0 turns them off)", v.name())
             }
             Status::SwitchedOff => "ordinary kernels (LIANDAN_COOP_MATRIX=0)".into(),
             Status::Lacks(what) => format!("ordinary kernels (no tensor cores: {what})"),

@@ -98,6 +98,15 @@ impl WgpuBackend {
         self.output(dtype, numel)
     }
 
+    /// [`WgpuBackend::alloc`], its elements zero (a clear recorded before the work that
+    /// follows): for a kernel that accumulates into its output, such as a flag it marks.
+    pub fn alloc_zeroed(&self, dtype: DType, numel: usize) -> Result<WgpuStorage> {
+        let out = self.output(dtype, numel)?;
+        let bytes = (out.numel * out.elem_bytes).next_multiple_of(4).max(4);
+        self.gpu()?.clear_buffer(out.buffer(), 0, bytes as u64);
+        Ok(out)
+    }
+
     /// Whether float kernels compute on `dtype` here (f64 only where the device has it).
     pub fn computes(&self, dtype: DType) -> bool {
         self.repr.computes(dtype)

@@ -136,6 +136,7 @@ impl WgpuOptions {
         crate::plan::Options {
             conv_tf32: self.conv_tf32,
             tf32_any_size: t.tf32_any_size,
+            coop_any_size: t.coop_any_size,
             conv_cut: t.conv_cut,
             conv_fold: t.conv_fold,
             conv_winograd: t.conv_winograd,
@@ -204,6 +205,9 @@ pub struct Knobs {
     pub winograd_chunk: Option<usize>,
     /// f32 passes of every size go on the tensor cores under `conv_tf32`, the small ones too.
     pub tf32_any_size: bool,
+    /// f16 products of every size go on the tensor cores where the adapter has them, the
+    /// small ones too (which the routing otherwise leaves to the ordinary kernels).
+    pub coop_any_size: bool,
 }
 
 impl Default for Knobs {
@@ -219,6 +223,7 @@ impl Default for Knobs {
             conv_winograd: None,
             winograd_chunk: None,
             tf32_any_size: false,
+            coop_any_size: false,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! f16 matmul against the CPU backend's f32 product of the same f16 values, within what rounding
-//! the result to f16 allows: on cooperative matrices (tensor cores) where the adapter has them
-//! (`liandan info` says so under "f16 matmul"), on the ordinary kernels elsewhere, such as
-//! lavapipe, where this checks that path alone and says so. Shapes off the 128 x 128 tile and
+//! the result to f16 allows: as routed (small products on the ordinary kernels), and then, where
+//! the adapter has cooperative matrices (tensor cores; `liandan info` says so under "f16
+//! matmul"), every product on them; on the ordinary kernels alone elsewhere, such as lavapipe,
+//! where this checks that path alone and says so. Shapes off the 128 x 128 tile and
 //! the 32-deep slice, batched and broadcast, transposed operands (each of the kernel's vec4 and
 //! strided loaders), and splits of K. Skips without an adapter unless `LIANDAN_REQUIRE_GPU` is set.
 //! The tensor-core kernel is the device's variant, and `prefetch` for products large in every
@@ -50,10 +51,8 @@ fn case(d: &Device, [b, m, k, n]: [usize; 4], ta: bool, tb: bool, broadcast: boo
     }
 }
 
-#[test]
-fn f16_matmul_matches_cpu_f32() {
-    let Some(d) = gpu() else { return };
-    let path = say_f16_path(&d, "products");
+/// Every shape below, each operand transposed or not.
+fn shapes(d: &Device) {
     // Exact tiles; off the tile and the slice in M, N and K; a batch; K long enough to split
     // (few tiles) and short; one row; multiples of 4 (vec4 loaders) and odd sizes (scalar ones);
     // whole tiles, alone and split over K (partial sums stored straight from the tensor cores).
@@ -70,20 +69,36 @@ fn f16_matmul_matches_cpu_f32() {
     ];
     for dims in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            case(&d, dims, ta, tb, false);
+            case(d, dims, ta, tb, false);
         }
     }
+    case(d, [3, 40, 52, 36], false, true, true);
+    case(d, [3, 33, 17, 9], true, false, true);
+}
+
+#[test]
+fn f16_matmul_matches_cpu_f32() {
+    let Some(d) = gpu() else { return };
+    let path = say_f16_path(&d, "products");
+    // As routed: products this small run on the ordinary kernels even where the adapter has
+    // tensor cores.
+    shapes(&d);
+    let mut devices = vec![d];
     if path.starts_with("tensor cores") {
+        // Every product on the tensor cores, the small ones too.
+        let coop = common::gpu_with(|o| o.testing.coop_any_size = true).expect("the device above");
+        shapes(&coop);
         // Large in every dimension: on `Prefetch`'s tiles where `Tall` is the device's default
         // (`Variant::for_product`). Only where the tensor cores run it (a software adapter's
         // ordinary kernels would take most of CI's minute on it).
-        case(&d, [1, 2048, 2048, 2048], false, false, false);
-        case(&d, [1, 2048, 2048, 2048], false, true, false);
+        case(&coop, [1, 2048, 2048, 2048], false, false, false);
+        case(&coop, [1, 2048, 2048, 2048], false, true, false);
+        devices.push(coop);
     }
-    case(&d, [3, 40, 52, 36], false, true, true);
-    case(&d, [3, 33, 17, 9], true, false, true);
     // Nothing above went to the CPU.
-    for (what, _) in d.fallback_report() {
-        assert!(!(what.starts_with("matmul") && what.contains("(f16)")), "{what} ran on the CPU");
+    for d in &devices {
+        for (what, _) in d.fallback_report() {
+            assert!(!(what.starts_with("matmul") && what.contains("(f16)")), "{what} ran on the CPU");
+        }
     }
 }

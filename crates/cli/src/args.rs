@@ -32,7 +32,7 @@ pub enum Command {
     Predict(PredictArgs),
     /// Redraw the plot of a training history (history.json or history.csv).
     Plot(PlotArgs),
-    /// Time a zoo model's training steps (forward, backward, SGD) per op and per layer.
+    /// Time a zoo model's training steps (forward, backward, its optimizer) per op and per layer.
     Profile(ProfileArgs),
     /// The largest batch whose training step fits in the device's memory (or in --budget).
     FindBatchSize(FindBatchSizeArgs),
@@ -276,7 +276,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
     /// f32, f16 or bf16 (as `train --precision`: f16 with the dynamic loss scaler, whose
-    /// overflow check is read back every step).
+    /// overflow check stays on the device and is read a step late).
     #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
     pub precision: Precision,
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).

@@ -6,7 +6,7 @@ use liandan_nn::zoo::{self, Target};
 use liandan_nn::{AutocastGuard, DType, ModuleExt, Tensor};
 use liandan_tensor::profile;
 use liandan_train::amp::{GradScaler, Precision};
-use liandan_train::optim::{Optimizer, Sgd, SgdConfig};
+use liandan_train::optim::{for_zoo, Optimizer};
 
 use crate::args::ProfileArgs;
 use crate::common::pick_device;
@@ -37,9 +37,9 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         steps(a.steps, "measured")
     );
     let model = zoo::build(spec.name, &device)?;
-    // Plain SGD, as the GPU-speed measurements use: the optimizer's own cost stays small.
-    let config = SgdConfig { lr: 0.01, ..SgdConfig::default() };
-    let mut opt = Sgd::new(model.named_parameters(), config)?;
+    // The model's own optimizer, as `cargo xtask bench` times a step (plain SGD at one lr
+    // drove the VAE's summed loss to infinity within a GPU's warm-up second).
+    let mut opt = for_zoo(spec, model.named_parameters())?;
     let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, &device).map_err(|e| failed("input", e))?;
     let y = match spec.target {
         Target::Classes(k) => {
@@ -52,7 +52,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     // device.
     let params = model.parameters();
     let mut scaler = (a.precision == Precision::F16).then(GradScaler::new);
-    let mut step = |opt: &mut Sgd| -> Result<(), Failure> {
+    let mut step = |opt: &mut dyn Optimizer| -> Result<(), Failure> {
         opt.zero_grad();
         let loss = {
             let _autocast = AutocastGuard::new(a.precision.dtype()).map_err(|e| failed("autocast", e))?;
@@ -77,7 +77,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     let mut first_done: Option<std::time::Instant> = None;
     let mut done = 0;
     while done < a.warmup || first_done.is_some_and(|t| t.elapsed().as_secs_f64() < floor) {
-        step(&mut opt)?;
+        step(opt.as_mut())?;
         done += 1;
         if first_done.is_none() {
             device.synchronize().map_err(|e| failed("synchronize", e))?;
@@ -91,7 +91,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     profile::start_with(profile::Options { record_shapes: a.shapes }).map_err(|e| failed("profile", e))?;
     let mut run = Ok(());
     for _ in 0..a.steps {
-        run = step(&mut opt);
+        run = step(opt.as_mut());
         if run.is_err() {
             break;
         }

@@ -77,6 +77,15 @@ fn calls(out: &str, name: &str) -> Option<u64> {
     row.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A long warm-up (a fast GPU's second) trains with the model's own optimizer: the VAE's
+/// summed loss stays finite in f16, where plain SGD at one lr drove it to infinity and the
+/// loss scaler gave up.
+#[test]
+fn a_long_f16_profile_of_the_vae_stays_finite() {
+    let o = liandan(&["profile", "--model", "vae", "--batch", "32", "--warmup", "200", "--steps", "1", "--device", "cpu", "--precision", "f16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn profile_runs_mixed_precision_as_train_does() {
     let run = |precision: &str| {

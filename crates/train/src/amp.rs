@@ -39,7 +39,7 @@ use liandan_tensor::LaterRead;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::optim::fused::{update, update_foreach, Scale};
+use crate::optim::fused::{unscale_check, update, update_foreach, NextScale, Scale};
 use crate::optim::Optimizer;
 
 /// The type a training run computes in.
@@ -93,9 +93,15 @@ impl std::fmt::Display for Precision {
 /// hundreds for a transformer. A joined copy is multiplied by zero in place where the device
 /// has a multi-tensor kernel for the scale update (one copy of the gradients at a time, not two).
 pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
+    let grads: Vec<Tensor> = params.iter().filter_map(Tensor::grad).collect();
+    nonfinite(&grads)
+}
+
+/// [`nonfinite_flag`] of the gradients themselves.
+pub(crate) fn nonfinite(grads: &[Tensor]) -> Result<Option<Tensor>> {
     let _no_grad = NoGradGuard::new();
     let mut total: Option<Tensor> = None;
-    for (flat, copied) in joined_grads(params)? {
+    for (flat, copied) in joined(grads)? {
         let zeroed = if copied && update_foreach(&Scale(0.0), &[vec![&flat]])?[0] { flat } else { flat.mul_scalar(0.0)? };
         let s = zeroed.sum_all()?.to_dtype(DType::F32)?;
         total = Some(match total {
@@ -110,11 +116,11 @@ pub fn nonfinite_flag(params: &[Tensor]) -> Result<Option<Tensor>> {
 /// a group of its own): 256 MiB of f32, within what a GPU binds at once.
 const JOIN_ELEMENTS: usize = 1 << 26;
 
-/// The gradients of `params` flattened and joined, one tensor per dtype and device (and per
+/// The gradients flattened and joined, one tensor per dtype and device (and per
 /// [`JOIN_ELEMENTS`]), each with whether it is a copy (a group of one is the gradient itself).
-fn joined_grads(params: &[Tensor]) -> Result<Vec<(Tensor, bool)>> {
+fn joined(grads: &[Tensor]) -> Result<Vec<(Tensor, bool)>> {
     let mut groups: Vec<(Vec<Tensor>, usize)> = Vec::new();
-    for g in params.iter().filter_map(|p| p.grad()) {
+    for g in grads {
         let (n, flat) = (g.numel(), g.reshape(&[g.numel()])?);
         match groups.iter_mut().find(|(gs, total)| gs[0].dtype() == g.dtype() && gs[0].device() == g.device() && total + n <= JOIN_ELEMENTS) {
             Some((gs, total)) => {
@@ -255,18 +261,22 @@ impl GradScaler {
     /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient). Reads the
     /// last step's check first ([`GradScaler::settle`]).
     ///
-    /// The division is one multi-tensor scale update (`optim/fused`) over all the gradients where the
-    /// device has one (on a GPU a few launches, where a multiply per gradient was one launch
-    /// each), else one kernel per gradient; the gradients stay buffers of their own, as the
-    /// optimizers' multi-tensor kernels want them. Then they are checked joined
-    /// ([`nonfinite_flag`]).
+    /// Where the device has the kernel, both are one multi-tensor op over the f32 gradients
+    /// (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: a launch or so). Otherwise the
+    /// division is one multi-tensor scale update (`optim/fused`) where the device has one, else
+    /// a kernel per gradient (the gradients stay buffers of their own, as the optimizers'
+    /// multi-tensor kernels want them), and then they are checked joined ([`nonfinite_flag`]).
     pub fn unscale_(&mut self, params: &[Tensor]) -> Result<Tensor> {
         self.settle()?;
         let _no_grad = NoGradGuard::new();
         let inv = 1.0 / self.state.scale;
-        let op = Scale(inv);
         let held: Vec<(&Tensor, Tensor)> = params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
-        let lists: Vec<Vec<&Tensor>> = held.iter().map(|(_, g)| vec![g]).collect();
+        let grads: Vec<Tensor> = held.iter().map(|(_, g)| g.clone()).collect();
+        if let Some(flag) = unscale_check(inv, &grads)? {
+            return Ok(flag);
+        }
+        let op = Scale(inv);
+        let lists: Vec<Vec<&Tensor>> = grads.iter().map(|g| vec![g]).collect();
         let ran = update_foreach(&op, &lists)?;
         for ((p, g), ran) in held.iter().zip(ran) {
             if !ran && update(&op, &[g]).transpose()?.is_none() {
@@ -296,10 +306,12 @@ impl GradScaler {
             _ => Tensor::scalar(self.state.scale, DType::F32, flag.device())?,
         };
         let grow = self.state.growth_tracker + 1 >= self.growth_interval;
-        let kept = if grow { current.mul_scalar(self.growth_factor)? } else { current.clone() };
-        let next = Tensor::where_cond(&flag.eq_scalar(0.0)?, &kept, &current.mul_scalar(self.backoff_factor)?)?;
-        self.device_scale = Some(next);
+        // Read before the next scale is recorded, so the two reads of this step's flag (the
+        // optimizer's and this) are copied back together.
         self.unread = Some((flag.clone(), Arc::new(Mutex::new(Some(flag.read_later()?)))));
+        let op = NextScale { growth: if grow { self.growth_factor } else { 1.0 }, backoff: self.backoff_factor };
+        let next = liandan_tensor::fused::run_or_composite(&op, &[&current, flag])?.pop();
+        self.device_scale = next;
         Ok(())
     }
 

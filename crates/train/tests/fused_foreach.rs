@@ -5,13 +5,14 @@
 //! but f64, on tensors of mixed sizes (one element, a few, exactly one 256-wide workgroup, more
 //! than one) and more of them than one dispatch takes; with buffers of their own (which a
 //! device may update in place) and with a shared one (which it must not). Also the loss
-//! scaler's division against `mul_scalar`, and the CPU kernels on 1, 2 and 4 threads.
+//! scaler's division against `mul_scalar`, its unscale-and-check and next scale against their
+//! composites, and the CPU kernels on 1, 2 and 4 threads.
 
 mod common;
 
 use common::values;
 
-use liandan_nn::{DType, Device, Tensor};
+use liandan_nn::{no_fusion, DType, Device, Tensor};
 use liandan_train::amp::GradScaler;
 use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Optimizer, RmsPropConfig, Rule, SgdConfig};
 use liandan_train::testing::no_foreach;
@@ -107,6 +108,70 @@ fn unscaling_matches_mul_scalar() {
                 GradScaler::with_scale(scale).unscale_(&params).unwrap();
                 let got: Vec<Vec<u64>> = params.iter().map(|p| bits(&p.grad().unwrap())).collect();
                 assert!(got == want, "unscale by {scale} in {dtype} on {device} differs from mul_scalar");
+            }
+        }
+    }
+}
+
+/// The loss scaler's unscale and check as one op (where the device has it) against its two
+/// halves with fusion off: the gradients bit for bit and the flag's verdict, over 30 f32
+/// gradients (more than one dispatch takes), all finite, one infinite, one NaN, and one that
+/// the multiply itself overflows.
+#[test]
+fn unscale_and_check_match_their_halves() {
+    for device in common::devices() {
+        for (case, scale) in [("finite", 1024.0), ("inf", 1024.0), ("nan", 1024.0), ("overflow", 0.25)] {
+            let run = || {
+                let shapes: [&[usize]; 4] = [&[600], &[7, 37], &[1], &[256]];
+                let params: Vec<Tensor> = (0..30).map(|i| Tensor::zeros(shapes[i % 4], DType::F32, &device).unwrap().requires_grad_(true).unwrap()).collect();
+                for (i, p) in params.iter().enumerate() {
+                    let mut g = values(p.numel(), 40 + i as u64);
+                    match (case, i) {
+                        ("inf", 29) => g[0] = f64::NEG_INFINITY,
+                        ("nan", 13) => g[0] = f64::NAN,
+                        ("overflow", 20) => g[0] = 3e38,
+                        _ => {}
+                    }
+                    p.set_grad(Some(Tensor::from_f64s(&g, p.shape(), DType::F32, &device).unwrap()));
+                }
+                let flag = GradScaler::with_scale(scale).unscale_(&params).unwrap().item_f64().unwrap();
+                (params.iter().map(|p| bits(&p.grad().unwrap())).collect::<Vec<_>>(), flag)
+            };
+            let (grads, flag) = run();
+            let (want_grads, want_flag) = no_fusion(run);
+            assert!(grads == want_grads, "{case} on {device}: the unscaled gradients differ from the halves'");
+            assert_eq!(flag != 0.0, case != "finite", "{case} on {device}: the check reads {flag}");
+            assert_eq!(flag != 0.0, want_flag != 0.0, "{case} on {device}: the halves' check reads {want_flag}");
+        }
+    }
+}
+
+/// The scale the loss scaler computes on the device from a step's check (one kernel where the
+/// device has it) against the composite's: a check of 0, -0, NaN and infinity, on a step that
+/// grows the scale and one that does not.
+#[test]
+fn the_next_scale_matches_its_composite() {
+    for device in common::devices() {
+        for check in [0.0, -0.0, f64::NAN, f64::INFINITY] {
+            for interval in [1, 100] {
+                let run = || {
+                    let p = Tensor::from_f64s(&[1.0, 2.0], &[2], DType::F32, &device).unwrap();
+                    let mut opt = Optim::new(vec![("p".to_string(), p.clone())], SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
+                    let mut scaler = GradScaler::with_scale(3.0);
+                    scaler.growth_interval = interval;
+                    p.set_grad(Some(Tensor::ones(&[2], DType::F32, &device).unwrap()));
+                    let flag = Tensor::scalar(check, DType::F32, &device).unwrap();
+                    scaler.step(&mut opt, &flag).unwrap();
+                    scaler.scale(&Tensor::scalar(1.0, DType::F32, &device).unwrap()).unwrap().item_f64().unwrap()
+                };
+                let (got, want) = (run(), no_fusion(run));
+                assert_eq!(got, want, "check {check}, growth interval {interval} on {device}");
+                let scale = match (check != 0.0, interval) {
+                    (true, _) => 1.5,
+                    (false, 1) => 6.0,
+                    (false, _) => 3.0,
+                };
+                assert_eq!(got, scale, "check {check}, growth interval {interval} on {device}");
             }
         }
     }

@@ -181,8 +181,10 @@ pub fn run(device: &Device, quick: bool) -> Result<Micro> {
 pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let reps = if quick { 3 } else { 10 };
     let path = device.describe().into_iter().find(|(k, _)| k == "f16 matmul").map(|(_, v)| v).unwrap_or_default();
+    // Products under the tensor cores' threshold ("from 2^N operations") stay on the ordinary kernels.
+    let from = path.split("from 2^").nth(1).and_then(|v| v.split(' ').next()?.parse::<i32>().ok());
     let path = if path.starts_with("tensor cores") {
-        // "tensor cores (cooperative matrices, variant NAME; ...)": the device's variant.
+        // "tensor cores from 2^N operations (cooperative matrices, variant NAME; ...)": the device's variant.
         match path.split("variant ").nth(1).and_then(|v| v.split(';').next()) {
             Some(v) => format!("tensor cores, {v}"),
             None => "tensor cores".into(),
@@ -203,6 +205,7 @@ pub fn matmul_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
         let s = time(device, 2, reps, || a.matmul(&b).map(drop))?;
         let rate = 2.0 * (n as f64).powi(3) / s / 1e9;
         let note = if rhs_t { " rhs^T" } else { "" };
+        let path = if from.is_some_and(|e| 2.0 * (n as f64).powi(3) < 2f64.powi(e)) { "ordinary kernels, below the tensor cores' size" } else { &path };
         rows.push(MicroRow { bench: format!("matmul f16{note} ({path})"), size: format!("{n}x{n}x{n}"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
     }
     Ok(rows)

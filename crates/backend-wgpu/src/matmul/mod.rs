@@ -348,7 +348,7 @@ impl WgpuBackend {
         let [batch, m, k] = a.sizes;
         let n = b.sizes[2];
         let gpu = self.gpu()?;
-        let caps = gpu.caps();
+        let (caps, options) = (gpu.caps(), gpu.options().plan());
         let (a_load, b_load) = (a.load(2), b.load(1));
         let u = |v: usize| u32::try_from(v).is_ok();
         let addressable =
@@ -378,7 +378,7 @@ impl WgpuBackend {
             call.meta_fits((splits, ks)).then_some(MatmulParams { product, bias_offset: 0 })
         };
         let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
-        let tiled = match plan::matmul(&call, &caps, None) {
+        let tiled = match plan::matmul(&call, &caps, &options, None) {
             MatmulPlan::CopyRhs => {
                 // A weight broadcast over the batch (stride 0) is copied once, and read so.
                 let [batch, k, n] = b.sizes;
@@ -435,7 +435,7 @@ impl WgpuBackend {
         let tiled = match tiled.tunable {
             None => tiled,
             Some(rule) => {
-                let at = |cut| match plan::matmul(&call, &caps, Some(cut)) {
+                let at = |cut| match plan::matmul(&call, &caps, &options, Some(cut)) {
                     MatmulPlan::Tiled(t) => Ok(t),
                     _ => Err(gpu.err("matmul", "a tuned cut off the tiled kernel")),
                 };

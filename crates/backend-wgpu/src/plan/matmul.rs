@@ -5,7 +5,7 @@
 
 use liandan_tensor::DType;
 
-use super::{Caps, Load, Variant};
+use super::{Caps, Load, Options, Variant};
 
 /// Whether a product (matmul's or a convolution's) writes y as packed bf16: its operands are
 /// packed, it writes y in vec4s (a word pair an invocation's alone) and K is not split.
@@ -168,11 +168,23 @@ pub(crate) struct Tiled {
     pub(crate) tunable: Option<(usize, usize)>,
 }
 
-/// The plan of product `p` on an adapter with `caps`: `tuned`, the autotune's cut `(tile,
-/// splits)` where it has measured one for a [`Tiled::tunable`] product.
-pub(crate) fn matmul(p: &Product, caps: &Caps, tuned: Option<(usize, usize)>) -> MatmulPlan {
+/// The fewest floating-point operations (`2 batch m k n`) an f16 product runs on the tensor
+/// cores with; smaller ones run on the ordinary kernels, whose start and end cost less than
+/// the tensor cores' tiles. On the H200 every zoo product of at most 2^28 ran faster there:
+/// `[1024, 512] x [512, 256]` 35.9 us against 41.8, the lstm's `[1792, 28] x [28, 1024]`
+/// 12.8 against 25.3, a ViT's 384 attention heads of `[65, 64] x [64, 65]` 25.6 against 36.5
+/// (the one-tile kernel), `[64, 128] x [128, 10]` 17.3 against 27.1. At 2^29.2 (a ViT's
+/// products with a 192 x 192 weight) the tensor cores were faster in two of three, from 2^30
+/// in every one (the mlp's `[1024, 1024] x [1024, 512]` 44.0 against 62.2).
+pub(crate) const COOP_MIN_FLOPS: usize = 1 << 29;
+
+/// The plan of product `p` on an adapter with `caps` and a device with `options`: `tuned`,
+/// the autotune's cut `(tile, splits)` where it has measured one for a [`Tiled::tunable`]
+/// product.
+pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<(usize, usize)>) -> MatmulPlan {
     let Product { dtype, batch, m, k, n, a, b, bias, packed, cut, .. } = *p;
-    let coop_layout = caps.coop_in(dtype);
+    let large = 2 * batch * m * k * n >= COOP_MIN_FLOPS || options.coop_any_size;
+    let coop_layout = caps.coop_in(dtype).filter(|_| large);
     let coop = coop_layout.is_some();
     if !coop && !packed && copies_rhs(dtype, [batch, m, k, n], (a, b), cut) {
         return MatmulPlan::CopyRhs;

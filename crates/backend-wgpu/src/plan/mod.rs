@@ -21,7 +21,7 @@ mod winograd;
 
 pub(crate) use conv::{conv, Composite, ConvCall, ConvPlan, Tiling};
 pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
-pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
+pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, COOP_MIN_FLOPS, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, Gemm, Phase};
 pub(crate) use reduce::{reduce, spread, ReducePlan, Spread, SPREADS};
 pub(crate) use window::{max_pool_backward, PoolBackward};
@@ -49,12 +49,14 @@ pub(crate) enum Load {
 
 /// The device's options the routing reads (`WgpuOptions::plan`): f32 convolutions on the
 /// tensor cores (`conv_tf32`, and under it every size where `tf32_any_size`), and the testing
-/// knobs that force a convolution's cut, its column buffer, Winograd or the images in a chunk
-/// of Winograd's weight gradient (`testing::Knobs`).
+/// knobs that put f16 products of every size on the tensor cores, or force a convolution's
+/// cut, its column buffer, Winograd or the images in a chunk of Winograd's weight gradient
+/// (`testing::Knobs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Options {
     pub(crate) conv_tf32: bool,
     pub(crate) tf32_any_size: bool,
+    pub(crate) coop_any_size: bool,
     pub(crate) conv_cut: Option<(usize, usize)>,
     pub(crate) conv_fold: Option<bool>,
     pub(crate) conv_winograd: Option<usize>,

@@ -37,8 +37,8 @@ impl<U: UpdateOp> CustomKernel for Foreach<U> {
         #[cfg(feature = "wgpu")]
         if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
             let lists: Vec<Vec<Strided>> = self.lists(inputs).chunks(self.operands).map(<[Strided]>::to_vec).collect();
-            let gate = self.gated.then(|| inputs[inputs.len() - 1]);
-            return super::gpu::update_foreach(gpu, &self.op.gpu(), &lists, self.in_place, gate);
+            let trailer = if self.gated { super::gpu::Trailer::Gate(inputs[inputs.len() - 1]) } else { super::gpu::Trailer::Nothing };
+            return super::gpu::update_foreach(gpu, &self.op.gpu(), &lists, self.in_place, trailer);
         }
         let _ = (backend, inputs);
         None

@@ -47,6 +47,8 @@ pub(crate) const HELPERS: &str = include_str!("../shaders/optim.wgsl");
 pub(crate) const GRADIENT: &str = include_str!("../shaders/gradient.wgsl");
 const ONE: &str = include_str!("../shaders/one.wgsl");
 const SCALE: &str = include_str!("../shaders/scale.wgsl");
+const UNSCALE_CHECK: &str = include_str!("../shaders/unscale_check.wgsl");
+const NEXT_SCALE: &str = include_str!("../shaders/next_scale.wgsl");
 
 /// One update kernel, as a rule describes it ([`super::Kernels::gpu`]).
 pub(crate) struct Update<P> {
@@ -93,15 +95,15 @@ impl<P> Update<P> {
     }
 
     /// Its pipeline's variant number: the dtype, the options, and (many tensors a dispatch)
-    /// the width and whether it writes in place.
-    fn variant(&self, dtype: DType, width: usize, in_place: bool, gated: bool) -> u64 {
+    /// the width, whether it writes in place and what it binds after the tensors.
+    fn variant(&self, dtype: DType, width: usize, in_place: bool, trailing: Trailing) -> u64 {
         let d = DType::ALL.iter().position(|&t| t == dtype).unwrap_or(0) as u64;
-        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (gated as u64) << 7 | (width as u64) << 8
+        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (trailing as u64) << 7 | (width as u64) << 9
     }
 
-    /// The WGSL of the one-tensor kernel, or of the `width`-wide one (`gated`: see
-    /// [`update_foreach`]).
-    fn source(&self, shader: Shader, dtype: DType, width: usize, in_place: bool, gated: bool) -> String
+    /// The WGSL of the one-tensor kernel, or of the `width`-wide one (`trailing`: see
+    /// [`Trailer`]).
+    fn source(&self, shader: Shader, dtype: DType, width: usize, in_place: bool, trailing: Trailing) -> String
     where
         P: ShaderParams,
     {
@@ -111,7 +113,37 @@ impl<P> Update<P> {
         }
         let body = [&[HELPERS], &self.parts[..]].concat().join("\n");
         let body = if in_place { self::in_place(&body) } else { body };
-        foreach_source(shader.params::<Foreach<P>>(), &body, width, self.bindings(in_place), gated)
+        foreach_source(shader.params::<Foreach<P>>(), &body, width, self.bindings(in_place), trailing)
+    }
+}
+
+/// What a multi-tensor dispatch binds after every tensor slot's buffers ([`update_foreach`]).
+pub(crate) enum Trailer<'a> {
+    Nothing,
+    /// The loss scaler's one-element f32 flag, read first by every workgroup, which does
+    /// nothing unless it is zero: the scaler's skip, decided on the device. In place only (a
+    /// fresh output left unwritten would be garbage).
+    Gate(Strided<'a>),
+    /// A fresh one-element f32 flag, zeroed, then marked NaN by any update whose stored value
+    /// is not finite ([`unscale_check`]); returned after the outputs. f32 only.
+    Check,
+}
+
+/// A [`Trailer`]'s kind, which keys the pipeline and shapes its WGSL (`wgsl.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trailing {
+    Nothing = 0,
+    Gate = 1,
+    Check = 2,
+}
+
+impl Trailer<'_> {
+    fn kind(&self) -> Trailing {
+        match self {
+            Trailer::Nothing => Trailing::Nothing,
+            Trailer::Gate(_) => Trailing::Gate,
+            Trailer::Check => Trailing::Check,
+        }
     }
 }
 
@@ -130,6 +162,40 @@ shader_params! {
 pub(crate) fn scale(factor: f64) -> Update<ScaleParams> {
     let params = Box::new(move |n, at: &[u32]| ScaleParams { n, flags: 0, values_at: at[0], factor: factor as f32 });
     Update { name: "scale", fixed: 1, fixed_outputs: 1, stateful: false, centered: false, slots: 1, parts: vec![SCALE], consts: Vec::new(), params }
+}
+
+/// The loss scaler's unscale and check: [`scale`]'s product, and the check marked where a
+/// stored value is not finite (with [`Trailer::Check`], f32 only).
+pub(crate) fn unscale_check(factor: f64) -> Update<ScaleParams> {
+    Update { name: "unscale_check", parts: vec![UNSCALE_CHECK], ..scale(factor) }
+}
+
+shader_params! {
+    /// `next_scale.wgsl`'s parameters.
+    pub(crate) struct NextScaleParams {
+        pub(crate) growth: f32,
+        pub(crate) backoff: f32,
+    }
+}
+
+/// The WGSL of [`super::NextScale`]'s kernel.
+fn next_scale_source(shader: Shader) -> String {
+    shader.params::<NextScaleParams>().part(NEXT_SCALE).build()
+}
+
+/// [`super::NextScale`] as one invocation: `inputs` are the scale and the check, each one f32
+/// at the start of its buffer (else `None`, and the composite runs).
+pub(crate) fn next_scale(gpu: &WgpuBackend, params: NextScaleParams, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    let one = |v: &Strided| v.dtype == DType::F32 && v.layout.numel() == 1 && v.layout.offset() == 0 && !WgpuBackend::is_packed(v);
+    if inputs.len() != 2 || !inputs.iter().all(one) {
+        return None;
+    }
+    Some((|| {
+        let pipeline = gpu.pipeline("next_scale", 0, next_scale_source)?;
+        let out = gpu.alloc(DType::F32, 1)?;
+        gpu.dispatch(&pipeline, &params, &[WgpuStorage::of(&inputs[0]), WgpuStorage::of(&inputs[1]), &out], (1, 1, 1))?;
+        Ok(vec![Arc::new(out) as Storage])
+    })())
 }
 
 /// Runs an update as one dispatch, or `None` where the op's composite runs instead (f64, which
@@ -163,7 +229,7 @@ pub(crate) fn update<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, inputs: 
         }
         let params = (u.params)(numel as u32, &offsets);
         Some((|| {
-            let pipeline = gpu.pipeline(u.name, u.variant(dtype, 0, false, false), |s| u.source(s, dtype, 0, false, false))?;
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, 0, false, Trailing::Nothing), |s| u.source(s, dtype, 0, false, Trailing::Nothing))?;
             let outputs = u.fixed_outputs + u.stateful as usize + u.centered as usize;
             let outs = (0..outputs).map(|_| gpu.alloc(dtype, numel)).collect::<Result<Vec<_>>>()?;
             // Bindings: the fixed inputs, their outputs (all but the gradient's), then each
@@ -235,17 +301,17 @@ pub(crate) fn widths(bindings: usize) -> Vec<usize> {
 
 /// Runs an update over many tensors (`lists[i]`: one update's inputs), a chunk of tensors a
 /// dispatch, writing fresh outputs (one list of them per update, in order) or, `in_place`,
-/// over the updated inputs' buffers (none returned). With a `gate` (in place only: a fresh
-/// output left unwritten would be garbage), every workgroup first reads its one f32 and does
-/// nothing unless it is zero: the loss scaler's skip, decided on the device. `None` where the
+/// over the updated inputs' buffers (none returned), with `trailer` bound after every
+/// tensor's buffers (its flag, for [`Trailer::Check`], returned last). `None` where the
 /// per-tensor kernels run instead: f64, a device that allows too few bindings, an operand not
-/// at the start of its buffer or larger than a binding, packed bf16 in place.
+/// at the start of its buffer or larger than a binding, packed bf16 in place, a trailer its
+/// kind does not take.
 pub(crate) fn update_foreach<P: ShaderParams>(
     gpu: &WgpuBackend,
     u: &Update<P>,
     lists: &[Vec<Strided>],
     in_place: bool,
-    gate: Option<Strided>,
+    trailer: Trailer,
 ) -> Option<Result<Vec<Storage>>> {
     let dtype = lists.first()?.first()?.dtype;
     let packed = lists.iter().flatten().any(WgpuBackend::is_packed);
@@ -253,18 +319,20 @@ pub(crate) fn update_foreach<P: ShaderParams>(
         // Writing over a packed buffer in place would need the words packed back.
         return None;
     }
-    let gate = match gate {
-        Some(g) if !in_place || g.dtype != DType::F32 || g.layout.numel() != 1 || g.layout.offset() != 0 || WgpuBackend::is_packed(&g) => return None,
-        Some(g) => Some(WgpuStorage::of(&g)),
-        None => None,
+    let trailing = trailer.kind();
+    let gate = match trailer {
+        Trailer::Gate(g) if !in_place || g.dtype != DType::F32 || g.layout.numel() != 1 || g.layout.offset() != 0 || WgpuBackend::is_packed(&g) => return None,
+        Trailer::Gate(g) => Some(WgpuStorage::of(&g)),
+        Trailer::Check if dtype != DType::F32 => return None,
+        _ => None,
     };
-    let gated = gate.is_some();
     let all: Vec<Strided> = lists.iter().flatten().copied().collect();
     gpu.widened(&all, |all| {
         let lists: Vec<&[Strided]> = all.chunks(u.inputs()).collect();
         let buffers_allowed = gpu.max_bindings().ok()?;
-        // The parameter block takes one of the buffers.
-        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) + usize::from(gated) < buffers_allowed)?;
+        // The parameter block takes one of the buffers, the trailer another.
+        let fixed = 1 + usize::from(trailing != Trailing::Nothing);
+        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) + fixed <= buffers_allowed)?;
         let fits = |list: &&[Strided]| {
             let numel = list[0].layout.numel();
             let operands = list.iter().all(|v| v.dtype == dtype && v.layout.offset() == 0);
@@ -274,7 +342,8 @@ pub(crate) fn update_foreach<P: ShaderParams>(
             return None;
         }
         Some((|| {
-            let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place, gated), |s| u.source(s, dtype, width, in_place, gated))?;
+            let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place, trailing), |s| u.source(s, dtype, width, in_place, trailing))?;
+            let check = if trailing == Trailing::Check { Some(gpu.alloc_zeroed(DType::F32, 1)?) } else { None };
             let mut all = Vec::new();
             for chunk in lists.chunks(width) {
                 let mut table = [0u32; TABLE];
@@ -317,10 +386,12 @@ pub(crate) fn update_foreach<P: ShaderParams>(
                     }
                 }
                 buffers.extend(gate);
+                buffers.extend(&check);
                 gpu.dispatch(&pipeline, &params, &buffers, grid(groups * WORKGROUP))?;
                 drop(buffers);
                 all.extend(outs.into_iter().flatten().map(|s| Arc::new(s) as Storage));
             }
+            all.extend(check.map(|c| Arc::new(c) as Storage));
             Ok(all)
         })())
     })
@@ -332,25 +403,32 @@ mod tests {
     use liandan_tensor::DType;
 
     use super::super::{Kernels, Step};
-    use super::{scale, widths, Update, WIDE};
+    use super::{next_scale_source, scale, unscale_check, widths, Trailing, Update, WIDE};
     use crate::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, RmsPropConfig, SgdConfig};
 
-    /// Every variant of `u` (dtypes, one tensor, narrow and wide, fresh and in place) on a
-    /// device with f16 and f64, one with neither, and Metal (f16, immediates): naga validates
-    /// it and translates it to SPIR-V, and to MSL without f64, as the wgpu backend's own
-    /// kernels are checked (its `tests/shaders.rs`).
+    /// Every variant of `u` (dtypes, one tensor, narrow and wide, fresh and in place, gated)
+    /// on a device with f16 and f64, one with neither, and Metal (f16, immediates): naga
+    /// validates it and translates it to SPIR-V, and to MSL without f64, as the wgpu backend's
+    /// own kernels are checked (its `tests/shaders.rs`).
     fn check_all<P: ShaderParams>(u: &Update<P>) {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let wide = |in_place: bool, trailing: Trailing| widths(u.bindings(in_place)).into_iter().map(move |w| (w, in_place, trailing));
+            let variants = std::iter::once((0, false, Trailing::Nothing))
+                .chain(wide(false, Trailing::Nothing))
+                .chain(wide(true, Trailing::Nothing))
+                .chain(wide(true, Trailing::Gate));
+            check(u, dtype, variants);
+        }
+    }
+
+    fn check<P: ShaderParams>(u: &Update<P>, dtype: DType, variants: impl Iterator<Item = (usize, bool, Trailing)> + Clone) {
         for (f16, f64, immediates) in [(true, true, false), (false, false, false), (true, false, true)] {
-            for dtype in [DType::F32, DType::F16, DType::BF16] {
-                let wide = |in_place: bool, gated: bool| widths(u.bindings(in_place)).into_iter().map(move |w| (w, in_place, gated));
-                let variants = std::iter::once((0, false, false)).chain(wide(false, false)).chain(wide(true, false)).chain(wide(true, true));
-                for (width, in_place, gated) in variants {
-                    let name = format!("{} {dtype} width {width} in place {in_place} gated {gated} (f16 {f16}, f64 {f64}, immediates {immediates})", u.name);
-                    let src = shaders::custom_source(f16, f64, immediates, |s| u.source(s, dtype, width, in_place, gated));
-                    assert!(src.contains(if immediates { "var<immediate> p: Params" } else { "var<storage, read> p: Params" }), "{name}: the parameter block");
-                    assert!(!src.contains("params["), "{name}: a parameter read by position");
-                    shaders::check(&name, &src, !f64).unwrap_or_else(|e| panic!("{e}\n{src}"));
-                }
+            for (width, in_place, trailing) in variants.clone() {
+                let name = format!("{} {dtype} width {width} in place {in_place} {trailing:?} (f16 {f16}, f64 {f64}, immediates {immediates})", u.name);
+                let src = shaders::custom_source(f16, f64, immediates, |s| u.source(s, dtype, width, in_place, trailing));
+                assert!(src.contains(if immediates { "var<immediate> p: Params" } else { "var<storage, read> p: Params" }), "{name}: the parameter block");
+                assert!(!src.contains("params["), "{name}: a parameter read by position");
+                shaders::check(&name, &src, !f64).unwrap_or_else(|e| panic!("{e}\n{src}"));
             }
         }
     }
@@ -373,6 +451,16 @@ mod tests {
         check_all(&AdagradConfig::gpu(&step(AdagradConfig::default())));
         check_all(&AdadeltaConfig::gpu(&step(AdadeltaConfig::default())));
         check_all(&scale(0.5));
+        // The unscale and check runs on f32 gradients in place, with its flag after them.
+        check(&unscale_check(0.5), DType::F32, widths(1).into_iter().map(|w| (w, true, Trailing::Check)));
+    }
+
+    #[test]
+    fn the_next_scale_kernel_validates() {
+        for (f16, f64, immediates) in [(true, true, false), (false, false, false), (true, false, true)] {
+            let src = shaders::custom_source(f16, f64, immediates, next_scale_source);
+            shaders::check("next_scale", &src, !f64).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        }
     }
 
     #[test]

@@ -203,6 +203,102 @@ impl UpdateOp for Scale {
     }
 }
 
+/// The loss scaler's unscale and check as one op (PyTorch's
+/// `_amp_foreach_non_finite_check_and_unscale_`): every input, a gradient, multiplied by the
+/// factor in place as [`Scale`] multiplies it, and one output, a one-element f32 flag: 0 when
+/// every result is finite, NaN otherwise ([`crate::amp::nonfinite_flag`]'s, the composite's
+/// second half). Where the two halves were a multiply, a join, a multiply by zero, a sum and a
+/// cast, the GPU's kernel is one multi-tensor dispatch per [`gpu::WIDE`] f32 gradients, each
+/// marking a shared flag. The caller hands over buffers nothing else holds ([`unscale_check`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct UnscaleCheck(pub(crate) f64);
+
+impl CustomKernel for UnscaleCheck {
+    fn name(&self) -> &'static str {
+        "unscale_check"
+    }
+
+    fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
+        #[cfg(feature = "wgpu")]
+        if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
+            let lists: Vec<Vec<Strided>> = inputs.iter().map(|&v| vec![v]).collect();
+            return gpu::update_foreach(gpu, &gpu::unscale_check(self.0), &lists, true, gpu::Trailer::Check);
+        }
+        let _ = (backend, inputs);
+        None
+    }
+}
+
+impl CustomOp for UnscaleCheck {
+    fn outputs(&self, _inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(Vec::new(), DType::F32)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
+        for g in inputs {
+            g.assign(&g.mul_scalar(self.0)?)?;
+        }
+        let grads: Vec<Tensor> = inputs.iter().map(|&g| g.clone()).collect();
+        let flag = crate::amp::nonfinite(&grads).map_err(|e| liandan_tensor::Error::Device(e.to_string()))?;
+        Ok(flag.into_iter().collect())
+    }
+}
+
+/// [`UnscaleCheck`] by `factor` over `grads` as one kernel: the flag, or `None` where it does
+/// not run (fusion off, no kernel on the device, a gradient not f32, on another device, not
+/// contiguous from the start of its buffer, or sharing its buffer with another tensor), and
+/// the caller runs the two halves.
+pub(crate) fn unscale_check(factor: f64, grads: &[Tensor]) -> TensorResult<Option<Tensor>> {
+    let Some(first) = grads.first() else { return Ok(None) };
+    if !FOREACH_ON.with(Cell::get) {
+        return Ok(None);
+    }
+    // The handle `storage()` makes and the gradient's own: no other tensor sees the write.
+    let alone = |g: &Tensor| Arc::strong_count(&g.storage()) == 2;
+    if !grads.iter().all(|g| g.dtype() == DType::F32 && g.device() == first.device() && fits(&[g], &[0]) && alone(g)) {
+        return Ok(None);
+    }
+    let refs: Vec<&Tensor> = grads.iter().collect();
+    match fused::run(&UnscaleCheck(factor), &refs) {
+        Some(outs) => Ok(outs?.pop()),
+        None => Ok(None),
+    }
+}
+
+/// The loss scaler's next scale from its current one and a step's check (inputs, each a
+/// one-element f32): the scale times `growth` when the check is 0, else times `backoff`, the
+/// product in f32 (`Tensor::mul_scalar`'s). `growth` is 1 on a step that does not grow the
+/// scale: the host keeps the growth tracker, as it keeps the step count. One kernel where the
+/// composite is four ops (PyTorch's `_amp_update_scale_`, less the tracker).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct NextScale {
+    pub(crate) growth: f64,
+    pub(crate) backoff: f64,
+}
+
+impl CustomKernel for NextScale {
+    fn name(&self) -> &'static str {
+        "next_scale"
+    }
+
+    fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
+        #[cfg(feature = "wgpu")]
+        if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
+            let params = gpu::NextScaleParams { growth: self.growth as f32, backoff: self.backoff as f32 };
+            return gpu::next_scale(gpu, params, inputs);
+        }
+        let _ = (backend, inputs);
+        None
+    }
+}
+
+impl CustomOp for NextScale {
+    fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
+        let (scale, flag) = (inputs[0], inputs[1]);
+        Ok(vec![Tensor::where_cond(&flag.eq_scalar(0.0)?, &scale.mul_scalar(self.growth)?, &scale.mul_scalar(self.backoff)?)?])
+    }
+}
+
 thread_local! {
     static FOREACH_ON: Cell<bool> = const { Cell::new(true) };
 }

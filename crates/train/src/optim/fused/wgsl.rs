@@ -4,13 +4,16 @@
 
 use liandan_backend_wgpu::Shader;
 
+use super::gpu::Trailing;
+
 const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
-/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `skipped` (with
-/// `gated`, the gate's binding after every slot's), and the entry point.
-pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize, gated: bool) -> String {
+/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `skipped`, the
+/// binding after every slot's that `trailing` asks for (the gate `skipped` reads, or the check
+/// `found_nonfinite` marks), and the entry point.
+pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize, trailing: Trailing) -> String {
     let names = declared(body);
     let mut s = head.uint("CHUNK", width as u32).build();
     for k in 0..width {
@@ -26,11 +29,19 @@ pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: u
         s += &format!("    case {k}u: {{ update_{k}(e); }}\n");
     }
     s += "    default: {}\n  }\n}\n\n";
-    if gated {
-        s += &format!("@group(0) @binding({}) var<storage, read> gate: array<u32>;\n", 1 + width * bindings);
-        s += "fn skipped() -> bool { return (gate[0] & 0x7fffffffu) != 0u; }\n\n";
-    } else {
-        s += "fn skipped() -> bool { return false; }\n\n";
+    let trailer = 1 + width * bindings;
+    match trailing {
+        Trailing::Nothing => s += "fn skipped() -> bool { return false; }\n\n",
+        Trailing::Gate => {
+            s += &format!("@group(0) @binding({trailer}) var<storage, read> gate: array<u32>;\n");
+            s += "fn skipped() -> bool { return (gate[0] & 0x7fffffffu) != 0u; }\n\n";
+        }
+        Trailing::Check => {
+            s += &format!("@group(0) @binding({trailer}) var<storage, read_write> found: array<atomic<u32>>;\n");
+            s += "fn skipped() -> bool { return false; }\n";
+            // A NaN's bits: the flag the composite's sum of `x * 0` leaves.
+            s += "fn found_nonfinite() { atomicOr(&found[0], 0x7fc00000u); }\n\n";
+        }
     }
     s + FOREACH
 }
