@@ -38,7 +38,7 @@ use std::sync::Arc;
 use liandan_backend_wgpu::{grid, shader_params, Shader, ShaderParams, WgpuBackend, WgpuStorage, WORKGROUP};
 use liandan_tensor::{DType, Result, Storage, Strided};
 
-use super::wgsl::{foreach_source, in_place};
+use super::wgsl::{foreach_source, in_place, Trailing};
 use super::FOREACH_LISTS;
 
 /// The helpers every update reads its parameters and rounds through.
@@ -127,14 +127,6 @@ pub(crate) enum Trailer<'a> {
     /// A fresh one-element f32 flag, zeroed, then marked NaN by any update whose stored value
     /// is not finite ([`unscale_check`]); returned after the outputs. f32 only.
     Check,
-}
-
-/// A [`Trailer`]'s kind, which keys the pipeline and shapes its WGSL (`wgsl.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Trailing {
-    Nothing = 0,
-    Gate = 1,
-    Check = 2,
 }
 
 impl Trailer<'_> {

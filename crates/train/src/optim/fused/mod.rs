@@ -24,6 +24,7 @@
 //!
 //! `LIANDAN_FUSION=0` turns every kernel here off with the others (`liandan_tensor::fused`).
 
+mod check;
 mod cpu;
 mod foreach;
 #[cfg(feature = "wgpu")]
@@ -37,6 +38,7 @@ use std::sync::Arc;
 use liandan_backend_cpu::kernel::Float;
 use liandan_tensor::{fused, Backend, CustomKernel, CustomOp, DType, Layout, Result as TensorResult, Storage, Strided, Tensor};
 
+pub(crate) use check::nonfinite;
 pub(crate) use cpu::{acc, buffers, decay_addcmul, l2_grad, scalar, stored};
 use foreach::Foreach;
 
@@ -239,8 +241,7 @@ impl CustomOp for UnscaleCheck {
             g.assign(&g.mul_scalar(self.0)?)?;
         }
         let grads: Vec<Tensor> = inputs.iter().map(|&g| g.clone()).collect();
-        let flag = crate::amp::nonfinite(&grads).map_err(|e| liandan_tensor::Error::Device(e.to_string()))?;
-        Ok(flag.into_iter().collect())
+        Ok(nonfinite(&grads)?.into_iter().collect())
     }
 }
 

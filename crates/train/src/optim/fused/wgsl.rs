@@ -4,7 +4,14 @@
 
 use liandan_backend_wgpu::Shader;
 
-use super::gpu::Trailing;
+/// What a multi-tensor kernel binds after every tensor slot's (`gpu::Trailer`'s kind), which
+/// keys its pipeline and shapes its WGSL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trailing {
+    Nothing = 0,
+    Gate = 1,
+    Check = 2,
+}
 
 const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 
