@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, CastEach, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
+    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
     GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MaxPool2dBackward, Relu,
     ReluBackward,
 };
@@ -41,7 +41,6 @@ pub(crate) enum Known {
     MatmulBias,
     MaxPool2dBackward(Window2d),
     LstmStep,
-    CastEach(DType),
 }
 
 impl Known {
@@ -77,7 +76,6 @@ impl Known {
             op.downcast_ref::<Conv2dBackwardInput>().map(|o| Known::Conv(ConvOp::Input, o.0)),
             op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
-            op.downcast_ref::<CastEach>().map(|o| Known::CastEach(o.0)),
         ];
         param.into_iter().flatten().next()
     }
@@ -91,8 +89,6 @@ impl Known {
             Known::Conv(op, _) => *op != ConvOp::BiasRelu,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias => true,
-            // It reads and writes packed bf16 itself.
-            Known::CastEach(_) => true,
             _ => false,
         }
     }
@@ -209,7 +205,6 @@ impl WgpuBackend {
                 _ => None,
             },
             Known::LstmStep => self.fused_lstm_step(inputs),
-            Known::CastEach(to) => self.cast_each(to, inputs),
         }
     }
 

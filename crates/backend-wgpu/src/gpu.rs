@@ -772,8 +772,8 @@ impl Gpu {
     }
 
     /// Records a copy of `len` bytes of `src` from `offset` (multiples of 4) into a buffer of
-    /// its own and submits it, to be mapped by [`LaterBytes::wait`]: that waits for the
-    /// submission holding the copy, not for the work recorded after it.
+    /// its own, to be mapped by [`LaterBytes::wait`]: that waits for the submission holding
+    /// the copy, not for the work recorded after it.
     pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64) -> LaterBytes {
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("liandan later read-back"),
@@ -784,9 +784,6 @@ impl Gpu {
         if len > 0 {
             let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
             rec.encoder(&self.device).copy_buffer_to_buffer(src, offset, &staging, 0, len);
-            // Submitted now, so the work the read waits for runs while the host records what
-            // comes next; left in the open batch it would start only at the wait.
-            self.submit(&mut rec);
         }
         LaterBytes { gpu: self.clone(), staging, len }
     }

@@ -33,7 +33,6 @@
 
 mod backend;
 mod bind;
-mod cast_each;
 mod conv;
 mod coop;
 mod custom;
@@ -185,7 +184,6 @@ kernel_families! {
     ConvAmax(conv::AmaxKey),
     ConvWinograd(conv::WinogradKey),
     Packed(packed::Key),
-    CastEach(cast_each::Key),
 }
 
 fn devices() -> Vec<Arc<dyn liandan_tensor::Backend>> {

@@ -42,12 +42,6 @@ fn fused_kernels_run_here() {
         assert!(kernel_runs(&d, &LstmStep, dtype), "lstm_step in {dtype}");
     }
     assert!(!kernel_runs(&d, &LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
-    // Autocast's casts of many tensors at once, between f32 and each low type (bf16 packed).
-    use liandan_tensor::ops::CastEach;
-    for (from, to) in [(DType::F32, DType::F16), (DType::F16, DType::F32), (DType::F32, DType::BF16), (DType::BF16, DType::F32)] {
-        assert!(kernel_runs(&d, &CastEach(to), from), "cast_each {from} -> {to}");
-    }
-    assert!(!kernel_runs(&d, &CastEach(DType::BF16), DType::F16), "cast_each f16 -> bf16 is left to the casts");
 }
 
 /// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.

@@ -32,31 +32,22 @@
 //! its cast's graph node, and a cast made without grad is not handed to a use that records
 //! the graph. Only the low-type ops' casts are kept: activations and the f32 ops'
 //! inputs change at every use.
-//!
-//! A training step opens a region per forward pass and casts the same parameters in each. So
-//! the thread remembers which parameters the last region cast, and the first parameter cast
-//! of the next region casts all of them that still live at once ([`crate::ops::CastEach`],
-//! one kernel for a dozen tensors where the device has it) rather than one kernel each as the
-//! forward pass reaches them. Backward gathers their gradients' casts back the same way.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use crate::backend::Storage;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::grad_mode::is_grad_enabled;
-use crate::tensor::{Inner, Tensor};
+use crate::tensor::Tensor;
 
 thread_local! {
     static AUTOCAST: Cell<Option<DType>> = const { Cell::new(None) };
     /// Guards open on this thread: the cache empties when the last one closes.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
-    /// The parameters the last region to close cast, and to which type (held weakly: a
-    /// dropped model's parameters are not kept for a region that never comes).
-    static LAST_CAST: RefCell<Vec<(Weak<Inner>, DType)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One parameter's cast to a low type. The parameter is held so that its id stays its own,
@@ -117,11 +108,6 @@ impl Drop for AutocastGuard {
         if depth == 0 {
             // Taken out first: dropping a cast frees graph nodes, which must not find the cache borrowed.
             let casts = CAST_CACHE.with(|c| std::mem::take(&mut *c.borrow_mut()));
-            // A region that cast nothing (backward's, which turns autocast off) leaves the list.
-            if !casts.is_empty() {
-                let last = casts.iter().map(|(&(_, low), e)| (Arc::downgrade(&e.source.0), low)).collect();
-                LAST_CAST.with(|l| *l.borrow_mut() = last);
-            }
             drop(casts);
         }
     }
@@ -164,27 +150,11 @@ fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
     if let Some(cast) = hit {
         return Ok(cast);
     }
-    let mut sources = vec![t.clone()];
-    sources.extend(cast_last(t, low));
-    let casts = crate::ops::cast_each(&sources, low)?;
-    let cast = casts[0].clone();
-    for (source, cast) in sources.into_iter().zip(casts) {
-        let entry = Cached { storage: source.storage(), source, cast };
-        let stale = CAST_CACHE.with(|c| c.borrow_mut().insert((entry.source.id(), low), entry));
-        drop(stale);
-    }
+    let cast = t.to_dtype(low)?;
+    let entry = Cached { source: t.clone(), storage: t.storage(), cast: cast.clone() };
+    let stale = CAST_CACHE.with(|c| c.borrow_mut().insert(key, entry));
+    drop(stale);
     Ok(cast)
-}
-
-/// The parameters of the last region's casts to `low` that this region casts with `t`, its
-/// first: those still alive, of `t`'s type and device, not yet cast here. The list is used
-/// up, so a later miss casts its parameter alone.
-fn cast_last(t: &Tensor, low: DType) -> Vec<Tensor> {
-    let last = LAST_CAST.with(|l| std::mem::take(&mut *l.borrow_mut()));
-    let cached = |p: &Tensor| CAST_CACHE.with(|c| c.borrow().get(&(p.id(), low)).is_some_and(Cached::is_current));
-    let alive = last.into_iter().filter(|(_, d)| *d == low).filter_map(|(p, _)| p.upgrade().map(Tensor));
-    let fits = |p: &Tensor| p.id() != t.id() && p.is_leaf() && p.requires_grad() && p.dtype() == t.dtype() && p.device() == t.device();
-    alive.filter(|p| fits(p) && !cached(p)).collect()
 }
 
 fn needs_low(t: &Tensor, low: DType) -> bool {

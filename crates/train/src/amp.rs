@@ -182,17 +182,6 @@ impl GradScaler {
         }
     }
 
-    /// Backward of [`GradScaler::scale`]`(loss)`, the same gradients: while the scale is on
-    /// the device it seeds backward itself, so neither the product nor its gradient runs.
-    pub fn backward(&self, loss: &Tensor) -> Result<()> {
-        match (&self.device_scale, &self.unread) {
-            (Some(s), Some(_)) if s.device() == loss.device() && loss.numel() == 1 && loss.requires_grad() => {
-                Ok(loss.backward_with(&s.to_dtype(loss.dtype())?.reshape(loss.shape())?, false)?)
-            }
-            _ => Ok(self.scale(loss)?.backward()?),
-        }
-    }
-
     /// Reads the check of the last [`GradScaler::step`] (waiting only for that step's
     /// gradients) and brings the scale, its tracker and the skipped count up to date.
     pub fn settle(&mut self) -> Result<()> {

@@ -358,36 +358,3 @@ fn a_wgpu_step_after_the_loss_scalers_unscale_matches_one_on_unscaled_gradients(
         assert_eq!(a, b, "parameter {k}: a step on unscaled gradients against one on plain ones");
     }
 }
-
-/// Under autocast, a region casts the parameters the last region cast all at once, and
-/// backward casts their gradients back together: on the wgpu backend one dispatch per dozen
-/// parameters each way, where a cast each was one. Counted as the difference between a chain
-/// of 15 products and one of 3, less the same difference in f32 (the products' own dispatches).
-#[test]
-fn dispatches_of_autocasts_parameter_casts_on_wgpu() {
-    let Some(device) = common::gpu() else { return };
-    let x = Tensor::randn(&[4, 8], 1, DType::F32, &device).unwrap();
-    let counted = |f: &mut dyn FnMut()| {
-        let before = liandan_backend_wgpu::testing::dispatches_recorded();
-        f();
-        liandan_backend_wgpu::testing::dispatches_recorded() - before
-    };
-    // (forward, backward) dispatches of the second of two steps over `n` weights.
-    let run = |n: usize, low: DType| -> (u64, u64) {
-        let weight = |k: usize| Tensor::randn(&[8, 8], 10 + k as u64, DType::F32, &device).unwrap().mul_scalar(0.3).unwrap().requires_grad_(true).unwrap();
-        let ws: Vec<Tensor> = (0..n).map(weight).collect();
-        let forward = || liandan_nn::autocast(low, || ws.iter().try_fold(x.clone(), |y, w| y.matmul(w))?.sum_all()).unwrap();
-        forward().backward().unwrap();
-        let mut loss = None;
-        let f = counted(&mut || loss = Some(forward()));
-        let b = counted(&mut || loss.take().unwrap().backward().unwrap());
-        (f, b)
-    };
-    let ((g15, c15), (g3, c3)) = (run(15, DType::F32), run(3, DType::F32));
-    for low in [DType::F16, DType::BF16] {
-        let ((f15, b15), (f3, b3)) = (run(15, low), run(3, low));
-        println!("on {device}, {low} (f32): 3 weights {f3} + {b3} ({g3} + {c3}) dispatches, 15 weights {f15} + {b15} ({g15} + {c15})");
-        assert_eq!((f15 - f3) - (g15 - g3), 1, "{low} forward: 2 dispatches of casts for 15 weights, 1 for 3");
-        assert_eq!((b15 - b3) - (c15 - c3), 1, "{low} backward: 2 dispatches of casts back for 15 gradients, 1 for 3");
-    }
-}

@@ -32,11 +32,6 @@ impl Tensor {
         Ok(HookHandle { _hook: hook })
     }
 
-    /// Whether this leaf has a live hook.
-    pub(crate) fn has_grad_hooks(&self) -> bool {
-        self.0.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|h| h.strong_count() > 0)
-    }
-
     /// Runs this leaf's live hooks, forgetting those whose handles were dropped.
     pub(crate) fn run_grad_hooks(&self) -> Result<()> {
         let live: Vec<Arc<GradHook>> = {

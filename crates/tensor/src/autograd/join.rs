@@ -20,9 +20,6 @@ pub(crate) struct Pending {
     dense: HashMap<u64, Tensor>,
     pieces: HashMap<u64, Vec<narrow::Piece>>,
     products: HashMap<u64, Vec<products::Piece>>,
-    /// Gradients of parameters' casts to another float type, in that type, with the parameter:
-    /// cast back together once the walk is done ([`Pending::cast_leaves`]).
-    leaf_casts: Vec<(Tensor, Tensor)>,
 }
 
 /// What arrived for one tensor: at least one of the three.
@@ -86,29 +83,6 @@ impl Pending {
             narrow::Part::Dense(g) => self.add(rule, input, g),
             narrow::Part::Piece(p) => self.add_piece(input, p),
         }
-    }
-
-    /// Keeps `grad`, the gradient of a cast of the parameter `leaf` (a leaf without hooks,
-    /// whose gradient nothing reads before the walk ends), to be cast back with the others.
-    pub(crate) fn add_leaf_cast(&mut self, leaf: &Tensor, grad: Tensor) {
-        self.leaf_casts.push((leaf.clone(), grad));
-    }
-
-    /// The gradients kept by [`Pending::add_leaf_cast`], each cast to its parameter's type:
-    /// those of one type, device and target type by one [`crate::ops::CastEach`].
-    pub(crate) fn cast_leaves(&mut self) -> Result<Vec<(Tensor, Tensor)>> {
-        let mut out = Vec::with_capacity(self.leaf_casts.len());
-        let mut left = std::mem::take(&mut self.leaf_casts);
-        while let Some((leaf, g)) = left.first() {
-            let (to, from, device) = (leaf.dtype(), g.dtype(), g.device().clone());
-            let alike = |(l, h): &(Tensor, Tensor)| l.dtype() == to && h.dtype() == from && *h.device() == device;
-            let (group, rest): (Vec<_>, Vec<_>) = left.into_iter().partition(alike);
-            left = rest;
-            let (leaves, grads): (Vec<Tensor>, Vec<Tensor>) = group.into_iter().unzip();
-            let cast = crate::ops::cast_each(&grads, to)?;
-            out.extend(leaves.into_iter().zip(cast));
-        }
-        Ok(out)
     }
 
     /// Keeps `piece`, one product's share of the gradient of its right-hand operand `b`, to be

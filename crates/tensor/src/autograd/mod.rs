@@ -15,8 +15,6 @@
 //! gradients of matrix products that share one operand, as an RNN's steps share `W_hh^T`
 //! (`products.rs`). Narrow pieces that are all of a node's gradient go on unjoined where its
 //! rule can take them so (a permutation, a cat or stack, the LSTM cell: `narrow::route`).
-//! The gradients of parameters' casts (autocast's) wait for the end of the walk and are cast
-//! back together (`Pending::cast_leaves`), unless a hook waits for a parameter's gradient.
 
 mod grad_fn;
 mod hooks;
@@ -120,9 +118,6 @@ impl Tensor {
                 Some(node) => run_node(&t, node, arrived, retain_graph, &mut pending)?,
             }
         }
-        for (leaf, g) in pending.cast_leaves()? {
-            leaf.accumulate(g)?;
-        }
         Ok(())
     }
 
@@ -166,12 +161,6 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
     let g = arrived.join(t)?;
     let grads = match grad_fn {
         Some(&GradFn::Narrow { dim, start, .. }) if gathering => return pending.add_piece(&inputs[0], narrow::Piece { dim, start, grad: g, from: t.id() }),
-        // A parameter's cast (autocast's): its gradient is cast back with the others' at the
-        // end, in one kernel where the device has it, unless a hook waits for it.
-        Some(GradFn::Cast { .. }) if gathering && g.dtype().is_float() && inputs[0].is_leaf() && !inputs[0].has_grad_hooks() => {
-            pending.add_leaf_cast(&inputs[0], g);
-            return Ok(());
-        }
         Some(GradFn::Matmul) if gathering && products::gatherable(&inputs) => in_backward(&mut || {
             let (grads, piece) = products::defer(&g, &inputs, t.id())?;
             pending.add_product(&inputs[1], piece);

@@ -90,7 +90,6 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         }
         "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" => conv_operands(op, &t),
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
-        "cast_each" => vec![t(&[n, h], 1), t(&[7], 2)],
         // dy, and the indices of a max pooling of that geometry.
         "max_pool2d_backward" => {
             let w = any.downcast_ref::<MaxPool2dBackward>().expect("a max pooling's gradient").0;
@@ -105,46 +104,6 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
     let mut with_sum = inputs.clone();
     with_sum.push(t(&[n, 4 * h], 6));
     backend_runs(device, op, &inputs) && (!matches!(op.name(), "lstm_cell" | "lstm_cell_backward") || backend_runs(device, op, &with_sum))
-}
-
-/// Casts of many tensors as one op (`ops::CastEach`, autocast's parameter casts) against a
-/// cast each, f32 to f16 and bf16 and back: the same bits, over more tensors than one dispatch takes,
-/// sizes from empty to several workgroups, values past f16's range and NaN, a view from an
-/// offset and a non-contiguous one; and each result's gradient reaches its own input.
-pub fn cast_each_matches_casts(d: &Device) {
-    for (from, to) in [(DType::F32, DType::F16), (DType::F16, DType::F32), (DType::F32, DType::BF16), (DType::BF16, DType::F32)] {
-        let sizes = [1usize, 0, 3, 256, 257, 1000, 7, 2, 513, 5, 64, 300, 1, 17, 2049];
-        let mut tensors: Vec<Tensor> = sizes
-            .iter()
-            .enumerate()
-            .map(|(k, &n)| {
-                let mut v: Vec<f64> = values(n, 40 + k as u64).iter().map(|x| x * 1e4).collect();
-                if n > 2 {
-                    v[0] = f64::NAN;
-                    v[1] = 1e6;
-                    v[2] = -7e-8;
-                }
-                Tensor::from_f64s(&v, &[n], from, d).unwrap().requires_grad_(true).unwrap()
-            })
-            .collect();
-        let from_offset = Tensor::from_f64s(&values(40, 60), &[40], from, d).unwrap().narrow(0, 3, 30).unwrap();
-        tensors.push(from_offset.detach().requires_grad_(true).unwrap());
-        tensors.push(strided_input(d, &[4, 6], &values(24, 61), from).requires_grad_(true).unwrap());
-        let got = crate::ops::cast_each(&tensors, to).unwrap();
-        for (k, (t, g)) in tensors.iter().zip(&got).enumerate() {
-            assert_eq!((g.shape(), g.dtype()), (t.shape(), to), "cast_each on {d}: tensor {k}");
-            let want = t.to_dtype(to).unwrap().to_vec_f64().unwrap();
-            let same = g.to_vec_f64().unwrap().iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
-            assert!(same, "cast_each on {d}: tensor {k} ({from} -> {to}) differs from its own cast");
-        }
-        let total = got.iter().try_fold(Tensor::zeros(&[], DType::F32, d).unwrap(), |acc, g| acc.add(&g.to_dtype(DType::F32)?.sum_all()?)).unwrap();
-        total.backward().unwrap();
-        for (k, t) in tensors.iter().enumerate() {
-            let grad = t.grad().unwrap_or_else(|| panic!("cast_each on {d}: tensor {k} got no gradient"));
-            assert_eq!(grad.dtype(), from);
-            assert!(grad.to_vec_f64().unwrap().iter().all(|&g| g == 1.0), "cast_each on {d}: tensor {k}'s gradient");
-        }
-    }
 }
 
 /// A convolution op's operands: `x` or `dy`, then the weight or `x`, then the bias.

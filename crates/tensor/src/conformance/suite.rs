@@ -146,7 +146,6 @@ macro_rules! conformance_suite {
             e2e_train_mlp_with_sgd => e2e::train_mlp,
             // Fused ops against their composites (`fused.rs`, `fused_norm.rs`, `custom.rs`).
             fused_switch => fused::switch,
-            fused_cast_each_matches_casts => fused::cast_each_matches_casts,
             fused_lstm_cell_forward => fused::lstm_cell_forward,
             fused_lstm_cell_matches_composite => fused::lstm_cell_matches_composite,
             fused_lstm_step_matches_composite => fused::lstm_step_matches_composite,
