@@ -138,7 +138,9 @@ impl WgpuBackend {
             return None;
         }
         if let Some(winograd) = plan.winograd {
-            if let Some(done) = self.conv_winograd(pass, &geom, winograd, inputs) {
+            // bf16 on its f32 kernels: widened, the result packed.
+            let bf16 = dtype == DType::BF16;
+            if let Some(done) = self.staged_fused(!bf16, inputs, |v| self.conv_winograd(pass, &geom, winograd, v)) {
                 return Some(done);
             }
         }

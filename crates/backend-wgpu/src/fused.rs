@@ -27,6 +27,9 @@ pub(crate) const RNN: &str = include_str!("shaders/fused_rnn.wgsl");
 const LSTM: &str = include_str!("shaders/fused_lstm.wgsl");
 const LSTM_CELL: &str = include_str!("shaders/fused_lstm_cell.wgsl");
 const LSTM_CELL_BACKWARD: &str = include_str!("shaders/fused_lstm_cell_backward.wgsl");
+const LSTM_GRADS: &str = include_str!("shaders/fused_lstm_grads.wgsl");
+const LSTM_CELL_PACKED: &str = include_str!("shaders/packed/lstm_cell.wgsl");
+const LSTM_CELL_BACKWARD_PACKED: &str = include_str!("shaders/packed/lstm_cell_backward.wgsl");
 const GRU: &str = include_str!("shaders/fused_gru.wgsl");
 const GRU_CELL: &str = include_str!("shaders/fused_gru_cell.wgsl");
 const GRU_CELL_BACKWARD: &str = include_str!("shaders/fused_gru_cell_backward.wgsl");
@@ -80,17 +83,22 @@ impl Known {
         param.into_iter().flatten().next()
     }
 
-    /// Whether its kernel reads packed bf16 operands as they are (all of them packed): the
-    /// convolutions, GELU and its gradient, and a linear layer with its bias (which declines
-    /// them: its composite reads them as they are). A convolution with ReLU takes widened
-    /// copies: ReLU has no kernel on packed words, so after a packed product it could not run.
-    pub(crate) fn reads_packed(&self) -> bool {
-        match self {
-            Known::Conv(op, _) => *op != ConvOp::BiasRelu,
+    /// Whether its kernel reads the packed bf16 `inputs` as they are (all of them packed): the
+    /// convolutions, ReLU, GELU and their gradients, a linear layer with its bias, the LSTM's
+    /// step and, where H is even, its cell and the cell's backward; batch norm's packed
+    /// activations beside f32 statistics where L is even.
+    pub(crate) fn reads_packed(&self, inputs: &[Strided]) -> bool {
+        let known = match self {
+            Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
-            Known::MatmulBias => true,
+            Known::MatmulBias | Known::LstmStep => true,
+            // Packed activations beside f32 statistics: not all packed.
+            Known::BatchNorm(_, backward) => return crate::fused_norm::reads_packed(*backward, inputs),
+            // A word holds two units of one row.
+            Known::Cell(kernel @ (Kernel::LstmCell | Kernel::LstmCellBackward)) => cell_outputs(*kernel, inputs).is_some_and(|(_, _, h)| h % 2 == 0),
             _ => false,
-        }
+        };
+        known && crate::packed::all_packed(inputs)
     }
 }
 
@@ -112,24 +120,26 @@ pub(crate) struct Key {
     dtype: DType,
     /// Whether the gates come in two terms (`lstm_cell_sum`) that the kernel adds.
     sum: bool,
+    /// Whether the operands and results are packed bf16, two units an invocation (the LSTM's).
+    packed: bool,
 }
 
 impl Key {
     /// The kernel running `kernel` over `dtype` with `inputs` operands, or `None` when this
     /// backend has none.
-    fn of(repr: &Repr, kernel: Kernel, dtype: DType, inputs: usize) -> Option<Key> {
+    fn of(repr: &Repr, kernel: Kernel, dtype: DType, inputs: usize, packed: bool) -> Option<Key> {
         let sum = match kernel {
             Kernel::LstmCell => inputs == 3,
             Kernel::LstmCellBackward => inputs == 6,
             Kernel::GruCell | Kernel::GruCellBackward => false,
         };
-        let key = Key { kernel, dtype, sum };
+        let key = Key { kernel, dtype, sum, packed };
         key.supported(repr).then_some(key)
     }
 
     fn supported(&self, repr: &Repr) -> bool {
         let lstm = matches!(self.kernel, Kernel::LstmCell | Kernel::LstmCellBackward);
-        repr.computes(self.dtype) && self.dtype != DType::F64 && (lstm || !self.sum)
+        repr.computes(self.dtype) && self.dtype != DType::F64 && (lstm || !self.sum) && (!self.packed || (lstm && self.dtype == DType::BF16))
     }
 }
 
@@ -137,17 +147,26 @@ impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         // The LSTM's input number of the second gate term: after every other input.
         let wgsl = Wgsl::new(repr).params::<CellParams>().ty("x", self.dtype).part(RNN);
-        let (more, kernel) = match self.kernel {
-            Kernel::LstmCell => (2, LSTM_CELL),
-            Kernel::LstmCellBackward => (5, LSTM_CELL_BACKWARD),
-            Kernel::GruCell => return wgsl.part(GRU).part(GRU_CELL).build(),
-            Kernel::GruCellBackward => return wgsl.part(GRU).part(GRU_CELL_BACKWARD).build(),
+        let (more, kernel) = match (self.kernel, self.packed) {
+            (Kernel::LstmCell, false) => (2, LSTM_CELL),
+            (Kernel::LstmCell, true) => (2, LSTM_CELL_PACKED),
+            (Kernel::LstmCellBackward, false) => (5, LSTM_CELL_BACKWARD),
+            (Kernel::LstmCellBackward, true) => (5, LSTM_CELL_BACKWARD_PACKED),
+            (Kernel::GruCell, _) => return wgsl.part(GRU).part(GRU_CELL).build(),
+            (Kernel::GruCellBackward, _) => return wgsl.part(GRU).part(GRU_CELL_BACKWARD).build(),
         };
-        wgsl.flag("SUM", self.sum).uint("MORE", more).part(LSTM).part(kernel).build()
+        let wgsl = if self.packed { crate::packed::with_words(wgsl) } else { wgsl };
+        let wgsl = wgsl.flag("SUM", self.sum).uint("MORE", more).part(LSTM);
+        let wgsl = if self.kernel == Kernel::LstmCellBackward { wgsl.part(LSTM_GRADS) } else { wgsl };
+        wgsl.part(kernel).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = KERNELS.into_iter().flat_map(|kernel| DType::ALL.into_iter().flat_map(move |dtype| [false, true].map(|sum| Key { kernel, dtype, sum })));
+        let keys = KERNELS.into_iter().flat_map(|kernel| {
+            DType::ALL
+                .into_iter()
+                .flat_map(move |dtype| [(false, false), (true, false), (false, true), (true, true)].map(|(sum, packed)| Key { kernel, dtype, sum, packed }))
+        });
         keys.filter(|k| k.supported(repr)).collect()
     }
 }
@@ -187,7 +206,7 @@ impl WgpuBackend {
         let known = Known::of(op)?;
         // Some kernels read packed bf16 operands as they are (all of them packed); the others
         // take widened copies.
-        let as_they_are = known.reads_packed() && crate::packed::all_packed(inputs);
+        let as_they_are = known.reads_packed(inputs);
         Some(self.staged_fused(as_they_are, inputs, |v| self.fused_op(&known, v)))
     }
 
@@ -212,8 +231,10 @@ impl WgpuBackend {
     fn fused_cell(&self, kernel: Kernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let dtype = inputs.first()?.dtype;
         let (outputs, units, h) = cell_outputs(kernel, inputs)?;
-        let key = Key::of(&self.repr, kernel, dtype, inputs.len())?;
-        if inputs.iter().any(|v| !v.layout.is_contiguous()) {
+        // Packed operands are read as they are by the kernels that write two units a word.
+        let packed = crate::packed::all_packed(inputs);
+        let key = Key::of(&self.repr, kernel, dtype, inputs.len(), packed)?;
+        if inputs.iter().any(|v| !v.layout.is_contiguous()) || (packed && h % 2 != 0) {
             return None;
         }
         let gpu = match self.fused_gpu(dtype, &outputs, inputs)? {
@@ -230,7 +251,10 @@ impl WgpuBackend {
         }
         Some((|| {
             let kernel = gpu.kernel(key)?;
-            let outs = outputs.iter().map(|&n| self.output(dtype, n)).collect::<Result<Vec<_>>>()?;
+            let outs = match packed {
+                true => outputs.iter().map(|&n| self.packed_output(n)).collect::<Result<Vec<_>>>()?,
+                false => outputs.iter().map(|&n| self.output(dtype, n)).collect::<Result<Vec<_>>>()?,
+            };
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             if matches!(key.kernel, Kernel::LstmCell | Kernel::LstmCellBackward) && !key.sum {
                 // The kernel binds a second gate term either way; without one it is the
@@ -238,7 +262,8 @@ impl WgpuBackend {
                 buffers.push(gpu_storage(&inputs[0]).buffer());
             }
             buffers.extend(outs.iter().map(|o| o.buffer()));
-            gpu.dispatch(&kernel, &words(&block), &buffers, grid(units))?;
+            let invocations = if packed { units / 2 } else { units };
+            gpu.dispatch(&kernel, &words(&block), &buffers, grid(invocations))?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())
     }

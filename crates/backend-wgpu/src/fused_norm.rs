@@ -5,7 +5,9 @@
 //! a long channel (resnet's first layers hold 128 x 32 x 32 values per channel) spreads over
 //! many workgroups. Statistics are kept in f32 whatever the dtype; f64 is left to the
 //! composite, like the other fused kernels here. Under autocast the activations may be f16 or
-//! bf16 beside f32 parameters and statistics (the `param` type of a key).
+//! bf16 beside f32 parameters and statistics (the `param` type of a key); packed bf16
+//! activations beside f32 ones are read and written as stored where L is even (a word then
+//! holds two values of one channel), so a step widens and packs none of them.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use liandan_tensor::{BatchNormOptions, DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{KernelKey, Wgsl, WG};
+use crate::packed::{packed_view, with_words};
 use crate::params::words;
 use crate::repr::Repr;
 
@@ -21,6 +24,10 @@ const STATS: &str = include_str!("shaders/fused_batch_norm_stats.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_batch_norm_forward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_batch_norm_backward_sums.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_batch_norm_backward.wgsl");
+/// How the passes read x and dy and write their output: `[as stored, packed bf16]`.
+const READ_X: [&str; 2] = [include_str!("shaders/batch_norm_io/x.wgsl"), include_str!("shaders/batch_norm_io/x_packed.wgsl")];
+const READ_DY: [&str; 2] = [include_str!("shaders/batch_norm_io/dy.wgsl"), include_str!("shaders/batch_norm_io/dy_packed.wgsl")];
+const WRITE: [&str; 2] = [include_str!("shaders/batch_norm_io/write.wgsl"), include_str!("shaders/batch_norm_io/write_packed.wgsl")];
 
 /// Values each invocation of a workgroup covers in a segment, before a channel is cut into
 /// more segments; and the most segments a channel is cut into (the second pass joins them in
@@ -41,12 +48,14 @@ pub(crate) enum Pass {
 
 /// One fused batch-norm kernel variant (see `kernels::KernelKey`): the activations' type and
 /// the `[C]` operands' (`dtype` itself, or f32 beside a half; the forward's first pass reads
-/// no `[C]` operand, so its key always has `param == dtype`).
+/// no `[C]` operand, so its key always has `param == dtype`), and whether the activations are
+/// packed bf16 (beside f32 `[C]` operands).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
     param: DType,
+    packed: bool,
 }
 
 impl KernelKey for Key {
@@ -57,14 +66,23 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::Backward => BACKWARD,
         };
-        Wgsl::new(repr).params::<BatchNormParams>().ty("x", self.dtype).ty("p", self.param).part(SHARED).part(main).build()
+        let io = self.packed as usize;
+        let w = Wgsl::new(repr).params::<BatchNormParams>().ty("x", self.dtype).ty("p", self.param);
+        let w = if self.packed { with_words(w).alias("A_x", "u32") } else { w.alias("A_x", "S_x") };
+        let w = w.part(SHARED).part(main).part(READ_X[io]);
+        let w = if matches!(self.pass, Pass::BackwardSums | Pass::Backward) { w.part(READ_DY[io]) } else { w };
+        let w = if matches!(self.pass, Pass::Forward | Pass::Backward) { w.part(WRITE[io]) } else { w };
+        w.build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Stats, Pass::Forward, Pass::BackwardSums, Pass::Backward];
-        let same = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype, param: dtype }));
-        let mixed = passes[1..].iter().flat_map(|&pass| [DType::F16, DType::BF16].map(|dtype| Key { pass, dtype, param: DType::F32 }));
-        same.chain(mixed).filter(|k| repr.computes(k.dtype) && repr.computes(k.param) && k.dtype != DType::F64 && k.param != DType::F64).collect()
+        let same = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype, param: dtype, packed: false }));
+        let mixed = passes[1..].iter().flat_map(|&pass| [DType::F16, DType::BF16].map(|dtype| Key { pass, dtype, param: DType::F32, packed: false }));
+        // Packed: the stats pass reads no [C] operand (its param is the dtype's).
+        let packed =
+            passes.into_iter().map(|pass| Key { pass, dtype: DType::BF16, param: if pass == Pass::Stats { DType::BF16 } else { DType::F32 }, packed: true });
+        same.chain(mixed).filter(|k| repr.computes(k.dtype) && repr.computes(k.param) && k.dtype != DType::F64 && k.param != DType::F64).chain(packed).collect()
     }
 }
 
@@ -83,6 +101,18 @@ crate::shader_params! {
         momentum: f32,
         offsets: [u32; 8],
     }
+}
+
+/// Whether a fused batch norm reads `inputs` as they are stored: packed bf16 activations (x,
+/// and the backward's dy) beside f32 `[C]` operands (autocast's), with L even.
+pub(crate) fn reads_packed(backward: bool, inputs: &[Strided]) -> bool {
+    let activations = if backward { 2 } else { 1 };
+    let Some(x) = inputs.first() else { return false };
+    let l: usize = x.layout.shape().iter().skip(2).product();
+    inputs.len() > activations
+        && inputs[..activations].iter().all(packed_view)
+        && inputs[activations..].iter().all(|v| v.dtype == DType::F32)
+        && l.is_multiple_of(2)
 }
 
 impl WgpuBackend {
@@ -110,8 +140,13 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
+        let packed = packed_view(x);
+        if packed && !reads_packed(backward, inputs) {
+            return None;
+        }
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
-        let seg = m.div_ceil(segments);
+        // Packed, a segment holds whole words: an even length (M is even with L).
+        let seg = m.div_ceil(segments).next_multiple_of(if packed { 2 } else { 1 });
         let flags = opts.affine as u32 | (opts.running as u32) << 1;
         let mut block = BatchNormParams {
             n: n as u32,
@@ -135,7 +170,8 @@ impl WgpuBackend {
         Some((|| {
             let (first, second, words) = if backward { (Pass::BackwardSums, Pass::Backward, 2) } else { (Pass::Stats, Pass::Forward, 3) };
             let first_param = if backward { param } else { dtype };
-            let (first, second) = (gpu.kernel(Key { pass: first, dtype, param: first_param })?, gpu.kernel(Key { pass: second, dtype, param })?);
+            let (first, second) =
+                (gpu.kernel(Key { pass: first, dtype, param: first_param, packed })?, gpu.kernel(Key { pass: second, dtype, param, packed })?);
             let partial = self.output(DType::F32, c * segments * words)?;
             let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
             // Absent operands are bound to placeholders: an input to `x` (read only, never
@@ -144,7 +180,8 @@ impl WgpuBackend {
             // The op's outputs: y, mean, invstd (and the running statistics); dx (and the
             // parameters' gradients).
             let count = if backward { 1 + 2 * opts.affine as usize } else { 3 + 2 * opts.running as usize };
-            let outs = (0..count).map(|k| if k == 0 { self.output(dtype, numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
+            let activations = |numel| if packed { self.packed_output(numel) } else { self.output(dtype, numel) };
+            let outs = (0..count).map(|k| if k == 0 { activations(numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
             let bound = if backward { 3 } else { 5 };
             let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;
             let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();

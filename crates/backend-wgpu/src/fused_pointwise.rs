@@ -43,7 +43,7 @@ pub(crate) enum Pointwise {
 impl Pointwise {
     /// Whether it has a variant on packed bf16 words (the others take widened copies).
     pub(crate) fn reads_packed(self) -> bool {
-        matches!(self, Pointwise::Gelu | Pointwise::GeluBackward)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::Gelu | Pointwise::GeluBackward)
     }
 
     /// Whether it has a variant on four elements an invocation (`Key::wide`).
@@ -74,8 +74,10 @@ impl KernelKey for Key {
             (false, _) => w.part(ERF),
         };
         match (self.kernel, self.packed) {
-            (Pointwise::Relu, _) => w.part(RELU),
-            (Pointwise::ReluBackward, _) => w.part(RELU_BACKWARD),
+            (Pointwise::Relu, false) => w.part(RELU),
+            (Pointwise::ReluBackward, false) => w.part(RELU_BACKWARD),
+            (Pointwise::Relu, true) => with_words(w).part(include_str!("shaders/packed/relu.wgsl")).part(ENTRY2),
+            (Pointwise::ReluBackward, true) => with_words(w).part(include_str!("shaders/packed/relu_backward.wgsl")).part(ENTRY2),
             (Pointwise::Gelu, false) => w.part(GELU),
             (Pointwise::GeluBackward, false) => w.part(GELU_BACKWARD),
             (Pointwise::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),
@@ -92,7 +94,8 @@ impl KernelKey for Key {
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
         let wide: Vec<Key> = all.iter().filter(|k| k.kernel.has_wide()).map(|k| Key { wide: true, ..*k }).collect();
         all.extend(wide);
-        all.extend([Pointwise::Gelu, Pointwise::GeluBackward].map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
+        let packed = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::Gelu, Pointwise::GeluBackward];
+        all.extend(packed.map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
         all
     }
 }
@@ -121,7 +124,7 @@ impl WgpuBackend {
         if packed && !kernel.reads_packed() {
             return None;
         }
-        let wide = kernel.has_wide() && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
+        let wide = !packed && kernel.has_wide() && numel.is_multiple_of(4) && inputs.iter().all(|v| v.layout.offset().is_multiple_of(4));
         let per = if wide { 4 } else { 1 };
         let mut block = PointwiseParams { numel: (numel / per) as u32, ..Default::default() };
         for (offset, v) in block.offsets.iter_mut().zip(inputs) {

@@ -235,6 +235,11 @@ impl Backend for WgpuBackend {
     }
 
     fn concat(&self, parts: &[Strided], dim: usize) -> Result<Storage> {
+        if packed::all_packed(parts) {
+            if let Some(out) = self.concat_packed(parts, dim)? {
+                return Ok(out);
+            }
+        }
         self.staged(parts, |v| self.concat_views(v, dim))
     }
 

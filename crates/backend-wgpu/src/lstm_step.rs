@@ -1,7 +1,8 @@
 //! `ops::LstmStep`: an LSTM step's recurrent product and its cell as one dispatch
 //! (`shaders/lstm_step.wgsl`), for the small steps whose time is latency (the zoo LSTM's `[64,
 //! 256] x [256, 1024]` and its cell, two dependent dispatches a step otherwise). f32, f16 and
-//! bf16 (summed in f32), where the product is one the small-product kernel would take
+//! bf16 (summed in f32; packed bf16 read and written as stored, so a step widens and packs
+//! nothing), where the product is one the small-product kernel would take
 //! (`plan::lstm_step`) and h and W_hh can be read in vec4s; anything else is
 //! answered `None` and the composite runs (the product, then `ops::LstmCell` with the two
 //! gate terms).
@@ -14,11 +15,14 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::fused::RNN;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::SMALL_SUMS;
+use crate::packed::{all_packed, with_words};
 use crate::params::words;
 use crate::plan;
 use crate::repr::Repr;
 
 const LSTM_STEP: &str = include_str!("shaders/lstm_step.wgsl");
+const STORED: &str = include_str!("shaders/lstm_step_io.wgsl");
+const PACKED: &str = include_str!("shaders/packed/lstm_step_io.wgsl");
 /// Rows and units of the block a workgroup computes (`BM`, `BU` in the shader).
 const BLOCK: (usize, usize) = (8, 8);
 
@@ -35,21 +39,25 @@ crate::shader_params! {
     }
 }
 
-/// The kernel of one dtype.
+/// The kernel of one dtype, as stored or (bf16) packed two to a word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     dtype: DType,
+    packed: bool,
 }
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).params::<LstmStepParams>().ty("x", self.dtype).part(RNN).part(SMALL_SUMS).part(LSTM_STEP).build()
+        let wgsl = Wgsl::new(repr).params::<LstmStepParams>().ty("x", self.dtype).flag("PACKED", self.packed);
+        let (wgsl, io) = if self.packed { (with_words(wgsl), PACKED) } else { (wgsl, STORED) };
+        wgsl.part(RNN).part(SMALL_SUMS).part(io).part(LSTM_STEP).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        DTYPES.into_iter().filter(|&dtype| repr.computes(dtype)).map(|dtype| Key { dtype }).collect()
+        let stored = DTYPES.into_iter().filter(|&dtype| repr.computes(dtype)).map(|dtype| Key { dtype, packed: false });
+        stored.chain([Key { dtype: DType::BF16, packed: true }]).collect()
     }
 }
 
@@ -61,6 +69,8 @@ impl WgpuBackend {
         let vec4 = |v: &Strided| v.layout.offset().is_multiple_of(4);
         let dtype = h.dtype;
         let fits = inputs.iter().all(|v| v.dtype == dtype && v.layout.is_contiguous()) && DTYPES.contains(&dtype) && self.repr.computes(dtype);
+        // Packed operands (all of them: `fused.rs` widens a mixture) are read as stored.
+        let packed = all_packed(inputs);
         if !fits || !plan::lstm_step(n, units, vec4(h) && vec4(w)) {
             return None;
         }
@@ -79,9 +89,9 @@ impl WgpuBackend {
         };
         let meta = words(&block);
         Some((|| {
-            let kernel = gpu.kernel(Key { dtype })?;
-            let h_gates = self.output(dtype, n * 4 * units)?;
-            let out = self.output(dtype, 2 * n * units)?;
+            let kernel = gpu.kernel(Key { dtype, packed })?;
+            let output = |numel| if packed { self.packed_output(numel) } else { self.output(dtype, numel) };
+            let (h_gates, out) = (output(n * 4 * units)?, output(2 * n * units)?);
             let buffers = [xg, h, w, c].map(|v| gpu_storage(v).buffer());
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(units.div_ceil(BLOCK.1)), groups(n.div_ceil(BLOCK.0)), 1);

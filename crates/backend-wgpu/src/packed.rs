@@ -170,6 +170,34 @@ impl WgpuBackend {
         Ok(out)
     }
 
+    /// Packed bf16 `parts` joined along `dim` by buffer copies of their words, where each is
+    /// one whole-word run of the output (nothing before `dim`, contiguous, an even offset and
+    /// length: an RNN's stacked steps and their gradients); `None` elsewhere (the caller
+    /// widens them and joins those).
+    pub(crate) fn concat_packed(&self, parts: &[Strided], dim: usize) -> Result<Option<Storage>> {
+        let mut shape = parts[0].layout.shape().to_vec();
+        shape[dim] = parts.iter().map(|p| p.layout.shape()[dim]).sum();
+        let inner = shape[dim + 1..].iter().product::<usize>();
+        let words = |elements: usize| elements.is_multiple_of(2);
+        let runs = shape[..dim].iter().product::<usize>() == 1
+            && parts.iter().all(|p| p.layout.is_contiguous() && words(p.layout.offset()) && words(p.layout.shape()[dim] * inner));
+        if !runs {
+            return Ok(None);
+        }
+        let out = self.packed_output(shape.iter().product())?;
+        let gpu = self.gpu()?;
+        let mut start = 0;
+        for p in parts {
+            let len = (p.layout.shape()[dim] * inner) as u64;
+            if len > 0 {
+                let bytes = PACKED as u64;
+                gpu.copy_buffer(gpu_storage(p).buffer(), p.layout.offset() as u64 * bytes, out.buffer(), start * bytes, len * bytes);
+            }
+            start += len;
+        }
+        Ok(Some(Arc::new(out)))
+    }
+
     /// `src` cast to `to` by the CPU backend, as host bytes (what a conversion that cannot run
     /// here falls back to, noted as every fallback is).
     fn cast_on_cpu(&self, src: Strided, to: DType, why: Why) -> Result<Vec<u8>> {

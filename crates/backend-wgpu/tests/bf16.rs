@@ -174,3 +174,143 @@ fn reductions_read_packed_views() {
         }
     }
 }
+
+/// The LSTM's kernels read packed operands as stored and write packed results: a step (its
+/// product and cell), a cell of two gate terms and that cell's backward are one dispatch each,
+/// nothing widened or packed around them, and give the CPU's bf16 values within bf16 rounding
+/// (N and H past the step kernel's 8 x 8 blocks, so its edge pairs are stored too).
+#[test]
+fn lstm_kernels_read_and_write_packed_words() {
+    use liandan_backend_wgpu::testing::dispatches_recorded;
+    use liandan_tensor::fused::run;
+    use liandan_tensor::ops::{LstmCell, LstmCellBackward, LstmStep};
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let (n, h) = (10, 12);
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 7 + seed * 13) % 29) as f32 - 14.0) / 16.0)).collect() };
+    let shapes: [&[usize]; 7] = [&[n, 4 * h], &[n, h], &[4 * h, h], &[n, h], &[2, n, h], &[n, h], &[n, h]];
+    let on =
+        |dev: &Device| -> Vec<Tensor> { shapes.iter().enumerate().map(|(k, s)| Tensor::from_slice(&values(s.iter().product(), k), s, dev).unwrap()).collect() };
+    let (g, c) = (on(&d), on(&cpu));
+    let cases: [(&str, &dyn liandan_tensor::CustomOp, [usize; 6], usize); 3] = [
+        ("lstm_step", &LstmStep, [0, 1, 2, 3, 9, 9], 4),
+        ("lstm_cell of two gate terms", &LstmCell, [0, 3, 0, 9, 9, 9], 3),
+        ("lstm_cell_backward", &LstmCellBackward, [0, 3, 4, 5, 6, 0], 6),
+    ];
+    for (what, op, picks, count) in cases {
+        let pick = |v: &[Tensor]| -> Vec<Tensor> { picks[..count].iter().map(|&k| v[k].clone()).collect() };
+        let (gi, ci) = (pick(&g), pick(&c));
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let got = run(op, &gi.iter().collect::<Vec<_>>()).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
+        assert_eq!(dispatches_recorded() - start, 1, "{what}: dispatches");
+        let want = liandan_tensor::fused::run_or_composite(op, &ci.iter().collect::<Vec<_>>()).unwrap();
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
+            for (i, (x, y)) in a.to_vec_f64().unwrap().iter().zip(&b.to_vec_f64().unwrap()).enumerate() {
+                assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 64.0, "{what}: output {k}, element {i}: {x} against the CPU's {y}");
+            }
+        }
+    }
+}
+
+/// Joining packed tensors copies their words where each part is a whole-word run of the result
+/// (no kernel: an RNN's stacked steps and gradients); odd runs, and joins along a later
+/// dimension, go through the widened kernels. Either way bit for bit the CPU's.
+#[test]
+fn concat_copies_packed_words() {
+    use liandan_backend_wgpu::testing::dispatches_recorded;
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values = tricky();
+    let on = |dev: &Device, shape: &[usize], skip: usize| Tensor::from_slice(&values[skip..skip + shape.iter().product::<usize>()], shape, dev).unwrap();
+    // (shapes of the parts, dim, kernels expected)
+    let cases: [(&[&[usize]], usize, u64); 3] = [(&[&[2, 4], &[3, 4], &[1, 4]], 0, 0), (&[&[1, 3], &[2, 3]], 0, 3), (&[&[2, 2], &[2, 3]], 1, 3)];
+    for (shapes, dim, kernels) in cases {
+        let gp: Vec<Tensor> = shapes.iter().enumerate().map(|(k, s)| on(&d, s, k)).collect();
+        let cp: Vec<Tensor> = shapes.iter().enumerate().map(|(k, s)| on(&cpu, s, k)).collect();
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let got = Tensor::cat(&gp.iter().collect::<Vec<_>>(), dim).unwrap();
+        let ran = dispatches_recorded() - start;
+        let want = Tensor::cat(&cp.iter().collect::<Vec<_>>(), dim).unwrap();
+        let what = format!("concat of {shapes:?} along {dim}");
+        assert_eq!(bits(&got.to_vec::<bf16>().unwrap()), bits(&want.to_vec::<bf16>().unwrap()), "{what}");
+        if kernels == 0 {
+            assert_eq!(ran, 0, "{what}: kernels");
+        } else {
+            assert!(ran >= kernels, "{what}: {ran} kernels, widened and packed");
+        }
+    }
+}
+
+/// ReLU, batch norm (packed activations beside f32 parameters, as under autocast) and their
+/// gradients read and write packed words: a dispatch for ReLU's each, two for batch norm's
+/// each, nothing widened or packed around them; the CPU's values within bf16 rounding.
+#[test]
+fn relu_and_batch_norm_read_and_write_packed_words() {
+    use liandan_backend_wgpu::testing::dispatches_recorded;
+    use liandan_tensor::fused::run;
+    use liandan_tensor::ops::{BatchNormBackward, BatchNormTrain, Relu, ReluBackward};
+    use liandan_tensor::BatchNormOptions;
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    // L = 6 x 10 (even), five channels.
+    let (n, c, l) = (3, 5, 60);
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 7 + seed * 13) % 31) as f32 - 15.0) / 8.0)).collect() };
+    let f32s = |len: usize, seed: usize| -> Vec<f32> { values(len, seed).iter().map(|v| v.to_f32() * 0.5 + 1.0).collect() };
+    let on = |dev: &Device| -> Vec<Tensor> {
+        let act = |seed| Tensor::from_slice(&values(n * c * l, seed), &[n, c, 6, 10], dev).unwrap();
+        let param = |seed| Tensor::from_slice(&f32s(c, seed), &[c], dev).unwrap();
+        vec![act(1), act(2), param(3), param(4), param(5)]
+    };
+    let (g, h) = (on(&d), on(&cpu));
+    let opts = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine: true, running: false };
+    // (what, op, inputs picked, dispatches); the backward's mean and invstd are two of the
+    // parameters (invstd positive).
+    let cases: [(&str, &dyn liandan_tensor::CustomOp, &[usize], u64); 4] = [
+        ("relu", &Relu, &[0], 1),
+        ("relu_backward", &ReluBackward, &[0, 1], 1),
+        ("batch_norm", &BatchNormTrain(opts), &[0, 2, 3], 2),
+        ("batch_norm_backward", &BatchNormBackward(opts), &[0, 1, 4, 3, 2], 2),
+    ];
+    for (what, op, picks, kernels) in cases {
+        let (gi, ci): (Vec<&Tensor>, Vec<&Tensor>) = picks.iter().map(|&k| (&g[k], &h[k])).unzip();
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let got = run(op, &gi).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
+        assert_eq!(dispatches_recorded() - start, kernels, "{what}: dispatches");
+        let want = liandan_tensor::fused::run_or_composite(op, &ci).unwrap();
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((a.shape(), a.dtype()), (b.shape(), b.dtype()), "{what}: output {k}");
+            for (i, (x, y)) in a.to_vec_f64().unwrap().iter().zip(&b.to_vec_f64().unwrap()).enumerate() {
+                assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 32.0, "{what}: output {k}, element {i}: {x} against the CPU's {y}");
+            }
+        }
+    }
+}
+
+/// A linear layer's product with its bias on packed bf16 is one dispatch, the bias (packed too)
+/// added as the tile stores y: the CPU's values within bf16 rounding.
+#[test]
+fn linear_bias_adds_a_packed_bias_in_its_kernel() {
+    use liandan_backend_wgpu::testing::dispatches_recorded;
+    use liandan_tensor::fused::run;
+    use liandan_tensor::ops::MatmulBias;
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 5 + seed * 11) % 23) as f32 - 11.0) / 8.0)).collect() };
+    let shapes: [&[usize]; 3] = [&[6, 16], &[8, 16], &[8]];
+    let on =
+        |dev: &Device| -> Vec<Tensor> { shapes.iter().enumerate().map(|(k, s)| Tensor::from_slice(&values(s.iter().product(), k), s, dev).unwrap()).collect() };
+    let (g, c) = (on(&d), on(&cpu));
+    d.synchronize().unwrap();
+    let start = dispatches_recorded();
+    let got = run(&MatmulBias, &g.iter().collect::<Vec<_>>()).expect("a kernel").unwrap();
+    assert_eq!(dispatches_recorded() - start, 1, "dispatches");
+    let want = liandan_tensor::fused::run_or_composite(&MatmulBias, &c.iter().collect::<Vec<_>>()).unwrap();
+    assert_eq!(got[0].shape(), want[0].shape());
+    for (i, (x, y)) in got[0].to_vec_f64().unwrap().iter().zip(&want[0].to_vec_f64().unwrap()).enumerate() {
+        assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 32.0, "element {i}: {x} against the CPU's {y}");
+    }
+}

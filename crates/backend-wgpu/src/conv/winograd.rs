@@ -215,7 +215,7 @@ impl WgpuBackend {
             let (lhs, rhs) = (Strided { storage: &*u, layout: &lu, dtype: DType::F32 }, Strided { storage: &*v, layout: &lv, dtype: DType::F32 });
             let cut = (tile == Tile::F4).then(|| products_cut(m, k, p, limit as usize));
             let product = self.matmul_cut_op(lhs, rhs, None, cut)?;
-            let y = self.output(DType::F32, g.n * m * oh * ow)?;
+            let y = self.output(out_dtype(inputs), g.n * m * oh * ow)?;
             stage(Stage::Output, &output_meta, wgpu_buffer(&product), y.buffer())?;
             Ok(vec![Arc::new(y) as Storage])
         })())
@@ -257,9 +257,19 @@ impl WgpuBackend {
             });
         }
         let sum = sum.ok_or_else(|| gpu.err("conv2d (Winograd)", "no images"))?;
-        let y = self.output(DType::F32, 9 * m * k)?;
+        let y = self.output(out_dtype(inputs), 9 * m * k)?;
         let invocations = u(m * k).ok_or_else(err)?;
         stage(Stage::WeightOut, &Block::of(&WinogradInvocations { invocations }, invocations), wgpu_buffer(&sum), y.buffer())?;
         Ok(vec![Arc::new(y) as Storage])
+    }
+}
+
+/// The type a Winograd pass labels its result: f32, or bf16 where its operands are widened
+/// bf16 (f32 words, as the kernels compute on): the result, f32 words too, is then rounded as
+/// it is packed.
+fn out_dtype(inputs: &[Strided]) -> DType {
+    match inputs.first().map(|v| v.dtype) {
+        Some(DType::BF16) => DType::BF16,
+        _ => DType::F32,
     }
 }

@@ -29,6 +29,7 @@ use crate::tune::Shape;
 
 const MATMUL: &str = include_str!("../shaders/matmul.wgsl");
 const BIAS: &str = include_str!("../shaders/matmul/bias.wgsl");
+const BIAS_PACKED: &str = include_str!("../shaders/matmul/bias_packed.wgsl");
 /// The epilogue of a product without a bias, which the convolutions share.
 pub(crate) const NO_BIAS: &str = include_str!("../shaders/matmul/no_bias.wgsl");
 pub(crate) const ENTRY: &str = include_str!("../shaders/matmul/entry.wgsl");
@@ -77,8 +78,8 @@ crate::shader_params! {
 /// kernel writes unrounded partial sums over a split of K, for `reduce` to add up; `packed`:
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
 /// written packed too where it is written whole in vec4s ([`Variant::packs_y`]); `bias`: a
-/// linear layer's bias is added to each column as y is stored (finished sums only, never
-/// packed).
+/// linear layer's bias (packed where a and b are) is added to each column as y is stored
+/// (finished sums only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -233,7 +234,11 @@ impl KernelKey for Key {
         let w = w.flag("FLAT", false);
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
-        let epilogue = if v.bias { BIAS } else { NO_BIAS };
+        let epilogue = match (v.bias, v.packed) {
+            (false, _) => NO_BIAS,
+            (true, false) => BIAS,
+            (true, true) => BIAS_PACKED,
+        };
         w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
@@ -246,7 +251,7 @@ impl KernelKey for Key {
                     for b in loads {
                         for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
                             for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
-                                let biases: &[bool] = if partial || packed { &[false] } else { &[false, true] };
+                                let biases: &[bool] = if partial { &[false] } else { &[false, true] };
                                 for &bias in biases {
                                     out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias } });
                                 }
@@ -312,7 +317,8 @@ impl WgpuBackend {
         let [x, w, b] = inputs else { return None };
         let (xs, ws, dtype) = (x.layout.shape(), w.layout.shape(), x.dtype);
         let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]];
-        if !shaped || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype || packed_view(v)) {
+        // Packed bf16 operands all packed (`fused.rs` widens a mixture).
+        if !shaped || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype || packed_view(v) != packed_view(x)) {
             return None;
         }
         let (m, k, n) = (xs[0], xs[1], ws[0]);

@@ -1,6 +1,7 @@
-//! How a convolution pass runs ([`conv()`]): as Winograd (f32 3x3 layers, `plan/winograd.rs`),
-//! through a column buffer (f32 input gradients mostly in the padding, `plan/fold.rs`), or as
-//! implicit GEMM on the tensor cores or the tiled kernel, cut into tiles and splits of K.
+//! How a convolution pass runs ([`conv()`]): as Winograd (f32 and widened bf16 3x3 layers,
+//! `plan/winograd.rs`), through a column buffer (f32 input gradients mostly in the padding,
+//! `plan/fold.rs`), or as implicit GEMM on the tensor cores or the tiled kernel, cut into tiles
+//! and splits of K.
 
 use std::fmt;
 

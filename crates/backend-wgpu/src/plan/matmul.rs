@@ -230,7 +230,7 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
     };
     let tile = if coop { (tm, tn) } else { (tm, tm) };
     // The bias goes in the kernel's epilogue where it stores finished sums of its own.
-    let bias_in_kernel = bias && !coop && !packed && splits == 1;
+    let bias_in_kernel = bias && !coop && splits == 1;
     MatmulPlan::Tiled(Tiled { coop: coop_variant, tile, splits, k_ranges, bias_in_kernel, packs_y, tunable })
 }
 

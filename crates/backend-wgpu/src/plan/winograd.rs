@@ -117,12 +117,13 @@ fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
     }
 }
 
-/// The tile a pass of `g` runs as Winograd with, or `None`: two contiguous operands (no bias:
-/// `operands`), a shape it computes, intermediates within 32-bit indexing and one binding of
-/// `limit` bytes, and the setting or the rule says so. The caller keeps passes the tensor
-/// cores take off it.
+/// The tile a pass of `g` runs as Winograd with, or `None`: f32 or bf16 (widened to f32 words
+/// and the result rounded, as f32 computes it), two contiguous operands (no bias: `operands`),
+/// a shape it computes, intermediates within 32-bit indexing and one binding of `limit`
+/// bytes, and the setting or the rule says so. The caller keeps passes the tensor cores take
+/// off it.
 pub(super) fn wanted(options: &Options, pass: Pass, g: &ConvGeometry, dtype: DType, operands: bool, limit: u64) -> Option<Tile> {
-    if dtype != DType::F32 || !operands {
+    if !matches!(dtype, DType::F32 | DType::BF16) || !operands {
         return None;
     }
     takes(Setting::of(options), pass, g, options.conv_tf32).filter(|&tile| fits(pass, g, tile, limit))

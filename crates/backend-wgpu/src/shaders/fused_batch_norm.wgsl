@@ -2,7 +2,9 @@
 // channel cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves
 // segment s of channel c. `BatchNormParams` (`fused_norm.rs`): p.n, p.c, p.l, p.segments = S,
 // p.segment_len = E, p.flags (1 affine, 2 running statistics), p.eps, p.momentum, and the
-// inputs' offsets.
+// inputs' offsets. x, dy and the output are A_x: S_x as stored, or packed bf16 words; the
+// kernels read them through in_x_ and in_dy_ and write through write_segment_
+// (batch_norm_io/).
 
 fn flag(bit: u32) -> bool {
   return (p.flags & bit) != 0u;

@@ -1,18 +1,31 @@
 // ops::BatchNormBackward, second pass: each workgroup sums its channel's S partial sums into
 // dbias = sum(dy) and dweight = sum(dy xhat), writes
 // dx = weight invstd (dy - dbias / M - xhat dweight / M) over its segment, and the channel's
-// first workgroup writes dweight and dbias. Without affine parameters, weight is 1 and the
+// first workgroup writes dweight and dbias (dx is out_, written by batch_norm_io/write*.wgsl). Without affine parameters, weight is 1 and the
 // weight, dweight and dbias bindings are placeholders. The [C] operands are of type p.
 
-@group(0) @binding(1) var<storage, read> x: array<S_x>;
-@group(0) @binding(2) var<storage, read> dy: array<S_x>;
+@group(0) @binding(1) var<storage, read> x: array<A_x>;
+@group(0) @binding(2) var<storage, read> dy: array<A_x>;
 @group(0) @binding(3) var<storage, read> mean: array<S_p>;
 @group(0) @binding(4) var<storage, read> invstd: array<S_p>;
 @group(0) @binding(5) var<storage, read> weight: array<S_p>;
 @group(0) @binding(6) var<storage, read> partial: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dx: array<S_x>;
+@group(0) @binding(7) var<storage, read_write> out_: array<A_x>;
 @group(0) @binding(8) var<storage, read_write> dweight: array<S_p>;
 @group(0) @binding(9) var<storage, read_write> dbias: array<S_p>;
+
+// The channel's terms, which value_ applies.
+var<private> mu_: f32;
+var<private> inv_: f32;
+var<private> scale_: f32;
+var<private> sums_: vec2<f32>;
+var<private> m_: f32;
+
+// dx at element i.
+fn value_(i: u32) -> f32 {
+  let xhat = (in_x_(offset(0u) + i) - mu_) * inv_;
+  return scale_ * (in_dy_(offset(1u) + i) - sums_.x / m_ - xhat * sums_.y / m_);
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -33,11 +46,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     dweight[ch] = store_p(C_p(total.y));
     dbias[ch] = store_p(C_p(total.x));
   }
-  let m = f32(count());
-  let seg = segment(s);
-  for (var j = seg.x + lid; j < seg.y; j += 256u) {
-    let i = at(ch, j);
-    let xhat = (f32(load_x(x[offset(0u) + i])) - mu) * inv;
-    dx[i] = store_x(C_x(scale * (f32(load_x(dy[offset(1u) + i])) - total.x / m - xhat * total.y / m)));
-  }
+  mu_ = mu;
+  inv_ = inv;
+  scale_ = scale;
+  sums_ = total;
+  m_ = f32(count());
+  write_segment_(lid, ch, segment(s));
 }

@@ -1,8 +1,8 @@
 // ops::BatchNormBackward, first pass: each workgroup sums dy and dy xhat
 // (xhat = (x - mean) invstd) over its segment of one channel into partial[(c S + s) 2 ..].
 
-@group(0) @binding(1) var<storage, read> x: array<S_x>;
-@group(0) @binding(2) var<storage, read> dy: array<S_x>;
+@group(0) @binding(1) var<storage, read> x: array<A_x>;
+@group(0) @binding(2) var<storage, read> dy: array<A_x>;
 @group(0) @binding(3) var<storage, read> mean: array<S_p>;
 @group(0) @binding(4) var<storage, read> invstd: array<S_p>;
 @group(0) @binding(5) var<storage, read_write> partial: array<f32>;
@@ -17,8 +17,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc = vec2<f32>(0.0);
   for (var j = seg.x + lid; j < seg.y; j += 256u) {
     let i = at(ch, j);
-    let g = f32(load_x(dy[offset(1u) + i]));
-    acc += vec2<f32>(g, g * (f32(load_x(x[offset(0u) + i])) - mu) * inv);
+    let g = in_dy_(offset(1u) + i);
+    acc += vec2<f32>(g, g * (in_x_(offset(0u) + i) - mu) * inv);
   }
   let total = sum_all(lid, acc);
   if (lid == 0u) {

@@ -2,7 +2,7 @@
 // (count, mean, sum of squared deviations) into partial[(c S + s) 3 ..], by Welford's update
 // per invocation and a join across the workgroup.
 
-@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(1) var<storage, read> x: array<A_x>;
 @group(0) @binding(2) var<storage, read_write> partial: array<f32>;
 
 @compute @workgroup_size(256)
@@ -12,7 +12,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let seg = segment(s);
   var st = vec3<f32>(0.0);
   for (var j = seg.x + lid; j < seg.y; j += 256u) {
-    let v = f32(load_x(x[offset(0u) + at(ch, j)]));
+    let v = in_x_(offset(0u) + at(ch, j));
     st.x += 1.0;
     let d = v - st.y;
     st.y += d / st.x;

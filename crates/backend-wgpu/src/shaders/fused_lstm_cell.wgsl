@@ -7,13 +7,16 @@
 @group(0) @binding(3) var<storage, read> more: array<S_x>;
 @group(0) @binding(4) var<storage, read_write> out: array<S_x>;
 
+fn in_gates_(j: u32) -> f32 { return load_x(gates[j]); }
+fn in_more_(j: u32) -> f32 { return load_x(more[j]); }
+fn in_c_(j: u32) -> f32 { return load_x(c[j]); }
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
   let count = p.units;
   if (e >= count) { return; }
-  let a = gates_of(e);
-  let c_new = a.y * load_x(c[p.offsets[1] + e]) + a.x * a.z;
-  out[e] = store_x(a.w * tanh_(c_new));
-  out[count + e] = store_x(c_new);
+  let s = cell_(e);
+  out[e] = store_x(s.x);
+  out[count + e] = store_x(s.y);
 }

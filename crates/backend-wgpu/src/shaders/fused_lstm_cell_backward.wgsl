@@ -11,21 +11,23 @@
 @group(0) @binding(7) var<storage, read_write> dgates: array<S_x>;
 @group(0) @binding(8) var<storage, read_write> dc: array<S_x>;
 
+fn in_gates_(j: u32) -> f32 { return load_x(gates[j]); }
+fn in_more_(j: u32) -> f32 { return load_x(more[j]); }
+fn in_c_(j: u32) -> f32 { return load_x(c[j]); }
+fn in_out_(j: u32) -> f32 { return load_x(out[j]); }
+fn in_dh_(j: u32) -> f32 { return load_x(dh_new[j]); }
+fn in_dc_(j: u32) -> f32 { return load_x(dc_new[j]); }
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let e = flat_id(wid, nwg, lid);
-  let count = p.units;
-  if (e >= count) { return; }
+  if (e >= p.units) { return; }
   let h = p.h;
-  let a = gates_of(e);
-  let tanh_c = tanh_(load_x(out[p.offsets[2] + count + e]));
-  let dh = load_x(dh_new[p.offsets[3] + e]);
-  // c' reaches the loss directly and through h' = o * tanh(c').
-  let dc_total = load_x(dc_new[p.offsets[4] + e]) + dh * a.w * (1.0 - tanh_c * tanh_c);
+  let g = grads_(e);
   let at = (e / h) * 4u * h + e % h;
-  dgates[at] = store_x(dc_total * a.z * a.x * (1.0 - a.x));
-  dgates[at + h] = store_x(dc_total * load_x(c[p.offsets[1] + e]) * a.y * (1.0 - a.y));
-  dgates[at + 2u * h] = store_x(dc_total * a.x * (1.0 - a.z * a.z));
-  dgates[at + 3u * h] = store_x(dh * tanh_c * a.w * (1.0 - a.w));
-  dc[e] = store_x(dc_total * a.y);
+  dgates[at] = store_x(g.dgates.x);
+  dgates[at + h] = store_x(g.dgates.y);
+  dgates[at + 2u * h] = store_x(g.dgates.z);
+  dgates[at + 3u * h] = store_x(g.dgates.w);
+  dc[e] = store_x(g.dc);
 }

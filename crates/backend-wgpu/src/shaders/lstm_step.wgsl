@@ -7,19 +7,14 @@
 // A workgroup computes BM rows x BU units (all four gates of each): its 256 invocations are G
 // groups of GI, each invocation holding 4 rows x the 4 gates of one unit, group g taking the
 // vec4 steps g, g + G, ... of K = H. The groups' sums meet in workgroup memory; each
-// invocation adds up one (row, unit, gate) sum, stores it to h_gates and keeps it for the
-// cell, which BM x BU invocations then run. Rows and units past the edges read the last one
-// and store nothing.
+// invocation adds up one (row, unit, gate) sum and keeps it for the cell, which BM x BU
+// invocations then run. Rows and units past the edges read the last one and store nothing.
+// The operands' bindings and the stores of the block's results are lstm_step_io.wgsl's (the
+// dtype as stored) or packed/lstm_step_io.wgsl's (packed bf16, PACKED), which writes a word
+// of two units at a time once the block's values are in workgroup memory.
 //
 // `LstmStepParams` (`lstm_step.rs`): p.n = N, p.h = H (a multiple of 4), and the element offsets
 // of x_gates, h, W_hh and c (h's and W_hh's multiples of 4: they are read in vec4s along H).
-
-@group(0) @binding(1) var<storage, read> xg: array<S_x>;
-@group(0) @binding(2) var<storage, read> h: array<vec4<S_x>>;
-@group(0) @binding(3) var<storage, read> w: array<vec4<S_x>>;
-@group(0) @binding(4) var<storage, read> c: array<S_x>;
-@group(0) @binding(5) var<storage, read_write> hg: array<S_x>;
-@group(0) @binding(6) var<storage, read_write> out: array<S_x>;
 
 const BM: u32 = 8u;
 const BU: u32 = 8u;
@@ -30,10 +25,8 @@ const G: u32 = 256u / GI;
 var<workgroup> sums_: array<vec4<C_x>, 1024>;
 // The block's finished products, rounded to the dtype: [(r * BU + u) * 4 + gate].
 var<workgroup> gates_: array<C_x, 256>;
-
-// matmul/small_sums.wgsl's operands: a = h, b = W_hh (its [4H, H] rows the [N, K] view).
-fn fetch_a4(i: u32) -> vec4<C_x> { return vec4<C_x>(h[i / 4u]); }
-fn fetch_b4(i: u32) -> vec4<C_x> { return vec4<C_x>(w[i / 4u]); }
+// The block's new states (h', c'), unrounded: [r * BU + u].
+var<workgroup> states_: array<vec2<f32>, 64>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -71,33 +64,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var k = 0u; k < G; k++) {
                 total += sums_[k * GI * 4u + held][q];
             }
-            let m = my * BM + r;
-            let unit = ux * BU + uu;
-            if (m < n_len && unit < units) {
-                hg[m * 4u * units + q * units + unit] = store_x(total);
-            }
             gates_[lid] = load_x(store_x(total));
             workgroupBarrier();
+            put_gates_(lid, my * BM, ux * BU);
             if (lid < BM * BU) {
-                let cm = my * BM + lid / BU;
-                let cu = ux * BU + lid % BU;
-                if (cm < n_len && cu < units) {
-                    // The gates as the cell's kernel reads x_gates + h_gates, rounded as an add.
-                    let row = p.xg_offset + cm * 4u * units + cu;
-                    let base = lid * 4u;
-                    let pre = vec4<C_x>(
-                        load_x(store_x(load_x(xg[row]) + gates_[base])),
-                        load_x(store_x(load_x(xg[row + units]) + gates_[base + 1u])),
-                        load_x(store_x(load_x(xg[row + 2u * units]) + gates_[base + 2u])),
-                        load_x(store_x(load_x(xg[row + 3u * units]) + gates_[base + 3u])),
-                    );
-                    let a = vec4<f32>(sigmoid_(f32(pre.x)), sigmoid_(f32(pre.y)), tanh_(f32(pre.z)), sigmoid_(f32(pre.w)));
-                    let e = cm * units + cu;
-                    let c_new = a.y * f32(load_x(c[p.c_offset + e])) + a.x * a.z;
-                    out[e] = store_x(a.w * tanh_(c_new));
-                    out[n_len * units + e] = store_x(c_new);
-                }
+                let cm = min(my * BM + lid / BU, n_len - 1u);
+                let cu = min(ux * BU + lid % BU, units - 1u);
+                // The gates as the cell's kernel reads x_gates + h_gates, rounded as an add.
+                let row = p.xg_offset + cm * 4u * units + cu;
+                let base = lid * 4u;
+                let pre = vec4<C_x>(
+                    load_x(store_x(in_xg_(row) + gates_[base])),
+                    load_x(store_x(in_xg_(row + units) + gates_[base + 1u])),
+                    load_x(store_x(in_xg_(row + 2u * units) + gates_[base + 2u])),
+                    load_x(store_x(in_xg_(row + 3u * units) + gates_[base + 3u])),
+                );
+                let a = vec4<f32>(sigmoid_(f32(pre.x)), sigmoid_(f32(pre.y)), tanh_(f32(pre.z)), sigmoid_(f32(pre.w)));
+                let c_new = a.y * in_c_(p.c_offset + cm * units + cu) + a.x * a.z;
+                states_[lid] = vec2<f32>(a.w * tanh_(c_new), c_new);
             }
+            if (PACKED) {
+                workgroupBarrier();
+            }
+            put_states_(lid, my * BM, ux * BU);
             // The next block's sums overwrite these.
             workgroupBarrier();
         }
