@@ -3,7 +3,7 @@
 //! even, NaN kept a NaN, overflow to infinity).
 
 use half::bf16;
-use liandan_backend_wgpu as _;
+use liandan_backend_wgpu::testing::dispatches_recorded;
 use liandan_tensor::{DType, Device, Tensor};
 
 mod common;
@@ -181,8 +181,6 @@ fn reductions_read_packed_views() {
 /// (N and H past the step kernel's 8 x 8 blocks, so its edge pairs are stored too).
 #[test]
 fn lstm_kernels_read_and_write_packed_words() {
-    use liandan_backend_wgpu::testing::dispatches_recorded;
-    use liandan_tensor::fused::run;
     use liandan_tensor::ops::{LstmCell, LstmCellBackward, LstmStep};
     let Some(d) = gpu() else { return };
     let cpu = Device::cpu();
@@ -198,18 +196,23 @@ fn lstm_kernels_read_and_write_packed_words() {
         ("lstm_cell_backward", &LstmCellBackward, [0, 3, 4, 5, 6, 0], 6),
     ];
     for (what, op, picks, count) in cases {
-        let pick = |v: &[Tensor]| -> Vec<Tensor> { picks[..count].iter().map(|&k| v[k].clone()).collect() };
-        let (gi, ci) = (pick(&g), pick(&c));
-        d.synchronize().unwrap();
-        let start = dispatches_recorded();
-        let got = run(op, &gi.iter().collect::<Vec<_>>()).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
-        assert_eq!(dispatches_recorded() - start, 1, "{what}: dispatches");
-        let want = liandan_tensor::fused::run_or_composite(op, &ci.iter().collect::<Vec<_>>()).unwrap();
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
-            for (i, (x, y)) in a.to_vec_f64().unwrap().iter().zip(&b.to_vec_f64().unwrap()).enumerate() {
-                assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 64.0, "{what}: output {k}, element {i}: {x} against the CPU's {y}");
-            }
+        let (gi, ci): (Vec<&Tensor>, Vec<&Tensor>) = picks[..count].iter().map(|&k| (&g[k], &c[k])).unzip();
+        kernel_like_cpu(&d, what, op, [&gi, &ci], 1, 1.0 / 64.0);
+    }
+}
+
+/// `op`'s kernel on the packed `inputs[0]` runs as `kernels` dispatches and gives its composite's
+/// values on the CPU's `inputs[1]` within a bf16 rounding plus `atol`, output types alike.
+fn kernel_like_cpu(d: &Device, what: &str, op: &dyn liandan_tensor::CustomOp, inputs: [&[&Tensor]; 2], kernels: u64, atol: f64) {
+    d.synchronize().unwrap();
+    let start = dispatches_recorded();
+    let got = liandan_tensor::fused::run(op, inputs[0]).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
+    assert_eq!(dispatches_recorded() - start, kernels, "{what}: dispatches");
+    let want = liandan_tensor::fused::run_or_composite(op, inputs[1]).unwrap();
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert_eq!((a.shape(), a.dtype()), (b.shape(), b.dtype()), "{what}: output {k}");
+        for (i, (x, y)) in a.to_vec_f64().unwrap().iter().zip(&b.to_vec_f64().unwrap()).enumerate() {
+            assert!((x - y).abs() <= y.abs() / 64.0 + atol, "{what}: output {k}, element {i}: {x} against the CPU's {y}");
         }
     }
 }
@@ -219,7 +222,6 @@ fn lstm_kernels_read_and_write_packed_words() {
 /// dimension, go through the widened kernels. Either way bit for bit the CPU's.
 #[test]
 fn concat_copies_packed_words() {
-    use liandan_backend_wgpu::testing::dispatches_recorded;
     let Some(d) = gpu() else { return };
     let cpu = Device::cpu();
     let values = tricky();
@@ -249,8 +251,6 @@ fn concat_copies_packed_words() {
 /// each, nothing widened or packed around them; the CPU's values within bf16 rounding.
 #[test]
 fn relu_and_batch_norm_read_and_write_packed_words() {
-    use liandan_backend_wgpu::testing::dispatches_recorded;
-    use liandan_tensor::fused::run;
     use liandan_tensor::ops::{BatchNormBackward, BatchNormTrain, Relu, ReluBackward};
     use liandan_tensor::BatchNormOptions;
     let Some(d) = gpu() else { return };
@@ -276,17 +276,7 @@ fn relu_and_batch_norm_read_and_write_packed_words() {
     ];
     for (what, op, picks, kernels) in cases {
         let (gi, ci): (Vec<&Tensor>, Vec<&Tensor>) = picks.iter().map(|&k| (&g[k], &h[k])).unzip();
-        d.synchronize().unwrap();
-        let start = dispatches_recorded();
-        let got = run(op, &gi).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
-        assert_eq!(dispatches_recorded() - start, kernels, "{what}: dispatches");
-        let want = liandan_tensor::fused::run_or_composite(op, &ci).unwrap();
-        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
-            assert_eq!((a.shape(), a.dtype()), (b.shape(), b.dtype()), "{what}: output {k}");
-            for (i, (x, y)) in a.to_vec_f64().unwrap().iter().zip(&b.to_vec_f64().unwrap()).enumerate() {
-                assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 32.0, "{what}: output {k}, element {i}: {x} against the CPU's {y}");
-            }
-        }
+        kernel_like_cpu(&d, what, op, [&gi, &ci], kernels, 1.0 / 32.0);
     }
 }
 
@@ -294,8 +284,6 @@ fn relu_and_batch_norm_read_and_write_packed_words() {
 /// added as the tile stores y: the CPU's values within bf16 rounding.
 #[test]
 fn linear_bias_adds_a_packed_bias_in_its_kernel() {
-    use liandan_backend_wgpu::testing::dispatches_recorded;
-    use liandan_tensor::fused::run;
     use liandan_tensor::ops::MatmulBias;
     let Some(d) = gpu() else { return };
     let cpu = Device::cpu();
@@ -304,13 +292,5 @@ fn linear_bias_adds_a_packed_bias_in_its_kernel() {
     let on =
         |dev: &Device| -> Vec<Tensor> { shapes.iter().enumerate().map(|(k, s)| Tensor::from_slice(&values(s.iter().product(), k), s, dev).unwrap()).collect() };
     let (g, c) = (on(&d), on(&cpu));
-    d.synchronize().unwrap();
-    let start = dispatches_recorded();
-    let got = run(&MatmulBias, &g.iter().collect::<Vec<_>>()).expect("a kernel").unwrap();
-    assert_eq!(dispatches_recorded() - start, 1, "dispatches");
-    let want = liandan_tensor::fused::run_or_composite(&MatmulBias, &c.iter().collect::<Vec<_>>()).unwrap();
-    assert_eq!(got[0].shape(), want[0].shape());
-    for (i, (x, y)) in got[0].to_vec_f64().unwrap().iter().zip(&want[0].to_vec_f64().unwrap()).enumerate() {
-        assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 32.0, "element {i}: {x} against the CPU's {y}");
-    }
+    kernel_like_cpu(&d, "linear with its bias", &MatmulBias, [&g.iter().collect::<Vec<_>>(), &c.iter().collect::<Vec<_>>()], 1, 1.0 / 32.0);
 }
