@@ -68,7 +68,7 @@ impl KernelKey for Key {
 pub(crate) const ENTRY2: &str = include_str!("shaders/packed/entry2.wgsl");
 
 /// `w` with the packed-word helpers (`shaders/packed/words.wgsl`: `widen_`, `widen4_`,
-/// `narrow_`) and the bf16 rounding they use.
+/// `narrow_`, `narrow2_`) and the bf16 rounding they use.
 pub(crate) fn with_words(w: Wgsl<'_>) -> Wgsl<'_> {
     w.ty("b", DType::BF16).part(include_str!("shaders/packed/words.wgsl"))
 }

@@ -4,6 +4,6 @@
 fn write_segment_(lid: u32, ch: u32, seg: vec2<u32>) {
   for (var j = seg.x + 2u * lid; j < seg.y; j += 512u) {
     let i = at(ch, j);
-    out_[i >> 1u] = narrow_(value_(i)) | (narrow_(value_(i + 1u)) << 16u);
+    out_[i >> 1u] = narrow2_(value_(i), value_(i + 1u));
   }
 }

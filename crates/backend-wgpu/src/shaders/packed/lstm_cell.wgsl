@@ -18,6 +18,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (2u * w >= count) { return; }
   let s0 = cell_(2u * w);
   let s1 = cell_(2u * w + 1u);
-  out[w] = narrow_(s0.x) | (narrow_(s1.x) << 16u);
-  out[count / 2u + w] = narrow_(s0.y) | (narrow_(s1.y) << 16u);
+  out[w] = narrow2_(s0.x, s1.x);
+  out[count / 2u + w] = narrow2_(s0.y, s1.y);
 }

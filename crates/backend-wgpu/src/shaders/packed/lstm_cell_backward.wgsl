@@ -18,10 +18,6 @@ fn in_out_(j: u32) -> f32 { return widen_(out[j >> 1u], j); }
 fn in_dh_(j: u32) -> f32 { return widen_(dh_new[j >> 1u], j); }
 fn in_dc_(j: u32) -> f32 { return widen_(dc_new[j >> 1u], j); }
 
-fn pair_(a: f32, b: f32) -> u32 {
-  return narrow_(a) | (narrow_(b) << 16u);
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let w = flat_id(wid, nwg, lid);
@@ -32,9 +28,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let g1 = grads_(e + 1u);
   let at = ((e / h) * 4u * h + e % h) / 2u;
   let hw = h / 2u;
-  dgates[at] = pair_(g0.dgates.x, g1.dgates.x);
-  dgates[at + hw] = pair_(g0.dgates.y, g1.dgates.y);
-  dgates[at + 2u * hw] = pair_(g0.dgates.z, g1.dgates.z);
-  dgates[at + 3u * hw] = pair_(g0.dgates.w, g1.dgates.w);
-  dc[w] = pair_(g0.dc, g1.dc);
+  dgates[at] = narrow2_(g0.dgates.x, g1.dgates.x);
+  dgates[at + hw] = narrow2_(g0.dgates.y, g1.dgates.y);
+  dgates[at + 2u * hw] = narrow2_(g0.dgates.z, g1.dgates.z);
+  dgates[at + 3u * hw] = narrow2_(g0.dgates.w, g1.dgates.w);
+  dc[w] = narrow2_(g0.dc, g1.dc);
 }

@@ -15,10 +15,6 @@ fn fetch_b4(i: u32) -> vec4<C_x> { return widen4_(w[i / 4u]); }
 fn in_xg_(j: u32) -> C_x { return widen_(xg[j >> 1u], j); }
 fn in_c_(j: u32) -> f32 { return widen_(c[j >> 1u], j); }
 
-fn pair_(a: f32, b: f32) -> u32 {
-    return narrow_(a) | (narrow_(b) << 16u);
-}
-
 // h_gates of the block at row m0, unit u0: invocation lid < 2 BM BU stores the word of
 // (row lid / (2 BU), gate (lid / (BU / 2)) % 4, units 2v and 2v + 1 for v = lid % (BU / 2)).
 fn put_gates_(lid: u32, m0: u32, u0: u32) {
@@ -29,7 +25,7 @@ fn put_gates_(lid: u32, m0: u32, u0: u32) {
     let unit = u0 + 2u * v;
     if (lid < BM * BU * 2u && m < p.n && unit < p.h) {
         let at = (r * BU + 2u * v) * 4u + q;
-        hg[(m * 4u * p.h + q * p.h + unit) / 2u] = pair_(gates_[at], gates_[at + 4u]);
+        hg[(m * 4u * p.h + q * p.h + unit) / 2u] = narrow2_(gates_[at], gates_[at + 4u]);
     }
 }
 
@@ -43,7 +39,7 @@ fn put_states_(lid: u32, m0: u32, u0: u32) {
     if (lid < BM * BU / 2u && m < p.n && unit < p.h) {
         let at = r * BU + 2u * v;
         let e = m * p.h + unit;
-        out[e / 2u] = pair_(states_[at].x, states_[at + 1u].x);
-        out[(p.n * p.h + e) / 2u] = pair_(states_[at].y, states_[at + 1u].y);
+        out[e / 2u] = narrow2_(states_[at].x, states_[at + 1u].x);
+        out[(p.n * p.h + e) / 2u] = narrow2_(states_[at].y, states_[at + 1u].y);
     }
 }

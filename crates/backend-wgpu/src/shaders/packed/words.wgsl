@@ -16,3 +16,8 @@ fn narrow_(v: f32) -> u32 {
     let b = bitcast<u32>(store_b(v)) >> 16u;
     return select(b, b | 0x40u, !(v == v));
 }
+
+// The word of two neighbouring elements: a in the low half, b in the high.
+fn narrow2_(a: f32, b: f32) -> u32 {
+    return narrow_(a) | (narrow_(b) << 16u);
+}
