@@ -28,7 +28,7 @@
 //! f32 passes take the same kernels under `WgpuOptions::conv_tf32` (`LIANDAN_CONV_TF32=1`), as
 //! PyTorch's `torch.backends.cudnn.allow_tf32` lets cuDNN take TF32 tensor cores for f32
 //! convolutions: each operand is scaled by a power of two that brings its largest magnitude
-//! (found by `conv/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
+//! (found by `matmul_coop/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
 //! fetched, which keeps TF32's 11 significant bits; the products are summed in f32 and scaled
 //! back as they are stored (`matmul_coop/scaled.wgsl`). Values under 2^-28 of the operand's
 //! largest fall among f16's subnormals after the scale and keep fewer bits, those under about
@@ -53,12 +53,12 @@ use crate::params::words;
 use crate::plan::{self, input_phases, packs_y, Composite, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
 use crate::pool::PooledBuffer;
 use crate::storage::WgpuStorage;
-use params::{AmaxParams, ConvParams};
+use params::ConvParams;
 
 mod keys;
 mod params;
 mod winograd;
-pub(crate) use keys::{AmaxKey, CoopKey, Key};
+pub(crate) use keys::{CoopKey, Key};
 pub(crate) use winograd::Key as WinogradKey;
 
 /// The weights `[O, C/G, kh, kw]` as the forward's a operand wants them, as a layout over
@@ -319,20 +319,7 @@ impl WgpuBackend {
         if tiling.coop.is_none() || !matches!(dtype, DType::F32 | DType::BF16) {
             return Ok(None);
         }
-        let gpu = self.gpu()?;
-        let amax = gpu.alloc(16)?;
-        gpu.clear_buffer(amax.buffer(), 0, 16);
-        let kernel = gpu.kernel(AmaxKey)?;
-        for (slot, v) in [a, b].into_iter().enumerate() {
-            let (start, end) = (v.layout.offset(), v.layout.max_extent());
-            if end > start {
-                // Enough workgroups to fill a large GPU, each walking its share a grid apart.
-                let groups = (end - start).div_ceil(256 * 8).clamp(1, 1024) as u32;
-                let meta = AmaxParams { count: (end - start) as u32, start: start as u32, slot: slot as u32 };
-                gpu.dispatch(&kernel, &words(&meta), &[gpu_storage(v).buffer(), amax.buffer()], (groups, 1, 1))?;
-            }
-        }
-        Ok(Some(amax))
+        self.operand_amax(a, b, false).map(Some)
     }
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`

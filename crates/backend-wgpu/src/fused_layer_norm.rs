@@ -1,7 +1,8 @@
 //! Fused layer normalization (`liandan_tensor::ops::LayerNorm`, its gradient
 //! `LayerNormBackward`): the forward in one dispatch (a workgroup a row: its mean,
 //! its mean squared deviation, then y), the backward in three (the rows' dx; then the
-//! parameters' gradients as column sums over segments of rows, joined in a second pass), where
+//! parameters' gradients as column sums over short segments of rows, joined by a workgroup a
+//! column), where
 //! the composite takes some ten ops each way and keeps three row-sized intermediates for
 //! backward. Statistics are kept in f32 whatever the dtype; f64 is left to the composite.
 
@@ -22,9 +23,10 @@ const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join
 
 /// Invocations of a workgroup (the shaders' `@workgroup_size`).
 const LANES: usize = 64;
-/// Rows a segment of the parameters' column sums covers at least, and the most segments.
-const MIN_SEGMENT_ROWS: usize = 32;
-const MAX_SEGMENTS: usize = 256;
+/// Rows a segment of the parameters' column sums covers at least, and the most segments: short
+/// segments, since each invocation walks its segment's rows one load after another.
+const MIN_SEGMENT_ROWS: usize = 8;
+const MAX_SEGMENTS: usize = 1024;
 
 /// One pass of a fused layer normalization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -75,7 +77,8 @@ crate::shader_params! {
     }
 }
 
-/// A grid of one workgroup per row (two-dimensional past a grid dimension's limit).
+/// A grid of one workgroup per row, or per column for the join of the parameters' sums
+/// (two-dimensional past a grid dimension's limit).
 fn rows_grid(rows: usize) -> (u32, u32, u32) {
     grid(rows * WG)
 }
@@ -138,7 +141,7 @@ impl WgpuBackend {
                 // An absent parameter's gradient goes to a one-element placeholder, never kept.
                 let dweight = self.output(dtype, if o.weight { d } else { 1 })?;
                 let dbias = self.output(dtype, if o.bias { d } else { 1 })?;
-                gpu.dispatch(&join, &meta, &[partial.buffer(), dweight.buffer(), dbias.buffer()], (columns, 1, 1))?;
+                gpu.dispatch(&join, &meta, &[partial.buffer(), dweight.buffer(), dbias.buffer()], rows_grid(d))?;
                 outs.extend(o.weight.then_some(dweight));
                 outs.extend(o.bias.then_some(dbias));
             }

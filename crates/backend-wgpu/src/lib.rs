@@ -171,7 +171,9 @@ kernel_families! {
     Matmul(matmul::Key),
     MatmulSmall(matmul::SmallKey),
     MatmulHeads(matmul::HeadsKey),
+    MatmulSumPacked(matmul::SumPackedKey),
     MatmulCoop(matmul::coop::Key),
+    CoopAmax(matmul::coop::AmaxKey),
     Window(window::Key),
     Index(index::Key),
     Fused(fused::Key),
@@ -181,7 +183,6 @@ kernel_families! {
     FusedLayerNorm(fused_layer_norm::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
-    ConvAmax(conv::AmaxKey),
     ConvWinograd(conv::WinogradKey),
     Packed(packed::Key),
 }

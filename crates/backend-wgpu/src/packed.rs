@@ -34,6 +34,21 @@ pub(crate) enum Key {
     Widen,
     /// A view of a float dtype computed here to dense packed bf16.
     Pack(DType),
+    /// One part of a join along a later dimension, its runs of words copied into place
+    /// (`shaders/packed/join.wgsl`).
+    Join,
+}
+
+crate::shader_params! {
+    /// `shaders/packed/join.wgsl`: `rows` runs of `run` words from word `first` of the part,
+    /// written `stride` words apart from word `start` of the join.
+    pub(crate) struct JoinParams {
+        pub rows: u32,
+        pub run: u32,
+        pub stride: u32,
+        pub first: u32,
+        pub start: u32,
+    }
 }
 
 impl Key {
@@ -42,6 +57,7 @@ impl Key {
         match self {
             Key::Widen => 4,
             Key::Pack(_) => 2,
+            Key::Join => 2,
         }
     }
 }
@@ -52,12 +68,13 @@ impl KernelKey for Key {
         match *self {
             Key::Widen => with_words(w.strided()).part(include_str!("shaders/packed/widen.wgsl")).part(include_str!("shaders/elementwise4.wgsl")),
             Key::Pack(from) => with_words(w.strided().ty("x", from)).part(include_str!("shaders/packed/pack.wgsl")).part(ENTRY2),
+            Key::Join => w.params::<JoinParams>().part(include_str!("shaders/packed/join.wgsl")),
         }
         .build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let mut all = vec![Key::Widen];
+        let mut all = vec![Key::Widen, Key::Join];
         all.extend(DType::ALL.into_iter().filter(|&d| repr.computes(d)).map(Key::Pack));
         all
     }
@@ -170,30 +187,40 @@ impl WgpuBackend {
         Ok(out)
     }
 
-    /// Packed bf16 `parts` joined along `dim` by buffer copies of their words, where each is
-    /// one whole-word run of the output (nothing before `dim`, contiguous, an even offset and
-    /// length: an RNN's stacked steps and their gradients); `None` elsewhere (the caller
-    /// widens them and joins those).
+    /// Packed bf16 `parts` joined along `dim` as words, where each part is contiguous with an
+    /// even offset and an even run a row (the elements from `dim` on): by buffer copies where
+    /// nothing comes before `dim` (an RNN's stacked steps and their gradients), else by one
+    /// kernel a part (attention's q, k and v gradients side by side); `None` elsewhere (the
+    /// caller widens them and joins those).
     pub(crate) fn concat_packed(&self, parts: &[Strided], dim: usize) -> Result<Option<Storage>> {
         let mut shape = parts[0].layout.shape().to_vec();
         shape[dim] = parts.iter().map(|p| p.layout.shape()[dim]).sum();
-        let inner = shape[dim + 1..].iter().product::<usize>();
+        let (outer, inner) = (shape[..dim].iter().product::<usize>(), shape[dim + 1..].iter().product::<usize>());
         let words = |elements: usize| elements.is_multiple_of(2);
-        let runs = shape[..dim].iter().product::<usize>() == 1
-            && parts.iter().all(|p| p.layout.is_contiguous() && words(p.layout.offset()) && words(p.layout.shape()[dim] * inner));
+        let runs = parts.iter().all(|p| p.layout.is_contiguous() && words(p.layout.offset()) && words(p.layout.shape()[dim] * inner));
         if !runs {
             return Ok(None);
         }
         let out = self.packed_output(shape.iter().product())?;
         let gpu = self.gpu()?;
+        // Word runs: one a part where the join is along the first dimension (buffer copies),
+        // else one a part and row of the dimensions before it (a kernel a part).
+        let stride = shape[dim] * inner / 2;
+        let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("concat", "a join past 32-bit indexing"));
         let mut start = 0;
         for p in parts {
-            let len = (p.layout.shape()[dim] * inner) as u64;
-            if len > 0 {
-                let bytes = PACKED as u64;
-                gpu.copy_buffer(gpu_storage(p).buffer(), p.layout.offset() as u64 * bytes, out.buffer(), start * bytes, len * bytes);
+            let run = p.layout.shape()[dim] * inner / 2;
+            let first = p.layout.offset() / 2;
+            if run > 0 && outer == 1 {
+                let bytes = 2 * PACKED as u64;
+                gpu.copy_buffer(gpu_storage(p).buffer(), first as u64 * bytes, out.buffer(), start as u64 * bytes, run as u64 * bytes);
+            } else if run > 0 && outer > 0 {
+                let meta = JoinParams { rows: u(outer)?, run: u(run)?, stride: u(stride)?, first: u(first)?, start: u(start)? };
+                u(outer * run)?;
+                let kernel = gpu.kernel(Key::Join)?;
+                gpu.dispatch(&kernel, &crate::params::words(&meta), &[gpu_storage(p).buffer(), out.buffer()], crate::kernels::grid(outer * run))?;
             }
-            start += len;
+            start += run;
         }
         Ok(Some(Arc::new(out)))
     }

@@ -208,7 +208,7 @@ fn small_products_run_in_one_dispatch() {
 /// Batches of products each a little larger than a 64 x 64 tile (a ViT's attention heads of
 /// 65 tokens, forward and backward) run one 80 x 80 tile a product
 /// (`shaders/matmul/heads.wgsl`): every orientation of the operands, K within one slice, across
-/// several and ragged, M and N up to 80, a broadcast operand; f16 too. Products outside its
+/// several and ragged, M and N up to 80, a broadcast operand; f16 and packed bf16 too. Products outside its
 /// range (a small batch, a head of 81) stay on the tiled kernel.
 #[test]
 fn batched_small_heads_take_one_tile_each() {
@@ -224,8 +224,8 @@ fn batched_small_heads_take_one_tile_each() {
             check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-5 * (k.max(1) as f64).sqrt(), 1e-5);
         }
     }
-    // A key matrix broadcast over the batch (stride 0), and f16 (summed in f32; where the
-    // device has tensor cores, f16 products run there instead).
+    // A key matrix broadcast over the batch (stride 0), and f16 (summed in f32; products this
+    // small stay off the tensor cores where the device has them, `plan::COOP_MIN_FLOPS`).
     let (ga, ca) = pair(&d, &[96, 65, 64], 3, DType::F32);
     let (gb, cb) = pair(&d, &[1, 64, 65], 4, DType::F32);
     let (gb, cb) = (gb.expand(&[96, 64, 65]).unwrap(), cb.expand(&[96, 64, 65]).unwrap());
@@ -233,9 +233,17 @@ fn batched_small_heads_take_one_tile_each() {
     check("broadcast rhs", &got, &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
     let (ga, ca) = pair(&d, &[80, 65, 64], 5, DType::F16);
     let (gb, cb) = pair(&d, &[80, 64, 65], 6, DType::F16);
-    let tensor_cores = d.describe().into_iter().any(|(k, v)| k == "f16 matmul" && v.starts_with("tensor cores"));
-    let got = heads("f16", &|| ga.matmul(&gb).unwrap(), usize::from(!tensor_cores));
+    let got = heads("f16", &|| ga.matmul(&gb).unwrap(), 1);
     check("f16", &got, &ca.matmul(&cb).unwrap(), 1e-2 * 8.0, 1e-2);
+    // Packed bf16 (as autocast holds it), widened as it is read; y unpacked. Both sides round
+    // their sums of 64 products to bf16 (2^-9 relative each).
+    for (ta, tb) in [(false, false), (true, true)] {
+        let (ga, ca) = operand(&d, [80, 65, 64], ta, 9, DType::BF16);
+        let (gb, cb) = operand(&d, [80, 64, 65], tb, 10, DType::BF16);
+        let what = format!("bf16 (transposed: {ta}, {tb})");
+        let got = heads(&what, &|| ga.matmul(&gb).unwrap(), 1);
+        check(&what, &got, &ca.matmul(&cb).unwrap(), 0.05, 1e-2);
+    }
     // Outside its range: too few products (79: the kernel takes batches of 80 or more), more
     // than 80 rows, or none past 64.
     for [b, m, k, n] in [[79, 65, 64, 65], [80, 81, 64, 65], [80, 64, 64, 64]] {
@@ -246,7 +254,7 @@ fn batched_small_heads_take_one_tile_each() {
         check(&what, &got, &ca.matmul(&cb).unwrap(), 1e-4, 1e-5);
     }
     d.synchronize().unwrap();
-    assert_native(&d, &[DType::F32, DType::F16]);
+    assert_native(&d, &[DType::F32, DType::F16, DType::BF16]);
 }
 
 /// Every reduction of `x` over `dims` (sum) or `dim` (the rest) on both devices.

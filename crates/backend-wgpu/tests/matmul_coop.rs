@@ -102,3 +102,72 @@ fn f16_matmul_matches_cpu_f32() {
         }
     }
 }
+
+/// Seeded values times `scale`, rounded to bf16: on the GPU packed, and on the CPU widened to
+/// f32 (the oracle), with their magnitudes (for the bound on sums in another order).
+fn bf16_operand(d: &Device, shape: &[usize], seed: u64, scale: f64) -> (Tensor, Tensor) {
+    let h = Tensor::randn(shape, seed, DType::F32, &Device::cpu()).unwrap().mul_scalar(scale).unwrap().to_dtype(DType::BF16).unwrap();
+    (h.to_device(d).unwrap(), h.to_dtype(DType::F32).unwrap())
+}
+
+/// `got` (bf16) against the CPU's f32 `want`: the products of bf16 values are exact in f32 and
+/// summed in f32 on both sides (in another order: a few f32 ulps of sums that grow like k, of
+/// `bound` = the sum of |a||b|), and the GPU's result is rounded to bf16 (2^-9 relative).
+fn within_bf16(what: &str, got: &Tensor, want: &Tensor, bound: &Tensor, k: usize) {
+    assert_eq!(got.dtype(), DType::BF16, "{what}: dtype");
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    let tol = 1.0 / 256.0 + 4.0 * f32::EPSILON as f64 * k as f64;
+    let (g, w, b) = (got.to_vec_f64().unwrap(), want.to_vec_f64().unwrap(), bound.to_vec_f64().unwrap());
+    for (i, ((g, w), b)) in g.iter().zip(&w).zip(&b).enumerate() {
+        assert!((g - w).abs() <= tol * b, "{what}: element {i}: got {g}, want {w} (|a||b| summed: {b})");
+    }
+}
+
+/// Packed bf16 products, which where the adapter has f16 cooperative matrices run on them with
+/// each operand scaled by a power of two into f16's range (a bf16 value's 8 significant bits
+/// fit f16's 11), against the CPU's f32 product of the same bf16 values: a past f16's range and
+/// b below its normal one, then both near 1; every loader, splits of K (summed into packed
+/// bf16), and a linear layer's bias added as y is stored. Elsewhere the tiled kernel's packed
+/// loaders, checked the same way.
+#[test]
+fn bf16_matmul_matches_cpu_f32() {
+    use liandan_tensor::ops::MatmulBias;
+    // Every size on the tensor cores where the adapter has them.
+    let Some(d) = common::gpu_with(|o| o.testing.coop_any_size = true) else { return };
+    say_f16_path(&d, "bf16 products (scaled into f16)");
+    let shapes = [[1, 128, 64, 128], [1, 17, 33, 65], [3, 130, 70, 132], [1, 1, 300, 8], [1, 200, 1500, 260], [2, 256, 96, 256], [1, 128, 1024, 256]];
+    for [b, m, k, n] in shapes {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (sa, sb) in [(3.0e5, 1.0e-7), (1.0, 1.0)] {
+                let seed = (m * 31 + k * 7 + n) as u64;
+                let (ga, ca) = match ta {
+                    true => bf16_operand(&d, &[b, k, m], seed, sa),
+                    false => bf16_operand(&d, &[b, m, k], seed, sa),
+                };
+                let (gb, cb) = match tb {
+                    true => bf16_operand(&d, &[b, n, k], seed + 1, sb),
+                    false => bf16_operand(&d, &[b, k, n], seed + 1, sb),
+                };
+                let t = |x: Tensor, yes: bool| if yes { x.transpose(1, 2).unwrap() } else { x };
+                let (ga, ca, gb, cb) = (t(ga, ta), t(ca, ta), t(gb, tb), t(cb, tb));
+                let what = format!("bf16 matmul [{b}, {m}, {k}] x [{b}, {k}, {n}] (transposed: {ta}, {tb}; scales {sa:e}, {sb:e})");
+                let bound = ca.abs().unwrap().matmul(&cb.abs().unwrap()).unwrap();
+                within_bf16(&what, &ga.matmul(&gb).unwrap(), &ca.matmul(&cb).unwrap(), &bound, k);
+            }
+        }
+    }
+    // A linear layer's x W^T + bias: y packed in one product (K whole), through the packed sum
+    // (K split), and not packed (N odd).
+    for [m, k, n] in [[256, 64, 128], [128, 2048, 256], [70, 48, 9]] {
+        let seed = (m + k + n) as u64;
+        let ((gx, cx), (gw, cw), (gb, cb)) =
+            (bf16_operand(&d, &[m, k], seed, 3.0e5), bf16_operand(&d, &[n, k], seed + 1, 1.0e-7), bf16_operand(&d, &[n], seed + 2, 0.1));
+        let got = liandan_tensor::fused::run(&MatmulBias, &[&gx, &gw, &gb]).expect("a kernel").unwrap().remove(0);
+        let want = liandan_tensor::fused::run_or_composite(&MatmulBias, &[&cx, &cw, &cb]).unwrap().remove(0);
+        let bound = cx.abs().unwrap().matmul(&cw.abs().unwrap().t().unwrap()).unwrap().add(&cb.abs().unwrap()).unwrap();
+        within_bf16(&format!("bf16 linear [{m}, {k}] x [{n}, {k}]^T + bias"), &got, &want, &bound, k);
+    }
+    for (what, _) in d.fallback_report() {
+        assert!(!(what.starts_with("matmul") && what.contains("(bf16)")), "{what} ran on the CPU");
+    }
+}

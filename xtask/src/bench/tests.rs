@@ -173,3 +173,28 @@ fn host_phases_split_a_step_and_the_rest_is_the_recording() {
         "us a step: 1000.0 = recording 680.0 + parameter writes 20.0 + finish 40.0 + submit 60.0 + waiting 200.0; a step: 3.00 submits, 1.00 waits, 50.0 polls"
     );
 }
+
+/// The bench times the optimizer steps users run: on the wgpu backend, the fused multi-tensor
+/// kernels of liandan-train's `wgpu` feature (one dispatch for the vae's ten parameters), not
+/// the composite of elementwise ops a build without it would time.
+#[test]
+fn optimizer_steps_run_fused_on_the_gpu() {
+    use liandan_nn::ModuleExt;
+    let Some(d) = liandan_tensor::testing::gpu().unwrap_or_else(|e| panic!("{e}")) else { return };
+    let model = liandan_nn::zoo::build("vae", &d).unwrap();
+    let model: &dyn liandan_nn::zoo::ZooModel = &*model;
+    let mut opt = super::step::zoo_optimizer(model).unwrap();
+    let params = model.named_parameters();
+    let mut step = || {
+        for (_, p) in &params {
+            p.set_grad(Some(p.ones_like().unwrap()));
+        }
+        d.synchronize().unwrap();
+        let before = liandan_backend_wgpu::testing::dispatches_recorded();
+        opt.step().unwrap();
+        liandan_backend_wgpu::testing::dispatches_recorded() - before
+    };
+    step();
+    let dispatches = step();
+    assert!(dispatches < params.len() as u64, "an Adam step over {} parameters took {dispatches} dispatches", params.len());
+}

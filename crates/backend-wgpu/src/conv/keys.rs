@@ -1,12 +1,11 @@
 //! The convolution kernels' keys: the tiled implicit GEMM ([`Key`]), its form on cooperative
-//! matrices ([`CoopKey`]) and the scan of an operand's largest magnitude ([`AmaxKey`]), each
-//! with the WGSL it assembles (see `conv.rs` for the kernels, `plan/conv.rs` for which runs).
+//! matrices ([`CoopKey`]), each with the WGSL it assembles (see `conv.rs` for the kernels, `plan/conv.rs` for which runs).
 
 use liandan_tensor::DType;
 
-use super::params::{AmaxParams, ConvParams};
+use super::params::ConvParams;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::coop::MATMUL_COOP;
+use crate::matmul::coop::{MATMUL_COOP, OUT_SCALED, OUT_SCALED_PARTIAL, RAW_SCALED, SCALED, STORE_ROUNDED};
 use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
 use crate::packed::with_words;
 use crate::plan::{packs_y, Load, Pass, Variant};
@@ -22,22 +21,6 @@ const WEIGHT_DY: &str = include_str!("../shaders/conv/weight_dy.wgsl");
 const WEIGHT_TAPS: &str = include_str!("../shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("../shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("../shaders/conv/bias.wgsl");
-const AMAX: &str = include_str!("../shaders/conv/amax.wgsl");
-
-/// The kernel that finds an f32 operand's largest magnitude for the scaled tensor-core passes
-/// (`shaders/conv/amax.wgsl`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct AmaxKey;
-
-impl KernelKey for AmaxKey {
-    fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).params::<AmaxParams>().part(AMAX).build()
-    }
-
-    fn all(_: &Repr) -> Vec<AmaxKey> {
-        vec![AmaxKey]
-    }
-}
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
 /// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
@@ -149,33 +132,18 @@ pub(crate) struct CoopKey {
 impl KernelKey for CoopKey {
     fn source(&self, repr: &Repr) -> String {
         let k = *self;
-        let (read_a, raw_a) = match (k.a4, k.scaled) {
-            (true, false) => (read_a(true, false), include_str!("../shaders/matmul_coop/raw_a4.wgsl")),
-            (true, true) => (read_a(true, false), include_str!("../shaders/matmul_coop/raw_a4_scaled.wgsl")),
-            (false, false) => (read_a(false, false), include_str!("../shaders/matmul_coop/raw_a.wgsl")),
-            (false, true) => (read_a(false, false), include_str!("../shaders/matmul_coop/raw_a_scaled.wgsl")),
-        };
+        let raw_a = if k.a4 { include_str!("../shaders/matmul_coop/raw_a4.wgsl") } else { include_str!("../shaders/matmul_coop/raw_a.wgsl") };
         // The weight gradient's dy loader stages K-major vec4s either way (DY4 or not); the
         // weights of the other passes are staged through the strided loader unless read in vec4s.
         let a = if k.a4 || k.pass == Pass::Weight { Load::K } else { Load::Strided };
         // Every sum goes out through workgroup memory (out_at is not row-major), rounded,
         // partial or scaled back.
-        let (out, raw_b, store) = match (k.scaled, k.partial) {
-            (true, _) => (
-                include_str!("../shaders/matmul/out_scaled.wgsl"),
-                include_str!("../shaders/matmul_coop/raw_b_scaled.wgsl"),
-                include_str!("../shaders/matmul_coop/scaled.wgsl"),
-            ),
-            (false, true) => (
-                include_str!("../shaders/matmul/out_partial.wgsl"),
-                include_str!("../shaders/matmul_coop/raw_b.wgsl"),
-                include_str!("../shaders/matmul_coop/store_rounded.wgsl"),
-            ),
-            (false, false) => (
-                include_str!("../shaders/matmul/out_rounded.wgsl"),
-                include_str!("../shaders/matmul_coop/raw_b.wgsl"),
-                include_str!("../shaders/matmul_coop/store_rounded.wgsl"),
-            ),
+        let raw_b = include_str!("../shaders/matmul_coop/raw_b.wgsl");
+        let (out, raws) = match (k.scaled, k.partial) {
+            (true, true) => (OUT_SCALED_PARTIAL, [RAW_SCALED, SCALED]),
+            (true, false) => (OUT_SCALED, [RAW_SCALED, SCALED]),
+            (false, true) => (include_str!("../shaders/matmul/out_partial.wgsl"), [raw_a, raw_b]),
+            (false, false) => (include_str!("../shaders/matmul/out_rounded.wgsl"), [raw_a, raw_b]),
         };
         let (sgm, sgn) = k.variant.subgroups();
         let (a_vecs, b_vecs) = k.variant.staged_vecs(a, Load::Outer);
@@ -188,11 +156,13 @@ impl KernelKey for CoopKey {
             .flag("DY4", k.a4)
             .uint("SGM", sgm)
             .uint("SGN", sgn)
-            .uint("FM", k.variant.fragment_rows());
+            .uint("FM", k.variant.fragment_rows())
+            .flag("PAIRS", false);
         let w = w.uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
-        let w = w.part(read_a).part(read_b(false, false)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
-        let w = w.part(raw_a).part(raw_b).part(store);
+        let w = w.part(read_a(k.a4, false)).part(read_b(false, false)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
+        let w = w.part(raws[0]).part(raws[1]);
+        let w = if k.scaled { w } else { w.part(STORE_ROUNDED) };
         let w = match k.pass {
             Pass::Forward | Pass::Input => w.part(include_str!("../shaders/matmul_coop/a_fetch.wgsl")).part(TAPS).part(GATHER_COOP),
             Pass::Weight => w.part(WEIGHT_DY_COOP).part(WEIGHT_TAPS).part(WEIGHT_X_COOP),

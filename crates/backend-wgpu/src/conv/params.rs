@@ -64,16 +64,6 @@ crate::shader_params! {
 }
 
 crate::shader_params! {
-    /// `shaders/conv/amax.wgsl`: `count` values of x from `start`, their largest magnitude into
-    /// word `slot`.
-    pub(crate) struct AmaxParams {
-        pub count: u32,
-        pub start: u32,
-        pub slot: u32,
-    }
-}
-
-crate::shader_params! {
     /// A Winograd stage over patches (`shaders/conv/winograd/*/input.wgsl`, `dy.wgsl`):
     /// `channels` x `patches` invocations over tiles (`tiles` an image, `tiles_w` a row) of an
     /// `h` x `w` image at `offset`, with `pad` rows and columns of zeros around it.

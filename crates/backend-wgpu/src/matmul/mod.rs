@@ -5,7 +5,8 @@
 //! transposed rhs (a linear layer's weight), vec4s along M / N for the other orientation, and
 //! scalar loads through any strides (broadcast, narrowed, odd sizes) otherwise. f16 and bf16
 //! accumulate in f32; f64 without SHADER_F64 runs on the CPU. f16 runs on cooperative matrices
-//! (tensor cores, `matmul/coop.rs`) where the device has them, on the same operands and splits.
+//! (tensor cores, `matmul/coop.rs`) where the device has them, on the same operands and splits,
+//! and so does packed bf16, scaled into f16.
 //! A small f32 or f16 product whose K the tiled kernel would split over workgroups runs instead
 //! as one dispatch that splits K inside a workgroup (`shaders/matmul/small.wgsl`), and a batch
 //! of products each a little larger than a 64 x 64 tile (a ViT's 65-token attention heads) one
@@ -174,21 +175,26 @@ pub fn heads_products_recorded() -> u64 {
 }
 
 /// The one-tile kernel of a batch of small products (`shaders/matmul/heads.wgsl`): its dtype
-/// (f32, or f16 summed in f32).
+/// (f32, or f16 summed in f32), or `packed` bf16 operands, widened as they are read (y is
+/// written unpacked: bf16 in f32 words).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct HeadsKey {
     dtype: DType,
+    packed: bool,
 }
 
 impl KernelKey for HeadsKey {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype);
-        let parts = [read_a(false, false), read_b(false, false), include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
+        let w = if self.packed { with_words(w) } else { w };
+        let parts = [read_a(false, self.packed), read_b(false, self.packed), include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), HEADS];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 
     fn all(repr: &Repr) -> Vec<HeadsKey> {
-        SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)).map(|dtype| HeadsKey { dtype }).collect()
+        let mut all: Vec<HeadsKey> = SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)).map(|dtype| HeadsKey { dtype, packed: false }).collect();
+        all.push(HeadsKey { dtype: DType::BF16, packed: true });
+        all
     }
 }
 
@@ -312,7 +318,8 @@ impl WgpuBackend {
     }
 
     /// `ops::MatmulBias`: `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, or
-    /// `None` for packed bf16 and sizes past one binding (the composite runs).
+    /// `None` for a mixture of packed and unpacked bf16 and sizes past one binding (the
+    /// composite runs).
     pub(crate) fn fused_matmul_bias(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x, w, b] = inputs else { return None };
         let (xs, ws, dtype) = (x.layout.shape(), w.layout.shape(), x.dtype);
@@ -334,9 +341,9 @@ impl WgpuBackend {
 
     /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
     /// `ops::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
-    /// product, `plan::MatmulPlan::Small`) stores its finished sums, or by a
-    /// broadcast add after where the tensor cores run the product, K is split or the operands
-    /// are packed.
+    /// product, `plan::MatmulPlan::Small`, or the tensor cores' where they write packed bf16)
+    /// stores its finished sums, or by a broadcast add after where K is split or the tensor
+    /// cores write f16 or unpacked bf16.
     pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
         self.matmul_cut_op(lhs, rhs, bias, None)
     }
@@ -413,26 +420,43 @@ impl WgpuBackend {
             let ((tm, tn), splits) = (t.tile, t.splits);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
+            // The kernel's own epilogue where K is whole; else the sum of the splits'.
+            let (packs_y, bias_in_kernel) = (t.packs_y && splits == 1, t.bias_in_kernel && splits == 1);
+            let key = |variant| coop::Key { variant, a: a_load, b: b_load, partial: splits > 1, packed, packs_y, bias: bias_in_kernel };
             let kernel = match t.coop {
-                Some(variant) => match coop::kernel(gpu, coop::Key { variant, a: a_load, b: b_load, partial: splits > 1 }) {
+                Some(variant) => match coop::kernel(gpu, key(variant)) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
                 None => gpu.kernel(Key {
                     dtype,
-                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed, bias: t.bias_in_kernel },
+                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed, bias: bias_in_kernel },
                 })?,
             };
-            let (x, w) = (gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer());
-            if let (Some(b), true) = (&bias, t.bias_in_kernel) {
-                let bias_offset = u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?;
-                gpu.dispatch(&kernel, &words(&MatmulParams { bias_offset, ..meta }), &[x, w, out.buffer(), gpu_storage(b).buffer()], grid)?;
-            } else if splits == 1 {
-                gpu.dispatch(&kernel, &words(&meta), &[x, w, out.buffer()], grid)?;
-            } else {
-                let partials = gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?;
-                gpu.dispatch(&kernel, &words(&meta), &[x, w, partials.buffer()], grid)?;
-                self.sum_partials(dtype, splits, batch * m * n, partials.buffer(), out.buffer())?;
+            // Packed bf16 on the tensor cores binds its operands' scales after y, then the bias.
+            let amax = match (t.coop, packed) {
+                (Some(_), true) => Some(self.operand_amax(&lhs, &rhs, true)?),
+                _ => None,
+            };
+            let partials = if splits > 1 { Some(gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?) } else { None };
+            let mut buffers = vec![gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), partials.as_ref().map_or(out.buffer(), |p| p.buffer())];
+            buffers.extend(amax.as_ref().map(|a| a.buffer()));
+            let bias_in = match (&bias, t.bias_in_kernel) {
+                (Some(b), true) => {
+                    Some((gpu_storage(b).buffer(), u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?))
+                }
+                _ => None,
+            };
+            let mut meta = meta;
+            if let (Some((buffer, offset)), true) = (bias_in, bias_in_kernel) {
+                meta.bias_offset = offset;
+                buffers.push(buffer);
+            }
+            gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
+            match &partials {
+                Some(p) if t.packs_y => self.sum_packed(splits, [batch * m * n, n], p.buffer(), out.buffer(), bias_in)?,
+                Some(p) => self.sum_partials(dtype, splits, batch * m * n, p.buffer(), out.buffer())?,
+                None => {}
             }
             Ok(true)
         };
@@ -468,7 +492,54 @@ impl WgpuBackend {
     }
 }
 
+crate::shader_params! {
+    /// `shaders/matmul/sum_packed.wgsl`: `numel` outputs of `n` columns, each summed over
+    /// `splits` partial sums, plus the bias from `bias_offset` where there is one.
+    pub(crate) struct SumPackedParams {
+        pub numel: u32,
+        pub splits: u32,
+        pub n: u32,
+        pub bias_offset: u32,
+    }
+}
+
+/// The sum of a packed bf16 product's splits of K, written packed (`shaders/matmul/sum_packed.wgsl`),
+/// with a linear layer's packed bias added where `bias`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SumPackedKey {
+    bias: bool,
+}
+
+impl KernelKey for SumPackedKey {
+    fn source(&self, repr: &Repr) -> String {
+        let w = with_words(Wgsl::new(repr).params::<SumPackedParams>()).flag("BIAS", self.bias);
+        let w = if self.bias {
+            w.part(include_str!("../shaders/matmul/sum_bias_packed.wgsl"))
+        } else {
+            w.part(include_str!("../shaders/matmul/sum_no_bias_packed.wgsl"))
+        };
+        w.part(include_str!("../shaders/matmul/sum_packed.wgsl")).part(crate::packed::ENTRY2).build()
+    }
+
+    fn all(_: &Repr) -> Vec<SumPackedKey> {
+        vec![SumPackedKey { bias: false }, SumPackedKey { bias: true }]
+    }
+}
+
 impl WgpuBackend {
+    /// y, packed bf16 of `numel` elements in rows of `n` (both even), from `splits` ranges of
+    /// f32 partial sums in `partials`, plus the packed `bias` (buffer, element offset) of each
+    /// column where there is one.
+    fn sum_packed(&self, splits: usize, [numel, n]: [usize; 2], partials: &wgpu::Buffer, y: &wgpu::Buffer, bias: Option<(&wgpu::Buffer, u32)>) -> Result<()> {
+        let gpu = self.gpu()?;
+        let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("matmul", "a product past 32-bit sizes"));
+        let meta = SumPackedParams { numel: u(numel)?, splits: u(splits)?, n: u(n)?, bias_offset: bias.map_or(0, |b| b.1) };
+        let kernel = gpu.kernel(SumPackedKey { bias: bias.is_some() })?;
+        let mut buffers = vec![partials, y];
+        buffers.extend(bias.map(|b| b.0));
+        gpu.dispatch(&kernel, &words(&meta), &buffers, crate::kernels::grid(numel.div_ceil(2)))
+    }
+
     /// The one-dispatch kernel's product (`plan::MatmulPlan::Small`) of `[batch, m, n]`
     /// outputs, b loaded as `b_load`, in blocks of y `block`, with the tiled kernel's meta block (`meta`, whose split it ignores)
     /// and the bias, if any, added as the sums are stored.
@@ -497,12 +568,13 @@ impl WgpuBackend {
     }
 
     /// A batch of small products on `shaders/matmul/heads.wgsl`, one 80 x 80 tile a product
-    /// (`plan::MatmulPlan::Heads`), with the tiled kernel's meta block (`meta`, K in one range).
+    /// (`plan::MatmulPlan::Heads`), with the tiled kernel's meta block (`meta`, K in one range);
+    /// packed bf16 operands give an unpacked y.
     fn heads_product(&self, lhs: &Strided, rhs: &Strided, [batch, m, n]: [usize; 3], meta: MatmulParams) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
         let out = self.output(dtype, batch * m * n)?;
-        let kernel = gpu.kernel(HeadsKey { dtype })?;
+        let kernel = gpu.kernel(HeadsKey { dtype, packed: packed_view(lhs) })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(HEADS_TILE)), groups(m.div_ceil(HEADS_TILE)), groups(batch));
         gpu.dispatch(&kernel, &words(&meta), &[gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()], grid)?;

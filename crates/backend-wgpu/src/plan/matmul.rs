@@ -1,5 +1,6 @@
 //! How a batched product runs ([`matmul()`]): on the tiled kernel (`shaders/matmul.wgsl`) in
-//! 64 x 64 or 128 x 128 tiles, on the tensor cores (f16 where the adapter has them), on the
+//! 64 x 64 or 128 x 128 tiles, on the tensor cores (f16, and packed bf16 scaled into f16, where
+//! the adapter has them), on the
 //! one-dispatch kernel of a small product, on the one-tile kernel of a batch of small products,
 //! after a copy of its rhs, or on the CPU; and into how many ranges K is split.
 
@@ -159,9 +160,10 @@ pub(crate) struct Tiled {
     /// The workgroups along K, and K as the meta block cuts it (`(splits, range)`).
     pub(crate) splits: usize,
     pub(crate) k_ranges: (usize, usize),
-    /// The bias is added as the kernel stores y (else a broadcast add after).
+    /// The bias is added as the kernel stores y, or by the packed sum of a split K (else a
+    /// broadcast add after).
     pub(crate) bias_in_kernel: bool,
-    /// y is written as packed bf16.
+    /// y is written as packed bf16 (by the product, or by the sum of a split K).
     pub(crate) packs_y: bool,
     /// The rule's cut `(tile, splits)`, which the autotune may replace; `None`: it may not
     /// (tensor cores, packed bf16).
@@ -184,7 +186,9 @@ pub(crate) const COOP_MIN_FLOPS: usize = 1 << 29;
 pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<(usize, usize)>) -> MatmulPlan {
     let Product { dtype, batch, m, k, n, a, b, bias, packed, cut, .. } = *p;
     let large = 2 * batch * m * k * n >= COOP_MIN_FLOPS || options.coop_any_size;
-    let coop_layout = caps.coop_in(dtype).filter(|_| large);
+    // Packed bf16 scaled into f16 there (`matmul/coop.rs`).
+    let coop_layout = if dtype == DType::BF16 && packed { caps.coop } else { caps.coop_in(dtype) };
+    let coop_layout = coop_layout.filter(|_| large);
     let coop = coop_layout.is_some();
     if !coop && !packed && copies_rhs(dtype, [batch, m, k, n], (a, b), cut) {
         return MatmulPlan::CopyRhs;
@@ -212,7 +216,10 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
         let block = if blocks(SMALL_BLOCKS[0]) >= SMALL_BLOCKS_MIN { SMALL_BLOCKS[0] } else { SMALL_BLOCKS[1] };
         return MatmulPlan::Small { block };
     }
-    if small_dtype && !coop && cut.is_none() && !bias && takes_heads(batch, m, n) && p.meta_fits(cut_k(k, 1)) {
+    // The one-tile kernel reads packed bf16 too (and writes y unpacked, its stores a scalar
+    // an invocation).
+    let heads_dtype = small_dtype || (dtype == DType::BF16 && packed && caps.computes(dtype));
+    if heads_dtype && !coop && cut.is_none() && !bias && takes_heads(batch, m, n) && p.meta_fits(cut_k(k, 1)) {
         return MatmulPlan::Heads;
     }
     let rule_k = cut_k(k, cut.map_or_else(|| k_splits(tiles, k, outputs), |(_, splits)| splits.min(k.div_ceil(16))));
@@ -220,8 +227,9 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
         return MatmulPlan::Cpu;
     }
     let rule = (tm, rule_k.0);
-    // The packing of y follows the rule's cut (the autotune's candidates share the output).
-    let packs_y = packs_y(packed, n % 4 == 0, rule.1 > 1);
+    // Packed bf16 operands make a packed y wherever it is written in vec4s (summed over the
+    // splits of K, where it is split, by a kernel that packs it).
+    let packs_y = packed && n.is_multiple_of(4);
     let tunable = (!coop && !packed).then_some(rule);
     let ((tm, splits), k_ranges) = match tuned.filter(|_| tunable.is_some()) {
         Some(c) if c.1 != rule.1 => (c, cut_k(k, c.1)),
@@ -229,8 +237,9 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
         None => (rule, rule_k),
     };
     let tile = if coop { (tm, tn) } else { (tm, tm) };
-    // The bias goes in the kernel's epilogue where it stores finished sums of its own.
-    let bias_in_kernel = bias && !coop && splits == 1;
+    // The bias goes in the kernel's epilogue where it stores finished sums of its own (on the
+    // tensor cores, packed y alone), or in the packed sum of a split K.
+    let bias_in_kernel = bias && (packs_y || (splits == 1 && !coop));
     MatmulPlan::Tiled(Tiled { coop: coop_variant, tile, splits, k_ranges, bias_in_kernel, packs_y, tunable })
 }
 
@@ -255,7 +264,7 @@ impl std::fmt::Display for MatmulPlan {
             MatmulPlan::Tiled(t) => {
                 let ((tm, tn), bias) = (t.tile, if t.bias_in_kernel { " +bias" } else { "" });
                 match t.coop {
-                    Some(v) => write!(f, "coop {v:?} {tm}x{tn} /{}", t.splits),
+                    Some(v) => write!(f, "coop {v:?} {tm}x{tn} /{}{bias}", t.splits),
                     None => write!(f, "tiled {tm}x{tn} /{}{bias}", t.splits),
                 }
             }

@@ -26,7 +26,9 @@
 // Chosen per kernel: SGM, SGN, FM; A_LOAD and B_LOAD (as matmul.wgsl's); A_VECS and B_VECS,
 // the vec4s of workgroup memory the staged slices need; raw_a / raw_a4 / raw_b / raw_b4
 // (matmul_coop/raw_*.wgsl), STORE_DIRECT, store_frag and scale_operands (the set-up of f32
-// operands scaled into f16, matmul_coop/scaled.wgsl; a no-op in matmul_coop/store_*.wgsl);
+// or bf16 operands scaled into f16, matmul_coop/scaled.wgsl; a no-op in
+// matmul_coop/store_*.wgsl); PAIRS (sums stored two columns an invocation through store_y2, as
+// packed bf16 wants, matmul_coop/write2_packed.wgsl; else one through store_y);
 // a_fetch and b_fetch (vec4 i of this invocation's share of a slice of a or b, zeros outside:
 // matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
 // (their set-up for a tile) and out_at (where element (m, n) of y goes).
@@ -220,10 +222,19 @@ fn write_out(ybase: u32, m: u32, n: u32, lid: u32) {
     workgroupBarrier();
     let at = (lid / 32u) * 256u;
     let d = dims_();
-    for (var i = lid % 32u; i < 256u; i += 32u) {
-        let mm = m + i / 16u;
-        let nn = n + i % 16u;
-        if (mm < d.y && nn < d.w) { store_y(out_at(ybase, mm, nn), cs_[at + i]); }
+    if (PAIRS) {
+        // Two neighbouring columns an invocation (N even: both inside y or neither).
+        for (var i = lid % 32u; i < 128u; i += 32u) {
+            let mm = m + i / 8u;
+            let nn = n + (i % 8u) * 2u;
+            if (mm < d.y && nn < d.w) { store_y2(out_at(ybase, mm, nn), nn, cs_[at + 2u * i], cs_[at + 2u * i + 1u]); }
+        }
+    } else {
+        for (var i = lid % 32u; i < 256u; i += 32u) {
+            let mm = m + i / 16u;
+            let nn = n + i % 16u;
+            if (mm < d.y && nn < d.w) { store_y(out_at(ybase, mm, nn), cs_[at + i]); }
+        }
     }
     workgroupBarrier();
 }

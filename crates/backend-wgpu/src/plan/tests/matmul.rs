@@ -2,7 +2,7 @@
 //! weight gradient, the ViT's attention products, the LSTM's, and the batched products of the
 //! Winograd convolutions (f32 only, their cut given).
 
-use liandan_tensor::DType::{F16, F32};
+use liandan_tensor::DType::{BF16, F16, F32};
 
 use super::{mismatches, profiles};
 use crate::plan::Load::{self, Outer, Strided, K};
@@ -91,11 +91,13 @@ const WINOGRAD: &[WinogradRow] = &[
     ("seed003_cnn conv2 weight grad (Winograd, 67 images)", [36, 512, 603, 64], Strided, Strided, Some((64, 1))),
 ];
 
-/// The products of `PRODUCTS` in both dtypes, then Winograd's in f32, with their names.
+/// The products of `PRODUCTS` in f32, f16 and packed bf16 (autocast's), then Winograd's in
+/// f32, with their names.
 fn products() -> Vec<(String, Product)> {
-    let product = |dtype, [batch, m, k, n]: [usize; 4], a, b, bias, cut| Product { dtype, batch, m, k, n, a, b, bias, packed: false, cut, addressable: true };
+    let product =
+        |dtype, [batch, m, k, n]: [usize; 4], a, b, bias, cut| Product { dtype, batch, m, k, n, a, b, bias, packed: dtype == BF16, cut, addressable: true };
     let mut out = Vec::new();
-    for dtype in [F32, F16] {
+    for dtype in [F32, F16, BF16] {
         for &(name, sizes, a, b, bias) in PRODUCTS {
             out.push((format!("{name} {dtype}"), product(dtype, sizes, a, b, bias, None)));
         }
@@ -127,7 +129,7 @@ fn print_matmul_routes() {
 }
 
 /// Each product's route on the H200, lavapipe and a Metal-like adapter (see `MatmulPlan`'s
-/// `Display`).
+/// `Display`); bf16 as autocast holds it, packed.
 const ROUTES: &[(&str, [&str; 3])] = &[
     ("mlp fc1 forward f32", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
     ("mlp fc2 forward f32", ["tiled 64x64 /2", "tiled 64x64 /2", "tiled 64x64 /2"]),
@@ -249,6 +251,66 @@ const ROUTES: &[(&str, [&str; 3])] = &[
     ("vit mlp fc1 weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
     ("vit proj weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
     ("vit qkv weight grad f16", ["coop Tall 256x128 /31", "tiled 64x64 /19", "tiled 64x64 /19"]),
+    ("mlp fc1 forward bf16", ["coop Tall 256x128 /4 +bias", "tiled 64x64 /4 +bias", "tiled 64x64 /4 +bias"]),
+    ("mlp fc2 forward bf16", ["tiled 64x64 /2 +bias", "tiled 64x64 /2 +bias", "tiled 64x64 /2 +bias"]),
+    ("mlp fc3 forward bf16", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc3 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc2 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mlp fc3 weight grad bf16", ["tiled 64x64 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("mlp fc2 weight grad bf16", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mlp fc1 weight grad bf16", ["coop Tall 256x128 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("mnist_cnn fc1 forward bf16", ["tiled 64x64 /36 +bias", "tiled 64x64 /36 +bias", "tiled 64x64 /36 +bias"]),
+    ("mnist_cnn fc2 forward bf16", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("mnist_cnn fc2 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc2 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("mnist_cnn fc1 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc forward bf16", ["tiled 64x64 /8", "tiled 64x64 /8", "tiled 64x64 /8"]),
+    ("resnet18 fc input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("resnet18 fc weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 forward bf16", ["tiled 64x64 /2 +bias", "tiled 64x64 /2 +bias", "tiled 64x64 /2 +bias"]),
+    ("seed003_cnn fc2 forward bf16", ["tiled 64x64 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("seed003_cnn fc2 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 input grad bf16", ["tiled 64x64 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("seed003_cnn fc2 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn fc1 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("seed003_cnn conv2 input grad (columns) bf16", ["coop Tall 256x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("lstm input projection forward bf16", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("lstm recurrent input grad bf16", ["tiled 64x64 /16", "tiled 64x64 /16", "tiled 64x64 /16"]),
+    ("lstm fc forward bf16", ["tiled 64x64 /4", "tiled 64x64 /4", "tiled 64x64 /4"]),
+    ("lstm fc input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm fc weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("lstm weight_hh grad bf16", ["coop Tall 256x128 /6", "tiled 64x64 /6", "tiled 64x64 /6"]),
+    ("lstm weight_ih grad bf16", ["tiled 64x64 /28", "tiled 64x64 /28", "tiled 64x64 /28"]),
+    ("vae fc1 forward bf16", ["tiled 64x64 /10 +bias", "tiled 64x64 /10 +bias", "tiled 64x64 /10 +bias"]),
+    ("vae fc21 forward bf16", ["tiled 64x64 /5 +bias", "tiled 64x64 /5 +bias", "tiled 64x64 /5 +bias"]),
+    ("vae fc3 forward bf16", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 forward bf16", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vae fc4 input grad bf16", ["tiled 64x64 /10", "tiled 64x64 /10", "tiled 64x64 /10"]),
+    ("vae fc3 input grad bf16", ["tiled 64x64 /5", "tiled 64x64 /5", "tiled 64x64 /5"]),
+    ("vae fc21 input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc4 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc3 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc21 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vae fc1 weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv forward bf16", ["coop Tall 256x128 /1 +bias", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit attention q k^T bf16", ["heads", "heads", "heads"]),
+    ("vit attention p v bf16", ["heads", "heads", "heads"]),
+    ("vit proj forward bf16", ["coop Tall 256x128 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit mlp fc1 forward bf16", ["coop Tall 256x128 /1 +bias", "tiled 128x128 /1 +bias", "tiled 128x128 /1 +bias"]),
+    ("vit mlp fc2 forward bf16", ["coop Tall 256x128 /3 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit head forward bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head forward, its bias in the product (as f16 runs it) bf16", ["tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias", "tiled 64x64 /1 +bias"]),
+    ("vit head input grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 input grad bf16", ["coop Tall 256x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
+    ("vit mlp fc1 input grad bf16", ["coop Tall 256x128 /3", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit proj input grad bf16", ["coop Tall 256x128 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit qkv input grad bf16", ["coop Tall 256x128 /2", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit head weight grad bf16", ["tiled 64x64 /1", "tiled 64x64 /1", "tiled 64x64 /1"]),
+    ("vit mlp fc2 weight grad bf16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit mlp fc1 weight grad bf16", ["coop Tall 256x128 /31", "tiled 64x64 /15", "tiled 64x64 /15"]),
+    ("vit proj weight grad bf16", ["coop Tall 256x128 /31", "tiled 64x64 /31", "tiled 64x64 /31"]),
+    ("vit qkv weight grad bf16", ["coop Tall 256x128 /31", "tiled 64x64 /19", "tiled 64x64 /19"]),
     ("resnet18 layer2 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
     ("resnet18 layer3 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),
     ("resnet18 layer4 conv forward and input grad (Winograd F2) f32", ["tiled 128x128 /1", "tiled 128x128 /1", "tiled 128x128 /1"]),

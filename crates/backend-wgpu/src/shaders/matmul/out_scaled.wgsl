@@ -1,4 +1,4 @@
-// Sums of scaled operands (matmul_coop/scaled.wgsl), scaled back as they are stored, in f32
-// (finished or partial).
-alias Y = C_x;
-fn round_(v: C_x) -> Y { return (v * ua_) * ub_; }
+// Sums of scaled operands (matmul_coop/scaled.wgsl), scaled back and rounded to the dtype as
+// they are stored.
+alias Y = S_x;
+fn round_(v: C_x) -> Y { return store_x((v * ua_) * ub_); }

@@ -1,9 +1,10 @@
-// f32 operands on the f16 tensor cores (a convolution under `LIANDAN_CONV_TF32`, conv.rs): each
-// operand is multiplied by a power of two that brings its largest magnitude into [2^14, 2^15)
-// and rounded to f16 as it is fetched (11 significant bits, TF32's), the products are summed
-// in f32, and every sum is scaled back as it is stored. amax_ holds the largest magnitudes'
-// f32 bits (a's, then b's), found by conv/amax.wgsl before the pass. Sums go out through
-// workgroup memory (the scaling needs each element), rounded or partial alike.
+// f32 or bf16 operands on the f16 tensor cores (a convolution under `LIANDAN_CONV_TF32` or in
+// bf16, conv.rs; a bf16 product, matmul/coop.rs): each operand is multiplied by a power of two
+// that brings its largest magnitude into [2^14, 2^15) and rounded to f16 as it is fetched (11
+// significant bits: TF32's, and all of bf16's 8), the products are summed in f32, and every
+// sum is scaled back as it is stored. amax_ holds the largest magnitudes' f32 bits (a's, then
+// b's), found by matmul_coop/amax.wgsl before the pass. Sums go out through workgroup memory
+// (the scaling needs each element), rounded or partial alike.
 @group(0) @binding(4) var<storage, read> amax_: array<u32>;
 
 const STORE_DIRECT: bool = false;
@@ -21,7 +22,7 @@ fn pow2_(p: i32) -> f32 { return bitcast<f32>(u32(p + 127) << 23u); }
 // The scale for a largest finite magnitude of f32 bits `bits` (sign clear), and its inverse:
 // below 2^(e - 126) for the biased exponent e, so 2^(141 - e) takes it below 2^15 and at least
 // to 2^14 (clamped where the magnitude is subnormal). All zeros keep a scale of 1, as would
-// bits of an infinity or a NaN (which conv/amax.wgsl leaves out).
+// bits of an infinity or a NaN (which matmul_coop/amax.wgsl leaves out).
 fn scale_of(bits: u32) -> vec2<f32> {
     let e = i32(bits >> 23u);
     if (bits == 0u || e >= 255) { return vec2<f32>(1.0, 1.0); }
