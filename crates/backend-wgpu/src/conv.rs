@@ -28,9 +28,9 @@
 //! f32 passes take the same kernels under `WgpuOptions::conv_tf32` (`LIANDAN_CONV_TF32=1`), as
 //! PyTorch's `torch.backends.cudnn.allow_tf32` lets cuDNN take TF32 tensor cores for f32
 //! convolutions: each operand is scaled by a power of two that brings its largest magnitude
-//! (found by `matmul_coop/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as it is
-//! fetched, which keeps TF32's 11 significant bits; the products are summed in f32 and scaled
-//! back as they are stored (`matmul_coop/scaled.wgsl`). Values under 2^-28 of the operand's
+//! (found by `matmul_coop/amax.wgsl` before the pass) into [2^14, 2^15) and rounded to f16 as
+//! it is fetched, which keeps TF32's 11 significant bits; the products are summed in f32 and
+//! scaled back as they are stored (`matmul_coop/scaled.wgsl`). Values under 2^-28 of the operand's
 //! largest fall among f16's subnormals after the scale and keep fewer bits, those under about
 //! 2^-40 none, where TF32 keeps f32's range.
 //! Off by default: f32 convolutions are exact f32 unless asked.

@@ -216,7 +216,7 @@ impl WgpuBackend {
                 gpu.copy_buffer(gpu_storage(p).buffer(), first as u64 * bytes, out.buffer(), start as u64 * bytes, run as u64 * bytes);
             } else if run > 0 && outer > 0 {
                 let meta = JoinParams { rows: u(outer)?, run: u(run)?, stride: u(stride)?, first: u(first)?, start: u(start)? };
-                u(outer * run)?;
+                u(outer * stride)?;
                 let kernel = gpu.kernel(Key::Join)?;
                 gpu.dispatch(&kernel, &crate::params::words(&meta), &[gpu_storage(p).buffer(), out.buffer()], crate::kernels::grid(outer * run))?;
             }

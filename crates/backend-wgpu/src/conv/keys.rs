@@ -1,5 +1,6 @@
 //! The convolution kernels' keys: the tiled implicit GEMM ([`Key`]), its form on cooperative
-//! matrices ([`CoopKey`]), each with the WGSL it assembles (see `conv.rs` for the kernels, `plan/conv.rs` for which runs).
+//! matrices ([`CoopKey`]), each with the WGSL it assembles (see `conv.rs` for the kernels,
+//! `plan/conv.rs` for which runs).
 
 use liandan_tensor::DType;
 

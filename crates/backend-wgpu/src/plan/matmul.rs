@@ -1,8 +1,8 @@
 //! How a batched product runs ([`matmul()`]): on the tiled kernel (`shaders/matmul.wgsl`) in
 //! 64 x 64 or 128 x 128 tiles, on the tensor cores (f16, and packed bf16 scaled into f16, where
-//! the adapter has them), on the
-//! one-dispatch kernel of a small product, on the one-tile kernel of a batch of small products,
-//! after a copy of its rhs, or on the CPU; and into how many ranges K is split.
+//! the adapter has them), on the one-dispatch kernel of a small product, on the one-tile kernel
+//! of a batch of small products, after a copy of its rhs, or on the CPU; and into how many
+//! ranges K is split.
 
 use liandan_tensor::DType;
 

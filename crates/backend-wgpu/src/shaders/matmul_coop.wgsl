@@ -1,6 +1,7 @@
-// Batched matrix product y[b] = a[b] x b[b] of f16 operands on cooperative matrices (tensor
-// cores): f16 x f16 products summed in f32, rounded to f16 on store, or kept in f32 as partial
-// sums over a split of K. Bindings, params and grid are matmul.wgsl's; so is the entry point
+// Batched matrix product y[b] = a[b] x b[b] of f16 operands (or f32 and bf16 ones scaled into
+// f16, matmul_coop/scaled.wgsl) on cooperative matrices (tensor cores): f16 x f16 products
+// summed in f32, rounded to the dtype on store, or kept in f32 as partial sums over a split of
+// K. Bindings, params and grid are matmul.wgsl's; so is the entry point
 // of a matrix product (matmul/entry.wgsl). A convolution (conv.rs) runs this kernel with
 // conv.wgsl's entry point and out_at, and conv/gather_coop.wgsl's b loader.
 //
