@@ -92,6 +92,8 @@ impl Known {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias | Known::LstmStep => true,
+            // dy packed beside the i64 indices.
+            Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
             // Packed activations beside f32 statistics: not all packed.
             Known::BatchNorm(_, backward) => return crate::fused_norm::reads_packed(*backward, inputs),
             // A word holds two units of one row.

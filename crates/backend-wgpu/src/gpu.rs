@@ -65,6 +65,11 @@ struct Recorder {
     /// Dispatches at which the open batch is submitted: `first_batch` after a wait, doubling
     /// with each batch submitted for its size.
     batch: usize,
+    /// Batches submitted so far.
+    submitted: u64,
+    /// A later read-back's copy was recorded: the batch ends before the next dispatch, so that
+    /// waiting for the copy does not wait for work recorded after it.
+    cut: bool,
 }
 
 impl Recorder {
@@ -235,14 +240,21 @@ pub(crate) struct LaterBytes {
     gpu: Arc<Gpu>,
     staging: wgpu::Buffer,
     len: u64,
+    /// Batches submitted before the one holding the copy.
+    before: u64,
 }
 
 impl LaterBytes {
-    /// Submits what is recorded (the copy may still be among it), then polls until the copy's
+    /// Submits what is recorded if the copy is still among it, then polls until the copy's
     /// submission is done: the device's blocking wait would wait for everything submitted.
     pub(crate) fn wait(self) -> Result<Vec<u8>> {
         let gpu = &self.gpu;
-        gpu.flush();
+        {
+            let mut rec = gpu.recorder.lock().unwrap_or_else(|p| p.into_inner());
+            if rec.submitted <= self.before {
+                gpu.submit(&mut rec);
+            }
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         let _unmap = Unmap(&self.staging);
         self.staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -369,7 +381,17 @@ impl Gpu {
             pool,
             arena,
             slot_bytes,
-            recorder: Mutex::new(Recorder { encoder: None, pass: None, meta: Vec::new(), dispatches: 0, uploads: 0, timed: Vec::new(), batch: first_batch }),
+            recorder: Mutex::new(Recorder {
+                encoder: None,
+                pass: None,
+                meta: Vec::new(),
+                dispatches: 0,
+                uploads: 0,
+                timed: Vec::new(),
+                batch: first_batch,
+                submitted: 0,
+                cut: false,
+            }),
             first_batch,
             ramp_top,
             staging: Arc::default(),
@@ -508,6 +530,9 @@ impl Gpu {
         }
         DISPATCHES.with(|d| d.set(d.get() + 1));
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        if rec.cut {
+            self.submit(&mut rec);
+        }
         let (bind_group, meta_offset) = if self.repr.immediates {
             (self.pool.bind_groups.get(&self.device, &kernel.layout, None, buffers), None)
         } else {
@@ -609,7 +634,9 @@ impl Gpu {
         let clock = || timed.then(std::time::Instant::now);
         let start = clock();
         rec.pass = None;
+        rec.cut = false;
         let Some(mut encoder) = rec.encoder.take() else { return };
+        rec.submitted += 1;
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
@@ -772,8 +799,8 @@ impl Gpu {
     }
 
     /// Records a copy of `len` bytes of `src` from `offset` (multiples of 4) into a buffer of
-    /// its own, to be mapped by [`LaterBytes::wait`]: that waits for the submission holding
-    /// the copy, not for the work recorded after it.
+    /// its own, to be mapped by [`LaterBytes::wait`]. The batch ends with the copy (before the
+    /// next dispatch), so that wait is for the work before it, not for what is recorded after.
     pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64) -> LaterBytes {
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("liandan later read-back"),
@@ -781,11 +808,12 @@ impl Gpu {
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         if len > 0 {
-            let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
             rec.encoder(&self.device).copy_buffer_to_buffer(src, offset, &staging, 0, len);
+            rec.cut = true;
         }
-        LaterBytes { gpu: self.clone(), staging, len }
+        LaterBytes { gpu: self.clone(), staging, len, before: rec.submitted }
     }
 
     /// Copies `len` bytes of `src` from `offset` (both multiples of 4) back to the host, after

@@ -166,7 +166,7 @@ impl Backend for WgpuBackend {
     }
 
     fn max_pool2d(&self, x: Strided, window: Window2d) -> Result<(Storage, Storage)> {
-        self.staged(&[x], |v| {
+        let op = |v: &[Strided]| {
             let x = v[0];
             if let Some(why) = self.oversized(&[x], window.n * window.c * window.col_cols(), DType::I64) {
                 let mut r = self.fallback(format!("max_pool2d ({})", x.dtype), why, &[x], &[x.dtype, DType::I64], |cpu, v| {
@@ -177,7 +177,12 @@ impl Backend for WgpuBackend {
                 return Ok((r.pop().expect("two outputs"), idx));
             }
             self.max_pool2d_op(x, window)
-        })
+        };
+        // Its kernel reads packed bf16 as stored; a view that is not contiguous is widened.
+        match x.layout.is_contiguous() {
+            true => self.as_stored(&[x], op),
+            false => self.staged(&[x], op),
+        }
     }
 
     fn avg_pool2d(&self, x: Strided, window: Window2d, count_include_pad: bool) -> Result<Storage> {

@@ -21,6 +21,8 @@ const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
 const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
 const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
 const MAX_POOL_BACKWARD: &str = include_str!("shaders/pool_max_backward.wgsl");
+const MAX_POOL_PACKED: &str = include_str!("shaders/packed/pool_max.wgsl");
+const MAX_POOL_BACKWARD_PACKED: &str = include_str!("shaders/packed/pool_max_backward.wgsl");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
@@ -73,10 +75,20 @@ impl Kind {
 pub(crate) struct Key {
     kind: Kind,
     dtype: DType,
+    /// Max pooling and its gradient on packed bf16 as stored, two outputs an invocation.
+    packed: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
+        if self.packed {
+            let w = crate::packed::with_words(Wgsl::new(repr).params::<WindowParams>()).part(GEOMETRY);
+            return match self.kind {
+                Kind::MaxPool => w.part(MAX_POOL_PACKED),
+                _ => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles).part(MAX_POOL_BACKWARD_PACKED),
+            }
+            .build();
+        }
         let w = Wgsl::new(repr).params::<WindowParams>().ty("x", self.dtype).part(GEOMETRY);
         let w = match self.kind {
             // The pad value arrives as f32 bits in `extra[0]`; an f64 one as three f32s.
@@ -90,7 +102,10 @@ impl KernelKey for Key {
 
     fn all(repr: &Repr) -> Vec<Key> {
         let floats = DType::ALL.into_iter().filter(|&d| repr.computes(d));
-        floats.flat_map(|dtype| KINDS.map(|kind| Key { kind, dtype })).collect()
+        let mut all: Vec<Key> = floats.flat_map(|dtype| KINDS.map(|kind| Key { kind, dtype, packed: false })).collect();
+        let packed = [Kind::MaxPool, Kind::MaxPoolBackward, Kind::MaxPoolBackwardTiles];
+        all.extend(packed.map(|kind| Key { kind, dtype: DType::BF16, packed: true }));
+        all
     }
 }
 
@@ -189,15 +204,17 @@ impl WgpuBackend {
         };
         let n = kind.outputs(w);
         let Some(meta) = window_meta(w, n, x.layout.offset(), x.layout.numel(), extra) else { return Ok(Err(WIDE)) };
-        let mut outs = vec![self.output(dtype, n)?];
+        // Only max pooling reads packed bf16 (`kernel_trait.rs` widens it for the others).
+        let packed = crate::packed::packed_view(&x);
+        let mut outs = vec![if packed { self.packed_output(n)? } else { self.output(dtype, n)? }];
         if kind == Kind::MaxPool {
             outs.push(self.output(DType::I64, n)?);
         }
         let gpu = self.gpu()?;
         let mut buffers = vec![gpu_storage(&x).buffer()];
         buffers.extend(outs.iter().map(|o| o.buffer()));
-        let kernel = gpu.kernel(Key { kind, dtype })?;
-        gpu.dispatch(&kernel, &meta, &buffers, grid(n))?;
+        let kernel = gpu.kernel(Key { kind, dtype, packed })?;
+        gpu.dispatch(&kernel, &meta, &buffers, grid(if packed { n.div_ceil(2) } else { n }))?;
         Ok(Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect()))
     }
 
@@ -222,11 +239,17 @@ impl WgpuBackend {
         // The indices' offset, and the last index read past it, in 32 bits.
         u32::try_from(indices.layout.offset() + indices.layout.numel()).ok()?;
         let meta = window_meta(w, n, dy.layout.offset(), dy.layout.numel(), [indices.layout.offset() as u32, 0, 0])?;
+        let packed = crate::packed::packed_view(&dy);
         Some((|| {
-            let out = self.output(dtype, n)?;
+            let out = if packed { self.packed_output(n)? } else { self.output(dtype, n)? };
             let gpu = self.gpu()?;
-            let kernel = gpu.kernel(Key { kind, dtype })?;
-            gpu.dispatch(&kernel, &meta, &[gpu_storage(&dy).buffer(), gpu_storage(&indices).buffer(), out.buffer()], grid(n))?;
+            let kernel = gpu.kernel(Key { kind, dtype, packed })?;
+            gpu.dispatch(
+                &kernel,
+                &meta,
+                &[gpu_storage(&dy).buffer(), gpu_storage(&indices).buffer(), out.buffer()],
+                grid(if packed { n.div_ceil(2) } else { n }),
+            )?;
             Ok(Arc::new(out) as Storage)
         })())
     }

@@ -302,3 +302,68 @@ fn linear_bias_adds_a_packed_bias_in_its_kernel() {
     let (g, c) = (on(&d), on(&cpu));
     kernel_like_cpu(&d, "linear with its bias", &MatmulBias, [&g.iter().collect::<Vec<_>>(), &c.iter().collect::<Vec<_>>()], 1, 1.0 / 32.0);
 }
+
+/// Small products whose K the tiled kernel would split run on the one-dispatch kernel, which
+/// reads packed operands (and a packed bias) as stored; y is packed after: two dispatches, the
+/// CPU's values within bf16 rounding. b is read along K (a classifier head's weight) and along N.
+#[test]
+fn small_products_read_packed_operands() {
+    use liandan_tensor::ops::MatmulBias;
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 5 + seed * 11) % 23) as f32 - 11.0) / 64.0)).collect() };
+    let on = |dev: &Device, shapes: &[&[usize]]| -> Vec<Tensor> {
+        shapes.iter().enumerate().map(|(k, s)| Tensor::from_slice(&values(s.iter().product(), k), s, dev).unwrap()).collect()
+    };
+    let shapes: [&[usize]; 3] = [&[128, 1024], &[10, 1024], &[10]];
+    let (g, c) = (on(&d, &shapes), on(&cpu, &shapes));
+    kernel_like_cpu(&d, "a classifier head with its bias", &MatmulBias, [&g.iter().collect::<Vec<_>>(), &c.iter().collect::<Vec<_>>()], 2, 1.0 / 32.0);
+    let shapes: [&[usize]; 2] = [&[64, 1024], &[1024, 12]];
+    let (g, c) = (on(&d, &shapes), on(&cpu, &shapes));
+    d.synchronize().unwrap();
+    let start = dispatches_recorded();
+    let got = g[0].matmul(&g[1]).unwrap();
+    assert_eq!(dispatches_recorded() - start, 2, "a small product, b along N: dispatches");
+    let want = c[0].matmul(&c[1]).unwrap().to_vec_f64().unwrap();
+    for (i, (x, y)) in got.to_vec_f64().unwrap().iter().zip(&want).enumerate() {
+        assert!((x - y).abs() <= y.abs() / 64.0 + 1.0 / 32.0, "a small product, b along N, element {i}: {x} against the CPU's {y}");
+    }
+}
+
+/// Max pooling and its gradient read and write packed words, a dispatch each: windows that
+/// tile the input (a pixel in one window at most) and overlapping ones (a pixel's gradient
+/// summed over windows in f32 and rounded once), odd counts of outputs and pixels; bit for
+/// bit the CPU's f32 of the same values, rounded to bf16.
+#[test]
+fn max_pooling_reads_and_writes_packed_words() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let shape = [3, 5, 7, 9];
+    let numel: usize = shape.iter().product();
+    // Few distinct values, so windows hold ties.
+    let x: Vec<bf16> = (0..numel).map(|i| bf16::from_f32((((i * 7) % 13) as f32 - 6.0) / 4.0)).collect();
+    let dy = |n: usize| -> Vec<bf16> { (0..n).map(|i| bf16::from_f32(((i % 11) as f32 - 5.0) / 8.0 + 1.0 / 256.0)).collect() };
+    // (kernel, stride, padding)
+    let windows = [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)), ((3, 2), (1, 1), (0, 1))];
+    for (k, s, p) in windows {
+        let what = format!("max pooling {k:?} stride {s:?} padding {p:?}");
+        let run = |dev: &Device, dtype: DType| {
+            let x = Tensor::from_slice(&x, &shape, dev).unwrap().to_dtype(dtype).unwrap().requires_grad_(true).unwrap();
+            dev.synchronize().unwrap();
+            let start = dispatches_recorded();
+            let y = x.max_pool2d(k, s, p, (1, 1)).unwrap();
+            let forward = dispatches_recorded() - start;
+            let dy = Tensor::from_slice(&dy(y.numel()), y.shape(), dev).unwrap().to_dtype(dtype).unwrap();
+            dev.synchronize().unwrap();
+            let start = dispatches_recorded();
+            y.backward_with(&dy, false).unwrap();
+            let backward = dispatches_recorded() - start;
+            let as_bf16 = |t: &Tensor| bits(&t.to_dtype(DType::BF16).unwrap().to_vec::<bf16>().unwrap());
+            (as_bf16(&y), as_bf16(&x.grad().unwrap()), (forward, backward))
+        };
+        let (got, want) = (run(&d, DType::BF16), run(&cpu, DType::F32));
+        assert_eq!(got.2, (1, 1), "{what}: dispatches forward and backward");
+        assert_eq!(got.0, want.0, "{what}: values");
+        assert_eq!(got.1, want.1, "{what}: gradient");
+    }
+}

@@ -45,3 +45,29 @@ fn a_first_batch_of_512_submits_in_full_batches() {
     assert_eq!(host_phases().submits - submits, 0, "no batch is full yet");
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![241.0; 8]);
 }
+
+/// A later read-back ends its batch before the next dispatch: taking it waits only for the
+/// work recorded before the copy, and submits nothing more.
+#[test]
+fn a_later_read_ends_its_batch() {
+    let Some(d) = common::gpu_with(|o| {
+        o.testing.host_phases = true;
+        o.testing.first_batch = 512;
+    }) else {
+        return;
+    };
+    let x = Tensor::full(&[8], 1.0, DType::F32, &d).unwrap();
+    d.synchronize().unwrap();
+    let submits = host_phases().submits;
+    let y = x.add(&x).unwrap();
+    let later = y.read_later().unwrap();
+    assert_eq!(host_phases().submits - submits, 0, "the copy is recorded, not submitted");
+    let mut z = y.clone();
+    for _ in 0..10 {
+        z = z.add(&x).unwrap();
+    }
+    assert_eq!(host_phases().submits - submits, 1, "the batch ended with the copy");
+    assert_eq!(later.to_vec_f64().unwrap(), vec![2.0; 8]);
+    assert_eq!(host_phases().submits - submits, 1, "the copy's batch was submitted already");
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
+}

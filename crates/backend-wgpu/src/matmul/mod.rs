@@ -129,12 +129,14 @@ pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
     }
 }
 
-/// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32),
-/// b's loader (vec4s along K or N), whether a linear layer's bias is added as y is stored, and
-/// the block of y a workgroup computes.
+/// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32), or
+/// `packed` bf16 operands and bias, widened as they are read (y is written unpacked: bf16 in
+/// f32 words); b's loader (vec4s along K or N), whether a linear layer's bias is added as y is
+/// stored, and the block of y a workgroup computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SmallKey {
     dtype: DType,
+    packed: bool,
     b: Load,
     bias: bool,
     block: (u32, u32),
@@ -144,18 +146,25 @@ impl KernelKey for SmallKey {
     fn source(&self, repr: &Repr) -> String {
         let b_load = if self.b == Load::K { 0 } else { 1 };
         let w = Wgsl::new(repr).params::<MatmulParams>().ty("x", self.dtype).uint("B_LOAD", b_load).uint("BM", self.block.0).uint("BN", self.block.1);
-        let epilogue = if self.bias { BIAS } else { NO_BIAS };
-        let parts =
-            [read_a(true, false), read_b(true, false), include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
+        let w = if self.packed { with_words(w) } else { w };
+        let epilogue = match (self.bias, self.packed) {
+            (false, _) => NO_BIAS,
+            (true, false) => BIAS,
+            (true, true) => BIAS_PACKED,
+        };
+        let (a, b) = (read_a(true, self.packed), read_b(true, self.packed));
+        let parts = [a, b, include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 
     fn all(repr: &Repr) -> Vec<SmallKey> {
+        let mut kinds: Vec<(DType, bool)> = SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)).map(|d| (d, false)).collect();
+        kinds.push((DType::BF16, true));
         let mut out = Vec::new();
-        for dtype in SMALL_DTYPES.into_iter().filter(|&d| repr.computes(d)) {
+        for (dtype, packed) in kinds {
             for b in [Load::K, Load::Outer] {
                 for bias in [false, true] {
-                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, b, bias, block }));
+                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, packed, b, bias, block }));
                 }
             }
         }
@@ -541,8 +550,9 @@ impl WgpuBackend {
     }
 
     /// The one-dispatch kernel's product (`plan::MatmulPlan::Small`) of `[batch, m, n]`
-    /// outputs, b loaded as `b_load`, in blocks of y `block`, with the tiled kernel's meta block (`meta`, whose split it ignores)
-    /// and the bias, if any, added as the sums are stored.
+    /// outputs, b loaded as `b_load`, in blocks of y `block`, with the tiled kernel's meta block
+    /// (`meta`, whose split it ignores) and the bias, if any, added as the sums are stored;
+    /// packed bf16 operands give an unpacked y.
     fn small_product(
         &self,
         lhs: &Strided,
@@ -555,7 +565,7 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
         let out = self.output(dtype, batch * m * n)?;
-        let kernel = gpu.kernel(SmallKey { dtype, b: b_load, bias: bias.is_some(), block })?;
+        let kernel = gpu.kernel(SmallKey { dtype, packed: packed_view(lhs), b: b_load, bias: bias.is_some(), block })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
         let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];

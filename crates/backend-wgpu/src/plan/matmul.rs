@@ -96,8 +96,8 @@ fn copies_rhs(dtype: DType, [batch, m, k, n]: [usize; 4], loads: (Load, Load), c
     cut.is_none() && dtype == DType::F32 && loads == (Load::K, Load::K) && big_tiles && k >= RHS_COPY_MIN_K && n.is_multiple_of(4)
 }
 
-/// The dtypes of the one-dispatch and one-tile kernels: f64 stays on the tiled kernel, and
-/// bf16, packed two to a word at rest (`packed.rs`), on the tiled kernel's packed loaders.
+/// The dtypes the one-dispatch and one-tile kernels read as stored: f64 stays on the tiled
+/// kernel; bf16, packed two to a word at rest (`packed.rs`), takes them with packed loaders.
 pub(crate) const SMALL_DTYPES: [DType; 2] = [DType::F32, DType::F16];
 
 /// K in ranges of whole 16-deep slices: `(splits, range)` for a split into `splits`.
@@ -207,19 +207,19 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
     let tiles = (m.div_ceil(tm) * n.div_ceil(tn) * batch * coop_variant.map_or(1, Variant::weight)).max(1);
     let outputs = batch * m * n;
     let small_dtype = SMALL_DTYPES.contains(&dtype) && !packed && caps.computes(dtype);
+    // The one-dispatch and one-tile kernels read packed bf16 too (and write y unpacked, their
+    // stores a scalar an invocation).
+    let packed_bf16 = dtype == DType::BF16 && packed && caps.computes(dtype);
     // A small product whose K the tiled kernel would split takes the one-dispatch kernel,
     // in f16 too where the tensor cores would run it (as latency-bound there: the LSTM's
     // f16 products took 22.8-23.6 us a call on them).
     let tiled_splits = k_splits((m.div_ceil(64) * n.div_ceil(64) * batch).max(1), k, outputs);
-    if small_dtype && takes_small(outputs, k, a, b, tiled_splits) && p.meta_fits(cut_k(k, 1)) {
+    if (small_dtype || packed_bf16) && takes_small(outputs, k, a, b, tiled_splits) && p.meta_fits(cut_k(k, 1)) {
         let blocks = |(bm, bn): (u32, u32)| batch * m.div_ceil(bm as usize) * n.div_ceil(bn as usize);
         let block = if blocks(SMALL_BLOCKS[0]) >= SMALL_BLOCKS_MIN { SMALL_BLOCKS[0] } else { SMALL_BLOCKS[1] };
         return MatmulPlan::Small { block };
     }
-    // The one-tile kernel reads packed bf16 too (and writes y unpacked, its stores a scalar
-    // an invocation).
-    let heads_dtype = small_dtype || (dtype == DType::BF16 && packed && caps.computes(dtype));
-    if heads_dtype && !coop && cut.is_none() && !bias && takes_heads(batch, m, n) && p.meta_fits(cut_k(k, 1)) {
+    if (small_dtype || packed_bf16) && !coop && cut.is_none() && !bias && takes_heads(batch, m, n) && p.meta_fits(cut_k(k, 1)) {
         return MatmulPlan::Heads;
     }
     let rule_k = cut_k(k, cut.map_or_else(|| k_splits(tiles, k, outputs), |(_, splits)| splits.min(k.div_ceil(16))));
