@@ -188,7 +188,8 @@ impl WgpuBackend {
         let packed = packed_view(b);
         let out = self.conv_output(gemm, geom, dtype, plan.tiling, packed, false)?;
         let bias = inputs.get(2).filter(|_| gemm.pass == Pass::Forward);
-        let in_kernel = bias.filter(|_| !packed).map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
+        // (Packed where the operands are: `fused_conv` takes them packed alike.)
+        let in_kernel = bias.map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
         let ops = Operands {
             a,
             a_off,

@@ -330,6 +330,25 @@ fn small_products_read_packed_operands() {
     }
 }
 
+/// A convolution off the tensor cores adds its packed bias (and applies ReLU) as its tile
+/// stores y: one dispatch, the CPU's values within bf16 rounding (mnist_cnn's first layer).
+#[test]
+fn convolution_adds_a_packed_bias_in_its_kernel() {
+    use liandan_tensor::ops::{Conv2dBias, Conv2dBiasRelu};
+    use liandan_tensor::ConvGeometry;
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 5 + seed * 11) % 23) as f32 - 11.0) / 16.0)).collect() };
+    let shapes: [&[usize]; 3] = [&[4, 1, 28, 28], &[32, 1, 3, 3], &[32]];
+    let on =
+        |dev: &Device| -> Vec<Tensor> { shapes.iter().enumerate().map(|(k, s)| Tensor::from_slice(&values(s.iter().product(), k), s, dev).unwrap()).collect() };
+    let (g, c) = (on(&d), on(&cpu));
+    let geom = ConvGeometry { n: 4, c: 1, h: 28, w: 28, o: 32, kernel: (3, 3), stride: (1, 1), padding: (0, 0), dilation: (1, 1), groups: 1 };
+    let (gi, ci): (Vec<&Tensor>, Vec<&Tensor>) = (g.iter().collect(), c.iter().collect());
+    kernel_like_cpu(&d, "a convolution with its bias", &Conv2dBias(geom), [&gi, &ci], 1, 1.0 / 32.0);
+    kernel_like_cpu(&d, "a convolution with its bias and ReLU", &Conv2dBiasRelu(geom), [&gi, &ci], 1, 1.0 / 32.0);
+}
+
 /// Max pooling and its gradient read and write packed words, a dispatch each: windows that
 /// tile the input (a pixel in one window at most) and overlapping ones (a pixel's gradient
 /// summed over windows in f32 and rounded once), odd counts of outputs and pixels; bit for

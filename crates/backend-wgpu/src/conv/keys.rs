@@ -22,6 +22,7 @@ const WEIGHT_DY: &str = include_str!("../shaders/conv/weight_dy.wgsl");
 const WEIGHT_TAPS: &str = include_str!("../shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("../shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("../shaders/conv/bias.wgsl");
+const BIAS_PACKED: &str = include_str!("../shaders/conv/bias_packed.wgsl");
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
 /// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
@@ -31,7 +32,8 @@ const BIAS: &str = include_str!("../shaders/conv/bias.wgsl");
 /// without phases); `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
 /// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
-/// bias to each output channel as it stores y (rounded results only; never packed); `relu`:
+/// bias (packed where a and b are) to each output channel as it stores y (rounded results
+/// only); `relu`:
 /// and ReLU after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
@@ -68,7 +70,7 @@ impl KernelKey for Key {
         let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase).flag("RELU", k.relu);
         let w = if k.packed { with_words(w) } else { w };
-        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(if k.bias { BIAS } else { NO_BIAS }).part(TILE);
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(epilogue(k.bias, k.packed)).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);
@@ -93,7 +95,7 @@ impl KernelKey for Key {
                                 for out4 in [false, true].into_iter().filter(|&o| !(o && phase)) {
                                     for partial in [false, true] {
                                         for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
-                                            let biases: &[bool] = if pass == Pass::Forward && !partial && !packed { &[false, true] } else { &[false] };
+                                            let biases: &[bool] = if pass == Pass::Forward && !partial { &[false, true] } else { &[false] };
                                             for &bias in biases {
                                                 let relus: &[bool] = if bias { &[false, true] } else { &[false] };
                                                 for &relu in relus {
@@ -198,5 +200,14 @@ impl KernelKey for CoopKey {
             }
         }
         all
+    }
+}
+
+/// The epilogue: the forward's bias (packed or as stored), or none.
+fn epilogue(bias: bool, packed: bool) -> &'static str {
+    match (bias, packed) {
+        (false, _) => NO_BIAS,
+        (true, false) => BIAS,
+        (true, true) => BIAS_PACKED,
     }
 }
