@@ -33,8 +33,7 @@ const BIAS_PACKED: &str = include_str!("../shaders/conv/bias_packed.wgsl");
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
 /// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
 /// bias (packed where a and b are) to each output channel as it stores y (rounded results
-/// only); `relu`:
-/// and ReLU after it.
+/// only); `relu`: and ReLU after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) pass: Pass,
