@@ -18,6 +18,10 @@ const GEOMETRY: &str = include_str!("shaders/window_geometry.wgsl");
 const IM2COL: &str = include_str!("shaders/window_im2col.wgsl");
 const COL2IM: &str = include_str!("shaders/window_col2im.wgsl");
 const MAX_POOL: &str = include_str!("shaders/pool_max.wgsl");
+/// Max pooling's window walk and its gradient's gather, shared by the kernels on words as
+/// stored and on packed bf16.
+const MAX_WINDOW: &str = include_str!("shaders/pool_max_window.wgsl");
+const MAX_GATHER: &str = include_str!("shaders/pool_max_backward_gather.wgsl");
 const AVG_POOL: &str = include_str!("shaders/pool_avg.wgsl");
 const AVG_POOL_BACKWARD: &str = include_str!("shaders/pool_avg_backward.wgsl");
 const MAX_POOL_BACKWARD: &str = include_str!("shaders/pool_max_backward.wgsl");
@@ -81,23 +85,22 @@ pub(crate) struct Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        if self.packed {
-            let w = crate::packed::with_words(Wgsl::new(repr).params::<WindowParams>()).part(GEOMETRY);
-            return match self.kind {
-                Kind::MaxPool => w.part(MAX_POOL_PACKED),
-                _ => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles).part(MAX_POOL_BACKWARD_PACKED),
-            }
-            .build();
-        }
         let w = Wgsl::new(repr).params::<WindowParams>().ty("x", self.dtype).part(GEOMETRY);
+        let w = if self.packed { crate::packed::with_words(w) } else { w };
         let w = match self.kind {
             // The pad value arrives as f32 bits in `extra[0]`; an f64 one as three f32s.
             Kind::Im2col if self.dtype == DType::F64 => w.part(include_str!("shaders/window/pad_f64.wgsl")),
             Kind::Im2col => w.part(include_str!("shaders/window/pad.wgsl")),
-            Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles),
+            Kind::MaxPool => w.part(MAX_WINDOW),
+            Kind::MaxPoolBackward | Kind::MaxPoolBackwardTiles => w.flag("TILES", self.kind == Kind::MaxPoolBackwardTiles).part(MAX_GATHER),
             _ => w,
         };
-        w.part(self.kind.template()).build()
+        let template = match (self.packed, self.kind) {
+            (true, Kind::MaxPool) => MAX_POOL_PACKED,
+            (true, _) => MAX_POOL_BACKWARD_PACKED,
+            (false, kind) => kind.template(),
+        };
+        w.part(template).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
