@@ -383,22 +383,22 @@ impl<C: Cell> RnnConfig<C> {
     fn direction(&self, w: &RnnWeights, x: &Tensor, h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Vec<Tensor>, Tensor, Option<Tensor>)> {
         let (l, n, gh) = (x.shape()[0], x.shape()[1], C::GATES * self.hidden_size);
         let lstm = C::GATES == 4;
-        // The input projection of every step in one matmul. The LSTM adds both biases here
-        // (they are only ever summed); the GRU keeps b_hh in the step, since b_hn sits
-        // inside r * (W_hn h + b_hn).
-        let mut xp = x.reshape(&[l * n, x.shape()[2]])?.linear(&w.weight_ih, w.bias_ih.as_ref())?;
+        // The input projection of every step in one matmul. The LSTM's two biases are only
+        // ever summed, so they are summed first and the projection adds them as one (one
+        // bias gradient over every step's rows, not two); the GRU keeps b_hh in the step,
+        // since b_hn sits inside r * (W_hn h + b_hn).
+        let bias = match (&w.bias_ih, w.bias_hh.as_ref().filter(|_| lstm)) {
+            (Some(b_ih), Some(b_hh)) => Some(b_ih.add(b_hh)?),
+            (b_ih, b_hh) => b_ih.clone().or_else(|| b_hh.cloned()),
+        };
+        let xp = x.reshape(&[l * n, x.shape()[2]])?.linear(&w.weight_ih, bias.as_ref())?;
         // Under autocast the whole recurrence runs in the projection's low type, as PyTorch's
         // LSTM and GRU do there (cuDNN's kernels take every operand in f16): the recurrent
         // weight and bias are cast once here and the states start in that type, so no step
         // casts (what `torch.autocast`'s cast cache does for a weight used at every step).
         let (autocast, step_type) = (autocast_dtype().is_some(), xp.dtype());
         let in_step_type = |t: &Tensor| if autocast { t.to_dtype(step_type) } else { Ok(t.clone()) };
-        let bias_hh = w.bias_hh.as_ref().map(in_step_type).transpose()?;
-        if lstm {
-            if let Some(b) = &bias_hh {
-                xp = xp.add(b)?;
-            }
-        }
+        let bias_hh = w.bias_hh.as_ref().filter(|_| !lstm).map(in_step_type).transpose()?;
         let xp = xp.reshape(&[l, n, gh])?;
         let zeros = || Tensor::zeros(&[n, self.hidden_size], step_type, x.device());
         let mut h = h.as_ref().map(in_step_type).transpose()?;
