@@ -414,12 +414,16 @@ fn gradients_match_finite_differences_f64() -> R {
     })
 }
 
+/// One profiling session at a time (a session is the process's): the tests that count calls.
+static PROFILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Under autocast the recurrence runs in the low type, as PyTorch's LSTM and GRU do there:
 /// the recurrent weight and bias are cast once per forward, not at every time step, so the
 /// casts do not grow with the sequence; the output and final states are f16; and the
 /// gradients still reach the f32 weights.
 #[test]
 fn recurrence_under_autocast_casts_once_per_forward() -> R {
+    let _one_session = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
     let dev = Device::cpu();
     let lstm = LSTMConfig::new(5, 8).with_num_layers(2).init(&dev)?;
     let gru = GRUConfig::new(5, 8).init(&dev)?;
@@ -453,5 +457,27 @@ fn recurrence_under_autocast_casts_once_per_forward() -> R {
         assert_eq!(g.dtype(), DType::F32, "{name}");
         assert!(g.to_vec_f64()?.iter().all(|v| v.is_finite()), "{name}");
     }
+    Ok(())
+}
+
+/// Backward joins the LSTM's gate gradients once: for the input projection, whose join the
+/// recurrent weight's gathered product then reads. Two joins in all: that one, and the states
+/// the product multiplies them by.
+#[test]
+fn backward_joins_the_gate_gradients_once() -> R {
+    let _one_session = PROFILE.lock().unwrap_or_else(|e| e.into_inner());
+    let dev = Device::cpu();
+    let lstm = LSTMConfig::new(5, 8).init(&dev)?;
+    let x = Tensor::randn(&[6, 2, 5], 5, DType::F32, &dev)?;
+    let loss = lstm.forward(&x)?.sum_all()?;
+    liandan_nn::profile::start()?;
+    {
+        // The session records every thread's calls: this one's are under this layer.
+        let _here = liandan_nn::profile::layer("gate joins");
+        loss.backward()?;
+    }
+    let p = liandan_nn::profile::stop()?;
+    let joins = p.events().iter().filter(|e| e.layer.starts_with("gate joins") && e.name == "concat").count();
+    assert_eq!(joins, 2, "joins in the LSTM's backward");
     Ok(())
 }

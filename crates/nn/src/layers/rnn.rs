@@ -398,6 +398,12 @@ impl<C: Cell> RnnConfig<C> {
         // casts (what `torch.autocast`'s cast cache does for a weight used at every step).
         let (autocast, step_type) = (autocast_dtype().is_some(), xp.dtype());
         let in_step_type = |t: &Tensor| if autocast { t.to_dtype(step_type) } else { Ok(t.clone()) };
+        // One transpose shared by every step, so backward gathers W_hh's gradient into one
+        // product over all steps (`autograd/products.rs`) instead of one per step. Made before
+        // the steps' view of the projection, so backward reaches it after that view's gradient,
+        // the join of the gate gradients, which the product then reads rather than joining
+        // them again.
+        let w_hh_t = in_step_type(&w.weight_hh)?.t()?;
         let bias_hh = w.bias_hh.as_ref().filter(|_| !lstm).map(in_step_type).transpose()?;
         let xp = xp.reshape(&[l, n, gh])?;
         let zeros = || Tensor::zeros(&[n, self.hidden_size], step_type, x.device());
@@ -410,9 +416,6 @@ impl<C: Cell> RnnConfig<C> {
             // The GRU reads h itself, not only its product.
             h = Some(zeros()?);
         }
-        // One transpose shared by every step, so backward gathers W_hh's gradient into one
-        // product over all steps (`autograd/products.rs`) instead of one per step.
-        let w_hh_t = in_step_type(&w.weight_hh)?.t()?;
 
         let mut outs: Vec<Tensor> = Vec::with_capacity(l);
         let steps: Box<dyn Iterator<Item = usize>> = if reverse { Box::new((0..l).rev()) } else { Box::new(0..l) };

@@ -20,6 +20,8 @@ pub(crate) struct Pending {
     dense: HashMap<u64, Tensor>,
     pieces: HashMap<u64, Vec<narrow::Piece>>,
     products: HashMap<u64, Vec<products::Piece>>,
+    /// The last join of narrow pieces by rows, which a product's join may read rows of.
+    pub(crate) last_join: Option<narrow::Joined>,
 }
 
 /// What arrived for one tensor: at least one of the three.
@@ -109,15 +111,17 @@ impl Arrived {
     /// The whole gradient of `t`: the dense sum, plus the pieces joined ([`narrow::assemble`]),
     /// plus the products' share computed as one product ([`products::assemble`]). Each join is
     /// attributed, for an observer, to its first piece, whose forward result names the layer.
-    pub(crate) fn join(self, t: &Tensor) -> Result<Tensor> {
+    /// `last` is the last join of narrow pieces by rows (`narrow::Joined`): read by the
+    /// products' join, replaced by the pieces' join.
+    pub(crate) fn join(self, t: &Tensor, last: &mut Option<narrow::Joined>) -> Result<Tensor> {
         let mut g = self.dense;
         if let Some(pieces) = self.pieces {
             let from = pieces[0].from;
-            g = Some(plus(g, crate::observe::in_backward_of(|| "narrow".into(), from, || narrow::assemble(t, pieces))?)?);
+            g = Some(plus(g, crate::observe::in_backward_of(|| "narrow".into(), from, || narrow::assemble(t, pieces, last))?)?);
         }
         if let Some(pieces) = self.products {
             let from = pieces[0].from;
-            g = Some(plus(g, crate::observe::in_backward_of(|| "matmul".into(), from, || products::assemble(t, pieces))?)?);
+            g = Some(plus(g, crate::observe::in_backward_of(|| "matmul".into(), from, || products::assemble(t, pieces, last.as_ref()))?)?);
         }
         g.ok_or_else(|| Error::Autograd("internal: a tensor's gradient was joined from nothing".into()))
     }

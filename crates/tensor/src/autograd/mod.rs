@@ -114,7 +114,7 @@ impl Tensor {
         for t in topo_order(self)? {
             let Some(arrived) = pending.take(t.id()) else { continue };
             match t.node() {
-                None => t.accumulate(arrived.join(&t)?)?,
+                None => t.accumulate(arrived.join(&t, &mut pending.last_join)?)?,
                 Some(node) => run_node(&t, node, arrived, retain_graph, &mut pending)?,
             }
         }
@@ -158,7 +158,7 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
         (Ok(pieces), None) => Arrived::from_pieces(pieces),
         (Err(arrived), _) => arrived,
     };
-    let g = arrived.join(t)?;
+    let g = arrived.join(t, &mut pending.last_join)?;
     let grads = match grad_fn {
         Some(&GradFn::Narrow { dim, start, .. }) if gathering => return pending.add_piece(&inputs[0], narrow::Piece { dim, start, grad: g, from: t.id() }),
         Some(GradFn::Matmul) if gathering && products::gatherable(&inputs) => in_backward(&mut || {

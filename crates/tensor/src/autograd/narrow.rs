@@ -53,8 +53,55 @@ impl Piece {
     }
 }
 
-/// The sum of `pieces` (in the order they arrived) as one gradient of `input`'s shape.
-pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
+/// The last join of pieces along dim 0: the joined gradient and, for each piece, its gradient
+/// and the element of the joined one where it begins. An RNN's gate gradients are joined twice,
+/// for the input projection and for `W_hh` (`products.rs`); the second reads rows of the first
+/// rather than copying them again.
+pub(crate) struct Joined {
+    whole: Tensor,
+    parts: Vec<(Tensor, usize)>,
+}
+
+impl Joined {
+    /// `tensors`, `[rows, cols]` matrices, as one `[sum of rows, cols]` view of the joined
+    /// gradient, with the order they lie in it: where each is a whole piece of the join and
+    /// together they are one run of its elements. `None` otherwise.
+    pub(crate) fn rows_of(&self, tensors: &[&Tensor]) -> Option<(Tensor, Vec<usize>)> {
+        let cols = *tensors.first()?.shape().get(1)?;
+        let same = |t: &Tensor, p: &Tensor| {
+            std::sync::Arc::ptr_eq(&t.storage(), &p.storage())
+                && t.layout().offset() == p.layout().offset()
+                && t.numel() == p.numel()
+                && t.dtype() == p.dtype()
+                && t.is_contiguous()
+                && p.is_contiguous()
+        };
+        let mut at = Vec::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if t.rank() != 2 || t.shape()[1] != cols {
+                return None;
+            }
+            let &(_, start) = self.parts.iter().find(|(p, _)| same(t, p))?;
+            at.push((start, i));
+        }
+        at.sort_unstable();
+        let first = at[0].0;
+        let mut end = first;
+        for &(start, i) in &at {
+            if start != end {
+                return None;
+            }
+            end += tensors[i].numel();
+        }
+        let view = self.whole.reshape(&[self.whole.numel()]).ok()?.narrow(0usize, first, end - first).ok()?;
+        let view = view.reshape(&[(end - first) / cols, cols]).ok()?;
+        Some((view, at.into_iter().map(|(_, i)| i).collect()))
+    }
+}
+
+/// The sum of `pieces` (in the order they arrived) as one gradient of `input`'s shape. A join
+/// of one layer along dim 0 is kept in `last` (see [`Joined`]).
+pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>, last: &mut Option<Joined>) -> Result<Tensor> {
     // Each layer: pieces along one dim, pairwise disjoint.
     let mut layers: Vec<Vec<Piece>> = Vec::new();
     for p in pieces {
@@ -66,6 +113,11 @@ pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
     }
     // Made only where a layer has a gap: an LSTM step's `h'` and `c'` pieces cover their
     // `[2, N, H]` input whole, and a fill kernel per step would be wasted there.
+    let row: usize = input.shape().iter().skip(1).product();
+    let kept = match layers.as_slice() {
+        [layer] if layer[0].dim == 0 && layer.len() > 1 => Some(layer.iter().map(|p| (p.grad.clone(), p.start * row)).collect::<Vec<_>>()),
+        _ => None,
+    };
     let mut zero: Option<Tensor> = None;
     let mut total: Option<Tensor> = None;
     for layer in layers {
@@ -75,7 +127,11 @@ pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
             None => joined,
         });
     }
-    Ok(total.expect("assemble is called with at least one piece"))
+    let total = total.expect("assemble is called with at least one piece");
+    if let Some(parts) = kept.filter(|_| total.is_contiguous()) {
+        *last = Some(Joined { whole: total.clone(), parts });
+    }
+    Ok(total)
 }
 
 /// Disjoint pieces along one dim joined into `input`'s shape, the gaps filled from a scalar

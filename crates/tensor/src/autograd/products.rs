@@ -7,7 +7,10 @@
 //! `g_t` stacked by rows, so the engine keeps each product's `(a, g)` as a [`Piece`] and, at
 //! the shared operand's turn, joins them with two `cat`s and runs one product (as cuDNN and
 //! PyTorch's fused RNNs compute `dW_hh`). A product's left-hand gradient is computed at once,
-//! as the plain rule does, since the next product back needs it.
+//! as the plain rule does, since the next product back needs it. The `g_t` of an RNN are also
+//! its gate gradients, which the narrow gathering has already joined for the input projection
+//! when that turn comes first (the RNN makes `W_hh^T` before the projection for this): `G` is
+//! then rows of that join, with no second copy.
 //!
 //! Only the order of the float additions changes (the product's own reduction instead of a
 //! chain of adds); `narrow::gathering` switches this off along with the narrow gathering, so
@@ -17,6 +20,7 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 use super::grad_fn::matmul_grads;
+use super::narrow;
 
 /// One product `a @ b` whose `b` gradient waits for `b`'s turn.
 pub(crate) struct Piece {
@@ -39,14 +43,20 @@ pub(crate) fn defer(g: &Tensor, inputs: &[Tensor], from: u64) -> Result<(Vec<Opt
     Ok((grads, Piece { a: inputs[0].detach_unobserved(), g: g.clone(), from }))
 }
 
-/// The sum of every piece's `a^T g`, the gradient of `b`, as one product.
-pub(crate) fn assemble(b: &Tensor, pieces: Vec<Piece>) -> Result<Tensor> {
+/// The sum of every piece's `a^T g`, the gradient of `b`, as one product. Where the `g`s are
+/// one run of rows of `last`, the last join of narrow pieces (an RNN's gate gradients, joined
+/// for its input projection), they are read there rather than joined again.
+pub(crate) fn assemble(b: &Tensor, pieces: Vec<Piece>, last: Option<&narrow::Joined>) -> Result<Tensor> {
     let (a, g) = match pieces.as_slice() {
         [one] => (one.a.clone(), one.g.clone()),
         _ => {
-            let a: Vec<&Tensor> = pieces.iter().map(|p| &p.a).collect();
             let g: Vec<&Tensor> = pieces.iter().map(|p| &p.g).collect();
-            (Tensor::cat(&a, 0usize)?, Tensor::cat(&g, 0usize)?)
+            let (g, order) = match last.and_then(|j| j.rows_of(&g)) {
+                Some(found) => found,
+                None => (Tensor::cat(&g, 0usize)?, (0..pieces.len()).collect()),
+            };
+            let a: Vec<&Tensor> = order.iter().map(|&i| &pieces[i].a).collect();
+            (Tensor::cat(&a, 0usize)?, g)
         }
     };
     // `b` as the plain rule sees it, so a transposed weight still gets a row-major gradient.

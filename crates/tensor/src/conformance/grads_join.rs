@@ -49,14 +49,14 @@ pub fn pieces(d: &Device) {
         want.iter_mut().zip(padded(&[6, 4], dim, start, &grad)).for_each(|(w, p)| *w += p);
         pending.add_piece(&x, Piece { dim, start, grad, from: k as u64 }).unwrap();
     }
-    let got = pending.take(x.id()).expect("pieces arrived").join(&x).unwrap();
+    let got = pending.take(x.id()).expect("pieces arrived").join(&x, &mut None).unwrap();
     assert_close("joined pieces", &got.to_vec_f64().unwrap(), &want, 1e-6, 1e-6);
     assert!(pending.take(x.id()).is_none(), "taking empties what arrived");
 
     let whole = t(d, &[6, 4], 20);
     let mut pending = Pending::default();
     pending.add_piece(&x, Piece { dim: 0, start: 0, grad: whole.clone(), from: 0 }).unwrap();
-    let joined = pending.take(x.id()).unwrap().join(&x).unwrap();
+    let joined = pending.take(x.id()).unwrap().join(&x, &mut None).unwrap();
     assert!(std::sync::Arc::ptr_eq(&joined.storage(), &whole.storage()), "a piece that is the whole gradient is not copied");
 }
 
@@ -78,7 +78,7 @@ pub fn products(d: &Device) {
             assert!(grads[1].is_none(), "the right-hand gradient waits for its turn");
             pending.add_product(&b, piece);
         }
-        let got = pending.take(b.id()).unwrap().join(&b).unwrap();
+        let got = pending.take(b.id()).unwrap().join(&b, &mut None).unwrap();
         assert_close(&format!("joined products (b transposed: {transposed})"), &got.to_vec_f64().unwrap(), &want, 1e-5, 1e-5);
         assert_eq!(got.shape(), &[3, 5]);
         if transposed {
@@ -109,7 +109,7 @@ pub fn mixed(d: &Device) {
     pending.add_piece(&b, Piece { dim: 0, start: 2, grad: piece.clone(), from: 0 }).unwrap();
     let (_, share) = defer(&g, &[a.clone(), b.clone()], 1).unwrap();
     pending.add_product(&b, share);
-    let got = pending.take(b.id()).unwrap().join(&b).unwrap();
+    let got = pending.take(b.id()).unwrap().join(&b, &mut None).unwrap();
     assert_eq!(got.dtype(), DType::F32, "a gradient takes its input's dtype");
     let product = a.t().unwrap().matmul(&g).unwrap().to_vec_f64().unwrap();
     let (dv, ov, pv) = (dense.to_vec_f64().unwrap(), other.to_dtype(DType::F32).unwrap().to_vec_f64().unwrap(), padded(&[3, 5], 0, 2, &piece));
@@ -121,4 +121,40 @@ pub fn mixed(d: &Device) {
     assert!(pending.take(plain.id()).is_none(), "a gradient for a tensor that wants none is dropped");
     let err = pending.add("mul", &b, t(d, &[5, 3], 56)).unwrap_err().to_string();
     assert!(err.contains("mul") && err.contains("[5, 3]"), "{err}");
+}
+
+/// An RNN's gate gradients arrive twice: as narrow pieces of its projected inputs and as the
+/// `g` of its recurrent products' shares. Once the pieces are joined by rows, the products'
+/// join reads those rows (a view of the joined gradient, in the order they lie there) and the
+/// sum is still `sum_t a_t^T g_t`; tensors that are not one run of its rows are joined anew.
+pub fn products_read_a_join(d: &Device) {
+    let (x, b) = (leaf(d, &[3, 2, 5]), leaf(d, &[4, 5]));
+    let g: Vec<Tensor> = (0..3).map(|k| t(d, &[2, 5], 60 + k)).collect();
+    let mut pending = Pending::default();
+    for (k, g) in g.iter().enumerate() {
+        pending.add_piece(&x, Piece { dim: 0, start: k, grad: g.reshape(&[1, 2, 5]).unwrap(), from: k as u64 }).unwrap();
+    }
+    let mut last = None;
+    let joined = pending.take(x.id()).unwrap().join(&x, &mut last).unwrap();
+    let rows = last.as_ref().expect("a join by rows is kept");
+
+    let (view, order) = rows.rows_of(&[&g[2], &g[1]]).expect("the last two pieces are one run of rows");
+    assert!(std::sync::Arc::ptr_eq(&view.storage(), &joined.storage()), "the rows are read, not copied");
+    assert_eq!((view.shape(), order.as_slice()), (&[4, 5][..], &[1, 0][..]));
+    let copy = g[1].mul_scalar(1.0).unwrap();
+    assert!(rows.rows_of(&[&g[0], &g[2]]).is_none(), "rows with a gap between them are joined anew");
+    assert!(rows.rows_of(&[&copy, &g[2]]).is_none(), "equal values elsewhere are not the join's rows");
+
+    let mut want = vec![0.0; 20];
+    for (k, g) in g.iter().enumerate().skip(1).rev() {
+        let a = t(d, &[2, 4], 70 + k as u64);
+        let (a_v, g_v) = (a.to_vec_f64().unwrap(), g.to_vec_f64().unwrap());
+        for (i, j, r) in (0..4).flat_map(|i| (0..5).flat_map(move |j| (0..2).map(move |r| (i, j, r)))) {
+            want[i * 5 + j] += a_v[r * 4 + i] * g_v[r * 5 + j];
+        }
+        let (_, piece) = defer(g, &[a, b.clone()], k as u64).unwrap();
+        pending.add_product(&b, piece);
+    }
+    let got = pending.take(b.id()).unwrap().join(&b, &mut last).unwrap();
+    assert_close("products over rows of a join", &got.to_vec_f64().unwrap(), &want, 1e-5, 1e-5);
 }

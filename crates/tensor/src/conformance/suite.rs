@@ -77,6 +77,7 @@ macro_rules! conformance_suite {
             grad_join_pieces => grads_join::pieces,
             grad_join_products => grads_join::products,
             grad_join_mixed => grads_join::mixed,
+            grad_join_products_read_a_join => grads_join::products_read_a_join,
             grad_neg_abs => grads_elementwise::neg_abs,
             grad_exp_log => grads_elementwise::exp_log,
             grad_sqrt_rsqrt => grads_elementwise::sqrt_rsqrt,
