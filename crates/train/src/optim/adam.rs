@@ -138,50 +138,43 @@ impl Kernels for AdamConfig {
         let v = slices::<T>(Self::OP, inputs)?;
         let n = v[0].len();
         let (step_size, bias_correction2_sqrt) = step.rule.corrections(step.lr, step.step);
-        let (wd, shrink) = (acc::<T::Wide>(weight_decay), acc::<T::Wide>(1.0 - step.lr * weight_decay));
-        // The composite's lerp weight and its complement, both from f64 as it computes them.
-        let (w1, w1_rest) = (acc::<T::Wide>(1.0 - beta1), acc::<T::Wide>(1.0 - (1.0 - beta1)));
-        let (b2, b2_rest) = (acc::<T::Wide>(beta2), acc::<T::Wide>(1.0 - beta2));
-        let (bc2, eps, neg_step) = (acc::<T::Wide>(bias_correction2_sqrt), acc::<T::Wide>(eps), acc::<T::Wide>(-step_size));
-        let round = |x: T::Wide| T::narrow(x);
+        let c = Coefficients::<T::Wide> {
+            sign: acc(if maximize { -1.0 } else { 1.0 }),
+            wd: acc(weight_decay),
+            shrink: acc(1.0 - step.lr * weight_decay),
+            // The composite's lerp weight and its complement, both from f64 as it computes them.
+            w1: acc(1.0 - beta1),
+            w1_rest: acc(1.0 - (1.0 - beta1)),
+            b2: acc(beta2),
+            b2_rest: acc(1.0 - beta2),
+            bc2: acc(bias_correction2_sqrt),
+            eps: acc(eps),
+            neg_step: acc(-step_size),
+        };
         let low_weight = (1.0 - beta1).abs() < 0.5;
-        // Outputs written in place and every operand cut to `n` up front: the loop then has no
-        // capacity or bounds checks, and its flags are loop-invariant, so it vectorizes (pushing
-        // into four vectors kept it scalar).
+        let decay = match (weight_decay != 0.0, decoupled_weight_decay) {
+            (false, _) => NO_DECAY,
+            (true, false) => L2_DECAY,
+            (true, true) => DECOUPLED_DECAY,
+        };
+        // Outputs written in place and every operand cut to `n` up front, and the flags made
+        // constants of the loop's copy: the loop then has no capacity or bounds checks and no
+        // branches, so it vectorizes (pushing into four vectors, or testing the flags per
+        // element, kept it scalar).
         let (ins, mut outs) = buffers(&v, 3 + amsgrad as usize, n)?;
-        in_pieces(&ins, &mut outs, move |ins, outs| {
-            let n = ins[0].len();
-            let (params, grads, avgs, sqs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n], &ins[3][..n]);
-            let maxes = if amsgrad { &ins[4][..n] } else { sqs };
-            let (new_params, rest) = outs.split_at_mut(1);
-            let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
-            let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
-            let new_sqs = &mut new_sqs[0][..n];
-            for i in 0..n {
-                let param = params[i].widen();
-                let mut g = if maximize { -grads[i].widen() } else { grads[i].widen() };
-                let mut p = param;
-                if decoupled_weight_decay {
-                    if weight_decay != 0.0 {
-                        p = round(p * shrink).widen();
-                    }
-                } else if weight_decay != 0.0 {
-                    g = round(g + round(param * wd).widen()).widen();
-                }
-                // torch.lerp's two branches, as the composite's `lerp`.
-                let m0 = avgs[i].widen();
-                let m = round(if low_weight { m0 + (g - m0) * w1 } else { g - (g - m0) * w1_rest });
-                let sq = round(sqs[i].widen() * b2 + g * b2_rest * g);
-                // Exact in every dtype: both are values of it.
-                let second = if amsgrad { T::narrow(maxes[i].widen().max(sq.widen())) } else { sq };
-                let denom = second.widen().sqrt() / bc2 + eps;
-                new_params[i] = round(p + m.widen() / denom * neg_step);
-                new_avgs[i] = m;
-                new_sqs[i] = sq;
-                if amsgrad {
-                    new_maxes[0][i] = second;
-                }
-            }
+        in_pieces(&ins, &mut outs, move |ins, outs| match (low_weight, decay, amsgrad) {
+            (true, NO_DECAY, false) => adam_elements::<T, true, NO_DECAY, false>(&c, ins, outs),
+            (true, L2_DECAY, false) => adam_elements::<T, true, L2_DECAY, false>(&c, ins, outs),
+            (true, _, false) => adam_elements::<T, true, DECOUPLED_DECAY, false>(&c, ins, outs),
+            (false, NO_DECAY, false) => adam_elements::<T, false, NO_DECAY, false>(&c, ins, outs),
+            (false, L2_DECAY, false) => adam_elements::<T, false, L2_DECAY, false>(&c, ins, outs),
+            (false, _, false) => adam_elements::<T, false, DECOUPLED_DECAY, false>(&c, ins, outs),
+            (true, NO_DECAY, true) => adam_elements::<T, true, NO_DECAY, true>(&c, ins, outs),
+            (true, L2_DECAY, true) => adam_elements::<T, true, L2_DECAY, true>(&c, ins, outs),
+            (true, _, true) => adam_elements::<T, true, DECOUPLED_DECAY, true>(&c, ins, outs),
+            (false, NO_DECAY, true) => adam_elements::<T, false, NO_DECAY, true>(&c, ins, outs),
+            (false, L2_DECAY, true) => adam_elements::<T, false, L2_DECAY, true>(&c, ins, outs),
+            (false, _, true) => adam_elements::<T, false, DECOUPLED_DECAY, true>(&c, ins, outs),
         });
         Ok(stored(outs))
     }
@@ -245,5 +238,65 @@ liandan_backend_wgpu::shader_params! {
         bias_correction2_sqrt: f32,
         eps: f32,
         neg_step_size: f32,
+    }
+}
+
+/// Weight decay in [`adam_elements`]: none, added to the gradient (L2), or shrinking the
+/// parameter (decoupled, AdamW's).
+const NO_DECAY: u8 = 0;
+const L2_DECAY: u8 = 1;
+const DECOUPLED_DECAY: u8 = 2;
+
+/// An Adam step's scalars in the computing type.
+#[derive(Clone, Copy)]
+struct Coefficients<W> {
+    /// -1 when maximizing (an exact negation), else 1.
+    sign: W,
+    wd: W,
+    shrink: W,
+    w1: W,
+    w1_rest: W,
+    b2: W,
+    b2_rest: W,
+    bc2: W,
+    eps: W,
+    neg_step: W,
+}
+
+/// Adam's update of one piece: `ins` param, grad, exp_avg, exp_avg_sq[, max_exp_avg_sq],
+/// `outs` their new values. `LOW` picks torch.lerp's branch for a lerp weight under a half.
+#[inline(always)]
+fn adam_elements<T: Float, const LOW: bool, const DECAY: u8, const AMS: bool>(c: &Coefficients<T::Wide>, ins: &[&[T]], outs: &mut [&mut [T]]) {
+    let round = |x: T::Wide| T::narrow(x);
+    let n = ins[0].len();
+    let (params, grads, avgs, sqs) = (&ins[0][..n], &ins[1][..n], &ins[2][..n], &ins[3][..n]);
+    let maxes = if AMS { &ins[4][..n] } else { sqs };
+    let (new_params, rest) = outs.split_at_mut(1);
+    let (new_params, (new_avgs, rest)) = (&mut new_params[0][..n], rest.split_at_mut(1));
+    let (new_avgs, (new_sqs, new_maxes)) = (&mut new_avgs[0][..n], rest.split_at_mut(1));
+    let new_sqs = &mut new_sqs[0][..n];
+    let new_maxes: &mut [T] = if AMS { &mut new_maxes[0][..n] } else { &mut [] };
+    for i in 0..n {
+        let param = params[i].widen();
+        let mut g = grads[i].widen() * c.sign;
+        let mut p = param;
+        if DECAY == DECOUPLED_DECAY {
+            p = round(p * c.shrink).widen();
+        } else if DECAY == L2_DECAY {
+            g = round(g + round(param * c.wd).widen()).widen();
+        }
+        // torch.lerp's two branches, as the composite's `lerp`.
+        let m0 = avgs[i].widen();
+        let m = round(if LOW { m0 + (g - m0) * c.w1 } else { g - (g - m0) * c.w1_rest });
+        let sq = round(sqs[i].widen() * c.b2 + g * c.b2_rest * g);
+        // Exact in every dtype: both are values of it.
+        let second = if AMS { T::narrow(maxes[i].widen().max(sq.widen())) } else { sq };
+        let denom = second.widen().sqrt() / c.bc2 + c.eps;
+        new_params[i] = round(p + m.widen() / denom * c.neg_step);
+        new_avgs[i] = m;
+        new_sqs[i] = sq;
+        if AMS {
+            new_maxes[i] = second;
+        }
     }
 }
