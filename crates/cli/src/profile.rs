@@ -64,7 +64,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
             opt.step()?;
             return Ok(());
         };
-        scaler.scale(&loss).map_err(|e| failed("loss scale", e))?.backward().map_err(|e| failed("backward", e))?;
+        scaler.backward(&loss).map_err(|e| failed("backward", e))?;
         let _layer = profile::layer("optimizer");
         let flag = scaler.unscale_(&params).map_err(|e| failed("loss scale", e))?;
         scaler.step(opt, &flag).map_err(|e| failed("loss scale", e))?;

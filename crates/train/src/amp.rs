@@ -182,6 +182,19 @@ impl GradScaler {
         }
     }
 
+    /// `scale(loss).backward()` without the product: backward starts from the scale itself,
+    /// which is the product's gradient with respect to `loss` (the same values, two kernels
+    /// and a fill fewer a step). Falls back to that composite where the scale is not a device
+    /// tensor of the loss's device and dtype, or the loss has more than one element.
+    pub fn backward(&self, loss: &Tensor) -> Result<()> {
+        match (&self.device_scale, &self.unread) {
+            (Some(s), Some(_)) if s.device() == loss.device() && s.dtype() == loss.dtype() && loss.numel() == 1 && loss.requires_grad() => {
+                Ok(loss.backward_with(&s.reshape(loss.shape())?, false)?)
+            }
+            _ => Ok(self.scale(loss)?.backward()?),
+        }
+    }
+
     /// Reads the check of the last [`GradScaler::step`] (waiting only for that step's
     /// gradients) and brings the scale, its tracker and the skipped count up to date.
     pub fn settle(&mut self) -> Result<()> {

@@ -131,7 +131,7 @@ pub fn zoo_step(name: &str, precision: Precision, device: &Device) -> Result<imp
             };
             match &mut scaler {
                 Some(s) => {
-                    s.scale(&loss)?.backward()?;
+                    s.backward(&loss)?;
                     s.unscale_(&model.parameters())?;
                 }
                 None => loss.backward()?,

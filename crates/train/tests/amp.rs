@@ -385,3 +385,45 @@ fn mnist_cnn_in_f16_and_bf16_reaches_the_f32_validation_accuracy_within_a_point(
         assert!((acc - reference).abs() <= 0.01, "{precision}: validation accuracy {acc}, f32 {reference}");
     }
 }
+
+/// `GradScaler::backward` starts backward from the scale rather than multiplying the loss by
+/// it: the same gradients, bit for bit, as `scale(loss).backward()`, once the scale lives on
+/// the device (after a step), with no product of the loss and of its gradient.
+#[test]
+fn backward_from_the_scale_matches_backward_through_the_scaled_loss() {
+    let _g = lock();
+    for dev in common::devices() {
+        let model = seeded_zoo("mlp", 4, &dev);
+        let x = Tensor::rand(&[4, 1024], 0.0, 1.0, 6, DType::F32, &dev).unwrap();
+        let y = Tensor::from_vec((0..4i64).collect::<Vec<_>>(), &[4], &dev).unwrap();
+        let params = model.parameters();
+        let mut opt = Sgd::new(model.named_parameters(), SgdConfig { lr: 0.01, ..SgdConfig::default() }).unwrap();
+        let mut scaler = GradScaler::with_scale(1024.0);
+        let loss = || autocast(DType::F16, || model.loss(&x, Some(&y))).unwrap();
+        scaler.backward(&loss()).unwrap();
+        let flag = scaler.unscale_(&params).unwrap();
+        scaler.step(&mut opt, &flag).unwrap();
+
+        let mut grads = |seeded: bool| -> (Vec<Vec<f64>>, u64) {
+            opt.zero_grad();
+            let loss = loss();
+            liandan_train::nn::profile::start().unwrap();
+            {
+                // The session records every thread's calls: this one's are under this layer.
+                let _here = liandan_train::nn::profile::layer("scaled backward");
+                if seeded {
+                    scaler.backward(&loss).unwrap();
+                } else {
+                    scaler.scale(&loss).unwrap().backward().unwrap();
+                }
+            }
+            let p = liandan_train::nn::profile::stop().unwrap();
+            let muls = p.events().iter().filter(|e| e.layer.starts_with("scaled backward") && e.name == "mul").count() as u64;
+            (params.iter().map(|p| p.grad().unwrap().to_vec_f64().unwrap()).collect(), muls)
+        };
+        let (seeded, seeded_muls) = grads(true);
+        let (scaled, scaled_muls) = grads(false);
+        assert_eq!(seeded, scaled, "gradients on {dev}");
+        assert_eq!(scaled_muls, seeded_muls + 2, "the loss's product and its gradient's on {dev}");
+    }
+}

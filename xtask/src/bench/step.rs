@@ -122,7 +122,7 @@ impl Setup {
             loss.backward().map_err(|e| s(&e))?;
             return self.opt.step().map_err(|e| s(&e));
         };
-        scaler.scale(&loss).map_err(|e| s(&e))?.backward().map_err(|e| s(&e))?;
+        scaler.backward(&loss).map_err(|e| s(&e))?;
         let flag = scaler.unscale_(&self.params).map_err(|e| s(&e))?;
         scaler.step(&mut *self.opt, &flag).map_err(|e| s(&e))
     }

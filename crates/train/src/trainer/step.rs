@@ -68,17 +68,17 @@ impl<M: Layer> Trainer<M> {
             let batch = batch?;
             liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
             let (out, loss) = self.forward_loss(&batch, config.precision)?;
-            let mut scaled = if end - start > 1 { loss.mul_scalar(share)? } else { loss.clone() };
-            if let Some(scaler) = self.active_scaler(config) {
-                scaled = scaler.scale(&scaled)?;
-            }
+            let scaled = if end - start > 1 { loss.mul_scalar(share)? } else { loss.clone() };
             // In a data-parallel run, the last batch's backward all-reduces the gradients as it
             // goes; the others only accumulate (DDP's `no_sync`).
             let last_batch = st.batch + 1 == end;
             if let Some(reducer) = self.reducer() {
                 reducer.set_sync(last_batch);
             }
-            scaled.backward()?;
+            match self.active_scaler(config) {
+                Some(scaler) => scaler.backward(&scaled)?,
+                None => scaled.backward()?,
+            }
             let out = out.detach();
             for m in &mut self.metrics {
                 m.update(&out, &batch.target)?;
