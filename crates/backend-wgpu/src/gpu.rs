@@ -142,6 +142,8 @@ pub(crate) struct Gpu {
     pub(crate) measured: AtomicU64,
     /// The device's options (`options.rs`), shared with its backend.
     shared: Arc<Shared>,
+    /// Free buffers of [`LATER_BYTES`] for small later reads, returned when a read is dropped.
+    later: Mutex<Vec<wgpu::Buffer>>,
 }
 
 thread_local! {
@@ -219,6 +221,12 @@ const READBACK_BYTES: u64 = 64 << 10;
 /// How long a wait polls the device before it sleeps on the fence ([`Gpu::idle`]): a small
 /// model's whole step (an mlp's is under a millisecond on an H200), and at most this much of
 /// one core's time per synchronize.
+/// The size of a small later read's buffer, kept for the next one: a loss scaler's check is
+/// read this way every step, and making a mappable buffer each time costs host time.
+const LATER_BYTES: u64 = 256;
+/// Free small later-read buffers kept at most.
+const LATER_KEPT: usize = 8;
+
 const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// One calling thread's index-fault words, read back with every host read and at
@@ -276,6 +284,20 @@ impl LaterBytes {
         }
         let data = self.staging.slice(..).get_mapped_range().map_err(|e| gpu.err("read", e.to_string()))?;
         Ok(data[..self.len as usize].to_vec())
+    }
+}
+
+impl Drop for LaterBytes {
+    /// A small buffer goes back for the next later read (unmapped by then: [`LaterBytes::wait`]
+    /// unmaps it before it returns; a copy into it that was never waited for is ordered before
+    /// the next one on the queue).
+    fn drop(&mut self) {
+        if self.staging.size() == LATER_BYTES {
+            let mut kept = self.gpu.later.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() < LATER_KEPT {
+                kept.push(self.staging.clone());
+            }
+        }
     }
 }
 
@@ -408,6 +430,7 @@ impl Gpu {
             tuning: Mutex::default(),
             measured: AtomicU64::new(0),
             shared,
+            later: Mutex::default(),
         })
     }
 
@@ -802,11 +825,14 @@ impl Gpu {
     /// its own, to be mapped by [`LaterBytes::wait`]. The batch ends with the copy (before the
     /// next dispatch), so that wait is for the work before it, not for what is recorded after.
     pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64) -> LaterBytes {
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("liandan later read-back"),
-            size: len.max(4),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let kept = if len <= LATER_BYTES { self.later.lock().unwrap_or_else(|p| p.into_inner()).pop() } else { None };
+        let staging = kept.unwrap_or_else(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("liandan later read-back"),
+                size: if len <= LATER_BYTES { LATER_BYTES } else { len },
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         if len > 0 {

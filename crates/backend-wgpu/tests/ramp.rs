@@ -71,3 +71,24 @@ fn a_later_read_ends_its_batch() {
     assert_eq!(host_phases().submits - submits, 1, "the copy's batch was submitted already");
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
 }
+
+/// Small later reads reuse their read-back buffers: each still returns its own values, with
+/// reads in flight together, reads dropped untaken, and a read too large for a kept buffer.
+#[test]
+fn later_reads_keep_their_values_when_their_buffers_are_reused() {
+    let Some(d) = common::gpu_with(|_| {}) else {
+        return;
+    };
+    let x = Tensor::full(&[4], 1.0, DType::F32, &d).unwrap();
+    for round in 0..6 {
+        let k = round as f64 * 3.0;
+        let a = x.mul_scalar(k + 1.0).unwrap().read_later().unwrap();
+        let dropped = x.mul_scalar(-1.0).unwrap().read_later().unwrap();
+        let b = x.mul_scalar(k + 2.0).unwrap().read_later().unwrap();
+        drop(dropped);
+        let large = Tensor::full(&[200], k + 3.0, DType::F32, &d).unwrap().read_later().unwrap();
+        assert_eq!(b.to_vec_f64().unwrap(), vec![k + 2.0; 4], "round {round}");
+        assert_eq!(a.to_vec_f64().unwrap(), vec![k + 1.0; 4], "round {round}");
+        assert_eq!(large.to_vec_f64().unwrap(), vec![k + 3.0; 200], "round {round}");
+    }
+}
