@@ -218,15 +218,15 @@ const MAX_INDEX_TAGS: usize = 1024;
 /// index-fault words) maps it instead of creating a mappable buffer, which costs a driver
 /// allocation each time.
 const READBACK_BYTES: u64 = 64 << 10;
-/// How long a wait polls the device before it sleeps on the fence ([`Gpu::idle`]): a small
-/// model's whole step (an mlp's is under a millisecond on an H200), and at most this much of
-/// one core's time per synchronize.
 /// The size of a small later read's buffer, kept for the next one: a loss scaler's check is
 /// read this way every step, and making a mappable buffer each time costs host time.
 const LATER_BYTES: u64 = 256;
 /// Free small later-read buffers kept at most.
 const LATER_KEPT: usize = 8;
 
+/// How long a wait polls the device before it sleeps on the fence ([`Gpu::idle`]): a small
+/// model's whole step (an mlp's is under a millisecond on an H200), and at most this much of
+/// one core's time per synchronize.
 const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// One calling thread's index-fault words, read back with every host read and at

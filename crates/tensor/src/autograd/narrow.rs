@@ -111,13 +111,13 @@ pub(crate) fn assemble(input: &Tensor, pieces: Vec<Piece>, last: &mut Option<Joi
             None => layers.push(vec![p]),
         }
     }
-    // Made only where a layer has a gap: an LSTM step's `h'` and `c'` pieces cover their
-    // `[2, N, H]` input whole, and a fill kernel per step would be wasted there.
     let row: usize = input.shape().iter().skip(1).product();
     let kept = match layers.as_slice() {
         [layer] if layer[0].dim == 0 && layer.len() > 1 => Some(layer.iter().map(|p| (p.grad.clone(), p.start * row)).collect::<Vec<_>>()),
         _ => None,
     };
+    // Made only where a layer has a gap: an LSTM step's `h'` and `c'` pieces cover their
+    // `[2, N, H]` input whole, and a fill kernel per step would be wasted there.
     let mut zero: Option<Tensor> = None;
     let mut total: Option<Tensor> = None;
     for layer in layers {

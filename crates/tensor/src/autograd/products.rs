@@ -9,8 +9,8 @@
 //! PyTorch's fused RNNs compute `dW_hh`). A product's left-hand gradient is computed at once,
 //! as the plain rule does, since the next product back needs it. The `g_t` of an RNN are also
 //! its gate gradients, which the narrow gathering has already joined for the input projection
-//! when that turn comes first (the RNN makes `W_hh^T` before the projection for this): `G` is
-//! then rows of that join, with no second copy.
+//! when that turn comes first (the RNN makes `W_hh^T` before its steps' view of the projection
+//! for this): `G` is then rows of that join, with no second copy.
 //!
 //! Only the order of the float additions changes (the product's own reduction instead of a
 //! chain of adds); `narrow::gathering` switches this off along with the narrow gathering, so
