@@ -12,7 +12,8 @@ fn fused_kernels_run_here() {
     use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
     use liandan_tensor::{ConvGeometry, CustomOp, DType, Device};
     let d = Device::cpu();
-    for op in unit_ops().into_iter().chain(norm_ops()) {
+    // Log-softmax runs its composite here: a few cheap passes over a classifier's logits.
+    for op in unit_ops().into_iter().chain(norm_ops()).filter(|op| !op.name().starts_with("log_softmax")) {
         for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
-    GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MaxPool2dBackward, Relu,
-    ReluBackward,
+    GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep,
+    MatmulBias, MaxPool2dBackward, Relu, ReluBackward,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -44,6 +44,8 @@ pub(crate) enum Known {
     MatmulBias,
     MaxPool2dBackward(Window2d),
     LstmStep,
+    /// Log-softmax along the last axis; `true` for its gradient.
+    LogSoftmax(bool),
 }
 
 impl Known {
@@ -64,6 +66,8 @@ impl Known {
             (T::of::<BceLossBackward>(), Known::Pointwise(Pointwise::BceLossBackward)),
             (T::of::<MatmulBias>(), Known::MatmulBias),
             (T::of::<LstmStep>(), Known::LstmStep),
+            (T::of::<LogSoftmaxLastDim>(), Known::LogSoftmax(false)),
+            (T::of::<LogSoftmaxLastDimBackward>(), Known::LogSoftmax(true)),
         ];
         if let Some((_, known)) = unit.into_iter().find(|(t, _)| is(*t)) {
             return Some(known);
@@ -226,6 +230,7 @@ impl WgpuBackend {
                 _ => None,
             },
             Known::LstmStep => self.fused_lstm_step(inputs),
+            Known::LogSoftmax(backward) => self.fused_log_softmax(backward, inputs),
         }
     }
 

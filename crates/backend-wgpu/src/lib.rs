@@ -39,6 +39,7 @@ mod custom;
 mod elementwise;
 mod fused;
 mod fused_layer_norm;
+mod fused_log_softmax;
 mod fused_norm;
 mod fused_pointwise;
 mod gpu;
@@ -181,6 +182,7 @@ kernel_families! {
     FusedPointwise(fused_pointwise::Key),
     FusedNorm(fused_norm::Key),
     FusedLayerNorm(fused_layer_norm::Key),
+    FusedLogSoftmax(fused_log_softmax::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
     ConvWinograd(conv::WinogradKey),

@@ -395,3 +395,29 @@ fn dense_elementwise_matches_cpu() {
     }
     assert_native(&d, &[DType::F32, DType::F16]);
 }
+
+/// A classifier's log-softmax (most of its cross-entropy) is one dispatch forward and one
+/// backward, where the composite takes some ten and four; its values are the CPU's.
+#[test]
+fn log_softmax_is_a_dispatch_each_way() {
+    let Some(d) = gpu() else { return };
+    let (g, c) = pair(&d, &[64, 10], 30, DType::F32);
+    let g = g.requires_grad_(true).unwrap();
+    let y = counted(&d, dispatches_recorded, "dispatches", "log_softmax forward", &|| g.log_softmax(-1isize).unwrap(), 1);
+    let want = c.log_softmax(-1isize).unwrap().to_vec::<f32>().unwrap();
+    for (a, b) in y.to_vec::<f32>().unwrap().iter().zip(&want) {
+        assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} against the CPU's {b}");
+    }
+    let dy = Tensor::full(&[64, 10], 0.5, DType::F32, &d).unwrap();
+    counted(
+        &d,
+        dispatches_recorded,
+        "dispatches",
+        "log_softmax backward",
+        &|| {
+            y.backward_with(&dy, false).unwrap();
+            g.grad().unwrap()
+        },
+        1,
+    );
+}

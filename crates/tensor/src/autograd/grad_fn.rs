@@ -334,10 +334,7 @@ impl BackwardRule for GradFn {
             GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
             GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
             GradFn::Softmax { dim } => one(Tensor::softmax_backward(g, out, *dim)?),
-            GradFn::LogSoftmax { dim } => {
-                let total = g.sum(&[*dim], true)?;
-                one(g.sub(&out.exp()?.mul(&total)?)?)
-            }
+            GradFn::LogSoftmax { dim } => one(Tensor::log_softmax_backward(g, out, *dim)?),
             // d softplus(x) / dx = sigmoid(x), also at x = 0 (where the stable forward's
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),

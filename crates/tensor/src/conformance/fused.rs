@@ -29,6 +29,8 @@ pub fn unit_ops() -> Vec<Box<dyn CustomOp>> {
         Box::new(GeluBackward),
         Box::new(SoftmaxLastDim),
         Box::new(SoftmaxLastDimBackward),
+        Box::new(LogSoftmaxLastDim),
+        Box::new(LogSoftmaxLastDimBackward),
         Box::new(BceLoss),
         Box::new(BceLossBackward),
     ]
@@ -70,9 +72,10 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         "lstm_step" => vec![t(&[n, 32], 1), t(&[n, 8], 2), t(&[32, 8], 3), t(&[n, 8], 4)],
         "gru_cell" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
         "gru_cell_backward" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
-        "relu" | "gelu" | "softmax_last_dim" => vec![t(&[n, h], 1)],
+        "relu" | "gelu" | "softmax_last_dim" | "log_softmax_last_dim" => vec![t(&[n, h], 1)],
         "relu_backward" | "gelu_backward" => vec![t(&[n, h], 1), t(&[n, h], 2)],
         "softmax_last_dim_backward" => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
+        "log_softmax_last_dim_backward" => vec![t(&[n, h], 1).log_softmax(-1isize).unwrap(), t(&[n, h], 2)],
         // Probabilities, targets, the incoming gradient.
         "bce_loss" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap()],
         "bce_loss_backward" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap(), t(&[n, h], 3)],
@@ -641,6 +644,38 @@ pub fn softmax_matches_composite(d: &Device) {
     }
     let (_, v) = from_values(d, &[4, 6], &values(24, 72), DType::F32);
     check_fused("softmax strided", &[strided_input(d, &[4, 6], &v, DType::F32)], softmax, 1e-6, 1e-5);
+}
+
+/// The fused log-softmax along the last axis, forward and backward, against the composite:
+/// odd row lengths, rows longer than a workgroup, a row of one, large logits, rows whose
+/// maximum is infinite or NaN, a strided input.
+pub fn log_softmax_matches_composite(d: &Device) {
+    let log_softmax = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].log_softmax(-1isize)?]) };
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-5), (DType::F64, 1e-12, 1e-12), (DType::F16, 2e-2, 2e-3), (DType::BF16, 2e-1, 2e-2)] {
+        if dtype == DType::F64 && !d.is_cpu() {
+            continue;
+        }
+        for shape in [&[1usize][..], &[3, 7], &[2, 5, 67], &[4, 1], &[3, 130]] {
+            let mut v: Vec<f64> = values(shape.iter().product(), 74).iter().map(|x| 4.0 * x).collect();
+            v[0] = 90.0;
+            let x = Tensor::from_f64s(&v, shape, dtype, d).unwrap();
+            check_fused(&format!("log_softmax {dtype} {shape:?}"), &[x], log_softmax, atol, rtol);
+        }
+    }
+    // A row holding +inf, one holding -inf, one NaN: the composite's shift is 0 there.
+    let v = [1.0, f64::INFINITY, 2.0, -1.0, f64::NEG_INFINITY, 3.0, 0.5, f64::NAN, -2.0];
+    let x = Tensor::from_f64s(&v, &[3, 3], DType::F32, d).unwrap();
+    check_fused("log_softmax with non-finite logits", &[x], log_softmax, 1e-5, 1e-5);
+    let (_, v) = from_values(d, &[4, 6], &values(24, 75), DType::F32);
+    check_fused("log_softmax strided", &[strided_input(d, &[4, 6], &v, DType::F32)], log_softmax, 1e-5, 1e-5);
+}
+
+/// The fused log-softmax's backward rule against finite differences in f64, with fusion on and
+/// off, composed with another op so the incoming gradient is not all ones.
+pub fn log_softmax_grads(d: &Device) {
+    let f = |x: &[Tensor]| x[0].log_softmax(-1isize)?.mul(&x[0]);
+    check_grads("log_softmax (fused where the device can)", &[leaf(d, &[3, 5], 76)], f, 1e-7, 1e-6);
+    no_fusion(|| check_grads("log_softmax (composite)", &[leaf(d, &[3, 5], 76)], f, 1e-7, 1e-6));
 }
 
 /// The fused softmax's backward rule against finite differences in f64, with fusion on and off,

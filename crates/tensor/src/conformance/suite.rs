@@ -166,6 +166,8 @@ macro_rules! conformance_suite {
             fused_bce_grads => fused::bce_grads,
             fused_softmax_matches_composite => fused::softmax_matches_composite,
             fused_softmax_grads => fused::softmax_grads,
+            fused_log_softmax_matches_composite => fused::log_softmax_matches_composite,
+            fused_log_softmax_grads => fused::log_softmax_grads,
             fused_batch_norm_matches_composite => fused_norm::batch_norm_matches_composite,
             fused_batch_norm_mixed_matches_composite => fused_norm::batch_norm_mixed_matches_composite,
             fused_batch_norm_grads => fused_norm::batch_norm_grads,

@@ -35,7 +35,7 @@ pub use matmul::MatmulBias;
 pub use norm::{LayerNorm, LayerNormBackward};
 pub use pool::MaxPool2dBackward;
 pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
-pub use softmax::{SoftmaxLastDim, SoftmaxLastDimBackward};
+pub use softmax::{LogSoftmaxLastDim, LogSoftmaxLastDimBackward, SoftmaxLastDim, SoftmaxLastDimBackward};
 
 use crate::autograd::GradFn;
 use crate::error::{Error, Result};

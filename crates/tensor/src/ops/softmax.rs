@@ -1,6 +1,6 @@
 //! Softmax, log-softmax and logsumexp, built from primitives, with closed-form backward
-//! rules. Softmax along the last axis, and its rule, are custom ops: one kernel each where the
-//! backend has one.
+//! rules. Softmax and log-softmax along the last axis, and their rules, are custom ops: one
+//! kernel each where the backend has one.
 
 use crate::autograd::{self, GradFn};
 use crate::custom::CustomOp;
@@ -64,9 +64,39 @@ impl Tensor {
         }
         check_float("log_softmax", self)?;
         let d = dim.resolve("log_softmax", self.rank())?;
-        let out = autograd::no_grad(|| self.sub(&self.logsumexp(d, true)?))?;
+        if d + 1 == self.rank() && fusion_enabled() {
+            let x = self.contiguous()?;
+            if let Some(r) = fused::run(&LogSoftmaxLastDim, &[&x]) {
+                return Ok(r?.remove(0).recorded(&[&x], || GradFn::LogSoftmax { dim: d }));
+            }
+        }
+        let out = autograd::no_grad(|| log_softmax_along(self, d))?;
         Ok(out.recorded(&[self], || GradFn::LogSoftmax { dim: d }))
     }
+
+    /// The backward rule of [`Tensor::log_softmax`] from its output `y`: `dy - exp(y)
+    /// sum(dy)` along `dim`, fused where the device can and `dim` is the last
+    /// ([`LogSoftmaxLastDimBackward`]).
+    pub(crate) fn log_softmax_backward(dy: &Tensor, y: &Tensor, dim: usize) -> Result<Tensor> {
+        if dim + 1 == y.rank() && fusion_enabled() {
+            let (y, dy) = (y.contiguous()?, dy.contiguous()?);
+            if let Some(r) = fused::run(&LogSoftmaxLastDimBackward, &[&y, &dy]) {
+                return Ok(r?.remove(0));
+            }
+        }
+        log_softmax_backward_along(dy, y, dim)
+    }
+}
+
+/// `x - logsumexp(x)` along `d` from primitives.
+fn log_softmax_along(x: &Tensor, d: usize) -> Result<Tensor> {
+    x.sub(&x.logsumexp(d, true)?)
+}
+
+/// Log-softmax's gradient along `d` from primitives: `dy - exp(y) sum(dy)`.
+fn log_softmax_backward_along(dy: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
+    let total = dy.sum(&[d], true)?;
+    dy.sub(&y.exp()?.mul(&total)?)
 }
 
 /// Softmax of `x` along `d` from primitives, each row shifted by its maximum.
@@ -106,7 +136,35 @@ impl CustomOp for SoftmaxLastDimBackward {
     }
 }
 
+/// Log-softmax along the last axis ([`Tensor::log_softmax`] with `dim` the last), as the
+/// composite computes it: `y = x - (log(sum(exp(x - m))) + m)` with `m` the row's maximum where
+/// it is finite, else 0. Input: `x`, contiguous. Output: `y`, shaped like `x`. A cross-entropy
+/// loss's largest part: some ten kernels composed.
+#[derive(Clone, Copy, Debug)]
+pub struct LogSoftmaxLastDim;
+
+impl CustomOp for LogSoftmaxLastDim {
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let x = inputs[0];
+        Ok(vec![log_softmax_along(x, x.rank().saturating_sub(1))?])
+    }
+}
+
+/// The gradient of [`LogSoftmaxLastDim`], `dx = dy - exp(y) sum(dy)` with the sum along the
+/// last axis. Inputs: `y`, `dy` (one shape, contiguous). Output: `dx`.
+#[derive(Clone, Copy, Debug)]
+pub struct LogSoftmaxLastDimBackward;
+
+impl CustomOp for LogSoftmaxLastDimBackward {
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (y, dy) = (inputs[0], inputs[1]);
+        Ok(vec![log_softmax_backward_along(dy, y, y.rank().saturating_sub(1))?])
+    }
+}
+
 crate::custom_kernel_name! {
     SoftmaxLastDim => "softmax_last_dim",
     SoftmaxLastDimBackward => "softmax_last_dim_backward",
+    LogSoftmaxLastDim => "log_softmax_last_dim",
+    LogSoftmaxLastDimBackward => "log_softmax_last_dim_backward",
 }

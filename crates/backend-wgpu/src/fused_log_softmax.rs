@@ -1,0 +1,79 @@
+//! Fused log-softmax along the last axis (`liandan_tensor::ops::LogSoftmaxLastDim`, its gradient
+//! `LogSoftmaxLastDimBackward`): a dispatch each way, a workgroup a row, where the composite
+//! takes some ten kernels forward (the maximum, its guard, the shifted exponentials, their sum,
+//! its log) and four backward. A classifier's cross-entropy is mostly this. Computed in f32
+//! whatever the dtype; f64 is left to the composite.
+
+use std::sync::Arc;
+
+use liandan_tensor::{DType, Result, Storage, Strided};
+
+use crate::backend::{gpu_storage, WgpuBackend};
+use crate::kernels::{grid, KernelKey, Wgsl, WG};
+use crate::params::words;
+use crate::repr::Repr;
+
+const SHARED: &str = include_str!("shaders/fused_log_softmax.wgsl");
+const FORWARD: &str = include_str!("shaders/fused_log_softmax_forward.wgsl");
+const BACKWARD: &str = include_str!("shaders/fused_log_softmax_backward.wgsl");
+
+/// One fused log-softmax kernel variant (see `kernels::KernelKey`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    backward: bool,
+    dtype: DType,
+}
+
+impl KernelKey for Key {
+    fn source(&self, repr: &Repr) -> String {
+        let main = if self.backward { BACKWARD } else { FORWARD };
+        Wgsl::new(repr).params::<LogSoftmaxParams>().ty("x", self.dtype).part(SHARED).part(main).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<Key> {
+        let keys = [false, true].into_iter().flat_map(|backward| DType::ALL.map(|dtype| Key { backward, dtype }));
+        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+    }
+}
+
+crate::shader_params! {
+    /// A fused log-softmax's block (`shaders/fused_log_softmax.wgsl`): `rows` rows of `width`
+    /// elements; the inputs' offsets in binding order.
+    struct LogSoftmaxParams {
+        rows: u32,
+        width: u32,
+        offsets: [u32; 2],
+    }
+}
+
+impl WgpuBackend {
+    /// Runs a fused log-softmax pass, or `None` (f64; a non-contiguous operand; an empty row;
+    /// buffers beyond one binding or 32-bit offsets).
+    pub(crate) fn fused_log_softmax(&self, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let x = inputs.first()?;
+        let (dtype, numel) = (x.dtype, x.layout.numel());
+        let width = x.layout.shape().last().copied().unwrap_or(1);
+        let arity = if backward { 2 } else { 1 };
+        if inputs.len() != arity || !self.repr.computes(dtype) || dtype == DType::F64 || width == 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
+            return None;
+        }
+        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
+            Ok(gpu) => gpu,
+            Err(e) => return Some(Err(e)),
+        };
+        let rows = numel / width;
+        let mut block = LogSoftmaxParams { rows: u32::try_from(rows).ok()?, width: u32::try_from(width).ok()?, offsets: [0; 2] };
+        for (offset, v) in block.offsets.iter_mut().zip(inputs) {
+            *offset = u32::try_from(v.layout.offset()).ok()?;
+        }
+        Some((|| {
+            let kernel = gpu.kernel(Key { backward, dtype })?;
+            let out = self.output(dtype, numel)?;
+            let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
+            buffers.push(out.buffer());
+            // A workgroup a row (two-dimensional past a grid dimension's limit).
+            gpu.dispatch(&kernel, &words(&block), &buffers, grid(rows * WG))?;
+            Ok(vec![Arc::new(out) as Storage])
+        })())
+    }
+}
