@@ -47,14 +47,14 @@ crate::shader_params! {
 }
 
 impl WgpuBackend {
-    /// Runs a fused log-softmax pass, or `None` (f64; a non-contiguous operand; an empty row;
-    /// buffers beyond one binding or 32-bit offsets).
+    /// Runs a fused log-softmax pass, or `None` (f64; a non-contiguous operand; nothing to
+    /// compute; buffers beyond one binding or 32-bit offsets).
     pub(crate) fn fused_log_softmax(&self, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, numel) = (x.dtype, x.layout.numel());
         let width = x.layout.shape().last().copied().unwrap_or(1);
         let arity = if backward { 2 } else { 1 };
-        if inputs.len() != arity || !self.repr.computes(dtype) || dtype == DType::F64 || width == 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
+        if inputs.len() != arity || !self.repr.computes(dtype) || dtype == DType::F64 || numel == 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
         }
         let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
