@@ -11,7 +11,7 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
     GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep,
-    MatmulBias, MaxPool2dBackward, Relu, ReluBackward,
+    MatmulBias, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -46,6 +46,8 @@ pub(crate) enum Known {
     LstmStep,
     /// Log-softmax along the last axis; `true` for its gradient.
     LogSoftmax(bool),
+    /// Softmax along the last axis; `true` for its gradient.
+    Softmax(bool),
 }
 
 impl Known {
@@ -68,6 +70,8 @@ impl Known {
             (T::of::<LstmStep>(), Known::LstmStep),
             (T::of::<LogSoftmaxLastDim>(), Known::LogSoftmax(false)),
             (T::of::<LogSoftmaxLastDimBackward>(), Known::LogSoftmax(true)),
+            (T::of::<SoftmaxLastDim>(), Known::Softmax(false)),
+            (T::of::<SoftmaxLastDimBackward>(), Known::Softmax(true)),
         ];
         if let Some((_, known)) = unit.into_iter().find(|(t, _)| is(*t)) {
             return Some(known);
@@ -230,7 +234,8 @@ impl WgpuBackend {
                 _ => None,
             },
             Known::LstmStep => self.fused_lstm_step(inputs),
-            Known::LogSoftmax(backward) => self.fused_log_softmax(backward, inputs),
+            Known::LogSoftmax(backward) => self.fused_log_softmax(false, backward, inputs),
+            Known::Softmax(backward) => self.fused_log_softmax(true, backward, inputs),
         }
     }
 

@@ -1,8 +1,9 @@
-//! Fused log-softmax along the last axis (`liandan_tensor::ops::LogSoftmaxLastDim`, its gradient
-//! `LogSoftmaxLastDimBackward`): a dispatch each way, a workgroup a row, where the composite
-//! takes some ten kernels forward (the maximum, its guard, the shifted exponentials, their sum,
-//! its log) and four backward. A classifier's cross-entropy is mostly this. Computed in f32
-//! whatever the dtype; f64 is left to the composite.
+//! Fused softmax and log-softmax along the last axis (`liandan_tensor::ops::SoftmaxLastDim`,
+//! `LogSoftmaxLastDim` and their gradients): a dispatch each way, a workgroup a row, where the
+//! composite takes some ten kernels forward (the maximum, its guard, the shifted exponentials,
+//! their sum, its log) and four backward. A classifier's cross-entropy is mostly the
+//! log-softmax, and attention's probabilities are the softmax. Computed in f32 whatever the
+//! dtype; f64 is left to the composite.
 
 use std::sync::Arc;
 
@@ -16,28 +17,38 @@ use crate::repr::Repr;
 const SHARED: &str = include_str!("shaders/fused_log_softmax.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_log_softmax_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_log_softmax_backward.wgsl");
+const SOFTMAX_FORWARD: &str = include_str!("shaders/fused_softmax_forward.wgsl");
+const SOFTMAX_BACKWARD: &str = include_str!("shaders/fused_softmax_backward.wgsl");
 
-/// One fused log-softmax kernel variant (see `kernels::KernelKey`).
+/// One fused kernel variant (see `kernels::KernelKey`): the log-softmax's, or with `softmax`
+/// the softmax's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
+    softmax: bool,
     backward: bool,
     dtype: DType,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let main = if self.backward { BACKWARD } else { FORWARD };
+        let main = match (self.softmax, self.backward) {
+            (false, false) => FORWARD,
+            (false, true) => BACKWARD,
+            (true, false) => SOFTMAX_FORWARD,
+            (true, true) => SOFTMAX_BACKWARD,
+        };
         Wgsl::new(repr).params::<LogSoftmaxParams>().ty("x", self.dtype).part(SHARED).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [false, true].into_iter().flat_map(|backward| DType::ALL.map(|dtype| Key { backward, dtype }));
+        let modes = [(false, false), (false, true), (true, false), (true, true)];
+        let keys = modes.into_iter().flat_map(|(softmax, backward)| DType::ALL.map(move |dtype| Key { softmax, backward, dtype }));
         keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
     }
 }
 
 crate::shader_params! {
-    /// A fused log-softmax's block (`shaders/fused_log_softmax.wgsl`): `rows` rows of `width`
+    /// A fused (log-)softmax's block (`shaders/fused_log_softmax.wgsl`): `rows` rows of `width`
     /// elements; the inputs' offsets in binding order.
     struct LogSoftmaxParams {
         rows: u32,
@@ -47,9 +58,10 @@ crate::shader_params! {
 }
 
 impl WgpuBackend {
-    /// Runs a fused log-softmax pass, or `None` (f64; a non-contiguous operand; nothing to
-    /// compute; buffers beyond one binding or 32-bit offsets).
-    pub(crate) fn fused_log_softmax(&self, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    /// Runs a fused log-softmax pass, or with `softmax` a softmax pass, or `None` (f64; a
+    /// non-contiguous operand; nothing to compute; buffers beyond one binding or 32-bit
+    /// offsets).
+    pub(crate) fn fused_log_softmax(&self, softmax: bool, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, numel) = (x.dtype, x.layout.numel());
         let width = x.layout.shape().last().copied().unwrap_or(1);
@@ -67,7 +79,7 @@ impl WgpuBackend {
             *offset = u32::try_from(v.layout.offset()).ok()?;
         }
         Some((|| {
-            let kernel = gpu.kernel(Key { backward, dtype })?;
+            let kernel = gpu.kernel(Key { softmax, backward, dtype })?;
             let out = self.output(dtype, numel)?;
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.push(out.buffer());

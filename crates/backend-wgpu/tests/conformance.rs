@@ -18,9 +18,7 @@ fn fused_kernels_run_here() {
     use liandan_tensor::ops::{LstmStep, MaxPool2dBackward};
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
-    // Softmax along the last axis runs its composite here.
-    let here = |name: &str| !name.starts_with("softmax");
-    for op in unit_ops().into_iter().chain(norm_ops()).filter(|op| here(op.name())) {
+    for op in unit_ops().into_iter().chain(norm_ops()) {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }

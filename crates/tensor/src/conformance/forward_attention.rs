@@ -88,3 +88,34 @@ pub fn attention(d: &Device) {
     let bad_b = Tensor::zeros(&[3, h, s, e], DType::F32, d).unwrap();
     expect_shapes_err("scaled_dot_product_attention", q.scaled_dot_product_attention(&bad_b, &v, None, false, None), &[2, h, l, e], &[3, h, s, e]);
 }
+
+/// Attention under autocast: in f16 its probabilities in f16 from one kernel where the device
+/// has it (f32 inside, as PyTorch's attention under autocast), in bf16 the softmax in f32
+/// between casts, each against the softmax in f32 between casts with fusion off: the output in
+/// the low type and the inputs' gradients within that type's rounding, with a causal mask.
+pub fn attention_under_autocast(d: &Device) {
+    let leaf =
+        |shape: &[usize], seed| Tensor::from_f64s(&super::values(shape.iter().product(), seed), shape, DType::F32, d).unwrap().requires_grad_(true).unwrap();
+    let (q, k, v) = (leaf(&[2, 5, 8], 60), leaf(&[2, 7, 8], 61), leaf(&[2, 7, 3], 62));
+    let w = Tensor::from_f64s(&super::values(2 * 5 * 3, 63), &[2, 5, 3], DType::F32, d).unwrap();
+    for (low, tol) in [(DType::F16, 1e-2), (DType::BF16, 6e-2)] {
+        for causal in [false, true] {
+            let (q, k, v) = if causal { (leaf(&[2, 7, 8], 64), k.clone(), v.clone()) } else { (q.clone(), k.clone(), v.clone()) };
+            let w = if causal { Tensor::from_f64s(&super::values(2 * 7 * 3, 65), &[2, 7, 3], DType::F32, d).unwrap() } else { w.clone() };
+            let run = || {
+                [&q, &k, &v].iter().for_each(|t| t.set_grad(None));
+                let out = crate::autocast(low, || q.scaled_dot_product_attention(&k, &v, None, causal, None)).unwrap();
+                assert_eq!(out.dtype(), low, "attention under autocast computes in {low}");
+                out.to_dtype(DType::F32).unwrap().mul(&w).unwrap().sum_all().unwrap().backward().unwrap();
+                let mut seen = vec![out.to_vec_f64().unwrap()];
+                seen.extend([&q, &k, &v].iter().map(|t| t.grad().unwrap().to_vec_f64().unwrap()));
+                seen
+            };
+            let got = run();
+            let want = crate::no_fusion(run);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                super::assert_close(&format!("attention in {low} (causal {causal}): output, then dq, dk, dv: {i}"), g, w, tol, tol);
+            }
+        }
+    }
+}

@@ -62,6 +62,7 @@ macro_rules! conformance_suite {
             forward_dropout2d => forward_nn::dropout2d,
             forward_linear => forward_matmul::linear,
             forward_attention => forward_attention::attention,
+            forward_attention_under_autocast => forward_attention::attention_under_autocast,
             forward_l1_loss => forward_loss::l1_loss,
             forward_bce_loss => forward_loss::bce_loss,
             forward_kl_div => forward_loss::kl_div,

@@ -73,6 +73,14 @@ impl Tensor {
             }
             (None, false) => scores,
         };
-        scores.softmax(-1isize)?.matmul(value)
+        // Under autocast, f16 scores become f16 probabilities in one kernel, as PyTorch's.
+        let probs = match crate::autocast::autocast_dtype() {
+            Some(_) => scores.softmax_low_fused()?,
+            None => None,
+        };
+        match probs {
+            Some(p) => p.matmul(value),
+            None => scores.softmax(-1isize)?.matmul(value),
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::autograd::{self, GradFn};
 use crate::custom::CustomOp;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::fused::{self, fusion_enabled};
 use crate::ops::{check_float, Dim};
@@ -43,6 +44,24 @@ impl Tensor {
         }
         let out = autograd::no_grad(|| softmax_along(self, d))?;
         Ok(out.recorded(&[self], || GradFn::Softmax { dim: d }))
+    }
+
+    /// Softmax along the last axis of an f16 tensor in f16, as one kernel computing in f32
+    /// inside, where the device has it (`None` elsewhere, and for other types): attention's
+    /// probabilities under autocast, as PyTorch's attention computes them there (the f32
+    /// softmax's values rounded for the product that reads them, without the casts to f32 and
+    /// back each way). Not bf16: held packed on a GPU, its unpacking and packing around the
+    /// kernel cost vit's step more than the casts.
+    pub(crate) fn softmax_low_fused(&self) -> Result<Option<Tensor>> {
+        if self.dtype() != DType::F16 || self.rank() == 0 || !fusion_enabled() {
+            return Ok(None);
+        }
+        let x = self.contiguous()?;
+        let d = self.rank() - 1;
+        match fused::run(&SoftmaxLastDim, &[&x]) {
+            Some(r) => Ok(Some(r?.remove(0).recorded(&[&x], || GradFn::Softmax { dim: d }))),
+            None => Ok(None),
+        }
     }
 
     /// The backward rule of [`Tensor::softmax`] from its output `y`: `y (dy - sum(dy y))` along
