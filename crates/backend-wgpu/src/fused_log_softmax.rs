@@ -17,8 +17,6 @@ use crate::repr::Repr;
 const SHARED: &str = include_str!("shaders/fused_log_softmax.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_log_softmax_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_log_softmax_backward.wgsl");
-const SOFTMAX_FORWARD: &str = include_str!("shaders/fused_softmax_forward.wgsl");
-const SOFTMAX_BACKWARD: &str = include_str!("shaders/fused_softmax_backward.wgsl");
 
 /// One fused kernel variant (see `kernels::KernelKey`): the log-softmax's, or with `softmax`
 /// the softmax's.
@@ -31,13 +29,8 @@ pub(crate) struct Key {
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        let main = match (self.softmax, self.backward) {
-            (false, false) => FORWARD,
-            (false, true) => BACKWARD,
-            (true, false) => SOFTMAX_FORWARD,
-            (true, true) => SOFTMAX_BACKWARD,
-        };
-        Wgsl::new(repr).params::<LogSoftmaxParams>().ty("x", self.dtype).part(SHARED).part(main).build()
+        let main = if self.backward { BACKWARD } else { FORWARD };
+        Wgsl::new(repr).params::<LogSoftmaxParams>().ty("x", self.dtype).flag("SOFTMAX", self.softmax).part(SHARED).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {

@@ -1,5 +1,7 @@
-// ops::LogSoftmaxLastDim: each workgroup takes one row, its maximum m (0 where it is not
-// finite, as the composite's shift), then s = sum(exp(x - m)), and writes y = x - (log(s) + m).
+// ops::LogSoftmaxLastDim, or with SOFTMAX ops::SoftmaxLastDim: each workgroup takes one row, its
+// maximum m (NaN wins, as the composites' max), then s = sum(exp(x - m)), and writes
+// y = x - (log(s) + m), or y = exp(x - m) / s. The log-softmax shifts by 0 where m is not
+// finite, as its composite does.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> y: array<S_x>;
@@ -19,13 +21,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   m = max_all(lid, m);
   // The largest finite f32: NaN and the infinities compare outside it.
-  if (!(abs(m) <= 3.4028234663852886e38)) { m = 0.0; }
+  if (!SOFTMAX && !(abs(m) <= 3.4028234663852886e38)) { m = 0.0; }
   var s = 0.0;
   for (var j = lid; j < c; j += 64u) {
     s += exp(f32(load_x(x[base + j])) - m);
   }
-  let lse = log(sum_all(lid, s)) + m;
+  let total = sum_all(lid, s);
+  let lse = log(total) + m;
   for (var j = lid; j < c; j += 64u) {
-    y[row * c + j] = store_x(C_x(f32(load_x(x[base + j])) - lse));
+    let v = f32(load_x(x[base + j]));
+    if (SOFTMAX) {
+      y[row * c + j] = store_x(C_x(exp(v - m) / total));
+    } else {
+      y[row * c + j] = store_x(C_x(v - lse));
+    }
   }
 }
