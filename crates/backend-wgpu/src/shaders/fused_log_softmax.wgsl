@@ -1,6 +1,6 @@
 // Shared by the fused softmax and log-softmax kernels: x (forward) or y and dy (backward) are
-// [R, C], a row a workgroup of 64 invocations. `LogSoftmaxParams` (`fused_log_softmax.rs`): p.rows = R,
-// p.width = C, the inputs' offsets in binding order.
+// [R, C], a row a workgroup of 64 invocations. `LogSoftmaxParams` (`fused_log_softmax.rs`):
+// p.rows = R, p.width = C, the inputs' offsets in binding order.
 
 fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y * nwg.x + wid.x;

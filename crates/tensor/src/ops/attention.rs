@@ -16,7 +16,9 @@ impl Tensor {
     /// (the others get `-inf` before the softmax); a float mask of the query's dtype is added.
     /// `is_causal` keeps key `j <= i` for query `i` (the top-left aligned lower triangle, as
     /// PyTorch) and cannot be combined with `attn_mask`. A query whose keys are all masked
-    /// gets NaN, as in PyTorch's math kernel.
+    /// gets NaN, as in PyTorch's math kernel. Under f16 autocast the probabilities are f16,
+    /// computed in f32 inside one kernel where the device has one, as PyTorch's attention
+    /// computes them there.
     ///
     /// # Shapes
     /// - `self` (queries): `[*, L, E]`; `key`: `[*, S, E]`; `value`: `[*, S, Ev]` (batch dims
