@@ -105,6 +105,10 @@ pub(crate) enum Key {
     /// access a vec4 ([`Key::dense4`] picks it); or a binary with one such operand and one
     /// broadcast over channels ([`Dense::Broadcast`], [`Key::broadcast4`]).
     Dense4(Dense, DType),
+    /// An f32 or f16 [`Key::Copy`] between strided views whose innermost dimension is dense
+    /// in runs of four (attention's heads split and merged): a vec4 an invocation, indexed
+    /// through the strided block in units of four ([`Key::runs4`] picks it).
+    CopyRuns(DType),
 }
 
 /// The ops [`Key::Dense4`] runs.
@@ -231,6 +235,37 @@ impl Key {
         (dense_from_fours).then_some(Key::Dense4(dense, dtype))
     }
 
+    /// The vec4 variant ([`Key::CopyRuns`]) of an f32 or f16 copy whose strided meta block
+    /// (`launch::strided`, two operands) has its innermost dimension a multiple of four long
+    /// at stride 1 in both views, every other stride and both offsets multiples of four: with
+    /// the block counted in fours.
+    pub(crate) fn runs4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
+        let Key::Copy(dtype @ (DType::F32 | DType::F16)) = self else { return None };
+        let m = StridedView(meta);
+        let rank = m.rank();
+        if operands != 2 || rank == 0 || meta.len() != 2 + rank + 2 * (rank + 1) || !m.shape()[rank - 1].is_multiple_of(4) {
+            return None;
+        }
+        let fours = |k: usize| {
+            let s = m.strides(k).unwrap_or_default();
+            s[rank - 1] == 1 && s[..rank - 1].iter().all(|s| s.is_multiple_of(4)) && m.offset(k).is_some_and(|o| o.is_multiple_of(4))
+        };
+        if !(fours(0) && fours(1)) {
+            return None;
+        }
+        let mut quartered = meta.to_vec();
+        quartered[0] /= 4;
+        quartered[1 + rank] /= 4;
+        for k in 0..2 {
+            let base = 2 + rank + k * (rank + 1);
+            for w in &mut quartered[base..base + rank - 1] {
+                *w /= 4;
+            }
+            quartered[base + rank] /= 4;
+        }
+        Some((Key::CopyRuns(dtype), quartered))
+    }
+
     /// The channel-broadcast variant ([`Dense::Broadcast`]) of an f32 or f16 binary whose
     /// strided meta block (`launch::strided`, merged to at most three dimensions) has one
     /// operand dense from a multiple of four and the other at stride 1 along one dimension
@@ -303,7 +338,7 @@ impl Key {
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
             Key::Dense4(Dense::Unary(op), d) => Key::Unary(op, d).supported(repr),
             Key::Dense4(Dense::Binary(op) | Dense::Broadcast { op, .. }, d) => Key::Binary(op, d).supported(repr),
-            Key::Dense4(Dense::Copy, _) => true,
+            Key::Dense4(Dense::Copy, _) | Key::CopyRuns(_) => true,
         }
     }
 }
@@ -336,6 +371,7 @@ impl KernelKey for Key {
             Key::Fill(d) => w.ty("x", d).part(fill_part(repr, d)).part(FILL),
             Key::Random(d) => w.ty("x", d).part(RANDOM),
             Key::Copy(d) => w.ty("x", d).part(COPY),
+            Key::CopyRuns(d) => return w.ty("x", d).part(include_str!("shaders/copy_runs.wgsl")).build(),
             Key::Select(d) => w.ty("x", d).part(SELECT),
             Key::UnaryPacked(op) => with_words(w.ty("x", DType::BF16)).part(unary_body(op, DType::BF16)).part(include_str!("shaders/packed/unary.wgsl")),
             Key::BinaryPacked(op) => with_words(w.ty("x", DType::BF16)).part(binary_body(op, DType::BF16)).part(include_str!("shaders/packed/binary.wgsl")),
@@ -384,7 +420,7 @@ impl KernelKey for Key {
         for d in [DType::F32, DType::F16] {
             out.extend(UNARY_OPS.map(|op| Key::Dense4(Dense::Unary(op), d)));
             out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Binary(op), d)));
-            out.push(Key::Dense4(Dense::Copy, d));
+            out.extend([Key::Dense4(Dense::Copy, d), Key::CopyRuns(d)]);
             for rhs in [true, false] {
                 out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Broadcast { op, rhs }, d)));
             }
@@ -636,7 +672,26 @@ impl WgpuBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::f64_parts;
+    use super::{f64_parts, Key};
+    use crate::launch::strided;
+    use liandan_tensor::{DType, Layout};
+
+    #[test]
+    fn copies_dense_in_fours_along_their_inner_axis_take_vec4s() {
+        // One chunk of an [N=2, L=5, 3E=48] projection split into H=2 heads of 8: [2, 2, 5, 8].
+        let heads = |offset: usize, hd: usize| Layout::new(vec![2, 2, 5, hd], vec![5 * 48, hd, 48, 1], offset);
+        let meta = |src: Layout| strided(src.numel(), 0, &[src.clone(), Layout::contiguous(src.shape())]).unwrap();
+        let (key, m) = Key::Copy(DType::F16).runs4(&meta(heads(16, 8)), 2).expect("runs of four");
+        assert_eq!(key, Key::CopyRuns(DType::F16));
+        // Counted in fours: 40 vec4s over [2, 2, 5, 2], the source's strides 60, 2, 12, 1 from 4.
+        assert_eq!(m, meta(Layout::new(vec![2, 2, 5, 2], vec![60, 2, 12, 1], 4)));
+        assert!(Key::Copy(DType::F32).runs4(&meta(heads(0, 8)), 2).is_some());
+        assert!(Key::Copy(DType::F32).runs4(&meta(heads(2, 8)), 2).is_none(), "an offset off the fours");
+        assert!(Key::Copy(DType::F32).runs4(&meta(heads(0, 6)), 2).is_none(), "rows of six");
+        assert!(Key::Copy(DType::BF16).runs4(&meta(heads(0, 8)), 2).is_none(), "bf16 is packed");
+        let transposed = Layout::contiguous(&[8, 8]).permute(&[1, 0]).unwrap();
+        assert!(Key::Copy(DType::F32).runs4(&meta(transposed), 2).is_none(), "a transposed read");
+    }
 
     #[test]
     fn f64_constants_split_exactly_into_three_f32s_or_not_at_all() {

@@ -95,11 +95,15 @@ impl WgpuBackend {
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let per = if per > 1 && strided_inner(&m, layouts.len()) { 1 } else { per };
             // Dense f32 and f16 operands read and written in vec4s (an invocation per four
-            // elements, as `per`), beside one broadcast over channels where a binary has one.
+            // elements, as `per`), beside one broadcast over channels where a binary has one,
+            // and copies whose views are dense in runs of four.
             let (key, m) = match key {
                 crate::Key::Elementwise(k) => match k.dense4(&m, layouts.len()) {
                     Some(d) => (d.into(), m),
-                    None => k.broadcast4(&m, layouts.len()).map_or((key, m), |(b, bm)| (b.into(), bm)),
+                    None => match k.broadcast4(&m, layouts.len()).or_else(|| k.runs4(&m, layouts.len())) {
+                        Some((v, vm)) => (v.into(), vm),
+                        None => (key, m),
+                    },
                 },
                 _ => (key, m),
             };

@@ -100,6 +100,35 @@ pub fn permute(d: &Device) {
     expect_err("t of a vector", Tensor::ones(&[3], DType::F32, d).unwrap().t());
 }
 
+/// Attention's heads: the `[N, L, 3E]` projection chunked, each chunk split into heads
+/// (`[N, L, H, hd]` permuted to `[N, H, L, hd]`) and merged back, and the chunks joined along
+/// the last axis, in every float type a backend stores natively; head widths in runs of four
+/// and not, chunks starting on a multiple of four elements and not.
+pub fn heads(d: &Device) {
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        for (n, l, h, hd) in [(2, 5, 2, 8), (3, 4, 3, 6), (2, 3, 1, 4)] {
+            let e = h * hd;
+            let shape = [n, l, 3 * e];
+            let (x, v) = input(d, &shape, 40 + hd as u64, dtype);
+            let chunks = x.chunk(3, -1isize).expect("chunk");
+            for (i, c) in chunks.iter().enumerate() {
+                let tag = format!("{dtype} heads {n}x{l}x{h}x{hd}, chunk {i}");
+                let (part, ps) = ref_narrow(&v, &shape, 2, i * e, e);
+                let (split, ss) = ref_permute(&part, &[n, l, h, hd], &[0, 2, 1, 3]);
+                let heads = c.reshape(&[n, l, h, hd]).and_then(|t| t.permute(&[0, 2, 1, 3])).and_then(|t| t.reshape(&[n * h, l, hd]));
+                check(&format!("{tag}: split"), &heads, &[ss[0] * ss[1], ss[2], ss[3]], &split, 0.0, 0.0);
+                let merged = heads.and_then(|t| t.reshape(&[n, h, l, hd])?.permute(&[0, 2, 1, 3])?.reshape(&[n, l, e]));
+                check(&format!("{tag}: merged"), &merged, &ps, &part, 0.0, 0.0);
+            }
+            // The chunks joined in another order: each written into a strided part of the result.
+            let (a, b, c) = (&chunks[2], &chunks[0], &chunks[1]);
+            let order = [2, 0, 1];
+            let want: Vec<f64> = (0..v.len()).map(|f| (f / (3 * e), f % (3 * e))).map(|(row, j)| v[row * 3 * e + order[j / e] * e + j % e]).collect();
+            check(&format!("{dtype} heads {n}x{l}x{h}x{hd}: cat"), &Tensor::cat(&[a, b, c], -1isize), &shape, &want, 0.0, 0.0);
+        }
+    }
+}
+
 pub fn narrow_select(d: &Device) {
     let shape = [5, 7, 33];
     let (t, s, v) = inputs(d, &shape, 7);

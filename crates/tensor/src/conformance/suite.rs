@@ -15,6 +15,7 @@ macro_rules! conformance_suite {
             forward_reshape => forward_views::reshape,
             forward_permute => forward_views::permute,
             forward_narrow_select => forward_views::narrow_select,
+            forward_heads => forward_views::heads,
             forward_split_chunk => forward_views::split_chunk,
             forward_expand_squeeze => forward_views::expand_squeeze,
             forward_unary => forward_unary::unary,
