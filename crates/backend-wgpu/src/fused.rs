@@ -11,7 +11,7 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
     GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep,
-    MatmulBias, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward,
+    MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -42,6 +42,10 @@ pub(crate) enum Known {
     LayerNorm(LayerNormOptions, bool),
     Conv(ConvOp, ConvGeometry),
     MatmulBias,
+    /// A product of f16 (or packed bf16) matrices written in f32.
+    MatmulWide,
+    /// An f16 (or packed bf16) sum over rows written in f32.
+    SumRowsWide,
     MaxPool2dBackward(Window2d),
     LstmStep,
     /// Log-softmax along the last axis; `true` for its gradient.
@@ -67,6 +71,8 @@ impl Known {
             (T::of::<BceLoss>(), Known::Pointwise(Pointwise::BceLoss)),
             (T::of::<BceLossBackward>(), Known::Pointwise(Pointwise::BceLossBackward)),
             (T::of::<MatmulBias>(), Known::MatmulBias),
+            (T::of::<MatmulWide>(), Known::MatmulWide),
+            (T::of::<SumRowsWide>(), Known::SumRowsWide),
             (T::of::<LstmStep>(), Known::LstmStep),
             (T::of::<LogSoftmaxLastDim>(), Known::LogSoftmax(false)),
             (T::of::<LogSoftmaxLastDimBackward>(), Known::LogSoftmax(true)),
@@ -92,14 +98,15 @@ impl Known {
     }
 
     /// Whether its kernel reads the packed bf16 `inputs` as they are (all of them packed): the
-    /// convolutions, ReLU, GELU and their gradients, a linear layer with its bias, the LSTM's
-    /// step and, where H is even, its cell and the cell's backward; batch norm's packed
+    /// convolutions, ReLU, GELU and their gradients, a linear layer with its bias, the products
+    /// and row sums written in f32, the LSTM's step and, where H is even, its cell and the
+    /// cell's backward; batch norm's packed
     /// activations beside f32 statistics where L is even.
     pub(crate) fn reads_packed(&self, inputs: &[Strided]) -> bool {
         let known = match self {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
-            Known::MatmulBias | Known::LstmStep => true,
+            Known::MatmulBias | Known::MatmulWide | Known::SumRowsWide | Known::LstmStep => true,
             // dy packed beside the i64 indices.
             Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
             // Packed activations beside f32 statistics: not all packed.
@@ -229,6 +236,8 @@ impl WgpuBackend {
             Known::LayerNorm(o, backward) => self.fused_layer_norm(&o, backward, inputs),
             Known::Conv(op, g) => self.fused_conv(op, g, inputs),
             Known::MatmulBias => self.fused_matmul_bias(inputs),
+            Known::MatmulWide => self.fused_matmul_wide(inputs),
+            Known::SumRowsWide => self.fused_sum_rows_wide(inputs),
             Known::MaxPool2dBackward(w) => match inputs {
                 [dy, indices] => self.max_pool2d_backward_op(*dy, *indices, &w).map(|r| r.map(|dx| vec![dx])),
                 _ => None,

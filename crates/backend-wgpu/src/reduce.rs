@@ -179,6 +179,41 @@ impl WgpuBackend {
         Ok(Arc::new(out))
     }
 
+    /// `ops::SumRowsWide`: an f16 or packed bf16 `x [.., C]`, contiguous, summed over every axis but the last
+    /// into f32 `[C]`, stored unrounded by the split pass's stores (one pass over the rows, or
+    /// two where the plan cuts them into chunks: the second in f32). `None` (the composite runs)
+    /// for other types, layouts and sizes.
+    pub(crate) fn fused_sum_rows_wide(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [x] = inputs else { return None };
+        let (&c, lead) = x.layout.shape().split_last()?;
+        let rows: usize = lead.iter().product();
+        // f16, or packed bf16 read as it is stored.
+        let packed = crate::packed::packed_view(x);
+        let low = (x.dtype == DType::F16 && self.repr.computes(x.dtype)) || packed;
+        if !low || !x.layout.is_contiguous() || rows == 0 || c == 0 {
+            return None;
+        }
+        let whole = Geometry { dims: [1, rows, c], strides: [rows * c, c, 1], offset: x.layout.offset(), chunks: 1, chunk: rows };
+        if whole.meta().is_none() || u32::try_from(x.layout.max_extent()).is_err() {
+            return None;
+        }
+        Some((|| {
+            let out = self.output(DType::F32, c)?;
+            let input = gpu_storage(x).buffer();
+            match plan::reduce(whole.dims, rows * c) {
+                ReducePlan::Whole => self.reduce_pass(ReduceOp::Sum, x.dtype, Pass::Split, packed, &whole, &[input, out.buffer()])?,
+                ReducePlan::Split { chunks, chunk } => {
+                    let first = Geometry { chunks, chunk, ..whole };
+                    let values = self.gpu()?.alloc(first.outputs() as u64 * 4)?;
+                    self.reduce_pass(ReduceOp::Sum, x.dtype, Pass::Split, packed, &first, &[input, values.buffer()])?;
+                    let second = Geometry { dims: [1, chunks, c], strides: [chunks * c, c, 1], offset: 0, chunks: 1, chunk: chunks };
+                    self.reduce_pass(ReduceOp::Sum, DType::F32, Pass::Finish, false, &second, &[values.buffer(), out.buffer()])?;
+                }
+            }
+            Ok(vec![Arc::new(out) as Storage])
+        })())
+    }
+
     /// Sums `splits` partial results of `n` elements each, stored one after another in the
     /// compute type of `dtype`, into `out` (the second pass of a split-K matmul).
     pub(crate) fn sum_partials(&self, dtype: DType, splits: usize, n: usize, partials: &wgpu::Buffer, out: &wgpu::Buffer) -> Result<()> {

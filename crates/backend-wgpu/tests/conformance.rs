@@ -15,7 +15,7 @@ liandan_tensor::conformance_suite!(gpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
-    use liandan_tensor::ops::{LstmStep, MaxPool2dBackward};
+    use liandan_tensor::ops::{LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
     for op in unit_ops().into_iter().chain(norm_ops()) {
@@ -40,6 +40,13 @@ fn fused_kernels_run_here() {
         assert!(kernel_runs(&d, &LstmStep, dtype), "lstm_step in {dtype}");
     }
     assert!(!kernel_runs(&d, &LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
+    // Low products and row sums summed into f32.
+    let wide: [&dyn liandan_tensor::CustomOp; 2] = [&MatmulWide, &SumRowsWide];
+    for op in wide {
+        for dtype in [DType::F16, DType::BF16] {
+            assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
+        }
+    }
 }
 
 /// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.

@@ -421,3 +421,42 @@ fn log_softmax_is_a_dispatch_each_way() {
         1,
     );
 }
+
+/// Under f16 or bf16 autocast a linear layer's gradients of its f32 input, weight and bias are
+/// one dispatch each: the products of the low operands, and the sum of the low rows, summed
+/// into f32 with no cast after them (six dispatches with fusion off: the low products and sum,
+/// then a cast each); their values are the CPU's within the low type's rounding.
+#[test]
+fn autocast_gradients_of_f32_tensors_are_summed_into_f32() {
+    let Some(d) = gpu() else { return };
+    let cpu = Device::cpu();
+    for (low, tol) in [(DType::F16, 1e-2), (DType::BF16, 5e-2)] {
+        let (x, xc) = pair(&d, &[64, 32], 40, DType::F32);
+        let (w, wc) = pair(&d, &[48, 32], 41, DType::F32);
+        let (b, bc) = pair(&d, &[48], 42, DType::F32);
+        let [x, xc, w, wc, b, bc] = [x, xc, w, wc, b, bc].map(|t| t.requires_grad_(true).unwrap());
+        let y = liandan_tensor::autocast(low, || x.linear(&w, Some(&b))).unwrap();
+        let yc = liandan_tensor::autocast(low, || xc.linear(&wc, Some(&bc))).unwrap();
+        let dy = |d: &Device| Tensor::from_f64s(&(0..64 * 48).map(|i| (i % 7) as f64 * 0.125 - 0.375).collect::<Vec<_>>(), &[64, 48], low, d).unwrap();
+        let dy_gpu = dy(&d);
+        counted(
+            &d,
+            dispatches_recorded,
+            "dispatches",
+            &format!("the input's, the weight's and the bias's gradients under {low}"),
+            &|| {
+                y.backward_with(&dy_gpu, false).unwrap();
+                w.grad().unwrap()
+            },
+            3,
+        );
+        yc.backward_with(&dy(&cpu), false).unwrap();
+        for (got, want) in [(&x, &xc), (&w, &wc), (&b, &bc)] {
+            let got = got.grad().unwrap();
+            assert_eq!(got.dtype(), DType::F32);
+            for (a, b) in got.to_vec::<f32>().unwrap().iter().zip(want.grad().unwrap().to_vec::<f32>().unwrap()) {
+                assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{low}: {a} against the CPU's {b}");
+            }
+        }
+    }
+}

@@ -131,6 +131,11 @@ impl Node {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, i)| i.clone())
     }
 
+    /// The rule and its inputs, left in place (`None` once freed).
+    pub(crate) fn peek(&self) -> Option<Recorded> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The rule and its inputs, taken out (the node is freed) or, with `retain`, cloned.
     pub(crate) fn take(&self, retain: bool) -> Option<Recorded> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

@@ -132,7 +132,8 @@ pub(crate) fn read_b(vec4: bool, packed: bool) -> &'static str {
 /// The one-dispatch kernel of a small product: its dtype (f32, or f16 summed in f32), or
 /// `packed` bf16 operands and bias, widened as they are read (y is written unpacked: bf16 in
 /// f32 words); b's loader (vec4s along K or N), whether a linear layer's bias is added as y is
-/// stored, and the block of y a workgroup computes.
+/// stored, and the block of y a workgroup computes. `wide`: the f32 sums written as they are
+/// (`ops::MatmulWide`; no bias).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct SmallKey {
     dtype: DType,
@@ -140,6 +141,7 @@ pub(crate) struct SmallKey {
     b: Load,
     bias: bool,
     block: (u32, u32),
+    wide: bool,
 }
 
 impl KernelKey for SmallKey {
@@ -153,7 +155,8 @@ impl KernelKey for SmallKey {
             (true, true) => BIAS_PACKED,
         };
         let (a, b) = (read_a(true, self.packed), read_b(true, self.packed));
-        let parts = [a, b, include_str!("../shaders/matmul/out_rounded.wgsl"), write_y(false, false), epilogue, SMALL_SUMS, SMALL];
+        let out = if self.wide { include_str!("../shaders/matmul/out_partial.wgsl") } else { include_str!("../shaders/matmul/out_rounded.wgsl") };
+        let parts = [a, b, out, write_y(false, false), epilogue, SMALL_SUMS, SMALL];
         parts.into_iter().fold(w, Wgsl::part).build()
     }
 
@@ -164,7 +167,10 @@ impl KernelKey for SmallKey {
         for (dtype, packed) in kinds {
             for b in [Load::K, Load::Outer] {
                 for bias in [false, true] {
-                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, packed, b, bias, block }));
+                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, packed, b, bias, block, wide: false }));
+                }
+                if dtype == DType::F16 || packed {
+                    out.extend(SMALL_BLOCKS.map(|block| SmallKey { dtype, packed, b, bias: false, block, wide: true }));
                 }
             }
         }
@@ -363,6 +369,40 @@ impl WgpuBackend {
     /// on, starts from it. Products that run elsewhere (tensor cores, packed bf16, the small
     /// kernel) ignore it. The route is `plan::matmul`'s; this runs it.
     pub(crate) fn matmul_cut_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>) -> Result<Storage> {
+        let product = self.product_op(lhs, rhs, bias, cut, false)?;
+        Ok(product.expect("a product rounded to its dtype runs on every route"))
+    }
+
+    /// `ops::MatmulWide`: f16 or packed bf16 `a [M, K]` times `b [K, N]` (any strides), the
+    /// sums written in f32; `None` where the product would not run on the tiled, tensor-core or one-dispatch
+    /// kernels (the composite runs).
+    pub(crate) fn fused_matmul_wide(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [a, b] = inputs else { return None };
+        let (xs, ws, dtype) = (a.layout.shape(), b.layout.shape(), a.dtype);
+        // f16, or bf16 packed (both operands), whose kernels widen it as they read it.
+        let low = match dtype {
+            DType::F16 => self.repr.computes(dtype),
+            DType::BF16 => packed_view(a) && packed_view(b),
+            _ => false,
+        };
+        if xs.len() != 2 || ws.len() != 2 || xs[1] != ws[0] || b.dtype != dtype || !low {
+            return None;
+        }
+        let (m, k, n) = (xs[0], xs[1], ws[1]);
+        let (at, bt) = (a.layout.strides(), b.layout.strides());
+        let lhs = Layout::new(vec![1, m, k], vec![m * k, at[0], at[1]], a.layout.offset());
+        let rhs = Layout::new(vec![1, k, n], vec![k * n, bt[0], bt[1]], b.layout.offset());
+        let (lhs, rhs) = (Strided { storage: a.storage, layout: &lhs, dtype }, Strided { storage: b.storage, layout: &rhs, dtype });
+        if self.oversized(&[lhs, rhs], m * n, DType::F32).is_some() {
+            return None;
+        }
+        self.product_op(lhs, rhs, None, None, true).transpose().map(|y| y.map(|y| vec![y]))
+    }
+
+    /// [`WgpuBackend::matmul_cut_op`]; with `wide`, the sums are written in f32 (the kernels'
+    /// partial sums over one split of K, or the splits' sum in f32), and `None` is returned
+    /// where the route is not the tiled, tensor-core or one-dispatch kernels.
+    fn product_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>, wide: bool) -> Result<Option<Storage>> {
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -401,6 +441,12 @@ impl WgpuBackend {
         };
         let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
         let tiled = match plan::matmul(&call, &caps, &options, None) {
+            MatmulPlan::Tiled(t) => t,
+            MatmulPlan::Small { block } if wide => {
+                let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
+                return self.small_product(&lhs, &rhs, None, [batch, m, n], (b_load, block), meta, true).map(Some);
+            }
+            _ if wide => return Ok(None),
             MatmulPlan::CopyRhs => {
                 // A weight broadcast over the batch (stride 0) is copied once, and read so.
                 let [batch, k, n] = b.sizes;
@@ -408,20 +454,25 @@ impl WgpuBackend {
                 let from = if once { rhs.layout.narrow(0, 0, 1)? } else { rhs.layout.clone() };
                 let copied = self.copy_view(Strided { storage: rhs.storage, layout: &from, dtype })?;
                 let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
-                return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut);
+                return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut).map(Some);
             }
             MatmulPlan::Small { block } => {
                 let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
-                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], (b_load, block), meta);
+                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], (b_load, block), meta, false).map(Some);
             }
-            MatmulPlan::Heads => return self.heads_product(&lhs, &rhs, [batch, m, n], meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?),
+            MatmulPlan::Heads => return self.heads_product(&lhs, &rhs, [batch, m, n], meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?).map(Some),
             MatmulPlan::Cpu => {
                 let why = if caps.computes(dtype) { WIDE } else { Why::Unsupported };
-                return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1]));
+                return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1])).map(Some);
             }
-            MatmulPlan::Tiled(t) => t,
         };
-        let out = if tiled.packs_y { self.packed_output(batch * m * n)? } else { self.output(dtype, batch * m * n)? };
+        // A wide product writes the kernel's f32 sums as they are: no rounding, packing or bias.
+        let tiled = if wide { Tiled { packs_y: false, bias_in_kernel: false, tunable: None, ..tiled } } else { tiled };
+        let out = match (wide, tiled.packs_y) {
+            (true, _) => self.output(DType::F32, batch * m * n)?,
+            (false, true) => self.packed_output(batch * m * n)?,
+            (false, false) => self.output(dtype, batch * m * n)?,
+        };
         // Records the product as `t` cuts it; `false`: the tensor-core kernel failed to build
         // (f16 has left the tensor cores for good).
         let run = |t: &Tiled| -> Result<bool> {
@@ -431,16 +482,16 @@ impl WgpuBackend {
             let grid = (groups(n.div_ceil(tn)), groups(m.div_ceil(tm)), groups(batch * splits));
             // The kernel's own epilogue where K is whole; else the sum of the splits'.
             let (packs_y, bias_in_kernel) = (t.packs_y && splits == 1, t.bias_in_kernel && splits == 1);
-            let key = |variant| coop::Key { variant, a: a_load, b: b_load, partial: splits > 1, packed, packs_y, bias: bias_in_kernel };
+            let partial = splits > 1 || wide;
+            let key = |variant| coop::Key { variant, a: a_load, b: b_load, partial, packed, packs_y, bias: bias_in_kernel };
             let kernel = match t.coop {
                 Some(variant) => match coop::kernel(gpu, key(variant)) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
-                None => gpu.kernel(Key {
-                    dtype,
-                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial: splits > 1, packed, bias: bias_in_kernel },
-                })?,
+                None => {
+                    gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel } })?
+                }
             };
             // Packed bf16 on the tensor cores binds its operands' scales after y, then the bias.
             let amax = match (t.coop, packed) {
@@ -464,7 +515,7 @@ impl WgpuBackend {
             gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
             match &partials {
                 Some(p) if t.packs_y => self.sum_packed(splits, [batch * m * n, n], p.buffer(), out.buffer(), bias_in)?,
-                Some(p) => self.sum_partials(dtype, splits, batch * m * n, p.buffer(), out.buffer())?,
+                Some(p) => self.sum_partials(if wide { DType::F32 } else { dtype }, splits, batch * m * n, p.buffer(), out.buffer())?,
                 None => {}
             }
             Ok(true)
@@ -491,12 +542,12 @@ impl WgpuBackend {
             }
         };
         if !run(&tiled)? {
-            return self.matmul_bias_op(lhs, rhs, bias);
+            return self.product_op(lhs, rhs, bias, cut, wide);
         }
         let out = Arc::new(out) as Storage;
         match bias {
-            Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]),
-            _ => Ok(out),
+            Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]).map(Some),
+            _ => Ok(Some(out)),
         }
     }
 }
@@ -552,7 +603,8 @@ impl WgpuBackend {
     /// The one-dispatch kernel's product (`plan::MatmulPlan::Small`) of `[batch, m, n]`
     /// outputs, b loaded as `b_load`, in blocks of y `block`, with the tiled kernel's meta block
     /// (`meta`, whose split it ignores) and the bias, if any, added as the sums are stored;
-    /// packed bf16 operands give an unpacked y.
+    /// packed bf16 operands give an unpacked y; `wide`: the sums are written in f32.
+    #[allow(clippy::too_many_arguments)]
     fn small_product(
         &self,
         lhs: &Strided,
@@ -561,11 +613,12 @@ impl WgpuBackend {
         [batch, m, n]: [usize; 3],
         (b_load, block): (Load, (u32, u32)),
         mut meta: MatmulParams,
+        wide: bool,
     ) -> Result<Storage> {
         let gpu = self.gpu()?;
         let dtype = lhs.dtype;
-        let out = self.output(dtype, batch * m * n)?;
-        let kernel = gpu.kernel(SmallKey { dtype, packed: packed_view(lhs), b: b_load, bias: bias.is_some(), block })?;
+        let out = self.output(if wide { DType::F32 } else { dtype }, batch * m * n)?;
+        let kernel = gpu.kernel(SmallKey { dtype, packed: packed_view(lhs), b: b_load, bias: bias.is_some(), block, wide })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
         let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];

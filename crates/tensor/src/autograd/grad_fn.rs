@@ -307,7 +307,7 @@ impl BackwardRule for GradFn {
                 let idx = if *max { x.argmax(*dim, true)? } else { x.argmin(*dim, true)? };
                 one(x.zeros_like()?.scatter_add(*dim, &idx, g)?)
             }
-            GradFn::Matmul => matmul_grads(g, &inputs[0], &inputs[1], true),
+            GradFn::Matmul => matmul_grads(g, &inputs[0], &inputs[1], true, wide_grad(&inputs[1]).is_some()),
             GradFn::Im2col(w) => one(g.col2im_window(*w)?),
             GradFn::Col2im(w) => one(g.im2col_window(*w)?),
             GradFn::MaxPool2d { window: w, indices } => one(Tensor::max_pool2d_backward(g, indices, *w)?),
@@ -374,20 +374,27 @@ impl BackwardRule for GradFn {
 
 /// The gradients of `a @ b` from `g`; `b`'s only when `want_b` (the engine may gather it
 /// over several products, `products.rs`).
-pub(crate) fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor, want_b: bool) -> Result<Vec<Option<Tensor>>> {
+pub(crate) fn matmul_grads(g: &Tensor, a: &Tensor, b: &Tensor, want_b: bool, wide_b: bool) -> Result<Vec<Option<Tensor>>> {
     // A transposed operand (`linear`'s `weight.t()`) gets its gradient as the transpose of a
     // row-major product, so the transpose's own rule hands the weight a row-major gradient:
     // no strided copy into `.grad`, and an LSTM's per-step weight gradients add as plain
-    // buffers.
+    // buffers. An operand whose gradient may be kept in f32 ([`wide_grad`]: `a`'s read here,
+    // `b`'s by the caller) gets it summed into f32 where the device can.
     let ga = match a.requires_grad() {
         false => None,
-        true if transposed_matrix(a) && same_batch(a, b) => Some(b.matmul(&g.t()?)?.t()?),
-        true => Some(g.matmul(&b.t()?)?.sum_to(a.shape())?),
+        true => match wide_grad(a).and_then(|_| product_a(g, a, b)) {
+            Some(ga) => Some(ga?),
+            None if transposed_matrix(a) && same_batch(a, b) => Some(b.matmul(&g.t()?)?.t()?),
+            None => Some(g.matmul(&b.t()?)?.sum_to(a.shape())?),
+        },
     };
     let gb = match want_b && b.requires_grad() {
         false => None,
-        true if transposed_matrix(b) && same_batch(a, b) => Some(g.t()?.matmul(a)?.t()?),
-        true => Some(a.t()?.matmul(g)?.sum_to(b.shape())?),
+        true => match wide_b.then(|| product_b(g, a, b)).flatten() {
+            Some(gb) => Some(gb?),
+            None if transposed_matrix(b) && same_batch(a, b) => Some(g.t()?.matmul(a)?.t()?),
+            None => Some(a.t()?.matmul(g)?.sum_to(b.shape())?),
+        },
     };
     Ok(vec![ga, gb])
 }
@@ -434,14 +441,27 @@ fn binary_backward(op: BinaryOp, g: &Tensor, a: &Tensor, b: &Tensor, y: &Tensor)
             (want_a.then(|| Tensor::where_cond(&a_wins, g, &zero)), want_b.then(|| Tensor::where_cond(&a_wins, &zero, g)))
         }
     };
-    let ga = ga.map(|t| t?.sum_to(a.shape())).transpose()?;
-    let gb = gb.map(|t| t?.sum_to(b.shape())).transpose()?;
+    let ga = ga.map(|t| sum_to_input(t?, a)).transpose()?;
+    let gb = gb.map(|t| sum_to_input(t?, b)).transpose()?;
     Ok(vec![ga, gb])
+}
+
+/// `g` summed down to `input`'s shape (undoing a broadcast); in f32 where `input` may keep an
+/// f32 gradient (autocast's copy of an f32 bias, [`wide_grad`]) and the device sums low rows into
+/// f32 ([`crate::ops::SumRowsWide`]), so the cast back is nothing.
+fn sum_to_input(g: Tensor, input: &Tensor) -> Result<Tensor> {
+    let rows = input.rank() == 1 && g.rank() >= 2 && g.shape().last() == input.shape().last();
+    if rows && wide_grad(input).is_some() {
+        if let Some(sum) = g.sum_rows_wide() {
+            return sum;
+        }
+    }
+    g.sum_to(input.shape())
 }
 
 /// Whether `t`'s matrices (its last two axes) are stored column by column: the transpose of
 /// row-major ones.
-fn transposed_matrix(t: &Tensor) -> bool {
+pub(crate) fn transposed_matrix(t: &Tensor) -> bool {
     let (shape, strides) = (t.shape(), t.layout().strides());
     let r = shape.len();
     r >= 2 && shape[r - 2] > 1 && shape[r - 1] > 1 && strides[r - 2] == 1 && strides[r - 1] == shape[r - 2]
@@ -452,4 +472,72 @@ fn transposed_matrix(t: &Tensor) -> bool {
 fn same_batch(a: &Tensor, b: &Tensor) -> bool {
     let (sa, sb) = (a.shape(), b.shape());
     sa.len() == sb.len() && sa[..sa.len() - 2] == sb[..sb.len() - 2]
+}
+
+// Gradients of autocast's low-precision copies of f32 tensors, kept in f32.
+//
+// Under autocast a parameter (or an f32 activation) is used through its cast to f16 or bf16,
+// and the cast's rule casts the gradient back to f32. Where the op that computes that gradient
+// can write f32 itself (a product of low operands summed in f32, `ops::MatmulWide`; a bias's
+// sum over rows, `ops::SumRowsWide`), the rules have it do so: the gradient reaches the cast
+// already in f32, the cast's rule has nothing left to do, and a kernel per such tensor and step
+// is saved (the sum is not rounded to the low type on the way either).
+
+/// The wider dtype `t`'s gradient may be kept in: f32 where `t` is an f16 or bf16 cast of an f32
+/// tensor that wants a gradient, or a transpose or reshape of one (a linear layer's
+/// `weight.t()`, a folded input), whose rules only move the gradient; `None` otherwise.
+pub(crate) fn wide_grad(t: &Tensor) -> Option<DType> {
+    if !matches!(t.dtype(), DType::F16 | DType::BF16) {
+        return None;
+    }
+    let node = t.node()?;
+    let (rule, inputs) = node.peek()?;
+    let source = inputs.first()?;
+    match (&*rule as &dyn std::any::Any).downcast_ref::<GradFn>()? {
+        GradFn::Cast { from: DType::F32 } if source.requires_grad() => Some(DType::F32),
+        GradFn::Permute { .. } | GradFn::Reshape { .. } if source.dtype() == t.dtype() => wide_grad(source),
+        _ => None,
+    }
+}
+
+/// `a + b`, where one may be the other's wider type: the narrower is widened first.
+pub(crate) fn add_wide(a: Tensor, b: Tensor) -> Result<Tensor> {
+    match (a.dtype(), b.dtype()) {
+        (x, y) if x == y => a.add(&b),
+        (DType::F32, _) => a.add(&b.to_dtype(DType::F32)?),
+        _ => a.to_dtype(b.dtype())?.add(&b),
+    }
+}
+
+/// The gradient of `a` in `a @ b`, `g b^T`, summed into f32 from low matrices where the device
+/// can ([`crate::ops::MatmulWide`]); row-major, or the transpose of a row-major product where `a`
+/// is a transposed matrix, as the plain rule gives it. `None` for batched operands or where the
+/// device has no kernel.
+pub(crate) fn product_a(g: &Tensor, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+    if [g, a, b].iter().any(|t| t.rank() != 2) {
+        return None;
+    }
+    let (gt, bt) = match (g.t(), b.t()) {
+        (Ok(gt), Ok(bt)) => (gt, bt),
+        (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
+    };
+    match transposed_matrix(a) {
+        true => Some(b.matmul_wide(&gt)?.and_then(|p| p.t())),
+        false => g.matmul_wide(&bt),
+    }
+}
+
+/// The gradient of `b` in `a @ b`, `a^T g`, as [`product_a`] gives `a`'s.
+pub(crate) fn product_b(g: &Tensor, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
+    if [g, a, b].iter().any(|t| t.rank() != 2) {
+        return None;
+    }
+    let (gt, at) = match (g.t(), a.t()) {
+        (Ok(gt), Ok(at)) => (gt, at),
+        (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
+    };
+    match transposed_matrix(b) {
+        true => Some(gt.matmul_wide(a)?.and_then(|p| p.t())),
+        false => at.matmul_wide(g),
+    }
 }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use super::grad_fn::{add_wide, wide_grad};
 use super::{narrow, products};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -59,9 +60,11 @@ impl Pending {
                 input.shape()
             )));
         }
-        let grad = if grad.dtype() != input.dtype() { grad.to_dtype(input.dtype())? } else { grad };
+        // A gradient of autocast's copy of an f32 tensor may come in f32 ([`wide_grad`]).
+        let kept = grad.dtype() == input.dtype() || Some(grad.dtype()) == wide_grad(input);
+        let grad = if kept { grad } else { grad.to_dtype(input.dtype())? };
         let total = match self.dense.remove(&input.id()) {
-            Some(old) => old.add(&grad)?,
+            Some(old) => add_wide(old, grad)?,
             None => grad,
         };
         self.dense.insert(input.id(), total);
@@ -112,8 +115,9 @@ impl Arrived {
     /// plus the products' share computed as one product ([`products::assemble`]). Each join is
     /// attributed, for an observer, to its first piece, whose forward result names the layer.
     /// `last` is the last join of narrow pieces by rows (`narrow::Joined`): read by the
-    /// products' join, replaced by the pieces' join.
-    pub(crate) fn join(self, t: &Tensor, last: &mut Option<narrow::Joined>) -> Result<Tensor> {
+    /// products' join, replaced by the pieces' join. `wide`: the type `t`'s gradient may be
+    /// kept in besides its own ([`wide_grad`], read before `t`'s node was taken).
+    pub(crate) fn join(self, t: &Tensor, wide: Option<crate::DType>, last: &mut Option<narrow::Joined>) -> Result<Tensor> {
         let mut g = self.dense;
         if let Some(pieces) = self.pieces {
             let from = pieces[0].from;
@@ -121,16 +125,17 @@ impl Arrived {
         }
         if let Some(pieces) = self.products {
             let from = pieces[0].from;
-            g = Some(plus(g, crate::observe::in_backward_of(|| "matmul".into(), from, || products::assemble(t, pieces, last.as_ref()))?)?);
+            g = Some(plus(g, crate::observe::in_backward_of(|| "matmul".into(), from, || products::assemble(t, wide, pieces, last.as_ref()))?)?);
         }
         g.ok_or_else(|| Error::Autograd("internal: a tensor's gradient was joined from nothing".into()))
     }
 }
 
-/// `dense + joined`, or `joined` alone when no dense gradient arrived.
+/// `dense + joined` (one may be in the other's wider type), or `joined` alone when no dense
+/// gradient arrived.
 fn plus(dense: Option<Tensor>, joined: Tensor) -> Result<Tensor> {
     match dense {
-        Some(d) => d.add(&joined),
+        Some(d) => add_wide(d, joined),
         None => Ok(joined),
     }
 }

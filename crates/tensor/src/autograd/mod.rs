@@ -15,6 +15,8 @@
 //! gradients of matrix products that share one operand, as an RNN's steps share `W_hh^T`
 //! (`products.rs`). Narrow pieces that are all of a node's gradient go on unjoined where its
 //! rule can take them so (a permutation, a cat or stack, the LSTM cell: `narrow::route`).
+//! Under autocast, the gradient of an f16 or bf16 copy of an f32 tensor may arrive, and sum,
+//! in f32, where a product or a bias's sum could write it so (`grad_fn::wide_grad`).
 
 mod grad_fn;
 mod hooks;
@@ -114,7 +116,7 @@ impl Tensor {
         for t in topo_order(self)? {
             let Some(arrived) = pending.take(t.id()) else { continue };
             match t.node() {
-                None => t.accumulate(arrived.join(&t, &mut pending.last_join)?)?,
+                None => t.accumulate(arrived.join(&t, None, &mut pending.last_join)?)?,
                 Some(node) => run_node(&t, node, arrived, retain_graph, &mut pending)?,
             }
         }
@@ -140,6 +142,8 @@ impl Tensor {
 /// piece of its input's, a product's right-hand gradient as a piece to compute with the others
 /// (`products.rs`), and otherwise the rule's gradients.
 fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, pending: &mut Pending) -> Result<()> {
+    // Read before the node is taken: whether `t`'s gradient may stay in f32 (`grad_fn::wide_grad`).
+    let wide = grad_fn::wide_grad(t);
     let (rule, inputs) = node.take(retain_graph).ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?;
     let out = t.detach_unobserved();
     let in_backward = |f: &mut dyn FnMut() -> Result<Vec<Option<Tensor>>>| crate::observe::in_backward_of(|| rule.name(), t.id(), f);
@@ -158,7 +162,7 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
         (Ok(pieces), None) => Arrived::from_pieces(pieces),
         (Err(arrived), _) => arrived,
     };
-    let g = arrived.join(t, &mut pending.last_join)?;
+    let g = arrived.join(t, wide, &mut pending.last_join)?;
     let grads = match grad_fn {
         Some(&GradFn::Narrow { dim, start, .. }) if gathering => return pending.add_piece(&inputs[0], narrow::Piece { dim, start, grad: g, from: t.id() }),
         Some(GradFn::Matmul) if gathering && products::gatherable(&inputs) => in_backward(&mut || {

@@ -21,6 +21,7 @@ use crate::tensor::Tensor;
 
 use super::grad_fn::matmul_grads;
 use super::narrow;
+use crate::dtype::DType;
 
 /// One product `a @ b` whose `b` gradient waits for `b`'s turn.
 pub(crate) struct Piece {
@@ -39,14 +40,14 @@ pub(crate) fn gatherable(inputs: &[Tensor]) -> bool {
 
 /// The product's gradients now (`a`'s only), and the piece that gives `b`'s later.
 pub(crate) fn defer(g: &Tensor, inputs: &[Tensor], from: u64) -> Result<(Vec<Option<Tensor>>, Piece)> {
-    let grads = matmul_grads(g, &inputs[0], &inputs[1], false)?;
+    let grads = matmul_grads(g, &inputs[0], &inputs[1], false, false)?;
     Ok((grads, Piece { a: inputs[0].detach_unobserved(), g: g.clone(), from }))
 }
 
 /// The sum of every piece's `a^T g`, the gradient of `b`, as one product. Where the `g`s are
 /// one run of rows of `last`, the last join of narrow pieces (an RNN's gate gradients, joined
 /// for its input projection), they are read there rather than joined again.
-pub(crate) fn assemble(b: &Tensor, pieces: Vec<Piece>, last: Option<&narrow::Joined>) -> Result<Tensor> {
+pub(crate) fn assemble(b: &Tensor, wide: Option<DType>, pieces: Vec<Piece>, last: Option<&narrow::Joined>) -> Result<Tensor> {
     let (a, g) = match pieces.as_slice() {
         [one] => (one.a.clone(), one.g.clone()),
         _ => {
@@ -59,7 +60,8 @@ pub(crate) fn assemble(b: &Tensor, pieces: Vec<Piece>, last: Option<&narrow::Joi
             (Tensor::cat(&a, 0usize)?, g)
         }
     };
-    // `b` as the plain rule sees it, so a transposed weight still gets a row-major gradient.
-    let grads = matmul_grads(&g, &a, b, true)?;
+    // `b` as the plain rule sees it, so a transposed weight still gets a row-major gradient;
+    // in f32 where `b` may keep its gradient so (read before its node was taken).
+    let grads = matmul_grads(&g, &a, b, true, wide.is_some())?;
     Ok(grads.into_iter().nth(1).flatten().expect("b requires grad, checked by gatherable"))
 }

@@ -5,8 +5,8 @@
 //! both runs take the composite and the check holds trivially; each backend's own tests say
 //! which kernels it has ([`kernel_runs`]), so a kernel that stops being used is noticed.
 
-use super::custom::backend_runs;
 pub use super::custom::check_fused;
+use super::custom::{backend_runs, check_op};
 use super::grads::{check_grads, leaf, strided_leaf};
 use super::{assert_close, from_values, strided_input, values};
 use crate::ops::{
@@ -93,6 +93,8 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         }
         "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" => conv_operands(op, &t),
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
+        "matmul_wide" => vec![t(&[n, h], 1), t(&[h, 4], 2)],
+        "sum_rows_wide" => vec![t(&[n, h], 1)],
         // dy, and the indices of a max pooling of that geometry.
         "max_pool2d_backward" => {
             let w = any.downcast_ref::<MaxPool2dBackward>().expect("a max pooling's gradient").0;
@@ -558,6 +560,53 @@ pub fn linear_bias_matches_composite(d: &Device) {
     let twice = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[2], Some(&x[3]))?.add(&x[1].linear(&x[2], Some(&x[3]))?)?]) };
     let inputs = [t(&[4, 8], 83, DType::F32), t(&[4, 8], 84, DType::F32), t(&[12, 8], 85, DType::F32), t(&[12], 86, DType::F32)];
     check_fused("linear f32, one weight in two products", &inputs, twice, 1e-5, 1e-5);
+}
+
+/// A product of low-precision matrices summed into f32 ([`crate::ops::MatmulWide`]) against
+/// its composite (both widened, then the f32 product) where the device has the kernel:
+/// row-major and transposed operands, ragged tiles, a K long enough to be split; and a sum
+/// over rows into f32 ([`crate::ops::SumRowsWide`]): a matrix, a 3-D tensor, rows enough to be
+/// cut into chunks. Then their use in backward under f16 autocast, where a linear layer's
+/// weight and bias gradients are summed into f32 for the f32 parameters (the engine's
+/// `widen.rs`), against the f16 product and sum cast back (fusion off): one layer, a folded
+/// 3-D input, one weight in two products (gathered into one), and a weight without a bias;
+/// bf16 alike (where the device sums it in bf16, both runs agree).
+pub fn matmul_wide_matches_composite(d: &Device) {
+    use crate::ops::{MatmulWide, SumRowsWide};
+    let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+    for low in [DType::F16, DType::BF16] {
+        // A device with the kernel takes every such product (whichever of its kernels it routes
+        // it to), so none may fall back unnoticed.
+        let every = kernel_runs(d, &MatmulWide, low);
+        for (i, &(m, k, n)) in [(6, 8, 5), (70, 36, 12), (16, 1024, 8), (260, 768, 192)].iter().enumerate() {
+            let seed = 150 + 4 * i as u64;
+            let (a, b) = (t(&[m, k], seed, low), t(&[k, n], seed + 1, low));
+            let (at, bt) = (t(&[k, m], seed + 2, low).t().unwrap(), t(&[n, k], seed + 3, low).t().unwrap());
+            for (x, y) in [(&a, &b), (&at, &bt), (&a, &bt)] {
+                let ran = check_op(d, &MatmulWide, &[x.clone(), y.clone()], 1e-4, 1e-4);
+                assert!(ran || !every, "matmul_wide {low} [{m}, {k}] x [{k}, {n}] fell back to its composite");
+            }
+        }
+        for (i, shape) in [&[6usize, 5][..], &[3, 4, 7], &[4096, 12]].into_iter().enumerate() {
+            check_op(d, &SumRowsWide, &[t(shape, 160 + i as u64, low)], 1e-5, 1e-5);
+        }
+    }
+    for (low, atol, rtol) in [(DType::F16, 2e-2, 1e-2), (DType::BF16, 5e-2, 2e-2)] {
+        let layer = |x: &[Tensor]| -> Result<Vec<Tensor>> { crate::autocast(low, || Ok(vec![x[0].linear(&x[1], Some(&x[2]))?])) };
+        for (i, (xs, n)) in [(&[6usize, 8][..], 5), (&[2, 5, 8], 12), (&[64, 40], 24)].into_iter().enumerate() {
+            let k = xs[xs.len() - 1];
+            let seed = 170 + 3 * i as u64;
+            let inputs = [t(xs, seed, DType::F32), t(&[n, k], seed + 1, DType::F32), t(&[n], seed + 2, DType::F32)];
+            check_fused(&format!("linear under {low} autocast, {xs:?} x [{n}, {k}]^T"), &inputs, layer, atol, rtol);
+        }
+        let twice = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            crate::autocast(low, || Ok(vec![x[0].linear(&x[2], Some(&x[3]))?.add(&x[1].linear(&x[2], Some(&x[3]))?)?]))
+        };
+        let inputs = [t(&[4, 8], 180, DType::F32), t(&[4, 8], 181, DType::F32), t(&[12, 8], 182, DType::F32), t(&[12], 183, DType::F32)];
+        check_fused(&format!("linear under {low} autocast, one weight in two products"), &inputs, twice, atol, rtol);
+        let no_bias = |x: &[Tensor]| -> Result<Vec<Tensor>> { crate::autocast(low, || Ok(vec![x[0].linear(&x[1], None)?])) };
+        check_fused(&format!("linear under {low} autocast, no bias"), &[t(&[7, 16], 184, DType::F32), t(&[9, 16], 185, DType::F32)], no_bias, atol, rtol);
+    }
 }
 
 /// `gelu` fused against its composite (outputs and gradients), in every float dtype the

@@ -49,14 +49,14 @@ pub fn pieces(d: &Device) {
         want.iter_mut().zip(padded(&[6, 4], dim, start, &grad)).for_each(|(w, p)| *w += p);
         pending.add_piece(&x, Piece { dim, start, grad, from: k as u64 }).unwrap();
     }
-    let got = pending.take(x.id()).expect("pieces arrived").join(&x, &mut None).unwrap();
+    let got = pending.take(x.id()).expect("pieces arrived").join(&x, None, &mut None).unwrap();
     assert_close("joined pieces", &got.to_vec_f64().unwrap(), &want, 1e-6, 1e-6);
     assert!(pending.take(x.id()).is_none(), "taking empties what arrived");
 
     let whole = t(d, &[6, 4], 20);
     let mut pending = Pending::default();
     pending.add_piece(&x, Piece { dim: 0, start: 0, grad: whole.clone(), from: 0 }).unwrap();
-    let joined = pending.take(x.id()).unwrap().join(&x, &mut None).unwrap();
+    let joined = pending.take(x.id()).unwrap().join(&x, None, &mut None).unwrap();
     assert!(std::sync::Arc::ptr_eq(&joined.storage(), &whole.storage()), "a piece that is the whole gradient is not copied");
 }
 
@@ -78,7 +78,7 @@ pub fn products(d: &Device) {
             assert!(grads[1].is_none(), "the right-hand gradient waits for its turn");
             pending.add_product(&b, piece);
         }
-        let got = pending.take(b.id()).unwrap().join(&b, &mut None).unwrap();
+        let got = pending.take(b.id()).unwrap().join(&b, None, &mut None).unwrap();
         assert_close(&format!("joined products (b transposed: {transposed})"), &got.to_vec_f64().unwrap(), &want, 1e-5, 1e-5);
         assert_eq!(got.shape(), &[3, 5]);
         if transposed {
@@ -109,7 +109,7 @@ pub fn mixed(d: &Device) {
     pending.add_piece(&b, Piece { dim: 0, start: 2, grad: piece.clone(), from: 0 }).unwrap();
     let (_, share) = defer(&g, &[a.clone(), b.clone()], 1).unwrap();
     pending.add_product(&b, share);
-    let got = pending.take(b.id()).unwrap().join(&b, &mut None).unwrap();
+    let got = pending.take(b.id()).unwrap().join(&b, None, &mut None).unwrap();
     assert_eq!(got.dtype(), DType::F32, "a gradient takes its input's dtype");
     let product = a.t().unwrap().matmul(&g).unwrap().to_vec_f64().unwrap();
     let (dv, ov, pv) = (dense.to_vec_f64().unwrap(), other.to_dtype(DType::F32).unwrap().to_vec_f64().unwrap(), padded(&[3, 5], 0, 2, &piece));
@@ -135,7 +135,7 @@ pub fn products_read_a_join(d: &Device) {
         pending.add_piece(&x, Piece { dim: 0, start: k, grad: g.reshape(&[1, 2, 5]).unwrap(), from: k as u64 }).unwrap();
     }
     let mut last = None;
-    let joined = pending.take(x.id()).unwrap().join(&x, &mut last).unwrap();
+    let joined = pending.take(x.id()).unwrap().join(&x, None, &mut last).unwrap();
     let rows = last.as_ref().expect("a join by rows is kept");
 
     let (view, order) = rows.rows_of(&[&g[2], &g[1]]).expect("the last two pieces are one run of rows");
@@ -155,6 +155,6 @@ pub fn products_read_a_join(d: &Device) {
         let (_, piece) = defer(g, &[a, b.clone()], k as u64).unwrap();
         pending.add_product(&b, piece);
     }
-    let got = pending.take(b.id()).unwrap().join(&b, &mut last).unwrap();
+    let got = pending.take(b.id()).unwrap().join(&b, None, &mut last).unwrap();
     assert_close("products over rows of a join", &got.to_vec_f64().unwrap(), &want, 1e-5, 1e-5);
 }

@@ -144,3 +144,48 @@ impl CustomOp for MatmulBias {
         Ok(vec![inputs[0].matmul(&inputs[1].t()?)?.add(inputs[2])?])
     }
 }
+
+/// The product of two f16 or bf16 matrices with its sums written in f32 rather than rounded to
+/// the operands' type (cuBLAS's `gemmEx` with an f32 output): `a` `[M, K]`, `b` `[K, N]`, any
+/// strides; output `[M, N]` f32. Backward asks for it where a product's gradient is of an
+/// autocast copy of an f32 parameter, which would be cast to f32 at once. Composite: both
+/// operands widened to f32, then their product (each term is exact in f32; only the order of
+/// the sums may differ from a kernel's).
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulWide;
+
+impl CustomKernel for MatmulWide {
+    fn name(&self) -> &'static str {
+        "matmul_wide"
+    }
+
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+            (&[m, k], &[_, n]) => Some(2 * (m * k * n) as u64),
+            _ => None,
+        }
+    }
+}
+
+impl CustomOp for MatmulWide {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(vec![inputs[0].shape()[0], inputs[1].shape()[1]], DType::F32)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        Ok(vec![inputs[0].to_dtype(DType::F32)?.matmul(&inputs[1].to_dtype(DType::F32)?)?])
+    }
+}
+
+impl Tensor {
+    /// `self @ b` in f32 from low-precision matrices ([`MatmulWide`]) where the device has the
+    /// kernel, else `None` (the caller takes the product in the operands' type).
+    pub(crate) fn matmul_wide(&self, b: &Tensor) -> Option<Result<Tensor>> {
+        let low = matches!(self.dtype(), DType::F16 | DType::BF16) && self.dtype() == b.dtype();
+        let shaped = self.rank() == 2 && b.rank() == 2 && self.shape()[1] == b.shape()[0] && self.device() == b.device();
+        if !(low && shaped) {
+            return None;
+        }
+        Some(fused::run(&MatmulWide, &[self, b])?.map(|mut outs| outs.remove(0)))
+    }
+}

@@ -31,10 +31,11 @@ pub use bce::{BceLoss, BceLossBackward};
 pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
 pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, Reduction};
-pub use matmul::MatmulBias;
+pub use matmul::{MatmulBias, MatmulWide};
 pub use norm::{LayerNorm, LayerNormBackward};
 pub use pool::MaxPool2dBackward;
 pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
+pub use reduce::SumRowsWide;
 pub use softmax::{LogSoftmaxLastDim, LogSoftmaxLastDimBackward, SoftmaxLastDim, SoftmaxLastDimBackward};
 
 use crate::autograd::GradFn;

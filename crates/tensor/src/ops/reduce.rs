@@ -163,3 +163,38 @@ impl Tensor {
         self.arg(ReduceOp::ArgMin, dim, keepdim)
     }
 }
+
+/// The sum of an f16 or bf16 `x [.., C]` over every axis but the last, written in f32 `[C]`
+/// (`torch.sum(x, dims, dtype=torch.float32)`): a linear layer's bias gradient under autocast,
+/// which would be cast to its f32 bias at once. Composite: `x` widened, then summed.
+#[derive(Clone, Copy, Debug)]
+pub struct SumRowsWide;
+
+impl crate::CustomKernel for SumRowsWide {
+    fn name(&self) -> &'static str {
+        "sum_rows_wide"
+    }
+}
+
+impl crate::CustomOp for SumRowsWide {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(vec![inputs[0].shape().last().copied().unwrap_or(1)], DType::F32)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let x = inputs[0].to_dtype(DType::F32)?;
+        let lead: Vec<usize> = (0..x.rank().saturating_sub(1)).collect();
+        Ok(vec![x.sum(&lead, false)?])
+    }
+}
+
+impl Tensor {
+    /// This `[.., C]` summed into f32 `[C]` ([`SumRowsWide`]) where it is f16 or bf16 of rank 2
+    /// or more and the device has the kernel, else `None` (the caller sums in its type).
+    pub(crate) fn sum_rows_wide(&self) -> Option<Result<Tensor>> {
+        if !matches!(self.dtype(), DType::F16 | DType::BF16) || self.rank() < 2 {
+            return None;
+        }
+        Some(crate::fused::run(&SumRowsWide, &[self])?.map(|mut outs| outs.remove(0)))
+    }
+}
