@@ -100,8 +100,7 @@ impl Known {
     /// Whether its kernel reads the packed bf16 `inputs` as they are (all of them packed): the
     /// convolutions, ReLU, GELU and their gradients, a linear layer with its bias, the products
     /// and row sums written in f32, the LSTM's step and, where H is even, its cell and the
-    /// cell's backward; batch norm's packed
-    /// activations beside f32 statistics where L is even.
+    /// cell's backward; batch norm's packed activations beside f32 statistics where L is even.
     pub(crate) fn reads_packed(&self, inputs: &[Strided]) -> bool {
         let known = match self {
             Known::Conv(..) => true,

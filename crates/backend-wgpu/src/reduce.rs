@@ -179,10 +179,10 @@ impl WgpuBackend {
         Ok(Arc::new(out))
     }
 
-    /// `ops::SumRowsWide`: an f16 or packed bf16 `x [.., C]`, contiguous, summed over every axis but the last
-    /// into f32 `[C]`, stored unrounded by the split pass's stores (one pass over the rows, or
-    /// two where the plan cuts them into chunks: the second in f32). `None` (the composite runs)
-    /// for other types, layouts and sizes.
+    /// `ops::SumRowsWide`: an f16 or packed bf16 `x [.., C]`, contiguous, summed over every axis
+    /// but the last into f32 `[C]`, stored unrounded by the split pass's stores (one pass over
+    /// the rows, or two where the plan cuts them into chunks: the second in f32). `None` (the
+    /// composite runs) for other types, layouts and sizes.
     pub(crate) fn fused_sum_rows_wide(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x] = inputs else { return None };
         let (&c, lead) = x.layout.shape().split_last()?;

@@ -374,8 +374,8 @@ impl WgpuBackend {
     }
 
     /// `ops::MatmulWide`: f16 or packed bf16 `a [M, K]` times `b [K, N]` (any strides), the
-    /// sums written in f32; `None` where the product would not run on the tiled, tensor-core or one-dispatch
-    /// kernels (the composite runs).
+    /// sums written in f32; `None` where the product would not run on the tiled, tensor-core or
+    /// one-dispatch kernels (the composite runs).
     pub(crate) fn fused_matmul_wide(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [a, b] = inputs else { return None };
         let (xs, ws, dtype) = (a.layout.shape(), b.layout.shape(), a.dtype);

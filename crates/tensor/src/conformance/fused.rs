@@ -564,7 +564,8 @@ pub fn linear_bias_matches_composite(d: &Device) {
 
 /// A product of low-precision matrices summed into f32 ([`crate::ops::MatmulWide`]) against
 /// its composite (both widened, then the f32 product) where the device has the kernel:
-/// row-major and transposed operands, ragged tiles, a K long enough to be split; and a sum
+/// row-major and transposed operands, ragged tiles, a K long enough to be split, a product
+/// large enough for tensor cores where the device has them; and a sum
 /// over rows into f32 ([`crate::ops::SumRowsWide`]): a matrix, a 3-D tensor, rows enough to be
 /// cut into chunks. Then their use in backward under f16 autocast, where a linear layer's
 /// weight and bias gradients are summed into f32 for the f32 parameters (the engine's
@@ -576,9 +577,9 @@ pub fn matmul_wide_matches_composite(d: &Device) {
     let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
     for low in [DType::F16, DType::BF16] {
         // A device with the kernel takes every such product (whichever of its kernels it routes
-        // it to), so none may fall back unnoticed.
+        // it to), so none may fall back unnoticed. The last is large enough for tensor cores.
         let every = kernel_runs(d, &MatmulWide, low);
-        for (i, &(m, k, n)) in [(6, 8, 5), (70, 36, 12), (16, 1024, 8), (260, 768, 192)].iter().enumerate() {
+        for (i, &(m, k, n)) in [(6, 8, 5), (70, 36, 12), (16, 1024, 8), (260, 768, 192), (512, 1024, 640)].iter().enumerate() {
             let seed = 150 + 4 * i as u64;
             let (a, b) = (t(&[m, k], seed, low), t(&[k, n], seed + 1, low));
             let (at, bt) = (t(&[k, m], seed + 2, low).t().unwrap(), t(&[n, k], seed + 3, low).t().unwrap());
