@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use half::{bf16, f16};
 use liandan_tensor::ops::{
     BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
-    LstmCellBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward,
+    LstmCellBackward, MatmulWide, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{CustomKernel, DType, Result, Storage, Strided};
 use num_traits::{Float, One, Zero};
@@ -76,7 +76,7 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
     if let Some(LayerNormBackward(o)) = op.downcast_ref() {
         return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, o)));
     }
-    let kernels: [(TypeId, Kernel); 12] = [
+    let kernels: [(TypeId, Kernel); 14] = [
         (TypeId::of::<LstmCell>(), |v| per_float!(v, "lstm_cell", lstm_cell)),
         (TypeId::of::<LstmCellBackward>(), |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward)),
         (TypeId::of::<GruCell>(), |v| per_float!(v, "gru_cell", gru_cell)),
@@ -89,6 +89,8 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
         (TypeId::of::<SoftmaxLastDimBackward>(), |v| per_float!(v, "softmax_last_dim_backward", softmax_last_dim_backward)),
         (TypeId::of::<BceLoss>(), |v| per_float!(v, "bce_loss", bce_loss)),
         (TypeId::of::<BceLossBackward>(), |v| per_float!(v, "bce_loss_backward", bce_loss_backward)),
+        (TypeId::of::<MatmulWide>(), crate::matmul::matmul_wide),
+        (TypeId::of::<SumRowsWide>(), crate::reduce::sum_rows_wide),
     ];
     let id = (op as &dyn Any).type_id();
     let (_, kernel) = kernels.iter().find(|(t, _)| *t == id)?;

@@ -7,12 +7,12 @@
 use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
-use liandan_tensor::{Error, Layout, Result};
+use liandan_tensor::{Error, Layout, Result, Strided};
 use rayon::prelude::*;
 
 use crate::pool;
 pub(crate) use crate::settings::Engine;
-use crate::storage::{alloc, backend_error, bad_dtype, collect_n, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
+use crate::storage::{alloc, backend_error, bad_dtype, collect_n, cpu, dtype_mismatch, reserve, slice, CpuStorage, Held, Real};
 use crate::strided::map1;
 
 /// The engine `LIANDAN_CPU_GEMM` chooses ([`crate::settings::GEMM`]).
@@ -122,15 +122,49 @@ pub(crate) fn matmul(a: &CpuStorage, la: &Layout, b: &CpuStorage, lb: &Layout) -
 
 /// Half-precision products run in f32 (no half gemm is fast on a CPU) and round once at the end.
 fn via_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<T>> {
+    let wide = in_f32(x, la, y, lb, dims)?;
+    let _wide = Held::new(wide.len() * 4);
+    let out = collect_n("matmul", wide.len(), wide.iter().map(|&w| T::narrow(w)));
+    pool::give(wide);
+    out
+}
+
+/// The product of half-precision operands in f32, unrounded.
+fn in_f32<T: Real<Acc = f32>>(x: &[T], la: &Layout, y: &[T], lb: &Layout, dims: [usize; 4]) -> Result<Vec<f32>> {
     let (x, lx) = widen(x, la)?;
     let _x = Held::new(x.len() * 4);
     let (y, ly) = widen(y, lb)?;
     let _y = Held::new(y.len() * 4);
     let wide = gemm_batched(&x, &lx, &y, &ly, dims)?;
+    // Counted while the copies are held, so the peak sees all three.
     let _wide = Held::new(wide.len() * 4);
-    let out = collect_n("matmul", wide.len(), wide.iter().map(|&w| T::narrow(w)));
-    [x, y, wide].into_iter().for_each(pool::give);
-    out
+    [x, y].into_iter().for_each(pool::give);
+    Ok(wide)
+}
+
+/// `ops::MatmulWide`: f16 or bf16 `a [M, K]` times `b [K, N]` (any strides), the f32 sums
+/// left unrounded (the half products' own way, without their last rounding).
+pub(crate) fn matmul_wide(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let ([m, k], [k2, n], a, b) = match inputs {
+        [a, b] => match (a.layout.shape(), b.layout.shape()) {
+            (&[m, k], &[k2, n]) if k == k2 => ([m, k], [k2, n], a, b),
+            (sa, sb) => return Err(Error::ShapeMismatch { op: "matmul_wide", lhs: sa.to_vec(), rhs: sb.to_vec(), detail: "must be [M, K] and [K, N]".into() }),
+        },
+        _ => return Err(Error::BadShape { op: "matmul_wide", shape: vec![inputs.len()], detail: "takes two operands".into() }),
+    };
+    let three = |v: &Strided, [r, c]: [usize; 2]| {
+        let t = v.layout.strides();
+        Layout::new(vec![1, r, c], vec![r * c, t[0], t[1]], v.layout.offset())
+    };
+    let (la, lb) = (three(a, [m, k]), three(b, [k2, n]));
+    use CpuStorage as S;
+    let wide = match (cpu(a.storage), cpu(b.storage)) {
+        (S::F16(x), S::F16(y)) => in_f32(slice(x), &la, slice(y), &lb, [1, m, k, n])?,
+        (S::BF16(x), S::BF16(y)) => in_f32(slice(x), &la, slice(y), &lb, [1, m, k, n])?,
+        (x, y) if x.dtype() != y.dtype() => return Err(dtype_mismatch("matmul_wide", x, y)),
+        (x, _) => return Err(bad_dtype("matmul_wide", x.dtype(), "f16 or bf16 operands")),
+    };
+    Ok(vec![S::F32(wide.into())])
 }
 
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.

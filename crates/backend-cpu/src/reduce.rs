@@ -2,10 +2,10 @@
 //! with branch-free multi-lane loops when that axis is the last (`inner == 1`).
 
 use liandan_tensor::backend::ReduceOp;
-use liandan_tensor::{Error, Layout, Result};
+use liandan_tensor::{DType, Error, Layout, Result, Strided};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, collect_n, each_dtype, map_dtype, reserve, slice, CpuStorage, Scalar};
+use crate::storage::{alloc, bad_dtype, collect_n, cpu, each_dtype, map_dtype, reserve, slice, CpuStorage, Scalar};
 use crate::strided::{parallel, with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
@@ -185,4 +185,20 @@ where
         out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
     }
     Ok(out)
+}
+
+/// `ops::SumRowsWide`: an f16 or bf16 `x [.., C]` summed over every axis but the last into f32
+/// `[C]`: widened, then summed as f32 (unrounded at the end, where the half sums round).
+pub(crate) fn sum_rows_wide(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let x = match inputs {
+        [x] if matches!(x.dtype, DType::F16 | DType::BF16) => x,
+        [x] => return Err(bad_dtype("sum_rows_wide", x.dtype, "an f16 or bf16 operand")),
+        _ => return Err(Error::BadShape { op: "sum_rows_wide", shape: vec![inputs.len()], detail: "takes one operand".into() }),
+    };
+    let Some((&c, lead)) = x.layout.shape().split_last() else {
+        return Err(Error::BadShape { op: "sum_rows_wide", shape: vec![], detail: "needs at least one axis".into() });
+    };
+    let rows: usize = lead.iter().product();
+    let wide = crate::elementwise::cast(cpu(x.storage), x.layout, DType::F32)?;
+    Ok(vec![reduce(ReduceOp::Sum, &wide, &Layout::new(vec![1, rows, c], vec![rows * c, c, 1], 0))?])
 }

@@ -24,6 +24,13 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs_mixed(&d, &*op, low), "{} over {low} and f32", op.name());
         }
     }
+    // Low products and row sums summed into f32.
+    let wide: [&dyn CustomOp; 2] = [&liandan_tensor::ops::MatmulWide, &liandan_tensor::ops::SumRowsWide];
+    for op in wide {
+        for dtype in [DType::F16, DType::BF16] {
+            assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
+        }
+    }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
     let convs: [Box<dyn CustomOp>; 5] =
