@@ -514,30 +514,22 @@ pub(crate) fn add_wide(a: Tensor, b: Tensor) -> Result<Tensor> {
 /// is a transposed matrix, as the plain rule gives it. `None` for batched operands or where the
 /// device has no kernel.
 pub(crate) fn product_a(g: &Tensor, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
-    if [g, a, b].iter().any(|t| t.rank() != 2) {
-        return None;
-    }
-    let (gt, bt) = match (g.t(), b.t()) {
-        (Ok(gt), Ok(bt)) => (gt, bt),
-        (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
-    };
-    match transposed_matrix(a) {
-        true => Some(b.matmul_wide(&gt)?.and_then(|p| p.t())),
-        false => g.matmul_wide(&bt),
-    }
+    wide_product(g, &b.t().ok()?, [g, a, b], transposed_matrix(a))
 }
 
 /// The gradient of `b` in `a @ b`, `a^T g`, as [`product_a`] gives `a`'s.
 pub(crate) fn product_b(g: &Tensor, a: &Tensor, b: &Tensor) -> Option<Result<Tensor>> {
-    if [g, a, b].iter().any(|t| t.rank() != 2) {
+    wide_product(&a.t().ok()?, g, [g, a, b], transposed_matrix(b))
+}
+
+/// `l @ r` in f32, or with `transposed` the transpose of the row-major `r^T @ l^T`; `None` unless
+/// every one of `matrices` is a matrix and the device has the kernel.
+fn wide_product(l: &Tensor, r: &Tensor, matrices: [&Tensor; 3], transposed: bool) -> Option<Result<Tensor>> {
+    if matrices.iter().any(|t| t.rank() != 2) {
         return None;
     }
-    let (gt, at) = match (g.t(), a.t()) {
-        (Ok(gt), Ok(at)) => (gt, at),
-        (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
-    };
-    match transposed_matrix(b) {
-        true => Some(gt.matmul_wide(a)?.and_then(|p| p.t())),
-        false => at.matmul_wide(g),
+    match transposed {
+        true => Some(r.t().ok()?.matmul_wide(&l.t().ok()?)?.and_then(|p| p.t())),
+        false => l.matmul_wide(r),
     }
 }

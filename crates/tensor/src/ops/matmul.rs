@@ -148,7 +148,7 @@ impl CustomOp for MatmulBias {
 /// The product of two f16 or bf16 matrices with its sums written in f32 rather than rounded to
 /// the operands' type (cuBLAS's `gemmEx` with an f32 output): `a` `[M, K]`, `b` `[K, N]`, any
 /// strides; output `[M, N]` f32. Backward asks for it where a product's gradient is of an
-/// autocast copy of an f32 parameter, which would be cast to f32 at once. Composite: both
+/// autocast copy of an f32 tensor, which would be cast to f32 at once. Composite: both
 /// operands widened to f32, then their product (each term is exact in f32; only the order of
 /// the sums may differ from a kernel's).
 #[derive(Clone, Copy, Debug)]
