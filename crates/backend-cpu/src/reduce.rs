@@ -5,8 +5,8 @@ use liandan_tensor::backend::ReduceOp;
 use liandan_tensor::{DType, Error, Layout, Result, Strided};
 use rayon::prelude::*;
 
-use crate::storage::{alloc, bad_dtype, collect_n, cpu, each_dtype, map_dtype, reserve, slice, CpuStorage, Scalar};
-use crate::strided::{parallel, with_contiguous, CHUNK, PAR_MIN};
+use crate::storage::{alloc, bad_dtype, collect_n, cpu, each_dtype, map_dtype, reserve, slice, CpuStorage, Real, Scalar};
+use crate::strided::{map1, parallel, with_contiguous, CHUNK, PAR_MIN};
 
 pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStorage> {
     let dims = match *l.shape() {
@@ -199,6 +199,11 @@ pub(crate) fn sum_rows_wide(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
         return Err(Error::BadShape { op: "sum_rows_wide", shape: vec![], detail: "needs at least one axis".into() });
     };
     let rows: usize = lead.iter().product();
-    let wide = crate::elementwise::cast(cpu(x.storage), x.layout, DType::F32)?;
+    let wide = match cpu(x.storage) {
+        CpuStorage::F16(v) => map1(slice(v), x.layout, Real::widen)?,
+        CpuStorage::BF16(v) => map1(slice(v), x.layout, Real::widen)?,
+        other => return Err(bad_dtype("sum_rows_wide", other.dtype(), "an f16 or bf16 operand")),
+    };
+    let wide = CpuStorage::F32(wide.into());
     Ok(vec![reduce(ReduceOp::Sum, &wide, &Layout::new(vec![1, rows, c], vec![rows * c, c, 1], 0))?])
 }
