@@ -326,6 +326,12 @@ impl Operand {
     }
 }
 
+/// A matrix of `v`'s elements, `[rows, cols]` with these strides from its offset, as the one
+/// product of a batch (the `[B, rows, cols]` view the products take).
+fn batch_of_one(v: &Strided, [rows, cols]: [usize; 2], strides: [usize; 2]) -> Layout {
+    Layout::new(vec![1, rows, cols], vec![rows * cols, strides[0], strides[1]], v.layout.offset())
+}
+
 impl WgpuBackend {
     /// `lhs x rhs`; bf16 operands may come packed (both or neither).
     pub(crate) fn matmul_op(&self, lhs: Strided, rhs: Strided) -> Result<Storage> {
@@ -345,8 +351,7 @@ impl WgpuBackend {
         }
         let (m, k, n) = (xs[0], xs[1], ws[0]);
         let (xt, wt) = (x.layout.strides(), w.layout.strides());
-        let lhs = Layout::new(vec![1, m, k], vec![m * k, xt[0], xt[1]], x.layout.offset());
-        let rhs = Layout::new(vec![1, k, n], vec![k * n, wt[1], wt[0]], w.layout.offset());
+        let (lhs, rhs) = (batch_of_one(x, [m, k], [xt[0], xt[1]]), batch_of_one(w, [k, n], [wt[1], wt[0]]));
         let (lhs, rhs) = (Strided { storage: x.storage, layout: &lhs, dtype }, Strided { storage: w.storage, layout: &rhs, dtype });
         if self.oversized(&[lhs, rhs, *b], m * n, dtype).is_some() {
             return None;
@@ -390,8 +395,7 @@ impl WgpuBackend {
         }
         let (m, k, n) = (xs[0], xs[1], ws[1]);
         let (at, bt) = (a.layout.strides(), b.layout.strides());
-        let lhs = Layout::new(vec![1, m, k], vec![m * k, at[0], at[1]], a.layout.offset());
-        let rhs = Layout::new(vec![1, k, n], vec![k * n, bt[0], bt[1]], b.layout.offset());
+        let (lhs, rhs) = (batch_of_one(a, [m, k], [at[0], at[1]]), batch_of_one(b, [k, n], [bt[0], bt[1]]));
         let (lhs, rhs) = (Strided { storage: a.storage, layout: &lhs, dtype }, Strided { storage: b.storage, layout: &rhs, dtype });
         if self.oversized(&[lhs, rhs], m * n, DType::F32).is_some() {
             return None;

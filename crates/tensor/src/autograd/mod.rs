@@ -142,8 +142,9 @@ impl Tensor {
 /// piece of its input's, a product's right-hand gradient as a piece to compute with the others
 /// (`products.rs`), and otherwise the rule's gradients.
 fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, pending: &mut Pending) -> Result<()> {
-    // Read before the node is taken: whether `t`'s gradient may stay in f32 (`grad_fn::wide_grad`).
-    let wide = grad_fn::wide_grad(t);
+    // Read before the node is taken, and only where products' pieces arrived (the one join that
+    // asks): whether `t`'s gradient may stay in f32 (`grad_fn::wide_grad`).
+    let wide = arrived.products.as_ref().and_then(|_| grad_fn::wide_grad(t));
     let (rule, inputs) = node.take(retain_graph).ok_or_else(|| Error::Autograd("this graph was already freed by an earlier backward".into()))?;
     let out = t.detach_unobserved();
     let in_backward = |f: &mut dyn FnMut() -> Result<Vec<Option<Tensor>>>| crate::observe::in_backward_of(|| rule.name(), t.id(), f);
