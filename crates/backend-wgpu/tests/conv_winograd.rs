@@ -1,5 +1,5 @@
-//! f32 3x3 convolutions (and bf16, widened to f32) of stride 1 and padding 1 or 0 as Winograd
-//! (`conv/winograd.rs`), F(2x2, 3x3) and F(4x4, 3x3): the forward, the input gradient and the
+//! f32 3x3 convolutions (and bf16 widened to f32, f16 as stored) of stride 1 and padding 1 or
+//! 0 as Winograd (`conv/winograd.rs`), F(2x2, 3x3) and F(4x4, 3x3): the forward, the input gradient and the
 //! weight gradient against the CPU's direct f32 convolution, within 4 (F(2x2)) or 32 (F(4x4), whose
 //! coefficients reach 8 and 1/24) f32 epsilons times the terms summed times the sum of |x||w| of
 //! each output (on lavapipe the worst cases used 0.14 and 1.2 of them), and unlike the implicit
@@ -152,37 +152,42 @@ fn winograd_keeps_non_finite_results_non_finite() {
 }
 
 /// bf16 passes run as Winograd on their operands widened to f32 words and their results
-/// rounded to bf16 as they are packed: the CPU's f32 passes of the same values within one bf16
-/// rounding (each pass's result is rounded once) plus the f32 bound of `case`, padded and not.
+/// rounded to bf16 as they are packed; f16 passes read their operands and write their results
+/// as stored, the transforms and products in f32. Each against the CPU's f32 passes of the same
+/// values within one rounding to its type (each pass's result is rounded once) plus the f32
+/// bound of `case`, padded and not.
 #[test]
-fn winograd_runs_bf16_widened() {
+fn winograd_runs_bf16_and_f16() {
     let cpu = Device::cpu();
     let (shape, o) = ([2, 8, 9, 9], 6);
-    let bf16 = |t: Tensor| t.to_dtype(DType::BF16).unwrap();
-    let x = bf16(Tensor::randn(&shape, 21, DType::F32, &cpu).unwrap());
-    let w = bf16(Tensor::randn(&[o, 8, 3, 3], 22, DType::F32, &cpu).unwrap().mul_scalar(0.2).unwrap());
     let f32s = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
-    for pad in [1, 0] {
-        let (ho, wo) = (9 + 2 * pad - 2, 9 + 2 * pad - 2);
-        let g = bf16(Tensor::randn(&[2, o, ho, wo], 23, DType::F32, &cpu).unwrap());
-        let want = passes(&f32s(&x), &f32s(&w), &f32s(&g), pad);
-        let abs = |t: &Tensor| f32s(t).abs().unwrap();
-        let bound = passes(&abs(&x), &abs(&w), &abs(&g), pad);
-        let k = [8 * 9 + 36, o * 9 + 36, 2 * ho * wo + 36];
-        for tile in [2, 4] {
-            let Some(d) = winograd(tile, None) else { return };
-            let on = |t: &Tensor| t.to_device(&d).unwrap();
-            let got = passes(&on(&x), &on(&w), &on(&g), pad);
-            for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
-                assert_eq!(got[i].dtype(), DType::BF16, "F({tile}x{tile}) {pass}: dtype");
-                let tol = if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * k[i] as f64;
-                let (got, want, bound) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap(), bound[i].to_vec_f64().unwrap());
-                for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
-                    assert!((g - w).abs() <= w.abs() / 128.0 + tol * b, "F({tile}x{tile}) bf16, padding {pad}: {pass}: element {e}: got {g}, want {w}");
+    // The type, and one unit in the last place of its 8 or 11 significant bits, relative.
+    for (dtype, ulp) in [(DType::BF16, 1.0 / 128.0), (DType::F16, 1.0 / 1024.0)] {
+        let low = |t: Tensor| t.to_dtype(dtype).unwrap();
+        let x = low(Tensor::randn(&shape, 21, DType::F32, &cpu).unwrap());
+        let w = low(Tensor::randn(&[o, 8, 3, 3], 22, DType::F32, &cpu).unwrap().mul_scalar(0.2).unwrap());
+        for pad in [1, 0] {
+            let (ho, wo) = (9 + 2 * pad - 2, 9 + 2 * pad - 2);
+            let g = low(Tensor::randn(&[2, o, ho, wo], 23, DType::F32, &cpu).unwrap());
+            let want = passes(&f32s(&x), &f32s(&w), &f32s(&g), pad);
+            let abs = |t: &Tensor| f32s(t).abs().unwrap();
+            let bound = passes(&abs(&x), &abs(&w), &abs(&g), pad);
+            let k = [8 * 9 + 36, o * 9 + 36, 2 * ho * wo + 36];
+            for tile in [2, 4] {
+                let Some(d) = winograd(tile, None) else { return };
+                let on = |t: &Tensor| t.to_device(&d).unwrap();
+                let got = passes(&on(&x), &on(&w), &on(&g), pad);
+                let what = format!("F({tile}x{tile}) {dtype}, padding {pad}");
+                for (i, pass) in ["forward", "input gradient", "weight gradient"].iter().enumerate() {
+                    assert_eq!(got[i].dtype(), dtype, "{what} {pass}: dtype");
+                    let tol = if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * k[i] as f64;
+                    let (got, want, bound) = (got[i].to_vec_f64().unwrap(), want[i].to_vec_f64().unwrap(), bound[i].to_vec_f64().unwrap());
+                    for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
+                        assert!((g - w).abs() <= w.abs() * ulp + tol * b, "{what}: {pass}: element {e}: got {g}, want {w}");
+                    }
                 }
-            }
-            for (what, _) in d.fallback_report() {
-                assert!(!what.contains("conv"), "{what} ran on the CPU");
+                let report = d.fallback_report();
+                assert!(report.iter().all(|(what, _)| !what.contains("conv")), "{what}: a pass ran on the CPU: {report:?}");
             }
         }
     }

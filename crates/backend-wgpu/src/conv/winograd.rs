@@ -1,5 +1,6 @@
-//! Winograd convolutions (Lavin and Gray, 2016) for f32 3x3 convolutions of stride 1, padding
-//! 1 or 0, no dilation and one group, in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
+//! Winograd convolutions (Lavin and Gray, 2016) for 3x3 convolutions of stride 1, padding 1 or
+//! 0, no dilation and one group, computed in f32 (f16 operands read as stored and the result
+//! rounded as it is stored), in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
 //! 16 products of a transformed 4 x 4 input patch with a transformed kernel where the direct
 //! convolution has 36 multiply-adds (2.25x fewer), and F(4x4, 3x3), each 4 x 4 tile as 36
 //! products of 6 x 6 patches where it has 144 (4x fewer). Each pass is four dispatches: the
@@ -78,6 +79,9 @@ const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
 pub(crate) struct Key {
     stage: Stage,
     tile: Tile,
+    /// The pass's operands and result (`t` in the shaders): f32, or f16 read and written as
+    /// stored; the transformed intermediates (`x`) are f32 either way.
+    dtype: DType,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,7 +114,7 @@ impl KernelKey for Key {
             Stage::Weight { .. } => w.params::<WinogradKernel>(),
             Stage::WeightOut => w.params::<WinogradInvocations>(),
         };
-        let w = w.ty("x", DType::F32).flag("FLIP", flip);
+        let w = w.ty("x", DType::F32).ty("t", self.dtype).flag("FLIP", flip);
         // The stages that walk the tiles share `tile_at`, the filter transforms `tap`; those
         // that read the T^2 products share their tile's rows, F(4x4)'s that store T^2
         // matrices `put`.
@@ -138,7 +142,8 @@ impl KernelKey for Key {
 
     fn all(_: &Repr) -> Vec<Key> {
         let stages = [Stage::Input, Stage::Weight { flip: false }, Stage::Weight { flip: true }, Stage::Output, Stage::Dy, Stage::WeightOut];
-        [Tile::F2, Tile::F4].into_iter().flat_map(|tile| stages.map(|stage| Key { stage, tile })).collect()
+        let each = |tile, dtype| stages.map(|stage| Key { stage, tile, dtype });
+        [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [DType::F32, DType::F16].into_iter().flat_map(move |dtype| each(tile, dtype))).collect()
     }
 }
 
@@ -174,9 +179,9 @@ fn patch_block(channels: usize, patches: usize, tiles: usize, tiles_w: usize, (h
     Some(Block::of(&params, invocations))
 }
 
-/// Runs one stage of `tile` from `from` into `to`, its block's invocations.
-fn run_stage(gpu: &Gpu, tile: Tile, stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
-    let kernel = gpu.kernel(Key { stage, tile })?;
+/// Runs one stage of `tile` on a pass of `dtype` from `from` into `to`, its block's invocations.
+fn run_stage(gpu: &Gpu, (tile, dtype): (Tile, DType), stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
+    let kernel = gpu.kernel(Key { stage, tile, dtype })?;
     gpu.dispatch(&kernel, &meta.0, &[from, to], grid(meta.1 as usize))
 }
 
@@ -204,7 +209,8 @@ impl WgpuBackend {
         let kernel_meta = Block::of(&WinogradKernel { invocations: u(m * k)?, m: u(m)?, k: u(k)?, offset: u(w.layout.offset())? }, u(m * k)?);
         let output = WinogradOutput { invocations: u(m * p)?, patches: u(p)?, tiles: u(tiles)?, tiles_w: u(tw)?, h: u(oh)?, w: u(ow)?, channels: u(m)? };
         let output_meta = Block::of(&output, output.invocations);
-        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
+        let key = (tile, kernel_dtype(inputs));
+        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, key, stage, meta, from, to);
         Some((|| {
             let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;
             stage(Stage::Weight { flip: pass == Pass::Input }, &kernel_meta, gpu_storage(w).buffer(), wgpu_buffer(&u))?;
@@ -231,7 +237,8 @@ impl WgpuBackend {
         let nt = tile.products();
         let (dy, x) = (&inputs[0], &inputs[1]);
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
-        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, tile, stage, meta, from, to);
+        let key = (tile, kernel_dtype(inputs));
+        let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, key, stage, meta, from, to);
         let mut sum: Option<Storage> = None;
         for i0 in (0..g.n).step_by(images) {
             let p = images.min(g.n - i0) * tiles;
@@ -264,12 +271,21 @@ impl WgpuBackend {
     }
 }
 
-/// The type a Winograd pass labels its result: f32, or bf16 where its operands are widened
-/// bf16 (f32 words, as the kernels compute on): the result, f32 words too, is then rounded as
-/// it is packed.
+/// The type a Winograd pass labels its result: its operands' (f32 or f16), or bf16 where its
+/// operands are widened bf16 (f32 words, as the kernels compute on): the result, f32 words
+/// too, is then rounded as it is packed.
 fn out_dtype(inputs: &[Strided]) -> DType {
     match inputs.first().map(|v| v.dtype) {
-        Some(DType::BF16) => DType::BF16,
+        Some(d @ (DType::BF16 | DType::F16)) => d,
+        _ => DType::F32,
+    }
+}
+
+/// The type the stages read the operands and write the result in: f16 as stored, else f32
+/// words (widened bf16 among them).
+fn kernel_dtype(inputs: &[Strided]) -> DType {
+    match inputs.first().map(|v| v.dtype) {
+        Some(DType::F16) => DType::F16,
         _ => DType::F32,
     }
 }

@@ -88,7 +88,8 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
     // Where the tensor cores would not run the pass: Winograd where the rule (or the setting)
     // wants it; an input gradient mostly in the padding through the columns.
     let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)).coop.is_none();
-    let winograd = off_coop.then(|| winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)).flatten();
+    let winograd = winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)
+        .filter(|&tile| off_coop || f16_weight_in_one_chunk(pass, &geom, dtype, tile, caps, options));
     let composite = if !caps.computes(dtype) || dtype == DType::F64 {
         Some(Composite::Dtype)
     } else if !addressable(c, caps) {
@@ -115,6 +116,14 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
     let runs = !matches!(composite, Some(Composite::Dtype | Composite::Size));
     let winograd = winograd.filter(|_| runs).map(|tile| Winograd::new(pass, &geom, tile, caps.max_binding, options.winograd_chunk));
     ConvPlan { composite, winograd, tiling, tunable }
+}
+
+/// Whether an f16 weight gradient the tensor cores would take runs as Winograd instead: where
+/// its images go in one chunk. On the H200 resnet18's f16 step took 9.08 ms so against 9.26 on
+/// the tensor cores; seed003_cnn's weight gradient, in two chunks, raised its peak 75 -> 103 MiB
+/// for no time.
+fn f16_weight_in_one_chunk(pass: Pass, geom: &ConvGeometry, dtype: DType, tile: winograd::Tile, caps: &Caps, options: &Options) -> bool {
+    dtype == DType::F16 && pass == Pass::Weight && Winograd::new(pass, geom, tile, caps.max_binding, options.winograd_chunk).chunks == 1
 }
 
 /// Whether the kernels can address pass `c`: every index within signed 32 bits (the gather

@@ -1,10 +1,11 @@
-//! Which f32 convolutions run as Winograd (`conv/winograd.rs` has the algorithm and its
-//! rounding), on which tile, and how its batched products are cut.
+//! Which convolutions run as Winograd (`conv/winograd.rs` has the algorithm and its rounding),
+//! on which tile, and how its batched products are cut.
 //!
-//! Exact f32 (the default) takes F(2x2) for the forward and input gradient of layers of at
-//! least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for weight gradients from
+//! Exact f32 (the default) and bf16 take F(2x2) for the forward and input gradient of layers of
+//! at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for weight gradients from
 //! [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight gradient: seed003_cnn's 64 ->
-//! 512 one); under `conv_tf32` every pass the tensor cores do not take runs as F(4x4) from
+//! 512 one); f16 only those weight gradients (its other passes go to the tensor cores or the
+//! implicit GEMM, which read f16 at half the bytes); under `conv_tf32` every pass the tensor cores do not take runs as F(4x4) from
 //! [`MIN_CHANNELS_F4`] (on the H200 resnet18's 64-channel layers ran slower as F(2x2) than the
 //! implicit GEMM, faster as F(4x4); its 3-channel stem slower either way). Intermediates stay
 //! under [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM (`testing::Knobs::conv_cut`)
@@ -117,16 +118,20 @@ fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
     }
 }
 
-/// The tile a pass of `g` runs as Winograd with, or `None`: f32 or bf16 (widened to f32 words
-/// and the result rounded, as f32 computes it), two contiguous operands (no bias: `operands`),
-/// a shape it computes, intermediates within 32-bit indexing and one binding of `limit`
-/// bytes, and the setting or the rule says so. The caller keeps passes the tensor cores take
-/// off it.
+/// The tile a pass of `g` runs as Winograd with, or `None`: f32, bf16 (widened to f32 words
+/// and the result rounded, as f32 computes it) or f16 (read and written as stored, the
+/// transforms and products in f32; by the rule only its weight gradients, which on the H200
+/// ran 1.9x as long on the implicit GEMM as f32's F(4x4)), two contiguous operands (no bias:
+/// `operands`), a shape it computes, intermediates within 32-bit indexing and one binding of
+/// `limit` bytes, and the setting or the rule says so. The caller keeps passes the tensor
+/// cores take off it.
 pub(super) fn wanted(options: &Options, pass: Pass, g: &ConvGeometry, dtype: DType, operands: bool, limit: u64) -> Option<Tile> {
-    if !matches!(dtype, DType::F32 | DType::BF16) || !operands {
+    let setting = Setting::of(options);
+    let f16_by_rule = dtype == DType::F16 && setting == Setting::Rule;
+    if !matches!(dtype, DType::F32 | DType::BF16 | DType::F16) || !operands || (f16_by_rule && pass != Pass::Weight) {
         return None;
     }
-    takes(Setting::of(options), pass, g, options.conv_tf32).filter(|&tile| fits(pass, g, tile, limit))
+    takes(setting, pass, g, options.conv_tf32).filter(|&tile| fits(pass, g, tile, limit))
 }
 
 /// Whether the intermediates of `pass` of `g` as `tile` stay within 32-bit indexing and one

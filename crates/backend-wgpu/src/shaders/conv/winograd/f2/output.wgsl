@@ -9,7 +9,7 @@
 // p.w (y's), p.channels = M.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> y: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> y: array<S_t>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -26,10 +26,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let yy = 2u * tile.ty;
     let xx = 2u * tile.tx;
     let right = xx + 1u < w;
-    y[base + yy * w + xx] = store_x(top.x + top.y + top.z);
-    if (right) { y[base + yy * w + xx + 1u] = store_x(top.y - top.z - top.w); }
+    y[base + yy * w + xx] = store_t(top.x + top.y + top.z);
+    if (right) { y[base + yy * w + xx + 1u] = store_t(top.y - top.z - top.w); }
     if (yy + 1u < h) {
-        y[base + (yy + 1u) * w + xx] = store_x(bottom.x + bottom.y + bottom.z);
-        if (right) { y[base + (yy + 1u) * w + xx + 1u] = store_x(bottom.y - bottom.z - bottom.w); }
+        y[base + (yy + 1u) * w + xx] = store_t(bottom.x + bottom.y + bottom.z);
+        if (right) { y[base + (yy + 1u) * w + xx + 1u] = store_t(bottom.y - bottom.z - bottom.w); }
     }
 }

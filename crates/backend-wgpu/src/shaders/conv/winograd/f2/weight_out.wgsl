@@ -6,7 +6,7 @@
 // `WinogradInvocations`: p.invocations = O * C.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> dw: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> dw: array<S_t>;
 
 // G^T applied to four values: three.
 fn gt(v: vec4<C_x>) -> vec3<C_x> {
@@ -29,7 +29,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < 3u; r++) {
         let e = rows[r];
         for (var s = 0u; s < 3u; s++) {
-            dw[i * 9u + 3u * r + s] = store_x(e[s]);
+            dw[i * 9u + 3u * r + s] = store_t(e[s]);
         }
     }
 }

@@ -8,7 +8,7 @@
 // p.w (y's), p.channels = M.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> y: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> y: array<S_t>;
 
 // Column j of the tile (rows in its components) at (y0, x0 + j) of the plane at base.
 fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
@@ -17,7 +17,7 @@ fn store_col(base: u32, y0: u32, xx: u32, v: vec4<C_x>) {
     if (xx >= w) { return; }
     for (var a = 0u; a < 4u; a++) {
         if (y0 + a < h) {
-            y[base + (y0 + a) * w + xx] = store_x(v[a]);
+            y[base + (y0 + a) * w + xx] = store_t(v[a]);
         }
     }
 }

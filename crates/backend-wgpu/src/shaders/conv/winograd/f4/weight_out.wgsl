@@ -6,7 +6,7 @@
 // `WinogradInvocations`: p.invocations = O * C.
 
 @group(0) @binding(1) var<storage, read> prod: array<S_x>;
-@group(0) @binding(2) var<storage, read_write> dw: array<S_x>;
+@group(0) @binding(2) var<storage, read_write> dw: array<S_t>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -19,8 +19,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let taps = grad_t(cols(l.v0, l.v1, l.v2, z, h.v0, h.v1, h.v2, z));
     // taps.v_kx holds column kx, its rows ky in the components.
     for (var ky = 0u; ky < 3u; ky++) {
-        dw[i * 9u + 3u * ky] = store_x(taps.v0[ky]);
-        dw[i * 9u + 3u * ky + 1u] = store_x(taps.v1[ky]);
-        dw[i * 9u + 3u * ky + 2u] = store_x(taps.v2[ky]);
+        dw[i * 9u + 3u * ky] = store_t(taps.v0[ky]);
+        dw[i * 9u + 3u * ky + 1u] = store_t(taps.v1[ky]);
+        dw[i * 9u + 3u * ky + 2u] = store_t(taps.v2[ky]);
     }
 }
