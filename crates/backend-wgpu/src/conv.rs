@@ -104,6 +104,8 @@ pub(crate) enum ConvOp {
     BiasRelu,
     Input,
     Weight,
+    /// The weight gradient of f16 or bf16 operands summed into f32 (`Conv2dBackwardWeightWide`).
+    WeightWide,
 }
 
 impl WgpuBackend {
@@ -112,8 +114,9 @@ impl WgpuBackend {
         let pass = match op {
             ConvOp::Forward | ConvOp::Bias | ConvOp::BiasRelu => Pass::Forward,
             ConvOp::Input => Pass::Input,
-            ConvOp::Weight => Pass::Weight,
+            ConvOp::Weight | ConvOp::WeightWide => Pass::Weight,
         };
+        let wide = op == ConvOp::WeightWide;
         let dtype = inputs.first()?.dtype;
         let relu = op == ConvOp::BiasRelu;
         let operands = if matches!(op, ConvOp::Bias | ConvOp::BiasRelu) { 3 } else { 2 };
@@ -140,7 +143,7 @@ impl WgpuBackend {
         if let Some(winograd) = plan.winograd {
             // bf16 on its f32 kernels: widened, the result packed.
             let bf16 = dtype == DType::BF16;
-            if let Some(done) = self.staged_fused(!bf16, inputs, |v| self.conv_winograd(pass, &geom, winograd, v)) {
+            if let Some(done) = self.staged_fused(!bf16, inputs, |v| self.conv_winograd(pass, &geom, winograd, v, wide)) {
                 return Some(done);
             }
         }
@@ -152,7 +155,7 @@ impl WgpuBackend {
             let call = ConvCall { packed: packed_view(&views[0]), ..call };
             match pass {
                 Pass::Input => self.conv_input(&call, plan, views),
-                _ => self.conv_pass(&call, plan, views, relu),
+                _ => self.conv_pass(&call, plan, views, relu, wide),
             }
         };
         // bf16 on the tensor cores: the operands widened to f32 words, scaled into f16 as they
@@ -169,8 +172,9 @@ impl WgpuBackend {
     }
 
     /// The forward or the weight gradient: one product; the forward's bias (a third input)
-    /// added and, where `relu`, ReLU after it, in the kernel where the cut allows.
-    fn conv_pass(&self, call: &ConvCall, plan: ConvPlan, inputs: &[Strided], relu: bool) -> Result<Vec<Storage>> {
+    /// added and, where `relu`, ReLU after it, in the kernel where the cut allows; `wide`: the
+    /// weight gradient of low operands into f32.
+    fn conv_pass(&self, call: &ConvCall, plan: ConvPlan, inputs: &[Strided], relu: bool, wide: bool) -> Result<Vec<Storage>> {
         let gpu = self.gpu()?;
         let (geom, dtype) = (&call.geom, call.dtype);
         let gemm = &Gemm::new(call.pass, geom);
@@ -186,7 +190,10 @@ impl WgpuBackend {
             (_, None) => (gpu_storage(&inputs[1]).buffer(), inputs[1].layout.offset(), &inputs[0]),
         };
         let packed = packed_view(b);
-        let out = self.conv_output(gemm, geom, dtype, plan.tiling, packed, false)?;
+        let out = match wide {
+            true => self.output(DType::F32, gemm.total)?,
+            false => self.conv_output(gemm, geom, dtype, plan.tiling, packed, false)?,
+        };
         let bias = inputs.get(2).filter(|_| gemm.pass == Pass::Forward);
         // (Packed where the operands are: `fused_conv` takes them packed alike.)
         let in_kernel = bias.map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
@@ -207,7 +214,7 @@ impl WgpuBackend {
         let amax = self.scaled_amax(tiling, dtype, av, bv)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
             // The tensor-core kernel failed to build, and f16 has left them for good.
-            return self.conv_pass(call, self.conv_plan(gpu, call), inputs, relu);
+            return self.conv_pass(call, self.conv_plan(gpu, call), inputs, relu, wide);
         }
         let out = Arc::new(out) as Storage;
         match bias {
@@ -325,7 +332,8 @@ impl WgpuBackend {
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
     /// says (a product with a shorter K leaves its last splits zero), then sums the partial
-    /// results when K is split; `amax`: `scaled_amax`'s buffer, for f32 products on the tensor
+    /// results when K is split or `out` is f32 beside low operands (the kernels store f32 only
+    /// as partial sums); `amax`: `scaled_amax`'s buffer, for f32 products on the tensor
     /// cores. `false`: the cooperative-matrix kernel failed to build (and f16 has left the
     /// tensor cores); the caller starts over.
     fn conv_products(
@@ -340,7 +348,8 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let Tiling { bm, bn, splits, coop } = tiling;
         let total = products[0].0.total;
-        let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
+        let partial = splits > 1 || (out.dtype == DType::F32 && dtype != DType::F32);
+        let partials = if partial { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
         for (gemm, ops) in products {
             let phase = gemm.phased(geom, ops.strided);
@@ -348,7 +357,7 @@ impl WgpuBackend {
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
-            let (partial, strided) = (splits > 1, ops.strided);
+            let strided = ops.strided;
             let bias = ops.bias.filter(|_| tiling.bias_in_kernel());
             let kernel = match coop {
                 Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, strided, phase, scaled: amax.is_some() }) {
@@ -388,7 +397,7 @@ impl WgpuBackend {
             }
         }
         if let Some(p) = &partials {
-            self.sum_partials(dtype, splits, total, p.buffer(), out.buffer())?;
+            self.sum_partials(out.dtype, splits, total, p.buffer(), out.buffer())?;
         }
         Ok(true)
     }

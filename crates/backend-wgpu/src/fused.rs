@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Gelu,
-    GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep,
-    MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias,
+    Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell,
+    LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -92,6 +92,7 @@ impl Known {
             op.downcast_ref::<Conv2dBiasRelu>().map(|o| Known::Conv(ConvOp::BiasRelu, o.0)),
             op.downcast_ref::<Conv2dBackwardInput>().map(|o| Known::Conv(ConvOp::Input, o.0)),
             op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
+            op.downcast_ref::<Conv2dBackwardWeightWide>().map(|o| Known::Conv(ConvOp::WeightWide, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
         ];
         param.into_iter().flatten().next()

@@ -49,16 +49,21 @@ fn fused_kernels_run_here() {
     }
 }
 
-/// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64.
+/// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64, and
+/// the weight gradient of f16 and bf16 operands summed into f32 in both.
 #[test]
 fn fused_conv_kernels_run_here() {
-    use liandan_tensor::{conformance::fused::kernel_runs, conformance::fused_conv, DType};
+    use liandan_tensor::{conformance::fused::kernel_runs, conformance::fused_conv, ops::Conv2dBackwardWeightWide, ConvGeometry, DType};
     let Some(d) = gpu() else { return };
     for op in fused_conv::ops() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
         assert!(!kernel_runs(&d, &*op, DType::F64), "{} in f64 is left to the composite", op.name());
+    }
+    let g = ConvGeometry { n: 2, c: 6, h: 7, w: 7, o: 4, kernel: (3, 3), stride: (1, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
+    for dtype in [DType::F16, DType::BF16] {
+        assert!(kernel_runs(&d, &Conv2dBackwardWeightWide(g), dtype), "conv2d_backward_weight_wide in {dtype}");
     }
 }
 

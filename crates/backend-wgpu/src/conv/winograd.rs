@@ -187,8 +187,9 @@ fn run_stage(gpu: &Gpu, (tile, dtype): (Tile, DType), stage: Stage, meta: &Block
 
 impl WgpuBackend {
     /// `pass` of `g` as Winograd (see the module docs), or `None` where an offset would pass
-    /// 32 bits (`plan::conv` keeps the intermediates within 32 bits and one binding).
-    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, plan: Winograd, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    /// 32 bits (`plan::conv` keeps the intermediates within 32 bits and one binding); `wide`:
+    /// a weight gradient stored in f32 whatever its operands' type.
+    pub(super) fn conv_winograd(&self, pass: Pass, g: &ConvGeometry, plan: Winograd, inputs: &[Strided], wide: bool) -> Option<Result<Vec<Storage>>> {
         let tile = plan.tile;
         let f = Frame::new(pass, g, tile);
         let Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
@@ -200,7 +201,7 @@ impl WgpuBackend {
         };
         let limit = gpu.max_binding();
         if pass == Pass::Weight {
-            return Some(self.winograd_weight(g, plan, inputs, &f));
+            return Some(self.winograd_weight(g, plan, inputs, &f, wide));
         }
         let (x, w) = (&inputs[0], &inputs[1]);
         // The products are `[T^2, m, k] x [T^2, k, p]`: the kernels' transform times the
@@ -230,7 +231,7 @@ impl WgpuBackend {
     /// The weight gradient as Winograd, the images in the plan's chunks (each chunk's products
     /// summed into the first's), so that the intermediates of a large batch do not raise the
     /// step's peak by their whole size.
-    fn winograd_weight(&self, g: &ConvGeometry, plan: Winograd, inputs: &[Strided], f: &Frame) -> Result<Vec<Storage>> {
+    fn winograd_weight(&self, g: &ConvGeometry, plan: Winograd, inputs: &[Strided], f: &Frame, wide: bool) -> Result<Vec<Storage>> {
         let &Frame { m, k, ih, iw, pad, oh, ow, tw, tiles } = f;
         let gpu = self.gpu()?;
         let (tile, images) = (plan.tile, plan.images.max(1));
@@ -264,9 +265,11 @@ impl WgpuBackend {
             });
         }
         let sum = sum.ok_or_else(|| gpu.err("conv2d (Winograd)", "no images"))?;
-        let y = self.output(out_dtype(inputs), 9 * m * k)?;
+        let (dw, stored) = if wide { (DType::F32, DType::F32) } else { (out_dtype(inputs), kernel_dtype(inputs)) };
+        let y = self.output(dw, 9 * m * k)?;
         let invocations = u(m * k).ok_or_else(err)?;
-        stage(Stage::WeightOut, &Block::of(&WinogradInvocations { invocations }, invocations), wgpu_buffer(&sum), y.buffer())?;
+        let meta = Block::of(&WinogradInvocations { invocations }, invocations);
+        run_stage(gpu, (tile, stored), Stage::WeightOut, &meta, wgpu_buffer(&sum), y.buffer())?;
         Ok(vec![Arc::new(y) as Storage])
     }
 }

@@ -353,7 +353,15 @@ impl BackwardRule for GradFn {
             GradFn::Conv2d(geom) => {
                 let w = &inputs[1];
                 let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
-                let dw = if w.requires_grad() { Some(Tensor::conv2d_backward_weight(g, x, *geom)?) } else { None };
+                // Autocast's copy of an f32 weight takes its gradient in f32 where the kernel can sum it so.
+                let wide = || wide_grad(w).and_then(|_| Tensor::conv2d_backward_weight_wide(g, x, *geom)).transpose();
+                let dw = match w.requires_grad() {
+                    true => Some(match wide()? {
+                        Some(dw) => dw,
+                        None => Tensor::conv2d_backward_weight(g, x, *geom)?,
+                    }),
+                    false => None,
+                };
                 let db = match inputs.get(2) {
                     Some(b) if b.requires_grad() => Some(g.sum_to(&[1, geom.o, 1, 1])?.reshape(&[geom.o])?),
                     Some(_) => None,

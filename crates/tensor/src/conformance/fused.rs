@@ -10,8 +10,8 @@ use super::custom::{backend_runs, check_op};
 use super::grads::{check_grads, leaf, strided_leaf};
 use super::{assert_close, from_values, strided_input, values};
 use crate::ops::{
-    BatchNormBackward, BatchNormTrain, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, LayerNorm, LayerNormBackward,
-    MaxPool2dBackward,
+    BatchNormBackward, BatchNormTrain, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, LayerNorm,
+    LayerNormBackward, MaxPool2dBackward,
 };
 use crate::{no_fusion, CustomKernel, CustomOp, DType, Device, Result, Tensor};
 
@@ -91,7 +91,9 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             v.extend(l.weight.then(|| t(&[l.width], 5)));
             v
         }
-        "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" => conv_operands(op, &t),
+        "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" | "conv2d_backward_weight_wide" => {
+            conv_operands(op, &t)
+        }
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
         "matmul_wide" => vec![t(&[n, h], 1), t(&[h, 4], 2)],
         "sum_rows_wide" => vec![t(&[n, h], 1)],
@@ -120,6 +122,7 @@ fn conv_operands(op: &dyn CustomOp, t: &dyn Fn(&[usize], u64) -> Tensor) -> Vec<
         any.downcast_ref::<Conv2dBiasRelu>().map(|c| c.0),
         any.downcast_ref::<Conv2dBackwardInput>().map(|c| c.0),
         any.downcast_ref::<Conv2dBackwardWeight>().map(|c| c.0),
+        any.downcast_ref::<Conv2dBackwardWeightWide>().map(|c| c.0),
     ]
     .into_iter()
     .flatten()
@@ -128,7 +131,7 @@ fn conv_operands(op: &dyn CustomOp, t: &dyn Fn(&[usize], u64) -> Tensor) -> Vec<
     match op.name() {
         "conv2d" => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2)],
         "conv2d_backward_input" => vec![t(&g.output_shape(), 1), t(&g.weight_shape(), 2)],
-        "conv2d_backward_weight" => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
+        "conv2d_backward_weight" | "conv2d_backward_weight_wide" => vec![t(&g.output_shape(), 1), t(&g.input_shape(), 2)],
         _ => vec![t(&g.input_shape(), 1), t(&g.weight_shape(), 2), t(&[g.o], 3)],
     }
 }

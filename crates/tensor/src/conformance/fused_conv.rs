@@ -8,9 +8,10 @@
 //! without the override both runs take the composite and the check holds trivially
 //! ([`super::fused::kernel_runs`] says which backends have it).
 
-use super::custom::check_fused;
+use super::custom::{check_fused, check_op};
+use super::fused::kernel_runs;
 use super::values;
-use crate::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+use crate::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};
 use crate::{ConvGeometry, CustomOp, DType, Device, Result, Tensor};
 
 /// `(N, C, H, W, O, kernel, stride, padding, dilation, groups)`.
@@ -95,6 +96,35 @@ pub fn conv2d_strided_matches_composite(d: &Device) {
 pub fn conv2d_wide_matches_composite(d: &Device) {
     let case: Case = (6, 80, 64, 64, 72, (1, 1), (1, 1), (0, 0), (1, 1), 1);
     check_case(d, &case, DType::F32, 200, 1e-3, 1e-4);
+}
+
+/// A weight gradient of f16 and bf16 operands summed into f32 ([`Conv2dBackwardWeightWide`])
+/// against its composite (both widened, then the f32 gradient) where the device has the kernel:
+/// a 3x3 layer of 64 channels (Winograd's, where a backend has it), a K split, a strided 1x1
+/// shortcut, a stem whose K is not split. Then its use in backward under autocast, where a
+/// convolution's f32 weight takes its gradient so, against the low gradient cast back (fusion
+/// off).
+pub fn conv2d_weight_wide_matches_composite(d: &Device) {
+    let layer: Case = (2, 64, 8, 8, 64, (3, 3), (1, 1), (1, 1), (1, 1), 1);
+    for low in [DType::F16, DType::BF16] {
+        let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, low, d).unwrap();
+        // A device with the kernel takes every pass its narrow kernel takes, so none may fall back unnoticed.
+        for (i, case) in [&layer, &CASES[10], &CASES[8], &CASES[1]].into_iter().enumerate() {
+            let g = geometry(case);
+            let every = kernel_runs(d, &Conv2dBackwardWeight(g), low) && kernel_runs(d, &Conv2dBackwardWeightWide(g), low);
+            let seed = 500 + 2 * i as u64;
+            let ran = check_op(d, &Conv2dBackwardWeightWide(g), &[t(&g.output_shape(), seed), t(&g.input_shape(), seed + 1)], 2e-3, 1e-3);
+            assert!(ran || !every, "conv2d_backward_weight_wide {low} {g:?} fell back to its composite");
+        }
+        let g = geometry(&CASES[1]);
+        let f32s = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+        let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            crate::autocast(low, || Ok(vec![x[0].conv2d(&x[1], Some(&x[2]), g.stride, g.padding, g.dilation, g.groups)?]))
+        };
+        let inputs = [f32s(&g.input_shape(), 520), f32s(&g.weight_shape(), 521), f32s(&[g.o], 522)];
+        let (atol, rtol) = if low == DType::F16 { (6e-2, 2e-2) } else { (2e-1, 5e-2) };
+        check_fused(&format!("conv2d under {low} autocast, {g:?}"), &inputs, conv, atol, rtol);
+    }
 }
 
 /// The fused ops a backend's tests assert it runs: each pass on a small geometry, the forward

@@ -181,6 +181,7 @@ macro_rules! conformance_suite {
             // Fused convolutions against their composites (`fused_conv.rs`).
             fused_conv2d_matches_composite => fused_conv::conv2d_matches_composite,
             fused_conv2d_wide_matches_composite => fused_conv::conv2d_wide_matches_composite,
+            fused_conv2d_weight_wide_matches_composite => fused_conv::conv2d_weight_wide_matches_composite,
         );
     };
     (@rows $device:expr; $($test:ident => $module:ident :: $check:ident,)*) => {

@@ -90,6 +90,21 @@ impl Tensor {
         let dy = dy.contiguous()?;
         Ok(fused::run_or_composite(&Conv2dBackwardWeight(geom), &[&dy, x])?.remove(0))
     }
+
+    /// [`Tensor::conv2d_backward_weight`] of f16 or bf16 `dy` and `x` summed into f32
+    /// ([`Conv2dBackwardWeightWide`]) where the device's kernel takes the pass, else `None`
+    /// (the caller takes the gradient in the operands' type).
+    pub(crate) fn conv2d_backward_weight_wide(dy: &Tensor, x: &Tensor, geom: ConvGeometry) -> Option<Result<Tensor>> {
+        let low = matches!(x.dtype(), DType::F16 | DType::BF16) && dy.dtype() == x.dtype() && dy.device() == x.device();
+        if !low {
+            return None;
+        }
+        let dy = match dy.contiguous() {
+            Ok(dy) => dy,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(fused::run(&Conv2dBackwardWeightWide(geom), &[&dy, x])?.map(|mut outs| outs.remove(0)))
+    }
 }
 
 /// A convolution's profile: its floating-point operations and its stride and padding.
@@ -220,5 +235,27 @@ impl CustomOp for Conv2dBackwardWeight {
         let cols = x.im2col_window(w)?.reshape(&[n, g, k, l])?;
         let dw = dy.reshape(&[n, g, o / g, l])?.matmul(&cols.transpose(2usize, 3usize)?)?; // [N, G, O/G, K]
         Ok(vec![dw.sum(&[0], false)?.reshape(&geom.weight_shape())?])
+    }
+}
+
+/// [`Conv2dBackwardWeight`] of f16 or bf16 `dy` and `x` with its sums written in f32 rather
+/// than rounded to the operands' type: backward asks for it where the weight is autocast's
+/// copy of an f32 parameter, whose gradient would be cast to f32 at once. Inputs (contiguous):
+/// `dy`, `x`. Output: `dweight` `[O, C/G, kh, kw]` f32. Composite: both widened to f32, then
+/// [`Conv2dBackwardWeight`]'s (each term is exact in f32; only the order of the sums may
+/// differ from a kernel's).
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2dBackwardWeightWide(pub ConvGeometry);
+
+conv_kernel!(Conv2dBackwardWeightWide, "conv2d_backward_weight_wide");
+
+impl CustomOp for Conv2dBackwardWeightWide {
+    fn outputs(&self, _inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(self.0.weight_shape().to_vec(), DType::F32)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (dy, x) = (inputs[0].to_dtype(DType::F32)?, inputs[1].to_dtype(DType::F32)?);
+        Conv2dBackwardWeight(self.0).composite(&[&dy, &x])
     }
 }

@@ -28,7 +28,7 @@ mod view;
 pub use activation::{Gelu, GeluBackward, Relu, ReluBackward};
 pub use batch_norm::{BatchNormBackward, BatchNormTrain};
 pub use bce::{BceLoss, BceLossBackward};
-pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
+pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};
 pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, Reduction};
 pub use matmul::{MatmulBias, MatmulWide};
