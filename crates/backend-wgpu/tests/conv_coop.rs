@@ -1,5 +1,6 @@
 //! f16 convolution (forward, input gradient, weight gradient) against the CPU backend's f32
-//! convolution of the same f16 values, within what rounding the result to f16 allows. Where
+//! convolution of the same f16 values, within what rounding the result to f16 allows (and the
+//! weight gradients that run as Winograd within its rounding besides). Where
 //! the adapter runs f16 on cooperative matrices (`liandan info`: "f16 matmul: tensor
 //! cores"), the three passes of most cases run on them; elsewhere, such as
 //! lavapipe, this checks the ordinary f16 kernels and says so. Cases: outputs off the 128 x 128
@@ -36,13 +37,18 @@ struct Case {
     groups: usize,
 }
 
-/// `got` (f16, on the GPU) against `want` (f32, on the CPU), for sums of `k` products each.
-fn close(what: &str, got: &Tensor, want: &Tensor, k: usize) {
+/// `got` (f16, on the GPU) against `want` (f32, on the CPU), for sums of `k` products each;
+/// `winograd`: the CPU's result of the operands' magnitudes, where the pass runs as Winograd
+/// F(4x4), whose f32 rounding reaches 32 epsilons times the terms summed times it
+/// (`tests/conv_winograd.rs`).
+fn close(what: &str, got: &Tensor, want: &Tensor, k: usize, winograd: Option<&Tensor>) {
     assert_eq!(got.dtype(), DType::F16, "{what}: dtype");
     assert_eq!(got.shape(), want.shape(), "{what}: shape");
     // As tests/matmul_coop.rs: f32 sums in another order, then rounded to f16 once.
     let (rtol, atol) = (1.0 / 1024.0, 4.0 * f32::EPSILON as f64 * k as f64);
+    let bound = winograd.map(|b| b.to_vec_f64().unwrap());
     for (i, (g, w)) in got.to_vec_f64().unwrap().iter().zip(&want.to_vec_f64().unwrap()).enumerate() {
+        let atol = bound.as_ref().map_or(atol, |b| 32.0 * f32::EPSILON as f64 * (k + 36) as f64 * b[i]);
         assert!((g - w).abs() <= atol + rtol * w.abs(), "{what}: element {i}: got {g}, want {w}");
     }
 }
@@ -55,7 +61,7 @@ fn case(d: &Device, c: Case) {
     let what = format!("f16 conv2d {c:?}");
     let conv = |x: &Tensor, w: &Tensor| x.conv2d(w, None, c.s, c.p, c.dil, c.groups).unwrap();
     let want = conv(&cx, &cw);
-    close(&format!("{what}: forward"), &conv(&gx, &gw), &want, ch / c.groups * c.k.0 * c.k.1);
+    close(&format!("{what}: forward"), &conv(&gx, &gw), &want, ch / c.groups * c.k.0 * c.k.1, None);
     // The gradients of sum(y * g) are the passes' products of dy = g (exact in f16).
     let (gg, cg) = operand(d, want.shape(), seed + 2, 1.0);
     let grads = |x: &Tensor, w: &Tensor, g: &Tensor| {
@@ -70,8 +76,12 @@ fn case(d: &Device, c: Case) {
     let (oh, ow) = (want.shape()[2], want.shape()[3]);
     let dx_k = c.o / c.groups * c.k.0 * c.k.1;
     let (dx, dw) = grads(&gx, &gw, &gg);
-    close(&format!("{what}: input gradient"), &dx, &wdx, dx_k);
-    close(&format!("{what}: weight gradient"), &dw, &wdw, n * oh * ow);
+    close(&format!("{what}: input gradient"), &dx, &wdx, dx_k, None);
+    // f16 weight gradients of 3x3 stride-1 layers of 64 channels and more run as Winograd
+    // (`plan/winograd.rs`).
+    let winograd = c.k == (3, 3) && c.s == (1, 1) && c.dil == (1, 1) && c.groups == 1 && ch >= 64 && c.o >= 64;
+    let bound = winograd.then(|| grads(&cx.abs().unwrap().detach(), &cw.abs().unwrap().detach(), &cg.abs().unwrap()).1);
+    close(&format!("{what}: weight gradient"), &dw, &wdw, n * oh * ow, bound.as_ref());
 }
 
 #[test]
