@@ -85,8 +85,9 @@ pub(crate) struct ConvPlan {
 pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(usize, usize)>) -> ConvPlan {
     let ConvCall { pass, geom, dtype, plain, packed, .. } = *c;
     let whole = Gemm::new(pass, &geom);
-    // Where the tensor cores would not run the pass: Winograd where the rule (or the setting)
-    // wants it; an input gradient mostly in the padding through the columns.
+    // Where the tensor cores would not run the pass (and for f16 weight gradients in one chunk,
+    // even where they would): Winograd where the rule (or the setting) wants it; an input
+    // gradient mostly in the padding through the columns.
     let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)).coop.is_none();
     let winograd = winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)
         .filter(|&tile| off_coop || f16_weight_in_one_chunk(pass, &geom, dtype, tile, caps, options));

@@ -1,17 +1,17 @@
 //! Which convolutions run as Winograd (`conv/winograd.rs` has the algorithm and its rounding),
 //! on which tile, and how its batched products are cut.
 //!
-//! Exact f32 (the default) and bf16 take F(2x2) for the forward and input gradient of layers of
-//! at least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for weight gradients from
-//! [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight gradient: seed003_cnn's 64 ->
-//! 512 one); f16 only those weight gradients (its other passes go to the tensor cores or the
-//! implicit GEMM, which read f16 at half the bytes); under `conv_tf32` every pass the tensor cores do not take runs as F(4x4) from
-//! [`MIN_CHANNELS_F4`] (on the H200 resnet18's 64-channel layers ran slower as F(2x2) than the
-//! implicit GEMM, faster as F(4x4); its 3-channel stem slower either way). Intermediates stay
-//! under [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM (`testing::Knobs::conv_cut`)
-//! keeps the rule off, so what is tested under it is the implicit GEMM so cut;
-//! `testing::Knobs::conv_winograd` turns it off, or runs every convolution it can take with one
-//! tile, for tests.
+//! Exact f32 (the default) and bf16 take F(2x2) for the forward and input gradient of layers of at
+//! least [`MIN_CHANNELS_F2`] input and output channels, and F(4x4) for weight gradients from
+//! [`MIN_CHANNELS_F4`] (of unpadded convolutions, only the weight gradient: seed003_cnn's 64 -> 512
+//! one); f16 only those weight gradients (its other passes go to the tensor cores or the implicit
+//! GEMM, which read f16 at half the bytes); under `conv_tf32` every pass the tensor cores do not
+//! take runs as F(4x4) from [`MIN_CHANNELS_F4`] (on the H200 resnet18's 64-channel layers ran
+//! slower as F(2x2) than the implicit GEMM, faster as F(4x4); its 3-channel stem slower either
+//! way). Intermediates stay under [`MAX_INTERMEDIATE`]. A cut forced on the implicit GEMM
+//! (`testing::Knobs::conv_cut`) keeps the rule off, so what is tested under it is the implicit GEMM
+//! so cut; `testing::Knobs::conv_winograd` turns it off, or runs every convolution it can take with
+//! one tile, for tests.
 
 use liandan_tensor::{ConvGeometry, DType};
 
@@ -124,7 +124,7 @@ fn rule(pass: Pass, conv_tf32: bool) -> (Tile, usize) {
 /// ran 1.9x as long on the implicit GEMM as f32's F(4x4)), two contiguous operands (no bias:
 /// `operands`), a shape it computes, intermediates within 32-bit indexing and one binding of
 /// `limit` bytes, and the setting or the rule says so. The caller keeps passes the tensor
-/// cores take off it.
+/// cores take off it, but for f16 weight gradients whose images go in one chunk.
 pub(super) fn wanted(options: &Options, pass: Pass, g: &ConvGeometry, dtype: DType, operands: bool, limit: u64) -> Option<Tile> {
     let setting = Setting::of(options);
     let f16_by_rule = dtype == DType::F16 && setting == Setting::Rule;
