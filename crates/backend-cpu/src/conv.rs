@@ -9,20 +9,21 @@
 //! the gemm repacked the 512 x 4608 weights, or added into the 512 x 4608 weight gradient, for
 //! every 16 columns). Images run in parallel, each product on one thread, when there is an
 //! image for every thread and each thread's images have columns enough; one after another,
-//! each product threaded, otherwise. Halves are left to the composite.
+//! each product threaded, otherwise. Halves are left to the composite, but for the weight
+//! gradient summed into f32 ([`Conv2dBackwardWeightWide`]): the f32 kernel on widened operands.
 //!
 //! Dimension letters as in `liandan_tensor`'s `conv_fused`: N batch, C channels, O output
 //! channels, G groups, Cg = C/G, Og = O/G, K = Cg * kh * kw (a group's column rows),
 //! L = out_h * out_w.
 
 use liandan_tensor::backend::Window2d;
-use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu};
-use liandan_tensor::{ConvGeometry, CustomKernel, DType, Result, Strided};
+use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};
+use liandan_tensor::{ConvGeometry, CustomKernel, DType, Layout, Result, Strided};
 use rayon::prelude::*;
 
 use crate::fused::slices;
-use crate::matmul::{product, Engine, Gemm, Operand};
-use crate::storage::{self, alloc, scratch, CpuElement, CpuStorage, Held, Real};
+use crate::matmul::{product, widen, Engine, Gemm, Operand};
+use crate::storage::{self, alloc, bad_dtype, cpu, scratch, slice, CpuElement, CpuStorage, Held, Real};
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
@@ -46,8 +47,30 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
     if let Some(&Conv2dBackwardInput(g)) = op.downcast_ref() {
         return run(backward_input::<f32>, backward_input::<f64>, g);
     }
+    if let Some(&Conv2dBackwardWeightWide(g)) = op.downcast_ref() {
+        return Some(backward_weight_wide(inputs, g));
+    }
     let &Conv2dBackwardWeight(g) = op.downcast_ref()?;
     run(backward_weight::<f32>, backward_weight::<f64>, g)
+}
+
+/// `ops::Conv2dBackwardWeightWide`: f16 or bf16 `dy` and `x` widened to f32, then the f32
+/// weight gradient (its sums never rounded to the halves).
+fn backward_weight_wide(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
+    let mut wide: Vec<(CpuStorage, Layout)> = Vec::with_capacity(inputs.len());
+    let mut held = Vec::with_capacity(inputs.len());
+    for v in inputs {
+        let (data, layout) = match cpu(v.storage) {
+            CpuStorage::F16(x) => widen(slice(x), v.layout)?,
+            CpuStorage::BF16(x) => widen(slice(x), v.layout)?,
+            other => return Err(bad_dtype("conv2d_backward_weight_wide", other.dtype(), "f16 or bf16 operands")),
+        };
+        // Counted while the copies are held, so the peak sees them beside the kernel's own.
+        held.push(Held::new(data.len() * 4));
+        wide.push((CpuStorage::F32(data.into()), layout));
+    }
+    let views: Vec<Strided> = wide.iter().map(|(s, layout)| Strided { storage: s, layout, dtype: DType::F32 }).collect();
+    backward_weight::<f32>(&views, g)
 }
 
 /// The element types with a gemm: f32 and f64.

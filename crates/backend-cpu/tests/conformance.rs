@@ -40,6 +40,10 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs(&d, &*op, dtype), "{} in {dtype}", op.name());
         }
     }
+    // The weight gradient of halves summed into f32: the f32 kernel on widened operands.
+    for dtype in [DType::F16, DType::BF16] {
+        assert!(kernel_runs(&d, &liandan_tensor::ops::Conv2dBackwardWeightWide(g), dtype), "conv2d_backward_weight_wide in {dtype}");
+    }
 }
 
 /// This backend's own splits, which the suite's small shapes do not reach: GELU over more than
