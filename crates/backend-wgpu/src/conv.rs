@@ -11,8 +11,8 @@
 //! input pixels `(iy, ix)` are split by `(iy mod sh, ix mod sw)`, and a phase's product takes
 //! only the taps that reach its pixels (`iy + ph - ky dh` divisible by `sh`), a stride-1
 //! correlation of `dy` with those taps. Without it every pixel would run every tap, and all
-//! but about `1 / (sh sw)` of them would meet zeros. A 1x1 kernel's input gradient stays one
-//! product, its gather dividing by the stride.
+//! but about `1 / (sh sw)` of them would meet zeros. The pixels of a phase no tap reaches (a
+//! strided 1x1 kernel's but one) are cleared, not multiplied.
 //!
 //! Which route a pass takes (Winograd, the columns, the tensor cores or the tiled kernel), and
 //! how its products are cut into tiles and splits of K, is `plan/conv.rs`; this runs it.
@@ -86,7 +86,6 @@ struct Operands<'a> {
     b: &'a wgpu::Buffer,
     b_off: usize,
     phase: Phase,
-    strided: bool,
     /// a and b are packed bf16 (`packed.rs`).
     packed: bool,
     /// The forward's bias and its offset, for the kernel to add as it stores y (never
@@ -192,22 +191,12 @@ impl WgpuBackend {
         let packed = packed_view(b);
         let out = match wide {
             true => self.output(DType::F32, gemm.total)?,
-            false => self.conv_output(gemm, geom, dtype, plan.tiling, packed, false)?,
+            false => self.conv_output(gemm, geom, dtype, plan.tiling, packed)?,
         };
         let bias = inputs.get(2).filter(|_| gemm.pass == Pass::Forward);
         // (Packed where the operands are: `fused_conv` takes them packed alike.)
         let in_kernel = bias.map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
-        let ops = Operands {
-            a,
-            a_off,
-            b: gpu_storage(b).buffer(),
-            b_off: b.layout.offset(),
-            phase: Phase::whole(geom),
-            strided: false,
-            packed,
-            bias: in_kernel,
-            relu,
-        };
+        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), packed, bias: in_kernel, relu };
         let products = [(gemm, ops)];
         let tiling = self.tuned(gpu, call, plan, &products, (gemm.n, gemm.k), &out)?;
         let (av, bv) = if gemm.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
@@ -238,7 +227,7 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let (geom, dtype) = (&call.geom, call.dtype);
         let (dy, w) = (&inputs[0], &inputs[1]);
-        let (phases, strided) = input_phases(geom);
+        let phases = input_phases(geom);
         let gemms: Vec<Gemm> = phases.iter().map(|ph| Gemm::input(geom, ph)).collect();
         // Each phase's weights, copied into the order its product reads them (none for a
         // phase no tap reaches: its product is zeros).
@@ -256,25 +245,12 @@ impl WgpuBackend {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
-                (
-                    gemm,
-                    Operands {
-                        a,
-                        a_off,
-                        b: gpu_storage(dy).buffer(),
-                        b_off: dy.layout.offset(),
-                        phase,
-                        strided,
-                        packed: packed_view(dy),
-                        bias: None,
-                        relu: false,
-                    },
-                )
+                (gemm, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, packed: packed_view(dy), bias: None, relu: false })
             })
             .collect();
         // The phases share one output, so one cut (the plan's, for the largest of them).
         let (n, k) = gemms.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-        let out = self.conv_output(&gemms[0], geom, dtype, plan.tiling, packed_view(dy), strided)?;
+        let out = self.conv_output(&gemms[0], geom, dtype, plan.tiling, packed_view(dy))?;
         let tiling = self.tuned(gpu, call, plan, &products, (n, k), &out)?;
         let amax = self.scaled_amax(tiling, dtype, w, dy)?;
         if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
@@ -286,8 +262,8 @@ impl WgpuBackend {
     /// The output of products of `gemm`'s pass cut as `tiling` says: packed bf16 where the
     /// kernel writes it so (packed operands, y in vec4s, K not split), else as the kernels
     /// hold the dtype.
-    fn conv_output(&self, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool, strided: bool) -> Result<WgpuStorage> {
-        match packs_y(packed, gemm.out4(geom, strided), tiling.splits > 1) {
+    fn conv_output(&self, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool) -> Result<WgpuStorage> {
+        match packs_y(packed, gemm.out4(geom), tiling.splits > 1) {
             true => self.packed_output(gemm.total),
             false => self.output(dtype, gemm.total),
         }
@@ -351,21 +327,24 @@ impl WgpuBackend {
         let partial = splits > 1 || (out.dtype == DType::F32 && dtype != DType::F32);
         let partials = if partial { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
-        for (gemm, ops) in products {
-            let phase = gemm.phased(geom, ops.strided);
+        // Pixels no tap reaches (a phase with no taps) are zeros: one clear, no product.
+        if products.iter().any(|(gemm, _)| gemm.k == 0) {
+            gpu.clear_buffer(y, 0, y.size());
+        }
+        for (gemm, ops) in products.iter().filter(|(gemm, _)| gemm.k > 0) {
+            let phase = gemm.phased(geom);
             let a4 = gemm.a4(geom, ops.a_off);
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
-            let strided = ops.strided;
             let bias = ops.bias.filter(|_| tiling.bias_in_kernel());
             let kernel = match coop {
-                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, strided, phase, scaled: amax.is_some() }) {
+                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled: amax.is_some() }) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
                 None => {
-                    let out4 = gemm.out4(geom, strided);
+                    let out4 = gemm.out4(geom);
                     debug_assert_eq!(out.is_packed(), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");
                     let key = Key {
                         pass: gemm.pass,
@@ -375,7 +354,6 @@ impl WgpuBackend {
                         aligned: gemm.aligned,
                         out4,
                         partial,
-                        strided,
                         phase,
                         packed: ops.packed,
                         bias: bias.is_some(),
@@ -408,11 +386,10 @@ fn conv_meta(gemm: &Gemm, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
     let u = |v: usize| u32::try_from(v).expect("sizes checked below i32::MAX");
     let (kh, kw) = geom.kernel;
     let (ph, input) = (&ops.phase, gemm.pass == Pass::Input);
-    // The input gradient reads a phase's taps, stride 1 apart in dy unless `strided` (a phase
-    // no tap reaches claims one, which its empty K never reads, so that nothing divides by 0).
+    // The input gradient reads a phase's taps, stride 1 apart in dy.
     let (taps, stride, dilation) = match input {
-        true if !ops.strided => ((ph.y.taps.max(1), ph.x.taps.max(1)), (1, 1), (ph.y.dil, ph.x.dil)),
-        _ => (geom.kernel, geom.stride, geom.dilation),
+        true => ((ph.y.taps, ph.x.taps), (1, 1), (ph.y.dil, ph.x.dil)),
+        false => (geom.kernel, geom.stride, geom.dilation),
     };
     // Signed: a phase's first tap may read dy above its first row (the shader's sums wrap).
     let (pad_h, pad_w) = match input {

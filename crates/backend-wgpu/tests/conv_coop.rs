@@ -104,7 +104,7 @@ fn f16_conv_matches_cpu_f32() {
     let cases = [
         // A resnet layer's shape, small: N * L = 2 * 64 columns.
         case_of([2, 64, 8, 8], 64, 3, 1, 1, 1, 1),
-        // Strided: the input gradient by phase (and over every tap, below); the second's
+        // Strided: the input gradient by phase (a 1x1 kernel's too, below); the second's
         // weight gradient (128 outputs, 4 x 4 pixels) on tensor cores too.
         case_of([2, 32, 9, 9], 64, 3, 2, 1, 1, 1),
         case_of([2, 32, 8, 8], 128, 3, 2, 1, 1, 1),

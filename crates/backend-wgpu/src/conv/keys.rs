@@ -28,8 +28,7 @@ const BIAS_PACKED: &str = include_str!("../shaders/conv/bias_packed.wgsl");
 /// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
 /// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
 /// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
-/// only: `strided`, the gather divides by the stride (every tap for every pixel, the kernel
-/// without phases); `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
+/// only: `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
 /// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
 /// bias (packed where a and b are) to each output channel as it stores y (rounded results
@@ -43,7 +42,6 @@ pub(crate) struct Key {
     pub(crate) aligned: bool,
     pub(crate) out4: bool,
     pub(crate) partial: bool,
-    pub(crate) strided: bool,
     pub(crate) phase: bool,
     pub(crate) packed: bool,
     pub(crate) bias: bool,
@@ -67,7 +65,7 @@ impl KernelKey for Key {
         // Slices fetched with their tests everywhere: untested fetches inside the operands made
         // resnet18's f32 step 2% slower.
         let w = w.flag("FETCH_INSIDE", false);
-        let w = w.flag("STRIDED", k.strided).flag("PHASE", k.phase).flag("RELU", k.relu);
+        let w = w.flag("PHASE", k.phase).flag("RELU", k.relu);
         let w = if k.packed { with_words(w) } else { w };
         let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(epilogue(k.bias, k.packed)).part(TILE);
         let w = match k.pass {
@@ -85,12 +83,12 @@ impl KernelKey for Key {
         for dtype in [DType::F32, DType::F16, DType::BF16].into_iter().filter(|&d| repr.computes(d)) {
             for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
                 let aligned: &[bool] = if pass == Pass::Weight { &[false] } else { &[false, true] };
-                // (strided, phase); a phase's pixels are not neighbours, so it writes scalars.
-                let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
+                // A phase's pixels are not neighbours, so it writes scalars.
+                let phases: &[bool] = if pass == Pass::Input { &[false, true] } else { &[false] };
                 for h in [1, 2] {
                     for a4 in [false, true] {
                         for &aligned in aligned {
-                            for &(strided, phase) in gathers {
+                            for &phase in phases {
                                 for out4 in [false, true].into_iter().filter(|&o| !(o && phase)) {
                                     for partial in [false, true] {
                                         for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
@@ -98,7 +96,7 @@ impl KernelKey for Key {
                                             for &bias in biases {
                                                 let relus: &[bool] = if bias { &[false, true] } else { &[false] };
                                                 for &relu in relus {
-                                                    all.push(Key { pass, dtype, h, a4, aligned, out4, partial, strided, phase, packed, bias, relu });
+                                                    all.push(Key { pass, dtype, h, a4, aligned, out4, partial, phase, packed, bias, relu });
                                                 }
                                             }
                                         }
@@ -116,7 +114,7 @@ impl KernelKey for Key {
 
 /// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
-/// of `variant`, with the loaders of the module docs. `a4`, `partial`, `strided` and `phase` as
+/// of `variant`, with the loaders of the module docs. `a4`, `partial` and `phase` as
 /// in [`Key`]; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
 /// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs).
 /// `plan/conv.rs` says which passes run here.
@@ -126,7 +124,6 @@ pub(crate) struct CoopKey {
     pub(crate) variant: Variant,
     pub(crate) a4: bool,
     pub(crate) partial: bool,
-    pub(crate) strided: bool,
     pub(crate) phase: bool,
     pub(crate) scaled: bool,
 }
@@ -161,7 +158,7 @@ impl KernelKey for CoopKey {
             .uint("FM", k.variant.fragment_rows())
             .flag("PAIRS", false);
         let w = w.uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
-        let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("STRIDED", k.strided).flag("PHASE", k.phase);
+        let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("PHASE", k.phase);
         let w = w.part(read_a(k.a4, false)).part(read_b(false, false)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
         let w = w.part(raws[0]).part(raws[1]);
         let w = if k.scaled { w } else { w.part(STORE_ROUNDED) };
@@ -179,7 +176,7 @@ impl KernelKey for CoopKey {
         }
         let mut all = Vec::new();
         for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
-            let gathers: &[(bool, bool)] = if pass == Pass::Input { &[(false, false), (true, false), (false, true)] } else { &[(false, false)] };
+            let phases: &[bool] = if pass == Pass::Input { &[false, true] } else { &[false] };
             let a4s: &[bool] = &[false, true];
             // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
             let variants: &[Variant] = match pass {
@@ -189,9 +186,9 @@ impl KernelKey for CoopKey {
             for &variant in variants {
                 for &a4 in a4s {
                     for partial in [false, true] {
-                        for &(strided, phase) in gathers {
+                        for &phase in phases {
                             for scaled in [false, true] {
-                                all.push(CoopKey { pass, variant, a4, partial, strided, phase, scaled });
+                                all.push(CoopKey { pass, variant, a4, partial, phase, scaled });
                             }
                         }
                     }

@@ -103,7 +103,7 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
     let rule = match pass {
         // The phases share one output, so one cut, chosen for the largest of them.
         Pass::Input => {
-            let gemms: Vec<Gemm> = input_phases(&geom).0.iter().map(|ph| Gemm::input(&geom, ph)).collect();
+            let gemms: Vec<Gemm> = input_phases(&geom).iter().map(|ph| Gemm::input(&geom, ph)).collect();
             let (n, k) = gemms.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
             tiling(caps, options, &gemms[0], &geom, dtype, (n, k))
         }

@@ -6,8 +6,7 @@
 // p.g_channels: channels per group of g, p.g_channel_stride, p.g_image_stride, p.g_h / p.g_w its
 // height and width, p.cols_w / p.cols the width and size of the column grid
 // (out_w, out_h * out_w for the forward; W, H * W for the input gradient).
-// TRANSPOSED: the input gradient, where tap (ky, kx) of position (iy, ix) reads dy at
-// ((iy + p - ky d) / s, ..) when that divides evenly and lies inside (STRIDED), or, for one
+// TRANSPOSED: the input gradient, where tap (ky, kx) of position (iy, ix) reads dy, for one
 // phase of a strided gradient (conv.rs) or stride 1, at (iy + p - ky d, ..) with that phase's
 // taps, shift p (signed) and dilation d; else the forward, reading x at (oy s - p + ky d, ..)
 // inside the padding.
@@ -40,15 +39,8 @@ fn tap_at(c: Col, ky: u32, kx: u32) -> i32 {
     if (TRANSPOSED) {
         let ty = c.y - i32(ky * p.dil_h);
         let tx = c.x - i32(kx * p.dil_w);
-        if (!STRIDED) {
-            if (ty < 0 || tx < 0 || ty >= i32(p.g_h) || tx >= i32(p.g_w)) { return -1; }
-            return ty * i32(p.g_w) + tx;
-        }
-        if (ty < 0 || tx < 0) { return -1; }
-        let oy = u32(ty) / p.stride_h;
-        let ox = u32(tx) / p.stride_w;
-        if (oy * p.stride_h != u32(ty) || ox * p.stride_w != u32(tx) || oy >= p.g_h || ox >= p.g_w) { return -1; }
-        return i32(oy * p.g_w + ox);
+        if (ty < 0 || tx < 0 || ty >= i32(p.g_h) || tx >= i32(p.g_w)) { return -1; }
+        return ty * i32(p.g_w) + tx;
     }
     let iy = c.y + i32(ky * p.dil_h);
     let ix = c.x + i32(kx * p.dil_w);
