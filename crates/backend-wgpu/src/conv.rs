@@ -230,7 +230,7 @@ impl WgpuBackend {
         let phases = input_phases(geom);
         let gemms: Vec<Gemm> = phases.iter().map(|ph| Gemm::input(geom, ph)).collect();
         // Each phase's weights, copied into the order its product reads them (none for a
-        // phase no tap reaches: its product is zeros).
+        // phase no tap reaches: its pixels are cleared).
         let mut copies = Vec::with_capacity(phases.len());
         for (ph, gemm) in phases.iter().zip(&gemms) {
             let l = phase_weight(geom, w.layout, ph);
@@ -329,7 +329,8 @@ impl WgpuBackend {
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
         // Pixels no tap reaches (a phase with no taps) are zeros: one clear, no product.
         if products.iter().any(|(gemm, _)| gemm.k == 0) {
-            gpu.clear_buffer(y, 0, y.size());
+            let bytes = if partial { splits * total * 4 } else { total * gpu.caps().gpu_size(out.dtype) };
+            gpu.clear_buffer(y, 0, (bytes as u64).next_multiple_of(4).min(y.size()));
         }
         for (gemm, ops) in products.iter().filter(|(gemm, _)| gemm.k > 0) {
             let phase = gemm.phased(geom);
