@@ -22,8 +22,9 @@ use liandan_tensor::{ConvGeometry, CustomKernel, DType, Layout, Result, Strided}
 use rayon::prelude::*;
 
 use crate::fused::slices;
-use crate::matmul::{product, widen, Engine, Gemm, Operand};
+use crate::matmul::{product, Engine, Gemm, Operand};
 use crate::storage::{self, alloc, bad_dtype, cpu, scratch, slice, CpuElement, CpuStorage, Held, Real};
+use crate::strided::map1;
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
@@ -60,11 +61,12 @@ fn backward_weight_wide(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorag
     let mut wide: Vec<(CpuStorage, Layout)> = Vec::with_capacity(inputs.len());
     let mut held = Vec::with_capacity(inputs.len());
     for v in inputs {
-        let (data, layout) = match cpu(v.storage) {
-            CpuStorage::F16(x) => widen(slice(x), v.layout)?,
-            CpuStorage::BF16(x) => widen(slice(x), v.layout)?,
+        let data = match cpu(v.storage) {
+            CpuStorage::F16(x) => map1(slice(x), v.layout, Real::widen)?,
+            CpuStorage::BF16(x) => map1(slice(x), v.layout, Real::widen)?,
             other => return Err(bad_dtype("conv2d_backward_weight_wide", other.dtype(), "f16 or bf16 operands")),
         };
+        let layout = Layout::contiguous(v.layout.shape());
         // Counted while the copies are held, so the peak sees them beside the kernel's own.
         held.push(Held::new(data.len() * 4));
         wide.push((CpuStorage::F32(data.into()), layout));

@@ -168,7 +168,7 @@ pub(crate) fn matmul_wide(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 }
 
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
-pub(crate) fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> {
+fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> {
     let (shape, strides) = (l.shape(), l.strides());
     let (rows, cols) = (shape[1], shape[2]);
     if shape[0] > 1 && strides[0] == 0 {
