@@ -7,7 +7,9 @@
 //! composite, like the other fused kernels here. Under autocast the activations may be f16 or
 //! bf16 beside f32 parameters and statistics (the `param` type of a key); packed bf16
 //! activations beside f32 ones are read and written as stored where L is even (a word then
-//! holds two values of one channel), so a step widens and packs none of them.
+//! holds two values of one channel), so a step widens and packs none of them. f32 and f16
+//! activations are read and written four at a time where L is a multiple of four: per value,
+//! the kernels' index arithmetic costs more than the memory it addresses.
 
 use std::sync::Arc;
 
@@ -24,10 +26,16 @@ const STATS: &str = include_str!("shaders/fused_batch_norm_stats.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_batch_norm_forward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_batch_norm_backward_sums.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_batch_norm_backward.wgsl");
-/// How the passes read x and dy and write their output: `[as stored, packed bf16]`.
-const READ_X: [&str; 2] = [include_str!("shaders/batch_norm_io/x.wgsl"), include_str!("shaders/batch_norm_io/x_packed.wgsl")];
-const READ_DY: [&str; 2] = [include_str!("shaders/batch_norm_io/dy.wgsl"), include_str!("shaders/batch_norm_io/dy_packed.wgsl")];
-const WRITE: [&str; 2] = [include_str!("shaders/batch_norm_io/write.wgsl"), include_str!("shaders/batch_norm_io/write_packed.wgsl")];
+/// How the passes read x and dy and write their output, by [`Io`].
+const READ_X: [&str; 3] =
+    [include_str!("shaders/batch_norm_io/x.wgsl"), include_str!("shaders/batch_norm_io/x_vec4.wgsl"), include_str!("shaders/batch_norm_io/x_packed.wgsl")];
+const READ_DY: [&str; 3] =
+    [include_str!("shaders/batch_norm_io/dy.wgsl"), include_str!("shaders/batch_norm_io/dy_vec4.wgsl"), include_str!("shaders/batch_norm_io/dy_packed.wgsl")];
+const WRITE: [&str; 3] = [
+    include_str!("shaders/batch_norm_io/write.wgsl"),
+    include_str!("shaders/batch_norm_io/write_vec4.wgsl"),
+    include_str!("shaders/batch_norm_io/write_packed.wgsl"),
+];
 
 /// Values each invocation of a workgroup covers in a segment, before a channel is cut into
 /// more segments; and the most segments a channel is cut into (the second pass joins them in
@@ -46,16 +54,36 @@ pub(crate) enum Pass {
     Backward,
 }
 
+/// How a pass reads and writes the activations: a value at a time as stored, four (f32 or f16)
+/// as a vec4, or two a packed bf16 word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Io {
+    Stored,
+    Vec4,
+    Packed,
+}
+
+impl Io {
+    /// Values a chunk: segments and L are multiples of it.
+    fn chunk(self) -> usize {
+        match self {
+            Io::Stored => 1,
+            Io::Vec4 => 4,
+            Io::Packed => 2,
+        }
+    }
+}
+
 /// One fused batch-norm kernel variant (see `kernels::KernelKey`): the activations' type and
 /// the `[C]` operands' (`dtype` itself, or f32 beside a half; the forward's first pass reads
-/// no `[C]` operand, so its key always has `param == dtype`), and whether the activations are
-/// packed bf16 (beside f32 `[C]` operands).
+/// no `[C]` operand, so its key always has `param == dtype`), and how the activations are read
+/// (packed bf16 only beside f32 `[C]` operands).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
     param: DType,
-    packed: bool,
+    io: Io,
 }
 
 impl KernelKey for Key {
@@ -66,9 +94,13 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::Backward => BACKWARD,
         };
-        let io = self.packed as usize;
+        let io = self.io as usize;
         let w = Wgsl::new(repr).params::<BatchNormParams>().ty("x", self.dtype).ty("p", self.param);
-        let w = if self.packed { with_words(w).alias("A_x", "u32") } else { w.alias("A_x", "S_x") };
+        let w = match self.io {
+            Io::Stored => w.alias("A_x", "S_x"),
+            Io::Vec4 => w.alias("A_x", "vec4<S_x>"),
+            Io::Packed => with_words(w).alias("A_x", "u32"),
+        };
         let w = w.part(SHARED).part(main).part(READ_X[io]);
         let w = if matches!(self.pass, Pass::BackwardSums | Pass::Backward) { w.part(READ_DY[io]) } else { w };
         let w = if matches!(self.pass, Pass::Forward | Pass::Backward) { w.part(WRITE[io]) } else { w };
@@ -77,12 +109,19 @@ impl KernelKey for Key {
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Stats, Pass::Forward, Pass::BackwardSums, Pass::Backward];
-        let same = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype, param: dtype, packed: false }));
-        let mixed = passes[1..].iter().flat_map(|&pass| [DType::F16, DType::BF16].map(|dtype| Key { pass, dtype, param: DType::F32, packed: false }));
+        let same = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| (pass, dtype, dtype)));
+        let mixed = passes[1..].iter().flat_map(|&pass| [DType::F16, DType::BF16].map(|dtype| (pass, dtype, DType::F32)));
+        let unpacked = same
+            .chain(mixed)
+            .filter(|&(_, dtype, param)| repr.computes(dtype) && repr.computes(param) && dtype != DType::F64 && param != DType::F64)
+            .flat_map(|(pass, dtype, param)| {
+                let vec4 = matches!(dtype, DType::F32 | DType::F16).then_some(Key { pass, dtype, param, io: Io::Vec4 });
+                std::iter::once(Key { pass, dtype, param, io: Io::Stored }).chain(vec4)
+            });
         // Packed: the stats pass reads no [C] operand (its param is the dtype's).
         let packed =
-            passes.into_iter().map(|pass| Key { pass, dtype: DType::BF16, param: if pass == Pass::Stats { DType::BF16 } else { DType::F32 }, packed: true });
-        same.chain(mixed).filter(|k| repr.computes(k.dtype) && repr.computes(k.param) && k.dtype != DType::F64 && k.param != DType::F64).chain(packed).collect()
+            passes.into_iter().map(|pass| Key { pass, dtype: DType::BF16, param: if pass == Pass::Stats { DType::BF16 } else { DType::F32 }, io: Io::Packed });
+        unpacked.chain(packed).collect()
     }
 }
 
@@ -140,13 +179,23 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let packed = packed_view(x);
-        if packed && !reads_packed(backward, inputs) {
-            return None;
-        }
+        let streams = if backward { 2 } else { 1 };
+        let io = if packed_view(x) {
+            if !reads_packed(backward, inputs) {
+                return None;
+            }
+            Io::Packed
+        } else if matches!(dtype, DType::F32 | DType::F16)
+            && (m / n.max(1)).is_multiple_of(4)
+            && inputs[..streams.min(inputs.len())].iter().all(|v| v.layout.is_contiguous() && v.layout.offset().is_multiple_of(4))
+        {
+            Io::Vec4
+        } else {
+            Io::Stored
+        };
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
-        // Packed, a segment holds whole words: an even length (M is even with L).
-        let seg = m.div_ceil(segments).next_multiple_of(if packed { 2 } else { 1 });
+        // A segment holds whole chunks (M is a multiple of a chunk with L).
+        let seg = m.div_ceil(segments).next_multiple_of(io.chunk());
         let flags = opts.affine as u32 | (opts.running as u32) << 1;
         let mut block = BatchNormParams {
             n: n as u32,
@@ -170,8 +219,7 @@ impl WgpuBackend {
         Some((|| {
             let (first, second, words) = if backward { (Pass::BackwardSums, Pass::Backward, 2) } else { (Pass::Stats, Pass::Forward, 3) };
             let first_param = if backward { param } else { dtype };
-            let (first, second) =
-                (gpu.kernel(Key { pass: first, dtype, param: first_param, packed })?, gpu.kernel(Key { pass: second, dtype, param, packed })?);
+            let (first, second) = (gpu.kernel(Key { pass: first, dtype, param: first_param, io })?, gpu.kernel(Key { pass: second, dtype, param, io })?);
             let partial = self.output(DType::F32, c * segments * words)?;
             let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
             // Absent operands are bound to placeholders: an input to `x` (read only, never
@@ -180,7 +228,7 @@ impl WgpuBackend {
             // The op's outputs: y, mean, invstd (and the running statistics); dx (and the
             // parameters' gradients).
             let count = if backward { 1 + 2 * opts.affine as usize } else { 3 + 2 * opts.running as usize };
-            let activations = |numel| if packed { self.packed_output(numel) } else { self.output(dtype, numel) };
+            let activations = |numel| if io == Io::Packed { self.packed_output(numel) } else { self.output(dtype, numel) };
             let outs = (0..count).map(|k| if k == 0 { activations(numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
             let bound = if backward { 3 } else { 5 };
             let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;

@@ -2,9 +2,10 @@
 // channel cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves
 // segment s of channel c. `BatchNormParams` (`fused_norm.rs`): p.n, p.c, p.l, p.segments = S,
 // p.segment_len = E, p.flags (1 affine, 2 running statistics), p.eps, p.momentum, and the
-// inputs' offsets. x, dy and the output are A_x: S_x as stored, or packed bf16 words; the
-// kernels read them through in_x_ and in_dy_ and write through write_segment_
-// (batch_norm_io/).
+// inputs' offsets. x, dy and the output are A_x: S_x as stored, vec4s of it, or packed bf16
+// words; the kernels read and write CHUNK neighbouring values at a time (1, 4 or 2; E and L
+// are multiples of it) through x_chunk_, dy_chunk_ and write_chunk_ (batch_norm_io/), in the
+// lanes of a vec4<f32>, zeros after the chunk's.
 
 fn flag(bit: u32) -> bool {
   return (p.flags & bit) != 0u;
@@ -23,6 +24,11 @@ fn count() -> u32 {
 fn at(ch: u32, j: u32) -> u32 {
   let l = p.l;
   return ((j / l) * p.c + ch) * l + j % l;
+}
+
+// 1 in the lanes a chunk fills, 0 after.
+fn lanes_() -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(1.0), vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(CHUNK));
 }
 
 // The values segment s of a channel covers: [first, end).

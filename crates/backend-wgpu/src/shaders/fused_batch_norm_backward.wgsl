@@ -1,7 +1,7 @@
 // ops::BatchNormBackward, second pass: each workgroup sums its channel's S partial sums into
 // dbias = sum(dy) and dweight = sum(dy xhat), writes
 // dx = weight invstd (dy - dbias / M - xhat dweight / M) over its segment, and the channel's
-// first workgroup writes dweight and dbias (dx is out_, written by batch_norm_io/write*.wgsl). Without affine parameters, weight is 1 and the
+// first workgroup writes dweight and dbias. Without affine parameters, weight is 1 and the
 // weight, dweight and dbias bindings are placeholders. The [C] operands are of type p.
 
 @group(0) @binding(1) var<storage, read> x: array<A_x>;
@@ -13,19 +13,6 @@
 @group(0) @binding(7) var<storage, read_write> out_: array<A_x>;
 @group(0) @binding(8) var<storage, read_write> dweight: array<S_p>;
 @group(0) @binding(9) var<storage, read_write> dbias: array<S_p>;
-
-// The channel's terms, which value_ applies.
-var<private> mu_: f32;
-var<private> inv_: f32;
-var<private> scale_: f32;
-var<private> sums_: vec2<f32>;
-var<private> m_: f32;
-
-// dx at element i.
-fn value_(i: u32) -> f32 {
-  let xhat = (in_x_(offset(0u) + i) - mu_) * inv_;
-  return scale_ * (in_dy_(offset(1u) + i) - sums_.x / m_ - xhat * sums_.y / m_);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -46,10 +33,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     dweight[ch] = store_p(C_p(total.y));
     dbias[ch] = store_p(C_p(total.x));
   }
-  mu_ = mu;
-  inv_ = inv;
-  scale_ = scale;
-  sums_ = total;
-  m_ = f32(count());
-  write_segment_(lid, ch, segment(s));
+  let mean_dy = total.x / f32(count());
+  let mean_dy_xhat = total.y / f32(count());
+  let seg = segment(s);
+  for (var j = seg.x + CHUNK * lid; j < seg.y; j += CHUNK * 256u) {
+    let i = at(ch, j);
+    let xhat = (x_chunk_(offset(0u) + i) - mu) * inv;
+    write_chunk_(i, scale * (dy_chunk_(offset(1u) + i) - mean_dy - xhat * mean_dy_xhat));
+  }
 }

@@ -15,10 +15,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let inv = f32(load_p(invstd[offset(3u) + ch]));
   let seg = segment(s);
   var acc = vec2<f32>(0.0);
-  for (var j = seg.x + lid; j < seg.y; j += 256u) {
+  for (var j = seg.x + CHUNK * lid; j < seg.y; j += CHUNK * 256u) {
     let i = at(ch, j);
-    let g = in_dy_(offset(1u) + i);
-    acc += vec2<f32>(g, g * (in_x_(offset(0u) + i) - mu) * inv);
+    // Lanes past the chunk: g is zero there.
+    let g = dy_chunk_(offset(1u) + i);
+    acc += vec2<f32>(dot(g, vec4<f32>(1.0)), dot(g, (x_chunk_(offset(0u) + i) - mu) * inv));
   }
   let total = sum_all(lid, acc);
   if (lid == 0u) {

@@ -1,8 +1,7 @@
 // ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries
 // into the batch mean and (biased) variance, normalizes its segment
 // (y = (x - mean) invstd weight + bias), and the channel's first workgroup writes mean, invstd
-// and the running statistics (the variance made unbiased for them, as PyTorch); y is out_,
-// written by batch_norm_io/write*.wgsl. Without the
+// and the running statistics (the variance made unbiased for them, as PyTorch). Without the
 // affine parameters or running statistics their bindings are placeholders, never read or kept.
 // The [C] operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
 
@@ -17,16 +16,6 @@
 @group(0) @binding(9) var<storage, read_write> invstd_out: array<S_p>;
 @group(0) @binding(10) var<storage, read_write> running_mean_out: array<S_p>;
 @group(0) @binding(11) var<storage, read_write> running_var_out: array<S_p>;
-
-// The channel's normalization, which value_ applies: (x - mean) scale + shift.
-var<private> mean_: f32;
-var<private> scale_: f32;
-var<private> shift_: f32;
-
-// y at element i of the output.
-fn value_(i: u32) -> f32 {
-  return (in_x_(offset(0u) + i) - mean_) * scale_ + shift_;
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -60,8 +49,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       running_var_out[ch] = store_p(C_p((1.0 - m) * rv + m * var_ * total.x / (total.x - 1.0)));
     }
   }
-  mean_ = mean;
-  scale_ = scale;
-  shift_ = shift;
-  write_segment_(lid, ch, segment(s));
+  let seg = segment(s);
+  for (var j = seg.x + CHUNK * lid; j < seg.y; j += CHUNK * 256u) {
+    let i = at(ch, j);
+    write_chunk_(i, (x_chunk_(offset(0u) + i) - mean) * scale + shift);
+  }
 }

@@ -9,9 +9,10 @@ use crate::{autocast, no_fusion, DType, Device, Result, Tensor};
 
 /// Shapes that cover `[N, C]` (BatchNorm1d), `[N, C, L]`, N = 1 with odd H and W, and a channel
 /// long enough (4,608 values) that a GPU splits it between workgroups.
-// The last: a channel in six segments of an odd length (a device that holds bf16 two to a
-// word rounds them up to whole words), the last one short.
-const SHAPES: [&[usize]; 6] = [&[6, 4], &[3, 5, 7], &[1, 3, 5, 7], &[2, 4, 3, 3], &[8, 3, 24, 24], &[5, 2, 4098]];
+// The last two: a channel in six segments of an odd length (a device that holds bf16 two to a
+// word rounds them up to whole words), the last one short; and in four segments of a length
+// that a device reading four values at a time rounds up to a multiple of four.
+const SHAPES: [&[usize]; 7] = [&[6, 4], &[3, 5, 7], &[1, 3, 5, 7], &[2, 4, 3, 3], &[8, 3, 24, 24], &[5, 2, 4098], &[3, 2, 4100]];
 
 /// Training-mode `batch_norm` fused against its composite on the same device: the output, the
 /// updated running statistics (fresh each run, so both runs start alike) and the gradients of

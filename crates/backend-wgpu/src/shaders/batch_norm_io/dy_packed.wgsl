@@ -1,2 +1,5 @@
-// Element k of dy as packed bf16 (A_x = u32, two elements a word).
-fn in_dy_(k: u32) -> f32 { return widen_(dy[k >> 1u], k); }
+// The chunk of dy at element k, as x's (batch_norm_io/x_packed.wgsl).
+fn dy_chunk_(k: u32) -> vec4<f32> {
+  let w = dy[k >> 1u];
+  return vec4<f32>(widen_(w, 0u), widen_(w, 1u), 0.0, 0.0);
+}

@@ -1,8 +1,2 @@
-// The second pass's output over segment `seg` of channel ch, an element an invocation at a
-// time: out_[i] = value_(i), rounded to the dtype.
-fn write_segment_(lid: u32, ch: u32, seg: vec2<u32>) {
-  for (var j = seg.x + lid; j < seg.y; j += 256u) {
-    let i = at(ch, j);
-    out_[i] = store_x(C_x(value_(i)));
-  }
-}
+// The output's chunk at element k from the first CHUNK lanes of v, rounded to the dtype.
+fn write_chunk_(k: u32, v: vec4<f32>) { out_[k] = store_x(C_x(v.x)); }
