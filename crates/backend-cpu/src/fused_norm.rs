@@ -49,8 +49,8 @@ fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
 }
 
 /// `BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
-/// invstd [, running_mean', running_var']; `x` and `y` of type `T`, the `[C]` operands of `P`
-/// (`T` itself, or f32 beside a half under autocast).
+/// invstd [, running_mean', running_var'] (y through a ReLU with `relu`); `x` and `y` of type
+/// `T`, the `[C]` operands of `P` (`T` itself, or f32 beside a half under autocast).
 pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let x = slices::<T>("batch_norm_train", &inputs[..1])?.remove(0);
     let p = slices::<P>("batch_norm_train", &inputs[1..])?;
@@ -69,7 +69,8 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &
     per_row(&mut y, c, l, |ch, at, row| {
         let (scale, shift) = (invstd[ch] * param(0, ch, 1.0), param(1, ch, 0.0));
         for (j, out) in row.iter_mut().enumerate() {
-            *out = put::<T>((Scalar::to_f64(x[at + j]) - stats[ch].0) * scale + shift);
+            let v = (Scalar::to_f64(x[at + j]) - stats[ch].0) * scale + shift;
+            *out = put::<T>(if o.relu { v.max(0.0) } else { v });
         }
     });
     let mut outs = vec![wrap(y), wrap(stats.iter().map(|s| put::<P>(s.0)).collect()), wrap(invstd.iter().map(|&s| put::<P>(s)).collect())];
@@ -82,20 +83,34 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &
     Ok(outs)
 }
 
-/// `BatchNormBackward`: x, dy, mean, invstd [, weight] to dx [, dweight, dbias]; `x`,
-/// `dy` and `dx` of type `T`, the `[C]` operands and outputs of `P`.
+/// `BatchNormBackward`: x, dy, mean, invstd [, weight [, bias with `relu`]] to dx [, dweight,
+/// dbias]; `x`, `dy` and `dx` of type `T`, the `[C]` operands and outputs of `P`. With `relu`,
+/// dy counts only where the forward's output, computed again from x, was positive.
 pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("batch_norm_backward", &inputs[..2])?;
     let p = slices::<P>("batch_norm_backward", &inputs[2..])?;
     let (n, c, l) = dims(&inputs[0]);
     let m = (n * l) as f64;
     let at = |k: usize, ch: usize| Scalar::to_f64(p[k][ch]);
+    // The forward's affine map of xhat, for the ReLU's cut.
+    let affine = |ch: usize| if o.affine && o.relu { (at(2, ch), at(3, ch)) } else { (1.0, 0.0) };
+    // dy where the ReLU let the value through (all of it without one).
+    let grad = |dy: T, xhat: f64, (w, b): (f64, f64)| if o.relu && xhat * w + b <= 0.0 { 0.0 } else { Scalar::to_f64(dy) };
     // (sum(dy), sum(dy xhat)) per channel: dbias and dweight.
     let sums: Vec<(f64, f64)> = (0..c)
         .into_par_iter()
         .map(|ch| {
             let (mean, invstd) = (at(0, ch), at(1, ch));
             let rows = channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch));
+            if o.relu {
+                let wb = affine(ch);
+                let terms = rows.flat_map(|(dy, x)| dy.iter().zip(x)).map(|(&dy, &x)| {
+                    let xhat = (Scalar::to_f64(x) - mean) * invstd;
+                    let g = grad(dy, xhat, wb);
+                    (g, g * xhat)
+                });
+                return terms.fold((0.0, 0.0), |(s, sx), (g, gx)| (s + g, sx + gx));
+            }
             rows.fold((0.0, 0.0), |(s, sx), (dy, x)| {
                 let (f, g) = (|&e: &T| Scalar::to_f64(e), |dy: T, x: T| Scalar::to_f64(dy) * (Scalar::to_f64(x) - mean));
                 (s + sum_by(dy, f), sx + sum_by2(dy, x, g) * invstd)
@@ -106,9 +121,10 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
     per_row(&mut dx, c, l, |ch, row_at, row| {
         let (mean, invstd, (dbias, dweight)) = (at(0, ch), at(1, ch), sums[ch]);
         let scale = invstd * if o.affine { at(2, ch) } else { 1.0 };
+        let wb = affine(ch);
         for (j, out) in row.iter_mut().enumerate() {
             let xhat = (Scalar::to_f64(v[0][row_at + j]) - mean) * invstd;
-            *out = put::<T>(scale * (Scalar::to_f64(v[1][row_at + j]) - dbias / m - xhat * dweight / m));
+            *out = put::<T>(scale * (grad(v[1][row_at + j], xhat, wb) - dbias / m - xhat * dweight / m));
         }
     });
     let mut outs = vec![wrap(dx)];

@@ -26,6 +26,7 @@ const STATS: &str = include_str!("shaders/fused_batch_norm_stats.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_batch_norm_forward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_batch_norm_backward_sums.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_batch_norm_backward.wgsl");
+const BACKWARD_AFFINE: &str = include_str!("shaders/fused_batch_norm_backward_affine.wgsl");
 /// How the passes read x and dy and write their output, by [`Io`].
 const READ_X: [&str; 3] =
     [include_str!("shaders/batch_norm_io/x.wgsl"), include_str!("shaders/batch_norm_io/x_vec4.wgsl"), include_str!("shaders/batch_norm_io/x_packed.wgsl")];
@@ -102,7 +103,7 @@ impl KernelKey for Key {
             Io::Packed => with_words(w).alias("A_x", "u32"),
         };
         let w = w.part(SHARED).part(main).part(READ_X[io]);
-        let w = if matches!(self.pass, Pass::BackwardSums | Pass::Backward) { w.part(READ_DY[io]) } else { w };
+        let w = if matches!(self.pass, Pass::BackwardSums | Pass::Backward) { w.part(BACKWARD_AFFINE).part(READ_DY[io]) } else { w };
         let w = if matches!(self.pass, Pass::Forward | Pass::Backward) { w.part(WRITE[io]) } else { w };
         w.build()
     }
@@ -128,7 +129,7 @@ impl KernelKey for Key {
 crate::shader_params! {
     /// A fused batch norm's block (`shaders/fused_batch_norm.wgsl`): x is `[n, c, l]`, each
     /// channel cut into `segments` of `segment_len` values; `flags` 1 affine, 2 running
-    /// statistics; the inputs' offsets in binding order.
+    /// statistics, 4 a ReLU after; the inputs' offsets in binding order.
     struct BatchNormParams {
         n: u32,
         c: u32,
@@ -196,7 +197,7 @@ impl WgpuBackend {
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
         // A segment holds whole chunks (M is a multiple of a chunk with L).
         let seg = m.div_ceil(segments).next_multiple_of(io.chunk());
-        let flags = opts.affine as u32 | (opts.running as u32) << 1;
+        let flags = opts.affine as u32 | (opts.running as u32) << 1 | (opts.relu as u32) << 2;
         let mut block = BatchNormParams {
             n: n as u32,
             c: c as u32,
@@ -234,9 +235,9 @@ impl WgpuBackend {
             let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;
             let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();
             if backward {
-                gpu.dispatch(&first, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], groups)?;
-                let bindings = [buf(0), buf(1), buf(2), buf(3), input(4, opts.affine), partial.buffer(), out(0), out(1), out(2)];
-                gpu.dispatch(&second, &meta, &bindings, groups)?;
+                let params = [buf(0), buf(1), buf(2), buf(3), input(4, opts.affine), input(5, opts.affine && opts.relu)];
+                gpu.dispatch(&first, &meta, &[&params[..], &[partial.buffer()]].concat(), groups)?;
+                gpu.dispatch(&second, &meta, &[&params[..], &[partial.buffer(), out(0), out(1), out(2)]].concat(), groups)?;
             } else {
                 gpu.dispatch(&first, &meta, &[buf(0), partial.buffer()], groups)?;
                 let stats = if opts.affine { 3 } else { 1 };

@@ -273,7 +273,7 @@ fn relu_and_batch_norm_read_and_write_packed_words() {
         vec![act(1), act(2), param(3), param(4), param(5)]
     };
     let (g, h) = (on(&d), on(&cpu));
-    let opts = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine: true, running: false };
+    let opts = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine: true, running: false, relu: false };
     // (what, op, inputs picked, dispatches); the backward's mean and invstd are two of the
     // parameters (invstd positive).
     let cases: [(&str, &dyn liandan_tensor::CustomOp, &[usize], u64); 4] = [

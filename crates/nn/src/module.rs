@@ -86,6 +86,14 @@ pub trait Forward: Module {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::layer_scope::scope(self, || self.num_parameters(), || self.forward_impl(x))
     }
+
+    /// `self.forward(x)?.relu()`: the same values and gradients. Layers whose kernels can
+    /// apply the ReLU as they store their output ([`Conv2d`](crate::layers::Conv2d),
+    /// [`BatchNorm`](crate::layers::BatchNorm)) run it as one op, a pass over the output fewer
+    /// each way.
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.forward(x)?.relu()?)
+    }
 }
 
 /// What [`Sequential`](crate::layers::Sequential) holds: any module with a one-tensor
@@ -195,6 +203,10 @@ impl<M: Forward + ?Sized> Forward for Box<M> {
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         (**self).forward(x)
+    }
+
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).forward_relu(x)
     }
 }
 

@@ -250,6 +250,32 @@ fn batch_norm_train_vs_eval() -> R {
 }
 
 #[test]
+fn batch_norm_forward_relu_is_forward_then_relu() -> R {
+    let _rng = serial();
+    let x = input(&[4, 3, 5, 5], 8).mul_scalar(2.0)?.add_scalar(0.5)?;
+    for training in [true, false] {
+        let run = |relu: bool| -> liandan_nn::Result<(Tensor, Vec<Tensor>, Tensor)> {
+            let mut bn = BatchNorm2dConfig::new(3).init(&dev())?;
+            bn.bias.as_ref().unwrap().assign(&Tensor::from_f64s(&[0.3, -0.2, 0.0], &[3], DType::F32, &dev())?)?;
+            bn.set_training(training);
+            let x = x.detach().requires_grad_(true)?;
+            let y = if relu { bn.forward_relu(&x)? } else { bn.forward(&x)?.relu()? };
+            y.mul(&x)?.sum_all()?.backward()?;
+            let grads = [&x, bn.weight.as_ref().unwrap(), bn.bias.as_ref().unwrap()].map(|t| t.grad().unwrap());
+            Ok((y, grads.to_vec(), bn.running_var.clone().unwrap()))
+        };
+        let ((y, grads, rv), (want, want_grads, want_rv)) = (run(true)?, run(false)?);
+        assert!(max_abs_diff(&y, &want) < 1e-5, "training {training}: output");
+        assert!(y.to_vec_f64()?.iter().all(|&v| v >= 0.0) && y.to_vec_f64()?.contains(&0.0), "training {training}: a ReLU's output");
+        for (g, w) in grads.iter().zip(&want_grads) {
+            assert!(max_abs_diff(g, w) < 1e-4, "training {training}: gradients");
+        }
+        assert!(max_abs_diff(&rv, &want_rv) < 1e-6, "training {training}: running statistics");
+    }
+    Ok(())
+}
+
+#[test]
 fn to_device_and_dtype() -> R {
     let _rng = serial();
     let mut m = small_cnn()?;

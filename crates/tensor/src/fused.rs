@@ -103,13 +103,15 @@ pub fn run_or_composite(op: &dyn CustomOp, inputs: &[&Tensor]) -> Result<Vec<Ten
 
 /// The options of the tensor crate's batch normalization ops (`ops::BatchNormTrain`,
 /// `ops::BatchNormBackward`), as `torch.nn.functional.batch_norm` names them; `affine`:
-/// `weight` and `bias` are given; `running`: `running_mean` and `running_var` are given.
+/// `weight` and `bias` are given; `running`: `running_mean` and `running_var` are given;
+/// `relu`: a ReLU follows (`Tensor::batch_norm_relu`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BatchNormOptions {
     pub eps: f64,
     pub momentum: f64,
     pub affine: bool,
     pub running: bool,
+    pub relu: bool,
 }
 
 /// What one layer normalization (`ops::LayerNorm`, `ops::LayerNormBackward`) normalizes: rows

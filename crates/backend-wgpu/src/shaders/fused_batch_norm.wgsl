@@ -1,7 +1,7 @@
 // Shared by the fused batch-norm kernels: x is [N, C, L], M = N L values per channel, each
 // channel cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves
 // segment s of channel c. `BatchNormParams` (`fused_norm.rs`): p.n, p.c, p.l, p.segments = S,
-// p.segment_len = E, p.flags (1 affine, 2 running statistics), p.eps, p.momentum, and the
+// p.segment_len = E, p.flags (1 affine, 2 running statistics, 4 a ReLU after), p.eps, p.momentum, and the
 // inputs' offsets. x, dy and the output are A_x: S_x as stored, vec4s of it, or packed bf16
 // words; the kernels read and write CHUNK neighbouring values at a time (1, 4 or 2; E and L
 // are multiples of it) through x_chunk_, dy_chunk_ and write_chunk_ (batch_norm_io/), in the
@@ -29,6 +29,14 @@ fn at(ch: u32, j: u32) -> u32 {
 // 1 in the lanes a chunk fills, 0 after.
 fn lanes_() -> vec4<f32> {
   return select(vec4<f32>(0.0), vec4<f32>(1.0), vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(CHUNK));
+}
+
+// With a ReLU after the batch norm (flag 4): 1 in the lanes where the forward's output
+// (x - mean) scale + shift, computed as the forward computes it, is positive, else 0; without
+// one, 1 everywhere.
+fn passed_(x: vec4<f32>, mean: f32, scale: f32, shift: f32) -> vec4<f32> {
+  if (!flag(4u)) { return vec4<f32>(1.0); }
+  return select(vec4<f32>(0.0), vec4<f32>(1.0), (x - mean) * scale + shift > vec4<f32>(0.0));
 }
 
 // The values segment s of a channel covers: [first, end).

@@ -1,6 +1,6 @@
 // ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries
 // into the batch mean and (biased) variance, normalizes its segment
-// (y = (x - mean) invstd weight + bias), and the channel's first workgroup writes mean, invstd
+// (y = (x - mean) invstd weight + bias, through a ReLU with flag 4), and the channel's first workgroup writes mean, invstd
 // and the running statistics (the variance made unbiased for them, as PyTorch). Without the
 // affine parameters or running statistics their bindings are placeholders, never read or kept.
 // The [C] operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
@@ -52,6 +52,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let seg = segment(s);
   for (var j = seg.x + CHUNK * lid; j < seg.y; j += CHUNK * 256u) {
     let i = at(ch, j);
-    write_chunk_(i, (x_chunk_(offset(0u) + i) - mean) * scale + shift);
+    let y = (x_chunk_(offset(0u) + i) - mean) * scale + shift;
+    write_chunk_(i, select(y, max(y, vec4<f32>(0.0)), flag(4u)));
   }
 }

@@ -163,13 +163,10 @@ impl Forward for Conv2d {
         let c = &self.config;
         Ok(x.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)
     }
-}
 
-impl Conv2d {
-    /// `self.forward(x)?.relu()` as one op where the device applies ReLU as the convolution
-    /// stores its output ([`Tensor::conv2d_relu`]: with a bias, on the GPU and the CPU), the two
-    /// otherwise: the same values and gradients either way, one pass over the output fewer.
-    pub fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+    /// One op where the device applies ReLU as the convolution stores its output
+    /// ([`Tensor::conv2d_relu`]: with a bias, on the GPU and the CPU), the two otherwise.
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
         crate::summary::scope(self, || {
             let c = &self.config;
             Ok(x.conv2d_relu(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)?)

@@ -94,6 +94,24 @@ pub type BatchNorm2d = BatchNorm<2>;
 
 impl<const D: usize> Forward for BatchNorm<D> {
     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
+        self.normalize(x, false)
+    }
+
+    /// One op in training where the device applies ReLU inside batch norm's kernels
+    /// ([`Tensor::batch_norm_relu`]), the two otherwise.
+    fn forward_relu(&self, x: &Tensor) -> Result<Tensor> {
+        if !self.training {
+            // No kernel to share in eval; the ReLU stays outside the layer, where traced
+            // graphs (ONNX export) and summaries put it.
+            return Ok(self.forward(x)?.relu()?);
+        }
+        crate::summary::scope(self, || self.normalize(x, true))
+    }
+}
+
+impl<const D: usize> BatchNorm<D> {
+    /// The layer's forward, through a ReLU where `relu`.
+    fn normalize(&self, x: &Tensor, relu: bool) -> Result<Tensor> {
         let (ranks, name): (&[usize], _) = if D == 1 { (&[2, 3], "BatchNorm1d") } else { (&[D + 2], "BatchNorm2d") };
         if !ranks.contains(&x.rank()) {
             return Err(liandan_tensor::Error::BadShape {
@@ -106,8 +124,12 @@ impl<const D: usize> Forward for BatchNorm<D> {
         let c = &self.config;
         // As PyTorch: batch statistics in training, or whenever there are no running ones.
         let use_batch_stats = self.training || self.running_mean.is_none();
-        let y =
-            x.batch_norm(self.running_mean.as_ref(), self.running_var.as_ref(), self.weight.as_ref(), self.bias.as_ref(), use_batch_stats, c.momentum, c.eps)?;
+        let (rm, rv, w, b) = (self.running_mean.as_ref(), self.running_var.as_ref(), self.weight.as_ref(), self.bias.as_ref());
+        let y = if relu {
+            x.batch_norm_relu(rm, rv, w, b, use_batch_stats, c.momentum, c.eps)?
+        } else {
+            x.batch_norm(rm, rv, w, b, use_batch_stats, c.momentum, c.eps)?
+        };
         if self.training {
             if let Some(n) = &self.num_batches_tracked {
                 no_grad(|| n.assign(&n.add_scalar(1.0)?))?;

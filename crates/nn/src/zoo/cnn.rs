@@ -155,7 +155,7 @@ impl BasicBlock {
 
 impl Forward for BasicBlock {
     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.b1.forward(&self.c1.forward(x)?)?.relu()?;
+        let h = self.b1.forward_relu(&self.c1.forward(x)?)?;
         let h = self.b2.forward(&self.c2.forward(&h)?)?;
         Ok(h.add(&self.sc.forward(x)?)?.relu()?)
     }

@@ -105,10 +105,11 @@ pub enum GradFn {
     /// then the second gate term of `lstm_cell_sum`; output `[2, N, H]`.
     LstmCell,
     /// The fused training batch norm's rule: inputs `x`, then `weight` and `bias` where given;
-    /// the batch statistics saved by the forward, `[C]`.
+    /// the batch statistics saved by the forward, `[C]`; whether a ReLU followed inside it.
     BatchNorm {
         mean: Tensor,
         invstd: Tensor,
+        relu: bool,
     },
     /// The fused layer norm; inputs `x`, then the weight and the bias that were given.
     LayerNorm {
@@ -246,8 +247,9 @@ impl BackwardRule for GradFn {
             GradFn::Conv2d(_) => i < 2 && other(1 - i),
             GradFn::Extremum { .. } | GradFn::Softplus | GradFn::LstmCell => true,
             GradFn::Custom { op, .. } => op.reads_input(i),
-            // `x` and the weight; the bias only by its shape.
-            GradFn::BatchNorm { .. } | GradFn::LayerNorm { .. } => i < 2,
+            // `x` and the weight; the bias only by its shape, or to find where a ReLU cut.
+            GradFn::BatchNorm { relu, .. } => i < 2 || *relu,
+            GradFn::LayerNorm { .. } => i < 2,
         }
     }
 
@@ -339,8 +341,9 @@ impl BackwardRule for GradFn {
             // max(x, 0) and |x| have kinks whose one-sided rules would give 0).
             GradFn::Softplus => one(g.mul(&x.sigmoid()?)?),
             GradFn::LstmCell => Tensor::lstm_cell_backward(Some(&g.select(0usize, 0)?), Some(&g.select(0usize, 1)?), inputs, out),
-            GradFn::BatchNorm { mean, invstd } => {
-                let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, inputs.get(1))?;
+            GradFn::BatchNorm { mean, invstd, relu } => {
+                let affine = inputs.get(1).zip(inputs.get(2));
+                let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, affine, *relu)?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
             }
             GradFn::LayerNorm { options, mean, rstd } => {

@@ -37,13 +37,16 @@ pub fn unit_ops() -> Vec<Box<dyn CustomOp>> {
 }
 
 /// The normalizations' ops with every option set (affine or not, running statistics or not;
-/// a weight and a bias or not), forward and backward.
+/// a weight and a bias or not; a ReLU after the batch norm or not), forward and backward.
 pub fn norm_ops() -> Vec<Box<dyn CustomOp>> {
     let mut ops: Vec<Box<dyn CustomOp>> = Vec::new();
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
-        let o = crate::BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running };
         let l = crate::LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
-        ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o)), Box::new(LayerNorm(l)), Box::new(LayerNormBackward(l))]);
+        ops.extend([Box::new(LayerNorm(l)) as Box<dyn CustomOp>, Box::new(LayerNormBackward(l))]);
+        for relu in [false, true] {
+            let o = crate::BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running, relu };
+            ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
+        }
     }
     ops
 }
@@ -157,6 +160,7 @@ fn batch_norm_operands(device: &Device, op: &dyn CustomOp, x: DType, p: DType) -
     let b = any.downcast_ref::<BatchNormBackward>().unwrap_or_else(|| panic!("{} is not a batch norm", op.name())).0;
     let mut v = vec![t(&[n, h, 2], 1, x), t(&[n, h, 2], 2, x), t(&[h], 3, p), t(&[h], 4, p).abs().unwrap()];
     v.extend(b.affine.then(|| t(&[h], 5, p)));
+    v.extend((b.affine && b.relu).then(|| t(&[h], 6, p)));
     v
 }
 

@@ -14,10 +14,11 @@ use crate::{autocast, no_fusion, DType, Device, Result, Tensor};
 // that a device reading four values at a time rounds up to a multiple of four.
 const SHAPES: [&[usize]; 7] = [&[6, 4], &[3, 5, 7], &[1, 3, 5, 7], &[2, 4, 3, 3], &[8, 3, 24, 24], &[5, 2, 4098], &[3, 2, 4100]];
 
-/// Training-mode `batch_norm` fused against its composite on the same device: the output, the
-/// updated running statistics (fresh each run, so both runs start alike) and the gradients of
-/// `x`, `weight` and `bias`, with and without the affine parameters and running statistics,
-/// in every float dtype the device computes (halves compute statistics in f32).
+/// Training-mode `batch_norm` (and `batch_norm_relu`) fused against its composite on the same
+/// device: the output, the updated running statistics (fresh each run, so both runs start
+/// alike) and the gradients of `x`, `weight` and `bias`, with and without the affine parameters
+/// and running statistics, in every float dtype the device computes (halves compute statistics
+/// in f32).
 pub fn batch_norm_matches_composite(d: &Device) {
     // (bf16 is left out: its composite rounds every intermediate to 8 bits, so the two differ by
     // more than a test can tell from a wrong kernel.)
@@ -38,6 +39,19 @@ pub fn batch_norm_matches_composite(d: &Device) {
                 Ok(vec![y, rm, rv])
             };
             check_fused(&what, &[t(shape, 73 + k as u64), t(&[c], 74), t(&[c], 75)], full, atol, rtol);
+            let relu = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+                let (rm, rv) = stats()?;
+                let y = x[0].batch_norm_relu(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?;
+                Ok(vec![y, rm, rv])
+            };
+            let bare_relu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].batch_norm_relu(None, None, None, None, true, 0.3, 1e-3)?]) };
+            // (Not in f16: the composite's output, rounded at every step, lands on the other
+            // side of the ReLU's cut from the kernel's f32 one for some values near zero, and
+            // their gradients differ by the whole dy. The mixed test below covers f16.)
+            if dtype != DType::F16 {
+                check_fused(&format!("{what}, relu"), &[t(shape, 73 + k as u64), t(&[c], 74), t(&[c], 75)], relu, atol, rtol);
+                check_fused(&format!("{what}, relu, no affine, no running stats"), &[t(shape, 76 + k as u64)], bare_relu, atol, rtol);
+            }
             let bare = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].batch_norm(None, None, None, None, true, 0.3, 1e-3)?]) };
             check_fused(&format!("{what}, no affine, no running stats"), &[t(shape, 76 + k as u64)], bare, atol, rtol);
         }
@@ -74,6 +88,10 @@ pub fn batch_norm_mixed_matches_composite(d: &Device) {
                 Ok(vec![y, rm, rv])
             };
             check_fused(&what, &[x(), p(112), p(113)], full, tol, tol);
+            let relu = |x: &[Tensor]| -> Result<Vec<Tensor>> {
+                Ok(vec![autocast(low, || x[0].batch_norm_relu(None, None, Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5))?])
+            };
+            check_fused(&format!("{what}, relu"), &[x(), p(112), p(113)], relu, tol, tol);
             let bare = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![autocast(low, || x[0].batch_norm(None, None, None, None, true, 0.3, 1e-3))?]) };
             check_fused(&format!("{what}, no affine, no running stats"), &[x()], bare, tol, tol);
             // The gradients' types, fused and composite.
@@ -95,7 +113,17 @@ pub fn batch_norm_grads(d: &Device) {
         let (x, w, b) = (leaf(d, &[1, 3, 3, 5], 81), leaf(d, &[3], 82), leaf(d, &[3], 83));
         let (rm, rv) = (leaf(d, &[3], 84), positive_leaf(d, &[3], 85, 0.5, 2.0));
         let f = move |x: &[Tensor]| x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?.sin();
-        check_grads(&format!("batch_norm train {what}"), &[x, w, b], f, 1e-6, 1e-5);
+        check_grads(&format!("batch_norm train {what}"), &[x.clone(), w.clone(), b.clone()], f, 1e-6, 1e-5);
+        let (rm, rv) = (leaf(d, &[3], 84), positive_leaf(d, &[3], 85, 0.5, 2.0));
+        let f = move |x: &[Tensor]| x[0].batch_norm_relu(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?.sin();
+        check_grads(&format!("batch_norm_relu train {what}"), &[x, w, b], f, 1e-6, 1e-5);
+        check_grads(
+            &format!("batch_norm_relu train [N, C, L] {what}"),
+            &[leaf(d, &[4, 3, 2], 87)],
+            |x| x[0].batch_norm_relu(None, None, None, None, true, 0.1, 1e-5)?.sin(),
+            1e-6,
+            1e-5,
+        );
         check_grads(
             &format!("batch_norm train [N, C] {what}"),
             &[leaf(d, &[5, 2], 86)],

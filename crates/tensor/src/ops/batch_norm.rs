@@ -1,6 +1,7 @@
 //! Batch normalization, `torch.nn.functional.batch_norm`: in training the custom op
 //! [`BatchNormTrain`] (one or two kernels where the device has them, its gradient too,
-//! [`BatchNormBackward`]) over a composite of primitives; in eval, primitives.
+//! [`BatchNormBackward`]) over a composite of primitives; in eval, primitives. A ReLU that
+//! follows it can run inside the same kernels ([`Tensor::batch_norm_relu`]).
 //!
 //! Dimension letters: N batch, C channels, M = N times the spatial size (values per channel).
 
@@ -30,6 +31,40 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
+        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false)
+    }
+
+    /// [`Tensor::batch_norm`] followed by [`Tensor::relu`] (a convolutional block's
+    /// `F.relu(bn(x))`), the same values and gradients; in training the ReLU runs inside the
+    /// fused kernels where the device has them, which saves the activation's two extra passes
+    /// over memory each way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch_norm_relu(
+        &self,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        training: bool,
+        momentum: f64,
+        eps: f64,
+    ) -> Result<Tensor> {
+        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, true)
+    }
+
+    /// [`Tensor::batch_norm`], then a ReLU where `relu`.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm_then(
+        &self,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        training: bool,
+        momentum: f64,
+        eps: f64,
+        relu: bool,
+    ) -> Result<Tensor> {
         check_float("batch_norm", self)?;
         if self.rank() < 2 {
             return Err(Error::bad_shape("batch_norm", self.shape(), "expects [N, C, ...]"));
@@ -51,9 +86,12 @@ impl Tensor {
             if n <= 1 {
                 return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
             }
-            if let Some(out) = self.batch_norm_fused(running, weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps)? {
+            if let Some(out) = self.batch_norm_fused(running, weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps, relu)? {
                 return Ok(out);
             }
+        }
+        if relu {
+            return self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false)?.relu();
         }
         // Under autocast a low input keeps its type, as `torch.autocast` leaves batch norm to
         // cuDNN's kernel of f16 activations and f32 parameters: the fused kernel above where
@@ -83,10 +121,11 @@ impl Tensor {
         Ok(out)
     }
 
-    /// Training-mode [`Tensor::batch_norm`] as the kernel of [`BatchNormTrain`], or `None` where
-    /// the composite runs instead: fusion off, no kernel, a lone weight or bias (`lopsided`), or
-    /// parameters of another dtype or device than `self` (the composite reports those). Under
-    /// autocast a low `self` may meet f32 parameters: then the statistics are f32 too.
+    /// Training-mode [`Tensor::batch_norm`] (with its ReLU where `relu`) as the kernel of
+    /// [`BatchNormTrain`], or `None` where the composite runs instead: fusion off, no kernel, a
+    /// lone weight or bias (`lopsided`), or parameters of another dtype or device than `self`
+    /// (the composite reports those). Under autocast a low `self` may meet f32 parameters: then
+    /// the statistics are f32 too.
     fn batch_norm_fused(
         &self,
         running: Option<(&Tensor, &Tensor)>,
@@ -94,6 +133,7 @@ impl Tensor {
         lopsided: bool,
         momentum: f64,
         eps: f64,
+        relu: bool,
     ) -> Result<Option<Tensor>> {
         if !fusion_enabled() || lopsided {
             return Ok(None);
@@ -111,7 +151,7 @@ impl Tensor {
         let x = self.contiguous()?;
         let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
         let inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
-        let op = BatchNormTrain(BatchNormOptions { eps, momentum, affine: affine.is_some(), running: running.is_some() });
+        let op = BatchNormTrain(BatchNormOptions { eps, momentum, affine: affine.is_some(), running: running.is_some(), relu });
         let Some(outs) = fused::run(&op, &inputs) else { return Ok(None) };
         let mut outs = outs?.into_iter();
         let mut next = || outs.next().expect("counted by fused::run");
@@ -121,30 +161,32 @@ impl Tensor {
             rv.assign(&next())?;
         }
         let recorded = &inputs[..if affine.is_some() { 3 } else { 1 }];
-        Ok(Some(y.recorded(recorded, || GradFn::BatchNorm { mean, invstd })))
+        Ok(Some(y.recorded(recorded, || GradFn::BatchNorm { mean, invstd, relu })))
     }
 
     /// The backward rule of the fused training [`Tensor::batch_norm`]: `(dx, dweight, dbias)`
-    /// (the last two with `weight`), from the saved `mean` and `invstd` `[C]`, itself fused where
-    /// the device can ([`BatchNormBackward`]). A low `x` with f32 statistics (autocast's batch
-    /// norm) gives `dx` in `x`'s type and the parameters' gradients in f32.
+    /// (the last two with `affine`, the weight and the bias), from the saved `mean` and `invstd`
+    /// `[C]`, itself fused where the device can ([`BatchNormBackward`]); with `relu`, of
+    /// [`Tensor::batch_norm_relu`]. A low `x` with f32 statistics (autocast's batch norm) gives
+    /// `dx` in `x`'s type and the parameters' gradients in f32.
     pub(crate) fn batch_norm_backward(
         dy: &Tensor,
         x: &Tensor,
         mean: &Tensor,
         invstd: &Tensor,
-        weight: Option<&Tensor>,
+        affine: Option<(&Tensor, &Tensor)>,
+        relu: bool,
     ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
         let dy = dy.to_dtype(x.dtype())?.contiguous()?;
-        let affine = weight.is_some();
-        let op = BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine, running: false });
-        let inputs: Vec<&Tensor> = [x, &dy, mean, invstd].into_iter().chain(weight).collect();
+        let op = BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine: affine.is_some(), running: false, relu });
+        let (weight, bias) = (affine.map(|a| a.0), affine.filter(|_| relu).map(|a| a.1));
+        let inputs: Vec<&Tensor> = [x, &dy, mean, invstd].into_iter().chain(weight).chain(bias).collect();
         let outs = match fused::run(&op, &inputs) {
             Some(outs) => outs?,
             // A device without the mixed kernel may have the f32 one.
             None if x.dtype() != mean.dtype() => {
                 let wide = mean.dtype();
-                let (dx, dweight, dbias) = Tensor::batch_norm_backward(&dy.to_dtype(wide)?, &x.to_dtype(wide)?, mean, invstd, weight)?;
+                let (dx, dweight, dbias) = Tensor::batch_norm_backward(&dy.to_dtype(wide)?, &x.to_dtype(wide)?, mean, invstd, affine, relu)?;
                 return Ok((dx.to_dtype(x.dtype())?, dweight, dbias));
             }
             None => op.composite(&inputs)?,
@@ -242,6 +284,7 @@ impl CustomOp for BatchNormTrain {
             o.momentum,
             o.eps,
         )?;
+        let y = if o.relu { y.relu()? } else { y };
         let mut outs = vec![y.to_dtype(x.dtype())?, mean, invstd];
         outs.extend(new_running.into_iter().flat_map(|(m, v)| [m, v]));
         Ok(outs)
@@ -257,9 +300,11 @@ impl CustomOp for BatchNormTrain {
 /// ```
 ///
 /// per channel. Inputs (contiguous): `x`, `dy` (one shape), `mean`, `invstd` `[C]`, then
-/// `weight` `[C]` (when `affine`, else `weight = 1`). Outputs: `dx`, then `dweight`, `dbias`
-/// `[C]` (when `affine`). `eps` and `momentum` are not read. Mixed types as the forward's: `x`,
-/// `dy` and `dx` of a low type, the `[C]` operands and outputs f32.
+/// `weight` `[C]` (when `affine`, else `weight = 1`) and, when `affine` and `relu`, `bias`
+/// `[C]`. Outputs: `dx`, then `dweight`, `dbias` `[C]` (when `affine`). With `relu`, `dy` is
+/// first zeroed where the forward's output was not positive, that output computed again from
+/// `x` (`xhat weight + bias`) rather than saved. `eps` and `momentum` are not read. Mixed types
+/// as the forward's: `x`, `dy` and `dx` of a low type, the `[C]` operands and outputs f32.
 #[derive(Clone, Copy, Debug)]
 pub struct BatchNormBackward(pub BatchNormOptions);
 
@@ -275,11 +320,11 @@ impl CustomOp for BatchNormBackward {
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let (x, dy, mean, invstd, weight) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs.get(4).copied());
+        let (x, dy, mean, invstd, weight, bias) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs.get(4).copied(), inputs.get(5).copied());
         if x.dtype() != mean.dtype() {
             let wide = mean.dtype();
             let (xw, dyw) = (x.to_dtype(wide)?, dy.to_dtype(wide)?);
-            let mut outs = self.composite(&[&xw, &dyw, mean, invstd].into_iter().chain(weight).collect::<Vec<_>>())?;
+            let mut outs = self.composite(&[&xw, &dyw, mean, invstd].into_iter().chain(weight).chain(bias).collect::<Vec<_>>())?;
             outs[0] = outs[0].to_dtype(x.dtype())?;
             return Ok(outs);
         }
@@ -290,6 +335,17 @@ impl CustomOp for BatchNormBackward {
         let inv_m = c as f64 / x.numel() as f64;
         let invstd = invstd.reshape(&bshape)?;
         let xhat = x.sub(&mean.reshape(&bshape)?)?.mul(&invstd)?;
+        let masked;
+        let dy = if self.0.relu {
+            let mut y = xhat.clone();
+            if let (Some(w), Some(b)) = (weight, bias) {
+                y = y.mul(&w.reshape(&bshape)?)?.add(&b.reshape(&bshape)?)?;
+            }
+            masked = Tensor::relu_backward(dy, &y)?;
+            &masked
+        } else {
+            dy
+        };
         let dbias = dy.sum(&dims, true)?;
         let dweight = dy.mul(&xhat)?.sum(&dims, true)?;
         let mut dx = dy.sub(&dbias.mul_scalar(inv_m)?)?.sub(&xhat.mul(&dweight.mul_scalar(inv_m)?)?)?.mul(&invstd)?;
