@@ -10,7 +10,7 @@
 //! recording, more than the update's own work for all but the largest tensors (PyTorch's
 //! foreach step took a third of ours). How: the kernel binds several tensors' buffers at once,
 //! one set of bindings per tensor, and a table in the parameter block maps each workgroup to a
-//! tensor and to 256 of its elements. Its WGSL is the per-tensor update's files repeated once
+//! tensor and to [`PER_GROUP`] of its elements. Its WGSL is the per-tensor update's files repeated once
 //! per tensor slot, each copy's names suffixed and its bindings moved past the previous copy's
 //! ([`super::wgsl`]), so every tensor runs the per-tensor kernel's own text and the results
 //! agree bit for bit.
@@ -238,6 +238,9 @@ pub(crate) fn update<P: ShaderParams>(gpu: &WgpuBackend, u: &Update<P>, inputs: 
     })
 }
 
+/// Elements a workgroup of the multi-tensor kernel updates (`shaders/foreach.wgsl`).
+const PER_GROUP: usize = 4 * WORKGROUP;
+
 /// Entries of the multi-tensor kernel's table, 2 words a tensor (its first workgroup, its
 /// element count), after the longest header (Adam's 16 words) in a dispatch's parameter block.
 const TABLE: usize = 2 * WIDE;
@@ -345,7 +348,7 @@ pub(crate) fn update_foreach<P: ShaderParams>(
                         Some(list) => {
                             let numel = list[0].layout.numel();
                             entry.copy_from_slice(&[groups as u32, numel as u32]);
-                            groups += numel.div_ceil(WORKGROUP);
+                            groups += numel.div_ceil(PER_GROUP);
                         }
                         None => entry[0] = u32::MAX,
                     }

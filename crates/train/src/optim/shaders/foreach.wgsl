@@ -1,7 +1,8 @@
 // The entry point of a multi-tensor ("foreach") fused optimizer update (`gpu.rs`): the update's
 // files come before it CHUNK times, copy k's names ending in `_k` and its bindings following
-// copy k - 1's, and `update_at(k, e)` runs copy k on element `e`. Each workgroup updates 256
-// elements of one tensor.
+// copy k - 1's, and `update_at(k, e)` runs copy k on element `e`. Each workgroup updates 1,024
+// elements of one tensor, four an invocation 256 apart, so that it finds its tensor once for
+// four elements and a quarter as many workgroups start.
 //
 // `p.n` = workgroups that do work; the offsets are 0 (every operand starts its buffer) and the
 // hyper-parameters are the one-tensor kernel's; `p.table` holds, per tensor k, its first
@@ -19,7 +20,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   while (k + 1u < CHUNK && p.table[2u * (k + 1u)] <= group) {
     k++;
   }
-  let e = (group - p.table[2u * k]) * 256u + lid;
-  if (e >= p.table[2u * k + 1u]) { return; }
-  update_at(k, e);
+  let first = (group - p.table[2u * k]) * 1024u + lid;
+  let n = p.table[2u * k + 1u];
+  for (var r = 0u; r < 4u; r++) {
+    let e = first + 256u * r;
+    if (e >= n) { return; }
+    update_at(k, e);
+  }
 }
