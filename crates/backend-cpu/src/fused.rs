@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use half::{bf16, f16};
 use liandan_tensor::ops::{
-    BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
+    AddRelu, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
     LstmCellBackward, MatmulWide, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{CustomKernel, DType, Result, Storage, Strided};
@@ -76,13 +76,14 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
     if let Some(LayerNormBackward(o)) = op.downcast_ref() {
         return Some(store(per_float!(inputs, "layer_norm_backward", layer_norm_backward, o)));
     }
-    let kernels: [(TypeId, Kernel); 14] = [
+    let kernels: [(TypeId, Kernel); 15] = [
         (TypeId::of::<LstmCell>(), |v| per_float!(v, "lstm_cell", lstm_cell)),
         (TypeId::of::<LstmCellBackward>(), |v| per_float!(v, "lstm_cell_backward", lstm_cell_backward)),
         (TypeId::of::<GruCell>(), |v| per_float!(v, "gru_cell", gru_cell)),
         (TypeId::of::<GruCellBackward>(), |v| per_float!(v, "gru_cell_backward", gru_cell_backward)),
         (TypeId::of::<Relu>(), |v| per_float!(v, "relu", relu, "relu")),
         (TypeId::of::<ReluBackward>(), |v| per_float!(v, "relu_backward", relu, "relu_backward")),
+        (TypeId::of::<AddRelu>(), |v| per_float!(v, "add_relu", add_relu)),
         (TypeId::of::<Gelu>(), |v| per_float!(v, "gelu", gelu)),
         (TypeId::of::<GeluBackward>(), |v| per_float!(v, "gelu_backward", gelu_backward)),
         (TypeId::of::<SoftmaxLastDim>(), |v| per_float!(v, "softmax_last_dim", softmax_last_dim)),
@@ -263,6 +264,20 @@ fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>
     let zero = T::default();
     in_pieces(&[test, value], &mut out, |ins, outs| {
         outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])).for_each(|(o, (&t, &x))| *o = if t > zero { x } else { zero });
+    });
+    Ok(vec![T::wrap(out.remove(0).into())])
+}
+
+/// `AddRelu`: `relu(a + b)`, the sum rounded to `T` first, as the two ops round it.
+fn add_relu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let v = slices::<T>("add_relu", inputs)?;
+    let mut out = vec![alloc("add_relu", v[0].len(), T::default())?];
+    let zero = T::default();
+    in_pieces(&[&v[0][..], &v[1][..]], &mut out, |ins, outs| {
+        outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])).for_each(|(o, (&a, &b))| {
+            let s = a + b;
+            *o = if s > zero { s } else { zero };
+        });
     });
     Ok(vec![T::wrap(out.remove(0).into())])
 }

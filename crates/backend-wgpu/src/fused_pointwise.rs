@@ -1,4 +1,5 @@
-//! Fused elementwise composites (ReLU, GELU, binary cross-entropy, and their gradients): one
+//! Fused elementwise composites (ReLU, ReLU of a sum, GELU, binary cross-entropy, and their
+//! gradients): one
 //! invocation per element of contiguous inputs of one shape, one output of that shape, in one
 //! dispatch.
 
@@ -15,6 +16,12 @@ use crate::repr::Repr;
 const ERF: &str = include_str!("shaders/erf.wgsl");
 const RELU: &str = include_str!("shaders/fused_relu.wgsl");
 const RELU_BACKWARD: &str = include_str!("shaders/fused_relu_backward.wgsl");
+const ADD_RELU: &str = include_str!("shaders/fused_add_relu.wgsl");
+/// `round_v`, a sum rounded to the dtype as it is stored: an element, or four.
+const ROUND_V: [&str; 2] = [
+    "fn round_v(v: f32) -> V_x { return store_x(v); }\n",
+    "fn round_v(v: vec4<f32>) -> V_x { return V_x(store_x(v.x), store_x(v.y), store_x(v.z), store_x(v.w)); }\n",
+];
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
 const BCE: &str = include_str!("shaders/fused_bce.wgsl");
@@ -34,6 +41,7 @@ crate::shader_params! {
 pub(crate) enum Pointwise {
     Relu,
     ReluBackward,
+    AddRelu,
     Gelu,
     GeluBackward,
     BceLoss,
@@ -43,12 +51,12 @@ pub(crate) enum Pointwise {
 impl Pointwise {
     /// Whether it has a variant on packed bf16 words (the others take widened copies).
     pub(crate) fn reads_packed(self) -> bool {
-        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::Gelu | Pointwise::GeluBackward)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu | Pointwise::Gelu | Pointwise::GeluBackward)
     }
 
     /// Whether it has a variant on four elements an invocation (`Key::wide`).
     fn has_wide(self) -> bool {
-        matches!(self, Pointwise::Relu | Pointwise::ReluBackward)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu)
     }
 }
 
@@ -59,7 +67,7 @@ pub(crate) struct Key {
     dtype: DType,
     /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
     packed: bool,
-    /// Four elements an invocation, read and written as vec4s (ReLU and its gradient, where
+    /// Four elements an invocation, read and written as vec4s (the ReLUs and ReLU's gradient, where
     /// the count and every offset are multiples of four).
     wide: bool,
 }
@@ -76,6 +84,8 @@ impl KernelKey for Key {
         match (self.kernel, self.packed) {
             (Pointwise::Relu, false) => w.part(RELU),
             (Pointwise::ReluBackward, false) => w.part(RELU_BACKWARD),
+            (Pointwise::AddRelu, false) => w.part(ROUND_V[self.wide as usize]).part(ADD_RELU),
+            (Pointwise::AddRelu, true) => with_words(w).part(include_str!("shaders/packed/add_relu.wgsl")).part(ENTRY2),
             (Pointwise::Relu, true) => with_words(w).part(include_str!("shaders/packed/relu.wgsl")).part(ENTRY2),
             (Pointwise::ReluBackward, true) => with_words(w).part(include_str!("shaders/packed/relu_backward.wgsl")).part(ENTRY2),
             (Pointwise::Gelu, false) => w.part(GELU),
@@ -89,12 +99,20 @@ impl KernelKey for Key {
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let kernels = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::Gelu, Pointwise::GeluBackward, Pointwise::BceLoss, Pointwise::BceLossBackward];
+        let kernels = [
+            Pointwise::Relu,
+            Pointwise::ReluBackward,
+            Pointwise::AddRelu,
+            Pointwise::Gelu,
+            Pointwise::GeluBackward,
+            Pointwise::BceLoss,
+            Pointwise::BceLossBackward,
+        ];
         let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false, wide: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
         let wide: Vec<Key> = all.iter().filter(|k| k.kernel.has_wide()).map(|k| Key { wide: true, ..*k }).collect();
         all.extend(wide);
-        let packed = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::Gelu, Pointwise::GeluBackward];
+        let packed = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::AddRelu, Pointwise::Gelu, Pointwise::GeluBackward];
         all.extend(packed.map(|kernel| Key { kernel, dtype: DType::BF16, packed: true, wide: false }));
         all
     }

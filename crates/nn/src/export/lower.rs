@@ -163,6 +163,10 @@ impl Lowering<'_> {
                 g.push("Concat", ins.iter().map(|&i| Operand::Value(i)).collect(), vec![("axis", Attr::Int(*dim as i64))], dtype, &origin)
             }
             GradFn::Relu => g.push("Relu", vec![v(0)], vec![], dtype, &origin),
+            GradFn::AddRelu => {
+                let sum = g.push("Add", vec![v(0), v(1)], vec![], dtype, &origin);
+                g.push("Relu", vec![Operand::Value(sum)], vec![], dtype, &origin)
+            }
             GradFn::Sigmoid => g.push("Sigmoid", vec![v(0)], vec![], dtype, &origin),
             GradFn::Tanh => g.push("Tanh", vec![v(0)], vec![], dtype, &origin),
             GradFn::Softplus => g.push("Softplus", vec![v(0)], vec![], dtype, &origin),

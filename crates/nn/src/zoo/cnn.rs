@@ -157,7 +157,7 @@ impl Forward for BasicBlock {
     fn forward_impl(&self, x: &Tensor) -> Result<Tensor> {
         let h = self.b1.forward_relu(&self.c1.forward(x)?)?;
         let h = self.b2.forward(&self.c2.forward(&h)?)?;
-        Ok(h.add(&self.sc.forward(x)?)?.relu()?)
+        Ok(h.add_relu(&self.sc.forward(x)?)?)
     }
 }
 

@@ -92,6 +92,8 @@ pub enum GradFn {
     },
     /// ReLU's rule on its output: the gradient passes where `y > 0` (0 at the kink, as PyTorch).
     Relu,
+    /// `relu(a + b)`'s: ReLU's, the same for both operands.
+    AddRelu,
     Sigmoid,
     Tanh,
     Softmax {
@@ -180,6 +182,7 @@ impl BackwardRule for GradFn {
             GradFn::IndexSelect { .. } => "index_select",
             GradFn::Cat { .. } => "cat",
             GradFn::Relu => "relu",
+            GradFn::AddRelu => "add_relu",
             GradFn::Sigmoid => "sigmoid",
             GradFn::Tanh => "tanh",
             GradFn::Softmax { .. } => "softmax",
@@ -225,6 +228,7 @@ impl BackwardRule for GradFn {
             | GradFn::IndexSelect { .. }
             | GradFn::Cat { .. }
             | GradFn::Relu
+            | GradFn::AddRelu
             | GradFn::Sigmoid
             | GradFn::Tanh
             | GradFn::Softmax { .. }
@@ -258,7 +262,7 @@ impl BackwardRule for GradFn {
         match self {
             GradFn::Unary(op) => matches!(op, UnaryOp::Exp | UnaryOp::Sqrt | UnaryOp::Recip),
             GradFn::Binary(op) => matches!(op, BinaryOp::Div | BinaryOp::Pow),
-            GradFn::Relu | GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
+            GradFn::Relu | GradFn::AddRelu | GradFn::Sigmoid | GradFn::Tanh | GradFn::Softmax { .. } | GradFn::LogSoftmax { .. } | GradFn::LstmCell => true,
             GradFn::Custom { op, .. } => op.reads_output(),
             _ => false,
         }
@@ -333,6 +337,10 @@ impl BackwardRule for GradFn {
                 Ok(grads)
             }
             GradFn::Relu => one(Tensor::relu_backward(g, out)?),
+            GradFn::AddRelu => {
+                let g = Tensor::relu_backward(g, out)?;
+                Ok(vec![Some(g.clone()), Some(g)])
+            }
             GradFn::Sigmoid => one(g.mul(&out.mul(&out.neg()?.add_scalar(1.0)?)?)?),
             GradFn::Tanh => one(g.mul(&out.square()?.neg()?.add_scalar(1.0)?)?),
             GradFn::Softmax { dim } => one(Tensor::softmax_backward(g, out, *dim)?),

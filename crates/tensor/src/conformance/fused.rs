@@ -25,6 +25,7 @@ pub fn unit_ops() -> Vec<Box<dyn CustomOp>> {
         Box::new(GruCellBackward),
         Box::new(Relu),
         Box::new(ReluBackward),
+        Box::new(AddRelu),
         Box::new(Gelu),
         Box::new(GeluBackward),
         Box::new(SoftmaxLastDim),
@@ -76,7 +77,7 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         "gru_cell" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
         "gru_cell_backward" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
         "relu" | "gelu" | "softmax_last_dim" | "log_softmax_last_dim" => vec![t(&[n, h], 1)],
-        "relu_backward" | "gelu_backward" => vec![t(&[n, h], 1), t(&[n, h], 2)],
+        "relu_backward" | "gelu_backward" | "add_relu" => vec![t(&[n, h], 1), t(&[n, h], 2)],
         "softmax_last_dim_backward" => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
         "log_softmax_last_dim_backward" => vec![t(&[n, h], 1).log_softmax(-1isize).unwrap(), t(&[n, h], 2)],
         // Probabilities, targets, the incoming gradient.
@@ -473,6 +474,37 @@ pub fn relu_matches_composite(d: &Device) {
     check_fused("relu strided", &[strided_input(d, &[4, 6], &v, DType::F32)], relu, 0.0, 0.0);
 }
 
+/// `add_relu` ([`crate::ops::AddRelu`] where the device has it) against its composite, exactly:
+/// sums that are zero, negative zero, NaN and infinite among them, in every float dtype, over
+/// counts that are and are not multiples of four (a device may read four at a time), operands
+/// at an offset into their buffers, and operands of two shapes or dtypes (the two ops).
+pub fn add_relu_matches_composite(d: &Device) {
+    let add_relu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].add_relu(&x[1])?]) };
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for shape in [&[1usize][..], &[3, 7], &[2, 5, 68], &[4, 33]] {
+            let n: usize = shape.iter().product();
+            let mut a: Vec<f64> = values(n, 67).iter().map(|x| 4.0 * x - 2.0).collect();
+            let b: Vec<f64> = values(n, 68).iter().map(|x| 4.0 * x - 2.0).collect();
+            // A sum of zero (a = -b), then NaN and the infinities.
+            for (i, special) in [None, Some(f64::NAN), Some(f64::INFINITY), Some(f64::NEG_INFINITY)].into_iter().enumerate() {
+                let at = 1 + 3 * i;
+                if at < n {
+                    a[at] = special.unwrap_or(-b[at]);
+                }
+            }
+            let t = |v: &[f64]| Tensor::from_f64s(v, shape, dtype, d).unwrap();
+            check_fused(&format!("add_relu {dtype} {shape:?}"), &[t(&a), t(&b)], add_relu, 0.0, 0.0);
+        }
+    }
+    let v: Vec<f64> = values(6 * 8, 69).iter().map(|x| x - 0.5).collect();
+    let rows = |first| Tensor::from_f64s(&v, &[6, 8], DType::F32, d).unwrap().narrow(0, first, 4).unwrap();
+    check_fused("add_relu rows at offsets 1 and 2 of [6, 8]", &[rows(1), rows(2)], add_relu, 0.0, 0.0);
+    let a = Tensor::from_f64s(&v, &[6, 8], DType::F32, d).unwrap();
+    let b = Tensor::from_f64s(&v[..8], &[8], DType::F32, d).unwrap();
+    let want = a.add(&b).unwrap().relu().unwrap().to_vec_f64().unwrap();
+    assert_eq!(a.add_relu(&b).unwrap().to_vec_f64().unwrap(), want, "add_relu of a broadcast operand");
+}
+
 /// Max pooling's gradient ([`crate::ops::MaxPool2dBackward`] where the device has it) against the
 /// composite (dy scattered into zeros at the indices): windows that tile the input, that leave
 /// its last rows and columns out (a device may take windows that tile apart), that overlap (several windows choosing one pixel: their dy
@@ -531,7 +563,7 @@ pub fn conv2d_relu_matches_composite(d: &Device) {
     check_fused("conv2d_relu f32 without a bias", &[t(&[2, 3, 5, 5], 140, DType::F32), t(&[4, 3, 3, 3], 141, DType::F32)], no_bias, 1e-5, 1e-5);
 }
 
-/// ReLU's backward rule (fused where the device can) against finite differences in f64, with
+/// ReLU's backward rule and `add_relu`'s (fused where the device can) against finite differences in f64, with
 /// fusion on and off, composed with another op so the incoming gradient is not all ones.
 pub fn relu_grads(d: &Device) {
     let f = |x: &[Tensor]| x[0].relu()?.mul(&x[0]);
@@ -539,6 +571,10 @@ pub fn relu_grads(d: &Device) {
         check_grads("relu (fused where the device can)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6);
         no_fusion(|| check_grads("relu (composite)", &[leaf(d, shape, 66)], f, 1e-7, 1e-6));
     }
+    let f = |x: &[Tensor]| x[0].add_relu(&x[1])?.mul(&x[0]);
+    let inputs = || [leaf(d, &[3, 5], 67), leaf(d, &[3, 5], 68)];
+    check_grads("add_relu (fused where the device can)", &inputs(), f, 1e-7, 1e-6);
+    no_fusion(|| check_grads("add_relu (composite)", &inputs(), f, 1e-7, 1e-6));
 }
 
 /// `linear` with its bias fused ([`crate::ops::MatmulBias`]) against the product and the add,

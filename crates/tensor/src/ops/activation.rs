@@ -9,7 +9,7 @@ use crate::autograd::{self, GradFn};
 use crate::custom::CustomOp;
 use crate::error::Result;
 use crate::fused::{self, fusion_enabled};
-use crate::ops::check_float;
+use crate::ops::{check_float, check_same_device};
 use crate::tensor::Tensor;
 
 impl Tensor {
@@ -39,6 +39,21 @@ impl Tensor {
             }
         }
         Ok(ReluBackward.composite(&[y, dy])?.remove(0))
+    }
+
+    /// `self.add(other)?.relu()` (a residual block's `F.relu(out + identity)`): the same values
+    /// and gradients; one kernel ([`AddRelu`]) where the device has it, for operands of one
+    /// shape and dtype, else the two ops.
+    pub fn add_relu(&self, other: &Tensor) -> Result<Tensor> {
+        check_float("add_relu", self)?;
+        check_same_device("add_relu", self, other)?;
+        if fusion_enabled() && self.shape() == other.shape() && self.dtype() == other.dtype() {
+            let (a, b) = (self.contiguous()?, other.contiguous()?);
+            if let Some(r) = fused::run(&AddRelu, &[&a, &b]) {
+                return Ok(r?.remove(0).recorded(&[&a, &b], || GradFn::AddRelu));
+            }
+        }
+        self.add(other)?.relu()
     }
 
     /// `max(x, 0) + slope * min(x, 0)`.
@@ -96,6 +111,18 @@ impl CustomOp for Relu {
     }
 }
 
+/// ReLU of a sum, `y = relu(a + b)` elementwise ([`Tensor::add_relu`]); its gradient, the same
+/// for both operands, is [`ReluBackward`]'s from `y`. Inputs: `a`, `b` (one shape and dtype,
+/// contiguous). Output: `y`.
+#[derive(Clone, Copy, Debug)]
+pub struct AddRelu;
+
+impl CustomOp for AddRelu {
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        Relu.composite(&[&inputs[0].add(inputs[1])?])
+    }
+}
+
 /// The gradient of [`Relu`] read from its output: `dx = y > 0 ? dy : 0`. Inputs: `y`, `dy`
 /// (one shape, contiguous). Output: `dx`.
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +174,7 @@ impl CustomOp for GeluBackward {
 
 crate::custom_kernel_name! {
     Relu => "relu",
+    AddRelu => "add_relu",
     ReluBackward => "relu_backward",
     Gelu => "gelu",
     GeluBackward => "gelu_backward",
