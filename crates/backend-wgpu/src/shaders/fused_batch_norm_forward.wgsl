@@ -1,9 +1,9 @@
-// ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries
-// into the batch mean and (biased) variance, normalizes its segment
-// (y = (x - mean) invstd weight + bias, through a ReLU with flag 4), and the channel's first workgroup writes mean, invstd
-// and the running statistics (the variance made unbiased for them, as PyTorch). Without the
-// affine parameters or running statistics their bindings are placeholders, never read or kept.
-// The [C] operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
+// ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries into the
+// batch mean and (biased) variance, normalizes its segment (y = (x - mean) invstd weight + bias,
+// through a ReLU with flag 4), and the channel's first workgroup writes mean, invstd and the
+// running statistics (the variance made unbiased for them, as PyTorch). Without the affine
+// parameters or running statistics their bindings are placeholders, never read or kept. The [C]
+// operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
 
 @group(0) @binding(1) var<storage, read> x: array<A_x>;
 @group(0) @binding(2) var<storage, read> weight: array<S_p>;
