@@ -1,7 +1,6 @@
 //! Fused elementwise composites (ReLU, ReLU of a sum, GELU, binary cross-entropy, and their
-//! gradients): one
-//! invocation per element of contiguous inputs of one shape, one output of that shape, in one
-//! dispatch.
+//! gradients): one invocation per element of contiguous inputs of one shape, one output of that
+//! shape, in one dispatch.
 
 use std::sync::Arc;
 
@@ -67,8 +66,8 @@ pub(crate) struct Key {
     dtype: DType,
     /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
     packed: bool,
-    /// Four elements an invocation, read and written as vec4s (the ReLUs and ReLU's gradient, where
-    /// the count and every offset are multiples of four).
+    /// Four elements an invocation, read and written as vec4s (the ReLUs and ReLU's gradient,
+    /// where the count and every offset are multiples of four).
     wide: bool,
 }
 
