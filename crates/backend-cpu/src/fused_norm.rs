@@ -6,7 +6,7 @@
 use liandan_tensor::{BatchNormOptions, Result, Strided};
 use rayon::prelude::*;
 
-use crate::fused_rows::{sum_by, sum_by2, Elem};
+use crate::fused_rows::{sum_by, sum_by2, sum_pair_by2, Elem};
 use crate::kernel::slices;
 use crate::scalar::Scalar;
 use crate::storage::{alloc, CpuStorage};
@@ -67,9 +67,10 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &
     let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(p[k][ch]) } else { default };
     let mut y = alloc("batch_norm", x.len(), T::default())?;
     per_row(&mut y, c, l, |ch, at, row| {
-        let (scale, shift) = (invstd[ch] * param(0, ch, 1.0), param(1, ch, 0.0));
-        for (j, out) in row.iter_mut().enumerate() {
-            let v = (Scalar::to_f64(x[at + j]) - stats[ch].0) * scale + shift;
+        let (scale, shift, mean) = (invstd[ch] * param(0, ch, 1.0), param(1, ch, 0.0), stats[ch].0);
+        let xs = &x[at..][..row.len()];
+        for (out, &x) in row.iter_mut().zip(xs) {
+            let v = (Scalar::to_f64(x) - mean) * scale + shift;
             *out = put::<T>(if o.relu { v.max(0.0) } else { v });
         }
     });
@@ -104,12 +105,12 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
             let rows = channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch));
             if o.relu {
                 let wb = affine(ch);
-                let terms = rows.flat_map(|(dy, x)| dy.iter().zip(x)).map(|(&dy, &x)| {
+                let terms = |dy: T, x: T| {
                     let xhat = (Scalar::to_f64(x) - mean) * invstd;
                     let g = grad(dy, xhat, wb);
                     (g, g * xhat)
-                });
-                return terms.fold((0.0, 0.0), |(s, sx), (g, gx)| (s + g, sx + gx));
+                };
+                return rows.map(|(dy, x)| sum_pair_by2(dy, x, terms)).fold((0.0, 0.0), |(s, sx), (g, gx)| (s + g, sx + gx));
             }
             rows.fold((0.0, 0.0), |(s, sx), (dy, x)| {
                 let (f, g) = (|&e: &T| Scalar::to_f64(e), |dy: T, x: T| Scalar::to_f64(dy) * (Scalar::to_f64(x) - mean));
@@ -122,9 +123,11 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
         let (mean, invstd, (dbias, dweight)) = (at(0, ch), at(1, ch), sums[ch]);
         let scale = invstd * if o.affine { at(2, ch) } else { 1.0 };
         let wb = affine(ch);
-        for (j, out) in row.iter_mut().enumerate() {
-            let xhat = (Scalar::to_f64(v[0][row_at + j]) - mean) * invstd;
-            *out = put::<T>(scale * (grad(v[1][row_at + j], xhat, wb) - dbias / m - xhat * dweight / m));
+        // The row's inputs cut to its length first, so the loop indexes without bounds checks.
+        let (x, dy) = (&v[0][row_at..][..row.len()], &v[1][row_at..][..row.len()]);
+        for ((out, &x), &dy) in row.iter_mut().zip(x).zip(dy) {
+            let xhat = (Scalar::to_f64(x) - mean) * invstd;
+            *out = put::<T>(scale * (grad(dy, xhat, wb) - dbias / m - xhat * dweight / m));
         }
     });
     let mut outs = vec![wrap(dx)];

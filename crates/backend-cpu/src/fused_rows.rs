@@ -35,6 +35,25 @@ pub(crate) fn sum_by<T: Copy, A: Float>(xs: &[T], f: impl Fn(&T) -> A) -> A {
     chunks.remainder().iter().fold(lanes.iter().fold(A::zero(), |a, &b| a + b), |a, x| a + f(x))
 }
 
+/// The two sums of `f(x, y) = (a, b)` over `xs` and `ys` side by side, each in [`LANES`]
+/// running sums.
+pub(crate) fn sum_pair_by2<T: Copy, A: Float>(xs: &[T], ys: &[T], f: impl Fn(T, T) -> (A, A)) -> (A, A) {
+    let (mut la, mut lb) = ([A::zero(); LANES], [A::zero(); LANES]);
+    let (mut cx, mut cy) = (xs.chunks_exact(LANES), ys.chunks_exact(LANES));
+    for (a, b) in (&mut cx).zip(&mut cy) {
+        for i in 0..LANES {
+            let (u, v) = f(a[i], b[i]);
+            la[i] = la[i] + u;
+            lb[i] = lb[i] + v;
+        }
+    }
+    let head = (la.iter().fold(A::zero(), |s, &e| s + e), lb.iter().fold(A::zero(), |s, &e| s + e));
+    cx.remainder().iter().zip(cy.remainder()).fold(head, |(sa, sb), (&x, &y)| {
+        let (u, v) = f(x, y);
+        (sa + u, sb + v)
+    })
+}
+
 /// `sum(f(x, y))` over `xs` and `ys` side by side, in [`LANES`] running sums.
 pub(crate) fn sum_by2<T: Copy, A: Float>(xs: &[T], ys: &[T], f: impl Fn(T, T) -> A) -> A {
     let mut lanes = [A::zero(); LANES];
