@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::fused::slices;
 use crate::matmul::{product, Engine, Gemm, Operand};
-use crate::storage::{self, alloc, bad_dtype, cpu, scratch, slice, CpuElement, CpuStorage, Held, Real};
+use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real};
 use crate::strided::map1;
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
@@ -136,7 +136,9 @@ impl Plan {
     fn scratch<T: Elem>(&self, op: &'static str) -> Result<Scratch<T>> {
         let cols = if self.geo.is_identity() && self.nb == 1 { 0 } else { self.k * self.nb * self.l };
         let packed = if self.nb == 1 { 0 } else { self.og * self.nb * self.l };
-        Ok(Scratch { cols: scratch(op, cols, T::zero())?, packed: scratch(op, packed, T::zero())? })
+        // Both are written before they are read: the columns whole (the padding's zeros too),
+        // the block by its product or gathered from the images' planes.
+        Ok(Scratch { cols: scratch_overwritten(op, cols, T::zero())?, packed: scratch_overwritten(op, packed, T::zero())? })
     }
 
     /// The engine and threading of one product: images run in parallel take `gemm` one
@@ -246,7 +248,8 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
     let p = Plan::new("conv2d", g, PARALLEL_COLS)?;
     let v = slices::<T>("conv2d", inputs)?;
     let (x, w, bias) = (&*v[0], &*v[1], v.get(2));
-    let mut y = alloc("conv2d", g.n * p.image_out(), T::zero())?;
+    // Written whole by the products (or unpacked from their blocks).
+    let mut y = alloc_overwritten("conv2d", g.n * p.image_out(), T::zero())?;
     // Counted while the columns are (it becomes a storage, counted, once written).
     let _y = Held::new(y.len() * std::mem::size_of::<T>());
     let (engine, threaded) = p.engine()?;

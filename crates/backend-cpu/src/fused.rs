@@ -20,7 +20,7 @@ use crate::fused_norm::{batch_norm_backward, batch_norm_train};
 pub(crate) use crate::fused_rows::{rows, sum_by, sum_by2, Elem};
 use crate::kernel::in_pieces;
 pub(crate) use crate::kernel::slices;
-use crate::storage::{alloc, bad_dtype, CpuStorage, Real};
+use crate::storage::{alloc, alloc_overwritten, bad_dtype, CpuStorage, Real};
 use crate::strided::{parallel, CHUNK};
 
 /// Calls the generic kernel `$f::<T>` with `T` the float element type of the inputs.
@@ -145,7 +145,7 @@ fn lstm_cell<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell", inputs)?;
     let (gates, c, more) = (&v[0], &v[1], v.get(2).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
-    let mut out = alloc("lstm_cell", 2 * n * h, T::default())?;
+    let mut out = alloc_overwritten("lstm_cell", 2 * n * h, T::default())?;
     let (hs, cs) = out.split_at_mut(n * h);
     rows(hs, h, cs, h, |r, h_row, c_row| {
         let (gates, c) = (gate_row(gates, more, r, 4 * h), wide_row(&c[r * h..][..h]));
@@ -160,8 +160,8 @@ fn lstm_cell_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("lstm_cell_backward", inputs)?;
     let (gates, c, out, dh, dc_new, more) = (&v[0], &v[1], &v[2], &v[3], &v[4], v.get(5).map(|m| &m[..]));
     let (n, h) = (inputs[1].layout.shape()[0], inputs[1].layout.shape()[1]);
-    let mut dgates = alloc("lstm_cell_backward", n * 4 * h, T::default())?;
-    let mut dc = alloc("lstm_cell_backward", n * h, T::default())?;
+    let mut dgates = alloc_overwritten("lstm_cell_backward", n * 4 * h, T::default())?;
+    let mut dc = alloc_overwritten("lstm_cell_backward", n * h, T::default())?;
     rows(&mut dgates, 4 * h, &mut dc, h, |r, dg_row, dc_row| {
         let at = r * h..(r + 1) * h;
         let gates = gate_row(gates, more, r, 4 * h);
@@ -260,7 +260,7 @@ pub(crate) fn wide_blocks<T: Elem, const K: usize>(ins: [&[T]; K], out: &mut [T]
 fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>(op, inputs)?;
     let (test, value) = (&v[0][..], &v[v.len() - 1][..]);
-    let mut out = vec![alloc(op, test.len(), T::default())?];
+    let mut out = vec![alloc_overwritten(op, test.len(), T::default())?];
     let zero = T::default();
     in_pieces(&[test, value], &mut out, |ins, outs| {
         outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])).for_each(|(o, (&t, &x))| *o = if t > zero { x } else { zero });
@@ -271,7 +271,7 @@ fn relu<T: Elem>(op: &'static str, inputs: &[Strided]) -> Result<Vec<CpuStorage>
 /// `AddRelu`: `relu(a + b)`, the sum rounded to `T` first, as the two ops round it.
 fn add_relu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("add_relu", inputs)?;
-    let mut out = vec![alloc("add_relu", v[0].len(), T::default())?];
+    let mut out = vec![alloc_overwritten("add_relu", v[0].len(), T::default())?];
     let zero = T::default();
     in_pieces(&[&v[0][..], &v[1][..]], &mut out, |ins, outs| {
         outs[0].iter_mut().zip(ins[0].iter().zip(ins[1])).for_each(|(o, (&a, &b))| {
@@ -285,7 +285,7 @@ fn add_relu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 /// `Gelu`: `x Phi(x)`.
 fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu", inputs)?;
-    let mut y = alloc("gelu", v[0].len(), T::default())?;
+    let mut y = alloc_overwritten("gelu", v[0].len(), T::default())?;
     wide_blocks([&v[0]], &mut y, |[x], y| T::Acc::gelu_slice(x, y));
     Ok(vec![T::wrap(y.into())])
 }
@@ -293,7 +293,7 @@ fn gelu<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 /// `GeluBackward`: `dy (Phi(x) + x phi(x))`.
 fn gelu_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("gelu_backward", inputs)?;
-    let mut dx = alloc("gelu_backward", v[0].len(), T::default())?;
+    let mut dx = alloc_overwritten("gelu_backward", v[0].len(), T::default())?;
     wide_blocks([&v[0], &v[1]], &mut dx, |[x, dy], dx| T::Acc::gelu_backward_slice(x, dy, dx));
     Ok(vec![T::wrap(dx.into())])
 }
@@ -388,7 +388,7 @@ where
 fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim", inputs)?;
     let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
-    let mut y = alloc("softmax", v[0].len(), T::default())?;
+    let mut y = alloc_overwritten("softmax", v[0].len(), T::default())?;
     row_blocks(&[&v[0]], &mut y, width, |ins, out, e| {
         for (x, y) in ins[0].chunks_exact(width).zip(out.chunks_exact_mut(width)) {
             let max = x.iter().map(|a| a.widen()).fold(x[0].widen(), |m, a| if a > m || a.is_nan() { a } else { m });
@@ -405,7 +405,7 @@ fn softmax_last_dim<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
 fn softmax_last_dim_backward<T: Elem>(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     let v = slices::<T>("softmax_last_dim_backward", inputs)?;
     let width = inputs[0].layout.shape().last().copied().unwrap_or(1);
-    let mut dx = alloc("softmax_backward", v[0].len(), T::default())?;
+    let mut dx = alloc_overwritten("softmax_backward", v[0].len(), T::default())?;
     row_blocks(&[&v[0], &v[1]], &mut dx, width, |ins, out, _| {
         for ((y, dy), dx) in ins[0].chunks_exact(width).zip(ins[1].chunks_exact(width)).zip(out.chunks_exact_mut(width)) {
             let dot = sum_by2(y, dy, |y, g| y.widen() * g.widen());

@@ -9,7 +9,7 @@ use num_traits::{Float, One, Zero};
 use crate::fused_rows::{rows, sum_by, Elem};
 use crate::kernel::slices;
 use crate::scalar::Scalar;
-use crate::storage::{alloc, CpuStorage};
+use crate::storage::{alloc_overwritten, CpuStorage};
 use crate::strided::CHUNK;
 
 fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
@@ -35,7 +35,7 @@ pub(crate) fn layer_norm<T: Elem>(o: &LayerNormOptions, inputs: &[Strided]) -> R
     let weight = o.weight.then(|| &v[1]);
     let bias = o.bias.then(|| &v[1 + o.weight as usize]);
     let eps = <T::Acc as Scalar>::from_f64(o.eps);
-    let mut y = alloc("layer_norm", x.len(), T::default())?;
+    let mut y = alloc_overwritten("layer_norm", x.len(), T::default())?;
     let mut stats = vec![(T::default(), T::default()); x.len() / d];
     row_pieces(&mut y, &mut stats, d, |first, ys, ss| {
         for (r, (y, s)) in ys.chunks_exact_mut(d).zip(ss.iter_mut()).enumerate() {
@@ -66,7 +66,7 @@ pub(crate) fn layer_norm_backward<T: Elem>(o: &LayerNormOptions, inputs: &[Strid
     let (x, dy, d) = (&v[0], &v[1], o.width.max(1));
     let weight = o.weight.then(|| &v[4]);
     let stat = |k: usize, r: usize| v[k][r].widen();
-    let mut dx = alloc("layer_norm", x.len(), T::default())?;
+    let mut dx = alloc_overwritten("layer_norm", x.len(), T::default())?;
     // Row positions, for the row sums of `g` and `g xhat` in `sum_by`'s lanes.
     let idx: Vec<usize> = (0..d).collect();
     // No statistics come out of the backward: zero-sized placeholders for `row_pieces`.

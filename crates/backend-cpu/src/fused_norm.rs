@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::fused_rows::{sum_by, sum_by2, sum_pair_by2, Elem};
 use crate::kernel::slices;
 use crate::scalar::Scalar;
-use crate::storage::{alloc, CpuStorage};
+use crate::storage::{alloc_overwritten, CpuStorage};
 use crate::strided::parallel;
 
 /// `(N, C, L)` of `x` `[N, C, ...]`.
@@ -65,7 +65,7 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &
         .collect();
     let invstd: Vec<f64> = stats.iter().map(|&(_, var)| 1.0 / (var + o.eps).sqrt()).collect();
     let param = |k: usize, ch: usize, default: f64| if o.affine { Scalar::to_f64(p[k][ch]) } else { default };
-    let mut y = alloc("batch_norm", x.len(), T::default())?;
+    let mut y = alloc_overwritten("batch_norm", x.len(), T::default())?;
     per_row(&mut y, c, l, |ch, at, row| {
         let (scale, shift, mean) = (invstd[ch] * param(0, ch, 1.0), param(1, ch, 0.0), stats[ch].0);
         let xs = &x[at..][..row.len()];
@@ -118,7 +118,7 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
             })
         })
         .collect();
-    let mut dx = alloc("batch_norm", v[0].len(), T::default())?;
+    let mut dx = alloc_overwritten("batch_norm", v[0].len(), T::default())?;
     per_row(&mut dx, c, l, |ch, row_at, row| {
         let (mean, invstd, (dbias, dweight)) = (at(0, ch), at(1, ch), sums[ch]);
         let scale = invstd * if o.affine { at(2, ch) } else { 1.0 };

@@ -19,7 +19,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// Buffers smaller than this come from the allocator's own free lists, which are cheap.
 pub(crate) const MIN_BYTES: usize = 64 << 10;
 
-/// Free buffers of one element type and capacity, each a boxed `Vec<T>` of length 0.
+/// Free buffers of one element type and capacity, each a boxed `Vec<T>`: of length 0, or, for
+/// element types without a destructor, of the length it was given back with (its old values,
+/// which a kernel that writes every element reuses without a fill: `storage::alloc_overwritten`).
 #[derive(Default)]
 struct Shelf {
     /// The bytes of each buffer on it.
@@ -41,7 +43,8 @@ pub(crate) fn pooled() -> u64 {
     POOLED.load(Ordering::Relaxed)
 }
 
-/// An empty buffer with room for exactly `n` elements, when one is free.
+/// A buffer with room for exactly `n` elements, when one is free: empty, or holding its old
+/// values (see [`Shelf`]).
 pub(crate) fn take<T: Send + 'static>(n: usize) -> Option<Vec<T>> {
     if n.saturating_mul(std::mem::size_of::<T>()) < MIN_BYTES {
         return None;
@@ -59,7 +62,9 @@ pub(crate) fn give<T: Send + 'static>(mut v: Vec<T>) {
     if bytes < MIN_BYTES {
         return;
     }
-    v.clear();
+    if std::mem::needs_drop::<T>() {
+        v.clear();
+    }
     let mut guard = lock();
     let shelf = guard.get_or_insert_with(HashMap::new).entry((TypeId::of::<T>(), cap)).or_default();
     shelf.bytes = bytes as u64;
