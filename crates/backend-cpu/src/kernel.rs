@@ -59,6 +59,13 @@ pub fn alloc<T: Float>(op: &'static str, n: usize) -> Result<Vec<T>> {
     crate::storage::alloc(op, n, T::default())
 }
 
+/// [`alloc`] for an output the kernel writes whole before it reads any of it: a buffer the
+/// backend kept for reuse comes with its old values, not zeros (a fill would only be
+/// overwritten).
+pub fn alloc_overwritten<T: Float>(op: &'static str, n: usize) -> Result<Vec<T>> {
+    crate::storage::alloc_overwritten(op, n, T::default())
+}
+
 /// An output buffer as a storage of this backend.
 pub fn storage<T: Float>(values: Vec<T>) -> Storage {
     T::wrap(values.into()).into_storage()

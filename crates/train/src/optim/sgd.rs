@@ -1,7 +1,7 @@
 //! `torch.optim.SGD`: momentum, dampening, Nesterov momentum and L2 weight decay; its update
 //! as one kernel (`sgd_step`: the CPU's below, the GPU's `shaders/sgd_step.wgsl`).
 
-use liandan_backend_cpu::kernel::{alloc, in_pieces, slices, Float};
+use liandan_backend_cpu::kernel::{alloc_overwritten, in_pieces, slices, Float};
 use liandan_tensor::{Result as TensorResult, Storage, Strided, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -112,7 +112,7 @@ impl Kernels for SgdConfig {
         if momentum == 0.0 {
             // Plain SGD as one zipped loop the compiler vectorizes (the indexed loop below does
             // not), written here where the flags are known so it takes them out of the loop.
-            let mut params = vec![alloc::<T>(Self::OP, n)?];
+            let mut params = vec![alloc_overwritten::<T>(Self::OP, n)?];
             in_pieces(&[&v[0][..n], &v[1][..n]], &mut params, move |ins, outs| {
                 outs[0].iter_mut().zip(ins[0].iter().zip(ins[1].iter())).for_each(|(out, (&p, &g))| {
                     let param = p.widen();
@@ -127,7 +127,7 @@ impl Kernels for SgdConfig {
         }
         // With momentum (the buffer read from the second step on). As Adam's: outputs written
         // in place, operands cut to `n`, so the loop vectorizes.
-        let mut outs = vec![alloc::<T>("optimizer step", n)?, alloc::<T>("optimizer step", n)?];
+        let mut outs = vec![alloc_overwritten::<T>("optimizer step", n)?, alloc_overwritten::<T>("optimizer step", n)?];
         let ins: Vec<&[T]> = v.iter().take(if first { 2 } else { 3 }).map(|x| &x[..n]).collect();
         in_pieces(&ins, &mut outs, move |ins, outs| {
             let n = ins[0].len();

@@ -4,7 +4,7 @@
 //! (state read back through the same rounding, so what the next step reads is what was
 //! stored); kernels run on `liandan_backend_cpu::kernel`'s slices and pieces.
 
-use liandan_backend_cpu::kernel::{alloc, in_pieces, slices, storage, Float};
+use liandan_backend_cpu::kernel::{alloc_overwritten, in_pieces, slices, storage, Float};
 use liandan_tensor::{DType, Error, Result, Storage, Strided};
 use num_traits::NumCast;
 
@@ -50,7 +50,8 @@ pub(crate) type Buffers<'a, T> = (Vec<&'a [T]>, Vec<Vec<T>>);
 /// `count` fresh outputs of `n` elements and the inputs cut to `n`: the loops over them then
 /// have no capacity or bounds checks, so they vectorize.
 pub(crate) fn buffers<'a, T: Float>(inputs: &'a [std::borrow::Cow<'a, [T]>], count: usize, n: usize) -> Result<Buffers<'a, T>> {
-    let outs = (0..count).map(|_| alloc("optimizer step", n)).collect::<Result<_>>()?;
+    // Every rule's kernel writes each output element once, reading none first.
+    let outs = (0..count).map(|_| alloc_overwritten("optimizer step", n)).collect::<Result<_>>()?;
     Ok((inputs.iter().map(|x| &x[..n]).collect(), outs))
 }
 
@@ -66,7 +67,7 @@ pub(super) fn scale<T: Float>(factor: f64, inputs: &[Strided]) -> Result<Vec<Sto
     let v = slices::<T>("scale", inputs)?;
     let n = v[0].len();
     let f = scalar::<T>(factor);
-    let mut out = vec![alloc("scale", n)?];
+    let mut out = vec![alloc_overwritten("scale", n)?];
     in_pieces(&[&v[0][..n]], &mut out, move |ins, outs| {
         outs[0].iter_mut().zip(ins[0].iter()).for_each(|(out, &x)| *out = T::narrow(x.widen() * f));
     });
