@@ -312,9 +312,8 @@ pub(crate) fn alloc<T: Clone + Send + 'static>(op: &'static str, n: usize, value
 }
 
 /// A buffer of `n` elements for a kernel that writes every one of them before it reads any:
-/// a free one from the pool keeps its old values (a fill would only be overwritten: up to a
-/// tenth of resnet18's CPU step went to such fills), any other is filled with `value`. Checks
-/// as [`alloc`].
+/// a free one from the pool keeps its old values (a fill would only be overwritten), any other
+/// is filled with `value`. Checks as [`alloc`].
 pub(crate) fn alloc_overwritten<T: Copy + Send + 'static>(op: &'static str, n: usize, value: T) -> Result<Vec<T>> {
     let mut v = reserve_any(op, n)?;
     if v.len() != n {
@@ -398,25 +397,24 @@ pub(crate) fn collect_n<T: Clone + Default + Send + 'static>(op: &'static str, n
 
 /// A working buffer of `n` copies of `value` ([`alloc`]'s checks, the budget's among them),
 /// counted as [`Held`] while it lives and handed to the pool when it drops.
-///
-/// [`scratch_overwritten`]: the same for a kernel that writes every element before reading it.
 pub(crate) struct Scratch<T: Send + 'static> {
     v: Vec<T>,
     _held: Held,
 }
 
 pub(crate) fn scratch<T: Clone + Send + 'static>(op: &'static str, n: usize, value: T) -> Result<Scratch<T>> {
-    held(alloc(op, n, value)?)
+    Ok(held(alloc(op, n, value)?))
 }
 
 /// [`scratch`] for a kernel that writes every element before it reads it ([`alloc_overwritten`]).
 pub(crate) fn scratch_overwritten<T: Copy + Send + 'static>(op: &'static str, n: usize, value: T) -> Result<Scratch<T>> {
-    held(alloc_overwritten(op, n, value)?)
+    Ok(held(alloc_overwritten(op, n, value)?))
 }
 
-fn held<T: Send + 'static>(v: Vec<T>) -> Result<Scratch<T>> {
+/// `v` as a working buffer, counted while it lives.
+fn held<T: Send + 'static>(v: Vec<T>) -> Scratch<T> {
     let held = Held::new(v.capacity() * std::mem::size_of::<T>());
-    Ok(Scratch { v, _held: held })
+    Scratch { v, _held: held }
 }
 
 impl<T: Send + 'static> Scratch<T> {
