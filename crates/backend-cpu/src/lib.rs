@@ -11,6 +11,8 @@
 //! A CPU tensor converts to and from `ndarray` arrays without copying where its layout allows:
 //! [`to_array_view`], [`into_array`], [`from_array`] (the `array` module's table says when each
 //! copies). `ndarray` is re-exported, so a program uses the same version as this crate.
+//! A training loop of one's own runs its steps faster inside [`on_pool`], as `Trainer::fit`
+//! does on the CPU.
 //!
 //! ```
 //! use liandan_backend_cpu::{ndarray, to_array};
@@ -38,6 +40,7 @@ mod scalar;
 pub mod settings;
 mod storage;
 mod strided;
+mod threads;
 mod vmath;
 mod window;
 
@@ -50,6 +53,7 @@ pub use ndarray;
 use storage::{cpu, each_dtype, Scalar};
 pub use storage::{CpuElement, CpuStorage};
 use strided::{contiguous, materialize, parallel, CHUNK};
+pub use threads::on_pool;
 
 /// The CPU backend. Stateless: every call allocates its result and returns when it is done.
 #[derive(Clone, Copy, Debug, Default)]

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use liandan_nn::zoo::{self, Target};
-use liandan_nn::{AutocastGuard, DType, ModuleExt, Tensor};
+use liandan_nn::zoo::{self, Target, ZooSpec};
+use liandan_nn::{AutocastGuard, DType, Device, ModuleExt, Tensor};
 use liandan_tensor::profile;
 use liandan_train::amp::{GradScaler, Precision};
 use liandan_train::optim::{for_zoo, Optimizer};
@@ -25,6 +25,15 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
     if let Some(path) = &a.trace {
         check_writable(path)?;
     }
+    // On the CPU the steps run on the kernels' pool, as `liandan train` runs them.
+    if device.is_cpu() {
+        return liandan_backend_cpu::on_pool(|| profile_on(a, spec, &device, &why));
+    }
+    profile_on(a, spec, &device, &why)
+}
+
+/// [`profile`] on `device`, picked for the reason `why`.
+fn profile_on(a: &ProfileArgs, spec: &'static ZooSpec, device: &Device, why: &str) -> Result<(), Failure> {
     let mut shape = spec.input_shape.to_vec();
     shape[0] = a.batch.unwrap_or(shape[0]);
     let steps = |n: usize, what: &str| format!("{n} {what} step{}", if n == 1 { "" } else { "s" });
@@ -36,14 +45,14 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         steps(a.warmup, "warm-up"),
         steps(a.steps, "measured")
     );
-    let model = zoo::build(spec.name, &device)?;
+    let model = zoo::build(spec.name, device)?;
     // The model's own optimizer, as `cargo xtask bench` times a step (plain SGD at one lr
     // drove the VAE's summed loss to infinity within a GPU's warm-up second).
     let mut opt = for_zoo(spec, model.named_parameters())?;
-    let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, &device).map_err(|e| failed("input", e))?;
+    let x = Tensor::rand(&shape, 0.0, 1.0, 7, DType::F32, device).map_err(|e| failed("input", e))?;
     let y = match spec.target {
         Target::Classes(k) => {
-            Some(Tensor::from_vec((0..shape[0] as i64).map(|i| i % k as i64).collect::<Vec<i64>>(), &[shape[0]], &device).map_err(|e| failed("labels", e))?)
+            Some(Tensor::from_vec((0..shape[0] as i64).map(|i| i % k as i64).collect::<Vec<i64>>(), &[shape[0]], device).map_err(|e| failed("labels", e))?)
         }
         Target::Reconstruction => None,
     };
@@ -108,7 +117,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         note!("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", path.display());
     }
     if a.autotune {
-        crate::settings::autotune_report(&device)?;
+        crate::settings::autotune_report(device)?;
     }
     Ok(())
 }

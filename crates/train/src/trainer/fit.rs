@@ -21,7 +21,19 @@ impl<M: Layer> Trainer<M> {
     /// Trains on `train` for `config.epochs` epochs, validating on `val` after each, and
     /// returns the history (including epochs of the run being resumed). See the module docs
     /// for the files written.
+    ///
+    /// On the CPU the epochs run on a thread of the kernels' own pool
+    /// ([`liandan_backend_cpu::on_pool`]), so each kernel's work is shared with the thread that
+    /// called it rather than handed over.
     pub fn fit(&mut self, train: &DataLoader, val: Option<&DataLoader>, config: &FitConfig) -> Result<History> {
+        if self.device.is_cpu() {
+            return liandan_backend_cpu::on_pool(|| self.fit_here(train, val, config));
+        }
+        self.fit_here(train, val, config)
+    }
+
+    /// [`Trainer::fit`] on the calling thread.
+    fn fit_here(&mut self, train: &DataLoader, val: Option<&DataLoader>, config: &FitConfig) -> Result<History> {
         config.check()?;
         check_loader("fit", train, &self.device)?;
         if let Some(val) = val {
