@@ -1,6 +1,6 @@
 //! `on_pool` runs its closure on a thread of rayon's global pool (two threads here), under the
 //! caller's grad mode, autocast region and fusion setting, and its kernels give the results
-//! they give on the calling thread.
+//! they give on the calling thread; a panic inside reaches the caller.
 
 use liandan_backend_cpu::on_pool;
 use liandan_tensor::{autocast, autocast_dtype, fusion_enabled, is_grad_enabled, no_fusion, no_grad, DType, Device, Tensor};
@@ -47,4 +47,13 @@ fn a_training_steps_gradients_match_the_calling_threads() {
     };
     let here = step();
     assert_eq!(on_pool(step), here);
+}
+
+#[test]
+fn a_panic_in_the_closure_reaches_the_caller_and_releases_the_pool() {
+    two_threads();
+    let caught = std::panic::catch_unwind(|| on_pool(|| panic!("the body failed")));
+    assert!(caught.is_err());
+    // The threads kept awake for the body let go of it: the pool runs the next one.
+    assert_eq!(on_pool(|| 1 + 1), 2);
 }
