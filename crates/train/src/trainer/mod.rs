@@ -176,7 +176,16 @@ impl<M: Layer> Trainer<M> {
 
     /// [`Trainer::evaluate`] showing its progress as `style` says (a bar, or a few lines). The
     /// device is synchronized after each batch while progress is shown, so that it is honest.
+    /// On the CPU it runs on the kernels' pool, as [`Trainer::fit`] does.
     pub fn evaluate_with_progress(&mut self, data: &DataLoader, style: ProgressStyle) -> Result<Vec<(String, f64)>> {
+        if self.device.is_cpu() {
+            return liandan_backend_cpu::on_pool(|| self.evaluate_here(data, style));
+        }
+        self.evaluate_here(data, style)
+    }
+
+    /// [`Trainer::evaluate_with_progress`] on the calling thread.
+    fn evaluate_here(&mut self, data: &DataLoader, style: ProgressStyle) -> Result<Vec<(String, f64)>> {
         check_loader("evaluate", data, &self.device)?;
         self.sync_buffers()?;
         let data = self.eval_shard(data)?;
