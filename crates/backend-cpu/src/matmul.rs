@@ -392,7 +392,7 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
 /// # Safety
 /// `dst` must be valid for writes of that block (and reads when `accumulate`, then
 /// initialized) and overlap no part of `src`.
-unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2], dst: *mut T, ld: usize, accumulate: bool) {
+pub(crate) unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2], dst: *mut T, ld: usize, accumulate: bool) {
     assert!(src.len() >= rows * cols, "transpose_into: the source holds fewer than {rows} x {cols} elements");
     #[cfg(target_arch = "x86_64")]
     if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && std::arch::is_x86_feature_detected!("avx") {
