@@ -382,11 +382,9 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     for (src, dst) in dw.chunks(p.og * p.k).zip(out.chunks_mut(p.og * p.k)) {
         let dst = Raw(dst.as_mut_ptr());
         src.par_chunks(RUN * p.og).enumerate().for_each(|(r, rows)| {
-            // The whole `Raw`, which is `Sync`, not its pointer field.
-            let dst = dst;
             // SAFETY: rows `r * RUN..` of the group's `[K, Og]` land in columns `r * RUN..` of
             // its `[Og, K]` block, which no other run writes; `out` outlives the loop.
-            unsafe { transpose_into(rows, [rows.len() / p.og, p.og], dst.0.add(r * RUN), p.k, false) };
+            unsafe { transpose_into(rows, [rows.len() / p.og, p.og], dst.get().add(r * RUN), p.k, false) };
         });
     }
     Ok(T::wrap(out.into()))
@@ -398,6 +396,13 @@ struct Raw<T>(*mut T);
 // SAFETY: used only where the threads write disjoint elements of a buffer that outlives them.
 unsafe impl<T> Send for Raw<T> {}
 unsafe impl<T> Sync for Raw<T> {}
+
+impl<T> Raw<T> {
+    /// The pointer; a closure calling this takes the whole `Raw`, which crosses threads.
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
 
 /// Runs `block(scratch, n0, nb, out[n0..n0 + nb])` over blocks of images of `out` (`chunk`
 /// elements an image), with buffers per thread: threads' runs of images in parallel or one
