@@ -320,11 +320,12 @@ fn backward_input<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSto
 const TRANSPOSED_DW_MAX_OUT: usize = 256;
 
 /// `dW = sum_n dy[n] cols(x[n])^T` per group: each thread adds its blocks of images into its
-/// own `dW`, and those few are summed at the end. With few output channels a group the sums
-/// are of `dW^T = cols dy^T`, transposed once at the end: on an Intel Xeon `gemm` ran these
-/// 1.2-1.9x faster than `dy cols^T` (`[64, 1024] x [1024, 576]` 0.90 ms a thread, its
-/// transpose 0.49; `[256, 512] x [512, 2304]` 4.4 against 3.6), and at 512 channels only
-/// 1.1x, less than the transpose of the result costs.
+/// own `dW`, and those few are summed at the end. With few output channels a group, and at
+/// least as many weights a channel, the sums are of `dW^T = cols dy^T`, transposed once at
+/// the end: on an Intel Xeon `gemm` ran these 1.2-1.9x faster than `dy cols^T` (`[64, 1024] x
+/// [1024, 576]` 0.90 ms a thread, its transpose 0.49; `[256, 512] x [512, 2304]` 4.4 against
+/// 3.6); at 512 channels only 1.1x, less than the transpose of the result costs, and with 9
+/// weights a channel (one input channel) 1.25x slower.
 fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     const OP: &str = "conv2d_backward_weight";
     let p = Plan::new(OP, g, MIN_COLS)?;
@@ -332,7 +333,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let (dy, x) = (&*v[0], &*v[1]);
     let size = g.o * p.k;
     let (engine, threaded) = p.engine()?;
-    let transposed = p.og <= TRANSPOSED_DW_MAX_OUT && size > 0;
+    let transposed = p.og <= TRANSPOSED_DW_MAX_OUT && p.k >= p.og && size > 0;
     // Adds the share of images `n0..n0 + nb` into `dw` (its groups each `[K, Og]` when
     // `transposed`, else `[Og, K]`).
     let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dw: &mut [T]| {

@@ -1,6 +1,7 @@
 //! A convolution's weight gradient against its definition, for groups of few output channels
-//! (summed transposed, then transposed into place) and of many (summed as they are), with and
-//! without groups, padding and stride, on one image and on several.
+//! (summed transposed, then transposed into place) and of many, or of fewer weights a channel
+//! than channels (summed as they are), with and without groups, padding and stride, on one
+//! image and on several.
 
 use liandan_backend_cpu as _;
 use liandan_tensor::{DType, Device, Tensor};
