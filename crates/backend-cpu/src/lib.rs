@@ -53,7 +53,7 @@ pub use ndarray;
 use storage::{cpu, each_dtype, Scalar};
 pub use storage::{CpuElement, CpuStorage};
 use strided::{contiguous, materialize, parallel, CHUNK};
-pub use threads::on_pool;
+pub use threads::{on_pool, on_pool_for};
 
 /// The CPU backend. Stateless: every call allocates its result and returns when it is done.
 #[derive(Clone, Copy, Debug, Default)]

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use liandan_tensor::{autocast_dtype, fusion_enabled, is_grad_enabled, AutocastGuard, NoFusionGuard, NoGradGuard};
+use liandan_tensor::{autocast_dtype, fusion_enabled, is_grad_enabled, AutocastGuard, Device, NoFusionGuard, NoGradGuard};
 use rayon::Yield;
 
 /// Runs `f` on a thread of rayon's global pool, under this thread's grad mode, autocast region
@@ -49,6 +49,16 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         out = Some(f());
     });
     out.expect("the scope ran its body")
+}
+
+/// [`on_pool`] where `device` is the CPU; on any other device `f` runs where it is called
+/// (its kernels take no CPU threads, which would only spin).
+pub fn on_pool_for<R: Send>(device: &Device, f: impl FnOnce() -> R + Send) -> R {
+    if device.is_cpu() {
+        on_pool(f)
+    } else {
+        f()
+    }
 }
 
 /// How long a pool thread kept awake spins without work before it checks only every

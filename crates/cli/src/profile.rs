@@ -26,10 +26,7 @@ pub fn profile(a: &ProfileArgs) -> Result<(), Failure> {
         check_writable(path)?;
     }
     // On the CPU the steps run on the kernels' pool, as `liandan train` runs them.
-    if device.is_cpu() {
-        return liandan_backend_cpu::on_pool(|| profile_on(a, spec, &device, &why));
-    }
-    profile_on(a, spec, &device, &why)
+    liandan_backend_cpu::on_pool_for(&device, || profile_on(a, spec, &device, &why))
 }
 
 /// [`profile`] on `device`, picked for the reason `why`.

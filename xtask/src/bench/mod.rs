@@ -50,12 +50,12 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
         _ => {
             let a = ChildArgs::try_parse_from(argv).map_err(|e| e.to_string())?;
             // On the CPU the steps run on the kernels' pool, as `Trainer::fit` runs them.
-            let cpu = Device::parse(&a.device).is_ok_and(|d| d.is_cpu());
-            let run = || -> Fallible<String> {
+            let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
+            let json = liandan_backend_cpu::on_pool_for(&device, || -> Fallible<String> {
                 let json = if command == "bench-epoch" { serde_json::to_string(&step::time_epoch(&a)?) } else { serde_json::to_string(&step::time_steps(&a)?) };
                 json.map_err(|e| e.to_string())
-            };
-            Ok(if cpu { liandan_backend_cpu::on_pool(run)? } else { run()? })
+            });
+            Ok(json?)
         }
     };
     println!("{}", json.map_err(|e| e.to_string())?);

@@ -26,10 +26,8 @@ impl<M: Layer> Trainer<M> {
     /// ([`liandan_backend_cpu::on_pool`]), so each kernel's work is shared with the thread that
     /// called it rather than handed over.
     pub fn fit(&mut self, train: &DataLoader, val: Option<&DataLoader>, config: &FitConfig) -> Result<History> {
-        if self.device.is_cpu() {
-            return liandan_backend_cpu::on_pool(|| self.fit_here(train, val, config));
-        }
-        self.fit_here(train, val, config)
+        let device = self.device.clone();
+        liandan_backend_cpu::on_pool_for(&device, || self.fit_here(train, val, config))
     }
 
     /// [`Trainer::fit`] on the calling thread.

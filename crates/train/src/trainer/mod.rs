@@ -178,10 +178,8 @@ impl<M: Layer> Trainer<M> {
     /// device is synchronized after each batch while progress is shown, so that it is honest.
     /// On the CPU it runs on the kernels' pool, as [`Trainer::fit`] does.
     pub fn evaluate_with_progress(&mut self, data: &DataLoader, style: ProgressStyle) -> Result<Vec<(String, f64)>> {
-        if self.device.is_cpu() {
-            return liandan_backend_cpu::on_pool(|| self.evaluate_here(data, style));
-        }
-        self.evaluate_here(data, style)
+        let device = self.device.clone();
+        liandan_backend_cpu::on_pool_for(&device, || self.evaluate_here(data, style))
     }
 
     /// [`Trainer::evaluate_with_progress`] on the calling thread.
