@@ -331,8 +331,8 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
         // `matrixmultiply` at 16 rows (113 against 136) and 1.1-1.5x slower at 64. At 256 rows
         // the row-major product is the faster.
         Engine::Gemm if n >= WIDE_COLS && rsb == 1 && csb != 1 && m <= SKINNY_ROWS => Way::GemmColumnMajor,
-        // A tall transposed lhs, as a convolution's input gradient `W^T dy` with 512 channels
-        // or more: on an Intel Xeon `gemm` runs these 1.2-2x faster into a column-major block
+        // A tall transposed lhs, as a convolution's input gradient `W^T dy` (3x3, from 456
+        // input channels): on an Intel Xeon `gemm` runs these 1.2-2x faster into a column-major block
         // (`[4608, 512] x [512, 128]` 4.3 ms against 8.3 on one thread), not below 4,096 rows
         // (`[2304, 1024] x [1024, 128]` 4.5 against 4.8).
         Engine::Gemm if m >= TALL_ROWS && n <= TALL_MAX_COLS && rsa == 1 && csa != 1 => Way::GemmColumnMajor,
@@ -385,9 +385,8 @@ unsafe fn run_way<T: Gemm>(way: Way, threaded: bool, accumulate: bool, p: Raw<T>
 
 /// `dst = src^T` (or `dst += src^T` when `accumulate`) for a row-major `[rows, cols]` `src`
 /// and a row-major `[cols, rows]` block at `dst` whose rows are `ld` apart. f32 goes through
-/// 8 x 8 tiles in AVX registers where the CPU has them (the element loop below ran at about one
-/// element a nanosecond, a seventh of an LSTM step's products); the rest, and the tiles' edges,
-/// through [`transpose_span`].
+/// 8 x 8 tiles in AVX registers where the CPU has them (the element loop ran at about one
+/// element a nanosecond); the rest, and the tiles' edges, through [`transpose_span`].
 ///
 /// # Safety
 /// `dst` must be valid for writes of that block (and reads when `accumulate`, then
@@ -406,28 +405,20 @@ pub(crate) unsafe fn transpose_into<T: Gemm>(src: &[T], [rows, cols]: [usize; 2]
             }
         }
         // The columns past the last whole tile, then the rows past it.
-        transpose_span(src, [rows8, cols], 0..rows8, cols8..cols, dst, ld, accumulate);
-        transpose_span(src, [rows, cols], rows8..rows, 0..cols, dst, ld, accumulate);
+        transpose_span(src, cols, 0..rows8, cols8..cols, dst, ld, accumulate);
+        transpose_span(src, cols, rows8..rows, 0..cols, dst, ld, accumulate);
         return;
     }
-    transpose_span(src, [rows, cols], 0..rows, 0..cols, dst, ld, accumulate);
+    transpose_span(src, cols, 0..rows, 0..cols, dst, ld, accumulate);
 }
 
-/// [`transpose_into`] of the rows `rs` and columns `cs` of `src` (`[_, cols]`), an element at a
+/// [`transpose_into`] of the rows `rs` and columns `cs` of `src` (`cols` wide), an element at a
 /// time in runs along `dst`'s rows, 16 source rows at a time, so neither side is walked with a
 /// long stride through memory.
 ///
 /// # Safety
 /// As [`transpose_into`].
-unsafe fn transpose_span<T: Gemm>(
-    src: &[T],
-    [_, cols]: [usize; 2],
-    rs: std::ops::Range<usize>,
-    cs: std::ops::Range<usize>,
-    dst: *mut T,
-    ld: usize,
-    accumulate: bool,
-) {
+unsafe fn transpose_span<T: Gemm>(src: &[T], cols: usize, rs: std::ops::Range<usize>, cs: std::ops::Range<usize>, dst: *mut T, ld: usize, accumulate: bool) {
     const RUN: usize = 16;
     for r0 in rs.clone().step_by(RUN) {
         let run = RUN.min(rs.end - r0);
