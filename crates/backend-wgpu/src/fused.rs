@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    AddRelu, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide,
-    Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward,
-    LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    AddRelu, Attention, AttentionBackward, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight,
+    Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim,
+    LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim,
+    SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -52,6 +53,8 @@ pub(crate) enum Known {
     LogSoftmax(bool),
     /// Softmax along the last axis; `true` for its gradient.
     Softmax(bool),
+    /// Attention with its scale; `true` for its gradient.
+    Attention(f64, bool),
 }
 
 impl Known {
@@ -95,6 +98,8 @@ impl Known {
             op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
             op.downcast_ref::<Conv2dBackwardWeightWide>().map(|o| Known::Conv(ConvOp::WeightWide, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
+            op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, false)),
+            op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, true)),
         ];
         param.into_iter().flatten().next()
     }
@@ -222,6 +227,11 @@ impl WgpuBackend {
     /// outer `None` where it is not): the kernel's outputs, or `None` where the composite runs.
     pub(crate) fn tensor_op_kernel(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Option<Result<Vec<Storage>>>> {
         let known = Known::of(op)?;
+        // Packed bf16 attention keeps the composite's packed products (widened copies here
+        // would cost more than they save).
+        if matches!(known, Known::Attention(..)) && inputs.iter().any(crate::packed::packed_view) {
+            return Some(None);
+        }
         // Some kernels read packed bf16 operands as they are (all of them packed); the others
         // take widened copies.
         let as_they_are = known.reads_packed(inputs);
@@ -246,6 +256,7 @@ impl WgpuBackend {
             Known::LstmStep => self.fused_lstm_step(inputs),
             Known::LogSoftmax(backward) => self.fused_log_softmax(false, backward, inputs),
             Known::Softmax(backward) => self.fused_log_softmax(true, backward, inputs),
+            Known::Attention(scale, backward) => self.fused_attention(scale, backward, inputs),
         }
     }
 

@@ -38,6 +38,7 @@ mod coop;
 mod custom;
 mod elementwise;
 mod fused;
+mod fused_attention;
 mod fused_layer_norm;
 mod fused_log_softmax;
 mod fused_norm;
@@ -162,7 +163,17 @@ impl Key {
     /// 14% of a resnet18 training step and 60% of the tensor-core f16 matmul's time at 4096^3.
     /// Kernels that index by data (gathers, scatters) keep them.
     pub(crate) fn checked(&self) -> bool {
-        !matches!(self, Key::Matmul(_) | Key::MatmulSmall(_) | Key::MatmulHeads(_) | Key::LstmStep(_) | Key::MatmulCoop(_) | Key::Conv(_) | Key::ConvCoop(_))
+        !matches!(
+            self,
+            Key::Matmul(_)
+                | Key::MatmulSmall(_)
+                | Key::MatmulHeads(_)
+                | Key::LstmStep(_)
+                | Key::MatmulCoop(_)
+                | Key::Conv(_)
+                | Key::ConvCoop(_)
+                | Key::FusedAttention(_)
+        )
     }
 }
 
@@ -183,6 +194,7 @@ kernel_families! {
     FusedNorm(fused_norm::Key),
     FusedLayerNorm(fused_layer_norm::Key),
     FusedLogSoftmax(fused_log_softmax::Key),
+    FusedAttention(fused_attention::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
     ConvWinograd(conv::WinogradKey),

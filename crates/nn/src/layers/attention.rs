@@ -208,16 +208,22 @@ impl MultiheadAttention {
                 };
                 (proj(&q, 0)?, proj(&k, 1)?, proj(&v, 2)?)
             };
-            // [L, N, E] or [N, L, E] -> [N*H, L, hd].
-            let split_heads = |t: &Tensor, len: usize| -> Result<Tensor> {
+            // [L, N, E] or [N, L, E] -> [N, H, L, hd], a view.
+            let split_heads = |t: &Tensor| -> Result<Tensor> {
                 let sh = t.shape();
                 let perm: &[usize] = if batch_first { &[0, 2, 1, 3] } else { &[1, 2, 0, 3] };
-                Ok(t.reshape(&[sh[0], sh[1], h, hd])?.permute(perm)?.reshape(&[n * h, len, hd])?)
+                Ok(t.reshape(&[sh[0], sh[1], h, hd])?.permute(perm)?)
             };
-            let (qh, kh, vh) = (split_heads(&qp, l)?, split_heads(&kp, s)?, split_heads(&vp, s)?);
-
+            let (qh, kh, vh) = (split_heads(&qp)?, split_heads(&kp)?, split_heads(&vp)?);
             let dropout = if self.training { c.dropout } else { 0.0 };
-            let (heads, weights) = if need_weights || dropout > 0.0 {
+            let weighted = need_weights || dropout > 0.0;
+            // Unmasked attention takes the heads as they are (a fused kernel reads the views);
+            // otherwise they are [N*H, len, hd], as the masks.
+            let (qh, kh, vh) = match weighted || mask.is_some() {
+                false => (qh, kh, vh),
+                true => (qh.reshape(&[n * h, l, hd])?, kh.reshape(&[n * h, s, hd])?, vh.reshape(&[n * h, s, hd])?),
+            };
+            let (heads, weights) = if weighted {
                 // PyTorch scales the queries before the product on this path.
                 let mut scores = qh.mul_scalar(1.0 / (hd as f64).sqrt())?.matmul(&kh.transpose(1usize, 2usize)?)?;
                 if let Some(m) = &mask {

@@ -101,6 +101,12 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
         "matmul_wide" => vec![t(&[n, h], 1), t(&[h, 4], 2)],
         "sum_rows_wide" => vec![t(&[n, h], 1)],
+        // q, k, v [N, H, L or S, E or Ev]; the backward's do [N, L, H, Ev] and p [N, H, L, S].
+        "attention" => vec![t(&[2, n, 7, 4], 1), t(&[2, n, h, 4], 2), t(&[2, n, h, 6], 3)],
+        "attention_backward" => {
+            let p = t(&[2, n, 7, h], 5).softmax(-1isize).unwrap();
+            vec![t(&[2, n, 7, 4], 1), t(&[2, n, h, 4], 2), t(&[2, n, h, 6], 3), t(&[2, 7, n, 6], 4), p]
+        }
         // dy, and the indices of a max pooling of that geometry.
         "max_pool2d_backward" => {
             let w = any.downcast_ref::<MaxPool2dBackward>().expect("a max pooling's gradient").0;
@@ -718,6 +724,44 @@ pub fn bce_grads(d: &Device) {
     let p = || super::grads::positive_leaf(d, &[3, 5], 75, 0.05, 0.95);
     check_grads("bce_loss (fused where the device can)", &[p()], f, 1e-7, 1e-6);
     no_fusion(|| check_grads("bce_loss (composite)", &[p()], f, 1e-7, 1e-6));
+}
+
+/// Fused attention without a mask, forward and backward, against the composite: heads as
+/// `[N, L, E]` and `[N, H, L, E]`, odd lengths and widths, the heads of a packed projection
+/// read as they lie (strided views of one tensor), f32 and f16, and keys too many for the
+/// kernel (the composite both ways).
+pub fn attention_matches_composite(d: &Device) {
+    let sdpa = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].scaled_dot_product_attention(&x[1], &x[2], None, false, None)?]) };
+    // The heads of x [N, L, 3 H hd] as [N, H, L, hd] views, as multi-head attention takes them.
+    let packed = |h: usize, hd: usize| {
+        move |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            let (n, l) = (x[0].shape()[0], x[0].shape()[1]);
+            let mut parts = x[0].chunk(3, -1isize)?.into_iter().map(|t| t.reshape(&[n, l, h, hd])?.permute(&[0, 2, 1, 3]));
+            let mut next = || parts.next().expect("three chunks");
+            let (q, k, v) = (next()?, next()?, next()?);
+            Ok(vec![q.scaled_dot_product_attention(&k, &v, None, false, Some(0.3))?])
+        }
+    };
+    // f16 against a composite that rounds its scores and probabilities to f16.
+    for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-4), (DType::F16, 2e-2, 2e-2)] {
+        let shapes: [[&[usize]; 3]; 5] = [
+            [&[2, 3, 7, 4], &[2, 3, 5, 4], &[2, 3, 5, 6]],
+            [&[2, 2, 65, 64], &[2, 2, 65, 64], &[2, 2, 65, 64]],
+            [&[3, 9, 8], &[3, 11, 8], &[3, 11, 8]],
+            [&[1, 2, 33, 16], &[1, 2, 40, 16], &[1, 2, 40, 5]],
+            [&[1, 2, 3, 4], &[1, 2, 200, 4], &[1, 2, 200, 4]],
+        ];
+        for (k, [qs, ks, vs]) in shapes.into_iter().enumerate() {
+            let t = |shape: &[usize], seed| {
+                let v: Vec<f64> = values(shape.iter().product(), seed).iter().map(|x| 2.0 * x).collect();
+                Tensor::from_f64s(&v, shape, dtype, d).unwrap()
+            };
+            let inputs = [t(qs, 80 + 3 * k as u64), t(ks, 81 + 3 * k as u64), t(vs, 82 + 3 * k as u64)];
+            check_fused(&format!("attention {dtype} {qs:?} {ks:?} {vs:?}"), &inputs, sdpa, atol, rtol);
+        }
+        let x = Tensor::from_f64s(&values(2 * 9 * 3 * 2 * 8, 90), &[2, 9, 3 * 2 * 8], dtype, d).unwrap();
+        check_fused(&format!("attention {dtype}, the heads of a packed projection"), &[x], packed(2, 8), atol, rtol);
+    }
 }
 
 /// The fused softmax along the last axis, forward and backward, against the composite: odd

@@ -169,6 +169,7 @@ macro_rules! conformance_suite {
             fused_bce_matches_composite => fused::bce_matches_composite,
             fused_bce_grads => fused::bce_grads,
             fused_softmax_matches_composite => fused::softmax_matches_composite,
+            fused_attention_matches_composite => fused::attention_matches_composite,
             fused_softmax_grads => fused::softmax_grads,
             fused_log_softmax_matches_composite => fused::log_softmax_matches_composite,
             fused_log_softmax_grads => fused::log_softmax_grads,

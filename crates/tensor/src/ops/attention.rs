@@ -1,9 +1,16 @@
-//! Scaled dot-product attention, a composite of matmul, masking and softmax.
+//! Scaled dot-product attention, a composite of matmul, masking and softmax, fused into one
+//! custom op ([`Attention`]) where the device has a kernel for it.
 //!
-//! Dimension letters: L query length, S key length, E query/key width, Ev value width.
+//! Dimension letters: N batch, H heads, L query length, S key length, E query/key width, Ev
+//! value width.
 
+use std::sync::Arc;
+
+use crate::autograd::GradFn;
+use crate::custom::CustomOp;
 use crate::dtype::{Bool8, DType};
 use crate::error::{Error, Result};
+use crate::fused;
 use crate::layout::broadcast_shapes;
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
@@ -54,6 +61,11 @@ impl Tensor {
         broadcast_shapes(OP, &batch, &vs[..vr - 2]).map_err(|_| Error::shape(OP, qs, vs, "query and value have batch dims that cannot be broadcast"))?;
         let (l, s, e) = (qs[r - 2], ks[kr - 2], qs[r - 1]);
         let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+        if attn_mask.is_none() && !is_causal {
+            if let Some(out) = fused_attention(self, key, value, scale)? {
+                return Ok(out);
+            }
+        }
         let scores = self.matmul(&key.transpose(-2isize, -1isize)?)?.mul_scalar(scale)?; // [*, L, S]
         let neg_inf = || self.scalar_like(f64::NEG_INFINITY);
         let scores = match (attn_mask, is_causal) {
@@ -85,4 +97,116 @@ impl Tensor {
             None => scores.softmax(-1isize)?.matmul(value),
         }
     }
+}
+
+/// Unmasked attention over `[N, L, E]` or `[N, H, L, E]` operands of one shape of batch as one
+/// [`Attention`] kernel, or `None` where the composite runs: no kernel on the device, another
+/// dtype than f32 and f16 (bf16 keeps its packed products), batch dims that broadcast, an
+/// autocast region that would cast the operands first, or an observer that wants the
+/// composite's primitives (export traces them).
+fn fused_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Option<Tensor>> {
+    let r = q.rank();
+    let plain = matches!(q.dtype(), DType::F32 | DType::F16) && matches!(r, 3 | 4) && k.rank() == r && v.rank() == r;
+    if !plain || k.shape()[..r - 2] != q.shape()[..r - 2] || v.shape()[..r - 2] != q.shape()[..r - 2] {
+        return Ok(None);
+    }
+    if crate::observe::active() || crate::autocast::lowered([Some(q), Some(k), Some(v)])?.is_some() {
+        return Ok(None);
+    }
+    let heads = |t: &Tensor| if r == 3 { t.unsqueeze(1usize) } else { Ok(t.clone()) };
+    let (q4, k4, v4) = (heads(q)?, heads(k)?, heads(v)?);
+    let op = Attention { scale };
+    let Some(outs) = fused::run(&op, &[&q4, &k4, &v4]) else { return Ok(None) };
+    let mut outs = outs?.into_iter();
+    let (Some(o), Some(p)) = (outs.next(), outs.next()) else {
+        return Err(Error::Autograd("attention: the kernel must return the output and the probabilities".into()));
+    };
+    let o = o.recorded(&[&q4, &k4, &v4], move || GradFn::Custom { op: Arc::new(op), aux: vec![p] });
+    // Stored [N, L, H, Ev], so merging the heads back is a view; seen as [N, H, L, Ev].
+    let o = o.permute(&[0, 2, 1, 3])?;
+    Ok(Some(if r == 3 { o.squeeze(1usize)? } else { o }))
+}
+
+/// The float type a composite below computes in: f32 for the low types, f64 stays.
+fn wide(dtype: DType) -> DType {
+    if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
+
+/// Attention without a mask, `o = softmax(q k^T * scale) v`, in one kernel (PyTorch's
+/// fused attention). Inputs (any strides, the last dim dense): `q` `[N, H, L, E]`, `k`
+/// `[N, H, S, E]`, `v` `[N, H, S, Ev]`. Outputs: `o` stored `[N, L, H, Ev]` (the layout the
+/// heads merge into, so `[N, H, L, Ev]` is a permuted view of it) and the probabilities `p`
+/// `[N, H, L, S]`, which the backward reads. Scores and sums are f32 whatever the dtype; `o`
+/// and `p` are rounded to it once.
+#[derive(Clone, Copy, Debug)]
+pub struct Attention {
+    pub scale: f64,
+}
+
+impl CustomOp for Attention {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (q, v) = (inputs[0].shape(), inputs[2].shape());
+        let s = inputs[1].shape()[2];
+        let dtype = inputs[0].dtype();
+        vec![(vec![q[0], q[2], q[1], v[3]], dtype), (vec![q[0], q[1], q[2], s], dtype)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+        let dtype = q.dtype();
+        let scores = q.matmul(&k.transpose(-2isize, -1isize)?)?.to_dtype(wide(dtype))?.mul_scalar(self.scale)?;
+        let p = scores.softmax(-1isize)?.to_dtype(dtype)?;
+        let o = p.matmul(v)?.permute(&[0, 2, 1, 3])?.contiguous()?;
+        Ok(vec![o, p])
+    }
+
+    fn backward(&self, grad: &Tensor, inputs: &[Tensor], outputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let op = AttentionBackward { scale: self.scale };
+        let grads = fused::run_or_composite(&op, &[&inputs[0], &inputs[1], &inputs[2], grad, &outputs[1]])?;
+        // Each stored [N, *, H, *]: the operands' [N, H, *, *] as a view.
+        grads.into_iter().map(|g| g.permute(&[0, 2, 1, 3]).map(Some)).collect()
+    }
+}
+
+/// The gradient of [`Attention`] from its probabilities `p`: with `dp = do v^T` and
+/// `ds = p (dp - sum(p dp)) * scale` along the keys, `dq = ds k`, `dk = ds^T q`, `dv = p^T do`.
+/// Inputs: `q`, `k`, `v` as [`Attention`]'s, `do` `[N, L, H, Ev]` (the output's gradient), `p`
+/// `[N, H, L, S]`. Outputs, in `q`'s dtype: `dq` `[N, L, H, E]`, `dk` `[N, S, H, E]`, `dv` `[N, S,
+/// H, Ev]`.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionBackward {
+    pub scale: f64,
+}
+
+impl CustomOp for AttentionBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (q, k, v) = (inputs[0].shape(), inputs[1].shape(), inputs[2].shape());
+        let dtype = inputs[0].dtype();
+        vec![(vec![q[0], q[2], q[1], q[3]], dtype), (vec![k[0], k[2], k[1], k[3]], dtype), (vec![v[0], v[2], v[1], v[3]], dtype)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let dtype = inputs[0].dtype();
+        let w = |t: &Tensor| t.to_dtype(wide(dtype));
+        let (q, k, v) = (w(inputs[0])?, w(inputs[1])?, w(inputs[2])?);
+        let d_o = w(inputs[3])?.permute(&[0, 2, 1, 3])?;
+        let p = w(inputs[4])?;
+        let dp = d_o.matmul(&v.transpose(-2isize, -1isize)?)?;
+        let along = p.mul(&dp)?.sum(&[3], true)?;
+        let ds = p.mul(&dp.sub(&along)?)?.mul_scalar(self.scale)?;
+        let dq = ds.matmul(&k)?;
+        let dk = ds.transpose(-2isize, -1isize)?.matmul(&q)?;
+        let dv = p.transpose(-2isize, -1isize)?.matmul(&d_o)?;
+        let stored = |g: Tensor| g.permute(&[0, 2, 1, 3])?.to_dtype(dtype)?.contiguous();
+        Ok(vec![stored(dq)?, stored(dk)?, stored(dv)?])
+    }
+}
+
+crate::custom_kernel_name! {
+    Attention => "attention",
+    AttentionBackward => "attention_backward",
 }
