@@ -39,14 +39,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (row < p.l && c < p.s) { x = f32(load_x(pr[elem(p.pr, n, h, row, c)])); }
     xr_set(t, x);
   }
+  var along: array<f32, 5>;
   for (var i = 0u; i < 5u; i++) {
-    var part = 0.0;
-    for (var j = 0u; j < 5u; j++) { part += xr_get(i * 5u + j) * out_get(i * 5u + j); }
-    let along = across(part, i, false, tx, ty);
-    for (var j = 0u; j < 5u; j++) {
-      let t = i * 5u + j;
-      ds_set(t, xr_get(t) * (out_get(t) - along) * p.scale);
-    }
+    along[i] = 0.0;
+    for (var j = 0u; j < 5u; j++) { along[i] += xr_get(i * 5u + j) * out_get(i * 5u + j); }
+  }
+  along = across(along, false, tx, ty);
+  for (var t = 0u; t < 25u; t++) {
+    ds_set(t, xr_get(t) * (out_get(t) - along[t / 5u]) * p.scale);
   }
   product_from_grid(true, false, 1u, kb, p.k[3], p.e, p.s, tx, ty, lid);
   for (var t = 0u; t < 25u; t++) {

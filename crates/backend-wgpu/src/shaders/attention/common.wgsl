@@ -67,8 +67,9 @@ fn mac(kk: u32, tx: u32, ty: u32) {
     out[24] = fma(a4, b4, out[24]);
 }
 
-fn mac16(tx: u32, ty: u32) {
-  for (var kk = 0u; kk < HK; kk += 4u) {
+// The staged slice's first `count` rows of depth (a multiple of four past it reads zeros).
+fn mac16(count: u32, tx: u32, ty: u32) {
+  for (var kk = 0u; kk < count; kk += 4u) {
     mac(kk, tx, ty);
     mac(kk + 1u, tx, ty);
     mac(kk + 2u, tx, ty);
@@ -292,18 +293,26 @@ fn head_of(wid: vec3<u32>, nwg: vec3<u32>) -> vec3<u32> {
   return vec3<u32>(g / p.h, g % p.h, 1u);
 }
 
-// Row i of this invocation's grid reduced over the workgroup's 16 invocations of that row:
-// their partials in red, summed (or, with `is_max`, the largest). Every invocation calls it
-// at the same point.
-fn across(partial: f32, i: u32, is_max: bool, tx: u32, ty: u32) -> f32 {
-  let row = ty + 16u * i;
+// The five rows of this invocation's grid each reduced over the workgroup's 16 invocations of
+// that row: their partials (`parts`, row i at i) through red, summed (or, with `is_max`, the
+// largest). Every invocation calls it at the same point.
+fn across(parts: array<f32, 5>, is_max: bool, tx: u32, ty: u32) -> array<f32, 5> {
   workgroupBarrier();
-  red[row * 16u + tx] = partial;
+  red[ty * 16u + tx] = parts[0];
+  red[(ty + 16u) * 16u + tx] = parts[1];
+  red[(ty + 32u) * 16u + tx] = parts[2];
+  red[(ty + 48u) * 16u + tx] = parts[3];
+  red[(ty + 64u) * 16u + tx] = parts[4];
   workgroupBarrier();
-  var r = red[row * 16u];
-  for (var t = 1u; t < 16u; t++) {
-    let v = red[row * 16u + t];
-    r = select(r + v, max(r, v), is_max);
+  var r = parts;
+  for (var i = 0u; i < 5u; i++) {
+    let row = (ty + 16u * i) * 16u;
+    var acc = red[row];
+    for (var t = 1u; t < 16u; t++) {
+      let v = red[row + t];
+      acc = select(acc + v, max(acc, v), is_max);
+    }
+    r[i] = acc;
   }
   return r;
 }
@@ -343,7 +352,7 @@ fn product_from_grid(use_ds: bool, transposed: bool, which: u32, base: u32, rs: 
     put_a(use_ds, transposed, g, tx, ty);
     stage(true, which, base, rs, cols, depth, g * HK, false, lid);
     workgroupBarrier();
-    mac16(tx, ty);
+    mac16(min(HK, depth - g * HK), tx, ty);
   }
 }
 
@@ -355,6 +364,6 @@ fn product_staged(wa: u32, abase: u32, ars: u32, arows: u32, wb: u32, bbase: u32
     stage(false, wa, abase, ars, arows, depth, k0, true, lid);
     stage(true, wb, bbase, brs, brows, depth, k0, true, lid);
     workgroupBarrier();
-    mac16(tx, ty);
+    mac16(min(HK, depth - k0), tx, ty);
   }
 }

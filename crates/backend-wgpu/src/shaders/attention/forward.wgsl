@@ -30,24 +30,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (tx + 16u * (t % 5u) < p.s) { x = out_get(t) * p.scale; }
     xr_set(t, x);
   }
+  var m: array<f32, 5>;
   for (var i = 0u; i < 5u; i++) {
-    var m = xr_get(i * 5u);
-    for (var j = 1u; j < 5u; j++) { m = max(m, xr_get(i * 5u + j)); }
-    m = across(m, i, true, tx, ty);
-    var total = 0.0;
+    m[i] = xr_get(i * 5u);
+    for (var j = 1u; j < 5u; j++) { m[i] = max(m[i], xr_get(i * 5u + j)); }
+  }
+  m = across(m, true, tx, ty);
+  var total: array<f32, 5>;
+  for (var i = 0u; i < 5u; i++) {
+    total[i] = 0.0;
     for (var j = 0u; j < 5u; j++) {
-      let e = exp(xr_get(i * 5u + j) - m);
+      let e = exp(xr_get(i * 5u + j) - m[i]);
       xr_set(i * 5u + j, e);
-      total += e;
+      total[i] += e;
     }
-    total = across(total, i, false, tx, ty);
-    let row = ty + 16u * i;
-    for (var j = 0u; j < 5u; j++) {
-      let c = tx + 16u * j;
-      let x = xr_get(i * 5u + j) / total;
-      xr_set(i * 5u + j, x);
-      if (row < p.l && c < p.s) { pr[((n * p.h + h) * p.l + row) * p.s + c] = store_x(C_x(x)); }
-    }
+  }
+  total = across(total, false, tx, ty);
+  for (var t = 0u; t < 25u; t++) {
+    let row = ty + 16u * (t / 5u);
+    let c = tx + 16u * (t % 5u);
+    let x = xr_get(t) / total[t / 5u];
+    xr_set(t, x);
+    if (row < p.l && c < p.s) { pr[((n * p.h + h) * p.l + row) * p.s + c] = store_x(C_x(x)); }
   }
   product_from_grid(false, false, 2u, elem(p.v, n, h, 0u, 0u), p.v[3], p.ev, p.s, tx, ty, lid);
   for (var t = 0u; t < 25u; t++) {
