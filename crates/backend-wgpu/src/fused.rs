@@ -227,11 +227,6 @@ impl WgpuBackend {
     /// outer `None` where it is not): the kernel's outputs, or `None` where the composite runs.
     pub(crate) fn tensor_op_kernel(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Option<Result<Vec<Storage>>>> {
         let known = Known::of(op)?;
-        // Packed bf16 attention keeps the composite's packed products (widened copies here
-        // would cost more than they save).
-        if matches!(known, Known::Attention(..)) && inputs.iter().any(crate::packed::packed_view) {
-            return Some(None);
-        }
         // Some kernels read packed bf16 operands as they are (all of them packed); the others
         // take widened copies.
         let as_they_are = known.reads_packed(inputs);

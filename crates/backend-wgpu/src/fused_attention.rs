@@ -4,8 +4,8 @@
 //! head must fit one 80 x 80 tile, as the heads kernel of the products (`matmul/heads.wgsl`)
 //! takes a ViT's: lengths and widths of at most [`MAX_SIDE`]; other heads run the composite.
 //! The operands are read through their strides (the heads of a packed projection as they lie)
-//! and the results are written in the layout the heads merge into. f32 and f16; bf16 and f64
-//! are left to the composite.
+//! and the results are written in the layout the heads merge into. f32, f16 and bf16 (packed
+//! operands widened first, the results packed after); f64 is left to the composite.
 
 use std::sync::Arc;
 
@@ -38,7 +38,7 @@ impl KernelKey for Key {
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [false, true].into_iter().flat_map(|backward| [DType::F32, DType::F16].map(|dtype| Key { backward, dtype }));
+        let keys = [false, true].into_iter().flat_map(|backward| [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype }));
         keys.filter(|k| repr.computes(k.dtype)).collect()
     }
 }
@@ -82,7 +82,7 @@ impl WgpuBackend {
             return None;
         }
         let dtype = inputs[0].dtype;
-        if !matches!(dtype, DType::F32 | DType::F16) || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype) {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype) {
             return None;
         }
         let (&[n, h, l, e], &[n2, h2, s, e2], &[n3, h3, s3, ev]) = (inputs[0].layout.shape(), inputs[1].layout.shape(), inputs[2].layout.shape()) else {

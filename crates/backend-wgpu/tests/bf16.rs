@@ -386,3 +386,30 @@ fn max_pooling_reads_and_writes_packed_words() {
         assert_eq!(got.1, want.1, "{what}: gradient");
     }
 }
+
+/// bf16 attention runs the fused kernel on widened operands: its gradients, against attention
+/// in f32 over the same (bf16) values, are nearer than the composite's, which rounds the scores
+/// and the probabilities to bf16 and loses the score gradient's difference `dp - sum(p dp)`.
+#[test]
+fn attention_gradients_are_nearer_f32_than_the_composites() {
+    let Some(d) = gpu() else { return };
+    let shape = [2usize, 2, 65, 64];
+    let n: usize = shape.iter().product();
+    let vals = |seed: u64| -> Vec<f64> { (0..n as u64).map(|i| ((i * 2_654_435_761 + seed * 97) % 1000) as f64 / 250.0 - 2.0).collect() };
+    let grads = |dtype: DType| -> Vec<Vec<f64>> {
+        let t = |s| Tensor::from_f64s(&vals(s), &shape, DType::BF16, &d).unwrap().to_dtype(dtype).unwrap().requires_grad_(true).unwrap();
+        let (q, k, v) = (t(1), t(2), t(3));
+        let o = q.scaled_dot_product_attention(&k, &v, None, false, None).unwrap();
+        let w = Tensor::from_f64s(&vals(9), &shape, dtype, &d).unwrap();
+        o.mul(&w).unwrap().to_dtype(DType::F64).unwrap().sum_all().unwrap().backward().unwrap();
+        [q, k, v].iter().map(|x| x.grad().unwrap().to_vec_f64().unwrap()).collect()
+    };
+    let truth = liandan_tensor::no_fusion(|| grads(DType::F32));
+    let fused = grads(DType::BF16);
+    let composite = liandan_tensor::no_fusion(|| grads(DType::BF16));
+    for (k, name) in ["q", "k", "v"].into_iter().enumerate() {
+        let err = |g: &[Vec<f64>]| g[k].iter().zip(&truth[k]).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        let (f, c) = (err(&fused), err(&composite));
+        assert!(f < 0.025 && f < c, "d{name}: fused bf16 off f32 by {f}, the composite by {c}");
+    }
+}

@@ -100,13 +100,13 @@ impl Tensor {
 }
 
 /// Unmasked attention over `[N, L, E]` or `[N, H, L, E]` operands of one shape of batch as one
-/// [`Attention`] kernel, or `None` where the composite runs: no kernel on the device, another
-/// dtype than f32 and f16 (bf16 keeps its packed products), batch dims that broadcast, an
+/// [`Attention`] kernel, or `None` where the composite runs: no kernel on the device, f64,
+/// batch dims that broadcast, an
 /// autocast region that would cast the operands first, or an observer that wants the
 /// composite's primitives (export traces them).
 fn fused_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Option<Tensor>> {
     let r = q.rank();
-    let plain = matches!(q.dtype(), DType::F32 | DType::F16) && matches!(r, 3 | 4) && k.rank() == r && v.rank() == r;
+    let plain = matches!(q.dtype(), DType::F32 | DType::F16 | DType::BF16) && matches!(r, 3 | 4) && k.rank() == r && v.rank() == r;
     if !plain || k.shape()[..r - 2] != q.shape()[..r - 2] || v.shape()[..r - 2] != q.shape()[..r - 2] {
         return Ok(None);
     }
