@@ -25,7 +25,8 @@ impl Tensor {
     /// PyTorch) and cannot be combined with `attn_mask`. A query whose keys are all masked
     /// gets NaN, as in PyTorch's math kernel. Under f16 autocast the probabilities are f16,
     /// computed in f32 inside one kernel where the device has one, as PyTorch's attention
-    /// computes them there.
+    /// computes them there. Without a mask, the whole of it is one kernel each way where the
+    /// device has one ([`Attention`]); its result may then be a permuted view.
     ///
     /// # Shapes
     /// - `self` (queries): `[*, L, E]`; `key`: `[*, S, E]`; `value`: `[*, S, Ev]` (batch dims
@@ -101,9 +102,8 @@ impl Tensor {
 
 /// Unmasked attention over `[N, L, E]` or `[N, H, L, E]` operands of one shape of batch as one
 /// [`Attention`] kernel, or `None` where the composite runs: no kernel on the device, f64,
-/// batch dims that broadcast, an
-/// autocast region that would cast the operands first, or an observer that wants the
-/// composite's primitives (export traces them).
+/// batch dims that broadcast, an autocast region that would cast the operands first, or an
+/// observer that wants the composite's primitives (export traces them).
 fn fused_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Option<Tensor>> {
     let r = q.rank();
     let plain = matches!(q.dtype(), DType::F32 | DType::F16 | DType::BF16) && matches!(r, 3 | 4) && k.rank() == r && v.rank() == r;
