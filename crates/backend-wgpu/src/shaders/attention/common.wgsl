@@ -114,37 +114,6 @@ fn out_get(i: u32) -> f32 {
   }
 }
 
-fn out_set(i: u32, v: f32) {
-  switch i {
-    case 0u: { out[0] = v; }
-    case 1u: { out[1] = v; }
-    case 2u: { out[2] = v; }
-    case 3u: { out[3] = v; }
-    case 4u: { out[4] = v; }
-    case 5u: { out[5] = v; }
-    case 6u: { out[6] = v; }
-    case 7u: { out[7] = v; }
-    case 8u: { out[8] = v; }
-    case 9u: { out[9] = v; }
-    case 10u: { out[10] = v; }
-    case 11u: { out[11] = v; }
-    case 12u: { out[12] = v; }
-    case 13u: { out[13] = v; }
-    case 14u: { out[14] = v; }
-    case 15u: { out[15] = v; }
-    case 16u: { out[16] = v; }
-    case 17u: { out[17] = v; }
-    case 18u: { out[18] = v; }
-    case 19u: { out[19] = v; }
-    case 20u: { out[20] = v; }
-    case 21u: { out[21] = v; }
-    case 22u: { out[22] = v; }
-    case 23u: { out[23] = v; }
-    case 24u: { out[24] = v; }
-    default: {}
-  }
-}
-
 fn xr_get(i: u32) -> f32 {
   switch i {
     case 0u: { return xr[0]; }
@@ -285,7 +254,7 @@ fn put_a(use_ds: bool, transposed: bool, g: u32, tx: u32, ty: u32) {
   }
 }
 
-// The workgroup's head (rows = 0 past the grid's end: uniform, as it depends on the
+// The workgroup's head as (n, h, 1), or z = 0 past the grid's end (uniform: it depends on the
 // workgroup alone).
 fn head_of(wid: vec3<u32>, nwg: vec3<u32>) -> vec3<u32> {
   let g = wid.y * nwg.x + wid.x;
