@@ -9,15 +9,16 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    AddRelu, Attention, AttentionBackward, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight,
-    Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LogSoftmaxLastDim,
-    LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim,
-    SoftmaxLastDimBackward, SumRowsWide,
+    AddRelu, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput,
+    Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward,
+    LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward,
+    SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::conv::ConvOp;
+use crate::fused_attention::Pass as AttentionPass;
 use crate::fused_pointwise::Pointwise;
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
@@ -53,8 +54,8 @@ pub(crate) enum Known {
     LogSoftmax(bool),
     /// Softmax along the last axis; `true` for its gradient.
     Softmax(bool),
-    /// Attention with its scale; `true` for its gradient.
-    Attention(f64, bool),
+    /// Attention with its scale, forward or one of its gradients.
+    Attention(f64, crate::fused_attention::Pass),
 }
 
 impl Known {
@@ -98,8 +99,9 @@ impl Known {
             op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
             op.downcast_ref::<Conv2dBackwardWeightWide>().map(|o| Known::Conv(ConvOp::WeightWide, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
-            op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, false)),
-            op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, true)),
+            op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, AttentionPass::Forward)),
+            op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, AttentionPass::Backward)),
+            op.downcast_ref::<AttentionBackwardJoined>().map(|o| Known::Attention(o.scale, AttentionPass::Joined)),
         ];
         param.into_iter().flatten().next()
     }
@@ -113,6 +115,7 @@ impl Known {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias | Known::MatmulWide | Known::SumRowsWide | Known::LstmStep => true,
+            Known::Attention(..) => return crate::fused_attention::reads_packed(inputs),
             // dy packed beside the i64 indices.
             Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
             // Packed activations beside f32 statistics: not all packed.
@@ -251,7 +254,7 @@ impl WgpuBackend {
             Known::LstmStep => self.fused_lstm_step(inputs),
             Known::LogSoftmax(backward) => self.fused_log_softmax(false, backward, inputs),
             Known::Softmax(backward) => self.fused_log_softmax(true, backward, inputs),
-            Known::Attention(scale, backward) => self.fused_attention(scale, backward, inputs),
+            Known::Attention(scale, pass) => self.fused_attention(scale, pass, inputs),
         }
     }
 

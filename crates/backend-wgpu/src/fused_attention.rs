@@ -4,8 +4,9 @@
 //! head must fit one 80 x 80 tile, as the heads kernel of the products (`matmul/heads.wgsl`)
 //! takes a ViT's: lengths and widths of at most [`MAX_SIDE`]; other heads run the composite.
 //! The operands are read through their strides (the heads of a packed projection as they lie)
-//! and the results are written in the layout the heads merge into. f32, f16 and bf16 (packed
-//! operands widened first, the results packed after); f64 is left to the composite.
+//! and the results are written in the layout the heads merge into. f32, f16 and bf16: packed
+//! bf16 is read as stored and written a word at a time where the widths are even (the forward's
+//! probabilities are packed after), and widened first elsewhere; f64 is left to the composite.
 
 use std::sync::Arc;
 
@@ -13,40 +14,68 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
+use crate::packed::{all_packed, with_words};
 use crate::params::words;
 use crate::repr::Repr;
 
 const COMMON: &str = include_str!("shaders/attention/common.wgsl");
 const FORWARD: &str = include_str!("shaders/attention/forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/attention/backward.wgsl");
+const IO: &str = include_str!("shaders/attention/io.wgsl");
+const IO_PACKED: &str = include_str!("shaders/attention/io_packed.wgsl");
 
 /// The longest sequence and widest head a workgroup takes (the shaders' tile, `HT`).
 pub(crate) const MAX_SIDE: usize = 80;
 
+/// A fused attention pass: the forward, its gradient, or its gradient joined (q, k and v of one
+/// shape; `ops::AttentionBackwardJoined`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pass {
+    Forward,
+    Backward,
+    Joined,
+}
+
 /// One fused attention kernel variant (see `kernels::KernelKey`): forward, or with `backward`
-/// its gradient.
+/// its gradient; `packed` on packed bf16.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     backward: bool,
     dtype: DType,
+    packed: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let main = if self.backward { BACKWARD } else { FORWARD };
-        Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).part(COMMON).part(main).build()
+        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype);
+        let w = match self.packed {
+            true => with_words(w).alias("A_x", "u32").alias("P_", "f32").part(IO_PACKED),
+            false => w.alias("A_x", "S_x").alias("P_", "S_x").part(IO),
+        };
+        w.part(COMMON).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [false, true].into_iter().flat_map(|backward| [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype }));
+        let keys = [false, true].into_iter().flat_map(|backward| {
+            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false });
+            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true }])
+        });
         keys.filter(|k| repr.computes(k.dtype)).collect()
     }
 }
 
+/// Whether the kernels take `inputs` as stored: all packed bf16, their heads' widths even (so
+/// each row of a result starts a word).
+pub(crate) fn reads_packed(inputs: &[Strided]) -> bool {
+    let even = |v: &Strided| v.layout.shape().last().is_some_and(|w| w % 2 == 0);
+    all_packed(inputs) && inputs.len() >= 3 && inputs[..3].iter().all(even)
+}
+
 crate::shader_params! {
     /// A fused attention pass's block (`shaders/attention/common.wgsl`): `n` x `h` heads of
-    /// `l` queries and `s` keys, widths `e` and `ev`; each strided operand as [offset, n, h,
-    /// row] strides.
+    /// `l` queries and `s` keys, widths `e` and `ev`; `joined` 1 where the backward's three
+    /// results go side by side into one; each strided operand as [offset, n, h, row] strides.
     struct AttentionParams {
         n: u32,
         h: u32,
@@ -55,6 +84,7 @@ crate::shader_params! {
         e: u32,
         ev: u32,
         scale: f32,
+        joined: u32,
         q: [u32; 4],
         k: [u32; 4],
         v: [u32; 4],
@@ -77,7 +107,9 @@ fn strides(v: &Strided, axes: [usize; 3]) -> Option<[u32; 4]> {
 impl WgpuBackend {
     /// Runs fused attention forward (inputs q, k, v) or backward (q, k, v, do, p), or `None`
     /// (see the module docs).
-    pub(crate) fn fused_attention(&self, scale: f64, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    pub(crate) fn fused_attention(&self, scale: f64, pass: Pass, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let backward = pass != Pass::Forward;
+        let joined = pass == Pass::Joined;
         if inputs.len() != if backward { 5 } else { 3 } {
             return None;
         }
@@ -88,10 +120,14 @@ impl WgpuBackend {
         let (&[n, h, l, e], &[n2, h2, s, e2], &[n3, h3, s3, ev]) = (inputs[0].layout.shape(), inputs[1].layout.shape(), inputs[2].layout.shape()) else {
             return None;
         };
-        if (n2, h2, e2) != (n, h, e) || (n3, h3, s3) != (n, h, s) || n * h == 0 {
+        if (n2, h2, e2) != (n, h, e) || (n3, h3, s3) != (n, h, s) || n * h == 0 || (joined && (s, ev) != (l, e)) {
             return None;
         }
         if [l, s, e, ev].iter().any(|&d| d > MAX_SIDE) {
+            return None;
+        }
+        let packed = all_packed(inputs);
+        if packed && !reads_packed(inputs) {
             return None;
         }
         let u = |x: usize| u32::try_from(x).ok();
@@ -104,6 +140,7 @@ impl WgpuBackend {
             e: u(e)?,
             ev: u(ev)?,
             scale: scale as f32,
+            joined: joined as u32,
             q: strides(&inputs[0], heads)?,
             k: strides(&inputs[1], heads)?,
             v: strides(&inputs[2], heads)?,
@@ -118,9 +155,10 @@ impl WgpuBackend {
             block.g = strides(&inputs[3], [0, 2, 1])?;
             block.pr = strides(&inputs[4], heads)?;
         }
-        let outputs = match backward {
-            false => vec![n * l * h * ev, n * h * l * s],
-            true => vec![n * l * h * e, n * s * h * e, n * s * h * ev],
+        let outputs = match pass {
+            Pass::Forward => vec![n * l * h * ev, n * h * l * s],
+            Pass::Backward => vec![n * l * h * e, n * s * h * e, n * s * h * ev],
+            Pass::Joined => vec![n * l * 3 * h * e],
         };
         let gpu = match self.fused_gpu(dtype, &outputs, inputs)? {
             Ok(gpu) => gpu,
@@ -132,10 +170,19 @@ impl WgpuBackend {
         }
         let groups = grid(n * h * WG);
         Some((|| {
-            let kernel = gpu.kernel(Key { backward, dtype })?;
-            let outs = outputs.iter().map(|&numel| self.output(dtype, numel)).collect::<Result<Vec<_>>>()?;
+            let kernel = gpu.kernel(Key { backward, dtype, packed })?;
+            // Packed, the forward's probabilities are f32 words, packed on the way out.
+            let out = |(k, &numel): (usize, &usize)| match packed && (backward || k == 0) {
+                true => self.packed_output(numel),
+                false => self.output(dtype, numel),
+            };
+            let outs = outputs.iter().enumerate().map(out).collect::<Result<Vec<_>>>()?;
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.extend(outs.iter().map(|o| o.buffer()));
+            if joined {
+                // dk's and dv's bindings, unwritten: everything goes to the one result.
+                buffers.extend([outs[0].buffer(), outs[0].buffer()]);
+            }
             gpu.dispatch(&kernel, &words(&block), &buffers, groups)?;
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())

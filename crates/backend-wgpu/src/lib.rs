@@ -184,6 +184,7 @@ kernel_families! {
     MatmulSmall(matmul::SmallKey),
     MatmulHeads(matmul::HeadsKey),
     MatmulSumPacked(matmul::SumPackedKey),
+    MatmulSumBias(matmul::SumBiasKey),
     MatmulCoop(matmul::coop::Key),
     CoopAmax(matmul::coop::AmaxKey),
     Window(window::Key),

@@ -413,3 +413,52 @@ fn attention_gradients_are_nearer_f32_than_the_composites() {
         assert!(f < 0.025 && f < c, "d{name}: fused bf16 off f32 by {f}, the composite by {c}");
     }
 }
+
+/// Attention on packed heads of even width reads the words as stored and writes its results a
+/// word at a time: the forward is its kernel and the packing of its probabilities, the backward
+/// its kernel alone (joined too, where q, k and v are of one shape). Each result is the f32
+/// kernel's on the same values rounded to bf16, bit for bit (both sum in f32), for dense heads,
+/// heads at an odd element offset, and heads of odd lengths.
+#[test]
+fn attention_reads_and_writes_packed_words() {
+    use liandan_tensor::ops::{Attention, AttentionBackward, AttentionBackwardJoined};
+    use liandan_tensor::CustomOp;
+    let Some(d) = gpu() else { return };
+    let values = |len: usize, seed: usize| -> Vec<bf16> { (0..len).map(|i| bf16::from_f32((((i * 7 + seed * 13) % 37) as f32 - 18.0) / 9.0)).collect() };
+    let packed = |shape: &[usize], seed| Tensor::from_slice(&values(shape.iter().product(), seed), shape, &d).unwrap();
+    // A [.., width + 2] tensor narrowed to `width` from element 1: rows at odd offsets.
+    let offset = |shape: [usize; 4], seed| {
+        let wide = [shape[0], shape[1], shape[2], shape[3] + 2];
+        packed(&wide, seed).narrow(3, 1, shape[3]).unwrap()
+    };
+    let cases: [(&str, [Tensor; 3]); 3] = [
+        ("dense [2, 3, 65, 64] heads", [packed(&[2, 3, 65, 64], 1), packed(&[2, 3, 65, 64], 2), packed(&[2, 3, 65, 64], 3)]),
+        ("heads at an odd offset", [offset([1, 2, 9, 16], 4), offset([1, 2, 12, 16], 5), offset([1, 2, 12, 8], 6)]),
+        ("odd lengths", [packed(&[2, 1, 7, 4], 7), packed(&[2, 1, 5, 4], 8), packed(&[2, 1, 5, 6], 9)]),
+    ];
+    let wide = |ts: &[&Tensor]| -> Vec<Tensor> { ts.iter().map(|t| t.to_dtype(DType::F32).unwrap()).collect() };
+    // `op` on packed `inputs` in `kernels` dispatches, against the f32 kernel's results rounded.
+    let check = |what: &str, op: &dyn CustomOp, inputs: &[&Tensor], kernels: u64| -> Vec<Tensor> {
+        d.synchronize().unwrap();
+        let start = dispatches_recorded();
+        let got = liandan_tensor::fused::run(op, inputs).unwrap_or_else(|| panic!("{what}: no kernel")).unwrap();
+        assert_eq!(dispatches_recorded() - start, kernels, "{what}: dispatches");
+        let f32s = wide(inputs);
+        let want = liandan_tensor::fused::run(op, &f32s.iter().collect::<Vec<_>>()).expect("the f32 kernel").unwrap();
+        for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+            let b = b.to_dtype(DType::BF16).unwrap();
+            assert_eq!(a.shape(), b.shape(), "{what}: output {k}");
+            assert_eq!(bits(&a.to_vec::<bf16>().unwrap()), bits(&b.to_vec::<bf16>().unwrap()), "{what}: output {k}");
+        }
+        got
+    };
+    for (what, [q, k, v]) in &cases {
+        let out = check(&format!("attention, {what}"), &Attention { scale: 0.3 }, &[q, k, v], 2);
+        let (n, h, l, ev) = (q.shape()[0], q.shape()[1], q.shape()[2], v.shape()[3]);
+        let g = packed(&[n, l, h, ev], 10);
+        check(&format!("attention_backward, {what}"), &AttentionBackward { scale: 0.3 }, &[q, k, v, &g, &out[1]], 1);
+        if q.shape() == v.shape() {
+            check(&format!("attention_backward_joined, {what}"), &AttentionBackwardJoined { scale: 0.3 }, &[q, k, v, &g, &out[1]], 1);
+        }
+    }
+}

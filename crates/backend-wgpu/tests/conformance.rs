@@ -15,7 +15,7 @@ liandan_tensor::conformance_suite!(gpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
-    use liandan_tensor::ops::{Attention, AttentionBackward, LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
+    use liandan_tensor::ops::{Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
     for op in unit_ops().into_iter().chain(norm_ops()) {
@@ -40,8 +40,8 @@ fn fused_kernels_run_here() {
         assert!(kernel_runs(&d, &LstmStep, dtype), "lstm_step in {dtype}");
     }
     assert!(!kernel_runs(&d, &LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
-    // Attention each way in f32, f16 and bf16 (widened); f64 keeps the composite.
-    let attention: [&dyn liandan_tensor::CustomOp; 2] = [&Attention { scale: 0.5 }, &AttentionBackward { scale: 0.5 }];
+    // Attention each way in f32, f16 and bf16, its gradient joined too; f64 keeps the composite.
+    let attention: [&dyn liandan_tensor::CustomOp; 3] = [&Attention { scale: 0.5 }, &AttentionBackward { scale: 0.5 }, &AttentionBackwardJoined { scale: 0.5 }];
     for op in attention {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());

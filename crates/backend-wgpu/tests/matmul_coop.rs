@@ -103,6 +103,46 @@ fn f16_matmul_matches_cpu_f32() {
     }
 }
 
+/// A linear layer's `x W^T + bias` in f16 (every product on the tensor cores where the adapter
+/// has them) and in f32, against the CPU's f32 of the same values: the bias added as y is stored
+/// where K is whole (on the tensor cores, N even), as the splits of a split K are summed, and
+/// after the product where N is odd on the tensor cores.
+#[test]
+fn linear_bias_matches_cpu_f32() {
+    use liandan_tensor::ops::MatmulBias;
+    let Some(d) = common::gpu_with(|o| o.testing.coop_any_size = true) else { return };
+    say_f16_path(&d, "f16 linear layers");
+    for dtype in [DType::F16, DType::F32] {
+        for [m, k, n] in [[256, 64, 128], [130, 70, 66], [128, 2048, 256], [70, 48, 9], [64, 9216, 128]] {
+            let seed = (m + k + n) as u64;
+            let value = |shape: &[usize], seed| match dtype {
+                DType::F16 => operand(&d, shape, seed),
+                _ => {
+                    let c = Tensor::randn(shape, seed, DType::F32, &Device::cpu()).unwrap();
+                    (c.to_device(&d).unwrap(), c)
+                }
+            };
+            let ((gx, cx), (gw, cw), (gb, cb)) = (value(&[m, k], seed), value(&[n, k], seed + 1), value(&[n], seed + 2));
+            let what = format!("{dtype} linear [{m}, {k}] x [{n}, {k}]^T + bias");
+            let got = liandan_tensor::fused::run(&MatmulBias, &[&gx, &gw, &gb]).expect("a kernel").unwrap().remove(0);
+            assert_eq!((got.dtype(), got.shape()), (dtype, &[m, n][..]), "{what}");
+            let product = cx.matmul(&cw.t().unwrap()).unwrap();
+            let want = product.add(&cb).unwrap().to_vec_f64().unwrap();
+            // As `case`, relative to |x W^T| + |bias|: where the bias is added after, the product
+            // is rounded before it. f32 sums in another order: a few ulps.
+            let bound = product.abs().unwrap().add(&cb.abs().unwrap()).unwrap().to_vec_f64().unwrap();
+            let rtol = if dtype == DType::F16 { 1.0 / 1024.0 } else { 4.0 * f32::EPSILON as f64 };
+            let atol = 4.0 * f32::EPSILON as f64 * k as f64;
+            for (i, ((g, w), b)) in got.to_vec_f64().unwrap().iter().zip(&want).zip(&bound).enumerate() {
+                assert!((g - w).abs() <= atol + rtol * b, "{what}: element {i}: got {g}, want {w}");
+            }
+        }
+    }
+    for (what, _) in d.fallback_report() {
+        assert!(!(what.starts_with("matmul") && what.contains("(f16)")), "{what} ran on the CPU");
+    }
+}
+
 /// Seeded values times `scale`, rounded to bf16: on the GPU packed, and on the CPU widened to
 /// f32 (the oracle), with their magnitudes (for the bound on sums in another order).
 fn bf16_operand(d: &Device, shape: &[usize], seed: u64, scale: f64) -> (Tensor, Tensor) {

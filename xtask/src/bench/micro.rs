@@ -269,6 +269,30 @@ pub fn short_k(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// vit's linear layers in f16 as its step runs them, over 128 x 65 tokens, 20 between waits
+/// (`bench-micro --vit-f16`): each layer's forward `x W^T + b`, the same product without the
+/// bias, and with the weight stored `[K, N]` (as the backward's `dy W` reads it): what the
+/// weight's orientation and the bias cost the tensor cores' kernel at these short depths.
+pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    let reps = if quick { 3 } else { 10 };
+    const ROW: usize = 20;
+    let m = if quick { 256 } else { 8320 };
+    let mut rows = Vec::new();
+    for (layer, k, n) in [("qkv", 192, 576), ("out", 192, 192), ("fc1", 192, 768), ("fc2", 768, 192)] {
+        let low = |shape: &[usize], seed| Tensor::randn(shape, seed, DType::F32, device)?.to_dtype(DType::F16);
+        let (x, w, bias, wt) = (low(&[m, k], 7)?, low(&[n, k], 8)?, low(&[n], 9)?, low(&[k, n], 10)?);
+        let cases: [(&str, &dyn Fn() -> Result<Tensor>); 3] =
+            [("x W^T + b", &|| x.linear(&w, Some(&bias))), ("x W^T", &|| x.matmul(&w.t()?)), ("x W, W stored [K, N]", &|| x.matmul(&wt))];
+        for (what, f) in cases {
+            let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| f().map(drop)))? / ROW as f64;
+            let rate = 2.0 * (m * k * n) as f64 / s / 1e9;
+            let bench = format!("matmul f16 vit {layer}: {what}, {ROW} between waits");
+            rows.push(MicroRow { bench, size: format!("[{m},{k}]x[{k},{n}]"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
+        }
+    }
+    Ok(rows)
+}
+
 /// How the operands of a product are stored.
 #[derive(Clone, Copy)]
 enum Operands {

@@ -40,8 +40,8 @@ use super::ENTRY;
 /// f32 partial sums over a split of K (for `reduce` to add up) rather than f16 results.
 /// `packed`: the operands are packed bf16, scaled into f16 (see the module docs); then
 /// `packs_y`: y is packed bf16 too (N a multiple of 4, K not split; else f32 words rounded to
-/// bf16, or partial sums), and `bias`: a linear layer's packed bias is added as y is stored
-/// (packed y only).
+/// bf16, or partial sums), and `bias`: a linear layer's bias is added as y is stored (packed y,
+/// or f16 y of an even N, two columns an invocation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) variant: Variant,
@@ -87,6 +87,7 @@ impl KernelKey for Key {
         };
         let w = w.part(read_a).part(read_b);
         let w = match (packed, partial) {
+            (false, false) if bias => w.part(OUT_ROUNDED).part(include_str!("../shaders/matmul_coop/write2_bias.wgsl")),
             (false, false) => w.part(OUT_ROUNDED).part(WRITE),
             (false, true) => w.part(OUT_PARTIAL).part(WRITE),
             (true, true) => w.part(OUT_SCALED_PARTIAL).part(WRITE),
@@ -119,7 +120,7 @@ impl KernelKey for Key {
             // One tile a workgroup without the loops where the grid covers every tile: faster for
             // `Prefetch`'s large products on the H200; the zoo's products (on `Tall`) did not move.
             .flag("FLAT", variant == Variant::Prefetch)
-            .flag("PAIRS", packs_y)
+            .flag("PAIRS", packs_y || (bias && !packed))
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
         w.part(include_str!("../shaders/matmul_coop/a_fetch.wgsl"))
@@ -141,6 +142,9 @@ impl KernelKey for Key {
                 for b in loads {
                     for partial in [false, true] {
                         out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: false });
+                        if !partial {
+                            out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: true });
+                        }
                         let outs: &[(bool, bool)] = if partial { &[(false, false)] } else { &[(false, false), (true, false), (true, true)] };
                         for &(packs_y, bias) in outs {
                             out.push(Key { variant, a, b, partial, packed: true, packs_y, bias });

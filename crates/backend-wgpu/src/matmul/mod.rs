@@ -519,6 +519,10 @@ impl WgpuBackend {
             gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
             match &partials {
                 Some(p) if t.packs_y => self.sum_packed(splits, [batch * m * n, n], p.buffer(), out.buffer(), bias_in)?,
+                Some(p) if bias_in.is_some() && !wide => {
+                    let bias = bias_in.expect("tested above");
+                    self.sum_bias(dtype, splits, [batch * m * n, n], p.buffer(), out.buffer(), bias)?
+                }
                 Some(p) => self.sum_partials(if wide { DType::F32 } else { dtype }, splits, batch * m * n, p.buffer(), out.buffer())?,
                 None => {}
             }
@@ -590,7 +594,42 @@ impl KernelKey for SumPackedKey {
     }
 }
 
+/// The sum of an f32 or f16 product's splits of K with a linear layer's bias added, rounded once
+/// (`shaders/matmul/sum_bias.wgsl`; its block is [`SumPackedParams`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct SumBiasKey {
+    dtype: DType,
+}
+
+impl KernelKey for SumBiasKey {
+    fn source(&self, repr: &Repr) -> String {
+        Wgsl::new(repr).params::<SumPackedParams>().ty("x", self.dtype).part(include_str!("../shaders/matmul/sum_bias.wgsl")).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<SumBiasKey> {
+        [DType::F32, DType::F16].into_iter().filter(|&d| repr.computes(d)).map(|dtype| SumBiasKey { dtype }).collect()
+    }
+}
+
 impl WgpuBackend {
+    /// y (`dtype`, f32 or f16) of `numel` elements in rows of `n` from `splits` ranges of f32
+    /// partial sums in `partials`, plus the `bias` (buffer, element offset) of each column.
+    fn sum_bias(
+        &self,
+        dtype: DType,
+        splits: usize,
+        [numel, n]: [usize; 2],
+        partials: &wgpu::Buffer,
+        y: &wgpu::Buffer,
+        bias: (&wgpu::Buffer, u32),
+    ) -> Result<()> {
+        let gpu = self.gpu()?;
+        let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("matmul", "a product past 32-bit sizes"));
+        let meta = SumPackedParams { numel: u(numel)?, splits: u(splits)?, n: u(n)?, bias_offset: bias.1 };
+        let kernel = gpu.kernel(SumBiasKey { dtype })?;
+        gpu.dispatch(&kernel, &words(&meta), &[partials, y, bias.0], crate::kernels::grid(numel))
+    }
+
     /// y, packed bf16 of `numel` elements in rows of `n` (both even), from `splits` ranges of
     /// f32 partial sums in `partials`, plus the packed `bias` (buffer, element offset) of each
     /// column where there is one.

@@ -160,8 +160,8 @@ pub(crate) struct Tiled {
     /// The workgroups along K, and K as the meta block cuts it (`(splits, range)`).
     pub(crate) splits: usize,
     pub(crate) k_ranges: (usize, usize),
-    /// The bias is added as the kernel stores y, or by the packed sum of a split K (else a
-    /// broadcast add after).
+    /// The bias is added as the kernel stores y, or by the sum of a split K (else a broadcast
+    /// add after).
     pub(crate) bias_in_kernel: bool,
     /// y is written as packed bf16 (by the product, or by the sum of a split K).
     pub(crate) packs_y: bool,
@@ -238,8 +238,11 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
     };
     let tile = if coop { (tm, tn) } else { (tm, tm) };
     // The bias goes in the kernel's epilogue where it stores finished sums of its own (on the
-    // tensor cores, packed y alone), or in the packed sum of a split K.
-    let bias_in_kernel = bias && (packs_y || (splits == 1 && !coop));
+    // tensor cores, packed y, or f16 y two columns an invocation where N is even), or in the sum
+    // of a split K (f32 and f16 partial sums, or packed y).
+    let in_epilogue = splits == 1 && (!coop || (!packed && n.is_multiple_of(2)));
+    let in_sum = splits > 1 && !packed && dtype != DType::F64;
+    let bias_in_kernel = bias && (packs_y || in_epilogue || in_sum);
     MatmulPlan::Tiled(Tiled { coop: coop_variant, tile, splits, k_ranges, bias_in_kernel, packs_y, tunable })
 }
 

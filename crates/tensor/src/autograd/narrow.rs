@@ -14,9 +14,11 @@
 //! has other (dense) gradients may the order of the float additions differ.
 
 use std::cell::Cell;
+use std::sync::Arc;
 
 use super::GradFn;
 use crate::error::Result;
+use crate::layout::Layout;
 use crate::tensor::Tensor;
 
 thread_local! {
@@ -143,6 +145,9 @@ fn join(input: &Tensor, mut layer: Vec<Piece>, zero: &mut Option<Tensor>) -> Res
     if layer.len() == 1 && layer[0].grad.shape() == shape {
         return Ok(layer.pop().expect("one piece").grad);
     }
+    if let Some(whole) = side_by_side(shape, dim, &layer) {
+        return Ok(whole);
+    }
     let mut gap = |len: usize| {
         let mut s = shape.to_vec();
         s[dim] = len;
@@ -164,6 +169,28 @@ fn join(input: &Tensor, mut layer: Vec<Piece>, zero: &mut Option<Tensor>) -> Res
         parts.push(gap(shape[dim] - at)?);
     }
     Tensor::cat(&parts.iter().collect::<Vec<_>>(), dim)
+}
+
+/// The sorted `layer` as one view of the storage its pieces share, where they cover `shape`
+/// along `dim` and lie in that storage as the parts of one contiguous tensor (self-attention's
+/// q, k and v gradients, written by one kernel in the layout of their packed projection): the
+/// join without a copy. `None` otherwise.
+fn side_by_side(shape: &[usize], dim: usize, layer: &[Piece]) -> Option<Tensor> {
+    let first = &layer.first()?.grad;
+    let storage = first.storage();
+    let strides = crate::layout::contiguous_strides(shape);
+    let base = first.layout().offset().checked_sub(layer[0].start * strides[dim])?;
+    let whole = Layout::new(shape.to_vec(), strides, base);
+    let mut at = 0;
+    for p in layer {
+        let len = p.grad.shape()[dim];
+        let fits = p.start == at && whole.narrow(dim, at, len).is_ok_and(|l| l == *p.grad.layout());
+        if !fits || !Arc::ptr_eq(&p.grad.storage(), &storage) || p.grad.dtype() != first.dtype() || p.grad.requires_grad() {
+            return None;
+        }
+        at += len;
+    }
+    (at == shape[dim]).then(|| Tensor::from_parts(storage, whole, first.dtype(), first.device(), None))
 }
 
 /// One share of a gradient routed to an input: whole, or a piece of it still to be joined.

@@ -107,6 +107,11 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             let p = t(&[2, n, 7, h], 5).softmax(-1isize).unwrap();
             vec![t(&[2, n, 7, 4], 1), t(&[2, n, h, 4], 2), t(&[2, n, h, 6], 3), t(&[2, 7, n, 6], 4), p]
         }
+        // Self-attention's: q, k, v of one shape.
+        "attention_backward_joined" => {
+            let p = t(&[2, n, 7, 7], 5).softmax(-1isize).unwrap();
+            vec![t(&[2, n, 7, 4], 1), t(&[2, n, 7, 4], 2), t(&[2, n, 7, 4], 3), t(&[2, 7, n, 4], 4), p]
+        }
         // dy, and the indices of a max pooling of that geometry.
         "max_pool2d_backward" => {
             let w = any.downcast_ref::<MaxPool2dBackward>().expect("a max pooling's gradient").0;

@@ -180,3 +180,36 @@ pub fn narrow_gathered(d: &Device) {
         );
     }
 }
+
+/// Narrows' gradients that lie side by side in one buffer as the parts of a contiguous tensor
+/// of their input's shape (those a cat hands its inputs; self-attention's q, k and v gradients
+/// from one kernel) join as a view of that buffer: backward runs no cat, and the gradient is
+/// the padded rule's. Pieces out of order, or with a gap, still join by a cat.
+pub fn narrow_pieces_side_by_side(d: &Device) {
+    use crate::DType;
+    type Parts = fn(&Tensor) -> crate::Result<Vec<Tensor>>;
+    let cases: [(&str, Parts, usize); 3] = [
+        ("in order", |x| x.chunk(3, 1usize), 0),
+        ("out of order", |x| Ok(x.chunk(3, 1usize)?.into_iter().rev().collect()), 1),
+        ("with a gap", |x| Ok(vec![x.narrow(1usize, 0, 2)?, x.narrow(1usize, 4, 2)?]), 1),
+    ];
+    for (what, parts, want_cats) in cases {
+        let grad = |gather: bool| -> (Vec<f64>, usize) {
+            let x = super::input(d, &[4, 6], 70, DType::F32).0;
+            x.set_requires_grad(true).expect("a leaf");
+            let parts = parts(&x).unwrap();
+            let joined = Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1usize).unwrap();
+            let w = super::input(d, joined.shape(), 71, DType::F32).0;
+            let loss = joined.mul(&w).and_then(|p| p.sum_all()).unwrap();
+            let cats = std::rc::Rc::new(std::cell::Cell::new(0));
+            let counter = cats.clone();
+            let run = || crate::observe::observe_ops(move |r| counter.set(counter.get() + usize::from(r.op == "cat")), || loss.backward());
+            let done = if gather { run() } else { crate::autograd::with_padded_rule(run) };
+            done.unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
+            (x.grad().expect("a gradient").to_vec_f64().unwrap(), cats.get())
+        };
+        let ((gathered, cats), (padded, _)) = (grad(true), grad(false));
+        super::assert_close(what, &gathered, &padded, 0.0, 0.0);
+        assert_eq!(cats, want_cats, "{what}: cats in backward");
+    }
+}

@@ -100,6 +100,7 @@ macro_rules! conformance_suite {
             grad_permute_transpose => grads_views::permute_transpose,
             grad_narrow_select => grads_views::narrow_select,
             grad_narrow_gathered => grads_views::narrow_gathered,
+            grad_narrow_pieces_side_by_side => grads_views::narrow_pieces_side_by_side,
             grad_split_chunk => grads_views::split_chunk,
             grad_expand => grads_views::expand,
             grad_squeeze_unsqueeze => grads_views::squeeze_unsqueeze,

@@ -167,8 +167,18 @@ impl CustomOp for Attention {
     }
 
     fn backward(&self, grad: &Tensor, inputs: &[Tensor], outputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
-        let op = AttentionBackward { scale: self.scale };
-        let grads = fused::run_or_composite(&op, &[&inputs[0], &inputs[1], &inputs[2], grad, &outputs[1]])?;
+        let args = [&inputs[0], &inputs[1], &inputs[2], grad, &outputs[1]];
+        // Self-attention's gradients side by side in one buffer, where a kernel writes them so:
+        // the heads of a packed projection then join with no copy.
+        let (q, v) = (inputs[0].shape(), inputs[2].shape());
+        let joined = match q == v {
+            true => fused::run(&AttentionBackwardJoined { scale: self.scale }, &args).transpose()?,
+            false => None,
+        };
+        let grads = match joined.and_then(|mut g| g.pop()) {
+            Some(all) => (0..3).map(|i| all.select(2usize, i)).collect::<Result<Vec<_>>>()?,
+            None => fused::run_or_composite(&AttentionBackward { scale: self.scale }, &args)?,
+        };
         // Each stored [N, *, H, *]: the operands' [N, H, *, *] as a view.
         grads.into_iter().map(|g| g.permute(&[0, 2, 1, 3]).map(Some)).collect()
     }
@@ -208,7 +218,28 @@ impl CustomOp for AttentionBackward {
     }
 }
 
+/// [`AttentionBackward`] where `q`, `k` and `v` are of one shape (self-attention), its three
+/// results side by side in one output `[N, L, 3, H, E]`: the layout of the gradient of a packed
+/// projection `[N, L, 3 H E]` that the heads were split from, so their join is a view.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionBackwardJoined {
+    pub scale: f64,
+}
+
+impl CustomOp for AttentionBackwardJoined {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let q = inputs[0].shape();
+        vec![(vec![q[0], q[2], 3, q[1], q[3]], inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let grads = AttentionBackward { scale: self.scale }.composite(inputs)?;
+        Ok(vec![Tensor::stack(&grads.iter().collect::<Vec<_>>(), 2)?])
+    }
+}
+
 crate::custom_kernel_name! {
     Attention => "attention",
     AttentionBackward => "attention_backward",
+    AttentionBackwardJoined => "attention_backward_joined",
 }

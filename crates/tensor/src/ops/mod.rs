@@ -26,7 +26,7 @@ mod softmax;
 mod view;
 
 pub use activation::{AddRelu, Gelu, GeluBackward, Relu, ReluBackward};
-pub use attention::{Attention, AttentionBackward};
+pub use attention::{Attention, AttentionBackward, AttentionBackwardJoined};
 pub use batch_norm::{BatchNormBackward, BatchNormTrain};
 pub use bce::{BceLoss, BceLossBackward};
 pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};

@@ -17,11 +17,10 @@ var<workgroup> hb_: array<f32, 1280>;
 // Partial row sums and maxima: red[row * 16 + tx].
 var<workgroup> red: array<f32, 1280>;
 
-// out: the product being summed; xr: the probabilities (and the forward's scores); ds: the
-// backward's score gradients. Element i * 5 + j is row ty + 16 i, column tx + 16 j.
+// out: the product being summed; xr: the probabilities (the forward's scores before them, the
+// backward's score gradients after). Element i * 5 + j is row ty + 16 i, column tx + 16 j.
 var<private> out: array<f32, 25>;
 var<private> xr: array<f32, 25>;
-var<private> ds: array<f32, 25>;
 
 // An element's index in operand `s` at (n, h, row, col).
 fn elem(s: array<u32, 4>, n: u32, h: u32, row: u32, col: u32) -> u32 {
@@ -176,76 +175,13 @@ fn xr_set(i: u32, v: f32) {
   }
 }
 
-fn ds_get(i: u32) -> f32 {
-  switch i {
-    case 0u: { return ds[0]; }
-    case 1u: { return ds[1]; }
-    case 2u: { return ds[2]; }
-    case 3u: { return ds[3]; }
-    case 4u: { return ds[4]; }
-    case 5u: { return ds[5]; }
-    case 6u: { return ds[6]; }
-    case 7u: { return ds[7]; }
-    case 8u: { return ds[8]; }
-    case 9u: { return ds[9]; }
-    case 10u: { return ds[10]; }
-    case 11u: { return ds[11]; }
-    case 12u: { return ds[12]; }
-    case 13u: { return ds[13]; }
-    case 14u: { return ds[14]; }
-    case 15u: { return ds[15]; }
-    case 16u: { return ds[16]; }
-    case 17u: { return ds[17]; }
-    case 18u: { return ds[18]; }
-    case 19u: { return ds[19]; }
-    case 20u: { return ds[20]; }
-    case 21u: { return ds[21]; }
-    case 22u: { return ds[22]; }
-    case 23u: { return ds[23]; }
-    case 24u: { return ds[24]; }
-    default: { return 0.0; }
-  }
-}
-
-fn ds_set(i: u32, v: f32) {
-  switch i {
-    case 0u: { ds[0] = v; }
-    case 1u: { ds[1] = v; }
-    case 2u: { ds[2] = v; }
-    case 3u: { ds[3] = v; }
-    case 4u: { ds[4] = v; }
-    case 5u: { ds[5] = v; }
-    case 6u: { ds[6] = v; }
-    case 7u: { ds[7] = v; }
-    case 8u: { ds[8] = v; }
-    case 9u: { ds[9] = v; }
-    case 10u: { ds[10] = v; }
-    case 11u: { ds[11] = v; }
-    case 12u: { ds[12] = v; }
-    case 13u: { ds[13] = v; }
-    case 14u: { ds[14] = v; }
-    case 15u: { ds[15] = v; }
-    case 16u: { ds[16] = v; }
-    case 17u: { ds[17] = v; }
-    case 18u: { ds[18] = v; }
-    case 19u: { ds[19] = v; }
-    case 20u: { ds[20] = v; }
-    case 21u: { ds[21] = v; }
-    case 22u: { ds[22] = v; }
-    case 23u: { ds[23] = v; }
-    case 24u: { ds[24] = v; }
-    default: {}
-  }
-}
-
-// ha_ from a grid held in registers (xr, or ds where `use_ds`): its column group g (columns
+// ha_ from the grid held in xr: its column group g (columns
 // 16 g .. 16 g + 15, this invocation's column tx + 16 g) as the slice's depth: ha_[tx * HT +
 // row] = grid[row, 16 g + tx]. With `transposed`, its row group g as the depth of the grid
 // transposed: ha_[ty * HT + col] = grid[16 g + ty, col].
-fn put_a(use_ds: bool, transposed: bool, g: u32, tx: u32, ty: u32) {
+fn put_a(transposed: bool, g: u32, tx: u32, ty: u32) {
   for (var t = 0u; t < 5u; t++) {
-    let i = select(t * 5u + g, g * 5u + t, transposed);
-    let v = select(xr_get(i), ds_get(i), use_ds);
+    let v = xr_get(select(t * 5u + g, g * 5u + t, transposed));
     if (transposed) {
       ha_[ty * HT + tx + 16u * t] = v;
     } else {
@@ -312,13 +248,13 @@ fn stage(to_b: bool, which: u32, base: u32, rs: u32, rows: u32, depth: u32, k0: 
   }
 }
 
-// out = a b over `depth`, a from the grid in registers (`put_a`: xr or ds, transposed or not)
+// out = a b over `depth`, a from the grid in xr (`put_a`, transposed or not)
 // and b operand `which` staged with its rows walked as the depth (`stage`, rows dense).
-fn product_from_grid(use_ds: bool, transposed: bool, which: u32, base: u32, rs: u32, cols: u32, depth: u32, tx: u32, ty: u32, lid: u32) {
+fn product_from_grid(transposed: bool, which: u32, base: u32, rs: u32, cols: u32, depth: u32, tx: u32, ty: u32, lid: u32) {
   clear_out();
   for (var g = 0u; g * HK < depth; g++) {
     workgroupBarrier();
-    put_a(use_ds, transposed, g, tx, ty);
+    put_a(transposed, g, tx, ty);
     stage(true, which, base, rs, cols, depth, g * HK, false, lid);
     workgroupBarrier();
     mac16(min(HK, depth - g * HK), tx, ty);
@@ -334,5 +270,38 @@ fn product_staged(wa: u32, abase: u32, ars: u32, arows: u32, wb: u32, bbase: u32
     stage(true, wb, bbase, brs, brows, depth, k0, true, lid);
     workgroupBarrier();
     mac16(min(HK, depth - k0), tx, ty);
+  }
+}
+
+// The grid in `out` (rows < `rows`, columns < `width`) into result `which` (`put`, the
+// kernel's), row r of this head at (n * rows + r) * row_len + h * width: the layout the heads
+// merge into, a row of H heads, or where p.joined of the three results side by side
+// (self-attention's, so `width` is E for each). Packed, neighbouring columns meet in one word
+// through ha_, 16 rows at a time (`width` even, so every row starts a word).
+fn store_grid(which: u32, n: u32, h: u32, rows: u32, width: u32, tx: u32, ty: u32, lid: u32) {
+  var row_len = p.h * width;
+  var base = h * width;
+  if (p.joined != 0u) {
+    row_len = 3u * row_len;
+    base += which * p.h * width;
+  }
+  if (!PACKED) {
+    for (var t = 0u; t < 25u; t++) {
+      let row = ty + 16u * (t / 5u);
+      let c = tx + 16u * (t % 5u);
+      if (row < rows && c < width) { put(which, (n * rows + row) * row_len + base + c, one_(out_get(t))); }
+    }
+    return;
+  }
+  for (var i = 0u; i < 5u; i++) {
+    workgroupBarrier();
+    for (var j = 0u; j < 5u; j++) { ha_[ty * HT + tx + 16u * j] = out_get(i * 5u + j); }
+    workgroupBarrier();
+    for (var w = lid; w < 640u; w += 256u) {
+      let r = w / 40u;
+      let c = 2u * (w % 40u);
+      let row = 16u * i + r;
+      if (row < rows && c < width) { put(which, ((n * rows + row) * row_len + base + c) >> 1u, two_(ha_[r * HT + c], ha_[r * HT + c + 1u])); }
+    }
   }
 }

@@ -1,18 +1,22 @@
 // ops::Attention, a head a workgroup: the scores s = q k^T * scale, their softmax p along the
 // keys (written out for the backward), then o = p v, stored [N, L, H, Ev].
 
-@group(0) @binding(1) var<storage, read> q: array<S_x>;
-@group(0) @binding(2) var<storage, read> k: array<S_x>;
-@group(0) @binding(3) var<storage, read> v: array<S_x>;
-@group(0) @binding(4) var<storage, read_write> o: array<S_x>;
-@group(0) @binding(5) var<storage, read_write> pr: array<S_x>;
+@group(0) @binding(1) var<storage, read> q: array<A_x>;
+@group(0) @binding(2) var<storage, read> k: array<A_x>;
+@group(0) @binding(3) var<storage, read> v: array<A_x>;
+@group(0) @binding(4) var<storage, read_write> o: array<A_x>;
+@group(0) @binding(5) var<storage, read_write> pr: array<P_>;
 
 fn fetch(which: u32, i: u32) -> f32 {
   switch which {
-    case 0u: { return f32(load_x(q[i])); }
-    case 1u: { return f32(load_x(k[i])); }
-    default: { return f32(load_x(v[i])); }
+    case 0u: { return val_(q[word_(i)], i); }
+    case 1u: { return val_(k[word_(i)], i); }
+    default: { return val_(v[word_(i)], i); }
   }
+}
+
+fn put(which: u32, i: u32, w: A_x) {
+  o[i] = w;
 }
 
 @compute @workgroup_size(256)
@@ -51,12 +55,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let c = tx + 16u * (t % 5u);
     let x = xr_get(t) / total[t / 5u];
     xr_set(t, x);
-    if (row < p.l && c < p.s) { pr[((n * p.h + h) * p.l + row) * p.s + c] = store_x(C_x(x)); }
+    if (row < p.l && c < p.s) { pr[((n * p.h + h) * p.l + row) * p.s + c] = prob_(x); }
   }
-  product_from_grid(false, false, 2u, elem(p.v, n, h, 0u, 0u), p.v[3], p.ev, p.s, tx, ty, lid);
-  for (var t = 0u; t < 25u; t++) {
-    let row = ty + 16u * (t / 5u);
-    let c = tx + 16u * (t % 5u);
-    if (row < p.l && c < p.ev) { o[((n * p.l + row) * p.h + h) * p.ev + c] = store_x(C_x(out_get(t))); }
-  }
+  product_from_grid(false, 2u, elem(p.v, n, h, 0u, 0u), p.v[3], p.ev, p.s, tx, ty, lid);
+  store_grid(0u, n, h, p.l, p.ev, tx, ty, lid);
 }
