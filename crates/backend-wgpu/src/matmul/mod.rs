@@ -344,7 +344,8 @@ impl WgpuBackend {
     pub(crate) fn fused_matmul_bias(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x, w, b] = inputs else { return None };
         let (xs, ws, dtype) = (x.layout.shape(), w.layout.shape(), x.dtype);
-        let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]];
+        // The kernels read the bias at its offset, a value a column.
+        let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]] && b.layout.is_contiguous();
         // Packed bf16 operands all packed (`fused.rs` widens a mixture).
         if !shaped || !self.repr.computes(dtype) || inputs.iter().any(|v| v.dtype != dtype || packed_view(v) != packed_view(x)) {
             return None;
@@ -361,9 +362,10 @@ impl WgpuBackend {
 
     /// [`WgpuBackend::matmul_op`] plus `bias`, one value per column of y (`[N]`, one batch;
     /// `ops::MatmulBias`): added as the tiled kernel (or the one-dispatch kernel of a small
-    /// product, `plan::MatmulPlan::Small`, or the tensor cores' where they write packed bf16)
-    /// stores its finished sums, or by a broadcast add after where K is split or the tensor
-    /// cores write f16 or unpacked bf16.
+    /// product, `plan::MatmulPlan::Small`, or the tensor cores' where they write packed bf16 or
+    /// f16 of an even N) stores its finished sums, or as a split K's sums are added up, or by a
+    /// broadcast add after (f64 where K is split, the tensor cores' f16 of an odd N, their bf16
+    /// where y is not written packed).
     pub(crate) fn matmul_bias_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>) -> Result<Storage> {
         self.matmul_cut_op(lhs, rhs, bias, None)
     }
