@@ -10,8 +10,8 @@ use super::custom::{backend_runs, check_op};
 use super::grads::{check_grads, leaf, strided_leaf};
 use super::{assert_close, from_values, strided_input, values};
 use crate::ops::{
-    BatchNormBackward, BatchNormTrain, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, LayerNorm,
-    LayerNormBackward, MaxPool2dBackward,
+    AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide,
+    Conv2dBias, Conv2dBiasRelu, LayerNorm, LayerNormBackward, MaxPool2dBackward,
 };
 use crate::{no_fusion, CustomKernel, CustomOp, DType, Device, Result, Tensor};
 
@@ -734,7 +734,7 @@ pub fn bce_grads(d: &Device) {
 /// Fused attention without a mask, forward and backward, against the composite: heads as
 /// `[N, L, E]` and `[N, H, L, E]`, odd lengths and widths, the heads of a packed projection
 /// read as they lie (strided views of one tensor), f32, f16 and bf16, and keys too many for the
-/// kernel (the composite both ways).
+/// kernel (the composite both ways); and the joined gradient against the three stacked.
 pub fn attention_matches_composite(d: &Device) {
     let sdpa = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].scaled_dot_product_attention(&x[1], &x[2], None, false, None)?]) };
     // The heads of x [N, L, 3 H hd] as [N, H, L, hd] views, as multi-head attention takes them.
@@ -767,6 +767,18 @@ pub fn attention_matches_composite(d: &Device) {
         }
         let x = Tensor::from_f64s(&values(2 * 9 * 3 * 2 * 8, 90), &[2, 9, 3 * 2 * 8], dtype, d).unwrap();
         check_fused(&format!("attention {dtype}, the heads of a packed projection"), &[x], packed(2, 8), atol, rtol);
+        // Self-attention's gradients side by side in one output (kernel or composite): the three
+        // of the gradient op, stacked.
+        let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, d).unwrap();
+        let (q, k, v, g) = (t(&[2, 3, 9, 8], 91), t(&[2, 3, 9, 8], 92), t(&[2, 3, 9, 8], 93), t(&[2, 9, 3, 8], 94));
+        let p = t(&[2, 3, 9, 9], 95).softmax(-1isize).unwrap();
+        let args = [&q, &k, &v, &g, &p];
+        let joined = crate::fused::run_or_composite(&AttentionBackwardJoined { scale: 0.3 }, &args).unwrap().remove(0);
+        let apart = crate::fused::run_or_composite(&AttentionBackward { scale: 0.3 }, &args).unwrap();
+        let stacked = Tensor::stack(&apart.iter().collect::<Vec<_>>(), 2).unwrap();
+        assert_eq!(joined.shape(), stacked.shape(), "attention_backward_joined {dtype}: shape");
+        let (a, b) = (joined.to_vec_f64().unwrap(), stacked.to_vec_f64().unwrap());
+        assert_close(&format!("attention_backward_joined {dtype}"), &a, &b, atol, rtol);
     }
 }
 

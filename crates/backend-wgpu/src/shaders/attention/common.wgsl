@@ -175,10 +175,10 @@ fn xr_set(i: u32, v: f32) {
   }
 }
 
-// ha_ from the grid held in xr: its column group g (columns
-// 16 g .. 16 g + 15, this invocation's column tx + 16 g) as the slice's depth: ha_[tx * HT +
-// row] = grid[row, 16 g + tx]. With `transposed`, its row group g as the depth of the grid
-// transposed: ha_[ty * HT + col] = grid[16 g + ty, col].
+// ha_ from the grid held in xr: its column group g (columns 16 g .. 16 g + 15, this
+// invocation's column tx + 16 g) as the slice's depth: ha_[tx * HT + row] = grid[row, 16 g +
+// tx]. With `transposed`, its row group g as the depth of the grid transposed: ha_[ty * HT +
+// col] = grid[16 g + ty, col].
 fn put_a(transposed: bool, g: u32, tx: u32, ty: u32) {
   for (var t = 0u; t < 5u; t++) {
     let v = xr_get(select(t * 5u + g, g * 5u + t, transposed));
@@ -248,8 +248,8 @@ fn stage(to_b: bool, which: u32, base: u32, rs: u32, rows: u32, depth: u32, k0: 
   }
 }
 
-// out = a b over `depth`, a from the grid in xr (`put_a`, transposed or not)
-// and b operand `which` staged with its rows walked as the depth (`stage`, rows dense).
+// out = a b over `depth`, a from the grid in xr (`put_a`, transposed or not) and b operand
+// `which` staged with its rows walked as the depth (`stage`, rows dense).
 fn product_from_grid(transposed: bool, which: u32, base: u32, rs: u32, cols: u32, depth: u32, tx: u32, ty: u32, lid: u32) {
   clear_out();
   for (var g = 0u; g * HK < depth; g++) {
