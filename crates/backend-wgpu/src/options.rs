@@ -137,6 +137,7 @@ impl WgpuOptions {
             conv_tf32: self.conv_tf32,
             tf32_any_size: t.tf32_any_size,
             coop_any_size: t.coop_any_size,
+            coop_cut: t.coop_cut,
             conv_cut: t.conv_cut,
             conv_fold: t.conv_fold,
             conv_winograd: t.conv_winograd,
@@ -208,6 +209,10 @@ pub struct Knobs {
     /// f16 products of every size go on the tensor cores where the adapter has them, the
     /// small ones too (which the routing otherwise leaves to the ordinary kernels).
     pub coop_any_size: bool,
+    /// Every product on the tensor cores on tiles of `(rows, columns)` (64 x 128, 128 x 128,
+    /// 128 x 256 or 256 x 128; other tiles leave the rule's) with K in that many ranges (at
+    /// least one), so that each layout can be timed on any product.
+    pub coop_cut: Option<((usize, usize), usize)>,
 }
 
 impl Default for Knobs {
@@ -224,6 +229,7 @@ impl Default for Knobs {
             winograd_chunk: None,
             tf32_any_size: false,
             coop_any_size: false,
+            coop_cut: None,
         }
     }
 }

@@ -293,6 +293,84 @@ pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// vit's f16 products under each layout of the tensor cores' kernel and splits of K, beside
+/// the rule's choice, 20 between waits (`bench-micro --vit-f16-cuts`): each linear layer's
+/// forward `x W^T`, its input gradient `dy W` and its weight gradient `dy^T x`, where few
+/// tiles of a short K leave much of the GPU idle. A row's rate is its GFLOP/s; a cut whose
+/// result is not the rule's (beyond f16's rounding of its sums) fails the run.
+pub fn vit_f16_cuts(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    const ROW: usize = 20;
+    const TILES: [(usize, usize); 4] = [(64, 128), (128, 128), (128, 256), (256, 128)];
+    let reps = if quick { 2 } else { 7 };
+    let m = if quick { 256 } else { 8320 };
+    let low = |shape: &[usize], seed| Tensor::randn(shape, seed, DType::F32, device)?.to_dtype(DType::F16);
+    // (name, a, b, the splits to try): `None` in a cut is the rule's.
+    let mut cases: Vec<(String, Tensor, Tensor, Vec<usize>)> = Vec::new();
+    for (layer, k, n) in [("qkv", 192, 576), ("out", 192, 192), ("fc1", 192, 768), ("fc2", 768, 192)] {
+        let (x, w, dy) = (low(&[m, k], 7)?, low(&[n, k], 8)?, low(&[m, n], 9)?);
+        let short = |depth: usize| (1..=4).filter(|s| depth / s >= 64).collect::<Vec<_>>();
+        cases.push((format!("{layer} x W^T"), x.clone(), w.t()?, short(k)));
+        cases.push((format!("{layer} dy W"), dy.clone(), w.clone(), short(n)));
+        cases.push((format!("{layer} dy^T x"), dy.t()?, x.clone(), if quick { vec![1, 2] } else { vec![8, 16, 24, 32, 48] }));
+    }
+    let cuts = |splits: &[usize]| std::iter::once(None).chain(TILES.iter().flat_map(|&t| splits.iter().map(move |&s| Some((t, s))))).collect::<Vec<_>>();
+    let run = |a: &Tensor, b: &Tensor, cut| -> Result<Tensor> {
+        crate::set_knobs(device, |k| k.coop_cut = cut)?;
+        a.matmul(b)
+    };
+    // Every kernel compiled, then the GPU kept busy a while before the first timing (a new
+    // pipeline runs slowly for its first calls; an idle GPU clocks down).
+    let start = Instant::now();
+    let mut first = true;
+    while first || (!device.is_cpu() && start.elapsed() < GPU_WARM) {
+        for (_, a, b, splits) in &cases {
+            for cut in cuts(splits) {
+                run(a, b, cut)?;
+            }
+        }
+        device.synchronize()?;
+        first = false;
+    }
+    let mut rows = Vec::new();
+    for (name, a, b, splits) in &cases {
+        let expected = run(a, b, None)?.to_dtype(DType::F32)?;
+        let scale = expected.abs()?.max_all()?.to_vec::<f32>()?[0].max(1.0);
+        for cut in cuts(splits) {
+            let got = run(a, b, cut)?.to_dtype(DType::F32)?;
+            let off = got.sub(&expected)?.abs()?.max_all()?.to_vec::<f32>()?[0];
+            if off.is_nan() || off > 4e-3 * scale {
+                return Err(liandan_tensor::Error::Backend {
+                    backend: "wgpu".into(),
+                    op: "matmul",
+                    detail: format!("vit {name} on cut {cut:?}: off by {off} of {scale}"),
+                });
+            }
+            let mut samples = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                let t = Instant::now();
+                for _ in 0..ROW {
+                    run(a, b, cut)?;
+                }
+                device.synchronize()?;
+                samples.push(t.elapsed().as_secs_f64() / ROW as f64);
+            }
+            samples.sort_by(f64::total_cmp);
+            let s = samples[samples.len() / 2];
+            let (rows_, depth, cols) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+            let what = cut.map_or("the rule".to_string(), |((tm, tn), k)| format!("{tm}x{tn} /{k}"));
+            rows.push(MicroRow {
+                bench: format!("matmul f16 vit {name}: {what}, {ROW} between waits"),
+                size: format!("[{rows_},{depth}]x[{depth},{cols}]"),
+                median_ms: s * 1e3,
+                rate: 2.0 * (rows_ * depth * cols) as f64 / s / 1e9,
+                unit: "GFLOP/s".into(),
+            });
+        }
+    }
+    crate::set_knobs(device, |k| k.coop_cut = None)?;
+    Ok(rows)
+}
+
 /// How the operands of a product are stored.
 #[derive(Clone, Copy)]
 enum Operands {

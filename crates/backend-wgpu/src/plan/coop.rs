@@ -62,6 +62,11 @@ impl Variant {
         }
     }
 
+    /// The variant whose output tile is `tile` (rows x columns), if one is.
+    pub(crate) fn for_tile(tile: (usize, usize)) -> Option<Variant> {
+        [Variant::Prefetch, Variant::Short, Variant::Many, Variant::Tall].into_iter().find(|v| v.tile() == tile)
+    }
+
     /// How many of the usual 128-invocation workgroups one of its workgroups stands for when
     /// K is split to fill the GPU (`plan::k_splits` counts tiles as if two ran on a compute
     /// unit at once; a workgroup of 512 has a unit to itself).

@@ -193,7 +193,9 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
     if !coop && !packed && copies_rhs(dtype, [batch, m, k, n], (a, b), cut) {
         return MatmulPlan::CopyRhs;
     }
-    let coop_variant = coop_layout.map(|v| Variant::for_product(v, [m, k, n]));
+    // A layout asked for by `Knobs::coop_cut` where the device runs any.
+    let asked = options.coop_cut.and_then(|(tile, splits)| Some((Variant::for_tile(tile)?, splits.max(1))));
+    let coop_variant = coop_layout.map(|v| asked.map_or_else(|| Variant::for_product(v, [m, k, n]), |(v, _)| v));
     let cut = cut.filter(|_| !coop && !packed && dtype != DType::F64).map(|(tile, splits)| (if tile == 128 { 128 } else { 64 }, splits.max(1)));
     let (tm, tn) = if let Some(v) = coop_variant {
         v.tile()
@@ -222,7 +224,8 @@ pub(crate) fn matmul(p: &Product, caps: &Caps, options: &Options, tuned: Option<
     if (small_dtype || packed_bf16) && !coop && cut.is_none() && !bias && takes_heads(batch, m, n) && p.meta_fits(cut_k(k, 1)) {
         return MatmulPlan::Heads;
     }
-    let rule_k = cut_k(k, cut.map_or_else(|| k_splits(tiles, k, outputs), |(_, splits)| splits.min(k.div_ceil(16))));
+    let asked_splits = asked.filter(|_| coop).map(|(_, splits)| splits);
+    let rule_k = cut_k(k, cut.or(asked_splits.map(|s| (0, s))).map_or_else(|| k_splits(tiles, k, outputs), |(_, splits)| splits.min(k.div_ceil(16))));
     if !caps.computes(dtype) || !p.meta_fits(rule_k) {
         return MatmulPlan::Cpu;
     }

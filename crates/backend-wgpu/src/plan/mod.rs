@@ -57,6 +57,7 @@ pub(crate) struct Options {
     pub(crate) conv_tf32: bool,
     pub(crate) tf32_any_size: bool,
     pub(crate) coop_any_size: bool,
+    pub(crate) coop_cut: Option<((usize, usize), usize)>,
     pub(crate) conv_cut: Option<(usize, usize)>,
     pub(crate) conv_fold: Option<bool>,
     pub(crate) conv_winograd: Option<usize>,

@@ -4,7 +4,7 @@
 
 use liandan_tensor::DType::{BF16, F16, F32};
 
-use super::{mismatches, profiles};
+use super::{h200, lavapipe, mismatches, profiles};
 use crate::plan::Load::{self, Outer, Strided, K};
 use crate::plan::{lstm_step, matmul, MatmulPlan, Options, Product};
 
@@ -340,4 +340,19 @@ fn the_zoo_lstm_step_runs_fused() {
     assert!(lstm_step(64, 256, true));
     assert!(!lstm_step(64, 256, false), "h or the weights off vec4s");
     assert!(!lstm_step(1024, 256, true), "past the one-dispatch kernel's outputs");
+}
+
+/// A cut asked for by the `coop_cut` knob: the variant of that tile and K in that many ranges
+/// on the tensor cores, whatever the rule would pick; a tile no variant has, and a device
+/// without tensor cores, keep the rule's.
+#[test]
+fn a_coop_cut_overrides_the_rule_on_tensor_cores() {
+    let fc2 = Product { dtype: F16, batch: 1, m: 8320, k: 768, n: 192, a: K, b: K, bias: true, packed: false, cut: None, addressable: true };
+    let with = |cut| Options { coop_cut: cut, ..Options::default() };
+    let route = |caps, o: &Options| matmul(&fc2, &caps, o, None).to_string();
+    assert_eq!(route(h200(), &Options::default()), "coop Tall 256x128 /3 +bias");
+    assert_eq!(route(h200(), &with(Some(((64, 128), 2)))), "coop Short 64x128 /2 +bias");
+    assert_eq!(route(h200(), &with(Some(((128, 256), 1)))), "coop Many 128x256 /1 +bias");
+    assert_eq!(route(h200(), &with(Some(((96, 96), 1)))), "coop Tall 256x128 /3 +bias");
+    assert_eq!(route(lavapipe(), &with(Some(((64, 128), 2)))), route(lavapipe(), &Options::default()));
 }
