@@ -6,7 +6,7 @@ use liandan_tensor::{DType, Error, Layout, Result};
 use rayon::prelude::*;
 
 use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
-use crate::strided::{contiguous, materialize, parallel, Fault, Plan};
+use crate::strided::{contiguous, materialize, parallel, Fault, Plan, CHUNK};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
     match index {
@@ -177,6 +177,28 @@ fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: us
     let out = if parallel(outer * total) && outer > 1 {
         let mut out = alloc("concat", outer * total, T::default())?;
         out.par_chunks_mut(total).enumerate().for_each(|(o, dst)| row(o, dst));
+        out
+    } else if outer == 1 && parallel(total) {
+        // One row of parts (a join along the first axis, as of an RNN's steps): the parts
+        // copied on every thread, in pieces of `CHUNK`, with no fill first.
+        let mut out = reserve("concat", total)?;
+        let mut rest = &mut out.spare_capacity_mut()[..total];
+        let mut jobs = Vec::with_capacity(pieces.len());
+        for (xs, width) in &pieces {
+            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(*width);
+            jobs.push((dst, &xs[..*width]));
+            rest = tail;
+        }
+        jobs.into_par_iter().for_each(|(dst, src)| {
+            dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| {
+                d.iter_mut().zip(s).for_each(|(d, &s)| {
+                    d.write(s);
+                })
+            })
+        });
+        // SAFETY: the parts' widths sum to `total` (the caller summed them into the shape), and
+        // every element of each part's range was written above.
+        unsafe { out.set_len(total) };
         out
     } else {
         // Written once, part after part, with no fill first: concatenation is all memory traffic.

@@ -167,6 +167,67 @@ pub(crate) fn matmul_wide(inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
     Ok(vec![S::F32(wide.into())])
 }
 
+/// `ops::MatmulBias`: `x [M, K]` times `w [N, K]` transposed, plus `bias [N]` on every row:
+/// the product, then the bias added to it in place (the composite's add read the product and
+/// wrote a fresh tensor, a pass as long as a short-K product itself: the LSTM's input
+/// projection). Halves add to the rounded product and round again, as the composite.
+/// `None` where the composite runs: other shapes, mixed types, a bias with a stride.
+pub(crate) fn matmul_bias(inputs: &[Strided]) -> Option<Result<Vec<CpuStorage>>> {
+    let [x, w, b] = inputs else { return None };
+    let (&[m, k], &[n, k2], &[nb]) = (x.layout.shape(), w.layout.shape(), b.layout.shape()) else { return None };
+    if k != k2 || nb != n || !b.layout.is_contiguous() || [w.dtype, b.dtype] != [x.dtype; 2] {
+        return None;
+    }
+    let (xs, ws) = (x.layout.strides(), w.layout.strides());
+    let la = Layout::new(vec![1, m, k], vec![m * k, xs[0], xs[1]], x.layout.offset());
+    let lw = Layout::new(vec![1, k, n], vec![n * k, ws[1], ws[0]], w.layout.offset());
+    let at = b.layout.offset()..b.layout.offset() + n;
+    use CpuStorage as S;
+    Some((|| {
+        let y = match (cpu(x.storage), cpu(w.storage), cpu(b.storage)) {
+            (S::F32(xv), S::F32(wv), S::F32(bv)) => {
+                let mut y = gemm_batched(slice(xv), &la, slice(wv), &lw, [1, m, k, n])?;
+                let bias = bias_of(slice(bv), &at)?;
+                by_rows(&mut y, n, |row| crate::vmath::add_in_place(row, bias));
+                S::F32(y.into())
+            }
+            (S::F64(xv), S::F64(wv), S::F64(bv)) => {
+                S::F64(plus_rows(gemm_batched(slice(xv), &la, slice(wv), &lw, [1, m, k, n])?, bias_of(slice(bv), &at)?).into())
+            }
+            (S::F16(xv), S::F16(wv), S::F16(bv)) => S::F16(plus_rows(via_f32(slice(xv), &la, slice(wv), &lw, [1, m, k, n])?, bias_of(slice(bv), &at)?).into()),
+            (S::BF16(xv), S::BF16(wv), S::BF16(bv)) => {
+                S::BF16(plus_rows(via_f32(slice(xv), &la, slice(wv), &lw, [1, m, k, n])?, bias_of(slice(bv), &at)?).into())
+            }
+            (x, _, _) => return Err(bad_dtype("matmul_bias", x.dtype(), "floating-point dtypes only")),
+        };
+        Ok(vec![y])
+    })())
+}
+
+/// The bias's `n` values at `at` in its buffer.
+fn bias_of<'a, T>(v: &'a [T], at: &std::ops::Range<usize>) -> Result<&'a [T]> {
+    v.get(at.clone()).ok_or_else(|| backend_error("matmul_bias", "the bias reaches past its buffer"))
+}
+
+/// `y`'s rows of `n` each given to `f`, in parallel where they are many.
+fn by_rows<T: Send>(y: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync) {
+    if n == 0 {
+        return;
+    }
+    if crate::strided::parallel(y.len()) {
+        let rows = (crate::strided::CHUNK / n).max(1);
+        y.par_chunks_mut(rows * n).for_each(|c| c.chunks_mut(n).for_each(&f));
+    } else {
+        y.chunks_mut(n).for_each(f);
+    }
+}
+
+/// `y` with `bias` added to each of its rows, in `T`'s own arithmetic.
+fn plus_rows<T: Real>(mut y: Vec<T>, bias: &[T]) -> Vec<T> {
+    by_rows(&mut y, bias.len(), |row| row.iter_mut().zip(bias).for_each(|(y, &b)| *y = *y + b));
+    y
+}
+
 /// The view as contiguous f32, keeping a broadcast batch axis broadcast rather than copied.
 fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> {
     let (shape, strides) = (l.shape(), l.strides());
@@ -241,6 +302,11 @@ const WIDE_COLS: usize = 128;
 /// against at most [`TALL_MAX_COLS`] columns column-major, then transposes it.
 const TALL_ROWS: usize = 4096;
 const TALL_MAX_COLS: usize = 512;
+
+/// Columns under which, and rows from which, [`Engine::Gemm`] computes a product of a
+/// column-major (transposed) lhs column-major, then transposes it.
+const NARROW_COLS: usize = 48;
+const NARROW_MIN_ROWS: usize = 256;
 
 /// One `[m, k] x [k, n]` product: `a` and `b` by pointer and (row, column) strides, into the
 /// row-major `[m, n]` block at `c`, whose rows are `ldc` apart.
@@ -336,6 +402,10 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
         // (`[4608, 512] x [512, 128]` 4.3 ms against 8.3 on one thread), not below 4,096 rows
         // (`[2304, 1024] x [1024, 128]` 4.5 against 4.8).
         Engine::Gemm if m >= TALL_ROWS && n <= TALL_MAX_COLS && rsa == 1 && csa != 1 => Way::GemmColumnMajor,
+        // Fewer columns than `gemm`'s microkernel has rows, from a column-major lhs, as the
+        // LSTM's input weight gradient `dG^T x` over 28 inputs: a row-major result is made as
+        // its transpose, whose 28 rows fill a little over half of each microkernel tile.
+        Engine::Gemm if n < NARROW_COLS && m >= NARROW_MIN_ROWS && rsa == 1 && csa != 1 => Way::GemmColumnMajor,
         Engine::Gemm => Way::Gemm,
         Engine::Tuned if m * k * n < TUNE_MIN_WORK => Way::Gemm,
         Engine::Tuned => {

@@ -16,7 +16,7 @@ pub(crate) fn reduce(op: ReduceOp, x: &CpuStorage, l: &Layout) -> Result<CpuStor
     use CpuStorage as S;
     Ok(match op {
         ReduceOp::Sum => match x {
-            S::F32(v) => S::F32(sum_float(slice(v), l, dims)?.into()),
+            S::F32(v) => S::F32(sum_f32(slice(v), l, dims)?.into()),
             S::F16(v) => S::F16(sum_float(slice(v), l, dims)?.into()),
             S::BF16(v) => S::BF16(sum_float(slice(v), l, dims)?.into()),
             S::F64(v) => S::F64(sum_float(slice(v), l, dims)?.into()),
@@ -54,6 +54,32 @@ fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<T>>
         _ => fold_lanes(xs, dims, 0.0f64, |a, x, _| a + x.to_f64(), |a, b| a + b),
     })??;
     let sums = collect_n("sum", acc.len(), acc.iter().map(|&a| T::from_f64(a)));
+    crate::pool::give(acc);
+    sums
+}
+
+/// [`sum_float`] for f32, whose sums over a middle axis (a bias gradient's column sums) run in
+/// vector lanes (`vmath::add_rows_f64`): the generic fold stayed on the baseline's two f64
+/// lanes. The same f64 sums in the same order, split over the threads as `fold_lanes` splits.
+fn sum_f32(v: &[f32], l: &Layout, dims: [usize; 3]) -> Result<Vec<f32>> {
+    let [outer, len, inner] = dims;
+    if inner == 1 || len == 0 {
+        return sum_float(v, l, dims);
+    }
+    let acc = with_contiguous(v, l, |xs| -> Result<Vec<f64>> {
+        let mut out = alloc("sum", outer * inner, 0.0f64)?;
+        let block = |o: usize, i0: usize, acc: &mut [f64]| crate::vmath::add_rows_f64(acc, &xs[o * len * inner + i0..], len, inner);
+        if parallel(outer * len * inner) {
+            let lanes_per = inner.div_ceil(rayon::current_num_threads()).next_multiple_of(16).clamp(64, CHUNK);
+            out.par_chunks_mut(inner).enumerate().for_each(|(o, lanes)| {
+                lanes.par_chunks_mut(lanes_per).enumerate().for_each(|(c, acc)| block(o, c * lanes_per, acc));
+            });
+        } else {
+            out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
+        }
+        Ok(out)
+    })??;
+    let sums = collect_n("sum", acc.len(), acc.iter().map(|&a| a as f32));
     crate::pool::give(acc);
     sums
 }

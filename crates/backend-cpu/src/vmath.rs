@@ -76,6 +76,45 @@ simd_fn! {
 }
 
 simd_fn! {
+    /// `y += b` elementwise over matching slices (a bias added to one row of a product).
+    fn add_in_place(y: &mut [f32], b: &[f32]) {
+        let n = y.len().min(b.len());
+        let (y, b) = (&mut y[..n], &b[..n]);
+        for i in 0..n {
+            y[i] += b[i];
+        }
+    }
+}
+
+simd_fn! {
+    /// `acc[i] += x[j * stride + i]` in f64 for every row `j < rows`, in row order: a block
+    /// of a column sum's lanes. Four rows a pass, so `acc` is loaded and stored once for them.
+    fn add_rows_f64(acc: &mut [f64], x: &[f32], rows: usize, stride: usize) {
+        let n = acc.len();
+        if rows == 0 || n == 0 {
+            return;
+        }
+        assert!((rows - 1) * stride + n <= x.len(), "add_rows_f64: the rows reach past the slice");
+        let mut j = 0;
+        while j + 4 <= rows {
+            let (r0, r1) = (&x[j * stride..][..n], &x[(j + 1) * stride..][..n]);
+            let (r2, r3) = (&x[(j + 2) * stride..][..n], &x[(j + 3) * stride..][..n]);
+            for i in 0..n {
+                acc[i] = acc[i] + r0[i] as f64 + r1[i] as f64 + r2[i] as f64 + r3[i] as f64;
+            }
+            j += 4;
+        }
+        while j < rows {
+            let r = &x[j * stride..][..n];
+            for i in 0..n {
+                acc[i] += r[i] as f64;
+            }
+            j += 1;
+        }
+    }
+}
+
+simd_fn! {
     /// `e = exp(e - shift)` in place (a softmax row's exponentials).
     fn exp_shifted(e: &mut [f32], shift: f32) {
         for e in e.iter_mut() {

@@ -31,6 +31,10 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
         }
     }
+    // A linear layer's product and bias, in every float type.
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        assert!(kernel_runs(&d, &liandan_tensor::ops::MatmulBias, dtype), "matmul_bias in {dtype}");
+    }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
     let convs: [Box<dyn CustomOp>; 5] =
@@ -47,7 +51,7 @@ fn fused_kernels_run_here() {
 }
 
 /// This backend's own splits, which the suite's small shapes do not reach: GELU over more than
-/// one parallel piece, and convolutions whose images are multiplied one at a time (L >= 512,
+/// one parallel piece, a linear layer's bias added to rows in parallel pieces, and convolutions whose images are multiplied one at a time (L >= 512,
 /// padded) or several side by side in blocks that do not divide the batch, with images run in
 /// parallel or one block after another (pools of 1, 2 and 4 threads: the plan depends on them).
 #[test]
@@ -58,6 +62,9 @@ fn fused_kernels_match_composites_past_their_splits() {
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, &d).unwrap();
     let gelu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].gelu()?]) };
     check_fused("gelu f32 [3, 70001]", &[t(&[3, 70001], 1).mul_scalar(4.0).unwrap()], gelu, 1e-6, 1e-5);
+    // A linear layer whose bias is added to rows in parallel pieces, the last one short.
+    let linear = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[1], Some(&x[2]))?]) };
+    check_fused("linear f32 [2001, 16] x [40, 16]^T + bias", &[t(&[2001, 16], 4), t(&[40, 16], 5), t(&[40], 6)], linear, 1e-5, 1e-5);
     // (N, C, H, W, O, kernel, stride, padding): one image a product (552 columns); blocks of
     // 36 columns an image; strided; a 1x1 whose columns are the input, in blocks; 100 columns
     // an image, in parallel runs of 7 images on 2 threads (blocks of 6 and 1), and on 4 threads
@@ -71,6 +78,31 @@ fn fused_kernels_match_composites_past_their_splits() {
                 let conv = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].conv2d(&x[1], None, (s, s), (p, p), (1, 1), 1)?]) };
                 let inputs = [t(&[n, c, h, w], 2), t(&[o, c, k, k], 3).mul_scalar(0.5).unwrap()];
                 check_fused(&format!("conv2d [{n}, {c}, {h}, {w}] O {o} kernel {k} stride {s} padding {p}, {threads} threads"), &inputs, conv, 1e-4, 1e-4);
+            }
+        });
+    }
+}
+
+/// Column sums of f32 (a bias gradient's, in vector lanes four rows a pass) against sums in f64
+/// done here: rows that are not a multiple of four, blocks of lanes split over 1, 2 and 4
+/// threads, and a middle axis of a 3-D tensor.
+#[test]
+fn column_sums_match_f64_sums() {
+    use liandan_tensor::conformance::values;
+    use liandan_tensor::{DType, Device, Tensor};
+    let d = Device::cpu();
+    for threads in [1, 2, 4] {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool");
+        pool.install(|| {
+            for shape in [[1usize, 1023, 70], [3, 5, 9], [2, 1792, 1024]] {
+                let [outer, len, inner] = shape;
+                let v = values(outer * len * inner, 11);
+                let x = Tensor::from_f64s(&v, &shape, DType::F32, &d).unwrap();
+                let got = x.sum(&[1], false).unwrap().to_vec::<f32>().unwrap();
+                // The f32 inputs exactly as stored, summed in f64 in row order, rounded once.
+                let want: Vec<f32> =
+                    (0..outer * inner).map(|oi| (0..len).map(|j| v[(oi / inner * len + j) * inner + oi % inner] as f32 as f64).sum::<f64>() as f32).collect();
+                assert_eq!(got, want, "sum over the middle axis of {shape:?}, {threads} threads");
             }
         });
     }
