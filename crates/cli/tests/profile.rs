@@ -13,10 +13,14 @@ fn profile_prints_tables_and_writes_a_trace() {
     let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--trace", trace.to_str().unwrap()]);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{err}");
-    // Per step: three linear layers forward; backward, each weight's gradient and the input
-    // gradients of the two upper layers (the data needs none). Two steps.
-    let matmul = out.lines().find(|l| l.starts_with("matmul ")).unwrap_or_else(|| panic!("no matmul row:\n{out}"));
-    assert_eq!(matmul.split_whitespace().nth(1), Some("16"), "{matmul}");
+    // Per step: three linear layers forward, each a product with its bias; backward, each
+    // weight's gradient and the input gradients of the two upper layers (the data needs
+    // none). Two steps.
+    let calls = |op: &str| {
+        let line = out.lines().find(|l| l.starts_with(op)).unwrap_or_else(|| panic!("no {op}row:\n{out}"));
+        line.split_whitespace().rev().nth(3).map(str::to_owned)
+    };
+    assert_eq!((calls("matmul ").as_deref(), calls("fused matmul_bias ").as_deref()), (Some("10"), Some("6")), "{out}");
     for layer in ["Linear", "backward", "optimizer"] {
         assert!(out.lines().any(|l| l.starts_with(layer)), "no {layer} row:\n{out}");
     }
@@ -52,12 +56,15 @@ fn row<'a>(table: &'a [String], op: &str, shapes: &str, out: &str) -> &'a str {
 #[test]
 fn profile_shapes_prints_each_product_with_its_shapes_and_rate() {
     let (out, table) = shapes_table("mlp", "2");
-    // fc1's forward: the batch [2, 1024] times the transposed weight [1024, 512], once a step
-    // (as the kernel trait receives them, batched).
-    let fc1 = row(&table, "matmul ", "[1, 2, 1024] f32, [1, 1024, 512] f32", &out);
+    // fc1's forward: the batch [2, 1024], the weight [512, 1024] and its bias, once a step.
+    let fc1 = row(&table, "fused matmul_bias ", "[2, 1024] f32, [512, 1024] f32, [512] f32", &out);
     let cols: Vec<&str> = fc1.split_whitespace().collect();
-    assert_eq!(cols[1], "2", "{fc1}");
-    assert!(cols[4].parse::<f64>().is_ok_and(|r| r > 0.0), "a product's rate: {fc1}");
+    assert_eq!(cols[2], "2", "{fc1}");
+    assert!(cols[5].parse::<f64>().is_ok_and(|r| r > 0.0), "a product's rate: {fc1}");
+    // Its weight gradient: dy^T [512, 2] times the batch (as the kernel trait receives them,
+    // batched).
+    let dw = row(&table, "matmul ", "[1, 512, 2] f32, [1, 2, 1024] f32", &out);
+    assert!(dw.split_whitespace().nth(4).is_some_and(|r| r.parse::<f64>().is_ok_and(|r| r > 0.0)), "a product's rate: {dw}");
     // Ops that are not products have shapes but no counted operations.
     assert!(table.iter().any(|l| !l.starts_with("matmul ") && l.split_whitespace().nth(4) == Some("-")), "{out}");
 }

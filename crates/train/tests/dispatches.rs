@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use liandan_nn::backend::{BinaryOp, CmpOp, ReduceOp, UnaryOp, Window2d};
-use liandan_nn::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, Relu, ReluBackward};
+use liandan_nn::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBias, Conv2dBiasRelu, MatmulBias, Relu, ReluBackward};
 use liandan_nn::{
     manual_seed, no_fusion, zoo, Backend, CustomKernel, DType, Device, DeviceKind, Distribution, ModuleExt, Storage, Strided, Tensor, TensorResult as Result,
 };
@@ -111,9 +111,9 @@ impl Backend for Counting {
         self.hit().concat(parts, dim)
     }
     fn custom(&self, op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        // The CPU backend fuses the convolution and ReLU too; declining them here keeps the
-        // fused and composite passes apart by batch norm's launches alone, which is what this
-        // counts.
+        // The CPU backend fuses the convolution, ReLU and a linear layer's bias too;
+        // declining them here keeps the fused and composite passes apart by batch norm's
+        // launches alone, which is what this counts.
         let declined = [
             op.downcast_ref::<Conv2d>().is_some(),
             op.downcast_ref::<Conv2dBias>().is_some(),
@@ -122,6 +122,7 @@ impl Backend for Counting {
             op.downcast_ref::<Conv2dBackwardWeight>().is_some(),
             op.downcast_ref::<Relu>().is_some(),
             op.downcast_ref::<ReluBackward>().is_some(),
+            op.downcast_ref::<MatmulBias>().is_some(),
         ];
         if declined.contains(&true) {
             return None;
