@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use half::{bf16, f16};
 use liandan_tensor::ops::{
     AddRelu, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
-    LstmCellBackward, MatmulBias, MatmulWide, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    LstmCellBackward, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{CustomKernel, DType, Result, Storage, Strided};
 use num_traits::{Float, One, Zero};
@@ -69,6 +69,9 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
     }
     if let Some(BatchNormBackward(o)) = op.downcast_ref() {
         return Some(store(per_norm!(inputs, 2, batch_norm_backward, o, "batch_norm_backward")));
+    }
+    if let Some(MaxPool2dBackward(w)) = op.downcast_ref() {
+        return Some(store(crate::window::max_pool2d_backward(w, inputs).map(|s| vec![s])));
     }
     if op.downcast_ref::<MatmulBias>().is_some() {
         return crate::matmul::matmul_bias(inputs).map(store);

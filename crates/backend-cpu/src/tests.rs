@@ -171,6 +171,11 @@ fn im2col_and_max_pool_match_their_definitions() {
         ((7, 5), (3, 2), (2, 3), (1, 0), (2, 1)),
         ((4, 4), (1, 1), (1, 1), (2, 2), (1, 1)), // rows and columns wholly in the padding
         ((6, 9), (2, 3), (3, 2), (1, 1), (1, 3)),
+        // Without padding or dilation: 2 x 2 windows apart, leaving the last row and column
+        // out; 2 x 2 overlapping; and another window size.
+        ((7, 9), (2, 2), (2, 2), (0, 0), (1, 1)),
+        ((5, 6), (2, 2), (1, 1), (0, 0), (1, 1)),
+        ((8, 7), (3, 2), (2, 1), (0, 0), (1, 1)),
     ];
     for ((h, ww), kernel, stride, padding, dilation) in geometries {
         let w = Window2d { n: 2, c: 2, h, w: ww, kernel, stride, padding, dilation };

@@ -4,12 +4,12 @@
 use std::ops::Range;
 
 use liandan_tensor::backend::Window2d;
-use liandan_tensor::{Error, Layout, Result};
+use liandan_tensor::{Error, Layout, Result, Strided};
 use num_traits::Zero;
 use rayon::prelude::*;
 
 use crate::reduce::gt;
-use crate::storage::{alloc, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
+use crate::storage::{alloc, alloc_overwritten, bad_dtype, cpu, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
 use crate::strided::{parallel, with_contiguous};
 
 /// Window geometry in plain numbers, checked so that no kernel can underflow or divide by zero.
@@ -294,39 +294,116 @@ pub(crate) fn max_pool2d(x: &CpuStorage, l: &Layout, window: Window2d) -> Result
 }
 
 /// A window that lies wholly in the padding (possible only with odd geometry) yields the
-/// lowest value and index -1.
+/// lowest value and index -1. The values and indices are written straight into their two
+/// buffers, planes in parallel; windows without padding or dilation read their rows as slices.
 fn max_pool_t<T: Scalar>(xs: &[T], g: Geo) -> Result<(Vec<T>, Vec<i64>)> {
-    let mut out = alloc("max_pool2d", g.planes * g.l(), (T::from_f64(f64::NEG_INFINITY), -1i64))?;
-    let work = out.len() * g.kh * g.kw;
+    let (l, hw) = (g.l(), g.hw());
+    let mut values = alloc_overwritten("max_pool2d", g.planes * l, T::default())?;
+    let mut indices = alloc_overwritten("max_pool2d", g.planes * l, 0i64)?;
     // The taps inside the input, per output row and column: the same for every plane, and
     // their divisions cost more than the comparisons.
     let row_taps: Vec<_> = (0..g.oh).map(|y| taps_along((y * g.sh) as isize - g.ph, g.dh, g.h, g.kh)).collect();
     let col_taps: Vec<_> = (0..g.ow).map(|x| taps_along((x * g.sw) as isize - g.pw, g.dw, g.w, g.kw)).collect();
-    per_plane(&mut out, g.l(), work, |p, dst| {
-        let plane = &xs[p * g.hw()..(p + 1) * g.hw()];
-        for (hs, dst) in row_taps.iter().zip(dst.chunks_mut(g.ow)) {
-            for (cols, out) in col_taps.iter().zip(dst) {
-                let mut best = *out;
-                for ih in hs.clone() {
-                    let row = &plane[ih * g.w..(ih + 1) * g.w];
-                    for iw in cols.clone() {
-                        if best.1 < 0 || gt(row[iw], best.0) {
-                            best = (row[iw], (ih * g.w + iw) as i64);
+    let plain = g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1;
+    let plane_of = |p: usize, vals: &mut [T], idx: &mut [i64]| {
+        let plane = &xs[p * hw..(p + 1) * hw];
+        let outs = vals.iter_mut().zip(idx.iter_mut());
+        if plain && g.kh == 2 && g.kw == 2 {
+            // The usual 2 x 2 window, its four taps unrolled (in the loop below, two rows of
+            // two-element slices cost more than the comparisons).
+            for (y, (vals, idx)) in vals.chunks_mut(g.ow).zip(idx.chunks_mut(g.ow)).enumerate() {
+                let top = y * g.sh * g.w;
+                let (r0, r1) = (&plane[top..top + g.w], &plane[top + g.w..top + 2 * g.w]);
+                for (x, (v, i)) in vals.iter_mut().zip(idx.iter_mut()).enumerate() {
+                    let c = x * g.sw;
+                    let (mut best, mut at) = (r0[c], c);
+                    for (value, tap) in [(r0[c + 1], c + 1), (r1[c], g.w + c), (r1[c + 1], g.w + c + 1)] {
+                        if gt(value, best) {
+                            (best, at) = (value, tap);
+                        }
+                    }
+                    (*v, *i) = (best, (top + at) as i64);
+                }
+            }
+            return;
+        }
+        if plain {
+            // Every window lies inside the input: its first tap starts the search.
+            let windows = (0..g.oh).flat_map(|y| (0..g.ow).map(move |x| (y * g.sh, x * g.sw)));
+            for ((v, i), (y0, x0)) in outs.zip(windows) {
+                let (mut best, mut at) = (plane[y0 * g.w + x0], y0 * g.w + x0);
+                for ih in y0..y0 + g.kh {
+                    let start = ih * g.w + x0;
+                    for (j, &x) in plane[start..start + g.kw].iter().enumerate() {
+                        if gt(x, best) {
+                            (best, at) = (x, start + j);
                         }
                     }
                 }
-                *out = best;
+                (*v, *i) = (best, at as i64);
+            }
+            return;
+        }
+        let windows = row_taps.iter().flat_map(|hs| col_taps.iter().map(move |cols| (hs, cols)));
+        for ((v, i), (hs, cols)) in outs.zip(windows) {
+            let mut best = (T::from_f64(f64::NEG_INFINITY), -1i64);
+            for ih in hs.clone() {
+                let row = &plane[ih * g.w..(ih + 1) * g.w];
+                for iw in cols.clone() {
+                    if best.1 < 0 || gt(row[iw], best.0) {
+                        best = (row[iw], (ih * g.w + iw) as i64);
+                    }
+                }
+            }
+            (*v, *i) = best;
+        }
+    };
+    if l > 0 && parallel(g.planes * l * g.kh * g.kw) {
+        values.par_chunks_mut(l).zip(indices.par_chunks_mut(l)).enumerate().for_each(|(p, (v, i))| plane_of(p, v, i));
+    } else if l > 0 {
+        values.chunks_mut(l).zip(indices.chunks_mut(l)).enumerate().for_each(|(p, (v, i))| plane_of(p, v, i));
+    }
+    Ok((values, indices))
+}
+
+/// `ops::MaxPool2dBackward`: dy `[N, C, out_h, out_w]` added into zeros at the forward's
+/// indices, a plane at a time with planes in parallel (the composite's scatter-add is one
+/// sequential pass), in dy's type as the scatter adds; an index of -1 (a window wholly in the
+/// padding) adds nothing, any other outside its plane is an error.
+pub(crate) fn max_pool2d_backward(window: &Window2d, inputs: &[Strided]) -> Result<CpuStorage> {
+    let [dy, indices] = inputs else {
+        return Err(Error::BadShape { op: "max_pool2d_backward", shape: vec![inputs.len()], detail: "takes dy and the indices".into() });
+    };
+    let g = Geo::new("max_pool2d_backward", window)?;
+    let out = [window.n, window.c, g.oh, g.ow];
+    check_input("max_pool2d_backward", dy.layout, out)?;
+    check_input("max_pool2d_backward", indices.layout, out)?;
+    let CpuStorage::I64(idx) = cpu(indices.storage) else {
+        return Err(bad_dtype("max_pool2d_backward", indices.dtype, "the indices are i64"));
+    };
+    with_contiguous(slice(idx), indices.layout, |idx| {
+        Ok(map_float!(cpu(dy.storage), "max_pool2d_backward", v => with_contiguous(v, dy.layout, |dys| max_pool_backward_t(dys, idx, g))??))
+    })?
+}
+
+fn max_pool_backward_t<T: Real>(dys: &[T], idx: &[i64], g: Geo) -> Result<Vec<T>> {
+    let (l, hw) = (g.l(), g.hw());
+    let mut dx = alloc_overwritten("max_pool2d_backward", g.planes * hw, T::zero())?;
+    let bad = std::sync::atomic::AtomicI64::new(-1);
+    per_plane(&mut dx, hw, g.planes * (hw + l), |p, plane| {
+        plane.fill(T::zero());
+        for (&d, &i) in dys[p * l..(p + 1) * l].iter().zip(&idx[p * l..(p + 1) * l]) {
+            match usize::try_from(i) {
+                Ok(at) if at < hw => plane[at] = plane[at] + d,
+                _ if i == -1 => {}
+                _ => bad.store(i, std::sync::atomic::Ordering::Relaxed),
             }
         }
     });
-    let mut values = alloc("max_pool2d", out.len(), T::default())?;
-    let mut indices = alloc("max_pool2d", out.len(), 0i64)?;
-    values.iter_mut().zip(indices.iter_mut()).zip(&out).for_each(|((v, i), &(best, at))| {
-        *v = best;
-        *i = at;
-    });
-    crate::pool::give(out);
-    Ok((values, indices))
+    match bad.into_inner() {
+        -1 => Ok(dx),
+        index => Err(Error::IndexOutOfRange { op: "max_pool2d_backward", index, size: hw }),
+    }
 }
 
 pub(crate) fn avg_pool2d(x: &CpuStorage, l: &Layout, window: Window2d, count_include_pad: bool) -> Result<CpuStorage> {

@@ -31,9 +31,13 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
         }
     }
-    // A linear layer's product and bias, in every float type.
-    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-        assert!(kernel_runs(&d, &liandan_tensor::ops::MatmulBias, dtype), "matmul_bias in {dtype}");
+    // A linear layer's product and bias, and max pooling's gradient, in every float type.
+    let window = liandan_tensor::backend::Window2d { n: 2, c: 3, h: 7, w: 6, kernel: (2, 2), stride: (2, 2), padding: (0, 0), dilation: (1, 1) };
+    let more: [&dyn CustomOp; 2] = [&liandan_tensor::ops::MatmulBias, &liandan_tensor::ops::MaxPool2dBackward(window)];
+    for op in more {
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+            assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
+        }
     }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
