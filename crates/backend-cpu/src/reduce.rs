@@ -60,7 +60,8 @@ fn sum_float<T: Scalar>(v: &[T], l: &Layout, dims: [usize; 3]) -> Result<Vec<T>>
 
 /// [`sum_float`] for f32, whose sums over a middle axis (a bias gradient's column sums) run in
 /// vector lanes (`vmath::add_rows_f64`): the generic fold stayed on the baseline's two f64
-/// lanes. The same f64 sums in the same order, split over the threads as `fold_lanes` splits.
+/// lanes. The same f64 sums in the same order, split over the threads as `fold_lanes` splits
+/// ([`lane_blocks`]).
 fn sum_f32(v: &[f32], l: &Layout, dims: [usize; 3]) -> Result<Vec<f32>> {
     let [outer, len, inner] = dims;
     if inner == 1 || len == 0 {
@@ -68,15 +69,7 @@ fn sum_f32(v: &[f32], l: &Layout, dims: [usize; 3]) -> Result<Vec<f32>> {
     }
     let acc = with_contiguous(v, l, |xs| -> Result<Vec<f64>> {
         let mut out = alloc("sum", outer * inner, 0.0f64)?;
-        let block = |o: usize, i0: usize, acc: &mut [f64]| crate::vmath::add_rows_f64(acc, &xs[o * len * inner + i0..], len, inner);
-        if parallel(outer * len * inner) {
-            let lanes_per = inner.div_ceil(rayon::current_num_threads()).next_multiple_of(16).clamp(64, CHUNK);
-            out.par_chunks_mut(inner).enumerate().for_each(|(o, lanes)| {
-                lanes.par_chunks_mut(lanes_per).enumerate().for_each(|(c, acc)| block(o, c * lanes_per, acc));
-            });
-        } else {
-            out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
-        }
+        lane_blocks(&mut out, inner, parallel(outer * len * inner), |o, i0, acc| crate::vmath::add_rows_f64(acc, &xs[o * len * inner + i0..], len, inner));
         Ok(out)
     })??;
     let sums = collect_n("sum", acc.len(), acc.iter().map(|&a| a as f32));
@@ -198,11 +191,17 @@ where
             acc.iter_mut().zip(row).for_each(|(a, &x)| *a = step(*a, x, j));
         }
     };
+    lane_blocks(&mut out, inner, par, block);
+    Ok(out)
+}
+
+/// `block(o, i0, acc)` over `out`'s rows of `inner` lanes (`o` the row, `i0` the first lane of
+/// `acc`): in parallel where `par`, in blocks of lanes small enough for every thread to take
+/// some (a bias gradient's 1,024 columns are one block of CHUNK, one thread's work), each
+/// still a few cache lines of every row; every lane is still folded in row order, so the
+/// result does not depend on the threads.
+fn lane_blocks<A: Send>(out: &mut [A], inner: usize, par: bool, block: impl Fn(usize, usize, &mut [A]) + Sync) {
     if par {
-        // Blocks of lanes small enough for every thread to take some (a bias gradient's 1,024
-        // columns are one block of CHUNK, one thread's work), each still a few cache lines of
-        // every row; every lane is still folded in row order, so the result does not depend on
-        // the threads.
         let lanes_per = inner.div_ceil(rayon::current_num_threads()).next_multiple_of(16).clamp(64, CHUNK);
         out.par_chunks_mut(inner).enumerate().for_each(|(o, lanes)| {
             lanes.par_chunks_mut(lanes_per).enumerate().for_each(|(c, acc)| block(o, c * lanes_per, acc));
@@ -210,7 +209,6 @@ where
     } else {
         out.chunks_mut(inner).enumerate().for_each(|(o, lanes)| block(o, 0, lanes));
     }
-    Ok(out)
 }
 
 /// `ops::SumRowsWide`: an f16 or bf16 `x [.., C]` summed over every axis but the last into f32
