@@ -1,6 +1,7 @@
 //! Fused batch normalization in training (`liandan_tensor::ops::BatchNormTrain` and its
 //! gradient, `BatchNormBackward`): per channel, the statistics in two passes over its values
-//! (in f64, whatever the dtype), then one pass writing the output; channels run in parallel.
+//! (in f64, whatever the dtype; f32's gradient in the CPU's widest vector lanes), then one pass
+//! writing the output; channels run in parallel.
 //! Dimension letters: `x` is `[N, C, L]`, `M = N L` values per channel.
 
 use liandan_tensor::{BatchNormOptions, Result, Strided};
@@ -8,9 +9,10 @@ use rayon::prelude::*;
 
 use crate::fused_rows::{sum_by, sum_by2, sum_pair_by2, Elem};
 use crate::kernel::slices;
-use crate::scalar::Scalar;
+use crate::scalar::{as_f32, as_f32_mut, Scalar};
 use crate::storage::{alloc_overwritten, CpuStorage};
 use crate::strided::parallel;
+use crate::vmath;
 
 /// `(N, C, L)` of `x` `[N, C, ...]`.
 fn dims(x: &Strided) -> (usize, usize, usize) {
@@ -102,6 +104,13 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
         .into_par_iter()
         .map(|ch| {
             let (mean, invstd) = (at(0, ch), at(1, ch));
+            if let (Some(x), Some(dy)) = (as_f32(&v[0]), as_f32(&v[1])) {
+                let (w, b) = affine(ch);
+                let mut acc = [0.0; 2];
+                let rows = channel(dy, (n, c, l), ch).zip(channel(x, (n, c, l), ch));
+                rows.for_each(|(dy, x)| vmath::bn_grad_sums(dy, x, [mean, invstd, w, b], o.relu, &mut acc));
+                return (acc[0], acc[1] * invstd);
+            }
             let rows = channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch));
             if o.relu {
                 let wb = affine(ch);
@@ -125,6 +134,10 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
         let wb = affine(ch);
         // The row's inputs cut to its length first, so the loop indexes without bounds checks.
         let (x, dy) = (&v[0][row_at..][..row.len()], &v[1][row_at..][..row.len()]);
+        if let (Some(x), Some(dy), Some(dx)) = (as_f32(x), as_f32(dy), as_f32_mut(row)) {
+            let (w, b) = wb;
+            return vmath::bn_grad_row(dy, x, dx, [mean, invstd, w, b], o.relu, [scale, dbias / m, dweight / m]);
+        }
         for ((out, &x), &dy) in row.iter_mut().zip(x).zip(dy) {
             let xhat = (Scalar::to_f64(x) - mean) * invstd;
             *out = put::<T>(scale * (grad(dy, xhat, wb) - dbias / m - xhat * dweight / m));

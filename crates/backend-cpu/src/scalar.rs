@@ -1,6 +1,8 @@
 //! The element types kernels are generic over: [`Scalar`] for every buffer element, [`Real`]
 //! for the floats, with the conversions and accumulation types they share.
 
+use std::any::TypeId;
+
 use half::{bf16, f16};
 use liandan_tensor::dtype::{bf16_from_f64, f16_from_f64};
 use num_traits::Float;
@@ -268,3 +270,15 @@ macro_rules! real_half {
 
 real_half!(f16);
 real_half!(bf16);
+
+/// `v` as f32s when `T` is f32, for the kernels with f32 code of their own (`vmath`).
+pub(crate) fn as_f32<T: 'static>(v: &[T]) -> Option<&[f32]> {
+    // SAFETY: `T` is f32, so the slice is one of f32s.
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), v.len()) })
+}
+
+/// [`as_f32`] for a slice written through.
+pub(crate) fn as_f32_mut<T: 'static>(v: &mut [T]) -> Option<&mut [f32]> {
+    // SAFETY: `T` is f32, so the slice is one of f32s, borrowed mutably as `v` was.
+    (TypeId::of::<T>() == TypeId::of::<f32>()).then(|| unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), v.len()) })
+}

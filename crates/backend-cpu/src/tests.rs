@@ -101,13 +101,22 @@ fn backward_windows_are_adjoints() {
     let lx = Layout::contiguous(&[2, 3, 7, 6]);
     let x = values(lx.numel());
     let xs = put(&x, DType::F64);
-    for wc in [w, Window2d { kernel: (1, 2), stride: (2, 3), padding: (2, 1), ..w }] {
-        let cols = get(&B.im2col(view(&xs, &lx, DType::F64), wc, 0.0).unwrap(), DType::F64);
+    let shifts = [(3, 3), (5, 3), (3, 5)].map(|kernel| Window2d { kernel, stride: (1, 1), padding: (kernel.0 / 2, kernel.1 / 2), dilation: (1, 1), ..w });
+    let wide = Window2d { kernel: (3, 7), stride: (1, 1), padding: (0, 3), dilation: (1, 1), ..w };
+    // A one-pixel image: every tap but the centre wholly in the padding.
+    let pixel = Window2d { h: 1, w: 1, ..shifts[0] };
+    for wc in [w, Window2d { kernel: (1, 2), stride: (2, 3), padding: (2, 1), ..w }].into_iter().chain(shifts).chain([wide, pixel]) {
+        let lx = Layout::contiguous(&[wc.n, wc.c, wc.h, wc.w]);
+        let x = values(lx.numel());
+        let cols = get(&B.im2col(view(&put(&x, DType::F64), &lx, DType::F64), wc, 0.0).unwrap(), DType::F64);
         let lc = Layout::contiguous(&[2, wc.col_rows(), wc.col_cols()]);
         assert_eq!(cols.len(), lc.numel());
         let y: Vec<f64> = values(lc.numel() + 3)[3..].to_vec();
         let back = get(&B.col2im(view(&put(&y, DType::F64), &lc, DType::F64), wc).unwrap(), DType::F64);
         close(&[dot(&cols, &y)], &[dot(&x, &back)], 1e-9);
+        // f32 folds back through its own vector code; in eighths, its sums are exact.
+        let back32 = get(&B.col2im(view(&put(&y, DType::F32), &lc, DType::F32), wc).unwrap(), DType::F32);
+        assert_eq!(back32, back, "{wc:?}");
     }
     for include in [true, false] {
         let w = Window2d { dilation: (1, 1), ..w };
@@ -176,6 +185,16 @@ fn im2col_and_max_pool_match_their_definitions() {
         ((7, 9), (2, 2), (2, 2), (0, 0), (1, 1)),
         ((5, 6), (2, 2), (1, 1), (0, 0), (1, 1)),
         ((8, 7), (3, 2), (2, 1), (0, 0), (1, 1)),
+        // Stride 1 with outputs as wide as the input, whose taps are the plane shifted: taller
+        // and wider kernels, unpadded rows, kernels wider than the plane, and rows wholly in
+        // the padding.
+        ((5, 6), (5, 3), (1, 1), (2, 1), (1, 1)),
+        ((4, 3), (3, 5), (1, 1), (1, 2), (1, 1)),
+        ((6, 5), (3, 3), (1, 1), (0, 1), (1, 1)),
+        ((3, 1), (3, 3), (1, 1), (1, 1), (1, 1)),
+        ((1, 1), (3, 3), (1, 1), (1, 1), (1, 1)),
+        ((3, 2), (1, 5), (1, 1), (0, 2), (1, 1)),
+        ((2, 4), (1, 3), (1, 1), (3, 1), (1, 1)),
     ];
     for ((h, ww), kernel, stride, padding, dilation) in geometries {
         let w = Window2d { n: 2, c: 2, h, w: ww, kernel, stride, padding, dilation };

@@ -9,6 +9,7 @@ use num_traits::Zero;
 use rayon::prelude::*;
 
 use crate::reduce::gt;
+use crate::scalar::{as_f32, as_f32_mut};
 use crate::storage::{alloc, alloc_overwritten, bad_dtype, cpu, map_dtype, map_float, slice, CpuStorage, Real, Scalar};
 use crate::strided::{parallel, with_contiguous};
 
@@ -72,6 +73,38 @@ impl Geo {
         self.oh * self.ow
     }
 
+    /// Whether each tap's columns are the plane shifted by one offset: stride 1, no dilation,
+    /// and outputs as wide as the input (a 3x3 convolution padded by 1), so that column `q`
+    /// of tap `(i, j)` reads element `q + off` of the plane wherever it reads the plane at all.
+    fn is_shift(&self) -> bool {
+        (self.sh, self.sw, self.dh, self.dw) == (1, 1, 1, 1) && self.ow == self.w
+    }
+
+    /// Tap `(i, j)` of an [`Geo::is_shift`] geometry.
+    fn shift(&self, i: usize, j: usize) -> Shift {
+        let (dy, dx) = (i as isize - self.ph, j as isize - self.pw);
+        let (w, hw) = (self.w as isize, (self.h * self.w) as isize);
+        let off = dy * w + dx;
+        let rows = span(dy, 1, self.h, self.oh);
+        let (lo, hi) = ((rows.start * self.w) as isize, (rows.end * self.w) as isize);
+        let start = lo.max(-off).min(hi);
+        let end = hi.min(hw - off).max(start);
+        let wrapped = if dx < 0 { 0..(-dx).min(w) } else { w - dx.min(w)..w };
+        Shift { off, run: start as usize..end as usize, rows, wrapped: wrapped.start as usize..wrapped.end as usize }
+    }
+
+    /// For [`col2im_plane`]: whether column `q` of a tap in kernel column `j` reads the plane,
+    /// all ones if so and zero if not (element `j * L + q`), for an [`Geo::is_shift`]
+    /// geometry; empty for any other.
+    fn fold_masks(&self) -> Vec<u32> {
+        if !self.is_shift() {
+            return Vec::new();
+        }
+        let (w, l) = (self.w as isize, self.l());
+        let reads = move |q: usize, j: usize| (0..w).contains(&((q % self.w) as isize + j as isize - self.pw));
+        (0..self.kw).flat_map(|j| (0..l).map(move |q| if reads(q, j) { u32::MAX } else { 0 })).collect()
+    }
+
     /// For im2col row `(i, j)`: the output rows and columns whose tap lands inside the input,
     /// and the input column the first of those columns reads.
     fn im2col_spans(&self, i: usize, j: usize) -> (Range<usize>, Range<usize>, usize) {
@@ -102,6 +135,28 @@ impl Geo {
         let (cols, pw) = clip(x, self.sw, self.kw, self.pw, self.w);
         let count = if count_include_pad { ph * pw } else { rows.len() * cols.len() };
         (rows, cols, count)
+    }
+}
+
+/// One tap of a [`Geo::is_shift`] geometry: its row of columns is `plane[q + off]` over
+/// `run`, the padding elsewhere, and the run's rows `rows` of `W` columns each read the
+/// padding at their columns `wrapped` too (where the run wrapped onto a neighbouring row).
+struct Shift {
+    off: isize,
+    run: Range<usize>,
+    rows: Range<usize>,
+    wrapped: Range<usize>,
+}
+
+impl Shift {
+    /// The plane's elements the run reads (none for an empty run, whose start may lie
+    /// before the plane's: a tap wholly in the padding).
+    fn source(&self) -> Range<usize> {
+        if self.run.is_empty() {
+            return 0..0;
+        }
+        let at = (self.run.start as isize + self.off) as usize;
+        at..at + self.run.len()
     }
 }
 
@@ -163,22 +218,30 @@ pub(crate) fn im2col(x: &CpuStorage, l: &Layout, window: Window2d, pad_value: f6
 fn im2col_t<T: Scalar>(xs: &[T], g: Geo, pad: T) -> Result<Vec<T>> {
     let (kk, l) = (g.kh * g.kw, g.l());
     // The largest buffer of a convolution, so the one most worth refusing with an error.
-    let mut out = alloc("im2col", g.planes * kk * l, pad)?;
+    let mut out = alloc_overwritten("im2col", g.planes * kk * l, pad)?;
     let work = out.len();
-    per_plane(&mut out, kk * l, work, |p, block| im2col_plane(&xs[p * g.hw()..(p + 1) * g.hw()], &g, block, l));
+    per_plane(&mut out, kk * l, work, |p, block| im2col_plane(&xs[p * g.hw()..(p + 1) * g.hw()], &g, block, l, pad));
     Ok(out)
 }
 
-/// The `[kh * kw, L]` columns of one `[H, W]` plane into `block`, which holds the padding
-/// value already: the taps that fall in the padding are not written.
-fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T], ld: usize) {
+/// The `[kh * kw, L]` columns of one `[H, W]` plane into `block`, rows `ld` apart, `pad`
+/// where a tap falls in the padding: every element of the rows is written.
+fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T], ld: usize, pad: T) {
+    if g.is_shift() {
+        return im2col_plane_shift(plane, g, block, ld, pad);
+    }
     for r in 0..g.taps() {
         let row = &mut block[r * ld..][..g.l()];
         let (i, j) = (r / g.kw, r % g.kw);
         let (ys, xs, iw0) = g.im2col_spans(i, j);
+        row[..ys.start * g.ow].fill(pad);
+        row[ys.end * g.ow..].fill(pad);
         for y in ys {
+            let out = &mut row[y * g.ow..][..g.ow];
+            out[..xs.start].fill(pad);
+            out[xs.end..].fill(pad);
             let src = &plane[g.row_of(y, i) * g.w..][iw0..g.w];
-            let dst = &mut row[y * g.ow..][xs.clone()];
+            let dst = &mut out[xs.clone()];
             if g.sw == 1 {
                 // The common case, a plain copy: `step_by` would hide that from the compiler.
                 dst.copy_from_slice(&src[..dst.len()]);
@@ -189,17 +252,29 @@ fn im2col_plane<T: Copy>(plane: &[T], g: &Geo, block: &mut [T], ld: usize) {
     }
 }
 
+/// [`im2col_plane`] for a [`Geo::is_shift`] geometry: each tap's row is one run of the
+/// plane, then the padding columns the run wrapped onto. Small planes' rows are a few
+/// elements long, too short to copy one at a time.
+fn im2col_plane_shift<T: Copy>(plane: &[T], g: &Geo, block: &mut [T], ld: usize, pad: T) {
+    for r in 0..g.taps() {
+        let row = &mut block[r * ld..][..g.l()];
+        let s = g.shift(r / g.kw, r % g.kw);
+        row[..s.run.start].fill(pad);
+        row[s.run.end..].fill(pad);
+        row[s.run.clone()].copy_from_slice(&plane[s.source()]);
+        for y in s.rows {
+            row[y * g.w..][s.wrapped.clone()].fill(pad);
+        }
+    }
+}
+
 /// The `[planes * kh * kw, L]` columns of `g.planes` consecutive planes of `xs` into `out`
 /// (zero in the padding), rows `ld` apart, on this thread: the convolution calls it once per
 /// image, several images side by side in one buffer when `ld` is a multiple of `L`.
 pub(crate) fn im2col_into<T: Real>(xs: &[T], g: &Geo, out: &mut [T], ld: usize) {
     let (rows, hw) = (g.taps(), g.hw());
     for p in 0..g.planes {
-        let block = &mut out[p * rows * ld..];
-        if (g.ph, g.pw) != (0, 0) {
-            (0..rows).for_each(|r| block[r * ld..][..g.l()].fill(T::zero()));
-        }
-        im2col_plane(&xs[p * hw..(p + 1) * hw], g, block, ld);
+        im2col_plane(&xs[p * hw..(p + 1) * hw], g, &mut out[p * rows * ld..], ld, T::zero());
     }
 }
 
@@ -212,12 +287,9 @@ pub(crate) fn im2col_images<T: Real>(xs: &[T], plane_at: impl Fn(usize) -> usize
     let (rows, l) = (g.taps(), g.l());
     let ld = nb * l;
     out[..g.planes * rows * ld].par_chunks_mut(rows * ld).enumerate().for_each(|(p, block)| {
-        if (g.ph, g.pw) != (0, 0) {
-            block.fill(T::zero());
-        }
         for i in 0..nb {
             let at = plane_at(i) + p * g.hw();
-            im2col_plane(&xs[at..at + g.hw()], g, &mut block[i * l..], ld);
+            im2col_plane(&xs[at..at + g.hw()], g, &mut block[i * l..], ld, T::zero());
         }
     });
 }
@@ -229,10 +301,11 @@ pub(crate) fn im2col_images<T: Real>(xs: &[T], plane_at: impl Fn(usize) -> usize
 pub(crate) fn col2im_images<T: Real<Acc = T>>(cols: &[T], nb: usize, g: &Geo, dx: &mut [T], image: usize, plane0: usize) {
     let (rows, hw, l) = (g.taps(), g.hw(), g.l());
     let (ld, per_image) = (nb * l, image / hw);
+    let masks = g.fold_masks();
     dx[..nb * image].par_chunks_mut(hw).enumerate().for_each(|(q, plane)| {
         let (i, p) = (q / per_image, q % per_image);
         if (plane0..plane0 + g.planes).contains(&p) {
-            col2im_plane(&cols[(p - plane0) * rows * ld + i * l..], g, plane, ld);
+            col2im_plane(&cols[(p - plane0) * rows * ld + i * l..], g, plane, ld, &masks);
         }
     });
 }
@@ -241,13 +314,18 @@ pub(crate) fn col2im_images<T: Real<Acc = T>>(cols: &[T], nb: usize, g: &Geo, dx
 /// `g.planes` planes of `dx` (the adjoint of [`im2col_into`]), on this thread.
 pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T], ld: usize) {
     let (rows, hw) = (g.taps(), g.hw());
+    let masks = g.fold_masks();
     for (p, plane) in dx.chunks_mut(hw).take(g.planes).enumerate() {
-        col2im_plane(&cols[p * rows * ld..], g, plane, ld);
+        col2im_plane(&cols[p * rows * ld..], g, plane, ld, &masks);
     }
 }
 
-/// Adds one plane's `[kh * kw, L]` columns (rows `ld` apart), folded back, to `acc` (`[H, W]`).
-fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize) {
+/// Adds one plane's `[kh * kw, L]` columns (rows `ld` apart), folded back, to `acc` (`[H, W]`);
+/// `masks` are the geometry's [`Geo::fold_masks`].
+fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize, masks: &[u32]) {
+    if g.is_shift() {
+        return col2im_plane_shift(block, g, acc, ld, masks);
+    }
     for r in 0..g.taps() {
         let row = &block[r * ld..][..g.l()];
         let (i, j) = (r / g.kw, r % g.kw);
@@ -264,6 +342,30 @@ fn col2im_plane<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize) {
     }
 }
 
+/// [`col2im_plane`] for a [`Geo::is_shift`] geometry: each tap's row added as one run, its
+/// columns that wrapped onto a neighbouring row masked out (adding zero), so that the adds
+/// stay in vector lanes however narrow the plane; f32 in the CPU's widest ones.
+fn col2im_plane_shift<T: Real>(block: &[T], g: &Geo, acc: &mut [T::Acc], ld: usize, masks: &[u32]) {
+    for r in 0..g.taps() {
+        let (i, j) = (r / g.kw, r % g.kw);
+        let s = g.shift(i, j);
+        let src = &block[r * ld..][s.run.clone()];
+        let dst = &mut acc[s.source()];
+        let keep = (!s.wrapped.is_empty()).then(|| &masks[j * g.l()..][s.run.clone()]);
+        if let (Some(src), Some(dst)) = (as_f32(src), as_f32_mut(dst)) {
+            match keep {
+                None => crate::vmath::add_in_place(dst, src),
+                Some(keep) => crate::vmath::add_kept(dst, src, keep),
+            }
+            continue;
+        }
+        match keep {
+            None => dst.iter_mut().zip(src).for_each(|(d, &v)| *d += v.widen()),
+            Some(keep) => dst.iter_mut().zip(src).zip(keep).for_each(|((d, &v), &k)| *d += if k != 0 { v.widen() } else { T::Acc::zero() }),
+        }
+    }
+}
+
 pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<CpuStorage> {
     let g = Geo::new("col2im", &window)?;
     check_input("col2im", l, [window.n, window.c * g.kh * g.kw, g.l()])?;
@@ -273,9 +375,10 @@ pub(crate) fn col2im(cols: &CpuStorage, l: &Layout, window: Window2d) -> Result<
 fn col2im_t<T: Real>(xs: &[T], g: Geo) -> Result<Vec<T>> {
     let (kk, l) = (g.kh * g.kw, g.l());
     let mut out = alloc("col2im", g.planes * g.hw(), T::zero())?;
+    let masks = g.fold_masks();
     per_plane(&mut out, g.hw(), xs.len(), |p, plane| {
         let mut acc = vec![T::Acc::zero(); g.hw()];
-        col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc, l);
+        col2im_plane(&xs[p * kk * l..(p + 1) * kk * l], &g, &mut acc, l, &masks);
         plane.iter_mut().zip(acc).for_each(|(o, a)| *o = T::narrow(a));
     });
     Ok(out)
