@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::fused::slices;
 use crate::matmul::{product, transpose_into, Engine, Gemm, Operand};
-use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real};
+use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real};
 use crate::strided::map1;
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 
@@ -335,8 +335,8 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let (engine, threaded) = p.engine()?;
     let transposed = p.og <= TRANSPOSED_DW_MAX_OUT && p.k >= p.og && size > 0;
     // Adds the share of images `n0..n0 + nb` into `dw` (its groups each `[K, Og]` when
-    // `transposed`, else `[Og, K]`).
-    let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dw: &mut [T]| {
+    // `transposed`, else `[Og, K]`), or writes it there for a thread's first block.
+    let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dw: &mut [T], accumulate: bool| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];
         let dy = &dy[n0 * p.image_out()..][..nb * p.image_out()];
         let ld = nb * p.l;
@@ -345,16 +345,21 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
             let dw = &mut dw[grp * p.og * p.k..][..p.og * p.k];
             let dy_g = if nb == 1 { &dy[grp * p.og * p.l..][..p.og * p.l] } else { p.pack(dy, grp, nb, &mut s.packed) };
             if transposed {
-                product(engine, threaded, true, [p.k, ld, p.og], mat(cols, ld, false), mat(dy_g, ld, true), dw);
+                product(engine, threaded, accumulate, [p.k, ld, p.og], mat(cols, ld, false), mat(dy_g, ld, true), dw);
             } else {
-                product(engine, threaded, true, [p.og, ld, p.k], mat(dy_g, ld, false), mat(cols, ld, true), dw);
+                product(engine, threaded, accumulate, [p.og, ld, p.k], mat(dy_g, ld, false), mat(cols, ld, true), dw);
             }
         }
     };
-    let mut parts = (0..p.threads).map(|_| Ok((scratch(OP, size, T::zero())?, p.scratch::<T>(OP)?))).collect::<Result<Vec<_>>>()?;
+    // Each thread's first block writes its part whole (every group's), so the parts are not
+    // zeroed first: that, and reading the zeros back, cost a pass over a weight-sized block.
+    let mut parts = (0..p.threads).map(|_| Ok((scratch_overwritten(OP, size, T::zero())?, p.scratch::<T>(OP)?))).collect::<Result<Vec<_>>>()?;
     let run = |t: usize, (dw, s): &mut (storage::Scratch<T>, Scratch<T>)| {
         let images = t * p.per..g.n.min((t + 1) * p.per);
-        images.clone().step_by(p.nb).for_each(|n0| block(s, n0, p.nb.min(images.end - n0), dw));
+        if images.is_empty() {
+            dw.fill(T::zero());
+        }
+        images.clone().step_by(p.nb).enumerate().for_each(|(b, n0)| block(s, n0, p.nb.min(images.end - n0), dw, b > 0));
     };
     if p.threads > 1 {
         parts.par_iter_mut().enumerate().for_each(|(t, part)| run(t, part));

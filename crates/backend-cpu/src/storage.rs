@@ -395,18 +395,15 @@ pub(crate) fn collect_n<T: Clone + Default + Send + 'static>(op: &'static str, n
     Ok(v)
 }
 
-/// A working buffer of `n` copies of `value` ([`alloc`]'s checks, the budget's among them),
-/// counted as [`Held`] while it lives and handed to the pool when it drops.
+/// A working buffer of `n` elements ([`alloc`]'s checks, the budget's among them), counted
+/// as [`Held`] while it lives and handed to the pool when it drops.
 pub(crate) struct Scratch<T: Send + 'static> {
     v: Vec<T>,
     _held: Held,
 }
 
-pub(crate) fn scratch<T: Clone + Send + 'static>(op: &'static str, n: usize, value: T) -> Result<Scratch<T>> {
-    Ok(held(alloc(op, n, value)?))
-}
-
-/// [`scratch`] for a kernel that writes every element before it reads it ([`alloc_overwritten`]).
+/// A [`Scratch`] for a kernel that writes every element before it reads it
+/// ([`alloc_overwritten`]).
 pub(crate) fn scratch_overwritten<T: Copy + Send + 'static>(op: &'static str, n: usize, value: T) -> Result<Scratch<T>> {
     Ok(held(alloc_overwritten(op, n, value)?))
 }
