@@ -97,6 +97,8 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
     let at = |k: usize, ch: usize| Scalar::to_f64(p[k][ch]);
     // The forward's affine map of xhat, for the ReLU's cut.
     let affine = |ch: usize| if o.affine && o.relu { (at(2, ch), at(3, ch)) } else { (1.0, 0.0) };
+    // The f32 kernels' form of it: no ReLU is one whose input is always 1.
+    let relu_cut = |ch: usize| if o.relu { affine(ch) } else { (0.0, 1.0) };
     // dy where the ReLU let the value through (all of it without one).
     let grad = |dy: T, xhat: f64, (w, b): (f64, f64)| if o.relu && xhat * w + b <= 0.0 { 0.0 } else { Scalar::to_f64(dy) };
     // (sum(dy), sum(dy xhat)) per channel: dbias and dweight.
@@ -105,10 +107,10 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
         .map(|ch| {
             let (mean, invstd) = (at(0, ch), at(1, ch));
             if let (Some(x), Some(dy)) = (as_f32(&v[0]), as_f32(&v[1])) {
-                let (w, b) = affine(ch);
+                let (w, b) = relu_cut(ch);
                 let mut acc = [0.0; 2];
                 let rows = channel(dy, (n, c, l), ch).zip(channel(x, (n, c, l), ch));
-                rows.for_each(|(dy, x)| vmath::bn_grad_sums(dy, x, [mean, invstd, w, b], o.relu, &mut acc));
+                rows.for_each(|(dy, x)| vmath::bn_grad_sums(dy, x, [mean, invstd, w, b], &mut acc));
                 return (acc[0], acc[1] * invstd);
             }
             let rows = channel(&v[1], (n, c, l), ch).zip(channel(&v[0], (n, c, l), ch));
@@ -135,8 +137,8 @@ pub(crate) fn batch_norm_backward<T: Elem, P: Elem>(o: &BatchNormOptions, inputs
         // The row's inputs cut to its length first, so the loop indexes without bounds checks.
         let (x, dy) = (&v[0][row_at..][..row.len()], &v[1][row_at..][..row.len()]);
         if let (Some(x), Some(dy), Some(dx)) = (as_f32(x), as_f32(dy), as_f32_mut(row)) {
-            let (w, b) = wb;
-            return vmath::bn_grad_row(dy, x, dx, [mean, invstd, w, b], o.relu, [scale, dbias / m, dweight / m]);
+            let (w, b) = relu_cut(ch);
+            return vmath::bn_grad_row(dy, x, dx, [mean, invstd, w, b], [scale, dbias / m, dweight / m]);
         }
         for ((out, &x), &dy) in row.iter_mut().zip(x).zip(dy) {
             let xhat = (Scalar::to_f64(x) - mean) * invstd;

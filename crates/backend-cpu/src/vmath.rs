@@ -89,68 +89,48 @@ simd_fn! {
 /// f64 lanes a batch-norm gradient's channel sums run in: two AVX-512 registers a sum.
 const BN_LANES: usize = 16;
 
-/// A batch-norm gradient's `g`: `dy`, or 0 where `RELU` and the forward's output `xhat w + b`
-/// was not positive. A select, not a branch, so that the loops around it vectorize.
+/// A batch-norm gradient's `g`: `dy`, or 0 where the forward's output `xhat w + b` (its ReLU's
+/// input) was not positive. Without a ReLU, `w = 0` and `b = 1` keep every `dy` (a NaN `xhat`
+/// too); that one loop vectorized, where LLVM left a copy without the cut in two-lane pieces.
 #[inline(always)]
-fn bn_g<const RELU: bool>(dy: f32, xhat: f64, w: f64, b: f64) -> f64 {
-    let cut = RELU && xhat * w + b <= 0.0;
-    if cut {
+fn bn_g(dy: f32, xhat: f64, w: f64, b: f64) -> f64 {
+    if xhat * w + b <= 0.0 {
         0.0
     } else {
         dy as f64
     }
 }
 
-/// [`bn_grad_sums`] with the ReLU's cut known.
-#[inline(always)]
-fn bn_grad_sums_with<const RELU: bool>(dy: &[f32], x: &[f32], [mean, invstd, w, b]: [f64; 4], acc: &mut [f64; 2]) {
-    let n = dy.len().min(x.len());
-    let (dy, x) = (&dy[..n], &x[..n]);
-    let (mut s, mut sx) = ([0.0f64; BN_LANES], [0.0f64; BN_LANES]);
-    let whole = n / BN_LANES * BN_LANES;
-    for i in (0..whole).step_by(BN_LANES) {
-        // Sliced to the lanes' length, so that the lanes' loop has no bounds checks.
-        let (dy, x) = (&dy[i..i + BN_LANES], &x[i..i + BN_LANES]);
-        for k in 0..BN_LANES {
-            let d = x[k] as f64 - mean;
-            let g = bn_g::<RELU>(dy[k], d * invstd, w, b);
-            s[k] += g;
-            sx[k] += g * d;
-        }
-    }
-    for i in whole..n {
-        let d = x[i] as f64 - mean;
-        let g = bn_g::<RELU>(dy[i], d * invstd, w, b);
-        s[0] += g;
-        sx[0] += g * d;
-    }
-    for k in 0..BN_LANES {
-        acc[0] += s[k];
-        acc[1] += sx[k];
-    }
-}
-
 simd_fn! {
     /// A batch-norm gradient's two channel sums over one row of `dy` and `x`, added to `acc`
-    /// in f64: `sum g` and `sum g (x - mean)`, where `g` is `dy`, or 0 where `relu` and the
-    /// forward's output `(x - mean) invstd w + b` was not positive (`channel = [mean, invstd,
-    /// w, b]`).
-    fn bn_grad_sums(dy: &[f32], x: &[f32], channel: [f64; 4], relu: bool, acc: &mut [f64; 2]) {
-        match relu {
-            true => bn_grad_sums_with::<true>(dy, x, channel, acc),
-            false => bn_grad_sums_with::<false>(dy, x, channel, acc),
+    /// in f64: `sum g` and `sum g (x - mean)`, `g` as [`bn_g`] takes it (`channel = [mean,
+    /// invstd, w, b]`).
+    fn bn_grad_sums(dy: &[f32], x: &[f32], channel: [f64; 4], acc: &mut [f64; 2]) {
+        let [mean, invstd, w, b] = channel;
+        let n = dy.len().min(x.len());
+        let (dy, x) = (&dy[..n], &x[..n]);
+        let (mut s, mut sx) = ([0.0f64; BN_LANES], [0.0f64; BN_LANES]);
+        let whole = n / BN_LANES * BN_LANES;
+        for i in (0..whole).step_by(BN_LANES) {
+            // Sliced to the lanes' length, so that the lanes' loop has no bounds checks.
+            let (dy, x) = (&dy[i..i + BN_LANES], &x[i..i + BN_LANES]);
+            for k in 0..BN_LANES {
+                let d = x[k] as f64 - mean;
+                let g = bn_g(dy[k], d * invstd, w, b);
+                s[k] += g;
+                sx[k] += g * d;
+            }
         }
-    }
-}
-
-/// [`bn_grad_row`] with the ReLU's cut known.
-#[inline(always)]
-fn bn_grad_row_with<const RELU: bool>(dy: &[f32], x: &[f32], dx: &mut [f32], [mean, invstd, w, b]: [f64; 4], [scale, k0, k1]: [f64; 3]) {
-    let n = dy.len().min(x.len()).min(dx.len());
-    let (dy, x, dx) = (&dy[..n], &x[..n], &mut dx[..n]);
-    for i in 0..n {
-        let xhat = (x[i] as f64 - mean) * invstd;
-        dx[i] = (scale * (bn_g::<RELU>(dy[i], xhat, w, b) - k0 - xhat * k1)) as f32;
+        for i in whole..n {
+            let d = x[i] as f64 - mean;
+            let g = bn_g(dy[i], d * invstd, w, b);
+            s[0] += g;
+            sx[0] += g * d;
+        }
+        for k in 0..BN_LANES {
+            acc[0] += s[k];
+            acc[1] += sx[k];
+        }
     }
 }
 
@@ -158,10 +138,13 @@ simd_fn! {
     /// A batch-norm gradient's `dx` over one row: `scale (g - dbias / M - xhat dweight / M)`
     /// with `xhat = (x - mean) invstd` and `g` as in [`bn_grad_sums`] (`channel` as there, `k =
     /// [scale, dbias / M, dweight / M]`).
-    fn bn_grad_row(dy: &[f32], x: &[f32], dx: &mut [f32], channel: [f64; 4], relu: bool, k: [f64; 3]) {
-        match relu {
-            true => bn_grad_row_with::<true>(dy, x, dx, channel, k),
-            false => bn_grad_row_with::<false>(dy, x, dx, channel, k),
+    fn bn_grad_row(dy: &[f32], x: &[f32], dx: &mut [f32], channel: [f64; 4], k: [f64; 3]) {
+        let ([mean, invstd, w, b], [scale, k0, k1]) = (channel, k);
+        let n = dy.len().min(x.len()).min(dx.len());
+        let (dy, x, dx) = (&dy[..n], &x[..n], &mut dx[..n]);
+        for i in 0..n {
+            let xhat = (x[i] as f64 - mean) * invstd;
+            dx[i] = (scale * (bn_g(dy[i], xhat, w, b) - k0 - xhat * k1)) as f32;
         }
     }
 }
