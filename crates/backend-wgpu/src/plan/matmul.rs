@@ -31,8 +31,9 @@ const SHORT_OUTPUTS: usize = 64 * 1024;
 const MIN_SHORT_K: usize = 64;
 const SHORT_SPLITS: usize = 32;
 
-/// The ranges K is split into for a product of `tiles` workgroups and `outputs` elements (see
-/// `FEW_TILES`); the convolutions on cooperative matrices split theirs the same way.
+/// The ranges K is split into for a product on the ordinary kernels of `tiles` workgroups and
+/// `outputs` elements (see `FEW_TILES`); the convolutions on cooperative matrices split theirs
+/// the same way, a product there by [`coop_k_splits`].
 pub(crate) fn k_splits(tiles: usize, k: usize, outputs: usize) -> usize {
     if tiles >= FEW_TILES {
         return 1;
