@@ -9,7 +9,8 @@ use std::borrow::Cow;
 use half::{bf16, f16};
 use liandan_tensor::ops::{
     AddRelu, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward, LstmCell,
-    LstmCellBackward, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    LstmCellBackward, LstmSequence, LstmSequenceBackward, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward, SoftmaxLastDim,
+    SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{CustomKernel, DType, Result, Storage, Strided};
 use num_traits::{Float, One, Zero};
@@ -72,6 +73,12 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
     }
     if let Some(MaxPool2dBackward(w)) = op.downcast_ref() {
         return Some(store(crate::window::max_pool2d_backward(w, inputs).map(|s| vec![s])));
+    }
+    if let Some(o) = op.downcast_ref::<LstmSequence>() {
+        return crate::fused_lstm::lstm_sequence(o, inputs).map(store);
+    }
+    if let Some(o) = op.downcast_ref::<LstmSequenceBackward>() {
+        return crate::fused_lstm::lstm_sequence_backward(o, inputs).map(store);
     }
     if op.downcast_ref::<MatmulBias>().is_some() {
         return crate::matmul::matmul_bias(inputs).map(store);

@@ -1,11 +1,13 @@
 //! Index kernels: gather, scatter_add, index_select and concat. Index values come from user
 //! data, so every one is range-checked and a bad one is an error, never a panic.
 
+use std::mem::MaybeUninit;
+
 use liandan_tensor::{DType, Error, Layout, Result};
 
 use rayon::prelude::*;
 
-use crate::storage::{alloc, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
+use crate::storage::{alloc, backend_error, bad_dtype, dtype_mismatch, each_dtype, map_dtype, reserve, CpuStorage, Scalar};
 use crate::strided::{contiguous, materialize, parallel, Fault, Plan, CHUNK};
 
 fn i64_data<'a>(op: &'static str, index: &'a CpuStorage) -> Result<&'a [i64]> {
@@ -152,67 +154,87 @@ pub(crate) fn concat(parts: &[(&CpuStorage, &Layout)], dim: usize) -> Result<Cpu
     Ok(map_dtype!(first, _v => concat_t(parts, dim, &shape)?))
 }
 
+/// One part of a join: its elements, or one value broadcast over the part (a gap of zeros in
+/// a gradient joined from pieces), written as a fill rather than copied out first.
+enum Part<'a, T: Clone> {
+    Elements(std::borrow::Cow<'a, [T]>),
+    Fill(T),
+}
+
+impl<T: Copy> Part<'_, T> {
+    /// Writes the part's row `o` of `width` elements to `dst`.
+    fn write_row(&self, o: usize, width: usize, dst: &mut [MaybeUninit<T>]) {
+        match self {
+            Part::Elements(xs) => dst.iter_mut().zip(&xs[o * width..][..width]).for_each(|(d, &s)| {
+                d.write(s);
+            }),
+            Part::Fill(v) => dst.iter_mut().for_each(|d| {
+                d.write(*v);
+            }),
+        }
+    }
+}
+
 fn concat_t<T: Scalar + bytemuck::Pod>(parts: &[(&CpuStorage, &Layout)], dim: usize, shape: &[usize]) -> Result<Vec<T>> {
     let outer: usize = shape[..dim].iter().product();
     let inner: usize = shape[dim + 1..].iter().product();
     let total = shape[dim] * inner;
-    // Each part as a row-major slice, with its row width.
-    let mut pieces: Vec<(std::borrow::Cow<[T]>, usize)> = Vec::with_capacity(parts.len());
+    // Each part as a row-major slice or a fill, with its row width.
+    let mut pieces: Vec<(Part<T>, usize)> = Vec::with_capacity(parts.len());
     for &(s, l) in parts {
         // All parts share `T`'s dtype, checked by the caller, so this cast is the identity.
         let v: &[T] = each_dtype!(s, v => bytemuck::cast_slice(v));
-        let xs = match contiguous(v, l) {
-            Some(xs) => std::borrow::Cow::Borrowed(xs),
-            None => std::borrow::Cow::Owned(materialize(v, l)?),
+        let width = l.shape()[dim] * inner;
+        let part = match contiguous(v, l) {
+            Some(xs) => Part::Elements(std::borrow::Cow::Borrowed(xs)),
+            None if width > 0 && l.strides().iter().all(|&st| st == 0) => {
+                Part::Fill(*v.get(l.offset()).ok_or_else(|| backend_error("concat", "a broadcast part's element lies past its buffer"))?)
+            }
+            None => Part::Elements(std::borrow::Cow::Owned(materialize(v, l)?)),
         };
-        pieces.push((xs, l.shape()[dim] * inner));
+        pieces.push((part, width));
     }
-    let row = |o: usize, dst: &mut [T]| {
+    let mut out = reserve("concat", outer * total)?;
+    let dst = &mut out.spare_capacity_mut()[..outer * total];
+    let row = |o: usize, dst: &mut [MaybeUninit<T>]| {
         let mut col = 0;
-        for (xs, width) in &pieces {
-            dst[col..col + width].copy_from_slice(&xs[o * width..][..*width]);
+        for (part, width) in &pieces {
+            part.write_row(o, *width, &mut dst[col..col + width]);
             col += width;
         }
     };
-    let out = if parallel(outer * total) && outer > 1 {
-        let mut out = alloc("concat", outer * total, T::default())?;
-        out.par_chunks_mut(total).enumerate().for_each(|(o, dst)| row(o, dst));
-        out
+    if parallel(outer * total) && outer > 1 {
+        dst.par_chunks_mut(total).enumerate().for_each(|(o, d)| row(o, d));
     } else if outer == 1 && parallel(total) {
         // One row of parts (a join along the first axis, as of an RNN's steps): the parts
-        // copied on every thread, in pieces of `CHUNK`, with no fill first.
-        let mut out = reserve("concat", total)?;
-        let mut rest = &mut out.spare_capacity_mut()[..total];
+        // copied on every thread, in pieces of `CHUNK`.
+        let mut rest = dst;
         let mut jobs = Vec::with_capacity(pieces.len());
-        for (xs, width) in &pieces {
-            let (dst, tail) = std::mem::take(&mut rest).split_at_mut(*width);
-            jobs.push((dst, &xs[..*width]));
+        for (part, width) in &pieces {
+            let (d, tail) = std::mem::take(&mut rest).split_at_mut(*width);
+            jobs.push((d, part));
             rest = tail;
         }
-        jobs.into_par_iter().for_each(|(dst, src)| {
-            dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| {
-                d.iter_mut().zip(s).for_each(|(d, &s)| {
+        jobs.into_par_iter().for_each(|(d, part)| {
+            d.par_chunks_mut(CHUNK).enumerate().for_each(|(i, d)| match part {
+                Part::Elements(xs) => d.iter_mut().zip(&xs[i * CHUNK..]).for_each(|(d, &s)| {
                     d.write(s);
-                })
+                }),
+                Part::Fill(v) => d.iter_mut().for_each(|d| {
+                    d.write(*v);
+                }),
             })
         });
-        // SAFETY: the parts' widths sum to `total` (the caller summed them into the shape), and
-        // every element of each part's range was written above.
-        unsafe { out.set_len(total) };
-        out
     } else {
         // Written once, part after part, with no fill first: concatenation is all memory traffic.
-        let mut out = reserve("concat", outer * total)?;
-        for o in 0..outer {
-            for (xs, width) in &pieces {
-                out.extend_from_slice(&xs[o * width..][..*width]);
-            }
-        }
-        out
-    };
+        dst.chunks_mut(total).enumerate().for_each(|(o, d)| row(o, d));
+    }
+    // SAFETY: the parts' widths sum to `total` (the caller summed them into the shape), and
+    // every element of every row was written above.
+    unsafe { out.set_len(outer * total) };
     // The parts copied out of strided views go back to the pool.
-    for (xs, _) in pieces {
-        if let std::borrow::Cow::Owned(copy) = xs {
+    for (part, _) in pieces {
+        if let Part::Elements(std::borrow::Cow::Owned(copy)) = part {
             crate::pool::give(copy);
         }
     }

@@ -29,6 +29,7 @@ mod conv;
 mod elementwise;
 mod fused;
 mod fused_layer_norm;
+mod fused_lstm;
 mod fused_norm;
 mod fused_rows;
 mod index;

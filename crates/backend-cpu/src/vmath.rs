@@ -255,6 +255,55 @@ simd_fn! {
     }
 }
 
+simd_fn! {
+    /// [`lstm_cell_row`] of the gates `x + gates` that leaves them activated in `gates` (i, f,
+    /// g, o after σ, σ, tanh, σ), for a backward that reads them rather than recomputing them.
+    fn lstm_cell_keep_row(gates: &mut [f32], x: &[f32], c: &[f32], h_out: &mut [f32], c_out: &mut [f32]) {
+        let h = c.len().min(h_out.len()).min(c_out.len()).min(gates.len() / 4).min(x.len() / 4);
+        let (c, h_out, c_out) = (&c[..h], &mut h_out[..h], &mut c_out[..h]);
+        let (xi, xf, xg, xo) = (&x[..h], &x[h..2 * h], &x[2 * h..3 * h], &x[3 * h..4 * h]);
+        let (gi, rest) = gates.split_at_mut(h);
+        let (gf, rest) = rest.split_at_mut(h);
+        let (gg, go) = rest.split_at_mut(h);
+        let (gf, gg, go) = (&mut gf[..h], &mut gg[..h], &mut go[..h]);
+        for j in 0..h {
+            let (i, f) = (sigmoid_f32(xi[j] + gi[j]), sigmoid_f32(xf[j] + gf[j]));
+            let (g, o) = (tanh_f32(xg[j] + gg[j]), sigmoid_f32(xo[j] + go[j]));
+            let c_new = f * c[j] + i * g;
+            h_out[j] = o * tanh_f32(c_new);
+            c_out[j] = c_new;
+            (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+        }
+    }
+}
+
+simd_fn! {
+    /// [`lstm_cell_backward_row`] from the activated gates [`lstm_cell_keep_row`] left, and
+    /// the gradient of h' as two terms (`dh[0] + dh[1]`: the output's and the next step's).
+    fn lstm_cell_backward_kept_row(act: &[f32], c: &[f32], c_new: &[f32], dh: [&[f32]; 2], dc_new: &[f32], dgates: &mut [f32], dc: &mut [f32]) {
+        let [dh, dh_more] = dh;
+        let h = c.len().min(c_new.len()).min(dh.len()).min(dh_more.len()).min(dc_new.len()).min(dc.len()).min(act.len() / 4).min(dgates.len() / 4);
+        let (c, c_new, dh, dh_more, dc_new, dc) = (&c[..h], &c_new[..h], &dh[..h], &dh_more[..h], &dc_new[..h], &mut dc[..h]);
+        let (ai, af, ag, ao) = (&act[..h], &act[h..2 * h], &act[2 * h..3 * h], &act[3 * h..4 * h]);
+        let (di, rest) = dgates.split_at_mut(h);
+        let (df, rest) = rest.split_at_mut(h);
+        let (dg, do_) = rest.split_at_mut(h);
+        let (df, dg, do_) = (&mut df[..h], &mut dg[..h], &mut do_[..h]);
+        for j in 0..h {
+            let (i, f, g, o) = (ai[j], af[j], ag[j], ao[j]);
+            let d_h = dh[j] + dh_more[j];
+            let tanh_c = tanh_f32(c_new[j]);
+            // c' reaches the loss directly and through h' = o * tanh(c').
+            let dc_total = dc_new[j] + d_h * o * (1.0 - tanh_c * tanh_c);
+            di[j] = dc_total * g * i * (1.0 - i);
+            df[j] = dc_total * c[j] * f * (1.0 - f);
+            dg[j] = dc_total * i * (1.0 - g * g);
+            do_[j] = d_h * tanh_c * o * (1.0 - o);
+            dc[j] = dc_total * f;
+        }
+    }
+}
+
 /// `e^x` within 2 ulp for `x` in [-87, 88]: `2^n e^r` with `r = x - n ln 2` in
 /// [-ln 2 / 2, ln 2 / 2] and `e^r` from Cephes' `expf` polynomial. Below -87 it is 0 (true
 /// value under 1.7e-38), past 88 it is `e^88`, and NaN stays NaN.

@@ -39,6 +39,12 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
         }
     }
+    // A whole LSTM direction each way, in f32 (other types run the steps as ops).
+    let sequence: [&dyn CustomOp; 2] =
+        [&liandan_tensor::ops::LstmSequence { reverse: true, zero_state: false }, &liandan_tensor::ops::LstmSequenceBackward { reverse: true, want_dh0: true }];
+    for op in sequence {
+        assert!(kernel_runs(&d, op, DType::F32), "{} in f32", op.name());
+    }
     // The convolution in f32 and f64 (halves take the composite), grouped and strided.
     let g = ConvGeometry { n: 3, c: 4, h: 7, w: 6, o: 6, kernel: (3, 3), stride: (2, 1), padding: (1, 1), dilation: (1, 1), groups: 2 };
     let convs: [Box<dyn CustomOp>; 5] =

@@ -7,9 +7,11 @@
 //! Each layer and direction projects the whole input sequence with one matmul
 //! (`[L*N, in] x W_ih^T`), so the time loop only does the `[N, H] x W_hh^T` product and the
 //! elementwise gate arithmetic. Everything is built from differentiable tensor ops, so
-//! backward needs no rule of its own; the LSTM's step is `Tensor::lstm_step` (its product
-//! and gate arithmetic, one kernel where the device has one), the GRU's gate arithmetic
-//! `Tensor::gru_cell` (one fused kernel where the device has one).
+//! backward needs no rule of its own. Where the device runs a whole LSTM direction as one
+//! kernel (`Tensor::lstm_sequence`: the CPU, in f32, outside autocast) the time loop is that
+//! kernel; elsewhere the LSTM's step is `Tensor::lstm_step` (its product and gate arithmetic,
+//! one kernel where the device has one). The GRU's gate arithmetic is `Tensor::gru_cell` (one
+//! fused kernel where the device has one).
 
 use liandan_tensor::{autocast_dtype, Device, Tensor};
 
@@ -351,9 +353,8 @@ impl<C: Cell> RnnConfig<C> {
             for (dir, w) in layer.iter().enumerate() {
                 let i = k * d + dir;
                 let state = |s: &Option<Tensor>| s.as_ref().map(|s| s.select(0usize, i)).transpose();
-                let (steps, h_last, c_last) = self.direction(w, &layer_in, state(&h0)?, state(&c0)?, dir == 1)?;
-                // Stacked in time order, each step's [N, H] one run of the result's memory.
-                outs.push(Tensor::stack(&steps.iter().collect::<Vec<_>>(), 0usize)?);
+                let (out, h_last, c_last) = self.direction(w, &layer_in, state(&h0)?, state(&c0)?, dir == 1)?;
+                outs.push(out);
                 h_n.push(h_last);
                 c_n.extend(c_last);
             }
@@ -378,9 +379,9 @@ impl<C: Cell> RnnConfig<C> {
     }
 
     /// One direction of one layer over `x` `[L, N, in]` from `h` (and `c` for the LSTM), both
-    /// `[N, H]` or `None` for zeros: the output of every step `[N, H]` in time order and the
-    /// final states.
-    fn direction(&self, w: &RnnWeights, x: &Tensor, h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Vec<Tensor>, Tensor, Option<Tensor>)> {
+    /// `[N, H]` or `None` for zeros: the outputs of every step `[L, N, H]` in time order and
+    /// the final states.
+    fn direction(&self, w: &RnnWeights, x: &Tensor, h: Option<Tensor>, c: Option<Tensor>, reverse: bool) -> Result<(Tensor, Tensor, Option<Tensor>)> {
         let (l, n, gh) = (x.shape()[0], x.shape()[1], C::GATES * self.hidden_size);
         let lstm = C::GATES == 4;
         // The input projection of every step in one matmul. The LSTM's two biases are only
@@ -407,6 +408,17 @@ impl<C: Cell> RnnConfig<C> {
         let bias_hh = w.bias_hh.as_ref().filter(|_| !lstm).map(in_step_type).transpose()?;
         let xp = xp.reshape(&[l, n, gh])?;
         let zeros = || Tensor::zeros(&[n, self.hidden_size], step_type, x.device());
+        if lstm && !autocast {
+            // The whole recurrence as one kernel where the device has one.
+            let state = |s: &Option<Tensor>| match s {
+                Some(s) => s.contiguous(),
+                None => zeros(),
+            };
+            if let Some(states) = Tensor::lstm_sequence(&xp, &w.weight_hh, &state(&h)?, &state(&c)?, reverse, h.is_none())? {
+                let last = if reverse { 0 } else { l - 1 };
+                return Ok((states.narrow(0usize, 0, l)?, states.select(0usize, last)?, Some(states.select(0usize, l)?)));
+            }
+        }
         let mut h = h.as_ref().map(in_step_type).transpose()?;
         let mut c = match (lstm, c) {
             (true, None) => Some(zeros()?),
@@ -448,6 +460,7 @@ impl<C: Cell> RnnConfig<C> {
             outs.reverse();
         }
         let h = h.expect("L > 0, checked by run");
-        Ok((outs, h, c))
+        // Stacked in time order, each step's [N, H] one run of the result's memory.
+        Ok((Tensor::stack(&outs.iter().collect::<Vec<_>>(), 0usize)?, h, c))
     }
 }

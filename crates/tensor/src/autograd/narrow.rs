@@ -201,7 +201,8 @@ pub(crate) enum Part {
 
 /// The gradients of `inputs` from `pieces`, the whole gradient of the output `out` of a node
 /// whose rule can take them without their join: a permutation (a transpose) hands each piece
-/// on, permuted; a `cat` (so a `stack`) hands each piece to the input it lies in, and gives
+/// on, permuted; a narrow along the pieces' dim hands each on as a piece of its input, so
+/// pieces of pieces are joined once, at the tensor they lie in; a `cat` (so a `stack`) hands each piece to the input it lies in, and gives
 /// nothing to the inputs no piece reaches, where the join would have made zeros for them to
 /// add (an RNN's outputs, of which a model reads the last step); the LSTM cell's rule takes
 /// `dh'` and `dc'` apart, where the join would have copied them into one `[2, N, H]` buffer
@@ -220,6 +221,13 @@ pub(crate) fn route(grad_fn: &GradFn, inputs: &[Tensor], out: &Tensor, pieces: V
                 parts[i].push(if p.grad.shape()[*dim] == sizes[i] { Part::Dense(p.grad) } else { Part::Piece(Piece { start: p.start - starts[i], ..p }) });
             }
             Ok(Ok(parts))
+        }
+        GradFn::Narrow { dim, start, .. } => {
+            // A piece of a narrow's output along its dim is a piece of its input, further on.
+            if !pieces.iter().all(|p| p.dim == *dim) {
+                return Ok(Err(pieces));
+            }
+            Ok(Ok(vec![pieces.into_iter().map(|p| Part::Piece(Piece { start: p.start + start, ..p })).collect()]))
         }
         GradFn::Permute { perm } => {
             // Dim d of the output is dim perm[d] of the input: each piece moves there whole.

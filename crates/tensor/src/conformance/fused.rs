@@ -74,6 +74,10 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         "lstm_cell_backward" => vec![t(&[n, 4 * h], 1), t(&[n, h], 2), t(&[2, n, h], 3), t(&[n, h], 4), t(&[n, h], 5)],
         // x_gates, h, W_hh, c: H = 8 (a kernel may read h and W_hh's rows in fours).
         "lstm_step" => vec![t(&[n, 32], 1), t(&[n, 8], 2), t(&[32, 8], 3), t(&[n, 8], 4)],
+        // x_gates [L, N, 4H], W_hh, h0, c0; the backward's gradient [L + 1, N, H], act, cells,
+        // c0, W_hh.
+        "lstm_sequence" => vec![t(&[3, n, 4 * h], 1), t(&[4 * h, h], 2), t(&[n, h], 3), t(&[n, h], 4)],
+        "lstm_sequence_backward" => vec![t(&[4, n, h], 1), t(&[3, n, 4 * h], 2), t(&[3, n, h], 3), t(&[n, h], 4), t(&[4 * h, h], 5)],
         "gru_cell" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3)],
         "gru_cell_backward" => vec![t(&[n, 3 * h], 1), t(&[n, 3 * h], 2), t(&[n, h], 3), t(&[n, h], 4)],
         "relu" | "gelu" | "softmax_last_dim" | "log_softmax_last_dim" => vec![t(&[n, h], 1)],
@@ -279,6 +283,52 @@ pub fn lstm_cell_matches_composite(d: &Device) {
         Ok(vec![Tensor::stack(&[&h1, &h2], 1usize)?.select(1usize, 1)?])
     };
     check_fused("two chained lstm_cell_sum steps", &inputs, two_steps_sum, 1e-5, 1e-5);
+}
+
+/// An LSTM direction as one kernel where the device has one ([`Tensor::lstm_sequence`]):
+/// its kernel and its backward's against their composites, then the whole direction, outputs
+/// and the gradients of the input gates, `W_hh`, `h0` and `c0`, against the steps run as ops
+/// (fused kernels off), both ways in time, from zeros and from given states.
+pub fn lstm_sequence_matches_composite(d: &Device) {
+    use crate::ops::{LstmSequence, LstmSequenceBackward};
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    for (l, n, h, reverse, zero_state) in
+        [(1, 1, 1, false, false), (2, 1, 3, true, true), (3, 2, 5, false, false), (4, 3, 7, true, false), (5, 4, 8, true, true), (6, 64, 16, false, true)]
+    {
+        let what = format!("lstm_sequence L {l} N {n} H {h} reverse {reverse} zero state {zero_state}");
+        let (xg, w, c0) = (t(&[l, n, 4 * h], 51), t(&[4 * h, h], 52), t(&[n, h], 54));
+        let h0 = if zero_state { Tensor::zeros(&[n, h], DType::F32, d).unwrap() } else { t(&[n, h], 53) };
+        let op = LstmSequence { reverse, zero_state };
+        check_op(d, &op, &[xg.clone(), w.clone(), h0.clone(), c0.clone()], 1e-5, 1e-5);
+        let fwd = no_fusion(|| op.composite(&[&xg, &w, &h0, &c0])).unwrap();
+        let back = LstmSequenceBackward { reverse, want_dh0: true };
+        check_op(d, &back, &[t(&[l + 1, n, h], 55), fwd[1].clone(), fwd[2].clone(), c0.clone(), w.clone()], 1e-5, 1e-5);
+        // The direction: the kernel where the device has one, else (and with fusion off) the
+        // steps as ops.
+        let direction = move |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            let (xg, w, c0) = (&x[0], &x[1], &x[2]);
+            let h0 = if zero_state { Tensor::zeros(&[n, h], DType::F32, xg.device())? } else { x[3].clone() };
+            if let Some(states) = Tensor::lstm_sequence(xg, w, &h0, c0, reverse, zero_state)? {
+                return Ok(vec![states]);
+            }
+            let (w_t, mut state, mut c) = (w.t()?, h0, c0.clone());
+            let mut hs = vec![None; l];
+            for s in 0..l {
+                let at = if reverse { l - 1 - s } else { s };
+                let gx = xg.select(0usize, at)?;
+                (state, c) = if s == 0 && zero_state { Tensor::lstm_cell(&gx, &c)? } else { Tensor::lstm_step(&gx, &state, &w_t, &c)? };
+                hs[at] = Some(state.clone());
+            }
+            let mut all: Vec<&Tensor> = hs.iter().map(|t| t.as_ref().expect("every position ran")).collect();
+            all.push(&c);
+            Ok(vec![Tensor::stack(&all, 0usize)?])
+        };
+        let mut inputs = vec![xg, w, c0];
+        if !zero_state {
+            inputs.push(h0);
+        }
+        check_fused(&what, &inputs, direction, 1e-5, 1e-5);
+    }
 }
 
 /// `lstm_step` (the recurrent product and the cell, one kernel where the device has one:
