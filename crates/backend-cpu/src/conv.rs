@@ -26,6 +26,7 @@ use crate::matmul::{product, transpose_into, Engine, Gemm, Operand};
 use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real};
 use crate::strided::map1;
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
+use crate::winograd;
 
 /// The kernel for a convolution op, or `None` for halves (and every other op).
 pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<CpuStorage>> {
@@ -37,16 +38,16 @@ pub(crate) fn fused(op: &dyn CustomKernel, inputs: &[Strided]) -> Option<Result<
         })
     };
     if let Some(&Conv2d(g)) = op.downcast_ref() {
-        return run(forward::<f32, false>, forward::<f64, false>, g);
+        return run(forward_f32::<false>, forward::<f64, false>, g);
     }
     if let Some(&Conv2dBias(g)) = op.downcast_ref() {
-        return run(forward::<f32, false>, forward::<f64, false>, g);
+        return run(forward_f32::<false>, forward::<f64, false>, g);
     }
     if let Some(&Conv2dBiasRelu(g)) = op.downcast_ref() {
-        return run(forward::<f32, true>, forward::<f64, true>, g);
+        return run(forward_f32::<true>, forward::<f64, true>, g);
     }
     if let Some(&Conv2dBackwardInput(g)) = op.downcast_ref() {
-        return run(backward_input::<f32>, backward_input::<f64>, g);
+        return run(backward_input_f32, backward_input::<f64>, g);
     }
     if let Some(&Conv2dBackwardWeightWide(g)) = op.downcast_ref() {
         return Some(backward_weight_wide(inputs, g));
@@ -270,16 +271,40 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
         // The bias on each channel's plane, while the block's outputs are in cache.
         if let Some(b) = bias {
             for (i, plane) in y[..nb * p.image_out()].chunks_mut(p.l.max(1)).enumerate() {
-                let bo = b[i % g.o];
-                match RELU {
-                    true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
-                    false => plane.iter_mut().for_each(|e| *e += bo),
-                }
+                add_bias::<T, RELU>(plane, b[i % g.o]);
             }
         }
     };
     each_block(&p, "conv2d", &mut y, p.image_out(), block)?;
     Ok(T::wrap(y.into()))
+}
+
+/// `plane += bo`, then with `RELU` `max(plane, 0)` (NaN to 0).
+pub(crate) fn add_bias<T: Real, const RELU: bool>(plane: &mut [T], bo: T) {
+    match RELU {
+        true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
+        false => plane.iter_mut().for_each(|e| *e = *e + bo),
+    }
+}
+
+/// The f32 forward: Winograd where it applies and the operands are finite, im2col otherwise.
+fn forward_f32<const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
+    if winograd::applies(&g) {
+        if let Some(y) = winograd::forward::<RELU>(inputs, g)? {
+            return Ok(y);
+        }
+    }
+    forward::<f32, RELU>(inputs, g)
+}
+
+/// The f32 input gradient, as [`forward_f32`].
+fn backward_input_f32(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
+    if winograd::applies(&g) {
+        if let Some(dx) = winograd::backward_input(inputs, g)? {
+            return Ok(dx);
+        }
+    }
+    backward_input::<f32>(inputs, g)
 }
 
 /// `dx[n] = col2im(W^T dy[n])` per group, for a block of images at once.

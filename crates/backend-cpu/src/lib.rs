@@ -2,7 +2,8 @@
 //! rayon threads, products on the `gemm` crate (few-row products against a transposed rhs
 //! written column-major; `LIANDAN_CPU_GEMM=tuned` times those ways and `matrixmultiply` per
 //! shape on this CPU instead, `matrixmultiply` puts every product there), convolution one
-//! image at a time without a batch-sized column buffer.
+//! image at a time without a batch-sized column buffer, padded 3x3 layers of 64 channels and
+//! more as Winograd F(2x2, 3x3) (`winograd.rs`).
 //!
 //! Linking this crate registers the CPU device; name it once (`use liandan_backend_cpu as _;`)
 //! so the linker keeps it. Kernels live in one module per family; this file only dispatches.
@@ -44,6 +45,7 @@ mod strided;
 mod threads;
 mod vmath;
 mod window;
+mod winograd;
 
 use liandan_tensor::backend::{BinaryOp, CmpOp, Distribution, ReduceOp, UnaryOp, Window2d};
 use liandan_tensor::{Backend, CustomKernel, DType, Device, DeviceKind, Result, Storage, Strided};

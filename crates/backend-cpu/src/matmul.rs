@@ -567,13 +567,29 @@ impl<T> Operand<'_, T> {
 /// so that is a broken invariant.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, [m, k, n]: [usize; 3], a: Operand<T>, b: Operand<T>, c: &mut [T]) {
-    assert!(a.holds(m, k) && b.holds(k, n) && c.len() >= m * n, "a product's operands do not hold [{m}, {k}] x [{k}, {n}]");
+    product_strided(engine, threaded, accumulate, [m, k, n], a, b, c, n)
+}
+
+/// [`product`] into a `c` whose rows are `ldc` apart (`ldc >= n`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn product_strided<T: Gemm>(
+    engine: Engine,
+    threaded: bool,
+    accumulate: bool,
+    [m, k, n]: [usize; 3],
+    a: Operand<T>,
+    b: Operand<T>,
+    c: &mut [T],
+    ldc: usize,
+) {
+    let c_holds = m == 0 || n == 0 || (ldc >= n && c.len() >= (m - 1) * ldc + n);
+    assert!(a.holds(m, k) && b.holds(k, n) && c_holds, "a product's operands do not hold [{m}, {k}] x [{k}, {n}]");
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            c[..m * n].fill(T::default());
+            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(T::default()));
         }
         return;
     }
@@ -581,7 +597,7 @@ pub(crate) fn product<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool,
     // SAFETY: the assert above keeps every element read or written inside its slice, and `c`
     // is borrowed mutably, so it overlaps neither operand.
     unsafe {
-        gemm_one(engine, threaded, accumulate, Raw { mkn: [m, k, n], a: a.data.as_ptr(), sa: s(&a), b: b.data.as_ptr(), sb: s(&b), c: c.as_mut_ptr(), ldc: n })
+        gemm_one(engine, threaded, accumulate, Raw { mkn: [m, k, n], a: a.data.as_ptr(), sa: s(&a), b: b.data.as_ptr(), sb: s(&b), c: c.as_mut_ptr(), ldc })
     }
 }
 

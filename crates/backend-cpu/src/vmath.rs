@@ -161,6 +161,138 @@ simd_fn! {
     }
 }
 
+/// An f32's exponent bits. `(bits & EXPONENT) + EXPONENT_LSB` carries into the sign bit
+/// exactly when the exponent is all ones: an infinity or NaN.
+const EXPONENT: u32 = 0x7f80_0000;
+const EXPONENT_LSB: u32 = 0x0080_0000;
+
+/// The sign bit set where `x` is an infinity or NaN, clear otherwise (ORed over a slice, it
+/// tells whether any element is).
+#[inline(always)]
+pub(crate) fn non_finite_bit(x: f32) -> u32 {
+    (x.to_bits() & EXPONENT).wrapping_add(EXPONENT_LSB) & 0x8000_0000
+}
+
+simd_fn! {
+    /// `even[k] = x[2k]`, `odd[k] = x[2k + 1]` for `k < n`; `non_finite` gets the sign bit
+    /// where any of those elements is an infinity or NaN ([`non_finite_bit`]).
+    fn deinterleave(x: &[f32], even: &mut [f32], odd: &mut [f32], n: usize, non_finite: &mut u32) {
+        let (x, even, odd) = (&x[..2 * n], &mut even[..n], &mut odd[..n]);
+        let mut flags = 0;
+        for k in 0..n {
+            let (a, b) = (x[2 * k], x[2 * k + 1]);
+            even[k] = a;
+            odd[k] = b;
+            flags |= non_finite_bit(a) | non_finite_bit(b);
+        }
+        *non_finite |= flags;
+    }
+}
+
+/// Tiles a Winograd transform takes at a time, one lane each: an AVX-512 register of f32.
+/// A loop of exactly this many steps is one vector instruction a step; a loop over a tile
+/// row's own count vectorized only past it (and resnet18's rows have 4 to 16 tiles).
+const TILE_LANES: usize = 16;
+
+/// `B^T d B` of one 4x4 patch given as its four columns (rows 0 to 3 each), as 16 values
+/// (position `4 i + j`).
+#[inline(always)]
+fn winograd_input_tile(column: impl Fn(usize) -> [f32; 4]) -> [f32; 16] {
+    // t = B^T d down each column.
+    let t = |j: usize| {
+        let [d0, d1, d2, d3] = column(j);
+        [d0 - d2, d1 + d2, d2 - d1, d1 - d3]
+    };
+    let (c0, c1, c2, c3) = (t(0), t(1), t(2), t(3));
+    // v = t B along each row i of t.
+    std::array::from_fn(|x| {
+        let i = x / 4;
+        match x % 4 {
+            0 => c0[i] - c2[i],
+            1 => c1[i] + c2[i],
+            2 => c2[i] - c1[i],
+            _ => c1[i] - c3[i],
+        }
+    })
+}
+
+/// `A^T m A` of one tile's 16 positions `m(x)`: its 2x2 outputs, top row then bottom.
+#[inline(always)]
+fn winograd_output_tile(m: impl Fn(usize) -> f32) -> [[f32; 2]; 2] {
+    // a = A^T m down each column j, then y = a A along each row of a.
+    let a = |j: usize| {
+        let (m0, m1, m2, m3) = (m(j), m(4 + j), m(8 + j), m(12 + j));
+        [m0 + m1 + m2, m1 - m2 - m3]
+    };
+    let (a0, a1, a2, a3) = (a(0), a(1), a(2), a(3));
+    std::array::from_fn(|r| [a0[r] + a1[r] + a2[r], a1[r] - a2[r] - a3[r]])
+}
+
+simd_fn! {
+    /// Winograd F(2x2, 3x3)'s input transform `B^T d B` of `n` tiles side by side. Tile `k`'s
+    /// 4x4 patch `d` has row `r` as `even[r][k], odd[r][k], even[r][k + 1], odd[r][k + 1]`
+    /// (a padded plane's columns split by parity, so every load is contiguous); position
+    /// `x = 4 i + j` of its transform goes to `v[x * stride + k]`.
+    fn winograd_input_tiles(even: [&[f32]; 4], odd: [&[f32]; 4], v: &mut [f32], stride: usize, n: usize) {
+        const L: usize = TILE_LANES;
+        let (e, o) = (even.map(|r| &r[..n + 1]), odd.map(|r| &r[..n + 1]));
+        let mut rows = v.chunks_mut(stride);
+        let mut out: [&mut [f32]; 16] = std::array::from_fn(|_| &mut rows.next().expect("16 rows of tiles")[..n]);
+        let column = |k: usize, j: usize| -> [f32; 4] {
+            let at = k + j / 2;
+            std::array::from_fn(|r| if j.is_multiple_of(2) { e[r][at] } else { o[r][at] })
+        };
+        let whole = n / L * L;
+        for k0 in (0..whole).step_by(L) {
+            // Lane l is tile k0 + l.
+            let ec: [&[f32; L + 1]; 4] = std::array::from_fn(|r| e[r][k0..k0 + L + 1].try_into().expect("L + 1 lanes"));
+            let oc: [&[f32; L + 1]; 4] = std::array::from_fn(|r| o[r][k0..k0 + L + 1].try_into().expect("L + 1 lanes"));
+            let mut lanes = out.iter_mut();
+            let vc: [&mut [f32; L]; 16] = std::array::from_fn(|_| (&mut lanes.next().expect("16 rows")[k0..k0 + L]).try_into().expect("L lanes"));
+            for l in 0..L {
+                let t = winograd_input_tile(|j| std::array::from_fn(|r| if j.is_multiple_of(2) { ec[r][l + j / 2] } else { oc[r][l + j / 2] }));
+                for x in 0..16 {
+                    vc[x][l] = t[x];
+                }
+            }
+        }
+        for k in whole..n {
+            let t = winograd_input_tile(|j| column(k, j));
+            for x in 0..16 {
+                out[x][k] = t[x];
+            }
+        }
+    }
+}
+
+simd_fn! {
+    /// Winograd F(2x2, 3x3)'s output transform `A^T m A` of `n` tiles side by side: position
+    /// `x = 4 i + j` of tile `k` at `m[x * stride + k]`; the tile's 2x2 outputs go to
+    /// `top[2k..2k + 2]` and `bottom[2k..2k + 2]`.
+    fn winograd_output_tiles(m: &[f32], stride: usize, n: usize, top: &mut [f32], bottom: &mut [f32]) {
+        const L: usize = TILE_LANES;
+        let rows: [&[f32]; 16] = std::array::from_fn(|x| &m[x * stride..][..n]);
+        let (top, bottom) = (&mut top[..2 * n], &mut bottom[..2 * n]);
+        let whole = n / L * L;
+        for k0 in (0..whole).step_by(L) {
+            // Lane l is tile k0 + l.
+            let mc: [&[f32; L]; 16] = std::array::from_fn(|x| rows[x][k0..k0 + L].try_into().expect("L lanes"));
+            let y0: &mut [f32; 2 * L] = (&mut top[2 * k0..2 * k0 + 2 * L]).try_into().expect("2 L lanes");
+            let y1: &mut [f32; 2 * L] = (&mut bottom[2 * k0..2 * k0 + 2 * L]).try_into().expect("2 L lanes");
+            for l in 0..L {
+                let [t, b] = winograd_output_tile(|x| mc[x][l]);
+                y0[2 * l..2 * l + 2].copy_from_slice(&t);
+                y1[2 * l..2 * l + 2].copy_from_slice(&b);
+            }
+        }
+        for k in whole..n {
+            let [t, b] = winograd_output_tile(|x| rows[x][k]);
+            top[2 * k..2 * k + 2].copy_from_slice(&t);
+            bottom[2 * k..2 * k + 2].copy_from_slice(&b);
+        }
+    }
+}
+
 simd_fn! {
     /// `acc[i] += x[j * stride + i]` in f64 for every row `j < rows`, in row order: a block
     /// of a column sum's lanes. Four rows a pass, so `acc` is loaded and stored once for them.

@@ -4,7 +4,7 @@
 //! 1x1, 3x3 padded, strided, dilated, grouped, depthwise, odd sizes, a batch of one, channels
 //! that fill the 16-row slices and channels that do not, and shapes that split K; strided ones
 //! whose input gradient splits into phases that reach dy above its first row, phases no tap
-//! reaches and phases with no pixels. On a backend
+//! reaches and phases with no pixels, and a layer with tiles enough for Winograd. On a backend
 //! without the override both runs take the composite and the check holds trivially
 //! ([`super::fused::kernel_runs`] says which backends have it).
 
@@ -18,22 +18,23 @@ use crate::{ConvGeometry, CustomOp, DType, Device, Result, Tensor};
 type Case = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
 
 /// The geometries, each run in f32 (and some in f16).
-const CASES: [Case; 15] = [
-    (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),   // 1x1, odd channels
-    (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 3x3 padded (a stem)
-    (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // stride 2, odd sizes
-    (1, 3, 11, 10, 4, (3, 3), (1, 1), (2, 2), (2, 2), 1), // dilation 2, batch 1
-    (2, 6, 7, 7, 4, (3, 3), (1, 1), (1, 1), (1, 1), 2),   // groups 2
-    (2, 6, 8, 9, 6, (3, 3), (2, 1), (1, 0), (1, 1), 6),   // depthwise, uneven stride
-    (2, 4, 10, 9, 3, (2, 3), (1, 2), (0, 1), (2, 1), 1),  // uneven kernel and dilation
-    (2, 32, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1), // 32 channels: whole slices share a tap
-    (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1), // a strided 1x1 shortcut
-    (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),  // few tiles, K = 576: split K
-    (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1), // weight gradient over K = 512: split
-    (2, 3, 13, 11, 8, (7, 7), (2, 2), (3, 3), (1, 1), 1), // a 7x7 stride-2 stem, odd sizes
-    (2, 5, 10, 11, 6, (3, 3), (3, 2), (0, 1), (2, 2), 1), // stride 3 dilation 2 (a shift of -1), stride 2 dilation 2 (a phase without taps)
-    (2, 4, 2, 5, 3, (1, 1), (3, 3), (0, 0), (1, 1), 1),   // stride past the input: phases without pixels
-    (1, 4, 7, 7, 128, (3, 3), (2, 2), (1, 1), (1, 1), 1), // strided, whole slices per tap, phases of unequal K split
+const CASES: [Case; 16] = [
+    (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),     // 1x1, odd channels
+    (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),     // 3x3 padded (a stem)
+    (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),     // stride 2, odd sizes
+    (1, 3, 11, 10, 4, (3, 3), (1, 1), (2, 2), (2, 2), 1),   // dilation 2, batch 1
+    (2, 6, 7, 7, 4, (3, 3), (1, 1), (1, 1), (1, 1), 2),     // groups 2
+    (2, 6, 8, 9, 6, (3, 3), (2, 1), (1, 0), (1, 1), 6),     // depthwise, uneven stride
+    (2, 4, 10, 9, 3, (2, 3), (1, 2), (0, 1), (2, 1), 1),    // uneven kernel and dilation
+    (2, 32, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 32 channels: whole slices share a tap
+    (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1),   // a strided 1x1 shortcut
+    (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),    // few tiles, K = 576: split K
+    (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // weight gradient over K = 512: split
+    (2, 3, 13, 11, 8, (7, 7), (2, 2), (3, 3), (1, 1), 1),   // a 7x7 stride-2 stem, odd sizes
+    (2, 5, 10, 11, 6, (3, 3), (3, 2), (0, 1), (2, 2), 1),   // stride 3 dilation 2 (a shift of -1), stride 2 dilation 2 (a phase without taps)
+    (2, 4, 2, 5, 3, (1, 1), (3, 3), (0, 0), (1, 1), 1),     // stride past the input: phases without pixels
+    (1, 4, 7, 7, 128, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // strided, whole slices per tap, phases of unequal K split
+    (2, 64, 17, 15, 72, (3, 3), (1, 1), (1, 1), (1, 1), 1), // 144 tiles of 2x2, odd sizes: Winograd's, where a backend has it
 ];
 
 /// The cases whose input gradient runs by phase where a backend decomposes it.
