@@ -11,6 +11,8 @@
 //! image for every thread and each thread's images have columns enough; one after another,
 //! each product threaded, otherwise. Halves are left to the composite, but for the weight
 //! gradient summed into f32 ([`Conv2dBackwardWeightWide`]): the f32 kernel on widened operands.
+//! The f32 forward and input gradient of a padded 3x3 layer of 64 channels and more run as
+//! Winograd F(2x2, 3x3) instead ([`winograd::applies`]).
 //!
 //! Dimension letters as in `liandan_tensor`'s `conv_fused`: N batch, C channels, O output
 //! channels, G groups, Cg = C/G, Og = O/G, K = Cg * kh * kw (a group's column rows),

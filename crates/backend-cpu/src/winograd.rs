@@ -369,8 +369,10 @@ mod tests {
     type Case = (usize, usize, usize, (usize, usize), (usize, usize));
 
     /// Odd and even sizes (tiles cut by the edge), paddings 0 to 2, channel counts off the
-    /// vector width, and a batch of two blocks (256 tiles an image, 4 images a block).
-    const CASES: [Case; 5] = [
+    /// vector width, 1 x 1 images, and a batch of two blocks (256 tiles an image, 4 images a
+    /// block).
+    const CASES: [Case; 6] = [
+        (3, 16, 17, (1, 1), (1, 1)),
         (3, 16, 24, (19, 21), (1, 1)),
         (2, 16, 17, (24, 23), (0, 0)),
         (2, 17, 16, (20, 19), (2, 1)),

@@ -18,23 +18,22 @@ use crate::{ConvGeometry, CustomOp, DType, Device, Result, Tensor};
 type Case = (usize, usize, usize, usize, usize, (usize, usize), (usize, usize), (usize, usize), (usize, usize), usize);
 
 /// The geometries, each run in f32 (and some in f16).
-const CASES: [Case; 16] = [
-    (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),     // 1x1, odd channels
-    (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),     // 3x3 padded (a stem)
-    (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),     // stride 2, odd sizes
-    (1, 3, 11, 10, 4, (3, 3), (1, 1), (2, 2), (2, 2), 1),   // dilation 2, batch 1
-    (2, 6, 7, 7, 4, (3, 3), (1, 1), (1, 1), (1, 1), 2),     // groups 2
-    (2, 6, 8, 9, 6, (3, 3), (2, 1), (1, 0), (1, 1), 6),     // depthwise, uneven stride
-    (2, 4, 10, 9, 3, (2, 3), (1, 2), (0, 1), (2, 1), 1),    // uneven kernel and dilation
-    (2, 32, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 32 channels: whole slices share a tap
-    (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1),   // a strided 1x1 shortcut
-    (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),    // few tiles, K = 576: split K
-    (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // weight gradient over K = 512: split
-    (2, 3, 13, 11, 8, (7, 7), (2, 2), (3, 3), (1, 1), 1),   // a 7x7 stride-2 stem, odd sizes
-    (2, 5, 10, 11, 6, (3, 3), (3, 2), (0, 1), (2, 2), 1),   // stride 3 dilation 2 (a shift of -1), stride 2 dilation 2 (a phase without taps)
-    (2, 4, 2, 5, 3, (1, 1), (3, 3), (0, 0), (1, 1), 1),     // stride past the input: phases without pixels
-    (1, 4, 7, 7, 128, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // strided, whole slices per tap, phases of unequal K split
-    (2, 64, 17, 15, 72, (3, 3), (1, 1), (1, 1), (1, 1), 1), // 144 tiles of 2x2, odd sizes: Winograd's, where a backend has it
+const CASES: [Case; 15] = [
+    (2, 5, 6, 7, 3, (1, 1), (1, 1), (0, 0), (1, 1), 1),   // 1x1, odd channels
+    (2, 3, 9, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1),   // 3x3 padded (a stem)
+    (2, 4, 9, 7, 5, (3, 3), (2, 2), (1, 1), (1, 1), 1),   // stride 2, odd sizes
+    (1, 3, 11, 10, 4, (3, 3), (1, 1), (2, 2), (2, 2), 1), // dilation 2, batch 1
+    (2, 6, 7, 7, 4, (3, 3), (1, 1), (1, 1), (1, 1), 2),   // groups 2
+    (2, 6, 8, 9, 6, (3, 3), (2, 1), (1, 0), (1, 1), 6),   // depthwise, uneven stride
+    (2, 4, 10, 9, 3, (2, 3), (1, 2), (0, 1), (2, 1), 1),  // uneven kernel and dilation
+    (2, 32, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 1), // 32 channels: whole slices share a tap
+    (3, 16, 9, 9, 32, (1, 1), (2, 2), (0, 0), (1, 1), 1), // a strided 1x1 shortcut
+    (1, 64, 4, 4, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1),  // few tiles, K = 576: split K
+    (2, 4, 16, 16, 4, (3, 3), (1, 1), (1, 1), (1, 1), 1), // weight gradient over K = 512: split
+    (2, 3, 13, 11, 8, (7, 7), (2, 2), (3, 3), (1, 1), 1), // a 7x7 stride-2 stem, odd sizes
+    (2, 5, 10, 11, 6, (3, 3), (3, 2), (0, 1), (2, 2), 1), // stride 3 dilation 2 (a shift of -1), stride 2 dilation 2 (a phase without taps)
+    (2, 4, 2, 5, 3, (1, 1), (3, 3), (0, 0), (1, 1), 1),   // stride past the input: phases without pixels
+    (1, 4, 7, 7, 128, (3, 3), (2, 2), (1, 1), (1, 1), 1), // strided, whole slices per tap, phases of unequal K split
 ];
 
 /// The cases whose input gradient runs by phase where a backend decomposes it.
@@ -71,6 +70,11 @@ pub fn conv2d_matches_composite(d: &Device) {
     }
     // K split with a bias (an even seed): a kernel that stores partial sums cannot add it.
     check_case(d, &CASES[9], DType::F32, 400, 1e-4, 1e-4);
+    // A padded 3x3 layer of 64 channels, odd sizes: Winograd's, where a backend has it. Its
+    // weight gradient sums 510 products an element, which a backend's kernel and the composite
+    // may group differently (2.5e-4 apart seen), hence the absolute tolerance.
+    let layer: Case = (2, 64, 17, 15, 72, (3, 3), (1, 1), (1, 1), (1, 1), 1);
+    check_case(d, &layer, DType::F32, 160, 1e-3, 1e-4);
     let g = geometry(&CASES[2]);
     let [n, c, h, w] = g.input_shape();
     let base = Tensor::from_f64s(&values(n * c * h * w, 7), &[n, h, w, c], DType::F32, d).unwrap();
