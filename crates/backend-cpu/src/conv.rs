@@ -282,7 +282,7 @@ fn forward<T: Elem, const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Re
 }
 
 /// `plane += bo`, then with `RELU` `max(plane, 0)` (NaN to 0).
-pub(crate) fn add_bias<T: Real, const RELU: bool>(plane: &mut [T], bo: T) {
+fn add_bias<T: Real, const RELU: bool>(plane: &mut [T], bo: T) {
     match RELU {
         true => plane.iter_mut().for_each(|e| *e = if *e + bo > T::zero() { *e + bo } else { T::zero() }),
         false => plane.iter_mut().for_each(|e| *e = *e + bo),
@@ -292,7 +292,14 @@ pub(crate) fn add_bias<T: Real, const RELU: bool>(plane: &mut [T], bo: T) {
 /// The f32 forward: Winograd where it applies and the operands are finite, im2col otherwise.
 fn forward_f32<const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     if winograd::applies(&g) {
-        if let Some(y) = winograd::forward::<RELU>(inputs, g)? {
+        let v = slices::<f32>("conv2d", inputs)?;
+        let bias = v.get(2);
+        let epilogue = |o: usize, plane: &mut [f32]| {
+            if let Some(b) = bias {
+                add_bias::<f32, RELU>(plane, b[o]);
+            }
+        };
+        if let Some(y) = winograd::forward(&v[0], &v[1], g, epilogue)? {
             return Ok(y);
         }
     }
@@ -302,7 +309,8 @@ fn forward_f32<const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Result<
 /// The f32 input gradient, as [`forward_f32`].
 fn backward_input_f32(inputs: &[Strided], g: ConvGeometry) -> Result<CpuStorage> {
     if winograd::applies(&g) {
-        if let Some(dx) = winograd::backward_input(inputs, g)? {
+        let v = slices::<f32>("conv2d_backward_input", inputs)?;
+        if let Some(dx) = winograd::backward_input(&v[0], &v[1], g)? {
             return Ok(dx);
         }
     }

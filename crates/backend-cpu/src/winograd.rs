@@ -14,11 +14,9 @@
 //! Dimension letters as in `conv.rs`; P the tiles of a block of images, X = 16 the positions
 //! of a transformed tile.
 
-use liandan_tensor::{ConvGeometry, Result, Strided};
+use liandan_tensor::{ConvGeometry, Result};
 use rayon::prelude::*;
 
-use crate::conv::add_bias;
-use crate::fused::slices;
 use crate::matmul::{product_strided, Engine, Operand};
 use crate::storage::{alloc_overwritten, scratch_overwritten, CpuStorage, Held, Scratch};
 use crate::vmath::{deinterleave, non_finite_bit, winograd_input_tiles, winograd_output_tiles};
@@ -50,30 +48,22 @@ pub(crate) fn applies(g: &ConvGeometry) -> bool {
     shaped && g.c.min(g.o) >= MIN_CHANNELS && g.n.saturating_mul(g.h.div_ceil(2) * g.w.div_ceil(2)) >= MIN_BATCH_TILES
 }
 
-/// `y = conv(x, w)` (with the bias, and with `RELU` its ReLU, on each output plane as it is
-/// written), or `None` when `x` or `w` holds an infinity or NaN.
-pub(crate) fn forward<const RELU: bool>(inputs: &[Strided], g: ConvGeometry) -> Result<Option<CpuStorage>> {
+/// `y = conv(x, w)` for `x` `[N, C, H, W]` and `w` `[O, C, 3, 3]`, `epilogue(o, plane)` on
+/// each output plane as it is written (a bias, a ReLU), or `None` when `x` or `w` holds an
+/// infinity or NaN.
+pub(crate) fn forward(x: &[f32], w: &[f32], g: ConvGeometry, epilogue: impl Fn(usize, &mut [f32]) + Sync) -> Result<Option<CpuStorage>> {
     const OP: &str = "conv2d";
-    let v = slices::<f32>(OP, inputs)?;
-    let (x, w, bias) = (&*v[0], &*v[1], v.get(2));
     let s = Shape::new(g.n, g.c, g.o, (g.h, g.w), g.padding);
     let Some(u) = filters(OP, g.o, g.c, |o, c| tap(w, g.c, o, c))? else { return Ok(None) };
     let mut y = alloc_overwritten(OP, g.n * s.image_out(), 0.0)?;
     let _y = Held::new(y.len() * 4);
-    let epilogue = |o: usize, plane: &mut [f32]| {
-        if let Some(b) = bias {
-            add_bias::<f32, RELU>(plane, b[o]);
-        }
-    };
     Ok(convolve(OP, s, x, &u, &mut y, epilogue)?.then(|| CpuStorage::F32(y.into())))
 }
 
-/// `dx = conv(dy, flip(w)^T)` with padding `2 - p`, the input gradient of [`forward`], or
-/// `None` when `dy` or `w` holds an infinity or NaN.
-pub(crate) fn backward_input(inputs: &[Strided], g: ConvGeometry) -> Result<Option<CpuStorage>> {
+/// `dx = conv(dy, flip(w)^T)` with padding `2 - p`, the input gradient of [`forward`] for
+/// `dy` `[N, O, OH, OW]`, or `None` when `dy` or `w` holds an infinity or NaN.
+pub(crate) fn backward_input(dy: &[f32], w: &[f32], g: ConvGeometry) -> Result<Option<CpuStorage>> {
     const OP: &str = "conv2d_backward_input";
-    let v = slices::<f32>(OP, inputs)?;
-    let (dy, w) = (&*v[0], &*v[1]);
     let (oh, ow) = (g.h + 2 * g.padding.0 - 2, g.w + 2 * g.padding.1 - 2);
     let s = Shape::new(g.n, g.o, g.c, (oh, ow), (2 - g.padding.0, 2 - g.padding.1));
     debug_assert_eq!((s.oh, s.ow), (g.h, g.w));
@@ -290,7 +280,7 @@ fn output_plane(s: &Shape, m: &[f32], stride: usize, plane: &mut [f32], edge: &m
 #[cfg(test)]
 mod tests {
     use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBiasRelu};
-    use liandan_tensor::{DType, Layout};
+    use liandan_tensor::{DType, Layout, Strided};
 
     use super::*;
 
@@ -343,6 +333,10 @@ mod tests {
         }
     }
 
+    fn f32s(v: &[f64]) -> Vec<f32> {
+        v.iter().map(|&a| a as f32).collect()
+    }
+
     fn values(s: &CpuStorage) -> Vec<f64> {
         match s {
             CpuStorage::F32(a) => a.iter().map(|&v| v as f64).collect(),
@@ -387,10 +381,9 @@ mod tests {
             let g = geometry(n, c, o, hw, p);
             let (oh, ow) = (g.h + 2 * p.0 - 2, g.w + 2 * p.1 - 2);
             let (x, w, dy, b) = (seeded(n * c * g.h * g.w, 1), seeded(o * c * 9, 2), seeded(n * o * oh * ow, 3), seeded(o, 4));
-            let (xs, ws, ys) = ([n, c, g.h, g.w], [o, c, 3, 3], [n, o, oh, ow]);
-            let y = run(&[(&xs, &x), (&ws, &w)], DType::F32, |v| forward::<false>(v, g)).unwrap().expect("finite operands");
+            let y = forward(&f32s(&x), &f32s(&w), g, |_, _| {}).unwrap().expect("finite operands");
             close(&format!("forward {g:?}"), &values(&y), &direct(&x, &w, g), 1e-5);
-            let dx = run(&[(&ys, &dy), (&ws, &w)], DType::F32, |v| backward_input(v, g)).unwrap().expect("finite operands");
+            let dx = backward_input(&f32s(&dy), &f32s(&w), g).unwrap().expect("finite operands");
             close(&format!("input gradient {g:?}"), &values(&dx), &direct_backward_input(&dy, &w, g), 1e-5);
             // The bias and ReLU on each plane as it is written.
             let want: Vec<f64> = direct(&x, &w, g)
@@ -398,7 +391,8 @@ mod tests {
                 .enumerate()
                 .flat_map(|(i, plane)| plane.iter().map(|&v| (v + b[i % o]).max(0.0)).collect::<Vec<_>>())
                 .collect();
-            let y = run(&[(&xs, &x), (&ws, &w), (&[o], &b)], DType::F32, |v| forward::<true>(v, g)).unwrap().expect("finite operands");
+            let epilogue = |co: usize, plane: &mut [f32]| plane.iter_mut().for_each(|v| *v = (*v + b[co] as f32).max(0.0));
+            let y = forward(&f32s(&x), &f32s(&w), g, epilogue).unwrap().expect("finite operands");
             close(&format!("forward with bias and ReLU {g:?}"), &values(&y), &want, 1e-5);
         }
     }
@@ -427,15 +421,15 @@ mod tests {
             }
         };
         x[100] = f64::INFINITY;
-        assert!(run(&[(&xs, &x), (&ws, &w)], DType::F32, |v| forward::<false>(v, g)).unwrap().is_none());
+        assert!(forward(&f32s(&x), &f32s(&w), g, |_, _| {}).unwrap().is_none());
         same("forward, inf in x", conv(&x, &w, DType::F32), conv(&x, &w, DType::F64));
         x[100] = 0.5;
         w[40] = f64::NAN;
-        assert!(run(&[(&xs, &x), (&ws, &w)], DType::F32, |v| forward::<false>(v, g)).unwrap().is_none());
+        assert!(forward(&f32s(&x), &f32s(&w), g, |_, _| {}).unwrap().is_none());
         same("forward, NaN in w", conv(&x, &w, DType::F32), conv(&x, &w, DType::F64));
         w[40] = 0.5;
         dy[300] = f64::NEG_INFINITY;
-        assert!(run(&[(&ys, &dy), (&ws, &w)], DType::F32, |v| backward_input(v, g)).unwrap().is_none());
+        assert!(backward_input(&f32s(&dy), &f32s(&w), g).unwrap().is_none());
         same("input gradient, -inf in dy", input(&dy, &w, DType::F32), input(&dy, &w, DType::F64));
         // And the bias-and-ReLU forward, through the same fallback.
         x[7] = f64::NAN;
