@@ -180,6 +180,7 @@ impl Key {
 kernel_families! {
     Elementwise(elementwise::Key),
     Reduce(reduce::Key),
+    ReduceColumns(reduce::ColumnsKey),
     Matmul(matmul::Key),
     MatmulSmall(matmul::SmallKey),
     MatmulHeads(matmul::HeadsKey),

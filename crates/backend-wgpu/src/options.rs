@@ -142,6 +142,7 @@ impl WgpuOptions {
             conv_fold: t.conv_fold,
             conv_winograd: t.conv_winograd,
             winograd_chunk: t.winograd_chunk,
+            tree_column_sums: t.tree_column_sums,
         }
     }
 
@@ -213,6 +214,9 @@ pub struct Knobs {
     /// 128 x 256 or 256 x 128; other tiles leave the rule's) with K in that many ranges (at
     /// least one), so that each layout can be timed on any product.
     pub coop_cut: Option<((usize, usize), usize)>,
+    /// Sums down few columns stay on the tree reduction rather than the column kernel, so
+    /// that the two can be timed against each other.
+    pub tree_column_sums: bool,
 }
 
 impl Default for Knobs {
@@ -230,6 +234,7 @@ impl Default for Knobs {
             tf32_any_size: false,
             coop_any_size: false,
             coop_cut: None,
+            tree_column_sums: false,
         }
     }
 }

@@ -7,6 +7,10 @@
 //! invocations sharing an output sit apart, so that neighbours read neighbouring columns. A few
 //! long lanes would leave most of the GPU idle, so they are cut into chunks and reduced in two
 //! passes; the second pass also adds up the partial products of a split-K matmul.
+//!
+//! Sums down few columns of a contiguous view (a bias's gradient) take a kernel of their own
+//! (`shaders/reduce/columns.wgsl`, `plan::columns`) that reads whole rows in vectors, where the
+//! tree's spread would read a few columns of each row.
 
 use std::sync::Arc;
 
@@ -17,7 +21,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
 use crate::launch::WIDE;
 use crate::params::words;
-use crate::plan::{self, spread, ReducePlan, Spread, SPREADS};
+use crate::plan::{self, spread, Columns, ReducePlan, Spread, SPREADS};
 use crate::repr::Repr;
 
 const REDUCE: &str = include_str!("shaders/reduce.wgsl");
@@ -90,6 +94,59 @@ impl KernelKey for Key {
     }
 }
 
+/// How the column kernel reads its operand: f32 or f16 as stored, or packed bf16, four
+/// columns a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ColumnLoad {
+    F32,
+    F16,
+    Packed,
+}
+
+/// One column-kernel variant (`shaders/reduce/columns.wgsl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ColumnsKey {
+    load: ColumnLoad,
+}
+
+impl KernelKey for ColumnsKey {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr).params::<ColumnParams>();
+        let w = match self.load {
+            ColumnLoad::F32 => w.ty("x", DType::F32).part(include_str!("shaders/reduce/columns_in.wgsl")),
+            ColumnLoad::F16 => w.ty("x", DType::F16).part(include_str!("shaders/reduce/columns_in.wgsl")),
+            ColumnLoad::Packed => crate::packed::with_words(w).part(include_str!("shaders/reduce/columns_packed.wgsl")),
+        };
+        w.part(include_str!("shaders/reduce/columns.wgsl")).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<ColumnsKey> {
+        let mut loads = vec![ColumnLoad::F32, ColumnLoad::F16];
+        if repr.computes(DType::BF16) {
+            loads.push(ColumnLoad::Packed);
+        }
+        loads.into_iter().map(|load| ColumnsKey { load }).collect()
+    }
+}
+
+crate::shader_params! {
+    /// The column kernel's block (`shaders/reduce/columns.wgsl`): the view `[outer, len,
+    /// groups]` in vectors of four columns from vector `offset`, and its plan
+    /// ([`Columns`]; `half`: the tree's first stride over the lanes).
+    struct ColumnParams {
+        outer: u32,
+        len: u32,
+        groups: u32,
+        offset: u32,
+        width: u32,
+        lanes: u32,
+        half: u32,
+        tiles: u32,
+        chunks: u32,
+        chunk_rows: u32,
+    }
+}
+
 crate::shader_params! {
     /// A reduction's block (`shaders/reduce.wgsl`): [`Geometry`] as the kernel reads it.
     struct ReduceParams {
@@ -158,6 +215,12 @@ impl WgpuBackend {
         let input = gpu_storage(&x).buffer();
         // Packed bf16 is read as it is (the result comes out in the kernels' words).
         let packed = crate::packed::packed_view(&x);
+        if op == ReduceOp::Sum && x.dtype == DType::F32 {
+            if let Some(plan) = self.column_plan(&whole)? {
+                self.column_sums(ColumnLoad::F32, input, &whole, plan, out.buffer())?;
+                return Ok(Arc::new(out));
+            }
+        }
         let [outer, _, inner] = whole.dims;
         let ReducePlan::Split { chunks, chunk } = plan::reduce(whole.dims, x.layout.numel()) else {
             self.reduce_pass(op, x.dtype, Pass::Whole, packed, &whole, &[input, out.buffer()])?;
@@ -200,6 +263,11 @@ impl WgpuBackend {
         Some((|| {
             let out = self.output(DType::F32, c)?;
             let input = gpu_storage(x).buffer();
+            if let Some(plan) = self.column_plan(&whole)? {
+                let load = if packed { ColumnLoad::Packed } else { ColumnLoad::F16 };
+                self.column_sums(load, input, &whole, plan, out.buffer())?;
+                return Ok(vec![Arc::new(out) as Storage]);
+            }
             match plan::reduce(whole.dims, rows * c) {
                 ReducePlan::Whole => self.reduce_pass(ReduceOp::Sum, x.dtype, Pass::Split, packed, &whole, &[input, out.buffer()])?,
                 ReducePlan::Split { chunks, chunk } => {
@@ -212,6 +280,46 @@ impl WgpuBackend {
             }
             Ok(vec![Arc::new(out) as Storage])
         })())
+    }
+
+    /// The column kernel's plan for a sum over `g`'s middle axis, where its view is contiguous
+    /// from an offset in whole vectors (`plan::columns` says where else).
+    fn column_plan(&self, g: &Geometry) -> Result<Option<Columns>> {
+        let [outer, len, inner] = g.dims;
+        let dense = g.strides[2] == 1 && g.strides[1] == inner && (outer == 1 || g.strides[0] == len * inner);
+        if !dense || g.offset % 4 != 0 {
+            return Ok(None);
+        }
+        Ok(plan::columns(g.dims, &self.gpu()?.options().plan()))
+    }
+
+    /// `g`'s sum over its middle axis on the column kernel into f32 `out` `[outer, inner]`:
+    /// one pass, or the chunks' partial sums and the tree's second pass over them.
+    fn column_sums(&self, load: ColumnLoad, input: &wgpu::Buffer, g: &Geometry, plan: Columns, out: &wgpu::Buffer) -> Result<()> {
+        let [outer, len, inner] = g.dims;
+        let gpu = self.gpu()?;
+        let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("reduce", "a sum past 32-bit sizes"));
+        let params = ColumnParams {
+            outer: u(outer)?,
+            len: u(len)?,
+            groups: u(inner / 4)?,
+            offset: u(g.offset / 4)?,
+            width: u(plan.width)?,
+            lanes: u(plan.lanes)?,
+            half: u(plan.lanes.next_power_of_two() / 2)?,
+            tiles: u(plan.tiles)?,
+            chunks: u(plan.chunks)?,
+            chunk_rows: u(plan.chunk_rows)?,
+        };
+        let kernel = gpu.kernel(ColumnsKey { load })?;
+        let invocations = outer * plan.chunks * plan.tiles * WG;
+        if plan.chunks == 1 {
+            return gpu.dispatch(&kernel, &words(&params), &[input, out], grid(invocations));
+        }
+        let partials = gpu.alloc((outer * plan.chunks * inner * 4) as u64)?;
+        gpu.dispatch(&kernel, &words(&params), &[input, partials.buffer()], grid(invocations))?;
+        let second = Geometry { dims: [outer, plan.chunks, inner], strides: [plan.chunks * inner, inner, 1], offset: 0, chunks: 1, chunk: plan.chunks };
+        self.reduce_pass(ReduceOp::Sum, DType::F32, Pass::Finish, false, &second, &[partials.buffer(), out])
     }
 
     /// Sums `splits` partial results of `n` elements each, stored one after another in the

@@ -292,6 +292,16 @@ fn reduce_matches_cpu() {
         let (g, c) = pair(&d, &shape, 13, DType::F32);
         reduce_case("mid", &g, &c, 1, 1e-4);
     }
+    // Sums down few columns on the column kernel: a bias gradient's rows cut into chunks, one
+    // chunk, two workgroups across a row and several outer slices, a view from an offset.
+    for (shape, dim) in [(&[2000usize, 192][..], 0), (&[50, 8], 0), (&[3, 700, 260], 1), (&[4, 130, 12], 1)] {
+        let (g, c) = pair(&d, shape, 16, DType::F32);
+        let what = format!("column sum {shape:?} over {dim}");
+        check(&what, &g.sum(&[dim], false).unwrap(), &c.sum(&[dim], false).unwrap(), 1e-4, 1e-4);
+    }
+    let (g, c) = pair(&d, &[1100, 192], 17, DType::F32);
+    let (g, c) = (g.narrow(0usize, 3, 1000).unwrap(), c.narrow(0usize, 3, 1000).unwrap());
+    check("column sum from an offset", &g.sum(&[0], false).unwrap(), &c.sum(&[0], false).unwrap(), 1e-4, 1e-4);
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
         let (g, c) = pair(&d, &[33, 5000], 14, dtype);
         let tol = if dtype == DType::F64 { 1e-10 } else { 2e-2 };

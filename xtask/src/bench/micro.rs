@@ -272,7 +272,9 @@ pub fn short_k(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
 /// vit's linear layers in f16 as its step runs them, over 128 x 65 tokens, 20 between waits
 /// (`bench-micro --vit-f16`): each layer's forward `x W^T + b`, the same product without the
 /// bias, and with the weight stored `[K, N]` (as the backward's `dy W` reads it): what the
-/// weight's orientation and the bias cost the tensor cores' kernel at these short depths.
+/// weight's orientation and the bias cost the tensor cores' kernel at these short depths. Then
+/// each layer's bias gradient, the rows of `dy` summed: f32, and f16 summed into f32, on the
+/// column kernel and on the tree reduction (GB/s read).
 pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let reps = if quick { 3 } else { 10 };
     const ROW: usize = 20;
@@ -290,6 +292,24 @@ pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
             rows.push(MicroRow { bench, size: format!("[{m},{k}]x[{k},{n}]"), median_ms: s * 1e3, rate, unit: "GFLOP/s".into() });
         }
     }
+    for (layer, n) in [("qkv", 576), ("out", 192), ("fc1", 768), ("fc2", 192)] {
+        let dy = Tensor::randn(&[m, n], 11, DType::F32, device)?;
+        let low = dy.to_dtype(DType::F16)?;
+        let sums: [(&str, usize, &dyn Fn() -> Result<Tensor>); 2] = [
+            ("f32", 4, &|| dy.sum(&[0], false)),
+            ("f16 into f32", 2, &|| liandan_tensor::fused::run_or_composite(&liandan_tensor::ops::SumRowsWide, &[&low]).map(|mut o| o.remove(0))),
+        ];
+        for (what, bytes, f) in sums {
+            for tree in [false, true] {
+                crate::set_knobs(device, |k| k.tree_column_sums = tree)?;
+                let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| f().map(drop)))? / ROW as f64;
+                let kernel = if tree { "tree" } else { "column kernel" };
+                let bench = format!("bias gradient {what} vit {layer}, {kernel}, {ROW} between waits");
+                rows.push(MicroRow { bench, size: format!("[{m},{n}]"), median_ms: s * 1e3, rate: (bytes * m * n) as f64 / s / 1e9, unit: "GB/s".into() });
+            }
+        }
+    }
+    crate::set_knobs(device, |k| k.tree_column_sums = false)?;
     Ok(rows)
 }
 

@@ -23,7 +23,7 @@ pub(crate) use conv::{conv, Composite, ConvCall, ConvPlan, Tiling};
 pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
 pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, COOP_MIN_FLOPS, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, Gemm, Phase};
-pub(crate) use reduce::{reduce, spread, ReducePlan, Spread, SPREADS};
+pub(crate) use reduce::{columns, reduce, spread, Columns, ReducePlan, Spread, SPREADS};
 pub(crate) use window::{max_pool_backward, PoolBackward};
 pub(crate) use winograd::{products_cut, Frame, Tile, Winograd};
 
@@ -51,7 +51,7 @@ pub(crate) enum Load {
 /// tensor cores (`conv_tf32`, and under it every size where `tf32_any_size`), and the testing
 /// knobs that put f16 products of every size on the tensor cores, or force a convolution's
 /// cut, its column buffer, Winograd or the images in a chunk of Winograd's weight gradient
-/// (`testing::Knobs`).
+/// (`testing::Knobs`), or keep sums down columns on the tree reduction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Options {
     pub(crate) conv_tf32: bool,
@@ -62,6 +62,7 @@ pub(crate) struct Options {
     pub(crate) conv_fold: Option<bool>,
     pub(crate) conv_winograd: Option<usize>,
     pub(crate) winograd_chunk: Option<usize>,
+    pub(crate) tree_column_sums: bool,
 }
 
 /// What the routing reads of an adapter (`Gpu::caps`).

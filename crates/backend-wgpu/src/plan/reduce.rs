@@ -1,7 +1,7 @@
 //! A reduction's plan: how its invocations are spread over each lane ([`spread`]), and
 //! whether a few long lanes are cut into chunks and reduced in two passes ([`reduce()`]).
 
-use super::WG;
+use super::{Options, WG};
 
 /// `t` invocations per output; `cols`: they sit `256 / t` apart rather than side by side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,9 +72,51 @@ pub(crate) fn reduce(dims: [usize; 3], numel: usize) -> ReducePlan {
     ReducePlan::Split { chunks: len.div_ceil(chunk), chunk }
 }
 
+/// A sum down the columns of a contiguous `[outer, len, inner]` view on the column kernel
+/// (`shaders/reduce/columns.wgsl`): each invocation reads four neighbouring columns (a vector
+/// load) from every `lanes`-th row of its chunk, `width` such invocations side by side, so a
+/// workgroup reads whole rows; the lanes' sums meet in workgroup memory. Where `chunks > 1`
+/// the partial sums of each chunk are summed by a second pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Columns {
+    /// Invocations side by side along a row, four columns each.
+    pub(crate) width: usize,
+    /// Invocations down the rows a column group.
+    pub(crate) lanes: usize,
+    /// Workgroups across a row.
+    pub(crate) tiles: usize,
+    pub(crate) chunks: usize,
+    pub(crate) chunk_rows: usize,
+}
+
+/// Workgroups a column sum aims at (some eight a multiprocessor of a big GPU).
+const COLUMN_GROUPS: usize = 1024;
+/// Rows an invocation reads at least (two rounds of its four loads in flight), so that the
+/// second pass stays small.
+const COLUMN_ROWS: usize = 8;
+/// Outputs past which the tree reduction's own spread already reads whole rows.
+const COLUMN_OUTPUTS: usize = 65_536;
+
+/// The column kernel's plan for `[outer, len, inner]`, or `None` where it does not apply:
+/// `inner` not a multiple of four, lanes too short to be worth it, or so many outputs that an
+/// invocation an output reads whole rows already (or the options keep the tree).
+pub(crate) fn columns([outer, len, inner]: [usize; 3], options: &Options) -> Option<Columns> {
+    if options.tree_column_sums || inner == 0 || inner % 4 != 0 || len < 32 || outer * inner > COLUMN_OUTPUTS {
+        return None;
+    }
+    let groups = inner / 4;
+    let width = groups.min(64);
+    let lanes = WG / width;
+    let tiles = groups.div_ceil(width);
+    let most = (len / (lanes * COLUMN_ROWS)).max(1);
+    let chunks = COLUMN_GROUPS.div_ceil(outer * tiles).clamp(1, most);
+    let chunk_rows = len.div_ceil(chunks);
+    Some(Columns { width, lanes, tiles, chunks: len.div_ceil(chunk_rows), chunk_rows })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{reduce, spread, ReducePlan, Spread};
+    use super::{columns, reduce, spread, Columns, Options, ReducePlan, Spread};
 
     /// Reductions of the zoo's shapes and two whole-tensor sums: which spread and which passes
     /// each gets.
@@ -102,5 +144,27 @@ mod tests {
             assert_eq!(spread(len, inner, outer * inner), want_spread, "{dims:?}");
             assert_eq!(reduce(dims, outer * len * inner), want_plan, "{dims:?}");
         }
+    }
+
+    /// vit's bias gradients (`[128 x 65, C]` summed over the rows) on the column kernel: whole
+    /// rows a workgroup, about a thousand workgroups; shapes it leaves to the tree.
+    #[test]
+    fn bias_gradients_take_the_column_kernel() {
+        let plan = |inner| columns([1, 8320, inner], &Options::default()).unwrap();
+        assert_eq!(plan(192), Columns { width: 48, lanes: 5, tiles: 1, chunks: 208, chunk_rows: 40 });
+        assert_eq!(plan(768), Columns { width: 64, lanes: 4, tiles: 3, chunks: 260, chunk_rows: 32 });
+        for c in [192, 576, 768, 3072] {
+            let p = plan(c);
+            assert!(p.width * p.lanes <= 256 && p.width * p.tiles * 4 >= c, "{c}: {p:?}");
+            assert!(p.chunks * p.chunk_rows >= 8320 && (p.chunks - 1) * p.chunk_rows < 8320, "{c}: {p:?}");
+        }
+        // Columns not in fours, short lanes, and many outputs stay on the tree.
+        assert_eq!(columns([1, 8320, 10], &Options::default()), None);
+        assert_eq!(columns([1, 16, 192], &Options::default()), None);
+        assert_eq!(columns([128, 64, 3136], &Options::default()), None);
+        // A short lane is one chunk.
+        assert_eq!(columns([1, 40, 8], &Options::default()).map(|p| p.chunks), Some(1));
+        let tree = Options { tree_column_sums: true, ..Options::default() };
+        assert_eq!(columns([1, 8320, 192], &tree), None);
     }
 }

@@ -671,7 +671,7 @@ pub fn linear_bias_matches_composite(d: &Device) {
 /// row-major and transposed operands, ragged tiles, a K long enough to be split, a product
 /// large enough for tensor cores where the device has them; and a sum
 /// over rows into f32 ([`crate::ops::SumRowsWide`]): a matrix, a 3-D tensor, rows enough to be
-/// cut into chunks. Then their use in backward under f16 autocast, where a linear layer's
+/// cut into chunks, columns in fours as a bias gradient's. Then their use in backward under f16 autocast, where a linear layer's
 /// weight and bias gradients are summed into f32 for the f32 parameters (the engine's
 /// `widen.rs`), against the f16 product and sum cast back (fusion off): one layer, a folded
 /// 3-D input, one weight in two products (gathered into one), and a weight without a bias;
@@ -692,7 +692,7 @@ pub fn matmul_wide_matches_composite(d: &Device) {
                 assert!(ran || !every, "matmul_wide {low} [{m}, {k}] x [{k}, {n}] fell back to its composite");
             }
         }
-        for (i, shape) in [&[6usize, 5][..], &[3, 4, 7], &[4096, 12]].into_iter().enumerate() {
+        for (i, shape) in [&[6usize, 5][..], &[3, 4, 7], &[4096, 12], &[700, 192], &[3, 300, 260]].into_iter().enumerate() {
             check_op(d, &SumRowsWide, &[t(shape, 160 + i as u64, low)], 1e-5, 1e-5);
         }
     }
