@@ -23,6 +23,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let base = row * d;
   let mu = f32(load_x(mean[offset(2u) + row]));
   let inv = f32(load_x(rstd[offset(3u) + row]));
+  if (d <= SHORT) {
+    // The row's x and g read once into registers.
+    let j = short_cols(lid);
+    let live = short_live(lid);
+    var xv = vec4<f32>(0.0);
+    var gv = vec4<f32>(0.0);
+    if (live.x) { xv.x = f32(load_x(x[offset(0u) + base + j.x])); gv.x = g_at(base, j.x); }
+    if (live.y) { xv.y = f32(load_x(x[offset(0u) + base + j.y])); gv.y = g_at(base, j.y); }
+    if (live.z) { xv.z = f32(load_x(x[offset(0u) + base + j.z])); gv.z = g_at(base, j.z); }
+    if (live.w) { xv.w = f32(load_x(x[offset(0u) + base + j.w])); gv.w = g_at(base, j.w); }
+    let xhat = (xv - mu) * inv;
+    // g is zero in the slots past the row, so they add nothing.
+    let sums = sum_all(lid, vec2<f32>((gv.x + gv.y) + (gv.z + gv.w), dot(gv, xhat))) / f32(d);
+    let out = inv * (gv - sums.x - xhat * sums.y);
+    for (var k = 0u; k < 4u; k++) {
+      if (live[k]) { dx[base + j[k]] = store_x(C_x(out[k])); }
+    }
+    return;
+  }
   var acc = vec2<f32>(0.0);
   for (var j = lid; j < d; j += 64u) {
     let g = g_at(base, j);

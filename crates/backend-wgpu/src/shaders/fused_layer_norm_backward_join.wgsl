@@ -1,10 +1,10 @@
 // ops::LayerNormBackward, the parameters' gradients, second pass: a workgroup a column adds
 // its S partial sums (its invocations a stride apart, then a tree) into dweight and dbias
 // (each written only where the op has that parameter; otherwise its binding is a
-// placeholder). A column's sums spread over a workgroup: one invocation walking all S of them
-// would wait on each load in turn.
+// placeholder). A column's sums spread over a workgroup, four loads in flight an invocation:
+// one invocation walking all S of them would wait on each load in turn.
 
-@group(0) @binding(1) var<storage, read> partial: array<f32>;
+@group(0) @binding(1) var<storage, read> partial: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> dweight: array<S_x>;
 @group(0) @binding(3) var<storage, read_write> dbias: array<S_x>;
 
@@ -14,9 +14,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let col = row_of(wid, nwg);
   var acc = vec2<f32>(0.0);
   if (col < d) {
-    for (var s = lid; s < p.segments; s += 64u) {
-      let at_ = (s * d + col) * 2u;
-      acc += vec2<f32>(partial[at_], partial[at_ + 1u]);
+    var s = lid;
+    for (; s + 192u < p.segments; s += 256u) {
+      let a0 = partial[s * d + col];
+      let a1 = partial[(s + 64u) * d + col];
+      let a2 = partial[(s + 128u) * d + col];
+      let a3 = partial[(s + 192u) * d + col];
+      acc += (a0 + a1) + (a2 + a3);
+    }
+    for (; s < p.segments; s += 64u) {
+      acc += partial[s * d + col];
     }
   }
   let total = sum_all(lid, acc);
