@@ -23,6 +23,8 @@ const ROUND_V: [&str; 2] = [
 ];
 const GELU: &str = include_str!("shaders/fused_gelu.wgsl");
 const GELU_BACKWARD: &str = include_str!("shaders/fused_gelu_backward.wgsl");
+const GELU_WIDE: &str = include_str!("shaders/fused_gelu_wide.wgsl");
+const GELU_BACKWARD_WIDE: &str = include_str!("shaders/fused_gelu_backward_wide.wgsl");
 const BCE: &str = include_str!("shaders/fused_bce.wgsl");
 const BCE_BACKWARD: &str = include_str!("shaders/fused_bce_backward.wgsl");
 
@@ -55,7 +57,7 @@ impl Pointwise {
 
     /// Whether it has a variant on four elements an invocation (`Key::wide`).
     fn has_wide(self) -> bool {
-        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu | Pointwise::Gelu | Pointwise::GeluBackward)
     }
 }
 
@@ -66,20 +68,21 @@ pub(crate) struct Key {
     dtype: DType,
     /// Inputs and output are packed bf16 (`packed.rs`): two elements an invocation.
     packed: bool,
-    /// Four elements an invocation, read and written as vec4s (the ReLUs and ReLU's gradient,
-    /// where the count and every offset are multiples of four).
+    /// Four elements an invocation, read and written as vec4s (the ReLUs, GELU and their
+    /// gradients, where the count and every offset are multiples of four).
     wide: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = Wgsl::new(repr).params::<PointwiseParams>().ty("x", self.dtype);
-        // ReLU's items (an element or a vec4) and their f32 form; the others need erf.
+        // The items (an element or a vec4) and their f32 form; all but the ReLUs need erf.
         let w = match (self.kernel.has_wide(), self.wide) {
             (true, true) => w.alias("V_x", "vec4<S_x>").alias("C_v", "vec4<f32>"),
             (true, false) => w.alias("V_x", "S_x").alias("C_v", "f32"),
-            (false, _) => w.part(ERF),
+            (false, _) => w,
         };
+        let w = if matches!(self.kernel, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu) { w } else { w.part(ERF) };
         match (self.kernel, self.packed) {
             (Pointwise::Relu, false) => w.part(RELU),
             (Pointwise::ReluBackward, false) => w.part(RELU_BACKWARD),
@@ -87,6 +90,8 @@ impl KernelKey for Key {
             (Pointwise::AddRelu, true) => with_words(w).part(include_str!("shaders/packed/add_relu.wgsl")).part(ENTRY2),
             (Pointwise::Relu, true) => with_words(w).part(include_str!("shaders/packed/relu.wgsl")).part(ENTRY2),
             (Pointwise::ReluBackward, true) => with_words(w).part(include_str!("shaders/packed/relu_backward.wgsl")).part(ENTRY2),
+            (Pointwise::Gelu, false) if self.wide => w.part(ROUND_V[1]).part(GELU_WIDE),
+            (Pointwise::GeluBackward, false) if self.wide => w.part(ROUND_V[1]).part(GELU_BACKWARD_WIDE),
             (Pointwise::Gelu, false) => w.part(GELU),
             (Pointwise::GeluBackward, false) => w.part(GELU_BACKWARD),
             (Pointwise::Gelu, true) => with_words(w).part(include_str!("shaders/packed/gelu.wgsl")).part(ENTRY2),

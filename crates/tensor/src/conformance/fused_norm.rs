@@ -146,8 +146,18 @@ pub fn layer_norm_matches_composite(d: &Device) {
         if dtype == DType::F64 && !d.is_cpu() {
             continue;
         }
-        for (k, (shape, dims)) in
-            [(&[6usize, 4][..], 1), (&[3, 5, 7], 1), (&[2, 3, 5, 7], 2), (&[4, 1], 1), (&[2, 65, 192], 1), (&[9, 65, 12], 1), (&[40, 65, 12], 1), (&[3, 300], 1)].into_iter().enumerate()
+        for (k, (shape, dims)) in [
+            (&[6usize, 4][..], 1),
+            (&[3, 5, 7], 1),
+            (&[2, 3, 5, 7], 2),
+            (&[4, 1], 1),
+            (&[2, 65, 192], 1),
+            (&[9, 65, 12], 1),
+            (&[40, 65, 12], 1),
+            (&[3, 300], 1),
+        ]
+        .into_iter()
+        .enumerate()
         {
             // Rows of one value in f16: the composite's own gradient is NaN there (its rsqrt
             // of eps overflows f16 on the way back), so there is nothing to compare with.
