@@ -287,7 +287,7 @@ impl WgpuBackend {
     fn column_plan(&self, g: &Geometry) -> Result<Option<Columns>> {
         let [outer, len, inner] = g.dims;
         let dense = g.strides[2] == 1 && g.strides[1] == inner && (outer == 1 || g.strides[0] == len * inner);
-        if !dense || g.offset % 4 != 0 {
+        if !dense || !g.offset.is_multiple_of(4) {
             return Ok(None);
         }
         Ok(plan::columns(g.dims, &self.gpu()?.options().plan()))

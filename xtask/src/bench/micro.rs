@@ -295,11 +295,13 @@ pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     for (layer, n) in [("qkv", 576), ("out", 192), ("fc1", 768), ("fc2", 192)] {
         let dy = Tensor::randn(&[m, n], 11, DType::F32, device)?;
         let low = dy.to_dtype(DType::F16)?;
-        let sums: [(&str, usize, &dyn Fn() -> Result<Tensor>); 2] = [
-            ("f32", 4, &|| dy.sum(&[0], false)),
-            ("f16 into f32", 2, &|| liandan_tensor::fused::run_or_composite(&liandan_tensor::ops::SumRowsWide, &[&low]).map(|mut o| o.remove(0))),
-        ];
-        for (what, bytes, f) in sums {
+        for (what, bytes) in [("f32", 4), ("f16 into f32", 2)] {
+            let f = || -> Result<Tensor> {
+                match bytes {
+                    4 => dy.sum(&[0], false),
+                    _ => liandan_tensor::fused::run_or_composite(&liandan_tensor::ops::SumRowsWide, &[&low]).map(|mut o| o.remove(0)),
+                }
+            };
             for tree in [false, true] {
                 crate::set_knobs(device, |k| k.tree_column_sums = tree)?;
                 let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| f().map(drop)))? / ROW as f64;

@@ -101,7 +101,7 @@ const COLUMN_OUTPUTS: usize = 65_536;
 /// `inner` not a multiple of four, lanes too short to be worth it, or so many outputs that an
 /// invocation an output reads whole rows already (or the options keep the tree).
 pub(crate) fn columns([outer, len, inner]: [usize; 3], options: &Options) -> Option<Columns> {
-    if options.tree_column_sums || inner == 0 || inner % 4 != 0 || len < 32 || outer * inner > COLUMN_OUTPUTS {
+    if options.tree_column_sums || inner == 0 || !inner.is_multiple_of(4) || len < 32 || outer * inner > COLUMN_OUTPUTS {
         return None;
     }
     let groups = inner / 4;
