@@ -108,7 +108,8 @@ pub(crate) fn columns([outer, len, inner]: [usize; 3], options: &Options) -> Opt
     let width = groups.min(64);
     let lanes = WG / width;
     let tiles = groups.div_ceil(width);
-    let most = (len / (lanes * COLUMN_ROWS)).max(1);
+    // A small sum stays one dispatch, as the tree's does: a second costs more than it saves.
+    let most = if outer * len * inner < SPLIT_MIN { 1 } else { (len / (lanes * COLUMN_ROWS)).max(1) };
     let chunks = COLUMN_GROUPS.div_ceil(outer * tiles).clamp(1, most);
     let chunk_rows = len.div_ceil(chunks);
     Some(Columns { width, lanes, tiles, chunks: len.div_ceil(chunk_rows), chunk_rows })
@@ -162,8 +163,9 @@ mod tests {
         assert_eq!(columns([1, 8320, 10], &Options::default()), None);
         assert_eq!(columns([1, 16, 192], &Options::default()), None);
         assert_eq!(columns([128, 64, 3136], &Options::default()), None);
-        // A short lane is one chunk.
+        // A short lane is one chunk, and so is a small sum (vae's bias gradients).
         assert_eq!(columns([1, 40, 8], &Options::default()).map(|p| p.chunks), Some(1));
+        assert_eq!(columns([1, 128, 400], &Options::default()).map(|p| p.chunks), Some(1));
         let tree = Options { tree_column_sums: true, ..Options::default() };
         assert_eq!(columns([1, 8320, 192], &tree), None);
     }
