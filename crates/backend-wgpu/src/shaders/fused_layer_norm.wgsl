@@ -17,7 +17,7 @@ fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y * nwg.x + wid.x;
 }
 
-// A row of at most 256 elements is held in registers, four an invocation: element slot k of
+// A row of at most 256 elements is held in registers by the backward, four an invocation: element slot k of
 // invocation lid is column lid + 64 k, and `short_live` says which slots the row has.
 const SHORT: u32 = 256u;
 

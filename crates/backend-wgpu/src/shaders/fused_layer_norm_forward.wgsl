@@ -17,33 +17,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (row >= p.rows) { return; }
   let d = p.d;
   let base = offset(0u) + row * d;
-  if (d <= SHORT) {
-    // The row read once into registers; the same two passes over them.
-    let j = short_cols(lid);
-    let live = short_live(lid);
-    var v = vec4<f32>(0.0);
-    if (live.x) { v.x = f32(load_x(x[base + j.x])); }
-    if (live.y) { v.y = f32(load_x(x[base + j.y])); }
-    if (live.z) { v.z = f32(load_x(x[base + j.z])); }
-    if (live.w) { v.w = f32(load_x(x[base + j.w])); }
-    let mu = sum_all(lid, vec2<f32>((v.x + v.y) + (v.z + v.w), 0.0)).x / f32(d);
-    let e = select(vec4<f32>(0.0), v - mu, live);
-    let variance = sum_all(lid, vec2<f32>(dot(e, e), 0.0)).x / f32(d);
-    let inv = 1.0 / sqrt(variance + p.eps);
-    for (var k = 0u; k < 4u; k++) {
-      if (live[k]) {
-        var out = e[k] * inv;
-        if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j[k]])); }
-        if (flag(2u)) { out = out + f32(load_x(bias[offset(2u) + j[k]])); }
-        y[row * d + j[k]] = store_x(C_x(out));
-      }
-    }
-    if (lid == 0u) {
-      mean[row] = store_x(C_x(mu));
-      rstd[row] = store_x(C_x(inv));
-    }
-    return;
-  }
   var s = 0.0;
   for (var j = lid; j < d; j += 64u) {
     s += f32(load_x(x[base + j]));
