@@ -17,18 +17,6 @@ fn row_of(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
   return wid.y * nwg.x + wid.x;
 }
 
-// A row of at most 256 elements is held in registers by the backward, four an invocation: element slot k of
-// invocation lid is column lid + 64 k, and `short_live` says which slots the row has.
-const SHORT: u32 = 256u;
-
-fn short_cols(lid: u32) -> vec4<u32> {
-  return vec4<u32>(lid, lid + 64u, lid + 128u, lid + 192u);
-}
-
-fn short_live(lid: u32) -> vec4<bool> {
-  return short_cols(lid) < vec4<u32>(p.d);
-}
-
 var<workgroup> tree: array<vec2<f32>, 64>;
 
 // The workgroup's values summed; every invocation gets the result.

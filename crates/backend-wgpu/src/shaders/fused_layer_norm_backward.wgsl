@@ -9,6 +9,18 @@
 @group(0) @binding(5) var<storage, read> weight: array<S_x>;
 @group(0) @binding(6) var<storage, read_write> dx: array<S_x>;
 
+// A row of at most 256 elements is held in registers, four an invocation: element slot k of
+// invocation lid is column lid + 64 k, and `short_live` says which slots the row has.
+const SHORT: u32 = 256u;
+
+fn short_cols(lid: u32) -> vec4<u32> {
+  return vec4<u32>(lid, lid + 64u, lid + 128u, lid + 192u);
+}
+
+fn short_live(lid: u32) -> vec4<bool> {
+  return short_cols(lid) < vec4<u32>(p.d);
+}
+
 fn g_at(base: u32, j: u32) -> f32 {
   var g = f32(load_x(dy[offset(1u) + base + j]));
   if (flag(1u)) { g = g * f32(load_x(weight[offset(4u) + j])); }
