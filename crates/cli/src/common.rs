@@ -281,13 +281,18 @@ pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<BTre
 /// What `--precision` means on `device`, in one line: the policy, and how many bytes the
 /// device spends on a value of the low type (measured, since a backend may hold a 16-bit type
 /// in 32-bit words, which saves no memory).
-pub fn precision_note(device: &Device, precision: Precision) -> String {
+pub fn precision_note(device: &Device, precision: Precision, min_ops: u64) -> String {
     if precision == Precision::F32 {
         return "f32".into();
     }
     let scaler = if precision == Precision::F16 { "; the loss scaled dynamically (from 2^16), a step that overflows skipped" } else { "" };
+    let products = match min_ops {
+        0 => "matmul and convolutions".to_string(),
+        n if n.is_power_of_two() => format!("matmul and convolutions from 2^{} operations", n.trailing_zeros()),
+        n => format!("matmul and convolutions from {n} operations"),
+    };
     let mut note = format!(
-        "{precision} mixed precision: matmul and convolutions in {precision}; reductions, softmax, normalizations, losses, weights and optimizer state in f32{scaler}"
+        "{precision} mixed precision: {products} in {precision}; reductions, softmax, normalizations, losses, weights and optimizer state in f32{scaler}"
     );
     match bytes_per_value(device, precision.dtype()) {
         Some(2) if device.is_cpu() => note.push_str(&format!("; the CPU stores {precision} in 2 bytes and computes through f32")),

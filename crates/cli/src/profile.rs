@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use liandan_nn::zoo::{self, Target, ZooSpec};
-use liandan_nn::{AutocastGuard, DType, Device, ModuleExt, Tensor};
+use liandan_nn::{DType, Device, ModuleExt, Tensor};
 use liandan_tensor::profile;
 use liandan_train::amp::{GradScaler, Precision};
 use liandan_train::optim::{for_zoo, Optimizer};
@@ -61,7 +61,7 @@ fn profile_on(a: &ProfileArgs, spec: &'static ZooSpec, device: &Device, why: &st
     let mut step = |opt: &mut dyn Optimizer| -> Result<(), Failure> {
         opt.zero_grad();
         let loss = {
-            let _autocast = AutocastGuard::new(a.precision.dtype()).map_err(|e| failed("autocast", e))?;
+            let _autocast = a.precision.autocast(a.autocast_min_ops).map_err(|e| failed("autocast", e))?;
             model.loss(&x, y.as_ref())?
         };
         let Some(scaler) = scaler.as_mut() else {

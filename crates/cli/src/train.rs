@@ -119,7 +119,7 @@ fn train_as(a: &TrainArgs, given: &[String], dist: Option<&Distributed>) -> Resu
             say!("resuming {}: epoch {}{at} of {}", out.display(), r.epochs_done + 1, s.epochs)?;
         }
         say!("optimizer: {} lr {lr}, scheduler: {}, batch size {}{accumulated}", s.optimizer, s.scheduler, s.batch_size)?;
-        say!("precision: {}", precision_note(&device, s.precision))?;
+        say!("precision: {}", precision_note(&device, s.precision, a.autocast_min_ops))?;
     }
 
     let train_loader = DataLoader::new(train_set, s.batch_size, &device)?.shuffle(s.seed);
@@ -171,6 +171,7 @@ fn fit_config(a: &TrainArgs, s: &Settings, out: &Path, dist: Option<&Distributed
     config.limit_batches = s.limit_batches;
     config.stop = Some(ctrl_c(dist)?);
     config.precision = s.precision;
+    config.autocast_min_ops = a.autocast_min_ops;
     config.accumulate = s.accumulate;
     config.clip_grad_norm = s.clip_grad_norm;
     config.detect_anomaly = a.detect_anomaly;

@@ -89,20 +89,41 @@ fn calls(out: &str, name: &str) -> Option<u64> {
 /// loss scaler gave up.
 #[test]
 fn a_long_f16_profile_of_the_vae_stays_finite() {
-    let o = liandan(&["profile", "--model", "vae", "--batch", "32", "--warmup", "200", "--steps", "1", "--device", "cpu", "--precision", "f16"]);
+    let o = liandan(&[
+        "profile",
+        "--model",
+        "vae",
+        "--batch",
+        "32",
+        "--warmup",
+        "200",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--precision",
+        "f16",
+        "--autocast-min-ops",
+        "0",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
 fn profile_runs_mixed_precision_as_train_does() {
-    let run = |precision: &str| {
-        let o = liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--precision", precision]);
+    let run_with = |precision: &str, min_ops: &str| {
+        let o =
+            liandan(&["profile", "--model", "mlp", "--batch", "2", "--steps", "2", "--device", "cpu", "--precision", precision, "--autocast-min-ops", min_ops]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
+    let run = |precision: &str| run_with(precision, "0");
     let f32 = run("f32");
     assert_eq!(calls(&f32, "cast"), None, "f32 casts nothing:\n{f32}");
     assert_eq!(calls(&f32, "to_host"), None, "f32 reads nothing back:\n{f32}");
+    // At batch 2 every product is under the default minimum: f16 computes them in f32 and casts nothing.
+    let small = run_with("f16", "536870912");
+    assert_eq!(calls(&small, "cast"), None, "products under the minimum are not cast:\n{small}");
     // Autocast: the layers' inputs and weights go to the low type. In f16, the loss scaler's
     // overflow check is read back once a step.
     for precision in ["f16", "bf16"] {

@@ -15,6 +15,12 @@
 //!   them (PyTorch's type promotion), so a low activation meets an f32 parameter without error;
 //! - everything else runs in the type it is given.
 //!
+//! A region may also keep small products in f32 ([`AutocastGuard::with_min_ops`]): a matmul,
+//! `linear` or convolution of fewer operations than the region's minimum then runs as an
+//! ordinary op (mixed inputs meet in the wider type, f32 ones stay f32). Such a product runs
+//! on the ordinary units in f32 arithmetic whatever its storage, so a cast to the low type
+//! would only add a kernel. [`AutocastGuard::new`] has no minimum, as `torch.autocast`.
+//!
 //! The casts are ordinary recorded ops, so gradients flow back through them and reach f32
 //! parameters as f32: master weights and optimizer state stay f32. [`Tensor::backward`] runs
 //! with autocast off; each backward rule computes in the types its forward saw. Outside a
@@ -47,6 +53,8 @@ thread_local! {
     static AUTOCAST: Cell<Option<DType>> = const { Cell::new(None) };
     /// Guards open on this thread: the cache empties when the last one closes.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Products of fewer operations than this stay out of the low type (0: none do).
+    static MIN_OPS: Cell<u64> = const { Cell::new(0) };
     static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
 }
 
@@ -70,9 +78,16 @@ pub fn autocast_dtype() -> Option<DType> {
     AUTOCAST.with(|a| a.get())
 }
 
+/// The open region's minimum size of a low-type product, in operations (two a multiply-add);
+/// 0 when every product is lowered (see [`AutocastGuard::with_min_ops`]).
+pub fn autocast_min_ops() -> u64 {
+    MIN_OPS.with(|m| m.get())
+}
+
 /// An open autocast region; the previous setting comes back when it is dropped.
 pub struct AutocastGuard {
     prev: Option<DType>,
+    prev_min_ops: u64,
 }
 
 impl AutocastGuard {
@@ -84,23 +99,46 @@ impl AutocastGuard {
             DType::F32 => None,
             other => return Err(Error::dtype("autocast", other, "autocast computes in f16 or bf16 (or f32, which turns it off)")),
         };
-        Ok(AutocastGuard::set(low))
+        Ok(AutocastGuard::set(low, 0))
+    }
+
+    /// As [`AutocastGuard::new`], with matmul, `linear` and the convolutions of fewer than
+    /// `min_ops` operations (two per multiply-add) left in the types they are given: a model
+    /// of small layers then pays no casts where the low type would save nothing.
+    ///
+    /// ```
+    /// use liandan_tensor::{AutocastGuard, Device, DType, Tensor};
+    /// # use liandan_backend_cpu as _;
+    /// let dev = Device::cpu();
+    /// let x = Tensor::ones(&[64, 32], DType::F32, &dev)?;
+    /// let (narrow, wide) = (Tensor::ones(&[32, 16], DType::F32, &dev)?, Tensor::ones(&[32, 1024], DType::F32, &dev)?);
+    /// let _region = AutocastGuard::with_min_ops(DType::F16, 1 << 20)?;
+    /// assert_eq!(x.matmul(&narrow)?.dtype(), DType::F32); // 2 * 64 * 32 * 16 operations
+    /// assert_eq!(x.matmul(&wide)?.dtype(), DType::F16); // 2 * 64 * 32 * 1024
+    /// # Ok::<(), liandan_tensor::Error>(())
+    /// ```
+    pub fn with_min_ops(dtype: DType, min_ops: u64) -> Result<AutocastGuard> {
+        let guard = AutocastGuard::new(dtype)?;
+        MIN_OPS.with(|m| m.set(min_ops));
+        Ok(guard)
     }
 
     /// A region with autocast off, whatever is open around it.
     pub(crate) fn off() -> AutocastGuard {
-        AutocastGuard::set(None)
+        AutocastGuard::set(None, 0)
     }
 
-    fn set(low: Option<DType>) -> AutocastGuard {
+    fn set(low: Option<DType>, min_ops: u64) -> AutocastGuard {
         DEPTH.with(|d| d.set(d.get() + 1));
-        AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)) }
+        let prev_min_ops = MIN_OPS.with(|m| m.replace(min_ops));
+        AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)), prev_min_ops }
     }
 }
 
 impl Drop for AutocastGuard {
     fn drop(&mut self) {
         AUTOCAST.with(|a| a.set(self.prev));
+        MIN_OPS.with(|m| m.set(self.prev_min_ops));
         let depth = DEPTH.with(|d| {
             d.set(d.get().saturating_sub(1));
             d.get()
@@ -161,10 +199,22 @@ fn needs_low(t: &Tensor, low: DType) -> bool {
     t.dtype().is_float() && t.dtype() != DType::F64 && t.dtype() != low
 }
 
-/// For the low-type ops: the inputs cast to the region's type, or `None` when no region is
-/// open or nothing needs a cast (then the op runs as called).
-pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K]) -> Result<Option<[Option<Tensor>; K]>> {
+/// Whether a low-type op of `ops` operations stays out of the region's type (see
+/// [`AutocastGuard::with_min_ops`]).
+fn below_min(ops: u64) -> bool {
+    ops < autocast_min_ops()
+}
+
+/// For the low-type ops of `ops` operations: the inputs cast to the region's type, or `None`
+/// when no region is open or nothing needs a cast (then the op runs as called). Below the
+/// region's minimum the inputs are only promoted (see [`promoted`]).
+pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K], ops: u64) -> Result<Option<[Option<Tensor>; K]>> {
     let Some(low) = autocast_dtype() else { return Ok(None) };
+    if below_min(ops) {
+        let given: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
+        let Some(mut p) = promoted(&given)?.map(Vec::into_iter) else { return Ok(None) };
+        return Ok(Some(inputs.map(|t| t.map(|_| p.next().expect("one promoted tensor per input")))));
+    }
     if !inputs.iter().flatten().any(|t| needs_low(t, low)) {
         return Ok(None);
     }
@@ -173,6 +223,28 @@ pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K]) -> Result<Op
         *o = t.map(|t| to_low(t, low)).transpose()?;
     }
     Ok(Some(out))
+}
+
+/// Whether a low-type op of `ops` operations over `inputs` would cast any of them under the
+/// open region (for fused kernels that run only where the composite casts nothing).
+pub(crate) fn casts(inputs: &[&Tensor], ops: u64) -> bool {
+    let Some(low) = autocast_dtype() else { return false };
+    if below_min(ops) {
+        let mut floats = inputs.iter().map(|t| t.dtype()).filter(|d| d.is_float());
+        let first = floats.next();
+        return floats.any(|d| Some(d) != first);
+    }
+    inputs.iter().any(|t| needs_low(t, low))
+}
+
+/// The operations of a product `[.., M, K] @ [.., K, N]` (two per multiply-add), from the
+/// operands' sizes as given (a 1-D operand a vector), for [`lowered`]; a batch broadcast from
+/// either side counts in full.
+pub(crate) fn matmul_ops(a: &Tensor, b: &Tensor) -> u64 {
+    let (sa, sb) = (a.shape(), b.shape());
+    let m = if sa.len() >= 2 { sa[sa.len() - 2] } else { 1 };
+    let n = if sb.len() >= 2 { sb[sb.len() - 1] } else { 1 };
+    2 * (a.numel() as u64).saturating_mul(n as u64).max((b.numel() as u64).saturating_mul(m as u64))
 }
 
 /// For the f32 ops: the inputs with low floats cast to f32, or `None` when no region is open

@@ -2,10 +2,11 @@
 //! dynamic loss scaler that keeps small f16 gradients from flushing to zero
 //! (`torch.amp.GradScaler`).
 //!
-//! With `Precision::F16` or `BF16` the forward pass and the loss run inside
-//! [`liandan_nn::autocast()`] (matmul and convolutions in the low type, reductions, softmax,
-//! normalization and losses in f32; see that module); parameters, their gradients and the
-//! optimizer's state stay f32. f16 holds nothing below 6e-8, so the loss is multiplied by a
+//! With `Precision::F16` or `BF16` the forward pass and the loss run inside an autocast region
+//! ([`Precision::autocast`]: matmul and convolutions in the low type, reductions, softmax,
+//! normalization and losses in f32; see [`liandan_nn::autocast()`]); parameters, their
+//! gradients and the optimizer's state stay f32. A run leaves products under
+//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing. f16 holds nothing below 6e-8, so the loss is multiplied by a
 //! large scale before backward and the gradients divided by it after; bf16 has f32's range
 //! and needs no scaler.
 //!
@@ -34,13 +35,20 @@
 
 use std::sync::{Arc, Mutex};
 
-use liandan_nn::{DType, NoGradGuard, Tensor};
+use liandan_nn::{AutocastGuard, DType, NoGradGuard, Tensor};
 use liandan_tensor::LaterRead;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::optim::fused::{nonfinite, unscale_check, update, update_foreach, NextScale, Scale};
 use crate::optim::Optimizer;
+
+/// The smallest matmul, linear layer or convolution, in operations (two a multiply-add), that a
+/// training run's autocast computes in the low type ([`AutocastGuard::with_min_ops`]). Below
+/// it the GPU's f16 products run on its ordinary units in f32 arithmetic whatever their
+/// storage (its tensor cores take them from this size), so casting their operands adds
+/// kernels and saves nothing. 0 lowers every product, as `torch.autocast` does.
+pub const AUTOCAST_MIN_OPS: u64 = 1 << 29;
 
 /// The type a training run computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +71,13 @@ impl Precision {
             "bf16" | "bfloat16" => Ok(Precision::BF16),
             other => Err(Error::InvalidArgument { op: "precision", what: format!("`{other}` is not a precision; use f32, f16 or bf16") }),
         }
+    }
+
+    /// The autocast region a forward pass in this precision runs in, with matmul, linear
+    /// layers and convolutions under `min_ops` operations left in f32 (see
+    /// [`AUTOCAST_MIN_OPS`]); `F32` closes any open region.
+    pub fn autocast(self, min_ops: u64) -> Result<AutocastGuard> {
+        Ok(AutocastGuard::with_min_ops(self.dtype(), min_ops)?)
     }
 
     /// The dtype autocast computes matmul and convolutions in.

@@ -8,7 +8,7 @@
 //! search goes on in the same process; afterwards the device's memory in use is back where it
 //! started, which is checked, not assumed.
 
-use liandan_nn::{zoo, AutocastGuard, DType, Device, ModuleExt, Tensor};
+use liandan_nn::{zoo, DType, Device, ModuleExt, Tensor};
 
 use crate::amp::{GradScaler, Precision};
 use crate::error::{Error, Result};
@@ -126,7 +126,7 @@ pub fn zoo_step(name: &str, precision: Precision, device: &Device) -> Result<imp
         for _ in 0..2 {
             optimizer.zero_grad();
             let loss = {
-                let _autocast = AutocastGuard::new(precision.dtype())?;
+                let _autocast = precision.autocast(crate::amp::AUTOCAST_MIN_OPS)?;
                 model.loss(&x, Some(&y))?
             };
             match &mut scaler {

@@ -168,6 +168,9 @@ fn quiet(limit: usize, precision: Precision) -> FitConfig {
     c.progress = ProgressStyle::Quiet;
     c.limit_batches = Some(limit);
     c.precision = precision;
+    // Every product in the low type, as `torch.autocast`: these models are small, and the
+    // tests are about what f16 does.
+    c.autocast_min_ops = 0;
     c
 }
 

@@ -224,6 +224,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     model: model.clone(),
                     device: device.clone(),
                     precision: precision.clone(),
+                    autocast_min_ops: a.autocast_min_ops,
                     batch,
                     warmup: plan.warmup,
                     steps: plan.steps,
@@ -234,7 +235,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                 eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
                 let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
                 let mut args = vec![script.display().to_string(), "--json".into()];
-                args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_args());
+                args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_torch_args());
                 let theirs = torch.is_ok().then(|| spawn_json(Path::new(&a.python), &args, a.threads));
                 let compiled = match torch.is_ok() {
                     true => a.compile_modes(model),
@@ -268,6 +269,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             model: "mnist_cnn".into(),
             device: device.clone(),
             precision: "f32".into(),
+            autocast_min_ops: a.autocast_min_ops,
             batch,
             warmup: plan.warmup,
             steps: 0,

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use liandan_backend_wgpu::testing::HostPhases;
 use liandan_nn::zoo::{self, OptimizerSpec, Target, ZooModel};
-use liandan_nn::{AutocastGuard, Device, ModuleExt};
+use liandan_nn::{Device, ModuleExt};
 use liandan_tensor::{DType, Tensor};
 use liandan_train::amp::{GradScaler, Precision};
 use liandan_train::data::{DataLoader, Synthetic};
@@ -80,16 +80,17 @@ struct Setup {
     params: Vec<Tensor>,
     opt: Box<dyn Optimizer>,
     precision: Precision,
+    autocast_min_ops: u64,
     scaler: Option<GradScaler>,
 }
 
-fn setup(name: &str, device: &Device, precision: &str) -> Fallible<Setup> {
+fn setup(name: &str, device: &Device, precision: &str, autocast_min_ops: u64) -> Fallible<Setup> {
     let s = |e: &dyn std::fmt::Display| e.to_string();
     let model = zoo::build(name, device).map_err(|e| s(&e))?;
     let opt = zoo_optimizer(model.as_ref())?;
     let precision = self::precision(precision)?;
     let scaler = (precision == Precision::F16).then(GradScaler::new);
-    Ok(Setup { params: model.parameters(), model, opt, precision, scaler })
+    Ok(Setup { params: model.parameters(), model, opt, precision, autocast_min_ops, scaler })
 }
 
 /// The optimizer docs/MODEL_ZOO.md gives `model`, over its named parameters.
@@ -115,7 +116,7 @@ impl Setup {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         self.opt.zero_grad();
         let loss = {
-            let _autocast = AutocastGuard::new(self.precision.dtype()).map_err(|e| s(&e))?;
+            let _autocast = self.precision.autocast(self.autocast_min_ops).map_err(|e| s(&e))?;
             self.model.loss(x, y).map_err(|e| s(&e))?
         };
         let Some(scaler) = &mut self.scaler else {
@@ -159,7 +160,7 @@ pub const WARMUP_SECS: f64 = 1.0;
 /// groups did not.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
-    let mut s = setup(&a.model, &device, &a.precision)?;
+    let mut s = setup(&a.model, &device, &a.precision, a.autocast_min_ops)?;
     let (x, y) = batch_for(&*s.model, a.batch, &device)?;
     let Plan { warmup, steps, sync_every, groups } = a.plan();
     let sync = || device.synchronize().map_err(|e| e.to_string());
@@ -244,7 +245,7 @@ fn peak_bytes(device: &Device) -> Option<u64> {
 /// not read back, as the Trainer reads it once per log interval).
 pub fn time_epoch(a: &ChildArgs) -> Fallible<EpochTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
-    let mut s = setup(&a.model, &device, &a.precision)?;
+    let mut s = setup(&a.model, &device, &a.precision, a.autocast_min_ops)?;
     let spec = s.model.spec();
     let classes = match spec.target {
         Target::Classes(k) => k,

@@ -111,7 +111,10 @@ fn fused_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Opt
         return Ok(None);
     }
     // Asked without casting: the composite's products cast for themselves.
-    let casts = crate::autocast::autocast_dtype().is_some_and(|low| [q, k, v].iter().any(|t| t.dtype() != low));
+    // The composite's larger product: [*, L, E] x [*, E, S] or [*, L, S] x [*, S, Ev].
+    let (rows, s_len) = ((q.numel() / q.shape()[r - 1].max(1)) as u64, k.shape()[r - 2] as u64);
+    let ops = 2 * rows * s_len * q.shape()[r - 1].max(v.shape()[r - 1]) as u64;
+    let casts = crate::autocast::casts(&[q, k, v], ops);
     if crate::observe::active() || casts {
         return Ok(None);
     }

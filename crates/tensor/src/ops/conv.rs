@@ -24,6 +24,16 @@ fn pair_ok(op: &'static str, shape: &[usize], name: &str, p: (usize, usize)) -> 
 }
 
 /// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
+/// About the operations of a convolution of `x` `[N, C, *spatial]` by `weight` (two per
+/// multiply-add, each output position taking the whole weight), for autocast's minimum
+/// size; the output's extent is taken as the input's over the stride.
+fn conv_ops(x: &Tensor, weight: &Tensor, stride: &[usize]) -> u64 {
+    let xs = x.shape();
+    let spatial = xs.iter().skip(2).zip(stride.iter().chain(std::iter::repeat(&1)));
+    let positions: u64 = spatial.map(|(&e, &s)| e.div_ceil(s.max(1)) as u64).product();
+    2 * (xs.first().copied().unwrap_or(0) as u64).saturating_mul(positions).saturating_mul(weight.numel() as u64)
+}
+
 pub(super) fn window(
     op: &'static str,
     s: &[usize],
@@ -168,7 +178,8 @@ impl Tensor {
         groups: usize,
         relu: bool,
     ) -> Result<Tensor> {
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+        let ops = conv_ops(self, weight, &[stride.0, stride.1]);
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
             return x.conv2d_then(&w, b.as_ref(), stride, padding, dilation, groups, relu);
         }
         check_operands("conv2d", self, weight, 4, "a 4-D [N, C, H, W] input and a 4-D [O, C/groups, kh, kw] weight")?;
@@ -196,7 +207,8 @@ impl Tensor {
     /// - `weight`: `[O, C/groups, k]`, `bias`: `[O]`
     /// - result: `[N, O, L_out]`, `L_out = (L + 2*padding - dilation*(k-1) - 1) / stride + 1`
     pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: usize, padding: usize, dilation: usize, groups: usize) -> Result<Tensor> {
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+        let ops = conv_ops(self, weight, &[stride]);
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
             return x.conv1d(&w, b.as_ref(), stride, padding, dilation, groups);
         }
         check_operands("conv1d", self, weight, 3, "a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight")?;
@@ -238,7 +250,9 @@ impl Tensor {
         dilation: (usize, usize),
         groups: usize,
     ) -> Result<Tensor> {
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+        // Each input pixel scatters its slice of the weight: as a stride-1 convolution's count.
+        let ops = conv_ops(self, weight, &[1, 1]);
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
             return x.conv_transpose2d(&w, b.as_ref(), stride, padding, output_padding, dilation, groups);
         }
         const OP: &str = "conv_transpose2d";

@@ -15,7 +15,7 @@ impl Tensor {
     /// Matrix product as `torch.matmul`: `[.., M, K] @ [.., K, N] -> [.., M, N]` with the batch
     /// dims broadcast; a 1-D lhs is a row vector and a 1-D rhs a column vector (removed after).
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
-        if let Some([Some(a), Some(b)]) = crate::autocast::lowered([Some(self), Some(rhs)])? {
+        if let Some([Some(a), Some(b)]) = crate::autocast::lowered([Some(self), Some(rhs)], crate::autocast::matmul_ops(self, rhs))? {
             return a.matmul(&b);
         }
         check_same_dtype("matmul", self, rhs)?;
@@ -68,7 +68,9 @@ impl Tensor {
     /// - `weight`: `[out, in]`, `bias`: `[out]`
     /// - result: `[*, out]`
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias])? {
+        // x [*, in] against weight [out, in]: 2 * numel(x) * out operations.
+        let ops = 2 * (self.numel() as u64).saturating_mul(weight.shape().first().copied().unwrap_or(0) as u64);
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
             return x.linear(&w, b.as_ref());
         }
         const OP: &str = "linear";

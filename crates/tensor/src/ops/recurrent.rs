@@ -102,9 +102,9 @@ fn lstm_step_fused(x_gates: &Tensor, h: &Tensor, w_hh_t: &Tensor, c: &Tensor) ->
     };
     let shaped = x_gates.shape() == [n, 4 * units] && w_hh_t.shape() == [units, 4 * units] && c.shape() == [n, units] && units > 0;
     let plain = operands.iter().all(|t| t.dtype() == h.dtype() && t.device() == h.device() && t.dtype().is_float());
-    // Under autocast only operands already of its type (the LSTM layer's recurrence there),
-    // for which the composite casts nothing either.
-    let cast_free = crate::autocast::autocast_dtype().is_none_or(|low| low == h.dtype());
+    // Under autocast only operands its product would not cast (the LSTM layer's recurrence
+    // there), for which the composite casts nothing either.
+    let cast_free = !crate::autocast::casts(&[h, w_hh_t], crate::autocast::matmul_ops(h, w_hh_t));
     if !shaped || !plain || !cast_free {
         return Ok(None);
     }

@@ -13,10 +13,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use liandan_nn::observe::{observe_ops, OpRecord};
-use liandan_nn::{summary, AutocastGuard, Device, Layer, ModuleExt, Tensor};
+use liandan_nn::{summary, Device, Layer, ModuleExt, Tensor};
 
-use super::LossFn;
-use crate::amp::Precision;
+use super::{FitConfig, LossFn};
 use crate::data::Batch;
 use crate::error::Result;
 
@@ -40,7 +39,7 @@ impl Event {
 }
 
 /// Runs forward, loss and backward of `batch` with every op recorded.
-fn trace<M: Layer>(model: &M, loss_fn: &LossFn, batch: &Batch, precision: Precision, seed: u64) -> Result<Vec<Event>> {
+fn trace<M: Layer>(model: &M, loss_fn: &LossFn, batch: &Batch, config: &FitConfig, seed: u64) -> Result<Vec<Event>> {
     let events = Rc::new(RefCell::new(Vec::new()));
     let layers: Rc<RefCell<HashMap<u64, String>>> = Rc::default();
     let (ev, ly) = (events.clone(), layers.clone());
@@ -64,7 +63,7 @@ fn trace<M: Layer>(model: &M, loss_fn: &LossFn, batch: &Batch, precision: Precis
     observe_ops(observer, || {
         summary::with_layer_path(|| -> Result<()> {
             let loss = {
-                let _autocast = AutocastGuard::new(precision.dtype())?;
+                let _autocast = config.precision.autocast(config.autocast_min_ops)?;
                 let out = model.forward(&batch.input)?;
                 loss_fn(&out, &batch.target)?
             };
@@ -81,9 +80,9 @@ fn finite(values: &[f64]) -> bool {
 }
 
 /// The report of [`crate::Error::Anomaly`]: what the step did wrong and where.
-pub(crate) fn diagnose<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch, precision: Precision, seed: u64) -> Result<String> {
+pub(crate) fn diagnose<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch, config: &FitConfig, seed: u64) -> Result<String> {
     let device = batch.input.device().clone();
-    let on_device = trace(model, loss_fn, batch, precision, seed)?;
+    let on_device = trace(model, loss_fn, batch, config, seed)?;
     if device.is_cpu() {
         for e in &on_device {
             if !finite(&e.output.to_vec_f64()?) {
@@ -92,7 +91,7 @@ pub(crate) fn diagnose<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch,
         }
         return Ok("re-run op by op, the step stays finite: the non-finite value does not reproduce".into());
     }
-    let on_cpu = trace_on_cpu(model, loss_fn, batch, precision, seed)?;
+    let on_cpu = trace_on_cpu(model, loss_fn, batch, config, seed)?;
     for (i, (d, c)) in on_device.iter().zip(&on_cpu).enumerate() {
         if d.op != c.op || d.output.shape() != c.output.shape() {
             return Ok(format!(
@@ -121,14 +120,14 @@ pub(crate) fn diagnose<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch,
 
 /// [`trace`] with the model and batch copied to the CPU; the model's own tensors (the ones
 /// the optimizer holds) are put back afterwards, whatever happens.
-fn trace_on_cpu<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch, precision: Precision, seed: u64) -> Result<Vec<Event>> {
+fn trace_on_cpu<M: Layer>(model: &mut M, loss_fn: &LossFn, batch: &Batch, config: &FitConfig, seed: u64) -> Result<Vec<Event>> {
     let mut originals = Vec::new();
     model.visit("", &mut |_, t, _| originals.push(t.clone()));
     let cpu = Device::cpu();
     let traced = (|| -> Result<Vec<Event>> {
         model.to_device(&cpu)?;
         let batch = Batch { input: batch.input.to_device(&cpu)?.detach(), target: batch.target.to_device(&cpu)?.detach() };
-        trace(model, loss_fn, &batch, precision, seed)
+        trace(model, loss_fn, &batch, config, seed)
     })();
     let mut i = 0;
     model.visit_mut("", &mut |_, t, _| {

@@ -2,7 +2,7 @@
 //! each forward pass under the run's precision, the loss scaler, clipping, the gradient check
 //! and the update.
 
-use liandan_nn::{AutocastGuard, Layer, Tensor};
+use liandan_nn::{Layer, Tensor};
 
 use super::config::{FitConfig, SchedulerStep};
 use super::state::TrainState;
@@ -34,9 +34,9 @@ pub(crate) struct Pending {
 }
 
 impl<M: Layer> Trainer<M> {
-    /// The model's output and the loss for `batch`, under `precision`'s autocast.
-    pub(crate) fn forward_loss(&mut self, batch: &Batch, precision: Precision) -> Result<(Tensor, Tensor)> {
-        let _autocast = AutocastGuard::new(precision.dtype())?;
+    /// The model's output and the loss for `batch`, under the run's autocast.
+    pub(crate) fn forward_loss(&mut self, batch: &Batch, config: &FitConfig) -> Result<(Tensor, Tensor)> {
+        let _autocast = config.precision.autocast(config.autocast_min_ops)?;
         let out = self.model.forward(&batch.input)?;
         let loss = (self.loss)(&out, &batch.target)?;
         Ok((out, loss))
@@ -67,7 +67,7 @@ impl<M: Layer> Trainer<M> {
             let Some(batch) = batches.next() else { break };
             let batch = batch?;
             liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
-            let (out, loss) = self.forward_loss(&batch, config.precision)?;
+            let (out, loss) = self.forward_loss(&batch, config)?;
             let scaled = if end - start > 1 { loss.mul_scalar(share)? } else { loss.clone() };
             // In a data-parallel run, the last batch's backward all-reduces the gradients as it
             // goes; the others only accumulate (DDP's `no_sync`).
@@ -151,7 +151,7 @@ impl<M: Layer> Trainer<M> {
         }
         // The same random stream as the step that failed (the last batch's).
         let seed = step_seed(st.seed, st.global_step - 1);
-        let report = super::anomaly::diagnose(&mut self.model, &self.loss, batch, config.precision, seed)?;
+        let report = super::anomaly::diagnose(&mut self.model, &self.loss, batch, config, seed)?;
         Err(Error::Anomaly { epoch: st.epoch + 1, step: st.batch, report })
     }
 }
