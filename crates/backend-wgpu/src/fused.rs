@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    AddRelu, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d, Conv2dBackwardInput,
-    Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm, LayerNormBackward,
-    LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu, ReluBackward,
-    SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d,
+    Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
+    LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu,
+    ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -71,6 +71,7 @@ impl Known {
             (T::of::<Relu>(), Known::Pointwise(Pointwise::Relu)),
             (T::of::<ReluBackward>(), Known::Pointwise(Pointwise::ReluBackward)),
             (T::of::<AddRelu>(), Known::Pointwise(Pointwise::AddRelu)),
+            (T::of::<AddWide>(), Known::Pointwise(Pointwise::AddWide)),
             (T::of::<Gelu>(), Known::Pointwise(Pointwise::Gelu)),
             (T::of::<GeluBackward>(), Known::Pointwise(Pointwise::GeluBackward)),
             (T::of::<BceLoss>(), Known::Pointwise(Pointwise::BceLoss)),

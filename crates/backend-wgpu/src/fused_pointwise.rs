@@ -16,6 +16,7 @@ const ERF: &str = include_str!("shaders/erf.wgsl");
 const RELU: &str = include_str!("shaders/fused_relu.wgsl");
 const RELU_BACKWARD: &str = include_str!("shaders/fused_relu_backward.wgsl");
 const ADD_RELU: &str = include_str!("shaders/fused_add_relu.wgsl");
+const ADD_WIDE: &str = include_str!("shaders/fused_add_wide.wgsl");
 /// `round_v`, a sum rounded to the dtype as it is stored: an element, or four.
 const ROUND_V: [&str; 2] = [
     "fn round_v(v: f32) -> V_x { return store_x(v); }\n",
@@ -43,6 +44,8 @@ pub(crate) enum Pointwise {
     Relu,
     ReluBackward,
     AddRelu,
+    /// An f32 tensor plus an f16 one, written in f32 (`Key::dtype` is the f16 operand's).
+    AddWide,
     Gelu,
     GeluBackward,
     BceLoss,
@@ -57,7 +60,7 @@ impl Pointwise {
 
     /// Whether it has a variant on four elements an invocation (`Key::wide`).
     fn has_wide(self) -> bool {
-        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu | Pointwise::Gelu | Pointwise::GeluBackward)
+        matches!(self, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu | Pointwise::AddWide | Pointwise::Gelu | Pointwise::GeluBackward)
     }
 }
 
@@ -82,12 +85,13 @@ impl KernelKey for Key {
             (true, false) => w.alias("V_x", "S_x").alias("C_v", "f32"),
             (false, _) => w,
         };
-        let w = if matches!(self.kernel, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu) { w } else { w.part(ERF) };
+        let w = if matches!(self.kernel, Pointwise::Relu | Pointwise::ReluBackward | Pointwise::AddRelu | Pointwise::AddWide) { w } else { w.part(ERF) };
         match (self.kernel, self.packed) {
             (Pointwise::Relu, false) => w.part(RELU),
             (Pointwise::ReluBackward, false) => w.part(RELU_BACKWARD),
             (Pointwise::AddRelu, false) => w.part(ROUND_V[self.wide as usize]).part(ADD_RELU),
             (Pointwise::AddRelu, true) => with_words(w).part(include_str!("shaders/packed/add_relu.wgsl")).part(ENTRY2),
+            (Pointwise::AddWide, _) => w.part(ADD_WIDE),
             (Pointwise::Relu, true) => with_words(w).part(include_str!("shaders/packed/relu.wgsl")).part(ENTRY2),
             (Pointwise::ReluBackward, true) => with_words(w).part(include_str!("shaders/packed/relu_backward.wgsl")).part(ENTRY2),
             (Pointwise::Gelu, false) if self.wide => w.part(ROUND_V[1]).part(GELU_WIDE),
@@ -114,6 +118,7 @@ impl KernelKey for Key {
         ];
         let keys = kernels.into_iter().flat_map(|kernel| DType::ALL.map(|dtype| Key { kernel, dtype, packed: false, wide: false }));
         let mut all: Vec<Key> = keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect();
+        all.extend(repr.computes(DType::F16).then_some(Key { kernel: Pointwise::AddWide, dtype: DType::F16, packed: false, wide: false }));
         let wide: Vec<Key> = all.iter().filter(|k| k.kernel.has_wide()).map(|k| Key { wide: true, ..*k }).collect();
         all.extend(wide);
         let packed = [Pointwise::Relu, Pointwise::ReluBackward, Pointwise::AddRelu, Pointwise::Gelu, Pointwise::GeluBackward];
@@ -132,11 +137,19 @@ impl WgpuBackend {
     /// cannot serve; buffers beyond one binding or 32-bit offsets).
     pub(crate) fn fused_pointwise(&self, kernel: Pointwise, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let first = inputs.first()?;
-        let (dtype, numel) = (first.dtype, first.layout.numel());
+        let numel = first.layout.numel();
+        // AddWide's kernel is keyed by its f16 operand and writes f32; the others keep one type.
+        let (dtype, out_dtype) = match kernel {
+            Pointwise::AddWide => match inputs {
+                [a, b] if a.dtype == DType::F32 && b.dtype == DType::F16 && b.layout.numel() == numel => (DType::F16, DType::F32),
+                _ => return None,
+            },
+            _ => (first.dtype, first.dtype),
+        };
         if !self.repr.computes(dtype) || dtype == DType::F64 {
             return None;
         }
-        let gpu = match self.fused_gpu(dtype, &[numel], inputs)? {
+        let gpu = match self.fused_gpu(out_dtype, &[numel], inputs)? {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
@@ -155,7 +168,7 @@ impl WgpuBackend {
         let meta = words(&block);
         Some((|| {
             let kernel = gpu.kernel(Key { kernel, dtype, packed, wide })?;
-            let out = if packed { self.packed_output(numel)? } else { self.output(dtype, numel)? };
+            let out = if packed { self.packed_output(numel)? } else { self.output(out_dtype, numel)? };
             let mut buffers: Vec<&wgpu::Buffer> = inputs.iter().map(|v| gpu_storage(v).buffer()).collect();
             buffers.push(out.buffer());
             gpu.dispatch(&kernel, &meta, &buffers, grid(if packed { numel.div_ceil(2) } else { numel / per }))?;

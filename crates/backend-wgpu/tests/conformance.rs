@@ -15,7 +15,7 @@ liandan_tensor::conformance_suite!(gpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
-    use liandan_tensor::ops::{Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
+    use liandan_tensor::ops::{AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
     for op in unit_ops().into_iter().chain(norm_ops()) {
@@ -55,6 +55,8 @@ fn fused_kernels_run_here() {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
         }
     }
+    // Autocast's residual sum of an f32 and an f16 tensor, written in f32.
+    assert!(kernel_runs(&d, &AddWide, DType::F16), "add_wide");
 }
 
 /// The convolution passes run as implicit-GEMM kernels here in every float dtype but f64, and

@@ -104,6 +104,8 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         }
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
         "matmul_wide" => vec![t(&[n, h], 1), t(&[h, 4], 2)],
+        // An f32 tensor and one of `dtype` (the low type).
+        "add_wide" => vec![t(&[n, h], 1).to_dtype(DType::F32).unwrap(), t(&[n, h], 2)],
         "sum_rows_wide" => vec![t(&[n, h], 1)],
         // q, k, v [N, H, L or S, E or Ev]; the backward's do [N, L, H, Ev] and p [N, H, L, S].
         "attention" => vec![t(&[2, n, 7, 4], 1), t(&[2, n, h, 4], 2), t(&[2, n, h, 6], 3)],
@@ -564,6 +566,39 @@ pub fn add_relu_matches_composite(d: &Device) {
     let b = Tensor::from_f64s(&v[..8], &[8], DType::F32, d).unwrap();
     let want = a.add(&b).unwrap().relu().unwrap().to_vec_f64().unwrap();
     assert_eq!(a.add_relu(&b).unwrap().to_vec_f64().unwrap(), want, "add_relu of a broadcast operand");
+}
+
+/// An f32 tensor plus an f16 one under autocast ([`crate::ops::AddWide`] where the device has
+/// it) against the promoted composite (the f16 operand cast, then added), exactly, forward and
+/// backward, either operand first: counts that are and are not multiples of four, NaN and the
+/// infinities, operands at an offset into their buffers; and a broadcast operand, which keeps
+/// the composite.
+pub fn add_wide_matches_composite(d: &Device) {
+    let sum = |x: &[Tensor]| -> Result<Vec<Tensor>> { crate::autocast(DType::F16, || Ok(vec![x[0].add(&x[1])?, x[1].add(&x[0])?])) };
+    for shape in [&[1usize][..], &[3, 7], &[2, 5, 68], &[4, 33]] {
+        let n: usize = shape.iter().product();
+        let mut a: Vec<f64> = values(n, 70).iter().map(|x| 4.0 * x - 2.0).collect();
+        let b: Vec<f64> = values(n, 71).iter().map(|x| 4.0 * x - 2.0).collect();
+        for (i, special) in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY].into_iter().enumerate() {
+            if 1 + 3 * i < n {
+                a[1 + 3 * i] = special;
+            }
+        }
+        let (wide, low) = (Tensor::from_f64s(&a, shape, DType::F32, d).unwrap(), Tensor::from_f64s(&b, shape, DType::F16, d).unwrap());
+        check_fused(&format!("add_wide {shape:?}"), &[wide, low], sum, 0.0, 0.0);
+    }
+    // Rows 1.. and 2.. of [6, 6] (offsets not in fours) and of [6, 8] (in fours).
+    for cols in [6, 8] {
+        let v: Vec<f64> = values(6 * cols, 72).iter().map(|x| x - 0.5).collect();
+        let rows = |first, dtype| Tensor::from_f64s(&v, &[6, cols], dtype, d).unwrap().narrow(0, first, 4).unwrap();
+        check_fused(&format!("add_wide rows 1.. and 2.. of [6, {cols}]"), &[rows(1, DType::F32), rows(2, DType::F16)], sum, 0.0, 0.0);
+    }
+    let v: Vec<f64> = values(6 * 8, 72).iter().map(|x| x - 0.5).collect();
+    let a = Tensor::from_f64s(&v, &[6, 8], DType::F32, d).unwrap();
+    let b = Tensor::from_f64s(&v[..8], &[8], DType::F16, d).unwrap();
+    let want = a.add(&b.to_dtype(DType::F32).unwrap()).unwrap().to_vec_f64().unwrap();
+    let got = crate::autocast(DType::F16, || a.add(&b)).unwrap();
+    assert_eq!((got.dtype(), got.to_vec_f64().unwrap()), (DType::F32, want), "add_wide of a broadcast operand");
 }
 
 /// Max pooling's gradient ([`crate::ops::MaxPool2dBackward`] where the device has it) against the

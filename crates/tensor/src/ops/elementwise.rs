@@ -2,6 +2,7 @@
 
 use crate::autograd::GradFn;
 use crate::backend::{BinaryOp, CmpOp, Strided, UnaryOp};
+use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{broadcast_shapes, Layout};
@@ -86,6 +87,11 @@ impl Tensor {
     }
 
     pub(crate) fn binary(&self, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+        if op == BinaryOp::Add {
+            if let Some(y) = add_wide(self, rhs)? {
+                return Ok(y);
+            }
+        }
         if let Some(p) = crate::autocast::promoted(&[self, rhs])? {
             return p[0].binary(&p[1], op);
         }
@@ -240,4 +246,44 @@ impl Tensor {
         }
         Ok(Tensor::from_op(storage, self.shape(), dtype, self.device(), &[self], || GradFn::Cast { from }))
     }
+}
+
+/// The sum of an f32 and an f16 tensor of one shape under autocast (a residual stream and a
+/// layer's output), as one [`AddWide`] kernel where the device has one: recorded as the
+/// promoted composite, a cast node and an add node over the one result (neither rule reads
+/// values), so the gradients are the composite's. `None`: the caller promotes and adds.
+fn add_wide(lhs: &Tensor, rhs: &Tensor) -> Result<Option<Tensor>> {
+    if crate::autocast::autocast_dtype().is_none() {
+        return Ok(None);
+    }
+    let (wide, low, low_first) = match (lhs.dtype(), rhs.dtype()) {
+        (DType::F32, DType::F16) => (lhs, rhs, false),
+        (DType::F16, DType::F32) => (rhs, lhs, true),
+        _ => return Ok(None),
+    };
+    if wide.shape() != low.shape() || !wide.is_contiguous() || !low.is_contiguous() || wide.device() != low.device() {
+        return Ok(None);
+    }
+    let Some(r) = crate::fused::run(&AddWide, &[wide, low]) else { return Ok(None) };
+    let y = r?.remove(0);
+    let cast = y.recorded(&[low], || GradFn::Cast { from: DType::F16 });
+    let (a, b) = if low_first { (&cast, wide) } else { (wide, &cast) };
+    Ok(Some(y.recorded(&[a, b], || GradFn::Binary(BinaryOp::Add))))
+}
+
+/// `y = a + b` of an f32 `a` and an f16 `b` (one shape, contiguous), written in f32: the sum
+/// autocast's promotion computes (`a + b.to_dtype(F32)`, one rounding) without the cast's
+/// kernel and its f32 copy. Inputs: `a` f32, `b` f16. Output: `y` f32, shaped like `a`.
+/// [`Tensor::add`] records its gradients as the composite's.
+#[derive(Clone, Copy, Debug)]
+pub struct AddWide;
+
+impl CustomOp for AddWide {
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        Ok(vec![inputs[0].add(&inputs[1].to_dtype(DType::F32)?)?])
+    }
+}
+
+crate::custom_kernel_name! {
+    AddWide => "add_wide",
 }
