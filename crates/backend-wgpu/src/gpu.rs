@@ -241,8 +241,6 @@ struct ThreadSlot {
     readback: wgpu::Buffer,
 }
 
-/// Unmaps a read-back buffer when dropped, so that one reused after an error is not left
-/// mapped (or with its mapping pending).
 /// A copy back to the host recorded by [`Gpu::read_later`].
 pub(crate) struct LaterBytes {
     gpu: Arc<Gpu>,
@@ -301,6 +299,8 @@ impl Drop for LaterBytes {
     }
 }
 
+/// Unmaps a read-back buffer when dropped, so that one reused after an error is not left
+/// mapped (or with its mapping pending).
 struct Unmap<'a>(&'a wgpu::Buffer);
 
 impl Drop for Unmap<'_> {
