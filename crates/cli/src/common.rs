@@ -285,7 +285,11 @@ pub fn precision_note(device: &Device, precision: Precision, min_ops: u64) -> St
     if precision == Precision::F32 {
         return "f32".into();
     }
-    let scaler = if precision == Precision::F16 { "; the loss scaled dynamically (from 2^16), a step that overflows skipped" } else { "" };
+    let scaler = if precision == Precision::F16 {
+        "; the loss scaled dynamically (from 2^16) in a step that computes in f16, a step that overflows skipped"
+    } else {
+        ""
+    };
     let products = match min_ops {
         0 => "matmul and convolutions".to_string(),
         n if n.is_power_of_two() => format!("matmul and convolutions from 2^{} operations", n.trailing_zeros()),

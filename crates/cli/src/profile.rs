@@ -5,7 +5,7 @@ use std::path::Path;
 use liandan_nn::zoo::{self, Target, ZooSpec};
 use liandan_nn::{DType, Device, ModuleExt, Tensor};
 use liandan_tensor::profile;
-use liandan_train::amp::{GradScaler, Precision};
+use liandan_train::amp::{scaling_needed, GradScaler, Precision};
 use liandan_train::optim::{for_zoo, Optimizer};
 
 use crate::args::ProfileArgs;
@@ -60,11 +60,14 @@ fn profile_on(a: &ProfileArgs, spec: &'static ZooSpec, device: &Device, why: &st
     let mut scaler = (a.precision == Precision::F16).then(GradScaler::new);
     let mut step = |opt: &mut dyn Optimizer| -> Result<(), Failure> {
         opt.zero_grad();
+        let mark = liandan_nn::autocast_lowered();
         let loss = {
             let _autocast = a.precision.autocast(a.autocast_min_ops).map_err(|e| failed("autocast", e))?;
             model.loss(&x, y.as_ref())?
         };
-        let Some(scaler) = scaler.as_mut() else {
+        // As `liandan train`: a step that computed nothing in f16 runs unscaled.
+        let scaling = scaling_needed(mark, &params);
+        let Some(scaler) = scaler.as_mut().filter(|_| scaling) else {
             loss.backward().map_err(|e| failed("backward", e))?;
             let _layer = profile::layer("optimizer");
             opt.step()?;

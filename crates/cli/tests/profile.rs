@@ -124,6 +124,10 @@ fn profile_runs_mixed_precision_as_train_does() {
     // At batch 2 every product is under the default minimum: f16 computes them in f32 and casts nothing.
     let small = run_with("f16", "536870912");
     assert_eq!(calls(&small, "cast"), None, "products under the minimum are not cast:\n{small}");
+    // Nothing computed in f16, so no loss scaling either: the f32 step's ops, nothing read back.
+    let total = |out: &str| out.lines().find_map(|l| l.split_once(" calls in ").map(|(n, _)| n.trim().to_string()));
+    assert_eq!(calls(&small, "to_host"), None, "{small}");
+    assert_eq!(total(&small), total(&f32), "the f32 step's calls:\n{small}\n{f32}");
     // Autocast: the layers' inputs and weights go to the low type. In f16, the loss scaler's
     // overflow check is read back once a step.
     for precision in ["f16", "bf16"] {

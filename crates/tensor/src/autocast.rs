@@ -55,6 +55,8 @@ thread_local! {
     static DEPTH: Cell<usize> = const { Cell::new(0) };
     /// Products of fewer operations than this stay out of the low type (0: none do).
     static MIN_OPS: Cell<u64> = const { Cell::new(0) };
+    /// Low-type ops whose inputs autocast cast (or took from the cache) on this thread, ever.
+    static LOWERED: Cell<u64> = const { Cell::new(0) };
     static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
 }
 
@@ -82,6 +84,14 @@ pub fn autocast_dtype() -> Option<DType> {
 /// 0 when every product is lowered (see [`AutocastGuard::with_min_ops`]).
 pub fn autocast_min_ops() -> u64 {
     MIN_OPS.with(|m| m.get())
+}
+
+/// How many ops autocast has run in a low type on this thread so far, casting their inputs
+/// (a running count: compare two reads). A forward pass that leaves it unchanged computed
+/// nothing in f16 or bf16 that it did not already hold in them, so its f32 parameters'
+/// gradients come from f32 ops alone (the trainer's loss scaler then has nothing to do).
+pub fn autocast_lowered() -> u64 {
+    LOWERED.with(|n| n.get())
 }
 
 /// An open autocast region; the previous setting comes back when it is dropped.
@@ -222,6 +232,7 @@ pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K], ops: u64) ->
     for (o, t) in out.iter_mut().zip(inputs) {
         *o = t.map(|t| to_low(t, low)).transpose()?;
     }
+    LOWERED.with(|n| n.set(n.get() + 1));
     Ok(Some(out))
 }
 

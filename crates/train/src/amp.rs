@@ -6,7 +6,8 @@
 //! ([`Precision::autocast`]: matmul and convolutions in the low type, reductions, softmax,
 //! normalization and losses in f32; see [`liandan_nn::autocast()`]); parameters, their
 //! gradients and the optimizer's state stay f32. A run leaves products under
-//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing. f16 holds nothing below 6e-8, so the loss is multiplied by a
+//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing, and a step whose forward pass
+//! then computed nothing in f16 skips the scaler ([`scaling_needed`]). f16 holds nothing below 6e-8, so the loss is multiplied by a
 //! large scale before backward and the gradients divided by it after; bf16 has f32's range
 //! and needs no scaler.
 //!
@@ -98,6 +99,15 @@ impl std::fmt::Display for Precision {
             Precision::BF16 => "bf16",
         })
     }
+}
+
+/// Whether the loss scaler has work in a step whose forward pass ran since `mark` (what
+/// [`liandan_nn::autocast_lowered`] read before it): the pass computed something in a low type,
+/// or a parameter is held in one. Otherwise every gradient came from f32 ops, which f16's
+/// narrow range cannot flush, and the step runs as an f32 step does: unscaled, nothing read
+/// back (a model whose products all stay under [`AUTOCAST_MIN_OPS`]).
+pub fn scaling_needed(mark: u64, params: &[Tensor]) -> bool {
+    liandan_nn::autocast_lowered() != mark || params.iter().any(|p| matches!(p.dtype(), DType::F16 | DType::BF16))
 }
 
 /// A one-element tensor that is 0 when every gradient of `params` is finite and NaN when any

@@ -208,6 +208,29 @@ fn a_forced_f16_overflow_skips_exactly_its_step_and_halves_the_scale() {
     }
 }
 
+/// Under the default minimum size every product of the small model stays f32, so an f16 run
+/// is an f32 run: the same weights and losses bit for bit, the scaler untouched (the input
+/// that overflows f16 overflows nothing).
+#[test]
+fn an_f16_run_whose_products_stay_f32_trains_as_f32_without_the_scaler() {
+    let _g = lock();
+    for dev in common::devices() {
+        let run = |precision: Precision| {
+            let mut t = sgd_trainer(small(&dev));
+            let mut c = quiet(4, precision);
+            c.autocast_min_ops = liandan_train::amp::AUTOCAST_MIN_OPS;
+            let history = t.fit(&data_on(Some(2), 1e6, 8, &dev), None, &c).unwrap();
+            let scaler = t.grad_scaler().map(|s| s.state()).map(|s| (s.scale, s.growth_tracker, s.skipped));
+            (weights(&t), history.last("loss").unwrap(), scaler)
+        };
+        let (w32, loss32, _) = run(Precision::F32);
+        let (w16, loss16, scaler) = run(Precision::F16);
+        assert_eq!((w16, loss16), (w32, loss32), "on {dev}");
+        // A scaled step would count as a good one.
+        assert!(scaler.is_none_or(|s| s == (65536.0, 0, 0)), "the scaler did nothing on {dev}: {scaler:?}");
+    }
+}
+
 #[test]
 fn n_micro_batches_update_as_one_batch_of_n_times_b() {
     let _g = lock();

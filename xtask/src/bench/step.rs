@@ -10,7 +10,7 @@ use liandan_backend_wgpu::testing::HostPhases;
 use liandan_nn::zoo::{self, OptimizerSpec, Target, ZooModel};
 use liandan_nn::{Device, ModuleExt};
 use liandan_tensor::{DType, Tensor};
-use liandan_train::amp::{GradScaler, Precision};
+use liandan_train::amp::{scaling_needed, GradScaler, Precision};
 use liandan_train::data::{DataLoader, Synthetic};
 use liandan_train::optim::{Adadelta, AdadeltaConfig, Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use serde::{Deserialize, Serialize};
@@ -115,11 +115,14 @@ impl Setup {
     fn step(&mut self, x: &Tensor, y: Option<&Tensor>) -> Fallible<()> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         self.opt.zero_grad();
+        let mark = liandan_nn::autocast_lowered();
         let loss = {
             let _autocast = self.precision.autocast(self.autocast_min_ops).map_err(|e| s(&e))?;
             self.model.loss(x, y).map_err(|e| s(&e))?
         };
-        let Some(scaler) = &mut self.scaler else {
+        // As `Trainer::fit`: a step that computed nothing in f16 runs unscaled.
+        let scaling = scaling_needed(mark, &self.params);
+        let Some(scaler) = self.scaler.as_mut().filter(|_| scaling) else {
             loss.backward().map_err(|e| s(&e))?;
             return self.opt.step().map_err(|e| s(&e));
         };

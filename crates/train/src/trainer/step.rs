@@ -7,7 +7,7 @@ use liandan_nn::{Layer, Tensor};
 use super::config::{FitConfig, SchedulerStep};
 use super::state::TrainState;
 use super::Trainer;
-use crate::amp::{nonfinite_flag, Precision};
+use crate::amp::{nonfinite_flag, scaling_needed, Precision};
 use crate::data::Batch;
 use crate::error::{Error, Result};
 use crate::optim::clip_grad_norm_;
@@ -63,11 +63,17 @@ impl<M: Layer> Trainer<M> {
         self.optimizer.zero_grad();
         let (mut pending, mut samples) = (Vec::new(), 0);
         let mut last = None;
+        let params = self.optimized_params();
+        // Whether the loss scaler runs this step, decided by its first batch (a later, smaller
+        // batch lowers no more than it).
+        let mut scaling = None;
         while st.batch < end {
             let Some(batch) = batches.next() else { break };
             let batch = batch?;
             liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
+            let mark = liandan_nn::autocast_lowered();
             let (out, loss) = self.forward_loss(&batch, config)?;
+            let scaling = *scaling.get_or_insert_with(|| scaling_needed(mark, &params));
             let scaled = if end - start > 1 { loss.mul_scalar(share)? } else { loss.clone() };
             // In a data-parallel run, the last batch's backward all-reduces the gradients as it
             // goes; the others only accumulate (DDP's `no_sync`).
@@ -75,7 +81,7 @@ impl<M: Layer> Trainer<M> {
             if let Some(reducer) = self.reducer() {
                 reducer.set_sync(last_batch);
             }
-            match self.active_scaler(config) {
+            match self.active_scaler(config).filter(|_| scaling) {
                 Some(scaler) => scaler.backward(&scaled)?,
                 None => scaled.backward()?,
             }
@@ -92,8 +98,7 @@ impl<M: Layer> Trainer<M> {
         if let Some(reducer) = self.reducer() {
             reducer.finish()?;
         }
-        let params = self.optimized_params();
-        match self.scaler.as_mut().filter(|_| config.precision == Precision::F16) {
+        match self.scaler.as_mut().filter(|_| config.precision == Precision::F16 && scaling == Some(true)) {
             // The skip decided on the device: nothing waits for the check.
             Some(scaler) if !config.detect_anomaly => {
                 let flag = scaler.unscale_(&params)?;
