@@ -253,7 +253,8 @@ impl Tensor {
 /// promoted composite, a cast node and an add node over the one result (neither rule reads
 /// values), so the gradients are the composite's. `None`: the caller promotes and adds.
 fn add_wide(lhs: &Tensor, rhs: &Tensor) -> Result<Option<Tensor>> {
-    if crate::autocast::autocast_dtype().is_none() {
+    // An observer (anomaly detection's trace beside the CPU's, export) wants the composite's ops.
+    if crate::autocast::autocast_dtype().is_none() || crate::observe::active() {
         return Ok(None);
     }
     let (wide, low, low_first) = match (lhs.dtype(), rhs.dtype()) {
