@@ -6,10 +6,10 @@
 //! ([`Precision::autocast`]: matmul and convolutions in the low type, reductions, softmax,
 //! normalization and losses in f32; see [`liandan_nn::autocast()`]); parameters, their
 //! gradients and the optimizer's state stay f32. A run leaves products under
-//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing, and a step whose forward pass
-//! then computed nothing in f16 skips the scaler ([`scaling_needed`]). f16 holds nothing below 6e-8, so the loss is multiplied by a
-//! large scale before backward and the gradients divided by it after; bf16 has f32's range
-//! and needs no scaler.
+//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing. f16 holds nothing below 6e-8,
+//! so the loss is multiplied by a large scale before backward and the gradients divided by it
+//! after (a step whose forward pass computed nothing in f16 skips that: [`scaling_needed`]);
+//! bf16 has f32's range and needs no scaler.
 //!
 //! A manual step, as PyTorch writes it:
 //!

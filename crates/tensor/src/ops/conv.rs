@@ -23,7 +23,6 @@ fn pair_ok(op: &'static str, shape: &[usize], name: &str, p: (usize, usize)) -> 
     Ok(())
 }
 
-/// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
 /// About the operations of a convolution of `x` `[N, C, *spatial]` by `weight` (two per
 /// multiply-add, each output position taking the whole weight), for autocast's minimum
 /// size; the output's extent is taken as the input's over the stride.
@@ -34,6 +33,7 @@ fn conv_ops(x: &Tensor, weight: &Tensor, stride: &[usize]) -> u64 {
     2 * (xs.first().copied().unwrap_or(0) as u64).saturating_mul(positions).saturating_mul(weight.numel() as u64)
 }
 
+/// Checks a window over the `[N, C, H, W]` tensor `x` and returns its geometry.
 pub(super) fn window(
     op: &'static str,
     s: &[usize],
