@@ -9,6 +9,6 @@ pub const BENCH_PHASES: Setting = Setting {
     name: "LIANDAN_BENCH_PHASES",
     kind: Kind::Switch,
     default: "0",
-    doc: "`1` makes each `cargo xtask bench` child print, on stderr, where its pipelined steps spent the host's time (submits, waits, recording).",
+    doc: "`1` makes `cargo xtask bench` print, on stderr, where each model's pipelined steps spent the host's time (submits, waits, recording).",
     owner: "xtask",
 };

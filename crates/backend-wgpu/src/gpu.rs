@@ -822,9 +822,10 @@ impl Gpu {
     }
 
     /// Records a copy of `len` bytes of `src` from `offset` (multiples of 4) into a buffer of
-    /// its own, to be mapped by [`LaterBytes::wait`]. The batch ends with the copy (before the
-    /// next dispatch), so that wait is for the work before it, not for what is recorded after.
-    pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64) -> LaterBytes {
+    /// its own, to be mapped by [`LaterBytes::wait`]. With `ends_batch` the batch ends with the
+    /// copy (before the next dispatch), so that wait is for the work before it, not for what is
+    /// recorded after; otherwise the copy rides in the batch, which ends as it would have.
+    pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64, ends_batch: bool) -> LaterBytes {
         let kept = if len <= LATER_BYTES { self.later.lock().unwrap_or_else(|p| p.into_inner()).pop() } else { None };
         let staging = kept.unwrap_or_else(|| {
             self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -837,7 +838,7 @@ impl Gpu {
         let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
         if len > 0 {
             rec.encoder(&self.device).copy_buffer_to_buffer(src, offset, &staging, 0, len);
-            rec.cut = true;
+            rec.cut |= ends_batch;
         }
         LaterBytes { gpu: self.clone(), staging, len, before: rec.submitted }
     }

@@ -65,15 +65,11 @@ impl Backend for WgpuBackend {
     }
 
     fn to_host_later(&self, src: Strided) -> Result<Box<dyn HostRead>> {
-        let storage = gpu_storage(&src);
-        let start = src.layout.offset() as u64 * storage.elem_bytes as u64;
-        // Words whose host bytes are the device's (f32, i32, ...); the rest read at once.
-        let same_bytes = !storage.is_packed() && self.repr.gpu_to_host(&[0; 4], src.dtype).len() == 4 && storage.elem_bytes == 4;
-        if !(src.layout.is_contiguous() && same_bytes && start.is_multiple_of(4)) {
-            return Ok(Box::new(Ready(self.to_host(src)?)));
-        }
-        let len = src.layout.numel() as u64 * 4;
-        Ok(Box::new(Later(self.gpu()?.read_later(storage.buffer(), start, len))))
+        self.host_later(src, true)
+    }
+
+    fn to_host_later_in_batch(&self, src: Strided) -> Result<Box<dyn HostRead>> {
+        self.host_later(src, false)
     }
 
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage> {
@@ -315,6 +311,22 @@ impl Backend for WgpuBackend {
             format!("{} in use, {} pooled, {} peak, {} upload staging", mib(m.in_use), mib(m.pooled), mib(m.peak), mib(m.staging)),
         ));
         facts
+    }
+}
+
+impl WgpuBackend {
+    /// A read-back of `src` to be taken later; `ends_batch`: the copy ends its batch of work
+    /// (see [`crate::gpu::Gpu::read_later`]).
+    fn host_later(&self, src: Strided, ends_batch: bool) -> Result<Box<dyn HostRead>> {
+        let storage = gpu_storage(&src);
+        let start = src.layout.offset() as u64 * storage.elem_bytes as u64;
+        // Words whose host bytes are the device's (f32, i32, ...); the rest read at once.
+        let same_bytes = !storage.is_packed() && self.repr.gpu_to_host(&[0; 4], src.dtype).len() == 4 && storage.elem_bytes == 4;
+        if !(src.layout.is_contiguous() && same_bytes && start.is_multiple_of(4)) {
+            return Ok(Box::new(Ready(self.to_host(src)?)));
+        }
+        let len = src.layout.numel() as u64 * 4;
+        Ok(Box::new(Later(self.gpu()?.read_later(storage.buffer(), start, len, ends_batch))))
     }
 }
 

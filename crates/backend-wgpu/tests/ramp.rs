@@ -72,6 +72,31 @@ fn a_later_read_ends_its_batch() {
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
 }
 
+/// A later read-back in its batch leaves the batch open: the dispatches after it join the
+/// copy's batch, and taking the read submits that batch (once) and waits for it.
+#[test]
+fn a_later_read_in_its_batch_leaves_it_open() {
+    let Some(d) = common::gpu_with(|o| {
+        o.testing.host_phases = true;
+        o.testing.first_batch = 512;
+    }) else {
+        return;
+    };
+    let x = Tensor::full(&[8], 1.0, DType::F32, &d).unwrap();
+    d.synchronize().unwrap();
+    let submits = host_phases().submits;
+    let y = x.add(&x).unwrap();
+    let later = y.read_later_in_batch().unwrap();
+    let mut z = y.clone();
+    for _ in 0..10 {
+        z = z.add(&x).unwrap();
+    }
+    assert_eq!(host_phases().submits - submits, 0, "the batch is still open");
+    assert_eq!(later.to_vec_f64().unwrap(), vec![2.0; 8]);
+    assert_eq!(host_phases().submits - submits, 1, "taking the read submitted the batch");
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
+}
+
 /// Small later reads reuse their read-back buffers: each still returns its own values, with
 /// reads in flight together, reads dropped untaken, and a read too large for a kept buffer.
 #[test]

@@ -281,7 +281,7 @@ pub struct ProfileArgs {
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
     /// f32, f16 or bf16 (as `train --precision`: f16 with the dynamic loss scaler, whose
-    /// overflow check stays on the device and is read a step late).
+    /// overflow check and scale stay on the device).
     #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
     pub precision: Precision,
     /// As `train --autocast-min-ops`: under f16 or bf16, smaller products stay in f32.

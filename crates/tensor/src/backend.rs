@@ -187,6 +187,13 @@ pub trait Backend: Any + Send + Sync + Debug {
     fn to_host_later(&self, src: Strided) -> Result<Box<dyn HostRead>> {
         Ok(Box::new(Ready(self.to_host(src)?)))
     }
+    /// [`Backend::to_host_later`] for a read taken a few steps on, by when the work recorded
+    /// after it has gone to the device anyway: the copy rides in its batch of work instead of
+    /// ending it (on a GPU, a batch ended early is one more submit). Taken while its batch is
+    /// still being recorded, it waits for that whole batch. The default is `to_host_later`.
+    fn to_host_later_in_batch(&self, src: Strided) -> Result<Box<dyn HostRead>> {
+        self.to_host_later(src)
+    }
     /// A buffer of `numel` elements all equal to `value` (converted to `dtype`).
     fn full(&self, numel: usize, value: f64, dtype: DType) -> Result<Storage>;
     /// Seeded random fill; see [`Distribution`].

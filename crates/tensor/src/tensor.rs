@@ -304,6 +304,13 @@ impl Tensor {
         Ok(LaterRead { read, dtype: self.dtype() })
     }
 
+    /// [`Tensor::read_later`] for a value taken a few steps on: the copy does not end the
+    /// device's batch of work (see [`crate::Backend::to_host_later_in_batch`]).
+    pub fn read_later_in_batch(&self) -> Result<LaterRead> {
+        let read = self.with_strided(|s| self.device().backend().to_host_later_in_batch(s))?;
+        Ok(LaterRead { read, dtype: self.dtype() })
+    }
+
     /// The value of a one-element tensor. `T` must match the dtype.
     pub fn item<T: Element>(&self) -> Result<T> {
         if self.numel() != 1 {

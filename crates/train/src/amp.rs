@@ -34,14 +34,11 @@
 //! # }
 //! ```
 
-use std::sync::{Arc, Mutex};
-
 use liandan_nn::{AutocastGuard, DType, NoGradGuard, Tensor};
-use liandan_tensor::LaterRead;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::optim::fused::{nonfinite, unscale_check, update, update_foreach, NextScale, Scale};
+use crate::optim::fused::{nonfinite, unscale_check, update, update_foreach, NextScale, Scale, SCALER_STATE};
 use crate::optim::Optimizer;
 
 /// The smallest matmul, linear layer or convolution, in operations (two a multiply-add), that a
@@ -141,21 +138,23 @@ pub struct GradScalerState {
 /// in a row.
 ///
 /// Nothing waits for the check: [`GradScaler::step`] has the optimizer skip on the device
-/// (PyTorch's fused optimizers do the same) and computes the next scale there, and the host
-/// reads the check one step late, when the GPU is long past it. [`GradScaler::update`] is the
-/// host's decision instead, for a manual step that reads the check itself.
+/// (PyTorch's fused optimizers do the same) and keeps the scale, its inverse and the growth
+/// tracker there, where the next step's loss and unscale read them. The host learns them when
+/// it asks ([`GradScaler::settle`]: checkpoints, the end of an epoch). [`GradScaler::update`]
+/// is the host's decision instead, for a manual step that reads the check itself.
 #[derive(Clone, Debug)]
 pub struct GradScaler {
-    /// As of the last step read back.
+    /// As of the last [`GradScaler::settle`] (or host decision).
     state: GradScalerState,
     pub growth_factor: f64,
     pub backoff_factor: f64,
     pub growth_interval: u64,
-    /// The scale on the device: `state.scale`, or after an unread step the scale that step
-    /// left, which the next loss is multiplied by. `None` until [`GradScaler::step`] makes it.
-    device_scale: Option<Tensor>,
-    /// The check of the last [`GradScaler::step`], not read yet, and its read under way.
-    unread: Option<(Tensor, Arc<Mutex<Option<LaterRead>>>)>,
+    /// The state on the device ([`SCALER_STATE`] f32: the scale, its inverse, the tracker, the
+    /// steps skipped since it was made), ahead of `state`; `None` until [`GradScaler::step`]
+    /// makes it, and after a host decision.
+    device_state: Option<Tensor>,
+    /// `state.skipped` when the device state was made (its own count starts at 0).
+    skipped_before: u64,
 }
 
 impl Default for GradScaler {
@@ -183,27 +182,38 @@ impl GradScaler {
             growth_factor: 2.0,
             backoff_factor: 0.5,
             growth_interval: 2000,
-            device_scale: None,
-            unread: None,
+            device_state: None,
+            skipped_before: 0,
         }
     }
 
-    /// The current scale, as of the last step read back (see [`GradScaler::settle`]).
+    /// The current scale, as of the last [`GradScaler::settle`].
     pub fn get_scale(&self) -> f64 {
         self.state.scale
     }
 
-    /// Steps skipped so far because a gradient overflowed, as of the last step read back.
+    /// Steps skipped so far because a gradient overflowed, as of the last [`GradScaler::settle`].
     pub fn skipped_steps(&self) -> u64 {
         self.state.skipped
     }
 
-    /// `loss * scale`, to call backward on: the scale on the device while a step is unread.
+    /// The scale on the device, where the device state is `loss`'s device.
+    fn device_scale(&self, loss: &Tensor) -> Result<Option<Tensor>> {
+        match &self.device_state {
+            Some(s) if s.device() == loss.device() => Ok(Some(s.narrow(0, 0, 1)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// `loss * scale`, to call backward on: the scale on the device once a step has made it.
     pub fn scale(&self, loss: &Tensor) -> Result<Tensor> {
-        match (&self.device_scale, &self.unread) {
-            (Some(s), Some(_)) if s.device() == loss.device() => Ok(loss.mul(&s.to_dtype(loss.dtype())?)?),
-            (Some(_), Some((flag, _))) => Ok(loss.mul_scalar(self.next(flag.item_f64()?)?.scale)?),
-            _ => Ok(loss.mul_scalar(self.state.scale)?),
+        if let Some(s) = self.device_scale(loss)? {
+            return Ok(loss.mul(&s.to_dtype(loss.dtype())?)?);
+        }
+        match &self.device_state {
+            // Another device's loss: the scale read back.
+            Some(s) => Ok(loss.mul_scalar(s.narrow(0, 0, 1)?.item_f64()?)?),
+            None => Ok(loss.mul_scalar(self.state.scale)?),
         }
     }
 
@@ -212,24 +222,26 @@ impl GradScaler {
     /// and a fill fewer a step). Falls back to that composite where the scale is not a device
     /// tensor of the loss's device and dtype, or the loss has more than one element.
     pub fn backward(&self, loss: &Tensor) -> Result<()> {
-        match (&self.device_scale, &self.unread) {
-            (Some(s), Some(_)) if s.device() == loss.device() && s.dtype() == loss.dtype() && loss.numel() == 1 && loss.requires_grad() => {
-                Ok(loss.backward_with(&s.reshape(loss.shape())?, false)?)
-            }
+        match self.device_scale(loss)? {
+            Some(s) if s.dtype() == loss.dtype() && loss.numel() == 1 && loss.requires_grad() => Ok(loss.backward_with(&s.reshape(loss.shape())?, false)?),
             _ => Ok(self.scale(loss)?.backward()?),
         }
     }
 
-    /// Reads the check of the last [`GradScaler::step`] (waiting only for that step's
-    /// gradients) and brings the scale, its tracker and the skipped count up to date.
+    /// Reads the state on the device (waiting for the last [`GradScaler::step`]) into the
+    /// host's: the scale, its tracker and the skipped count up to date. An error when the scale
+    /// has fallen to zero or is no longer finite: every step overflowed.
     pub fn settle(&mut self) -> Result<()> {
-        let Some((flag, read)) = self.unread.take() else { return Ok(()) };
-        let later = read.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let value = match later {
-            Some(later) => later.to_vec_f64()?.first().copied().unwrap_or(0.0),
-            None => flag.item_f64()?,
-        };
-        self.state = self.next(value)?;
+        let Some(device) = &self.device_state else { return Ok(()) };
+        let v = device.to_vec_f64()?;
+        let st = GradScalerState { scale: v[0], growth_tracker: v[2] as u64, skipped: self.skipped_before + v[3] as u64 };
+        if !(st.scale > 0.0 && st.scale.is_finite()) {
+            return Err(Error::InvalidArgument {
+                op: "GradScaler",
+                what: format!("the loss scale fell to {}: every step overflows; the loss itself is not finite, lower the learning rate", st.scale),
+            });
+        }
+        self.state = st;
         Ok(())
     }
 
@@ -257,21 +269,27 @@ impl GradScaler {
     }
 
     /// Divides every gradient of `params` by the scale and returns [`nonfinite_flag`] of the
-    /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient). Reads the
-    /// last step's check first ([`GradScaler::settle`]).
+    /// result (0 when all are finite, NaN otherwise; a 0 when none has a gradient).
     ///
     /// Where the device has the kernel, both are one multi-tensor op over the f32 gradients
-    /// (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: a launch or so). Otherwise the
-    /// division is one multi-tensor scale update (`optim/fused`) where the device has one, else
-    /// a kernel per gradient (the gradients stay buffers of their own, as the optimizers'
-    /// multi-tensor kernels want them), and then they are checked joined ([`nonfinite_flag`]).
+    /// (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: a launch or so), reading the
+    /// inverse scale on the device. Otherwise the host's scale is brought up to date
+    /// ([`GradScaler::settle`]) and the division is one multi-tensor scale update
+    /// (`optim/fused`) where the device has one, else a kernel per gradient (the gradients stay
+    /// buffers of their own, as the optimizers' multi-tensor kernels want them), and then they
+    /// are checked joined ([`nonfinite_flag`]).
     pub fn unscale_(&mut self, params: &[Tensor]) -> Result<Tensor> {
-        self.settle()?;
         let _no_grad = NoGradGuard::new();
-        let inv = 1.0 / self.state.scale;
         let held: Vec<(&Tensor, Tensor)> = params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
         let grads: Vec<Tensor> = held.iter().map(|(_, g)| g.clone()).collect();
-        if let Some(flag) = unscale_check(inv, &grads)? {
+        if let Some(state) = &self.device_state {
+            if let Some(flag) = unscale_check(0.0, Some(state), &grads)? {
+                return Ok(flag);
+            }
+        }
+        self.settle()?;
+        let inv = 1.0 / self.state.scale;
+        if let Some(flag) = unscale_check(inv, None, &grads)? {
             return Ok(flag);
         }
         let op = Scale(inv);
@@ -294,23 +312,29 @@ impl GradScaler {
     /// The optimizer's step, unless `flag` ([`GradScaler::unscale_`]'s) is not zero, then the
     /// scale for the next step (`scaler.step(optimizer)` and `scaler.update()` in PyTorch).
     /// Both are decided on the device where the optimizer can skip there
-    /// ([`Optimizer::step_unless_nonfinite`]): nothing waits for the flag, which the next
-    /// [`GradScaler::unscale_`] reads.
+    /// ([`Optimizer::step_unless_nonfinite`]): nothing waits for the flag.
     pub fn step(&mut self, optimizer: &mut dyn Optimizer, flag: &Tensor) -> Result<()> {
-        self.settle()?;
         optimizer.step_unless_nonfinite(flag)?;
         let _no_grad = NoGradGuard::new();
-        let current = match &self.device_scale {
+        let current = match &self.device_state {
             Some(s) if s.device() == flag.device() => s.clone(),
-            _ => Tensor::scalar(self.state.scale, DType::F32, flag.device())?,
+            _ => {
+                self.settle()?;
+                self.skipped_before = self.state.skipped;
+                let st = &self.state;
+                // The inverse as the host's unscale computes it, rounded to f32.
+                let values = [st.scale, 1.0 / st.scale, st.growth_tracker as f64, 0.0];
+                Tensor::from_f64s(&values, &[SCALER_STATE], DType::F32, flag.device())?
+            }
         };
-        let grow = self.state.growth_tracker + 1 >= self.growth_interval;
-        // Read before the next scale is recorded, so the two reads of this step's flag (the
-        // optimizer's and this) are copied back together.
-        self.unread = Some((flag.clone(), Arc::new(Mutex::new(Some(flag.read_later()?)))));
-        let op = NextScale { growth: if grow { self.growth_factor } else { 1.0 }, backoff: self.backoff_factor };
-        let next = liandan_tensor::fused::run_or_composite(&op, &[&current, flag])?.pop();
-        self.device_scale = next;
+        let op = NextScale {
+            growth: self.growth_factor,
+            backoff: self.backoff_factor,
+            inv_growth: 1.0 / self.growth_factor,
+            inv_backoff: 1.0 / self.backoff_factor,
+            interval: self.growth_interval,
+        };
+        self.device_state = liandan_tensor::fused::run_or_composite(&op, &[&current, flag])?.pop();
         Ok(())
     }
 
@@ -320,7 +344,7 @@ impl GradScaler {
     pub fn update(&mut self, flag: f64) -> Result<bool> {
         self.settle()?;
         self.state = self.next(flag)?;
-        self.device_scale = None;
+        self.device_state = None;
         Ok(flag == 0.0)
     }
 
@@ -331,8 +355,8 @@ impl GradScaler {
         self.update(flag)
     }
 
-    /// The state to save with a checkpoint (as of the last step read back: call
-    /// [`GradScaler::settle`] first).
+    /// The state to save with a checkpoint (as of the last [`GradScaler::settle`]: call it
+    /// first).
     pub fn state(&self) -> GradScalerState {
         self.state.clone()
     }
@@ -343,7 +367,7 @@ impl GradScaler {
             return Err(Error::State { op: "GradScaler", detail: format!("the saved loss scale {} is not a positive finite number", state.scale) });
         }
         self.state = state.clone();
-        (self.device_scale, self.unread) = (None, None);
+        self.device_state = None;
         Ok(())
     }
 }

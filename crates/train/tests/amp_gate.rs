@@ -3,8 +3,8 @@
 //! and the fourth overflowing, every optimizer leaves the same parameters, the same saved
 //! state (step counts, and no state for a first step that was skipped) and the same scale,
 //! bit for bit. On a GPU the skip is not read back at the step: the step counts include a
-//! skipped step until the optimizer next looks (on the CPU, which has no kernel that reads
-//! the flag, the host reads it at once).
+//! skipped step until the optimizer reads its check (on the CPU, which has no kernel that
+//! reads the flag, the host reads it at once).
 
 mod common;
 
@@ -118,5 +118,37 @@ fn the_next_loss_is_scaled_by_the_scale_the_skip_left() {
         }
         scaler.settle().unwrap();
         assert_eq!((scaler.get_scale(), scaler.skipped_steps()), (8.0, 1), "on {device}");
+    }
+}
+
+/// When the host learns of a step the device skipped: at once on the CPU; on a GPU at the next
+/// step where the rule's arithmetic reads the step count (Adam), and three steps on where it
+/// does not (SGD without momentum: nothing waits for a check the device has just written).
+/// The saved state leaves the skipped step out whenever it is taken.
+#[test]
+fn a_skipped_steps_count_is_taken_back_when_its_check_is_read() {
+    fn counts<R: Rule>(device: &Device, config: R) -> Vec<u64> {
+        let p = Tensor::from_f64s(&[1.0, 2.0], &[2], DType::F32, device).unwrap();
+        let mut opt = Optim::new(vec![("p".to_string(), p.clone())], config).unwrap();
+        let mut scaler = GradScaler::with_scale(8.0);
+        let mut seen = Vec::new();
+        for step in 0..6 {
+            let g = if step == 1 { f64::INFINITY } else { 1.0 };
+            p.set_grad(Some(Tensor::from_f64s(&[g, 1.0], &[2], DType::F32, device).unwrap()));
+            let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap();
+            scaler.step(&mut opt, &flag).unwrap();
+            seen.push(opt.param_state("p").unwrap().step);
+            let saved = opt.state_dict().unwrap().hyper["steps"]["p"].as_u64();
+            assert_eq!(saved, Some(step.max(1) as u64), "{device}: the saved count after step {step}");
+        }
+        seen
+    }
+    for device in common::devices() {
+        let (sgd, adam) = (counts(&device, SgdConfig { lr: 0.1, ..SgdConfig::default() }), counts(&device, AdamConfig::adam(1e-2)));
+        if device.is_cpu() {
+            assert_eq!((sgd, adam), (vec![1, 1, 2, 3, 4, 5], vec![1, 1, 2, 3, 4, 5]), "on {device}");
+        } else {
+            assert_eq!((sgd, adam), (vec![1, 2, 3, 4, 4, 5], vec![1, 2, 2, 3, 4, 5]), "on {device}");
+        }
     }
 }

@@ -146,9 +146,10 @@ fn unscale_and_check_match_their_halves() {
     }
 }
 
-/// The scale the loss scaler computes on the device from a step's check (one kernel where the
-/// device has it) against the composite's: a check of 0, -0, NaN and infinity, on a step that
-/// grows the scale and one that does not.
+/// The state the loss scaler keeps on the device after a step's check (one kernel where the
+/// device has it) against the composite's: the scale the next loss is multiplied by, and the
+/// scale, growth tracker and skipped count the host reads back; a check of 0, -0, NaN and
+/// infinity, on a step that grows the scale and one that does not.
 #[test]
 fn the_next_scale_matches_its_composite() {
     for device in common::devices() {
@@ -162,18 +163,49 @@ fn the_next_scale_matches_its_composite() {
                     p.set_grad(Some(Tensor::ones(&[2], DType::F32, &device).unwrap()));
                     let flag = Tensor::scalar(check, DType::F32, &device).unwrap();
                     scaler.step(&mut opt, &flag).unwrap();
-                    scaler.scale(&Tensor::scalar(1.0, DType::F32, &device).unwrap()).unwrap().item_f64().unwrap()
+                    let next = scaler.scale(&Tensor::scalar(1.0, DType::F32, &device).unwrap()).unwrap().item_f64().unwrap();
+                    scaler.settle().unwrap();
+                    (next, scaler.state())
                 };
                 let (got, want) = (run(), no_fusion(run));
                 assert_eq!(got, want, "check {check}, growth interval {interval} on {device}");
-                let scale = match (check != 0.0, interval) {
-                    (true, _) => 1.5,
-                    (false, 1) => 6.0,
-                    (false, _) => 3.0,
+                let (scale, tracker, skipped) = match (check != 0.0, interval) {
+                    (true, _) => (1.5, 0, 1),
+                    (false, 1) => (6.0, 0, 0),
+                    (false, _) => (3.0, 1, 0),
                 };
-                assert_eq!(got, scale, "check {check}, growth interval {interval} on {device}");
+                assert_eq!(got.0, scale, "check {check}, growth interval {interval} on {device}");
+                assert_eq!((got.1.scale, got.1.growth_tracker, got.1.skipped), (scale, tracker, skipped), "check {check}, interval {interval} on {device}");
             }
         }
+    }
+}
+
+/// After a step the gradients are divided by the inverse scale the device keeps, which the host
+/// never read: bit for bit as `mul_scalar` by the host's inverse of the scale, fused and not,
+/// for a scale whose inverse f32 rounds (3, grown to 6).
+#[test]
+fn unscaling_after_a_step_reads_the_devices_inverse() {
+    for device in common::devices() {
+        let run = || {
+            let p = Tensor::zeros(&[600], DType::F32, &device).unwrap().requires_grad_(true).unwrap();
+            let mut opt = Optim::new(vec![("p".to_string(), p.clone())], SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
+            let mut scaler = GradScaler::with_scale(3.0);
+            scaler.growth_interval = 1;
+            p.set_grad(Some(Tensor::ones(&[600], DType::F32, &device).unwrap()));
+            let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap();
+            scaler.step(&mut opt, &flag).unwrap();
+            // The gradient held by the parameter alone, as backward leaves it (a fused unscale
+            // writes over it).
+            let g = || Tensor::from_f64s(&values(600, 5), &[600], DType::F32, &device).unwrap();
+            p.set_grad(Some(g()));
+            let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap().item_f64().unwrap();
+            (bits(&p.grad().unwrap()), flag, bits(&g().mul_scalar(1.0 / 6.0).unwrap()))
+        };
+        let (got, flag, want) = run();
+        assert!(got == want, "on {device}: the unscaled gradient differs from mul_scalar by 1/6");
+        assert_eq!(flag, 0.0, "on {device}");
+        assert!(no_fusion(run).0 == want, "on {device}: the composite's unscaled gradient differs from mul_scalar by 1/6");
     }
 }
 

@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 
 use args::{BenchArgs, ChildArgs};
 use report::{Compiled, DeviceReport, EpochRow, Report, Row};
+use step::StepTimes;
 
 type Fallible<T> = Result<T, String>;
 
@@ -233,7 +234,10 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     samples: 0,
                 };
                 eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
-                let ours = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
+                let ours: Fallible<StepTimes> = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
+                if let Some(line) = ours.as_ref().ok().and_then(|t| t.host_phases.as_deref()) {
+                    eprintln!("bench: {line}");
+                }
                 let mut args = vec![script.display().to_string(), "--json".into()];
                 args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_torch_args());
                 let theirs = torch.is_ok().then(|| spawn_json(Path::new(&a.python), &args, a.threads));

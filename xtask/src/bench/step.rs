@@ -63,6 +63,10 @@ pub struct StepTimes {
     /// PyTorch under `torch.compile` its graphs (absent from older results).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step_s: Option<f64>,
+    /// Where the pipelined steps spent the host's time ([`phase_line`]), with
+    /// `LIANDAN_BENCH_PHASES=1`: the parent prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_phases: Option<String>,
 }
 
 /// A timed pass over a dataset, as `bench-epoch` reports it.
@@ -109,9 +113,9 @@ pub fn zoo_optimizer(model: &dyn ZooModel) -> Fallible<Box<dyn Optimizer>> {
 
 impl Setup {
     /// One training step on `(x, y)`, as `Trainer::fit` runs it. Nothing is read back: in f16
-    /// the loss scaler's overflow check decides on the device whether the optimizer steps,
-    /// and is read one step late (PyTorch's `GradScaler.step` reads it back at once, except
-    /// with fused optimizers).
+    /// the loss scaler's overflow check decides on the device whether the optimizer steps and
+    /// what the next scale is, and the optimizer reads it a step or more later (PyTorch's
+    /// `GradScaler.step` reads it back at once, except with fused optimizers).
     fn step(&mut self, x: &Tensor, y: Option<&Tensor>) -> Fallible<()> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         self.opt.zero_grad();
@@ -201,16 +205,17 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
         sync()?;
         pipelined.push(t.elapsed().as_secs_f64() / sync_every as f64);
     }
-    if phases {
+    let host_phases = phases.then(|| {
         let after = liandan_backend_wgpu::testing::host_phases();
-        eprintln!("{} {}: {}", a.model, a.precision, phase_line(&before, &after, groups * sync_every, start.elapsed().as_secs_f64()));
-    }
+        format!("{} {}: {}", a.model, a.precision, phase_line(&before, &after, groups * sync_every, start.elapsed().as_secs_f64()))
+    });
     let none = || "no timed steps".to_string();
     Ok(StepTimes {
         synced: Stats::of(synced).ok_or_else(none)?,
         pipelined: Stats::of(pipelined).ok_or_else(none)?,
         peak_bytes: peak_bytes(&device),
         first_step_s,
+        host_phases,
     })
 }
 
@@ -218,7 +223,7 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
 /// the wgpu backend's counts before and after them: handing batches to the driver (the
 /// parameter blocks' writes, `CommandEncoder::finish`, `Queue::submit`), waiting for the device
 /// (its execution included), and the rest (recording the ops: the tensor library, autograd, the
-/// optimizer, the backend's encoding). `xtask bench` children print it on stderr with
+/// optimizer, the backend's encoding). `xtask bench` prints each child's on stderr with
 /// `LIANDAN_BENCH_PHASES=1`.
 pub fn phase_line(before: &HostPhases, after: &HostPhases, steps: u64, secs: f64) -> String {
     let n = steps.max(1) as f64;

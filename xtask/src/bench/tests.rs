@@ -8,7 +8,7 @@ use super::step::{EpochTimes, Stats, StepTimes};
 
 fn times(median_ms: f64) -> StepTimes {
     let s = Stats { median_ms, min_ms: median_ms * 0.9, max_ms: median_ms * 1.5 };
-    StepTimes { synced: Stats { median_ms: median_ms * 1.2, ..s }, pipelined: s, peak_bytes: Some(64 << 20), first_step_s: None }
+    StepTimes { synced: Stats { median_ms: median_ms * 1.2, ..s }, pipelined: s, peak_bytes: Some(64 << 20), first_step_s: None, host_phases: None }
 }
 
 fn row(model: &str, device: &str, ms: f64, torch: Option<Result<StepTimes, String>>) -> Row {

@@ -39,6 +39,10 @@ impl Rule for AdadeltaConfig {
         non_negative(Self::NAME, &[("eps", self.eps)])
     }
 
+    fn reads_step_count(&self) -> bool {
+        false
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         vec!["square_avg", "acc_delta"]
     }

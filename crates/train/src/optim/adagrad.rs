@@ -39,6 +39,11 @@ impl Rule for AdagradConfig {
         non_negative(Self::NAME, &[("lr_decay", self.lr_decay), ("initial_accumulator_value", self.initial_accumulator_value), ("eps", self.eps)])
     }
 
+    /// The step count reaches the arithmetic only through the learning-rate decay.
+    fn reads_step_count(&self) -> bool {
+        self.lr_decay != 0.0
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         vec!["sum"]
     }

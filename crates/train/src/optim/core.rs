@@ -54,6 +54,14 @@ pub trait Rule: Clone + Send + Serialize + DeserializeOwned + 'static {
     fn fused(&self) -> Option<FusedUpdate<'_>> {
         None
     }
+
+    /// Whether [`Rule::update`]'s arithmetic reads `state.step` (Adam's bias corrections).
+    /// Where it does not, a step the device may skip ([`super::Optimizer::step_unless_nonfinite`])
+    /// is counted before the host learns whether it was skipped, and nothing waits for that.
+    /// `true` unless a rule says otherwise.
+    fn reads_step_count(&self) -> bool {
+        true
+    }
 }
 
 /// The [`Rule`] methods every config of this crate has alike: `lr` and `weight_decay` are its
@@ -89,7 +97,13 @@ pub(crate) trait RunGroup {
 
 /// Updates recorded under a gate the host has not read yet ([`super::Optimizer::step_unless_nonfinite`]):
 /// if the flag turns out not zero, the device skipped them, and their step counts (and state
-/// made for them) are taken back when the optimizer next looks.
+/// made for them) are taken back when the optimizer looks ([`UNSETTLED_STEPS`]).
+/// Gated steps whose checks the host has not read, at most, before a gated step: with a rule
+/// whose arithmetic ignores the step count ([`Rule::reads_step_count`]) and no state made in
+/// them, the oldest check read is one the device finished long ago, and the host never waits on
+/// the step before. Otherwise 0: the last step's check is read before the next one is recorded.
+pub(crate) const UNSETTLED_STEPS: usize = 2;
+
 pub(crate) struct Unsettled {
     pub(crate) flag: Tensor,
     pub(crate) read: liandan_tensor::LaterRead,
@@ -132,8 +146,8 @@ pub struct Optim<R: Rule> {
     pub(crate) groups: Vec<ParamGroup>,
     /// `state[g][i]` belongs to `groups[g].params[i]`.
     pub(crate) state: Vec<Vec<ParamState>>,
-    /// The last step's updates, if the device decided whether to skip them.
-    pub(crate) unsettled: Option<Unsettled>,
+    /// The last steps' updates the device decided whether to skip, oldest first.
+    pub(crate) unsettled: std::collections::VecDeque<Unsettled>,
 }
 
 impl<R: Rule> Optim<R> {
@@ -159,7 +173,7 @@ impl<R: Rule> Optim<R> {
             }
         }
         let state = groups.iter().map(|g| vec![ParamState::default(); g.params.len()]).collect();
-        Ok(Optim { rule: config, groups, state, unsettled: None })
+        Ok(Optim { rule: config, groups, state, unsettled: Default::default() })
     }
 
     /// The shared hyper-parameters.

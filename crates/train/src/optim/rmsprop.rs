@@ -48,6 +48,10 @@ impl Rule for RmsPropConfig {
         RmsPropConfig { momentum, ..self.clone() }
     }
 
+    fn reads_step_count(&self) -> bool {
+        false
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         let mut names = vec!["square_avg"];
         if self.momentum > 0.0 {

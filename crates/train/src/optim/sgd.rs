@@ -52,6 +52,10 @@ impl Rule for SgdConfig {
         SgdConfig { momentum, ..self.clone() }
     }
 
+    fn reads_step_count(&self) -> bool {
+        false
+    }
+
     fn state_names(&self) -> Vec<&'static str> {
         if self.momentum != 0.0 {
             vec!["momentum_buffer"]

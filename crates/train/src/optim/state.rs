@@ -15,14 +15,14 @@ use crate::error::{Error, Result};
 pub(crate) fn save<R: Rule>(opt: &Optim<R>) -> Result<OptimizerState> {
     let mut tensors = Vec::new();
     let mut steps = serde_json::Map::new();
-    // A last step the device skipped is saved as not taken.
+    // Steps the device skipped are saved as not taken.
     let skipped = opt.skipped_updates()?;
     for (g, (group, states)) in opt.groups.iter().zip(&opt.state).enumerate() {
         let names = opt.group_rule(group).state_names();
         for (i, ((name, _), state)) in group.params.iter().zip(states).enumerate() {
-            let taken_back = skipped.iter().find(|u| u.0 == g && u.1 == i);
-            steps.insert(name.clone(), json!(state.step - taken_back.is_some() as u64));
-            let held = if taken_back.is_some_and(|u| u.2) { &[][..] } else { &state.tensors[..] };
+            let taken_back: Vec<_> = skipped.iter().filter(|u| u.0 == g && u.1 == i).collect();
+            steps.insert(name.clone(), json!(state.step - taken_back.len() as u64));
+            let held = if taken_back.iter().any(|u| u.2) { &[][..] } else { &state.tensors[..] };
             // Detached: a fused update swaps the live tensor's storage, which must not reach a
             // state already saved.
             for (what, t) in names.iter().zip(held) {

@@ -2,7 +2,7 @@
 
 use liandan_tensor::{NoGradGuard, Tensor};
 
-use super::core::{group_rule, invalid, Optim, Rule, Unsettled};
+use super::core::{group_rule, invalid, Optim, Rule, Unsettled, UNSETTLED_STEPS};
 use super::{Optimizer, OptimizerState, ParamGroup};
 use crate::error::{Error, Result};
 
@@ -61,9 +61,11 @@ impl<R: Rule> Optim<R> {
         }
     }
 
-    /// Reads whether the last step gated on the device was skipped, and takes it back if so.
-    fn settle(&mut self) -> Result<()> {
-        if let Some(u) = self.unsettled.take() {
+    /// Reads whether the oldest gated steps were skipped, taking back those that were, until
+    /// `keep` are left unread.
+    fn settle_to(&mut self, keep: usize) -> Result<()> {
+        while self.unsettled.len() > keep {
+            let Some(u) = self.unsettled.pop_front() else { break };
             if u.read.to_vec_f64()?.first().is_some_and(|&f| f != 0.0) {
                 self.take_back(&u.updates);
             }
@@ -71,19 +73,32 @@ impl<R: Rule> Optim<R> {
         Ok(())
     }
 
-    /// The updates of the last gated step that were skipped (none when it was not, or has
-    /// been settled), read without settling: what a saved state leaves out.
-    pub(crate) fn skipped_updates(&self) -> Result<&[(usize, usize, bool)]> {
-        match &self.unsettled {
-            Some(u) if u.flag.item_f64()? != 0.0 => Ok(&u.updates),
-            _ => Ok(&[]),
+    /// Gated steps that may stay unread while the next one is recorded ([`UNSETTLED_STEPS`]).
+    fn unsettled_kept(&self) -> usize {
+        let made = self.unsettled.iter().any(|u| u.updates.iter().any(|x| x.2));
+        if made || self.rule.reads_step_count() {
+            0
+        } else {
+            UNSETTLED_STEPS
         }
+    }
+
+    /// The updates of the gated steps the device skipped, read without settling (none when
+    /// all are settled), a parameter once per skipped step: what a saved state leaves out.
+    pub(crate) fn skipped_updates(&self) -> Result<Vec<(usize, usize, bool)>> {
+        let mut skipped = Vec::new();
+        for u in &self.unsettled {
+            if u.flag.item_f64()? != 0.0 {
+                skipped.extend(&u.updates);
+            }
+        }
+        Ok(skipped)
     }
 }
 
 impl<R: Rule> Optimizer for Optim<R> {
     fn step(&mut self) -> Result<()> {
-        self.settle()?;
+        self.settle_to(0)?;
         // Updates are not part of any graph: recording them would keep every step's tensors alive.
         let _no_grad = NoGradGuard::new();
         for g in 0..self.groups.len() {
@@ -94,15 +109,16 @@ impl<R: Rule> Optimizer for Optim<R> {
     }
 
     fn step_unless_nonfinite(&mut self, flag: &Tensor) -> Result<()> {
-        self.settle()?;
+        self.settle_to(self.unsettled_kept())?;
         let _no_grad = NoGradGuard::new();
         // The flag, once something could not be gated and the host had to read it.
         let mut go: Option<bool> = None;
         let mut gated = Vec::new();
         for g in 0..self.groups.len() {
             let pending = self.pending(g)?;
-            let made: Vec<bool> = pending.iter().map(|(i, _)| self.state[g][*i].tensors.is_empty()).collect();
             let group = &self.groups[g];
+            let stateless = group_rule(&self.rule, group).state_names().is_empty();
+            let made: Vec<bool> = pending.iter().map(|(i, _)| !stateless && self.state[g][*i].tensors.is_empty()).collect();
             let done = match group_rule(&self.rule, group).fused() {
                 Some(fused) => fused.0.run(group, &mut self.state[g], &pending, Some(flag))?,
                 None => vec![false; group.params.len()],
@@ -132,7 +148,13 @@ impl<R: Rule> Optimizer for Optim<R> {
             _ if gated.is_empty() => {}
             Some(true) => {}
             Some(false) => self.take_back(&gated),
-            None => self.unsettled = Some(Unsettled { flag: flag.clone(), read: flag.read_later()?, updates: gated }),
+            None => {
+                // A check read at the next step ends its batch, so that the read waits for this
+                // step's work alone; one read steps later rides in its batch.
+                let soon = gated.iter().any(|x| x.2) || self.unsettled_kept() == 0;
+                let read = if soon { flag.read_later()? } else { flag.read_later_in_batch()? };
+                self.unsettled.push_back(Unsettled { flag: flag.clone(), read, updates: gated });
+            }
         }
         Ok(())
     }
@@ -176,7 +198,7 @@ impl<R: Rule> Optimizer for Optim<R> {
 
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
         // A gated step still under way updates the buffers the loaded state replaces.
-        self.unsettled = None;
+        self.unsettled.clear();
         super::state::load(self, state)
     }
 }

@@ -214,6 +214,10 @@ impl<M: Layer> Trainer<M> {
     /// metrics.
     fn read_back(&mut self, pending: &mut Vec<Pending>, st: &mut TrainState, seen: usize, progress: &mut Progress) -> Result<()> {
         let mut losses = Tensor::stack(&pending.iter().map(|p| &p.loss).collect::<Vec<_>>(), 0usize)?.to_vec_f64()?;
+        if let Some(scaler) = &mut self.scaler {
+            // The device's scale, and an error once every step overflows.
+            scaler.settle()?;
+        }
         self.mean_over_ranks(&mut losses);
         let checked: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].grads.is_some()).collect();
         let gated: Vec<usize> = (0..pending.len()).filter(|&i| pending[i].scaler_flag.is_some()).collect();

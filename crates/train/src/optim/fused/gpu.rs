@@ -127,6 +127,9 @@ pub(crate) enum Trailer<'a> {
     /// A fresh one-element f32 flag, zeroed, then marked NaN by any update whose stored value
     /// is not finite ([`unscale_check`]); returned after the outputs. f32 only.
     Check,
+    /// [`Trailer::Check`] with the factor read on the device: the loss scaler's state
+    /// ([`super::SCALER_STATE`] f32), whose element 1 is the inverse scale, bound before the flag.
+    ScaledCheck(Strided<'a>),
 }
 
 impl Trailer<'_> {
@@ -135,6 +138,7 @@ impl Trailer<'_> {
             Trailer::Nothing => Trailing::Nothing,
             Trailer::Gate(_) => Trailing::Gate,
             Trailer::Check => Trailing::Check,
+            Trailer::ScaledCheck(_) => Trailing::ScaledCheck,
         }
     }
 }
@@ -167,6 +171,10 @@ shader_params! {
     pub(crate) struct NextScaleParams {
         pub(crate) growth: f32,
         pub(crate) backoff: f32,
+        pub(crate) inv_growth: f32,
+        pub(crate) inv_backoff: f32,
+        /// Good steps to a growth, as an f32 (exact to 2^24).
+        pub(crate) interval: f32,
     }
 }
 
@@ -175,16 +183,19 @@ fn next_scale_source(shader: Shader) -> String {
     shader.params::<NextScaleParams>().part(NEXT_SCALE).build()
 }
 
-/// [`super::NextScale`] as one invocation: `inputs` are the scale and the check, each one f32
-/// at the start of its buffer (else `None`, and the composite runs).
+/// [`super::NextScale`] as one invocation: `inputs` are the state ([`super::SCALER_STATE`]
+/// f32) and the check (one f32), each at the start of its buffer (else `None`, and the
+/// composite runs).
 pub(crate) fn next_scale(gpu: &WgpuBackend, params: NextScaleParams, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-    let one = |v: &Strided| v.dtype == DType::F32 && v.layout.numel() == 1 && v.layout.offset() == 0 && !WgpuBackend::is_packed(v);
-    if inputs.len() != 2 || !inputs.iter().all(one) {
+    let whole = |v: &Strided, n: usize| {
+        v.dtype == DType::F32 && v.layout.numel() == n && v.layout.is_contiguous() && v.layout.offset() == 0 && !WgpuBackend::is_packed(v)
+    };
+    if inputs.len() != 2 || !whole(&inputs[0], super::SCALER_STATE) || !whole(&inputs[1], 1) {
         return None;
     }
     Some((|| {
         let pipeline = gpu.pipeline("next_scale", 0, next_scale_source)?;
-        let out = gpu.alloc(DType::F32, 1)?;
+        let out = gpu.alloc(DType::F32, super::SCALER_STATE)?;
         gpu.dispatch(&pipeline, &params, &[WgpuStorage::of(&inputs[0]), WgpuStorage::of(&inputs[1]), &out], (1, 1, 1))?;
         Ok(vec![Arc::new(out) as Storage])
     })())
@@ -297,7 +308,7 @@ pub(crate) fn widths(bindings: usize) -> Vec<usize> {
 /// Runs an update over many tensors (`lists[i]`: one update's inputs), a chunk of tensors a
 /// dispatch, writing fresh outputs (one list of them per update, in order) or, `in_place`,
 /// over the updated inputs' buffers (none returned), with `trailer` bound after every
-/// tensor's buffers (its flag, for [`Trailer::Check`], returned last). `None` where the
+/// tensor's buffers (its flag, for [`Trailer::Check`] and [`Trailer::ScaledCheck`], returned last). `None` where the
 /// per-tensor kernels run instead: f64, a device that allows too few bindings, an operand not
 /// at the start of its buffer or larger than a binding, packed bf16 in place, a trailer its
 /// kind does not take.
@@ -315,18 +326,23 @@ pub(crate) fn update_foreach<P: ShaderParams>(
         return None;
     }
     let trailing = trailer.kind();
+    let whole = |g: &Strided, n: usize| {
+        g.dtype == DType::F32 && g.layout.numel() == n && g.layout.is_contiguous() && g.layout.offset() == 0 && !WgpuBackend::is_packed(g)
+    };
     let gate = match trailer {
-        Trailer::Gate(g) if !in_place || g.dtype != DType::F32 || g.layout.numel() != 1 || g.layout.offset() != 0 || WgpuBackend::is_packed(&g) => return None,
+        Trailer::Gate(g) if !in_place || !whole(&g, 1) => return None,
         Trailer::Gate(g) => Some(WgpuStorage::of(&g)),
-        Trailer::Check if dtype != DType::F32 => return None,
+        Trailer::Check | Trailer::ScaledCheck(_) if dtype != DType::F32 => return None,
+        Trailer::ScaledCheck(g) if !whole(&g, super::SCALER_STATE) => return None,
+        Trailer::ScaledCheck(g) => Some(WgpuStorage::of(&g)),
         _ => None,
     };
     let all: Vec<Strided> = lists.iter().flatten().copied().collect();
     gpu.widened(&all, |all| {
         let lists: Vec<&[Strided]> = all.chunks(u.inputs()).collect();
         let buffers_allowed = gpu.max_bindings().ok()?;
-        // The parameter block takes one of the buffers, the trailer another.
-        let fixed = 1 + usize::from(trailing != Trailing::Nothing);
+        // The parameter block takes one of the buffers, the trailer the rest.
+        let fixed = 1 + usize::from(trailing != Trailing::Nothing) + usize::from(trailing == Trailing::ScaledCheck);
         let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) + fixed <= buffers_allowed)?;
         let fits = |list: &&[Strided]| {
             let numel = list[0].layout.numel();
@@ -338,7 +354,7 @@ pub(crate) fn update_foreach<P: ShaderParams>(
         }
         Some((|| {
             let pipeline = gpu.pipeline(u.name, u.variant(dtype, width, in_place, trailing), |s| u.source(s, dtype, width, in_place, trailing))?;
-            let check = if trailing == Trailing::Check { Some(gpu.alloc_zeroed(DType::F32, 1)?) } else { None };
+            let check = if matches!(trailing, Trailing::Check | Trailing::ScaledCheck) { Some(gpu.alloc_zeroed(DType::F32, 1)?) } else { None };
             let mut all = Vec::new();
             for chunk in lists.chunks(width) {
                 let mut table = [0u32; TABLE];
@@ -446,8 +462,11 @@ mod tests {
         check_all(&AdagradConfig::gpu(&step(AdagradConfig::default())));
         check_all(&AdadeltaConfig::gpu(&step(AdadeltaConfig::default())));
         check_all(&scale(0.5));
-        // The unscale and check runs on f32 gradients in place, with its flag after them.
-        check(&unscale_check(0.5), DType::F32, widths(1).into_iter().map(|w| (w, true, Trailing::Check)));
+        // The unscale and check runs on f32 gradients in place, with its flag after them (and
+        // the scaler's state before the flag, where the factor is read on the device).
+        for trailing in [Trailing::Check, Trailing::ScaledCheck] {
+            check(&unscale_check(0.5), DType::F32, widths(1).into_iter().map(move |w| (w, true, trailing)));
+        }
     }
 
     #[test]

@@ -209,11 +209,17 @@ impl UpdateOp for Scale {
 /// `_amp_foreach_non_finite_check_and_unscale_`): every input, a gradient, multiplied by the
 /// factor in place as [`Scale`] multiplies it, and one output, a one-element f32 flag: 0 when
 /// every result is finite, NaN otherwise ([`crate::amp::nonfinite_flag`]'s, the composite's
-/// second half). Where the two halves were a multiply, a join, a multiply by zero, a sum and a
-/// cast, the GPU's kernel is one multi-tensor dispatch per [`gpu::WIDE`] f32 gradients, each
-/// marking a shared flag. The caller hands over buffers nothing else holds ([`unscale_check`]).
+/// second half). The factor is `factor`, or with `on_device` the inverse scale in the scaler's
+/// state on the device, then the last input ([`NextScale`]'s), so that nothing waits for the
+/// host to learn the scale. Where the two halves were a multiply, a join, a multiply by zero, a
+/// sum and a cast, the GPU's kernel is one multi-tensor dispatch per [`gpu::WIDE`] f32
+/// gradients, each marking a shared flag. The caller hands over buffers nothing else holds
+/// ([`unscale_check`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct UnscaleCheck(pub(crate) f64);
+pub(crate) struct UnscaleCheck {
+    pub(crate) factor: f64,
+    pub(crate) on_device: bool,
+}
 
 impl CustomKernel for UnscaleCheck {
     fn name(&self) -> &'static str {
@@ -223,8 +229,13 @@ impl CustomKernel for UnscaleCheck {
     fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
         #[cfg(feature = "wgpu")]
         if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
-            let lists: Vec<Vec<Strided>> = inputs.iter().map(|&v| vec![v]).collect();
-            return gpu::update_foreach(gpu, &gpu::unscale_check(self.0), &lists, true, gpu::Trailer::Check);
+            let (grads, trailer) = match (self.on_device, inputs.split_last()) {
+                (true, Some((state, grads))) => (grads, gpu::Trailer::ScaledCheck(*state)),
+                (true, None) => return None,
+                (false, _) => (inputs, gpu::Trailer::Check),
+            };
+            let lists: Vec<Vec<Strided>> = grads.iter().map(|&v| vec![v]).collect();
+            return gpu::update_foreach(gpu, &gpu::unscale_check(self.factor), &lists, true, trailer);
         }
         let _ = (backend, inputs);
         None
@@ -237,21 +248,31 @@ impl CustomOp for UnscaleCheck {
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
-        for g in inputs {
-            g.assign(&g.mul_scalar(self.0)?)?;
+        let (grads, inverse) = match (self.on_device, inputs.split_last()) {
+            (true, Some((state, grads))) => (grads, Some(state.narrow(0, 1, 1)?)),
+            _ => (inputs, None),
+        };
+        for g in grads {
+            // An f32 gradient times the f32 inverse: `mul_scalar`'s arithmetic.
+            let scaled = match &inverse {
+                Some(inv) => g.mul(inv)?,
+                None => g.mul_scalar(self.factor)?,
+            };
+            g.assign(&scaled)?;
         }
-        let grads: Vec<Tensor> = inputs.iter().map(|&g| g.clone()).collect();
+        let grads: Vec<Tensor> = grads.iter().map(|&g| g.clone()).collect();
         Ok(nonfinite(&grads)?.into_iter().collect())
     }
 }
 
-/// [`UnscaleCheck`] by `factor` over `grads` as one kernel: the flag, or `None` where it does
-/// not run (fusion off, no kernel on the device, a gradient not f32, on another device, not
+/// [`UnscaleCheck`] over `grads` as one kernel, by `factor` or (given `state`, the scaler's
+/// state on the device) by the inverse scale there: the flag, or `None` where it does not run
+/// (fusion off, no kernel on the device, a gradient not f32, on another device, not
 /// contiguous from the start of its buffer, or sharing its buffer with another tensor), and
 /// the caller runs the two halves.
-pub(crate) fn unscale_check(factor: f64, grads: &[Tensor]) -> TensorResult<Option<Tensor>> {
+pub(crate) fn unscale_check(factor: f64, state: Option<&Tensor>, grads: &[Tensor]) -> TensorResult<Option<Tensor>> {
     let Some(first) = grads.first() else { return Ok(None) };
-    if !FOREACH_ON.with(Cell::get) {
+    if !FOREACH_ON.with(Cell::get) || state.is_some_and(|s| s.device() != first.device()) {
         return Ok(None);
     }
     // The handle `storage()` makes and the gradient's own: no other tensor sees the write.
@@ -259,22 +280,33 @@ pub(crate) fn unscale_check(factor: f64, grads: &[Tensor]) -> TensorResult<Optio
     if !grads.iter().all(|g| g.dtype() == DType::F32 && g.device() == first.device() && fits(&[g], &[0]) && alone(g)) {
         return Ok(None);
     }
-    let refs: Vec<&Tensor> = grads.iter().collect();
-    match fused::run(&UnscaleCheck(factor), &refs) {
+    let refs: Vec<&Tensor> = grads.iter().chain(state).collect();
+    match fused::run(&UnscaleCheck { factor, on_device: state.is_some() }, &refs) {
         Some(outs) => Ok(outs?.pop()),
         None => Ok(None),
     }
 }
 
-/// The loss scaler's next scale from its current one and a step's check (inputs, each a
-/// one-element f32): the scale times `growth` when the check is 0, else times `backoff`, the
-/// product in f32 (`Tensor::mul_scalar`'s). `growth` is 1 on a step that does not grow the
-/// scale: the host keeps the growth tracker, as it keeps the step count. One kernel where the
-/// composite is four ops (PyTorch's `_amp_update_scale_`, less the tracker).
+/// Elements of the loss scaler's state on the device ([`NextScale`]'s input and output): the
+/// scale, its inverse (what the gradients are multiplied by), the good steps since the scale
+/// last changed, and the steps skipped since the state was made; f32, every count exact to 2^24.
+pub(crate) const SCALER_STATE: usize = 4;
+
+/// The loss scaler's state after a step, from its state before (input 0, [`SCALER_STATE`] f32)
+/// and the step's check (input 1, a one-element f32: 0 or -0 when every gradient was finite):
+/// after a finite step the tracker counts it, and at `interval` good steps the scale is
+/// multiplied by `growth` (its inverse by `inv_growth`) and the tracker starts again; after
+/// any other step the scale is multiplied by `backoff` (its inverse by `inv_backoff`), the
+/// tracker is 0 and the skipped count grows. Products in f32, as `Tensor::mul_scalar` computes
+/// them. The host keeps nothing of it: one kernel where the composite is some twenty ops
+/// (PyTorch's `_amp_update_scale_`), and nothing read back.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct NextScale {
     pub(crate) growth: f64,
     pub(crate) backoff: f64,
+    pub(crate) inv_growth: f64,
+    pub(crate) inv_backoff: f64,
+    pub(crate) interval: u64,
 }
 
 impl CustomKernel for NextScale {
@@ -285,7 +317,13 @@ impl CustomKernel for NextScale {
     fn kernel(&self, backend: &dyn Backend, inputs: &[Strided]) -> Option<TensorResult<Vec<Storage>>> {
         #[cfg(feature = "wgpu")]
         if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
-            let params = gpu::NextScaleParams { growth: self.growth as f32, backoff: self.backoff as f32 };
+            let params = gpu::NextScaleParams {
+                growth: self.growth as f32,
+                backoff: self.backoff as f32,
+                inv_growth: self.inv_growth as f32,
+                inv_backoff: self.inv_backoff as f32,
+                interval: self.interval.min(1 << 24) as f32,
+            };
             return gpu::next_scale(gpu, params, inputs);
         }
         let _ = (backend, inputs);
@@ -294,9 +332,30 @@ impl CustomKernel for NextScale {
 }
 
 impl CustomOp for NextScale {
+    fn outputs(&self, _inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(vec![SCALER_STATE], DType::F32)]
+    }
+
     fn composite(&self, inputs: &[&Tensor]) -> TensorResult<Vec<Tensor>> {
-        let (scale, flag) = (inputs[0], inputs[1]);
-        Ok(vec![Tensor::where_cond(&flag.eq_scalar(0.0)?, &scale.mul_scalar(self.growth)?, &scale.mul_scalar(self.backoff)?)?])
+        let (state, flag) = (inputs[0], inputs[1].reshape(&[1])?);
+        let part = |k: usize| state.narrow(0, k, 1);
+        let (scale, inv, tracker, skipped) = (part(0)?, part(1)?, part(2)?, part(3)?);
+        let finite = flag.eq_scalar(0.0)?;
+        let zero = Tensor::zeros(&[1], DType::F32, state.device())?;
+        let counted = Tensor::where_cond(&finite, &tracker.add_scalar(1.0)?, &zero)?;
+        let interval = self.interval.min(1 << 24) as f64;
+        // At the interval only a finite step can be (a skipped one counts 0).
+        let grow = Tensor::where_cond(&counted.lt_scalar(interval)?, &zero.eq_scalar(1.0)?, &finite)?;
+        let step = |x: &Tensor, up: f64, down: f64| -> TensorResult<Tensor> {
+            Tensor::where_cond(&finite, &Tensor::where_cond(&grow, &x.mul_scalar(up)?, x)?, &x.mul_scalar(down)?)
+        };
+        let next = [
+            step(&scale, self.growth, self.backoff)?,
+            step(&inv, self.inv_growth, self.inv_backoff)?,
+            Tensor::where_cond(&grow, &zero, &counted)?,
+            Tensor::where_cond(&finite, &skipped, &skipped.add_scalar(1.0)?)?,
+        ];
+        Ok(vec![Tensor::cat(&next.iter().collect::<Vec<_>>(), 0usize)?])
     }
 }
 

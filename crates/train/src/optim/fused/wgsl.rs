@@ -11,6 +11,7 @@ pub(crate) enum Trailing {
     Nothing = 0,
     Gate = 1,
     Check = 2,
+    ScaledCheck = 3,
 }
 
 const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
@@ -18,8 +19,9 @@ const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
 /// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `skipped`, the
-/// binding after every slot's that `trailing` asks for (the gate `skipped` reads, or the check
-/// `found_nonfinite` marks), and the entry point.
+/// bindings after every slot's that `trailing` asks for (the gate `skipped` reads, or the check
+/// `found_nonfinite` marks, after the scaler's state where the factor is read from there), and
+/// the entry point.
 pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize, trailing: Trailing) -> String {
     let names = declared(body);
     let mut s = head.uint("CHUNK", width as u32).build();
@@ -43,8 +45,17 @@ pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: u
             s += &format!("@group(0) @binding({trailer}) var<storage, read> gate: array<u32>;\n");
             s += "fn skipped() -> bool { return (gate[0] & 0x7fffffffu) != 0u; }\n\n";
         }
-        Trailing::Check => {
-            s += &format!("@group(0) @binding({trailer}) var<storage, read_write> found: array<atomic<u32>>;\n");
+        Trailing::Check | Trailing::ScaledCheck => {
+            let mut found = trailer;
+            if trailing == Trailing::ScaledCheck {
+                // The loss scaler's state on the device: its element 1 is the inverse scale.
+                s += &format!("@group(0) @binding({trailer}) var<storage, read> scaler: array<f32>;\n");
+                s += "fn unscale_factor() -> f32 { return scaler[1]; }\n";
+                found += 1;
+            } else {
+                s += "fn unscale_factor() -> f32 { return p.factor; }\n";
+            }
+            s += &format!("@group(0) @binding({found}) var<storage, read_write> found: array<atomic<u32>>;\n");
             s += "fn skipped() -> bool { return false; }\n";
             // A NaN's bits: the flag the composite's sum of `x * 0` leaves.
             s += "fn found_nonfinite() { atomicOr(&found[0], 0x7fc00000u); }\n\n";

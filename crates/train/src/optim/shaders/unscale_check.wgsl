@@ -1,12 +1,14 @@
 // The loss scaler's unscale and check (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`):
 // scale.wgsl's product, and the check marked (`found_nonfinite`, the multi-tensor kernel's)
-// where the stored value is infinite or NaN, its exponent bits all set. f32 only.
+// where the stored value is infinite or NaN, its exponent bits all set. f32 only. The factor
+// (`unscale_factor`, the multi-tensor kernel's) is the parameter block's, or the inverse scale
+// in the scaler's state on the device.
 
 @group(0) @binding(1) var<storage, read> values: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> values_out: array<S_x>;
 
 fn update(e: u32) {
-  let v = store_x(load_x(values[p.values_at + e]) * hyper_x(p.factor));
+  let v = store_x(load_x(values[p.values_at + e]) * hyper_x(unscale_factor()));
   values_out[e] = v;
   if ((bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u) {
     found_nonfinite();
