@@ -273,19 +273,26 @@ impl GradScaler {
     ///
     /// Where the device has the kernel, both are one multi-tensor op over the f32 gradients
     /// (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: a launch or so), reading the
-    /// inverse scale on the device. Otherwise the host's scale is brought up to date
-    /// ([`GradScaler::settle`]) and the division is one multi-tensor scale update
+    /// inverse scale on the device. Otherwise the gradients are multiplied by that inverse
+    /// with tensor ops, or before the first step by the host's: one multi-tensor scale update
     /// (`optim/fused`) where the device has one, else a kernel per gradient (the gradients stay
-    /// buffers of their own, as the optimizers' multi-tensor kernels want them), and then they
-    /// are checked joined ([`nonfinite_flag`]).
+    /// buffers of their own, as the optimizers' multi-tensor kernels want them); then they are
+    /// checked joined ([`nonfinite_flag`]).
     pub fn unscale_(&mut self, params: &[Tensor]) -> Result<Tensor> {
         let _no_grad = NoGradGuard::new();
         let held: Vec<(&Tensor, Tensor)> = params.iter().filter_map(|p| p.grad().map(|g| (p, g))).collect();
         let grads: Vec<Tensor> = held.iter().map(|(_, g)| g.clone()).collect();
-        if let Some(state) = &self.device_state {
+        let on_device = self.device_state.as_ref().filter(|s| grads.iter().all(|g| g.device() == s.device()));
+        if let Some(state) = on_device {
             if let Some(flag) = unscale_check(0.0, Some(state), &grads)? {
                 return Ok(flag);
             }
+            // The inverse as `mul_scalar` takes a factor: rounded to the gradient's dtype.
+            let inv = state.narrow(0, 1, 1)?;
+            for (p, g) in &held {
+                p.set_grad(Some(g.mul(&inv.to_dtype(g.dtype())?)?));
+            }
+            return self.flag(params);
         }
         self.settle()?;
         let inv = 1.0 / self.state.scale;
@@ -300,6 +307,11 @@ impl GradScaler {
                 p.set_grad(Some(g.mul_scalar(inv)?));
             }
         }
+        self.flag(params)
+    }
+
+    /// [`nonfinite_flag`] of `params`, or a 0 when none has a gradient.
+    fn flag(&self, params: &[Tensor]) -> Result<Tensor> {
         match nonfinite_flag(params)? {
             Some(flag) => Ok(flag),
             None => {

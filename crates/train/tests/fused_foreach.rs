@@ -182,30 +182,32 @@ fn the_next_scale_matches_its_composite() {
 }
 
 /// After a step the gradients are divided by the inverse scale the device keeps, which the host
-/// never read: bit for bit as `mul_scalar` by the host's inverse of the scale, fused and not,
-/// for a scale whose inverse f32 rounds (3, grown to 6).
+/// never read: bit for bit as `mul_scalar` by the host's inverse of the scale, fused (f32) and
+/// not, in every float dtype but f64, for a scale whose inverse rounds (3, grown to 6).
 #[test]
 fn unscaling_after_a_step_reads_the_devices_inverse() {
     for device in common::devices() {
-        let run = || {
-            let p = Tensor::zeros(&[600], DType::F32, &device).unwrap().requires_grad_(true).unwrap();
-            let mut opt = Optim::new(vec![("p".to_string(), p.clone())], SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
-            let mut scaler = GradScaler::with_scale(3.0);
-            scaler.growth_interval = 1;
-            p.set_grad(Some(Tensor::ones(&[600], DType::F32, &device).unwrap()));
-            let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap();
-            scaler.step(&mut opt, &flag).unwrap();
-            // The gradient held by the parameter alone, as backward leaves it (a fused unscale
-            // writes over it).
-            let g = || Tensor::from_f64s(&values(600, 5), &[600], DType::F32, &device).unwrap();
-            p.set_grad(Some(g()));
-            let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap().item_f64().unwrap();
-            (bits(&p.grad().unwrap()), flag, bits(&g().mul_scalar(1.0 / 6.0).unwrap()))
-        };
-        let (got, flag, want) = run();
-        assert!(got == want, "on {device}: the unscaled gradient differs from mul_scalar by 1/6");
-        assert_eq!(flag, 0.0, "on {device}");
-        assert!(no_fusion(run).0 == want, "on {device}: the composite's unscaled gradient differs from mul_scalar by 1/6");
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let run = || {
+                let p = Tensor::zeros(&[600], dtype, &device).unwrap().requires_grad_(true).unwrap();
+                let mut opt = Optim::new(vec![("p".to_string(), p.clone())], SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
+                let mut scaler = GradScaler::with_scale(3.0);
+                scaler.growth_interval = 1;
+                p.set_grad(Some(Tensor::ones(&[600], dtype, &device).unwrap()));
+                let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap();
+                scaler.step(&mut opt, &flag).unwrap();
+                // The gradient held by the parameter alone, as backward leaves it (a fused
+                // unscale writes over it).
+                let g = || Tensor::from_f64s(&values(600, 5), &[600], dtype, &device).unwrap();
+                p.set_grad(Some(g()));
+                let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap().item_f64().unwrap();
+                (bits(&p.grad().unwrap()), flag, bits(&g().mul_scalar(1.0 / 6.0).unwrap()))
+            };
+            let (got, flag, want) = run();
+            assert!(got == want, "{dtype} on {device}: the unscaled gradient differs from mul_scalar by 1/6");
+            assert_eq!(flag, 0.0, "{dtype} on {device}");
+            assert!(no_fusion(run).0 == want, "{dtype} on {device}: unfused, the unscaled gradient differs from mul_scalar by 1/6");
+        }
     }
 }
 
