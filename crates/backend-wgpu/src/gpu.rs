@@ -2,7 +2,9 @@
 //! pipeline cache.
 //!
 //! Dispatches are recorded into one command encoder and submitted in batches: when the host
-//! needs data (`read`), on `synchronize`, or when the batch reaches its size. A training step
+//! needs data (`read`), on `synchronize`, or when the batch reaches its size. A batch is handed
+//! to the submit thread (`submit.rs`), which finishes and submits it while the host records the
+//! next; what maps a buffer or waits for the device first waits for it to be on the queue. A training step
 //! that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
 //! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `RAMP_TOP`: the
 //! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
@@ -32,6 +34,7 @@ use crate::coop;
 use crate::options::Shared;
 use crate::pool::{Pool, PooledBuffer};
 use crate::repr::Repr;
+use crate::submit::{Job, Submitter};
 use crate::timing::Timer;
 use crate::{Key, WgpuOptions};
 
@@ -144,6 +147,9 @@ pub(crate) struct Gpu {
     shared: Arc<Shared>,
     /// Free buffers of [`LATER_BYTES`] for small later reads, returned when a read is dropped.
     later: Mutex<Vec<wgpu::Buffer>>,
+    /// The thread that finishes and submits batches (`submit.rs`); `None` where it could not
+    /// start, and the recorder submits them itself.
+    submitter: Option<Submitter>,
 }
 
 thread_local! {
@@ -261,6 +267,8 @@ impl LaterBytes {
                 gpu.submit(&mut rec);
             }
         }
+        // The copy's batch on the queue, before its buffer is mapped.
+        gpu.reach(self.before + 1);
         let (tx, rx) = std::sync::mpsc::channel();
         let _unmap = Unmap(&self.staging);
         self.staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -395,6 +403,8 @@ impl Gpu {
         });
         let pool = Pool::new(device.clone(), limits.max_buffer_size, options.memory_breakdown);
         let timer = Timer::new(&device, &queue, 2 * MAX_BATCH as u32);
+        let staging: Arc<AtomicU64> = Arc::default();
+        let submitter = Submitter::start(queue.clone(), arena.clone(), staging.clone()).ok();
         Ok(Gpu {
             name,
             device,
@@ -416,7 +426,7 @@ impl Gpu {
             }),
             first_batch,
             ramp_top,
-            staging: Arc::default(),
+            staging,
             repr,
             kernels: Mutex::default(),
             custom_kernels: Mutex::default(),
@@ -431,6 +441,7 @@ impl Gpu {
             measured: AtomicU64::new(0),
             shared,
             later: Mutex::default(),
+            submitter,
         })
     }
 
@@ -640,6 +651,7 @@ impl Gpu {
         if rec.uploads >= UPLOAD_BATCH || staged > UPLOAD_LIMIT {
             self.submit(&mut rec);
         }
+        drop(rec);
         if staged > UPLOAD_LIMIT {
             // Everything is submitted: once the GPU is done, the driver frees every staging buffer.
             self.idle("upload")?;
@@ -660,6 +672,20 @@ impl Gpu {
         rec.cut = false;
         let Some(mut encoder) = rec.encoder.take() else { return };
         rec.submitted += 1;
+        if let (Some(submitter), true) = (&self.submitter, rec.timed.is_empty()) {
+            submitter.hand(Job { encoder, meta: std::mem::take(&mut rec.meta), uploads: std::mem::take(&mut rec.uploads) });
+            rec.dispatches = 0;
+            if let Some(start) = start {
+                note_phases(|p| {
+                    p.submits += 1;
+                    p.submit_ns += ns_since(start);
+                });
+            }
+            return;
+        }
+        // A batch with timed dispatches is submitted here (its timestamps are read after it),
+        // behind every batch handed over before it.
+        self.reach(rec.submitted - 1);
         if !rec.meta.is_empty() {
             self.queue.write_buffer(&self.arena, 0, bytemuck::cast_slice(&rec.meta));
         }
@@ -668,6 +694,9 @@ impl Gpu {
         let commands = encoder.finish();
         let finish = clock();
         self.queue.submit([commands]);
+        if let Some(submitter) = &self.submitter {
+            submitter.submitted_elsewhere();
+        }
         if let (Some(start), Some(meta), Some(finish)) = (start, meta, finish) {
             note_phases(|p| {
                 p.submits += 1;
@@ -687,6 +716,20 @@ impl Gpu {
         }
         rec.meta.clear();
         rec.dispatches = 0;
+    }
+
+    /// Returns once `n` batches in all are on the queue (handed over batches are submitted by
+    /// the submit thread).
+    fn reach(&self, n: u64) {
+        if let Some(submitter) = &self.submitter {
+            submitter.reach(n);
+        }
+    }
+
+    /// Returns once every batch handed over is on the queue.
+    fn reach_all(&self) {
+        let n = self.recorder.lock().unwrap_or_else(|p| p.into_inner()).submitted;
+        self.reach(n);
     }
 
     /// Submits everything recorded so far without waiting.
@@ -772,6 +815,7 @@ impl Gpu {
     /// GPU finishes, which was most of what a synchronize after a short step cost (CUDA's
     /// synchronize spins too).
     fn idle(&self, op: &'static str) -> Result<()> {
+        self.reach_all();
         let start = std::time::Instant::now();
         let mut polls = 0;
         let timed = self.options().testing.host_phases;
@@ -865,7 +909,7 @@ impl Gpu {
                 mapped_at_creation: false,
             })
         };
-        {
+        let batches = {
             let mut rec = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
             let encoder = rec.encoder(&self.device);
             if len > 0 {
@@ -875,7 +919,9 @@ impl Gpu {
                 encoder.copy_buffer_to_buffer(index_fault, 0, &staging, at, INDEX_FAULT_BYTES);
             }
             self.submit(&mut rec);
-        }
+            rec.submitted
+        };
+        self.reach(batches);
         let (tx, rx) = std::sync::mpsc::channel();
         let _unmap = Unmap(&staging);
         staging.slice(..size).map_async(wgpu::MapMode::Read, move |r| {

@@ -59,6 +59,7 @@ mod pool;
 mod reduce;
 mod repr;
 mod storage;
+mod submit;
 #[doc(hidden)]
 pub mod testing;
 mod timing;
