@@ -139,12 +139,14 @@ pub struct GradScalerState {
 ///
 /// Nothing waits for the check: [`GradScaler::step`] has the optimizer skip on the device
 /// (PyTorch's fused optimizers do the same) and keeps the scale, its inverse and the growth
-/// tracker there, where the next step's loss and unscale read them. The host learns them when
-/// it asks ([`GradScaler::settle`]: checkpoints, the end of an epoch). [`GradScaler::update`]
-/// is the host's decision instead, for a manual step that reads the check itself.
+/// tracker there, where the next step's loss and unscale read them. The host reads them only
+/// when asked ([`GradScaler::get_scale`], [`GradScaler::state`], and [`GradScaler::settle`],
+/// which the trainer calls at each read-back of the losses, at the end of an epoch and before a
+/// checkpoint). [`GradScaler::update`] is the host's decision instead, for a manual step that
+/// reads the check itself.
 #[derive(Clone, Debug)]
 pub struct GradScaler {
-    /// As of the last [`GradScaler::settle`] (or host decision).
+    /// As of the last [`GradScaler::settle`] (or host decision); the device's is ahead of it.
     state: GradScalerState,
     pub growth_factor: f64,
     pub backoff_factor: f64,
@@ -187,14 +189,29 @@ impl GradScaler {
         }
     }
 
-    /// The current scale, as of the last [`GradScaler::settle`].
+    /// The current scale (PyTorch's `get_scale`): read from the device where a step has left it
+    /// there, which waits for the work recorded so far.
     pub fn get_scale(&self) -> f64 {
-        self.state.scale
+        self.current().scale
     }
 
-    /// Steps skipped so far because a gradient overflowed, as of the last [`GradScaler::settle`].
+    /// Steps skipped so far because a gradient overflowed (read as [`GradScaler::get_scale`]).
     pub fn skipped_steps(&self) -> u64 {
-        self.state.skipped
+        self.current().skipped
+    }
+
+    /// The state as the device holds it, or the host's where there is none or it cannot be read
+    /// (a device fault, which the next wait reports).
+    fn current(&self) -> GradScalerState {
+        match &self.device_state {
+            Some(device) => device.to_vec_f64().ok().map_or_else(|| self.state.clone(), |v| self.from_device(&v)),
+            None => self.state.clone(),
+        }
+    }
+
+    /// The state from the device's values ([`SCALER_STATE`]).
+    fn from_device(&self, v: &[f64]) -> GradScalerState {
+        GradScalerState { scale: v[0], growth_tracker: v[2] as u64, skipped: self.skipped_before + v[3] as u64 }
     }
 
     /// The scale on the device, where the device state is `loss`'s device.
@@ -233,8 +250,7 @@ impl GradScaler {
     /// has fallen to zero or is no longer finite: every step overflowed.
     pub fn settle(&mut self) -> Result<()> {
         let Some(device) = &self.device_state else { return Ok(()) };
-        let v = device.to_vec_f64()?;
-        let st = GradScalerState { scale: v[0], growth_tracker: v[2] as u64, skipped: self.skipped_before + v[3] as u64 };
+        let st = self.from_device(&device.to_vec_f64()?);
         if !(st.scale > 0.0 && st.scale.is_finite()) {
             return Err(Error::InvalidArgument {
                 op: "GradScaler",
@@ -367,10 +383,10 @@ impl GradScaler {
         self.update(flag)
     }
 
-    /// The state to save with a checkpoint (as of the last [`GradScaler::settle`]: call it
-    /// first).
+    /// The state to save with a checkpoint (read as [`GradScaler::get_scale`];
+    /// [`GradScaler::settle`] first also checks it).
     pub fn state(&self) -> GradScalerState {
-        self.state.clone()
+        self.current()
     }
 
     /// Restores a saved state; a scale that is not a positive finite number is an error.

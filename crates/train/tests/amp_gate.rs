@@ -99,8 +99,8 @@ fn steps_skipped_on_the_device_match_the_hosts_decision() {
     }
 }
 
-/// While a step is unread the loss is scaled on the device by the scale that step left: the
-/// value the host arrives at once it reads the step.
+/// The loss is scaled on the device by the scale the last step left, which `get_scale` reads
+/// and `settle` brings to the host.
 #[test]
 fn the_next_loss_is_scaled_by_the_scale_the_skip_left() {
     for device in common::devices() {
@@ -115,6 +115,8 @@ fn the_next_loss_is_scaled_by_the_scale_the_skip_left() {
             let flag = scaler.unscale_(std::slice::from_ref(&p)).unwrap();
             scaler.step(&mut opt, &flag).unwrap();
             assert_eq!(scaler.scale(&one).unwrap().item_f64().unwrap(), want, "step {step} on {device}");
+            // Asked for, the scale is the device's, as PyTorch's `get_scale` reads it.
+            assert_eq!(scaler.get_scale(), want, "get_scale after step {step} on {device}");
         }
         scaler.settle().unwrap();
         assert_eq!((scaler.get_scale(), scaler.skipped_steps()), (8.0, 1), "on {device}");
