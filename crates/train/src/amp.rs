@@ -204,13 +204,13 @@ impl GradScaler {
     /// (a device fault, which the next wait reports).
     fn current(&self) -> GradScalerState {
         match &self.device_state {
-            Some(device) => device.to_vec_f64().ok().map_or_else(|| self.state.clone(), |v| self.from_device(&v)),
+            Some(device) => device.to_vec_f64().ok().map_or_else(|| self.state.clone(), |v| self.read_device(&v)),
             None => self.state.clone(),
         }
     }
 
     /// The state from the device's values ([`SCALER_STATE`]).
-    fn from_device(&self, v: &[f64]) -> GradScalerState {
+    fn read_device(&self, v: &[f64]) -> GradScalerState {
         GradScalerState { scale: v[0], growth_tracker: v[2] as u64, skipped: self.skipped_before + v[3] as u64 }
     }
 
@@ -250,7 +250,7 @@ impl GradScaler {
     /// has fallen to zero or is no longer finite: every step overflowed.
     pub fn settle(&mut self) -> Result<()> {
         let Some(device) = &self.device_state else { return Ok(()) };
-        let st = self.from_device(&device.to_vec_f64()?);
+        let st = self.read_device(&device.to_vec_f64()?);
         if !(st.scale > 0.0 && st.scale.is_finite()) {
             return Err(Error::InvalidArgument {
                 op: "GradScaler",
