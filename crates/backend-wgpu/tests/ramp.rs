@@ -2,7 +2,7 @@
 //! shared device would move where this one's batches end).
 
 use liandan_backend_wgpu::testing::{dispatches_recorded, host_phases};
-use liandan_tensor::{DType, Tensor};
+use liandan_tensor::{DType, LaterRead, Tensor};
 
 mod common;
 
@@ -46,55 +46,46 @@ fn a_first_batch_of_512_submits_in_full_batches() {
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![241.0; 8]);
 }
 
-/// A later read-back ends its batch before the next dispatch: taking it waits only for the
-/// work recorded before the copy, and submits nothing more.
-#[test]
-fn a_later_read_ends_its_batch() {
-    let Some(d) = common::gpu_with(|o| {
+/// On a device of its own whose first batch is 512 dispatches: `x + x` (of ones), a later read
+/// of it made by `read`, ten more adds, then the read taken. The submits counted from the first
+/// add: right after the read was made, after the ten adds, and after the read was taken.
+fn later_read(read: impl Fn(&Tensor) -> LaterRead) -> Option<[u64; 3]> {
+    let d = common::gpu_with(|o| {
         o.testing.host_phases = true;
         o.testing.first_batch = 512;
-    }) else {
-        return;
-    };
+    })?;
     let x = Tensor::full(&[8], 1.0, DType::F32, &d).unwrap();
     d.synchronize().unwrap();
     let submits = host_phases().submits;
     let y = x.add(&x).unwrap();
-    let later = y.read_later().unwrap();
-    assert_eq!(host_phases().submits - submits, 0, "the copy is recorded, not submitted");
+    let later = read(&y);
+    let made = host_phases().submits - submits;
     let mut z = y.clone();
     for _ in 0..10 {
         z = z.add(&x).unwrap();
     }
-    assert_eq!(host_phases().submits - submits, 1, "the batch ended with the copy");
+    let added = host_phases().submits - submits;
     assert_eq!(later.to_vec_f64().unwrap(), vec![2.0; 8]);
-    assert_eq!(host_phases().submits - submits, 1, "the copy's batch was submitted already");
+    let taken = host_phases().submits - submits;
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
+    Some([made, added, taken])
+}
+
+/// A later read-back ends its batch before the next dispatch: taking it waits only for the
+/// work recorded before the copy, and submits nothing more.
+#[test]
+fn a_later_read_ends_its_batch() {
+    let Some(submits) = later_read(|y| y.read_later().unwrap()) else { return };
+    // The copy is recorded, not submitted; the batch ended with it; taking it submitted nothing.
+    assert_eq!(submits, [0, 1, 1]);
 }
 
 /// A later read-back in its batch leaves the batch open: the dispatches after it join the
 /// copy's batch, and taking the read submits that batch (once) and waits for it.
 #[test]
 fn a_later_read_in_its_batch_leaves_it_open() {
-    let Some(d) = common::gpu_with(|o| {
-        o.testing.host_phases = true;
-        o.testing.first_batch = 512;
-    }) else {
-        return;
-    };
-    let x = Tensor::full(&[8], 1.0, DType::F32, &d).unwrap();
-    d.synchronize().unwrap();
-    let submits = host_phases().submits;
-    let y = x.add(&x).unwrap();
-    let later = y.read_later_in_batch().unwrap();
-    let mut z = y.clone();
-    for _ in 0..10 {
-        z = z.add(&x).unwrap();
-    }
-    assert_eq!(host_phases().submits - submits, 0, "the batch is still open");
-    assert_eq!(later.to_vec_f64().unwrap(), vec![2.0; 8]);
-    assert_eq!(host_phases().submits - submits, 1, "taking the read submitted the batch");
-    assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
+    let Some(submits) = later_read(|y| y.read_later_in_batch().unwrap()) else { return };
+    assert_eq!(submits, [0, 0, 1]);
 }
 
 /// Small later reads reuse their read-back buffers: each still returns its own values, with
