@@ -4,8 +4,8 @@
 //! Dispatches are recorded into one command encoder and submitted in batches: when the host
 //! needs data (`read`), on `synchronize`, or when the batch reaches its size. A batch is handed
 //! to the submit thread (`submit.rs`), which finishes and submits it while the host records the
-//! next; what maps a buffer or waits for the device first waits for it to be on the queue. A training step
-//! that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
+//! next; what maps a buffer or waits for the device first waits for it to be on the queue. A
+//! training step that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
 //! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `RAMP_TOP`: the
 //! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
 //! synchronized step does not pay for recording and running one after the other, and in a

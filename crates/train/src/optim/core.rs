@@ -95,15 +95,15 @@ pub(crate) trait RunGroup {
     fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>>;
 }
 
-/// Updates recorded under a gate the host has not read yet ([`super::Optimizer::step_unless_nonfinite`]):
-/// if the flag turns out not zero, the device skipped them, and their step counts (and state
-/// made for them) are taken back when the optimizer looks ([`UNSETTLED_STEPS`]).
 /// Gated steps whose checks the host has not read, at most, before a gated step: with a rule
 /// whose arithmetic ignores the step count ([`Rule::reads_step_count`]) and no state made in
 /// them, the oldest check read is one the device finished long ago, and the host never waits on
 /// the step before. Otherwise 0: the last step's check is read before the next one is recorded.
 pub(crate) const UNSETTLED_STEPS: usize = 2;
 
+/// Updates recorded under a gate the host has not read yet ([`super::Optimizer::step_unless_nonfinite`]):
+/// if the flag turns out not zero, the device skipped them, and their step counts (and state
+/// made for them) are taken back when the optimizer looks ([`UNSETTLED_STEPS`]).
 pub(crate) struct Unsettled {
     pub(crate) flag: Tensor,
     pub(crate) read: liandan_tensor::LaterRead,
