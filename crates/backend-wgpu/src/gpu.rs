@@ -1,21 +1,20 @@
 //! One opened GPU: device and queue, the allocator, the batched command recorder and the
 //! pipeline cache.
 //!
-//! Dispatches are recorded into one command encoder and submitted in batches: when the host
-//! needs data (`read`), on `synchronize`, or when the batch reaches its size. A batch is handed
-//! to the submit thread (`submit.rs`), which finishes and submits it while the host records the
-//! next; what maps a buffer or waits for the device first waits for it to be on the queue. A
-//! training step that reads nothing back never waits. After a wait the GPU is idle, so the first batch is
-//! small (`FIRST_BATCH` dispatches) and each next one twice the last, up to `RAMP_TOP`: the
-//! GPU starts on a step while the host is still recording it (as CUDA's launches do), so a
-//! synchronized step does not pay for recording and running one after the other, and in a
-//! pipelined run the GPU is never more than a few dozen dispatches behind the host, so little
-//! is left to run when the host waits. Each dispatch's small parameter block ("meta", at
-//! most 64 words) travels as immediate data (push constants) recorded with the dispatch, where the
-//! device takes 256 bytes of it; elsewhere it goes into a
-//! slot of one arena buffer that is written once per batch, just before its submit. The arena's
-//! write is a copy the GPU runs before the batch, which made a synchronize after a small op 10 us
-//! (a quarter) dearer on an H200 (`xtask ceiling --only latency`).
+//! Dispatches are recorded into one command encoder and submitted in batches: when the host needs
+//! data (`read`), on `synchronize`, or when the batch reaches its size. A batch is handed to the
+//! submit thread (`submit.rs`), which finishes and submits it while the host records the next; what
+//! maps a buffer or waits for the device first waits for it to be on the queue. A training step
+//! that reads nothing back never waits. After a wait the GPU is idle, so the first batch is small
+//! (`FIRST_BATCH` dispatches) and each next one twice the last, up to `RAMP_TOP`: the GPU starts on
+//! a step while the host is still recording it (as CUDA's launches do), so a synchronized step does
+//! not pay for recording and running one after the other, and in a pipelined run the GPU is never
+//! more than a few dozen dispatches behind the host, so little is left to run when the host waits.
+//! Each dispatch's small parameter block ("meta", at most 64 words) travels as immediate data (push
+//! constants) recorded with the dispatch, where the device takes 256 bytes of it; elsewhere it goes
+//! into a slot of one arena buffer that is written once per batch, just before its submit. The
+//! arena's write is a copy the GPU runs before the batch, which made a synchronize after a small op
+//! 10 us (a quarter) dearer on an H200 (`xtask ceiling --only latency`).
 //!
 //! Uploads go through staging buffers that the driver frees only once the copy out of them has
 //! run. They are counted (`MemoryStats::staging`) and bounded: past `UPLOAD_BATCH` pending bytes
