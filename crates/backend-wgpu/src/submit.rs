@@ -30,6 +30,15 @@ struct Count {
     ready: Condvar,
 }
 
+impl Count {
+    /// Counts a batch on the queue and wakes the waiters.
+    fn one_more(&self) {
+        let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.done.fetch_add(1, Ordering::Release);
+        self.ready.notify_all();
+    }
+}
+
 pub(crate) struct Submitter {
     jobs: Option<Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -58,9 +67,7 @@ impl Submitter {
                         staging.fetch_sub(bytes, Ordering::Relaxed);
                     });
                 }
-                let _held = count.lock.lock().unwrap_or_else(|p| p.into_inner());
-                count.done.fetch_add(1, Ordering::Release);
-                count.ready.notify_all();
+                count.one_more();
             }
         })?;
         Ok(Submitter { jobs: Some(jobs), thread: Some(thread), submitted })
@@ -77,10 +84,7 @@ impl Submitter {
 
     /// Counts a batch the recorder submitted itself, once every batch before it was.
     pub(crate) fn submitted_elsewhere(&self) {
-        let count = &*self.submitted;
-        let _held = count.lock.lock().unwrap_or_else(|p| p.into_inner());
-        count.done.fetch_add(1, Ordering::Release);
-        count.ready.notify_all();
+        self.submitted.one_more();
     }
 
     /// Returns once `n` batches in all have been submitted to the queue.
