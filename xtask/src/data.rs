@@ -20,10 +20,17 @@ pub struct Tracking;
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
 static HEAP: AtomicUsize = AtomicUsize::new(0);
 static HEAP_PEAK: AtomicUsize = AtomicUsize::new(0);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 fn grew(by: usize) {
     let now = HEAP.fetch_add(by, Ordering::Relaxed) + by;
     HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+/// How many allocations (and reallocations) this process has made, for `bench-host`'s count
+/// per op.
+pub fn allocations() -> u64 {
+    ALLOCATIONS.load(Ordering::Relaxed) as u64
 }
 
 /// The most heap this process has held at once, in bytes.
@@ -34,6 +41,7 @@ pub fn peak_heap_bytes() -> u64 {
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: forwarded unchanged to the system allocator.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
@@ -48,6 +56,7 @@ unsafe impl GlobalAlloc for Tracking {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LARGEST.fetch_max(new_size, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as for `dealloc`; the system allocator checks `new_size`.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {

@@ -33,16 +33,22 @@ fn median(reps: usize, mut f: impl FnMut() -> Fallible<f64>) -> Fallible<f64> {
     Ok(samples[samples.len() / 2])
 }
 
+thread_local! {
+    /// Heap allocations per call in the last sample `record` took, for the table's last column.
+    static ALLOCATIONS: std::cell::Cell<Option<f64>> = const { std::cell::Cell::new(None) };
+}
+
 /// Microseconds per call of `op`, called `ops` times with nothing waited for inside the timed
 /// span, then one (untimed) synchronize so the next sample starts from an idle device.
 fn record<E: Into<Box<dyn std::error::Error>>>(device: &Device, ops: usize, reps: usize, mut op: impl FnMut() -> Result<(), E>) -> Fallible<f64> {
     let s = median(reps, || {
         device.synchronize()?;
-        let t = Instant::now();
+        let (t, heap) = (Instant::now(), crate::data::allocations());
         for _ in 0..ops {
             op().map_err(Into::into)?;
         }
         let s = t.elapsed().as_secs_f64();
+        ALLOCATIONS.set(Some((crate::data::allocations() - heap) as f64 / ops as f64));
         device.synchronize()?;
         Ok(s)
     })?;
@@ -115,19 +121,22 @@ pub fn bench_host(args: &[String]) -> Result<(), String> {
     let (ops, reps) = (number("--ops", 400)?, number("--reps", 7)?);
     let rows = run(&device, ops, reps, value("--only")).map_err(|e| e.to_string())?;
     println!("host cost per op on {device} ({ops} calls per sample, median of {reps} samples)\n");
-    println!("| row | us |");
-    println!("|---|---|");
-    for (name, us) in rows {
-        println!("| {name} | {us:.1} |");
+    println!("| row | us | heap allocations |");
+    println!("|---|---|---|");
+    for (name, us, allocations) in rows {
+        let allocations = allocations.map_or("-".to_string(), |n| format!("{n:.1}"));
+        println!("| {name} | {us:.1} | {allocations} |");
     }
     Ok(())
 }
 
-fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible<Vec<(String, f64)>> {
+fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible<Vec<(String, f64, Option<f64>)>> {
     let mut rows = Vec::new();
     let mut row = |name: &str, time: &mut dyn FnMut() -> Fallible<f64>| -> Fallible<()> {
         if only.is_none_or(|o| name.contains(o)) {
-            rows.push((name.to_string(), time()?));
+            ALLOCATIONS.set(None);
+            let us = time()?;
+            rows.push((name.to_string(), us, ALLOCATIONS.take()));
         }
         Ok(())
     };
@@ -169,7 +178,7 @@ fn run(device: &Device, ops: usize, reps: usize, only: Option<&str>) -> Fallible
         synced(device, sync_reps, || -> Fallible<()> { src.gather(1, &index)?.sum_all()?.item_f64().map(drop).map_err(Into::into) })
     })?;
     if !device.is_cpu() && only.is_none_or(|o| "sync: add [1] + synchronize, split".contains(o)) {
-        rows.extend(sync_split(device, sync_reps, &one_a, &one_b)?);
+        rows.extend(sync_split(device, sync_reps, &one_a, &one_b)?.into_iter().map(|(name, us)| (name, us, None)));
     }
     Ok(rows)
 }

@@ -36,7 +36,7 @@ pub(crate) fn gather(src: &CpuStorage, ls: &Layout, index: &CpuStorage, li: &Lay
     // the base its index value adds to.
     let mut strides = ls.strides().to_vec();
     let step = std::mem::replace(&mut strides[dim], 0);
-    let base = Layout::new(li.shape().to_vec(), strides, ls.offset());
+    let base = Layout::new(li.shape(), strides, ls.offset());
     let size = ls.shape()[dim];
     Ok(map_dtype!(src, v => take("gather", v, &base, step, size, idx, li)?))
 }
@@ -108,7 +108,7 @@ fn scatter_add_t<T: Scalar + bytemuck::Pod>(d: &[T], ld: &Layout, idx: &[i64], l
     let mut strides = liandan_tensor::layout::contiguous_strides(ld.shape());
     let step = std::mem::replace(&mut strides[dim], 0);
     let size = ld.shape()[dim];
-    let base = Layout::new(li.shape().to_vec(), strides, 0);
+    let base = Layout::new(li.shape(), strides, 0);
     let plan = Plan::new(li.shape(), [li, ls, &base]);
     let [si, ss, sb] = plan.strides;
     let mut bad = None;

@@ -233,8 +233,8 @@ fn widen<T: Real<Acc = f32>>(v: &[T], l: &Layout) -> Result<(Vec<f32>, Layout)> 
     let (shape, strides) = (l.shape(), l.strides());
     let (rows, cols) = (shape[1], shape[2]);
     if shape[0] > 1 && strides[0] == 0 {
-        let first = Layout::new(vec![rows, cols], strides[1..].to_vec(), l.offset());
-        Ok((map1(v, &first, T::widen)?, Layout::new(shape.to_vec(), vec![0, cols, 1], 0)))
+        let first = Layout::new(vec![rows, cols], &strides[1..], l.offset());
+        Ok((map1(v, &first, T::widen)?, Layout::new(shape, vec![0, cols, 1], 0)))
     } else {
         Ok((map1(v, l, T::widen)?, Layout::contiguous(shape)))
     }

@@ -206,7 +206,7 @@ impl WgpuBackend {
     pub(crate) fn add_bias(&self, y: Storage, shape: &[usize], bias: &Strided, strides: Vec<usize>) -> Result<Storage> {
         let dtype = bias.dtype;
         let y = Strided { storage: &*y, layout: &Layout::contiguous(shape), dtype };
-        let spread = Layout::new(shape.to_vec(), strides, bias.layout.offset());
+        let spread = Layout::new(shape, strides, bias.layout.offset());
         liandan_tensor::Backend::binary(self, BinaryOp::Add, y, Strided { storage: bias.storage, layout: &spread, dtype })
     }
 

@@ -26,7 +26,7 @@ const MAX_ENTRIES: usize = 16_384;
 #[derive(PartialEq, Eq, Hash)]
 struct BindKey {
     layout: wgpu::BindGroupLayout,
-    windows: Vec<(wgpu::Buffer, u64, u64)>,
+    windows: crate::launch::PerOperand<(wgpu::Buffer, u64, u64)>,
 }
 
 #[derive(Default)]

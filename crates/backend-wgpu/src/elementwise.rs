@@ -10,7 +10,7 @@ use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{dense, KernelKey, StridedView, Wgsl};
 use crate::launch::{strided, MetaFn, Operand, Ran};
 use crate::packed::{packed_operand, packed_out, with_words, ENTRY2};
-use crate::params::words;
+use crate::params::{words, Meta};
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -239,7 +239,7 @@ impl Key {
     /// (`launch::strided`, two operands) has its innermost dimension a multiple of four long
     /// at stride 1 in both views, every other stride and both offsets multiples of four: with
     /// the block counted in fours.
-    pub(crate) fn runs4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
+    pub(crate) fn runs4(self, meta: &[u32], operands: usize) -> Option<(Key, Meta)> {
         let Key::Copy(dtype @ (DType::F32 | DType::F16)) = self else { return None };
         let m = StridedView(meta);
         let rank = m.rank();
@@ -253,7 +253,7 @@ impl Key {
         if !(fours(0) && fours(1)) {
             return None;
         }
-        let mut quartered = meta.to_vec();
+        let mut quartered = Meta::from_slice(meta);
         quartered[0] /= 4;
         quartered[1 + rank] /= 4;
         for k in 0..2 {
@@ -272,7 +272,7 @@ impl Key {
     /// (its channels) and 0 along the rest, or 0 along all (a scalar), over a multiple of four
     /// elements: with its meta block (`shaders/dense4/broadcast.wgsl`). A channel-broadcast add
     /// on the strided kernel took 4-5x the time a copy of its bytes takes on the H200.
-    pub(crate) fn broadcast4(self, meta: &[u32], operands: usize) -> Option<(Key, Vec<u32>)> {
+    pub(crate) fn broadcast4(self, meta: &[u32], operands: usize) -> Option<(Key, Meta)> {
         let Key::Binary(op, dtype @ (DType::F32 | DType::F16)) = self else { return None };
         let m = StridedView(meta);
         let rank = m.rank();

@@ -15,6 +15,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, strided_meta, KernelKey, Wgsl};
 use crate::launch::WIDE;
+use crate::params::Meta;
 use crate::repr::Repr;
 use crate::storage::WgpuStorage;
 
@@ -75,7 +76,7 @@ fn split_stride(strides: &[usize], dim: usize) -> (Vec<usize>, usize) {
 /// indexed axis' stride and size, and the tag a bad index is reported under
 /// (`Gpu::index_tag`). `None` when some offset, up to `extent` (the indexed tensor's),
 /// exceeds 32 bits.
-fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, extent: usize, tag: u32) -> Option<Vec<u32>> {
+fn index_meta(shape: &[usize], layouts: &[&Layout], step: usize, size: usize, extent: usize, tag: u32) -> Option<Meta> {
     u32::try_from(extent).ok()?;
     let mut m = strided_meta(shape, layouts)?;
     m.push(u32::try_from(step).ok()?);
@@ -118,7 +119,7 @@ impl WgpuBackend {
         let mut why = Why::Unsupported;
         if fits(&index, ls.shape(), dim) {
             let (strides, step) = split_stride(ls.strides(), dim);
-            let base = Layout::new(li.shape().to_vec(), strides, ls.offset());
+            let base = Layout::new(li.shape(), strides, ls.offset());
             match self.take(GATHER, src, index, li.shape(), li, &base, step, ls.shape()[dim])? {
                 Ok(out) => return Ok(out),
                 Err(w) => why = w,
@@ -166,7 +167,7 @@ impl WgpuBackend {
         let (ld, li) = (dst.layout, index.layout);
         let shape = ld.shape();
         let (strides, step) = split_stride(&contiguous_strides(shape), dim);
-        let base = Layout::new(li.shape().to_vec(), strides, 0);
+        let base = Layout::new(li.shape(), strides, 0);
         let gpu = self.gpu()?;
         let Some(meta) = index_meta(li.shape(), &[li, src.layout, &base], step, shape[dim], ld.numel(), gpu.index_tag(SCATTER_ADD_OP)) else {
             return Ok(Err(WIDE));

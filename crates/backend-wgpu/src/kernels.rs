@@ -4,7 +4,7 @@
 use liandan_tensor::{DType, Layout};
 
 use crate::gpu::META_WORDS;
-use crate::params::{words, ShaderParams};
+use crate::params::{words, Meta, ShaderParams};
 use crate::repr::Repr;
 
 const COMMON: &str = include_str!("shaders/common.wgsl");
@@ -148,9 +148,9 @@ crate::shader_params! {
 /// The meta block of a strided elementwise kernel ([`StridedParams`]), as many words as it
 /// uses. `None` when a value exceeds 32 bits or the block would not fit a slot; the caller
 /// then runs the op on the CPU.
-pub(crate) fn strided_meta(shape: &[usize], layouts: &[&Layout]) -> Option<Vec<u32>> {
+pub(crate) fn strided_meta(shape: &[usize], layouts: &[&Layout]) -> Option<Meta> {
     let numel: usize = shape.iter().product();
-    let mut dims = Vec::with_capacity(shape.len() + layouts.len() * (shape.len() + 1));
+    let mut dims = Meta::new();
     for &d in shape {
         dims.push(u32::try_from(d).ok()?);
     }
@@ -215,7 +215,7 @@ mod tests {
     fn a_strided_block_holds_the_shape_then_each_operand() {
         let t = Layout::contiguous(&[3, 2]).permute(&[1, 0]).unwrap();
         let words = strided_meta(&[2, 3], &[&Layout::contiguous(&[2, 3]), &t]).unwrap();
-        assert_eq!(words, [6, 2, 2, 3, 3, 1, 0, 1, 2, 0]);
+        assert_eq!(words[..], [6, 2, 2, 3, 3, 1, 0, 1, 2, 0]);
         let view = StridedView(&words);
         assert_eq!((view.numel(), view.rank(), view.shape()), (6, 2, &[2, 3][..]));
         assert_eq!((view.strides(1), view.offset(1), view.strides(2)), (Some(&[1, 2][..]), Some(0), None));

@@ -3,10 +3,16 @@
 //! every buffer and sees a 1-D problem of its own.
 
 use liandan_tensor::{Layout, Result};
+use smallvec::SmallVec;
 
 use crate::backend::{WgpuBackend, Why};
 use crate::bind::Window;
 use crate::kernels::{grid, strided_meta, StridedView, WG};
+use crate::params::Meta;
+
+/// Inline lists for the launch path, which runs for every op: axes, and one entry per operand.
+type Axes = SmallVec<[usize; 6]>;
+pub(crate) type PerOperand<T> = SmallVec<[T; 4]>;
 
 /// One buffer a kernel binds, in binding order.
 pub(crate) struct Operand<'a> {
@@ -25,24 +31,24 @@ pub(crate) const WIDE: Why = Why::Limit("beyond 32-bit indexing");
 
 /// Builds a chunk's meta block from its element count, its first global element and the 1-D
 /// layouts of the operands that have one.
-pub(crate) type MetaFn<'a> = &'a dyn Fn(usize, usize, &[Layout]) -> Option<Vec<u32>>;
+pub(crate) type MetaFn<'a> = &'a dyn Fn(usize, usize, &[Layout]) -> Option<Meta>;
 
 /// The usual meta block: strided indexing over the operands' (common) shape, with adjacent
 /// dimensions merged wherever every operand allows (a dense or broadcast-scalar operand set
 /// becomes one dimension, which the kernels index without integer division).
-pub(crate) fn strided(len: usize, _first: usize, layouts: &[Layout]) -> Option<Vec<u32>> {
+pub(crate) fn strided(len: usize, _first: usize, layouts: &[Layout]) -> Option<Meta> {
     let Some(first) = layouts.first() else { return strided_meta(&[len], &[]) };
     let (shape, merged) = coalesce(first.shape(), layouts);
-    let refs: Vec<&Layout> = merged.iter().collect();
+    let refs: PerOperand<&Layout> = merged.iter().collect();
     strided_meta(&shape, &refs)
 }
 
 /// Drops size-1 dimensions and merges dimension `d` into `d + 1` when, for every layout,
 /// `stride[d] == stride[d + 1] * size[d + 1]`: the same elements, in the same order, fewer axes.
-pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<Layout>) {
-    let keep: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-    let mut dims: Vec<usize> = keep.iter().map(|&d| shape[d]).collect();
-    let mut strides: Vec<Vec<usize>> = layouts.iter().map(|l| keep.iter().map(|&d| l.strides()[d]).collect()).collect();
+pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Axes, PerOperand<Layout>) {
+    let keep: Axes = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    let mut dims: Axes = keep.iter().map(|&d| shape[d]).collect();
+    let mut strides: PerOperand<Axes> = layouts.iter().map(|l| keep.iter().map(|&d| l.strides()[d]).collect()).collect();
     let mut d = dims.len();
     while d > 1 {
         d -= 1;
@@ -61,7 +67,7 @@ pub(crate) fn coalesce(shape: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<
             s.push(0);
         }
     }
-    let merged = layouts.iter().zip(strides).map(|(l, s)| Layout::new(dims.clone(), s, l.offset())).collect();
+    let merged = layouts.iter().zip(strides).map(|(l, s)| Layout::new(&dims, s, l.offset())).collect();
     (dims, merged)
 }
 
@@ -91,7 +97,7 @@ impl WgpuBackend {
             if numel > u32::MAX as usize - 4 * WG {
                 return Ok(Err(WIDE));
             }
-            let layouts: Vec<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
+            let layouts: PerOperand<Layout> = operands.iter().filter_map(|o| o.layout.cloned()).collect();
             let Some(m) = meta(numel, 0, &layouts) else { return Ok(Err(WIDE)) };
             let per = if per > 1 && strided_inner(&m, layouts.len()) { 1 } else { per };
             // Dense f32 and f16 operands read and written in vec4s (an invocation per four
@@ -108,7 +114,7 @@ impl WgpuBackend {
                 _ => (key, m),
             };
             let kernel = gpu.kernel(key)?;
-            let buffers: Vec<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
+            let buffers: PerOperand<&wgpu::Buffer> = operands.iter().map(|o| o.buffer).collect();
             gpu.dispatch(&kernel, &m, &buffers, grid(numel.div_ceil(per)))?;
             return Ok(Ok(()));
         }
@@ -166,7 +172,7 @@ mod tests {
         let dense = Layout::contiguous(&[4, 5, 6]);
         let scalar = Layout::new(vec![4, 5, 6], vec![0, 0, 0], 3);
         let (shape, l) = coalesce(&[4, 5, 6], &[dense, scalar]);
-        assert_eq!(shape, vec![120]);
+        assert_eq!(shape[..], [120]);
         assert_eq!((l[0].strides(), l[1].strides(), l[1].offset()), (&[1usize][..], &[0usize][..], 3));
     }
 
@@ -187,11 +193,11 @@ mod tests {
         // A bias broadcast over rows cannot merge with the rows.
         let x = Layout::contiguous(&[8, 3]);
         let bias = Layout::new(vec![8, 3], vec![0, 1], 0);
-        assert_eq!(coalesce(&[8, 3], &[x.clone(), bias]).0, vec![8, 3]);
+        assert_eq!(coalesce(&[8, 3], &[x.clone(), bias]).0[..], [8, 3]);
         // A transposed view keeps both axes; size-1 axes disappear.
         let t = Layout::contiguous(&[3, 1, 8]).permute(&[2, 1, 0]).unwrap();
         let (shape, l) = coalesce(&[8, 1, 3], &[Layout::contiguous(&[8, 1, 3]), t]);
-        assert_eq!(shape, vec![8, 3]);
+        assert_eq!(shape[..], [8, 3]);
         assert_eq!(l[1].strides(), &[1, 8]);
     }
 }

@@ -30,9 +30,12 @@ pub trait ShaderParams: bytemuck::Pod {
     }
 }
 
+/// A dispatch's parameter block as words, inline (one is made for every op).
+pub(crate) type Meta = smallvec::SmallVec<[u32; PARAMS_BYTES / 4]>;
+
 /// The words of a parameter block, as a dispatch takes them.
-pub(crate) fn words<P: ShaderParams>(params: &P) -> Vec<u32> {
-    bytemuck::cast_slice(std::slice::from_ref(params)).to_vec()
+pub(crate) fn words<P: ShaderParams>(params: &P) -> Meta {
+    Meta::from_slice(bytemuck::cast_slice(std::slice::from_ref(params)))
 }
 
 /// A field type of a parameter block and its WGSL name.

@@ -20,7 +20,7 @@ use liandan_tensor::{DType, Error, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
 use crate::launch::WIDE;
-use crate::params::words;
+use crate::params::{words, Meta};
 use crate::plan::{self, spread, Columns, ReducePlan, Spread, SPREADS};
 use crate::repr::Repr;
 
@@ -178,7 +178,7 @@ impl Geometry {
     }
 
     /// The meta block, or `None` when a value exceeds 32 bits.
-    fn meta(&self) -> Option<Vec<u32>> {
+    fn meta(&self) -> Option<Meta> {
         let [outer, len, inner] = self.dims;
         u32::try_from(self.outputs()).ok()?;
         let u = |v: usize| u32::try_from(v).ok();
@@ -231,7 +231,7 @@ impl WgpuBackend {
         let n = first.outputs() as u64;
         let values = gpu.alloc(n * if x.dtype == DType::F64 { 8 } else { 4 })?;
         let indices = if op == ReduceOp::Sum { None } else { Some(gpu.alloc(n * 4)?) };
-        let mut buffers = vec![input, values.buffer()];
+        let mut buffers: crate::launch::PerOperand<_> = smallvec::smallvec![input, values.buffer()];
         buffers.extend(indices.as_ref().map(|i| i.buffer()));
         self.reduce_pass(op, x.dtype, Pass::Split, packed, &first, &buffers)?;
         let chunks = first.chunks;
@@ -239,6 +239,7 @@ impl WgpuBackend {
         buffers.remove(0);
         buffers.push(out.buffer());
         self.reduce_pass(op, x.dtype, Pass::Finish, false, &second, &buffers)?;
+        drop(buffers);
         Ok(Arc::new(out))
     }
 

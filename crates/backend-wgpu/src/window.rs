@@ -10,7 +10,7 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{grid, KernelKey, Wgsl};
 use crate::launch::WIDE;
-use crate::params::words;
+use crate::params::{words, Meta};
 use crate::plan::{self, PoolBackward};
 use crate::repr::Repr;
 
@@ -158,7 +158,7 @@ crate::shader_params! {
 
 /// The meta block: invocations, geometry, the input's offset, three kernel-specific words.
 /// `None` when a value exceeds 32 bits.
-fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize, extra: [u32; 3]) -> Option<Vec<u32>> {
+fn window_meta(w: &Window2d, invocations: usize, offset: usize, input_len: usize, extra: [u32; 3]) -> Option<Meta> {
     // Every index a kernel forms stays below these (padded rows too).
     let bounds = [offset + input_len, (w.h + 2 * w.padding.0) * (w.w + 2 * w.padding.1) * w.n * w.c];
     for b in bounds {

@@ -26,7 +26,7 @@ impl Buf {
         let mut all = vec![7.0; pad];
         all.extend_from_slice(v);
         let storage = d.backend().from_host(&f64_to_bytes(&all, dtype), dtype).unwrap();
-        Buf { storage, layout: Layout::new(shape.to_vec(), contiguous_strides(shape), pad), dtype }
+        Buf { storage, layout: Layout::new(shape, contiguous_strides(shape), pad), dtype }
     }
 
     /// The same data viewed transposed on its last two axes (stored that way).
@@ -45,7 +45,7 @@ impl Buf {
         let mut strides = contiguous_strides(&stored);
         strides.swap(r - 2, r - 1);
         let storage = d.backend().from_host(&f64_to_bytes(&t, dtype), dtype).unwrap();
-        Buf { storage, layout: Layout::new(shape.to_vec(), strides, 0), dtype }
+        Buf { storage, layout: Layout::new(shape, strides, 0), dtype }
     }
 
     fn view(&self) -> Strided<'_> {

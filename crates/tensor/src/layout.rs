@@ -3,13 +3,19 @@
 //! Views (reshape, permute, narrow, expand, squeeze) only build a new [`Layout`] over the same
 //! storage. A stride of 0 repeats an element, which is how broadcasting costs no memory.
 
+use smallvec::SmallVec;
+
 use crate::error::{Error, Result};
+
+/// A shape's or a layout's strides, inline up to six axes: a layout is made for every op, and
+/// heap vectors made two allocations each time.
+pub(crate) type Dims = SmallVec<[usize; 6]>;
 
 /// Shape, strides and offset of a strided view, all counted in elements.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Vec<usize>,
-    strides: Vec<usize>,
+    shape: Dims,
+    strides: Dims,
     offset: usize,
 }
 
@@ -37,7 +43,11 @@ pub fn check_shape(op: &'static str, shape: &[usize]) -> Result<usize> {
 /// Row-major (C order) strides of `shape`. Saturating, so that a shape that skipped
 /// [`check_shape`] gives nonsense strides for an empty tensor rather than a panic.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
+    strides_of(shape).to_vec()
+}
+
+fn strides_of(shape: &[usize]) -> Dims {
+    let mut strides: Dims = smallvec::smallvec![0; shape.len()];
     let mut acc = 1usize;
     for (s, &d) in strides.iter_mut().zip(shape).rev() {
         *s = acc;
@@ -49,13 +59,14 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 impl Layout {
     /// A row-major layout of `shape` starting at element 0.
     pub fn contiguous(shape: &[usize]) -> Self {
-        Layout { shape: shape.to_vec(), strides: contiguous_strides(shape), offset: 0 }
+        Layout { shape: Dims::from_slice(shape), strides: strides_of(shape), offset: 0 }
     }
 
     /// A layout from its parts. The caller vouches that it stays inside its storage.
-    pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
+    pub fn new(shape: impl AsRef<[usize]>, strides: impl AsRef<[usize]>, offset: usize) -> Self {
+        let (shape, strides) = (shape.as_ref(), strides.as_ref());
         assert_eq!(shape.len(), strides.len(), "layout: shape and strides differ in rank");
-        Layout { shape, strides, offset }
+        Layout { shape: Dims::from_slice(shape), strides: Dims::from_slice(strides), offset }
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -145,7 +156,7 @@ impl Layout {
             return Err(err());
         }
         let lead = shape.len() - self.rank();
-        let mut strides = vec![0; shape.len()];
+        let mut strides: Dims = smallvec::smallvec![0; shape.len()];
         for (i, &d) in shape.iter().enumerate().skip(lead) {
             let src = self.shape[i - lead];
             strides[i] = if src == d {
@@ -156,19 +167,19 @@ impl Layout {
                 return Err(err());
             };
         }
-        Ok(Layout { shape: shape.to_vec(), strides, offset: self.offset })
+        Ok(Layout { shape: Dims::from_slice(shape), strides, offset: self.offset })
     }
 
     /// A reshape that keeps the same storage, if the strides allow it; `None` if a copy is needed.
     pub fn reshape(&self, shape: &[usize]) -> Option<Layout> {
         if self.is_contiguous() {
-            return Some(Layout { shape: shape.to_vec(), strides: contiguous_strides(shape), offset: self.offset });
+            return Some(Layout { shape: Dims::from_slice(shape), strides: strides_of(shape), offset: self.offset });
         }
         // Merge runs of source axes that are contiguous with each other, then split them.
         // This is the same rule as numpy's `_attempt_nocopy_reshape`.
-        let src: Vec<(usize, usize)> = self.shape.iter().copied().zip(self.strides.iter().copied()).filter(|&(d, _)| d != 1).collect();
-        let dst: Vec<usize> = shape.to_vec();
-        let mut strides = vec![0usize; dst.len()];
+        let src: SmallVec<[(usize, usize); 6]> = self.shape.iter().copied().zip(self.strides.iter().copied()).filter(|&(d, _)| d != 1).collect();
+        let dst = Dims::from_slice(shape);
+        let mut strides: Dims = smallvec::smallvec![0; dst.len()];
         let (mut si, mut di) = (0, 0);
         while si < src.len() && di < dst.len() {
             if dst[di] == 1 {
@@ -255,8 +266,13 @@ impl Iterator for StridedIndex<'_> {
 
 /// The broadcast shape of two shapes, or an error naming both.
 pub fn broadcast_shapes(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
+    broadcast_dims(op, lhs, rhs).map(|d| d.to_vec())
+}
+
+/// [`broadcast_shapes`] inline.
+pub(crate) fn broadcast_dims(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Result<Dims> {
     let rank = lhs.len().max(rhs.len());
-    let mut out = vec![0; rank];
+    let mut out: Dims = smallvec::smallvec![0; rank];
     for i in 0..rank {
         let l = if i + lhs.len() >= rank { lhs[i + lhs.len() - rank] } else { 1 };
         let r = if i + rhs.len() >= rank { rhs[i + rhs.len() - rank] } else { 1 };

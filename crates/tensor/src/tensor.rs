@@ -109,7 +109,7 @@ impl Node {
     /// is kept as a [`Tensor::released`] handle, so its buffer is freed as soon as the forward
     /// drops it, not when backward reaches it.
     pub(crate) fn new(rule: Arc<dyn BackwardRule>, inputs: Vec<Tensor>) -> Node {
-        let wants: Vec<bool> = inputs.iter().map(Tensor::requires_grad).collect();
+        let wants: smallvec::SmallVec<[bool; 4]> = inputs.iter().map(Tensor::requires_grad).collect();
         let inputs = inputs
             .into_iter()
             .enumerate()
@@ -127,8 +127,8 @@ impl Node {
     }
 
     /// The inputs, while the node has not been freed.
-    pub(crate) fn inputs(&self) -> Option<Vec<Tensor>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, i)| i.clone())
+    pub(crate) fn inputs(&self) -> Option<smallvec::SmallVec<[Tensor; 4]>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, i)| i.iter().cloned().collect())
     }
 
     /// The rule and its inputs, left in place (`None` once freed).
@@ -175,6 +175,12 @@ fn whole_storage(state: &State) -> Layout {
 /// The storage of a [`Tensor::released`] handle: none.
 #[derive(Debug)]
 struct Released;
+
+/// One [`Released`] storage that every released handle shares, rather than one allocation each.
+fn released_storage() -> Storage {
+    static RELEASED: std::sync::LazyLock<Storage> = std::sync::LazyLock::new(|| Arc::new(Released));
+    RELEASED.clone()
+}
 
 impl crate::backend::BackendStorage for Released {
     fn as_any(&self) -> &dyn std::any::Any {
@@ -396,7 +402,7 @@ impl Tensor {
         Tensor(Arc::new(Inner {
             id: self.0.id,
             layout: self.0.layout.clone(),
-            state: RwLock::new(State { storage: Arc::new(Released), dtype, device }),
+            state: RwLock::new(State { storage: released_storage(), dtype, device }),
             requires_grad: AtomicBool::new(self.0.requires_grad.load(Ordering::Relaxed)),
             grad: Mutex::new(None),
             node: self.0.node.clone(),

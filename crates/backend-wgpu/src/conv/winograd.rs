@@ -46,7 +46,7 @@ use super::wgpu_buffer;
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
-use crate::params::{words, ShaderParams};
+use crate::params::{words, Meta, ShaderParams};
 use crate::plan::{products_cut, Frame, Pass, Tile, Winograd};
 use crate::repr::Repr;
 
@@ -148,7 +148,7 @@ impl KernelKey for Key {
 }
 
 /// A stage's parameter block, as the dispatch takes it, and its invocations.
-struct Block(Vec<u32>, u32);
+struct Block(Meta, u32);
 
 impl Block {
     fn of<P: ShaderParams>(params: &P, invocations: u32) -> Block {

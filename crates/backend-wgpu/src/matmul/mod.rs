@@ -21,7 +21,7 @@ pub(crate) mod coop;
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
 use crate::kernels::{KernelKey, Wgsl};
-use crate::launch::WIDE;
+use crate::launch::{PerOperand, WIDE};
 use crate::packed::{packed_view, with_words};
 use crate::params::words;
 use crate::plan::{self, packs_y, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
@@ -505,7 +505,8 @@ impl WgpuBackend {
                 _ => None,
             };
             let partials = if splits > 1 { Some(gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?) } else { None };
-            let mut buffers = vec![gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), partials.as_ref().map_or(out.buffer(), |p| p.buffer())];
+            let mut buffers: PerOperand<_> =
+                smallvec::smallvec![gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), partials.as_ref().map_or(out.buffer(), |p| p.buffer())];
             buffers.extend(amax.as_ref().map(|a| a.buffer()));
             let bias_in = match (&bias, t.bias_in_kernel) {
                 (Some(b), true) => {
@@ -666,12 +667,13 @@ impl WgpuBackend {
         let kernel = gpu.kernel(SmallKey { dtype, packed: packed_view(lhs), b: b_load, bias: bias.is_some(), block, wide })?;
         let groups = |count: usize| count.clamp(1, 65_535) as u32;
         let grid = (groups(n.div_ceil(block.1 as usize)), groups(m.div_ceil(block.0 as usize)), groups(batch));
-        let mut buffers = vec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];
+        let mut buffers: PerOperand<_> = smallvec::smallvec![gpu_storage(lhs).buffer(), gpu_storage(rhs).buffer(), out.buffer()];
         if let Some(b) = bias {
             meta.bias_offset = u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?;
             buffers.push(gpu_storage(b).buffer());
         }
         gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
+        drop(buffers);
         Ok(Arc::new(out) as Storage)
     }
 

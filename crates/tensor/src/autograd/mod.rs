@@ -76,8 +76,8 @@ fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
 }
 
 /// The inputs of `t`'s recorded op that take a gradient (none for a leaf).
-fn graph_inputs(t: &Tensor) -> Result<Vec<Tensor>> {
-    let Some(node) = t.node() else { return Ok(Vec::new()) };
+fn graph_inputs(t: &Tensor) -> Result<smallvec::SmallVec<[Tensor; 4]>> {
+    let Some(node) = t.node() else { return Ok(smallvec::SmallVec::new()) };
     let inputs = node.inputs().ok_or_else(|| {
         Error::Autograd(
             "this graph was already freed by an earlier backward; recompute the forward pass, or pass retain_graph: true to the first backward".into(),

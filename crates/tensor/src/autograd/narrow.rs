@@ -180,7 +180,7 @@ fn side_by_side(shape: &[usize], dim: usize, layer: &[Piece]) -> Option<Tensor> 
     let storage = first.storage();
     let strides = crate::layout::contiguous_strides(shape);
     let base = first.layout().offset().checked_sub(layer[0].start * strides[dim])?;
-    let whole = Layout::new(shape.to_vec(), strides, base);
+    let whole = Layout::new(shape, strides, base);
     let mut at = 0;
     for p in layer {
         let len = p.grad.shape()[dim];

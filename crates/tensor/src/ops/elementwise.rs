@@ -5,7 +5,7 @@ use crate::backend::{BinaryOp, CmpOp, Strided, UnaryOp};
 use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::layout::{broadcast_shapes, Layout};
+use crate::layout::{broadcast_dims, broadcast_shapes, Dims, Layout};
 use crate::ops::{check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -22,10 +22,11 @@ fn binary_name(op: BinaryOp) -> &'static str {
 }
 
 /// Broadcast layouts of two tensors, or an error naming both shapes.
-fn broadcast2(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Vec<usize>, Layout, Layout)> {
+fn broadcast2(op: &'static str, a: &Tensor, b: &Tensor) -> Result<(Dims, Layout, Layout)> {
     check_same_device(op, a, b)?;
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    Ok((shape.clone(), a.layout().broadcast_to(&shape)?, b.layout().broadcast_to(&shape)?))
+    let shape = broadcast_dims(op, a.shape(), b.shape())?;
+    let (la, lb) = (a.layout().broadcast_to(&shape)?, b.layout().broadcast_to(&shape)?);
+    Ok((shape, la, lb))
 }
 
 impl Tensor {

@@ -7,7 +7,7 @@ use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::fused;
-use crate::layout::broadcast_shapes;
+use crate::layout::{broadcast_dims, Layout};
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
 
@@ -40,23 +40,28 @@ impl Tensor {
         if k != k2 {
             return Err(Error::shape("matmul", ls, rs, "disagree on the inner dimension"));
         }
-        let batch = broadcast_shapes("matmul", &ls[..ls.len() - 2], &rs[..rs.len() - 2])
+        let batch = broadcast_dims("matmul", &ls[..ls.len() - 2], &rs[..rs.len() - 2])
             .map_err(|_| Error::shape("matmul", ls, rs, "have batch dims that cannot be broadcast"))?;
         let b: usize = batch.iter().product();
-        // A 3-D view when the batch strides merge (always for <= 1 batch dim), else a copy.
-        let as3 = |t: &Tensor, r: usize, c: usize| -> Result<Tensor> {
+        // A 3-D view of the operand's own storage when the batch strides merge (always for <= 1
+        // batch dim), else of a copy. The view is only a layout: the backend reads the operand.
+        let as3 = |t: &Tensor, r: usize, c: usize| -> Result<(Tensor, Layout)> {
             let mut full = batch.clone();
             full.extend_from_slice(&[r, c]);
-            t.expand(&full)?.reshape(&[b, r, c])
+            if let Some(l) = t.layout().broadcast_to(&full)?.reshape(&[b, r, c]) {
+                return Ok((t.clone(), l));
+            }
+            let copy = t.expand(&full)?.reshape(&[b, r, c])?;
+            let l = copy.layout().clone();
+            Ok((copy, l))
         };
         let dtype = self.dtype();
         let mut out_shape = batch.clone();
         out_shape.extend_from_slice(&[m, n]);
         crate::tensor::checked_numel("matmul", &out_shape, dtype)?;
-        let (l3, r3) = (as3(self, m, k)?, as3(rhs, k, n)?);
+        let ((l3, ll), (r3, rl)) = (as3(self, m, k)?, as3(rhs, k, n)?);
         let (lst, rst) = (l3.storage(), r3.storage());
-        let storage =
-            self.device().backend().matmul(Strided { storage: &*lst, layout: l3.layout(), dtype }, Strided { storage: &*rst, layout: r3.layout(), dtype })?;
+        let storage = self.device().backend().matmul(Strided { storage: &*lst, layout: &ll, dtype }, Strided { storage: &*rst, layout: &rl, dtype })?;
         Ok(Tensor::from_op(storage, &out_shape, dtype, self.device(), &[self, rhs], || GradFn::Matmul))
     }
 

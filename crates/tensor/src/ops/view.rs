@@ -18,9 +18,8 @@ impl Tensor {
         if n != self.numel() {
             return Err(Error::shape("reshape", self.shape(), shape, format!("hold {} and {n} elements", self.numel())));
         }
-        let from = self.shape().to_vec();
         match self.layout().reshape(shape) {
-            Some(l) => Ok(self.view(l, || GradFn::Reshape { from })),
+            Some(l) => Ok(self.view(l, || GradFn::Reshape { from: self.shape().to_vec() })),
             None => self.contiguous()?.reshape(shape),
         }
     }
@@ -43,14 +42,13 @@ impl Tensor {
     /// Reorders the axes: axis `i` of the result is axis `perm[i]` of `self`.
     pub fn permute(&self, perm: &[usize]) -> Result<Tensor> {
         let layout = self.layout().permute(perm)?;
-        let perm = perm.to_vec();
-        Ok(self.view(layout, || GradFn::Permute { perm }))
+        Ok(self.view(layout, || GradFn::Permute { perm: perm.to_vec() }))
     }
 
     /// Swaps two axes.
     pub fn transpose(&self, d0: impl Dim, d1: impl Dim) -> Result<Tensor> {
         let (a, b) = (d0.resolve("transpose", self.rank())?, d1.resolve("transpose", self.rank())?);
-        let mut perm: Vec<usize> = (0..self.rank()).collect();
+        let mut perm: crate::layout::Dims = (0..self.rank()).collect();
         perm.swap(a, b);
         self.permute(&perm)
     }
