@@ -11,8 +11,8 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d,
     Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
-    LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, Relu,
-    ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss,
+    NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -56,6 +56,12 @@ pub(crate) enum Known {
     Softmax(bool),
     /// Attention with its scale, forward or one of its gradients.
     Attention(f64, crate::fused_attention::Pass),
+    /// The negative log-likelihood summed or averaged (`mean`), or its gradient over `classes`.
+    Nll {
+        backward: bool,
+        mean: bool,
+        classes: usize,
+    },
 }
 
 impl Known {
@@ -103,6 +109,8 @@ impl Known {
             op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, AttentionPass::Forward)),
             op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, AttentionPass::Backward)),
             op.downcast_ref::<AttentionBackwardJoined>().map(|o| Known::Attention(o.scale, AttentionPass::Joined)),
+            op.downcast_ref::<NllLoss>().map(|o| Known::Nll { backward: false, mean: o.mean, classes: 0 }),
+            op.downcast_ref::<NllLossBackward>().map(|o| Known::Nll { backward: true, mean: o.mean, classes: o.classes }),
         ];
         param.into_iter().flatten().next()
     }
@@ -256,6 +264,7 @@ impl WgpuBackend {
             Known::LogSoftmax(backward) => self.fused_log_softmax(false, backward, inputs),
             Known::Softmax(backward) => self.fused_log_softmax(true, backward, inputs),
             Known::Attention(scale, pass) => self.fused_attention(scale, pass, inputs),
+            Known::Nll { backward, mean, classes } => self.fused_nll(backward, mean, classes, inputs),
         }
     }
 

@@ -197,6 +197,7 @@ kernel_families! {
     FusedNorm(fused_norm::Key),
     FusedLayerNorm(fused_layer_norm::Key),
     FusedLogSoftmax(fused_log_softmax::Key),
+    FusedNll(fused_log_softmax::NllKey),
     FusedAttention(fused_attention::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),

@@ -15,7 +15,9 @@ liandan_tensor::conformance_suite!(gpu());
 #[test]
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
-    use liandan_tensor::ops::{AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, SumRowsWide};
+    use liandan_tensor::ops::{
+        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, SumRowsWide,
+    };
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
     for op in unit_ops().into_iter().chain(norm_ops()) {
@@ -40,6 +42,14 @@ fn fused_kernels_run_here() {
         assert!(kernel_runs(&d, &LstmStep, dtype), "lstm_step in {dtype}");
     }
     assert!(!kernel_runs(&d, &LstmStep, DType::F64), "lstm_step in f64 is left to the composite");
+    // The negative log-likelihood after a log-softmax, each way, in f32 (autocast leaves a loss
+    // in f32); the other dtypes keep the composite.
+    let nll: [&dyn liandan_tensor::CustomOp; 4] =
+        [&NllLoss { mean: true }, &NllLoss { mean: false }, &NllLossBackward { mean: true, classes: 5 }, &NllLossBackward { mean: false, classes: 5 }];
+    for op in nll {
+        assert!(kernel_runs(&d, op, DType::F32), "{} in f32", op.name());
+        assert!(!kernel_runs(&d, op, DType::F16), "{} in f16 is left to the composite", op.name());
+    }
     // Attention each way in f32, f16 and bf16, its gradient joined too; f64 keeps the composite.
     let attention: [&dyn liandan_tensor::CustomOp; 3] = [&Attention { scale: 0.5 }, &AttentionBackward { scale: 0.5 }, &AttentionBackwardJoined { scale: 0.5 }];
     for op in attention {

@@ -84,6 +84,9 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         "relu_backward" | "gelu_backward" | "add_relu" => vec![t(&[n, h], 1), t(&[n, h], 2)],
         "softmax_last_dim_backward" => vec![t(&[n, h], 1).softmax(-1isize).unwrap(), t(&[n, h], 2)],
         "log_softmax_last_dim_backward" => vec![t(&[n, h], 1).log_softmax(-1isize).unwrap(), t(&[n, h], 2)],
+        // Log-probabilities [N, C] or the loss's gradient (a scalar), and the class targets.
+        "nll_loss" => vec![t(&[n, h], 1).log_softmax(-1isize).unwrap(), class_targets(device, n, h)],
+        "nll_loss_backward" => vec![t(&[], 1), class_targets(device, n, h)],
         // Probabilities, targets, the incoming gradient.
         "bce_loss" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap()],
         "bce_loss_backward" => vec![t(&[n, h], 1).sigmoid().unwrap(), t(&[n, h], 2).sigmoid().unwrap(), t(&[n, h], 3)],
@@ -132,6 +135,29 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
     let mut with_sum = inputs.clone();
     with_sum.push(t(&[n, 4 * h], 6));
     backend_runs(device, op, &inputs) && (!matches!(op.name(), "lstm_cell" | "lstm_cell_backward") || backend_runs(device, op, &with_sum))
+}
+
+/// `n` i64 class targets among `classes`, each class in turn.
+fn class_targets(device: &Device, n: usize, classes: usize) -> Tensor {
+    Tensor::from_vec((0..n).map(|i| ((i * 7 + 3) % classes) as i64).collect::<Vec<_>>(), &[n], device).unwrap()
+}
+
+/// The negative log-likelihood's kernels (summed and averaged, forward and backward) against
+/// their composites, then a cross-entropy's loss and gradient with fusion on and off: rows
+/// fewer and more than a workgroup's 64, one class, many.
+pub fn nll_loss_matches_composite(d: &Device) {
+    use crate::ops::{NllLoss, NllLossBackward, Reduction};
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    for (n, c) in [(3, 5), (1, 1), (130, 10), (64, 1000)] {
+        let (logits, targets) = (t(&[n, c], 61), class_targets(d, n, c));
+        for mean in [false, true] {
+            check_op(d, &NllLoss { mean }, &[logits.log_softmax(-1isize).unwrap(), targets.clone()], 1e-5, 1e-5);
+            check_op(d, &NllLossBackward { mean, classes: c }, &[t(&[], 62), targets.clone()], 0.0, 0.0);
+            let reduction = if mean { Reduction::Mean } else { Reduction::Sum };
+            let loss = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].cross_entropy(&targets, reduction)?]) };
+            check_fused(&format!("cross_entropy {reduction:?} N {n} C {c}"), std::slice::from_ref(&logits), loss, 1e-5, 1e-5);
+        }
+    }
 }
 
 /// A convolution op's operands: `x` or `dy`, then the weight or `x`, then the bias.

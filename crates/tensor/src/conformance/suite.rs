@@ -153,6 +153,7 @@ macro_rules! conformance_suite {
             fused_lstm_cell_forward => fused::lstm_cell_forward,
             fused_lstm_cell_matches_composite => fused::lstm_cell_matches_composite,
             fused_lstm_step_matches_composite => fused::lstm_step_matches_composite,
+            fused_nll_loss_matches_composite => fused::nll_loss_matches_composite,
             fused_lstm_sequence_matches_composite => fused::lstm_sequence_matches_composite,
             fused_lstm_cell_grads => fused::lstm_cell_grads,
             fused_gru_cell_forward => fused::gru_cell_forward,

@@ -5,8 +5,10 @@
 //!
 //! Dimension letters: N batch, C classes; `*` any further dims.
 
+use crate::custom::CustomOp;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::fused;
 use crate::index_use::{with_index_use, IndexUse};
 use crate::ops::{check_float, check_same_device, check_same_dtype};
 use crate::tensor::Tensor;
@@ -92,8 +94,13 @@ impl Tensor {
         if targets.dtype() != DType::I64 {
             return Err(Error::dtype("nll_loss", targets.dtype(), "targets must be i64 class indices"));
         }
-        let picked = by_class("nll_loss", self.shape()[1], || self.gather(1usize, &targets.unsqueeze(1usize)?))?;
-        reduction.apply(picked.squeeze(1usize)?.neg()?)
+        by_class("nll_loss", self.shape()[1], || match reduction {
+            Reduction::None => self.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?.neg(),
+            _ => {
+                let (logp, targets) = (self.contiguous()?, targets.contiguous()?);
+                Ok(Tensor::custom(NllLoss { mean: reduction == Reduction::Mean }, &[&logp, &targets])?.remove(0))
+            }
+        })
     }
 
     /// Cross-entropy of `[N, C]` logits against i64 class `targets` `[N]`.
@@ -284,4 +291,74 @@ impl Tensor {
             (r, _) => Reduction::apply(r, per),
         }
     }
+}
+
+/// The negative log-likelihood of `[N, C]` log-probabilities at i64 class targets, over the N
+/// rows: `-sum_i logp[i, t_i]`, divided by N where `mean` ([`Tensor::nll_loss`] summed or
+/// averaged; a classifier's cross-entropy after its log-softmax). Inputs: `logp` `[N, C]`,
+/// `targets` `[N]` (i64), both contiguous. Output: the loss, a scalar of logp's dtype. A kernel
+/// reports a target outside `0..C` as the composite's gather does. One kernel each way where
+/// the composite takes four forward (gather, neg, sum, div) and four backward.
+#[derive(Clone, Copy, Debug)]
+pub struct NllLoss {
+    pub mean: bool,
+}
+
+impl CustomOp for NllLoss {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(Vec::new(), inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (logp, targets) = (inputs[0], inputs[1]);
+        let picked = logp.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?.neg()?;
+        Ok(vec![if self.mean { picked.mean_all()? } else { picked.sum_all()? }])
+    }
+
+    /// Where no kernel runs, the primitives' own graph: the same gradient, bit for bit, as
+    /// before the op existed.
+    fn composite_has_grad(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, grad: &Tensor, inputs: &[Tensor], _outputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let (logp, targets) = (&inputs[0], &inputs[1]);
+        let op = NllLossBackward { mean: self.mean, classes: logp.shape()[1] };
+        let dx = fused::run_or_composite(&op, &[&grad.contiguous()?, targets])?.remove(0);
+        Ok(vec![Some(dx), None])
+    }
+
+    /// The backward reads the targets, and of `logp` only its shape.
+    fn reads_input(&self, i: usize) -> bool {
+        i == 1
+    }
+}
+
+/// The gradient of [`NllLoss`] with respect to `logp`: `-g` (`-(g / N)` where `mean`) at each
+/// row's target, zero elsewhere. Inputs: `g`, the loss's gradient (a scalar), and `targets`
+/// `[N]` (i64), contiguous. Output: `[N, classes]` of g's dtype.
+#[derive(Clone, Copy, Debug)]
+pub struct NllLossBackward {
+    pub mean: bool,
+    pub classes: usize,
+}
+
+impl CustomOp for NllLossBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(vec![inputs[1].shape()[0], self.classes], inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (g, targets) = (inputs[0], inputs[1]);
+        let n = targets.shape()[0];
+        let g = if self.mean { g.div_scalar(n as f64)? } else { g.clone() };
+        let src = g.neg()?.reshape(&[1, 1])?.expand(&[n, 1])?;
+        let zeros = Tensor::zeros(&[n, self.classes], g.dtype(), g.device())?;
+        Ok(vec![zeros.scatter_add(1usize, &targets.unsqueeze(1usize)?, &src)?])
+    }
+}
+
+crate::custom_kernel_name! {
+    NllLoss => "nll_loss",
+    NllLossBackward => "nll_loss_backward",
 }

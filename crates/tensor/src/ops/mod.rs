@@ -33,7 +33,7 @@ pub use bce::{BceLoss, BceLossBackward};
 pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};
 pub use elementwise::AddWide;
 pub use gru::{GruCell, GruCellBackward};
-pub use loss::{CrossEntropyOptions, KlReduction, Reduction};
+pub use loss::{CrossEntropyOptions, KlReduction, NllLoss, NllLossBackward, Reduction};
 pub use lstm_sequence::{LstmSequence, LstmSequenceBackward};
 pub use matmul::{MatmulBias, MatmulWide};
 pub use norm::{LayerNorm, LayerNormBackward};
