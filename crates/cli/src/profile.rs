@@ -81,17 +81,16 @@ fn profile_on(a: &ProfileArgs, spec: &'static ZooSpec, device: &Device, why: &st
     };
     // On a GPU the warm-up goes on for a second after its first step (which compiles the
     // kernels): NVIDIA's Vulkan driver ran kernels it had just compiled 3-5x slower for the
-    // first steps.
+    // first steps. Each step is waited for, so that the second counts work done, not work
+    // queued (a software adapter records far faster than it runs, and queued minutes of it).
     let floor = if device.is_cpu() || a.warmup == 0 { 0.0 } else { 1.0 };
     let mut first_done: Option<std::time::Instant> = None;
     let mut done = 0;
     while done < a.warmup || first_done.is_some_and(|t| t.elapsed().as_secs_f64() < floor) {
         step(opt.as_mut())?;
         done += 1;
-        if first_done.is_none() {
-            device.synchronize().map_err(|e| failed("synchronize", e))?;
-            first_done = Some(std::time::Instant::now());
-        }
+        device.synchronize().map_err(|e| failed("synchronize", e))?;
+        first_done.get_or_insert_with(std::time::Instant::now);
     }
     // Compilation and first allocations belong to the warm-up, not to the profile.
     device.synchronize().map_err(|e| failed("synchronize", e))?;
