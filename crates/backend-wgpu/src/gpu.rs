@@ -72,6 +72,9 @@ struct Recorder {
     /// A later read-back's copy was recorded: the batch ends before the next dispatch, so that
     /// waiting for the copy does not wait for work recorded after it.
     cut: bool,
+    /// A later read-back's copy rides in the open batch: the batch ends at this many
+    /// dispatches, if it has not by then.
+    close_at: Option<usize>,
 }
 
 impl Recorder {
@@ -228,6 +231,8 @@ const READBACK_BYTES: u64 = 64 << 10;
 const LATER_BYTES: u64 = 256;
 /// Free small later-read buffers kept at most.
 const LATER_KEPT: usize = 8;
+/// Dispatches after a later read-back's copy by which its batch ends ([`Gpu::read_later`]).
+const LATER_CLOSE: usize = 16;
 
 /// How long a wait polls the device before it sleeps on the fence ([`Gpu::idle`]): a small
 /// model's whole step (an mlp's is under a millisecond on an H200), and at most this much of
@@ -422,6 +427,7 @@ impl Gpu {
                 batch: first_batch,
                 submitted: 0,
                 cut: false,
+                close_at: None,
             }),
             first_batch,
             ramp_top,
@@ -601,9 +607,12 @@ impl Gpu {
             _ => record(rec.pass(&self.device)),
         }
         rec.dispatches += 1;
-        if rec.dispatches >= rec.batch {
+        let full = rec.dispatches >= rec.batch;
+        if full || rec.close_at.is_some_and(|at| rec.dispatches >= at) {
             self.submit(&mut rec);
-            rec.batch = (rec.batch * 2).min(self.ramp_top);
+            if full {
+                rec.batch = (rec.batch * 2).min(self.ramp_top);
+            }
         }
         Ok(())
     }
@@ -669,6 +678,7 @@ impl Gpu {
         let start = clock();
         rec.pass = None;
         rec.cut = false;
+        rec.close_at = None;
         let Some(mut encoder) = rec.encoder.take() else { return };
         rec.submitted += 1;
         if let (Some(submitter), true) = (&self.submitter, rec.timed.is_empty()) {
@@ -867,7 +877,10 @@ impl Gpu {
     /// Records a copy of `len` bytes of `src` from `offset` (multiples of 4) into a buffer of
     /// its own, to be mapped by [`LaterBytes::wait`]. With `ends_batch` the batch ends with the
     /// copy (before the next dispatch), so that wait is for the work before it, not for what is
-    /// recorded after; otherwise the copy rides in the batch, which ends as it would have.
+    /// recorded after; otherwise the copy rides in the batch, which ends as it would have or
+    /// [`LATER_CLOSE`] dispatches on, whichever comes first: a batch still open when the read is
+    /// taken is submitted then and waited for whole, and the GPU idles until the host records
+    /// more.
     pub(crate) fn read_later(self: &Arc<Self>, src: &wgpu::Buffer, offset: u64, len: u64, ends_batch: bool) -> LaterBytes {
         let kept = if len <= LATER_BYTES { self.later.lock().unwrap_or_else(|p| p.into_inner()).pop() } else { None };
         let staging = kept.unwrap_or_else(|| {
@@ -882,6 +895,10 @@ impl Gpu {
         if len > 0 {
             rec.encoder(&self.device).copy_buffer_to_buffer(src, offset, &staging, 0, len);
             rec.cut |= ends_batch;
+            if !ends_batch {
+                let at = rec.dispatches + LATER_CLOSE;
+                rec.close_at.get_or_insert(at);
+            }
         }
         LaterBytes { gpu: self.clone(), staging, len, before: rec.submitted }
     }

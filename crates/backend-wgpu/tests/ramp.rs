@@ -49,7 +49,7 @@ fn a_first_batch_of_512_submits_in_full_batches() {
 /// On a device of its own whose first batch is 512 dispatches: `x + x` (of ones), a later read
 /// of it made by `read`, ten more adds, then the read taken. The submits counted from the first
 /// add: right after the read was made, after the ten adds, and after the read was taken.
-fn later_read(read: impl Fn(&Tensor) -> LaterRead) -> Option<[u64; 3]> {
+fn later_read(adds: usize, read: impl Fn(&Tensor) -> LaterRead) -> Option<[u64; 3]> {
     let d = common::gpu_with(|o| {
         o.testing.host_phases = true;
         o.testing.first_batch = 512;
@@ -61,13 +61,13 @@ fn later_read(read: impl Fn(&Tensor) -> LaterRead) -> Option<[u64; 3]> {
     let later = read(&y);
     let made = host_phases().submits - submits;
     let mut z = y.clone();
-    for _ in 0..10 {
+    for _ in 0..adds {
         z = z.add(&x).unwrap();
     }
     let added = host_phases().submits - submits;
     assert_eq!(later.to_vec_f64().unwrap(), vec![2.0; 8]);
     let taken = host_phases().submits - submits;
-    assert_eq!(z.to_vec::<f32>().unwrap(), vec![12.0; 8]);
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![2.0 + adds as f32; 8]);
     Some([made, added, taken])
 }
 
@@ -75,7 +75,7 @@ fn later_read(read: impl Fn(&Tensor) -> LaterRead) -> Option<[u64; 3]> {
 /// work recorded before the copy, and submits nothing more.
 #[test]
 fn a_later_read_ends_its_batch() {
-    let Some(submits) = later_read(|y| y.read_later().unwrap()) else { return };
+    let Some(submits) = later_read(10, |y| y.read_later().unwrap()) else { return };
     // The copy is recorded, not submitted; the batch ended with it; taking it submitted nothing.
     assert_eq!(submits, [0, 1, 1]);
 }
@@ -84,8 +84,17 @@ fn a_later_read_ends_its_batch() {
 /// copy's batch, and taking the read submits that batch (once) and waits for it.
 #[test]
 fn a_later_read_in_its_batch_leaves_it_open() {
-    let Some(submits) = later_read(|y| y.read_later_in_batch().unwrap()) else { return };
+    let Some(submits) = later_read(10, |y| y.read_later_in_batch().unwrap()) else { return };
     assert_eq!(submits, [0, 0, 1]);
+}
+
+/// ... but not for long: sixteen dispatches after the copy its batch ends, far below the
+/// 512 of the batch it was in, so that the read, taken a step or more on, finds it done (or
+/// under way) rather than submitting it and idling the GPU while it runs.
+#[test]
+fn a_later_read_in_its_batch_ends_it_soon() {
+    let Some(submits) = later_read(20, |y| y.read_later_in_batch().unwrap()) else { return };
+    assert_eq!(submits, [0, 1, 1]);
 }
 
 /// Small later reads reuse their read-back buffers: each still returns its own values, with
