@@ -7,7 +7,9 @@
 //! the calls that record work, with no wait inside the timed span: the device runs the work
 //! after the clock stops, at one synchronize that is not timed. On a software adapter
 //! (lavapipe) the kernels run on the same CPU, so only these rows separate our encode cost
-//! from execution there. The "sync" rows time a whole wait, execution included.
+//! from execution there. The "sync" rows time a whole wait, execution included. A "record"
+//! row also counts the heap allocations a call makes on the host (the process's allocator
+//! counts them, `data::Tracking`), which are what a shape or a launch costs beyond its work.
 //!
 //! On lavapipe run it with `--first-batch 512` and keep `--ops` under that batch:
 //! lavapipe runs a submitted batch inside `vkQueueSubmit`, on the calling thread, so a submit

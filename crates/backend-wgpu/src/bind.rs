@@ -18,6 +18,9 @@ use std::sync::Mutex;
 /// multiples of the adapter's storage offset alignment.
 pub(crate) type Window<'a> = (&'a wgpu::Buffer, u64, u64);
 
+/// One entry per buffer a dispatch binds, inline: the launch path runs for every op.
+pub(crate) type PerOperand<T> = smallvec::SmallVec<[T; 4]>;
+
 /// Bind groups kept at most; a step's worth for the zoo's largest models, and a bound on what
 /// buffers freed by a program that stopped using them can keep alive.
 const MAX_ENTRIES: usize = 16_384;
@@ -26,7 +29,7 @@ const MAX_ENTRIES: usize = 16_384;
 #[derive(PartialEq, Eq, Hash)]
 struct BindKey {
     layout: wgpu::BindGroupLayout,
-    windows: crate::launch::PerOperand<(wgpu::Buffer, u64, u64)>,
+    windows: PerOperand<(wgpu::Buffer, u64, u64)>,
 }
 
 #[derive(Default)]

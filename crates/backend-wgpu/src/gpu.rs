@@ -541,7 +541,7 @@ impl Gpu {
     /// Records one dispatch of `kernel` over `groups` workgroups, binding `meta` at binding 0
     /// and `buffers` at bindings 1.. (whole buffers, read-write as the shader declares).
     pub(crate) fn dispatch(&self, kernel: &Kernel, meta: &[u32], buffers: &[Binding], groups: (u32, u32, u32)) -> Result<()> {
-        let windows: crate::launch::PerOperand<Window> = buffers.iter().map(|b| (*b, 0, b.size())).collect();
+        let windows: crate::bind::PerOperand<Window> = buffers.iter().map(|b| (*b, 0, b.size())).collect();
         self.dispatch_windows(kernel, meta, &windows, groups)
     }
 

@@ -6,13 +6,12 @@ use liandan_tensor::{Layout, Result};
 use smallvec::SmallVec;
 
 use crate::backend::{WgpuBackend, Why};
-use crate::bind::Window;
+use crate::bind::{PerOperand, Window};
 use crate::kernels::{grid, strided_meta, StridedView, WG};
 use crate::params::Meta;
 
-/// Inline lists for the launch path, which runs for every op: axes, and one entry per operand.
+/// A launch's axes, inline: the launch path runs for every op.
 type Axes = SmallVec<[usize; 6]>;
-pub(crate) type PerOperand<T> = SmallVec<[T; 4]>;
 
 /// One buffer a kernel binds, in binding order.
 pub(crate) struct Operand<'a> {

@@ -231,7 +231,7 @@ impl WgpuBackend {
         let n = first.outputs() as u64;
         let values = gpu.alloc(n * if x.dtype == DType::F64 { 8 } else { 4 })?;
         let indices = if op == ReduceOp::Sum { None } else { Some(gpu.alloc(n * 4)?) };
-        let mut buffers: crate::launch::PerOperand<_> = smallvec::smallvec![input, values.buffer()];
+        let mut buffers: crate::bind::PerOperand<_> = smallvec::smallvec![input, values.buffer()];
         buffers.extend(indices.as_ref().map(|i| i.buffer()));
         self.reduce_pass(op, x.dtype, Pass::Split, packed, &first, &buffers)?;
         let chunks = first.chunks;

@@ -20,8 +20,9 @@ use liandan_tensor::{DType, Layout, Result, Storage, Strided};
 pub(crate) mod coop;
 
 use crate::backend::{gpu_storage, WgpuBackend, Why};
+use crate::bind::PerOperand;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::launch::{PerOperand, WIDE};
+use crate::launch::WIDE;
 use crate::packed::{packed_view, with_words};
 use crate::params::words;
 use crate::plan::{self, packs_y, Load, MatmulPlan, Product, Tiled, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
