@@ -95,7 +95,7 @@ impl Tensor {
             return Err(Error::dtype("nll_loss", targets.dtype(), "targets must be i64 class indices"));
         }
         by_class("nll_loss", self.shape()[1], || match reduction {
-            Reduction::None => self.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?.neg(),
+            Reduction::None => neg_picked(self, targets),
             _ => {
                 let (logp, targets) = (self.contiguous()?, targets.contiguous()?);
                 Ok(Tensor::custom(NllLoss { mean: reduction == Reduction::Mean }, &[&logp, &targets])?.remove(0))
@@ -293,6 +293,11 @@ impl Tensor {
     }
 }
 
+/// `-logp[i, t_i]` for each row i: the unreduced negative log-likelihood.
+fn neg_picked(logp: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    logp.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?.neg()
+}
+
 /// The negative log-likelihood of `[N, C]` log-probabilities at i64 class targets, over the N
 /// rows: `-sum_i logp[i, t_i]`, divided by N where `mean` ([`Tensor::nll_loss`] summed or
 /// averaged; a classifier's cross-entropy after its log-softmax). Inputs: `logp` `[N, C]`,
@@ -310,13 +315,12 @@ impl CustomOp for NllLoss {
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        let (logp, targets) = (inputs[0], inputs[1]);
-        let picked = logp.gather(1usize, &targets.unsqueeze(1usize)?)?.squeeze(1usize)?.neg()?;
-        Ok(vec![if self.mean { picked.mean_all()? } else { picked.sum_all()? }])
+        let reduction = if self.mean { Reduction::Mean } else { Reduction::Sum };
+        Ok(vec![reduction.apply(neg_picked(inputs[0], inputs[1])?)?])
     }
 
-    /// Where no kernel runs, the primitives' own graph: the same gradient, bit for bit, as
-    /// before the op existed.
+    /// Where no kernel runs, the primitives' own graph: the gradient bit for bit as their rules
+    /// give it.
     fn composite_has_grad(&self) -> bool {
         true
     }
