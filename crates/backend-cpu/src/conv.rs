@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use crate::fused::slices;
 use crate::matmul::{product, transpose_into, Engine, Gemm, Operand};
-use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real};
+use crate::storage::{self, alloc, alloc_overwritten, bad_dtype, cpu, scratch_overwritten, slice, CpuElement, CpuStorage, Held, Real, SharedMut};
 use crate::strided::map1;
 use crate::window::{col2im_add, col2im_images, im2col_images, im2col_into, Geo};
 use crate::winograd;
@@ -421,7 +421,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     const RUN: usize = 256;
     let mut out = alloc_overwritten(OP, size, T::zero())?;
     for (src, dst) in dw.chunks(p.og * p.k).zip(out.chunks_mut(p.og * p.k)) {
-        let dst = Raw(dst.as_mut_ptr());
+        let dst = SharedMut::new(dst);
         src.par_chunks(RUN * p.og).enumerate().for_each(|(r, rows)| {
             // SAFETY: rows `r * RUN..` of the group's `[K, Og]` land in columns `r * RUN..` of
             // its `[Og, K]` block, which no other run writes; `out` outlives the loop.
@@ -429,20 +429,6 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
         });
     }
     Ok(T::wrap(out.into()))
-}
-
-/// A pointer to hand to the threads of one kernel, each writing its own elements.
-#[derive(Clone, Copy)]
-struct Raw<T>(*mut T);
-// SAFETY: used only where the threads write disjoint elements of a buffer that outlives them.
-unsafe impl<T> Send for Raw<T> {}
-unsafe impl<T> Sync for Raw<T> {}
-
-impl<T> Raw<T> {
-    /// The pointer; a closure calling this takes the whole `Raw`, which crosses threads.
-    fn get(self) -> *mut T {
-        self.0
-    }
 }
 
 /// Runs `block(scratch, n0, nb, out[n0..n0 + nb])` over blocks of images of `out` (`chunk`

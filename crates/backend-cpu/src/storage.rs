@@ -408,6 +408,40 @@ pub(crate) fn scratch_overwritten<T: Copy + Send + 'static>(op: &'static str, n:
     Ok(held(alloc_overwritten(op, n, value)?))
 }
 
+/// A buffer handed to the threads of one kernel, each writing its own elements of it.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedMut<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: the threads holding it write disjoint elements of a buffer that outlives them
+// (each use says why its elements are its own).
+unsafe impl<T: Send> Send for SharedMut<T> {}
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    pub(crate) fn new(buffer: &mut [T]) -> SharedMut<T> {
+        SharedMut { ptr: buffer.as_mut_ptr(), len: buffer.len() }
+    }
+
+    /// The buffer's first element; a closure calling this takes the whole value, which
+    /// crosses threads.
+    pub(crate) fn get(self) -> *mut T {
+        self.ptr
+    }
+
+    /// Elements `start..start + len`.
+    ///
+    /// # Safety
+    /// No other thread reads or writes them while the slice lives, and the buffer outlives it.
+    pub(crate) unsafe fn range<'a>(self, start: usize, len: usize) -> &'a mut [T] {
+        assert!(start.checked_add(len).is_some_and(|end| end <= self.len), "elements {start}..+{len} of a buffer of {}", self.len);
+        // SAFETY: in bounds (checked above); exclusive by the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
+}
+
 /// `v` as a working buffer, counted while it lives.
 fn held<T: Send + 'static>(v: Vec<T>) -> Scratch<T> {
     let held = Held::new(v.capacity() * std::mem::size_of::<T>());

@@ -11,22 +11,20 @@
 //! whose window holds it. The CPU is the reference the GPU's results are checked against, so a
 //! convolution whose input or weights hold one returns `None` here and runs on im2col.
 //!
-//! Dimension letters as in `conv.rs`; P the tiles of a block of images, X = 16 the positions
-//! of a transformed tile.
+//! Dimension letters as in `conv.rs`; P the tiles of a block (a run of tile rows), X = 16 the
+//! positions of a transformed tile.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use liandan_tensor::{ConvGeometry, Result};
 use rayon::prelude::*;
 
 use crate::matmul::{product_strided, Engine, Operand};
-use crate::storage::{alloc_overwritten, scratch_overwritten, CpuStorage, Held, Scratch};
+use crate::storage::{alloc_overwritten, scratch_overwritten, CpuStorage, Held, Scratch, SharedMut};
 use crate::vmath::{deinterleave, non_finite_bit, winograd_input_tiles, winograd_output_tiles};
 
 /// Positions of a transformed tile (4x4).
 const X: usize = 16;
-
-/// Tiles a block of images gets at least, so each of its 16 products has columns enough
-/// (blocks of 256 to 4,096 tiles ran resnet18's layers within a few percent of each other).
-const MIN_TILES: usize = 1024;
 
 /// Channels a convolution needs on both sides. With fewer, the products are too thin for
 /// the transforms to pay: mnist_cnn's 32-to-64 layer ran its forward 1.2x and its input
@@ -158,89 +156,173 @@ fn tap(w: &[f32], c_all: usize, o: usize, c: usize) -> [f32; 9] {
     std::array::from_fn(|k| w[(o * c_all + c) * 9 + k])
 }
 
+/// Bytes a block's transformed tiles and their products take at most ([`convolve`]): a
+/// block runs its transforms and 16 products from one core's L2. Blocks of 1,024 tiles over
+/// the whole batch, each stage split over the threads, ran the stages from memory: on an AMD
+/// EPYC, resnet18's layer1 spent 2.8 ms a forward transforming its input and 5.7 in products
+/// that took 3.2 when run a second time.
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// Tiles a block gets at least, so each of its 16 products has columns enough.
+const MIN_BLOCK_TILES: usize = 64;
+
+/// A thread's buffers: V `[Cin, X, pp]` (a channel's 16 transformed rows together), M `[X,
+/// mb]` (each position's `[Cout, pp]` product one block), a split plane's rows and an edge's
+/// output rows ([`convolve`]).
+struct Bufs {
+    v: Scratch<f32>,
+    m: Scratch<f32>,
+    even: Vec<f32>,
+    odd: Vec<f32>,
+    edge: Vec<f32>,
+}
+
+/// How a convolution's tile rows (`n th` of them, image by image) are cut into blocks.
+#[derive(Clone, Copy)]
+struct Blocks {
+    rows: usize,
+    block_rows: usize,
+    /// The length of a position's row of tiles, and of a position's block of products:
+    /// padded past the multiples of 4 KiB that would put the 16 rows a transform reads or
+    /// writes together in the same cache sets.
+    pp: usize,
+    mb: usize,
+}
+
+impl Blocks {
+    fn new(s: &Shape, threads: usize) -> Blocks {
+        let (th, tw) = s.tiles();
+        let rows = s.n * th;
+        let row_bytes = (s.cin + s.cout) * X * tw * std::mem::size_of::<f32>();
+        let fit = (BLOCK_BYTES / row_bytes.max(1)).max(MIN_BLOCK_TILES.div_ceil(tw.max(1))).max(1);
+        // A whole number of blocks for every thread, where the rows allow.
+        let blocks = rows.div_ceil(fit).div_ceil(threads) * threads;
+        let block_rows = rows.div_ceil(blocks.clamp(1, rows.max(1))).max(1);
+        let pp = block_rows * tw + 16;
+        Blocks { rows, block_rows, pp, mb: s.cout * pp + 16 }
+    }
+
+    fn count(&self) -> usize {
+        self.rows.div_ceil(self.block_rows)
+    }
+
+    /// Block `k`'s runs of tile rows within one image: `(image, ty0..ty1, its first tile in
+    /// the block)`.
+    fn segments(&self, th: usize, tw: usize, k: usize) -> impl Iterator<Item = (usize, std::ops::Range<usize>, usize)> {
+        let (r0, r1) = (k * self.block_rows, ((k + 1) * self.block_rows).min(self.rows));
+        let mut r = r0;
+        std::iter::from_fn(move || {
+            (r < r1).then(|| {
+                let (image, ty0) = (r / th, r % th);
+                let ty1 = th.min(ty0 + r1 - r);
+                let at = (r - r0) * tw;
+                r += ty1 - ty0;
+                (image, ty0..ty1, at)
+            })
+        })
+    }
+}
+
 /// The convolution of `x` with the transformed filters `u` (`[Cout, X, Cin]`) into `y`, a
-/// block of images at a time; `epilogue(co, plane)` runs on each output plane once it is
-/// written. `false` (and `y` part written) when `x` holds an infinity or NaN.
+/// block of tile rows at a time, each block's transforms and products on one thread;
+/// `epilogue(co, rows)` runs on each run of an output plane's rows once it is written.
+/// `false` (and `y` part written) when `x` holds an infinity or NaN.
 fn convolve(op: &'static str, s: Shape, x: &[f32], u: &[f32], y: &mut [f32], epilogue: impl Fn(usize, &mut [f32]) + Sync) -> Result<bool> {
     let (th, tw) = s.tiles();
-    let tiles = th * tw;
-    if tiles == 0 || s.n == 0 || s.image_out() == 0 {
+    if th * tw == 0 || s.n == 0 || s.image_out() == 0 {
         return Ok(true);
     }
-    let nb = MIN_TILES.div_ceil(tiles).clamp(1, s.n);
-    // A position's row of tiles `pp` long and an output position's block `mb`: padded past
-    // the multiples of 4 KiB that would put the 16 rows a transform reads or writes together
-    // in the same cache sets.
-    let pp = nb * tiles + 16;
-    let mb = s.cout * pp + 16;
-    // V `[Cin, X, P]` (a channel's transformed tiles together, so channels transform in
-    // parallel) and M `[X, Cout, P]` (each position's product one block).
-    let mut v = scratch_overwritten(op, s.cin * X * pp, 0.0)?;
-    let mut m = scratch_overwritten(op, X * mb, 0.0)?;
-    for n0 in (0..s.n).step_by(nb) {
-        let nb = nb.min(s.n - n0);
-        let p = nb * tiles;
-        let finite = transform_input(&s, x, n0, nb, &mut v, pp);
-        if !finite {
-            return Ok(false);
+    let threads = rayon::current_num_threads().max(1);
+    let cut = Blocks::new(&s, threads);
+    let (split_rows, half) = (2 * cut.block_rows.min(th) + 2, tw + 1);
+    let workers = threads.min(cut.count());
+    let mut bufs = (0..workers)
+        .map(|_| {
+            Ok(Bufs {
+                v: scratch_overwritten(op, s.cin * X * cut.pp, 0.0)?,
+                m: scratch_overwritten(op, X * cut.mb, 0.0)?,
+                even: vec![0.0; split_rows * half],
+                odd: vec![0.0; split_rows * half],
+                edge: vec![0.0; 4 * tw],
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (next, finite) = (AtomicUsize::new(0), AtomicBool::new(true));
+    let out = SharedMut::new(y);
+    let work = |b: &mut Bufs| loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        if k >= cut.count() || !finite.load(Ordering::Relaxed) {
+            break;
         }
-        let v = &*v;
-        m.par_chunks_mut(mb).enumerate().for_each(|(xi, mx)| {
-            let a = Operand { data: &u[xi * s.cin..], strides: [X * s.cin, 1] };
-            let b = Operand { data: &v[xi * pp..], strides: [X * pp, 1] };
-            product_strided(Engine::Gemm, false, false, [s.cout, s.cin, p], a, b, mx, pp);
-        });
-        let m = &*m;
-        let planes = &mut y[n0 * s.image_out()..][..nb * s.image_out()];
-        planes.par_chunks_mut(s.oh * s.ow).enumerate().for_each_init(
-            || vec![0.0; 4 * tw],
-            |edge, (j, plane)| {
-                let (i, co) = (j / s.cout, j % s.cout);
-                output_plane(&s, &m[co * pp + i * tiles..], mb, plane, edge);
-                epilogue(co, plane);
-            },
-        );
+        if !block(&s, &cut, k, x, u, b, out, &epilogue) {
+            finite.store(false, Ordering::Relaxed);
+        }
+    };
+    if workers > 1 {
+        bufs.par_iter_mut().for_each(work);
+    } else {
+        bufs.iter_mut().for_each(work);
     }
-    Ok(true)
+    Ok(finite.into_inner())
 }
 
-/// `B^T d B` of every input tile of images `n0..n0 + nb` of `x`, into `v` (`[Cin, X, pp]`,
-/// image `i`'s tiles from column `i * tiles`); `false` when the images hold an infinity or
-/// NaN.
-fn transform_input(s: &Shape, x: &[f32], n0: usize, nb: usize, v: &mut [f32], pp: usize) -> bool {
+/// Block `k` of `cut`: its tiles' input transform, the 16 products, and its output rows;
+/// `false` when its input holds an infinity or NaN.
+#[allow(clippy::too_many_arguments)]
+fn block(s: &Shape, cut: &Blocks, k: usize, x: &[f32], u: &[f32], b: &mut Bufs, out: SharedMut<f32>, epilogue: &impl Fn(usize, &mut [f32])) -> bool {
     let (th, tw) = s.tiles();
-    // A padded plane's rows split by column parity: `2 th + 2` rows of `tw + 1` each.
-    let (rows, half) = (2 * th + 2, tw + 1);
-    let finite = v[..s.cin * X * pp].par_chunks_mut(X * pp).enumerate().map_init(
-        || (vec![0.0; rows * half], vec![0.0; rows * half]),
-        |(even, odd), (c, vc)| {
-            let mut flags = 0;
-            for i in 0..nb {
-                let plane = &x[(n0 + i) * s.image_in() + c * s.h * s.w..][..s.h * s.w];
-                flags |= split(plane, s.w, s.pad, half, even, odd);
-                for ty in 0..th {
-                    let even: [&[f32]; 4] = std::array::from_fn(|r| &even[(2 * ty + r) * half..][..half]);
-                    let odd: [&[f32]; 4] = std::array::from_fn(|r| &odd[(2 * ty + r) * half..][..half]);
-                    winograd_input_tiles(even, odd, &mut vc[i * th * tw + ty * tw..], pp, tw);
-                }
+    let (pp, mb, half) = (cut.pp, cut.mb, tw + 1);
+    let mut flags = 0;
+    let mut p = 0;
+    for c in 0..s.cin {
+        let vc = &mut b.v[c * X * pp..][..X * pp];
+        for (image, tys, at) in cut.segments(th, tw, k) {
+            let plane = &x[image * s.image_in() + c * s.h * s.w..][..s.h * s.w];
+            let rows = 2 * tys.len() + 2;
+            flags |= split(plane, s.w, s.pad, half, 2 * tys.start, rows, &mut b.even, &mut b.odd);
+            for (j, _) in tys.clone().enumerate() {
+                let even: [&[f32]; 4] = std::array::from_fn(|r| &b.even[(2 * j + r) * half..][..half]);
+                let odd: [&[f32]; 4] = std::array::from_fn(|r| &b.odd[(2 * j + r) * half..][..half]);
+                winograd_input_tiles(even, odd, &mut vc[at + j * tw..], pp, tw);
             }
-            flags == 0
-        },
-    );
-    finite.reduce(|| true, |a, b| a && b)
+            p = p.max(at + tys.len() * tw);
+        }
+    }
+    if flags != 0 {
+        return false;
+    }
+    let v = &*b.v;
+    for (xi, mx) in b.m.chunks_mut(mb).enumerate() {
+        let a = Operand { data: &u[xi * s.cin..], strides: [X * s.cin, 1] };
+        let bx = Operand { data: &v[xi * pp..], strides: [X * pp, 1] };
+        product_strided(Engine::Gemm, false, false, [s.cout, s.cin, p], a, bx, mx, pp);
+    }
+    for co in 0..s.cout {
+        for (image, tys, at) in cut.segments(th, tw, k) {
+            let first = 2 * tys.start;
+            let len = ((2 * tys.end).min(s.oh) - first) * s.ow;
+            // SAFETY: rows `2 ty0..2 ty1` of a plane are written by the one block holding
+            // tile rows `ty0..ty1` of its image, and `y` outlives the blocks.
+            let rows = unsafe { out.range((image * s.cout + co) * s.oh * s.ow + first * s.ow, len) };
+            output_rows(s, &b.m[co * pp + at..], mb, tys, rows, &mut b.edge);
+            epilogue(co, rows);
+        }
+    }
+    true
 }
 
-/// The `[H, w]` `plane` zero-padded by `pad` into rows of `half` even columns (`even`) and
-/// of `half` odd ones (`odd`), zeros past its last row; the sign bit of the result set where
-/// the plane holds an infinity or NaN.
-fn split(plane: &[f32], w: usize, pad: (usize, usize), half: usize, even: &mut [f32], odd: &mut [f32]) -> u32 {
+/// Padded rows `first..first + rows` of the `[H, w]` `plane` (zero-padded by `pad`) as rows of
+/// `half` even columns (`even`) and of `half` odd ones (`odd`); the sign bit of the result set
+/// where those rows hold an infinity or NaN.
+#[allow(clippy::too_many_arguments)]
+fn split(plane: &[f32], w: usize, pad: (usize, usize), half: usize, first: usize, rows: usize, even: &mut [f32], odd: &mut [f32]) -> u32 {
+    let (even, odd) = (&mut even[..rows * half], &mut odd[..rows * half]);
     even.fill(0.0);
     odd.fill(0.0);
     let (pairs, rest) = (w / 2, w % 2);
     let mut flags = 0;
-    for (r, src) in plane.chunks_exact(w).enumerate() {
-        let at = (r + pad.0) * half;
-        let (e, o) = (&mut even[at..at + half], &mut odd[at..at + half]);
+    for (at, (e, o)) in even.chunks_exact_mut(half).zip(odd.chunks_exact_mut(half)).enumerate() {
+        let Some(src) = (first + at).checked_sub(pad.0).and_then(|r| plane.chunks_exact(w).nth(r)) else { continue };
         // Padded column 2k + b holds src[2k + b - pad]: with an odd padding, a source pair
         // is an odd column then the next even one.
         let (first, second, shift) = match pad.1 {
@@ -256,23 +338,22 @@ fn split(plane: &[f32], w: usize, pad: (usize, usize), half: usize, even: &mut [
     flags
 }
 
-/// Every tile of one output plane from `m` (position `x`'s tiles at `m[x * stride..]`, row
-/// by row), into `plane`; `edge` (`4 tw`) takes the rows a whole tile would write past the
-/// plane's edge.
-fn output_plane(s: &Shape, m: &[f32], stride: usize, plane: &mut [f32], edge: &mut [f32]) {
-    let (th, tw) = s.tiles();
-    let whole_rows = s.oh / 2;
-    for ty in 0..th {
-        let m = &m[ty * tw..];
-        if ty < whole_rows && s.ow.is_multiple_of(2) {
-            let (top, bottom) = plane[2 * ty * s.ow..][..2 * s.ow].split_at_mut(s.ow);
+/// Tile rows `tys` of one output plane from `m` (position `x`'s tiles at `m[x * stride..]`,
+/// row by row), into `rows` (the plane's rows from `2 tys.start`); `edge` (`4 tw`) takes the
+/// rows a whole tile would write past the plane's edge.
+fn output_rows(s: &Shape, m: &[f32], stride: usize, tys: std::ops::Range<usize>, rows: &mut [f32], edge: &mut [f32]) {
+    let tw = s.tiles().1;
+    for (j, ty) in tys.enumerate() {
+        let m = &m[j * tw..];
+        if 2 * ty + 2 <= s.oh && s.ow.is_multiple_of(2) {
+            let (top, bottom) = rows[2 * j * s.ow..][..2 * s.ow].split_at_mut(s.ow);
             winograd_output_tiles(m, stride, tw, top, bottom);
             continue;
         }
         let (top, bottom) = edge.split_at_mut(2 * tw);
         winograd_output_tiles(m, stride, tw, top, bottom);
         for (r, row) in [&*top, &*bottom].into_iter().enumerate().take(s.oh - 2 * ty) {
-            plane[(2 * ty + r) * s.ow..][..s.ow].copy_from_slice(&row[..s.ow]);
+            rows[(2 * j + r) * s.ow..][..s.ow].copy_from_slice(&row[..s.ow]);
         }
     }
 }
