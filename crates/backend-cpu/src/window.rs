@@ -310,8 +310,9 @@ pub(crate) fn col2im_images<T: Real<Acc = T>>(cols: &[T], nb: usize, g: &Geo, dx
     });
 }
 
-/// Adds the `[planes * kh * kw, L]` columns `cols` (rows `ld` apart), folded back, to
-/// `g.planes` planes of `dx` (the adjoint of [`im2col_into`]), on this thread.
+/// Adds the `[planes * kh * kw, L]` columns `cols` (rows `ld` apart), folded back, to the
+/// planes of `dx` (`g.planes` of them, or as many as `dx` holds; the adjoint of
+/// [`im2col_into`]), on this thread.
 pub(crate) fn col2im_add<T: Real<Acc = T>>(cols: &[T], g: &Geo, dx: &mut [T], ld: usize) {
     let (rows, hw) = (g.taps(), g.hw());
     let masks = g.fold_masks();

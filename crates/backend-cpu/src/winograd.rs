@@ -359,7 +359,7 @@ fn output_rows(s: &Shape, m: &[f32], stride: usize, tys: std::ops::Range<usize>,
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBiasRelu};
     use liandan_tensor::{DType, Layout, Strided};
 
@@ -399,7 +399,7 @@ mod tests {
         dx
     }
 
-    fn seeded(n: usize, seed: usize) -> Vec<f64> {
+    pub(crate) fn seeded(n: usize, seed: usize) -> Vec<f64> {
         (0..n).map(|i| (((i * 7919 + seed * 104729) % 1999) as f64 / 999.5 - 1.0) * 1.3).collect()
     }
 
@@ -418,7 +418,7 @@ mod tests {
         v.iter().map(|&a| a as f32).collect()
     }
 
-    fn values(s: &CpuStorage) -> Vec<f64> {
+    pub(crate) fn values(s: &CpuStorage) -> Vec<f64> {
         match s {
             CpuStorage::F32(a) => a.iter().map(|&v| v as f64).collect(),
             CpuStorage::F64(a) => a.to_vec(),
@@ -427,13 +427,13 @@ mod tests {
     }
 
     /// Runs `kernel` on contiguous `[shape, values]` operands of `dtype`.
-    fn run<R>(operands: &[(&[usize], &[f64])], dtype: DType, kernel: impl FnOnce(&[Strided]) -> R) -> R {
+    pub(crate) fn run<R>(operands: &[(&[usize], &[f64])], dtype: DType, kernel: impl FnOnce(&[Strided]) -> R) -> R {
         let stores: Vec<(CpuStorage, Layout)> = operands.iter().map(|(shape, v)| (storage(v, dtype), Layout::contiguous(shape))).collect();
         let views: Vec<Strided> = stores.iter().map(|(s, layout)| Strided { storage: s, layout, dtype }).collect();
         kernel(&views)
     }
 
-    fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    pub(crate) fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
         assert_eq!(got.len(), want.len(), "{what}: length");
         for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
             assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}: element {k}: {g} against {w}");
