@@ -43,8 +43,9 @@ fn registered_device_is_this_backend() {
 
 #[test]
 fn matmul_of_transposed_views_matches_naive_loop() {
-    let (m, k, n) = (6, 5, 4);
-    for dtype in [DType::F32, DType::F64, DType::BF16] {
+    // The larger product copies its transposed rhs row-major first.
+    let cases = [((6, 5, 4), &[DType::F32, DType::F64, DType::BF16][..]), ((300, 70, 130), &[DType::F32, DType::F64][..])];
+    for ((m, k, n), dtype) in cases.into_iter().flat_map(|(mkn, dtypes)| dtypes.iter().map(move |&d| (mkn, d))) {
         let a = put(&values(k * m), dtype); // stored [K, M], read transposed
         let b = put(&values(n * k + 1)[1..], dtype); // stored [N, K], read transposed
         let la = Layout::contiguous(&[1, k, m]).permute(&[0, 2, 1]).unwrap();
