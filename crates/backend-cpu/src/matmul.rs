@@ -308,11 +308,13 @@ const TALL_MAX_COLS: usize = 512;
 const NARROW_COLS: usize = 48;
 const NARROW_MIN_ROWS: usize = 256;
 
-/// Rows and columns from which [`Engine::Gemm`] copies a dense column-major (transposed) rhs
-/// row-major before the product: on an AMD EPYC `gemm` ran `[1024, 1024] x [1024, 512]`
-/// (mlp's first layer, `x W^T`) 1.2x and `[512, 1024] x [1024, 512]` 1.3x faster from the
-/// copy, which costs one pass over the rhs against `m` multiply-adds per element.
+/// Rows, depth and columns from which [`Engine::Gemm`] copies a dense column-major
+/// (transposed) rhs row-major before the product: on an AMD EPYC `gemm` ran `[1024, 1024] x
+/// [1024, 512]` (mlp's first layer, `x W^T`) 1.2x and `[512, 1024] x [1024, 512]` 1.3x faster
+/// from the copy, which costs one pass over the rhs against `m` multiply-adds per element; at
+/// a depth of 28 to 192 both ran alike.
 const COPY_RHS_MIN_ROWS: usize = 256;
+const COPY_RHS_MIN_DEPTH: usize = 256;
 const COPY_RHS_MIN_COLS: usize = 128;
 
 /// One `[m, k] x [k, n]` product: `a` and `b` by pointer and (row, column) strides, into the
@@ -435,13 +437,13 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
 }
 
 /// The product `p` from a row-major copy of its rhs, where that is dense column-major and
-/// the product large enough ([`COPY_RHS_MIN_ROWS`]). Returns whether it ran the product.
+/// the product large enough ([`COPY_RHS_MIN_ROWS`], [`COPY_RHS_MIN_DEPTH`], [`COPY_RHS_MIN_COLS`]). Returns whether it ran the product.
 ///
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
 unsafe fn gemm_row_major_rhs<T: Gemm>(threaded: bool, accumulate: bool, p: Raw<T>) -> bool {
     let [m, k, n] = p.mkn;
-    if m < COPY_RHS_MIN_ROWS || n < COPY_RHS_MIN_COLS || p.sb != [1, k as isize] {
+    if m < COPY_RHS_MIN_ROWS || k < COPY_RHS_MIN_DEPTH || n < COPY_RHS_MIN_COLS || p.sb != [1, k as isize] {
         return false;
     }
     // A copy the host cannot give leaves the product to the view.
