@@ -206,6 +206,11 @@ impl Blocks {
         self.rows.div_ceil(self.block_rows)
     }
 
+    /// Tiles of block `k`.
+    fn tiles(&self, k: usize, tw: usize) -> usize {
+        (((k + 1) * self.block_rows).min(self.rows) - k * self.block_rows) * tw
+    }
+
     /// Block `k`'s runs of tile rows within one image: `(image, ty0..ty1, its first tile in
     /// the block)`.
     fn segments(&self, th: usize, tw: usize, k: usize) -> impl Iterator<Item = (usize, std::ops::Range<usize>, usize)> {
@@ -273,7 +278,6 @@ fn block(s: &Shape, cut: &Blocks, k: usize, x: &[f32], u: &[f32], b: &mut Bufs, 
     let (th, tw) = s.tiles();
     let (pp, mb, half) = (cut.pp, cut.mb, tw + 1);
     let mut flags = 0;
-    let mut p = 0;
     for c in 0..s.cin {
         let vc = &mut b.v[c * X * pp..][..X * pp];
         for (image, tys, at) in cut.segments(th, tw, k) {
@@ -285,13 +289,12 @@ fn block(s: &Shape, cut: &Blocks, k: usize, x: &[f32], u: &[f32], b: &mut Bufs, 
                 let odd: [&[f32]; 4] = std::array::from_fn(|r| &b.odd[(2 * j + r) * half..][..half]);
                 winograd_input_tiles(even, odd, &mut vc[at + j * tw..], pp, tw);
             }
-            p = p.max(at + tys.len() * tw);
         }
     }
     if flags != 0 {
         return false;
     }
-    let v = &*b.v;
+    let (v, p) = (&*b.v, cut.tiles(k, tw));
     for (xi, mx) in b.m.chunks_mut(mb).enumerate() {
         let a = Operand { data: &u[xi * s.cin..], strides: [X * s.cin, 1] };
         let bx = Operand { data: &v[xi * pp..], strides: [X * pp, 1] };
