@@ -382,7 +382,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     let transposed = p.og <= TRANSPOSED_DW_MAX_OUT && p.k >= p.og && size > 0;
     // Adds the share of images `n0..n0 + nb` into `dw` (its groups each `[K, Og]` when
     // `transposed`, else `[Og, K]`), or writes it there for a thread's first block.
-    let block = |s: &mut Scratch<T>, dy_t: &mut [T], n0: usize, nb: usize, dw: &mut [T], accumulate: bool| {
+    let block = |s: &mut Scratch<T>, n0: usize, nb: usize, dw: &mut [T], accumulate: bool| {
         let x = &x[n0 * p.image_in()..][..nb * p.image_in()];
         let dy = &dy[n0 * p.image_out()..][..nb * p.image_out()];
         let ld = nb * p.l;
@@ -391,13 +391,7 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
             let dw = &mut dw[grp * p.og * p.k..][..p.og * p.k];
             let dy_g = if nb == 1 { &dy[grp * p.og * p.l..][..p.og * p.l] } else { p.pack(dy, grp, nb, &mut s.packed) };
             if transposed {
-                // `dy^T` made row-major first: on an AMD EPYC `gemm` ran `[576, 1024] x [1024,
-                // 64]` 1.3x and `[1152, 512] x [512, 128]` 1.1x faster from it than from the
-                // transposed view, the transpose costing a few percent of that.
-                let dy_t = &mut dy_t[..ld * p.og];
-                // SAFETY: `dy_t` holds `[ld, Og]` and is no part of `dy_g`.
-                unsafe { transpose_into(dy_g, [p.og, ld], dy_t.as_mut_ptr(), p.og, false) };
-                product(engine, threaded, accumulate, [p.k, ld, p.og], mat(cols, ld, false), mat(dy_t, p.og, false), dw);
+                product(engine, threaded, accumulate, [p.k, ld, p.og], mat(cols, ld, false), mat(dy_g, ld, true), dw);
             } else {
                 product(engine, threaded, accumulate, [p.og, ld, p.k], mat(dy_g, ld, false), mat(cols, ld, true), dw);
             }
@@ -405,23 +399,20 @@ fn backward_weight<T: Elem>(inputs: &[Strided], g: ConvGeometry) -> Result<CpuSt
     };
     // Each thread's first block writes its part whole (every group's), so the parts are not
     // zeroed first: that, and reading the zeros back, cost a pass over a weight-sized block.
-    let dy_t_len = if transposed { p.nb * p.l * p.og } else { 0 };
-    let mut parts = (0..p.threads)
-        .map(|_| Ok((scratch_overwritten(OP, size, T::zero())?, p.scratch::<T>(OP)?, scratch_overwritten(OP, dy_t_len, T::zero())?)))
-        .collect::<Result<Vec<_>>>()?;
-    let run = |t: usize, (dw, s, dy_t): &mut (storage::Scratch<T>, Scratch<T>, storage::Scratch<T>)| {
+    let mut parts = (0..p.threads).map(|_| Ok((scratch_overwritten(OP, size, T::zero())?, p.scratch::<T>(OP)?))).collect::<Result<Vec<_>>>()?;
+    let run = |t: usize, (dw, s): &mut (storage::Scratch<T>, Scratch<T>)| {
         let images = t * p.per..g.n.min((t + 1) * p.per);
         if images.is_empty() {
             dw.fill(T::zero());
         }
-        images.clone().step_by(p.nb).enumerate().for_each(|(b, n0)| block(s, dy_t, n0, p.nb.min(images.end - n0), dw, b > 0));
+        images.clone().step_by(p.nb).enumerate().for_each(|(b, n0)| block(s, n0, p.nb.min(images.end - n0), dw, b > 0));
     };
     if p.threads > 1 {
         parts.par_iter_mut().enumerate().for_each(|(t, part)| run(t, part));
     } else {
         parts.iter_mut().enumerate().for_each(|(t, part)| run(t, part));
     }
-    let mut parts = parts.into_iter().map(|(dw, _, _)| dw);
+    let mut parts = parts.into_iter().map(|(dw, _)| dw);
     let mut dw = parts.next().map_or_else(|| alloc(OP, size, T::zero()), |dw| Ok(dw.into_vec()))?;
     let rest: Vec<_> = parts.collect();
     if !rest.is_empty() {

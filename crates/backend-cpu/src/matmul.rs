@@ -310,12 +310,13 @@ const NARROW_MIN_ROWS: usize = 256;
 
 /// Rows, depth and columns from which [`Engine::Gemm`] copies a dense column-major
 /// (transposed) rhs row-major before the product: on an AMD EPYC `gemm` ran `[1024, 1024] x
-/// [1024, 512]` (mlp's first layer, `x W^T`) 1.2x and `[512, 1024] x [1024, 512]` 1.3x faster
-/// from the copy, which costs one pass over the rhs against `m` multiply-adds per element; at
-/// a depth of 28 to 192 both ran alike.
+/// [1024, 512]` (mlp's first layer, `x W^T`) 1.2x, `[512, 1024] x [1024, 512]` and a
+/// convolution's weight gradient `cols dy^T`, `[576, 1024] x [1024, 64]`, 1.3x faster from the
+/// copy, which costs one pass over the rhs against `m` multiply-adds per element; at a depth of
+/// 28 to 192 both ran alike.
 const COPY_RHS_MIN_ROWS: usize = 256;
 const COPY_RHS_MIN_DEPTH: usize = 256;
-const COPY_RHS_MIN_COLS: usize = 128;
+const COPY_RHS_MIN_COLS: usize = 64;
 
 /// One `[m, k] x [k, n]` product: `a` and `b` by pointer and (row, column) strides, into the
 /// row-major `[m, n]` block at `c`, whose rows are `ldc` apart.
