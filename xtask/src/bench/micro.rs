@@ -393,6 +393,51 @@ pub fn vit_f16_cuts(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// Large f16 products on each layout of the tensor cores' kernel, beside the rule's choice
+/// (`bench-micro --f16-tiles`): the squares of 4096 and 8192 and 4096 with a transposed rhs,
+/// on 128 x 128 (`prefetch`), 128 x 256 (`many`) and 256 x 128 (`tall`) tiles, K whole. A
+/// layout whose result is not the rule's (beyond f16's rounding of its sums) fails the run.
+pub fn matmul_f16_tiles(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    const TILES: [(usize, usize); 3] = [(128, 128), (128, 256), (256, 128)];
+    let reps = if quick { 3 } else { 10 };
+    let cases: &[(usize, bool)] = if quick { &[(512, false), (512, true)] } else { &[(4096, false), (8192, false), (4096, true)] };
+    let mut rows = Vec::new();
+    for &(n, rhs_t) in cases {
+        let a = Tensor::randn(&[n, n], 1, DType::F32, device)?.to_dtype(DType::F16)?;
+        let b = Tensor::randn(&[n, n], 2, DType::F32, device)?.to_dtype(DType::F16)?;
+        let b = if rhs_t { b.transpose(0, 1)? } else { b };
+        let run = |cut| -> Result<Tensor> {
+            crate::set_knobs(device, |k| k.coop_cut = cut)?;
+            a.matmul(&b)
+        };
+        let expected = run(None)?.to_dtype(DType::F32)?;
+        let scale = expected.abs()?.max_all()?.to_vec::<f32>()?[0].max(1.0);
+        for cut in std::iter::once(None).chain(TILES.iter().map(|&t| Some((t, 1)))) {
+            let got = run(cut)?.to_dtype(DType::F32)?;
+            let off = got.sub(&expected)?.abs()?.max_all()?.to_vec::<f32>()?[0];
+            if off.is_nan() || off > 4e-3 * scale {
+                return Err(liandan_tensor::Error::Backend {
+                    backend: "wgpu".into(),
+                    op: "matmul",
+                    detail: format!("{n}^3 on cut {cut:?}: off by {off} of {scale}"),
+                });
+            }
+            let s = time(device, 2, reps, || run(cut).map(drop))?;
+            let what = cut.map_or("the rule".to_string(), |((tm, tn), _)| format!("{tm}x{tn}"));
+            let note = if rhs_t { " rhs^T" } else { "" };
+            rows.push(MicroRow {
+                bench: format!("matmul f16{note}: {what}"),
+                size: format!("{n}x{n}x{n}"),
+                median_ms: s * 1e3,
+                rate: 2.0 * (n as f64).powi(3) / s / 1e9,
+                unit: "GFLOP/s".into(),
+            });
+        }
+    }
+    crate::set_knobs(device, |k| k.coop_cut = None)?;
+    Ok(rows)
+}
+
 /// How the operands of a product are stored.
 #[derive(Clone, Copy)]
 enum Operands {

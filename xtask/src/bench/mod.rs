@@ -29,7 +29,8 @@ type Fallible<T> = Result<T, String>;
 
 /// The child entry points: `bench-model`, `bench-epoch`, `bench-micro`. Each prints one JSON
 /// line on stdout. `bench-micro --device D` runs the micro-benchmarks; with `--f16-matmul`,
-/// `--heads`, `--short-k`, `--vit-f16` or `--vit-f16-cuts` only the f16 squares, the attention
+/// `--f16-tiles`, `--heads`, `--short-k`, `--vit-f16` or `--vit-f16-cuts` only the f16 squares,
+/// the f16 squares on each tensor-core layout, the attention
 /// products at 1 to 384 heads, vit's MLP product at depths 64 to 3,072, vit's linear layers in
 /// f16, or vit's f16 products under each tensor-core layout (`micro.rs`).
 pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
@@ -40,6 +41,8 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
             let quick = argv.iter().any(|a| a == "--quick");
             let micro = if argv.iter().any(|a| a == "--f16-matmul") {
                 micro::matmul_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
+            } else if argv.iter().any(|a| a == "--f16-tiles") {
+                micro::matmul_f16_tiles(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--heads") {
                 micro::heads(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--short-k") {
