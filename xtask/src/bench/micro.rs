@@ -356,17 +356,8 @@ pub fn vit_f16_cuts(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     let mut rows = Vec::new();
     for (name, a, b, splits) in &cases {
         let expected = run(a, b, None)?.to_dtype(DType::F32)?;
-        let scale = expected.abs()?.max_all()?.to_vec::<f32>()?[0].max(1.0);
         for cut in cuts(splits) {
-            let got = run(a, b, cut)?.to_dtype(DType::F32)?;
-            let off = got.sub(&expected)?.abs()?.max_all()?.to_vec::<f32>()?[0];
-            if off.is_nan() || off > 4e-3 * scale {
-                return Err(liandan_tensor::Error::Backend {
-                    backend: "wgpu".into(),
-                    op: "matmul",
-                    detail: format!("vit {name} on cut {cut:?}: off by {off} of {scale}"),
-                });
-            }
+            same_as_rule(&run(a, b, cut)?, &expected, || format!("vit {name} on cut {cut:?}"))?;
             let mut samples = Vec::with_capacity(reps);
             for _ in 0..reps {
                 let t = Instant::now();
@@ -393,6 +384,17 @@ pub fn vit_f16_cuts(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
+/// An error unless the f16 product `got` (on a cut of the tensor cores' kernel, named by
+/// `what`) matches the rule's, `expected` (in f32), within f16's rounding of its sums.
+fn same_as_rule(got: &Tensor, expected: &Tensor, what: impl FnOnce() -> String) -> Result<()> {
+    let scale = expected.abs()?.max_all()?.to_vec::<f32>()?[0].max(1.0);
+    let off = got.to_dtype(DType::F32)?.sub(expected)?.abs()?.max_all()?.to_vec::<f32>()?[0];
+    if off.is_nan() || off > 4e-3 * scale {
+        return Err(liandan_tensor::Error::Backend { backend: "wgpu".into(), op: "matmul", detail: format!("{}: off by {off} of {scale}", what()) });
+    }
+    Ok(())
+}
+
 /// Large f16 products on each layout of the tensor cores' kernel, beside the rule's choice
 /// (`bench-micro --f16-tiles`): the squares of 4096 and 8192 and 4096 with a transposed rhs,
 /// on 128 x 128 (`prefetch`), 128 x 256 (`many`) and 256 x 128 (`tall`) tiles, K whole. A
@@ -411,17 +413,8 @@ pub fn matmul_f16_tiles(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
             a.matmul(&b)
         };
         let expected = run(None)?.to_dtype(DType::F32)?;
-        let scale = expected.abs()?.max_all()?.to_vec::<f32>()?[0].max(1.0);
         for cut in std::iter::once(None).chain(TILES.iter().map(|&t| Some((t, 1)))) {
-            let got = run(cut)?.to_dtype(DType::F32)?;
-            let off = got.sub(&expected)?.abs()?.max_all()?.to_vec::<f32>()?[0];
-            if off.is_nan() || off > 4e-3 * scale {
-                return Err(liandan_tensor::Error::Backend {
-                    backend: "wgpu".into(),
-                    op: "matmul",
-                    detail: format!("{n}^3 on cut {cut:?}: off by {off} of {scale}"),
-                });
-            }
+            same_as_rule(&run(cut)?, &expected, || format!("{n}^3 on cut {cut:?}"))?;
             let s = time(device, 2, reps, || run(cut).map(drop))?;
             let what = cut.map_or("the rule".to_string(), |((tm, tn), _)| format!("{tm}x{tn}"));
             let note = if rhs_t { " rhs^T" } else { "" };
