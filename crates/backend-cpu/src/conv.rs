@@ -490,8 +490,8 @@ mod tests {
 
     /// Input gradients folded back a run of channels at a time (64 input channels of 9 taps
     /// over 256 or 64 columns: more columns than one run holds), and weight gradients summed
-    /// transposed from a row-major `dy^T`, one image or several to a block; off Winograd (32
-    /// output channels, or stride 2).
+    /// transposed (`cols dy^T`, whose rhs the products copy row-major), one image or several to
+    /// a block; off Winograd (32 output channels, or stride 2).
     #[test]
     fn input_and_weight_gradients_match_their_definitions() {
         for (n, c, o, hw, stride) in [(2, 64, 32, 16, 1), (3, 64, 32, 8, 1), (4, 64, 48, 16, 2), (5, 24, 16, 6, 1)] {

@@ -437,8 +437,9 @@ unsafe fn gemm_one<T: Gemm>(engine: Engine, threaded: bool, accumulate: bool, p:
     run_way(way, threaded, accumulate, p)
 }
 
-/// The product `p` from a row-major copy of its rhs, where that is dense column-major and
-/// the product large enough ([`COPY_RHS_MIN_ROWS`], [`COPY_RHS_MIN_DEPTH`], [`COPY_RHS_MIN_COLS`]). Returns whether it ran the product.
+/// The product `p` from a row-major copy of its rhs, where that is dense column-major and the
+/// product large enough ([`COPY_RHS_MIN_ROWS`], [`COPY_RHS_MIN_DEPTH`],
+/// [`COPY_RHS_MIN_COLS`]). Returns whether it ran the product.
 ///
 /// # Safety
 /// As [`Gemm::matrixmultiply`].
