@@ -12,7 +12,7 @@ use liandan_tensor::ops::{
     AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d,
     Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
     LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss,
-    NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumRowsWide,
+    NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -48,6 +48,8 @@ pub(crate) enum Known {
     MatmulWide,
     /// An f16 (or packed bf16) sum over rows written in f32.
     SumRowsWide,
+    /// A sum over all axes but the channels (the second), in f32 where `true`.
+    SumChannels(bool),
     MaxPool2dBackward(Window2d),
     LstmStep,
     /// Log-softmax along the last axis; `true` for its gradient.
@@ -106,6 +108,7 @@ impl Known {
             op.downcast_ref::<Conv2dBackwardWeight>().map(|o| Known::Conv(ConvOp::Weight, o.0)),
             op.downcast_ref::<Conv2dBackwardWeightWide>().map(|o| Known::Conv(ConvOp::WeightWide, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
+            op.downcast_ref::<SumChannels>().map(|o| Known::SumChannels(o.wide)),
             op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, AttentionPass::Forward)),
             op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, AttentionPass::Backward)),
             op.downcast_ref::<AttentionBackwardJoined>().map(|o| Known::Attention(o.scale, AttentionPass::Joined)),
@@ -117,13 +120,21 @@ impl Known {
 
     /// Whether its kernel reads the packed bf16 `inputs` as they are (all of them packed): the
     /// convolutions, ReLU, GELU and their gradients, a linear layer with its bias, the products
-    /// and row sums written in f32, the LSTM's step and, where H is even, its cell and the
+    /// and row sums written in f32, a channel sum into f32 where each run is whole words, the LSTM's step and, where H is even, its cell and the
     /// cell's backward; batch norm's packed activations beside f32 statistics where L is even.
     pub(crate) fn reads_packed(&self, inputs: &[Strided]) -> bool {
         let known = match self {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias | Known::MatmulWide | Known::SumRowsWide | Known::LstmStep => true,
+            // Into f32, a word of one channel's run at a time.
+            Known::SumChannels(wide) => {
+                return *wide
+                    && inputs.len() == 1
+                    && crate::packed::packed_view(&inputs[0])
+                    && inputs[0].layout.is_contiguous()
+                    && inputs[0].layout.shape().get(2..).is_some_and(|l| l.iter().product::<usize>().is_multiple_of(2))
+            }
             Known::Attention(..) => return crate::fused_attention::reads_packed(inputs),
             // dy packed beside the i64 indices.
             Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
@@ -256,6 +267,7 @@ impl WgpuBackend {
             Known::MatmulBias => self.fused_matmul_bias(inputs),
             Known::MatmulWide => self.fused_matmul_wide(inputs),
             Known::SumRowsWide => self.fused_sum_rows_wide(inputs),
+            Known::SumChannels(wide) => self.fused_sum_channels(wide, inputs),
             Known::MaxPool2dBackward(w) => match inputs {
                 [dy, indices] => self.max_pool2d_backward_op(*dy, *indices, &w).map(|r| r.map(|dx| vec![dx])),
                 _ => None,

@@ -182,6 +182,7 @@ kernel_families! {
     Elementwise(elementwise::Key),
     Reduce(reduce::Key),
     ReduceColumns(reduce::ColumnsKey),
+    ReduceChannels(reduce::ChannelsKey),
     Matmul(matmul::Key),
     MatmulSmall(matmul::SmallKey),
     MatmulHeads(matmul::HeadsKey),

@@ -10,7 +10,9 @@
 //!
 //! Sums down few columns of a contiguous view (a bias's gradient) take a kernel of their own
 //! (`shaders/reduce/columns.wgsl`, `plan::columns`) that reads whole rows in vectors, where the
-//! tree's spread would read a few columns of each row.
+//! tree's spread would read a few columns of each row. So do sums over all but the channels of
+//! `[N, C, ..]` (a convolution's bias gradient: `shaders/reduce/channels.wgsl`), which would
+//! otherwise take two reductions.
 
 use std::sync::Arc;
 
@@ -126,6 +128,54 @@ impl KernelKey for ColumnsKey {
             loads.push(ColumnLoad::Packed);
         }
         loads.into_iter().map(|load| ColumnsKey { load }).collect()
+    }
+}
+
+/// How the channel kernel reads its operand: one element at a time as stored, or packed bf16
+/// a word (two elements) at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ChannelLoad {
+    Stored(DType),
+    Packed,
+}
+
+/// One channel-sum variant (`shaders/reduce/channels.wgsl`): its load and the output's type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ChannelsKey {
+    load: ChannelLoad,
+    y: DType,
+}
+
+impl KernelKey for ChannelsKey {
+    fn source(&self, repr: &Repr) -> String {
+        let w = Wgsl::new(repr).params::<ChannelParams>().ty("y", self.y);
+        let w = match self.load {
+            ChannelLoad::Stored(dtype) => w.ty("x", dtype).part(include_str!("shaders/reduce/channels_in.wgsl")),
+            ChannelLoad::Packed => crate::packed::with_words(w).part(include_str!("shaders/reduce/channels_packed.wgsl")),
+        };
+        w.part(include_str!("shaders/reduce/channels.wgsl")).build()
+    }
+
+    fn all(repr: &Repr) -> Vec<ChannelsKey> {
+        let floats = [DType::F32, DType::F16, DType::BF16].into_iter().filter(|&d| repr.computes(d));
+        let mut out: Vec<ChannelsKey> =
+            floats.flat_map(|d| [ChannelsKey { load: ChannelLoad::Stored(d), y: d }, ChannelsKey { load: ChannelLoad::Stored(d), y: DType::F32 }]).collect();
+        out.dedup();
+        if repr.computes(DType::BF16) {
+            out.push(ChannelsKey { load: ChannelLoad::Packed, y: DType::F32 });
+        }
+        out
+    }
+}
+
+crate::shader_params! {
+    /// The channel kernel's block (`shaders/reduce/channels.wgsl`): x `[n, c, l]` from element
+    /// `offset` (packed: `l` and `offset` in words).
+    struct ChannelParams {
+        n: u32,
+        c: u32,
+        l: u32,
+        offset: u32,
     }
 }
 
@@ -279,6 +329,37 @@ impl WgpuBackend {
                     self.reduce_pass(ReduceOp::Sum, DType::F32, Pass::Finish, false, &second, &[values.buffer(), out.buffer()])?;
                 }
             }
+            Ok(vec![Arc::new(out) as Storage])
+        })())
+    }
+
+    /// `ops::SumChannels`: a contiguous `x [N, C, ..]` of f32, f16 or bf16 summed over all but
+    /// its channels into `[C]`, in f32 where `wide`, else in x's type: one dispatch, a workgroup
+    /// a channel. Packed bf16 is read as stored where each run of a channel is whole words (into
+    /// f32 only). `None` (the composite runs) for other types, layouts and sizes.
+    pub(crate) fn fused_sum_channels(&self, wide: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [x] = inputs else { return None };
+        let shape = x.layout.shape();
+        let (n, c) = (*shape.first()?, *shape.get(1)?);
+        let l: usize = shape[2..].iter().product();
+        let packed = crate::packed::packed_view(x);
+        let fits = !packed || (wide && l.is_multiple_of(2) && x.layout.offset().is_multiple_of(2));
+        let float = matches!(x.dtype, DType::F32 | DType::F16 | DType::BF16) && self.repr.computes(x.dtype);
+        if !float || !fits || shape.len() < 3 || !x.layout.is_contiguous() || n * c * l == 0 || u32::try_from(x.layout.max_extent()).is_err() {
+            return None;
+        }
+        let y = if wide { DType::F32 } else { x.dtype };
+        let (load, l, offset) = match packed {
+            true => (ChannelLoad::Packed, l / 2, x.layout.offset() / 2),
+            false => (ChannelLoad::Stored(x.dtype), l, x.layout.offset()),
+        };
+        Some((|| {
+            let gpu = self.gpu()?;
+            let out = self.output(y, c)?;
+            let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("sum_channels", "a sum past 32-bit sizes"));
+            let params = ChannelParams { n: u(n)?, c: u(c)?, l: u(l)?, offset: u(offset)? };
+            let kernel = gpu.kernel(ChannelsKey { load, y })?;
+            gpu.dispatch(&kernel, &words(&params), &[gpu_storage(x).buffer(), out.buffer()], grid(c * WG))?;
             Ok(vec![Arc::new(out) as Storage])
         })())
     }

@@ -16,7 +16,8 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
     use liandan_tensor::ops::{
-        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, SumRowsWide,
+        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, SumChannels,
+        SumRowsWide,
     };
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
@@ -63,6 +64,12 @@ fn fused_kernels_run_here() {
     for op in wide {
         for dtype in [DType::F16, DType::BF16] {
             assert!(kernel_runs(&d, op, dtype), "{} in {dtype}", op.name());
+        }
+    }
+    // A convolution's bias gradient, in each float type and into f32.
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for wide in [false, true] {
+            assert!(kernel_runs(&d, &SumChannels { wide }, dtype), "sum_channels in {dtype}, wide {wide}");
         }
     }
     // Autocast's residual sum of an f32 and an f16 tensor, written in f32.

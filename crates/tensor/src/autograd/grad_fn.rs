@@ -374,7 +374,8 @@ impl BackwardRule for GradFn {
                     false => None,
                 };
                 let db = match inputs.get(2) {
-                    Some(b) if b.requires_grad() => Some(g.sum_to(&[1, geom.o, 1, 1])?.reshape(&[geom.o])?),
+                    // In f32 for autocast's copy of an f32 bias, as the weight's.
+                    Some(b) if b.requires_grad() => Some(g.sum_channels(wide_grad(b).is_some())?),
                     Some(_) => None,
                     None => return Ok(vec![dx, dw]),
                 };
@@ -498,7 +499,8 @@ fn same_batch(a: &Tensor, b: &Tensor) -> bool {
 // Under autocast a parameter (or an f32 activation) is used through its cast to f16 or bf16,
 // and the cast's rule casts the gradient back to f32. Where the op that computes that gradient
 // can write f32 itself (a product of low operands summed in f32, `ops::MatmulWide`; a bias's
-// sum over rows, `ops::SumRowsWide`), the rules have it do so: the gradient reaches the cast
+// sum over rows, `ops::SumRowsWide`, or a convolution's over all but its channels,
+// `ops::SumChannels`), the rules have it do so: the gradient reaches the cast
 // already in f32, the cast's rule has nothing left to do, and a kernel per such tensor and step
 // is saved (the sum is not rounded to the low type on the way either).
 

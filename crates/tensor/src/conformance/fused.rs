@@ -110,6 +110,8 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
         // An f32 tensor and one of `dtype` (the low type).
         "add_wide" => vec![t(&[n, h], 1).to_dtype(DType::F32).unwrap(), t(&[n, h], 2)],
         "sum_rows_wide" => vec![t(&[n, h], 1)],
+        // [N, C, L], L even (packed bf16 is read a word of one run at a time).
+        "sum_channels" => vec![t(&[n, h, 4], 1)],
         // q, k, v [N, H, L or S, E or Ev]; the backward's do [N, L, H, Ev] and p [N, H, L, S].
         "attention" => vec![t(&[2, n, 7, 4], 1), t(&[2, n, h, 4], 2), t(&[2, n, h, 6], 3)],
         "attention_backward" => {
@@ -725,6 +727,28 @@ pub fn linear_bias_matches_composite(d: &Device) {
     let twice = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[2], Some(&x[3]))?.add(&x[1].linear(&x[2], Some(&x[3]))?)?]) };
     let inputs = [t(&[4, 8], 83, DType::F32), t(&[4, 8], 84, DType::F32), t(&[12, 8], 85, DType::F32), t(&[12], 86, DType::F32)];
     check_fused("linear f32, one weight in two products", &inputs, twice, 1e-5, 1e-5);
+}
+
+/// [`crate::ops::SumChannels`] against its composite, in each float type into its own type and
+/// into f32: odd and even runs, one channel, a run of one, rows enough for many loops of a
+/// workgroup.
+pub fn sum_channels_matches_composite(d: &Device) {
+    use crate::ops::SumChannels;
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        // In a low type the composite rounds its partial sums (2,304 values a channel at most);
+        // the same kernel's sums into f32 are held to f32's.
+        let (atol, rtol) = match dtype {
+            DType::F32 => (1e-4, 1e-5),
+            _ => (0.5, 3e-2),
+        };
+        for (i, shape) in [&[2usize, 3, 5][..], &[3, 4, 2, 3], &[5, 1, 6], &[4, 6, 1], &[16, 24, 12, 12]].into_iter().enumerate() {
+            let x = Tensor::from_f64s(&values(shape.iter().product(), 190 + i as u64), shape, dtype, d).unwrap();
+            for wide in [false, true] {
+                let (atol, rtol) = if wide { (1e-4, 1e-5) } else { (atol, rtol) };
+                check_op(d, &SumChannels { wide }, std::slice::from_ref(&x), atol, rtol);
+            }
+        }
+    }
 }
 
 /// A product of low-precision matrices summed into f32 ([`crate::ops::MatmulWide`]) against

@@ -39,7 +39,7 @@ pub use matmul::{MatmulBias, MatmulWide};
 pub use norm::{LayerNorm, LayerNormBackward};
 pub use pool::MaxPool2dBackward;
 pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
-pub use reduce::SumRowsWide;
+pub use reduce::{SumChannels, SumRowsWide};
 pub use softmax::{LogSoftmaxLastDim, LogSoftmaxLastDimBackward, SoftmaxLastDim, SoftmaxLastDimBackward};
 
 use crate::autograd::GradFn;

@@ -188,6 +188,38 @@ impl crate::CustomOp for SumRowsWide {
     }
 }
 
+/// The sum of `x [N, C, ..]` over every axis but the channels (the second), in `[C]`: a
+/// convolution's bias gradient (`torch.sum(dy, (0, 2, 3))`). In f32 where `wide` (autocast's
+/// f16 or bf16 copy of an f32 bias, whose gradient would be cast to f32 at once), else in x's
+/// type. Composite: `x` (widened where `wide`) summed over those axes.
+#[derive(Clone, Copy, Debug)]
+pub struct SumChannels {
+    pub wide: bool,
+}
+
+impl crate::CustomKernel for SumChannels {
+    fn name(&self) -> &'static str {
+        "sum_channels"
+    }
+}
+
+impl crate::CustomOp for SumChannels {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let x = inputs[0];
+        let dtype = if self.wide { DType::F32 } else { x.dtype() };
+        vec![(vec![x.shape().get(1).copied().unwrap_or(1)], dtype)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let x = match self.wide {
+            true => inputs[0].to_dtype(DType::F32)?,
+            false => inputs[0].clone(),
+        };
+        let rest: Vec<usize> = (0..x.rank()).filter(|&d| d != 1).collect();
+        Ok(vec![x.sum(&rest, false)?])
+    }
+}
+
 impl Tensor {
     /// This `[.., C]` summed into f32 `[C]` ([`SumRowsWide`]) where it is f16 or bf16 of rank 2
     /// or more and the device has the kernel, else `None` (the caller sums in its type).
@@ -196,5 +228,15 @@ impl Tensor {
             return None;
         }
         Some(crate::fused::run(&SumRowsWide, &[self])?.map(|mut outs| outs.remove(0)))
+    }
+
+    /// This `[N, C, ..]` (rank 3 or more) summed over all but its channels ([`SumChannels`]):
+    /// one kernel where the device has it, the composite otherwise.
+    pub(crate) fn sum_channels(&self, wide: bool) -> Result<Tensor> {
+        if self.rank() < 3 {
+            return Err(Error::bad_shape("sum_channels", self.shape(), "needs [N, C, ..] of rank 3 or more"));
+        }
+        let x = self.contiguous()?;
+        Ok(crate::fused::run_or_composite(&SumChannels { wide }, &[&x])?.remove(0))
     }
 }
