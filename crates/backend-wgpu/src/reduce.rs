@@ -170,12 +170,15 @@ impl KernelKey for ChannelsKey {
 
 crate::shader_params! {
     /// The channel kernel's block (`shaders/reduce/channels.wgsl`): x `[n, c, l]` from element
-    /// `offset` (packed: `l` and `offset` in words).
+    /// `offset` (packed: `l` and `offset` in words), each channel's `n * l` in `chunks` of
+    /// `chunk_len`.
     struct ChannelParams {
         n: u32,
         c: u32,
         l: u32,
         offset: u32,
+        chunks: u32,
+        chunk_len: u32,
     }
 }
 
@@ -334,8 +337,9 @@ impl WgpuBackend {
     }
 
     /// `ops::SumChannels`: a contiguous `x [N, C, ..]` of f32, f16 or bf16 summed over all but
-    /// its channels into `[C]`, in f32 where `wide`, else in x's type: one dispatch, a workgroup
-    /// a channel. Packed bf16 is read as stored where each run of a channel is whole words (into
+    /// its channels into `[C]`, in f32 where `wide`, else in x's type: a workgroup a chunk of a
+    /// channel (`plan::channel_chunks`), and where a channel takes several, a second pass over
+    /// their sums. Packed bf16 is read as stored where each run of a channel is whole words (into
     /// f32 only). `None` (the composite runs) for other types, layouts and sizes.
     pub(crate) fn fused_sum_channels(&self, wide: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x] = inputs else { return None };
@@ -357,9 +361,20 @@ impl WgpuBackend {
             let gpu = self.gpu()?;
             let out = self.output(y, c)?;
             let u = |v: usize| u32::try_from(v).map_err(|_| gpu.err("sum_channels", "a sum past 32-bit sizes"));
-            let params = ChannelParams { n: u(n)?, c: u(c)?, l: u(l)?, offset: u(offset)? };
-            let kernel = gpu.kernel(ChannelsKey { load, y })?;
-            gpu.dispatch(&kernel, &words(&params), &[gpu_storage(x).buffer(), out.buffer()], grid(c * WG))?;
+            let chunks = plan::channel_chunks(c, n * l);
+            let chunk_len = (n * l).div_ceil(chunks);
+            let params = ChannelParams { n: u(n)?, c: u(c)?, l: u(l)?, offset: u(offset)?, chunks: u(chunks)?, chunk_len: u(chunk_len)? };
+            let input = gpu_storage(x).buffer();
+            if chunks == 1 {
+                let kernel = gpu.kernel(ChannelsKey { load, y })?;
+                gpu.dispatch(&kernel, &words(&params), &[input, out.buffer()], grid(c * WG))?;
+                return Ok(vec![Arc::new(out) as Storage]);
+            }
+            // The chunks' partial sums [chunks, C] in f32, then summed into y.
+            let partials = gpu.alloc((chunks * c * 4) as u64)?;
+            let kernel = gpu.kernel(ChannelsKey { load, y: DType::F32 })?;
+            gpu.dispatch(&kernel, &words(&params), &[input, partials.buffer()], grid(chunks * c * WG))?;
+            self.sum_partials(y, chunks, c, partials.buffer(), out.buffer())?;
             Ok(vec![Arc::new(out) as Storage])
         })())
     }

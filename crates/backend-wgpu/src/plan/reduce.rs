@@ -115,9 +115,22 @@ pub(crate) fn columns([outer, len, inner]: [usize; 3], options: &Options) -> Opt
     Some(Columns { width, lanes, tiles, chunks: len.div_ceil(chunk_rows), chunk_rows })
 }
 
+/// Workgroups a channel sum aims at, and the fewest elements a chunk of a channel takes (eight
+/// an invocation: two rounds of its four loads in flight).
+const CHANNEL_GROUPS: usize = 1024;
+const CHANNEL_MIN: usize = 2048;
+
+/// The chunks each of `channels` channels of `len` elements is summed in (`shaders/reduce/
+/// channels.wgsl`): some [`CHANNEL_GROUPS`] workgroups in all, where the channels have the
+/// elements for it (mnist_cnn's 64 channels of 64 x 576 in 16: a workgroup a channel would
+/// leave most multiprocessors idle, each invocation waiting on a long chain of loads).
+pub(crate) fn channel_chunks(channels: usize, len: usize) -> usize {
+    CHANNEL_GROUPS.div_ceil(channels.max(1)).clamp(1, len.div_ceil(CHANNEL_MIN).max(1))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{columns, reduce, spread, Columns, Options, ReducePlan, Spread};
+    use super::{channel_chunks, columns, reduce, spread, Columns, Options, ReducePlan, Spread};
 
     /// Reductions of the zoo's shapes and two whole-tensor sums: which spread and which passes
     /// each gets.
@@ -168,5 +181,16 @@ mod tests {
         assert_eq!(columns([1, 128, 400], &Options::default()).map(|p| p.chunks), Some(1));
         let tree = Options { tree_column_sums: true, ..Options::default() };
         assert_eq!(columns([1, 8320, 192], &tree), None);
+    }
+
+    /// Convolutions' bias gradients: mnist_cnn's and seed003_cnn's, in chunks to some thousand
+    /// workgroups; a small one in one pass.
+    #[test]
+    fn channel_sums_are_cut_to_fill_the_gpu() {
+        assert_eq!(channel_chunks(64, 64 * 576), 16);
+        assert_eq!(channel_chunks(32, 64 * 676), 22);
+        assert_eq!(channel_chunks(512, 128 * 121), 2);
+        assert_eq!(channel_chunks(8, 100), 1);
+        assert_eq!(channel_chunks(4096, 1 << 20), 1);
     }
 }

@@ -730,18 +730,18 @@ pub fn linear_bias_matches_composite(d: &Device) {
 }
 
 /// [`crate::ops::SumChannels`] against its composite, in each float type into its own type and
-/// into f32: odd and even runs, one channel, a run of one, rows enough for many loops of a
-/// workgroup.
+/// into f32: odd and even runs, one channel, a run of one, channels long enough to be summed
+/// in chunks (packed bf16's too).
 pub fn sum_channels_matches_composite(d: &Device) {
     use crate::ops::SumChannels;
     for dtype in [DType::F32, DType::F16, DType::BF16] {
-        // In a low type the composite rounds its partial sums (2,304 values a channel at most);
+        // In a low type the composite rounds its partial sums (8,192 values a channel at most);
         // the same kernel's sums into f32 are held to f32's.
         let (atol, rtol) = match dtype {
             DType::F32 => (1e-4, 1e-5),
             _ => (0.5, 3e-2),
         };
-        for (i, shape) in [&[2usize, 3, 5][..], &[3, 4, 2, 3], &[5, 1, 6], &[4, 6, 1], &[16, 24, 12, 12]].into_iter().enumerate() {
+        for (i, shape) in [&[2usize, 3, 5][..], &[3, 4, 2, 3], &[5, 1, 6], &[4, 6, 1], &[16, 24, 12, 12], &[8, 8, 32, 32]].into_iter().enumerate() {
             let x = Tensor::from_f64s(&values(shape.iter().product(), 190 + i as u64), shape, dtype, d).unwrap();
             for wide in [false, true] {
                 let (atol, rtol) = if wide { (1e-4, 1e-5) } else { (atol, rtol) };
