@@ -44,9 +44,12 @@ use crate::optim::Optimizer;
 /// The smallest matmul, linear layer or convolution, in operations (two a multiply-add), that a
 /// training run's autocast computes in the low type ([`AutocastGuard::with_min_ops`]). Below
 /// it the GPU's f16 products run on its ordinary units in f32 arithmetic whatever their
-/// storage (its tensor cores take them from this size), so casting their operands adds
-/// kernels and saves nothing. 0 lowers every product, as `torch.autocast` does.
-pub const AUTOCAST_MIN_OPS: u64 = 1 << 29;
+/// storage, so casting their operands adds kernels and saves nothing. From it a product's low
+/// output carries the low type on through the layers after it, though the tensor cores take
+/// products only from twice this size: resnet18's 3-channel stem (2^28.8) in f32 kept its
+/// first stage's activations in f32 beside their f16 casts. 0 lowers every product, as
+/// `torch.autocast` does.
+pub const AUTOCAST_MIN_OPS: u64 = 1 << 28;
 
 /// The type a training run computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
