@@ -69,8 +69,17 @@ fn devices(spec: Option<&str>) -> std::result::Result<Vec<Device>, String> {
     }
 }
 
+const USAGE: &str = "usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader";
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // The chores that parse their own flags would ignore a request for help and start work;
+    // `bench` and its children answer it themselves.
+    let own_help = matches!(args.first().map(String::as_str), Some("bench" | "bench-model" | "bench-epoch" | "bench-micro"));
+    if !own_help && args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let spec = args.iter().position(|a| a == "--device").map(|i| args.get(i + 1).map(String::as_str).unwrap_or(""));
     let chore = match args.first().map(String::as_str) {
@@ -104,7 +113,7 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) != Some("bench-fusion") {
-        eprintln!("usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader");
+        eprintln!("{USAGE}");
         std::process::exit(2);
     }
     let devices = devices(spec).unwrap_or_else(|e| {
