@@ -140,9 +140,10 @@ impl WgpuBackend {
             return None;
         }
         if let Some(winograd) = plan.winograd {
-            // bf16 on its f32 kernels: widened, the result packed.
-            let bf16 = dtype == DType::BF16;
-            if let Some(done) = self.staged_fused(!bf16, inputs, |v| self.conv_winograd(pass, &geom, winograd, v, wide)) {
+            // bf16 on its f32 kernels: a weight gradient's patch stages read packed operands as
+            // stored; the other passes take them widened. The result is packed.
+            let as_stored = dtype != DType::BF16 || pass == Pass::Weight;
+            if let Some(done) = self.staged_fused(as_stored, inputs, |v| self.conv_winograd(pass, &geom, winograd, v, wide)) {
                 return Some(done);
             }
         }

@@ -192,3 +192,57 @@ fn winograd_runs_bf16_and_f16() {
         }
     }
 }
+
+/// A weight gradient of packed bf16 operands reads them as stored (no widened copies): views
+/// at odd element offsets (the first value in a word's high half) and planes of odd sizes, the
+/// result rounded to bf16, and under autocast (a bf16 copy of an f32 weight) summed into f32.
+/// Against the CPU's f32 weight gradient of the same values, within one rounding to bf16 (the
+/// bf16 result only) plus the f32 bound of `case`.
+#[test]
+fn winograd_weight_gradient_reads_packed_bf16() {
+    let cpu = Device::cpu();
+    let (n, c, o, hw) = (2, 7, 5, 9);
+    // A bf16 tensor of `shape` on `d`: a view one element into its buffer.
+    let at_odd = |shape: &[usize], seed: u64, d: &Device| {
+        let len: usize = shape.iter().product();
+        let flat = Tensor::randn(&[len + 1], seed, DType::F32, &cpu).unwrap().to_dtype(DType::BF16).unwrap().to_device(d).unwrap();
+        flat.narrow(0, 1, len).unwrap().reshape(shape).unwrap()
+    };
+    let f32s = |t: &Tensor| t.to_device(&cpu).unwrap().to_dtype(DType::F32).unwrap();
+    for tile in [2, 4] {
+        let Some(d) = winograd(tile, None) else { return };
+        for pad in [1, 0] {
+            let ho = hw + 2 * pad - 2;
+            let x = at_odd(&[n, c, hw, hw], 31, &d);
+            let g = at_odd(&[n, o, ho, ho], 32, &d);
+            let w32 = Tensor::randn(&[o, c, 3, 3], 33, DType::F32, &cpu)
+                .unwrap()
+                .mul_scalar(0.2)
+                .unwrap()
+                .to_dtype(DType::BF16)
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap();
+            let want = passes(&f32s(&x), &w32, &f32s(&g), pad)[2].to_vec_f64().unwrap();
+            let abs = |t: &Tensor| f32s(t).abs().unwrap();
+            let bound = passes(&abs(&x), &w32.abs().unwrap(), &abs(&g), pad)[2].to_vec_f64().unwrap();
+            let tol = if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * (n * ho * ho + 36) as f64;
+            // bf16 throughout, then autocast's bf16 copy of an f32 weight.
+            let plain = passes(&x, &w32.to_dtype(DType::BF16).unwrap().to_device(&d).unwrap(), &g, pad)[2].clone();
+            let w = w32.to_device(&d).unwrap().requires_grad_(true).unwrap();
+            let y = liandan_tensor::autocast(DType::BF16, || x.conv2d(&w, None, (1, 1), (pad, pad), (1, 1), 1)).unwrap();
+            y.to_dtype(DType::F32).unwrap().mul(&g.to_dtype(DType::F32).unwrap()).unwrap().sum_all().unwrap().backward().unwrap();
+            let wide = w.grad().unwrap();
+            let what = format!("F({tile}x{tile}) bf16 weight gradient, padding {pad}");
+            assert_eq!((plain.dtype(), wide.dtype()), (DType::BF16, DType::F32), "{what}: types");
+            for (got, ulp, how) in [(plain, 1.0 / 128.0, "bf16"), (wide, 0.0, "into f32 under autocast")] {
+                let got = got.to_vec_f64().unwrap();
+                for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
+                    assert!((g - w).abs() <= w.abs() * ulp + tol * b, "{what} ({how}): element {e}: got {g}, want {w}");
+                }
+            }
+            let report = d.fallback_report();
+            assert!(report.iter().all(|(what, _)| !what.contains("conv")), "{what}: a pass ran on the CPU: {report:?}");
+        }
+    }
+}

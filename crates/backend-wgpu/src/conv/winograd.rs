@@ -1,6 +1,7 @@
 //! Winograd convolutions (Lavin and Gray, 2016) for 3x3 convolutions of stride 1, padding 1 or
 //! 0, no dilation and one group, computed in f32 (f16 operands read as stored and the result
-//! rounded as it is stored), in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
+//! rounded as it is stored; a weight gradient's packed bf16 operands read as stored too, bf16
+//! in the other passes widened first), in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
 //! 16 products of a transformed 4 x 4 input patch with a transformed kernel where the direct
 //! convolution has 36 multiply-adds (2.25x fewer), and F(4x4, 3x3), each 4 x 4 tile as 36
 //! products of 6 x 6 patches where it has 144 (4x fewer). Each pass is four dispatches: the
@@ -46,6 +47,7 @@ use super::wgpu_buffer;
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::packed::{packed_view, with_words};
 use crate::params::{words, Meta, ShaderParams};
 use crate::plan::{products_cut, Frame, Pass, Tile, Winograd};
 use crate::repr::Repr;
@@ -73,6 +75,9 @@ const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
 /// Both: the tile an invocation works on, and the kernels the filter transform reads.
 const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
 const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
+/// How the patch stages (`Input`, `Dy`) read the pass's operand: as stored, or packed bf16.
+const READ_STORED: &str = include_str!("../shaders/conv/winograd/read_stored.wgsl");
+const READ_PACKED: &str = include_str!("../shaders/conv/winograd/read_packed.wgsl");
 
 /// One of the transforms (the products between them are the matmul's kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +87,9 @@ pub(crate) struct Key {
     /// The pass's operands and result (`t` in the shaders): f32, or f16 read and written as
     /// stored; the transformed intermediates (`x`) are f32 either way.
     dtype: DType,
+    /// The patch stages' operand is bf16 packed two to a word, read as stored (a weight
+    /// gradient's x and dy: no widened copies beside the transforms).
+    packed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,6 +123,11 @@ impl KernelKey for Key {
             Stage::WeightOut => w.params::<WinogradInvocations>(),
         };
         let w = w.ty("x", DType::F32).ty("t", self.dtype).flag("FLIP", flip);
+        let w = match (self.stage, self.packed) {
+            (Stage::Input | Stage::Dy, true) => with_words(w).part(READ_PACKED),
+            (Stage::Input | Stage::Dy, false) => w.part(READ_STORED),
+            _ => w,
+        };
         // The stages that walk the tiles share `tile_at`, the filter transforms `tap`; those
         // that read the T^2 products share their tile's rows, F(4x4)'s that store T^2
         // matrices `put`.
@@ -142,8 +155,11 @@ impl KernelKey for Key {
 
     fn all(_: &Repr) -> Vec<Key> {
         let stages = [Stage::Input, Stage::Weight { flip: false }, Stage::Weight { flip: true }, Stage::Output, Stage::Dy, Stage::WeightOut];
-        let each = |tile, dtype| stages.map(|stage| Key { stage, tile, dtype });
-        [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [DType::F32, DType::F16].into_iter().flat_map(move |dtype| each(tile, dtype))).collect()
+        let each = |tile, dtype| stages.map(|stage| Key { stage, tile, dtype, packed: false });
+        let stored = [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [DType::F32, DType::F16].into_iter().flat_map(move |dtype| each(tile, dtype)));
+        let packed =
+            [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [Stage::Input, Stage::Dy].map(|stage| Key { stage, tile, dtype: DType::F32, packed: true }));
+        stored.chain(packed).collect()
     }
 }
 
@@ -179,9 +195,11 @@ fn patch_block(channels: usize, patches: usize, tiles: usize, tiles_w: usize, (h
     Some(Block::of(&params, invocations))
 }
 
-/// Runs one stage of `tile` on a pass of `dtype` from `from` into `to`, its block's invocations.
-fn run_stage(gpu: &Gpu, (tile, dtype): (Tile, DType), stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
-    let kernel = gpu.kernel(Key { stage, tile, dtype })?;
+/// Runs one stage of `tile` on a pass of `dtype` from `from` into `to`, its block's invocations;
+/// `packed`: the patch stages read packed bf16.
+fn run_stage(gpu: &Gpu, (tile, dtype, packed): (Tile, DType, bool), stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
+    let packed = packed && matches!(stage, Stage::Input | Stage::Dy);
+    let kernel = gpu.kernel(Key { stage, tile, dtype, packed })?;
     gpu.dispatch(&kernel, &meta.0, &[from, to], grid(meta.1 as usize))
 }
 
@@ -210,7 +228,10 @@ impl WgpuBackend {
         let kernel_meta = Block::of(&WinogradKernel { invocations: u(m * k)?, m: u(m)?, k: u(k)?, offset: u(w.layout.offset())? }, u(m * k)?);
         let output = WinogradOutput { invocations: u(m * p)?, patches: u(p)?, tiles: u(tiles)?, tiles_w: u(tw)?, h: u(oh)?, w: u(ow)?, channels: u(m)? };
         let output_meta = Block::of(&output, output.invocations);
-        let key = (tile, kernel_dtype(inputs));
+        if inputs.iter().any(packed_view) {
+            return None;
+        }
+        let key = (tile, kernel_dtype(inputs), false);
         let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, key, stage, meta, from, to);
         Some((|| {
             let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;
@@ -238,7 +259,8 @@ impl WgpuBackend {
         let nt = tile.products();
         let (dy, x) = (&inputs[0], &inputs[1]);
         let err = || gpu.err("conv2d (Winograd)", "a size past 32 bits");
-        let key = (tile, kernel_dtype(inputs));
+        // Packed bf16 operands are read as stored (`fused_conv` hands them over unwidened).
+        let key = (tile, kernel_dtype(inputs), inputs.iter().all(packed_view));
         let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, key, stage, meta, from, to);
         let mut sum: Option<Storage> = None;
         for i0 in (0..g.n).step_by(images) {
@@ -269,7 +291,7 @@ impl WgpuBackend {
         let y = self.output(dw, 9 * m * k)?;
         let invocations = u(m * k).ok_or_else(err)?;
         let meta = Block::of(&WinogradInvocations { invocations }, invocations);
-        run_stage(gpu, (tile, stored), Stage::WeightOut, &meta, wgpu_buffer(&sum), y.buffer())?;
+        run_stage(gpu, (tile, stored, false), Stage::WeightOut, &meta, wgpu_buffer(&sum), y.buffer())?;
         Ok(vec![Arc::new(y) as Storage])
     }
 }

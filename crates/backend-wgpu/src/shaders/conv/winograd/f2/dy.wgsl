@@ -7,7 +7,7 @@
 // p.tiles per image, p.tiles_w per row, p.h,
 // p.w (dy's: the output's), p.offset (dy's), p.channels = O.
 
-@group(0) @binding(1) var<storage, read> dy: array<S_t>;
+@group(0) @binding(1) var<storage, read> dy: array<A_t>;
 @group(0) @binding(2) var<storage, read_write> u: array<S_x>;
 
 @compute @workgroup_size(256)
@@ -20,12 +20,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let at = p.offset + (tile.img * p.channels + tile.row) * h * w + 2u * tile.ty * w + 2u * tile.tx;
     let right = 2u * tile.tx + 1u < w;
     let below = 2u * tile.ty + 1u < h;
-    var top = vec2<C_x>(load_t(dy[at]), C_x(0));
+    var top = vec2<C_x>(read_t(dy[at >> SHIFT_T], at), C_x(0));
     var bottom = vec2<C_x>();
-    if (right) { top.y = load_t(dy[at + 1u]); }
+    if (right) { top.y = read_t(dy[(at + 1u) >> SHIFT_T], at + 1u); }
     if (below) {
-        bottom.x = load_t(dy[at + w]);
-        if (right) { bottom.y = load_t(dy[at + w + 1u]); }
+        bottom.x = read_t(dy[(at + w) >> SHIFT_T], at + w);
+        if (right) { bottom.y = read_t(dy[(at + w + 1u) >> SHIFT_T], at + w + 1u); }
     }
     // A along the rows, then along each row.
     var rows = array<vec2<C_x>, 4>(top, top + bottom, top - bottom, -bottom);

@@ -9,7 +9,7 @@
 // output), p.h, p.w (x's), p.offset (x's), p.channels = C, p.pad (rows and columns of zeros
 // around x).
 
-@group(0) @binding(1) var<storage, read> x: array<S_t>;
+@group(0) @binding(1) var<storage, read> x: array<A_t>;
 @group(0) @binding(2) var<storage, read_write> v: array<S_x>;
 
 // B^T applied to the four rows (or, on the transposed side, four columns) of a patch.
@@ -26,7 +26,10 @@ fn patch_row(base: u32, y: i32, x0: i32) -> vec4<C_x> {
     let row = base + u32(y) * p.w;
     for (var j = 0; j < 4; j++) {
         let xx = x0 + j;
-        if (xx >= 0 && xx < w) { r[j] = load_t(x[row + u32(xx)]); }
+        if (xx >= 0 && xx < w) {
+            let e = row + u32(xx);
+            r[j] = read_t(x[e >> SHIFT_T], e);
+        }
     }
     return r;
 }

@@ -7,13 +7,14 @@
 // p.tiles per image, p.tiles_w per row, p.h,
 // p.w (dy's: the output's), p.offset (dy's), p.channels = O.
 
-@group(0) @binding(1) var<storage, read> dy: array<S_t>;
+@group(0) @binding(1) var<storage, read> dy: array<A_t>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
 
 // dy at (y, xx) of the plane at base; zero past its edge.
 fn dy_at(base: u32, y: u32, xx: u32) -> C_x {
     if (y >= p.h || xx >= p.w) { return C_x(0); }
-    return load_t(dy[base + y * p.w + xx]);
+    let e = base + y * p.w + xx;
+    return read_t(dy[e >> SHIFT_T], e);
 }
 
 fn tile_row(base: u32, y: u32, x0: u32) -> vec4<C_x> {

@@ -7,13 +7,14 @@
 // output), p.h, p.w (x's), p.offset (x's), p.channels = C, p.pad (rows and columns of zeros
 // around x).
 
-@group(0) @binding(1) var<storage, read> x: array<S_t>;
+@group(0) @binding(1) var<storage, read> x: array<A_t>;
 @group(0) @binding(2) var<storage, read_write> dst: array<S_x>;
 
 // x at (y, xx) of the plane at base; zero outside it.
 fn x_at(base: u32, y: i32, xx: i32) -> C_x {
     if (y < 0 || xx < 0 || y >= i32(p.h) || xx >= i32(p.w)) { return C_x(0); }
-    return load_t(x[base + u32(y) * p.w + u32(xx)]);
+    let e = base + u32(y) * p.w + u32(xx);
+    return read_t(x[e >> SHIFT_T], e);
 }
 
 // Row y of the patch at column x0: its columns 0-3, and 4-5 (in .xy).
