@@ -36,7 +36,8 @@
 //! Off by default: f32 convolutions are exact f32 unless asked.
 //!
 //! bf16 passes take them by default (the adapter's cooperative matrices are f16 alone): the
-//! packed operands widened to f32 words, then scaled the same way. A bf16 value's 8
+//! packed operands widened as they are fetched, then scaled the same way, and y written in f32
+//! words, packed after. A bf16 value's 8
 //! significant bits fit f16's 11, so the products are those of the bf16 values, summed in f32,
 //! except for values under about 2^-32 of their operand's largest (f16's subnormals).
 
@@ -48,7 +49,7 @@ use crate::backend::{gpu_storage, WgpuBackend};
 use crate::gpu::Gpu;
 use crate::matmul::coop as matmul_coop;
 use crate::matmul::ProductParams;
-use crate::packed::packed_view;
+use crate::packed::{packed_view, Outputs};
 use crate::params::words;
 use crate::plan::{self, input_phases, packs_y, Composite, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
 use crate::pool::PooledBuffer;
@@ -158,12 +159,9 @@ impl WgpuBackend {
                 _ => self.conv_pass(&call, plan, views, relu, wide),
             }
         };
-        // bf16 on the tensor cores: the operands widened to f32 words, scaled into f16 as they
-        // are fetched (as TF32's), the results rounded and packed again.
-        Some(match dtype == DType::BF16 && plan.tiling.coop.is_some() {
-            true => self.staged(inputs, run),
-            false => run(inputs),
-        })
+        // bf16 on the tensor cores: the packed operands widened and scaled into f16 as they are
+        // fetched (as TF32's), the results written in f32 words and packed after.
+        Some(run(inputs).and_then(|out| out.packed(self)))
     }
 
     /// `call`'s plan on this device as it runs now.
@@ -206,7 +204,9 @@ impl WgpuBackend {
             // The tensor-core kernel failed to build, and f16 has left them for good.
             return self.conv_pass(call, self.conv_plan(gpu, call), inputs, relu, wide);
         }
-        let out = Arc::new(out) as Storage;
+        // Packed now where the tensor cores wrote f32 words, so that a bias after adds packed
+        // words and no f32-word sum is held beside y.
+        let out = (Arc::new(out) as Storage).packed(self)?;
         match bias {
             // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast
             // add, and ReLU as its own kernel.
@@ -264,7 +264,8 @@ impl WgpuBackend {
     /// kernel writes it so (packed operands, y in vec4s, K not split), else as the kernels
     /// hold the dtype.
     fn conv_output(&self, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, tiling: Tiling, packed: bool) -> Result<WgpuStorage> {
-        match packs_y(packed, gemm.out4(geom), tiling.splits > 1) {
+        // The tensor cores' kernels write y in f32 words (bf16 packed after).
+        match packs_y(packed && tiling.coop.is_none(), gemm.out4(geom), tiling.splits > 1) {
             true => self.packed_output(gemm.total),
             false => self.output(dtype, gemm.total),
         }
@@ -304,7 +305,7 @@ impl WgpuBackend {
         if tiling.coop.is_none() || !matches!(dtype, DType::F32 | DType::BF16) {
             return Ok(None);
         }
-        self.operand_amax(a, b, false).map(Some)
+        self.operand_amax(a, b, packed_view(a)).map(Some)
     }
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
@@ -341,10 +342,12 @@ impl WgpuBackend {
             let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
             let bias = ops.bias.filter(|_| tiling.bias_in_kernel());
             let kernel = match coop {
-                Some(variant) => match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled: amax.is_some() }) {
-                    Some(k) => k,
-                    None => return Ok(false),
-                },
+                Some(variant) => {
+                    match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled: amax.is_some(), packed: ops.packed }) {
+                        Some(k) => k,
+                        None => return Ok(false),
+                    }
+                }
                 None => {
                     let out4 = gemm.out4(geom);
                     debug_assert_eq!(out.is_packed(), packs_y(ops.packed, out4, partial), "the output is packed where the kernel packs it");

@@ -297,6 +297,31 @@ fn bf16_conv_matches_cpu_f32() {
             bf16_case(&d, c, xs, gs);
         }
     }
+    // With a bias, and with a ReLU after it (added after the tensor cores' product): the
+    // forward within one rounding to bf16 of y, and of y before its bias.
+    let cpu = Device::cpu();
+    let bf16s = |shape: &[usize], seed: u64, scale: f64| {
+        Tensor::randn(shape, seed, DType::F32, &cpu).unwrap().mul_scalar(scale).unwrap().to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap()
+    };
+    let (x, w, b) = (bf16s(&[2, 64, 8, 8], 91, 1.0), bf16s(&[32, 64, 3, 3], 92, 0.2), bf16s(&[32], 93, 1.0));
+    let on = |t: &Tensor| t.to_dtype(DType::BF16).unwrap().to_device(&d).unwrap();
+    let abs = |t: &Tensor| t.abs().unwrap();
+    let bound = abs(&x).conv2d(&abs(&w), Some(&abs(&b)), (1, 1), (1, 1), (1, 1), 1).unwrap().to_vec_f64().unwrap();
+    for relu in [false, true] {
+        let conv = |x: &Tensor, w: &Tensor, b: &Tensor| match relu {
+            true => x.conv2d_relu(w, Some(b), (1, 1), (1, 1), (1, 1), 1).unwrap(),
+            false => x.conv2d(w, Some(b), (1, 1), (1, 1), (1, 1), 1).unwrap(),
+        };
+        let want = conv(&x, &w, &b).to_vec_f64().unwrap();
+        let got = conv(&on(&x), &on(&w), &on(&b));
+        assert_eq!(got.dtype(), DType::BF16, "bf16 conv2d with a bias (relu {relu}): dtype");
+        for (e, ((g, w), bd)) in got.to_vec_f64().unwrap().iter().zip(&want).zip(&bound).enumerate() {
+            assert!(
+                (g - w).abs() <= bd / 128.0 + 4.0 * f32::EPSILON as f64 * 576.0 * bd,
+                "bf16 conv2d with a bias (relu {relu}): element {e}: got {g}, want {w}"
+            );
+        }
+    }
     for (what, _) in d.fallback_report() {
         assert!(!what.contains("conv"), "{what} ran on the CPU");
     }

@@ -116,7 +116,9 @@ impl KernelKey for Key {
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
 /// of `variant`, with the loaders of the module docs. `a4`, `partial` and `phase` as
 /// in [`Key`]; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
-/// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs).
+/// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs);
+/// `packed` (scaled only): the operands are packed bf16, widened as they are fetched (y is
+/// written in f32 words and packed after).
 /// `plan/conv.rs` says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CoopKey {
@@ -126,6 +128,7 @@ pub(crate) struct CoopKey {
     pub(crate) partial: bool,
     pub(crate) phase: bool,
     pub(crate) scaled: bool,
+    pub(crate) packed: bool,
 }
 
 impl KernelKey for CoopKey {
@@ -159,7 +162,8 @@ impl KernelKey for CoopKey {
             .flag("PAIRS", false);
         let w = w.uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("PHASE", k.phase);
-        let w = w.part(read_a(k.a4, false)).part(read_b(false, false)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
+        let w = if k.packed { with_words(w) } else { w };
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
         let w = w.part(raws[0]).part(raws[1]);
         let w = if k.scaled { w } else { w.part(STORE_ROUNDED) };
         let w = match k.pass {
@@ -187,8 +191,8 @@ impl KernelKey for CoopKey {
                 for &a4 in a4s {
                     for partial in [false, true] {
                         for &phase in phases {
-                            for scaled in [false, true] {
-                                all.push(CoopKey { pass, variant, a4, partial, phase, scaled });
+                            for (scaled, packed) in [(false, false), (true, false), (true, true)] {
+                                all.push(CoopKey { pass, variant, a4, partial, phase, scaled, packed });
                             }
                         }
                     }
