@@ -141,10 +141,8 @@ impl WgpuBackend {
             return None;
         }
         if let Some(winograd) = plan.winograd {
-            // bf16 on its f32 kernels: a weight gradient's patch stages read packed operands as
-            // stored; the other passes take them widened. The result is packed.
-            let as_stored = dtype != DType::BF16 || pass == Pass::Weight;
-            if let Some(done) = self.staged_fused(as_stored, inputs, |v| self.conv_winograd(pass, &geom, winograd, v, wide)) {
+            // bf16 on its f32 kernels, its packed operands read as stored; the result is packed.
+            if let Some(done) = self.conv_winograd(pass, &geom, winograd, inputs, wide).map(|r| r.and_then(|out| out.packed(self))) {
                 return Some(done);
             }
         }

@@ -193,13 +193,13 @@ fn winograd_runs_bf16_and_f16() {
     }
 }
 
-/// A weight gradient of packed bf16 operands reads them as stored (no widened copies): views
-/// at odd element offsets (the first value in a word's high half) and planes of odd sizes, the
-/// result rounded to bf16, and under autocast (a bf16 copy of an f32 weight) summed into f32.
-/// Against the CPU's f32 weight gradient of the same values, within one rounding to bf16 (the
-/// bf16 result only) plus the f32 bound of `case`.
+/// Packed bf16 operands are read as stored (no widened copies): x, w and dy as views at odd
+/// element offsets (the first value in a word's high half) and planes of odd sizes, each pass's
+/// result rounded to bf16, and the weight gradient under autocast (a bf16 copy of an f32 weight)
+/// summed into f32. Against the CPU's f32 passes of the same values, within one rounding to
+/// bf16 (the bf16 results only) plus the f32 bound of `case`.
 #[test]
-fn winograd_weight_gradient_reads_packed_bf16() {
+fn winograd_reads_packed_bf16() {
     let cpu = Device::cpu();
     let (n, c, o, hw) = (2, 7, 5, 9);
     // A bf16 tensor of `shape` on `d`: a view one element into its buffer.
@@ -213,32 +213,33 @@ fn winograd_weight_gradient_reads_packed_bf16() {
         let Some(d) = winograd(tile, None) else { return };
         for pad in [1, 0] {
             let ho = hw + 2 * pad - 2;
-            let x = at_odd(&[n, c, hw, hw], 31, &d);
-            let g = at_odd(&[n, o, ho, ho], 32, &d);
-            let w32 = Tensor::randn(&[o, c, 3, 3], 33, DType::F32, &cpu)
-                .unwrap()
-                .mul_scalar(0.2)
-                .unwrap()
-                .to_dtype(DType::BF16)
-                .unwrap()
-                .to_dtype(DType::F32)
-                .unwrap();
-            let want = passes(&f32s(&x), &w32, &f32s(&g), pad)[2].to_vec_f64().unwrap();
+            let (x, w, g) = (at_odd(&[n, c, hw, hw], 31, &d), at_odd(&[o, c, 3, 3], 33, &d), at_odd(&[n, o, ho, ho], 32, &d));
+            let want = passes(&f32s(&x), &f32s(&w), &f32s(&g), pad).map(|t| t.to_vec_f64().unwrap());
             let abs = |t: &Tensor| f32s(t).abs().unwrap();
-            let bound = passes(&abs(&x), &w32.abs().unwrap(), &abs(&g), pad)[2].to_vec_f64().unwrap();
-            let tol = if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * (n * ho * ho + 36) as f64;
+            let bound = passes(&abs(&x), &abs(&w), &abs(&g), pad).map(|t| t.to_vec_f64().unwrap());
+            // Terms summed, as in `case`.
+            let k = [c * 9 + 36, o * 9 + 36, n * ho * ho + 36];
+            let tol = |i: usize| if tile == 2 { 4.0 } else { 32.0 } * f32::EPSILON as f64 * k[i] as f64;
             // bf16 throughout, then autocast's bf16 copy of an f32 weight.
-            let plain = passes(&x, &w32.to_dtype(DType::BF16).unwrap().to_device(&d).unwrap(), &g, pad)[2].clone();
-            let w = w32.to_device(&d).unwrap().requires_grad_(true).unwrap();
-            let y = liandan_tensor::autocast(DType::BF16, || x.conv2d(&w, None, (1, 1), (pad, pad), (1, 1), 1)).unwrap();
+            let plain = passes(&x, &w, &g, pad);
+            let w32 = f32s(&w).to_device(&d).unwrap().requires_grad_(true).unwrap();
+            let y = liandan_tensor::autocast(DType::BF16, || x.conv2d(&w32, None, (1, 1), (pad, pad), (1, 1), 1)).unwrap();
             y.to_dtype(DType::F32).unwrap().mul(&g.to_dtype(DType::F32).unwrap()).unwrap().sum_all().unwrap().backward().unwrap();
-            let wide = w.grad().unwrap();
-            let what = format!("F({tile}x{tile}) bf16 weight gradient, padding {pad}");
-            assert_eq!((plain.dtype(), wide.dtype()), (DType::BF16, DType::F32), "{what}: types");
-            for (got, ulp, how) in [(plain, 1.0 / 128.0, "bf16"), (wide, 0.0, "into f32 under autocast")] {
+            let wide = w32.grad().unwrap();
+            let what = format!("F({tile}x{tile}) bf16, padding {pad}");
+            assert_eq!(wide.dtype(), DType::F32, "{what}: the weight gradient's type under autocast");
+            let [y, dx, dw] = plain;
+            let checks = [
+                (y, 0, 1.0 / 128.0, "forward"),
+                (dx, 1, 1.0 / 128.0, "input gradient"),
+                (dw, 2, 1.0 / 128.0, "weight gradient"),
+                (wide, 2, 0.0, "weight gradient into f32 under autocast"),
+            ];
+            for (got, i, ulp, pass) in checks {
+                assert_eq!(got.dtype() == DType::BF16, ulp > 0.0, "{what}: {pass}: dtype");
                 let got = got.to_vec_f64().unwrap();
-                for (e, ((g, w), b)) in got.iter().zip(&want).zip(&bound).enumerate() {
-                    assert!((g - w).abs() <= w.abs() * ulp + tol * b, "{what} ({how}): element {e}: got {g}, want {w}");
+                for (e, ((g, w), b)) in got.iter().zip(&want[i]).zip(&bound[i]).enumerate() {
+                    assert!((g - w).abs() <= w.abs() * ulp + tol(i) * b, "{what}: {pass}: element {e}: got {g}, want {w}");
                 }
             }
             let report = d.fallback_report();

@@ -1,7 +1,7 @@
 //! Winograd convolutions (Lavin and Gray, 2016) for 3x3 convolutions of stride 1, padding 1 or
 //! 0, no dilation and one group, computed in f32 (f16 operands read as stored and the result
-//! rounded as it is stored; a weight gradient's packed bf16 operands read as stored too, bf16
-//! in the other passes widened first), in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
+//! rounded as it is stored; packed bf16 operands read as stored too, the result written in f32
+//! words and packed after), in two sizes: F(2x2, 3x3), each 2 x 2 tile of the output as
 //! 16 products of a transformed 4 x 4 input patch with a transformed kernel where the direct
 //! convolution has 36 multiply-adds (2.25x fewer), and F(4x4, 3x3), each 4 x 4 tile as 36
 //! products of 6 x 6 patches where it has 144 (4x fewer). Each pass is four dispatches: the
@@ -87,8 +87,8 @@ pub(crate) struct Key {
     /// The pass's operands and result (`t` in the shaders): f32, or f16 read and written as
     /// stored; the transformed intermediates (`x`) are f32 either way.
     dtype: DType,
-    /// The patch stages' operand is bf16 packed two to a word, read as stored (a weight
-    /// gradient's x and dy: no widened copies beside the transforms).
+    /// The stages that read the pass's operands (the patches', the kernels') read bf16 packed
+    /// two to a word as stored: no widened copies beside the transforms.
     packed: bool,
 }
 
@@ -124,8 +124,8 @@ impl KernelKey for Key {
         };
         let w = w.ty("x", DType::F32).ty("t", self.dtype).flag("FLIP", flip);
         let w = match (self.stage, self.packed) {
-            (Stage::Input | Stage::Dy, true) => with_words(w).part(READ_PACKED),
-            (Stage::Input | Stage::Dy, false) => w.part(READ_STORED),
+            (Stage::Input | Stage::Dy | Stage::Weight { .. }, true) => with_words(w).part(READ_PACKED),
+            (Stage::Input | Stage::Dy | Stage::Weight { .. }, false) => w.part(READ_STORED),
             _ => w,
         };
         // The stages that walk the tiles share `tile_at`, the filter transforms `tap`; those
@@ -157,8 +157,8 @@ impl KernelKey for Key {
         let stages = [Stage::Input, Stage::Weight { flip: false }, Stage::Weight { flip: true }, Stage::Output, Stage::Dy, Stage::WeightOut];
         let each = |tile, dtype| stages.map(|stage| Key { stage, tile, dtype, packed: false });
         let stored = [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [DType::F32, DType::F16].into_iter().flat_map(move |dtype| each(tile, dtype)));
-        let packed =
-            [Tile::F2, Tile::F4].into_iter().flat_map(|tile| [Stage::Input, Stage::Dy].map(|stage| Key { stage, tile, dtype: DType::F32, packed: true }));
+        let reads = [Stage::Input, Stage::Dy, Stage::Weight { flip: false }, Stage::Weight { flip: true }];
+        let packed = [Tile::F2, Tile::F4].into_iter().flat_map(|tile| reads.map(|stage| Key { stage, tile, dtype: DType::F32, packed: true }));
         stored.chain(packed).collect()
     }
 }
@@ -196,9 +196,9 @@ fn patch_block(channels: usize, patches: usize, tiles: usize, tiles_w: usize, (h
 }
 
 /// Runs one stage of `tile` on a pass of `dtype` from `from` into `to`, its block's invocations;
-/// `packed`: the patch stages read packed bf16.
+/// `packed`: the stages that read the pass's operands read packed bf16.
 fn run_stage(gpu: &Gpu, (tile, dtype, packed): (Tile, DType, bool), stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer) -> Result<()> {
-    let packed = packed && matches!(stage, Stage::Input | Stage::Dy);
+    let packed = packed && matches!(stage, Stage::Input | Stage::Dy | Stage::Weight { .. });
     let kernel = gpu.kernel(Key { stage, tile, dtype, packed })?;
     gpu.dispatch(&kernel, &meta.0, &[from, to], grid(meta.1 as usize))
 }
@@ -228,10 +228,8 @@ impl WgpuBackend {
         let kernel_meta = Block::of(&WinogradKernel { invocations: u(m * k)?, m: u(m)?, k: u(k)?, offset: u(w.layout.offset())? }, u(m * k)?);
         let output = WinogradOutput { invocations: u(m * p)?, patches: u(p)?, tiles: u(tiles)?, tiles_w: u(tw)?, h: u(oh)?, w: u(ow)?, channels: u(m)? };
         let output_meta = Block::of(&output, output.invocations);
-        if inputs.iter().any(packed_view) {
-            return None;
-        }
-        let key = (tile, kernel_dtype(inputs), false);
+        // Packed bf16 operands are read as stored; y is written in f32 words (packed after).
+        let key = (tile, kernel_dtype(inputs), inputs.iter().all(packed_view));
         let stage = |stage: Stage, meta: &Block, from: &wgpu::Buffer, to: &wgpu::Buffer| run_stage(gpu, key, stage, meta, from, to);
         Some((|| {
             let u = Arc::new(self.output(DType::F32, nt * m * k)?) as Storage;

@@ -4,12 +4,13 @@
 // (o = k, c = m) turned by 180 degrees (a stride-1 input gradient with padding 1 is the forward
 // convolution of dy with those kernels).
 
-@group(0) @binding(1) var<storage, read> w: array<S_t>;
+@group(0) @binding(1) var<storage, read> w: array<A_t>;
 
 // Tap (ky, kx) of the kernel of product row m, column k.
 fn tap(m: u32, k: u32, ky: u32, kx: u32) -> C_x {
+    var e = p.offset + (m * p.k + k) * 9u + ky * 3u + kx;
     if (FLIP) {
-        return load_t(w[p.offset + (k * p.m + m) * 9u + (2u - ky) * 3u + (2u - kx)]);
+        e = p.offset + (k * p.m + m) * 9u + (2u - ky) * 3u + (2u - kx);
     }
-    return load_t(w[p.offset + (m * p.k + k) * 9u + ky * 3u + kx]);
+    return read_t(w[e >> SHIFT_T], e);
 }
