@@ -75,7 +75,8 @@ const F4_ROWS: &str = include_str!("../shaders/conv/winograd/f4/rows.wgsl");
 /// Both: the tile an invocation works on, and the kernels the filter transform reads.
 const TILES: &str = include_str!("../shaders/conv/winograd/tiles.wgsl");
 const TAPS: &str = include_str!("../shaders/conv/winograd/taps.wgsl");
-/// How the patch stages (`Input`, `Dy`) read the pass's operand: as stored, or packed bf16.
+/// How the stages that read the pass's operands (`Input`, `Dy`, `Weight`) read them: as
+/// stored, or packed bf16.
 const READ_STORED: &str = include_str!("../shaders/conv/winograd/read_stored.wgsl");
 const READ_PACKED: &str = include_str!("../shaders/conv/winograd/read_packed.wgsl");
 
