@@ -133,10 +133,11 @@ pub struct TrainArgs {
     #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
     pub precision: Precision,
     /// Under f16 or bf16, matmul, linear layers and convolutions of fewer operations (two a
-    /// multiply-add) stay in f32, where the low type saves nothing; 0 computes every one in the
-    /// low type, as `torch.autocast`.
-    #[arg(long, default_value_t = liandan_train::amp::AUTOCAST_MIN_OPS, value_name = "OPS")]
-    pub autocast_min_ops: u64,
+    /// multiply-add) stay in f32, where the low type saves nothing (default: 2^28; under bf16,
+    /// matmul and linear layers from 1.5 x 2^30); 0 computes every one in the low type, as
+    /// `torch.autocast`.
+    #[arg(long, value_name = "OPS")]
+    pub autocast_min_ops: Option<u64>,
     /// Batches per optimizer step (gradient accumulation): N batches of --batch-size update the
     /// weights as one batch of N times that size would.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = positive, allow_hyphen_values = true)]
@@ -285,8 +286,8 @@ pub struct ProfileArgs {
     #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
     pub precision: Precision,
     /// As `train --autocast-min-ops`: under f16 or bf16, smaller products stay in f32.
-    #[arg(long, default_value_t = liandan_train::amp::AUTOCAST_MIN_OPS, value_name = "OPS")]
-    pub autocast_min_ops: u64,
+    #[arg(long, value_name = "OPS")]
+    pub autocast_min_ops: Option<u64>,
     /// Also write a Chrome trace (JSON for https://ui.perfetto.dev or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,

@@ -25,7 +25,7 @@ pub fn find_batch_size(a: &FindBatchSizeArgs) -> Result<(), Failure> {
         return Err(Failure::usage(format!("{device} keeps no memory statistics, so the search cannot tell what fits; use --device cpu or a GPU")));
     }
     say!("device: {device} ({why})")?;
-    say!("precision: {}", precision_note(&device, a.precision, liandan_train::amp::AUTOCAST_MIN_OPS))?;
+    say!("precision: {}", precision_note(&device, a.precision, None))?;
     match budget {
         Some(b) => say!("searching for the largest batch of {} whose training step fits in {} (--budget), up to {}", spec.name, size(b), a.max)?,
         None => say!("searching for the largest batch of {} whose training step fits in {device}'s memory, up to {}", spec.name, a.max)?,

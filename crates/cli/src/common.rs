@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use liandan_nn::zoo::{self, Target, ZooModel, ZooSpec};
 use liandan_nn::{checkpoint, impl_module, DType, DeviceKind, Forward, ModuleExt, Reduction, Tensor};
-use liandan_nn::{Device, Result as NnResult, TensorError};
+use liandan_nn::{Device, MinOps, Result as NnResult, TensorError};
 use liandan_train::amp::Precision;
 use liandan_train::data::{bundled_mnist_with, Dataset, Mnist, Split, Subset, Synthetic, Transformed};
 use liandan_train::trainer::state;
@@ -281,7 +281,8 @@ pub fn load_weights(model: &ZooNet, path: &Path, device: &Device) -> Result<BTre
 /// What `--precision` means on `device`, in one line: the policy, and how many bytes the
 /// device spends on a value of the low type (measured, since a backend may hold a 16-bit type
 /// in 32-bit words, which saves no memory).
-pub fn precision_note(device: &Device, precision: Precision, min_ops: u64) -> String {
+/// `min_ops`: the run's `--autocast-min-ops` (`None`: the precision's own minimums).
+pub fn precision_note(device: &Device, precision: Precision, min_ops: Option<u64>) -> String {
     if precision == Precision::F32 {
         return "f32".into();
     }
@@ -290,10 +291,15 @@ pub fn precision_note(device: &Device, precision: Precision, min_ops: u64) -> St
     } else {
         ""
     };
-    let products = match min_ops {
-        0 => "matmul and convolutions".to_string(),
-        n if n.is_power_of_two() => format!("matmul and convolutions from 2^{} operations", n.trailing_zeros()),
-        n => format!("matmul and convolutions from {n} operations"),
+    let ops = |n: u64| match n {
+        n if n.is_power_of_two() => format!("2^{}", n.trailing_zeros()),
+        n => format!("2^{:.1}", (n as f64).log2()),
+    };
+    let min = min_ops.map_or(precision.min_ops(), MinOps::all);
+    let products = match (min.matmul, min.conv) {
+        (0, 0) => "matmul and convolutions".to_string(),
+        (m, c) if m == c => format!("matmul and convolutions from {} operations", ops(m)),
+        (m, c) => format!("matmul and linear layers from {} operations and convolutions from {}", ops(m), ops(c)),
     };
     let mut note = format!(
         "{precision} mixed precision: {products} in {precision}; reductions, softmax, normalizations, losses, weights and optimizer state in f32{scaler}"

@@ -15,11 +15,12 @@
 //!   them (PyTorch's type promotion), so a low activation meets an f32 parameter without error;
 //! - everything else runs in the type it is given.
 //!
-//! A region may also keep small products in f32 ([`AutocastGuard::with_min_ops`]): a matmul,
-//! `linear` or convolution of fewer operations than the region's minimum then runs as an
-//! ordinary op (mixed inputs meet in the wider type, f32 ones stay f32). Such a product runs
-//! on the ordinary units in f32 arithmetic whatever its storage, so a cast to the low type
-//! would only add a kernel. [`AutocastGuard::new`] has no minimum, as `torch.autocast`.
+//! A region may also keep small products in f32 ([`AutocastGuard::with_min_ops`], or
+//! [`AutocastGuard::with_minimums`] with one minimum for matmul and `linear` and another for
+//! the convolutions): a product of fewer operations than its minimum then runs as an ordinary
+//! op (mixed inputs meet in the wider type, f32 ones stay f32). Such a product runs on the
+//! ordinary units in f32 arithmetic whatever its storage, so a cast to the low type would only
+//! add a kernel. [`AutocastGuard::new`] has no minimum, as `torch.autocast`.
 //!
 //! The casts are ordinary recorded ops, so gradients flow back through them and reach f32
 //! parameters as f32: master weights and optimizer state stay f32. [`Tensor::backward`] runs
@@ -53,8 +54,8 @@ thread_local! {
     static AUTOCAST: Cell<Option<DType>> = const { Cell::new(None) };
     /// Guards open on this thread: the cache empties when the last one closes.
     static DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// Products of fewer operations than this stay out of the low type (0: none do).
-    static MIN_OPS: Cell<u64> = const { Cell::new(0) };
+    /// Products of fewer operations than these stay out of the low type (0: none do).
+    static MIN_OPS: Cell<MinOps> = const { Cell::new(MinOps::all(0)) };
     /// Low-type ops whose inputs autocast cast (or took from the cache) on this thread, ever.
     static LOWERED: Cell<u64> = const { Cell::new(0) };
     static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
@@ -80,9 +81,33 @@ pub fn autocast_dtype() -> Option<DType> {
     AUTOCAST.with(|a| a.get())
 }
 
-/// The open region's minimum size of a low-type product, in operations (two a multiply-add);
-/// 0 when every product is lowered (see [`AutocastGuard::with_min_ops`]).
-pub fn autocast_min_ops() -> u64 {
+/// The smallest products an autocast region computes in its low type, in operations (two a
+/// multiply-add); 0 lowers every one (see [`AutocastGuard::with_minimums`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MinOps {
+    /// For `matmul` and `linear`.
+    pub matmul: u64,
+    /// For the convolutions.
+    pub conv: u64,
+}
+
+impl MinOps {
+    /// The same minimum for every product.
+    pub const fn all(ops: u64) -> MinOps {
+        MinOps { matmul: ops, conv: ops }
+    }
+}
+
+/// The kinds of product [`MinOps`] tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Product {
+    Matmul,
+    Conv,
+}
+
+/// The open region's minimum sizes of a low-type product (all 0 when every product is
+/// lowered, or no region is open).
+pub fn autocast_min_ops() -> MinOps {
     MIN_OPS.with(|m| m.get())
 }
 
@@ -97,7 +122,7 @@ pub fn autocast_lowered() -> u64 {
 /// An open autocast region; the previous setting comes back when it is dropped.
 pub struct AutocastGuard {
     prev: Option<DType>,
-    prev_min_ops: u64,
+    prev_min_ops: MinOps,
 }
 
 impl AutocastGuard {
@@ -109,7 +134,7 @@ impl AutocastGuard {
             DType::F32 => None,
             other => return Err(Error::dtype("autocast", other, "autocast computes in f16 or bf16 (or f32, which turns it off)")),
         };
-        Ok(AutocastGuard::set(low, 0))
+        Ok(AutocastGuard::set(low, MinOps::all(0)))
     }
 
     /// As [`AutocastGuard::new`], with matmul, `linear` and the convolutions of fewer than
@@ -128,6 +153,24 @@ impl AutocastGuard {
     /// # Ok::<(), liandan_tensor::Error>(())
     /// ```
     pub fn with_min_ops(dtype: DType, min_ops: u64) -> Result<AutocastGuard> {
+        AutocastGuard::with_minimums(dtype, MinOps::all(min_ops))
+    }
+
+    /// As [`AutocastGuard::with_min_ops`], with a minimum for matmul and `linear` and another
+    /// for the convolutions: a kind of product whose low-type kernels cost more around them
+    /// (bf16 products scan their operands first on some devices) can start later.
+    ///
+    /// ```
+    /// use liandan_tensor::{AutocastGuard, Device, DType, MinOps, Tensor};
+    /// # use liandan_backend_cpu as _;
+    /// let dev = Device::cpu();
+    /// let x = Tensor::ones(&[64, 32], DType::F32, &dev)?;
+    /// let w = Tensor::ones(&[32, 1024], DType::F32, &dev)?;
+    /// let _region = AutocastGuard::with_minimums(DType::BF16, MinOps { matmul: 1 << 24, conv: 1 << 20 })?;
+    /// assert_eq!(x.matmul(&w)?.dtype(), DType::F32); // 2^22 operations
+    /// # Ok::<(), liandan_tensor::Error>(())
+    /// ```
+    pub fn with_minimums(dtype: DType, min_ops: MinOps) -> Result<AutocastGuard> {
         let guard = AutocastGuard::new(dtype)?;
         MIN_OPS.with(|m| m.set(min_ops));
         Ok(guard)
@@ -135,10 +178,10 @@ impl AutocastGuard {
 
     /// A region with autocast off, whatever is open around it.
     pub(crate) fn off() -> AutocastGuard {
-        AutocastGuard::set(None, 0)
+        AutocastGuard::set(None, MinOps::all(0))
     }
 
-    fn set(low: Option<DType>, min_ops: u64) -> AutocastGuard {
+    fn set(low: Option<DType>, min_ops: MinOps) -> AutocastGuard {
         DEPTH.with(|d| d.set(d.get() + 1));
         let prev_min_ops = MIN_OPS.with(|m| m.replace(min_ops));
         AutocastGuard { prev: AUTOCAST.with(|a| a.replace(low)), prev_min_ops }
@@ -209,18 +252,22 @@ fn needs_low(t: &Tensor, low: DType) -> bool {
     t.dtype().is_float() && t.dtype() != DType::F64 && t.dtype() != low
 }
 
-/// Whether a low-type op of `ops` operations stays out of the region's type (see
-/// [`AutocastGuard::with_min_ops`]).
-fn below_min(ops: u64) -> bool {
-    ops < autocast_min_ops()
+/// Whether a product of `kind` and `ops` operations stays out of the region's type (see
+/// [`AutocastGuard::with_minimums`]).
+fn below_min(kind: Product, ops: u64) -> bool {
+    let min = autocast_min_ops();
+    ops < match kind {
+        Product::Matmul => min.matmul,
+        Product::Conv => min.conv,
+    }
 }
 
-/// For the low-type ops of `ops` operations: the inputs cast to the region's type, or `None`
-/// when no region is open or nothing needs a cast (then the op runs as called). Below the
-/// region's minimum the inputs are only promoted (see [`promoted`]).
-pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K], ops: u64) -> Result<Option<[Option<Tensor>; K]>> {
+/// For the low-type ops (a product of `kind` and `ops` operations): the inputs cast to the
+/// region's type, or `None` when no region is open or nothing needs a cast (then the op runs
+/// as called). Below the region's minimum the inputs are only promoted (see [`promoted`]).
+pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K], kind: Product, ops: u64) -> Result<Option<[Option<Tensor>; K]>> {
     let Some(low) = autocast_dtype() else { return Ok(None) };
-    if below_min(ops) {
+    if below_min(kind, ops) {
         let given: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
         let Some(mut p) = promoted(&given)?.map(Vec::into_iter) else { return Ok(None) };
         return Ok(Some(inputs.map(|t| t.map(|_| p.next().expect("one promoted tensor per input")))));
@@ -236,11 +283,11 @@ pub(crate) fn lowered<const K: usize>(inputs: [Option<&Tensor>; K], ops: u64) ->
     Ok(Some(out))
 }
 
-/// Whether a low-type op of `ops` operations over `inputs` would cast any of them under the
-/// open region (for fused kernels that run only where the composite casts nothing).
+/// Whether a matmul of `ops` operations over `inputs` would cast any of them under the open
+/// region (for fused kernels that run only where the composite casts nothing).
 pub(crate) fn casts(inputs: &[&Tensor], ops: u64) -> bool {
     let Some(low) = autocast_dtype() else { return false };
-    if below_min(ops) {
+    if below_min(Product::Matmul, ops) {
         let mut floats = inputs.iter().map(|t| t.dtype()).filter(|d| d.is_float());
         let first = floats.next();
         return floats.any(|d| Some(d) != first);

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use liandan_backend_cpu as _;
 use liandan_tensor::observe::observe_ops;
-use liandan_tensor::{autocast_dtype, autocast_min_ops, AutocastGuard, DType, Device, Result, Tensor};
+use liandan_tensor::{autocast_dtype, autocast_min_ops, AutocastGuard, DType, Device, MinOps, Result, Tensor};
 
 /// `f`'s result and the casts it ran, forward and backward.
 fn with_casts<R>(f: impl FnOnce() -> R) -> (R, usize) {
@@ -52,7 +52,7 @@ fn products_below_the_minimum_stay_f32_and_cast_nothing() {
     let ((y, loss), casts) = with_casts(|| {
         let out = {
             let _region = AutocastGuard::with_min_ops(DType::F16, 40_000).unwrap();
-            assert_eq!(autocast_min_ops(), 40_000);
+            assert_eq!(autocast_min_ops(), MinOps::all(40_000));
             step().unwrap()
         };
         out.1.backward().unwrap();
@@ -129,11 +129,30 @@ fn regions_nest_and_restore_their_minimum() {
         {
             // A plain region inside lowers every product, as `torch.autocast`.
             let _inner = AutocastGuard::new(DType::BF16).unwrap();
-            assert_eq!(autocast_min_ops(), 0);
+            assert_eq!(autocast_min_ops(), MinOps::all(0));
             assert_eq!(x.matmul(&w).unwrap().dtype(), DType::BF16);
         }
-        assert_eq!((autocast_dtype(), autocast_min_ops()), (Some(DType::F16), 1 << 20));
+        assert_eq!((autocast_dtype(), autocast_min_ops()), (Some(DType::F16), MinOps::all(1 << 20)));
         assert_eq!(x.matmul(&w).unwrap().dtype(), DType::F32);
     }
-    assert_eq!((autocast_dtype(), autocast_min_ops()), (None, 0));
+    assert_eq!((autocast_dtype(), autocast_min_ops()), (None, MinOps::all(0)));
+}
+
+/// Separate minimums: each kind of product is lowered from its own.
+#[test]
+fn matmul_and_convolutions_have_their_own_minimum() {
+    let dev = Device::cpu();
+    let x = Tensor::randn(&[4, 3, 6, 6], 1, DType::F32, &dev).unwrap();
+    let w = param(&[5, 3, 3, 3], 2, &dev);
+    let fw = param(&[7, 180], 4, &dev);
+    // The convolution: 38,880 operations; the linear layer: 2 * 4 * 180 * 7 = 10,080.
+    let run = |min: MinOps| {
+        let _region = AutocastGuard::with_minimums(DType::BF16, min).unwrap();
+        let y = x.conv2d(&w, None, (1, 1), (1, 1), (1, 1), 1).unwrap();
+        let z = y.reshape(&[4, 180]).unwrap().linear(&fw, None).unwrap();
+        (y.dtype(), z.dtype())
+    };
+    assert_eq!(run(MinOps { matmul: 20_000, conv: 1_000 }), (DType::BF16, DType::F32));
+    assert_eq!(run(MinOps { matmul: 1_000, conv: 40_000 }), (DType::F32, DType::BF16));
+    assert_eq!(run(MinOps::all(1_000)), (DType::BF16, DType::BF16));
 }

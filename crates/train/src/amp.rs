@@ -5,8 +5,8 @@
 //! With `Precision::F16` or `BF16` the forward pass and the loss run inside an autocast region
 //! ([`Precision::autocast`]: matmul and convolutions in the low type, reductions, softmax,
 //! normalization and losses in f32; see [`liandan_nn::autocast()`]); parameters, their
-//! gradients and the optimizer's state stay f32. A run leaves products under
-//! [`AUTOCAST_MIN_OPS`] in f32, where the low type saves nothing. f16 holds nothing below 6e-8,
+//! gradients and the optimizer's state stay f32. A run leaves products under its precision's
+//! minimum ([`Precision::min_ops`]) in f32, where the low type saves nothing. f16 holds nothing below 6e-8,
 //! so the loss is multiplied by a large scale before backward and the gradients divided by it
 //! after (a step whose forward pass computed nothing in f16 skips that: [`scaling_needed`]);
 //! bf16 has f32's range and needs no scaler.
@@ -34,7 +34,7 @@
 //! # }
 //! ```
 
-use liandan_nn::{AutocastGuard, DType, NoGradGuard, Tensor};
+use liandan_nn::{AutocastGuard, DType, MinOps, NoGradGuard, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -42,7 +42,7 @@ use crate::optim::fused::{nonfinite, unscale_check, update, update_foreach, Next
 use crate::optim::Optimizer;
 
 /// The smallest matmul, linear layer or convolution, in operations (two a multiply-add), that a
-/// training run's autocast computes in the low type ([`AutocastGuard::with_min_ops`]). Below
+/// training run's autocast computes in the low type ([`AutocastGuard::with_minimums`]). Below
 /// it the GPU's f16 products run on its ordinary units in f32 arithmetic whatever their
 /// storage, so casting their operands adds kernels and saves nothing. From it a product's low
 /// output carries the low type on through the layers after it, though the tensor cores take
@@ -50,6 +50,15 @@ use crate::optim::Optimizer;
 /// first stage's activations in f32 beside their f16 casts. 0 lowers every product, as
 /// `torch.autocast` does.
 pub const AUTOCAST_MIN_OPS: u64 = 1 << 28;
+
+/// The smallest matmul or linear layer a training run's bf16 autocast computes in bf16 (its
+/// convolutions start at [`AUTOCAST_MIN_OPS`]): 1.5 x 2^30 operations. A bf16 product on the
+/// GPU's f16 tensor cores first scans each operand for its largest magnitude (to scale it into
+/// f16's range), and under this size the scans and the casts around it cost more than the
+/// tensor cores save: on an H100 mlp's first layer (2^30) and vit's attention projections
+/// (2^29.2) made their steps slower than in f32. Convolutions stay at the lower minimum: a
+/// low output carries the low type on, which resnet18's stem and shortcuts need.
+pub const BF16_MATMUL_MIN_OPS: u64 = 3 << 29;
 
 /// The type a training run computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,10 +84,19 @@ impl Precision {
     }
 
     /// The autocast region a forward pass in this precision runs in, with matmul, linear
-    /// layers and convolutions under `min_ops` operations left in f32 (see
-    /// [`AUTOCAST_MIN_OPS`]); `F32` closes any open region.
-    pub fn autocast(self, min_ops: u64) -> Result<AutocastGuard> {
-        Ok(AutocastGuard::with_min_ops(self.dtype(), min_ops)?)
+    /// layers and convolutions under `min_ops` operations left in f32 (`None`: this
+    /// precision's own minimums, [`Precision::min_ops`]); `F32` closes any open region.
+    pub fn autocast(self, min_ops: Option<u64>) -> Result<AutocastGuard> {
+        Ok(AutocastGuard::with_minimums(self.dtype(), min_ops.map_or(self.min_ops(), MinOps::all))?)
+    }
+
+    /// The smallest products a training run computes in the low type: [`AUTOCAST_MIN_OPS`],
+    /// and for bf16's matmul and linear layers [`BF16_MATMUL_MIN_OPS`].
+    pub fn min_ops(self) -> MinOps {
+        match self {
+            Precision::BF16 => MinOps { matmul: BF16_MATMUL_MIN_OPS, conv: AUTOCAST_MIN_OPS },
+            Precision::F32 | Precision::F16 => MinOps::all(AUTOCAST_MIN_OPS),
+        }
     }
 
     /// The dtype autocast computes matmul and convolutions in.
@@ -105,7 +123,7 @@ impl std::fmt::Display for Precision {
 /// [`liandan_nn::autocast_lowered`] read before it): the pass computed something in a low type,
 /// or a parameter is held in one. Otherwise every gradient came from f32 ops, which f16's
 /// narrow range cannot flush, and the step runs as an f32 step does: unscaled, nothing read
-/// back (a model whose products all stay under [`AUTOCAST_MIN_OPS`]).
+/// back (a model whose products all stay under its precision's minimum).
 pub fn scaling_needed(mark: u64, params: &[Tensor]) -> bool {
     liandan_nn::autocast_lowered() != mark || params.iter().any(|p| matches!(p.dtype(), DType::F16 | DType::BF16))
 }

@@ -170,7 +170,7 @@ fn quiet(limit: usize, precision: Precision) -> FitConfig {
     c.precision = precision;
     // Every product in the low type, as `torch.autocast`: these models are small, and the
     // tests are about what f16 does.
-    c.autocast_min_ops = 0;
+    c.autocast_min_ops = Some(0);
     c
 }
 
@@ -218,7 +218,7 @@ fn an_f16_run_whose_products_stay_f32_trains_as_f32_without_the_scaler() {
         let run = |precision: Precision| {
             let mut t = sgd_trainer(small(&dev));
             let mut c = quiet(4, precision);
-            c.autocast_min_ops = liandan_train::amp::AUTOCAST_MIN_OPS;
+            c.autocast_min_ops = None;
             let history = t.fit(&data_on(Some(2), 1e6, 8, &dev), None, &c).unwrap();
             let scaler = t.grad_scaler().map(|s| s.state()).map(|s| (s.scale, s.growth_tracker, s.skipped));
             (weights(&t), history.last("loss").unwrap(), scaler)

@@ -20,10 +20,10 @@ pub struct BenchArgs {
     /// (mixed); each model is timed in each, PyTorch with `torch.autocast` (and `GradScaler` in f16).
     #[arg(long, visible_alias = "precisions", value_delimiter = ',', value_name = "P,..", default_value = "f32")]
     pub precision: Vec<String>,
-    /// Under f16 and bf16, our products of fewer operations stay in f32, as `liandan train`'s
-    /// (0: every one in the low type, as `torch.autocast`).
-    #[arg(long, default_value_t = liandan_train::amp::AUTOCAST_MIN_OPS, value_name = "OPS")]
-    pub autocast_min_ops: u64,
+    /// Under f16 and bf16, our products of fewer operations stay in f32 (default: `liandan
+    /// train`'s, each precision's own; 0: every one in the low type, as `torch.autocast`).
+    #[arg(long, value_name = "OPS")]
+    pub autocast_min_ops: Option<u64>,
     #[command(flatten)]
     pub timing: Timing,
     /// Batch size for every model (default: each model's reference batch; --quick: at most 16).
@@ -135,8 +135,8 @@ pub struct ChildArgs {
     #[arg(long, default_value = "f32")]
     pub precision: String,
     /// Ours only (see [`BenchArgs::autocast_min_ops`]).
-    #[arg(long, default_value_t = liandan_train::amp::AUTOCAST_MIN_OPS)]
-    pub autocast_min_ops: u64,
+    #[arg(long)]
+    pub autocast_min_ops: Option<u64>,
     #[arg(long)]
     pub batch: usize,
     #[arg(long, default_value_t = 5)]
@@ -156,7 +156,9 @@ impl ChildArgs {
     /// The command line that reproduces `self` in a child.
     pub fn to_args(&self) -> Vec<String> {
         let mut v = self.to_torch_args();
-        v.extend(["--autocast-min-ops".to_string(), self.autocast_min_ops.to_string()]);
+        if let Some(n) = self.autocast_min_ops {
+            v.extend(["--autocast-min-ops".to_string(), n.to_string()]);
+        }
         v
     }
 
@@ -233,7 +235,7 @@ mod tests {
             model: "lstm".into(),
             device: "gpu:1".into(),
             precision: "f32".into(),
-            autocast_min_ops: 0,
+            autocast_min_ops: Some(0),
             batch: 64,
             warmup: 2,
             steps: 9,

@@ -84,11 +84,11 @@ struct Setup {
     params: Vec<Tensor>,
     opt: Box<dyn Optimizer>,
     precision: Precision,
-    autocast_min_ops: u64,
+    autocast_min_ops: Option<u64>,
     scaler: Option<GradScaler>,
 }
 
-fn setup(name: &str, device: &Device, precision: &str, autocast_min_ops: u64) -> Fallible<Setup> {
+fn setup(name: &str, device: &Device, precision: &str, autocast_min_ops: Option<u64>) -> Fallible<Setup> {
     let s = |e: &dyn std::fmt::Display| e.to_string();
     let model = zoo::build(name, device).map_err(|e| s(&e))?;
     let opt = zoo_optimizer(model.as_ref())?;

@@ -8,6 +8,7 @@
 //! Dimension letters: N batch, C channels, H and W height and width, L length, O output
 //! channels, G groups.
 
+use crate::autocast::Product;
 use crate::autograd::GradFn;
 use crate::backend::ConvGeometry;
 use crate::backend::Window2d;
@@ -179,7 +180,7 @@ impl Tensor {
         relu: bool,
     ) -> Result<Tensor> {
         let ops = conv_ops(self, weight, &[stride.0, stride.1]);
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], Product::Conv, ops)? {
             return x.conv2d_then(&w, b.as_ref(), stride, padding, dilation, groups, relu);
         }
         check_operands("conv2d", self, weight, 4, "a 4-D [N, C, H, W] input and a 4-D [O, C/groups, kh, kw] weight")?;
@@ -208,7 +209,7 @@ impl Tensor {
     /// - result: `[N, O, L_out]`, `L_out = (L + 2*padding - dilation*(k-1) - 1) / stride + 1`
     pub fn conv1d(&self, weight: &Tensor, bias: Option<&Tensor>, stride: usize, padding: usize, dilation: usize, groups: usize) -> Result<Tensor> {
         let ops = conv_ops(self, weight, &[stride]);
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], Product::Conv, ops)? {
             return x.conv1d(&w, b.as_ref(), stride, padding, dilation, groups);
         }
         check_operands("conv1d", self, weight, 3, "a 3-D [N, C, L] input and a 3-D [O, C/groups, k] weight")?;
@@ -252,7 +253,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         // Each input pixel scatters its slice of the weight: as a stride-1 convolution's count.
         let ops = conv_ops(self, weight, &[1, 1]);
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], Product::Conv, ops)? {
             return x.conv_transpose2d(&w, b.as_ref(), stride, padding, output_padding, dilation, groups);
         }
         const OP: &str = "conv_transpose2d";

@@ -1,6 +1,7 @@
 //! Matrix products with PyTorch's `matmul` semantics (1-D operands, broadcast batch dims),
 //! and `linear`, the layer's product folded into one GEMM.
 
+use crate::autocast::Product;
 use crate::autograd::GradFn;
 use crate::backend::{BinaryOp, CustomKernel, Strided};
 use crate::custom::CustomOp;
@@ -15,7 +16,7 @@ impl Tensor {
     /// Matrix product as `torch.matmul`: `[.., M, K] @ [.., K, N] -> [.., M, N]` with the batch
     /// dims broadcast; a 1-D lhs is a row vector and a 1-D rhs a column vector (removed after).
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
-        if let Some([Some(a), Some(b)]) = crate::autocast::lowered([Some(self), Some(rhs)], crate::autocast::matmul_ops(self, rhs))? {
+        if let Some([Some(a), Some(b)]) = crate::autocast::lowered([Some(self), Some(rhs)], Product::Matmul, crate::autocast::matmul_ops(self, rhs))? {
             return a.matmul(&b);
         }
         check_same_dtype("matmul", self, rhs)?;
@@ -75,7 +76,7 @@ impl Tensor {
     pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         // x [*, in] against weight [out, in]: 2 * numel(x) * out operations.
         let ops = 2 * (self.numel() as u64).saturating_mul(weight.shape().first().copied().unwrap_or(0) as u64);
-        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], ops)? {
+        if let Some([Some(x), Some(w), b]) = crate::autocast::lowered([Some(self), Some(weight), bias], Product::Matmul, ops)? {
             return x.linear(&w, b.as_ref());
         }
         const OP: &str = "linear";

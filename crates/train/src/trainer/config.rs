@@ -93,8 +93,9 @@ pub struct FitConfig {
     /// `F16` a [`crate::amp::GradScaler`] scales the loss, and its state is saved in `last`.
     pub precision: Precision,
     /// Under `F16` or `BF16`: matmul, linear layers and convolutions of fewer operations stay
-    /// in f32 (default [`crate::amp::AUTOCAST_MIN_OPS`]; 0 lowers all, as `torch.autocast`).
-    pub autocast_min_ops: u64,
+    /// in f32 (default `None`: the precision's own, [`Precision::min_ops`]; `Some(0)` lowers
+    /// all, as `torch.autocast`).
+    pub autocast_min_ops: Option<u64>,
     /// Batches per optimizer step (gradient accumulation): each batch's loss is divided by
     /// the number of batches in its step, so `N` batches of `B` update as one batch of `N*B`
     /// would. An epoch's last step may have fewer batches; it is divided by those.
@@ -147,7 +148,7 @@ impl FitConfig {
             progress: ProgressStyle::Auto,
             stop: None,
             precision: Precision::F32,
-            autocast_min_ops: crate::amp::AUTOCAST_MIN_OPS,
+            autocast_min_ops: None,
             accumulate: 1,
             clip_grad_norm: None,
             detect_anomaly: false,
