@@ -23,6 +23,7 @@ const COPY: &str = include_str!("shaders/copy.wgsl");
 const CAST: &str = include_str!("shaders/cast.wgsl");
 const FILL: &str = include_str!("shaders/fill.wgsl");
 const RANDOM: &str = include_str!("shaders/random.wgsl");
+const RANDOM_DRAW: &str = include_str!("shaders/random_draw.wgsl");
 /// The entry point of the kernels that read ([`Key::per_invocation`] 4).
 const ENTRY4: &str = include_str!("shaders/elementwise4.wgsl");
 
@@ -100,6 +101,8 @@ pub(crate) enum Key {
     ComparePacked(CmpOp),
     /// [`Key::Select`] between packed bf16 views, into packed bf16.
     SelectPacked,
+    /// [`Key::Random`] into packed bf16.
+    RandomPacked,
     /// An f32 or f16 [`Key::Unary`], [`Key::Binary`] or [`Key::Copy`] whose operands are all
     /// dense from a multiple of four elements on, over a multiple of four elements: every
     /// access a vec4 ([`Key::dense4`] picks it); or a binary with one such operand and one
@@ -312,7 +315,7 @@ impl Key {
     pub(crate) fn per_invocation(&self) -> usize {
         match self {
             Key::Fill(_) | Key::Random(_) => 1,
-            Key::UnaryPacked(_) | Key::BinaryPacked(_) | Key::CopyPacked | Key::SelectPacked => 2,
+            Key::UnaryPacked(_) | Key::BinaryPacked(_) | Key::CopyPacked | Key::SelectPacked | Key::RandomPacked => 2,
             _ => 4,
         }
     }
@@ -333,6 +336,7 @@ impl Key {
             Key::Compare(_, d) => repr.computes(d) || !d.is_float(),
             Key::Cast { from, to } => f64_ok(from) && f64_ok(to),
             Key::Random(d) => repr.computes(d),
+            Key::RandomPacked => repr.computes(DType::BF16),
             Key::Fill(_) | Key::Copy(_) | Key::Select(_) | Key::CopyPacked | Key::ComparePacked(_) | Key::SelectPacked => true,
             Key::UnaryPacked(op) => Key::Unary(op, DType::BF16).supported(repr),
             Key::BinaryPacked(op) => Key::Binary(op, DType::BF16).supported(repr),
@@ -347,7 +351,7 @@ impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let w = match *self {
             Key::Fill(_) => Wgsl::new(repr).params::<FillParams>(),
-            Key::Random(_) => Wgsl::new(repr).params::<RandomParams>(),
+            Key::Random(_) | Key::RandomPacked => Wgsl::new(repr).params::<RandomParams>(),
             Key::Dense4(Dense::Broadcast { .. }, _) => Wgsl::new(repr).params::<BroadcastParams>(),
             Key::Dense4(..) => Wgsl::new(repr).params::<Dense4Params>(),
             _ => Wgsl::new(repr).strided(),
@@ -369,7 +373,8 @@ impl KernelKey for Key {
                 w.ty("x", from).ty("y", to).alias("W", wide).part(include_str!("shaders/cast/helpers.wgsl")).part(read).part(write).part(CAST)
             }
             Key::Fill(d) => w.ty("x", d).part(fill_part(repr, d)).part(FILL),
-            Key::Random(d) => w.ty("x", d).part(RANDOM),
+            Key::Random(d) => w.ty("x", d).part(RANDOM_DRAW).part(RANDOM),
+            Key::RandomPacked => with_words(w.ty("x", DType::BF16)).part(RANDOM_DRAW).part(include_str!("shaders/packed/random.wgsl")),
             Key::Copy(d) => w.ty("x", d).part(COPY),
             Key::CopyRuns(d) => return w.ty("x", d).part(include_str!("shaders/copy_runs.wgsl")).build(),
             Key::Select(d) => w.ty("x", d).part(SELECT),
@@ -416,7 +421,7 @@ impl KernelKey for Key {
         out.extend(UNARY_OPS.map(Key::UnaryPacked));
         out.extend(BINARY_OPS.map(Key::BinaryPacked));
         out.extend(CMP_OPS.map(Key::ComparePacked));
-        out.extend([Key::CopyPacked, Key::SelectPacked]);
+        out.extend([Key::CopyPacked, Key::SelectPacked, Key::RandomPacked]);
         for d in [DType::F32, DType::F16] {
             out.extend(UNARY_OPS.map(|op| Key::Dense4(Dense::Unary(op), d)));
             out.extend(BINARY_OPS.map(|op| Key::Dense4(Dense::Binary(op), d)));
@@ -520,13 +525,9 @@ impl WgpuBackend {
         Ok(Arc::new(out))
     }
 
+    /// A seeded draw of `numel` values of `dtype`; bf16 comes packed, two values a word, from
+    /// one kernel.
     pub(crate) fn random_fill(&self, dist: Distribution, numel: usize, seed: u64, dtype: DType) -> Result<Storage> {
-        // Allocated first, also for the CPU's draw: the size check names the bytes.
-        let out = self.output(dtype, numel)?;
-        let key = Key::Random(dtype);
-        if !key.supported(&self.repr) {
-            return self.fallback1(format!("random ({dtype})"), Why::Unsupported, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
-        }
         let (kind, a, b) = match dist {
             Distribution::Uniform { low, high } => (0u32, low as f32, (high - low) as f32),
             Distribution::Normal { mean, std } => (1, mean as f32, std as f32),
@@ -535,6 +536,18 @@ impl WgpuBackend {
         let meta = |len: usize, first: usize, _: &[Layout]| {
             Some(words(&RandomParams { numel: len as u32, kind, seed_lo: seed as u32, seed_hi: (seed >> 32) as u32, a, b, first: first as u32 }))
         };
+        if dtype == DType::BF16 && Key::RandomPacked.supported(&self.repr) {
+            let out = self.packed_output(numel)?;
+            if self.launch(Key::RandomPacked, &[numel], &[packed_out(&out)], &meta)?.is_ok() {
+                return Ok(Arc::new(out));
+            }
+        }
+        // Allocated first, also for the CPU's draw: the size check names the bytes.
+        let out = self.output(dtype, numel)?;
+        let key = Key::Random(dtype);
+        if !key.supported(&self.repr) {
+            return self.fallback1(format!("random ({dtype})"), Why::Unsupported, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
+        }
         if let Err(why) = self.launch(key, &[numel], &[self.dense_out(&out)], &meta)? {
             return self.fallback1(format!("random ({dtype})"), why, &[], dtype, |cpu, _| cpu.random(dist, numel, seed, dtype));
         }

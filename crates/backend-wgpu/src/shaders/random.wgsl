@@ -1,46 +1,11 @@
-// Seeded random fill, bit-for-bit the generator of liandan-tensor's `rng.rs`: element i depends
-// only on (seed, i). `RandomParams`: p.kind is 0 uniform, 1 normal,
-// 2 bernoulli, and (p.a, p.b) = (low, high - low), (mean, std) or (p, -); element i of this
-// launch is element p.first + i of the tensor (launches over huge tensors come in chunks).
+// Seeded random fill (`random_draw.wgsl`): element i of this launch is element p.first + i of
+// the tensor (launches over huge tensors come in chunks).
 
 @group(0) @binding(1) var<storage, read_write> y: array<S_x>;
-
-fn hash32(v: u32) -> u32 {
-    var x = v;
-    x ^= x >> 16u;
-    x *= 0x7feb352du;
-    x ^= x >> 15u;
-    x *= 0x846ca68bu;
-    x ^= x >> 16u;
-    return x;
-}
-
-fn draw(counter: u32) -> u32 {
-    let key = hash32(p.seed_lo ^ hash32(p.seed_hi ^ 0x9e3779b9u));
-    let rot = (counter << 16u) | (counter >> 16u);
-    return hash32(counter ^ hash32((key + rot) ^ 0x85ebca6bu));
-}
-
-fn uniform01(counter: u32) -> f32 {
-    return f32(draw(counter) >> 8u) * (1.0 / 16777216.0);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let local = flat_id(wid, nwg, lid);
     if (local >= p.numel) { return; }
-    let i = local + p.first;
-    let a = p.a;
-    let b = p.b;
-    var v: f32;
-    switch p.kind {
-        case 0u: { v = a + b * uniform01(i); }
-        case 1u: {
-            let u1 = uniform01(i * 2u) + 1.0 / 16777216.0;
-            let u2 = uniform01(i * 2u + 1u);
-            v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-        }
-        default: { v = select(0.0, 1.0, uniform01(i) < a); }
-    }
-    y[local] = store_x(C_x(v));
+    y[local] = store_x(C_x(random_(local + p.first)));
 }

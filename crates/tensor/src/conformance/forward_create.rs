@@ -147,7 +147,12 @@ pub fn random(d: &Device) {
     // Half-precision draws are the f32 sample rounded: exactly so for uniform draws; a normal
     // draw, whose f32 value may differ in the last bits on a GPU (see above), may round to the
     // neighbouring half-precision value, so it is allowed one ulp of the dtype.
-    for (name, dist) in [("rand", Distribution::Uniform { low: -1.5, high: 2.5 }), ("randn", Distribution::Normal { mean: 0.0, std: 1.0 })] {
+    let halves = [
+        ("rand", Distribution::Uniform { low: -1.5, high: 2.5 }),
+        ("randn", Distribution::Normal { mean: 0.0, std: 1.0 }),
+        ("bernoulli", Distribution::Bernoulli { p: 0.3 }),
+    ];
+    for (name, dist) in halves {
         let want: Vec<f64> = (0..231u32).map(|i| sample(dist, 9, i) as f64).collect();
         for (dtype, ulp) in [(DType::F16, 1.0 / 1024.0), (DType::BF16, 1.0 / 128.0)] {
             let t = Tensor::random(&[231], dist, 9, dtype, d).unwrap();
