@@ -62,6 +62,12 @@ pub struct BenchArgs {
     /// Where bench.json and bench.png go.
     #[arg(long, default_value = "target/bench", value_name = "DIR")]
     pub out: PathBuf,
+    /// Times each step in this many processes (ours and PyTorch's), the rounds interleaved:
+    /// every model and precision once, then again. The small models' steps move between
+    /// processes, so comparing precisions or builds wants several; a row then gives the median
+    /// of the processes' medians and, in brackets, the least and the most of them.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub rounds: u64,
 }
 
 /// How a training step is timed.
@@ -207,6 +213,8 @@ mod tests {
         assert_eq!(full.out, PathBuf::from("/tmp/x"));
         let mixed = BenchArgs::try_parse_from(["bench", "--precisions", "f32,f16,bf16"]).unwrap();
         assert_eq!(mixed.precision, ["f32", "f16", "bf16"]);
+        assert_eq!((mixed.rounds, BenchArgs::try_parse_from(["bench", "--rounds", "3"]).unwrap().rounds), (1, 3));
+        assert!(BenchArgs::try_parse_from(["bench", "--rounds", "0"]).is_err());
     }
 
     #[test]

@@ -217,7 +217,16 @@ pub fn run(argv: &[String]) -> Fallible<()> {
         });
         device_reports.push(DeviceReport { spec: spec.clone(), name: name.clone(), micro });
     }
-    let mut rows = Vec::new();
+    // Each row's children, run once a round: every row in one round before the next, so that a
+    // row's processes are spread over the run as the others' are.
+    struct Job {
+        row: Row,
+        child: ChildArgs,
+        ours: Vec<Fallible<StepTimes>>,
+        torch: Vec<Fallible<StepTimes>>,
+        compiled: Vec<(String, Vec<Fallible<StepTimes>>)>,
+    }
+    let mut jobs = Vec::new();
     for precision in &a.precision {
         for model in &models {
             let spec = zoo::spec(model).map_err(|e| e.to_string())?;
@@ -236,39 +245,56 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     groups: plan.groups,
                     samples: 0,
                 };
-                eprintln!("bench: {model} on {device} ({precision}, batch {batch})");
-                let ours: Fallible<StepTimes> = spawn_json(&exe, &[vec!["bench-model".to_string()], child.to_args()].concat(), a.threads);
-                if let Some(line) = ours.as_ref().ok().and_then(|t| t.host_phases.as_deref()) {
-                    eprintln!("bench: {line}");
-                }
-                let mut args = vec![script.display().to_string(), "--json".into()];
-                args.extend(ChildArgs { device: torch_device(device), ..child.clone() }.to_torch_args());
-                let theirs = torch.is_ok().then(|| spawn_json(Path::new(&a.python), &args, a.threads));
-                let compiled = match torch.is_ok() {
-                    true => a.compile_modes(model),
-                    false => &[],
-                };
-                let compiled = compiled
-                    .iter()
-                    .map(|mode| {
-                        eprintln!("bench: PyTorch {model} on {device} ({precision}) under torch.compile(mode={mode})");
-                        let args = [args.clone(), vec!["--compile".into(), mode.clone()]].concat();
-                        Compiled { mode: mode.clone(), times: spawn_json(Path::new(&a.python), &args, a.threads) }
-                    })
-                    .collect();
-                rows.push(Row {
+                let row = Row {
                     model: model.clone(),
                     device: device.clone(),
                     precision: precision.clone(),
                     batch,
                     epoch_samples,
-                    ours,
-                    torch: theirs,
-                    compiled,
-                });
+                    ours: Err(String::new()),
+                    torch: None,
+                    compiled: vec![],
+                };
+                let compiled = match torch.is_ok() {
+                    true => a.compile_modes(model).iter().map(|m| (m.clone(), vec![])).collect(),
+                    false => vec![],
+                };
+                jobs.push(Job { row, child, ours: vec![], torch: vec![], compiled });
             }
         }
     }
+    for round in 1..=a.rounds {
+        for job in &mut jobs {
+            let Row { model, device, precision, batch, .. } = &job.row;
+            let of = if a.rounds > 1 { format!(", round {round} of {}", a.rounds) } else { String::new() };
+            eprintln!("bench: {model} on {device} ({precision}, batch {batch}{of})");
+            let ours: Fallible<StepTimes> = spawn_json(&exe, &[vec!["bench-model".to_string()], job.child.to_args()].concat(), a.threads);
+            if let Some(line) = ours.as_ref().ok().and_then(|t| t.host_phases.as_deref()) {
+                eprintln!("bench: {line}");
+            }
+            job.ours.push(ours);
+            if torch.is_err() {
+                continue;
+            }
+            let mut args = vec![script.display().to_string(), "--json".into()];
+            args.extend(ChildArgs { device: torch_device(device), ..job.child.clone() }.to_torch_args());
+            job.torch.push(spawn_json(Path::new(&a.python), &args, a.threads));
+            for (mode, times) in &mut job.compiled {
+                eprintln!("bench: PyTorch {model} on {device} ({precision}) under torch.compile(mode={mode}){of}");
+                let args = [args.clone(), vec!["--compile".into(), mode.clone()]].concat();
+                times.push(spawn_json(Path::new(&a.python), &args, a.threads));
+            }
+        }
+    }
+    let rows = jobs
+        .into_iter()
+        .map(|job| Row {
+            ours: across(job.ours),
+            torch: torch.is_ok().then(|| across(job.torch)),
+            compiled: job.compiled.into_iter().map(|(mode, times)| Compiled { mode, times: across(times) }).collect(),
+            ..job.row
+        })
+        .collect();
     let mut epochs = Vec::new();
     for (device, _) in &devices {
         let batch = a.batch.map_or(64, |b| b as usize);
@@ -289,9 +315,16 @@ pub fn run(argv: &[String]) -> Fallible<()> {
         epochs.push(EpochRow { model: "mnist_cnn".into(), device: device.clone(), batch, full_epoch_samples: 60_000, times });
     }
     let command = format!("{}cargo xtask {}", switches(std::env::vars()), argv.join(" "));
-    let report = Report { date: now_utc(), command, machine: machine(), plan, torch, devices: device_reports, rows, epochs };
+    let report = Report { date: now_utc(), command, machine: machine(), plan, rounds: a.rounds, torch, devices: device_reports, rows, epochs };
     print!("{}", report.markdown());
     write_outputs(&report, &a.out)
+}
+
+/// One row's times from its rounds' processes ([`StepTimes::across`]); the first failure where
+/// one failed.
+fn across(runs: Vec<Fallible<StepTimes>>) -> Fallible<StepTimes> {
+    let runs = runs.into_iter().collect::<Fallible<Vec<_>>>()?;
+    StepTimes::across(&runs).ok_or_else(|| "not timed".to_string())
 }
 
 /// `bench.json` and `bench.png` in `dir`, each written whole then renamed into place.

@@ -8,6 +8,10 @@ use super::args::Plan;
 use super::micro::Micro;
 use super::step::{EpochTimes, StepTimes};
 
+fn one() -> u64 {
+    1
+}
+
 /// Everything one run measured, and the conditions it ran under.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -15,6 +19,9 @@ pub struct Report {
     pub command: String,
     pub machine: String,
     pub plan: Plan,
+    /// Processes each step was timed in (`bench --rounds`).
+    #[serde(default = "one")]
+    pub rounds: u64,
     /// PyTorch's version, or why it was not measured.
     pub torch: Result<String, String>,
     pub devices: Vec<DeviceReport>,
@@ -154,11 +161,15 @@ impl Report {
             Err(why) => format!("PyTorch not measured ({why})"),
         };
         let p = &self.plan;
+        let times = match self.rounds {
+            1 => "median (min-max)".to_string(),
+            n => format!("the median of {n} processes' medians, the rounds interleaved (the least and the most of them)"),
+        };
         let _ = writeln!(o, "{} on {}; {torch}", self.date, self.machine);
         let _ = writeln!(o, "`{}`", self.command);
         let _ = writeln!(
             o,
-            "{} warm-up steps (and more until a second has passed since the first); synced: {} steps each followed by a synchronize; pipelined: {} group(s) of {} steps after one untimed group, one synchronize per group. Times are ms per training step, median (min-max).\n",
+            "{} warm-up steps (and more until a second has passed since the first); synced: {} steps each followed by a synchronize; pipelined: {} group(s) of {} steps after one untimed group, one synchronize per group. Times are ms per training step, {times}.\n",
             p.warmup, p.steps, p.groups, p.sync_every
         );
         o.push_str("| model | device | precision | batch | synced ms | pipelined ms | samples/s | s/epoch | vs our CPU | peak MiB | PyTorch ms (pipelined) | ours / PyTorch | PyTorch synced ms | ours / PyTorch synced | PyTorch peak MiB |\n");

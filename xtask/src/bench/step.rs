@@ -69,6 +69,26 @@ pub struct StepTimes {
     pub host_phases: Option<String>,
 }
 
+impl StepTimes {
+    /// One process's times from several (`bench --rounds`): each timing the median of their
+    /// medians, between the least and the most of them; the largest peak; the first process's
+    /// first step (the one that compiled the kernels). `None` for none.
+    pub fn across(runs: &[StepTimes]) -> Option<StepTimes> {
+        if let [one] = runs {
+            return Some(one.clone());
+        }
+        let first = runs.first()?;
+        let spread = |pick: fn(&StepTimes) -> f64| Stats::of(runs.iter().map(|r| pick(r) / 1e3).collect());
+        Some(StepTimes {
+            synced: spread(|t| t.synced.median_ms)?,
+            pipelined: spread(|t| t.pipelined.median_ms)?,
+            peak_bytes: runs.iter().filter_map(|r| r.peak_bytes).max(),
+            first_step_s: first.first_step_s,
+            host_phases: None,
+        })
+    }
+}
+
 /// A timed pass over a dataset, as `bench-epoch` reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochTimes {

@@ -25,6 +25,7 @@ fn fixed() -> Report {
         command: "cargo xtask bench --quick".into(),
         machine: "test CPU (2 cores)".into(),
         plan: Plan { warmup: 1, steps: 3, sync_every: 3, groups: 1 },
+        rounds: 1,
         torch: Ok("2.15.0".into()),
         devices: vec![
             DeviceReport { spec: "cpu".into(), name: "our CPU backend".into(), micro: Some(Ok(micro)) },
@@ -145,6 +146,22 @@ fn stats_are_median_min_and_max_in_milliseconds() {
     }
     let Err(e) = super::step::precision("f8") else { panic!("f8 accepted") };
     assert!(e.contains("f8") && e.contains("f32"), "{e}");
+}
+
+/// `bench --rounds`: a row of several processes gives the median of their medians between the
+/// least and the most; one process is its own row; the header says which.
+#[test]
+fn rounds_give_the_median_of_the_processes_medians() {
+    let runs = [times(2.0), times(1.0), times(5.0)];
+    let t = StepTimes::across(&runs).unwrap();
+    assert_eq!((t.pipelined.median_ms, t.pipelined.min_ms, t.pipelined.max_ms), (2.0, 1.0, 5.0));
+    assert!((t.synced.median_ms - 2.4).abs() < 1e-9 && (t.synced.max_ms - 6.0).abs() < 1e-9, "{t:?}");
+    assert_eq!(StepTimes::across(&runs[..1]), Some(runs[0].clone()));
+    assert_eq!(StepTimes::across(&[]), None);
+    let mut r = fixed();
+    assert!(r.markdown().contains("median (min-max)"));
+    r.rounds = 3;
+    assert!(r.markdown().contains("the median of 3 processes' medians"));
 }
 
 #[test]
