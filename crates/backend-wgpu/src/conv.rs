@@ -308,8 +308,8 @@ impl WgpuBackend {
 
     /// Dispatches products that together write every element of `out` once, cut as `tiling`
     /// says (a product with a shorter K leaves its last splits zero), then sums the partial
-    /// results when K is split or `out` is f32 beside low operands (the kernels store f32 only
-    /// as partial sums); `amax`: `scaled_amax`'s buffer, for f32 products on the tensor
+    /// results when K is split (the kernels store f32 beside low operands only as partial
+    /// sums, which for one range of K are `out` itself); `amax`: `scaled_amax`'s buffer, for f32 products on the tensor
     /// cores. `false`: the cooperative-matrix kernel failed to build (and f16 has left the
     /// tensor cores); the caller starts over.
     fn conv_products(
@@ -325,7 +325,8 @@ impl WgpuBackend {
         let Tiling { bm, bn, splits, coop } = tiling;
         let total = products[0].0.total;
         let partial = splits > 1 || (out.dtype == DType::F32 && dtype != DType::F32);
-        let partials = if partial { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
+        // One range of K into an f32 output: the partial sums are the result, written in place.
+        let partials = if splits > 1 { Some(gpu.alloc((splits * total * 4) as u64)?) } else { None };
         let y = partials.as_ref().map_or(out.buffer(), |p| p.buffer());
         // Pixels no tap reaches (a phase with no taps) are zeros: one clear, no product.
         if products.iter().any(|(gemm, _)| gemm.k == 0) {
