@@ -6,12 +6,15 @@
 # loader (libvulkan.so.1); libraries it lacks can go in .gpu/lib, which is put on
 # LD_LIBRARY_PATH. PyTorch (`python3 -c 'import torch'`) gives the columns beside ours.
 #
-#   PART=tests|train|bench|compile|cpu|sync|profile|ddp|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
+#   PART=tests|train|bench|precisions|compile|cpu|sync|profile|ddp|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
 #
 # bench: the zoo's training steps beside PyTorch, f32 with the micro-benchmarks, then the
 # other PRECISIONS (default f16) without; MODELS limits the models. With a previous build's
 # xtask as .bin/xtask-old, its rows are timed too, the two builds alternated for ROUNDS
 # rounds (default 2), so a change is measured against what it changed in the same call.
+# precisions: MODELS (default mlp, mnist_cnn, seed003_cnn, lstm, vae) in f32, f16 and bf16, each
+# row timed in ROUNDS processes (default 3, `bench --rounds`): the small models' steps move
+# between processes more than between precisions.
 # compile: the zoo's steps (PRECISIONS_COMPILE, default f32) beside PyTorch eager and under
 # torch.compile in COMPILE_MODES (default "default,reduce-overhead"); a compile takes up to a
 # minute or more a model and mode (resnet18, vit), so MODELS keeps a call within its time.
@@ -35,7 +38,7 @@ chmod +x .bin/* 2>/dev/null
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 export LIANDAN_REQUIRE_GPU=1
-want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ] && [ "$1" != ddp ]; }; }
+want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != precisions ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ] && [ "$1" != ddp ]; }; }
 STEPS=(--device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 4 --epoch-samples 6400)
 MODELS_ARG=(); [ -n "${MODELS:-}" ] && MODELS_ARG=(--models "$MODELS")
 
@@ -76,6 +79,13 @@ if want bench; then
     done; done
     rm -rf "$OUT/s" "$OUT/s.md"
   fi
+fi
+
+if want precisions; then
+  echo "## f32, f16 and bf16, ${ROUNDS:-3} processes a row"
+  timeout 590 ./.bin/xtask bench --device gpu:0 --models "${MODELS:-mlp,mnist_cnn,seed003_cnn,lstm,vae}" --precisions f32,f16,bf16 \
+    --rounds "${ROUNDS:-3}" --no-micro --epoch-samples 6400 --out "$OUT/bench-precisions" > "$OUT/bench-precisions.md" 2> "$OUT/bench-precisions.log"
+  echo "rc $?"; cat "$OUT/bench-precisions.md"; tail -3 "$OUT/bench-precisions.log"
 fi
 
 if want compile; then
