@@ -220,8 +220,8 @@ pub fn run(argv: &[String]) -> Fallible<()> {
     // Each row's children, run once a round: every row in one round before the next, so that a
     // row's processes are spread over the run as the others' are.
     struct Job {
-        row: Row,
         child: ChildArgs,
+        epoch_samples: usize,
         ours: Vec<Fallible<StepTimes>>,
         torch: Vec<Fallible<StepTimes>>,
         compiled: Vec<(String, Vec<Fallible<StepTimes>>)>,
@@ -245,27 +245,17 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     groups: plan.groups,
                     samples: 0,
                 };
-                let row = Row {
-                    model: model.clone(),
-                    device: device.clone(),
-                    precision: precision.clone(),
-                    batch,
-                    epoch_samples,
-                    ours: Err(String::new()),
-                    torch: None,
-                    compiled: vec![],
-                };
                 let compiled = match torch.is_ok() {
                     true => a.compile_modes(model).iter().map(|m| (m.clone(), vec![])).collect(),
                     false => vec![],
                 };
-                jobs.push(Job { row, child, ours: vec![], torch: vec![], compiled });
+                jobs.push(Job { child, epoch_samples, ours: vec![], torch: vec![], compiled });
             }
         }
     }
     for round in 1..=a.rounds {
         for job in &mut jobs {
-            let Row { model, device, precision, batch, .. } = &job.row;
+            let ChildArgs { model, device, precision, batch, .. } = &job.child;
             let of = if a.rounds > 1 { format!(", round {round} of {}", a.rounds) } else { String::new() };
             eprintln!("bench: {model} on {device} ({precision}, batch {batch}{of})");
             let ours: Fallible<StepTimes> = spawn_json(&exe, &[vec!["bench-model".to_string()], job.child.to_args()].concat(), a.threads);
@@ -292,7 +282,11 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             ours: across(job.ours),
             torch: torch.is_ok().then(|| across(job.torch)),
             compiled: job.compiled.into_iter().map(|(mode, times)| Compiled { mode, times: across(times) }).collect(),
-            ..job.row
+            model: job.child.model,
+            device: job.child.device,
+            precision: job.child.precision,
+            batch: job.child.batch,
+            epoch_samples: job.epoch_samples,
         })
         .collect();
     let mut epochs = Vec::new();
