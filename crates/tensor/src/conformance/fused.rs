@@ -886,9 +886,11 @@ pub fn attention_matches_composite(d: &Device) {
     // f16 and bf16 against a composite that rounds its scores and probabilities to their type
     // (bf16's gradients there are the less accurate side: the wgpu backend's `bf16.rs`).
     for (dtype, atol, rtol) in [(DType::F32, 1e-5, 1e-4), (DType::F16, 2e-2, 2e-2), (DType::BF16, 2.5e-1, 1e-1)] {
-        let shapes: [[&[usize]; 3]; 5] = [
+        // Heads up to a ViT's 65 tokens, and longer ones up to the 80 a GPU kernel's tile takes.
+        let shapes: [[&[usize]; 3]; 6] = [
             [&[2, 3, 7, 4], &[2, 3, 5, 4], &[2, 3, 5, 6]],
             [&[2, 2, 65, 64], &[2, 2, 65, 64], &[2, 2, 65, 64]],
+            [&[1, 2, 70, 16], &[1, 2, 80, 16], &[1, 2, 80, 8]],
             [&[3, 9, 8], &[3, 11, 8], &[3, 11, 8]],
             [&[1, 2, 33, 16], &[1, 2, 40, 16], &[1, 2, 40, 5]],
             [&[1, 2, 3, 4], &[1, 2, 200, 4], &[1, 2, 200, 4]],
