@@ -20,6 +20,8 @@ const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
+const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
+const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
 
 /// Invocations of a workgroup (the shaders' `@workgroup_size`).
 const LANES: usize = 64;
@@ -37,11 +39,20 @@ pub(crate) enum Pass {
     BackwardJoin,
 }
 
-/// One fused layer-norm kernel variant (see `kernels::KernelKey`).
+/// One fused layer-norm kernel variant (see `kernels::KernelKey`); `subgroups`: the row
+/// kernels' sums by subgroup operations (where the device has them), else by a tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
+    subgroups: bool,
+}
+
+impl Key {
+    fn new(pass: Pass, dtype: DType, subgroups: bool) -> Key {
+        // The column sums' own entry point takes no workgroup sum.
+        Key { pass, dtype, subgroups: subgroups && pass != Pass::BackwardSums }
+    }
 }
 
 impl KernelKey for Key {
@@ -52,13 +63,19 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::BackwardJoin => BACKWARD_JOIN,
         };
-        Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).part(SHARED).part(main).build()
+        let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).part(SHARED).part(main);
+        match (self.pass, self.subgroups) {
+            (Pass::BackwardSums, _) => w.build(),
+            (_, true) => w.part(SUBGROUP).build(),
+            (_, false) => w.part(TREE).build(),
+        }
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Forward, Pass::Backward, Pass::BackwardSums, Pass::BackwardJoin];
-        let keys = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key { pass, dtype }));
-        keys.filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+        let mut keys: Vec<Key> = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key::new(pass, dtype, false))).collect();
+        keys.extend(passes.into_iter().filter(|&p| p != Pass::BackwardSums).flat_map(|pass| DType::ALL.map(|dtype| Key::new(pass, dtype, true))));
+        keys.into_iter().filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
     }
 }
 
@@ -120,7 +137,7 @@ impl WgpuBackend {
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
         Some((|| {
             if !backward {
-                let kernel = gpu.kernel(Key { pass: Pass::Forward, dtype })?;
+                let kernel = gpu.kernel(Key::new(Pass::Forward, dtype, gpu.subgroups))?;
                 let (y, mean, rstd) = (self.output(dtype, numel)?, self.output(dtype, rows)?, self.output(dtype, rows)?);
                 // Absent parameters are bound to x (read only, never read).
                 let weight = if o.weight { buf(1) } else { buf(0) };
@@ -128,13 +145,13 @@ impl WgpuBackend {
                 gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], rows_grid(rows))?;
                 return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
             }
-            let kernel = gpu.kernel(Key { pass: Pass::Backward, dtype })?;
+            let kernel = gpu.kernel(Key::new(Pass::Backward, dtype, gpu.subgroups))?;
             let dx = self.output(dtype, numel)?;
             let weight = if o.weight { buf(4) } else { buf(0) };
             gpu.dispatch(&kernel, &meta, &[buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()], rows_grid(rows))?;
             let mut outs = vec![dx];
             if o.weight || o.bias {
-                let (sums, join) = (gpu.kernel(Key { pass: Pass::BackwardSums, dtype })?, gpu.kernel(Key { pass: Pass::BackwardJoin, dtype })?);
+                let (sums, join) = (gpu.kernel(Key::new(Pass::BackwardSums, dtype, false))?, gpu.kernel(Key::new(Pass::BackwardJoin, dtype, gpu.subgroups))?);
                 let partial = self.output(DType::F32, segments * d * 2)?;
                 let columns = d.div_ceil(LANES) as u32;
                 gpu.dispatch(&sums, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], (columns, segments as u32, 1))?;

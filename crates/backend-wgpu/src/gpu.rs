@@ -121,6 +121,8 @@ pub(crate) struct Gpu {
     staging: Arc<AtomicU64>,
     /// How this device holds each dtype, which the kernels' sources follow.
     pub(crate) repr: Repr,
+    /// Kernels may use subgroup operations (`Features::SUBGROUP`): the layer norm's row sums.
+    pub(crate) subgroups: bool,
     kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The compiled kernels of custom ops (`custom.rs`).
     custom_kernels: Mutex<HashMap<CustomKey, Arc<Kernel>>>,
@@ -357,7 +359,7 @@ impl Gpu {
         let coop_f16 = coop.is_some();
         let first_batch = dispatch_count("first_batch", knobs.first_batch)?;
         let ramp_top = dispatch_count("ramp_top", knobs.ramp_top)?.max(first_batch);
-        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY;
+        let mut wanted = wgpu::Features::SHADER_F16 | wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP;
         if coop_f16 {
             wanted |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
@@ -433,6 +435,7 @@ impl Gpu {
             ramp_top,
             staging,
             repr,
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
             kernels: Mutex::default(),
             custom_kernels: Mutex::default(),
             fault,

@@ -17,10 +17,19 @@ fn cooperative(src: &str) -> bool {
     src.contains("enable wgpu_cooperative_matrix;")
 }
 
+/// Whether a source takes subgroup operations (built where the device has `SUBGROUP`; naga
+/// takes them without an `enable`).
+fn subgroups(src: &str) -> bool {
+    src.contains("@builtin(subgroup_size)")
+}
+
 fn validate(name: &str, src: &str, caps: Capabilities) -> (naga::Module, naga::valid::ModuleInfo) {
     let caps = if cooperative(src) { caps | Capabilities::COOPERATIVE_MATRIX } else { caps };
+    let caps = if subgroups(src) { caps | Capabilities::SUBGROUP } else { caps };
     let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{name}: WGSL parse error:\n{}\n{src}", e.emit_to_string(src)));
-    let info = Validator::new(ValidationFlags::all(), caps).validate(&module).unwrap_or_else(|e| panic!("{name}: naga validation failed: {e:?}\n{src}"));
+    let mut validator = Validator::new(ValidationFlags::all(), caps);
+    validator.subgroup_stages(naga::valid::ShaderStages::COMPUTE).subgroup_operations(naga::valid::SubgroupOperationSet::all());
+    let info = validator.validate(&module).unwrap_or_else(|e| panic!("{name}: naga validation failed: {e:?}\n{src}"));
     (module, info)
 }
 

@@ -27,8 +27,7 @@ fn g_at(base: u32, j: u32) -> f32 {
   return g;
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
   let row = row_of(wid, nwg);
   if (row >= p.rows) { return; }
   let d = p.d;

@@ -8,8 +8,7 @@
 @group(0) @binding(2) var<storage, read_write> dweight: array<S_x>;
 @group(0) @binding(3) var<storage, read_write> dbias: array<S_x>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
   let d = p.d;
   let col = row_of(wid, nwg);
   var acc = vec2<f32>(0.0);

@@ -10,8 +10,7 @@
 @group(0) @binding(5) var<storage, read_write> mean: array<S_x>;
 @group(0) @binding(6) var<storage, read_write> rstd: array<S_x>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
   let row = row_of(wid, nwg);
   // Uniform across the workgroup: every invocation returns, or none does.
   if (row >= p.rows) { return; }
