@@ -1,9 +1,9 @@
 //! Fused layer normalization (`liandan_tensor::ops::LayerNorm`, its gradient
-//! `LayerNormBackward`): the forward in one dispatch (a workgroup a row: its mean,
-//! its mean squared deviation, then y), the backward in three (the rows' dx; then the
-//! parameters' gradients as column sums over short segments of rows, joined by a workgroup a
-//! column), where
-//! the composite takes some ten ops each way and keeps three row-sized intermediates for
+//! `LayerNormBackward`): the forward in one dispatch (a row to a subgroup where the device's
+//! subgroups have one size, else to a workgroup: its mean, its mean squared deviation, then
+//! y), the backward in three (the rows' dx, as the forward's rows; then the parameters'
+//! gradients as column sums over short segments of rows, joined by a workgroup a column),
+//! where the composite takes some ten ops each way and keeps three row-sized intermediates for
 //! backward. Statistics are kept in f32 whatever the dtype; f64 is left to the composite.
 
 use std::sync::Arc;
@@ -22,6 +22,7 @@ const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
+const ROWS: &str = include_str!("shaders/fused_layer_norm_rows.wgsl");
 
 /// Invocations of a workgroup (the shaders' `@workgroup_size`).
 const LANES: usize = 64;
@@ -39,19 +40,35 @@ pub(crate) enum Pass {
     BackwardJoin,
 }
 
-/// One fused layer-norm kernel variant (see `kernels::KernelKey`); `subgroups`: the row
-/// kernels' sums by subgroup operations (where the device has them), else by a tree.
+/// How a row kernel sums a row's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Sums {
+    /// A workgroup a row, summed through a tree in workgroup memory.
+    Tree,
+    /// A workgroup a row, each subgroup's sum by subgroup operations, then theirs.
+    Subgroups,
+    /// A subgroup a row (of this many invocations, the device's one subgroup size): no
+    /// workgroup memory or barrier.
+    Rows(u32),
+}
+
+/// One fused layer-norm kernel variant (see `kernels::KernelKey`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
-    subgroups: bool,
+    sums: Sums,
 }
 
 impl Key {
-    fn new(pass: Pass, dtype: DType, subgroups: bool) -> Key {
-        // The column sums' own entry point takes no workgroup sum.
-        Key { pass, dtype, subgroups: subgroups && pass != Pass::BackwardSums }
+    fn new(pass: Pass, dtype: DType, sums: Sums) -> Key {
+        let sums = match (pass, sums) {
+            // The column sums take no row sum; the join sums a column over a workgroup.
+            (Pass::BackwardSums, _) => Sums::Tree,
+            (Pass::BackwardJoin, Sums::Rows(_)) => Sums::Subgroups,
+            _ => sums,
+        };
+        Key { pass, dtype, sums }
     }
 }
 
@@ -63,19 +80,30 @@ impl KernelKey for Key {
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::BackwardJoin => BACKWARD_JOIN,
         };
-        let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).part(SHARED).part(main);
-        match (self.pass, self.subgroups) {
+        let lanes = if let Sums::Rows(n) = self.sums { n } else { LANES as u32 };
+        let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).uint("ROW_LANES", lanes).part(SHARED).part(main);
+        match (self.pass, self.sums) {
             (Pass::BackwardSums, _) => w.build(),
-            (_, true) => w.part(SUBGROUP).build(),
-            (_, false) => w.part(TREE).build(),
+            (_, Sums::Tree) => w.part(TREE).build(),
+            (_, Sums::Subgroups) => w.part(SUBGROUP).build(),
+            (_, Sums::Rows(_)) => w.part(ROWS).build(),
         }
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
         let passes = [Pass::Forward, Pass::Backward, Pass::BackwardSums, Pass::BackwardJoin];
-        let mut keys: Vec<Key> = passes.into_iter().flat_map(|pass| DType::ALL.map(|dtype| Key::new(pass, dtype, false))).collect();
-        keys.extend(passes.into_iter().filter(|&p| p != Pass::BackwardSums).flat_map(|pass| DType::ALL.map(|dtype| Key::new(pass, dtype, true))));
-        keys.into_iter().filter(|k| repr.computes(k.dtype) && k.dtype != DType::F64).collect()
+        let sums = [Sums::Tree, Sums::Subgroups, Sums::Rows(8), Sums::Rows(32), Sums::Rows(64)];
+        let mut keys: Vec<Key> = Vec::new();
+        for pass in passes {
+            for dtype in DType::ALL.into_iter().filter(|&t| repr.computes(t) && t != DType::F64) {
+                for k in sums.map(|s| Key::new(pass, dtype, s)) {
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+            }
+        }
+        keys
     }
 }
 
@@ -135,23 +163,33 @@ impl WgpuBackend {
         }
         let meta = words(&block);
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
+        let sums = match gpu.subgroup_size {
+            Some(n) if n.is_power_of_two() && n as usize <= LANES => Sums::Rows(n),
+            _ if gpu.subgroups => Sums::Subgroups,
+            _ => Sums::Tree,
+        };
+        // The row kernels' workgroups: one a row, or one a LANES / n rows.
+        let row_groups = match sums {
+            Sums::Rows(n) => rows_grid(rows.div_ceil(LANES / n as usize)),
+            _ => rows_grid(rows),
+        };
         Some((|| {
             if !backward {
-                let kernel = gpu.kernel(Key::new(Pass::Forward, dtype, gpu.subgroups))?;
+                let kernel = gpu.kernel(Key::new(Pass::Forward, dtype, sums))?;
                 let (y, mean, rstd) = (self.output(dtype, numel)?, self.output(dtype, rows)?, self.output(dtype, rows)?);
                 // Absent parameters are bound to x (read only, never read).
                 let weight = if o.weight { buf(1) } else { buf(0) };
                 let bias = if o.bias { buf(1 + o.weight as usize) } else { buf(0) };
-                gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], rows_grid(rows))?;
+                gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], row_groups)?;
                 return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
             }
-            let kernel = gpu.kernel(Key::new(Pass::Backward, dtype, gpu.subgroups))?;
+            let kernel = gpu.kernel(Key::new(Pass::Backward, dtype, sums))?;
             let dx = self.output(dtype, numel)?;
             let weight = if o.weight { buf(4) } else { buf(0) };
-            gpu.dispatch(&kernel, &meta, &[buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()], rows_grid(rows))?;
+            gpu.dispatch(&kernel, &meta, &[buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()], row_groups)?;
             let mut outs = vec![dx];
             if o.weight || o.bias {
-                let (sums, join) = (gpu.kernel(Key::new(Pass::BackwardSums, dtype, false))?, gpu.kernel(Key::new(Pass::BackwardJoin, dtype, gpu.subgroups))?);
+                let (sums, join) = (gpu.kernel(Key::new(Pass::BackwardSums, dtype, sums))?, gpu.kernel(Key::new(Pass::BackwardJoin, dtype, sums))?);
                 let partial = self.output(DType::F32, segments * d * 2)?;
                 let columns = d.div_ceil(LANES) as u32;
                 gpu.dispatch(&sums, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], (columns, segments as u32, 1))?;

@@ -123,6 +123,8 @@ pub(crate) struct Gpu {
     pub(crate) repr: Repr,
     /// Kernels may use subgroup operations (`Features::SUBGROUP`): the layer norm's row sums.
     pub(crate) subgroups: bool,
+    /// The subgroups' one size, where they have one (a layer norm's row a subgroup).
+    pub(crate) subgroup_size: Option<u32>,
     kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The compiled kernels of custom ops (`custom.rs`).
     custom_kernels: Mutex<HashMap<CustomKey, Arc<Kernel>>>,
@@ -436,6 +438,7 @@ impl Gpu {
             staging,
             repr,
             subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_size: (features.contains(wgpu::Features::SUBGROUP) && info.subgroup_min_size == info.subgroup_max_size).then_some(info.subgroup_min_size),
             kernels: Mutex::default(),
             custom_kernels: Mutex::default(),
             fault,

@@ -28,13 +28,15 @@ fn g_at(base: u32, j: u32) -> f32 {
 }
 
 fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
-  let row = row_of(wid, nwg);
+  let at = row_lane(wid, nwg, lid);
+  let row = at.x;
+  let lane = at.y;
   if (row >= p.rows) { return; }
   let d = p.d;
   let base = row * d;
   let mu = f32(load_x(mean[offset(2u) + row]));
   let inv = f32(load_x(rstd[offset(3u) + row]));
-  if (d <= SHORT) {
+  if (d <= SHORT && ROW_LANES == 64u) {
     // The row's x and g read once into registers.
     let j = short_cols(lid);
     let live = short_live(lid);
@@ -54,12 +56,12 @@ fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     return;
   }
   var acc = vec2<f32>(0.0);
-  for (var j = lid; j < d; j += 64u) {
+  for (var j = lane; j < d; j += ROW_LANES) {
     let g = g_at(base, j);
     acc += vec2<f32>(g, g * (f32(load_x(x[offset(0u) + base + j])) - mu) * inv);
   }
-  let sums = sum_all(lid, acc) / f32(d);
-  for (var j = lid; j < d; j += 64u) {
+  let sums = sum_all(lane, acc) / f32(d);
+  for (var j = lane; j < d; j += ROW_LANES) {
     let xhat = (f32(load_x(x[offset(0u) + base + j])) - mu) * inv;
     dx[base + j] = store_x(C_x(inv * (g_at(base, j) - sums.x - xhat * sums.y)));
   }

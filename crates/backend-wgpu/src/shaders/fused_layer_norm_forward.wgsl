@@ -1,4 +1,4 @@
-// ops::LayerNorm: each workgroup normalizes one row, its mean first and then the mean of
+// ops::LayerNorm: each workgroup (or subgroup) normalizes one row, its mean first and then the mean of
 // squared deviations (two passes over the row, as the CPU's kernel: no variance taken as a
 // difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
 // bias their bindings are placeholders, never read.
@@ -11,30 +11,32 @@
 @group(0) @binding(6) var<storage, read_write> rstd: array<S_x>;
 
 fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
-  let row = row_of(wid, nwg);
-  // Uniform across the workgroup: every invocation returns, or none does.
+  let at = row_lane(wid, nwg, lid);
+  let row = at.x;
+  let lane = at.y;
+  // Uniform across the row's invocations: every one returns, or none does.
   if (row >= p.rows) { return; }
   let d = p.d;
   let base = offset(0u) + row * d;
   var s = 0.0;
-  for (var j = lid; j < d; j += 64u) {
+  for (var j = lane; j < d; j += ROW_LANES) {
     s += f32(load_x(x[base + j]));
   }
-  let mu = sum_all(lid, vec2<f32>(s, 0.0)).x / f32(d);
+  let mu = sum_all(lane, vec2<f32>(s, 0.0)).x / f32(d);
   var q = 0.0;
-  for (var j = lid; j < d; j += 64u) {
+  for (var j = lane; j < d; j += ROW_LANES) {
     let e = f32(load_x(x[base + j])) - mu;
     q += e * e;
   }
-  let variance = sum_all(lid, vec2<f32>(q, 0.0)).x / f32(d);
+  let variance = sum_all(lane, vec2<f32>(q, 0.0)).x / f32(d);
   let inv = 1.0 / sqrt(variance + p.eps);
-  for (var j = lid; j < d; j += 64u) {
+  for (var j = lane; j < d; j += ROW_LANES) {
     var out = (f32(load_x(x[base + j])) - mu) * inv;
     if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j])); }
     if (flag(2u)) { out = out + f32(load_x(bias[offset(2u) + j])); }
     y[row * d + j] = store_x(C_x(out));
   }
-  if (lid == 0u) {
+  if (lane == 0u) {
     mean[row] = store_x(C_x(mu));
     rstd[row] = store_x(C_x(inv));
   }
