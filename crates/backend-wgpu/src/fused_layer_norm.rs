@@ -12,6 +12,7 @@ use liandan_tensor::{DType, LayerNormOptions, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl, WG};
+use crate::options::RowSums;
 use crate::params::words;
 use crate::repr::Repr;
 
@@ -163,9 +164,9 @@ impl WgpuBackend {
         }
         let meta = words(&block);
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
-        let sums = match gpu.subgroup_size {
-            Some(n) if n.is_power_of_two() && n as usize <= LANES => Sums::Rows(n),
-            _ if gpu.subgroups => Sums::Subgroups,
+        let sums = match (gpu.options().testing.row_sums, gpu.subgroup_size) {
+            (RowSums::Auto, Some(n)) if n.is_power_of_two() && n as usize <= LANES => Sums::Rows(n),
+            (RowSums::Auto | RowSums::Subgroups, _) if gpu.subgroups => Sums::Subgroups,
             _ => Sums::Tree,
         };
         // The row kernels' workgroups: one a row, or one a LANES / n rows.

@@ -217,6 +217,21 @@ pub struct Knobs {
     /// Sums down few columns stay on the tree reduction rather than the column kernel, so
     /// that the two can be timed against each other.
     pub tree_column_sums: bool,
+    /// How layer norm's row kernels sum a row, so that each way runs on any device that can.
+    pub row_sums: RowSums,
+}
+
+/// How layer norm's row kernels sum a row ([`Knobs::row_sums`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RowSums {
+    /// As the device allows: a row to a subgroup where its subgroups have one size, else a
+    /// row to a workgroup summed by subgroups where it has them, else by a tree.
+    #[default]
+    Auto,
+    /// A row to a workgroup, summed by subgroups (by a tree where the device has none).
+    Subgroups,
+    /// A row to a workgroup, summed by a tree in workgroup memory.
+    Tree,
 }
 
 impl Default for Knobs {
@@ -235,6 +250,7 @@ impl Default for Knobs {
             coop_any_size: false,
             coop_cut: None,
             tree_column_sums: false,
+            row_sums: RowSums::Auto,
         }
     }
 }

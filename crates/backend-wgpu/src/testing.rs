@@ -4,4 +4,4 @@
 
 pub use crate::gpu::{dispatches_recorded, host_phases, HostPhases, UPLOAD_LIMIT};
 pub use crate::matmul::heads_products_recorded;
-pub use crate::options::Knobs;
+pub use crate::options::{Knobs, RowSums};
