@@ -43,12 +43,14 @@ pub(crate) struct Key {
     backward: bool,
     dtype: DType,
     packed: bool,
+    /// Rows reduced across by subgroup shuffles (the device's subgroups 16 wide or more).
+    shuffle: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let main = if self.backward { BACKWARD } else { FORWARD };
-        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype);
+        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle);
         let w = match self.packed {
             true => with_words(w).alias("A_x", "u32").alias("P_", "f32").part(IO_PACKED),
             false => w.alias("A_x", "S_x").alias("P_", "S_x").part(IO),
@@ -57,9 +59,9 @@ impl KernelKey for Key {
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let keys = [false, true].into_iter().flat_map(|backward| {
-            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false });
-            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true }])
+        let keys = [(false, false), (false, true), (true, false), (true, true)].into_iter().flat_map(|(backward, shuffle)| {
+            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false, shuffle });
+            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true, shuffle }])
         });
         keys.filter(|k| repr.computes(k.dtype)).collect()
     }
@@ -170,7 +172,8 @@ impl WgpuBackend {
         }
         let groups = grid(n * h * WG);
         Some((|| {
-            let kernel = gpu.kernel(Key { backward, dtype, packed })?;
+            let shuffle = gpu.subgroup_size.is_some_and(|n| n >= 16);
+            let kernel = gpu.kernel(Key { backward, dtype, packed, shuffle })?;
             // Packed, the forward's probabilities are f32 words, packed on the way out.
             let out = |(k, &numel): (usize, &usize)| match packed && (backward || k == 0) {
                 true => self.packed_output(numel),

@@ -123,7 +123,8 @@ pub(crate) struct Gpu {
     pub(crate) repr: Repr,
     /// Kernels may use subgroup operations (`Features::SUBGROUP`): the layer norm's row sums.
     pub(crate) subgroups: bool,
-    /// The subgroups' one size, where they have one (a layer norm's row a subgroup).
+    /// The subgroups' one size, where they have one (a layer norm's row a subgroup; attention's
+    /// rows reduced by shuffles where it is 16 or more).
     pub(crate) subgroup_size: Option<u32>,
     kernels: Mutex<HashMap<Key, Arc<Kernel>>>,
     /// The compiled kernels of custom ops (`custom.rs`).

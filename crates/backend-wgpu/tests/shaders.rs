@@ -20,7 +20,7 @@ fn cooperative(src: &str) -> bool {
 /// Whether a source takes subgroup operations (built where the device has `SUBGROUP`; naga
 /// takes them without an `enable`).
 fn subgroups(src: &str) -> bool {
-    src.contains("subgroupAdd(")
+    src.contains("subgroupAdd(") || src.contains("subgroupShuffleXor(")
 }
 
 fn validate(name: &str, src: &str, caps: Capabilities) -> (naga::Module, naga::valid::ModuleInfo) {

@@ -202,6 +202,18 @@ fn head_of(wid: vec3<u32>, nwg: vec3<u32>) -> vec3<u32> {
 // that row: their partials (`parts`, row i at i) through red, summed (or, with `is_max`, the
 // largest). Every invocation calls it at the same point.
 fn across(parts: array<f32, 5>, is_max: bool, tx: u32, ty: u32) -> array<f32, 5> {
+  if (ACROSS_SHUFFLE) {
+    // A row's 16 invocations are 16 neighbours of one subgroup (ACROSS_SHUFFLE where the
+    // subgroups are 16 wide or more): a butterfly, after which all 16 hold the same bits.
+    var r = parts;
+    for (var m = 8u; m > 0u; m = m >> 1u) {
+      for (var i = 0u; i < 5u; i++) {
+        let o = subgroupShuffleXor(r[i], m);
+        r[i] = select(r[i] + o, max(r[i], o), is_max);
+      }
+    }
+    return r;
+  }
   workgroupBarrier();
   red[ty * 16u + tx] = parts[0];
   red[(ty + 16u) * 16u + tx] = parts[1];
