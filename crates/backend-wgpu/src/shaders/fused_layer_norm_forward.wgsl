@@ -1,6 +1,6 @@
-// ops::LayerNorm: each workgroup (or subgroup) normalizes one row, its mean first and then the mean of
-// squared deviations (two passes over the row, as the CPU's kernel: no variance taken as a
-// difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
+// ops::LayerNorm: each workgroup (or subgroup) normalizes one row, its mean first and then the
+// mean of squared deviations (two passes over the row, as the CPU's kernel: no variance taken
+// as a difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
 // bias their bindings are placeholders, never read.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
