@@ -208,7 +208,7 @@ impl WgpuBackend {
         match bias {
             // Cut so that no kernel stores the finished y (or packed): the bias as a broadcast
             // add, and ReLU as its own kernel.
-            Some(v) if in_kernel.is_none() || !tiling.bias_in_kernel() => {
+            Some(v) if in_kernel.is_none() || !tiling.bias_in_kernel(dtype) => {
                 let y = self.add_bias(out, &geom.output_shape(), v, vec![0, 1, 0, 0])?;
                 if !relu {
                     return Ok(vec![y]);
@@ -339,10 +339,12 @@ impl WgpuBackend {
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
-            let bias = ops.bias.filter(|_| tiling.bias_in_kernel());
+            let bias = ops.bias.filter(|_| tiling.bias_in_kernel(dtype));
             let kernel = match coop {
                 Some(variant) => {
-                    match matmul_coop::kernel(gpu, CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled: amax.is_some(), packed: ops.packed }) {
+                    let (scaled, packed, relu) = (amax.is_some(), ops.packed, bias.is_some() && ops.relu);
+                    let key = CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled, packed, bias: bias.is_some(), relu };
+                    match matmul_coop::kernel(gpu, key) {
                         Some(k) => k,
                         None => return Ok(false),
                     }

@@ -6,7 +6,7 @@ use liandan_tensor::DType;
 
 use super::params::ConvParams;
 use crate::kernels::{KernelKey, Wgsl};
-use crate::matmul::coop::{MATMUL_COOP, OUT_SCALED, OUT_SCALED_PARTIAL, RAW_SCALED, SCALED, STORE_ROUNDED};
+use crate::matmul::coop::{AS_IS, MATMUL_COOP, OUT_SCALED, OUT_SCALED_PARTIAL, RAW_SCALED, SCALED, STORE_ROUNDED};
 use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
 use crate::packed::with_words;
 use crate::plan::{packs_y, Load, Pass, Variant};
@@ -23,6 +23,7 @@ const WEIGHT_TAPS: &str = include_str!("../shaders/conv/weight_taps.wgsl");
 const WEIGHT_X: &str = include_str!("../shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("../shaders/conv/bias.wgsl");
 const BIAS_PACKED: &str = include_str!("../shaders/conv/bias_packed.wgsl");
+const BIAS_COOP: &str = include_str!("../shaders/conv/bias_coop.wgsl");
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
 /// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
@@ -118,7 +119,8 @@ impl KernelKey for Key {
 /// in [`Key`]; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
 /// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs);
 /// `packed` (scaled only): the operands are packed bf16, widened as they are fetched (y is
-/// written in f32 words and packed after).
+/// written in f32 words and packed after). `bias` (a forward of f16 y, K not split): the bias
+/// added to each output channel as y is stored (`conv/bias_coop.wgsl`); `relu`: and ReLU after.
 /// `plan/conv.rs` says which passes run here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CoopKey {
@@ -129,6 +131,8 @@ pub(crate) struct CoopKey {
     pub(crate) phase: bool,
     pub(crate) scaled: bool,
     pub(crate) packed: bool,
+    pub(crate) bias: bool,
+    pub(crate) relu: bool,
 }
 
 impl KernelKey for CoopKey {
@@ -159,13 +163,15 @@ impl KernelKey for CoopKey {
             .uint("SGM", sgm)
             .uint("SGN", sgn)
             .uint("FM", k.variant.fragment_rows())
-            .flag("PAIRS", false);
+            .flag("PAIRS", false)
+            .flag("RELU", k.relu);
         let w = w.uint("A_VECS", a_vecs).uint("B_VECS", b_vecs);
         let w = w.flag("TRANSPOSED", k.pass == Pass::Input).flag("PHASE", k.phase);
         let w = if k.packed { with_words(w) } else { w };
         let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(include_str!("../shaders/matmul/write.wgsl"));
         let w = w.part(raws[0]).part(raws[1]);
         let w = if k.scaled { w } else { w.part(STORE_ROUNDED) };
+        let w = w.part(if k.bias { BIAS_COOP } else { AS_IS });
         let w = match k.pass {
             Pass::Forward | Pass::Input => w.part(include_str!("../shaders/matmul_coop/a_fetch.wgsl")).part(TAPS).part(GATHER_COOP),
             Pass::Weight => w.part(WEIGHT_DY_COOP).part(WEIGHT_TAPS).part(WEIGHT_X_COOP),
@@ -192,7 +198,11 @@ impl KernelKey for CoopKey {
                     for partial in [false, true] {
                         for &phase in phases {
                             for (scaled, packed) in [(false, false), (true, false), (true, true)] {
-                                all.push(CoopKey { pass, variant, a4, partial, phase, scaled, packed });
+                                let key = CoopKey { pass, variant, a4, partial, phase, scaled, packed, bias: false, relu: false };
+                                all.push(key);
+                                if pass == Pass::Forward && !partial && !scaled {
+                                    all.extend([false, true].map(|relu| CoopKey { bias: true, relu, ..key }));
+                                }
                             }
                         }
                     }

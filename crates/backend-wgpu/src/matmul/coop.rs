@@ -31,6 +31,8 @@ pub(crate) const RAW_SCALED: &str = include_str!("../shaders/matmul_coop/raw_sca
 pub(crate) const OUT_SCALED: &str = include_str!("../shaders/matmul/out_scaled.wgsl");
 pub(crate) const OUT_SCALED_PARTIAL: &str = include_str!("../shaders/matmul/out_scaled_partial.wgsl");
 pub(crate) const STORE_ROUNDED: &str = include_str!("../shaders/matmul_coop/store_rounded.wgsl");
+/// Sums stored as they are (what every product but a convolution's with its bias adds).
+pub(crate) const AS_IS: &str = include_str!("../shaders/matmul_coop/as_is.wgsl");
 const OUT_ROUNDED: &str = include_str!("../shaders/matmul/out_rounded.wgsl");
 const OUT_PARTIAL: &str = include_str!("../shaders/matmul/out_partial.wgsl");
 const WRITE: &str = include_str!("../shaders/matmul/write.wgsl");
@@ -123,7 +125,8 @@ impl KernelKey for Key {
             .flag("PAIRS", packs_y || (bias && !packed))
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
-        w.part(include_str!("../shaders/matmul_coop/a_fetch.wgsl"))
+        w.part(AS_IS)
+            .part(include_str!("../shaders/matmul_coop/a_fetch.wgsl"))
             .part(include_str!("../shaders/matmul_coop/b_fetch.wgsl"))
             .part(MATMUL_COOP)
             .part(ENTRY)

@@ -22,11 +22,12 @@ pub(crate) struct Tiling {
 }
 
 impl Tiling {
-    /// Whether products cut so add a forward's bias in the kernel: the tiled kernel's finished
-    /// sums (not partial ones, nor the tensor cores' stores through workgroup memory); elsewhere
-    /// the bias is a broadcast add after.
-    pub(crate) fn bias_in_kernel(self) -> bool {
-        self.coop.is_none() && self.splits == 1
+    /// Whether products of `dtype` cut so add a forward's bias in the kernel: finished sums (not
+    /// partial ones), on the tiled kernel or as the tensor cores' f16 results are stored (not
+    /// scaled ones, whose scales come back as they are stored); elsewhere the bias is a
+    /// broadcast add after.
+    pub(crate) fn bias_in_kernel(self, dtype: DType) -> bool {
+        self.splits == 1 && (self.coop.is_none() || dtype == DType::F16)
     }
 }
 

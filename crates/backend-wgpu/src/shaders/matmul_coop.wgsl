@@ -32,7 +32,9 @@
 // packed bf16 wants, matmul_coop/write2_packed.wgsl; else one through store_y);
 // a_fetch and b_fetch (vec4 i of this invocation's share of a slice of a or b, zeros outside:
 // matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
-// (their set-up for a tile) and out_at (where element (m, n) of y goes).
+// (their set-up for a tile), out_at (where element (m, n) of y goes) and finish_ (what the
+// sum of row m becomes as the scalar stores take it: itself, matmul_coop/as_is.wgsl, or a
+// convolution's with its bias and ReLU, conv/bias_coop.wgsl).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -234,7 +236,7 @@ fn write_out(ybase: u32, m: u32, n: u32, lid: u32) {
         for (var i = lid % 32u; i < 256u; i += 32u) {
             let mm = m + i / 16u;
             let nn = n + i % 16u;
-            if (mm < d.y && nn < d.w) { store_y(out_at(ybase, mm, nn), cs_[at + i]); }
+            if (mm < d.y && nn < d.w) { store_y(out_at(ybase, mm, nn), finish_(mm, cs_[at + i])); }
         }
     }
     workgroupBarrier();
