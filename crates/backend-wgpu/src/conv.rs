@@ -89,8 +89,8 @@ struct Operands<'a> {
     phase: Phase,
     /// a and b are packed bf16 (`packed.rs`).
     packed: bool,
-    /// The forward's bias and its offset, for the kernel to add as it stores y (never
-    /// packed; see `Tiling::bias_in_kernel`).
+    /// The forward's bias and its offset, for the kernel to add as it stores y (packed where
+    /// a and b are; see `Tiling::bias_in_kernel`).
     bias: Option<(&'a wgpu::Buffer, usize)>,
     /// ReLU after the bias, in the kernel where the bias is.
     relu: bool,
