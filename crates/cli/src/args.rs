@@ -133,9 +133,9 @@ pub struct TrainArgs {
     #[arg(long, default_value = "f32", value_name = "P", value_parser = precision)]
     pub precision: Precision,
     /// Under f16 or bf16, matmul, linear layers and convolutions of fewer operations (two a
-    /// multiply-add) stay in f32, where the low type saves nothing (default: 2^28; under bf16,
-    /// matmul and linear layers from 1.5 x 2^30); 0 computes every one in the low type, as
-    /// `torch.autocast`.
+    /// multiply-add) stay in f32, where the low type saves nothing (default: 2^28, convolutions
+    /// from 2^24; under bf16, matmul and linear layers from 1.5 x 2^30); 0 computes every one in
+    /// the low type, as `torch.autocast`.
     #[arg(long, value_name = "OPS")]
     pub autocast_min_ops: Option<u64>,
     /// Batches per optimizer step (gradient accumulation): N batches of --batch-size update the

@@ -41,18 +41,25 @@ use crate::error::{Error, Result};
 use crate::optim::fused::{nonfinite, unscale_check, update, update_foreach, NextScale, Scale, SCALER_STATE};
 use crate::optim::Optimizer;
 
-/// The smallest matmul, linear layer or convolution, in operations (two a multiply-add), that a
-/// training run's autocast computes in the low type ([`AutocastGuard::with_minimums`]). Below
-/// it the GPU's f16 products run on its ordinary units in f32 arithmetic whatever their
-/// storage, so casting their operands adds kernels and saves nothing. From it a product's low
-/// output carries the low type on through the layers after it, though the tensor cores take
-/// products only from twice this size: resnet18's 3-channel stem (2^28.8) in f32 kept its
-/// first stage's activations in f32 beside their f16 casts. 0 lowers every product, as
-/// `torch.autocast` does.
+/// The smallest matmul or linear layer, in operations (two a multiply-add), that a training
+/// run's autocast computes in the low type ([`AutocastGuard::with_minimums`]; convolutions
+/// start at [`AUTOCAST_CONV_MIN_OPS`]). Below it the GPU's f16 products run on its ordinary
+/// units in f32 arithmetic whatever their storage, so casting their operands adds kernels and
+/// saves nothing. 0 lowers every product, as `torch.autocast` does.
 pub const AUTOCAST_MIN_OPS: u64 = 1 << 28;
 
+/// The smallest convolution a training run's autocast computes in the low type: 2^24
+/// operations. A convolution's low output carries the low type on through the layers after it
+/// (pooling, the next convolution), so a small first layer lowered spares the casts of its
+/// large activations both ways, which cost more than its own low product: on an H100
+/// mnist_cnn's f16 step (its first convolution 2^24.6) ran 2% faster so, seed003_cnn's
+/// (2^26.6) 1-3%, and vit's, whose patch embedding (2^27.2) feeds an f32 residual stream, under
+/// 1% slower. Left in f32, resnet18's stem (2^28.8) kept its first stage's activations in f32
+/// beside their f16 casts.
+pub const AUTOCAST_CONV_MIN_OPS: u64 = 1 << 24;
+
 /// The smallest matmul or linear layer a training run's bf16 autocast computes in bf16 (its
-/// convolutions start at [`AUTOCAST_MIN_OPS`]): 1.5 x 2^30 operations. A bf16 product on the
+/// convolutions start at [`AUTOCAST_CONV_MIN_OPS`]): 1.5 x 2^30 operations. A bf16 product on the
 /// GPU's f16 tensor cores first scans each operand for its largest magnitude (to scale it into
 /// f16's range), and under this size the scans and the casts around it cost more than the
 /// tensor cores save: on an H100 mlp's first layer (2^30) and vit's attention projections
@@ -90,13 +97,12 @@ impl Precision {
         Ok(AutocastGuard::with_minimums(self.dtype(), min_ops.map_or(self.min_ops(), MinOps::all))?)
     }
 
-    /// The smallest products a training run computes in the low type: [`AUTOCAST_MIN_OPS`],
-    /// and for bf16's matmul and linear layers [`BF16_MATMUL_MIN_OPS`].
+    /// The smallest products a training run computes in the low type: matmul and linear layers
+    /// from [`AUTOCAST_MIN_OPS`] (bf16's from [`BF16_MATMUL_MIN_OPS`]), convolutions from
+    /// [`AUTOCAST_CONV_MIN_OPS`].
     pub fn min_ops(self) -> MinOps {
-        match self {
-            Precision::BF16 => MinOps { matmul: BF16_MATMUL_MIN_OPS, conv: AUTOCAST_MIN_OPS },
-            Precision::F32 | Precision::F16 => MinOps::all(AUTOCAST_MIN_OPS),
-        }
+        let matmul = if self == Precision::BF16 { BF16_MATMUL_MIN_OPS } else { AUTOCAST_MIN_OPS };
+        MinOps { matmul, conv: AUTOCAST_CONV_MIN_OPS }
     }
 
     /// The dtype autocast computes matmul and convolutions in.

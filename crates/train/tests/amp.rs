@@ -231,6 +231,28 @@ fn an_f16_run_whose_products_stay_f32_trains_as_f32_without_the_scaler() {
     }
 }
 
+/// A run's default minimums lower a convolution from 2^24 operations (mnist_cnn's first, whose
+/// low output then feeds the next convolution without casts) while a product of that size
+/// stays f32, in f16 and in bf16.
+#[test]
+fn the_default_minimums_lower_small_convolutions_but_not_small_products() {
+    let dev = Device::cpu();
+    // 2 x 64 images x 676 positions x 32 outputs x 9 taps: 2^24.6 operations.
+    let x = Tensor::rand(&[64, 1, 28, 28], -1.0, 1.0, 1, DType::F32, &dev).unwrap();
+    let w = Tensor::rand(&[32, 1, 3, 3], -1.0, 1.0, 2, DType::F32, &dev).unwrap();
+    // 2 x 64 x 1024 x 256: 2^25 operations.
+    let (a, b) = (Tensor::rand(&[64, 1024], -1.0, 1.0, 3, DType::F32, &dev).unwrap(), Tensor::rand(&[1024, 256], -1.0, 1.0, 4, DType::F32, &dev).unwrap());
+    for precision in [Precision::F16, Precision::BF16] {
+        let _region = precision.autocast(None).unwrap();
+        let conv = x.conv2d(&w, None, (1, 1), (0, 0), (1, 1), 1).unwrap();
+        assert_eq!(conv.dtype(), precision.dtype(), "the convolution under {precision:?}");
+        assert_eq!(a.matmul(&b).unwrap().dtype(), DType::F32, "the product under {precision:?}");
+        // Under the convolutions' minimum it stays f32 too.
+        let small = x.narrow(0, 0, 32).unwrap().conv2d(&w, None, (1, 1), (0, 0), (1, 1), 1).unwrap();
+        assert_eq!(small.dtype(), DType::F32, "the half-batch convolution under {precision:?}");
+    }
+}
+
 #[test]
 fn n_micro_batches_update_as_one_batch_of_n_times_b() {
     let _g = lock();
