@@ -2,8 +2,8 @@
 //! unscaled f16 and bf16 gradients against f32 ones, a forced f16 overflow that skips exactly
 //! its step, N micro-batches against one batch of N*B, a non-finite gradient named by its step,
 //! anomaly detection naming the rigged layer, the VAE trained in f16, `mnist_cnn` in f16 and
-//! bf16 within a point of f32's validation accuracy, an f16 run resumed with its scaler, and
-//! the scaler's backward started from its scale.
+//! bf16 within a point of f32's validation accuracy, an f16 run resumed with its scaler, the
+//! scaler's backward started from its scale, and the default minimum sizes autocast lowers.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
