@@ -34,8 +34,8 @@ fn train_runs_in_f16_and_bf16_and_says_what_they_cost_here() {
         let (out, err) = text(&o);
         assert!(o.status.success(), "{precision}: {err}");
         let products = match precision {
-            "f16" => "matmul and convolutions from 2^28 operations",
-            _ => "matmul and linear layers from 2^30.6 operations and convolutions from 2^28",
+            "f16" => "matmul and linear layers from 2^28 operations and convolutions from 2^24",
+            _ => "matmul and linear layers from 2^30.6 operations and convolutions from 2^24",
         };
         assert!(out.contains(&format!("precision: {precision} mixed precision: {products} in {precision}")), "{out}");
         assert!(out.contains(&format!("the CPU stores {precision} in 2 bytes")), "{out}");
