@@ -14,6 +14,14 @@
 //! but about `1 / (sh sw)` of them would meet zeros. The pixels of a phase no tap reaches (a
 //! strided 1x1 kernel's but one) are cleared, not multiplied.
 //!
+//! Where every phase has taps (`plan::one_dispatch`), the phases run as one dispatch
+//! (`conv/phases.wgsl`): their products differ only in K, their columns and their weights
+//! (copied one after another), so one grid holds every phase's tiles, none waits for the one
+//! before, and the plan splits K counting all of them. On the H100 resnet18's stride-2 3x3 input
+//! gradients took 124-177 us a call so against 179-329 one phase a dispatch. Its strided 1x1
+//! shortcuts keep their clear and one product: as one dispatch, its three phases of zeros
+//! written by the kernel, its f16 step ran 1.01x as long.
+//!
 //! Which route a pass takes (Winograd, the columns, the tensor cores or the tiled kernel), and
 //! how its products are cut into tiles and splits of K, is `plan/conv.rs`; this runs it.
 //!
@@ -51,10 +59,11 @@ use crate::matmul::coop as matmul_coop;
 use crate::matmul::ProductParams;
 use crate::packed::{packed_view, Outputs};
 use crate::params::words;
-use crate::plan::{self, input_phases, packs_y, Composite, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
+use crate::plan::{self, input_phases, one_dispatch, packs_y, Axis, Composite, ConvCall, ConvPlan, Gemm, Pass, Phase, Tiling};
 use crate::pool::PooledBuffer;
 use crate::storage::WgpuStorage;
 use params::ConvParams;
+use plan::MAX_PHASES;
 
 mod keys;
 mod params;
@@ -94,6 +103,10 @@ struct Operands<'a> {
     bias: Option<(&'a wgpu::Buffer, usize)>,
     /// ReLU after the bias, in the kernel where the bias is.
     relu: bool,
+    /// Every phase of an input gradient in this one product (`conv/phases.wgsl`): each axis's
+    /// phases as `ConvParams::phase_y` / `phase_x` hold them; a's weights are the phases'
+    /// one after another.
+    phases: Option<[[u32; MAX_PHASES]; 2]>,
 }
 
 /// Which of the tensor crate's convolution ops (`liandan_tensor::ops::Conv2d`, ...) a call runs.
@@ -193,7 +206,8 @@ impl WgpuBackend {
         let bias = inputs.get(2).filter(|_| gemm.pass == Pass::Forward);
         // (Packed where the operands are: `fused_conv` takes them packed alike.)
         let in_kernel = bias.map(|v| (gpu_storage(v).buffer(), v.layout.offset()));
-        let ops = Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), packed, bias: in_kernel, relu };
+        let ops =
+            Operands { a, a_off, b: gpu_storage(b).buffer(), b_off: b.layout.offset(), phase: Phase::whole(geom), packed, bias: in_kernel, relu, phases: None };
         let products = [(gemm, ops)];
         let tiling = self.tuned(gpu, call, plan, &products, (gemm.n, gemm.k), &out)?;
         let (av, bv) = if gemm.pass == Pass::Weight { (&inputs[0], &inputs[1]) } else { (&inputs[1], &inputs[0]) };
@@ -226,6 +240,11 @@ impl WgpuBackend {
         let gpu = self.gpu()?;
         let (geom, dtype) = (&call.geom, call.dtype);
         let (dy, w) = (&inputs[0], &inputs[1]);
+        if let Some(axes) = one_dispatch(geom, packed_view(dy)) {
+            if let Some(out) = self.conv_input_phases(call, plan, inputs, axes)? {
+                return Ok(out);
+            }
+        }
         let phases = input_phases(geom);
         let gemms: Vec<Gemm> = phases.iter().map(|ph| Gemm::input(geom, ph)).collect();
         // Each phase's weights, copied into the order its product reads them (none for a
@@ -244,7 +263,20 @@ impl WgpuBackend {
                     Some(c) => (wgpu_buffer(c), 0),
                     None => (gpu_storage(w).buffer(), phase_weight(geom, w.layout, &phase).offset()),
                 };
-                (gemm, Operands { a, a_off, b: gpu_storage(dy).buffer(), b_off: dy.layout.offset(), phase, packed: packed_view(dy), bias: None, relu: false })
+                (
+                    gemm,
+                    Operands {
+                        a,
+                        a_off,
+                        b: gpu_storage(dy).buffer(),
+                        b_off: dy.layout.offset(),
+                        phase,
+                        packed: packed_view(dy),
+                        bias: None,
+                        relu: false,
+                        phases: None,
+                    },
+                )
             })
             .collect();
         // The phases share one output, so one cut (the plan's, for the largest of them).
@@ -256,6 +288,61 @@ impl WgpuBackend {
             return self.conv_input(call, self.conv_plan(gpu, call), inputs);
         }
         Ok(vec![Arc::new(out) as Storage])
+    }
+
+    /// The input gradient of a strided convolution as one product over every phase (see
+    /// `one_dispatch`); `None` where the weights' copy cannot run here (the phases then run
+    /// one by one).
+    fn conv_input_phases(&self, call: &ConvCall, plan: ConvPlan, inputs: &[Strided], (ys, xs): (Vec<Axis>, Vec<Axis>)) -> Result<Option<Vec<Storage>>> {
+        let gpu = self.gpu()?;
+        let (geom, dtype) = (&call.geom, call.dtype);
+        let (dy, w) = (&inputs[0], &inputs[1]);
+        let all: Vec<Phase> = ys.iter().flat_map(|&y| xs.iter().map(move |&x| Phase { y, x })).collect();
+        // Each phase's weights in the order its product reads them, one phase after another.
+        let gemms: Vec<Gemm> = all.iter().map(|ph| Gemm::input(geom, ph)).collect();
+        let sizes: Vec<usize> = gemms.iter().map(|g| g.m * g.k * geom.groups).collect();
+        let weights = self.output(dtype, sizes.iter().sum::<usize>().max(1))?;
+        let mut at = 0;
+        for ((ph, gemm), size) in all.iter().zip(&gemms).zip(&sizes) {
+            if gemm.k > 0 && ph.y.count * ph.x.count > 0 {
+                let view = phase_weight(geom, w.layout, ph);
+                let dense = Layout::new(view.shape(), Layout::contiguous(view.shape()).strides(), at);
+                if self.copy_into(Strided { storage: w.storage, layout: &view, dtype }, &weights, &dense)?.is_err() {
+                    return Ok(None);
+                }
+            }
+            at += size;
+        }
+        // One product as wide and as deep as the largest phase; the kernel takes each phase's own.
+        let widest = gemms.iter().map(|g| g.n).max().unwrap_or(0);
+        let deepest = all.iter().zip(&gemms).max_by_key(|(_, g)| g.k).map(|(ph, _)| *ph).unwrap_or(all[0]);
+        let gemm = Gemm { n: widest, ..Gemm::input(geom, &deepest) };
+        let word = |a: &Axis| a.taps as u32 | ((a.shift as i16 as u16 as u32) << 16);
+        let mut table = [[0u32; MAX_PHASES]; 2];
+        for (row, axes) in table.iter_mut().zip([&ys, &xs]) {
+            for (slot, a) in row.iter_mut().zip(axes.iter()) {
+                *slot = word(a);
+            }
+        }
+        let ops = Operands {
+            a: weights.buffer(),
+            a_off: 0,
+            b: gpu_storage(dy).buffer(),
+            b_off: dy.layout.offset(),
+            phase: deepest,
+            packed: false,
+            bias: None,
+            relu: false,
+            phases: Some(table),
+        };
+        let products = [(&gemm, ops)];
+        let out = self.conv_output(&gemm, geom, dtype, plan.tiling, false)?;
+        let tiling = self.tuned(gpu, call, plan, &products, (gemm.n, gemm.k), &out)?;
+        let amax = self.scaled_amax(tiling, dtype, w, dy)?;
+        if !self.conv_products(&products, geom, dtype, tiling, &out, amax.as_ref().map(|b| b.buffer()))? {
+            return self.conv_input_phases(call, self.conv_plan(gpu, call), inputs, (ys, xs));
+        }
+        Ok(Some(vec![Arc::new(out) as Storage]))
     }
 
     /// The output of products of `gemm`'s pass cut as `tiling` says: packed bf16 where the
@@ -334,8 +421,9 @@ impl WgpuBackend {
             gpu.clear_buffer(y, 0, (bytes as u64).next_multiple_of(4).min(y.size()));
         }
         for (gemm, ops) in products.iter().filter(|(gemm, _)| gemm.k > 0) {
-            let phase = gemm.phased(geom);
-            let a4 = gemm.a4(geom, ops.a_off);
+            let (phase, phases) = (gemm.phased(geom), ops.phases.is_some());
+            // Every phase's weights (and so every phase's start) in vec4s, where they all are.
+            let a4 = gemm.a4(geom, ops.a_off) && (!phases || (geom.o / geom.groups).is_multiple_of(4));
             // The tensor-core kernel stages 32-deep slices: its ranges of K are whole ones.
             let depth = if coop.is_some() { 32 } else { 16 };
             let ks = gemm.k.div_ceil(splits).next_multiple_of(depth).max(depth);
@@ -343,7 +431,7 @@ impl WgpuBackend {
             let kernel = match coop {
                 Some(variant) => {
                     let (scaled, packed, relu) = (amax.is_some(), ops.packed, bias.is_some() && ops.relu);
-                    let key = CoopKey { pass: gemm.pass, variant, a4, partial, phase, scaled, packed, bias: bias.is_some(), relu };
+                    let key = CoopKey { pass: gemm.pass, variant, a4, partial, phase, phases, scaled, packed, bias: bias.is_some(), relu };
                     match matmul_coop::kernel(gpu, key) {
                         Some(k) => k,
                         None => return Ok(false),
@@ -361,6 +449,7 @@ impl WgpuBackend {
                         out4,
                         partial,
                         phase,
+                        phases,
                         packed: ops.packed,
                         bias: bias.is_some(),
                         relu: bias.is_some() && ops.relu,
@@ -370,7 +459,8 @@ impl WgpuBackend {
             };
             let mut meta = conv_meta(gemm, geom, ops, splits, ks);
             let groups = |count: usize| count.clamp(1, 65_535) as u32;
-            let grid = (groups(gemm.n.div_ceil(bn)), groups(gemm.m.div_ceil(bm)), groups(geom.groups * splits));
+            let count = if phases { geom.stride.0 * geom.stride.1 } else { 1 };
+            let grid = (groups(gemm.n.div_ceil(bn)), groups(gemm.m.div_ceil(bm)), groups(count * geom.groups * splits));
             match (bias, amax) {
                 (Some((buffer, offset)), _) => {
                     meta.bias_offset = u32::try_from(offset).expect("binding sizes checked below i32::MAX");
@@ -424,8 +514,6 @@ fn conv_meta(gemm: &Gemm, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
         o: u(geom.o),
         kh: u(taps.0),
         kw: u(taps.1),
-        stride_h: u(stride.0),
-        stride_w: u(stride.1),
         pad_h,
         pad_w,
         dil_h: u(dilation.0),
@@ -456,6 +544,11 @@ fn conv_meta(gemm: &Gemm, geom: &ConvGeometry, ops: &Operands, splits: usize, ks
         phase_row_step: u(geom.stride.0 * geom.w),
         phase_col_step: u(geom.stride.1),
         phase_first: u(ph.y.first * geom.w + ph.x.first),
+        // Every phase at once: the kernel fills in each phase's fields from these.
+        stride_h: if ops.phases.is_some() { u(geom.stride.0) } else { u(stride.0) },
+        stride_w: if ops.phases.is_some() { u(geom.stride.1) } else { u(stride.1) },
+        phase_y: ops.phases.map_or([0; MAX_PHASES], |t| t[0]),
+        phase_x: ops.phases.map_or([0; MAX_PHASES], |t| t[1]),
         ..Default::default()
     }
 }

@@ -555,7 +555,7 @@ impl WgpuBackend {
     }
 
     /// Writes the view `src` into `dst` viewed through `dst_layout` (same shape).
-    fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<Ran> {
+    pub(crate) fn copy_into(&self, src: Strided, dst: &WgpuStorage, dst_layout: &Layout) -> Result<Ran> {
         let out = Operand { buffer: dst.buffer(), layout: Some(dst_layout), elem: self.repr.gpu_size(dst.dtype) as u64 };
         self.launch_strided(Key::Copy(src.dtype), src.layout.shape(), &[self.operand(&src), out])
     }

@@ -53,8 +53,9 @@ pub(crate) struct Wgsl<'r> {
     extensions: Vec<&'static str>,
     types: Vec<(&'static str, DType)>,
     decls: String,
-    /// The named parameter struct's declaration (`params.rs`), where the kernel has one.
-    params: Option<String>,
+    /// The named parameter struct's declaration (`params.rs`), where the kernel has one, and
+    /// the name the kernel reads it by.
+    params: Option<(String, &'static str)>,
     parts: Vec<&'static str>,
 }
 
@@ -95,8 +96,14 @@ impl<'r> Wgsl<'r> {
     }
 
     /// The kernel reads its parameters as `p`, the block `P` ([`ShaderParams`]).
-    pub(crate) fn params<P: ShaderParams>(mut self) -> Self {
-        self.params = Some(P::wgsl_struct());
+    pub(crate) fn params<P: ShaderParams>(self) -> Self {
+        self.params_as::<P>("p")
+    }
+
+    /// The block `P` bound as `name`: for a kernel whose `p` is a private variable that it
+    /// fills from the block (`conv/phases.wgsl`).
+    pub(crate) fn params_as<P: ShaderParams>(mut self, name: &'static str) -> Self {
+        self.params = Some((P::wgsl_struct(), name));
         self
     }
 
@@ -121,9 +128,9 @@ impl<'r> Wgsl<'r> {
             s += &self.repr.prelude(name, *dtype);
         }
         s += &self.decls;
-        if let Some(block) = &self.params {
+        if let Some((block, name)) = &self.params {
             s += block;
-            s += self.repr.named_params();
+            s += &self.repr.named_params(name);
         }
         s += IDS;
         for part in self.parts {

@@ -37,14 +37,14 @@ impl Repr {
         }
     }
 
-    /// The declaration of a kernel's parameter block, `p` of the struct `Params` (`params.rs`):
-    /// immediate data where the device takes a whole block so, else a storage buffer at
-    /// binding 0.
-    pub(crate) fn named_params(&self) -> &'static str {
+    /// The declaration of a kernel's parameter block, `name` (`p` for most kernels) of the
+    /// struct `Params` (`params.rs`): immediate data where the device takes a whole block so,
+    /// else a storage buffer at binding 0.
+    pub(crate) fn named_params(&self, name: &str) -> String {
         if self.immediates {
-            "var<immediate> p: Params;\n"
+            format!("var<immediate> {name}: Params;\n")
         } else {
-            "@group(0) @binding(0) var<storage, read> p: Params;\n"
+            format!("@group(0) @binding(0) var<storage, read> {name}: Params;\n")
         }
     }
 

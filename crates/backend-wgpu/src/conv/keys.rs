@@ -24,12 +24,24 @@ const WEIGHT_X: &str = include_str!("../shaders/conv/weight_x.wgsl");
 const BIAS: &str = include_str!("../shaders/conv/bias.wgsl");
 const BIAS_PACKED: &str = include_str!("../shaders/conv/bias_packed.wgsl");
 const BIAS_COOP: &str = include_str!("../shaders/conv/bias_coop.wgsl");
+const PHASES: &str = include_str!("../shaders/conv/phases.wgsl");
+const ONE_PHASE: &str = include_str!("../shaders/conv/one_phase.wgsl");
+
+/// The parameter block of a kernel over one product, or over every phase at once (`phases`:
+/// the launcher's block is `p0`, from which `conv/phases.wgsl` fills in each phase's `p`).
+fn with_params(w: Wgsl<'_>, phases: bool) -> Wgsl<'_> {
+    match phases {
+        true => w.params_as::<ConvParams>("p0").part(PHASES),
+        false => w.params::<ConvParams>().part(ONE_PHASE),
+    }
+}
 
 /// One compiled convolution variant (see `kernels::KernelKey`): `h` = 1 gives 64 x 64 tiles,
 /// 2 gives 128 x 128 (`plan/conv_cut.rs` chooses); `a4`: a read in aligned vec4s; `aligned`:
 /// the gathered channels per group are a multiple of 16 (forward and input gradient); `out4`:
 /// y written in vec4s; `partial`: unrounded partial sums over a split of K. Input gradient
-/// only: `phase`, the output is one phase's pixels, a stride apart. `packed`: a and
+/// only: `phase`, the output is one phase's pixels, a stride apart; `phases`: and the dispatch
+/// runs every phase (`conv/phases.wgsl`). `packed`: a and
 /// b are bf16 held two to a word (`packed.rs`), widened as they are read; y is packed too
 /// where it is written whole in vec4s (`out4`, not `partial`). `bias`: the forward adds a
 /// bias (packed where a and b are) to each output channel as it stores y (rounded results
@@ -44,6 +56,7 @@ pub(crate) struct Key {
     pub(crate) out4: bool,
     pub(crate) partial: bool,
     pub(crate) phase: bool,
+    pub(crate) phases: bool,
     pub(crate) packed: bool,
     pub(crate) bias: bool,
     pub(crate) relu: bool,
@@ -56,8 +69,7 @@ impl KernelKey for Key {
         let write = write_y(k.out4, packs_y(k.packed, k.out4, k.partial));
         // As matmul: 64 x 64 f32 tiles afford a vec4 of padding per row within 16 KiB.
         let pad = k.h == 1;
-        let w = Wgsl::new(repr)
-            .params::<ConvParams>()
+        let w = with_params(Wgsl::new(repr), k.phases)
             .ty("x", k.dtype)
             .uint("H", k.h)
             .uint("PAD", pad as u32)
@@ -97,7 +109,11 @@ impl KernelKey for Key {
                                             for &bias in biases {
                                                 let relus: &[bool] = if bias { &[false, true] } else { &[false] };
                                                 for &relu in relus {
-                                                    all.push(Key { pass, dtype, h, a4, aligned, out4, partial, phase, packed, bias, relu });
+                                                    let key = Key { pass, dtype, h, a4, aligned, out4, partial, phase, phases: false, packed, bias, relu };
+                                                    all.push(key);
+                                                    if phase && !packed {
+                                                        all.push(Key { phases: true, ..key });
+                                                    }
                                                 }
                                             }
                                         }
@@ -116,7 +132,7 @@ impl KernelKey for Key {
 /// One compiled convolution variant on cooperative matrices (f16 on tensor cores, where
 /// `coop.rs` found the adapter able): a pass as the product of `matmul_coop.wgsl` on the tiles
 /// of `variant`, with the loaders of the module docs. `a4`, `partial` and `phase` as
-/// in [`Key`]; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
+/// in [`Key`], and `phases`; y is written in scalars, through workgroup memory. `scaled`: f32 operands,
 /// scaled and rounded to f16 as they are fetched, and f32 results (see the module docs);
 /// `packed` (scaled only): the operands are packed bf16, widened as they are fetched (y is
 /// written in f32 words and packed after). `bias` (a forward of f16 y, K not split): the bias
@@ -129,6 +145,7 @@ pub(crate) struct CoopKey {
     pub(crate) a4: bool,
     pub(crate) partial: bool,
     pub(crate) phase: bool,
+    pub(crate) phases: bool,
     pub(crate) scaled: bool,
     pub(crate) packed: bool,
     pub(crate) bias: bool,
@@ -153,7 +170,7 @@ impl KernelKey for CoopKey {
         };
         let (sgm, sgn) = k.variant.subgroups();
         let (a_vecs, b_vecs) = k.variant.staged_vecs(a, Load::Outer);
-        let w = Wgsl::new(repr).params::<ConvParams>().enable("wgpu_cooperative_matrix");
+        let w = with_params(Wgsl::new(repr), k.phases).enable("wgpu_cooperative_matrix");
         // Scaled: f32 elements, f16 as they are fetched.
         let w = if k.scaled { w.enable("f16").ty("x", DType::F32) } else { w.ty("x", DType::F16) };
         let w = w
@@ -198,8 +215,11 @@ impl KernelKey for CoopKey {
                     for partial in [false, true] {
                         for &phase in phases {
                             for (scaled, packed) in [(false, false), (true, false), (true, true)] {
-                                let key = CoopKey { pass, variant, a4, partial, phase, scaled, packed, bias: false, relu: false };
+                                let key = CoopKey { pass, variant, a4, partial, phase, phases: false, scaled, packed, bias: false, relu: false };
                                 all.push(key);
+                                if phase && !packed {
+                                    all.push(CoopKey { phases: true, ..key });
+                                }
                                 if pass == Pass::Forward && !partial && !scaled {
                                     all.extend([false, true].map(|relu| CoopKey { bias: true, relu, ..key }));
                                 }

@@ -1,6 +1,7 @@
 //! The parameter blocks of the convolution kernels.
 
 use crate::matmul::ProductParams;
+use crate::plan::MAX_PHASES;
 
 crate::shader_params! {
     /// One product of `shaders/conv.wgsl` (tiled or on cooperative matrices): the product's
@@ -60,6 +61,10 @@ crate::shader_params! {
         pub phase_col_step: u32,
         pub phase_first: u32,
         pub bias_offset: u32,
+        /// Every phase in one dispatch (`conv/phases.wgsl`): per phase of each axis, its taps
+        /// (low 16 bits) and its tap shift (high 16, signed).
+        pub phase_y: [u32; MAX_PHASES],
+        pub phase_x: [u32; MAX_PHASES],
     }
 }
 

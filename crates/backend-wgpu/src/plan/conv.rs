@@ -8,7 +8,7 @@ use std::fmt;
 use liandan_tensor::{ConvGeometry, DType};
 
 use super::conv_cut::cut;
-use super::phases::{input_phases, Gemm};
+use super::phases::{input_phases, one_dispatch, Gemm};
 use super::{fold, k_splits, winograd, Caps, Options, Pass, Variant, Winograd};
 
 /// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
@@ -89,7 +89,7 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
     // Where the tensor cores would not run the pass (and for f16 weight gradients in one chunk,
     // even where they would): Winograd where the rule (or the setting) wants it; an input
     // gradient mostly in the padding through the columns.
-    let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)).coop.is_none();
+    let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k), 1).coop.is_none();
     let winograd = winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)
         .filter(|&tile| off_coop || f16_weight_in_one_chunk(pass, &geom, dtype, tile, caps, options));
     let composite = if !caps.computes(dtype) || dtype == DType::F64 {
@@ -102,13 +102,16 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
         None
     };
     let rule = match pass {
-        // The phases share one output, so one cut, chosen for the largest of them.
+        // The phases share one output, so one cut, chosen for the largest of them; where they
+        // run in one dispatch, its tiles are all of theirs.
         Pass::Input => {
-            let gemms: Vec<Gemm> = input_phases(&geom).iter().map(|ph| Gemm::input(&geom, ph)).collect();
+            let phases = input_phases(&geom);
+            let gemms: Vec<Gemm> = phases.iter().map(|ph| Gemm::input(&geom, ph)).collect();
             let (n, k) = gemms.iter().fold((0, 0), |(n, k), p| (n.max(p.n), k.max(p.k)));
-            tiling(caps, options, &gemms[0], &geom, dtype, (n, k))
+            let together = if one_dispatch(&geom, packed).is_some() { phases.len() } else { 1 };
+            tiling(caps, options, &gemms[0], &geom, dtype, (n, k), together)
         }
-        _ => tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k)),
+        _ => tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k), 1),
     };
     let tunable = (rule.coop.is_none() && !packed && options.conv_cut.is_none()).then_some((rule.bm, rule.splits));
     let tiling = match tuned.filter(|_| tunable.is_some()) {
@@ -143,8 +146,8 @@ fn addressable(c: &ConvCall, caps: &Caps) -> bool {
     packs && sizes.into_iter().all(small) && small(c.operand_reach) && c.operand_bytes <= caps.max_binding && out_bytes <= caps.max_binding
 }
 
-/// The tiling of the products of `gemm`'s pass (the largest of them `n` wide and `k` deep):
-/// on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
+/// The tiling of the products of `gemm`'s pass (the largest of them `n` wide and `k` deep,
+/// `together` of them in one dispatch, whose tiles fill the GPU together): on cooperative matrices where the device runs f16 matmuls on them, for kernels larger than
 /// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
 /// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
 /// weight gradient with at least 128 output channels per group (a tile's rows); K split as
@@ -155,15 +158,16 @@ fn addressable(c: &ConvCall, caps: &Caps) -> bool {
 /// even on 64-row tiles). A weight gradient whose dy does not read in vec4s (output pixels not
 /// a multiple of 4) reads it an element at a time there: seed003_cnn's 11 x 11 outputs, 218 us
 /// a call in f16 against the tiled kernel's 479.
-fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize)) -> Tiling {
+fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtype: DType, (n, k): (usize, usize), together: usize) -> Tiling {
     let limit = caps.max_binding as usize;
-    let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups, gemm.total);
+    // Products run in one dispatch count as groups of one product.
+    let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups * together, gemm.total);
     let fits = geom.kernel != (1, 1)
         && match pass {
             Pass::Weight => m >= 128,
             _ => gemm.gather[0].is_multiple_of(32),
         };
-    if let Some(chosen) = caps.coop.filter(|_| fits && on_tensor_cores(caps, options, dtype, 2 * m * n * k * groups)) {
+    if let Some(chosen) = caps.coop.filter(|_| fits && on_tensor_cores(caps, options, dtype, 2 * m * n * k * geom.groups)) {
         let variant = Variant::for_pass(chosen, m);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);

@@ -80,6 +80,25 @@ pub(crate) fn input_phases(g: &ConvGeometry) -> Vec<Phase> {
     all.filter(|p| p.y.count * p.x.count > 0).collect()
 }
 
+/// The most phases along one axis (its stride) that one dispatch of an input gradient runs.
+pub(crate) const MAX_PHASES: usize = 4;
+
+/// Each axis's phases where a strided input gradient runs as one product over all of them
+/// (`conv/phases.wgsl`, see `conv.rs`): strides of at most `MAX_PHASES`, every phase reached
+/// by a tap (a strided 1x1 kernel's are mostly cleared instead), tap counts and shifts within
+/// 16 bits (the parameter block holds them so), operands not packed (the weights are copied
+/// as stored).
+pub(crate) fn one_dispatch(g: &ConvGeometry, packed: bool) -> Option<(Vec<Axis>, Vec<Axis>)> {
+    let (sh, sw) = g.stride;
+    if g.stride == (1, 1) || sh > MAX_PHASES || sw > MAX_PHASES || packed {
+        return None;
+    }
+    let ys = Axis::phases(g.h, g.kernel.0, sh, g.padding.0, g.dilation.0);
+    let xs = Axis::phases(g.w, g.kernel.1, sw, g.padding.1, g.dilation.1);
+    let fits = |a: &Axis| a.taps > 0 && a.taps <= u16::MAX as usize && i16::try_from(a.shift).is_ok();
+    ys.iter().chain(&xs).all(fits).then_some((ys, xs))
+}
+
 /// One pass as a product: `[G]` batches of `M x K` times `K x N`, and where its operands are.
 pub(crate) struct Gemm {
     pub(crate) pass: Pass,

@@ -22,6 +22,9 @@
 // steps in y between a phase's rows and columns and its first pixel (conv.rs), folded into
 // ybase; p.bias_offset (conv/bias.wgsl).
 //
+// PHASES (conv/phases.wgsl): every phase of a strided input gradient in one dispatch, its
+// fields filled in by enter_phase; else one product (conv/one_phase.wgsl).
+//
 // The product is matmul/tile.wgsl's (WG = 256 invocations) or, for f16 on cooperative
 // matrices, matmul_coop.wgsl's (WG as its variant has it; forward and input gradient).
 //
@@ -47,13 +50,17 @@ fn out_at(ybase: u32, m: u32, n: u32) -> u32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups.
-    let d = dims_();
+    // Tiles beyond the grid's 65,535 per dimension are taken in turn by the workgroups; z runs
+    // over the phases (conv/phases.wgsl), then the groups, then the splits.
+    enter_phase(0u);
     let splits = p.splits;
-    let mt = (d.y + BM - 1u) / BM;
-    let nt = (d.w + BN - 1u) / BN;
-    for (var z = wid.z; z < d.x * splits; z += nwg.z) {
-        let g = z / splits;
+    let per_phase = p.batch * splits;
+    for (var z = wid.z; z < phase_count() * per_phase; z += nwg.z) {
+        enter_phase(z / per_phase);
+        let d = dims_();
+        let mt = (d.y + BM - 1u) / BM;
+        let nt = (d.w + BN - 1u) / BN;
+        let g = (z % per_phase) / splits;
         let s = z % splits;
         group_row = g * d.y;
         let k0 = s * p.split_k;

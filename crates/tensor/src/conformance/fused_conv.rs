@@ -60,7 +60,7 @@ fn check_case(d: &Device, case: &Case, dtype: DType, seed: u64, atol: f64, rtol:
 
 /// Every case in f32, five in f16 (padded, grouped, whole slices, split K, the strided stem; f16 rounds each
 /// composite step, the fused kernel only its result: the tolerance is f16's), whole slices with
-/// a bias in f16, split K with a bias, and a non-contiguous input.
+/// a bias in f16, strided whole slices in f16, split K with a bias, and a non-contiguous input.
 pub fn conv2d_matches_composite(d: &Device) {
     for (i, case) in CASES.iter().enumerate() {
         check_case(d, case, DType::F32, 100 + 3 * i as u64, 1e-4, 1e-4);
@@ -70,6 +70,8 @@ pub fn conv2d_matches_composite(d: &Device) {
     }
     // Whole slices with a bias (an even seed) in f16: a tensor-core kernel adds it as it stores y.
     check_case(d, &CASES[7], DType::F16, 122, 6e-2, 2e-2);
+    // Strided with whole slices per tap in f16: every phase in one tensor-core kernel.
+    check_case(d, &CASES[14], DType::F16, 143, 6e-2, 2e-2);
     // K split with a bias (an even seed): a kernel that stores partial sums cannot add it.
     check_case(d, &CASES[9], DType::F32, 400, 1e-4, 1e-4);
     // A padded 3x3 layer of 64 channels, odd sizes: Winograd's, where a backend has it. Its
