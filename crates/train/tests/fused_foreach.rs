@@ -115,21 +115,23 @@ fn unscaling_matches_mul_scalar() {
 
 /// The loss scaler's unscale and check as one op (where the device has it) against its two
 /// halves with fusion off: the gradients bit for bit and the flag's verdict, over 30 f32
-/// gradients (more than one dispatch takes), all finite, one infinite, one NaN, and one that
-/// the multiply itself overflows.
+/// gradients (more than one dispatch takes; some with whole blocks of 1,024 elements, some
+/// only a partial one), all finite, one infinite, one NaN, and one that the multiply itself
+/// overflows, each past an element that a block's first quarter holds.
 #[test]
 fn unscale_and_check_match_their_halves() {
     for device in common::devices() {
         for (case, scale) in [("finite", 1024.0), ("inf", 1024.0), ("nan", 1024.0), ("overflow", 0.25)] {
             let run = || {
-                let shapes: [&[usize]; 4] = [&[600], &[7, 37], &[1], &[256]];
-                let params: Vec<Tensor> = (0..30).map(|i| Tensor::zeros(shapes[i % 4], DType::F32, &device).unwrap().requires_grad_(true).unwrap()).collect();
+                let shapes: [&[usize]; 5] = [&[600], &[7, 37], &[1], &[256], &[3, 1000]];
+                let params: Vec<Tensor> = (0..30).map(|i| Tensor::zeros(shapes[i % 5], DType::F32, &device).unwrap().requires_grad_(true).unwrap()).collect();
                 for (i, p) in params.iter().enumerate() {
                     let mut g = values(p.numel(), 40 + i as u64);
+                    let at = g.len() * 3 / 5;
                     match (case, i) {
-                        ("inf", 29) => g[0] = f64::NEG_INFINITY,
-                        ("nan", 13) => g[0] = f64::NAN,
-                        ("overflow", 20) => g[0] = 3e38,
+                        ("inf", 29) => g[at] = f64::NEG_INFINITY,
+                        ("nan", 13) => g[at] = f64::NAN,
+                        ("overflow", 20) => g[at] = 3e38,
                         _ => {}
                     }
                     p.set_grad(Some(Tensor::from_f64s(&g, p.shape(), DType::F32, &device).unwrap()));

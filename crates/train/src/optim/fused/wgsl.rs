@@ -18,7 +18,8 @@ const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 
 /// The WGSL of a `width`-wide update: `head` (types, constants, the parameter block), the
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
-/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `skipped`, the
+/// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `update4_at`
+/// (the body's `update4` where it declares one), `skipped`, the
 /// bindings after every slot's that `trailing` asks for (the gate `skipped` reads, or the check
 /// `found_nonfinite` marks, after the scaler's state where the factor is read from there), and
 /// the entry point.
@@ -38,6 +39,17 @@ pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: u
         s += &format!("    case {k}u: {{ update_{k}(e); }}\n");
     }
     s += "    default: {}\n  }\n}\n\n";
+    // Elements e, e + 256, e + 512 and e + 768 of copy k (a whole block: foreach.wgsl).
+    s += "fn update4_at(k: u32, e: u32) {\n";
+    if names.iter().any(|n| n == "update4") {
+        s += "  switch k {\n";
+        for k in 0..width {
+            s += &format!("    case {k}u: {{ update4_{k}(e); }}\n");
+        }
+        s += "    default: {}\n  }\n}\n\n";
+    } else {
+        s += "  for (var r = 0u; r < 4u; r++) {\n    update_at(k, e + 256u * r);\n  }\n}\n\n";
+    }
     let trailer = 1 + width * bindings;
     match trailing {
         Trailing::Nothing => s += "fn skipped() -> bool { return false; }\n\n",

@@ -14,3 +14,20 @@ fn update(e: u32) {
     found_nonfinite();
   }
 }
+
+// Elements e, e + 256, e + 512 and e + 768 (a whole block of the multi-tensor kernel), every
+// load before any store, so that an invocation has four loads in flight, not one: the
+// compiler keeps a load after a store to the same buffer.
+fn update4(e: u32) {
+  var v: array<f32, 4>;
+  for (var r = 0u; r < 4u; r++) {
+    v[r] = load_x(values[p.values_at + e + 256u * r]);
+  }
+  for (var r = 0u; r < 4u; r++) {
+    let s = store_x(v[r] * hyper_x(unscale_factor()));
+    values_out[e + 256u * r] = s;
+    if ((bitcast<u32>(s) & 0x7f800000u) == 0x7f800000u) {
+      found_nonfinite();
+    }
+  }
+}
