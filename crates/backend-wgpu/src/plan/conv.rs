@@ -178,6 +178,10 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
         return Tiling { bm, bn, splits, coop: Some(variant) };
     }
     let (tile, splits) = cut(pass, m, n, k, groups, total, limit, options.conv_cut);
+    // A strided 1x1 kernel's input gradient clears every pixel (most phases have no tap); split,
+    // it would clear and then sum f32 partials of every pixel, more than a 2-byte output saves.
+    let cleared = pass == Pass::Input && geom.kernel == (1, 1) && geom.stride != (1, 1) && dtype.size_in_bytes() < 4;
+    let splits = if cleared && options.conv_cut.is_none() { 1 } else { splits };
     Tiling { bm: tile, bn: tile, splits, coop: None }
 }
 
