@@ -7,12 +7,17 @@
 @group(0) @binding(1) var<storage, read> values: array<S_x>;
 @group(0) @binding(2) var<storage, read_write> values_out: array<S_x>;
 
-fn update(e: u32) {
-  let v = store_x(load_x(values[p.values_at + e]) * hyper_x(unscale_factor()));
-  values_out[e] = v;
-  if ((bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u) {
+// Element `e` unscaled from its value `v`, stored and checked.
+fn unscale_store(e: u32, v: f32) {
+  let s = store_x(v * hyper_x(unscale_factor()));
+  values_out[e] = s;
+  if ((bitcast<u32>(s) & 0x7f800000u) == 0x7f800000u) {
     found_nonfinite();
   }
+}
+
+fn update(e: u32) {
+  unscale_store(e, load_x(values[p.values_at + e]));
 }
 
 // Elements e, e + 256, e + 512 and e + 768 (a whole block of the multi-tensor kernel), every
@@ -24,10 +29,6 @@ fn update4(e: u32) {
     v[r] = load_x(values[p.values_at + e + 256u * r]);
   }
   for (var r = 0u; r < 4u; r++) {
-    let s = store_x(v[r] * hyper_x(unscale_factor()));
-    values_out[e + 256u * r] = s;
-    if ((bitcast<u32>(s) & 0x7f800000u) == 0x7f800000u) {
-      found_nonfinite();
-    }
+    unscale_store(e + 256u * r, v[r]);
   }
 }
