@@ -50,12 +50,15 @@ fn wrap<T: Elem>(v: Vec<T>) -> CpuStorage {
     T::wrap(v.into())
 }
 
-/// `BatchNormTrain`: x [, weight, bias][, running_mean, running_var] to y, mean,
-/// invstd [, running_mean', running_var'] (y through a ReLU with `relu`); `x` and `y` of type
-/// `T`, the `[C]` operands of `P` (`T` itself, or f32 beside a half under autocast).
+/// `BatchNormTrain`: x [, weight, bias][, running_mean, running_var[, num_batches_tracked]]
+/// to y, mean, invstd [, running_mean', running_var'[, num_batches_tracked + 1]] (y through a
+/// ReLU with `relu`); `x` and `y` of type `T`, the `[C]` operands of `P` (`T` itself, or f32
+/// beside a half under autocast), the count I64.
 pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &[Strided]) -> Result<Vec<CpuStorage>> {
+    let (inputs, counter) = if o.count { inputs.split_at(inputs.len() - 1) } else { (inputs, &[][..]) };
     let x = slices::<T>("batch_norm_train", &inputs[..1])?.remove(0);
     let p = slices::<P>("batch_norm_train", &inputs[1..])?;
+    let counted = slices::<i64>("batch_norm_train", counter)?.iter().map(|n| CpuStorage::I64(vec![n[0] + 1].into())).collect::<Vec<_>>();
     let (n, c, l) = dims(&inputs[0]);
     let m = (n * l) as f64;
     let stats: Vec<(f64, f64)> = (0..c)
@@ -83,6 +86,7 @@ pub(crate) fn batch_norm_train<T: Elem, P: Elem>(o: &BatchNormOptions, inputs: &
         outs.push(wrap(p[k].iter().zip(&stats).map(|(old, s)| blend(old, s.0)).collect()));
         outs.push(wrap(p[k + 1].iter().zip(&stats).map(|(old, s)| blend(old, s.1 * m / (m - 1.0))).collect()));
     }
+    outs.extend(counted);
     Ok(outs)
 }
 

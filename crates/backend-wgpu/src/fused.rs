@@ -139,7 +139,7 @@ impl Known {
             // dy packed beside the i64 indices.
             Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
             // Packed activations beside f32 statistics: not all packed.
-            Known::BatchNorm(_, backward) => return crate::fused_norm::reads_packed(*backward, inputs),
+            Known::BatchNorm(o, backward) => return crate::fused_norm::reads_packed(o, *backward, inputs),
             // A word holds two units of one row.
             Known::Cell(kernel @ (Kernel::LstmCell | Kernel::LstmCellBackward)) => cell_outputs(*kernel, inputs).is_some_and(|(_, _, h)| h % 2 == 0),
             _ => false,

@@ -43,6 +43,8 @@ const WRITE: [&str; 3] = [
 /// one workgroup).
 const PER_INVOCATION: usize = 16;
 const MAX_SEGMENTS: usize = 256;
+/// Storage buffers the forward's second pass binds, its parameter block's included.
+const FORWARD_BINDINGS: usize = 14;
 /// The most workgroups along one grid dimension (here: channels).
 const MAX_GROUPS: usize = 65_535;
 
@@ -129,7 +131,7 @@ impl KernelKey for Key {
 crate::shader_params! {
     /// A fused batch norm's block (`shaders/fused_batch_norm.wgsl`): x is `[n, c, l]`, each
     /// channel cut into `segments` of `segment_len` values; `flags` 1 affine, 2 running
-    /// statistics, 4 a ReLU after; the inputs' offsets in binding order.
+    /// statistics, 4 a ReLU after, 8 a batch count; the inputs' offsets in binding order.
     struct BatchNormParams {
         n: u32,
         c: u32,
@@ -144,9 +146,11 @@ crate::shader_params! {
 }
 
 /// Whether a fused batch norm reads `inputs` as they are stored: packed bf16 activations (x,
-/// and the backward's dy) beside f32 `[C]` operands (autocast's), with L even.
-pub(crate) fn reads_packed(backward: bool, inputs: &[Strided]) -> bool {
+/// and the backward's dy) beside f32 `[C]` operands (autocast's) and any batch count, with L
+/// even.
+pub(crate) fn reads_packed(opts: &BatchNormOptions, backward: bool, inputs: &[Strided]) -> bool {
     let activations = if backward { 2 } else { 1 };
+    let inputs = &inputs[..inputs.len().saturating_sub(opts.count as usize)];
     let Some(x) = inputs.first() else { return false };
     let l: usize = x.layout.shape().iter().skip(2).product();
     inputs.len() > activations
@@ -158,7 +162,8 @@ pub(crate) fn reads_packed(backward: bool, inputs: &[Strided]) -> bool {
 impl WgpuBackend {
     /// Runs a fused batch-norm op in two dispatches, or `None` (f64; buffers beyond one binding
     /// or 32-bit offsets; more channels than a grid dimension holds; `[C]` operands of a type
-    /// other than the activations' or, beside a half, f32).
+    /// other than the activations' or, beside a half, f32; a batch count on a device that binds
+    /// too few buffers for it).
     pub(crate) fn fused_batch_norm(&self, opts: &BatchNormOptions, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, shape) = (x.dtype, x.layout.shape());
@@ -169,6 +174,14 @@ impl WgpuBackend {
         let param = inputs.get(if backward { 2 } else { 1 }).map_or(dtype, |p| p.dtype);
         if param != dtype && !(param == DType::F32 && matches!(dtype, DType::F16 | DType::BF16)) {
             return None;
+        }
+        if opts.count {
+            let counted = !backward && opts.running && inputs.last().is_some_and(|v| v.dtype == DType::I64 && v.layout.numel() == 1);
+            match self.max_bindings() {
+                Ok(most) if counted && most >= FORWARD_BINDINGS => {}
+                Ok(_) => return None,
+                Err(e) => return Some(Err(e)),
+            }
         }
         let (n, c) = (shape[0], shape[1]);
         let numel = x.layout.numel();
@@ -182,7 +195,7 @@ impl WgpuBackend {
         };
         let streams = if backward { 2 } else { 1 };
         let io = if packed_view(x) {
-            if !reads_packed(backward, inputs) {
+            if !reads_packed(opts, backward, inputs) {
                 return None;
             }
             Io::Packed
@@ -197,7 +210,7 @@ impl WgpuBackend {
         let segments = m.div_ceil(WG * PER_INVOCATION).clamp(1, MAX_SEGMENTS);
         // A segment holds whole chunks (M is a multiple of a chunk with L).
         let seg = m.div_ceil(segments).next_multiple_of(io.chunk());
-        let flags = opts.affine as u32 | (opts.running as u32) << 1 | (opts.relu as u32) << 2;
+        let flags = opts.affine as u32 | (opts.running as u32) << 1 | (opts.relu as u32) << 2 | (opts.count as u32) << 3;
         let mut block = BatchNormParams {
             n: n as u32,
             c: c as u32,
@@ -230,7 +243,9 @@ impl WgpuBackend {
             // parameters' gradients).
             let count = if backward { 1 + 2 * opts.affine as usize } else { 3 + 2 * opts.running as usize };
             let activations = |numel| if io == Io::Packed { self.packed_output(numel) } else { self.output(dtype, numel) };
-            let outs = (0..count).map(|k| if k == 0 { activations(numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
+            let mut outs = (0..count).map(|k| if k == 0 { activations(numel) } else { self.output(param, c) }).collect::<Result<Vec<_>>>()?;
+            // The batch count's: the op's last output, or a placeholder.
+            let batches = self.output(DType::I64, 1)?;
             let bound = if backward { 3 } else { 5 };
             let spare = (outs.len()..bound).map(|_| self.output(param, 1)).collect::<Result<Vec<_>>>()?;
             let out = |k: usize| outs.get(k).unwrap_or_else(|| &spare[k - outs.len()]).buffer();
@@ -242,8 +257,12 @@ impl WgpuBackend {
                 gpu.dispatch(&first, &meta, &[buf(0), partial.buffer()], groups)?;
                 let stats = if opts.affine { 3 } else { 1 };
                 let params = [input(1, opts.affine), input(2, opts.affine), input(stats, opts.running), input(stats + 1, opts.running)];
-                let bindings = [&[buf(0)][..], &params, &[partial.buffer(), out(0), out(1), out(2), out(3), out(4)]].concat();
+                let outputs = [partial.buffer(), out(0), out(1), out(2), out(3), out(4)];
+                let bindings = [&[buf(0)][..], &params, &outputs, &[input(stats + 2, opts.count), batches.buffer()]].concat();
                 gpu.dispatch(&second, &meta, &bindings, groups)?;
+            }
+            if opts.count {
+                outs.push(batches);
             }
             Ok(outs.into_iter().map(|o| Arc::new(o) as Storage).collect())
         })())

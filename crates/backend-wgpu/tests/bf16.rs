@@ -254,9 +254,10 @@ fn concat_copies_packed_words() {
     }
 }
 
-/// ReLU, batch norm (packed activations beside f32 parameters, as under autocast) and their
-/// gradients read and write packed words: a dispatch for ReLU's each, two for batch norm's
-/// each, nothing widened or packed around them; the CPU's values within bf16 rounding.
+/// ReLU, batch norm (packed activations beside f32 parameters, as under autocast; with running
+/// statistics and a batch count too) and their gradients read and write packed words: a
+/// dispatch for ReLU's each, two for batch norm's each, nothing widened or packed around them;
+/// the CPU's values within bf16 rounding.
 #[test]
 fn relu_and_batch_norm_read_and_write_packed_words() {
     use liandan_tensor::ops::{BatchNormBackward, BatchNormTrain, Relu, ReluBackward};
@@ -270,22 +271,28 @@ fn relu_and_batch_norm_read_and_write_packed_words() {
     let on = |dev: &Device| -> Vec<Tensor> {
         let act = |seed| Tensor::from_slice(&values(n * c * l, seed), &[n, c, 6, 10], dev).unwrap();
         let param = |seed| Tensor::from_slice(&f32s(c, seed), &[c], dev).unwrap();
-        vec![act(1), act(2), param(3), param(4), param(5)]
+        // A count whose low word is about to carry.
+        vec![act(1), act(2), param(3), param(4), param(5), Tensor::from_slice(&[u32::MAX as i64 + (7 << 32)], &[], dev).unwrap()]
     };
     let (g, h) = (on(&d), on(&cpu));
-    let opts = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine: true, running: false, relu: false };
+    let opts = BatchNormOptions { eps: 1e-5, momentum: 0.1, affine: true, running: false, relu: false, count: false };
+    let counted = BatchNormOptions { running: true, count: true, ..opts };
     // (what, op, inputs picked, dispatches); the backward's mean and invstd are two of the
     // parameters (invstd positive).
-    let cases: [(&str, &dyn liandan_tensor::CustomOp, &[usize], u64); 4] = [
+    let cases: [(&str, &dyn liandan_tensor::CustomOp, &[usize], u64); 5] = [
         ("relu", &Relu, &[0], 1),
         ("relu_backward", &ReluBackward, &[0, 1], 1),
         ("batch_norm", &BatchNormTrain(opts), &[0, 2, 3], 2),
+        ("batch_norm, running statistics and a count", &BatchNormTrain(counted), &[0, 2, 3, 4, 3, 5], 2),
         ("batch_norm_backward", &BatchNormBackward(opts), &[0, 1, 4, 3, 2], 2),
     ];
     for (what, op, picks, kernels) in cases {
         let (gi, ci): (Vec<&Tensor>, Vec<&Tensor>) = picks.iter().map(|&k| (&g[k], &h[k])).unzip();
         kernel_like_cpu(&d, what, op, [&gi, &ci], kernels, 1.0 / 32.0);
     }
+    // The count exactly (the comparison above is relative), its carry into the high word.
+    let outs = liandan_tensor::fused::run(&BatchNormTrain(counted), &[&g[0], &g[2], &g[3], &g[4], &g[3], &g[5]]).expect("a kernel").unwrap();
+    assert_eq!(outs[5].to_vec::<i64>().unwrap(), [8i64 << 32], "the batch count");
 }
 
 /// A linear layer's product with its bias on packed bf16 is one dispatch, the bias (packed too)

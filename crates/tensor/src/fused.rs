@@ -104,7 +104,8 @@ pub fn run_or_composite(op: &dyn CustomOp, inputs: &[&Tensor]) -> Result<Vec<Ten
 /// The options of the tensor crate's batch normalization ops (`ops::BatchNormTrain`,
 /// `ops::BatchNormBackward`), as `torch.nn.functional.batch_norm` names them; `affine`:
 /// `weight` and `bias` are given; `running`: `running_mean` and `running_var` are given;
-/// `relu`: a ReLU follows (`Tensor::batch_norm_relu`).
+/// `relu`: a ReLU follows (`Tensor::batch_norm_relu`); `count`: with the running statistics,
+/// a batch count (`num_batches_tracked`, `Tensor::batch_norm_tracked`) the forward adds one to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BatchNormOptions {
     pub eps: f64,
@@ -112,6 +113,7 @@ pub struct BatchNormOptions {
     pub affine: bool,
     pub running: bool,
     pub relu: bool,
+    pub count: bool,
 }
 
 /// What one layer normalization (`ops::LayerNorm`, `ops::LayerNormBackward`) normalizes: rows

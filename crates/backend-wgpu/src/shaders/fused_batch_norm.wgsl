@@ -1,11 +1,11 @@
 // Shared by the fused batch-norm kernels: x is [N, C, L], M = N L values per channel, each channel
 // cut into S segments of E values (the last maybe shorter); workgroup (s, c) serves segment s of
 // channel c. `BatchNormParams` (`fused_norm.rs`): p.n, p.c, p.l, p.segments = S, p.segment_len = E,
-// p.flags (1 affine, 2 running statistics, 4 a ReLU after), p.eps, p.momentum, and the inputs'
-// offsets. x, dy and the output are A_x: S_x as stored, vec4s of it, or packed bf16 words; the
-// kernels read and write CHUNK neighbouring values at a time (1, 4 or 2; E and L are multiples of
-// it) through x_chunk_, dy_chunk_ and write_chunk_ (batch_norm_io/), in the lanes of a vec4<f32>,
-// zeros after the chunk's.
+// p.flags (1 affine, 2 running statistics, 4 a ReLU after, 8 a batch count), p.eps, p.momentum,
+// and the inputs' offsets. x, dy and the output are A_x: S_x as stored, vec4s of it, or packed
+// bf16 words; the kernels read and write CHUNK neighbouring values at a time (1, 4 or 2; E and L
+// are multiples of it) through x_chunk_, dy_chunk_ and write_chunk_ (batch_norm_io/), in the
+// lanes of a vec4<f32>, zeros after the chunk's.
 
 fn flag(bit: u32) -> bool {
   return (p.flags & bit) != 0u;

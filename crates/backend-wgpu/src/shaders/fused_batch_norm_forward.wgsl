@@ -1,9 +1,10 @@
 // ops::BatchNormTrain, second pass: each workgroup joins its channel's S partial summaries into the
 // batch mean and (biased) variance, normalizes its segment (y = (x - mean) invstd weight + bias,
 // through a ReLU with flag 4), and the channel's first workgroup writes mean, invstd and the
-// running statistics (the variance made unbiased for them, as PyTorch). Without the affine
-// parameters or running statistics their bindings are placeholders, never read or kept. The [C]
-// operands are of type p: x's type, or f32 beside a half (autocast's batch norm).
+// running statistics (the variance made unbiased for them, as PyTorch) and, with flag 8, the batch
+// count plus one (an i64 as two words, low first). Without the affine parameters, running
+// statistics or count their bindings are placeholders, never read or kept. The [C] operands are
+// of type p: x's type, or f32 beside a half (autocast's batch norm).
 
 @group(0) @binding(1) var<storage, read> x: array<A_x>;
 @group(0) @binding(2) var<storage, read> weight: array<S_p>;
@@ -16,6 +17,8 @@
 @group(0) @binding(9) var<storage, read_write> invstd_out: array<S_p>;
 @group(0) @binding(10) var<storage, read_write> running_mean_out: array<S_p>;
 @group(0) @binding(11) var<storage, read_write> running_var_out: array<S_p>;
+@group(0) @binding(12) var<storage, read> batches: array<u32>;
+@group(0) @binding(13) var<storage, read_write> batches_out: array<u32>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -47,6 +50,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let rv = f32(load_p(running_var[offset(at_stats + 1u) + ch]));
       running_mean_out[ch] = store_p(C_p((1.0 - m) * rm + m * mean));
       running_var_out[ch] = store_p(C_p((1.0 - m) * rv + m * var_ * total.x / (total.x - 1.0)));
+    }
+    if (flag(8u) && ch == 0u) {
+      let at_batches = 2u * offset(select(3u, 5u, flag(1u)));
+      let low = batches[at_batches] + 1u;
+      batches_out[0] = low;
+      batches_out[1] = batches[at_batches + 1u] + select(0u, 1u, low == 0u);
     }
   }
   let seg = segment(s);

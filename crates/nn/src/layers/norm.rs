@@ -1,7 +1,7 @@
 //! Normalization layers: `BatchNorm1d`, `BatchNorm2d`, `LayerNorm` and `GroupNorm`
 //! (`torch.nn.*Norm*`). Affine weights start at 1 and biases at 0, as PyTorch.
 
-use liandan_tensor::{no_grad, DType, Device, Tensor};
+use liandan_tensor::{DType, Device, Tensor};
 
 use super::{full_param, with_fields};
 use crate::error::Result;
@@ -125,17 +125,9 @@ impl<const D: usize> BatchNorm<D> {
         // As PyTorch: batch statistics in training, or whenever there are no running ones.
         let use_batch_stats = self.training || self.running_mean.is_none();
         let (rm, rv, w, b) = (self.running_mean.as_ref(), self.running_var.as_ref(), self.weight.as_ref(), self.bias.as_ref());
-        let y = if relu {
-            x.batch_norm_relu(rm, rv, w, b, use_batch_stats, c.momentum, c.eps)?
-        } else {
-            x.batch_norm(rm, rv, w, b, use_batch_stats, c.momentum, c.eps)?
-        };
-        if self.training {
-            if let Some(n) = &self.num_batches_tracked {
-                no_grad(|| n.assign(&n.add_scalar(1.0)?))?;
-            }
-        }
-        Ok(y)
+        // Counted in training only (then batch statistics are in use too).
+        let counter = self.num_batches_tracked.as_ref().filter(|_| self.training);
+        Ok(x.batch_norm_tracked(rm, rv, counter, w, b, use_batch_stats, c.momentum, c.eps, relu)?)
     }
 }
 

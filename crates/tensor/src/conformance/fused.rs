@@ -38,15 +38,19 @@ pub fn unit_ops() -> Vec<Box<dyn CustomOp>> {
 }
 
 /// The normalizations' ops with every option set (affine or not, running statistics or not;
-/// a weight and a bias or not; a ReLU after the batch norm or not), forward and backward.
+/// a weight and a bias or not; a ReLU after the batch norm or not; a batch count beside the
+/// running statistics or not), forward and backward.
 pub fn norm_ops() -> Vec<Box<dyn CustomOp>> {
     let mut ops: Vec<Box<dyn CustomOp>> = Vec::new();
     for (affine, running) in [(true, true), (true, false), (false, true), (false, false)] {
         let l = crate::LayerNormOptions { width: 5, eps: 1e-5, weight: affine, bias: running };
         ops.extend([Box::new(LayerNorm(l)) as Box<dyn CustomOp>, Box::new(LayerNormBackward(l))]);
         for relu in [false, true] {
-            let o = crate::BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running, relu };
+            let o = crate::BatchNormOptions { eps: 1e-5, momentum: 0.1, affine, running, relu, count: false };
             ops.extend([Box::new(BatchNormTrain(o)) as Box<dyn CustomOp>, Box::new(BatchNormBackward(o))]);
+            if running {
+                ops.push(Box::new(BatchNormTrain(crate::BatchNormOptions { count: true, ..o })));
+            }
         }
     }
     ops
@@ -194,14 +198,15 @@ pub fn kernel_runs_mixed(device: &Device, op: &dyn CustomOp, low: DType) -> bool
 }
 
 /// A batch-norm op's operands on `device`: `x` `[3, 5, 2]` (and the backward's `dy`) of type
-/// `x`, the `[C]` operands of type `p` (variances and invstd positive).
+/// `x`, the `[C]` operands of type `p` (variances and invstd positive), any batch count.
 fn batch_norm_operands(device: &Device, op: &dyn CustomOp, x: DType, p: DType) -> Vec<Tensor> {
     let (n, h) = (3, 5);
     let t = |shape: &[usize], seed, dtype| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, dtype, device).unwrap();
     let any: &dyn CustomKernel = op;
     if let Some(BatchNormTrain(b)) = any.downcast_ref::<BatchNormTrain>() {
         let params = 2 * b.affine as u64 + 2 * b.running as u64;
-        return std::iter::once(t(&[n, h, 2], 1, x)).chain((0..params).map(|k| t(&[h], 2 + k, p).abs().unwrap())).collect();
+        let count = b.count.then(|| Tensor::from_slice(&[41i64], &[], device).unwrap());
+        return std::iter::once(t(&[n, h, 2], 1, x)).chain((0..params).map(|k| t(&[h], 2 + k, p).abs().unwrap())).chain(count).collect();
     }
     let b = any.downcast_ref::<BatchNormBackward>().unwrap_or_else(|| panic!("{} is not a batch norm", op.name())).0;
     let mut v = vec![t(&[n, h, 2], 1, x), t(&[n, h, 2], 2, x), t(&[h], 3, p), t(&[h], 4, p).abs().unwrap()];

@@ -35,13 +35,17 @@ pub fn batch_norm_matches_composite(d: &Device) {
             let what = format!("batch_norm train {dtype} {shape:?}");
             let full = |x: &[Tensor]| -> Result<Vec<Tensor>> {
                 let (rm, rv) = stats()?;
-                let y = x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?;
+                let n = batch_count(d)?;
+                let y = x[0].batch_norm_tracked(Some(&rm), Some(&rv), Some(&n), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5, false)?;
+                assert_eq!(n.to_vec::<i64>()?, [42], "{what}: the batch count");
                 Ok(vec![y, rm, rv])
             };
             check_fused(&what, &[t(shape, 73 + k as u64), t(&[c], 74), t(&[c], 75)], full, atol, rtol);
             let relu = |x: &[Tensor]| -> Result<Vec<Tensor>> {
                 let (rm, rv) = stats()?;
-                let y = x[0].batch_norm_relu(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5)?;
+                let n = batch_count(d)?;
+                let y = x[0].batch_norm_tracked(Some(&rm), Some(&rv), Some(&n), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5, true)?;
+                assert_eq!(n.to_vec::<i64>()?, [42], "{what}, relu: the batch count");
                 Ok(vec![y, rm, rv])
             };
             let bare_relu = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].batch_norm_relu(None, None, None, None, true, 0.3, 1e-3)?]) };
@@ -68,6 +72,11 @@ pub fn batch_norm_matches_composite(d: &Device) {
     check_fused("batch_norm train strided x", &[x, w, b], f, 1e-4, 1e-4);
 }
 
+/// A fresh batch count (`num_batches_tracked`) of 41.
+fn batch_count(d: &Device) -> Result<Tensor> {
+    Tensor::from_slice(&[41i64], &[], d)
+}
+
 /// Batch norm in training under autocast, activations f16 or bf16 and parameters and running
 /// statistics f32 (the mixed kernel where the device has it, as cuDNN's under `torch.autocast`)
 /// against the composite, which computes in f32 and rounds the output back: the output keeps
@@ -83,8 +92,10 @@ pub fn batch_norm_mixed_matches_composite(d: &Device) {
             let full = |x: &[Tensor]| -> Result<Vec<Tensor>> {
                 let (rm, rv) =
                     (Tensor::from_f64s(&values(c, 71), &[c], DType::F32, d)?, Tensor::from_f64s(&positive_values(c, 72, 0.5, 2.0), &[c], DType::F32, d)?);
-                let y = autocast(low, || x[0].batch_norm(Some(&rm), Some(&rv), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5))?;
+                let n = batch_count(d)?;
+                let y = autocast(low, || x[0].batch_norm_tracked(Some(&rm), Some(&rv), Some(&n), Some(&x[1]), Some(&x[2]), true, 0.1, 1e-5, false))?;
                 assert_eq!((y.dtype(), rm.dtype(), rv.dtype()), (low, DType::F32, DType::F32), "{what}: output and running statistics' types");
+                assert_eq!(n.to_vec::<i64>()?, [42], "{what}: the batch count");
                 Ok(vec![y, rm, rv])
             };
             check_fused(&what, &[x(), p(112), p(113)], full, tol, tol);

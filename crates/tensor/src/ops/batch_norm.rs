@@ -31,7 +31,7 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
-        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false)
+        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false, None)
     }
 
     /// [`Tensor::batch_norm`] followed by [`Tensor::relu`] (a convolutional block's
@@ -49,10 +49,30 @@ impl Tensor {
         momentum: f64,
         eps: f64,
     ) -> Result<Tensor> {
-        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, true)
+        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, true, None)
     }
 
-    /// [`Tensor::batch_norm`], then a ReLU where `relu`.
+    /// [`Tensor::batch_norm`] (or, where `relu`, [`Tensor::batch_norm_relu`]) that in training
+    /// also adds one to `num_batches_tracked`, the batch count `torch.nn.BatchNorm2d` keeps
+    /// beside its running statistics (an I64 `[]`, assigned in place): inside the fused kernel
+    /// where the device has it, which saves the count its own dispatch every layer and step.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batch_norm_tracked(
+        &self,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        num_batches_tracked: Option<&Tensor>,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        training: bool,
+        momentum: f64,
+        eps: f64,
+        relu: bool,
+    ) -> Result<Tensor> {
+        self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, relu, num_batches_tracked.filter(|_| training))
+    }
+
+    /// [`Tensor::batch_norm`], then a ReLU where `relu`, adding one to `counter` (in training).
     #[allow(clippy::too_many_arguments)]
     fn batch_norm_then(
         &self,
@@ -64,6 +84,7 @@ impl Tensor {
         momentum: f64,
         eps: f64,
         relu: bool,
+        counter: Option<&Tensor>,
     ) -> Result<Tensor> {
         check_float("batch_norm", self)?;
         if self.rank() < 2 {
@@ -86,12 +107,20 @@ impl Tensor {
             if n <= 1 {
                 return Err(Error::bad_shape("batch_norm", self.shape(), "training needs more than one value per channel"));
             }
-            if let Some(out) = self.batch_norm_fused(running, weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps, relu)? {
+            if let Some((out, counted)) = self.batch_norm_fused(running, weight.zip(bias), weight.is_some() != bias.is_some(), momentum, eps, relu, counter)? {
+                if !counted {
+                    count_batch(counter)?;
+                }
                 return Ok(out);
             }
         }
+        if counter.is_some() {
+            let out = self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, relu, None)?;
+            count_batch(counter)?;
+            return Ok(out);
+        }
         if relu {
-            return self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false)?.relu();
+            return self.batch_norm_then(running_mean, running_var, weight, bias, training, momentum, eps, false, None)?.relu();
         }
         // Under autocast a low input keeps its type, as `torch.autocast` leaves batch norm to
         // cuDNN's kernel of f16 activations and f32 parameters: the fused kernel above where
@@ -125,7 +154,10 @@ impl Tensor {
     /// [`BatchNormTrain`], or `None` where the composite runs instead: fusion off, no kernel, a
     /// lone weight or bias (`lopsided`), or parameters of another dtype or device than `self`
     /// (the composite reports those). Under autocast a low `self` may meet f32 parameters: then
-    /// the statistics are f32 too.
+    /// the statistics are f32 too. Beside the output, whether the kernel also counted the
+    /// batch in `counter` (an I64 `[]` beside running statistics, where the device's kernel
+    /// takes one); the caller counts it otherwise.
+    #[allow(clippy::too_many_arguments)]
     fn batch_norm_fused(
         &self,
         running: Option<(&Tensor, &Tensor)>,
@@ -134,7 +166,8 @@ impl Tensor {
         momentum: f64,
         eps: f64,
         relu: bool,
-    ) -> Result<Option<Tensor>> {
+        counter: Option<&Tensor>,
+    ) -> Result<Option<(Tensor, bool)>> {
         if !fusion_enabled() || lopsided {
             return Ok(None);
         }
@@ -150,9 +183,18 @@ impl Tensor {
         }
         let x = self.contiguous()?;
         let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
-        let inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
-        let op = BatchNormTrain(BatchNormOptions { eps, momentum, affine: affine.is_some(), running: running.is_some(), relu });
-        let Some(outs) = fused::run(&op, &inputs) else { return Ok(None) };
+        let mut inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
+        let mut opts = BatchNormOptions { eps, momentum, affine: affine.is_some(), running: running.is_some(), relu, count: false };
+        // The count rides along only as the buffer it will replace: an I64 `[]` of this device.
+        let counter = counter.filter(|n| running.is_some() && n.dtype() == DType::I64 && n.shape().is_empty() && n.device() == self.device());
+        let mut outs = None;
+        if let Some(n) = counter {
+            inputs.push(n);
+            outs = fused::run(&BatchNormTrain(BatchNormOptions { count: true, ..opts }), &inputs);
+            opts.count = outs.is_some();
+            inputs.pop();
+        }
+        let Some(outs) = outs.or_else(|| fused::run(&BatchNormTrain(opts), &inputs)) else { return Ok(None) };
         let mut outs = outs?.into_iter();
         let mut next = || outs.next().expect("counted by fused::run");
         let (y, mean, invstd) = (next(), next(), next());
@@ -160,8 +202,11 @@ impl Tensor {
             rm.assign(&next())?;
             rv.assign(&next())?;
         }
+        if let (true, Some(n)) = (opts.count, counter) {
+            n.assign(&next())?;
+        }
         let recorded = &inputs[..if affine.is_some() { 3 } else { 1 }];
-        Ok(Some(y.recorded(recorded, || GradFn::BatchNorm { mean, invstd, relu })))
+        Ok(Some((y.recorded(recorded, || GradFn::BatchNorm { mean, invstd, relu }), opts.count)))
     }
 
     /// The backward rule of the fused training [`Tensor::batch_norm`]: `(dx, dweight, dbias)`
@@ -178,7 +223,7 @@ impl Tensor {
         relu: bool,
     ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
         let dy = dy.to_dtype(x.dtype())?.contiguous()?;
-        let op = BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine: affine.is_some(), running: false, relu });
+        let op = BatchNormBackward(BatchNormOptions { eps: 0.0, momentum: 0.0, affine: affine.is_some(), running: false, relu, count: false });
         let (weight, bias) = (affine.map(|a| a.0), affine.filter(|_| relu).map(|a| a.1));
         let inputs: Vec<&Tensor> = [x, &dy, mean, invstd].into_iter().chain(weight).chain(bias).collect();
         let outs = match fused::run(&op, &inputs) {
@@ -194,6 +239,14 @@ impl Tensor {
         let mut outs = outs.into_iter();
         let dx = outs.next().expect("dx first");
         Ok((dx, outs.next(), outs.next()))
+    }
+}
+
+/// Adds one to a batch count, outside the graph.
+fn count_batch(counter: Option<&Tensor>) -> Result<()> {
+    match counter {
+        Some(n) => autograd::no_grad(|| n.assign(&n.add_scalar(1.0)?)),
+        None => Ok(()),
     }
 }
 
@@ -247,9 +300,11 @@ fn train_composite(
 ///
 /// Statistics are accumulated in f32 or wider, whatever the dtype. Inputs (contiguous): `x`
 /// `[N, C, ...]` with `M > 1`, then `weight`, `bias` `[C]` (when `affine`), then
-/// `running_mean`, `running_var` `[C]` (when `running`). Outputs: `y` shaped like `x`, `mean`
+/// `running_mean`, `running_var` `[C]` (when `running`), then `num_batches_tracked` (an I64
+/// `[]`, when `count`, which comes only with `running`). Outputs: `y` shaped like `x`, `mean`
 /// and `invstd` `[C]` (what the backward, [`BatchNormBackward`], reads), then the new
-/// `running_mean`, `running_var` (when `running`; the caller assigns them).
+/// `running_mean`, `running_var` (when `running`) and `num_batches_tracked + 1` (when
+/// `count`); the caller assigns them.
 ///
 /// Mixed types: under autocast `x` may be f16 or bf16 with every `[C]` operand f32 (as
 /// cuDNN's batch norm under `torch.autocast`); then `y` has `x`'s type and `mean`, `invstd`
@@ -266,12 +321,15 @@ impl CustomOp for BatchNormTrain {
         if self.0.running {
             outs.extend([stats.clone(), stats]);
         }
+        if self.0.count {
+            outs.push((vec![], DType::I64));
+        }
         outs
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (x, o) = (inputs[0], self.0);
-        let params = &inputs[1..];
+        let (params, counter) = if o.count { (&inputs[1..inputs.len() - 1], inputs.last()) } else { (&inputs[1..], None) };
         let (affine, running) = if o.affine { params.split_at(2) } else { (&params[..0], params) };
         let wide = inputs.get(1).map_or(x.dtype(), |p| p.dtype());
         // Mixed types: the composite in the parameters' type, `y` rounded back.
@@ -287,6 +345,9 @@ impl CustomOp for BatchNormTrain {
         let y = if o.relu { y.relu()? } else { y };
         let mut outs = vec![y.to_dtype(x.dtype())?, mean, invstd];
         outs.extend(new_running.into_iter().flat_map(|(m, v)| [m, v]));
+        if let Some(n) = counter {
+            outs.push(n.add_scalar(1.0)?);
+        }
         Ok(outs)
     }
 }
