@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, Conv2d,
+    AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, CastAll, Conv2d,
     Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
     LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss,
     NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
@@ -58,6 +58,8 @@ pub(crate) enum Known {
     Softmax(bool),
     /// Attention with its scale, forward or one of its gradients.
     Attention(f64, crate::fused_attention::Pass),
+    /// Casts of many tensors to one type.
+    CastAll(DType),
     /// The negative log-likelihood summed or averaged (`mean`), or its gradient over `classes`.
     Nll {
         backward: bool,
@@ -112,6 +114,7 @@ impl Known {
             op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, AttentionPass::Forward)),
             op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, AttentionPass::Backward)),
             op.downcast_ref::<AttentionBackwardJoined>().map(|o| Known::Attention(o.scale, AttentionPass::Joined)),
+            op.downcast_ref::<CastAll>().map(|o| Known::CastAll(o.0)),
             op.downcast_ref::<NllLoss>().map(|o| Known::Nll { backward: false, mean: o.mean, classes: 0 }),
             op.downcast_ref::<NllLossBackward>().map(|o| Known::Nll { backward: true, mean: o.mean, classes: o.classes }),
         ];
@@ -262,6 +265,7 @@ impl WgpuBackend {
             Known::Cell(kernel) => self.fused_cell(kernel, inputs),
             Known::Pointwise(p) => self.fused_pointwise(p, inputs),
             Known::BatchNorm(o, backward) => self.fused_batch_norm(&o, backward, inputs),
+            Known::CastAll(to) => self.fused_cast_all(to, inputs),
             Known::LayerNorm(o, backward) => self.fused_layer_norm(&o, backward, inputs),
             Known::Conv(op, g) => self.fused_conv(op, g, inputs),
             Known::MatmulBias => self.fused_matmul_bias(inputs),

@@ -39,6 +39,7 @@ mod custom;
 mod elementwise;
 mod fused;
 mod fused_attention;
+mod fused_cast;
 mod fused_layer_norm;
 mod fused_log_softmax;
 mod fused_norm;
@@ -200,6 +201,7 @@ kernel_families! {
     FusedLogSoftmax(fused_log_softmax::Key),
     FusedNll(fused_log_softmax::NllKey),
     FusedAttention(fused_attention::Key),
+    FusedCast(fused_cast::Key),
     Conv(conv::Key),
     ConvCoop(conv::CoopKey),
     ConvWinograd(conv::WinogradKey),

@@ -62,7 +62,7 @@ fn profile_on(a: &ProfileArgs, spec: &'static ZooSpec, device: &Device, why: &st
         opt.zero_grad();
         let mark = liandan_nn::autocast_lowered();
         let loss = {
-            let _autocast = a.precision.autocast(a.autocast_min_ops).map_err(|e| failed("autocast", e))?;
+            let _autocast = a.precision.autocast_step(a.autocast_min_ops, &params).map_err(|e| failed("autocast", e))?;
             model.loss(&x, y.as_ref())?
         };
         // As `liandan train`: a step that computed nothing in f16 runs unscaled.

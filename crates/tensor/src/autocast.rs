@@ -39,9 +39,13 @@
 //! its cast's graph node, and a cast made without grad is not handed to a use that records
 //! the graph. Only the low-type ops' casts are kept: activations and the f32 ops'
 //! inputs change at every use.
+//!
+//! A training loop may fill the cache ahead of its forward ([`cast_ahead`]): the parameters
+//! the previous region cast are cast again all at once, in a few kernels where the device
+//! has them ([`crate::ops::CastAll`]), rather than one small kernel each at first use.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::backend::Storage;
@@ -59,6 +63,9 @@ thread_local! {
     /// Low-type ops whose inputs autocast cast (or took from the cache) on this thread, ever.
     static LOWERED: Cell<u64> = const { Cell::new(0) };
     static CAST_CACHE: RefCell<HashMap<(u64, DType), Cached>> = RefCell::new(HashMap::new());
+    /// The keys of the cache when the last outermost region that cast anything closed: what
+    /// [`cast_ahead`] casts.
+    static LAST_CAST: RefCell<HashSet<(u64, DType)>> = RefCell::new(HashSet::new());
 }
 
 /// One parameter's cast to a low type. The parameter is held so that its id stays its own,
@@ -199,6 +206,10 @@ impl Drop for AutocastGuard {
         if depth == 0 {
             // Taken out first: dropping a cast frees graph nodes, which must not find the cache borrowed.
             let casts = CAST_CACHE.with(|c| std::mem::take(&mut *c.borrow_mut()));
+            // A region that cast nothing (backward's, which turns autocast off) leaves the list.
+            if !casts.is_empty() {
+                LAST_CAST.with(|l| *l.borrow_mut() = casts.keys().copied().collect());
+            }
             drop(casts);
         }
     }
@@ -246,6 +257,42 @@ fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
     let stale = CAST_CACHE.with(|c| c.borrow_mut().insert(key, entry));
     drop(stale);
     Ok(cast)
+}
+
+/// Fills the open region's cast cache with the casts of those of `params` that the last
+/// region closed on this thread cast to this region's type (and that the cache lacks): all of
+/// them in a few kernels where the device has [`crate::ops::CastAll`]'s, else nothing is done
+/// and each is cast at its first use, as without this call. A training loop calls it at the
+/// top of its forward, inside the region, with the parameters it trains; the first step has
+/// no last region and casts as it goes. The casts are recorded as [`Tensor::to_dtype`]'s, so
+/// gradients are the same either way.
+pub fn cast_ahead(params: &[Tensor]) -> Result<()> {
+    let Some(low) = autocast_dtype() else { return Ok(()) };
+    if crate::observe::active() {
+        return Ok(());
+    }
+    let wanted: Vec<&Tensor> = LAST_CAST.with(|last| {
+        let last = last.borrow();
+        params.iter().filter(|t| last.contains(&(t.id(), low)) && needs_low(t, low) && t.is_leaf() && t.requires_grad() && !is_cached(t, low)).collect()
+    });
+    let Some(first) = wanted.first() else { return Ok(()) };
+    if wanted.len() < 2 || wanted.iter().any(|t| t.device() != first.device()) {
+        return Ok(());
+    }
+    let Some(casts) = crate::fused::run(&crate::ops::CastAll(low), &wanted) else { return Ok(()) };
+    for (t, cast) in wanted.into_iter().zip(casts?) {
+        let from = t.dtype();
+        let cast = cast.recorded(&[t], || crate::autograd::GradFn::Cast { from });
+        let entry = Cached { source: t.clone(), storage: t.storage(), cast };
+        let stale = CAST_CACHE.with(|c| c.borrow_mut().insert((t.id(), low), entry));
+        drop(stale);
+    }
+    Ok(())
+}
+
+/// Whether the cache holds a current cast of `t` to `low`.
+pub(crate) fn is_cached(t: &Tensor, low: DType) -> bool {
+    CAST_CACHE.with(|c| c.borrow().get(&(t.id(), low)).is_some_and(Cached::is_current))
 }
 
 fn needs_low(t: &Tensor, low: DType) -> bool {

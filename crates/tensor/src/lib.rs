@@ -41,7 +41,7 @@ pub mod testing;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use autocast::{autocast, autocast_dtype, autocast_lowered, autocast_min_ops, AutocastGuard, MinOps};
+pub use autocast::{autocast, autocast_dtype, autocast_lowered, autocast_min_ops, cast_ahead, AutocastGuard, MinOps};
 pub use autograd::{is_grad_enabled, no_grad, HookHandle, NoGradGuard};
 pub use backend::{Backend, BackendStorage, ConvGeometry, CustomKernel, DeviceKind, Distribution, HostRead, MemoryStats, Storage, Strided};
 pub use custom::CustomOp;

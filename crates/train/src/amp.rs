@@ -97,6 +97,16 @@ impl Precision {
         Ok(AutocastGuard::with_minimums(self.dtype(), min_ops.map_or(self.min_ops(), MinOps::all))?)
     }
 
+    /// [`Precision::autocast`] for a training step over `params`: the parameters the last
+    /// step's forward cast are cast again at once, ahead of the forward
+    /// ([`liandan_nn::cast_ahead`]), in a few kernels where the device has them rather than one
+    /// each at first use.
+    pub fn autocast_step(self, min_ops: Option<u64>, params: &[Tensor]) -> Result<AutocastGuard> {
+        let guard = self.autocast(min_ops)?;
+        liandan_nn::cast_ahead(params)?;
+        Ok(guard)
+    }
+
     /// The smallest products a training run computes in the low type: matmul and linear layers
     /// from [`AUTOCAST_MIN_OPS`] (bf16's from [`BF16_MATMUL_MIN_OPS`]), convolutions from
     /// [`AUTOCAST_CONV_MIN_OPS`].

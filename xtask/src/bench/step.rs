@@ -141,7 +141,7 @@ impl Setup {
         self.opt.zero_grad();
         let mark = liandan_nn::autocast_lowered();
         let loss = {
-            let _autocast = self.precision.autocast(self.autocast_min_ops).map_err(|e| s(&e))?;
+            let _autocast = self.precision.autocast_step(self.autocast_min_ops, &self.params).map_err(|e| s(&e))?;
             self.model.loss(x, y).map_err(|e| s(&e))?
         };
         // As `Trainer::fit`: a step that computed nothing in f16 runs unscaled.

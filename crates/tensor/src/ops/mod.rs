@@ -31,7 +31,7 @@ pub use attention::{Attention, AttentionBackward, AttentionBackwardJoined};
 pub use batch_norm::{BatchNormBackward, BatchNormTrain};
 pub use bce::{BceLoss, BceLossBackward};
 pub use conv_fused::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu};
-pub use elementwise::AddWide;
+pub use elementwise::{AddWide, CastAll};
 pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, NllLoss, NllLossBackward, Reduction};
 pub use lstm_sequence::{LstmSequence, LstmSequenceBackward};

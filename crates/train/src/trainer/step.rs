@@ -36,7 +36,7 @@ pub(crate) struct Pending {
 impl<M: Layer> Trainer<M> {
     /// The model's output and the loss for `batch`, under the run's autocast.
     pub(crate) fn forward_loss(&mut self, batch: &Batch, config: &FitConfig) -> Result<(Tensor, Tensor)> {
-        let _autocast = config.precision.autocast(config.autocast_min_ops)?;
+        let _autocast = config.precision.autocast_step(config.autocast_min_ops, &self.optimized_params())?;
         let out = self.model.forward(&batch.input)?;
         let loss = (self.loss)(&out, &batch.target)?;
         Ok((out, loss))
