@@ -1,7 +1,7 @@
 //! Many casts in one dispatch (`liandan_tensor::ops::CastAll`): autocast's casts of a model's
 //! parameters ahead of its forward, where one dispatch a parameter would cost more in launches
-//! than in work. f32 to f16 only: the parameters are f32, and a bf16 cast writes packed words,
-//! which the per-tensor casts do.
+//! than in work. From f32 (the parameters' type) to f16, or to bf16 packed two to a word as
+//! the per-tensor cast writes it (tensors of even length, so each word is one tensor's).
 
 use std::sync::Arc;
 
@@ -9,28 +9,39 @@ use liandan_tensor::{DType, Result, Storage, Strided};
 
 use crate::backend::{gpu_storage, WgpuBackend};
 use crate::kernels::{grid, KernelKey, Wgsl};
+use crate::packed::with_words;
 use crate::params::words;
 use crate::repr::Repr;
 
 const CAST_ALL: &str = include_str!("shaders/fused_cast_all.wgsl");
+const TO_FLOAT: &str = include_str!("shaders/cast_all/to_float.wgsl");
+const TO_PACKED: &str = include_str!("shaders/cast_all/to_packed.wgsl");
 /// Tensors one dispatch casts (the shader's binding pairs).
 const WIDTH: usize = 8;
-/// Elements a workgroup casts.
+/// Units of the output (elements, or packed words) a workgroup writes.
 const PER_GROUP: usize = 1024;
 
-/// The kernel casting f32 tensors to `to`.
+/// The kernel casting f32 tensors to `to`: f16, or bf16 packed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     to: DType,
 }
 
+impl Key {
+    fn packed(self) -> bool {
+        self.to == DType::BF16
+    }
+}
+
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
-        Wgsl::new(repr).params::<CastAllParams>().ty("x", DType::F32).ty("y", self.to).part(CAST_ALL).build()
+        let w = Wgsl::new(repr).params::<CastAllParams>().ty("x", DType::F32).ty("y", self.to);
+        let w = if self.packed() { with_words(w).alias("A_y", "u32").part(TO_PACKED) } else { w.alias("A_y", "S_y").part(TO_FLOAT) };
+        w.uint("SPAN", if self.packed() { 2 } else { 1 }).part(CAST_ALL).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        repr.computes(DType::F16).then_some(Key { to: DType::F16 }).into_iter().collect()
+        [DType::F16, DType::BF16].into_iter().filter(|&to| repr.computes(to)).map(|to| Key { to }).collect()
     }
 }
 
@@ -45,13 +56,17 @@ crate::shader_params! {
 
 impl WgpuBackend {
     /// Casts `inputs` (contiguous f32, each from the start of its buffer) to `to` in a
-    /// dispatch per eight, or `None`: another type either side, an input not so laid out or
-    /// beyond one binding, or a device that binds too few buffers.
+    /// dispatch per eight, or `None`: another type either side, an input not so laid out (or,
+    /// to bf16, of odd length) or beyond one binding, or a device that binds too few buffers.
     pub(crate) fn fused_cast_all(&self, to: DType, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
-        if to != DType::F16 || !self.repr.computes(to) {
+        if !matches!(to, DType::F16 | DType::BF16) || !self.repr.computes(to) {
             return None;
         }
-        let whole = |v: &Strided| v.dtype == DType::F32 && v.layout.is_contiguous() && v.layout.offset() == 0 && v.layout.numel() > 0;
+        let key = Key { to };
+        let span = if key.packed() { 2 } else { 1 };
+        let whole = |v: &Strided| {
+            v.dtype == DType::F32 && v.layout.is_contiguous() && v.layout.offset() == 0 && v.layout.numel() > 0 && v.layout.numel().is_multiple_of(span)
+        };
         if inputs.is_empty() || !inputs.iter().all(whole) {
             return None;
         }
@@ -66,15 +81,15 @@ impl WgpuBackend {
             Err(e) => return Some(Err(e)),
         }
         Some((|| {
-            let kernel = gpu.kernel(Key { to })?;
-            let outs = sizes.iter().map(|&n| self.output(to, n)).collect::<Result<Vec<_>>>()?;
+            let kernel = gpu.kernel(key)?;
+            let outs = sizes.iter().map(|&n| if key.packed() { self.packed_output(n) } else { self.output(to, n) }).collect::<Result<Vec<_>>>()?;
             for (chunk, outs) in inputs.chunks(WIDTH).zip(outs.chunks(WIDTH)) {
                 let mut block = CastAllParams { n: 0, table: [u32::MAX; 2 * WIDTH] };
                 let mut groups = 0usize;
                 for (entry, v) in block.table.chunks_mut(2).zip(chunk) {
-                    let numel = v.layout.numel();
-                    entry.copy_from_slice(&[groups as u32, numel as u32]);
-                    groups += numel.div_ceil(PER_GROUP);
+                    let units = v.layout.numel() / span;
+                    entry.copy_from_slice(&[groups as u32, units as u32]);
+                    groups += units.div_ceil(PER_GROUP);
                 }
                 block.n = u32::try_from(groups).map_err(|_| liandan_tensor::Error::Device("cast_all: too many workgroups for one dispatch".into()))?;
                 let mut buffers = Vec::with_capacity(2 * WIDTH);

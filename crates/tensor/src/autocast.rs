@@ -70,16 +70,31 @@ thread_local! {
 
 /// One parameter's cast to a low type. The parameter is held so that its id stays its own,
 /// and the storage it was cast from so that an in-place update is seen (a new storage).
+/// `ahead`: made by [`cast_ahead`] and not yet used, so not yet in the graph.
 struct Cached {
     source: Tensor,
     storage: Storage,
     cast: Tensor,
+    ahead: bool,
 }
 
 impl Cached {
     fn is_current(&self) -> bool {
         let live = |t: &Tensor| t.node().is_some_and(|n| n.inputs().is_some());
-        Arc::ptr_eq(&self.source.storage(), &self.storage) && (!is_grad_enabled() || live(&self.cast))
+        Arc::ptr_eq(&self.source.storage(), &self.storage) && (self.ahead || !is_grad_enabled() || live(&self.cast))
+    }
+
+    /// The cast for a use: one made ahead is recorded now, at its first use, so that backward
+    /// reaches its node right after its last consumer's and frees it as early as a cast made
+    /// here would be (recorded ahead of the whole forward, every such cast lived to the end
+    /// of backward).
+    fn take_use(&mut self) -> Tensor {
+        if self.ahead {
+            let from = self.source.dtype();
+            self.cast = self.cast.recorded(&[&self.source], || crate::autograd::GradFn::Cast { from });
+            self.ahead = false;
+        }
+        self.cast.clone()
     }
 }
 
@@ -248,12 +263,12 @@ fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
         return t.to_dtype(low);
     }
     let key = (t.id(), low);
-    let hit = CAST_CACHE.with(|c| c.borrow().get(&key).filter(|e| e.is_current()).map(|e| e.cast.clone()));
+    let hit = CAST_CACHE.with(|c| c.borrow_mut().get_mut(&key).filter(|e| e.is_current()).map(Cached::take_use));
     if let Some(cast) = hit {
         return Ok(cast);
     }
     let cast = t.to_dtype(low)?;
-    let entry = Cached { source: t.clone(), storage: t.storage(), cast: cast.clone() };
+    let entry = Cached { source: t.clone(), storage: t.storage(), cast: cast.clone(), ahead: false };
     let stale = CAST_CACHE.with(|c| c.borrow_mut().insert(key, entry));
     drop(stale);
     Ok(cast)
@@ -264,8 +279,9 @@ fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
 /// them in a few kernels where the device has [`crate::ops::CastAll`]'s, else nothing is done
 /// and each is cast at its first use, as without this call. A training loop calls it at the
 /// top of its forward, inside the region, with the parameters it trains; the first step has
-/// no last region and casts as it goes. The casts are recorded as [`Tensor::to_dtype`]'s, so
-/// gradients are the same either way.
+/// no last region and casts as it goes. Each cast joins the graph at its first use, as
+/// [`Tensor::to_dtype`]'s would, so gradients and the memory backward frees are the same
+/// either way.
 pub fn cast_ahead(params: &[Tensor]) -> Result<()> {
     let Some(low) = autocast_dtype() else { return Ok(()) };
     if crate::observe::active() {
@@ -281,9 +297,7 @@ pub fn cast_ahead(params: &[Tensor]) -> Result<()> {
     }
     let Some(casts) = crate::fused::run(&crate::ops::CastAll(low), &wanted) else { return Ok(()) };
     for (t, cast) in wanted.into_iter().zip(casts?) {
-        let from = t.dtype();
-        let cast = cast.recorded(&[t], || crate::autograd::GradFn::Cast { from });
-        let entry = Cached { source: t.clone(), storage: t.storage(), cast };
+        let entry = Cached { source: t.clone(), storage: t.storage(), cast, ahead: true };
         let stale = CAST_CACHE.with(|c| c.borrow_mut().insert((t.id(), low), entry));
         drop(stale);
     }

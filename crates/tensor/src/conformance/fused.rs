@@ -634,56 +634,60 @@ pub fn add_wide_matches_composite(d: &Device) {
     assert_eq!((got.dtype(), got.to_vec_f64().unwrap()), (DType::F32, want), "add_wide of a broadcast operand");
 }
 
-/// Many f32 tensors cast to f16 at once ([`crate::ops::CastAll`] where the device has it)
-/// against the casts one by one, exactly: more tensors than one dispatch takes, counts on
-/// either side of a workgroup's 1,024, values past f16's range and below its normals. Then
+/// Many f32 tensors cast to f16 and to bf16 at once ([`crate::ops::CastAll`] where the device
+/// has it) against the casts one by one, exactly: more tensors than one dispatch takes, counts
+/// on either side of a workgroup's 1,024 (odd ones in f16; a device may leave odd bf16 ones to
+/// the per-tensor casts), values past the low type's range and below its normals. Then
 /// [`crate::cast_ahead`]: a second region over the same parameters finds them cast where the
 /// kernel runs, and its outputs and gradients are those of a region that casts as it goes.
 pub fn cast_all_matches_composite(d: &Device) {
-    let sizes = [1usize, 3, 1024, 1025, 4103, 5, 2000, 1, 300, 9, 3000];
-    let inputs: Vec<Tensor> = sizes
-        .iter()
-        .enumerate()
-        .map(|(k, &n)| {
-            let mut v: Vec<f64> = values(n, 90 + k as u64).iter().map(|x| 4.0 * x - 2.0).collect();
-            for (i, special) in [70000.0, -1e-6, 3e-8, 65519.0].into_iter().enumerate() {
-                if 2 * i + 1 < n {
-                    v[2 * i + 1] = special;
+    let odd = [1usize, 3, 1024, 1025, 4103, 5, 2000, 1, 300, 9, 3000];
+    let even = [2usize, 4, 1024, 1026, 4104, 6, 2000, 2, 300, 10, 3000];
+    for (low, sizes) in [(DType::F16, odd), (DType::BF16, even)] {
+        let inputs: Vec<Tensor> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                let mut v: Vec<f64> = values(n, 90 + k as u64).iter().map(|x| 4.0 * x - 2.0).collect();
+                for (i, special) in [70000.0, -1e-6, 3e-8, 65519.0, 3.4e38].into_iter().enumerate() {
+                    if 2 * i + 1 < n {
+                        v[2 * i + 1] = special;
+                    }
                 }
-            }
-            Tensor::from_f64s(&v, &[n], DType::F32, d).unwrap()
-        })
-        .collect();
-    let ran = crate::conformance::custom::check_op(d, &crate::ops::CastAll(DType::F16), &inputs, 0.0, 0.0);
+                Tensor::from_f64s(&v, &[n], DType::F32, d).unwrap()
+            })
+            .collect();
+        let ran = crate::conformance::custom::check_op(d, &crate::ops::CastAll(low), &inputs, 0.0, 0.0);
 
-    let params: Vec<Tensor> = (0..10).map(|k| Tensor::from_f64s(&values(4 * (k + 2), 95 + k as u64), &[k + 2, 4], DType::F32, d).unwrap()).collect();
-    let x = Tensor::from_f64s(&values(12, 99), &[3, 4], DType::F32, d).unwrap();
-    let step = |ahead: bool| -> (Vec<f64>, Vec<Vec<f64>>) {
-        for p in &params {
-            p.set_requires_grad(true).unwrap();
-            p.set_grad(None);
-        }
-        let loss = crate::autocast(DType::F16, || -> Result<Tensor> {
-            if ahead {
-                crate::cast_ahead(&params)?;
-                let cached = params.iter().all(|p| crate::autocast::is_cached(p, DType::F16));
-                assert!(!ran || cached, "cast_ahead: every parameter cast where the device has the kernel");
-            }
-            let mut loss = Tensor::zeros(&[], DType::F32, d)?;
+        let params: Vec<Tensor> = (0..10).map(|k| Tensor::from_f64s(&values(4 * (k + 2), 95 + k as u64), &[k + 2, 4], DType::F32, d).unwrap()).collect();
+        let x = Tensor::from_f64s(&values(12, 99), &[3, 4], DType::F32, d).unwrap();
+        let step = |ahead: bool| -> (Vec<f64>, Vec<Vec<f64>>) {
             for p in &params {
-                // Twice each: the second use finds the first's cast.
-                let y = x.linear(p, None)?.add(&x.linear(p, None)?)?;
-                loss = loss.add(&y.to_dtype(DType::F32)?.sum_all()?)?;
+                p.set_requires_grad(true).unwrap();
+                p.set_grad(None);
             }
-            Ok(loss)
-        })
-        .unwrap();
-        loss.backward().unwrap();
-        let grads = params.iter().map(|p| p.grad().expect("a gradient").to_vec_f64().unwrap()).collect();
-        (loss.to_vec_f64().unwrap(), grads)
-    };
-    let plain = step(false);
-    assert_eq!(step(true), plain, "cast_ahead: the loss and the gradients of casting as it goes");
+            let loss = crate::autocast(low, || -> Result<Tensor> {
+                if ahead {
+                    crate::cast_ahead(&params)?;
+                    let cached = params.iter().all(|p| crate::autocast::is_cached(p, low));
+                    assert!(!ran || cached, "cast_ahead to {low}: every parameter cast where the device has the kernel");
+                }
+                let mut loss = Tensor::zeros(&[], DType::F32, d)?;
+                for p in &params {
+                    // Twice each: the second use finds the first's cast.
+                    let y = x.linear(p, None)?.add(&x.linear(p, None)?)?;
+                    loss = loss.add(&y.to_dtype(DType::F32)?.sum_all()?)?;
+                }
+                Ok(loss)
+            })
+            .unwrap();
+            loss.backward().unwrap();
+            let grads = params.iter().map(|p| p.grad().expect("a gradient").to_vec_f64().unwrap()).collect();
+            (loss.to_vec_f64().unwrap(), grads)
+        };
+        let plain = step(false);
+        assert_eq!(step(true), plain, "cast_ahead to {low}: the loss and the gradients of casting as it goes");
+    }
 }
 
 /// Max pooling's gradient ([`crate::ops::MaxPool2dBackward`] where the device has it) against the
