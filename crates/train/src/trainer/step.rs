@@ -34,9 +34,10 @@ pub(crate) struct Pending {
 }
 
 impl<M: Layer> Trainer<M> {
-    /// The model's output and the loss for `batch`, under the run's autocast.
-    pub(crate) fn forward_loss(&mut self, batch: &Batch, config: &FitConfig) -> Result<(Tensor, Tensor)> {
-        let _autocast = config.precision.autocast_step(config.autocast_min_ops, &self.optimized_params())?;
+    /// The model's output and the loss for `batch`, under the run's autocast (`params` cast
+    /// ahead of it: [`crate::amp::Precision::autocast_step`]).
+    pub(crate) fn forward_loss(&mut self, batch: &Batch, config: &FitConfig, params: &[Tensor]) -> Result<(Tensor, Tensor)> {
+        let _autocast = config.precision.autocast_step(config.autocast_min_ops, params)?;
         let out = self.model.forward(&batch.input)?;
         let loss = (self.loss)(&out, &batch.target)?;
         Ok((out, loss))
@@ -72,7 +73,7 @@ impl<M: Layer> Trainer<M> {
             let batch = batch?;
             liandan_nn::manual_seed(step_seed(st.seed, st.global_step));
             let mark = liandan_nn::autocast_lowered();
-            let (out, loss) = self.forward_loss(&batch, config)?;
+            let (out, loss) = self.forward_loss(&batch, config, &params)?;
             let scaling = *scaling.get_or_insert_with(|| scaling_needed(mark, &params));
             let scaled = if end - start > 1 { loss.mul_scalar(share)? } else { loss.clone() };
             // In a data-parallel run, the last batch's backward all-reduces the gradients as it
