@@ -32,6 +32,17 @@ struct BindKey {
     windows: PerOperand<(wgpu::Buffer, u64, u64)>,
 }
 
+thread_local! {
+    /// Bind groups this thread's dispatches have made so far: a step that finds its bind
+    /// groups made adds none (`xtask bench-model`'s phases report it).
+    static MADE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// See [`MADE`].
+pub(crate) fn made() -> u64 {
+    MADE.with(|m| m.get())
+}
+
 #[derive(Default)]
 pub(crate) struct BindGroups {
     cache: Mutex<HashMap<BindKey, wgpu::BindGroup>>,
@@ -64,6 +75,7 @@ impl BindGroups {
             let binding = wgpu::BufferBinding { buffer, offset, size: wgpu::BufferSize::new(size) };
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(binding) });
         }
+        MADE.with(|m| m.set(m.get() + 1));
         let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout, entries: &entries });
         if cache.len() >= MAX_ENTRIES {
             cache.clear();

@@ -192,15 +192,41 @@ pub struct HostPhases {
     pub polls: u64,
     /// Time from a wait's start to the device found idle.
     pub wait_ns: u64,
+    /// Time this thread waited for the submit thread to put its batches on the queue (before
+    /// a wait, a read-back, a timed batch).
+    pub reach_ns: u64,
+    /// The submit threads' time in `CommandEncoder::finish`, every device's together: the same
+    /// for every thread that asks, and kept whatever the options.
+    pub handed_finish_ns: u64,
+    /// The submit threads' time in the arena's write and `Queue::submit`, as `handed_finish_ns`.
+    pub handed_submit_ns: u64,
+    /// Bind groups this thread's dispatches made (not found in the cache), whatever the options.
+    pub bind_groups_made: u64,
+    /// Dispatches this thread recorded ([`dispatches_recorded`]), whatever the options.
+    pub dispatches: u64,
 }
 
 impl HostPhases {
-    const ZERO: HostPhases = HostPhases { submits: 0, meta_ns: 0, finish_ns: 0, submit_ns: 0, waits: 0, polls: 0, wait_ns: 0 };
+    const ZERO: HostPhases = HostPhases {
+        submits: 0,
+        meta_ns: 0,
+        finish_ns: 0,
+        submit_ns: 0,
+        waits: 0,
+        polls: 0,
+        wait_ns: 0,
+        reach_ns: 0,
+        handed_finish_ns: 0,
+        handed_submit_ns: 0,
+        bind_groups_made: 0,
+        dispatches: 0,
+    };
 }
 
-/// See [`HostPhases`]; all zero unless a device's options time them.
+/// See [`HostPhases`]; the times are zero unless a device's options time them.
 pub fn host_phases() -> HostPhases {
-    PHASES.with(|p| p.get())
+    let (handed_finish_ns, handed_submit_ns) = crate::submit::thread_ns();
+    HostPhases { handed_finish_ns, handed_submit_ns, bind_groups_made: crate::bind::made(), dispatches: dispatches_recorded(), ..PHASES.with(|p| p.get()) }
 }
 
 /// Adds to the calling thread's [`HostPhases`].
@@ -738,7 +764,11 @@ impl Gpu {
     /// the submit thread).
     fn reach(&self, n: u64) {
         if let Some(submitter) = &self.submitter {
+            let start = self.options().testing.host_phases.then(std::time::Instant::now);
             submitter.reach(n);
+            if let Some(start) = start {
+                note_phases(|p| p.reach_ns += ns_since(start));
+            }
         }
     }
 

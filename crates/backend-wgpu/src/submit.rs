@@ -39,6 +39,16 @@ impl Count {
     }
 }
 
+/// Nanoseconds the submit threads have spent in `finish`, and in the arena's write and
+/// `submit`: what `xtask bench-model` reports beside the recording thread's phases.
+static FINISH_NS: AtomicU64 = AtomicU64::new(0);
+static SUBMIT_NS: AtomicU64 = AtomicU64::new(0);
+
+/// See [`FINISH_NS`].
+pub(crate) fn thread_ns() -> (u64, u64) {
+    (FINISH_NS.load(Ordering::Relaxed), SUBMIT_NS.load(Ordering::Relaxed))
+}
+
 pub(crate) struct Submitter {
     jobs: Option<Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -57,10 +67,15 @@ impl Submitter {
         let count = submitted.clone();
         let thread = std::thread::Builder::new().name("liandan-submit".into()).spawn(move || {
             for job in received {
+                let start = std::time::Instant::now();
+                let commands = job.encoder.finish();
+                let finished = std::time::Instant::now();
                 if !job.meta.is_empty() {
                     queue.write_buffer(&arena, 0, bytemuck::cast_slice(&job.meta));
                 }
-                queue.submit([job.encoder.finish()]);
+                queue.submit([commands]);
+                FINISH_NS.fetch_add((finished - start).as_nanos() as u64, Ordering::Relaxed);
+                SUBMIT_NS.fetch_add(finished.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 if job.uploads > 0 {
                     let (staging, bytes) = (staging.clone(), job.uploads);
                     queue.on_submitted_work_done(move || {

@@ -248,14 +248,17 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
 pub fn phase_line(before: &HostPhases, after: &HostPhases, steps: u64, secs: f64) -> String {
     let n = steps.max(1) as f64;
     let us = |f: fn(&HostPhases) -> u64| (f(after) - f(before)) as f64 / 1e3 / n;
-    let (meta, finish, submit, wait) = (us(|p| p.meta_ns), us(|p| p.finish_ns), us(|p| p.submit_ns), us(|p| p.wait_ns));
+    let (meta, finish, submit, wait, reach) = (us(|p| p.meta_ns), us(|p| p.finish_ns), us(|p| p.submit_ns), us(|p| p.wait_ns), us(|p| p.reach_ns));
+    let (thread_finish, thread_submit) = (us(|p| p.handed_finish_ns), us(|p| p.handed_submit_ns));
     let total = secs * 1e6 / n;
     format!(
-        "us a step: {total:.1} = recording {:.1} + parameter writes {meta:.1} + finish {finish:.1} + submit {submit:.1} + waiting {wait:.1}; a step: {:.2} submits, {:.2} waits, {:.1} polls",
-        total - meta - finish - submit - wait,
+        "us a step: {total:.1} = recording {:.1} + waiting for the submit thread {reach:.1} + parameter writes {meta:.1} + finish {finish:.1} + submit {submit:.1} + waiting {wait:.1}; the submit thread: finish {thread_finish:.1}, submit {thread_submit:.1}; a step: {:.1} dispatches, {:.2} submits, {:.2} waits, {:.1} polls, {:.1} bind groups made",
+        total - meta - finish - submit - wait - reach,
+        (after.dispatches - before.dispatches) as f64 / n,
         (after.submits - before.submits) as f64 / n,
         (after.waits - before.waits) as f64 / n,
-        (after.polls - before.polls) as f64 / n
+        (after.polls - before.polls) as f64 / n,
+        (after.bind_groups_made - before.bind_groups_made) as f64 / n
     )
 }
 

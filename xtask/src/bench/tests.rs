@@ -181,13 +181,39 @@ fn the_command_carries_the_settings_that_change_the_measurement() {
 #[test]
 fn host_phases_split_a_step_and_the_rest_is_the_recording() {
     use liandan_backend_wgpu::testing::HostPhases;
-    let before = HostPhases { submits: 10, meta_ns: 1_000, finish_ns: 2_000, submit_ns: 3_000, waits: 1, polls: 5, wait_ns: 4_000 };
-    // Two steps of 1 ms: 20 + 40 + 60 + 200 us of parts a step, so 680 us recording.
-    let after = HostPhases { submits: 16, meta_ns: 41_000, finish_ns: 82_000, submit_ns: 123_000, waits: 3, polls: 105, wait_ns: 404_000 };
+    let before = HostPhases {
+        submits: 10,
+        meta_ns: 1_000,
+        finish_ns: 2_000,
+        submit_ns: 3_000,
+        waits: 1,
+        polls: 5,
+        wait_ns: 4_000,
+        reach_ns: 0,
+        handed_finish_ns: 7_000,
+        handed_submit_ns: 0,
+        bind_groups_made: 40,
+        dispatches: 100,
+    };
+    // Two steps of 1 ms: 30 + 20 + 40 + 60 + 200 us of parts a step, so 650 us recording.
+    let after = HostPhases {
+        submits: 16,
+        meta_ns: 41_000,
+        finish_ns: 82_000,
+        submit_ns: 123_000,
+        waits: 3,
+        polls: 105,
+        wait_ns: 404_000,
+        reach_ns: 60_000,
+        handed_finish_ns: 1_007_000,
+        handed_submit_ns: 500_000,
+        bind_groups_made: 41,
+        dispatches: 900,
+    };
     let line = super::step::phase_line(&before, &after, 2, 0.002);
     assert_eq!(
         line,
-        "us a step: 1000.0 = recording 680.0 + parameter writes 20.0 + finish 40.0 + submit 60.0 + waiting 200.0; a step: 3.00 submits, 1.00 waits, 50.0 polls"
+        "us a step: 1000.0 = recording 650.0 + waiting for the submit thread 30.0 + parameter writes 20.0 + finish 40.0 + submit 60.0 + waiting 200.0; the submit thread: finish 500.0, submit 250.0; a step: 400.0 dispatches, 3.00 submits, 1.00 waits, 50.0 polls, 0.5 bind groups made"
     );
 }
 
