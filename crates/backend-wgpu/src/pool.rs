@@ -110,6 +110,7 @@ impl Pool {
         let at = || liandan_tensor::profile::current_call().unwrap_or_else(|| "(outside a profiling session)".into());
         {
             let mut st = self.lock();
+            // The lowest buffer of the class (each list is kept in descending order).
             if let Some(buffer) = st.free.get_mut(&class).and_then(Vec::pop) {
                 st.stats.pooled -= class;
                 let traced = Self::lend(&mut st, class, bytes, at);
@@ -247,7 +248,12 @@ impl Pool {
         }
         st.stats.in_use -= class;
         st.stats.pooled += class;
-        st.free.entry(class).or_default().push(buffer);
+        // Kept in order, so that which buffer an allocation gets depends on which ones are free,
+        // not on the order they were freed in (a graph's tensors drop in a hash map's order):
+        // a step then gets the buffers of the step before, and finds its bind groups made.
+        let free = st.free.entry(class).or_default();
+        let at = free.partition_point(|b| *b > buffer);
+        free.insert(at, buffer);
     }
 
     pub(crate) fn stats(&self) -> MemoryStats {

@@ -244,3 +244,28 @@ fn a_broadcast_weight_is_copied_once() {
     assert!(held <= out + copy, "held {held} bytes beyond what was live: want the output ({out}) and one copy ({copy})");
     drop(y);
 }
+
+/// Which pooled buffer an allocation gets depends on which ones are free, not on the order they
+/// were freed in: a graph's tensors drop in a hash map's order, and a step that got other
+/// buffers than the step before would make its bind groups again.
+#[test]
+fn a_step_finds_its_bind_groups_whatever_order_its_buffers_were_freed_in() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(d) = gpu() else { return };
+    let x = Tensor::full(&[1000], 1.0, DType::F32, &d).unwrap();
+    // Six live results of one size class, then freed in the order given, then six again.
+    let round = |order: [usize; 6]| {
+        let made = liandan_backend_wgpu::testing::host_phases().bind_groups_made;
+        let mut ys: Vec<Option<Tensor>> = (0..6).map(|i| Some(x.add_scalar(i as f64).unwrap())).collect();
+        d.synchronize().unwrap();
+        for i in order {
+            ys[i] = None;
+        }
+        liandan_backend_wgpu::testing::host_phases().bind_groups_made - made
+    };
+    round([0, 1, 2, 3, 4, 5]);
+    round([0, 1, 2, 3, 4, 5]);
+    for order in [[5, 4, 3, 2, 1, 0], [2, 5, 0, 3, 1, 4], [1, 0, 3, 2, 5, 4]] {
+        assert_eq!(round(order), 0, "bind groups made again after the buffers were freed in the order {order:?}");
+    }
+}
