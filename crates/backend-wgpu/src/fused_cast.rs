@@ -1,7 +1,7 @@
 //! Many casts in one dispatch (`liandan_tensor::ops::CastAll`): autocast's casts of a model's
 //! parameters ahead of its forward, where one dispatch a parameter would cost more in launches
 //! than in work. From f32 (the parameters' type) to f16, or to bf16 packed two to a word as
-//! the per-tensor cast writes it (tensors of even length, so each word is one tensor's).
+//! the per-tensor cast writes it (each word one tensor's, an odd tensor's last one half zero).
 
 use std::sync::Arc;
 
@@ -56,17 +56,15 @@ crate::shader_params! {
 
 impl WgpuBackend {
     /// Casts `inputs` (contiguous f32, each from the start of its buffer) to `to` in a
-    /// dispatch per eight, or `None`: another type either side, an input not so laid out (or,
-    /// to bf16, of odd length) or beyond one binding, or a device that binds too few buffers.
+    /// dispatch per eight, or `None`: another type either side, an input not so laid out or
+    /// beyond one binding, or a device that binds too few buffers.
     pub(crate) fn fused_cast_all(&self, to: DType, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         if !matches!(to, DType::F16 | DType::BF16) || !self.repr.computes(to) {
             return None;
         }
         let key = Key { to };
         let span = if key.packed() { 2 } else { 1 };
-        let whole = |v: &Strided| {
-            v.dtype == DType::F32 && v.layout.is_contiguous() && v.layout.offset() == 0 && v.layout.numel() > 0 && v.layout.numel().is_multiple_of(span)
-        };
+        let whole = |v: &Strided| v.dtype == DType::F32 && v.layout.is_contiguous() && v.layout.offset() == 0 && v.layout.numel() > 0;
         if inputs.is_empty() || !inputs.iter().all(whole) {
             return None;
         }
@@ -87,9 +85,9 @@ impl WgpuBackend {
                 let mut block = CastAllParams { n: 0, table: [u32::MAX; 2 * WIDTH] };
                 let mut groups = 0usize;
                 for (entry, v) in block.table.chunks_mut(2).zip(chunk) {
-                    let units = v.layout.numel() / span;
-                    entry.copy_from_slice(&[groups as u32, units as u32]);
-                    groups += units.div_ceil(PER_GROUP);
+                    let n = v.layout.numel();
+                    entry.copy_from_slice(&[groups as u32, n as u32]);
+                    groups += n.div_ceil(span).div_ceil(PER_GROUP);
                 }
                 block.n = u32::try_from(groups).map_err(|_| liandan_tensor::Error::Device("cast_all: too many workgroups for one dispatch".into()))?;
                 let mut buffers = Vec::with_capacity(2 * WIDTH);

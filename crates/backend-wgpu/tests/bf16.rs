@@ -469,3 +469,26 @@ fn attention_reads_and_writes_packed_words() {
         }
     }
 }
+
+/// Autocast's casts of many f32 parameters into bf16 run in one dispatch whatever their
+/// lengths (an odd one's last word half empty), bit for bit the casts one by one.
+#[test]
+fn many_casts_into_bf16_take_one_dispatch_at_odd_lengths() {
+    use liandan_tensor::ops::CastAll;
+    let Some(d) = gpu() else { return };
+    let lengths = [1usize, 3, 7, 1025, 2049, 4];
+    let wide: Vec<f32> = tricky().iter().map(|x| x.to_f32()).collect();
+    let inputs: Vec<Tensor> = lengths
+        .iter()
+        .map(|&n| Tensor::from_slice(&(0..n).map(|i| wide[i % wide.len()] * (1.0 + i as f32 / 4096.0)).collect::<Vec<f32>>(), &[n], &d).unwrap())
+        .collect();
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    d.synchronize().unwrap();
+    let start = dispatches_recorded();
+    let got = liandan_tensor::fused::run(&CastAll(DType::BF16), &refs).expect("cast_all: no kernel").unwrap();
+    assert_eq!(dispatches_recorded() - start, 1, "cast_all of {} tensors: dispatches", lengths.len());
+    for ((t, cast), n) in inputs.iter().zip(&got).zip(lengths) {
+        let want = t.to_dtype(DType::BF16).unwrap();
+        assert_eq!(bits(&cast.to_vec::<bf16>().unwrap()), bits(&want.to_vec::<bf16>().unwrap()), "length {n}");
+    }
+}

@@ -1,8 +1,9 @@
 // ops::CastAll: up to eight tensors k (x_k f32, y_k of type y) cast in one dispatch. y is stored
 // in units of A_y, each SPAN elements: one element, or a packed bf16 word of two (pair_, from
-// cast_all/). Each workgroup writes 1,024 units of one tensor, four an invocation 256 apart;
-// p.table holds, per tensor, its first workgroup and its count of units (entries past the last
-// tensor start at 0xffffffff, so the search stops before them), p.n the workgroups that work.
+// cast_all/; an odd tensor's last word has a zero high half, as every packed kernel writes it).
+// Each workgroup writes 1,024 units of one tensor, four an invocation 256 apart; p.table holds,
+// per tensor, its first workgroup and its count of elements (entries past the last tensor start
+// at 0xffffffff, so the search stops before them), p.n the workgroups that work.
 // Slots past the last tensor bind the first one's buffers again and are never run.
 
 @group(0) @binding(1) var<storage, read> x0: array<S_x>;
@@ -22,17 +23,20 @@
 @group(0) @binding(15) var<storage, read> x7: array<S_x>;
 @group(0) @binding(16) var<storage, read_write> y7: array<A_y>;
 
-// Unit u of y from elements SPAN u and SPAN u + SPAN - 1 of x.
-fn cast_at(k: u32, u: u32) {
+// Unit u of y from elements SPAN u and SPAN u + SPAN - 1 of x, the second only where it is
+// below n (else b repeats a, and `both` is false).
+fn cast_at(k: u32, u: u32, n: u32) {
+  let b = min(SPAN * u + SPAN - 1u, n - 1u);
+  let both = SPAN * u + SPAN - 1u < n;
   switch k {
-    case 0u: { y0[u] = pair_(x0[SPAN * u], x0[SPAN * u + SPAN - 1u]); }
-    case 1u: { y1[u] = pair_(x1[SPAN * u], x1[SPAN * u + SPAN - 1u]); }
-    case 2u: { y2[u] = pair_(x2[SPAN * u], x2[SPAN * u + SPAN - 1u]); }
-    case 3u: { y3[u] = pair_(x3[SPAN * u], x3[SPAN * u + SPAN - 1u]); }
-    case 4u: { y4[u] = pair_(x4[SPAN * u], x4[SPAN * u + SPAN - 1u]); }
-    case 5u: { y5[u] = pair_(x5[SPAN * u], x5[SPAN * u + SPAN - 1u]); }
-    case 6u: { y6[u] = pair_(x6[SPAN * u], x6[SPAN * u + SPAN - 1u]); }
-    default: { y7[u] = pair_(x7[SPAN * u], x7[SPAN * u + SPAN - 1u]); }
+    case 0u: { y0[u] = pair_(x0[SPAN * u], x0[b], both); }
+    case 1u: { y1[u] = pair_(x1[SPAN * u], x1[b], both); }
+    case 2u: { y2[u] = pair_(x2[SPAN * u], x2[b], both); }
+    case 3u: { y3[u] = pair_(x3[SPAN * u], x3[b], both); }
+    case 4u: { y4[u] = pair_(x4[SPAN * u], x4[b], both); }
+    case 5u: { y5[u] = pair_(x5[SPAN * u], x5[b], both); }
+    case 6u: { y6[u] = pair_(x6[SPAN * u], x6[b], both); }
+    default: { y7[u] = pair_(x7[SPAN * u], x7[b], both); }
   }
 }
 
@@ -46,9 +50,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   let first = (group - p.table[2u * k]) * 1024u + lid;
   let n = p.table[2u * k + 1u];
+  let units = (n + SPAN - 1u) / SPAN;
   for (var r = 0u; r < 4u; r++) {
     let e = first + 256u * r;
-    if (e >= n) { return; }
-    cast_at(k, e);
+    if (e >= units) { return; }
+    cast_at(k, e, n);
   }
 }
