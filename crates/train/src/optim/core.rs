@@ -90,16 +90,31 @@ pub struct FusedUpdate<'a>(pub(crate) &'a dyn RunGroup);
 /// Runs a group's pending updates (`(index in the group, gradient)`) as fused ops where the
 /// device has them, returning which parameters were updated (`optim/fused` implements it).
 /// With `gate` (the loss scaler's flag), only those that the device can skip itself when the
-/// flag is not zero.
+/// flag is not zero; with `last` too (the last step's flag, not yet read, whose step each
+/// pending parameter's count includes), each as the device finds that step: run, or skipped
+/// and the count one less.
 pub(crate) trait RunGroup {
-    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>>;
+    fn run(
+        &self,
+        group: &ParamGroup,
+        states: &mut [ParamState],
+        pending: &[(usize, Tensor)],
+        gate: Option<&Tensor>,
+        last: Option<&Tensor>,
+    ) -> Result<Vec<bool>>;
 }
 
 /// Gated steps whose checks the host has not read, at most, before a gated step: with a rule
 /// whose arithmetic ignores the step count ([`Rule::reads_step_count`]) and no state made in
 /// them, the oldest check read is one the device finished long ago, and the host never waits on
-/// the step before. Otherwise 0: the last step's check is read before the next one is recorded.
+/// the step before. With a rule that reads it, one ([`COUNTED_UNSETTLED_STEPS`]). After a
+/// step that made state, 0: its check is read before the next step is recorded.
 pub(crate) const UNSETTLED_STEPS: usize = 2;
+
+/// [`UNSETTLED_STEPS`] for a rule that reads the step count (Adam's bias corrections): the
+/// last step's check stays unread, and the next step is recorded for both of its outcomes
+/// (the count as the host has it, and one less), the device running the one that holds.
+pub(crate) const COUNTED_UNSETTLED_STEPS: usize = 1;
 
 /// Updates recorded under a gate the host has not read yet ([`super::Optimizer::step_unless_nonfinite`]):
 /// if the flag turns out not zero, the device skipped them, and their step counts (and state

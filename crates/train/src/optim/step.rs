@@ -2,7 +2,7 @@
 
 use liandan_tensor::{NoGradGuard, Tensor};
 
-use super::core::{group_rule, invalid, Optim, Rule, Unsettled, UNSETTLED_STEPS};
+use super::core::{group_rule, invalid, Optim, Rule, Unsettled, COUNTED_UNSETTLED_STEPS, UNSETTLED_STEPS};
 use super::{Optimizer, OptimizerState, ParamGroup};
 use crate::error::{Error, Result};
 
@@ -39,7 +39,7 @@ impl<R: Rule> Optim<R> {
         let (group, states) = (&self.groups[g], &mut self.state[g]);
         let rule = group_rule(&self.rule, group);
         let done = match rule.fused() {
-            Some(fused) => fused.0.run(group, states, pending, None)?,
+            Some(fused) => fused.0.run(group, states, pending, None, None)?,
             None => vec![false; states.len()],
         };
         for (i, grad) in pending {
@@ -76,11 +76,20 @@ impl<R: Rule> Optim<R> {
     /// Gated steps that may stay unread while the next one is recorded ([`UNSETTLED_STEPS`]).
     fn unsettled_kept(&self) -> usize {
         let made = self.unsettled.iter().any(|u| u.updates.iter().any(|x| x.2));
-        if made || self.rule.reads_step_count() {
+        if made {
             0
+        } else if self.rule.reads_step_count() {
+            COUNTED_UNSETTLED_STEPS
         } else {
             UNSETTLED_STEPS
         }
+    }
+
+    /// Whether every parameter of group `g` in `pending` was updated in the last gated step:
+    /// its step count then includes that step, which the update recorded both ways takes back
+    /// where the device skipped it.
+    fn in_last_step(&self, g: usize, pending: &[(usize, Tensor)]) -> bool {
+        self.unsettled.back().is_some_and(|u| pending.iter().all(|(i, _)| u.updates.iter().any(|x| x.0 == g && x.1 == *i)))
     }
 
     /// The updates of the gated steps the device skipped, read without settling (none when
@@ -111,16 +120,23 @@ impl<R: Rule> Optimizer for Optim<R> {
     fn step_unless_nonfinite(&mut self, flag: &Tensor) -> Result<()> {
         self.settle_to(self.unsettled_kept())?;
         let _no_grad = NoGradGuard::new();
+        // The last step's flag, where the rule reads step counts and its check is unread: the
+        // updates are recorded for both of its outcomes.
+        let mut last = if self.rule.reads_step_count() { self.unsettled.back().map(|u| u.flag.clone()) } else { None };
         // The flag, once something could not be gated and the host had to read it.
         let mut go: Option<bool> = None;
         let mut gated = Vec::new();
         for g in 0..self.groups.len() {
             let pending = self.pending(g)?;
+            if last.is_some() && !self.in_last_step(g, &pending) {
+                self.settle_to(0)?;
+                last = None;
+            }
             let group = &self.groups[g];
             let stateless = group_rule(&self.rule, group).state_names().is_empty();
             let made: Vec<bool> = pending.iter().map(|(i, _)| !stateless && self.state[g][*i].tensors.is_empty()).collect();
             let done = match group_rule(&self.rule, group).fused() {
-                Some(fused) => fused.0.run(group, &mut self.state[g], &pending, Some(flag))?,
+                Some(fused) => fused.0.run(group, &mut self.state[g], &pending, Some(flag), last.as_ref())?,
                 None => vec![false; group.params.len()],
             };
             let mut rest = Vec::new();
@@ -133,6 +149,11 @@ impl<R: Rule> Optimizer for Optim<R> {
             }
             if rest.is_empty() {
                 continue;
+            }
+            // The composite reads the host's step counts: the last step's check first.
+            if last.is_some() {
+                self.settle_to(0)?;
+                last = None;
             }
             let go = match go {
                 Some(go) => go,

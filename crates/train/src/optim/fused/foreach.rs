@@ -11,20 +11,23 @@ use super::UpdateOp;
 /// another, `operands` each; the outputs every list's outputs in turn, or, `in_place`, none:
 /// the kernel writes each list's new values over the buffers of the inputs it updates (the
 /// caller hands over only buffers that nothing else holds). `gated` (in place only): one more
-/// input, last, the loss scaler's one-element flag, and nothing is written unless it is zero.
-/// Its composite is `op`'s, list by list.
+/// input, after the lists, the loss scaler's one-element flag, and nothing is written unless
+/// it is zero. `after` (gated only): one more input, last, the flag of the step before, and
+/// nothing is written unless the device ran that step (`Some(true)`) or skipped it
+/// (`Some(false)`). Its composite is `op`'s, list by list.
 #[derive(Clone, Debug)]
 pub(crate) struct Foreach<U> {
     pub(crate) op: U,
     pub(crate) operands: usize,
     pub(crate) in_place: bool,
     pub(crate) gated: bool,
+    pub(crate) after: Option<bool>,
 }
 
 impl<U> Foreach<U> {
-    /// The operand lists' inputs, without the gate.
+    /// The operand lists' inputs, without the gates.
     fn lists<'a, T>(&self, inputs: &'a [T]) -> &'a [T] {
-        &inputs[..inputs.len() - self.gated as usize]
+        &inputs[..inputs.len() - self.gated as usize - self.after.is_some() as usize]
     }
 }
 
@@ -37,7 +40,12 @@ impl<U: UpdateOp> CustomKernel for Foreach<U> {
         #[cfg(feature = "wgpu")]
         if let Some(gpu) = backend.downcast_ref::<liandan_backend_wgpu::WgpuBackend>() {
             let lists: Vec<Vec<Strided>> = self.lists(inputs).chunks(self.operands).map(<[Strided]>::to_vec).collect();
-            let trailer = if self.gated { super::gpu::Trailer::Gate(inputs[inputs.len() - 1]) } else { super::gpu::Trailer::Nothing };
+            let n = inputs.len();
+            let trailer = match (self.gated, self.after) {
+                (true, Some(ran)) => super::gpu::Trailer::GateAfter(inputs[n - 2], inputs[n - 1], ran),
+                (true, None) => super::gpu::Trailer::Gate(inputs[n - 1]),
+                _ => super::gpu::Trailer::Nothing,
+            };
             return super::gpu::update_foreach(gpu, &self.op.gpu(), &lists, self.in_place, trailer);
         }
         let _ = (backend, inputs);
@@ -54,7 +62,13 @@ impl<U: UpdateOp> CustomOp for Foreach<U> {
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
-        if self.gated && super::gate_closed(inputs[inputs.len() - 1])? {
+        let n = inputs.len();
+        if let Some(ran) = self.after {
+            if super::gate_closed(inputs[n - 1])? == ran {
+                return Ok(Vec::new());
+            }
+        }
+        if self.gated && super::gate_closed(inputs[n - 1 - self.after.is_some() as usize])? {
             return Ok(Vec::new());
         }
         let mut outs = Vec::new();

@@ -98,7 +98,7 @@ impl<P> Update<P> {
     /// the width, whether it writes in place and what it binds after the tensors.
     fn variant(&self, dtype: DType, width: usize, in_place: bool, trailing: Trailing) -> u64 {
         let d = DType::ALL.iter().position(|&t| t == dtype).unwrap_or(0) as u64;
-        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (trailing as u64) << 7 | (width as u64) << 9
+        d | (self.stateful as u64) << 4 | (self.centered as u64) << 5 | (in_place as u64) << 6 | (trailing as u64) << 7 | (width as u64) << 10
     }
 
     /// The WGSL of the one-tensor kernel, or of the `width`-wide one (`trailing`: see
@@ -124,6 +124,10 @@ pub(crate) enum Trailer<'a> {
     /// nothing unless it is zero: the scaler's skip, decided on the device. In place only (a
     /// fresh output left unwritten would be garbage).
     Gate(Strided<'a>),
+    /// [`Trailer::Gate`], then the last step's gate, the kernel running only where the device
+    /// ran that step (`true`) or only where it skipped it (`false`): an update recorded before
+    /// the host has read whether the last step ran is recorded both ways, and one runs.
+    GateAfter(Strided<'a>, Strided<'a>, bool),
     /// A fresh one-element f32 flag, zeroed, then marked NaN by any update whose stored value
     /// is not finite ([`unscale_check`]); returned after the outputs. f32 only.
     Check,
@@ -137,6 +141,8 @@ impl Trailer<'_> {
         match self {
             Trailer::Nothing => Trailing::Nothing,
             Trailer::Gate(_) => Trailing::Gate,
+            Trailer::GateAfter(_, _, true) => Trailing::GateAfterRan,
+            Trailer::GateAfter(_, _, false) => Trailing::GateAfterSkipped,
             Trailer::Check => Trailing::Check,
             Trailer::ScaledCheck(_) => Trailing::ScaledCheck,
         }
@@ -329,21 +335,28 @@ pub(crate) fn update_foreach<P: ShaderParams>(
     let whole = |g: &Strided, n: usize| {
         g.dtype == DType::F32 && g.layout.numel() == n && g.layout.is_contiguous() && g.layout.offset() == 0 && !WgpuBackend::is_packed(g)
     };
-    let gate = match trailer {
+    let gate: Vec<&WgpuStorage> = match trailer {
         Trailer::Gate(g) if !in_place || !whole(&g, 1) => return None,
-        Trailer::Gate(g) => Some(WgpuStorage::of(&g)),
+        Trailer::Gate(g) => vec![WgpuStorage::of(&g)],
+        Trailer::GateAfter(g, last, _) if !in_place || !whole(&g, 1) || !whole(&last, 1) => return None,
+        Trailer::GateAfter(g, last, _) => vec![WgpuStorage::of(&g), WgpuStorage::of(&last)],
         Trailer::Check | Trailer::ScaledCheck(_) if dtype != DType::F32 => return None,
         Trailer::ScaledCheck(g) if !whole(&g, super::SCALER_STATE) => return None,
-        Trailer::ScaledCheck(g) => Some(WgpuStorage::of(&g)),
-        _ => None,
+        Trailer::ScaledCheck(g) => vec![WgpuStorage::of(&g)],
+        _ => Vec::new(),
     };
     let all: Vec<Strided> = lists.iter().flatten().copied().collect();
     gpu.widened(&all, |all| {
         let lists: Vec<&[Strided]> = all.chunks(u.inputs()).collect();
         let buffers_allowed = gpu.max_bindings().ok()?;
         // The parameter block takes one of the buffers, the trailer the rest.
-        let fixed = 1 + usize::from(trailing != Trailing::Nothing) + usize::from(trailing == Trailing::ScaledCheck);
-        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w >= 2 && w * u.bindings(in_place) + fixed <= buffers_allowed)?;
+        let fixed = 1
+            + usize::from(trailing != Trailing::Nothing)
+            + usize::from(matches!(trailing, Trailing::ScaledCheck | Trailing::GateAfterRan | Trailing::GateAfterSkipped));
+        // The widest built width that fits, else as many tensors as fit (Metal's budget with
+        // two gates after a narrow width's tensors).
+        let most = buffers_allowed.saturating_sub(fixed) / u.bindings(in_place);
+        let width = widths(u.bindings(in_place)).into_iter().rev().find(|&w| w <= most).or(Some(most)).filter(|&w| w >= 2)?;
         let fits = |list: &&[Strided]| {
             let numel = list[0].layout.numel();
             let operands = list.iter().all(|v| v.dtype == dtype && v.layout.offset() == 0);
@@ -396,7 +409,7 @@ pub(crate) fn update_foreach<P: ShaderParams>(
                         buffers.push(o);
                     }
                 }
-                buffers.extend(gate);
+                buffers.extend(&gate);
                 buffers.extend(&check);
                 gpu.dispatch(&pipeline, &params, &buffers, grid(groups * WORKGROUP))?;
                 drop(buffers);
@@ -427,7 +440,9 @@ mod tests {
             let variants = std::iter::once((0, false, Trailing::Nothing))
                 .chain(wide(false, Trailing::Nothing))
                 .chain(wide(true, Trailing::Nothing))
-                .chain(wide(true, Trailing::Gate));
+                .chain(wide(true, Trailing::Gate))
+                .chain(wide(true, Trailing::GateAfterRan))
+                .chain(wide(true, Trailing::GateAfterSkipped));
             check(u, dtype, variants);
         }
     }

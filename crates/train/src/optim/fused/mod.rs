@@ -437,8 +437,13 @@ pub(crate) fn update_foreach<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>]) -> Ten
 /// device, so nothing waits for it. Only in place: a list whose buffers another tensor
 /// shares, or a device without such a kernel, is left to the caller (`false`), who decides on
 /// the host.
-pub(crate) fn update_foreach_gated<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], flag: &Tensor) -> TensorResult<Vec<bool>> {
-    foreach_lists(op, lists, Some(flag))
+///
+/// With `after` (the last step's flag, which the host has not read, and the op as it would be
+/// had the device skipped that step: Adam's step count one less), each list is updated twice
+/// over in place, by `op` where the last flag is zero and by the other op where it is not, so
+/// that exactly one runs and nothing waits for the last step's check either.
+pub(crate) fn update_foreach_gated<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], flag: &Tensor, after: Option<(&Tensor, &U)>) -> TensorResult<Vec<bool>> {
+    foreach_lists(op, lists, Some((flag, after)))
 }
 
 /// Whether the loss scaler's `flag` says to skip the step: it is not 0.0 or -0.0 (read back).
@@ -446,7 +451,10 @@ pub(crate) fn gate_closed(flag: &Tensor) -> TensorResult<bool> {
     Ok(flag.item_f64()? != 0.0)
 }
 
-fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<&Tensor>) -> TensorResult<Vec<bool>> {
+/// A gate, and the last step's with the op for a skipped last step ([`update_foreach_gated`]).
+type Gates<'a, U> = (&'a Tensor, Option<(&'a Tensor, &'a U)>);
+
+fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<Gates<U>>) -> TensorResult<Vec<bool>> {
     let mut done = vec![false; lists.len()];
     let targets = op.updates();
     let Some(first) = lists.first().and_then(|l| l.first()) else { return Ok(done) };
@@ -461,8 +469,23 @@ fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<&Tens
         // handle taken here): no other tensor can see the write. Otherwise into fresh buffers.
         let alone = slice.iter().all(|&i| targets.iter().all(|&k| Arc::strong_count(&lists[i][k].storage()) == 2));
         if alone {
-            inputs.extend(gate);
-            let in_place = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: true, gated: gate.is_some() };
+            let operands = lists[slice[0]].len();
+            if let Some((flag, Some((last, skipped_op)))) = gate {
+                inputs.extend([flag, last]);
+                let ran = Foreach { op: op.clone(), operands, in_place: true, gated: true, after: Some(true) };
+                let Some(result) = fused::kernel(&ran, &inputs) else { continue };
+                result?;
+                // The same kernel with other gates: it runs where the first one did.
+                let skipped = Foreach { op: skipped_op.clone(), operands, in_place: true, gated: true, after: Some(false) };
+                match fused::kernel(&skipped, &inputs) {
+                    Some(result) => result?,
+                    None => return Err(liandan_tensor::Error::Device(format!("{}: the update after a skipped step has no kernel", op.name()))),
+                };
+                slice.iter().for_each(|&i| done[i] = true);
+                continue;
+            }
+            inputs.extend(gate.map(|g| g.0));
+            let in_place = Foreach { op: op.clone(), operands, in_place: true, gated: gate.is_some(), after: None };
             if let Some(result) = fused::kernel(&in_place, &inputs) {
                 result?;
                 slice.iter().for_each(|&i| done[i] = true);
@@ -472,7 +495,7 @@ fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<&Tens
         if gate.is_some() {
             continue;
         }
-        let fresh = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: false, gated: false };
+        let fresh = Foreach { op: op.clone(), operands: lists[slice[0]].len(), in_place: false, gated: false, after: None };
         let Some(outs) = fused::kernel(&fresh, &inputs) else { continue };
         let outs = outs?;
         if outs.len() != slice.len() * targets.len() {
@@ -497,8 +520,15 @@ fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<&Tens
 }
 
 impl<R: Kernels> RunGroup for R {
-    fn run(&self, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>> {
-        run_group(self, group, states, pending, gate)
+    fn run(
+        &self,
+        group: &ParamGroup,
+        states: &mut [ParamState],
+        pending: &[(usize, Tensor)],
+        gate: Option<&Tensor>,
+        last: Option<&Tensor>,
+    ) -> Result<Vec<bool>> {
+        run_group(self, group, states, pending, gate, last)
     }
 }
 
@@ -510,8 +540,17 @@ type Operands = (usize, Vec<Tensor>);
 /// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
 /// then each update the device left as a per-tensor op ([`update`]). Returns which parameters
 /// were updated; the caller runs the composite ([`Rule::update`]) for the others. With a
-/// `gate`, only the multi-tensor ops gated on the device run ([`update_foreach_gated`]).
-fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState], pending: &[(usize, Tensor)], gate: Option<&Tensor>) -> Result<Vec<bool>> {
+/// `gate`, only the multi-tensor ops gated on the device run ([`update_foreach_gated`]); with
+/// `last` too (the gate of the step before, whose count each step count here includes), each
+/// also as it would be had that step been skipped.
+fn run_group<R: Kernels>(
+    rule: &R,
+    group: &ParamGroup,
+    states: &mut [ParamState],
+    pending: &[(usize, Tensor)],
+    gate: Option<&Tensor>,
+    last: Option<&Tensor>,
+) -> Result<Vec<bool>> {
     let mut done = vec![false; states.len()];
     let mut batches: Vec<(Step<R>, Vec<Operands>)> = Vec::new();
     for (i, grad) in pending {
@@ -526,8 +565,9 @@ fn run_group<R: Kernels>(rule: &R, group: &ParamGroup, states: &mut [ParamState]
     }
     for (op, items) in batches {
         let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
+        let skipped_op = Step { step: op.step.saturating_sub(1), ..op.clone() };
         let ran = match gate {
-            Some(flag) => update_foreach_gated(&op, &lists, flag)?,
+            Some(flag) => update_foreach_gated(&op, &lists, flag, last.map(|l| (l, &skipped_op)))?,
             None => update_foreach(&op, &lists)?,
         };
         for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {

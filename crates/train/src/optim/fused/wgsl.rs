@@ -12,6 +12,10 @@ pub(crate) enum Trailing {
     Gate = 1,
     Check = 2,
     ScaledCheck = 3,
+    /// The gate, then the last step's, the kernel running only where that step ran.
+    GateAfterRan = 4,
+    /// The gate, then the last step's, the kernel running only where the device skipped it.
+    GateAfterSkipped = 5,
 }
 
 const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
@@ -20,7 +24,7 @@ const FOREACH: &str = include_str!("../shaders/foreach.wgsl");
 /// update's files `body` once per tensor slot (copy k: every function and binding it declares
 /// named `name_k`, bindings numbered from `1 + k * bindings`), `update_at`, `update4_at`
 /// (the body's `update4` where it declares one), `skipped`, the
-/// bindings after every slot's that `trailing` asks for (the gate `skipped` reads, or the check
+/// bindings after every slot's that `trailing` asks for (the gates `skipped` reads, or the check
 /// `found_nonfinite` marks, after the scaler's state where the factor is read from there), and
 /// the entry point.
 pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: usize, trailing: Trailing) -> String {
@@ -56,6 +60,12 @@ pub(crate) fn foreach_source(head: Shader, body: &str, width: usize, bindings: u
         Trailing::Gate => {
             s += &format!("@group(0) @binding({trailer}) var<storage, read> gate: array<u32>;\n");
             s += "fn skipped() -> bool { return (gate[0] & 0x7fffffffu) != 0u; }\n\n";
+        }
+        Trailing::GateAfterRan | Trailing::GateAfterSkipped => {
+            s += &format!("@group(0) @binding({trailer}) var<storage, read> gate: array<u32>;\n");
+            s += &format!("@group(0) @binding({}) var<storage, read> last_gate: array<u32>;\n", trailer + 1);
+            let last = if trailing == Trailing::GateAfterRan { "!=" } else { "==" };
+            s += &format!("fn skipped() -> bool {{ return (gate[0] & 0x7fffffffu) != 0u || (last_gate[0] & 0x7fffffffu) {last} 0u; }}\n\n");
         }
         Trailing::Check | Trailing::ScaledCheck => {
             let mut found = trailer;
