@@ -7,12 +7,13 @@
 
 use std::sync::Arc;
 
+use crate::fused_layer_norm::Op as LayerNormOp;
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, CastAll, Conv2d,
     Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
-    LayerNormBackward, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss,
-    NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
+    LayerNormBackward, LayerNormBackwardInto, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulWide,
+    MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -41,7 +42,7 @@ pub(crate) enum Known {
     Cell(Kernel),
     Pointwise(Pointwise),
     BatchNorm(BatchNormOptions, bool),
-    LayerNorm(LayerNormOptions, bool),
+    LayerNorm(LayerNormOptions, crate::fused_layer_norm::Op),
     Conv(ConvOp, ConvGeometry),
     MatmulBias,
     /// A product of f16 (or packed bf16) matrices written in f32.
@@ -101,8 +102,9 @@ impl Known {
         let param = [
             op.downcast_ref::<BatchNormTrain>().map(|o| Known::BatchNorm(o.0, false)),
             op.downcast_ref::<BatchNormBackward>().map(|o| Known::BatchNorm(o.0, true)),
-            op.downcast_ref::<LayerNorm>().map(|o| Known::LayerNorm(o.0, false)),
-            op.downcast_ref::<LayerNormBackward>().map(|o| Known::LayerNorm(o.0, true)),
+            op.downcast_ref::<LayerNorm>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Forward)),
+            op.downcast_ref::<LayerNormBackward>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Backward)),
+            op.downcast_ref::<LayerNormBackwardInto>().map(|o| Known::LayerNorm(o.0, LayerNormOp::BackwardInto)),
             op.downcast_ref::<Conv2d>().map(|o| Known::Conv(ConvOp::Forward, o.0)),
             op.downcast_ref::<Conv2dBias>().map(|o| Known::Conv(ConvOp::Bias, o.0)),
             op.downcast_ref::<Conv2dBiasRelu>().map(|o| Known::Conv(ConvOp::BiasRelu, o.0)),
@@ -266,7 +268,7 @@ impl WgpuBackend {
             Known::Pointwise(p) => self.fused_pointwise(p, inputs),
             Known::BatchNorm(o, backward) => self.fused_batch_norm(&o, backward, inputs),
             Known::CastAll(to) => self.fused_cast_all(to, inputs),
-            Known::LayerNorm(o, backward) => self.fused_layer_norm(&o, backward, inputs),
+            Known::LayerNorm(o, op) => self.fused_layer_norm(&o, op, inputs),
             Known::Conv(op, g) => self.fused_conv(op, g, inputs),
             Known::MatmulBias => self.fused_matmul_bias(inputs),
             Known::MatmulWide => self.fused_matmul_wide(inputs),

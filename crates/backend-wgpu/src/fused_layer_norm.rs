@@ -2,7 +2,8 @@
 //! `LayerNormBackward`): the forward in one dispatch (a row to a subgroup where the device's
 //! subgroups have one size, else to a workgroup: its mean, its mean squared deviation, then
 //! y), the backward in three (the rows' dx, as the forward's rows; then the parameters'
-//! gradients as column sums over short segments of rows, joined by a workgroup a column),
+//! gradients as column sums over short segments of rows, joined by a workgroup a column; in
+//! f32 the rows' dx may be summed into a gradient already gathered, `LayerNormBackwardInto`),
 //! where the composite takes some ten ops each way and keeps three row-sized intermediates for
 //! backward. Statistics are kept in f32 whatever the dtype; f64 is left to the composite.
 
@@ -20,6 +21,7 @@ const SHARED: &str = include_str!("shaders/fused_layer_norm.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
+const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
@@ -31,6 +33,15 @@ const LANES: usize = 64;
 /// segments, since each invocation walks its segment's rows one load after another.
 const MIN_SEGMENT_ROWS: usize = 8;
 const MAX_SEGMENTS: usize = 1024;
+
+/// A fused layer-norm op: the forward, its gradient, or its gradient with `dx` summed into a
+/// gradient gathered already (`ops::LayerNormBackwardInto`, f32 only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Forward,
+    Backward,
+    BackwardInto,
+}
 
 /// One pass of a fused layer normalization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,6 +70,8 @@ pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
     sums: Sums,
+    /// The rows' dx summed into a gathered gradient (`Op::BackwardInto`).
+    into: bool,
 }
 
 impl Key {
@@ -69,9 +82,12 @@ impl Key {
             (Pass::BackwardJoin, Sums::Rows(_)) => Sums::Subgroups,
             _ => sums,
         };
-        Key { pass, dtype, sums }
+        Key { pass, dtype, sums, into: false }
     }
 }
+
+/// The rows' backward without a gathered gradient: `dx` as computed.
+const NOT_INTO: &str = "fn summed(i: u32, v: f32) -> f32 {\n  return v;\n}\n";
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
@@ -83,6 +99,11 @@ impl KernelKey for Key {
         };
         let lanes = if let Sums::Rows(n) = self.sums { n } else { LANES as u32 };
         let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).uint("ROW_LANES", lanes).part(SHARED).part(main);
+        let w = match (self.pass, self.into) {
+            (Pass::Backward, true) => w.part(BACKWARD_INTO),
+            (Pass::Backward, false) => w.part(NOT_INTO),
+            _ => w,
+        };
         match (self.pass, self.sums) {
             (Pass::BackwardSums, _) => w.build(),
             (_, Sums::Tree) => w.part(TREE).build(),
@@ -97,7 +118,8 @@ impl KernelKey for Key {
         let mut keys: Vec<Key> = Vec::new();
         for pass in passes {
             for dtype in DType::ALL.into_iter().filter(|&t| repr.computes(t) && t != DType::F64) {
-                for k in sums.map(|s| Key::new(pass, dtype, s)) {
+                let into = (pass == Pass::Backward && dtype == DType::F32).then_some(true);
+                for k in sums.into_iter().flat_map(|s| [Some(false), into].into_iter().flatten().map(move |into| Key { into, ..Key::new(pass, dtype, s) })) {
                     if !keys.contains(&k) {
                         keys.push(k);
                     }
@@ -132,10 +154,15 @@ fn rows_grid(rows: usize) -> (u32, u32, u32) {
 impl WgpuBackend {
     /// Runs a fused layer-norm op, or `None` (f64; non-contiguous operands; buffers beyond one
     /// binding or 32-bit offsets).
-    pub(crate) fn fused_layer_norm(&self, o: &LayerNormOptions, backward: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+    pub(crate) fn fused_layer_norm(&self, o: &LayerNormOptions, op: Op, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let x = inputs.first()?;
         let (dtype, numel, d) = (x.dtype, x.layout.numel(), o.width);
         if !self.repr.computes(dtype) || dtype == DType::F64 || d == 0 || numel % d != 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
+            return None;
+        }
+        let (backward, into) = (op != Op::Forward, op == Op::BackwardInto);
+        // Summed into a gathered gradient in f32 only (the residual streams autocast keeps).
+        if into && (dtype != DType::F32 || inputs.last().is_none_or(|acc| acc.dtype != DType::F32 || acc.layout.numel() != numel)) {
             return None;
         }
         let rows = numel / d;
@@ -184,10 +211,12 @@ impl WgpuBackend {
                 gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], row_groups)?;
                 return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
             }
-            let kernel = gpu.kernel(Key::new(Pass::Backward, dtype, sums))?;
+            let kernel = gpu.kernel(Key { into, ..Key::new(Pass::Backward, dtype, sums) })?;
             let dx = self.output(dtype, numel)?;
             let weight = if o.weight { buf(4) } else { buf(0) };
-            gpu.dispatch(&kernel, &meta, &[buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()], row_groups)?;
+            let mut bound = vec![buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()];
+            bound.extend(into.then(|| buf(inputs.len() - 1)));
+            gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
             let mut outs = vec![dx];
             if o.weight || o.bias {
                 let (sums, join) = (gpu.kernel(Key::new(Pass::BackwardSums, dtype, sums))?, gpu.kernel(Key::new(Pass::BackwardJoin, dtype, sums))?);

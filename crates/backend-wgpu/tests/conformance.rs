@@ -16,8 +16,8 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
     use liandan_tensor::ops::{
-        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, SumChannels,
-        SumRowsWide,
+        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LayerNormBackwardInto, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss,
+        NllLossBackward, SumChannels, SumRowsWide,
     };
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
@@ -59,6 +59,10 @@ fn fused_kernels_run_here() {
         }
         assert!(!kernel_runs(&d, op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
+    // A layer norm's gradient summed into a gathered one, in f32 (autocast's residual streams).
+    let into = LayerNormBackwardInto(liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true });
+    assert!(kernel_runs(&d, &into, DType::F32), "layer_norm_backward_into in f32");
+    assert!(!kernel_runs(&d, &into, DType::F16), "layer_norm_backward_into in f16 is left to the composite");
     // Low products and row sums summed into f32.
     let wide: [&dyn liandan_tensor::CustomOp; 2] = [&MatmulWide, &SumRowsWide];
     for op in wide {

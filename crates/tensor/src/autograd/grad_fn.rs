@@ -354,13 +354,7 @@ impl BackwardRule for GradFn {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, affine, *relu)?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
             }
-            GradFn::LayerNorm { options, mean, rstd } => {
-                let weight = options.weight.then(|| &inputs[1]);
-                let (dx, dweight, dbias) = Tensor::layer_norm_backward(g, x, mean, rstd, weight, *options)?;
-                // The kernel's `[D]` gradients, in the parameters' own (normalized axes') shape.
-                let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
-                std::iter::once(Ok(Some(dx))).chain(params).collect()
-            }
+            GradFn::LayerNorm { options, mean, rstd } => layer_norm_grads(g, inputs, *options, mean, rstd, None),
             GradFn::Conv2d(geom) => {
                 let w = &inputs[1];
                 let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
@@ -503,6 +497,26 @@ fn same_batch(a: &Tensor, b: &Tensor) -> bool {
 // `ops::SumChannels`), the rules have it do so: the gradient reaches the cast
 // already in f32, the cast's rule has nothing left to do, and a kernel per such tensor and step
 // is saved (the sum is not rounded to the low type on the way either).
+
+/// A layer norm's gradients (`GradFn::LayerNorm`'s rule): `dx`, or with `acc` (a gradient of
+/// `x` gathered already) `acc + dx`, then the parameters'.
+pub(crate) fn layer_norm_grads(
+    g: &Tensor,
+    inputs: &[Tensor],
+    options: LayerNormOptions,
+    mean: &Tensor,
+    rstd: &Tensor,
+    acc: Option<&Tensor>,
+) -> Result<Vec<Option<Tensor>>> {
+    let (x, weight) = (&inputs[0], options.weight.then(|| &inputs[1]));
+    let (dx, dweight, dbias) = match acc {
+        Some(acc) => Tensor::layer_norm_backward_into(g, x, mean, rstd, weight, options, acc)?,
+        None => Tensor::layer_norm_backward(g, x, mean, rstd, weight, options)?,
+    };
+    // The kernel's `[D]` gradients, in the parameters' own (normalized axes') shape.
+    let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
+    std::iter::once(Ok(Some(dx))).chain(params).collect()
+}
 
 /// The wider dtype `t`'s gradient may be kept in: f32 where `t` is an f16 or bf16 cast of an f32
 /// tensor that wants a gradient, or a transpose or reshape of one (a linear layer's

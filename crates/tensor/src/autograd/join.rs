@@ -71,6 +71,17 @@ impl Pending {
         Ok(())
     }
 
+    /// The dense gradient gathered for `input` so far, taken out, where it is in `input`'s
+    /// dtype and shape: what a rule may sum its own share into ([`super::grad_fn::layer_norm_grads`]).
+    pub(crate) fn take_dense_like(&mut self, input: &Tensor) -> Option<Tensor> {
+        let same = self.dense.get(&input.id()).is_some_and(|g| g.dtype() == input.dtype() && g.shape() == input.shape());
+        if same {
+            self.dense.remove(&input.id())
+        } else {
+            None
+        }
+    }
+
     /// Keeps `piece`, a narrow piece of `input`'s gradient (in `input`'s dtype), to be joined at
     /// `input`'s turn.
     pub(crate) fn add_piece(&mut self, input: &Tensor, piece: narrow::Piece) -> Result<()> {

@@ -171,6 +171,12 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
             pending.add_product(&inputs[1], piece);
             Ok(grads)
         })?,
+        // A residual stream's gradient, its other branch's share arrived first, summed in by
+        // the layer norm's own backward kernel rather than by an add after it.
+        Some(GradFn::LayerNorm { options, mean, rstd }) if !crate::observe::active() && inputs[0].requires_grad() => in_backward(&mut || {
+            let acc = pending.take_dense_like(&inputs[0]);
+            grad_fn::layer_norm_grads(&g, &inputs, *options, mean, rstd, acc.as_ref())
+        })?,
         _ => in_backward(&mut || rule.backward(&g, &inputs, &out))?,
     };
     for (input, grad) in inputs.iter().zip(grads) {

@@ -106,6 +106,13 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             v.extend(l.weight.then(|| t(&[l.width], 5)));
             v
         }
+        "layer_norm_backward_into" => {
+            let l = any.downcast_ref::<crate::ops::LayerNormBackwardInto>().expect("a layer norm").0;
+            let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
+            v.extend(l.weight.then(|| t(&[l.width], 5)));
+            v.push(t(&[n, l.width], 6));
+            v
+        }
         "conv2d" | "conv2d_bias" | "conv2d_bias_relu" | "conv2d_backward_input" | "conv2d_backward_weight" | "conv2d_backward_weight_wide" => {
             conv_operands(op, &t)
         }
@@ -632,6 +639,43 @@ pub fn add_wide_matches_composite(d: &Device) {
     let want = a.add(&b.to_dtype(DType::F32).unwrap()).unwrap().to_vec_f64().unwrap();
     let got = crate::autocast(DType::F16, || a.add(&b)).unwrap();
     assert_eq!((got.dtype(), got.to_vec_f64().unwrap()), (DType::F32, want), "add_wide of a broadcast operand");
+}
+
+/// A layer norm's gradient summed into a gradient of x gathered already
+/// ([`crate::ops::LayerNormBackwardInto`] where the device has it) against its composite, the
+/// backward then the add, exactly, with and without parameters, rows short and long. Then
+/// through autograd: x's gradient in `x + layer_norm(x) k`, where the residual's share arrives
+/// first, is that share plus the layer norm's backward, bit for bit.
+pub fn layer_norm_backward_into_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    let bits = |v: &Tensor| v.to_vec_f64().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for width in [5usize, 300] {
+        for (weight, bias) in [(true, true), (false, false), (true, false)] {
+            let o = crate::LayerNormOptions { width, eps: 1e-5, weight, bias };
+            let mut inputs = vec![t(&[7, width], 1), t(&[7, width], 2), t(&[7], 3), t(&[7], 4).abs().unwrap()];
+            inputs.extend(weight.then(|| t(&[width], 5)));
+            inputs.push(t(&[7, width], 6));
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            let op = crate::ops::LayerNormBackwardInto(o);
+            let got = crate::fused::run_or_composite(&op, &refs).unwrap();
+            let want = op.composite(&refs).unwrap();
+            assert_eq!(got.len(), want.len(), "layer_norm_backward_into {o:?}: outputs");
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(bits(g), bits(w), "layer_norm_backward_into {o:?}: output {k}, fused against composite");
+            }
+        }
+    }
+    for width in [5usize, 300] {
+        let o = crate::LayerNormOptions { width, eps: 1e-5, weight: true, bias: true };
+        let (x, w, b, k, up) = (t(&[7, width], 11), t(&[width], 12), t(&[width], 13), t(&[7, width], 14), t(&[7, width], 15));
+        x.set_requires_grad(true).unwrap();
+        x.add(&x.layer_norm(1, Some(&w), Some(&b), 1e-5).unwrap().mul(&k).unwrap()).unwrap().mul(&up).unwrap().sum_all().unwrap().backward().unwrap();
+        let stats = crate::fused::run_or_composite(&LayerNorm(o), &[&x.detach(), &w, &b]).unwrap();
+        let dy = up.mul(&k).unwrap();
+        let dx = crate::fused::run_or_composite(&LayerNormBackward(o), &[&x.detach(), &dy, &stats[1], &stats[2], &w]).unwrap();
+        let want = up.add(&dx[0]).unwrap();
+        assert_eq!(bits(&x.grad().unwrap()), bits(&want), "x + layer_norm(x) k, width {width}: x's gradient");
+    }
 }
 
 /// Many f32 tensors cast to f16 and to bf16 at once ([`crate::ops::CastAll`] where the device

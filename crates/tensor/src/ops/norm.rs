@@ -1,5 +1,6 @@
 //! Layer and group normalization, and dropout (elementwise, channel), built from primitives;
-//! layer normalization and its rule are custom ops ([`LayerNorm`], [`LayerNormBackward`]),
+//! layer normalization and its rule are custom ops ([`LayerNorm`], [`LayerNormBackward`],
+//! [`LayerNormBackwardInto`]),
 //! one kernel each where the device has one. (Batch normalization is `batch_norm.rs`.)
 //!
 //! Dimension letters: N batch, C channels, G groups, R rows and D their width (layer norm).
@@ -69,6 +70,28 @@ impl Tensor {
         let dy = dy.contiguous()?;
         let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).collect();
         let mut outs = fused::run_or_composite(&LayerNormBackward(options), &inputs)?.into_iter();
+        let dx = outs.next().expect("dx first");
+        let dweight = if options.weight { outs.next() } else { None };
+        let dbias = if options.bias { outs.next() } else { None };
+        Ok((dx, dweight, dbias))
+    }
+
+    /// [`Tensor::layer_norm_backward`] with `dx` summed into `acc`, the gradient of `x`
+    /// gathered so far (a residual stream's, whose other branch came first): `acc + dx` written
+    /// by the backward's own kernel where the device has one ([`LayerNormBackwardInto`]), else
+    /// the backward, then the add.
+    pub(crate) fn layer_norm_backward_into(
+        dy: &Tensor,
+        x: &Tensor,
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        options: LayerNormOptions,
+        acc: &Tensor,
+    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+        let (dy, acc) = (dy.contiguous()?, acc.contiguous()?);
+        let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).chain([&acc]).collect();
+        let mut outs = fused::run_or_composite(&LayerNormBackwardInto(options), &inputs)?.into_iter();
         let dx = outs.next().expect("dx first");
         let dweight = if options.weight { outs.next() } else { None };
         let dbias = if options.bias { outs.next() } else { None };
@@ -254,7 +277,27 @@ impl CustomOp for LayerNormBackward {
     }
 }
 
+/// [`LayerNormBackward`] with its `dx` summed into a gradient of `x` already gathered: one
+/// more input, last, `acc` (shaped like `x`), and `dx` is `acc + dx` (the backward's `dx`
+/// rounded to the dtype, then the add's one rounding, as the two ops compute it).
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormBackwardInto(pub LayerNormOptions);
+
+impl CustomOp for LayerNormBackwardInto {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        LayerNormBackward(self.0).outputs(inputs)
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (acc, rest) = inputs.split_last().ok_or_else(|| Error::Autograd("layer_norm_backward_into: no inputs".into()))?;
+        let mut outs = fused::run_or_composite(&LayerNormBackward(self.0), rest)?;
+        outs[0] = acc.add(&outs[0])?;
+        Ok(outs)
+    }
+}
+
 crate::custom_kernel_name! {
     LayerNorm => "layer_norm",
     LayerNormBackward => "layer_norm_backward",
+    LayerNormBackwardInto => "layer_norm_backward_into",
 }
