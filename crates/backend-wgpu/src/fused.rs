@@ -104,7 +104,7 @@ impl Known {
             op.downcast_ref::<BatchNormBackward>().map(|o| Known::BatchNorm(o.0, true)),
             op.downcast_ref::<LayerNorm>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Forward)),
             op.downcast_ref::<LayerNormBackward>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Backward)),
-            op.downcast_ref::<LayerNormBackwardInto>().map(|o| Known::LayerNorm(o.0, LayerNormOp::BackwardInto)),
+            op.downcast_ref::<LayerNormBackwardInto>().map(|o| Known::LayerNorm(o.options, LayerNormOp::BackwardInto(o.low))),
             op.downcast_ref::<Conv2d>().map(|o| Known::Conv(ConvOp::Forward, o.0)),
             op.downcast_ref::<Conv2dBias>().map(|o| Known::Conv(ConvOp::Bias, o.0)),
             op.downcast_ref::<Conv2dBiasRelu>().map(|o| Known::Conv(ConvOp::BiasRelu, o.0)),

@@ -22,6 +22,7 @@ const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
 const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
+const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
@@ -40,7 +41,8 @@ const MAX_SEGMENTS: usize = 1024;
 pub(crate) enum Op {
     Forward,
     Backward,
-    BackwardInto,
+    /// With a copy of dx in this low dtype (f16 only) where asked.
+    BackwardInto(Option<DType>),
 }
 
 /// One pass of a fused layer normalization.
@@ -70,8 +72,10 @@ pub(crate) struct Key {
     pass: Pass,
     dtype: DType,
     sums: Sums,
-    /// The rows' dx summed into a gathered gradient (`Op::BackwardInto`).
+    /// The rows' dx summed into a gathered gradient (`Op::BackwardInto`), and with `low` an
+    /// f16 copy of it written too.
     into: bool,
+    low: bool,
 }
 
 impl Key {
@@ -82,12 +86,14 @@ impl Key {
             (Pass::BackwardJoin, Sums::Rows(_)) => Sums::Subgroups,
             _ => sums,
         };
-        Key { pass, dtype, sums, into: false }
+        Key { pass, dtype, sums, into: false, low: false }
     }
 }
 
 /// The rows' backward without a gathered gradient: `dx` as computed.
 const NOT_INTO: &str = "fn summed(i: u32, v: f32) -> f32 {\n  return v;\n}\n";
+/// The rows' backward without a low copy.
+const NO_LOW: &str = "fn keep(i: u32, v: f32) {}\n";
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
@@ -99,9 +105,10 @@ impl KernelKey for Key {
         };
         let lanes = if let Sums::Rows(n) = self.sums { n } else { LANES as u32 };
         let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).uint("ROW_LANES", lanes).part(SHARED).part(main);
-        let w = match (self.pass, self.into) {
-            (Pass::Backward, true) => w.part(BACKWARD_INTO),
-            (Pass::Backward, false) => w.part(NOT_INTO),
+        let w = match (self.pass, self.into, self.low) {
+            (Pass::Backward, true, true) => w.ty("t", DType::F16).part(BACKWARD_INTO).part(BACKWARD_LOW),
+            (Pass::Backward, true, false) => w.part(BACKWARD_INTO).part(NO_LOW),
+            (Pass::Backward, false, _) => w.part(NOT_INTO).part(NO_LOW),
             _ => w,
         };
         match (self.pass, self.sums) {
@@ -118,8 +125,10 @@ impl KernelKey for Key {
         let mut keys: Vec<Key> = Vec::new();
         for pass in passes {
             for dtype in DType::ALL.into_iter().filter(|&t| repr.computes(t) && t != DType::F64) {
-                let into = (pass == Pass::Backward && dtype == DType::F32).then_some(true);
-                for k in sums.into_iter().flat_map(|s| [Some(false), into].into_iter().flatten().map(move |into| Key { into, ..Key::new(pass, dtype, s) })) {
+                // Into a gathered gradient in f32 only, with an f16 copy or not.
+                let into: &[(bool, bool)] =
+                    if pass == Pass::Backward && dtype == DType::F32 { &[(false, false), (true, false), (true, true)] } else { &[(false, false)] };
+                for k in sums.into_iter().flat_map(|s| into.iter().map(move |&(into, low)| Key { into, low, ..Key::new(pass, dtype, s) })) {
                     if !keys.contains(&k) {
                         keys.push(k);
                     }
@@ -160,9 +169,17 @@ impl WgpuBackend {
         if !self.repr.computes(dtype) || dtype == DType::F64 || d == 0 || numel % d != 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
         }
-        let (backward, into) = (op != Op::Forward, op == Op::BackwardInto);
-        // Summed into a gathered gradient in f32 only (the residual streams autocast keeps).
+        let (backward, into, low) = match op {
+            Op::Forward => (false, false, None),
+            Op::Backward => (true, false, None),
+            Op::BackwardInto(low) => (true, true, low),
+        };
+        // Summed into a gathered gradient in f32 only (the residual streams autocast keeps),
+        // its low copy in f16 only.
         if into && (dtype != DType::F32 || inputs.last().is_none_or(|acc| acc.dtype != DType::F32 || acc.layout.numel() != numel)) {
+            return None;
+        }
+        if low.is_some_and(|t| t != DType::F16 || !self.repr.computes(t)) {
             return None;
         }
         let rows = numel / d;
@@ -211,11 +228,13 @@ impl WgpuBackend {
                 gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], row_groups)?;
                 return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
             }
-            let kernel = gpu.kernel(Key { into, ..Key::new(Pass::Backward, dtype, sums) })?;
+            let kernel = gpu.kernel(Key { into, low: low.is_some(), ..Key::new(Pass::Backward, dtype, sums) })?;
             let dx = self.output(dtype, numel)?;
+            let dx_low = low.map(|t| self.output(t, numel)).transpose()?;
             let weight = if o.weight { buf(4) } else { buf(0) };
             let mut bound = vec![buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()];
             bound.extend(into.then(|| buf(inputs.len() - 1)));
+            bound.extend(dx_low.as_ref().map(|l| l.buffer()));
             gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
             let mut outs = vec![dx];
             if o.weight || o.bias {
@@ -230,6 +249,7 @@ impl WgpuBackend {
                 outs.extend(o.weight.then_some(dweight));
                 outs.extend(o.bias.then_some(dbias));
             }
+            outs.extend(dx_low);
             Ok(outs.into_iter().map(|s| Arc::new(s) as Storage).collect())
         })())
     }

@@ -60,9 +60,11 @@ fn fused_kernels_run_here() {
         assert!(!kernel_runs(&d, op, DType::F64), "{} in f64 is left to the composite", op.name());
     }
     // A layer norm's gradient summed into a gathered one, in f32 (autocast's residual streams).
-    let into = LayerNormBackwardInto(liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true });
-    assert!(kernel_runs(&d, &into, DType::F32), "layer_norm_backward_into in f32");
-    assert!(!kernel_runs(&d, &into, DType::F16), "layer_norm_backward_into in f16 is left to the composite");
+    for low in [None, Some(DType::F16)] {
+        let into = LayerNormBackwardInto { options: liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true }, low };
+        assert!(kernel_runs(&d, &into, DType::F32), "layer_norm_backward_into in f32, low copy {low:?}");
+        assert!(!kernel_runs(&d, &into, DType::F16), "layer_norm_backward_into in f16 is left to the composite");
+    }
     // Low products and row sums summed into f32.
     let wide: [&dyn liandan_tensor::CustomOp; 2] = [&MatmulWide, &SumRowsWide];
     for op in wide {

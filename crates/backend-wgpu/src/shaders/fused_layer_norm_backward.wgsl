@@ -2,7 +2,8 @@
 // (g = dy weight, xhat = (x - mean) rstd) and writes dx = rstd (g - sum(g) / D - xhat
 // sum(g xhat) / D). Without a weight, g = dy and the weight's binding is a placeholder.
 // `summed(i, v)` gives element i's value as stored: v, or (ops::LayerNormBackwardInto) v
-// rounded to the dtype and added to the gathered gradient.
+// rounded to the dtype and added to the gathered gradient; `keep(i, v)` writes its low copy
+// where the op asks for one.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read> dy: array<S_x>;
@@ -53,7 +54,11 @@ fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     let sums = sum_all(lid, vec2<f32>((gv.x + gv.y) + (gv.z + gv.w), dot(gv, xhat))) / f32(d);
     let out = inv * (gv - sums.x - xhat * sums.y);
     for (var k = 0u; k < 4u; k++) {
-      if (live[k]) { dx[base + j[k]] = store_x(C_x(summed(base + j[k], f32(C_x(out[k]))))); }
+      if (live[k]) {
+        let v = summed(base + j[k], f32(C_x(out[k])));
+        dx[base + j[k]] = store_x(C_x(v));
+        keep(base + j[k], v);
+      }
     }
     return;
   }
@@ -65,6 +70,8 @@ fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
   let sums = sum_all(lane, acc) / f32(d);
   for (var j = lane; j < d; j += ROW_LANES) {
     let xhat = (f32(load_x(x[offset(0u) + base + j])) - mu) * inv;
-    dx[base + j] = store_x(C_x(summed(base + j, f32(C_x(inv * (g_at(base, j) - sums.x - xhat * sums.y))))));
+    let v = summed(base + j, f32(C_x(inv * (g_at(base, j) - sums.x - xhat * sums.y))));
+    dx[base + j] = store_x(C_x(v));
+    keep(base + j, v);
   }
 }

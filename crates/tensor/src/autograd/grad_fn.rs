@@ -354,7 +354,7 @@ impl BackwardRule for GradFn {
                 let (dx, dweight, dbias) = Tensor::batch_norm_backward(g, x, mean, invstd, affine, *relu)?;
                 Ok([Some(dx), dweight, dbias].into_iter().take(inputs.len()).collect())
             }
-            GradFn::LayerNorm { options, mean, rstd } => layer_norm_grads(g, inputs, *options, mean, rstd, None),
+            GradFn::LayerNorm { options, mean, rstd } => Ok(layer_norm_grads(g, inputs, *options, (mean, rstd), None, None)?.0),
             GradFn::Conv2d(geom) => {
                 let w = &inputs[1];
                 let dx = if x.requires_grad() { Some(Tensor::conv2d_backward_input(g, w, *geom)?) } else { None };
@@ -499,23 +499,41 @@ fn same_batch(a: &Tensor, b: &Tensor) -> bool {
 // is saved (the sum is not rounded to the low type on the way either).
 
 /// A layer norm's gradients (`GradFn::LayerNorm`'s rule): `dx`, or with `acc` (a gradient of
-/// `x` gathered already) `acc + dx`, then the parameters'.
+/// `x` gathered already) `acc + dx`, then the parameters'; and with `acc` and `low`, that sum
+/// cast to `low` too (see [`low_residual`]).
 pub(crate) fn layer_norm_grads(
     g: &Tensor,
     inputs: &[Tensor],
     options: LayerNormOptions,
-    mean: &Tensor,
-    rstd: &Tensor,
+    (mean, rstd): (&Tensor, &Tensor),
     acc: Option<&Tensor>,
-) -> Result<Vec<Option<Tensor>>> {
+    low: Option<DType>,
+) -> Result<(Vec<Option<Tensor>>, Option<Tensor>)> {
     let (x, weight) = (&inputs[0], options.weight.then(|| &inputs[1]));
-    let (dx, dweight, dbias) = match acc {
-        Some(acc) => Tensor::layer_norm_backward_into(g, x, mean, rstd, weight, options, acc)?,
-        None => Tensor::layer_norm_backward(g, x, mean, rstd, weight, options)?,
+    let ((dx, dweight, dbias), dx_low) = match acc {
+        Some(acc) => Tensor::layer_norm_backward_into(g, x, mean, rstd, weight, options, acc, low)?,
+        None => (Tensor::layer_norm_backward(g, x, mean, rstd, weight, options)?, None),
     };
     // The kernel's `[D]` gradients, in the parameters' own (normalized axes') shape.
     let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
-    std::iter::once(Ok(Some(dx))).chain(params).collect()
+    Ok((std::iter::once(Ok(Some(dx))).chain(params).collect::<Result<_>>()?, dx_low))
+}
+
+/// The low dtype `x`'s whole gradient will be cast to, where `x` is autocast's residual sum of
+/// an f32 tensor and a low one (`ops::AddWide`, recorded as an add of the low operand's cast):
+/// the add hands its gradient on to that cast, whose rule casts it back.
+pub(crate) fn low_residual(x: &Tensor) -> Option<DType> {
+    let (rule, inputs) = x.node()?.peek()?;
+    if !matches!((&*rule as &dyn std::any::Any).downcast_ref::<GradFn>()?, GradFn::Binary(BinaryOp::Add)) {
+        return None;
+    }
+    inputs.iter().find_map(|i| {
+        let (rule, _) = i.node()?.peek()?;
+        match (&*rule as &dyn std::any::Any).downcast_ref::<GradFn>()? {
+            GradFn::Cast { from: DType::F16 } if i.dtype() == DType::F32 => Some(DType::F16),
+            _ => None,
+        }
+    })
 }
 
 /// The wider dtype `t`'s gradient may be kept in: f32 where `t` is an f16 or bf16 cast of an f32

@@ -23,6 +23,9 @@ pub(crate) struct Pending {
     products: HashMap<u64, Vec<products::Piece>>,
     /// The last join of narrow pieces by rows, which a product's join may read rows of.
     pub(crate) last_join: Option<narrow::Joined>,
+    /// Gradients' low copies made beside them, by the gradient's id, for a cast's rule to take
+    /// ([`Pending::take_low_copy`]).
+    low_copies: HashMap<u64, Tensor>,
 }
 
 /// What arrived for one tensor: at least one of the three.
@@ -79,6 +82,21 @@ impl Pending {
             self.dense.remove(&input.id())
         } else {
             None
+        }
+    }
+
+    /// Keeps `low`, `grad` cast to a low dtype, made beside it by the kernel that wrote it.
+    pub(crate) fn keep_low_copy(&mut self, grad: &Tensor, low: Tensor) {
+        self.low_copies.insert(grad.id(), low);
+    }
+
+    /// The copy of `grad` in `dtype` kept beside it ([`Pending::keep_low_copy`]), taken out:
+    /// what casting `grad` would make, bit for bit. `None` where none was kept for this very
+    /// tensor (a sum made after it is another).
+    pub(crate) fn take_low_copy(&mut self, grad: &Tensor, dtype: crate::DType) -> Option<Tensor> {
+        match self.low_copies.remove(&grad.id()) {
+            Some(low) if low.dtype() == dtype && low.shape() == grad.shape() => Some(low),
+            _ => None,
         }
     }
 

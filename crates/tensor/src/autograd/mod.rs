@@ -172,11 +172,21 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
             Ok(grads)
         })?,
         // A residual stream's gradient, its other branch's share arrived first, summed in by
-        // the layer norm's own backward kernel rather than by an add after it.
+        // the layer norm's own backward kernel rather than by an add after it; where the
+        // stream is autocast's residual add, its low copy too, for that add's cast.
         Some(GradFn::LayerNorm { options, mean, rstd }) if !crate::observe::active() && inputs[0].requires_grad() => in_backward(&mut || {
             let acc = pending.take_dense_like(&inputs[0]);
-            grad_fn::layer_norm_grads(&g, &inputs, *options, mean, rstd, acc.as_ref())
+            let low = acc.as_ref().and_then(|_| grad_fn::low_residual(&inputs[0]));
+            let (grads, dx_low) = grad_fn::layer_norm_grads(&g, &inputs, *options, (mean, rstd), acc.as_ref(), low)?;
+            if let (Some(Some(dx)), Some(dx_low)) = (grads.first(), dx_low) {
+                pending.keep_low_copy(dx, dx_low);
+            }
+            Ok(grads)
         })?,
+        Some(&GradFn::Cast { from }) => match pending.take_low_copy(&g, from) {
+            Some(low) => vec![Some(low)],
+            None => in_backward(&mut || rule.backward(&g, &inputs, &out))?,
+        },
         _ => in_backward(&mut || rule.backward(&g, &inputs, &out))?,
     };
     for (input, grad) in inputs.iter().zip(grads) {

@@ -107,7 +107,7 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             v
         }
         "layer_norm_backward_into" => {
-            let l = any.downcast_ref::<crate::ops::LayerNormBackwardInto>().expect("a layer norm").0;
+            let l = any.downcast_ref::<crate::ops::LayerNormBackwardInto>().expect("a layer norm").options;
             let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
             v.extend(l.weight.then(|| t(&[l.width], 5)));
             v.push(t(&[n, l.width], 6));
@@ -643,20 +643,24 @@ pub fn add_wide_matches_composite(d: &Device) {
 
 /// A layer norm's gradient summed into a gradient of x gathered already
 /// ([`crate::ops::LayerNormBackwardInto`] where the device has it) against its composite, the
-/// backward then the add, exactly, with and without parameters, rows short and long. Then
-/// through autograd: x's gradient in `x + layer_norm(x) k`, where the residual's share arrives
-/// first, is that share plus the layer norm's backward, bit for bit.
+/// backward then the add (and the cast of the sum to f16), exactly, with and without
+/// parameters, rows short and long. Then through autograd: x's gradient in `x + layer_norm(x)
+/// k`, where the residual's share arrives first, is that share plus the layer norm's backward,
+/// bit for bit; and under autocast, with `x` itself a residual sum of an f32 and an f16 tensor,
+/// every gradient is the one the ops make one by one (under an observer), bit for bit.
 pub fn layer_norm_backward_into_matches_composite(d: &Device) {
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
     let bits = |v: &Tensor| v.to_vec_f64().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for width in [5usize, 300] {
-        for (weight, bias) in [(true, true), (false, false), (true, false)] {
+        for (weight, bias, low) in
+            [(true, true, None), (false, false, None), (true, false, None), (true, true, Some(DType::F16)), (false, false, Some(DType::F16))]
+        {
             let o = crate::LayerNormOptions { width, eps: 1e-5, weight, bias };
             let mut inputs = vec![t(&[7, width], 1), t(&[7, width], 2), t(&[7], 3), t(&[7], 4).abs().unwrap()];
             inputs.extend(weight.then(|| t(&[width], 5)));
             inputs.push(t(&[7, width], 6));
             let refs: Vec<&Tensor> = inputs.iter().collect();
-            let op = crate::ops::LayerNormBackwardInto(o);
+            let op = crate::ops::LayerNormBackwardInto { options: o, low };
             let got = crate::fused::run_or_composite(&op, &refs).unwrap();
             let want = op.composite(&refs).unwrap();
             assert_eq!(got.len(), want.len(), "layer_norm_backward_into {o:?}: outputs");
@@ -675,6 +679,24 @@ pub fn layer_norm_backward_into_matches_composite(d: &Device) {
         let dx = crate::fused::run_or_composite(&LayerNormBackward(o), &[&x.detach(), &dy, &stats[1], &stats[2], &w]).unwrap();
         let want = up.add(&dx[0]).unwrap();
         assert_eq!(bits(&x.grad().unwrap()), bits(&want), "x + layer_norm(x) k, width {width}: x's gradient");
+    }
+    for width in [5usize, 300] {
+        let (x, w, b, k, up) = (t(&[7, width], 21), t(&[width], 22), t(&[width], 23), t(&[7, width], 24), t(&[7, width], 25));
+        let run = || {
+            for p in [&x, &w, &b] {
+                p.set_grad(None);
+                p.set_requires_grad(true).unwrap();
+            }
+            crate::autocast(DType::F16, || {
+                let x1 = x.add(&x.to_dtype(DType::F16)?.mul_scalar(0.5)?)?;
+                x1.add(&x1.layer_norm(1, Some(&w), Some(&b), 1e-5)?.mul(&k)?)?.mul(&up)?.sum_all()?.backward()
+            })
+            .unwrap();
+            [&x, &w, &b].map(|p| bits(&p.grad().unwrap()))
+        };
+        let fused = run();
+        let one_by_one = crate::observe::observe_ops(|_| {}, run);
+        assert!(fused == one_by_one, "autocast's residual sum into a layer norm, width {width}: the gradients differ from the ops' one by one");
     }
 }
 

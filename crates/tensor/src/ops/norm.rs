@@ -13,6 +13,9 @@ use crate::fused::{self, fusion_enabled, LayerNormOptions};
 use crate::ops::check_float;
 use crate::tensor::Tensor;
 
+/// A layer norm's `(dx, dweight, dbias)`, the last two where it has those parameters.
+pub(crate) type LayerNormGrads = (Tensor, Option<Tensor>, Option<Tensor>);
+
 impl Tensor {
     /// Layer normalization over the last `normalized_dims` axes, with optional elementwise
     /// `weight` and `bias` of those axes' shape (`torch.nn.functional.layer_norm`).
@@ -79,7 +82,8 @@ impl Tensor {
     /// [`Tensor::layer_norm_backward`] with `dx` summed into `acc`, the gradient of `x`
     /// gathered so far (a residual stream's, whose other branch came first): `acc + dx` written
     /// by the backward's own kernel where the device has one ([`LayerNormBackwardInto`]), else
-    /// the backward, then the add.
+    /// the backward, then the add; with `low`, also that sum cast to `low` (last).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn layer_norm_backward_into(
         dy: &Tensor,
         x: &Tensor,
@@ -88,14 +92,16 @@ impl Tensor {
         weight: Option<&Tensor>,
         options: LayerNormOptions,
         acc: &Tensor,
-    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+        low: Option<DType>,
+    ) -> Result<(LayerNormGrads, Option<Tensor>)> {
         let (dy, acc) = (dy.contiguous()?, acc.contiguous()?);
         let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).chain([&acc]).collect();
-        let mut outs = fused::run_or_composite(&LayerNormBackwardInto(options), &inputs)?.into_iter();
+        let mut outs = fused::run_or_composite(&LayerNormBackwardInto { options, low }, &inputs)?.into_iter();
         let dx = outs.next().expect("dx first");
         let dweight = if options.weight { outs.next() } else { None };
         let dbias = if options.bias { outs.next() } else { None };
-        Ok((dx, dweight, dbias))
+        let dx_low = if low.is_some() { outs.next() } else { None };
+        Ok(((dx, dweight, dbias), dx_low))
     }
 
     /// Zeroes each element with probability `p` and scales the rest by `1 / (1 - p)` in
@@ -279,19 +285,30 @@ impl CustomOp for LayerNormBackward {
 
 /// [`LayerNormBackward`] with its `dx` summed into a gradient of `x` already gathered: one
 /// more input, last, `acc` (shaped like `x`), and `dx` is `acc + dx` (the backward's `dx`
-/// rounded to the dtype, then the add's one rounding, as the two ops compute it).
+/// rounded to the dtype, then the add's one rounding, as the two ops compute it). With `low`,
+/// one more output, last: that `dx` cast to `low` (what the gradient of autocast's low operand
+/// of the residual add that made `x` is).
 #[derive(Clone, Copy, Debug)]
-pub struct LayerNormBackwardInto(pub LayerNormOptions);
+pub struct LayerNormBackwardInto {
+    pub options: LayerNormOptions,
+    pub low: Option<DType>,
+}
 
 impl CustomOp for LayerNormBackwardInto {
     fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
-        LayerNormBackward(self.0).outputs(inputs)
+        let mut outs = LayerNormBackward(self.options).outputs(inputs);
+        outs.extend(self.low.map(|low| (inputs[0].shape().to_vec(), low)));
+        outs
     }
 
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (acc, rest) = inputs.split_last().ok_or_else(|| Error::Autograd("layer_norm_backward_into: no inputs".into()))?;
-        let mut outs = fused::run_or_composite(&LayerNormBackward(self.0), rest)?;
+        let mut outs = fused::run_or_composite(&LayerNormBackward(self.options), rest)?;
         outs[0] = acc.add(&outs[0])?;
+        if let Some(low) = self.low {
+            let cast = outs[0].to_dtype(low)?;
+            outs.push(cast);
+        }
         Ok(outs)
     }
 }
