@@ -510,10 +510,7 @@ pub(crate) fn layer_norm_grads(
     low: Option<DType>,
 ) -> Result<(Vec<Option<Tensor>>, Option<Tensor>)> {
     let (x, weight) = (&inputs[0], options.weight.then(|| &inputs[1]));
-    let ((dx, dweight, dbias), dx_low) = match acc {
-        Some(acc) => Tensor::layer_norm_backward_into(g, x, mean, rstd, weight, options, acc, low)?,
-        None => (Tensor::layer_norm_backward(g, x, mean, rstd, weight, options)?, None),
-    };
+    let ((dx, dweight, dbias), dx_low) = Tensor::layer_norm_backward(g, x, mean, rstd, weight, options, acc.map(|acc| (acc, low)))?;
     // The kernel's `[D]` gradients, in the parameters' own (normalized axes') shape.
     let params = dweight.into_iter().chain(dbias).zip(&inputs[1..]).map(|(d, p)| d.reshape(p.shape()).map(Some));
     Ok((std::iter::once(Ok(Some(dx))).chain(params).collect::<Result<_>>()?, dx_low))

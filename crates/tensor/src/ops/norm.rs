@@ -61,7 +61,10 @@ impl Tensor {
 
     /// The backward rule of the fused [`Tensor::layer_norm`]: `(dx, dweight, dbias)` (the last
     /// two where given), from the saved `mean` and `rstd` `[R]`, itself fused where the device
-    /// can ([`LayerNormBackward`]).
+    /// can ([`LayerNormBackward`]). With `into`, `(acc, low)`: `dx` summed into `acc`, the
+    /// gradient of `x` gathered so far (a residual stream's, whose other branch came first),
+    /// by the backward's own kernel where the device has one ([`LayerNormBackwardInto`]), else
+    /// the backward then the add; and with `low`, that sum cast to `low` too (the second result).
     pub(crate) fn layer_norm_backward(
         dy: &Tensor,
         x: &Tensor,
@@ -69,34 +72,17 @@ impl Tensor {
         rstd: &Tensor,
         weight: Option<&Tensor>,
         options: LayerNormOptions,
-    ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
-        let dy = dy.contiguous()?;
-        let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).collect();
-        let mut outs = fused::run_or_composite(&LayerNormBackward(options), &inputs)?.into_iter();
-        let dx = outs.next().expect("dx first");
-        let dweight = if options.weight { outs.next() } else { None };
-        let dbias = if options.bias { outs.next() } else { None };
-        Ok((dx, dweight, dbias))
-    }
-
-    /// [`Tensor::layer_norm_backward`] with `dx` summed into `acc`, the gradient of `x`
-    /// gathered so far (a residual stream's, whose other branch came first): `acc + dx` written
-    /// by the backward's own kernel where the device has one ([`LayerNormBackwardInto`]), else
-    /// the backward, then the add; with `low`, also that sum cast to `low` (last).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn layer_norm_backward_into(
-        dy: &Tensor,
-        x: &Tensor,
-        mean: &Tensor,
-        rstd: &Tensor,
-        weight: Option<&Tensor>,
-        options: LayerNormOptions,
-        acc: &Tensor,
-        low: Option<DType>,
+        into: Option<(&Tensor, Option<DType>)>,
     ) -> Result<(LayerNormGrads, Option<Tensor>)> {
-        let (dy, acc) = (dy.contiguous()?, acc.contiguous()?);
-        let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).chain([&acc]).collect();
-        let mut outs = fused::run_or_composite(&LayerNormBackwardInto { options, low }, &inputs)?.into_iter();
+        let dy = dy.contiguous()?;
+        let acc = into.map(|(acc, _)| acc.contiguous()).transpose()?;
+        let inputs: Vec<&Tensor> = [x, &dy, mean, rstd].into_iter().chain(weight).chain(acc.as_ref()).collect();
+        let low = into.and_then(|(_, low)| low);
+        let outs = match into {
+            Some(_) => fused::run_or_composite(&LayerNormBackwardInto { options, low }, &inputs)?,
+            None => fused::run_or_composite(&LayerNormBackward(options), &inputs)?,
+        };
+        let mut outs = outs.into_iter();
         let dx = outs.next().expect("dx first");
         let dweight = if options.weight { outs.next() } else { None };
         let dbias = if options.bias { outs.next() } else { None };
