@@ -519,7 +519,18 @@ fn foreach_lists<U: UpdateOp>(op: &U, lists: &[Vec<&Tensor>], gate: Option<Gates
     Ok(done)
 }
 
+/// One update's parameter index in its group, and its operands (param, grad, state).
+type Operands = (usize, Vec<Tensor>);
+
 impl<R: Kernels> RunGroup for R {
+    /// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as fused update
+    /// ops where the device has them: as multi-tensor ops ([`update_foreach`]), one call per
+    /// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
+    /// then each update the device left as a per-tensor op ([`update`]). Returns which parameters
+    /// were updated; the caller runs the composite ([`Rule::update`]) for the others. With a
+    /// `gate`, only the multi-tensor ops gated on the device run ([`update_foreach_gated`]); with
+    /// `last` too (the gate of the step before, whose count each step count here includes), each
+    /// also as it would be had that step been skipped.
     fn run(
         &self,
         group: &ParamGroup,
@@ -528,55 +539,33 @@ impl<R: Kernels> RunGroup for R {
         gate: Option<&Tensor>,
         last: Option<&Tensor>,
     ) -> Result<Vec<bool>> {
-        run_group(self, group, states, pending, gate, last)
-    }
-}
-
-/// One update's parameter index in its group, and its operands (param, grad, state).
-type Operands = (usize, Vec<Tensor>);
-
-/// Runs the updates `pending` (`(index in the group, gradient)`) of `group` as fused update
-/// ops where the device has them: as multi-tensor ops ([`update_foreach`]), one call per
-/// distinct op (the parameters of a group normally share one: same hyper-parameters and step),
-/// then each update the device left as a per-tensor op ([`update`]). Returns which parameters
-/// were updated; the caller runs the composite ([`Rule::update`]) for the others. With a
-/// `gate`, only the multi-tensor ops gated on the device run ([`update_foreach_gated`]); with
-/// `last` too (the gate of the step before, whose count each step count here includes), each
-/// also as it would be had that step been skipped.
-fn run_group<R: Kernels>(
-    rule: &R,
-    group: &ParamGroup,
-    states: &mut [ParamState],
-    pending: &[(usize, Tensor)],
-    gate: Option<&Tensor>,
-    last: Option<&Tensor>,
-) -> Result<Vec<bool>> {
-    let mut done = vec![false; states.len()];
-    let mut batches: Vec<(Step<R>, Vec<Operands>)> = Vec::new();
-    for (i, grad) in pending {
-        let param = &group.params[*i].1;
-        let (held, first) = rule.operands(param, &mut states[*i])?;
-        let op = Step { rule: rule.clone(), lr: group.lr, weight_decay: group.weight_decay, step: states[*i].step, first };
-        let operands: Vec<Tensor> = [param.clone(), grad.clone()].into_iter().chain(held).collect();
-        match batches.iter_mut().find(|b| b.0 == op) {
-            Some(batch) => batch.1.push((*i, operands)),
-            None => batches.push((op, vec![(*i, operands)])),
-        }
-    }
-    for (op, items) in batches {
-        let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
-        let skipped_op = Step { step: op.step.saturating_sub(1), ..op.clone() };
-        let ran = match gate {
-            Some(flag) => update_foreach_gated(&op, &lists, flag, last.map(|l| (l, &skipped_op)))?,
-            None => update_foreach(&op, &lists)?,
-        };
-        for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
-            let ran = ran || (gate.is_none() && update(&op, list).transpose()?.is_some());
-            if ran {
-                states[*i].tensors = operands[2..].to_vec();
-                done[*i] = true;
+        let mut done = vec![false; states.len()];
+        let mut batches: Vec<(Step<R>, Vec<Operands>)> = Vec::new();
+        for (i, grad) in pending {
+            let param = &group.params[*i].1;
+            let (held, first) = self.operands(param, &mut states[*i])?;
+            let op = Step { rule: self.clone(), lr: group.lr, weight_decay: group.weight_decay, step: states[*i].step, first };
+            let operands: Vec<Tensor> = [param.clone(), grad.clone()].into_iter().chain(held).collect();
+            match batches.iter_mut().find(|b| b.0 == op) {
+                Some(batch) => batch.1.push((*i, operands)),
+                None => batches.push((op, vec![(*i, operands)])),
             }
         }
+        for (op, items) in batches {
+            let lists: Vec<Vec<&Tensor>> = items.iter().map(|(_, operands)| operands.iter().collect()).collect();
+            let skipped_op = Step { step: op.step.saturating_sub(1), ..op.clone() };
+            let ran = match gate {
+                Some(flag) => update_foreach_gated(&op, &lists, flag, last.map(|l| (l, &skipped_op)))?,
+                None => update_foreach(&op, &lists)?,
+            };
+            for (((i, operands), list), ran) in items.iter().zip(&lists).zip(ran) {
+                let ran = ran || (gate.is_none() && update(&op, list).transpose()?.is_some());
+                if ran {
+                    states[*i].tensors = operands[2..].to_vec();
+                    done[*i] = true;
+                }
+            }
+        }
+        Ok(done)
     }
-    Ok(done)
 }
