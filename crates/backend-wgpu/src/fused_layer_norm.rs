@@ -23,6 +23,7 @@ const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
 const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
 const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
+const FORWARD_LOW: &str = include_str!("shaders/fused_layer_norm_forward_low.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
@@ -39,7 +40,8 @@ const MAX_SEGMENTS: usize = 1024;
 /// gradient gathered already (`ops::LayerNormBackwardInto`, f32 only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    Forward,
+    /// With a copy of y in this low dtype (f16 only, from f32) where asked.
+    Forward(Option<DType>),
     Backward,
     /// With a copy of dx in this low dtype (f16 only) where asked.
     BackwardInto(Option<DType>),
@@ -73,7 +75,7 @@ pub(crate) struct Key {
     dtype: DType,
     sums: Sums,
     /// The rows' dx summed into a gathered gradient (`Op::BackwardInto`), and with `low` an
-    /// f16 copy of it written too.
+    /// f16 copy of it written too (of y, in the forward).
     into: bool,
     low: bool,
 }
@@ -92,7 +94,7 @@ impl Key {
 
 /// The rows' backward without a gathered gradient: `dx` as computed.
 const NOT_INTO: &str = "fn summed(i: u32, v: f32) -> f32 {\n  return v;\n}\n";
-/// The rows' backward without a low copy.
+/// The rows' kernels without a low copy.
 const NO_LOW: &str = "fn keep(i: u32, v: f32) {}\n";
 
 impl KernelKey for Key {
@@ -109,6 +111,8 @@ impl KernelKey for Key {
             (Pass::Backward, true, true) => w.ty("t", DType::F16).part(BACKWARD_INTO).part(BACKWARD_LOW),
             (Pass::Backward, true, false) => w.part(BACKWARD_INTO).part(NO_LOW),
             (Pass::Backward, false, _) => w.part(NOT_INTO).part(NO_LOW),
+            (Pass::Forward, _, true) => w.ty("t", DType::F16).part(FORWARD_LOW),
+            (Pass::Forward, _, false) => w.part(NO_LOW),
             _ => w,
         };
         match (self.pass, self.sums) {
@@ -125,9 +129,13 @@ impl KernelKey for Key {
         let mut keys: Vec<Key> = Vec::new();
         for pass in passes {
             for dtype in DType::ALL.into_iter().filter(|&t| repr.computes(t) && t != DType::F64) {
-                // Into a gathered gradient in f32 only, with an f16 copy or not.
-                let into: &[(bool, bool)] =
-                    if pass == Pass::Backward && dtype == DType::F32 { &[(false, false), (true, false), (true, true)] } else { &[(false, false)] };
+                // Into a gathered gradient in f32 only, with an f16 copy or not; the forward
+                // of f32 with an f16 copy or not.
+                let into: &[(bool, bool)] = match (pass, dtype) {
+                    (Pass::Backward, DType::F32) => &[(false, false), (true, false), (true, true)],
+                    (Pass::Forward, DType::F32) => &[(false, false), (false, true)],
+                    _ => &[(false, false)],
+                };
                 for k in sums.into_iter().flat_map(|s| into.iter().map(move |&(into, low)| Key { into, low, ..Key::new(pass, dtype, s) })) {
                     if !keys.contains(&k) {
                         keys.push(k);
@@ -170,7 +178,7 @@ impl WgpuBackend {
             return None;
         }
         let (backward, into, low) = match op {
-            Op::Forward => (false, false, None),
+            Op::Forward(low) => (false, false, low),
             Op::Backward => (true, false, None),
             Op::BackwardInto(low) => (true, true, low),
         };
@@ -179,7 +187,7 @@ impl WgpuBackend {
         if into && (dtype != DType::F32 || inputs.last().is_none_or(|acc| acc.dtype != DType::F32 || acc.layout.numel() != numel)) {
             return None;
         }
-        if low.is_some_and(|t| t != DType::F16 || !self.repr.computes(t)) {
+        if low.is_some_and(|t| t != DType::F16 || dtype != DType::F32 || !self.repr.computes(t)) {
             return None;
         }
         let rows = numel / d;
@@ -220,13 +228,16 @@ impl WgpuBackend {
         };
         Some((|| {
             if !backward {
-                let kernel = gpu.kernel(Key::new(Pass::Forward, dtype, sums))?;
+                let kernel = gpu.kernel(Key { low: low.is_some(), ..Key::new(Pass::Forward, dtype, sums) })?;
                 let (y, mean, rstd) = (self.output(dtype, numel)?, self.output(dtype, rows)?, self.output(dtype, rows)?);
+                let y_low = low.map(|t| self.output(t, numel)).transpose()?;
                 // Absent parameters are bound to x (read only, never read).
                 let weight = if o.weight { buf(1) } else { buf(0) };
                 let bias = if o.bias { buf(1 + o.weight as usize) } else { buf(0) };
-                gpu.dispatch(&kernel, &meta, &[buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()], row_groups)?;
-                return Ok([y, mean, rstd].into_iter().map(|s| Arc::new(s) as Storage).collect());
+                let mut bound = vec![buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()];
+                bound.extend(y_low.as_ref().map(|l| l.buffer()));
+                gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
+                return Ok([y, mean, rstd].into_iter().chain(y_low).map(|s| Arc::new(s) as Storage).collect());
             }
             let kernel = gpu.kernel(Key { into, low: low.is_some(), ..Key::new(Pass::Backward, dtype, sums) })?;
             let dx = self.output(dtype, numel)?;

@@ -16,7 +16,7 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
     use liandan_tensor::ops::{
-        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LayerNormBackwardInto, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss,
+        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LayerNormBackwardInto, LayerNormLow, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss,
         NllLossBackward, SumChannels, SumRowsWide,
     };
     use liandan_tensor::DType;
@@ -65,6 +65,10 @@ fn fused_kernels_run_here() {
         assert!(kernel_runs(&d, &into, DType::F32), "layer_norm_backward_into in f32, low copy {low:?}");
         assert!(!kernel_runs(&d, &into, DType::F16), "layer_norm_backward_into in f16 is left to the composite");
     }
+    // A layer norm's output with its f16 copy, from f32 only.
+    let low = LayerNormLow { options: liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true }, low: DType::F16 };
+    assert!(kernel_runs(&d, &low, DType::F32), "layer_norm_low from f32");
+    assert!(!kernel_runs(&d, &low, DType::F16), "layer_norm_low from f16 is left to the composite");
     // Low products and row sums summed into f32.
     let wide: [&dyn liandan_tensor::CustomOp; 2] = [&MatmulWide, &SumRowsWide];
     for op in wide {

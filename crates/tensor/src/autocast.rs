@@ -43,6 +43,10 @@
 //! A training loop may fill the cache ahead of its forward ([`cast_ahead`]): the parameters
 //! the previous region cast are cast again all at once, in a few kernels where the device
 //! has them ([`crate::ops::CastAll`]), rather than one small kernel each at first use.
+//!
+//! Activations are cast at each use, with one exception: a layer norm whose output a low-type
+//! op cast writes that cast itself from then on ([`crate::ops::LayerNormLow`], where the device
+//! has it), and the op's cast takes it, recorded in the graph as a cast made there would be.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -66,7 +70,27 @@ thread_local! {
     /// The keys of the cache when the last outermost region that cast anything closed: what
     /// [`cast_ahead`] casts.
     static LAST_CAST: RefCell<HashSet<(u64, DType)>> = RefCell::new(HashSet::new());
+    /// Layer norms, by their weight's id, whose output a low-type op cast to the low type:
+    /// they write that cast themselves from then on ([`layer_norm_low`]).
+    static COPY_WANTED: RefCell<HashSet<(u64, DType)>> = RefCell::new(HashSet::new());
+    /// Layer norms' low copies not yet taken by a cast.
+    static LOW_COPIES: RefCell<Vec<LowCopy>> = const { RefCell::new(Vec::new()) };
+    /// Layer norms' low copies taken by a cast on this thread, ever.
+    static TAKEN: Cell<u64> = const { Cell::new(0) };
 }
+
+/// A layer norm's output cast to a low type by the layer norm's own kernel, waiting for the
+/// low-type op that casts that output. The output is held so that its id stays its own, and
+/// its storage so that new contents given in place are seen.
+struct LowCopy {
+    output: Tensor,
+    storage: Storage,
+    weight: u64,
+    copy: Tensor,
+}
+
+/// Copies a region may hold untaken at once (a layer norm's output is cast at its next op).
+const LOW_COPIES_HELD: usize = 4;
 
 /// One parameter's cast to a low type. The parameter is held so that its id stays its own,
 /// and the storage it was cast from so that an in-place update is seen (a new storage).
@@ -226,6 +250,9 @@ impl Drop for AutocastGuard {
                 LAST_CAST.with(|l| *l.borrow_mut() = casts.keys().copied().collect());
             }
             drop(casts);
+            let untaken = LOW_COPIES.with(|c| std::mem::take(&mut *c.borrow_mut()));
+            unwant(&untaken);
+            drop(untaken);
         }
     }
 }
@@ -260,6 +287,10 @@ fn to_low(t: &Tensor, low: DType) -> Result<Tensor> {
         return Ok(t.clone());
     }
     if !(t.is_leaf() && t.requires_grad()) {
+        if let Some(copy) = take_low_copy(t, low) {
+            return Ok(copy);
+        }
+        want_low_copy(t, low);
         return t.to_dtype(low);
     }
     let key = (t.id(), low);
@@ -302,6 +333,81 @@ pub fn cast_ahead(params: &[Tensor]) -> Result<()> {
         drop(stale);
     }
     Ok(())
+}
+
+// # Layer norms' low copies
+//
+// A layer norm computes in f32 under autocast, and a pre-norm block's next op, a product,
+// casts its output to the low type at once: a kernel that reads the output again. A layer
+// norm whose output was so cast writes that cast too from then on, from its own kernel
+// ([`crate::ops::LayerNormLow`], where the device has it), and the product's cast takes it.
+// The cast is recorded in the graph as ever, so gradients are unchanged. A copy that no cast
+// took by the region's end stops its layer norm making more.
+
+/// The low type a layer norm of `x` (f32) with `weight` writes a copy of its output in, where
+/// its output was cast to the open region's type before (see above).
+pub(crate) fn layer_norm_low(x: &Tensor, weight: Option<&Tensor>) -> Option<DType> {
+    let low = autocast_dtype()?;
+    let weight = weight?;
+    if x.dtype() != DType::F32 || crate::observe::active() {
+        return None;
+    }
+    COPY_WANTED.with(|w| w.borrow().contains(&(weight.id(), low))).then_some(low)
+}
+
+/// Holds `copy`, a layer norm's `output` cast by its own kernel, for the cast that comes.
+pub(crate) fn keep_low_copy(output: &Tensor, weight: &Tensor, copy: Tensor) {
+    let entry = LowCopy { output: output.clone(), storage: output.storage(), weight: weight.id(), copy };
+    let dropped = LOW_COPIES.with(|c| {
+        let mut c = c.borrow_mut();
+        c.push(entry);
+        let over = c.len().saturating_sub(LOW_COPIES_HELD);
+        c.drain(..over).collect::<Vec<_>>()
+    });
+    unwant(&dropped);
+}
+
+/// The held copy of `t` in `low`, recorded as `t`'s cast, if any.
+fn take_low_copy(t: &Tensor, low: DType) -> Option<Tensor> {
+    let entry = LOW_COPIES.with(|c| {
+        let mut c = c.borrow_mut();
+        let at = c.iter().position(|e| e.output.id() == t.id() && e.copy.dtype() == low && Arc::ptr_eq(&e.storage, &t.storage()))?;
+        Some(c.swap_remove(at))
+    })?;
+    TAKEN.with(|n| n.set(n.get() + 1));
+    let from = t.dtype();
+    Some(entry.copy.recorded(&[t], || crate::autograd::GradFn::Cast { from }))
+}
+
+/// How many layer norms' low copies casts have taken on this thread so far (a running count).
+#[cfg(feature = "conformance")]
+pub(crate) fn low_copies_taken() -> u64 {
+    TAKEN.with(|n| n.get())
+}
+
+/// Notes a cast of `t` to `low` where `t` is a layer norm's output: that layer norm writes
+/// the cast itself from now on.
+fn want_low_copy(t: &Tensor, low: DType) {
+    let Some((rule, inputs)) = t.node().and_then(|n| n.peek()) else { return };
+    let is_layer_norm = (&*rule as &dyn std::any::Any)
+        .downcast_ref::<crate::autograd::GradFn>()
+        .is_some_and(|r| matches!(r, crate::autograd::GradFn::LayerNorm { options, .. } if options.weight));
+    if let (true, Some(weight)) = (is_layer_norm && t.dtype() == DType::F32, inputs.get(1)) {
+        COPY_WANTED.with(|w| w.borrow_mut().insert((weight.id(), low)));
+    }
+}
+
+/// Stops the layer norms of `untaken` copies making more.
+fn unwant(untaken: &[LowCopy]) {
+    if untaken.is_empty() {
+        return;
+    }
+    COPY_WANTED.with(|w| {
+        let mut w = w.borrow_mut();
+        for e in untaken {
+            w.remove(&(e.weight, e.copy.dtype()));
+        }
+    });
 }
 
 /// Whether the cache holds a current cast of `t` to `low`.

@@ -1,7 +1,8 @@
 // ops::LayerNorm: each workgroup (or subgroup) normalizes one row, its mean first and then the
 // mean of squared deviations (two passes over the row, as the CPU's kernel: no variance taken
-// as a difference of large sums), and writes y and the row's mean and rstd. Without a weight or a
-// bias their bindings are placeholders, never read.
+// as a difference of large sums), and writes y and the row's mean and rstd; `keep(i, v)` writes
+// y's low copy (ops::LayerNormLow, from f32 y only). Without a weight or a bias their bindings
+// are placeholders, never read.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read> weight: array<S_x>;
@@ -35,6 +36,7 @@ fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
     if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j])); }
     if (flag(2u)) { out = out + f32(load_x(bias[offset(2u) + j])); }
     y[row * d + j] = store_x(C_x(out));
+    keep(row * d + j, out);
   }
   if (lane == 0u) {
     mean[row] = store_x(C_x(mu));

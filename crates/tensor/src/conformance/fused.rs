@@ -100,6 +100,10 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             let l = any.downcast_ref::<LayerNorm>().expect("a layer norm").0;
             std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect()
         }
+        "layer_norm_low" => {
+            let l = any.downcast_ref::<crate::ops::LayerNormLow>().expect("a layer norm").options;
+            std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect()
+        }
         "layer_norm_backward" => {
             let l = any.downcast_ref::<LayerNormBackward>().expect("a layer norm").0;
             let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
@@ -697,6 +701,70 @@ pub fn layer_norm_backward_into_matches_composite(d: &Device) {
         let fused = run();
         let one_by_one = crate::observe::observe_ops(|_| {}, run);
         assert!(fused == one_by_one, "autocast's residual sum into a layer norm, width {width}: the gradients differ from the ops' one by one");
+    }
+}
+
+/// A layer norm with its output's f16 copy ([`crate::ops::LayerNormLow`] where the device has
+/// it) against the composite, bit for bit. Then autocast's use of it: a layer norm whose output
+/// a product casts writes that cast itself from its second region on, and the product takes it
+/// (where the device has the kernel), with the outputs and gradients of the ops one by one; a
+/// copy no cast takes stops the copies.
+pub fn layer_norm_low_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    let bits = |v: &Tensor| v.to_vec_f64().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for width in [5usize, 300] {
+        for (weight, bias) in [(true, true), (false, false), (true, false)] {
+            let o = crate::LayerNormOptions { width, eps: 1e-5, weight, bias };
+            let mut inputs = vec![t(&[7, width], 1).mul_scalar(3e4).unwrap()];
+            inputs.extend(weight.then(|| t(&[width], 2)));
+            inputs.extend(bias.then(|| t(&[width], 3)));
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            let op = crate::ops::LayerNormLow { options: o, low: DType::F16 };
+            let got = crate::fused::run_or_composite(&op, &refs).unwrap();
+            let want = op.composite(&refs).unwrap();
+            assert_eq!(got.len(), 4, "layer_norm_low {o:?}: outputs");
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.dtype(), w.dtype(), "layer_norm_low {o:?}: output {k}'s type");
+                assert_eq!(bits(g), bits(w), "layer_norm_low {o:?}: output {k}, fused against composite");
+            }
+        }
+    }
+    let runs = kernel_runs(
+        d,
+        &crate::ops::LayerNormLow { options: crate::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true }, low: DType::F16 },
+        DType::F32,
+    );
+    for width in [5usize, 300] {
+        let (x, w, b, lw, lb) = (t(&[6, width], 31), t(&[width], 32), t(&[width], 33), t(&[4, width], 34), t(&[4], 35));
+        let params = [&x, &w, &b, &lw, &lb];
+        // `cast`: the product reads the layer norm's output (cast), or only an f32 sum does.
+        let step = |cast: bool| {
+            for p in params {
+                p.set_grad(None);
+                p.set_requires_grad(true).unwrap();
+            }
+            let taken = crate::autocast::low_copies_taken();
+            let loss = crate::autocast(DType::F16, || {
+                let y = x.layer_norm(1, Some(&w), Some(&b), 1e-5)?;
+                let out = if cast { y.linear(&lw, Some(&lb))?.to_dtype(DType::F32)?.sum_all()? } else { y.sum_all()? };
+                out.backward()?;
+                Ok::<_, crate::Error>(out)
+            })
+            .unwrap();
+            let grads: Vec<_> = params.iter().map(|p| p.grad().map(|g| bits(&g))).collect();
+            ((bits(&loss), grads), crate::autocast::low_copies_taken() - taken)
+        };
+        let (first, second, third) = (step(true), step(true), step(true));
+        let one_by_one = crate::observe::observe_ops(|_| {}, || step(true)).0;
+        assert_eq!(first.1, 0, "width {width}: the first region casts the layer norm's output itself");
+        assert_eq!([second.1, third.1], [runs as u64; 2], "width {width}: the later regions take the layer norm's copy where the device writes one");
+        for (k, s) in [first, second, third].into_iter().enumerate() {
+            assert!(s.0 == one_by_one, "width {width}, region {k}: the loss or a gradient differs from the ops' one by one");
+        }
+        // A region whose product does not read it leaves its copy untaken, and then none is made.
+        step(false);
+        assert_eq!(step(true).1, 0, "width {width}: an untaken copy stops the copies");
+        assert_eq!(step(true).1, runs as u64, "width {width}: a cast again brings them back");
     }
 }
 

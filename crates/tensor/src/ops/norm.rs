@@ -1,6 +1,6 @@
 //! Layer and group normalization, and dropout (elementwise, channel), built from primitives;
-//! layer normalization and its rule are custom ops ([`LayerNorm`], [`LayerNormBackward`],
-//! [`LayerNormBackwardInto`]),
+//! layer normalization and its rule are custom ops ([`LayerNorm`], [`LayerNormLow`],
+//! [`LayerNormBackward`], [`LayerNormBackwardInto`]),
 //! one kernel each where the device has one. (Batch normalization is `batch_norm.rs`.)
 //!
 //! Dimension letters: N batch, C channels, G groups, R rows and D their width (layer norm).
@@ -53,10 +53,17 @@ impl Tensor {
         let x = self.contiguous()?;
         let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
         let inputs: Vec<&Tensor> = std::iter::once(&x).chain(&params).collect();
-        let Some(outs) = fused::run(&LayerNorm(options), &inputs) else { return Ok(None) };
+        // Under autocast, with the output's cast to the low type too where that is wanted.
+        let low = crate::autocast::layer_norm_low(self, weight);
+        let with_low = low.and_then(|low| fused::run(&LayerNormLow { options, low }, &inputs));
+        let Some(outs) = with_low.or_else(|| fused::run(&LayerNorm(options), &inputs)) else { return Ok(None) };
         let mut outs = outs?.into_iter();
         let (y, mean, rstd) = (outs.next().expect("counted by fused::run"), outs.next().expect("three outputs"), outs.next().expect("three outputs"));
-        Ok(Some(y.recorded(&inputs, || GradFn::LayerNorm { options, mean, rstd })))
+        let y = y.recorded(&inputs, || GradFn::LayerNorm { options, mean, rstd });
+        if let (Some(copy), Some(weight)) = (outs.next(), weight) {
+            crate::autocast::keep_low_copy(&y, weight, copy);
+        }
+        Ok(Some(y))
     }
 
     /// The backward rule of the fused [`Tensor::layer_norm`]: `(dx, dweight, dbias)` (the last
@@ -299,8 +306,32 @@ impl CustomOp for LayerNormBackwardInto {
     }
 }
 
+/// [`LayerNorm`] with `y` also written cast to `low`, a fourth output (what autocast's cast
+/// of `y` for a low-type product would compute): inputs as [`LayerNorm`]'s.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormLow {
+    pub options: LayerNormOptions,
+    pub low: DType,
+}
+
+impl CustomOp for LayerNormLow {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let mut outs = LayerNorm(self.options).outputs(inputs);
+        outs.push((inputs[0].shape().to_vec(), self.low));
+        outs
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let mut outs = fused::run_or_composite(&LayerNorm(self.options), inputs)?;
+        let cast = outs[0].to_dtype(self.low)?;
+        outs.push(cast);
+        Ok(outs)
+    }
+}
+
 crate::custom_kernel_name! {
     LayerNorm => "layer_norm",
+    LayerNormLow => "layer_norm_low",
     LayerNormBackward => "layer_norm_backward",
     LayerNormBackwardInto => "layer_norm_backward_into",
 }
