@@ -1,8 +1,9 @@
 //! Fused attention (`liandan_tensor::ops::Attention`, its gradient `AttentionBackward`): one
-//! dispatch each way, a workgroup a head, where the composite takes a product, a scaling, a
-//! softmax and a product each way besides copies of the heads in and out. Each product of a
-//! head must fit one 80 x 80 tile, as the heads kernel of the products (`matmul/heads.wgsl`)
-//! takes a ViT's: lengths and widths of at most [`MAX_SIDE`]; other heads run the composite.
+//! dispatch each way, a workgroup a head (two in the backward, [`Key::sides`]), where the
+//! composite takes a product, a scaling, a softmax and a product each way besides copies of the
+//! heads in and out. Each product of a head must fit one 80 x 80 tile, as the heads kernel of
+//! the products (`matmul/heads.wgsl`) takes a ViT's: lengths and widths of at most
+//! [`MAX_SIDE`]; other heads run the composite.
 //! The operands are read through their strides (the heads of a packed projection as they lie)
 //! and the results are written in the layout the heads merge into. f32, f16 and bf16: packed
 //! bf16 is read as stored and written a word at a time where the widths are even (the forward's
@@ -50,7 +51,7 @@ pub(crate) struct Key {
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
         let main = if self.backward { BACKWARD } else { FORWARD };
-        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle);
+        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle).uint("SIDES", self.sides());
         let w = match self.packed {
             true => with_words(w).alias("A_x", "u32").alias("P_", "f32").part(IO_PACKED),
             false => w.alias("A_x", "S_x").alias("P_", "S_x").part(IO),
@@ -64,6 +65,19 @@ impl KernelKey for Key {
             plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true, shuffle }])
         });
         keys.filter(|k| repr.computes(k.dtype)).collect()
+    }
+}
+
+impl Key {
+    /// Workgroups a head: the backward's query and key sides apart (dp computed on each),
+    /// except on packed bf16, whose loads make the twice-computed part cost more than the
+    /// spread saves.
+    fn sides(&self) -> u32 {
+        if self.backward && !self.packed {
+            2
+        } else {
+            1
+        }
     }
 }
 
@@ -170,10 +184,11 @@ impl WgpuBackend {
         if gpu.limits.max_storage_buffers_per_shader_stage < 9 {
             return None;
         }
-        let groups = grid(n * h * WG);
         Some((|| {
             let shuffle = gpu.subgroup_size.is_some_and(|n| n >= 16);
-            let kernel = gpu.kernel(Key { backward, dtype, packed, shuffle })?;
+            let key = Key { backward, dtype, packed, shuffle };
+            let kernel = gpu.kernel(key)?;
+            let groups = grid(n * h * key.sides() as usize * WG);
             // Packed, the forward's probabilities are f32 words, packed on the way out.
             let out = |(k, &numel): (usize, &usize)| match packed && (backward || k == 0) {
                 true => self.packed_output(numel),

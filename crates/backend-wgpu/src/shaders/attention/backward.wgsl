@@ -1,7 +1,10 @@
-// ops::AttentionBackward, a head a workgroup: dv = p^T do, dp = do v^T, ds = p (dp - sum(p
-// dp)) * scale along the keys, then dq = ds k and dk = ds^T q, stored [N, L, H, E], [N, S, H,
-// E] and [N, S, H, Ev]; where p.joined (ops::AttentionBackwardJoined) into one [N, L, 3, H, E]
-// bound as dq.
+// ops::AttentionBackward: dv = p^T do, dp = do v^T, ds = p (dp - sum(p dp)) * scale along the
+// keys, then dq = ds k and dk = ds^T q, stored [N, L, H, E], [N, S, H, E] and [N, S, H, Ev];
+// where p.joined (ops::AttentionBackwardJoined) into one [N, L, 3, H, E] bound as dq. SIDES
+// workgroups a head: with 1, one takes it all; with 2, both compute ds, then the first of them
+// (the query side) dq and the second (the key side) dv and dk. A ViT's 384 heads, a workgroup
+// each, filled two waves of two workgroups a multiprocessor (their registers), the second
+// half empty; two a head spread the work evenly, at the cost of dp computed twice.
 
 @group(0) @binding(1) var<storage, read> q: array<A_x>;
 @group(0) @binding(2) var<storage, read> k: array<A_x>;
@@ -36,17 +39,21 @@ fn put(which: u32, i: u32, w: A_x) {
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let hd = head_of(wid, nwg);
-  if (hd.z == 0u) { return; }
-  let n = hd.x;
-  let h = hd.y;
+  // Uniform: the side depends on the workgroup alone.
+  let heads = p.n * p.h;
+  let g = wid.y * nwg.x + wid.x;
+  if (g >= SIDES * heads) { return; }
+  let query_side = SIDES == 1u || g < heads;
+  let key_side = SIDES == 1u || g >= heads;
+  let n = (g % heads) / p.h;
+  let h = (g % heads) % p.h;
   let tx = lid % 16u;
   let ty = lid / 16u;
   let qb = elem(p.q, n, h, 0u, 0u);
   let kb = elem(p.k, n, h, 0u, 0u);
   let gb = elem(p.g, n, h, 0u, 0u);
-  // p first, and dv = p^T do from it; then ds replaces p in xr, so no more than two grids are
-  // held at once (fewer registers: more workgroups a multiprocessor).
+  // p first, and (on the key side) dv = p^T do from it; then ds replaces p in xr, so no more
+  // than two grids are held at once (fewer registers: more workgroups a multiprocessor).
   for (var t = 0u; t < 25u; t++) {
     let row = ty + 16u * (t / 5u);
     let c = tx + 16u * (t % 5u);
@@ -57,8 +64,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     xr_set(t, x);
   }
-  product_from_grid(true, 3u, gb, p.g[3], p.ev, p.l, tx, ty, lid);
-  store_grid(2u, n, h, p.s, p.ev, tx, ty, lid);
+  if (key_side) {
+    product_from_grid(true, 3u, gb, p.g[3], p.ev, p.l, tx, ty, lid);
+    store_grid(2u, n, h, p.s, p.ev, tx, ty, lid);
+  }
   product_staged(3u, gb, p.g[3], p.l, 2u, elem(p.v, n, h, 0u, 0u), p.v[3], p.s, p.ev, tx, ty, lid);
   var along: array<f32, 5>;
   for (var i = 0u; i < 5u; i++) {
@@ -69,8 +78,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   for (var t = 0u; t < 25u; t++) {
     xr_set(t, xr_get(t) * (out_get(t) - along[t / 5u]) * p.scale);
   }
-  product_from_grid(false, 1u, kb, p.k[3], p.e, p.s, tx, ty, lid);
-  store_grid(0u, n, h, p.l, p.e, tx, ty, lid);
-  product_from_grid(true, 0u, qb, p.q[3], p.e, p.l, tx, ty, lid);
-  store_grid(1u, n, h, p.s, p.e, tx, ty, lid);
+  if (query_side) {
+    product_from_grid(false, 1u, kb, p.k[3], p.e, p.s, tx, ty, lid);
+    store_grid(0u, n, h, p.l, p.e, tx, ty, lid);
+  }
+  if (key_side) {
+    product_from_grid(true, 0u, qb, p.q[3], p.e, p.l, tx, ty, lid);
+    store_grid(1u, n, h, p.s, p.e, tx, ty, lid);
+  }
 }
