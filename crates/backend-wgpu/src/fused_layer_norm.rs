@@ -150,7 +150,8 @@ impl KernelKey for Key {
 crate::shader_params! {
     /// A fused layer norm's block (`shaders/fused_layer_norm.wgsl`): x is `[rows, d]`;
     /// `flags` 1 weight, 2 bias; the backward's column sums cut the rows into `segments` of
-    /// `segment_rows`; the inputs' offsets in binding order.
+    /// `segment_rows`; `zero` is 0 (a value a kernel's compiler cannot fold); the inputs'
+    /// offsets in binding order.
     struct LayerNormParams {
         rows: u32,
         d: u32,
@@ -158,6 +159,7 @@ crate::shader_params! {
         eps: f32,
         segments: u32,
         segment_rows: u32,
+        zero: u32,
         offsets: [u32; 8],
     }
 }
@@ -206,6 +208,7 @@ impl WgpuBackend {
             eps: o.eps as f32,
             segments: segments as u32,
             segment_rows: per_segment as u32,
+            zero: 0,
             offsets: [0; 8],
         };
         if inputs.len() > block.offsets.len() {
