@@ -10,10 +10,11 @@ use std::sync::Arc;
 use crate::fused_layer_norm::Op as LayerNormOp;
 use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
-    AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward, CastAll, Conv2d,
-    Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell, GruCellBackward, LayerNorm,
-    LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell, LstmCellBackward, LstmStep, MatmulBias,
-    MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward, SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
+    AddLayerNorm, AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward,
+    CastAll, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell,
+    GruCellBackward, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell,
+    LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward, SoftmaxLastDim,
+    SoftmaxLastDimBackward, SumChannels, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -104,6 +105,7 @@ impl Known {
             op.downcast_ref::<BatchNormBackward>().map(|o| Known::BatchNorm(o.0, true)),
             op.downcast_ref::<LayerNorm>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Forward(None))),
             op.downcast_ref::<LayerNormLow>().map(|o| Known::LayerNorm(o.options, LayerNormOp::Forward(Some(o.low)))),
+            op.downcast_ref::<AddLayerNorm>().map(|o| Known::LayerNorm(o.options, LayerNormOp::ForwardAdd(o.low))),
             op.downcast_ref::<LayerNormBackward>().map(|o| Known::LayerNorm(o.0, LayerNormOp::Backward)),
             op.downcast_ref::<LayerNormBackwardInto>().map(|o| Known::LayerNorm(o.options, LayerNormOp::BackwardInto(o.low))),
             op.downcast_ref::<Conv2d>().map(|o| Known::Conv(ConvOp::Forward, o.0)),

@@ -24,6 +24,7 @@ const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums
 const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
 const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
 const FORWARD_LOW: &str = include_str!("shaders/fused_layer_norm_forward_low.wgsl");
+const FORWARD_ADD: &str = include_str!("shaders/fused_layer_norm_forward_add.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
@@ -42,6 +43,9 @@ const MAX_SEGMENTS: usize = 1024;
 pub(crate) enum Op {
     /// With a copy of y in this low dtype (f16 only, from f32) where asked.
     Forward(Option<DType>),
+    /// [`Op::Forward`] of x plus an addend, the last input, writing that sum too
+    /// (`ops::AddLayerNorm`, f32 only).
+    ForwardAdd(Option<DType>),
     Backward,
     /// With a copy of dx in this low dtype (f16 only) where asked.
     BackwardInto(Option<DType>),
@@ -78,6 +82,8 @@ pub(crate) struct Key {
     /// f16 copy of it written too (of y, in the forward).
     into: bool,
     low: bool,
+    /// The forward's addend's dtype (`Op::ForwardAdd`).
+    add: Option<DType>,
 }
 
 impl Key {
@@ -88,7 +94,7 @@ impl Key {
             (Pass::BackwardJoin, Sums::Rows(_)) => Sums::Subgroups,
             _ => sums,
         };
-        Key { pass, dtype, sums, into: false, low: false }
+        Key { pass, dtype, sums, into: false, low: false, add: None }
     }
 }
 
@@ -96,6 +102,8 @@ impl Key {
 const NOT_INTO: &str = "fn summed(i: u32, v: f32) -> f32 {\n  return v;\n}\n";
 /// The rows' kernels without a low copy.
 const NO_LOW: &str = "fn keep(i: u32, v: f32) {}\n";
+/// The forward of x as stored (no addend).
+const NO_ADD: &str = "fn first(i: u32, k: u32) -> f32 {\n  return f32(load_x(x[i]));\n}\nfn again(i: u32, k: u32) -> f32 {\n  return f32(load_x(x[i]));\n}\n";
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
@@ -113,6 +121,11 @@ impl KernelKey for Key {
             (Pass::Backward, false, _) => w.part(NOT_INTO).part(NO_LOW),
             (Pass::Forward, _, true) => w.ty("t", DType::F16).part(FORWARD_LOW),
             (Pass::Forward, _, false) => w.part(NO_LOW),
+            _ => w,
+        };
+        let w = match (self.pass, self.add) {
+            (Pass::Forward, Some(b)) => w.ty("b", b).uint("ADD_BINDING", 7 + self.low as u32).part(FORWARD_ADD),
+            (Pass::Forward, None) => w.part(NO_ADD),
             _ => w,
         };
         match (self.pass, self.sums) {
@@ -136,9 +149,19 @@ impl KernelKey for Key {
                     (Pass::Forward, DType::F32) => &[(false, false), (false, true)],
                     _ => &[(false, false)],
                 };
-                for k in sums.into_iter().flat_map(|s| into.iter().map(move |&(into, low)| Key { into, low, ..Key::new(pass, dtype, s) })) {
-                    if !keys.contains(&k) {
-                        keys.push(k);
+                // The forward of f32 with an f32 or f16 addend too.
+                let adds: Vec<Option<DType>> = match (pass, dtype) {
+                    (Pass::Forward, DType::F32) => [None, Some(DType::F32)].into_iter().chain(repr.computes(DType::F16).then_some(Some(DType::F16))).collect(),
+                    _ => vec![None],
+                };
+                for s in sums {
+                    for &(into, low) in into {
+                        for &add in &adds {
+                            let k = Key { into, low, add, ..Key::new(pass, dtype, s) };
+                            if !keys.contains(&k) {
+                                keys.push(k);
+                            }
+                        }
                     }
                 }
             }
@@ -179,10 +202,21 @@ impl WgpuBackend {
         if !self.repr.computes(dtype) || dtype == DType::F64 || d == 0 || numel % d != 0 || inputs.iter().any(|v| !v.layout.is_contiguous()) {
             return None;
         }
-        let (backward, into, low) = match op {
-            Op::Forward(low) => (false, false, low),
-            Op::Backward => (true, false, None),
-            Op::BackwardInto(low) => (true, true, low),
+        let (backward, into, low, add) = match op {
+            Op::Forward(low) => (false, false, low, false),
+            Op::ForwardAdd(low) => (false, false, low, true),
+            Op::Backward => (true, false, None, false),
+            Op::BackwardInto(low) => (true, true, low, false),
+        };
+        // An addend to f32 x only, f32 or f16, one to each element of x.
+        let addend = if add {
+            let b = inputs.last().filter(|b| inputs.len() == 2 + o.weight as usize + o.bias as usize && b.layout.numel() == numel)?;
+            if dtype != DType::F32 || !matches!(b.dtype, DType::F32 | DType::F16) || !self.repr.computes(b.dtype) {
+                return None;
+            }
+            Some(b)
+        } else {
+            None
         };
         // Summed into a gathered gradient in f32 only (the residual streams autocast keeps),
         // its low copy in f16 only.
@@ -217,6 +251,10 @@ impl WgpuBackend {
         for (offset, v) in block.offsets.iter_mut().zip(inputs) {
             *offset = u32::try_from(v.layout.offset()).ok()?;
         }
+        // The forward's addend's offset in a slot the forward leaves free.
+        if let Some(b) = addend {
+            block.offsets[3] = u32::try_from(b.layout.offset()).ok()?;
+        }
         let meta = words(&block);
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
         let sums = match (gpu.options().testing.row_sums, gpu.subgroup_size) {
@@ -231,16 +269,20 @@ impl WgpuBackend {
         };
         Some((|| {
             if !backward {
-                let kernel = gpu.kernel(Key { low: low.is_some(), ..Key::new(Pass::Forward, dtype, sums) })?;
+                let kernel = gpu.kernel(Key { low: low.is_some(), add: addend.map(|b| b.dtype), ..Key::new(Pass::Forward, dtype, sums) })?;
                 let (y, mean, rstd) = (self.output(dtype, numel)?, self.output(dtype, rows)?, self.output(dtype, rows)?);
                 let y_low = low.map(|t| self.output(t, numel)).transpose()?;
+                let total = addend.map(|_| self.output(dtype, numel)).transpose()?;
                 // Absent parameters are bound to x (read only, never read).
                 let weight = if o.weight { buf(1) } else { buf(0) };
                 let bias = if o.bias { buf(1 + o.weight as usize) } else { buf(0) };
                 let mut bound = vec![buf(0), weight, bias, y.buffer(), mean.buffer(), rstd.buffer()];
                 bound.extend(y_low.as_ref().map(|l| l.buffer()));
+                if let Some(total) = &total {
+                    bound.extend([buf(inputs.len() - 1), total.buffer()]);
+                }
                 gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
-                return Ok([y, mean, rstd].into_iter().chain(y_low).map(|s| Arc::new(s) as Storage).collect());
+                return Ok([y, mean, rstd].into_iter().chain(y_low).chain(total).map(|s| Arc::new(s) as Storage).collect());
             }
             let kernel = gpu.kernel(Key { into, low: low.is_some(), ..Key::new(Pass::Backward, dtype, sums) })?;
             let dx = self.output(dtype, numel)?;

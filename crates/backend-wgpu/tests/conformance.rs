@@ -16,8 +16,8 @@ liandan_tensor::conformance_suite!(gpu());
 fn fused_kernels_run_here() {
     use liandan_tensor::conformance::fused::{kernel_runs, kernel_runs_mixed, mixed_norm_ops, norm_ops, unit_ops};
     use liandan_tensor::ops::{
-        AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LayerNormBackwardInto, LayerNormLow, LstmStep, MatmulWide, MaxPool2dBackward, NllLoss,
-        NllLossBackward, SumChannels, SumRowsWide,
+        AddLayerNorm, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, LayerNormBackwardInto, LayerNormLow, LstmStep, MatmulWide,
+        MaxPool2dBackward, NllLoss, NllLossBackward, SumChannels, SumRowsWide,
     };
     use liandan_tensor::DType;
     let Some(d) = gpu() else { return };
@@ -69,6 +69,18 @@ fn fused_kernels_run_here() {
     let low = LayerNormLow { options: liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true }, low: DType::F16 };
     assert!(kernel_runs(&d, &low, DType::F32), "layer_norm_low from f32");
     assert!(!kernel_runs(&d, &low, DType::F16), "layer_norm_low from f16 is left to the composite");
+    // A residual add and the layer norm of its sum, to f32 x: an f32 or f16 addend, with the
+    // output's f16 copy or not; a bf16 addend is left to the composite.
+    for low in [None, Some(DType::F16)] {
+        for options in [
+            liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true },
+            liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: false, bias: false },
+        ] {
+            let op = AddLayerNorm { options, low };
+            assert!(kernel_runs(&d, &op, DType::F32) && kernel_runs(&d, &op, DType::F16), "add_layer_norm, {options:?}, low copy {low:?}");
+            assert!(!kernel_runs(&d, &op, DType::BF16), "add_layer_norm of a bf16 addend is left to the composite");
+        }
+    }
     // Low products and row sums summed into f32.
     let wide: [&dyn liandan_tensor::CustomOp; 2] = [&MatmulWide, &SumRowsWide];
     for op in wide {

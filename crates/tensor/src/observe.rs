@@ -49,8 +49,9 @@ pub fn observe_ops<R>(observer: impl FnMut(&OpRecord) + 'static, f: impl FnOnce(
     f()
 }
 
-/// Whether an observer is installed on this thread (and not already running).
-pub(crate) fn active() -> bool {
+/// Whether an observer is installed on this thread (and not already running). Ops that stand
+/// for several (fused kernels) run as those ops while one is.
+pub fn active() -> bool {
     ACTIVE.with(|a| a.get())
 }
 

@@ -1,8 +1,9 @@
 // ops::LayerNorm: each workgroup (or subgroup) normalizes one row, its mean first and then the
 // mean of squared deviations (two passes over the row, as the CPU's kernel: no variance taken
 // as a difference of large sums), and writes y and the row's mean and rstd; `keep(i, v)` writes
-// y's low copy (ops::LayerNormLow, from f32 y only). Without a weight or a bias their bindings
-// are placeholders, never read.
+// y's low copy (ops::LayerNormLow, from f32 y only). `first(i, k)` reads x[i] (element k of
+// the rows) the first time, `again(i, k)` later: x itself, or with an addend the sum it writes
+// (ops::AddLayerNorm). Without a weight or a bias their bindings are placeholders, never read.
 
 @group(0) @binding(1) var<storage, read> x: array<S_x>;
 @group(0) @binding(2) var<storage, read> weight: array<S_x>;
@@ -21,18 +22,18 @@ fn run(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {
   let base = offset(0u) + row * d;
   var s = 0.0;
   for (var j = lane; j < d; j += ROW_LANES) {
-    s += f32(load_x(x[base + j]));
+    s += first(base + j, row * d + j);
   }
   let mu = sum_all(lane, vec2<f32>(s, 0.0)).x / f32(d);
   var q = 0.0;
   for (var j = lane; j < d; j += ROW_LANES) {
-    let e = f32(load_x(x[base + j])) - mu;
+    let e = again(base + j, row * d + j) - mu;
     q += e * e;
   }
   let variance = sum_all(lane, vec2<f32>(q, 0.0)).x / f32(d);
   let inv = 1.0 / sqrt(variance + p.eps);
   for (var j = lane; j < d; j += ROW_LANES) {
-    var out = (f32(load_x(x[base + j])) - mu) * inv;
+    var out = (again(base + j, row * d + j) - mu) * inv;
     if (flag(1u)) { out = out * f32(load_x(weight[offset(1u) + j])); }
     if (flag(2u)) { out = out + f32(load_x(bias[offset(2u) + j])); }
     y[row * d + j] = store_x(C_x(out));

@@ -194,6 +194,27 @@ impl Forward for LayerNorm {
     }
 }
 
+impl LayerNorm {
+    /// `(self.forward(&s), s)` with `s = x + residual`: a residual stream's add and the norm
+    /// of its sum, as one op where the device has one ([`Tensor::add_layer_norm`]), which
+    /// normalizes the sum as it writes it. The same values and gradients as the add then
+    /// [`Forward::forward`].
+    pub fn forward_add(&self, x: &Tensor, residual: &Tensor) -> Result<(Tensor, Tensor)> {
+        let s = &self.config.normalized_shape;
+        let shaped = x.rank() >= s.len() && &x.shape()[x.rank() - s.len()..] == s.as_slice() && x.shape() == residual.shape();
+        // An observer (export, anomaly detection) sees the add in the caller's layer, as before
+        // the norm; otherwise the norm's layer holds both. A bad shape is reported by the ops.
+        if !shaped || liandan_tensor::observe::active() {
+            let sum = x.add(residual)?;
+            return Ok((self.forward(&sum)?, sum));
+        }
+        crate::summary::scope(self, || {
+            let (sum, y) = x.add_layer_norm(residual, s.len(), self.weight.as_ref(), self.bias.as_ref(), self.config.eps)?;
+            Ok((y, sum))
+        })
+    }
+}
+
 /// Configuration of a [`GroupNorm`] (`torch.nn.GroupNorm(num_groups, num_channels, eps=1e-5,
 /// affine=True)`).
 #[derive(Clone, Debug)]

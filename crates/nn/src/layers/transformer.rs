@@ -125,14 +125,22 @@ impl TransformerEncoderLayer {
     pub fn forward_with_masks(&self, src: &Tensor, src_mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
         crate::summary::scope(self, || {
             let x = src;
+            // Each residual add and the norm after it run as one op where the device has one.
             if self.config.norm_first {
-                let x = x.add(&self.sa_block(&self.norm1.forward(x)?, src_mask, src_key_padding_mask)?)?;
-                Ok(x.add(&self.ff_block(&self.norm2.forward(&x)?)?)?)
+                let (x, ff) = self.pre_norm_parts(x, &self.norm1.forward(x)?, src_mask, src_key_padding_mask)?;
+                Ok(x.add(&ff)?)
             } else {
-                let x = self.norm1.forward(&x.add(&self.sa_block(x, src_mask, src_key_padding_mask)?)?)?;
-                self.norm2.forward(&x.add(&self.ff_block(&x)?)?)
+                let (x, _) = self.norm1.forward_add(x, &self.sa_block(x, src_mask, src_key_padding_mask)?)?;
+                Ok(self.norm2.forward_add(&x, &self.ff_block(&x)?)?.0)
             }
         })
+    }
+
+    /// A pre-norm layer given `h = norm1(x)`: `x + sa(h)` and `ff(norm2(x + sa(h)))`, the two
+    /// terms of its output.
+    fn pre_norm_parts(&self, x: &Tensor, h: &Tensor, mask: Option<&Tensor>, key_padding_mask: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+        let (h, x) = self.norm2.forward_add(x, &self.sa_block(h, mask, key_padding_mask)?)?;
+        Ok((x, self.ff_block(&h)?))
     }
 
     fn sa_block(&self, x: &Tensor, mask: Option<&Tensor>, key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
@@ -209,6 +217,10 @@ impl TransformerEncoder {
     /// Every layer applied with the same masks, then the final norm.
     pub fn forward_with_masks(&self, src: &Tensor, mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
         crate::summary::scope(self, || {
+            // An observer (export, anomaly detection) sees each layer's ops in that layer.
+            if !self.layers.is_empty() && self.layers.iter().all(|l| l.config.norm_first) && !liandan_tensor::observe::active() {
+                return self.pre_norm_forward(src, mask, src_key_padding_mask);
+            }
             let mut x = src.clone();
             for layer in &self.layers {
                 x = layer.forward_with_masks(&x, mask, src_key_padding_mask)?;
@@ -218,6 +230,31 @@ impl TransformerEncoder {
                 None => Ok(x),
             }
         })
+    }
+}
+
+impl TransformerEncoder {
+    /// Pre-norm layers, each layer's last residual add left to the next norm (the next layer's
+    /// first, in that layer, or the final norm), which runs the add and itself as one op where
+    /// the device has one: the values and gradients of the layers one after another.
+    fn pre_norm_forward(&self, src: &Tensor, mask: Option<&Tensor>, src_key_padding_mask: Option<&Tensor>) -> Result<Tensor> {
+        // The stream so far: x, and the term still to add to it.
+        let (mut x, mut term) = (src.clone(), None::<Tensor>);
+        for layer in &self.layers {
+            (x, term) = crate::summary::scope(layer, || {
+                let (h, x) = match &term {
+                    Some(t) => layer.norm1.forward_add(&x, t)?,
+                    None => (layer.norm1.forward(&x)?, x.clone()),
+                };
+                let (x, ff) = layer.pre_norm_parts(&x, &h, mask, src_key_padding_mask)?;
+                Ok((x, Some(ff)))
+            })?;
+        }
+        let term = term.expect("at least one layer");
+        match &self.norm {
+            Some(norm) => Ok(norm.forward_add(&x, &term)?.0),
+            None => Ok(x.add(&term)?),
+        }
     }
 }
 

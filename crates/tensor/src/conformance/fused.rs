@@ -104,6 +104,15 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             let l = any.downcast_ref::<crate::ops::LayerNormLow>().expect("a layer norm").options;
             std::iter::once(t(&[n, l.width], 1)).chain((0..l.weight as u64 + l.bias as u64).map(|k| t(&[l.width], 2 + k))).collect()
         }
+        // a and the parameters f32, the addend of `dtype`.
+        "add_layer_norm" => {
+            let l = any.downcast_ref::<crate::ops::AddLayerNorm>().expect("an add and a layer norm").options;
+            let wide = |shape: &[usize], seed| t(shape, seed).to_dtype(DType::F32).unwrap();
+            let mut v = vec![wide(&[n, l.width], 1)];
+            v.extend((0..l.weight as u64 + l.bias as u64).map(|k| wide(&[l.width], 2 + k)));
+            v.push(t(&[n, l.width], 4));
+            v
+        }
         "layer_norm_backward" => {
             let l = any.downcast_ref::<LayerNormBackward>().expect("a layer norm").0;
             let mut v = vec![t(&[n, l.width], 1), t(&[n, l.width], 2), t(&[n], 3), t(&[n], 4).abs().unwrap()];
@@ -765,6 +774,74 @@ pub fn layer_norm_low_matches_composite(d: &Device) {
         step(false);
         assert_eq!(step(true).1, 0, "width {width}: an untaken copy stops the copies");
         assert_eq!(step(true).1, runs as u64, "width {width}: a cast again brings them back");
+    }
+}
+
+/// A residual add and the layer norm of its sum ([`crate::ops::AddLayerNorm`] where the device
+/// has it) against the composite, the add then the layer norm, bit for bit: an f32 addend and
+/// an f16 one, with the output's f16 copy or without, with and without parameters, rows short
+/// and long. Then through autograd: [`Tensor::add_layer_norm`] in an f32 block and in an f16
+/// autocast block (whose next product casts the norm's output), several regions each, gives
+/// the losses and gradients of the ops one by one (under an observer), bit for bit.
+pub fn add_layer_norm_matches_composite(d: &Device) {
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    let bits = |v: &Tensor| v.to_vec_f64().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for width in [5usize, 300] {
+        for (weight, bias) in [(true, true), (false, false), (true, false)] {
+            for addend in [DType::F32, DType::F16] {
+                for low in [None, Some(DType::F16)] {
+                    let o = crate::LayerNormOptions { width, eps: 1e-5, weight, bias };
+                    let mut inputs = vec![t(&[7, width], 1).mul_scalar(300.0).unwrap()];
+                    inputs.extend(weight.then(|| t(&[width], 2)));
+                    inputs.extend(bias.then(|| t(&[width], 3)));
+                    inputs.push(t(&[7, width], 4).mul_scalar(100.0).unwrap().to_dtype(addend).unwrap());
+                    let refs: Vec<&Tensor> = inputs.iter().collect();
+                    let op = crate::ops::AddLayerNorm { options: o, low };
+                    let got = crate::fused::run_or_composite(&op, &refs).unwrap();
+                    let want = op.composite(&refs).unwrap();
+                    let what = format!("add_layer_norm {o:?}, an {addend} addend, low {low:?}");
+                    assert_eq!(got.len(), 4 + low.is_some() as usize, "{what}: outputs");
+                    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!((g.dtype(), g.shape()), (w.dtype(), w.shape()), "{what}: output {k}'s type and shape");
+                        assert_eq!(bits(g), bits(w), "{what}: output {k}, fused against composite");
+                    }
+                }
+            }
+        }
+    }
+    for width in [5usize, 300] {
+        let (x, w, b, lw, lb, k) = (t(&[6, width], 41), t(&[width], 42), t(&[width], 43), t(&[width, width], 44), t(&[width], 45), t(&[6, width], 46));
+        let params = [&x, &w, &b, &lw, &lb];
+        // A pre-norm block: `s, h = x + f(x), norm(x + f(x))`, then a product of h and s again.
+        let step = |low: Option<DType>| {
+            for p in params {
+                p.set_grad(None);
+                p.set_requires_grad(true).unwrap();
+            }
+            let block = || {
+                let branch = x.linear(&lw, Some(&lb))?.mul_scalar(0.5)?;
+                let (s, h) = x.add_layer_norm(&branch, 1, Some(&w), Some(&b), 1e-5)?;
+                let out = s.add(&h.linear(&lw, Some(&lb))?)?.to_dtype(DType::F32)?.mul(&k)?.sum_all()?;
+                out.backward()?;
+                Ok::<_, crate::Error>(out)
+            };
+            let loss = match low {
+                Some(low) => crate::autocast(low, block),
+                None => block(),
+            }
+            .unwrap();
+            (bits(&loss), params.map(|p| bits(&p.grad().unwrap())))
+        };
+        for low in [None, Some(DType::F16)] {
+            let regions = [step(low), step(low), step(low)];
+            let one_by_one = crate::observe::observe_ops(|_| {}, || step(low));
+            for (r, got) in regions.iter().enumerate() {
+                assert!(
+                    *got == one_by_one,
+                    "add_layer_norm, width {width}, autocast {low:?}, region {r}: the loss or a gradient differs from the ops' one by one"
+                );
+            }
+        }
     }
 }
 

@@ -168,6 +168,7 @@ macro_rules! conformance_suite {
             fused_add_wide_matches_composite => fused::add_wide_matches_composite,
             fused_layer_norm_backward_into_matches_composite => fused::layer_norm_backward_into_matches_composite,
             fused_layer_norm_low_matches_composite => fused::layer_norm_low_matches_composite,
+            fused_add_layer_norm_matches_composite => fused::add_layer_norm_matches_composite,
             fused_cast_all_matches_composite => fused::cast_all_matches_composite,
             fused_conv2d_relu_matches_composite => fused::conv2d_relu_matches_composite,
             fused_max_pool_backward_matches_composite => fused::max_pool_backward_matches_composite,

@@ -38,7 +38,7 @@ pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, NllLoss, NllLossBackward, Reduction};
 pub use lstm_sequence::{LstmSequence, LstmSequenceBackward};
 pub use matmul::{MatmulBias, MatmulWide};
-pub use norm::{LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow};
+pub use norm::{AddLayerNorm, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow};
 pub use pool::MaxPool2dBackward;
 pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
 pub use reduce::{SumChannels, SumRowsWide};

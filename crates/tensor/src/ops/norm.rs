@@ -1,6 +1,6 @@
 //! Layer and group normalization, and dropout (elementwise, channel), built from primitives;
 //! layer normalization and its rule are custom ops ([`LayerNorm`], [`LayerNormLow`],
-//! [`LayerNormBackward`], [`LayerNormBackwardInto`]),
+//! [`AddLayerNorm`], [`LayerNormBackward`], [`LayerNormBackwardInto`]),
 //! one kernel each where the device has one. (Batch normalization is `batch_norm.rs`.)
 //!
 //! Dimension letters: N batch, C channels, G groups, R rows and D their width (layer norm).
@@ -64,6 +64,76 @@ impl Tensor {
             crate::autocast::keep_low_copy(&y, weight, copy);
         }
         Ok(Some(y))
+    }
+
+    /// `self + other` and that sum's layer normalization over its last `normalized_dims` axes:
+    /// `(s, s.layer_norm(..))`, a residual stream's add and the next block's norm. One kernel
+    /// where the device has one ([`AddLayerNorm`]), which normalizes the sum as it writes it
+    /// rather than reading it back. The graph records the add and the layer norm as the two ops
+    /// would, so the gradients are theirs.
+    pub fn add_layer_norm(&self, other: &Tensor, normalized_dims: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> Result<(Tensor, Tensor)> {
+        if let Some(out) = self.add_layer_norm_fused(other, normalized_dims, weight, bias, eps)? {
+            return Ok(out);
+        }
+        let s = self.add(other)?;
+        let y = s.layer_norm(normalized_dims, weight, bias, eps)?;
+        Ok((s, y))
+    }
+
+    /// [`Tensor::add_layer_norm`] as the kernel of [`AddLayerNorm`], or `None` where the two
+    /// ops run instead: an f32 `self` and an f32 `other` (or an f16 one under autocast, the sum
+    /// `Tensor::add` writes in f32 there) of one shape, contiguous, with f32 parameters of the
+    /// normalized shape; anything else is left to the ops, which report what is wrong.
+    fn add_layer_norm_fused(
+        &self,
+        other: &Tensor,
+        normalized_dims: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Option<(Tensor, Tensor)>> {
+        let wide = match (self.dtype(), other.dtype()) {
+            (DType::F32, DType::F32) => false,
+            (DType::F32, DType::F16) if crate::autocast::autocast_dtype().is_some() => true,
+            _ => return Ok(None),
+        };
+        let rank = self.rank();
+        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+        let shaped = normalized_dims > 0 && normalized_dims <= rank && self.shape() == other.shape();
+        // An observer (anomaly detection, export) wants the ops one by one.
+        if !shaped || !fusion_enabled() || crate::observe::active() || !self.is_contiguous() || !other.is_contiguous() || self.device() != other.device() {
+            return Ok(None);
+        }
+        let norm_shape = &self.shape()[rank - normalized_dims..];
+        if params.iter().any(|p| p.dtype() != DType::F32 || p.device() != self.device() || p.shape() != norm_shape) {
+            return Ok(None);
+        }
+        let options = LayerNormOptions { width: norm_shape.iter().product(), eps, weight: weight.is_some(), bias: bias.is_some() };
+        if options.width == 0 {
+            return Ok(None);
+        }
+        let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<&Tensor> = std::iter::once(self).chain(&params).chain([other]).collect();
+        let low = crate::autocast::layer_norm_low(self, weight);
+        let Some(outs) = fused::run(&AddLayerNorm { options, low }, &inputs) else { return Ok(None) };
+        let mut outs = outs?.into_iter();
+        let mut next = || outs.next().expect("counted by fused::run");
+        let (y, mean, rstd) = (next(), next(), next());
+        let copy = low.map(|_| next());
+        let sum = next();
+        // As `Tensor::add` records it: autocast's wide sum as an add of the low operand's cast.
+        let sum = if wide {
+            let cast = sum.recorded(&[other], || GradFn::Cast { from: DType::F16 });
+            sum.recorded(&[self, &cast], || GradFn::Binary(crate::backend::BinaryOp::Add))
+        } else {
+            sum.recorded(&[self, other], || GradFn::Binary(crate::backend::BinaryOp::Add))
+        };
+        let norm_inputs: Vec<&Tensor> = std::iter::once(&sum).chain(&params).collect();
+        let y = y.recorded(&norm_inputs, || GradFn::LayerNorm { options, mean, rstd });
+        if let (Some(copy), Some(weight)) = (copy, weight) {
+            crate::autocast::keep_low_copy(&y, weight, copy);
+        }
+        Ok(Some((sum, y)))
     }
 
     /// The backward rule of the fused [`Tensor::layer_norm`]: `(dx, dweight, dbias)` (the last
@@ -329,7 +399,45 @@ impl CustomOp for LayerNormLow {
     }
 }
 
+/// A residual add and the layer norm of the sum ([`Tensor::add_layer_norm`]): `s = a + b`
+/// (`b` widened to `a`'s type first, as autocast's add of an f32 and an f16 tensor computes
+/// it, one rounding), then [`LayerNorm`] of `s`, or [`LayerNormLow`] with `low`. Inputs: the
+/// layer norm's (`a`, then its weight and bias where `options` has them), then `b`, shaped
+/// like `a`. Outputs: the layer norm's (`y`, `mean`, `rstd`, and `y`'s copy in `low` where
+/// given), then `s`.
+#[derive(Clone, Copy, Debug)]
+pub struct AddLayerNorm {
+    pub options: LayerNormOptions,
+    pub low: Option<DType>,
+}
+
+impl CustomOp for AddLayerNorm {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let a = inputs[0];
+        let mut outs = match self.low {
+            Some(low) => LayerNormLow { options: self.options, low }.outputs(inputs),
+            None => LayerNorm(self.options).outputs(inputs),
+        };
+        outs.push((a.shape().to_vec(), a.dtype()));
+        outs
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (b, norm_inputs) = inputs.split_last().ok_or_else(|| Error::Autograd("add_layer_norm: no inputs".into()))?;
+        let a = norm_inputs[0];
+        let s = a.add(&b.to_dtype(a.dtype())?)?;
+        let inputs: Vec<&Tensor> = std::iter::once(&s).chain(norm_inputs[1..].iter().copied()).collect();
+        let mut outs = match self.low {
+            Some(low) => fused::run_or_composite(&LayerNormLow { options: self.options, low }, &inputs)?,
+            None => fused::run_or_composite(&LayerNorm(self.options), &inputs)?,
+        };
+        outs.push(s);
+        Ok(outs)
+    }
+}
+
 crate::custom_kernel_name! {
+    AddLayerNorm => "add_layer_norm",
     LayerNorm => "layer_norm",
     LayerNormLow => "layer_norm_low",
     LayerNormBackward => "layer_norm_backward",
