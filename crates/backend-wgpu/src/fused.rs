@@ -144,6 +144,10 @@ impl Known {
                     && inputs[0].layout.shape().get(2..).is_some_and(|l| l.iter().product::<usize>().is_multiple_of(2))
             }
             Known::Attention(..) => return crate::fused_attention::reads_packed(inputs),
+            // A residual add's packed bf16 addend beside f32 x and parameters.
+            Known::LayerNorm(_, crate::fused_layer_norm::Op::ForwardAdd(_)) => {
+                return inputs.split_last().is_some_and(|(b, rest)| crate::packed::packed_view(b) && !rest.iter().any(crate::packed::packed_view))
+            }
             // dy packed beside the i64 indices.
             Known::MaxPool2dBackward(_) => return inputs.first().is_some_and(crate::packed::packed_view) && inputs.iter().all(|v| v.layout.is_contiguous()),
             // Packed activations beside f32 statistics: not all packed.

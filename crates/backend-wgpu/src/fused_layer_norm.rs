@@ -25,6 +25,7 @@ const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into
 const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
 const FORWARD_LOW: &str = include_str!("shaders/fused_layer_norm_forward_low.wgsl");
 const FORWARD_ADD: &str = include_str!("shaders/fused_layer_norm_forward_add.wgsl");
+const FORWARD_ADD_PACKED: &str = include_str!("shaders/fused_layer_norm_forward_add_packed.wgsl");
 const BACKWARD_JOIN: &str = include_str!("shaders/fused_layer_norm_backward_join.wgsl");
 const TREE: &str = include_str!("shaders/fused_layer_norm_tree.wgsl");
 const SUBGROUP: &str = include_str!("shaders/fused_layer_norm_subgroup.wgsl");
@@ -82,7 +83,7 @@ pub(crate) struct Key {
     /// f16 copy of it written too (of y, in the forward).
     into: bool,
     low: bool,
-    /// The forward's addend's dtype (`Op::ForwardAdd`).
+    /// The forward's addend's dtype (`Op::ForwardAdd`; bf16 packed).
     add: Option<DType>,
 }
 
@@ -124,6 +125,7 @@ impl KernelKey for Key {
             _ => w,
         };
         let w = match (self.pass, self.add) {
+            (Pass::Forward, Some(DType::BF16)) => crate::packed::with_words(w).uint("ADD_BINDING", 7 + self.low as u32).part(FORWARD_ADD_PACKED),
             (Pass::Forward, Some(b)) => w.ty("b", b).uint("ADD_BINDING", 7 + self.low as u32).part(FORWARD_ADD),
             (Pass::Forward, None) => w.part(NO_ADD),
             _ => w,
@@ -149,9 +151,11 @@ impl KernelKey for Key {
                     (Pass::Forward, DType::F32) => &[(false, false), (false, true)],
                     _ => &[(false, false)],
                 };
-                // The forward of f32 with an f32 or f16 addend too.
+                // The forward of f32 with an f32, f16 or packed bf16 addend too.
                 let adds: Vec<Option<DType>> = match (pass, dtype) {
-                    (Pass::Forward, DType::F32) => [None, Some(DType::F32)].into_iter().chain(repr.computes(DType::F16).then_some(Some(DType::F16))).collect(),
+                    (Pass::Forward, DType::F32) => {
+                        [None, Some(DType::F32), Some(DType::BF16)].into_iter().chain(repr.computes(DType::F16).then_some(Some(DType::F16))).collect()
+                    }
                     _ => vec![None],
                 };
                 for s in sums {
@@ -208,10 +212,15 @@ impl WgpuBackend {
             Op::Backward => (true, false, None, false),
             Op::BackwardInto(low) => (true, true, low, false),
         };
-        // An addend to f32 x only, f32 or f16, one to each element of x.
+        // An addend to f32 x only, f32, f16 or packed bf16, one to each element of x.
         let addend = if add {
             let b = inputs.last().filter(|b| inputs.len() == 2 + o.weight as usize + o.bias as usize && b.layout.numel() == numel)?;
-            if dtype != DType::F32 || !matches!(b.dtype, DType::F32 | DType::F16) || !self.repr.computes(b.dtype) {
+            let readable = match b.dtype {
+                DType::F32 | DType::F16 => self.repr.computes(b.dtype),
+                DType::BF16 => crate::packed::packed_view(b),
+                _ => false,
+            };
+            if dtype != DType::F32 || !readable {
                 return None;
             }
             Some(b)

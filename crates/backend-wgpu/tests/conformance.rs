@@ -69,16 +69,17 @@ fn fused_kernels_run_here() {
     let low = LayerNormLow { options: liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true }, low: DType::F16 };
     assert!(kernel_runs(&d, &low, DType::F32), "layer_norm_low from f32");
     assert!(!kernel_runs(&d, &low, DType::F16), "layer_norm_low from f16 is left to the composite");
-    // A residual add and the layer norm of its sum, to f32 x: an f32 or f16 addend, with the
-    // output's f16 copy or not; a bf16 addend is left to the composite.
+    // A residual add and the layer norm of its sum, to f32 x: an f32, f16 or packed bf16 addend,
+    // with the output's f16 copy or not.
     for low in [None, Some(DType::F16)] {
         for options in [
             liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: true, bias: true },
             liandan_tensor::LayerNormOptions { width: 5, eps: 1e-5, weight: false, bias: false },
         ] {
             let op = AddLayerNorm { options, low };
-            assert!(kernel_runs(&d, &op, DType::F32) && kernel_runs(&d, &op, DType::F16), "add_layer_norm, {options:?}, low copy {low:?}");
-            assert!(!kernel_runs(&d, &op, DType::BF16), "add_layer_norm of a bf16 addend is left to the composite");
+            for addend in [DType::F32, DType::F16, DType::BF16] {
+                assert!(kernel_runs(&d, &op, addend), "add_layer_norm, addend {addend}, {options:?}, low copy {low:?}");
+            }
         }
     }
     // Low products and row sums summed into f32.

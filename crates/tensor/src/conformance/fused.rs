@@ -778,17 +778,18 @@ pub fn layer_norm_low_matches_composite(d: &Device) {
 }
 
 /// A residual add and the layer norm of its sum ([`crate::ops::AddLayerNorm`] where the device
-/// has it) against the composite, the add then the layer norm, bit for bit: an f32 addend and
-/// an f16 one, with the output's f16 copy or without, with and without parameters, rows short
-/// and long. Then through autograd: [`Tensor::add_layer_norm`] in an f32 block and in an f16
-/// autocast block (whose next product casts the norm's output), several regions each, gives
-/// the losses and gradients of the ops one by one (under an observer), bit for bit.
+/// has it) against the composite, the add then the layer norm, bit for bit: an f32 addend, an
+/// f16 one and a bf16 one, with the output's f16 copy or without, with and without parameters,
+/// rows short and long. Then through autograd: [`Tensor::add_layer_norm`] in an f32 block and
+/// in f16 and bf16 autocast blocks (whose next product casts the norm's output), several
+/// regions each, gives the losses and gradients of the ops one by one (under an observer), bit
+/// for bit.
 pub fn add_layer_norm_matches_composite(d: &Device) {
     let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
     let bits = |v: &Tensor| v.to_vec_f64().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for width in [5usize, 300] {
         for (weight, bias) in [(true, true), (false, false), (true, false)] {
-            for addend in [DType::F32, DType::F16] {
+            for addend in [DType::F32, DType::F16, DType::BF16] {
                 for low in [None, Some(DType::F16)] {
                     let o = crate::LayerNormOptions { width, eps: 1e-5, weight, bias };
                     let mut inputs = vec![t(&[7, width], 1).mul_scalar(300.0).unwrap()];
@@ -799,7 +800,7 @@ pub fn add_layer_norm_matches_composite(d: &Device) {
                     let op = crate::ops::AddLayerNorm { options: o, low };
                     let got = crate::fused::run_or_composite(&op, &refs).unwrap();
                     let want = op.composite(&refs).unwrap();
-                    let what = format!("add_layer_norm {o:?}, an {addend} addend, low {low:?}");
+                    let what = format!("add_layer_norm {o:?}, addend {addend}, low {low:?}");
                     assert_eq!(got.len(), 4 + low.is_some() as usize, "{what}: outputs");
                     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                         assert_eq!((g.dtype(), g.shape()), (w.dtype(), w.shape()), "{what}: output {k}'s type and shape");
@@ -832,7 +833,7 @@ pub fn add_layer_norm_matches_composite(d: &Device) {
             .unwrap();
             (bits(&loss), params.map(|p| bits(&p.grad().unwrap())))
         };
-        for low in [None, Some(DType::F16)] {
+        for low in [None, Some(DType::F16), Some(DType::BF16)] {
             let regions = [step(low), step(low), step(low)];
             let one_by_one = crate::observe::observe_ops(|_| {}, || step(low));
             for (r, got) in regions.iter().enumerate() {

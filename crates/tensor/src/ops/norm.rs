@@ -81,9 +81,9 @@ impl Tensor {
     }
 
     /// [`Tensor::add_layer_norm`] as the kernel of [`AddLayerNorm`], or `None` where the two
-    /// ops run instead: an f32 `self` and an f32 `other` (or an f16 one under autocast, the sum
-    /// `Tensor::add` writes in f32 there) of one shape, contiguous, with f32 parameters of the
-    /// normalized shape; anything else is left to the ops, which report what is wrong.
+    /// ops run instead: an f32 `self` and an f32 `other` (or an f16 or bf16 one under autocast,
+    /// which adds it in f32) of one shape, contiguous, with f32 parameters of the normalized
+    /// shape; anything else is left to the ops, which report what is wrong.
     fn add_layer_norm_fused(
         &self,
         other: &Tensor,
@@ -94,7 +94,7 @@ impl Tensor {
     ) -> Result<Option<(Tensor, Tensor)>> {
         let wide = match (self.dtype(), other.dtype()) {
             (DType::F32, DType::F32) => false,
-            (DType::F32, DType::F16) if crate::autocast::autocast_dtype().is_some() => true,
+            (DType::F32, DType::F16 | DType::BF16) if crate::autocast::autocast_dtype().is_some() => true,
             _ => return Ok(None),
         };
         let rank = self.rank();
@@ -114,8 +114,15 @@ impl Tensor {
         }
         let params = params.into_iter().map(Tensor::contiguous).collect::<Result<Vec<_>>>()?;
         let inputs: Vec<&Tensor> = std::iter::once(self).chain(&params).chain([other]).collect();
-        let low = crate::autocast::layer_norm_low(self, weight);
-        let Some(outs) = fused::run(&AddLayerNorm { options, low }, &inputs) else { return Ok(None) };
+        // With the output's low copy where autocast wants one and the device writes it.
+        let want = crate::autocast::layer_norm_low(self, weight);
+        let (outs, low) = match want.and_then(|low| fused::run(&AddLayerNorm { options, low: Some(low) }, &inputs)) {
+            Some(outs) => (outs, want),
+            None => match fused::run(&AddLayerNorm { options, low: None }, &inputs) {
+                Some(outs) => (outs, None),
+                None => return Ok(None),
+            },
+        };
         let mut outs = outs?.into_iter();
         let mut next = || outs.next().expect("counted by fused::run");
         let (y, mean, rstd) = (next(), next(), next());
@@ -123,7 +130,8 @@ impl Tensor {
         let sum = next();
         // As `Tensor::add` records it: autocast's wide sum as an add of the low operand's cast.
         let sum = if wide {
-            let cast = sum.recorded(&[other], || GradFn::Cast { from: DType::F16 });
+            let from = other.dtype();
+            let cast = sum.recorded(&[other], || GradFn::Cast { from });
             sum.recorded(&[self, &cast], || GradFn::Binary(crate::backend::BinaryOp::Add))
         } else {
             sum.recorded(&[self, other], || GradFn::Binary(crate::backend::BinaryOp::Add))
