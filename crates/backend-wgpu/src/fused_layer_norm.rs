@@ -45,7 +45,7 @@ pub(crate) enum Op {
     /// With a copy of y in this low dtype (f16 only, from f32) where asked.
     Forward(Option<DType>),
     /// [`Op::Forward`] of x plus an addend, the last input, writing that sum too
-    /// (`ops::AddLayerNorm`, f32 only).
+    /// (`ops::AddLayerNorm`, of f32 x only).
     ForwardAdd(Option<DType>),
     Backward,
     /// With a copy of dx in this low dtype (f16 only) where asked.

@@ -408,8 +408,8 @@ impl CustomOp for LayerNormLow {
 }
 
 /// A residual add and the layer norm of the sum ([`Tensor::add_layer_norm`]): `s = a + b`
-/// (`b` widened to `a`'s type first, as autocast's add of an f32 and an f16 tensor computes
-/// it, one rounding), then [`LayerNorm`] of `s`, or [`LayerNormLow`] with `low`. Inputs: the
+/// (`b` widened to `a`'s type first, as autocast's add of an f32 tensor and an f16 or bf16
+/// one computes it, one rounding), then [`LayerNorm`] of `s`, or [`LayerNormLow`] with `low`. Inputs: the
 /// layer norm's (`a`, then its weight and bias where `options` has them), then `b`, shaped
 /// like `a`. Outputs: the layer norm's (`y`, `mean`, `rstd`, and `y`'s copy in `low` where
 /// given), then `s`.
