@@ -29,10 +29,10 @@ type Fallible<T> = Result<T, String>;
 
 /// The child entry points: `bench-model`, `bench-epoch`, `bench-micro`. Each prints one JSON
 /// line on stdout. `bench-micro --device D` runs the micro-benchmarks; with `--f16-matmul`,
-/// `--f16-tiles`, `--heads`, `--short-k`, `--vit-f16` or `--vit-f16-cuts` only the f16 squares,
-/// the f16 squares on each tensor-core layout, the attention
-/// products at 1 to 384 heads, vit's MLP product at depths 64 to 3,072, vit's linear layers in
-/// f16, or vit's f16 products under each tensor-core layout (`micro.rs`).
+/// `--f16-tiles`, `--heads`, `--short-k`, `--vit-f16`, `--vit-f16-cuts` or `--attention` only
+/// the f16 squares, the f16 squares on each tensor-core layout, the attention products at 1 to
+/// 384 heads, vit's MLP product at depths 64 to 3,072, vit's linear layers in f16, vit's f16
+/// products under each tensor-core layout, or vit's fused attention in f16 (`micro.rs`).
 pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
     let json = match command {
         "bench-micro" => {
@@ -49,6 +49,8 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
                 micro::short_k(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--vit-f16-cuts") {
                 micro::vit_f16_cuts(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
+            } else if argv.iter().any(|a| a == "--attention") {
+                micro::attention_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--vit-f16") {
                 micro::vit_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else {
