@@ -8,6 +8,9 @@
 //! and the results are written in the layout the heads merge into. f32, f16 and bf16: packed
 //! bf16 is read as stored and written a word at a time where the widths are even (the forward's
 //! probabilities are packed after), and widened first elsewhere; f64 is left to the composite.
+//! f16's backward runs on the tensor cores where the f16 matmul does
+//! (`shaders/attention/coop_backward.wgsl`: a head's operands staged whole, five subgroups a
+//! head); its forward stays on the ordinary units, as fast there as on the tensor cores.
 
 use std::sync::Arc;
 
@@ -24,6 +27,11 @@ const FORWARD: &str = include_str!("shaders/attention/forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/attention/backward.wgsl");
 const IO: &str = include_str!("shaders/attention/io.wgsl");
 const IO_PACKED: &str = include_str!("shaders/attention/io_packed.wgsl");
+const COOP_BACKWARD: &str = include_str!("shaders/attention/coop_backward.wgsl");
+
+/// Workgroup memory the backward on cooperative matrices takes: three staged operands of 80
+/// rows of 88 f16, and five subgroups' 16 x 16 f32 scratch.
+const COOP_SHARED: u32 = 3 * 80 * 88 * 2 + 5 * 256 * 4;
 
 /// The longest sequence and widest head a workgroup takes (the shaders' tile, `HT`).
 pub(crate) const MAX_SIDE: usize = 80;
@@ -46,10 +54,16 @@ pub(crate) struct Key {
     packed: bool,
     /// Rows reduced across by subgroup shuffles (the device's subgroups 16 wide or more).
     shuffle: bool,
+    /// The backward on cooperative matrices (f16 only; `coop_backward.wgsl`).
+    coop: bool,
 }
 
 impl KernelKey for Key {
     fn source(&self, repr: &Repr) -> String {
+        if self.coop {
+            let w = Wgsl::new(repr).params::<AttentionParams>().enable("wgpu_cooperative_matrix").ty("x", DType::F16);
+            return w.part(COOP_BACKWARD).build();
+        }
         let main = if self.backward { BACKWARD } else { FORWARD };
         let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle).uint("SIDES", self.sides());
         let w = match self.packed {
@@ -61,19 +75,24 @@ impl KernelKey for Key {
 
     fn all(repr: &Repr) -> Vec<Key> {
         let keys = [(false, false), (false, true), (true, false), (true, true)].into_iter().flat_map(|(backward, shuffle)| {
-            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false, shuffle });
-            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true, shuffle }])
+            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false, shuffle, coop: false });
+            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true, shuffle, coop: false }])
         });
-        keys.filter(|k| repr.computes(k.dtype)).collect()
+        let mut keys: Vec<Key> = keys.filter(|k| repr.computes(k.dtype)).collect();
+        // As the f16 matmul on cooperative matrices, only where f16 is held natively.
+        if repr.f16 {
+            keys.push(Key { backward: true, dtype: DType::F16, packed: false, shuffle: true, coop: true });
+        }
+        keys
     }
 }
 
 impl Key {
     /// Workgroups a head: the backward's query and key sides apart (dp computed on each),
     /// except on packed bf16, whose loads make the twice-computed part cost more than the
-    /// spread saves.
+    /// spread saves, and on cooperative matrices.
     fn sides(&self) -> u32 {
-        if self.backward && !self.packed {
+        if self.backward && !self.packed && !self.coop {
             2
         } else {
             1
@@ -186,8 +205,21 @@ impl WgpuBackend {
         }
         Some((|| {
             let shuffle = gpu.subgroup_size.is_some_and(|n| n >= 16);
-            let key = Key { backward, dtype, packed, shuffle };
-            let kernel = gpu.kernel(key)?;
+            let plain = Key { backward, dtype, packed, shuffle, coop: false };
+            // The backward on the tensor cores where the f16 matmul runs on them (subgroups 32
+            // wide) and the staged operands fit; a driver that will not build the kernel turns
+            // them off. It reads q, k, v and do four values at a time.
+            let fours = [e, ev].iter().all(|&d| d % 4 == 0) && [block.q, block.k, block.v, block.g].iter().flatten().all(|&x| x % 4 == 0);
+            let coop = backward
+                && dtype == DType::F16
+                && fours
+                && gpu.caps().coop.is_some()
+                && gpu.limits.max_compute_workgroup_storage_size >= COOP_SHARED
+                && [l, s, e, ev].iter().all(|&d| d > 0);
+            let (key, kernel) = match coop.then(|| crate::matmul::coop::kernel(gpu, Key { coop: true, ..plain })).flatten() {
+                Some(kernel) => (Key { coop: true, ..plain }, kernel),
+                None => (plain, gpu.kernel(plain)?),
+            };
             let groups = grid(n * h * key.sides() as usize * WG);
             // Packed, the forward's probabilities are f32 words, packed on the way out.
             let out = |(k, &numel): (usize, &usize)| match packed && (backward || k == 0) {
