@@ -11,7 +11,8 @@
 // sum(p dp)) * scale, written over p; then dq = ds k and dk = ds^T q. Stored [N, L, H, E],
 // [N, S, H, E] and [N, S, H, Ev], or where p.joined (ops::AttentionBackwardJoined) into one
 // [N, L, 3, H, E] bound as dq. ds is rounded to f16 for its products. q, k, v and do are read
-// four values at a time (their offsets, strides and widths multiples of 4), p one at a time.
+// four values at a time (their offsets, strides and widths multiples of 4), p one at a time;
+// the results are written four at a time.
 //
 // Cooperative ops are reached by the whole workgroup at once: no branch before one tests more
 // than params and constants, and every index and stride handed to one is a `let` of its own.
@@ -23,9 +24,9 @@
 @group(0) @binding(3) var<storage, read> v: array<vec4<f16>>;
 @group(0) @binding(4) var<storage, read> g: array<vec4<f16>>;
 @group(0) @binding(5) var<storage, read> pr: array<f16>;
-@group(0) @binding(6) var<storage, read_write> dq: array<f16>;
-@group(0) @binding(7) var<storage, read_write> dk: array<f16>;
-@group(0) @binding(8) var<storage, read_write> dv: array<f16>;
+@group(0) @binding(6) var<storage, read_write> dq: array<vec4<f16>>;
+@group(0) @binding(7) var<storage, read_write> dk: array<vec4<f16>>;
+@group(0) @binding(8) var<storage, read_write> dv: array<vec4<f16>>;
 
 // This invocation's row's sum of p dp, over its 8 columns a tile.
 var<private> along_: f32;
@@ -209,9 +210,10 @@ fn scratch8() -> array<vec4<f32>, 2> {
   return array<vec4<f32>, 2>(vec4<f32>(cs_[at], cs_[at + 1u], cs_[at + 2u], cs_[at + 3u]), vec4<f32>(cs_[at + 4u], cs_[at + 5u], cs_[at + 6u], cs_[at + 7u]));
 }
 
-// The scratch's tile as column tile j of result `which` (`put`) at rows 16 sg_.., those inside
-// `rows` x `width`: row r of head (n, h) at (n * rows + r) * row_len + h * width, the layout
-// the heads merge into, or where p.joined of the three results side by side.
+// The scratch's tile as column tile j of result `which` (`put4`) at rows 16 sg_.., those inside
+// `rows` x `width` (a multiple of 4), an invocation its 8 columns of a row: row r of head (n, h)
+// at (n * rows + r) * row_len + h * width, the layout the heads merge into, or where p.joined
+// of the three results side by side.
 fn store_scratch(j: u32, which: u32, rows: u32, width: u32) {
   var row_len = p.h * width;
   var base = h_ * width;
@@ -219,10 +221,13 @@ fn store_scratch(j: u32, which: u32, rows: u32, width: u32) {
     row_len = 3u * row_len;
     base += which * p.h * width;
   }
-  for (var i = li_; i < 256u; i += 32u) {
-    let row = sg_ * 16u + i / 16u;
-    let col = j * 16u + i % 16u;
-    if (row < rows && col < width) { put(which, (n_ * rows + row) * row_len + base + col, f16(cs_[sg_ * 256u + i])); }
+  let row = sg_ * 16u + rr_;
+  let col = j * 16u + c8_;
+  if (row < rows) {
+    let x = scratch8();
+    let at = ((n_ * rows + row) * row_len + base + col) / 4u;
+    if (col < width) { put4(which, at, vec4<f16>(x[0])); }
+    if (col + 4u < width) { put4(which, at + 1u, vec4<f16>(x[1])); }
   }
 }
 
@@ -259,7 +264,7 @@ fn between() {
 }
 
 // Joined (p.joined), all three results go to dq's binding.
-fn put(which: u32, i: u32, x: f16) {
+fn put4(which: u32, i: u32, x: vec4<f16>) {
   if (p.joined != 0u) {
     dq[i] = x;
     return;
