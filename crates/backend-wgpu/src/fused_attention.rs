@@ -208,7 +208,7 @@ impl WgpuBackend {
             let plain = Key { backward, dtype, packed, shuffle, coop: false };
             // The backward on the tensor cores where the f16 matmul runs on them (subgroups 32
             // wide) and the staged operands fit; a driver that will not build the kernel turns
-            // them off. It reads q, k, v and do four values at a time.
+            // them off. It reads q, k, v and do, and writes its results, four values at a time.
             let fours = [e, ev].iter().all(|&d| d % 4 == 0) && [block.q, block.k, block.v, block.g].iter().flatten().all(|&x| x % 4 == 0);
             let coop = backward
                 && dtype == DType::F16
