@@ -216,8 +216,10 @@ impl WgpuBackend {
                 && gpu.caps().coop.is_some()
                 && gpu.limits.max_compute_workgroup_storage_size >= COOP_SHARED
                 && [l, s, e, ev].iter().all(|&d| d > 0);
-            let (key, kernel) = match coop.then(|| crate::matmul::coop::kernel(gpu, Key { coop: true, ..plain })).flatten() {
-                Some(kernel) => (Key { coop: true, ..plain }, kernel),
+            // As `Key::all` lists it: the shader takes no shuffle flag.
+            let tensor_cores = Key { coop: true, shuffle: true, ..plain };
+            let (key, kernel) = match coop.then(|| crate::matmul::coop::kernel(gpu, tensor_cores)).flatten() {
+                Some(kernel) => (tensor_cores, kernel),
                 None => (plain, gpu.kernel(plain)?),
             };
             let groups = grid(n * h * key.sides() as usize * WG);
