@@ -4,7 +4,8 @@
 //! gradient alone (input frozen), and with both, in one process on one device: median ms and
 //! the peak device memory each step holds beyond what was live before it. Then the whole
 //! resnet18 forward+backward the same way; then each pass alone, and with `--sweep` under every
-//! tile and split (`cut.rs`). Prints Markdown tables; asserts nothing.
+//! tile and split (`cut.rs`); with `--cuts`, only the passes. Prints Markdown tables; asserts
+//! nothing.
 
 mod cut;
 
@@ -61,10 +62,23 @@ fn print(name: &str, what: &str, r: Times) {
     println!("| {name} | {what} | {:.3} | {:.3} | {:.2}x | {am:.1} | {bm:.1} |", a * 1e3, b * 1e3, b / a);
 }
 
-/// Every layer and the whole model on `device`, at `batch` in `dtype`; `quick`: 3 repetitions;
-/// `sweep`: the table of every tile and split too.
-pub fn bench_conv(device: &Device, batch: usize, dtype: DType, quick: bool, sweep: bool) -> Result<()> {
+/// What `bench-conv` times: `quick`, 3 repetitions (else 10); `sweep`, each pass under every
+/// tile and split too; `cuts_only`, the passes alone (not the layers fused and unfused, nor the
+/// model).
+pub struct Parts {
+    pub quick: bool,
+    pub sweep: bool,
+    pub cuts_only: bool,
+}
+
+/// Every layer and the whole model on `device`, at `batch` in `dtype`, then each pass alone, as
+/// `parts` says.
+pub fn bench_conv(device: &Device, batch: usize, dtype: DType, parts: Parts) -> Result<()> {
+    let Parts { quick, sweep, cuts_only } = parts;
     let reps = if quick { 3 } else { 10 };
+    if cuts_only {
+        return cut::bench_cuts(device, batch, dtype, reps, sweep);
+    }
     println!("conv on {device} ({dtype}, batch {batch}): ms are medians; MiB is the peak held beyond what was live before the step");
     println!();
     println!("| layer | pass | fused ms | unfused ms | speedup | fused peak MiB | unfused peak MiB |");

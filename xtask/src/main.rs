@@ -6,10 +6,11 @@
 //! [--quick] [--torch [--python EXE]]` times the zoo `lstm` and Adam/SGD steps over resnet18
 //! with fused kernels on and off, then what each zoo model's optimizer step adds to its
 //! forward+backward and costs alone, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
-//! bench-conv [--device ..] [--batch N] [--dtype f32|f16]
-//! [--quick] [--sweep]` times resnet18's convolutions and the whole model with the fused
+//! bench-conv [--device ..] [--batch N] [--dtype f32|f16|bf16]
+//! [--quick] [--sweep] [--cuts]` times resnet18's convolutions and the whole model with the fused
 //! convolution kernels on and off, with peak memory, and each pass alone (under every tile and
-//! split with `--sweep`) (`conv.rs`). `cargo xtask bench-host [--device ..] [--ops N] [--reps
+//! split with `--sweep`, the tensor cores' in f16 and bf16; only the passes with `--cuts`)
+//! (`conv.rs`). `cargo xtask bench-host [--device ..] [--ops N] [--reps
 //! N] [--only TEXT] [--first-batch N]` times what recording an op costs the host, apart from
 //! running it, and what a synchronize costs (`host.rs`). `cargo xtask docs [--check]` writes
 //! `docs/SETTINGS.md` from the settings tables, or checks that it is current (`docs.rs`). `cargo xtask
@@ -69,7 +70,7 @@ fn devices(spec: Option<&str>) -> std::result::Result<Vec<Device>, String> {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16] [--quick] [--sweep] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader";
+const USAGE: &str = "usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16|bf16] [--quick] [--sweep] [--cuts] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -140,7 +141,8 @@ fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), St
     let dtype = match value("--dtype") {
         None | Some("f32") => liandan_tensor::DType::F32,
         Some("f16") => liandan_tensor::DType::F16,
-        Some(v) => return Err(format!("--dtype {v:?}: use f32 or f16")),
+        Some("bf16") => liandan_tensor::DType::BF16,
+        Some(v) => return Err(format!("--dtype {v:?}: use f32, f16 or bf16")),
     };
     let devices = match spec {
         Some(_) => devices(spec)?,
@@ -150,7 +152,8 @@ fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), St
         return Err("no GPU found: pass --device cpu to time the CPU".into());
     }
     for d in devices {
-        conv::bench_conv(&d, batch, dtype, quick, args.iter().any(|a| a == "--sweep")).map_err(|e| format!("on {d}: {e}"))?;
+        let flag = |f: &str| args.iter().any(|a| a == f);
+        conv::bench_conv(&d, batch, dtype, conv::Parts { quick, sweep: flag("--sweep"), cuts_only: flag("--cuts") }).map_err(|e| format!("on {d}: {e}"))?;
     }
     Ok(())
 }

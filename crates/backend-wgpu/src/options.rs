@@ -210,9 +210,11 @@ pub struct Knobs {
     /// f16 products of every size go on the tensor cores where the adapter has them, the
     /// small ones too (which the routing otherwise leaves to the ordinary kernels).
     pub coop_any_size: bool,
-    /// Every product on the tensor cores on tiles of `(rows, columns)` (64 x 128, 128 x 128,
-    /// 128 x 256 or 256 x 128; other tiles leave the rule's) with K in that many ranges (at
-    /// least one), so that each layout can be timed on any product.
+    /// Every product and convolution pass on the tensor cores on tiles of `(rows, columns)`
+    /// (64 x 128, 128 x 128, 128 x 256 or 256 x 128; other tiles leave the rule's) with K in
+    /// that many ranges (at least one; a convolution's at most one a 32-deep slice), so that
+    /// each layout can be timed on any product. A convolution so cut skips Winograd, and its
+    /// weight gradient goes there from 64 output channels (the rule's from 128).
     pub coop_cut: Option<((usize, usize), usize)>,
     /// Sums down few columns stay on the tree reduction rather than the column kernel, so
     /// that the two can be timed against each other.

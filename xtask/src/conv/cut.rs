@@ -1,7 +1,7 @@
 //! `cargo xtask bench-conv`'s cut tables: each layer's three passes timed alone (the fused
 //! kernel asked of the backend directly, without autograd or the bias) under the rule's cut,
-//! and with `--sweep` under every forced tile and split (`testing::Knobs::conv_cut`), to choose
-//! from on a new GPU. Prints Markdown tables; asserts nothing.
+//! and with `--sweep` under every forced tile and split (`testing::Knobs::conv_cut`; in f16 and
+//! bf16 the tensor cores' layouts and splits, `Knobs::coop_cut`), to choose from on a new GPU. Prints Markdown tables; asserts nothing.
 
 use liandan_backend_wgpu::WgpuBackend;
 use liandan_tensor::ops::{Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight};
@@ -23,6 +23,9 @@ fn geometry(l: &Layer, batch: usize) -> ConvGeometry {
 /// One pass and its operands: `(name, op, inputs)`.
 type PassRun = (&'static str, Box<dyn CustomKernel>, [Tensor; 2]);
 
+/// A layer's pass as the tables list it: `(layer, pass, op, inputs)`.
+type Row = (String, &'static str, Box<dyn CustomKernel>, [Tensor; 2]);
+
 fn passes(g: ConvGeometry, dtype: DType, device: &Device) -> Result<[PassRun; 3]> {
     let t = |shape: &[usize], seed| -> Result<Tensor> { Tensor::randn(shape, seed, DType::F32, device)?.mul_scalar(0.1)?.to_dtype(dtype) };
     let (x, w, dy) = (t(&g.input_shape(), 1)?, t(&g.weight_shape(), 2)?, t(&g.output_shape(), 3)?);
@@ -43,6 +46,41 @@ fn set_cut(device: &Device, cut: Option<(usize, usize)>) -> Result<()> {
         }
         None => Err(Error::Device(format!("{device} has no cuts to force"))),
     }
+}
+
+/// Tiles of the tensor-core layouts (rows x columns) and the splits of K the coop sweep tries.
+const COOP_TILES: [(usize, usize); 4] = [(64, 128), (128, 128), (128, 256), (256, 128)];
+const COOP_SPLITS: [usize; 6] = [1, 2, 4, 8, 16, 32];
+
+/// The passes of `rows` on every tensor-core layout and split (`testing::Knobs::coop_cut`,
+/// which keeps Winograd off), beside the rule's: the 3x3 layers from 64 channels, the passes
+/// the tensor cores take.
+fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
+    let cuts: Vec<((usize, usize), usize)> = COOP_TILES.iter().flat_map(|&t| COOP_SPLITS.iter().map(move |&s| (t, s))).collect();
+    println!();
+    println!("Sweep on the tensor cores: ms of each pass on R x C tiles with K split in S (RxC/S), and the rule's:");
+    println!();
+    let head: Vec<String> = cuts.iter().map(|((r, c), s)| format!("{r}x{c}/{s}")).collect();
+    println!("| layer | pass | rule | {} | best |", head.join(" | "));
+    println!("|---|---|---|{}---|", "---|".repeat(cuts.len()));
+    // The tensor cores' passes: the 3x3 layers past the stem.
+    for (name, what, op, inputs) in rows.into_iter().filter(|(name, ..)| name.contains(" k3 ") && !name.contains("stem")) {
+        let rule = time_pass(device, &*op, &inputs, None, reps)?;
+        let mut best = ("rule".to_string(), rule);
+        let mut cells = Vec::with_capacity(cuts.len());
+        for (&cut, label) in cuts.iter().zip(&head) {
+            crate::set_knobs(device, |k| k.coop_cut = Some(cut))?;
+            let ms = time_pass(device, &*op, &inputs, None, reps);
+            crate::set_knobs(device, |k| k.coop_cut = None)?;
+            let ms = ms?;
+            if ms < best.1 {
+                best = (label.clone(), ms);
+            }
+            cells.push(format!("{ms:.3}"));
+        }
+        println!("| {name} | {what} | {rule:.3} | {} | {} |", cells.join(" | "), best.0);
+    }
+    Ok(())
 }
 
 /// Median ms of one `op` on `inputs` under `cut` (the rule's where `None`).
@@ -76,7 +114,7 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
     println!();
     println!("| layer | pass | ms | GFLOP/s |");
     println!("|---|---|---|---|");
-    let mut rows = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for l in &LAYERS {
         let g = geometry(l, batch);
         let name = format!("{} {}->{} {}x{} k{} s{}", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride);
@@ -95,6 +133,9 @@ pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, swee
     }
     if !sweep {
         return Ok(());
+    }
+    if dtype != DType::F32 {
+        return sweep_coop(device, rows, reps);
     }
     let variants: Vec<(usize, usize)> = [64, 128].iter().flat_map(|&t| SWEEP_SPLITS.iter().map(move |&s| (t, s))).collect();
     println!();

@@ -205,12 +205,7 @@ impl KernelKey for CoopKey {
         for pass in [Pass::Forward, Pass::Input, Pass::Weight] {
             let phases: &[bool] = if pass == Pass::Input { &[false, true] } else { &[false] };
             let a4s: &[bool] = &[false, true];
-            // 64-row tiles only where a product has at most 64 rows: never a weight gradient.
-            let variants: &[Variant] = match pass {
-                Pass::Weight => &[Variant::Prefetch, Variant::Many, Variant::Tall],
-                _ => &[Variant::Prefetch, Variant::Short, Variant::Many, Variant::Tall],
-            };
-            for &variant in variants {
+            for variant in [Variant::Prefetch, Variant::Short, Variant::Many, Variant::Tall] {
                 for &a4 in a4s {
                     for partial in [false, true] {
                         for &phase in phases {

@@ -90,8 +90,10 @@ pub(crate) fn conv(c: &ConvCall, caps: &Caps, options: &Options, tuned: Option<(
     // even where they would): Winograd where the rule (or the setting) wants it; an input
     // gradient mostly in the padding through the columns.
     let off_coop = tiling(caps, options, &whole, &geom, dtype, (whole.n, whole.k), 1).coop.is_none();
+    // A tensor-core cut asked for (`coop_cut`) times the tensor cores, so it keeps Winograd off.
+    let asked = !off_coop && asked_coop(options).is_some();
     let winograd = winograd::wanted(options, pass, &geom, dtype, plain, caps.max_binding)
-        .filter(|&tile| off_coop || f16_weight_in_one_chunk(pass, &geom, dtype, tile, caps, options));
+        .filter(|&tile| !asked && (off_coop || f16_weight_in_one_chunk(pass, &geom, dtype, tile, caps, options)));
     let composite = if !caps.computes(dtype) || dtype == DType::F64 {
         Some(Composite::Dtype)
     } else if !addressable(c, caps) {
@@ -164,14 +166,17 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
     let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups * together, gemm.total);
     let fits = geom.kernel != (1, 1)
         && match pass {
-            Pass::Weight => m >= 128,
+            // From 64 rows where a tensor-core cut is asked for, so that it can be timed there.
+            Pass::Weight => m >= 128 || (m >= 64 && asked_coop(options).is_some()),
             _ => gemm.gather[0].is_multiple_of(32),
         };
     if let Some(chosen) = caps.coop.filter(|_| fits && on_tensor_cores(caps, options, dtype, 2 * m * n * k * geom.groups)) {
-        let variant = Variant::for_pass(chosen, m);
+        let asked = asked_coop(options);
+        let variant = asked.map_or_else(|| Variant::for_pass(chosen, m), |(v, _)| v);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
-        let mut splits = k_splits(tiles, k, total);
+        // An asked split keeps at least one 32-deep slice a range.
+        let mut splits = asked.map_or_else(|| k_splits(tiles, k, total), |(_, s)| s.min(k.div_ceil(32)).max(1));
         while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
             splits /= 2;
         }
@@ -183,6 +188,13 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
     let cleared = pass == Pass::Input && geom.kernel == (1, 1) && geom.stride != (1, 1) && dtype.size_in_bytes() < 4;
     let splits = if cleared && options.conv_cut.is_none() { 1 } else { splits };
     Tiling { bm: tile, bn: tile, splits, coop: None }
+}
+
+/// The tensor-core layout and splits of K that `Knobs::coop_cut` asks every pass on the tensor
+/// cores to take (so that each can be timed on any pass), where a variant has that tile.
+fn asked_coop(options: &Options) -> Option<(Variant, usize)> {
+    let (tile, splits) = options.coop_cut?;
+    Some((Variant::for_tile(tile)?, splits.max(1)))
 }
 
 /// Whether a pass of `dtype` and `flops` operations may run on the tensor-core kernels: f16

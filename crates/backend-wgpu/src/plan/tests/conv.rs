@@ -5,7 +5,7 @@ use liandan_tensor::ConvGeometry;
 use liandan_tensor::DType::{BF16, F16, F32, F64};
 
 use super::{defaults, geom, mismatches, profiles};
-use crate::plan::{conv, ConvCall, Pass};
+use crate::plan::{conv, ConvCall, Options, Pass};
 
 /// A zoo layer: its name, geometry, whether it has a bias, and whether its input's gradient is
 /// computed (not for a model's first layer).
@@ -227,4 +227,31 @@ fn what_the_kernels_cannot_address_runs_as_the_composite() {
     assert_eq!(route(ConvCall::new(Pass::Weight, wide, F32, true)), ["composite (Size)"; 3].map(String::from));
     // The same layer as the zoo has it runs on the kernels.
     assert!(route(ConvCall::new(Pass::Weight, layer, F32, true)).iter().all(|r| !r.starts_with("composite")));
+}
+
+/// A cut asked for by the `coop_cut` knob: every pass the tensor cores take runs on that
+/// layout with K in that many ranges (at most one a 32-deep slice), Winograd off, so that each
+/// layout can be timed on each pass (weight gradients of 64 channels too, which the rule keeps
+/// off them); passes the tensor-core kernels do not take (the 3-channel stem) are untouched.
+#[test]
+fn a_coop_cut_overrides_the_rule_on_tensor_cores() {
+    let layer1 = geom(128, 64, 32, 64, 3, 1, 1);
+    let layer4 = geom(128, 512, 4, 512, 3, 1, 1);
+    let route = |g, pass, cut| {
+        let options = Options { coop_cut: cut, ..defaults() };
+        conv(&ConvCall::new(pass, g, F16, true), &super::h200(), &options, None).to_string()
+    };
+    assert_eq!(route(layer1, Pass::Forward, None), "coop Short 64x128 /1");
+    assert_eq!(route(layer1, Pass::Forward, Some(((128, 256), 2))), "coop Many 128x256 /2");
+    let layer2 = geom(128, 128, 16, 128, 3, 1, 1);
+    assert_eq!(route(layer2, Pass::Weight, None), "winograd F4");
+    assert_eq!(route(layer2, Pass::Weight, Some(((256, 128), 8))), "coop Tall 256x128 /8");
+    // 64 output channels are too few rows for the rule's weight gradients there, not for a cut.
+    assert_eq!(route(layer1, Pass::Weight, None), "winograd F4");
+    assert_eq!(route(layer1, Pass::Weight, Some(((64, 128), 32))), "coop Short 64x128 /32");
+    // K of 576 holds 18 slices.
+    assert_eq!(route(layer1, Pass::Input, Some(((128, 128), 64))), "coop Prefetch 128x128 /18");
+    assert_eq!(route(layer4, Pass::Input, Some(((96, 96), 2))), route(layer4, Pass::Input, None));
+    let stem = geom(128, 3, 32, 64, 3, 1, 1);
+    assert_eq!(route(stem, Pass::Forward, Some(((256, 128), 4))), route(stem, Pass::Forward, None));
 }
