@@ -9,7 +9,7 @@ use liandan_tensor::{ConvGeometry, DType};
 
 use super::conv_cut::cut;
 use super::phases::{input_phases, one_dispatch, Gemm};
-use super::{fold, k_splits, winograd, Caps, Options, Pass, Variant, Winograd};
+use super::{coop_k_splits, fold, winograd, Caps, Options, Pass, Variant, Winograd};
 
 /// How a set of products is cut: `bm x bn` tiles, K in `splits` ranges, and the variant of
 /// the cooperative-matrix kernel that runs them, if one does.
@@ -153,7 +153,8 @@ fn addressable(c: &ConvCall, caps: &Caps) -> bool {
 /// 1x1, in a forward or input gradient whose gathered channels per group are a multiple of 32
 /// (a slice's rows then share one tap), on 64-row tiles where it has at most 64 rows, and in a
 /// weight gradient with at least 128 output channels per group (a tile's rows); K split as
-/// matmul splits it (the partial sums within one binding). Everything else as `conv_cut.rs`
+/// the tensor cores' products split theirs (`coop_k_splits`, the partial sums within one
+/// binding). Everything else as `conv_cut.rs`
 /// says. On the H200 the tensor cores took resnet18's 3x3 passes that qualify 0.40-0.90x as
 /// long as the tiled kernel, and those left out 1.2-2.4x as long: the 3-channel stem's forward
 /// (a per-element gather), the 1x1 shortcuts, and weight gradients of 64 outputs (1.3-1.7x
@@ -176,7 +177,7 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
         // An asked split keeps at least one 32-deep slice a range.
-        let mut splits = asked.map_or_else(|| k_splits(tiles, k, total), |(_, s)| s.min(k.div_ceil(32)).max(1));
+        let mut splits = asked.map_or_else(|| coop_k_splits(tiles, k, total), |(_, s)| s.min(k.div_ceil(32)).max(1));
         while splits > 1 && splits.saturating_mul(total).saturating_mul(4) > limit {
             splits /= 2;
         }

@@ -68,7 +68,7 @@ impl Variant {
     }
 
     /// How many of the usual 128-invocation workgroups one of its workgroups stands for when
-    /// K is split to fill the GPU (`plan::k_splits` counts tiles as if two ran on a compute
+    /// K is split to fill the GPU (`plan::coop_k_splits` counts tiles as if two ran on a compute
     /// unit at once; a workgroup of 512 has a unit to itself).
     pub(crate) fn weight(self) -> usize {
         (self.invocations() as usize / 256).max(1)

@@ -21,7 +21,7 @@ mod winograd;
 
 pub(crate) use conv::{conv, Composite, ConvCall, ConvPlan, Tiling};
 pub(crate) use coop::{tensor_cores, TensorCores, Variant, LARGE};
-pub(crate) use matmul::{cut_k, k_splits, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, COOP_MIN_FLOPS, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
+pub(crate) use matmul::{coop_k_splits, cut_k, lstm_step, matmul, packs_y, MatmulPlan, Product, Tiled, COOP_MIN_FLOPS, HEADS_TILE, SMALL_BLOCKS, SMALL_DTYPES};
 pub(crate) use phases::{input_phases, one_dispatch, Axis, Gemm, Phase, MAX_PHASES};
 pub(crate) use reduce::{channel_chunks, columns, reduce, spread, Columns, ReducePlan, Spread, SPREADS};
 pub(crate) use window::{max_pool_backward, PoolBackward};
