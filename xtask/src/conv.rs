@@ -4,7 +4,8 @@
 //! gradient alone (input frozen), and with both, in one process on one device: median ms and
 //! the peak device memory each step holds beyond what was live before it. Then the whole
 //! resnet18 forward+backward the same way; then each pass alone, and with `--sweep` under every
-//! tile and split (`cut.rs`); with `--cuts`, only the passes. Prints Markdown tables; asserts
+//! tile and split (`cut.rs`); with `--cuts`, only the passes, and with `--only a,b` only the
+//! passes of the layers whose names start so. Prints Markdown tables; asserts
 //! nothing.
 
 mod cut;
@@ -64,20 +65,21 @@ fn print(name: &str, what: &str, r: Times) {
 
 /// What `bench-conv` times: `quick`, 3 repetitions (else 10); `sweep`, each pass under every
 /// tile and split too; `cuts_only`, the passes alone (not the layers fused and unfused, nor the
-/// model).
+/// model); `only`, the passes of the layers whose names start so (all where empty).
 pub struct Parts {
     pub quick: bool,
     pub sweep: bool,
     pub cuts_only: bool,
+    pub only: Vec<String>,
 }
 
 /// Every layer and the whole model on `device`, at `batch` in `dtype`, then each pass alone, as
 /// `parts` says.
 pub fn bench_conv(device: &Device, batch: usize, dtype: DType, parts: Parts) -> Result<()> {
-    let Parts { quick, sweep, cuts_only } = parts;
+    let Parts { quick, sweep, cuts_only, only } = parts;
     let reps = if quick { 3 } else { 10 };
     if cuts_only {
-        return cut::bench_cuts(device, batch, dtype, reps, sweep);
+        return cut::bench_cuts(device, batch, dtype, reps, sweep, &only);
     }
     println!("conv on {device} ({dtype}, batch {batch}): ms are medians; MiB is the peak held beyond what was live before the step");
     println!();
@@ -108,5 +110,5 @@ pub fn bench_conv(device: &Device, batch: usize, dtype: DType, parts: Parts) -> 
         model.loss(&x, Some(&y)).map_err(|e| Error::Device(e.to_string()))?.backward()
     };
     print("resnet18 (f32)", "forward+backward", variants(device, reps, &mut step)?);
-    cut::bench_cuts(device, batch, dtype, reps, sweep)
+    cut::bench_cuts(device, batch, dtype, reps, sweep, &only)
 }

@@ -7,9 +7,10 @@
 //! with fused kernels on and off, then what each zoo model's optimizer step adds to its
 //! forward+backward and costs alone, beside PyTorch's with `--torch` (`fusion.rs`). `cargo xtask
 //! bench-conv [--device ..] [--batch N] [--dtype f32|f16|bf16]
-//! [--quick] [--sweep] [--cuts]` times resnet18's convolutions and the whole model with the fused
+//! [--quick] [--sweep] [--cuts] [--only LAYER,..]` times resnet18's convolutions and the whole model with the fused
 //! convolution kernels on and off, with peak memory, and each pass alone (under every tile and
-//! split with `--sweep`, the tensor cores' in f16 and bf16; only the passes with `--cuts`)
+//! split with `--sweep`, the tensor cores' in f16 and bf16; only the passes with `--cuts`, of
+//! the layers named with `--only`)
 //! (`conv.rs`). `cargo xtask bench-host [--device ..] [--ops N] [--reps
 //! N] [--only TEXT] [--first-batch N]` times what recording an op costs the host, apart from
 //! running it, and what a synchronize costs (`host.rs`). `cargo xtask docs [--check]` writes
@@ -70,7 +71,7 @@ fn devices(spec: Option<&str>) -> std::result::Result<Vec<Device>, String> {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16|bf16] [--quick] [--sweep] [--cuts] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader";
+const USAGE: &str = "usage: cargo xtask bench [--help] | bench-fusion [--device cpu|gpu|gpu:N|all] [--quick] [--torch [--python EXE]] | bench-conv [--device ..] [--batch N] [--dtype f32|f16|bf16] [--quick] [--sweep] [--cuts] [--only LAYER,..] | bench-host [--device gpu] [--ops N] [--reps N] [--only TEXT] [--first-batch N] | docs [--check] | kernel-stats [--ceiling] [TEXT ..] | shader [KEY] [--no-f16] [--no-f64] [--immediates] | ceiling [--quick] [--only TEXT,..] | cycles [CRATE_DIR ..] | fuzz [--cases N] | bench-loader";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -153,7 +154,9 @@ fn bench_conv(args: &[String], spec: Option<&str>, quick: bool) -> Result<(), St
     }
     for d in devices {
         let flag = |f: &str| args.iter().any(|a| a == f);
-        conv::bench_conv(&d, batch, dtype, conv::Parts { quick, sweep: flag("--sweep"), cuts_only: flag("--cuts") }).map_err(|e| format!("on {d}: {e}"))?;
+        let only = value("--only").map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect()).unwrap_or_default();
+        let parts = conv::Parts { quick, sweep: flag("--sweep"), cuts_only: flag("--cuts"), only };
+        conv::bench_conv(&d, batch, dtype, parts).map_err(|e| format!("on {d}: {e}"))?;
     }
     Ok(())
 }

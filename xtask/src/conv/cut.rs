@@ -54,7 +54,9 @@ const COOP_SPLITS: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
 /// The passes of `rows` on every tensor-core layout and split (`testing::Knobs::coop_cut`,
 /// which keeps Winograd off), beside the rule's: the 3x3 layers from 64 channels, the passes
-/// the tensor cores take.
+/// the tensor cores take. A layout's splits are tried from one up until one is slower than
+/// the one before ("-" past it): a badly cut pass takes many times its best, and the whole
+/// sweep would not fit a short lease of the GPU.
 fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
     let cuts: Vec<((usize, usize), usize)> = COOP_TILES.iter().flat_map(|&t| COOP_SPLITS.iter().map(move |&s| (t, s))).collect();
     println!();
@@ -68,7 +70,14 @@ fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
         let rule = time_pass(device, &*op, &inputs, None, reps)?;
         let mut best = ("rule".to_string(), rule);
         let mut cells = Vec::with_capacity(cuts.len());
+        // The last time on the same layout, and whether its splits stopped paying.
+        let mut last: Option<((usize, usize), f64)> = None;
         for (&cut, label) in cuts.iter().zip(&head) {
+            let prev = last.filter(|(tile, _)| *tile == cut.0).map(|(_, ms)| ms);
+            if prev.is_some_and(f64::is_infinite) {
+                cells.push("-".to_string());
+                continue;
+            }
             crate::set_knobs(device, |k| k.coop_cut = Some(cut))?;
             let ms = time_pass(device, &*op, &inputs, None, reps);
             crate::set_knobs(device, |k| k.coop_cut = None)?;
@@ -77,6 +86,7 @@ fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
                 best = (label.clone(), ms);
             }
             cells.push(format!("{ms:.3}"));
+            last = Some((cut.0, if prev.is_some_and(|p| ms > p) { f64::INFINITY } else { ms }));
         }
         println!("| {name} | {what} | {rule:.3} | {} | {} |", cells.join(" | "), best.0);
     }
@@ -108,14 +118,14 @@ fn time_pass(device: &Device, op: &dyn CustomKernel, inputs: &[Tensor], cut: Opt
 
 /// Every layer's passes under the rule's cut; with `sweep`, also under every tile and split of
 /// `SWEEP_SPLITS`.
-pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, sweep: bool) -> Result<()> {
+pub fn bench_cuts(device: &Device, batch: usize, dtype: DType, reps: usize, sweep: bool, only: &[String]) -> Result<()> {
     println!();
     println!("Each pass alone ({PER_SAMPLE} back to back per sample), cut by the rule:");
     println!();
     println!("| layer | pass | ms | GFLOP/s |");
     println!("|---|---|---|---|");
     let mut rows: Vec<Row> = Vec::new();
-    for l in &LAYERS {
+    for l in LAYERS.iter().filter(|l| only.is_empty() || only.iter().any(|o| l.name.starts_with(o.as_str()))) {
         let g = geometry(l, batch);
         let name = format!("{} {}->{} {}x{} k{} s{}", l.name, l.c, l.o, l.hw, l.hw, l.k, l.stride);
         for (what, op, inputs) in passes(g, dtype, device)? {
