@@ -70,14 +70,15 @@ fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
         let rule = time_pass(device, &*op, &inputs, None, reps)?;
         let mut best = ("rule".to_string(), rule);
         let mut cells = Vec::with_capacity(cuts.len());
-        // The last time on the same layout, and whether its splits stopped paying.
+        // The last time on the same layout, and the layout whose splits stopped paying.
         let mut last: Option<((usize, usize), f64)> = None;
+        let mut stopped: Option<(usize, usize)> = None;
         for (&cut, label) in cuts.iter().zip(&head) {
-            let prev = last.filter(|(tile, _)| *tile == cut.0).map(|(_, ms)| ms);
-            if prev.is_some_and(f64::is_infinite) {
+            if stopped == Some(cut.0) {
                 cells.push("-".to_string());
                 continue;
             }
+            let prev = last.filter(|(tile, _)| *tile == cut.0).map(|(_, ms)| ms);
             crate::set_knobs(device, |k| k.coop_cut = Some(cut))?;
             let ms = time_pass(device, &*op, &inputs, None, reps);
             crate::set_knobs(device, |k| k.coop_cut = None)?;
@@ -86,7 +87,10 @@ fn sweep_coop(device: &Device, rows: Vec<Row>, reps: usize) -> Result<()> {
                 best = (label.clone(), ms);
             }
             cells.push(format!("{ms:.3}"));
-            last = Some((cut.0, if prev.is_some_and(|p| ms > p) { f64::INFINITY } else { ms }));
+            if prev.is_some_and(|p| ms > p) {
+                stopped = Some(cut.0);
+            }
+            last = Some((cut.0, ms));
         }
         println!("| {name} | {what} | {rule:.3} | {} | {} |", cells.join(" | "), best.0);
     }

@@ -165,14 +165,14 @@ fn tiling(caps: &Caps, options: &Options, gemm: &Gemm, geom: &ConvGeometry, dtyp
     let limit = caps.max_binding as usize;
     // Products run in one dispatch count as groups of one product.
     let (pass, m, groups, total) = (gemm.pass, gemm.m, geom.groups * together, gemm.total);
+    let asked = asked_coop(options);
     let fits = geom.kernel != (1, 1)
         && match pass {
             // From 64 rows where a tensor-core cut is asked for, so that it can be timed there.
-            Pass::Weight => m >= 128 || (m >= 64 && asked_coop(options).is_some()),
+            Pass::Weight => m >= 128 || (m >= 64 && asked.is_some()),
             _ => gemm.gather[0].is_multiple_of(32),
         };
     if let Some(chosen) = caps.coop.filter(|_| fits && on_tensor_cores(caps, options, dtype, 2 * m * n * k * geom.groups)) {
-        let asked = asked_coop(options);
         let variant = asked.map_or_else(|| Variant::for_pass(chosen, m), |(v, _)| v);
         let (bm, bn) = variant.tile();
         let tiles = (m.div_ceil(bm) * n.div_ceil(bn) * groups * variant.weight()).max(1);
