@@ -12,7 +12,7 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     AddLayerNorm, AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward,
     CastAll, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell,
-    GruCellBackward, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell,
+    GruCellBackward, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LinearGrads, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell,
     LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward, SoftmaxLastDim,
     SoftmaxLastDimBackward, SumChannels, SumRowsWide,
 };
@@ -48,6 +48,8 @@ pub(crate) enum Known {
     MatmulBias,
     /// A product of f16 (or packed bf16) matrices written in f32.
     MatmulWide,
+    /// A linear layer's weight gradient and its bias's, one product; in f32 where `true`.
+    LinearGrads(bool),
     /// An f16 (or packed bf16) sum over rows written in f32.
     SumRowsWide,
     /// A sum over all axes but the channels (the second), in f32 where `true`.
@@ -116,6 +118,7 @@ impl Known {
             op.downcast_ref::<Conv2dBackwardWeightWide>().map(|o| Known::Conv(ConvOp::WeightWide, o.0)),
             op.downcast_ref::<MaxPool2dBackward>().map(|o| Known::MaxPool2dBackward(o.0)),
             op.downcast_ref::<SumChannels>().map(|o| Known::SumChannels(o.wide)),
+            op.downcast_ref::<LinearGrads>().map(|o| Known::LinearGrads(o.wide)),
             op.downcast_ref::<Attention>().map(|o| Known::Attention(o.scale, AttentionPass::Forward)),
             op.downcast_ref::<AttentionBackward>().map(|o| Known::Attention(o.scale, AttentionPass::Backward)),
             op.downcast_ref::<AttentionBackwardJoined>().map(|o| Known::Attention(o.scale, AttentionPass::Joined)),
@@ -279,6 +282,7 @@ impl WgpuBackend {
             Known::Conv(op, g) => self.fused_conv(op, g, inputs),
             Known::MatmulBias => self.fused_matmul_bias(inputs),
             Known::MatmulWide => self.fused_matmul_wide(inputs),
+            Known::LinearGrads(wide) => self.fused_linear_grads(wide, inputs),
             Known::SumRowsWide => self.fused_sum_rows_wide(inputs),
             Known::SumChannels(wide) => self.fused_sum_channels(wide, inputs),
             Known::MaxPool2dBackward(w) => match inputs {

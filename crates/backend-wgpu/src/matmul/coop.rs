@@ -33,6 +33,8 @@ pub(crate) const OUT_SCALED_PARTIAL: &str = include_str!("../shaders/matmul/out_
 pub(crate) const STORE_ROUNDED: &str = include_str!("../shaders/matmul_coop/store_rounded.wgsl");
 /// Sums stored as they are (what every product but a convolution's with its bias adds).
 pub(crate) const AS_IS: &str = include_str!("../shaders/matmul_coop/as_is.wgsl");
+/// No row sums of a beside the product (every kernel but a wide `ops::LinearGrads`'s).
+pub(crate) const ROWS_NONE: &str = include_str!("../shaders/matmul_coop/rows_none.wgsl");
 const OUT_ROUNDED: &str = include_str!("../shaders/matmul/out_rounded.wgsl");
 const OUT_PARTIAL: &str = include_str!("../shaders/matmul/out_partial.wgsl");
 const WRITE: &str = include_str!("../shaders/matmul/write.wgsl");
@@ -43,7 +45,8 @@ use super::ENTRY;
 /// `packed`: the operands are packed bf16, scaled into f16 (see the module docs); then
 /// `packs_y`: y is packed bf16 too (N a multiple of 4, K not split; else f32 words rounded to
 /// bf16, or partial sums), and `bias`: a linear layer's bias is added as y is stored (packed y,
-/// or f16 y of an even N, two columns an invocation).
+/// or f16 y of an even N, two columns an invocation); `rows`: a's rows are summed in f32 beside
+/// the product (`ops::LinearGrads`, wide: f16 a read along M, partial sums).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Key {
     pub(crate) variant: Variant,
@@ -53,6 +56,7 @@ pub(crate) struct Key {
     pub(crate) packed: bool,
     pub(crate) packs_y: bool,
     pub(crate) bias: bool,
+    pub(crate) rows: bool,
 }
 
 /// The pipeline for `key` (this matmul's, or a convolution's on cooperative matrices), or
@@ -78,7 +82,7 @@ impl KernelKey for Key {
             Load::Outer => 1,
             Load::Strided => 2,
         };
-        let Key { variant, a, b, partial, packed, packs_y, bias } = *self;
+        let Key { variant, a, b, partial, packed, packs_y, bias, rows } = *self;
         // matmul's bindings: vec4 reads where the loader reads vec4s, results written as scalars
         // (or pairs of packed bf16).
         let (read_a, read_b) = (super::read_a(a != Load::Strided, packed), super::read_b(b != Load::Strided, packed));
@@ -125,7 +129,9 @@ impl KernelKey for Key {
             .flag("PAIRS", packs_y || (bias && !packed))
             .uint("A_VECS", a_vecs)
             .uint("B_VECS", b_vecs);
+        let rows = if rows { include_str!("../shaders/matmul_coop/rows.wgsl") } else { ROWS_NONE };
         w.part(AS_IS)
+            .part(rows)
             .part(include_str!("../shaders/matmul_coop/a_fetch.wgsl"))
             .part(include_str!("../shaders/matmul_coop/b_fetch.wgsl"))
             .part(MATMUL_COOP)
@@ -144,13 +150,16 @@ impl KernelKey for Key {
             for a in loads {
                 for b in loads {
                     for partial in [false, true] {
-                        out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: false });
+                        out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: false, rows: false });
                         if !partial {
-                            out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: true });
+                            out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: true, rows: false });
+                        }
+                        if partial && a == Load::Outer {
+                            out.push(Key { variant, a, b, partial, packed: false, packs_y: false, bias: false, rows: true });
                         }
                         let outs: &[(bool, bool)] = if partial { &[(false, false)] } else { &[(false, false), (true, false), (true, true)] };
                         for &(packs_y, bias) in outs {
-                            out.push(Key { variant, a, b, partial, packed: true, packs_y, bias });
+                            out.push(Key { variant, a, b, partial, packed: true, packs_y, bias, rows: false });
                         }
                     }
                 }

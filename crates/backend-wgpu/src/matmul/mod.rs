@@ -37,6 +37,9 @@ pub(crate) const NO_BIAS: &str = include_str!("../shaders/matmul/no_bias.wgsl");
 pub(crate) const ENTRY: &str = include_str!("../shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
 pub(crate) const TILE: &str = include_str!("../shaders/matmul/tile.wgsl");
+/// No row sums of a beside the product (every tiled product but `ops::LinearGrads`'s).
+pub(crate) const ROWS_NONE: &str = include_str!("../shaders/matmul/rows_none.wgsl");
+const ROWS: &str = include_str!("../shaders/matmul/rows.wgsl");
 pub(crate) const LOAD_A: &str = include_str!("../shaders/matmul/load_a.wgsl");
 const SMALL: &str = include_str!("../shaders/matmul/small.wgsl");
 /// The small products' sums (shared with the LSTM step's kernel).
@@ -81,7 +84,8 @@ crate::shader_params! {
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
 /// written packed too where it is written whole in vec4s ([`Variant::packs_y`]); `bias`: a
 /// linear layer's bias (packed where a and b are) is added to each column as y is stored
-/// (finished sums only).
+/// (finished sums only); `rows`: a's rows are summed beside the product into a second result
+/// (`ops::LinearGrads`; f32, one product, no bias).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -91,6 +95,7 @@ struct Variant {
     partial: bool,
     packed: bool,
     bias: bool,
+    rows: bool,
 }
 
 impl Variant {
@@ -261,7 +266,8 @@ impl KernelKey for Key {
             (true, false) => BIAS,
             (true, true) => BIAS_PACKED,
         };
-        w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
+        let rows = if v.rows { ROWS } else { ROWS_NONE };
+        w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(rows).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -275,7 +281,10 @@ impl KernelKey for Key {
                             for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
                                 let biases: &[bool] = if partial { &[false] } else { &[false, true] };
                                 for &bias in biases {
-                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias } });
+                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias, rows: false } });
+                                }
+                                if dtype == DType::F32 && !packed {
+                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias: false, rows: true } });
                                 }
                             }
                         }
@@ -377,8 +386,8 @@ impl WgpuBackend {
     /// on, starts from it. Products that run elsewhere (tensor cores, packed bf16, the small
     /// kernel) ignore it. The route is `plan::matmul`'s; this runs it.
     pub(crate) fn matmul_cut_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>) -> Result<Storage> {
-        let product = self.product_op(lhs, rhs, bias, cut, false)?;
-        Ok(product.expect("a product rounded to its dtype runs on every route"))
+        let product = self.product_op(lhs, rhs, bias, cut, Extra::None)?;
+        Ok(product.expect("a product rounded to its dtype runs on every route").remove(0))
     }
 
     /// `ops::MatmulWide`: f16 or packed bf16 `a [M, K]` times `b [K, N]` (any strides), the
@@ -403,13 +412,34 @@ impl WgpuBackend {
         if self.oversized(&[lhs, rhs], m * n, DType::F32).is_some() {
             return None;
         }
-        self.product_op(lhs, rhs, None, None, true).transpose().map(|y| y.map(|y| vec![y]))
+        self.product_op(lhs, rhs, None, None, Extra::Wide).transpose()
     }
 
-    /// [`WgpuBackend::matmul_cut_op`]; with `wide`, the sums are written in f32 (the kernels'
-    /// partial sums over one split of K, or the splits' sum in f32), and `None` is returned
-    /// where the route is not the tiled, tensor-core or one-dispatch kernels.
-    fn product_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>, wide: bool) -> Result<Option<Storage>> {
+    /// `ops::LinearGrads`: `g [M, N]` and `x [M, K]` (any strides) give `g^T x` and `g`'s
+    /// column sums, the sums from the product's own staged slices of `g^T`: f32 on the tiled
+    /// kernel (the rule's cut), and f16 into f32 (`wide`) on the tensor cores where `g` is read
+    /// along its rows; `None` elsewhere (the composite runs).
+    pub(crate) fn fused_linear_grads(&self, wide: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [g, x] = inputs else { return None };
+        let (gs, xs) = (g.layout.shape(), x.layout.shape());
+        let dtype = if wide { DType::F16 } else { DType::F32 };
+        if gs.len() != 2 || xs.len() != 2 || gs[0] != xs[0] || g.dtype != dtype || x.dtype != dtype || !self.repr.computes(dtype) {
+            return None;
+        }
+        let (rows, n, k) = (gs[0], gs[1], xs[1]);
+        let (gt, xt) = (g.layout.strides(), x.layout.strides());
+        let (lhs, rhs) = (batch_of_one(g, [n, rows], [gt[1], gt[0]]), batch_of_one(x, [rows, k], [xt[0], xt[1]]));
+        let (lhs, rhs) = (Strided { storage: g.storage, layout: &lhs, dtype: g.dtype }, Strided { storage: x.storage, layout: &rhs, dtype: g.dtype });
+        if self.oversized(&[lhs, rhs], n * k, DType::F32).is_some() {
+            return None;
+        }
+        self.product_op(lhs, rhs, None, None, if wide { Extra::WideRows } else { Extra::Rows }).transpose()
+    }
+
+    /// [`WgpuBackend::matmul_cut_op`], its result first; with [`Extra::Wide`] or
+    /// [`Extra::Rows`], `None` where the route is not one that writes what they ask.
+    fn product_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>, extra: Extra) -> Result<Option<Vec<Storage>>> {
+        let (wide, rows) = (matches!(extra, Extra::Wide | Extra::WideRows), matches!(extra, Extra::Rows | Extra::WideRows));
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -448,12 +478,19 @@ impl WgpuBackend {
         };
         let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
         let tiled = match plan::matmul(&call, &caps, &options, None) {
-            MatmulPlan::Tiled(t) => t,
-            MatmulPlan::Small { block } if wide => {
-                let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
-                return self.small_product(&lhs, &rhs, None, [batch, m, n], (b_load, block), meta, true).map(Some);
+            // The row sums: one product, f32 on the tiled kernel, or f16 read along M on the
+            // tensor cores into f32.
+            MatmulPlan::Tiled(t)
+                if rows && (packed || batch != 1 || if t.coop.is_some() { !wide || a_load != Load::Outer } else { wide || dtype != DType::F32 }) =>
+            {
+                return Ok(None)
             }
-            _ if wide => return Ok(None),
+            MatmulPlan::Tiled(t) => t,
+            MatmulPlan::Small { block } if wide && !rows => {
+                let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
+                return self.small_product(&lhs, &rhs, None, [batch, m, n], (b_load, block), meta, true).map(|y| Some(vec![y]));
+            }
+            _ if wide || rows => return Ok(None),
             MatmulPlan::CopyRhs => {
                 // A weight broadcast over the batch (stride 0) is copied once, and read so.
                 let [batch, k, n] = b.sizes;
@@ -461,20 +498,23 @@ impl WgpuBackend {
                 let from = if once { rhs.layout.narrow(0, 0, 1)? } else { rhs.layout.clone() };
                 let copied = self.copy_view(Strided { storage: rhs.storage, layout: &from, dtype })?;
                 let layout = if once { Layout::new(vec![batch, k, n], vec![0, n, 1], 0) } else { crate::kernels::dense(&[batch, k, n]) };
-                return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut).map(Some);
+                return self.matmul_cut_op(lhs, Strided { storage: copied.as_ref(), layout: &layout, dtype }, bias, cut).map(|y| Some(vec![y]));
             }
             MatmulPlan::Small { block } => {
                 let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
-                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], (b_load, block), meta, false).map(Some);
+                return self.small_product(&lhs, &rhs, bias.as_ref(), [batch, m, n], (b_load, block), meta, false).map(|y| Some(vec![y]));
             }
-            MatmulPlan::Heads => return self.heads_product(&lhs, &rhs, [batch, m, n], meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?).map(Some),
+            MatmulPlan::Heads => return self.heads_product(&lhs, &rhs, [batch, m, n], meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?).map(|y| Some(vec![y])),
             MatmulPlan::Cpu => {
                 let why = if caps.computes(dtype) { WIDE } else { Why::Unsupported };
-                return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1])).map(Some);
+                return self.fallback1(format!("matmul ({dtype})"), why, &[lhs, rhs], dtype, |cpu, v| cpu.matmul(v[0], v[1])).map(|y| Some(vec![y]));
             }
         };
         // A wide product writes the kernel's f32 sums as they are: no rounding, packing or bias.
         let tiled = if wide { Tiled { packs_y: false, bias_in_kernel: false, tunable: None, ..tiled } } else { tiled };
+        // The row sums take the rule's cut: the autotune times plain products.
+        let tiled = if rows { Tiled { tunable: None, ..tiled } } else { tiled };
+        let row_sums = if rows { Some(self.output(if wide { DType::F32 } else { dtype }, m)?) } else { None };
         let out = match (wide, tiled.packs_y) {
             (true, _) => self.output(DType::F32, batch * m * n)?,
             (false, true) => self.packed_output(batch * m * n)?,
@@ -490,15 +530,16 @@ impl WgpuBackend {
             // The kernel's own epilogue where K is whole; else the sum of the splits'.
             let (packs_y, bias_in_kernel) = (t.packs_y && splits == 1, t.bias_in_kernel && splits == 1);
             let partial = splits > 1 || wide;
-            let key = |variant| coop::Key { variant, a: a_load, b: b_load, partial, packed, packs_y, bias: bias_in_kernel };
+            let key = |variant| coop::Key { variant, a: a_load, b: b_load, partial, packed, packs_y, bias: bias_in_kernel, rows };
             let kernel = match t.coop {
                 Some(variant) => match coop::kernel(gpu, key(variant)) {
                     Some(k) => k,
                     None => return Ok(false),
                 },
-                None => {
-                    gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel } })?
-                }
+                None => gpu.kernel(Key {
+                    dtype,
+                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel, rows },
+                })?,
             };
             // Packed bf16 on the tensor cores binds its operands' scales after y, then the bias.
             let amax = match (t.coop, packed) {
@@ -506,9 +547,15 @@ impl WgpuBackend {
                 _ => None,
             };
             let partials = if splits > 1 { Some(gpu.alloc((splits * batch * m * n * if dtype == DType::F64 { 8 } else { 4 }) as u64)?) } else { None };
+            // The row sums after y (a split's apart where K is split).
+            let row_partials = match (&row_sums, splits > 1) {
+                (Some(_), true) => Some(gpu.alloc((splits * m * 4) as u64)?),
+                _ => None,
+            };
             let mut buffers: PerOperand<_> =
                 smallvec::smallvec![gpu_storage(&lhs).buffer(), gpu_storage(&rhs).buffer(), partials.as_ref().map_or(out.buffer(), |p| p.buffer())];
             buffers.extend(amax.as_ref().map(|a| a.buffer()));
+            buffers.extend(row_partials.as_ref().map(|p| p.buffer()).or(row_sums.as_ref().map(|r| r.buffer())));
             let bias_in = match (&bias, t.bias_in_kernel) {
                 (Some(b), true) => {
                     Some((gpu_storage(b).buffer(), u32::try_from(b.layout.offset()).map_err(|_| gpu.err("matmul", "a bias offset past 32 bits"))?))
@@ -529,6 +576,9 @@ impl WgpuBackend {
                 }
                 Some(p) => self.sum_partials(if wide { DType::F32 } else { dtype }, splits, batch * m * n, p.buffer(), out.buffer())?,
                 None => {}
+            }
+            if let (Some(p), Some(r)) = (&row_partials, &row_sums) {
+                self.sum_partials(if wide { DType::F32 } else { dtype }, splits, m, p.buffer(), r.buffer())?;
             }
             Ok(true)
         };
@@ -554,14 +604,27 @@ impl WgpuBackend {
             }
         };
         if !run(&tiled)? {
-            return self.product_op(lhs, rhs, bias, cut, wide);
+            return self.product_op(lhs, rhs, bias, cut, extra);
         }
         let out = Arc::new(out) as Storage;
-        match bias {
-            Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1]).map(Some),
-            _ => Ok(Some(out)),
-        }
+        let y = match bias {
+            Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1])?,
+            _ => out,
+        };
+        Ok(Some(std::iter::once(y).chain(row_sums.map(|r| Arc::new(r) as Storage)).collect()))
     }
+}
+
+/// What a product writes besides its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extra {
+    None,
+    /// The sums in f32 as they are (`ops::MatmulWide`; no rounding, packing or bias).
+    Wide,
+    /// a's row sums, a second result (`ops::LinearGrads`).
+    Rows,
+    /// Both (a wide `ops::LinearGrads`).
+    WideRows,
 }
 
 crate::shader_params! {

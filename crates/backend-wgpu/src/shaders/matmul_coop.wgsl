@@ -34,7 +34,8 @@
 // matmul_coop/a_fetch.wgsl and b_fetch.wgsl, or a convolution's loaders in conv/), begin_tile
 // (their set-up for a tile), out_at (where element (m, n) of y goes) and finish_ (what the
 // sum of row m becomes as the scalar stores take it: itself, matmul_coop/as_is.wgsl, or a
-// convolution's with its bias and ReLU, conv/bias_coop.wgsl).
+// convolution's with its bias and ReLU, conv/bias_coop.wgsl); the rows_ functions (a's row
+// sums beside the product, matmul_coop/rows.wgsl, or none, matmul_coop/rows_none.wgsl).
 
 const LOAD_K: u32 = 0u;
 const LOAD_OUTER: u32 = 1u;
@@ -165,15 +166,23 @@ fn put(lid: u32, abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32) {
     } else {
         a_put(0u, lid, ra[0]);
         a_put(1u, lid, ra[1]);
+        rows_add(ra[0]);
+        rows_add(ra[1]);
         if (PA >= 4u) {
             a_put(2u, lid, ra[2]);
             a_put(3u, lid, ra[3]);
+            rows_add(ra[2]);
+            rows_add(ra[3]);
         }
         if (PA == 8u) {
             a_put(4u, lid, ra[4]);
             a_put(5u, lid, ra[5]);
             a_put(6u, lid, ra[6]);
             a_put(7u, lid, ra[7]);
+            rows_add(ra[4]);
+            rows_add(ra[5]);
+            rows_add(ra[6]);
+            rows_add(ra[7]);
         }
     }
     if (B_LOAD == LOAD_STRIDED) {
@@ -255,6 +264,7 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     kend = k1;
     scale_operands();
     begin_tile(m0, n0, lid);
+    rows_clear();
     let sg = lid / 32u;
     // The subgroup's block: rows wm.., columns wn.. of the tile.
     let wm = (sg / SGN) * 16u * FM;
@@ -317,6 +327,7 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             c33 = coopMultiplyAdd(a3, b3, c33);
         }
     }
+    rows_store(ybase, m0, n0, lid);
     let m = m0 + wm;
     let n = n0 + wn;
     if (STORE_DIRECT & whole_tiles()) {

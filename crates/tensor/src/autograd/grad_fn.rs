@@ -473,6 +473,42 @@ fn sum_to_input(g: Tensor, input: &Tensor) -> Result<Tensor> {
     g.sum_to(input.shape())
 }
 
+/// A linear layer's gradients at its bias add, `y = p + b` with `p = x w^T` (`Tensor::linear`,
+/// or a product and an add written out) and `p` used by nothing else: `g` for `p`, and the
+/// bias's and `w^T`'s from one kernel ([`Tensor::linear_grads`], which sums the bias's rows
+/// from the slices of `g^T` it stages for `g^T x`), both in f32 where autocast keeps both
+/// parameters' gradients so ([`wide_grad`]). `None` for any other add, where autocast keeps
+/// one of them in f32 alone, or where the device has no such kernel.
+pub(crate) fn linear_grads(g: &Tensor, inputs: &[Tensor]) -> Option<Result<LinearShare>> {
+    let [product, bias] = inputs else { return None };
+    let (rule, operands) = product.node()?.peek()?;
+    let [x, weight_t] = operands.as_slice() else { return None };
+    let matmul = matches!((&*rule as &dyn std::any::Any).downcast_ref::<GradFn>()?, GradFn::Matmul);
+    let shaped = g.rank() == 2 && x.rank() == 2 && bias.rank() == 1 && g.shape() == product.shape() && bias.shape()[0] == g.shape()[1];
+    let wanted = bias.requires_grad() && weight_t.requires_grad() && transposed_matrix(weight_t);
+    let same = [x, bias, weight_t].iter().all(|t| t.dtype() == g.dtype());
+    let wide = match (wide_grad(bias), wide_grad(weight_t)) {
+        (None, None) => false,
+        (Some(_), Some(_)) => true,
+        _ => return None,
+    };
+    if !(matmul && shaped && wanted && same) {
+        return None;
+    }
+    Some(
+        Tensor::linear_grads(g, x, wide)?
+            .and_then(|(dw, db)| Ok(LinearShare { grads: vec![Some(g.clone()), Some(db)], weight_t: weight_t.clone(), dweight_t: dw.t()? })),
+    )
+}
+
+/// What [`linear_grads`] gives: the add's own gradients (the product's, the bias's), and the
+/// gradient of the product's right-hand operand.
+pub(crate) struct LinearShare {
+    pub grads: Vec<Option<Tensor>>,
+    pub weight_t: Tensor,
+    pub dweight_t: Tensor,
+}
+
 /// Whether `t`'s matrices (its last two axes) are stored column by column: the transpose of
 /// row-major ones.
 pub(crate) fn transposed_matrix(t: &Tensor) -> bool {

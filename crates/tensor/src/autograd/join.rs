@@ -8,7 +8,7 @@
 //! pieces on unjoined, where its rule can take them so (`narrow::route`), or joins everything
 //! into one gradient ([`Arrived::join`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::grad_fn::{add_wide, wide_grad};
 use super::{narrow, products};
@@ -26,6 +26,11 @@ pub(crate) struct Pending {
     /// Gradients' low copies made beside them, by the gradient's id, for a cast's rule to take
     /// ([`Pending::take_low_copy`]).
     low_copies: HashMap<u64, Tensor>,
+    /// How many ops of the graph use each tensor (`topo_order`'s count).
+    pub(crate) users: HashMap<u64, usize>,
+    /// Products whose right-hand gradient a linear layer's bias add gave already, with the
+    /// bias's (`grad_fn::linear_grads`): their own rule gives the left-hand one only.
+    pub(crate) rhs_given: HashSet<u64>,
 }
 
 /// What arrived for one tensor: at least one of the three.
@@ -41,6 +46,11 @@ impl Pending {
         let mut pending = Pending::default();
         pending.dense.insert(root.id(), grad);
         pending
+    }
+
+    /// Whether `t` is used by one op of the graph alone.
+    pub(crate) fn used_once(&self, t: &Tensor) -> bool {
+        self.users.get(&t.id()) == Some(&1)
     }
 
     /// Takes everything that arrived for the tensor `id`; `None` where nothing did.

@@ -37,6 +37,7 @@ pub(crate) use narrow::{with_padded_rule, Piece};
 #[cfg(feature = "conformance")]
 pub(crate) use products::defer;
 
+use crate::backend::BinaryOp;
 use crate::error::{Error, Result};
 use crate::tensor::{Node, Tensor};
 
@@ -44,7 +45,8 @@ use crate::tensor::{Node, Tensor};
 /// Of those whose users have all run, a leaf goes first, so that its gradient is final as early
 /// as it can be (its hooks can send it off while backward computes the rest), then the most
 /// recently created, which retraces the forward pass backwards as PyTorch's engine does.
-fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
+/// Beside the order, how many ops of the graph use each tensor.
+fn topo_order(root: &Tensor) -> Result<(Vec<Tensor>, HashMap<u64, usize>)> {
     // Each tensor's users in the graph, counted by an iterative walk: deep graphs (an RNN over
     // a long sequence) must not overflow the stack.
     let mut users: HashMap<u64, usize> = HashMap::new();
@@ -59,6 +61,7 @@ fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
             }
         }
     }
+    let counts = users.clone();
     let mut ready = BinaryHeap::from([(root.is_leaf(), root.id())]);
     let mut order = Vec::with_capacity(found.len());
     while let Some((_, id)) = ready.pop() {
@@ -72,7 +75,7 @@ fn topo_order(root: &Tensor) -> Result<Vec<Tensor>> {
         }
         order.push(t);
     }
-    Ok(order)
+    Ok((order, counts))
 }
 
 /// The inputs of `t`'s recorded op that take a gradient (none for a leaf).
@@ -112,8 +115,10 @@ impl Tensor {
         // Each rule computes in the types its forward saw; an open autocast region around a
         // backward call must not recast them.
         let _autocast = crate::autocast::AutocastGuard::off();
+        let (order, users) = topo_order(self)?;
         let mut pending = Pending::starting(self, grad.detach_unobserved());
-        for t in topo_order(self)? {
+        pending.users = users;
+        for t in order {
             let Some(arrived) = pending.take(t.id()) else { continue };
             match t.node() {
                 None => t.accumulate(arrived.join(&t, None, &mut pending.last_join)?)?,
@@ -165,6 +170,21 @@ fn run_node(t: &Tensor, node: &Arc<Node>, arrived: Arrived, retain_graph: bool, 
     };
     let g = arrived.join(t, wide, &mut pending.last_join)?;
     let grads = match grad_fn {
+        // A linear layer's bias add over a product that nothing else uses: the bias's and the
+        // weight's gradients from one kernel where the device has it (`grad_fn::linear_grads`);
+        // the product's own rule then gives its input's only.
+        Some(GradFn::Binary(BinaryOp::Add)) if !crate::observe::active() && pending.used_once(&inputs[0]) => {
+            in_backward(&mut || match grad_fn::linear_grads(&g, &inputs) {
+                Some(share) => {
+                    let share = share?;
+                    pending.add("linear", &share.weight_t, share.dweight_t)?;
+                    pending.rhs_given.insert(inputs[0].id());
+                    Ok(share.grads)
+                }
+                None => rule.backward(&g, &inputs, &out),
+            })?
+        }
+        Some(GradFn::Matmul) if pending.rhs_given.remove(&t.id()) => in_backward(&mut || grad_fn::matmul_grads(&g, &inputs[0], &inputs[1], false, false))?,
         Some(&GradFn::Narrow { dim, start, .. }) if gathering => return pending.add_piece(&inputs[0], narrow::Piece { dim, start, grad: g, from: t.id() }),
         Some(GradFn::Matmul) if gathering && products::gatherable(&inputs) => in_backward(&mut || {
             let (grads, piece) = products::defer(&g, &inputs, t.id())?;

@@ -153,6 +153,63 @@ impl CustomOp for MatmulBias {
     }
 }
 
+/// A linear layer's weight and bias gradients from one read of its output's gradient:
+/// `g [M, N]` and the layer's input `x [M, K]` (any strides) give `g^T x` `[N, K]` and `g`
+/// summed over its rows `[N]`, in their dtype, or in f32 where `wide` (autocast's f16 or bf16
+/// copies of f32 parameters, as [`MatmulWide`] and `SumRowsWide` write them). A kernel can sum
+/// the bias's rows from the slices of `g^T` it stages for the product, where the sum alone
+/// reads `g` once more. Composite: the product, then the sum (both operands widened first
+/// where `wide`).
+#[derive(Clone, Copy, Debug)]
+pub struct LinearGrads {
+    pub wide: bool,
+}
+
+impl CustomKernel for LinearGrads {
+    fn name(&self) -> &'static str {
+        "linear_grads"
+    }
+
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+            (&[m, n], &[_, k]) => Some(2 * (m * k * n) as u64),
+            _ => None,
+        }
+    }
+}
+
+impl CustomOp for LinearGrads {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (n, k) = (inputs[0].shape()[1], inputs[1].shape()[1]);
+        let dtype = if self.wide { DType::F32 } else { inputs[0].dtype() };
+        vec![(vec![n, k], dtype), (vec![n], dtype)]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (g, x) = match self.wide {
+            true => (inputs[0].to_dtype(DType::F32)?, inputs[1].to_dtype(DType::F32)?),
+            false => (inputs[0].clone(), inputs[1].clone()),
+        };
+        Ok(vec![g.t()?.matmul(&x)?, g.sum(&[0], false)?])
+    }
+}
+
+impl Tensor {
+    /// `(g^T x, g summed over its rows)`, a linear layer's weight and bias gradients (in f32
+    /// where `wide`), from one kernel ([`LinearGrads`]) where the device has it for these
+    /// matrices, else `None` (the caller takes the product and the sum apart).
+    pub(crate) fn linear_grads(g: &Tensor, x: &Tensor, wide: bool) -> Option<Result<(Tensor, Tensor)>> {
+        let shaped = g.rank() == 2 && x.rank() == 2 && g.shape()[0] == x.shape()[0];
+        if !shaped || g.dtype() != x.dtype() || g.device() != x.device() {
+            return None;
+        }
+        Some(fused::run(&LinearGrads { wide }, &[g, x])?.map(|mut outs| {
+            let db = outs.pop().expect("two outputs");
+            (outs.pop().expect("two outputs"), db)
+        }))
+    }
+}
+
 /// The product of two f16 or bf16 matrices with its sums written in f32 rather than rounded to
 /// the operands' type (cuBLAS's `gemmEx` with an f32 output): `a` `[M, K]`, `b` `[K, N]`, any
 /// strides; output `[M, N]` f32. Backward asks for it where a product's gradient is of an
