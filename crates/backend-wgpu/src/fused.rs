@@ -138,6 +138,9 @@ impl Known {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias | Known::MatmulWide | Known::SumRowsWide | Known::LstmStep => true,
+            // bf16 is declined as stored (the engine then takes the product and the sum apart),
+            // rather than widened first for nothing.
+            Known::LinearGrads(_) => true,
             // Into f32, a word of one channel's run at a time.
             Known::SumChannels(wide) => {
                 return *wide
