@@ -805,8 +805,16 @@ fn real_f16() -> Fallible<Vec<(String, String)>> {
 fn real_params() -> Fallible<Vec<(String, String, bool, u32)>> {
     let mut rows = Vec::new();
     for (key, what, bytes) in [
-        ("MatmulCoop(Key { variant: Prefetch, a: K, b: Outer, partial: false, packed: false, packs_y: false, bias: false, rows: false })", "prefetch f16 matmul", 2),
-        ("Matmul(Key { dtype: F32, v: Variant { h: 2, a: K, b: Outer, out4: true, partial: false, packed: false, bias: false, rows: false } })", "tiled f32 matmul", 4),
+        (
+            "MatmulCoop(Key { variant: Prefetch, a: K, b: Outer, partial: false, packed: false, packs_y: false, bias: false, rows: false })",
+            "prefetch f16 matmul",
+            2,
+        ),
+        (
+            "Matmul(Key { dtype: F32, v: Variant { h: 2, a: K, b: Outer, out4: true, partial: false, packed: false, bias: false, rows: false } })",
+            "tiled f32 matmul",
+            4,
+        ),
     ] {
         let find = |immediates: bool| {
             liandan_backend_wgpu::shaders::all_sources(true, false, immediates)
