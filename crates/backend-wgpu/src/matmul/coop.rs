@@ -33,7 +33,7 @@ pub(crate) const OUT_SCALED_PARTIAL: &str = include_str!("../shaders/matmul/out_
 pub(crate) const STORE_ROUNDED: &str = include_str!("../shaders/matmul_coop/store_rounded.wgsl");
 /// Sums stored as they are (what every product but a convolution's with its bias adds).
 pub(crate) const AS_IS: &str = include_str!("../shaders/matmul_coop/as_is.wgsl");
-/// No row sums of a beside the product (every kernel but a wide `ops::LinearGrads`'s).
+/// No row sums of a beside the product (every kernel but `ops::LinearGrads`'s).
 pub(crate) const ROWS_NONE: &str = include_str!("../shaders/matmul_coop/rows_none.wgsl");
 const OUT_ROUNDED: &str = include_str!("../shaders/matmul/out_rounded.wgsl");
 const OUT_PARTIAL: &str = include_str!("../shaders/matmul/out_partial.wgsl");
