@@ -18,6 +18,13 @@ use liandan_train::optim::{AdadeltaConfig, AdagradConfig, AdamConfig, Optim, Opt
 use liandan_train::testing::no_foreach;
 
 /// Every tensor's bits (NaN as one pattern, so that equal NaNs compare equal).
+/// The tests of this file one at a time: they share one GPU, whose allocation count one of
+/// them reads across a step.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn bits(t: &Tensor) -> Vec<u64> {
     t.to_vec_f64().unwrap().iter().map(|x| if x.is_nan() { u64::MAX } else { x.to_bits() }).collect()
 }
@@ -68,6 +75,7 @@ fn check<R: Rule + std::fmt::Debug>(device: &Device, config: R) {
 
 #[test]
 fn foreach_updates_match_the_per_tensor_ones() {
+    let _serial = serial();
     for device in common::devices() {
         let adam = AdamConfig::adam(1e-2);
         check(&device, adam.clone());
@@ -94,6 +102,7 @@ fn foreach_updates_match_the_per_tensor_ones() {
 /// one whose inverse each rounds (3).
 #[test]
 fn unscaling_matches_mul_scalar() {
+    let _serial = serial();
     for device in common::devices() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             for scale in [65536.0, 3.0] {
@@ -120,6 +129,7 @@ fn unscaling_matches_mul_scalar() {
 /// overflows, each past an element that a block's first quarter holds.
 #[test]
 fn unscale_and_check_match_their_halves() {
+    let _serial = serial();
     for device in common::devices() {
         for (case, scale) in [("finite", 1024.0), ("inf", 1024.0), ("nan", 1024.0), ("overflow", 0.25)] {
             let run = || {
@@ -154,6 +164,7 @@ fn unscale_and_check_match_their_halves() {
 /// infinity, on a step that grows the scale and one that does not.
 #[test]
 fn the_next_scale_matches_its_composite() {
+    let _serial = serial();
     for device in common::devices() {
         for check in [0.0, -0.0, f64::NAN, f64::INFINITY] {
             for interval in [1, 100] {
@@ -188,6 +199,7 @@ fn the_next_scale_matches_its_composite() {
 /// not, in every float dtype but f64, for a scale whose inverse rounds (3, grown to 6).
 #[test]
 fn unscaling_after_a_step_reads_the_devices_inverse() {
+    let _serial = serial();
     for device in common::devices() {
         for dtype in [DType::F32, DType::F16, DType::BF16] {
             let run = || {
@@ -218,6 +230,7 @@ fn unscaling_after_a_step_reads_the_devices_inverse() {
 /// chunk, the last one short), two steps of every update (the first makes the state).
 #[test]
 fn cpu_updates_do_not_depend_on_the_threads() {
+    let _serial = serial();
     let on = |threads: usize, step: &(dyn Fn() -> Vec<Vec<u64>> + Sync)| -> Vec<Vec<u64>> {
         rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a thread pool").install(step)
     };
@@ -254,6 +267,7 @@ fn cpu_updates_do_not_depend_on_the_threads() {
 /// buffer of its own, and the other tensor keeps the old values.
 #[test]
 fn wgpu_steps_write_over_buffers_held_alone() {
+    let _serial = serial();
     let Some(d) = common::gpu() else { return };
     let params: Vec<(String, Tensor)> = (0..5).map(|i| (format!("p{i}"), Tensor::randn(&[3 + 100 * i], i as u64, DType::F32, &d).unwrap())).collect();
     let mut opt = Optim::new(params.clone(), SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() }).unwrap();
