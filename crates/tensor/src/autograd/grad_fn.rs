@@ -481,6 +481,10 @@ fn sum_to_input(g: Tensor, input: &Tensor) -> Result<Tensor> {
 /// kernel.
 pub(crate) fn linear_grads(g: &Tensor, inputs: &[Tensor]) -> Option<Result<LinearShare>> {
     let [product, bias] = inputs else { return None };
+    // The cheap test first: most adds of a step are not autocast's bias adds.
+    if bias.rank() != 1 || wide_grad(bias).is_none() {
+        return None;
+    }
     let (rule, operands) = product.node()?.peek()?;
     let [x, weight_t] = operands.as_slice() else { return None };
     let matmul = matches!((&*rule as &dyn std::any::Any).downcast_ref::<GradFn>()?, GradFn::Matmul);
