@@ -56,6 +56,8 @@ pub(crate) struct Key {
     shuffle: bool,
     /// The backward on cooperative matrices (f16 only; `coop_backward.wgsl`).
     coop: bool,
+    /// Workgroups a head ([`Key::sides_for`]).
+    sides: u32,
 }
 
 impl KernelKey for Key {
@@ -65,7 +67,7 @@ impl KernelKey for Key {
             return w.part(COOP_BACKWARD).build();
         }
         let main = if self.backward { BACKWARD } else { FORWARD };
-        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle).uint("SIDES", self.sides());
+        let w = Wgsl::new(repr).params::<AttentionParams>().ty("x", self.dtype).flag("ACROSS_SHUFFLE", self.shuffle).uint("SIDES", self.sides);
         let w = match self.packed {
             true => with_words(w).alias("A_x", "u32").alias("P_", "f32").part(IO_PACKED),
             false => w.alias("A_x", "S_x").alias("P_", "S_x").part(IO),
@@ -75,24 +77,27 @@ impl KernelKey for Key {
 
     fn all(repr: &Repr) -> Vec<Key> {
         let keys = [(false, false), (false, true), (true, false), (true, true)].into_iter().flat_map(|(backward, shuffle)| {
-            let plain = [DType::F32, DType::F16, DType::BF16].map(|dtype| Key { backward, dtype, packed: false, shuffle, coop: false });
-            plain.into_iter().chain([Key { backward, dtype: DType::BF16, packed: true, shuffle, coop: false }])
+            // The backward on each spread a knob can ask for (`testing::Knobs::attention_sides`).
+            let spreads: &[u32] = if backward { &[1, 2, 3] } else { &[1] };
+            let kinds = [(DType::F32, false), (DType::F16, false), (DType::BF16, false), (DType::BF16, true)];
+            kinds.into_iter().flat_map(move |(dtype, packed)| spreads.iter().map(move |&sides| Key { backward, dtype, packed, shuffle, coop: false, sides }))
         });
         let mut keys: Vec<Key> = keys.filter(|k| repr.computes(k.dtype)).collect();
         // As the f16 matmul on cooperative matrices, only where f16 is held natively.
         if repr.f16 {
-            keys.push(Key { backward: true, dtype: DType::F16, packed: false, shuffle: true, coop: true });
+            keys.push(Key { backward: true, dtype: DType::F16, packed: false, shuffle: true, coop: true, sides: 1 });
         }
         keys
     }
 }
 
 impl Key {
-    /// Workgroups a head: the backward's query and key sides apart (dp computed on each),
-    /// except on packed bf16, whose loads make the twice-computed part cost more than the
-    /// spread saves, and on cooperative matrices.
-    fn sides(&self) -> u32 {
-        if self.backward && !self.packed && !self.coop {
+    /// Workgroups a head: the backward's query side (dq) and key side (dk, dv) apart, dp
+    /// computed on each; one a head on packed bf16, whose loads make the twice-computed part
+    /// cost more than the spread saves, and on cooperative matrices. (Three, the value side
+    /// apart as well, which needs no dp, is a knob's until timed: `Knobs::attention_sides`.)
+    fn sides_for(backward: bool, packed: bool, coop: bool) -> u32 {
+        if backward && !packed && !coop {
             2
         } else {
             1
@@ -205,7 +210,11 @@ impl WgpuBackend {
         }
         Some((|| {
             let shuffle = gpu.subgroup_size.is_some_and(|n| n >= 16);
-            let plain = Key { backward, dtype, packed, shuffle, coop: false };
+            let sides = match gpu.options().testing.attention_sides {
+                Some(sides) if backward => sides.clamp(1, 3),
+                _ => Key::sides_for(backward, packed, false),
+            };
+            let plain = Key { backward, dtype, packed, shuffle, coop: false, sides };
             // The backward on the tensor cores where the f16 matmul runs on them (subgroups 32
             // wide) and the staged operands fit; a driver that will not build the kernel turns
             // them off. It reads q, k, v and do, and writes its results, four values at a time.
@@ -217,12 +226,12 @@ impl WgpuBackend {
                 && gpu.limits.max_compute_workgroup_storage_size >= COOP_SHARED
                 && [l, s, e, ev].iter().all(|&d| d > 0);
             // As `Key::all` lists it: the shader takes no shuffle flag.
-            let tensor_cores = Key { coop: true, shuffle: true, ..plain };
+            let tensor_cores = Key { coop: true, shuffle: true, sides: 1, ..plain };
             let (key, kernel) = match coop.then(|| crate::matmul::coop::kernel(gpu, tensor_cores)).flatten() {
                 Some(kernel) => (tensor_cores, kernel),
                 None => (plain, gpu.kernel(plain)?),
             };
-            let groups = grid(n * h * key.sides() as usize * WG);
+            let groups = grid(n * h * key.sides as usize * WG);
             // Packed, the forward's probabilities are f32 words, packed on the way out.
             let out = |(k, &numel): (usize, &usize)| match packed && (backward || k == 0) {
                 true => self.packed_output(numel),

@@ -221,6 +221,13 @@ pub struct Knobs {
     pub tree_column_sums: bool,
     /// How layer norm's row kernels sum a row, so that each way runs on any device that can.
     pub row_sums: RowSums,
+    /// Workgroups a head in the fused attention's backward on the ordinary units (1, 2 or 3;
+    /// `None`: the rule's), so that each spread can be timed.
+    pub attention_sides: Option<u32>,
+    /// f32 linear layers' weight and bias gradients from one product on the tiled kernel
+    /// (`ops::LinearGrads`, the bias's sums taken from the slices of `dy^T` it fetches), where
+    /// the rule takes the product and the column sums apart, so that the two can be timed.
+    pub linear_grads_f32: bool,
 }
 
 /// How layer norm's row kernels sum a row ([`Knobs::row_sums`]).
@@ -253,6 +260,8 @@ impl Default for Knobs {
             coop_cut: None,
             tree_column_sums: false,
             row_sums: RowSums::Auto,
+            attention_sides: None,
+            linear_grads_f32: false,
         }
     }
 }

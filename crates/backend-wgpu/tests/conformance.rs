@@ -176,3 +176,24 @@ fn layer_norm_every_row_sum_matches_composite() {
         layer_norm_grads(&d);
     }
 }
+
+/// The fused attention's backward on one and three workgroups a head (the query, key and
+/// value sides apart) besides the default two, each against the composite.
+#[test]
+fn attention_every_spread_matches_composite() {
+    use liandan_tensor::conformance::fused::attention_matches_composite;
+    for sides in [1, 3] {
+        let Some(d) = common::gpu_with(|o| o.testing.attention_sides = Some(sides)) else { return };
+        attention_matches_composite(&d);
+    }
+}
+
+/// f32 linear layers' weight and bias gradients from one product on the tiled kernel (a knob's
+/// until timed): the kernel runs, and matches the product and the sum apart.
+#[test]
+fn linear_grads_f32_matches_composite() {
+    use liandan_tensor::conformance::fused::{kernel_runs, linear_grads_matches_composite};
+    let Some(d) = common::gpu_with(|o| o.testing.linear_grads_f32 = true) else { return };
+    assert!(kernel_runs(&d, &liandan_tensor::ops::LinearGrads { wide: false }, liandan_tensor::DType::F32), "linear_grads");
+    linear_grads_matches_composite(&d);
+}

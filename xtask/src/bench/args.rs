@@ -156,6 +156,14 @@ pub struct ChildArgs {
     /// For bench-epoch: the samples of the epoch.
     #[arg(long, default_value_t = 60_000)]
     pub samples: usize,
+    /// Ours only, on the GPU: the fused attention's backward on this many workgroups a head
+    /// (`testing::Knobs::attention_sides`), so that one build times each spread.
+    #[arg(long)]
+    pub attention_sides: Option<u32>,
+    /// Ours only, on the GPU: f32 linear layers' weight and bias gradients from one product
+    /// (`testing::Knobs::linear_grads_f32`).
+    #[arg(long)]
+    pub linear_grads_f32: bool,
 }
 
 impl ChildArgs {
@@ -164,6 +172,12 @@ impl ChildArgs {
         let mut v = self.to_torch_args();
         if let Some(n) = self.autocast_min_ops {
             v.extend(["--autocast-min-ops".to_string(), n.to_string()]);
+        }
+        if let Some(n) = self.attention_sides {
+            v.extend(["--attention-sides".to_string(), n.to_string()]);
+        }
+        if self.linear_grads_f32 {
+            v.push("--linear-grads-f32".to_string());
         }
         v
     }
@@ -250,6 +264,8 @@ mod tests {
             sync_every: 4,
             groups: 2,
             samples: 640,
+            attention_sides: Some(3),
+            linear_grads_f32: true,
         };
         let back = ChildArgs::try_parse_from(std::iter::once("bench-model".to_string()).chain(c.to_args())).unwrap();
         assert_eq!(back, c);

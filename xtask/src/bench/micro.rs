@@ -315,29 +315,41 @@ pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     Ok(rows)
 }
 
-/// vit's attention in f16 as its step runs it (`bench-micro --attention`): the fused forward and
-/// backward over 128 x 3 heads of 65 tokens, 64 wide, 20 between waits; a row's rate counts
+/// vit's attention as its step runs it (`bench-micro --attention`): the fused forward and
+/// backward over 128 x 3 heads of 65 tokens, 64 wide, 20 between waits, in f32 (its backward
+/// on each spread of workgroups a head, `Knobs::attention_sides`) and f16; a row's rate counts
 /// the products' operations (two forward, four backward).
-pub fn attention_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+pub fn attention(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
+    use liandan_tensor::{fused::run_or_composite, ops};
     let reps = if quick { 3 } else { 10 };
     const ROW: usize = 20;
     let mut rows = Vec::new();
     let n = if quick { 4 } else { 128 };
-    let low = |shape: &[usize], seed| Tensor::randn(shape, seed, DType::F32, device)?.to_dtype(DType::F16);
     let heads = [n, 3, 65, 64];
-    let (q, k, v, g) = (low(&heads, 12)?, low(&heads, 13)?, low(&heads, 14)?, low(&[n, 65, 3, 64], 15)?);
-    let p = low(&[n, 3, 65, 65], 16)?.softmax(-1isize)?;
     let product = 2.0 * (n * 3 * 65 * 65 * 64) as f64;
     let scale = 0.125;
-    let mut row = |what: &str, flops: f64, f: &dyn Fn() -> Result<Vec<Tensor>>| -> Result<()> {
-        let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| f().map(drop)))? / ROW as f64;
-        let bench = format!("attention f16 vit {what}, {ROW} between waits");
-        rows.push(MicroRow { bench, size: format!("{heads:?}"), median_ms: s * 1e3, rate: flops / s / 1e9, unit: "GFLOP/s".into() });
-        Ok(())
-    };
-    use liandan_tensor::{fused::run_or_composite, ops};
-    row("forward", 2.0 * product, &|| run_or_composite(&ops::Attention { scale }, &[&q, &k, &v]))?;
-    row("backward, the gradients joined", 4.0 * product, &|| run_or_composite(&ops::AttentionBackwardJoined { scale }, &[&q, &k, &v, &g, &p]))?;
+    for dtype in [DType::F32, DType::F16] {
+        let t = |shape: &[usize], seed| Tensor::randn(shape, seed, DType::F32, device)?.to_dtype(dtype);
+        let (q, k, v, g) = (t(&heads, 12)?, t(&heads, 13)?, t(&heads, 14)?, t(&[n, 65, 3, 64], 15)?);
+        let p = t(&[n, 3, 65, 65], 16)?.softmax(-1isize)?;
+        let mut row = |what: &str, flops: f64, f: &dyn Fn() -> Result<Vec<Tensor>>| -> Result<()> {
+            let s = time(device, 1, reps, || (0..ROW).try_for_each(|_| f().map(drop)))? / ROW as f64;
+            let bench = format!("attention {dtype} vit {what}, {ROW} between waits");
+            rows.push(MicroRow { bench, size: format!("{heads:?}"), median_ms: s * 1e3, rate: flops / s / 1e9, unit: "GFLOP/s".into() });
+            Ok(())
+        };
+        row("forward", 2.0 * product, &|| run_or_composite(&ops::Attention { scale }, &[&q, &k, &v]))?;
+        let spreads: &[Option<u32>] = if dtype == DType::F32 { &[None, Some(1), Some(2), Some(3)] } else { &[None] };
+        for &sides in spreads {
+            crate::set_knobs(device, |k| k.attention_sides = sides)?;
+            let what = match sides {
+                None => "backward, the gradients joined".to_string(),
+                Some(s) => format!("backward, the gradients joined, {s} workgroups a head"),
+            };
+            row(&what, 4.0 * product, &|| run_or_composite(&ops::AttentionBackwardJoined { scale }, &[&q, &k, &v, &g, &p]))?;
+        }
+        crate::set_knobs(device, |k| k.attention_sides = None)?;
+    }
     Ok(rows)
 }
 

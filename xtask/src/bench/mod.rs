@@ -32,7 +32,7 @@ type Fallible<T> = Result<T, String>;
 /// `--f16-tiles`, `--heads`, `--short-k`, `--vit-f16`, `--vit-f16-cuts` or `--attention` only
 /// the f16 squares, the f16 squares on each tensor-core layout, the attention products at 1 to
 /// 384 heads, vit's MLP product at depths 64 to 3,072, vit's linear layers in f16, vit's f16
-/// products under each tensor-core layout, or vit's fused attention in f16 (`micro.rs`).
+/// products under each tensor-core layout, or vit's fused attention in f32 and f16 (`micro.rs`).
 pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
     let json = match command {
         "bench-micro" => {
@@ -50,7 +50,7 @@ pub fn child(command: &str, argv: &[String]) -> Fallible<()> {
             } else if argv.iter().any(|a| a == "--vit-f16-cuts") {
                 micro::vit_f16_cuts(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--attention") {
-                micro::attention_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
+                micro::attention(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else if argv.iter().any(|a| a == "--vit-f16") {
                 micro::vit_f16(&device, quick).map(|rows| micro::Micro { peak_copy_gbs: 0.0, rows })
             } else {
@@ -246,6 +246,8 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     sync_every: plan.sync_every,
                     groups: plan.groups,
                     samples: 0,
+                    attention_sides: None,
+                    linear_grads_f32: false,
                 };
                 let compiled = match torch.is_ok() {
                     true => a.compile_modes(model).iter().map(|m| (m.clone(), vec![])).collect(),
@@ -305,6 +307,8 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             sync_every: 1,
             groups: 1,
             samples: a.epoch_samples(),
+            attention_sides: None,
+            linear_grads_f32: false,
         };
         eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);
         let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);

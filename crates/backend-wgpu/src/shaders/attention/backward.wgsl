@@ -1,10 +1,11 @@
 // ops::AttentionBackward: dv = p^T do, dp = do v^T, ds = p (dp - sum(p dp)) * scale along the
 // keys, then dq = ds k and dk = ds^T q, stored [N, L, H, E], [N, S, H, E] and [N, S, H, Ev];
 // where p.joined (ops::AttentionBackwardJoined) into one [N, L, 3, H, E] bound as dq. SIDES
-// workgroups a head: with 1, one takes it all; with 2, both compute ds, then the first of them
-// (the query side) dq and the second (the key side) dv and dk. A ViT's 384 heads, a workgroup
-// each, filled two waves of two workgroups a multiprocessor (their registers), the second
-// half empty; two a head spread the work evenly, at the cost of dp computed twice.
+// workgroups a head: with 1, one takes it all; with 2, both compute ds, then the first (the
+// query side) dq and the second dv and dk; with 3, the first dq, the second dk (both computing
+// ds) and the third dv alone, which needs no ds. A ViT's 384 heads, a workgroup each, filled
+// two waves of two workgroups a multiprocessor (their registers), the second half empty; more
+// a head spread the work, at the cost of dp computed twice.
 
 @group(0) @binding(1) var<storage, read> q: array<A_x>;
 @group(0) @binding(2) var<storage, read> k: array<A_x>;
@@ -43,8 +44,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let heads = p.n * p.h;
   let g = wid.y * nwg.x + wid.x;
   if (g >= SIDES * heads) { return; }
-  let query_side = SIDES == 1u || g < heads;
-  let key_side = SIDES == 1u || g >= heads;
+  let side = g / heads;
+  let query_side = SIDES == 1u || side == 0u;
+  let key_side = SIDES == 1u || side == 1u;
+  let value_side = SIDES == 1u || side == SIDES - 1u;
   let n = (g % heads) / p.h;
   let h = (g % heads) % p.h;
   let tx = lid % 16u;
@@ -52,7 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   let qb = elem(p.q, n, h, 0u, 0u);
   let kb = elem(p.k, n, h, 0u, 0u);
   let gb = elem(p.g, n, h, 0u, 0u);
-  // p first, and (on the key side) dv = p^T do from it; then ds replaces p in xr, so no more
+  // p first, and (on the value side) dv = p^T do from it; then ds replaces p in xr, so no more
   // than two grids are held at once (fewer registers: more workgroups a multiprocessor).
   for (var t = 0u; t < 25u; t++) {
     let row = ty + 16u * (t / 5u);
@@ -64,9 +67,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     xr_set(t, x);
   }
-  if (key_side) {
+  if (value_side) {
     product_from_grid(true, 3u, gb, p.g[3], p.ev, p.l, tx, ty, lid);
     store_grid(2u, n, h, p.s, p.ev, tx, ty, lid);
+    if (!query_side && !key_side) { return; }
   }
   product_staged(3u, gb, p.g[3], p.l, 2u, elem(p.v, n, h, 0u, 0u), p.v[3], p.s, p.ev, tx, ty, lid);
   var along: array<f32, 5>;
