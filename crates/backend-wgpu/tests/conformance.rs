@@ -177,13 +177,20 @@ fn layer_norm_every_row_sum_matches_composite() {
     }
 }
 
-/// The fused attention's backward on one and three workgroups a head (the query, key and
-/// value sides apart) besides the default two, each against the composite.
+/// The fused attention's kernels on each form the knobs offer besides the default (the
+/// backward on two workgroups a head, the grid in strides of 16): the backward on one and
+/// three (the query, key and value sides apart), and the grid in runs of four on each spread,
+/// each against the composite.
 #[test]
-fn attention_every_spread_matches_composite() {
+fn attention_every_form_matches_composite() {
     use liandan_tensor::conformance::fused::attention_matches_composite;
-    for sides in [1, 3] {
-        let Some(d) = common::gpu_with(|o| o.testing.attention_sides = Some(sides)) else { return };
+    for (sides, grid4) in [(1, false), (3, false), (1, true), (2, true), (3, true)] {
+        let Some(d) = common::gpu_with(|o| {
+            o.testing.attention_sides = Some(sides);
+            o.testing.attention_grid4 = grid4;
+        }) else {
+            return;
+        };
         attention_matches_composite(&d);
     }
 }

@@ -247,6 +247,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     groups: plan.groups,
                     samples: 0,
                     attention_sides: None,
+                    attention_grid4: false,
                     linear_grads_f32: false,
                 };
                 let compiled = match torch.is_ok() {
@@ -308,6 +309,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             groups: 1,
             samples: a.epoch_samples(),
             attention_sides: None,
+            attention_grid4: false,
             linear_grads_f32: false,
         };
         eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);

@@ -189,6 +189,7 @@ pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     crate::set_knobs(&device, |k| {
         k.attention_sides = a.attention_sides;
+        k.attention_grid4 = a.attention_grid4;
         k.linear_grads_f32 = a.linear_grads_f32;
     })
     .map_err(|e| e.to_string())?;
@@ -283,6 +284,7 @@ pub fn time_epoch(a: &ChildArgs) -> Fallible<EpochTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
     crate::set_knobs(&device, |k| {
         k.attention_sides = a.attention_sides;
+        k.attention_grid4 = a.attention_grid4;
         k.linear_grads_f32 = a.linear_grads_f32;
     })
     .map_err(|e| e.to_string())?;
