@@ -348,6 +348,7 @@ pub fn attention(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
                 crate::set_knobs(device, |k| k.attention_sides = sides)?;
                 let what = match sides {
                     None => format!("backward, the gradients joined{grid}"),
+                    Some(1) => format!("backward, the gradients joined{grid}, 1 workgroup a head"),
                     Some(s) => format!("backward, the gradients joined{grid}, {s} workgroups a head"),
                 };
                 row(&what, 4.0 * product, &|| run_or_composite(&ops::AttentionBackwardJoined { scale }, &[&q, &k, &v, &g, &p]))?;
