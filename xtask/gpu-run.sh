@@ -6,7 +6,7 @@
 # loader (libvulkan.so.1); libraries it lacks can go in .gpu/lib, which is put on
 # LD_LIBRARY_PATH. PyTorch (`python3 -c 'import torch'`) gives the columns beside ours.
 #
-#   PART=tests|train|bench|precisions|compile|cpu|sync|profile|knobs|ddp|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
+#   PART=tests|train|bench|precisions|compile|cpu|sync|profile|ddp|all bash xtask/gpu-run.sh   (default: all = tests, train, bench)
 #
 # bench: the zoo's training steps beside PyTorch, f32 with the micro-benchmarks, then the
 # other PRECISIONS (default f16) without; MODELS limits the models. With a previous build's
@@ -21,11 +21,6 @@
 # cpu: the zoo on the host's CPU beside PyTorch's, all cores a side (THREADS), batch 16 (BATCH).
 # sync: what a synchronize costs through wgpu alone, through the backend, and in CUDA.
 # profile: `liandan profile --shapes` of MODELS (default resnet18, vit, lstm) in f32.
-# knobs: the forms the rule leaves off until timed (docs/PERFORMANCE.md, "f32 matmul"), each
-# against the rule's in one build: vit's attention alone (`bench-micro --attention`), the
-# driver's statistics of its kernels, and steps of MODELS (default vit) at batch BATCH
-# (default 128) in PRECISIONS_KNOBS (default f32,f16) under each knob, alternated for ROUNDS
-# rounds (default 2).
 # ddp: data-parallel training (a .bin/liandan built with `--features liandan/mpi`, and MPICH
 # packed into .mpi/ by xtask/pack-mpi.sh): MODELS (default resnet18, vit) at batch BATCH (default
 # 128) per GPU on synthetic data, alone on gpu:0, as 2 ranks on gpu:0 and gpu:1, and as 2 ranks
@@ -43,7 +38,7 @@ chmod +x .bin/* 2>/dev/null
 [ -d .gpu/lib ] && export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export WGPU_BACKEND="${WGPU_BACKEND:-vulkan}"
 export LIANDAN_REQUIRE_GPU=1
-want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != precisions ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ] && [ "$1" != knobs ] && [ "$1" != ddp ]; }; }
+want() { [ "$PART" = "$1" ] || { [ "$PART" = all ] && [ "$1" != precisions ] && [ "$1" != compile ] && [ "$1" != cpu ] && [ "$1" != sync ] && [ "$1" != profile ] && [ "$1" != ddp ]; }; }
 STEPS=(--device gpu:0 --warmup 3 --steps 10 --sync-every 5 --groups 4 --epoch-samples 6400)
 MODELS_ARG=(); [ -n "${MODELS:-}" ] && MODELS_ARG=(--models "$MODELS")
 
@@ -127,35 +122,6 @@ if want profile; then
   models="${MODELS:-resnet18,vit,lstm}"
   for m in ${models//,/ }; do
     echo "## profile $m"; timeout 120 ./.bin/liandan profile --model "$m" --steps 5 --device gpu --shapes 2>&1 | head -60
-  done
-fi
-
-if want knobs; then
-  echo "## vit's attention alone (ms a call)"
-  timeout 120 ./.bin/xtask bench-micro --device gpu --attention 2>/dev/null | python3 -c '
-import json, sys
-lines = sys.stdin.read().strip().splitlines()
-for r in (json.loads(lines[-1])["rows"] if lines else []):
-    print("| %s | %.4f |" % (r["bench"], r["median_ms"]))
-print("" if lines else "failed: no rows")'
-  echo "## the driver's statistics of attention's kernels"
-  timeout 60 ./.bin/xtask kernel-stats FusedAttention 2>&1 | head -40
-  for round in $(seq "${ROUNDS:-2}"); do
-    for m in $(echo "${MODELS:-vit}" | tr , ' '); do
-      for p in $(echo "${PRECISIONS_KNOBS:-f32,f16}" | tr , ' '); do
-        for knob in "" --linear-grads-f32 "--attention-sides 3" --attention-grid4 "--attention-grid4 --attention-sides 3"; do
-          # shellcheck disable=SC2086
-          line="$(timeout 90 ./.bin/xtask bench-model --model "$m" --device gpu --precision "$p" --batch "${BATCH:-128}" --steps 30 $knob 2>/dev/null | tail -1)"
-          echo "$line" | python3 -c '
-import json, sys
-try:
-    d = json.loads(sys.stdin.read()); p = d["pipelined"]; s = d["synced"]
-    print("| %s | %s | %s | %.3f (%.3f-%.3f) | %.3f |" % (sys.argv[1], sys.argv[2], sys.argv[3] or "the rule", p["median_ms"], p["min_ms"], p["max_ms"], s["median_ms"]))
-except Exception as e:
-    print("|", sys.argv[1], "|", sys.argv[2], "|", sys.argv[3], "| failed:", e, "|")' "$m" "$p" "$knob"
-        done
-      done
-    done
   done
 fi
 

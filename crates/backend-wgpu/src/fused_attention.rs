@@ -1,5 +1,5 @@
 //! Fused attention (`liandan_tensor::ops::Attention`, its gradient `AttentionBackward`): one
-//! dispatch each way, a workgroup a head (two in the backward, [`Key::sides`]), where the
+//! dispatch each way, a workgroup a head (three in the backward, [`Key::sides_for`]), where the
 //! composite takes a product, a scaling, a softmax and a product each way besides copies of the
 //! heads in and out. Each product of a head must fit one 80 x 80 tile, as the heads kernel of
 //! the products (`matmul/heads.wgsl`) takes a ViT's: lengths and widths of at most
@@ -28,12 +28,6 @@ const BACKWARD: &str = include_str!("shaders/attention/backward.wgsl");
 const IO: &str = include_str!("shaders/attention/io.wgsl");
 const IO_PACKED: &str = include_str!("shaders/attention/io_packed.wgsl");
 const COOP_BACKWARD: &str = include_str!("shaders/attention/coop_backward.wgsl");
-const GRID_STRIDED: &str = include_str!("shaders/attention/grid_strided.wgsl");
-const GRID_FOURS: &str = include_str!("shaders/attention/grid_fours.wgsl");
-
-/// Workgroup memory the kernels on the grid in runs of four take (`grid_fours.wgsl`): 80 and
-/// 16 rows of 68 vec4s of f32 and 16 scalars.
-const FOURS_SHARED: u32 = (1360 + 272) * 16 + (1280 + 256) * 4;
 
 /// Workgroup memory the backward on cooperative matrices takes: three staged operands of 80
 /// rows of 88 f16, and five subgroups' 16 x 16 f32 scratch.
@@ -64,10 +58,6 @@ pub(crate) struct Key {
     coop: bool,
     /// Workgroups a head ([`Key::sides_for`]).
     sides: u32,
-    /// Each invocation's grid in runs of four rows and columns, read as vec4s
-    /// (`grid_fours.wgsl`; unpacked only), where `testing::Knobs::attention_grid4` asks,
-    /// until timed.
-    grid4: bool,
 }
 
 impl KernelKey for Key {
@@ -82,7 +72,7 @@ impl KernelKey for Key {
             true => with_words(w).alias("A_x", "u32").alias("P_", "f32").part(IO_PACKED),
             false => w.alias("A_x", "S_x").alias("P_", "S_x").part(IO),
         };
-        w.part(if self.grid4 { GRID_FOURS } else { GRID_STRIDED }).part(COMMON).part(main).build()
+        w.part(COMMON).part(main).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -90,28 +80,25 @@ impl KernelKey for Key {
             // The backward on each spread a knob can ask for (`testing::Knobs::attention_sides`).
             let spreads: &[u32] = if backward { &[1, 2, 3] } else { &[1] };
             let kinds = [(DType::F32, false), (DType::F16, false), (DType::BF16, false), (DType::BF16, true)];
-            kinds.into_iter().flat_map(move |(dtype, packed)| {
-                let grids: &[bool] = if packed { &[false] } else { &[false, true] };
-                grids.iter().flat_map(move |&grid4| spreads.iter().map(move |&sides| Key { backward, dtype, packed, shuffle, coop: false, sides, grid4 }))
-            })
+            kinds.into_iter().flat_map(move |(dtype, packed)| spreads.iter().map(move |&sides| Key { backward, dtype, packed, shuffle, coop: false, sides }))
         });
         let mut keys: Vec<Key> = keys.filter(|k| repr.computes(k.dtype)).collect();
         // As the f16 matmul on cooperative matrices, only where f16 is held natively.
         if repr.f16 {
-            keys.push(Key { backward: true, dtype: DType::F16, packed: false, shuffle: true, coop: true, sides: 1, grid4: false });
+            keys.push(Key { backward: true, dtype: DType::F16, packed: false, shuffle: true, coop: true, sides: 1 });
         }
         keys
     }
 }
 
 impl Key {
-    /// Workgroups a head: the backward's query side (dq) and key side (dk, dv) apart, dp
-    /// computed on each; one a head on packed bf16, whose loads make the twice-computed part
-    /// cost more than the spread saves, and on cooperative matrices. (Three, the value side
-    /// apart as well, which needs no dp, is a knob's until timed: `Knobs::attention_sides`.)
+    /// Workgroups a head: the backward's query side (dq), key side (dk) and value side (dv)
+    /// apart, dp computed on the first two (the value side needs none); one a head on packed
+    /// bf16, whose loads make the twice-computed part cost more than the spread saves, and on
+    /// cooperative matrices. `testing::Knobs::attention_sides` asks for another spread.
     fn sides_for(backward: bool, packed: bool, coop: bool) -> u32 {
         if backward && !packed && !coop {
-            2
+            3
         } else {
             1
         }
@@ -223,14 +210,11 @@ impl WgpuBackend {
         }
         Some((|| {
             let shuffle = gpu.subgroup_size.is_some_and(|n| n >= 16);
-            let options = gpu.options();
-            let knobs = &options.testing;
-            let sides = match knobs.attention_sides {
+            let sides = match gpu.options().testing.attention_sides {
                 Some(sides) if backward => sides.clamp(1, 3),
                 _ => Key::sides_for(backward, packed, false),
             };
-            let grid4 = knobs.attention_grid4 && !packed && gpu.limits.max_compute_workgroup_storage_size >= FOURS_SHARED;
-            let plain = Key { backward, dtype, packed, shuffle, coop: false, sides, grid4 };
+            let plain = Key { backward, dtype, packed, shuffle, coop: false, sides };
             // The backward on the tensor cores where the f16 matmul runs on them (subgroups 32
             // wide) and the staged operands fit; a driver that will not build the kernel turns
             // them off. It reads q, k, v and do, and writes its results, four values at a time.
@@ -242,7 +226,7 @@ impl WgpuBackend {
                 && gpu.limits.max_compute_workgroup_storage_size >= COOP_SHARED
                 && [l, s, e, ev].iter().all(|&d| d > 0);
             // As `Key::all` lists it: the shader takes no shuffle flag.
-            let tensor_cores = Key { coop: true, shuffle: true, sides: 1, grid4: false, ..plain };
+            let tensor_cores = Key { coop: true, shuffle: true, sides: 1, ..plain };
             let (key, kernel) = match coop.then(|| crate::matmul::coop::kernel(gpu, tensor_cores)).flatten() {
                 Some(kernel) => (tensor_cores, kernel),
                 None => (plain, gpu.kernel(plain)?),

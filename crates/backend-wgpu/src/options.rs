@@ -224,14 +224,6 @@ pub struct Knobs {
     /// Workgroups a head in the fused attention's backward on the ordinary units (1, 2 or 3;
     /// `None`: the rule's), so that each spread can be timed.
     pub attention_sides: Option<u32>,
-    /// The fused attention's kernels on the ordinary units with each invocation's 5 x 5 grid
-    /// in runs of four rows and columns (read from workgroup memory as vec4s), unpacked only,
-    /// so that the two layouts can be timed.
-    pub attention_grid4: bool,
-    /// f32 linear layers' weight and bias gradients from one product on the tiled kernel
-    /// (`ops::LinearGrads`, the bias's sums taken from the slices of `dy^T` it fetches), where
-    /// the rule takes the product and the column sums apart, so that the two can be timed.
-    pub linear_grads_f32: bool,
 }
 
 /// How layer norm's row kernels sum a row ([`Knobs::row_sums`]).
@@ -265,8 +257,6 @@ impl Default for Knobs {
             tree_column_sums: false,
             row_sums: RowSums::Auto,
             attention_sides: None,
-            attention_grid4: false,
-            linear_grads_f32: false,
         }
     }
 }

@@ -160,14 +160,6 @@ pub struct ChildArgs {
     /// (`testing::Knobs::attention_sides`), so that one build times each spread.
     #[arg(long)]
     pub attention_sides: Option<u32>,
-    /// Ours only, on the GPU: the fused attention's grid in runs of four
-    /// (`testing::Knobs::attention_grid4`).
-    #[arg(long)]
-    pub attention_grid4: bool,
-    /// Ours only, on the GPU: f32 linear layers' weight and bias gradients from one product
-    /// (`testing::Knobs::linear_grads_f32`).
-    #[arg(long)]
-    pub linear_grads_f32: bool,
 }
 
 impl ChildArgs {
@@ -179,12 +171,6 @@ impl ChildArgs {
         }
         if let Some(n) = self.attention_sides {
             v.extend(["--attention-sides".to_string(), n.to_string()]);
-        }
-        if self.attention_grid4 {
-            v.push("--attention-grid4".to_string());
-        }
-        if self.linear_grads_f32 {
-            v.push("--linear-grads-f32".to_string());
         }
         v
     }
@@ -271,9 +257,7 @@ mod tests {
             sync_every: 4,
             groups: 2,
             samples: 640,
-            attention_sides: Some(3),
-            attention_grid4: true,
-            linear_grads_f32: true,
+            attention_sides: Some(2),
         };
         let back = ChildArgs::try_parse_from(std::iter::once("bench-model".to_string()).chain(c.to_args())).unwrap();
         assert_eq!(back, c);

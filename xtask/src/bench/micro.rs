@@ -316,10 +316,9 @@ pub fn vit_f16(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
 }
 
 /// vit's attention as its step runs it (`bench-micro --attention`): the fused forward and
-/// backward over 128 x 3 heads of 65 tokens, 64 wide, 20 between waits, in f32 and f16, each
-/// with its grid in strides of 16 and in runs of four (`Knobs::attention_grid4`), f32's
-/// backward on each spread of workgroups a head (`Knobs::attention_sides`); a row's rate
-/// counts the products' operations (two forward, four backward).
+/// backward over 128 x 3 heads of 65 tokens, 64 wide, 20 between waits, in f32 (its backward
+/// on each spread of workgroups a head, `Knobs::attention_sides`) and f16; a row's rate counts
+/// the products' operations (two forward, four backward).
 pub fn attention(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
     use liandan_tensor::{fused::run_or_composite, ops};
     let reps = if quick { 3 } else { 10 };
@@ -339,25 +338,18 @@ pub fn attention(device: &Device, quick: bool) -> Result<Vec<MicroRow>> {
             rows.push(MicroRow { bench, size: format!("{heads:?}"), median_ms: s * 1e3, rate: flops / s / 1e9, unit: "GFLOP/s".into() });
             Ok(())
         };
-        for grid4 in [false, true] {
-            crate::set_knobs(device, |k| k.attention_grid4 = grid4)?;
-            let grid = if grid4 { ", grid in fours" } else { "" };
-            row(&format!("forward{grid}"), 2.0 * product, &|| run_or_composite(&ops::Attention { scale }, &[&q, &k, &v]))?;
-            let spreads: &[Option<u32>] = if dtype == DType::F32 { &[None, Some(1), Some(2), Some(3)] } else { &[None] };
-            for &sides in spreads {
-                crate::set_knobs(device, |k| k.attention_sides = sides)?;
-                let what = match sides {
-                    None => format!("backward, the gradients joined{grid}"),
-                    Some(1) => format!("backward, the gradients joined{grid}, 1 workgroup a head"),
-                    Some(s) => format!("backward, the gradients joined{grid}, {s} workgroups a head"),
-                };
-                row(&what, 4.0 * product, &|| run_or_composite(&ops::AttentionBackwardJoined { scale }, &[&q, &k, &v, &g, &p]))?;
-            }
+        row("forward", 2.0 * product, &|| run_or_composite(&ops::Attention { scale }, &[&q, &k, &v]))?;
+        let spreads: &[Option<u32>] = if dtype == DType::F32 { &[None, Some(1), Some(2), Some(3)] } else { &[None] };
+        for &sides in spreads {
+            crate::set_knobs(device, |k| k.attention_sides = sides)?;
+            let what = match sides {
+                None => "backward, the gradients joined".to_string(),
+                Some(1) => "backward, the gradients joined, 1 workgroup a head".to_string(),
+                Some(s) => format!("backward, the gradients joined, {s} workgroups a head"),
+            };
+            row(&what, 4.0 * product, &|| run_or_composite(&ops::AttentionBackwardJoined { scale }, &[&q, &k, &v, &g, &p]))?;
         }
-        crate::set_knobs(device, |k| {
-            k.attention_sides = None;
-            k.attention_grid4 = false;
-        })?;
+        crate::set_knobs(device, |k| k.attention_sides = None)?;
     }
     Ok(rows)
 }

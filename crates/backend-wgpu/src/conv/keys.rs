@@ -7,7 +7,7 @@ use liandan_tensor::DType;
 use super::params::ConvParams;
 use crate::kernels::{KernelKey, Wgsl};
 use crate::matmul::coop::{AS_IS, MATMUL_COOP, OUT_SCALED, OUT_SCALED_PARTIAL, RAW_SCALED, ROWS_NONE as COOP_ROWS_NONE, SCALED, STORE_ROUNDED};
-use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, ROWS_NONE, TILE};
+use crate::matmul::{read_a, read_b, write_y, LOAD_A, NO_BIAS, TILE};
 use crate::packed::with_words;
 use crate::plan::{packs_y, Load, Pass, Variant};
 use crate::repr::Repr;
@@ -80,7 +80,7 @@ impl KernelKey for Key {
         let w = w.flag("FETCH_INSIDE", false);
         let w = w.flag("PHASE", k.phase).flag("RELU", k.relu);
         let w = if k.packed { with_words(w) } else { w };
-        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(epilogue(k.bias, k.packed)).part(ROWS_NONE).part(TILE);
+        let w = w.part(read_a(k.a4, k.packed)).part(read_b(false, k.packed)).part(out).part(write).part(epilogue(k.bias, k.packed)).part(TILE);
         let w = match k.pass {
             Pass::Forward | Pass::Input => {
                 let w = w.uint("A_LOAD", if k.a4 { 0 } else { 2 }).flag("ALIGNED", k.aligned).flag("TRANSPOSED", k.pass == Pass::Input);

@@ -37,9 +37,6 @@ pub(crate) const NO_BIAS: &str = include_str!("../shaders/matmul/no_bias.wgsl");
 pub(crate) const ENTRY: &str = include_str!("../shaders/matmul/entry.wgsl");
 /// The tiled product and the strided lhs loaders, which the convolutions share.
 pub(crate) const TILE: &str = include_str!("../shaders/matmul/tile.wgsl");
-/// No row sums of a beside the product (every tiled product but `ops::LinearGrads`'s).
-pub(crate) const ROWS_NONE: &str = include_str!("../shaders/matmul/rows_none.wgsl");
-const ROWS: &str = include_str!("../shaders/matmul/rows.wgsl");
 pub(crate) const LOAD_A: &str = include_str!("../shaders/matmul/load_a.wgsl");
 const SMALL: &str = include_str!("../shaders/matmul/small.wgsl");
 /// The small products' sums (shared with the LSTM step's kernel).
@@ -84,8 +81,7 @@ crate::shader_params! {
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
 /// written packed too where it is written whole in vec4s ([`Variant::packs_y`]); `bias`: a
 /// linear layer's bias (packed where a and b are) is added to each column as y is stored
-/// (finished sums only); `rows`: a's rows are summed beside the product into a second result
-/// (`ops::LinearGrads`; f32, one product read along M, no bias).
+/// (finished sums only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -95,7 +91,6 @@ struct Variant {
     partial: bool,
     packed: bool,
     bias: bool,
-    rows: bool,
 }
 
 impl Variant {
@@ -266,8 +261,7 @@ impl KernelKey for Key {
             (true, false) => BIAS,
             (true, true) => BIAS_PACKED,
         };
-        let rows = if v.rows { ROWS } else { ROWS_NONE };
-        w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(rows).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
+        w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
@@ -281,10 +275,7 @@ impl KernelKey for Key {
                             for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
                                 let biases: &[bool] = if partial { &[false] } else { &[false, true] };
                                 for &bias in biases {
-                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias, rows: false } });
-                                }
-                                if dtype == DType::F32 && !packed && a == Load::Outer {
-                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias: false, rows: true } });
+                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias } });
                                 }
                             }
                         }
@@ -415,19 +406,15 @@ impl WgpuBackend {
         self.product_op(lhs, rhs, None, None, Extra::Wide).transpose()
     }
 
-    /// `ops::LinearGrads`: `g [M, N]` and `x [M, K]` (any strides) give `g^T x` and `g`'s
-    /// column sums, the sums from the vec4s of `g^T` the product fetches along its rows: f16
-    /// into f32 (`wide`) on the tensor cores, and f32 on the tiled kernel (the rule's cut) where
-    /// `testing::Knobs::linear_grads_f32` asks (its speed against the column kernel's not yet
-    /// measured); `None` elsewhere (the engine takes the product and the sum apart).
+    /// `ops::LinearGrads`, wide: f16 `g [M, N]` and `x [M, K]` (any strides) give `g^T x` and
+    /// `g`'s column sums in f32, the sums from the vec4s of `g^T` the tensor cores' product
+    /// fetches along its rows; `None` elsewhere (the engine takes the product and the sum
+    /// apart). The tiled f32 kernel, summing the staged rows in its inner loop, ran vit's f32
+    /// step slower than the product and the column sums apart.
     pub(crate) fn fused_linear_grads(&self, wide: bool, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [g, x] = inputs else { return None };
         let (gs, xs) = (g.layout.shape(), x.layout.shape());
-        let dtype = if wide { DType::F16 } else { DType::F32 };
-        if gs.len() != 2 || xs.len() != 2 || gs[0] != xs[0] || g.dtype != dtype || x.dtype != dtype || !self.repr.computes(dtype) {
-            return None;
-        }
-        if !wide && !self.shared.get().testing.linear_grads_f32 {
+        if !wide || gs.len() != 2 || xs.len() != 2 || gs[0] != xs[0] || g.dtype != DType::F16 || x.dtype != DType::F16 || !self.repr.computes(DType::F16) {
             return None;
         }
         let (rows, n, k) = (gs[0], gs[1], xs[1]);
@@ -437,13 +424,13 @@ impl WgpuBackend {
         if self.oversized(&[lhs, rhs], n * k, DType::F32).is_some() {
             return None;
         }
-        self.product_op(lhs, rhs, None, None, if wide { Extra::WideRows } else { Extra::Rows }).transpose()
+        self.product_op(lhs, rhs, None, None, Extra::WideRows).transpose()
     }
 
     /// [`WgpuBackend::matmul_cut_op`], its result first; with [`Extra::Wide`] or
-    /// [`Extra::Rows`], `None` where the route is not one that writes what they ask.
+    /// [`Extra::WideRows`], `None` where the route is not one that writes what they ask.
     fn product_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>, extra: Extra) -> Result<Option<Vec<Storage>>> {
-        let (wide, rows) = (matches!(extra, Extra::Wide | Extra::WideRows), matches!(extra, Extra::Rows | Extra::WideRows));
+        let (wide, rows) = (matches!(extra, Extra::Wide | Extra::WideRows), extra == Extra::WideRows);
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -482,13 +469,8 @@ impl WgpuBackend {
         };
         let no_meta = || gpu.err("matmul", "a cut past 32-bit sizes");
         let tiled = match plan::matmul(&call, &caps, &options, None) {
-            // The row sums: one product read along M, f32 on the tiled kernel or f16 into f32
-            // on the tensor cores.
-            MatmulPlan::Tiled(t)
-                if rows && (packed || batch != 1 || a_load != Load::Outer || if t.coop.is_some() { !wide } else { wide || dtype != DType::F32 }) =>
-            {
-                return Ok(None)
-            }
+            // The row sums: one f16 product on the tensor cores, a read along M.
+            MatmulPlan::Tiled(t) if rows && (packed || batch != 1 || t.coop.is_none() || a_load != Load::Outer) => return Ok(None),
             MatmulPlan::Tiled(t) => t,
             MatmulPlan::Small { block } if wide && !rows => {
                 let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
@@ -540,10 +522,9 @@ impl WgpuBackend {
                     Some(k) => k,
                     None => return Ok(false),
                 },
-                None => gpu.kernel(Key {
-                    dtype,
-                    v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel, rows },
-                })?,
+                None => {
+                    gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel } })?
+                }
             };
             // Packed bf16 on the tensor cores binds its operands' scales after y, then the bias.
             let amax = match (t.coop, packed) {
@@ -625,9 +606,7 @@ enum Extra {
     None,
     /// The sums in f32 as they are (`ops::MatmulWide`; no rounding, packing or bias).
     Wide,
-    /// a's row sums, a second result (`ops::LinearGrads`).
-    Rows,
-    /// Both (a wide `ops::LinearGrads`).
+    /// Wide, and a's row sums in f32, a second result (`ops::LinearGrads`).
     WideRows,
 }
 

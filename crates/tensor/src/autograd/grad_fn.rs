@@ -475,14 +475,14 @@ fn sum_to_input(g: Tensor, input: &Tensor) -> Result<Tensor> {
 
 /// A linear layer's gradients at its bias add, `y = p + b` with `p = x w^T` (`Tensor::linear`,
 /// or a product and an add written out) and `p` used by nothing else: `g` for `p`, and the
-/// bias's and `w^T`'s from one kernel ([`Tensor::linear_grads`], which sums the bias's rows
-/// from the slices of `g^T` it fetches for `g^T x`), both in f32 where autocast keeps both
-/// parameters' gradients so ([`wide_grad`]). `None` for any other add, where autocast keeps
-/// one of them in f32 alone, or where the device has no such kernel.
+/// bias's and `w^T`'s in f32 from one kernel ([`Tensor::linear_grads`], which sums the bias's
+/// rows from the slices of `g^T` it fetches for `g^T x`), where both are autocast's copies of
+/// f32 parameters ([`wide_grad`]). `None` for any other add, or where the device has no such
+/// kernel.
 pub(crate) fn linear_grads(g: &Tensor, inputs: &[Tensor]) -> Option<Result<LinearShare>> {
     let [product, bias] = inputs else { return None };
-    // The cheap test first: most adds of a step are not bias adds.
-    if bias.rank() != 1 || !bias.requires_grad() {
+    // The cheap test first: most adds of a step are not autocast's bias adds.
+    if bias.rank() != 1 || wide_grad(bias).is_none() {
         return None;
     }
     let (rule, operands) = product.node()?.peek()?;
@@ -491,16 +491,14 @@ pub(crate) fn linear_grads(g: &Tensor, inputs: &[Tensor]) -> Option<Result<Linea
     let shaped = g.rank() == 2 && x.rank() == 2 && bias.rank() == 1 && g.shape() == product.shape() && bias.shape()[0] == g.shape()[1];
     let wanted = bias.requires_grad() && weight_t.requires_grad() && transposed_matrix(weight_t);
     let same = [x, bias, weight_t].iter().all(|t| t.dtype() == g.dtype());
-    let wide = match (wide_grad(bias), wide_grad(weight_t)) {
-        (None, None) => false,
-        (Some(_), Some(_)) => true,
-        _ => return None,
-    };
-    if !(matmul && shaped && wanted && same) {
+    // Only autocast's gradients of f32 parameters, both kept in f32, have a kernel (the tensor
+    // cores'); f32's product, summing the rows in its inner loop, was slower than the two apart.
+    let wide = wide_grad(bias).is_some() && wide_grad(weight_t).is_some();
+    if !(matmul && shaped && wanted && same && wide) {
         return None;
     }
     Some(
-        Tensor::linear_grads(g, x, wide)?
+        Tensor::linear_grads(g, x, true)?
             .and_then(|(dw, db)| Ok(LinearShare { grads: vec![Some(g.clone()), Some(db)], weight_t: weight_t.clone(), dweight_t: dw.t()? })),
     )
 }

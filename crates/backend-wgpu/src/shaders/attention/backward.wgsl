@@ -58,8 +58,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // p first, and (on the value side) dv = p^T do from it; then ds replaces p in xr, so no more
   // than two grids are held at once (fewer registers: more workgroups a multiprocessor).
   for (var t = 0u; t < 25u; t++) {
-    let row = grid_row(ty, t / 5u);
-    let c = grid_col(tx, t % 5u);
+    let row = ty + 16u * (t / 5u);
+    let c = tx + 16u * (t % 5u);
     var x = 0.0;
     if (row < p.l && c < p.s) {
       let i = elem(p.pr, n, h, row, c);

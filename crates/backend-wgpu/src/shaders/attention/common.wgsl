@@ -1,10 +1,8 @@
 // Shared by the fused attention kernels (`fused_attention.rs`): a workgroup of 16 x 16
 // invocations takes one head, whose every product fits one 80 x 80 tile (L, S, E, Ev <= 80),
 // as the heads kernel of the products (matmul/heads.wgsl): each invocation holds a 5 x 5 grid
-// of a tile, in registers indexed by constants only, and the operands are staged 16 deep in
-// workgroup memory, zeros past the edges. Sums are f32. Where the grid lies, how slices are
-// staged and multiplied come from a part before this file: `grid_strided.wgsl` (rows ty + 16 i,
-// columns tx + 16 j) or `grid_fours.wgsl` (runs of four, read as vec4s; unpacked only).
+// of a tile (rows ty + 16 i, columns tx + 16 j), in registers indexed by constants only, and
+// the operands are staged 16 deep in workgroup memory, zeros past the edges. Sums are f32.
 //
 // `AttentionParams`: p.n, p.h the batch and heads; p.l, p.s the query and key lengths; p.e,
 // p.ev the widths; each strided operand as [offset, n stride, h stride, row stride], its last
@@ -13,10 +11,14 @@
 const HT: u32 = 80u;
 const HK: u32 = 16u;
 
+// The staged slices, 16 deep: ha_[kk * HT + r] = a[r, k0 + kk], hb_[kk * HT + c] = b[k0 + kk, c].
+var<workgroup> ha_: array<f32, 1280>;
+var<workgroup> hb_: array<f32, 1280>;
+// Partial row sums and maxima: red[row * 16 + tx].
+var<workgroup> red: array<f32, 1280>;
 
 // out: the product being summed; xr: the probabilities (the forward's scores before them, the
-// backward's score gradients after). Element i * 5 + j is row grid_row(ty, i), column
-// grid_col(tx, j).
+// backward's score gradients after). Element i * 5 + j is row ty + 16 i, column tx + 16 j.
 var<private> out: array<f32, 25>;
 var<private> xr: array<f32, 25>;
 
@@ -25,14 +27,52 @@ fn elem(s: array<u32, 4>, n: u32, h: u32, row: u32, col: u32) -> u32 {
   return s[0] + n * s[1] + h * s[2] + row * s[3] + col;
 }
 
-// The staged slice's first `count` rows of depth (a multiple of four past it reads zeros), a's
-// from its depth ka0 on where a is staged whole (`mac_at`).
-fn mac16(ka0: u32, count: u32, tx: u32, ty: u32) {
+// out += the outer product of row kk of the staged slices.
+fn mac(kk: u32, tx: u32, ty: u32) {
+  let a0 = ha_[kk * HT + ty];
+  let a1 = ha_[kk * HT + ty + 16u];
+  let a2 = ha_[kk * HT + ty + 32u];
+  let a3 = ha_[kk * HT + ty + 48u];
+  let a4 = ha_[kk * HT + ty + 64u];
+  let b0 = hb_[kk * HT + tx];
+  let b1 = hb_[kk * HT + tx + 16u];
+  let b2 = hb_[kk * HT + tx + 32u];
+  let b3 = hb_[kk * HT + tx + 48u];
+  let b4 = hb_[kk * HT + tx + 64u];
+    out[0] = fma(a0, b0, out[0]);
+    out[1] = fma(a0, b1, out[1]);
+    out[2] = fma(a0, b2, out[2]);
+    out[3] = fma(a0, b3, out[3]);
+    out[4] = fma(a0, b4, out[4]);
+    out[5] = fma(a1, b0, out[5]);
+    out[6] = fma(a1, b1, out[6]);
+    out[7] = fma(a1, b2, out[7]);
+    out[8] = fma(a1, b3, out[8]);
+    out[9] = fma(a1, b4, out[9]);
+    out[10] = fma(a2, b0, out[10]);
+    out[11] = fma(a2, b1, out[11]);
+    out[12] = fma(a2, b2, out[12]);
+    out[13] = fma(a2, b3, out[13]);
+    out[14] = fma(a2, b4, out[14]);
+    out[15] = fma(a3, b0, out[15]);
+    out[16] = fma(a3, b1, out[16]);
+    out[17] = fma(a3, b2, out[17]);
+    out[18] = fma(a3, b3, out[18]);
+    out[19] = fma(a3, b4, out[19]);
+    out[20] = fma(a4, b0, out[20]);
+    out[21] = fma(a4, b1, out[21]);
+    out[22] = fma(a4, b2, out[22]);
+    out[23] = fma(a4, b3, out[23]);
+    out[24] = fma(a4, b4, out[24]);
+}
+
+// The staged slice's first `count` rows of depth (a multiple of four past it reads zeros).
+fn mac16(count: u32, tx: u32, ty: u32) {
   for (var kk = 0u; kk < count; kk += 4u) {
-    mac_at(ka0 + kk, kk, tx, ty);
-    mac_at(ka0 + kk + 1u, kk + 1u, tx, ty);
-    mac_at(ka0 + kk + 2u, kk + 2u, tx, ty);
-    mac_at(ka0 + kk + 3u, kk + 3u, tx, ty);
+    mac(kk, tx, ty);
+    mac(kk + 1u, tx, ty);
+    mac(kk + 2u, tx, ty);
+    mac(kk + 3u, tx, ty);
   }
 }
 
@@ -135,6 +175,21 @@ fn xr_set(i: u32, v: f32) {
   }
 }
 
+// ha_ from the grid held in xr: its column group g (columns 16 g .. 16 g + 15, this
+// invocation's column tx + 16 g) as the slice's depth: ha_[tx * HT + row] = grid[row, 16 g +
+// tx]. With `transposed`, its row group g as the depth of the grid transposed: ha_[ty * HT +
+// col] = grid[16 g + ty, col].
+fn put_a(transposed: bool, g: u32, tx: u32, ty: u32) {
+  for (var t = 0u; t < 5u; t++) {
+    let v = xr_get(select(t * 5u + g, g * 5u + t, transposed));
+    if (transposed) {
+      ha_[ty * HT + tx + 16u * t] = v;
+    } else {
+      ha_[tx * HT + ty + 16u * t] = v;
+    }
+  }
+}
+
 // The workgroup's head as (n, h, 1), or z = 0 past the grid's end (uniform: it depends on the
 // workgroup alone).
 fn head_of(wid: vec3<u32>, nwg: vec3<u32>) -> vec3<u32> {
@@ -144,7 +199,7 @@ fn head_of(wid: vec3<u32>, nwg: vec3<u32>) -> vec3<u32> {
 }
 
 // The five rows of this invocation's grid each reduced over the workgroup's 16 invocations of
-// that row: their partials (`parts`, row i at i) through workgroup memory (`red_set`), summed (or, with `is_max`, the
+// that row: their partials (`parts`, row i at i) through red, summed (or, with `is_max`, the
 // largest). Every invocation calls it at the same point.
 fn across(parts: array<f32, 5>, is_max: bool, tx: u32, ty: u32) -> array<f32, 5> {
   if (ACROSS_SHUFFLE) {
@@ -160,18 +215,18 @@ fn across(parts: array<f32, 5>, is_max: bool, tx: u32, ty: u32) -> array<f32, 5>
     return r;
   }
   workgroupBarrier();
-  red_set(ty * 16u + tx, parts[0]);
-  red_set((ty + 16u) * 16u + tx, parts[1]);
-  red_set((ty + 32u) * 16u + tx, parts[2]);
-  red_set((ty + 48u) * 16u + tx, parts[3]);
-  red_set((ty + 64u) * 16u + tx, parts[4]);
+  red[ty * 16u + tx] = parts[0];
+  red[(ty + 16u) * 16u + tx] = parts[1];
+  red[(ty + 32u) * 16u + tx] = parts[2];
+  red[(ty + 48u) * 16u + tx] = parts[3];
+  red[(ty + 64u) * 16u + tx] = parts[4];
   workgroupBarrier();
   var r = parts;
   for (var i = 0u; i < 5u; i++) {
     let row = (ty + 16u * i) * 16u;
-    var acc = red_get(row);
+    var acc = red[row];
     for (var t = 1u; t < 16u; t++) {
-      let v = red_get(row + t);
+      let v = red[row + t];
       acc = select(acc + v, max(acc, v), is_max);
     }
     r[i] = acc;
@@ -179,17 +234,42 @@ fn across(parts: array<f32, 5>, is_max: bool, tx: u32, ty: u32) -> array<f32, 5>
   return r;
 }
 
+// A 16-deep slice at depth k0 of operand `which` (`fetch`, the kernel's) into ha_, or hb_
+// where `to_b`: element (r, k0 + kk) at base + r * rs + k0 + kk where `depth_dense` (an
+// operand read along its width), else at base + (k0 + kk) * rs + r (its rows walked as the
+// depth: the right side of p v, ds k, ds^T q, p^T do). Zeros past `rows` and `depth`;
+// neighbouring invocations read neighbouring elements either way.
+fn stage(to_b: bool, which: u32, base: u32, rs: u32, rows: u32, depth: u32, k0: u32, depth_dense: bool, lid: u32) {
+  for (var piece = 0u; piece < 5u; piece++) {
+    let e = lid + 256u * piece;
+    var r = e / HK;
+    var kk = e % HK;
+    if (!depth_dense) {
+      kk = e / HT;
+      r = e % HT;
+    }
+    var x = 0.0;
+    if (r < rows && k0 + kk < depth) {
+      x = fetch(which, select(base + (k0 + kk) * rs + r, base + r * rs + k0 + kk, depth_dense));
+    }
+    if (to_b) {
+      hb_[kk * HT + r] = x;
+    } else {
+      ha_[kk * HT + r] = x;
+    }
+  }
+}
+
 // out = a b over `depth`, a from the grid in xr (`put_a`, transposed or not) and b operand
 // `which` staged with its rows walked as the depth (`stage`, rows dense).
 fn product_from_grid(transposed: bool, which: u32, base: u32, rs: u32, cols: u32, depth: u32, tx: u32, ty: u32, lid: u32) {
   clear_out();
-  put_a_whole(transposed, tx, ty);
   for (var g = 0u; g * HK < depth; g++) {
     workgroupBarrier();
-    put_a_slice(transposed, g, tx, ty);
+    put_a(transposed, g, tx, ty);
     stage(true, which, base, rs, cols, depth, g * HK, false, lid);
     workgroupBarrier();
-    mac16(g * HK, min(HK, depth - g * HK), tx, ty);
+    mac16(min(HK, depth - g * HK), tx, ty);
   }
 }
 
@@ -201,7 +281,7 @@ fn product_staged(wa: u32, abase: u32, ars: u32, arows: u32, wb: u32, bbase: u32
     stage(false, wa, abase, ars, arows, depth, k0, true, lid);
     stage(true, wb, bbase, brs, brows, depth, k0, true, lid);
     workgroupBarrier();
-    mac16(0u, min(HK, depth - k0), tx, ty);
+    mac16(min(HK, depth - k0), tx, ty);
   }
 }
 
@@ -209,8 +289,7 @@ fn product_staged(wa: u32, abase: u32, ars: u32, arows: u32, wb: u32, bbase: u32
 // kernel's), row r of this head at (n * rows + r) * row_len + h * width: the layout the heads
 // merge into, a row of H heads, or where p.joined of the three results side by side
 // (self-attention's, so `width` is E for each). Packed, neighbouring columns meet in one word
-// through workgroup memory (`words_set`), 16 rows at a time (`width` even, so every row starts
-// a word).
+// through ha_, 16 rows at a time (`width` even, so every row starts a word).
 fn store_grid(which: u32, n: u32, h: u32, rows: u32, width: u32, tx: u32, ty: u32, lid: u32) {
   var row_len = p.h * width;
   var base = h * width;
@@ -220,21 +299,21 @@ fn store_grid(which: u32, n: u32, h: u32, rows: u32, width: u32, tx: u32, ty: u3
   }
   if (!PACKED) {
     for (var t = 0u; t < 25u; t++) {
-      let row = grid_row(ty, t / 5u);
-      let c = grid_col(tx, t % 5u);
+      let row = ty + 16u * (t / 5u);
+      let c = tx + 16u * (t % 5u);
       if (row < rows && c < width) { put(which, (n * rows + row) * row_len + base + c, one_(out_get(t))); }
     }
     return;
   }
   for (var i = 0u; i < 5u; i++) {
     workgroupBarrier();
-    for (var j = 0u; j < 5u; j++) { words_set(ty * HT + tx + 16u * j, out_get(i * 5u + j)); }
+    for (var j = 0u; j < 5u; j++) { ha_[ty * HT + tx + 16u * j] = out_get(i * 5u + j); }
     workgroupBarrier();
     for (var w = lid; w < 640u; w += 256u) {
       let r = w / 40u;
       let c = 2u * (w % 40u);
       let row = 16u * i + r;
-      if (row < rows && c < width) { put(which, ((n * rows + row) * row_len + base + c) >> 1u, two_(words_get(r * HT + c), words_get(r * HT + c + 1u))); }
+      if (row < rows && c < width) { put(which, ((n * rows + row) * row_len + base + c) >> 1u, two_(ha_[r * HT + c], ha_[r * HT + c + 1u])); }
     }
   }
 }

@@ -31,7 +31,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   // The scores, -inf past the keys (rows past the queries are never stored).
   for (var t = 0u; t < 25u; t++) {
     var x = bitcast<f32>(0xff800000u);
-    if (grid_col(tx, t % 5u) < p.s) { x = out_get(t) * p.scale; }
+    if (tx + 16u * (t % 5u) < p.s) { x = out_get(t) * p.scale; }
     xr_set(t, x);
   }
   var m: array<f32, 5>;
@@ -51,8 +51,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
   total = across(total, false, tx, ty);
   for (var t = 0u; t < 25u; t++) {
-    let row = grid_row(ty, t / 5u);
-    let c = grid_col(tx, t % 5u);
+    let row = ty + 16u * (t / 5u);
+    let c = tx + 16u * (t % 5u);
     let x = xr_get(t) / total[t / 5u];
     xr_set(t, x);
     if (row < p.l && c < p.s) { pr[((n * p.h + h) * p.l + row) * p.s + c] = prob_(x); }

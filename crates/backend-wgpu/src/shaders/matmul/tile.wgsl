@@ -10,9 +10,8 @@
 // tile's output goes; OUT4 needs four consecutive n at four consecutive places, the first
 // a multiple of 4), epilogue (what the sums of row m, columns n..n+3 become before they are
 // stored: a convolution's bias by row, a linear layer's by column; matmul/no_bias.wgsl where
-// there is none), store_y / store_y4 (from matmul/write*.wgsl), the rows_ functions (a's row
-// sums beside the product, matmul/rows.wgsl, or none, matmul/rows_none.wgsl), and the
-// constants H, PAD, OUT4, UNROLL and FETCH_INSIDE. p.m and p.n are M and N.
+// there is none), store_y / store_y4 (from matmul/write*.wgsl), and the constants H, PAD,
+// OUT4, UNROLL and FETCH_INSIDE. p.m and p.n are M and N.
 
 // Invocations per workgroup (16 x 16), for an including shader's entry point.
 const WG: u32 = 256u;
@@ -127,11 +126,8 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
     kend = k1;
     begin_tile(m0, n0, lid);
     acc = array<vec4<C_x>, 16>();
-    rows_clear();
     var r = fetch_slice(abase, bbase, m0, n0, k0, k1, lid);
     for (var k = k0; k < k1; k += BK) {
-        // The row sums take the slice where it goes into workgroup memory (its loads done).
-        rows_add(r);
         workgroupBarrier();
         a_put(0u, lid, r.a0);
         b_put(0u, lid, r.b0);
@@ -156,7 +152,6 @@ fn tile(abase: u32, bbase: u32, m0: u32, n0: u32, k0: u32, k1: u32, ybase: u32, 
             }
         }
     }
-    rows_store(ybase, m0, n0, lid);
     let m = m0 + ty * 4u;
     let n = n0 + tx * 4u;
     store_block(ybase, m, n, acc[0], acc[1], acc[2], acc[3]);
