@@ -23,6 +23,8 @@ const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
 const BACKWARD_FOLD: &str = include_str!("shaders/fused_layer_norm_backward_fold.wgsl");
+/// The bindings the two rows' backward kernels share.
+const BACKWARD_IO: &str = include_str!("shaders/fused_layer_norm_backward_io.wgsl");
 const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
 const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
 const FORWARD_LOW: &str = include_str!("shaders/fused_layer_norm_forward_low.wgsl");
@@ -144,7 +146,9 @@ impl KernelKey for Key {
             Pass::BackwardFold => w.uint("SLOTS", fold_slots(self.sums.lanes()) as u32).uint("PARTIAL_BINDING", 7 + self.into as u32 + self.low as u32),
             _ => w,
         };
-        let w = w.part(SHARED).part(main);
+        let w = w.part(SHARED);
+        let w = if matches!(self.pass, Pass::Backward | Pass::BackwardFold) { w.part(BACKWARD_IO) } else { w };
+        let w = w.part(main);
         let w = match (self.pass, self.into, self.low) {
             (Pass::Backward | Pass::BackwardFold, true, true) => w.ty("t", DType::F16).part(BACKWARD_INTO).part(BACKWARD_LOW),
             (Pass::Backward | Pass::BackwardFold, true, false) => w.part(BACKWARD_INTO).part(NO_LOW),

@@ -4,14 +4,9 @@
 // to a subgroup, writes each row's dx as fused_layer_norm_backward.wgsl does, and sums dy xhat
 // and dy down the segment's columns through workgroup memory into partial[s D + column] for
 // the join, where the column-sum kernel would read x and dy again. Slot k of a lane is column
-// lane + ROW_LANES k. `summed(i, v)` and `keep(i, v)` as in the rows' kernel.
+// lane + ROW_LANES k. `summed(i, v)` and `keep(i, v)` as in the rows' kernel, and its bindings
+// (fused_layer_norm_backward_io.wgsl).
 
-@group(0) @binding(1) var<storage, read> x: array<S_x>;
-@group(0) @binding(2) var<storage, read> dy: array<S_x>;
-@group(0) @binding(3) var<storage, read> mean: array<S_x>;
-@group(0) @binding(4) var<storage, read> rstd: array<S_x>;
-@group(0) @binding(5) var<storage, read> weight: array<S_x>;
-@group(0) @binding(6) var<storage, read_write> dx: array<S_x>;
 @group(0) @binding(PARTIAL_BINDING) var<storage, read_write> partial: array<vec2<f32>>;
 
 const GROUP_ROWS: u32 = 256u / ROW_LANES;
