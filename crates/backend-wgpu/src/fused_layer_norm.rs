@@ -4,7 +4,6 @@
 //! y), the backward in three (the rows' dx, as the forward's rows; then the parameters'
 //! gradients as column sums over short segments of rows, joined by a workgroup a column; in
 //! f32 the rows' dx may be summed into a gradient already gathered, `LayerNormBackwardInto`),
-//! or, where `Knobs::layer_norm_fold` asks, in two (the column sums taken by the rows' kernel),
 //! where the composite takes some ten ops each way and keeps three row-sized intermediates for
 //! backward. Statistics are kept in f32 whatever the dtype; f64 is left to the composite.
 
@@ -22,9 +21,6 @@ const SHARED: &str = include_str!("shaders/fused_layer_norm.wgsl");
 const FORWARD: &str = include_str!("shaders/fused_layer_norm_forward.wgsl");
 const BACKWARD: &str = include_str!("shaders/fused_layer_norm_backward.wgsl");
 const BACKWARD_SUMS: &str = include_str!("shaders/fused_layer_norm_backward_sums.wgsl");
-const BACKWARD_FOLD: &str = include_str!("shaders/fused_layer_norm_backward_fold.wgsl");
-/// The bindings the two rows' backward kernels share.
-const BACKWARD_IO: &str = include_str!("shaders/fused_layer_norm_backward_io.wgsl");
 const BACKWARD_INTO: &str = include_str!("shaders/fused_layer_norm_backward_into.wgsl");
 const BACKWARD_LOW: &str = include_str!("shaders/fused_layer_norm_backward_low.wgsl");
 const FORWARD_LOW: &str = include_str!("shaders/fused_layer_norm_forward_low.wgsl");
@@ -41,15 +37,6 @@ const LANES: usize = 64;
 /// segments, since each invocation walks its segment's rows one load after another.
 const MIN_SEGMENT_ROWS: usize = 8;
 const MAX_SEGMENTS: usize = 1024;
-/// The most elements of a row a lane keeps in registers where the rows' kernel sums the
-/// parameters' gradients too (`Pass::BackwardFold`, a workgroup of [`WG`] invocations).
-const MAX_FOLD_SLOTS: usize = 8;
-
-/// Slots of a lane in the folded backward of rows of `lanes` lanes: rows of up to 256
-/// elements, fewer where a row has fewer lanes.
-fn fold_slots(lanes: usize) -> usize {
-    (256 / lanes).min(MAX_FOLD_SLOTS)
-}
 
 /// A fused layer-norm op: the forward, its gradient, or its gradient with `dx` summed into a
 /// gradient gathered already (`ops::LayerNormBackwardInto`, f32 only).
@@ -70,8 +57,6 @@ pub(crate) enum Op {
 pub(crate) enum Pass {
     Forward,
     Backward,
-    /// The rows' dx and the parameters' partial sums in one kernel.
-    BackwardFold,
     BackwardSums,
     BackwardJoin,
 }
@@ -86,16 +71,6 @@ pub(crate) enum Sums {
     /// A subgroup a row (of this many invocations, the device's one subgroup size): no
     /// workgroup memory or barrier.
     Rows(u32),
-}
-
-impl Sums {
-    /// The lanes a row is summed over.
-    fn lanes(self) -> usize {
-        match self {
-            Sums::Rows(n) => n as usize,
-            _ => LANES,
-        }
-    }
 }
 
 /// One fused layer-norm kernel variant (see `kernels::KernelKey`).
@@ -136,23 +111,15 @@ impl KernelKey for Key {
         let main = match self.pass {
             Pass::Forward => FORWARD,
             Pass::Backward => BACKWARD,
-            Pass::BackwardFold => BACKWARD_FOLD,
             Pass::BackwardSums => BACKWARD_SUMS,
             Pass::BackwardJoin => BACKWARD_JOIN,
         };
-        let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).uint("ROW_LANES", self.sums.lanes() as u32);
-        // The folded backward's partial sums follow its other bindings.
-        let w = match self.pass {
-            Pass::BackwardFold => w.uint("SLOTS", fold_slots(self.sums.lanes()) as u32).uint("PARTIAL_BINDING", 7 + self.into as u32 + self.low as u32),
-            _ => w,
-        };
-        let w = w.part(SHARED);
-        let w = if matches!(self.pass, Pass::Backward | Pass::BackwardFold) { w.part(BACKWARD_IO) } else { w };
-        let w = w.part(main);
+        let lanes = if let Sums::Rows(n) = self.sums { n } else { LANES as u32 };
+        let w = Wgsl::new(repr).params::<LayerNormParams>().ty("x", self.dtype).uint("ROW_LANES", lanes).part(SHARED).part(main);
         let w = match (self.pass, self.into, self.low) {
-            (Pass::Backward | Pass::BackwardFold, true, true) => w.ty("t", DType::F16).part(BACKWARD_INTO).part(BACKWARD_LOW),
-            (Pass::Backward | Pass::BackwardFold, true, false) => w.part(BACKWARD_INTO).part(NO_LOW),
-            (Pass::Backward | Pass::BackwardFold, false, _) => w.part(NOT_INTO).part(NO_LOW),
+            (Pass::Backward, true, true) => w.ty("t", DType::F16).part(BACKWARD_INTO).part(BACKWARD_LOW),
+            (Pass::Backward, true, false) => w.part(BACKWARD_INTO).part(NO_LOW),
+            (Pass::Backward, false, _) => w.part(NOT_INTO).part(NO_LOW),
             (Pass::Forward, _, true) => w.ty("t", DType::F16).part(FORWARD_LOW),
             (Pass::Forward, _, false) => w.part(NO_LOW),
             _ => w,
@@ -164,7 +131,7 @@ impl KernelKey for Key {
             _ => w,
         };
         match (self.pass, self.sums) {
-            (Pass::BackwardSums | Pass::BackwardFold, _) => w.build(),
+            (Pass::BackwardSums, _) => w.build(),
             (_, Sums::Tree) => w.part(TREE).build(),
             (_, Sums::Subgroups) => w.part(SUBGROUP).build(),
             (_, Sums::Rows(_)) => w.part(ROWS).build(),
@@ -172,7 +139,7 @@ impl KernelKey for Key {
     }
 
     fn all(repr: &Repr) -> Vec<Key> {
-        let passes = [Pass::Forward, Pass::Backward, Pass::BackwardFold, Pass::BackwardSums, Pass::BackwardJoin];
+        let passes = [Pass::Forward, Pass::Backward, Pass::BackwardSums, Pass::BackwardJoin];
         let sums = [Sums::Tree, Sums::Subgroups, Sums::Rows(8), Sums::Rows(32), Sums::Rows(64)];
         let mut keys: Vec<Key> = Vec::new();
         for pass in passes {
@@ -180,7 +147,7 @@ impl KernelKey for Key {
                 // Into a gathered gradient in f32 only, with an f16 copy or not; the forward
                 // of f32 with an f16 copy or not.
                 let into: &[(bool, bool)] = match (pass, dtype) {
-                    (Pass::Backward | Pass::BackwardFold, DType::F32) => &[(false, false), (true, false), (true, true)],
+                    (Pass::Backward, DType::F32) => &[(false, false), (true, false), (true, true)],
                     (Pass::Forward, DType::F32) => &[(false, false), (false, true)],
                     _ => &[(false, false)],
                 };
@@ -191,9 +158,7 @@ impl KernelKey for Key {
                     }
                     _ => vec![None],
                 };
-                // Folded, a row to a subgroup only.
-                let sums = sums.iter().filter(|s| pass != Pass::BackwardFold || matches!(s, Sums::Rows(_)));
-                for &s in sums {
+                for s in sums {
                     for &(into, low) in into {
                         for &add in &adds {
                             let k = Key { into, low, add, ..Key::new(pass, dtype, s) };
@@ -275,27 +240,9 @@ impl WgpuBackend {
             Ok(gpu) => gpu,
             Err(e) => return Some(Err(e)),
         };
-        let sums = match (gpu.options().testing.row_sums, gpu.subgroup_size) {
-            (RowSums::Auto, Some(n)) if n.is_power_of_two() && n as usize <= LANES => Sums::Rows(n),
-            (RowSums::Auto | RowSums::Subgroups, _) if gpu.subgroups => Sums::Subgroups,
-            _ => Sums::Tree,
-        };
-        // The parameters' gradients summed by the rows' kernel where asked and a subgroup takes
-        // a row that fits its lanes' slots, a segment a workgroup: not yet timed against the
-        // column-sum kernel on a big GPU, so not the rule.
-        let fold = backward
-            && (o.weight || o.bias)
-            && matches!(sums, Sums::Rows(_))
-            && d <= fold_slots(sums.lanes()) * sums.lanes()
-            && gpu.options().testing.layer_norm_fold == Some(true);
-        let (segments, per_segment) = if fold {
-            let per_segment = WG / sums.lanes();
-            (rows.div_ceil(per_segment).max(1), per_segment)
-        } else {
-            let segments = rows.div_ceil(MIN_SEGMENT_ROWS).clamp(1, MAX_SEGMENTS);
-            let per_segment = rows.div_ceil(segments).max(1);
-            (rows.div_ceil(per_segment).max(1), per_segment)
-        };
+        let segments = rows.div_ceil(MIN_SEGMENT_ROWS).clamp(1, MAX_SEGMENTS);
+        let per_segment = rows.div_ceil(segments).max(1);
+        let segments = rows.div_ceil(per_segment).max(1);
         let flags = o.weight as u32 | (o.bias as u32) << 1;
         let mut block = LayerNormParams {
             rows: u32::try_from(rows).ok()?,
@@ -319,9 +266,16 @@ impl WgpuBackend {
         }
         let meta = words(&block);
         let buf = |k: usize| gpu_storage(&inputs[k]).buffer();
-        // The row kernels' workgroups: one a row, or one a LANES / n rows (one a segment, where
-        // folded).
-        let row_groups = if fold { rows_grid(segments) } else { rows_grid(rows.div_ceil(LANES / sums.lanes())) };
+        let sums = match (gpu.options().testing.row_sums, gpu.subgroup_size) {
+            (RowSums::Auto, Some(n)) if n.is_power_of_two() && n as usize <= LANES => Sums::Rows(n),
+            (RowSums::Auto | RowSums::Subgroups, _) if gpu.subgroups => Sums::Subgroups,
+            _ => Sums::Tree,
+        };
+        // The row kernels' workgroups: one a row, or one a LANES / n rows.
+        let row_groups = match sums {
+            Sums::Rows(n) => rows_grid(rows.div_ceil(LANES / n as usize)),
+            _ => rows_grid(rows),
+        };
         Some((|| {
             if !backward {
                 let kernel = gpu.kernel(Key { low: low.is_some(), add: addend.map(|b| b.dtype), ..Key::new(Pass::Forward, dtype, sums) })?;
@@ -339,25 +293,20 @@ impl WgpuBackend {
                 gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
                 return Ok([y, mean, rstd].into_iter().chain(y_low).chain(total).map(|s| Arc::new(s) as Storage).collect());
             }
-            let pass = if fold { Pass::BackwardFold } else { Pass::Backward };
-            let kernel = gpu.kernel(Key { into, low: low.is_some(), ..Key::new(pass, dtype, sums) })?;
+            let kernel = gpu.kernel(Key { into, low: low.is_some(), ..Key::new(Pass::Backward, dtype, sums) })?;
             let dx = self.output(dtype, numel)?;
             let dx_low = low.map(|t| self.output(t, numel)).transpose()?;
-            let partial = (o.weight || o.bias).then(|| self.output(DType::F32, segments * d * 2)).transpose()?;
             let weight = if o.weight { buf(4) } else { buf(0) };
             let mut bound = vec![buf(0), buf(1), buf(2), buf(3), weight, dx.buffer()];
             bound.extend(into.then(|| buf(inputs.len() - 1)));
             bound.extend(dx_low.as_ref().map(|l| l.buffer()));
-            bound.extend(partial.as_ref().filter(|_| fold).map(|p| p.buffer()));
             gpu.dispatch(&kernel, &meta, &bound, row_groups)?;
             let mut outs = vec![dx];
-            if let Some(partial) = partial {
-                if !fold {
-                    let columns = d.div_ceil(LANES) as u32;
-                    let sums = gpu.kernel(Key::new(Pass::BackwardSums, dtype, sums))?;
-                    gpu.dispatch(&sums, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], (columns, segments as u32, 1))?;
-                }
-                let join = gpu.kernel(Key::new(Pass::BackwardJoin, dtype, sums))?;
+            if o.weight || o.bias {
+                let (sums, join) = (gpu.kernel(Key::new(Pass::BackwardSums, dtype, sums))?, gpu.kernel(Key::new(Pass::BackwardJoin, dtype, sums))?);
+                let partial = self.output(DType::F32, segments * d * 2)?;
+                let columns = d.div_ceil(LANES) as u32;
+                gpu.dispatch(&sums, &meta, &[buf(0), buf(1), buf(2), buf(3), partial.buffer()], (columns, segments as u32, 1))?;
                 // An absent parameter's gradient goes to a one-element placeholder, never kept.
                 let dweight = self.output(dtype, if o.weight { d } else { 1 })?;
                 let dbias = self.output(dtype, if o.bias { d } else { 1 })?;

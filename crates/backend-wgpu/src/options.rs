@@ -221,10 +221,6 @@ pub struct Knobs {
     pub tree_column_sums: bool,
     /// How layer norm's row kernels sum a row, so that each way runs on any device that can.
     pub row_sums: RowSums,
-    /// Layer norm's backward sums the parameters' gradients in its rows' kernel where it can
-    /// (`Some(true)`), or in a column-sum kernel after (`Some(false)`; `None`: the rule's, the
-    /// column-sum kernel), so that the two can be timed and tested against each other.
-    pub layer_norm_fold: Option<bool>,
     /// Workgroups a head in the fused attention's backward on the ordinary units (1, 2 or 3;
     /// `None`: the rule's), so that each spread can be timed.
     pub attention_sides: Option<u32>,
@@ -260,7 +256,6 @@ impl Default for Knobs {
             coop_cut: None,
             tree_column_sums: false,
             row_sums: RowSums::Auto,
-            layer_norm_fold: None,
             attention_sides: None,
         }
     }

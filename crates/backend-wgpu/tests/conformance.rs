@@ -164,24 +164,16 @@ fn fused_linear_bias_runs_here() {
 }
 
 /// Layer norm's row kernels summing a row each way besides the default (a subgroup a row where
-/// the subgroups have one size): a workgroup a row by its subgroups, and by a tree; and the
-/// backward's parameter gradients summed by the rows' kernel (`Knobs::layer_norm_fold`, a
-/// subgroup a row); each against the composite, forward and gradients.
+/// the subgroups have one size): a workgroup a row by its subgroups, and by a tree, each
+/// against the composite, forward and gradients.
 #[test]
 fn layer_norm_every_row_sum_matches_composite() {
     use liandan_backend_wgpu::testing::RowSums;
-    use liandan_tensor::conformance::fused::layer_norm_backward_into_matches_composite;
     use liandan_tensor::conformance::fused_norm::{layer_norm_grads, layer_norm_matches_composite};
-    for (sums, fold) in [(RowSums::Subgroups, None), (RowSums::Tree, None), (RowSums::Auto, Some(true))] {
-        let Some(d) = common::gpu_with(|o| {
-            o.testing.row_sums = sums;
-            o.testing.layer_norm_fold = fold;
-        }) else {
-            return;
-        };
+    for sums in [RowSums::Subgroups, RowSums::Tree] {
+        let Some(d) = common::gpu_with(|o| o.testing.row_sums = sums) else { return };
         layer_norm_matches_composite(&d);
         layer_norm_grads(&d);
-        layer_norm_backward_into_matches_composite(&d);
     }
 }
 

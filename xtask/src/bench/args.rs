@@ -160,11 +160,6 @@ pub struct ChildArgs {
     /// (`testing::Knobs::attention_sides`), so that one build times each spread.
     #[arg(long)]
     pub attention_sides: Option<u32>,
-    /// Ours only, on the GPU: layer norm's backward sums the parameters' gradients in its rows'
-    /// kernel where it can (true), or in a column-sum kernel after (false)
-    /// (`testing::Knobs::layer_norm_fold`).
-    #[arg(long)]
-    pub layer_norm_fold: Option<bool>,
 }
 
 impl ChildArgs {
@@ -176,9 +171,6 @@ impl ChildArgs {
         }
         if let Some(n) = self.attention_sides {
             v.extend(["--attention-sides".to_string(), n.to_string()]);
-        }
-        if let Some(n) = self.layer_norm_fold {
-            v.extend(["--layer-norm-fold".to_string(), n.to_string()]);
         }
         v
     }
@@ -266,7 +258,6 @@ mod tests {
             groups: 2,
             samples: 640,
             attention_sides: Some(2),
-            layer_norm_fold: Some(false),
         };
         let back = ChildArgs::try_parse_from(std::iter::once("bench-model".to_string()).chain(c.to_args())).unwrap();
         assert_eq!(back, c);

@@ -247,7 +247,6 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     groups: plan.groups,
                     samples: 0,
                     attention_sides: None,
-                    layer_norm_fold: None,
                 };
                 let compiled = match torch.is_ok() {
                     true => a.compile_modes(model).iter().map(|m| (m.clone(), vec![])).collect(),
@@ -308,7 +307,6 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             groups: 1,
             samples: a.epoch_samples(),
             attention_sides: None,
-            layer_norm_fold: None,
         };
         eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);
         let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);

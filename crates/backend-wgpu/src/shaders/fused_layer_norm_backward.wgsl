@@ -3,7 +3,14 @@
 // sum(g xhat) / D). Without a weight, g = dy and the weight's binding is a placeholder.
 // `summed(i, v)` gives element i's value as stored: v, or (ops::LayerNormBackwardInto) v
 // rounded to the dtype and added to the gathered gradient; `keep(i, v)` writes its low copy
-// where the op asks for one. Its bindings are fused_layer_norm_backward_io.wgsl's.
+// where the op asks for one.
+
+@group(0) @binding(1) var<storage, read> x: array<S_x>;
+@group(0) @binding(2) var<storage, read> dy: array<S_x>;
+@group(0) @binding(3) var<storage, read> mean: array<S_x>;
+@group(0) @binding(4) var<storage, read> rstd: array<S_x>;
+@group(0) @binding(5) var<storage, read> weight: array<S_x>;
+@group(0) @binding(6) var<storage, read_write> dx: array<S_x>;
 
 // A row of at most 256 elements is held in registers, four an invocation: element slot k of
 // invocation lid is column lid + 64 k, and `short_live` says which slots the row has.
