@@ -810,7 +810,7 @@ fn real_params() -> Fallible<Vec<(String, String, bool, u32)>> {
             "prefetch f16 matmul",
             2,
         ),
-        ("Matmul(Key { dtype: F32, v: Variant { h: 2, a: K, b: Outer, out4: true, partial: false, packed: false, bias: false } })", "tiled f32 matmul", 4),
+        ("Matmul(Key { dtype: F32, v: Variant { h: 2, a: K, b: Outer, out4: true, partial: false, packed: false, epilogue: None } })", "tiled f32 matmul", 4),
     ] {
         let find = |immediates: bool| {
             liandan_backend_wgpu::shaders::all_sources(true, false, immediates)

@@ -12,9 +12,9 @@ use liandan_tensor::backend::Window2d;
 use liandan_tensor::ops::{
     AddLayerNorm, AddRelu, AddWide, Attention, AttentionBackward, AttentionBackwardJoined, BatchNormBackward, BatchNormTrain, BceLoss, BceLossBackward,
     CastAll, Conv2d, Conv2dBackwardInput, Conv2dBackwardWeight, Conv2dBackwardWeightWide, Conv2dBias, Conv2dBiasRelu, Gelu, GeluBackward, GruCell,
-    GruCellBackward, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LinearGrads, LogSoftmaxLastDim, LogSoftmaxLastDimBackward, LstmCell,
-    LstmCellBackward, LstmStep, MatmulBias, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward, SoftmaxLastDim,
-    SoftmaxLastDimBackward, SumChannels, SumRowsWide,
+    GruCellBackward, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow, LinearGelu, LinearGrads, LogSoftmaxLastDim, LogSoftmaxLastDimBackward,
+    LstmCell, LstmCellBackward, LstmStep, MatmulBias, MatmulGeluBackward, MatmulWide, MaxPool2dBackward, NllLoss, NllLossBackward, Relu, ReluBackward,
+    SoftmaxLastDim, SoftmaxLastDimBackward, SumChannels, SumRowsWide,
 };
 use liandan_tensor::{BatchNormOptions, ConvGeometry, CustomKernel, DType, LayerNormOptions, Result, Storage, Strided};
 
@@ -46,6 +46,10 @@ pub(crate) enum Known {
     LayerNorm(LayerNormOptions, crate::fused_layer_norm::Op),
     Conv(ConvOp, ConvGeometry),
     MatmulBias,
+    /// A product whose f32 sums are multiplied by GELU's gradient as they are stored.
+    MatmulGeluBackward,
+    /// A linear layer in f32 whose results and their GELU are both written.
+    LinearGelu,
     /// A product of f16 (or packed bf16) matrices written in f32.
     MatmulWide,
     /// A linear layer's weight gradient and its bias's, one product; in f32 where `true`.
@@ -92,6 +96,8 @@ impl Known {
             (T::of::<BceLossBackward>(), Known::Pointwise(Pointwise::BceLossBackward)),
             (T::of::<MatmulBias>(), Known::MatmulBias),
             (T::of::<MatmulWide>(), Known::MatmulWide),
+            (T::of::<MatmulGeluBackward>(), Known::MatmulGeluBackward),
+            (T::of::<LinearGelu>(), Known::LinearGelu),
             (T::of::<SumRowsWide>(), Known::SumRowsWide),
             (T::of::<LstmStep>(), Known::LstmStep),
             (T::of::<LogSoftmaxLastDim>(), Known::LogSoftmax(false)),
@@ -138,6 +144,8 @@ impl Known {
             Known::Conv(..) => true,
             Known::Pointwise(p) => p.reads_packed(),
             Known::MatmulBias | Known::MatmulWide | Known::SumRowsWide | Known::LstmStep => true,
+            // f32 only: bf16 is declined as stored rather than widened first.
+            Known::MatmulGeluBackward | Known::LinearGelu => true,
             // bf16 is declined as stored (the engine then takes the product and the sum apart),
             // rather than widened first for nothing.
             Known::LinearGrads(_) => true,
@@ -285,6 +293,8 @@ impl WgpuBackend {
             Known::Conv(op, g) => self.fused_conv(op, g, inputs),
             Known::MatmulBias => self.fused_matmul_bias(inputs),
             Known::MatmulWide => self.fused_matmul_wide(inputs),
+            Known::MatmulGeluBackward => self.fused_matmul_gelu_backward(inputs),
+            Known::LinearGelu => self.fused_linear_gelu(inputs),
             Known::LinearGrads(wide) => self.fused_linear_grads(wide, inputs),
             Known::SumRowsWide => self.fused_sum_rows_wide(inputs),
             Known::SumChannels(wide) => self.fused_sum_channels(wide, inputs),

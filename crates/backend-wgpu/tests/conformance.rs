@@ -163,6 +163,19 @@ fn fused_linear_bias_runs_here() {
     }
 }
 
+/// GELU and its gradient run in the f32 products' epilogues here; f16 is left to the
+/// composites (the products on the tensor cores, then GELU or its gradient).
+#[test]
+fn gelu_epilogues_run_here() {
+    use liandan_tensor::ops::{LinearGelu, MatmulGeluBackward};
+    use liandan_tensor::{conformance::fused::kernel_runs, CustomOp, DType};
+    let Some(d) = gpu() else { return };
+    for op in [&LinearGelu as &dyn CustomOp, &MatmulGeluBackward] {
+        assert!(kernel_runs(&d, op, DType::F32), "{} in f32", op.name());
+        assert!(!kernel_runs(&d, op, DType::F16), "{} in f16", op.name());
+    }
+}
+
 /// Layer norm's row kernels summing a row each way besides the default (a subgroup a row where
 /// the subgroups have one size): a workgroup a row by its subgroups, and by a tree, each
 /// against the composite, forward and gradients.

@@ -32,6 +32,9 @@ use crate::tune::Shape;
 const MATMUL: &str = include_str!("../shaders/matmul.wgsl");
 const BIAS: &str = include_str!("../shaders/matmul/bias.wgsl");
 const BIAS_PACKED: &str = include_str!("../shaders/matmul/bias_packed.wgsl");
+const GELU_GRAD: &str = include_str!("../shaders/matmul/gelu_grad.wgsl");
+const BIAS_GELU: &str = include_str!("../shaders/matmul/bias_gelu.wgsl");
+const ERF: &str = include_str!("../shaders/erf.wgsl");
 /// The epilogue of a product without a bias, which the convolutions share.
 pub(crate) const NO_BIAS: &str = include_str!("../shaders/matmul/no_bias.wgsl");
 pub(crate) const ENTRY: &str = include_str!("../shaders/matmul/entry.wgsl");
@@ -80,8 +83,7 @@ crate::shader_params! {
 /// kernel writes unrounded partial sums over a split of K, for `reduce` to add up; `packed`:
 /// a and b are bf16 held two to a word (`packed.rs`), widened as they are read, and y is
 /// written packed too where it is written whole in vec4s ([`Variant::packs_y`]); `bias`: a
-/// linear layer's bias (packed where a and b are) is added to each column as y is stored
-/// (finished sums only).
+/// `epilogue`: what becomes of the finished sums as they are stored ([`Epilogue`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Variant {
     h: u32,
@@ -90,7 +92,21 @@ struct Variant {
     out4: bool,
     partial: bool,
     packed: bool,
-    bias: bool,
+    epilogue: Epilogue,
+}
+
+/// What the tiled kernel does to its finished sums as it stores them (partial sums: nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Epilogue {
+    None,
+    /// A linear layer's bias (packed where a and b are) added to each column.
+    Bias,
+    /// Each f32 sum multiplied by GELU's gradient at the matching element of a matrix of y's
+    /// shape (`ops::MatmulGeluBackward`).
+    GeluGrad,
+    /// The bias added, and GELU of each f32 result written to a second matrix
+    /// (`ops::LinearGelu`).
+    BiasGelu,
 }
 
 impl Variant {
@@ -256,11 +272,14 @@ impl KernelKey for Key {
         let w = w.flag("FLAT", false);
         let w = w.flag("OUT4", v.out4).flag("UNROLL", unroll).flag("FETCH_INSIDE", true);
         let w = if v.packed { with_words(w) } else { w };
-        let epilogue = match (v.bias, v.packed) {
-            (false, _) => NO_BIAS,
-            (true, false) => BIAS,
-            (true, true) => BIAS_PACKED,
+        let epilogue = match (v.epilogue, v.packed) {
+            (Epilogue::None, _) => NO_BIAS,
+            (Epilogue::Bias, false) => BIAS,
+            (Epilogue::Bias, true) => BIAS_PACKED,
+            (Epilogue::GeluGrad, _) => GELU_GRAD,
+            (Epilogue::BiasGelu, _) => BIAS_GELU,
         };
+        let w = if matches!(v.epilogue, Epilogue::GeluGrad | Epilogue::BiasGelu) { w.part(ERF) } else { w };
         w.part(read_a).part(read_b).part(out).part(write).part(epilogue).part(TILE).part(LOAD_A).part(MATMUL).part(ENTRY).build()
     }
 
@@ -273,9 +292,14 @@ impl KernelKey for Key {
                     for b in loads {
                         for (out4, partial) in [(false, false), (true, false), (false, true), (true, true)] {
                             for packed in [false, true].into_iter().filter(|&p| !p || dtype == DType::BF16) {
-                                let biases: &[bool] = if partial { &[false] } else { &[false, true] };
-                                for &bias in biases {
-                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, bias } });
+                                // GELU's: f32 finished sums only.
+                                let epilogues: &[Epilogue] = match (partial, dtype) {
+                                    (true, _) => &[Epilogue::None],
+                                    (false, DType::F32) => &[Epilogue::None, Epilogue::Bias, Epilogue::GeluGrad, Epilogue::BiasGelu],
+                                    (false, _) => &[Epilogue::None, Epilogue::Bias],
+                                };
+                                for &epilogue in epilogues {
+                                    out.push(Key { dtype, v: Variant { h, a, b, out4, partial, packed, epilogue } });
                                 }
                             }
                         }
@@ -427,10 +451,58 @@ impl WgpuBackend {
         self.product_op(lhs, rhs, None, None, Extra::WideRows).transpose()
     }
 
-    /// [`WgpuBackend::matmul_cut_op`], its result first; with [`Extra::Wide`] or
-    /// [`Extra::WideRows`], `None` where the route is not one that writes what they ask.
+    /// `ops::MatmulGeluBackward`: f32 `dy [M, N]` times `weight [N, K]` (any strides), each sum
+    /// multiplied by GELU's gradient at `h [M, K]` (contiguous) as the tiled kernel stores it;
+    /// `None` where the product would not run unsplit on the tiled kernel (the composite runs:
+    /// the product, then GELU's gradient).
+    pub(crate) fn fused_matmul_gelu_backward(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [dy, w, h] = inputs else { return None };
+        let (ds, ws) = (dy.layout.shape(), w.layout.shape());
+        let shaped = ds.len() == 2 && ws.len() == 2 && ds[1] == ws[0] && h.layout.shape() == [ds[0], ws[1]] && h.layout.is_contiguous();
+        if !shaped || inputs.iter().any(|v| v.dtype != DType::F32) || !self.repr.computes(DType::F32) {
+            return None;
+        }
+        let (m, n, k) = (ds[0], ds[1], ws[1]);
+        let (dt, wt) = (dy.layout.strides(), w.layout.strides());
+        let (lhs, rhs) = (batch_of_one(dy, [m, n], [dt[0], dt[1]]), batch_of_one(w, [n, k], [wt[0], wt[1]]));
+        let (lhs, rhs) = (Strided { storage: dy.storage, layout: &lhs, dtype: DType::F32 }, Strided { storage: w.storage, layout: &rhs, dtype: DType::F32 });
+        if self.oversized(&[lhs, rhs, *h], m * k, DType::F32).is_some() {
+            return None;
+        }
+        self.product_op(lhs, rhs, None, None, Extra::GeluGrad(*h)).transpose()
+    }
+
+    /// `ops::LinearGelu`: f32 `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, and
+    /// GELU of that, both written by the tiled kernel as it stores its sums; `None` where the
+    /// product would not run unsplit on the tiled kernel (the composite runs).
+    pub(crate) fn fused_linear_gelu(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
+        let [x, w, b] = inputs else { return None };
+        let (xs, ws) = (x.layout.shape(), w.layout.shape());
+        let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]] && b.layout.is_contiguous();
+        if !shaped || inputs.iter().any(|v| v.dtype != DType::F32) || !self.repr.computes(DType::F32) {
+            return None;
+        }
+        let (m, k, n) = (xs[0], xs[1], ws[0]);
+        let (xt, wt) = (x.layout.strides(), w.layout.strides());
+        let (lhs, rhs) = (batch_of_one(x, [m, k], [xt[0], xt[1]]), batch_of_one(w, [k, n], [wt[1], wt[0]]));
+        let (lhs, rhs) = (Strided { storage: x.storage, layout: &lhs, dtype: DType::F32 }, Strided { storage: w.storage, layout: &rhs, dtype: DType::F32 });
+        if self.oversized(&[lhs, rhs, *b], m * n, DType::F32).is_some() {
+            return None;
+        }
+        self.product_op(lhs, rhs, Some(*b), None, Extra::Gelu).transpose()
+    }
+
+    /// [`WgpuBackend::matmul_cut_op`], its result first; with [`Extra::Wide`],
+    /// [`Extra::WideRows`] or [`Extra::GeluGrad`], `None` where the route is not one that
+    /// writes what they ask.
     fn product_op(&self, lhs: Strided, rhs: Strided, bias: Option<Strided>, cut: Option<(usize, usize)>, extra: Extra) -> Result<Option<Vec<Storage>>> {
-        let (wide, rows) = (matches!(extra, Extra::Wide | Extra::WideRows), extra == Extra::WideRows);
+        let (wide, rows) = (matches!(extra, Extra::Wide | Extra::WideRows), matches!(extra, Extra::WideRows));
+        let gelu = match extra {
+            Extra::GeluGrad(h) => Some(h),
+            _ => None,
+        };
+        // Epilogues only the tiled kernel has, on finished f32 sums.
+        let own_epilogue = gelu.is_some() || matches!(extra, Extra::Gelu);
         let dtype = lhs.dtype;
         let packed = packed_view(&lhs);
         debug_assert_eq!(packed, packed_view(&rhs), "matmul operands packed alike");
@@ -476,7 +548,7 @@ impl WgpuBackend {
                 let meta = meta(plan::cut_k(k, 1)).ok_or_else(no_meta)?;
                 return self.small_product(&lhs, &rhs, None, [batch, m, n], (b_load, block), meta, true).map(|y| Some(vec![y]));
             }
-            _ if wide || rows => return Ok(None),
+            _ if wide || rows || own_epilogue => return Ok(None),
             MatmulPlan::CopyRhs => {
                 // A weight broadcast over the batch (stride 0) is copied once, and read so.
                 let [batch, k, n] = b.sizes;
@@ -500,6 +572,12 @@ impl WgpuBackend {
         let tiled = if wide { Tiled { packs_y: false, bias_in_kernel: false, tunable: None, ..tiled } } else { tiled };
         // The row sums take the rule's cut: the autotune times plain products.
         let tiled = if rows { Tiled { tunable: None, ..tiled } } else { tiled };
+        // GELU's epilogues: the rule's cut, on the tiled kernel with K whole.
+        if own_epilogue && (tiled.coop.is_some() || tiled.splits > 1 || packed || dtype != DType::F32 || !(gelu.is_some() || tiled.bias_in_kernel)) {
+            return Ok(None);
+        }
+        let tiled = if own_epilogue { Tiled { tunable: None, ..tiled } } else { tiled };
+        let gelu_out = if matches!(extra, Extra::Gelu) { Some(self.output(dtype, batch * m * n)?) } else { None };
         let row_sums = if rows { Some(self.output(if wide { DType::F32 } else { dtype }, m)?) } else { None };
         let out = match (wide, tiled.packs_y) {
             (true, _) => self.output(DType::F32, batch * m * n)?,
@@ -523,7 +601,14 @@ impl WgpuBackend {
                     None => return Ok(false),
                 },
                 None => {
-                    gpu.kernel(Key { dtype, v: Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, bias: bias_in_kernel } })?
+                    let epilogue = match extra {
+                        Extra::GeluGrad(_) => Epilogue::GeluGrad,
+                        Extra::Gelu => Epilogue::BiasGelu,
+                        _ if bias_in_kernel => Epilogue::Bias,
+                        _ => Epilogue::None,
+                    };
+                    let v = Variant { h: tm as u32 / 64, a: a_load, b: b_load, out4: n % 4 == 0, partial, packed, epilogue };
+                    gpu.kernel(Key { dtype, v })?
                 }
             };
             // Packed bf16 on the tensor cores binds its operands' scales after y, then the bias.
@@ -552,6 +637,13 @@ impl WgpuBackend {
                 meta.bias_offset = offset;
                 buffers.push(buffer);
             }
+            // GELU's input where the bias would be (a product has one or the other); GELU's
+            // output after the bias.
+            if let Some(h) = &gelu {
+                meta.bias_offset = u32::try_from(h.layout.offset()).map_err(|_| gpu.err("matmul", "an offset past 32 bits"))?;
+                buffers.push(gpu_storage(h).buffer());
+            }
+            buffers.extend(gelu_out.as_ref().map(|g| g.buffer()));
             gpu.dispatch(&kernel, &words(&meta), &buffers, grid)?;
             match &partials {
                 Some(p) if t.packs_y => self.sum_packed(splits, [batch * m * n, n], p.buffer(), out.buffer(), bias_in)?,
@@ -596,18 +688,23 @@ impl WgpuBackend {
             Some(b) if !tiled.bias_in_kernel => self.add_bias(out, &[batch, m, n], &b, vec![0, 0, 1])?,
             _ => out,
         };
-        Ok(Some(std::iter::once(y).chain(row_sums.map(|r| Arc::new(r) as Storage)).collect()))
+        let second = row_sums.or(gelu_out).map(|r| Arc::new(r) as Storage);
+        Ok(Some(std::iter::once(y).chain(second).collect()))
     }
 }
 
-/// What a product writes besides its result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Extra {
+/// What a product writes besides its result, or how.
+#[derive(Clone, Copy, Debug)]
+enum Extra<'a> {
     None,
     /// The sums in f32 as they are (`ops::MatmulWide`; no rounding, packing or bias).
     Wide,
     /// Wide, and a's row sums in f32, a second result (`ops::LinearGrads`).
     WideRows,
+    /// Each f32 sum times GELU's gradient at this matrix's element (`ops::MatmulGeluBackward`).
+    GeluGrad(Strided<'a>),
+    /// With the bias, GELU of y written as a second result (`ops::LinearGelu`).
+    Gelu,
 }
 
 crate::shader_params! {

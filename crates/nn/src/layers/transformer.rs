@@ -149,13 +149,18 @@ impl TransformerEncoderLayer {
     }
 
     fn ff_block(&self, x: &Tensor) -> Result<Tensor> {
-        let hidden = self.linear1.forward(x)?;
-        let hidden = match self.config.activation {
-            Activation::Relu => hidden.relu()?,
-            Activation::Gelu => hidden.gelu()?,
-        };
         let (p, training) = (self.config.dropout, self.training);
-        Ok(self.linear2.forward(&hidden.dropout(p, training, None)?)?.dropout(p, training, None)?)
+        // Without dropout between them, the two layers and GELU run as one op while a graph is
+        // recorded (outside one, as layers, each with its summary row).
+        let out = match self.config.activation {
+            Activation::Gelu if !(training && p > 0.0) && liandan_tensor::is_grad_enabled() => {
+                let (l1, l2) = (&self.linear1, &self.linear2);
+                x.gelu_mlp(&l1.weight, l1.bias.as_ref(), &l2.weight, l2.bias.as_ref())?
+            }
+            Activation::Relu => self.linear2.forward(&self.linear1.forward(x)?.relu()?.dropout(p, training, None)?)?,
+            Activation::Gelu => self.linear2.forward(&self.linear1.forward(x)?.gelu()?.dropout(p, training, None)?)?,
+        };
+        Ok(out.dropout(p, training, None)?)
     }
 }
 

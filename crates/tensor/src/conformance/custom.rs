@@ -12,32 +12,39 @@ use crate::{no_fusion, Backend, CustomOp, DType, Device, Result, Tensor};
 
 /// Runs `f` on `inputs` (float leaves) with fusion on and with it off, and compares each
 /// output and the gradient of every input for the loss `sum_k sum(out_k * w_k)` (seeded `w`).
+/// The outputs of `f` on `inputs` (float leaves) and the gradient of every input for the loss
+/// `sum_k sum(out_k * w_k)` (seeded `w`), as f64s.
+#[track_caller]
+pub fn outputs_and_grads(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
+    for x in inputs {
+        x.set_grad(None);
+        x.set_requires_grad(true).expect("conformance: inputs must be float leaves");
+    }
+    let outs = f(inputs).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
+    let mut loss: Option<Tensor> = None;
+    for (k, o) in outs.iter().enumerate() {
+        let w = Tensor::from_f64s(&values(o.numel(), 0xfeed + k as u64), o.shape(), o.dtype(), o.device()).unwrap();
+        let term = o.mul(&w).and_then(|t| t.to_dtype(DType::F64)).and_then(|t| t.sum_all()).unwrap();
+        loss = Some(match loss {
+            Some(l) => l.add(&term).unwrap(),
+            None => term,
+        });
+    }
+    loss.expect("at least one output").backward().unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
+    let values = outs.iter().map(|o| o.to_vec_f64().unwrap()).collect();
+    let grads = inputs.iter().map(|x| x.grad().map(|g| g.to_vec_f64().unwrap()).unwrap_or_default()).collect();
+    for x in inputs {
+        x.set_requires_grad(false).unwrap();
+        x.set_grad(None);
+    }
+    (values, grads)
+}
+
+/// Runs `f` on `inputs` (float leaves) with fusion on and with it off, and compares each
+/// output and the gradient of every input for the loss `sum_k sum(out_k * w_k)` (seeded `w`).
 #[track_caller]
 pub fn check_fused(what: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>, atol: f64, rtol: f64) {
-    let run = || -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
-        for x in inputs {
-            x.set_grad(None);
-            x.set_requires_grad(true).expect("conformance: inputs must be float leaves");
-        }
-        let outs = f(inputs).unwrap_or_else(|e| panic!("{what}: forward failed: {e}"));
-        let mut loss: Option<Tensor> = None;
-        for (k, o) in outs.iter().enumerate() {
-            let w = Tensor::from_f64s(&values(o.numel(), 0xfeed + k as u64), o.shape(), o.dtype(), o.device()).unwrap();
-            let term = o.mul(&w).and_then(|t| t.to_dtype(DType::F64)).and_then(|t| t.sum_all()).unwrap();
-            loss = Some(match loss {
-                Some(l) => l.add(&term).unwrap(),
-                None => term,
-            });
-        }
-        loss.expect("at least one output").backward().unwrap_or_else(|e| panic!("{what}: backward failed: {e}"));
-        let values = outs.iter().map(|o| o.to_vec_f64().unwrap()).collect();
-        let grads = inputs.iter().map(|x| x.grad().map(|g| g.to_vec_f64().unwrap()).unwrap_or_default()).collect();
-        for x in inputs {
-            x.set_requires_grad(false).unwrap();
-            x.set_grad(None);
-        }
-        (values, grads)
-    };
+    let run = || outputs_and_grads(what, inputs, &f);
     let (fused_out, fused_grads) = run();
     let (plain_out, plain_grads) = no_fusion(run);
     for (k, (got, want)) in fused_out.iter().zip(&plain_out).enumerate() {

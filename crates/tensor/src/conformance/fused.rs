@@ -6,7 +6,7 @@
 //! which kernels it has ([`kernel_runs`]), so a kernel that stops being used is noticed.
 
 pub use super::custom::check_fused;
-use super::custom::{backend_runs, check_op};
+use super::custom::{backend_runs, check_op, outputs_and_grads};
 use super::grads::{check_grads, leaf, strided_leaf};
 use super::{assert_close, from_values, strided_input, values};
 use crate::ops::{
@@ -130,6 +130,10 @@ pub fn kernel_runs(device: &Device, op: &dyn CustomOp, dtype: DType) -> bool {
             conv_operands(op, &t)
         }
         "matmul_bias" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
+        // x [N, H], the weight [4, H], the bias [4].
+        "linear_gelu" => vec![t(&[n, h], 1), t(&[4, h], 2), t(&[4], 3)],
+        // dy [N, 4], the weight [4, H], GELU's input [N, H].
+        "matmul_gelu_backward" => vec![t(&[n, 4], 1), t(&[4, h], 2), t(&[n, h], 3)],
         "matmul_wide" => vec![t(&[n, h], 1), t(&[h, 4], 2)],
         // An f32 tensor and one of `dtype` (the low type).
         "add_wide" => vec![t(&[n, h], 1).to_dtype(DType::F32).unwrap(), t(&[n, h], 2)],
@@ -1008,6 +1012,54 @@ pub fn linear_bias_matches_composite(d: &Device) {
     let twice = |x: &[Tensor]| -> Result<Vec<Tensor>> { Ok(vec![x[0].linear(&x[2], Some(&x[3]))?.add(&x[1].linear(&x[2], Some(&x[3]))?)?]) };
     let inputs = [t(&[4, 8], 83, DType::F32), t(&[4, 8], 84, DType::F32), t(&[12, 8], 85, DType::F32), t(&[12], 86, DType::F32)];
     check_fused("linear f32, one weight in two products", &inputs, twice, 1e-5, 1e-5);
+}
+
+/// A feed-forward block on GELU as one op ([`Tensor::gelu_mlp`], whose kernels, where a device
+/// has them, write the hidden layer and its GELU from one product, [`crate::ops::LinearGelu`],
+/// and take GELU's gradient as the product of `dy` and the second weight is stored,
+/// [`crate::ops::MatmulGeluBackward`]) against `linear`, `gelu` and `linear`, and with fusion
+/// on and off, the output and every input's gradient: rows and columns that fill no tile
+/// (hidden layers of 7 and 9: a ragged last vec4), several tiles each way, a folded 3-D input,
+/// no biases; then each kernel against its composite on a transposed operand.
+pub fn gelu_mlp_matches_composite(d: &Device) {
+    use crate::ops::{LinearGelu, MatmulGeluBackward};
+    let t = |shape: &[usize], seed| Tensor::from_f64s(&values(shape.iter().product(), seed), shape, DType::F32, d).unwrap();
+    let one = |bias: bool| {
+        move |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            let (b1, b2) = if bias { (Some(&x[2]), Some(&x[4])) } else { (None, None) };
+            let w2 = if bias { &x[3] } else { &x[2] };
+            Ok(vec![x[0].gelu_mlp(&x[1], b1, w2, b2)?])
+        }
+    };
+    let chain = |bias: bool| {
+        move |x: &[Tensor]| -> Result<Vec<Tensor>> {
+            let (b1, b2) = if bias { (Some(&x[2]), Some(&x[4])) } else { (None, None) };
+            let w2 = if bias { &x[3] } else { &x[2] };
+            Ok(vec![x[0].linear(&x[1], b1)?.gelu()?.linear(w2, b2)?])
+        }
+    };
+    // (x, hidden, out, biases)
+    let cases: [(&[usize], usize, usize, bool); 4] = [(&[6, 5], 7, 5, true), (&[130, 20], 68, 36, true), (&[2, 5, 8], 9, 4, true), (&[9, 12], 8, 3, false)];
+    for (i, &(xs, hidden, out, bias)) in cases.iter().enumerate() {
+        let k = xs[xs.len() - 1];
+        let seed = 300 + 5 * i as u64;
+        let mut inputs = vec![t(xs, seed), t(&[hidden, k], seed + 1)];
+        inputs.extend(bias.then(|| t(&[hidden], seed + 2)));
+        inputs.push(t(&[out, hidden], seed + 3));
+        inputs.extend(bias.then(|| t(&[out], seed + 4)));
+        let what = format!("gelu_mlp {xs:?} through {hidden} to {out}, biases {bias}");
+        // Sums over 130 rows of terms near 4 that largely cancel: 1e-4.
+        check_fused(&what, &inputs, one(bias), 1e-4, 1e-4);
+        let (got, want) = (outputs_and_grads(&what, &inputs, one(bias)), outputs_and_grads(&what, &inputs, chain(bias)));
+        for (k, (g, w)) in got.0.iter().chain(&got.1).zip(want.0.iter().chain(&want.1)).enumerate() {
+            assert!(!w.is_empty(), "{what}: term {k} is empty");
+            assert_close(&format!("{what}: term {k} (the output, then each input's gradient) against linear, gelu, linear"), g, w, 1e-4, 1e-4);
+        }
+    }
+    let dy = strided_input(d, &[70, 20], &values(1400, 320), DType::F32);
+    check_op(d, &MatmulGeluBackward, &[dy, t(&[20, 67], 321), t(&[70, 67], 322)], 1e-5, 1e-5);
+    let x = strided_input(d, &[70, 20], &values(1400, 323), DType::F32);
+    check_op(d, &LinearGelu, &[x, t(&[67, 20], 324), t(&[67], 325)], 1e-5, 1e-5);
 }
 
 /// A linear layer's weight and bias gradients in f32 from one kernel of f16 operands

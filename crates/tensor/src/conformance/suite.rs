@@ -162,6 +162,7 @@ macro_rules! conformance_suite {
             fused_gru_cell_errors => fused::gru_cell_errors,
             fused_linear_bias_matches_composite => fused::linear_bias_matches_composite,
             fused_linear_grads_matches_composite => fused::linear_grads_matches_composite,
+            fused_gelu_mlp_matches_composite => fused::gelu_mlp_matches_composite,
             fused_matmul_wide_matches_composite => fused::matmul_wide_matches_composite,
             fused_sum_channels_matches_composite => fused::sum_channels_matches_composite,
             fused_relu_matches_composite => fused::relu_matches_composite,

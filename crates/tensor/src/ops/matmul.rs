@@ -254,3 +254,185 @@ impl Tensor {
         Some(fused::run(&MatmulWide, &[self, b])?.map(|mut outs| outs.remove(0)))
     }
 }
+
+impl Tensor {
+    /// `self.linear(w1, b1)?.gelu()?.linear(w2, b2)`, with the same values and gradients: a
+    /// transformer's feed-forward block on GELU. While a graph is recorded and no autocast region
+    /// casts its products, it is one node ([`GeluMlp`]) whose kernels, where the device has them,
+    /// write the hidden layer and its GELU from one product ([`LinearGelu`]) and take GELU's
+    /// gradient as the product `dy w2` is stored ([`MatmulGeluBackward`]): two passes over the
+    /// hidden layer fewer.
+    ///
+    /// # Shapes
+    /// - `self`: `[*, in]`, `w1`: `[hidden, in]`, `b1`: `[hidden]`, `w2`: `[out, hidden]`,
+    ///   `b2`: `[out]`; result `[*, out]`
+    pub fn gelu_mlp(&self, w1: &Tensor, b1: Option<&Tensor>, w2: &Tensor, b2: Option<&Tensor>) -> Result<Tensor> {
+        let given: Vec<&Tensor> = [Some(self), Some(w1), b1, Some(w2), b2].into_iter().flatten().collect();
+        let (xs, s1, s2) = (self.shape(), w1.shape(), w2.shape());
+        let recording = crate::grad_mode::is_grad_enabled() && given.iter().any(|t| t.requires_grad());
+        let shaped = !xs.is_empty()
+            && s1.len() == 2
+            && s2.len() == 2
+            && xs[xs.len() - 1] == s1[1]
+            && s2[1] == s1[0]
+            && b1.is_none_or(|b| b.shape() == [s1[0]])
+            && b2.is_none_or(|b| b.shape() == [s2[0]]);
+        let plain = given[1..].iter().all(|t| t.dtype() == self.dtype() && t.device() == self.device() && t.is_contiguous());
+        let ops = 2 * (self.numel() as u64).saturating_mul(s1.first().copied().unwrap_or(0) as u64);
+        if !(recording && shaped && plain && self.dtype().is_float()) || crate::autocast::casts(&given, ops) {
+            return self.linear(w1, b1)?.gelu()?.linear(w2, b2);
+        }
+        let x = self.contiguous()?.reshape(&[self.numel() / s1[1].max(1), s1[1]])?;
+        let inputs: Vec<&Tensor> = [Some(&x), Some(w1), b1, Some(w2), b2].into_iter().flatten().collect();
+        let y = Tensor::custom(GeluMlp { bias1: b1.is_some(), bias2: b2.is_some() }, &inputs)?.remove(0);
+        let mut out_shape = xs.to_vec();
+        *out_shape.last_mut().expect("rank >= 1") = s2[0];
+        y.reshape(&out_shape)
+    }
+}
+
+/// A transformer's feed-forward block on GELU, `y = gelu(x w1^T + b1) w2^T + b2`
+/// ([`Tensor::gelu_mlp`]). Inputs (contiguous): `x` `[M, K]`, `w1` `[H, K]`, `b1` `[H]` where
+/// `bias1`, `w2` `[N, H]`, `b2` `[N]` where `bias2`. Outputs: `y` `[M, N]`, then the hidden
+/// layer `h` and `gelu(h)`, which the backward reads. Composite: [`LinearGelu`] (or the
+/// product, the bias and GELU), then the second layer; its backward takes `h`'s gradient from
+/// [`MatmulGeluBackward`] and the rest as two linear layers do.
+#[derive(Clone, Copy, Debug)]
+pub struct GeluMlp {
+    pub bias1: bool,
+    pub bias2: bool,
+}
+
+impl GeluMlp {
+    /// `(x, w1, b1, w2, b2)` of the inputs as given.
+    fn parts<'t, T>(&self, inputs: &'t [T]) -> (&'t T, &'t T, Option<&'t T>, &'t T, Option<&'t T>) {
+        let b1 = self.bias1.then(|| &inputs[2]);
+        let at = 2 + self.bias1 as usize;
+        (&inputs[0], &inputs[1], b1, &inputs[at], self.bias2.then(|| &inputs[at + 1]))
+    }
+}
+
+impl CustomKernel for GeluMlp {
+    fn name(&self) -> &'static str {
+        "gelu_mlp"
+    }
+}
+
+impl CustomOp for GeluMlp {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let (x, w1, _, w2, _) = self.parts(inputs);
+        let hidden = vec![x.shape()[0], w1.shape()[0]];
+        vec![(vec![x.shape()[0], w2.shape()[0]], x.dtype()), (hidden.clone(), x.dtype()), (hidden, x.dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (x, w1, b1, w2, b2) = self.parts(inputs);
+        let (h, g) = match b1 {
+            Some(b1) => {
+                let mut hg = fused::run_or_composite(&LinearGelu, &[x, w1, b1])?;
+                let g = hg.pop().expect("two outputs");
+                (hg.pop().expect("two outputs"), g)
+            }
+            None => {
+                let h = x.linear(w1, None)?;
+                let g = h.gelu()?;
+                (h, g)
+            }
+        };
+        Ok(vec![g.linear(w2, b2.copied())?, h, g])
+    }
+
+    fn backward(&self, grad: &Tensor, inputs: &[Tensor], outputs: &[Tensor]) -> Result<Vec<Option<Tensor>>> {
+        let dy = grad.contiguous()?;
+        let (x, w1, _, w2, _) = self.parts(inputs);
+        let (h, g) = (&outputs[1], &outputs[2]);
+        let dh = fused::run_or_composite(&MatmulGeluBackward, &[&dy, w2, h])?.remove(0);
+        let (dw2, db2) = weight_and_bias_grads(&dy, g)?;
+        let dx = dh.matmul(w1)?;
+        let (dw1, db1) = weight_and_bias_grads(&dh, x)?;
+        let mut grads = vec![Some(dx), Some(dw1)];
+        grads.extend(self.bias1.then_some(Some(db1)));
+        grads.push(Some(dw2));
+        grads.extend(self.bias2.then_some(Some(db2)));
+        Ok(grads)
+    }
+
+    fn reads_input(&self, i: usize) -> bool {
+        // x and the two weights; not the biases.
+        let (b1, b2) = (self.bias1.then_some(2), self.bias2.then_some(3 + self.bias1 as usize));
+        Some(i) != b1 && Some(i) != b2
+    }
+}
+
+/// A linear layer's weight and bias gradients from its output's gradient `g` `[M, N]` and its
+/// input `x` `[M, K]`: `g^T x` and `g` summed over its rows, from one kernel where the device
+/// has it ([`LinearGrads`]).
+fn weight_and_bias_grads(g: &Tensor, x: &Tensor) -> Result<(Tensor, Tensor)> {
+    match Tensor::linear_grads(g, x, false) {
+        Some(grads) => grads,
+        None => Ok((g.t()?.matmul(x)?, g.sum(&[0], false)?)),
+    }
+}
+
+/// A linear layer and GELU after it, `h = x weight^T + bias` and `gelu(h)`, from one product
+/// where the device has the kernel (GELU applied as the sums are stored). Inputs (contiguous):
+/// `x` `[M, K]`, `weight` `[N, K]`, `bias` `[N]`. Outputs: `h` and `gelu(h)`, `[M, N]` each.
+/// No backward of its own: [`GeluMlp`] has it.
+#[derive(Clone, Copy, Debug)]
+pub struct LinearGelu;
+
+impl CustomKernel for LinearGelu {
+    fn name(&self) -> &'static str {
+        "linear_gelu"
+    }
+
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+            (&[m, k], &[n, _]) => Some(2 * (m * k * n) as u64),
+            _ => None,
+        }
+    }
+}
+
+impl CustomOp for LinearGelu {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        let shape = vec![inputs[0].shape()[0], inputs[1].shape()[0]];
+        vec![(shape.clone(), inputs[0].dtype()), (shape, inputs[0].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let h = inputs[0].linear(inputs[1], Some(inputs[2]))?;
+        let g = h.gelu()?;
+        Ok(vec![h, g])
+    }
+}
+
+/// The gradient of the hidden layer `h` in [`GeluMlp`]: `(dy weight) * gelu'(h)`, GELU's
+/// gradient taken as the product is stored. Inputs (contiguous): `dy` `[M, N]`, `weight` `[N, K]`, `h` `[M, K]`.
+/// Output: `dh` `[M, K]`. Composite: the product, then [`crate::ops::GeluBackward`].
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulGeluBackward;
+
+impl CustomKernel for MatmulGeluBackward {
+    fn name(&self) -> &'static str {
+        "matmul_gelu_backward"
+    }
+
+    fn flops(&self, inputs: &[Strided]) -> Option<u64> {
+        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+            (&[m, n], &[_, k]) => Some(2 * (m * k * n) as u64),
+            _ => None,
+        }
+    }
+}
+
+impl CustomOp for MatmulGeluBackward {
+    fn outputs(&self, inputs: &[&Tensor]) -> Vec<(Vec<usize>, DType)> {
+        vec![(inputs[2].shape().to_vec(), inputs[2].dtype())]
+    }
+
+    fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let (dy, w, h) = (inputs[0], inputs[1], inputs[2]);
+        fused::run_or_composite(&crate::ops::GeluBackward, &[h, &dy.matmul(w)?])
+    }
+}

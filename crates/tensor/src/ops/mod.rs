@@ -37,7 +37,7 @@ pub use elementwise::AddWide;
 pub use gru::{GruCell, GruCellBackward};
 pub use loss::{CrossEntropyOptions, KlReduction, NllLoss, NllLossBackward, Reduction};
 pub use lstm_sequence::{LstmSequence, LstmSequenceBackward};
-pub use matmul::{LinearGrads, MatmulBias, MatmulWide};
+pub use matmul::{GeluMlp, LinearGelu, LinearGrads, MatmulBias, MatmulGeluBackward, MatmulWide};
 pub use norm::{AddLayerNorm, LayerNorm, LayerNormBackward, LayerNormBackwardInto, LayerNormLow};
 pub use pool::MaxPool2dBackward;
 pub use recurrent::{LstmCell, LstmCellBackward, LstmStep};
