@@ -224,6 +224,11 @@ pub struct Knobs {
     /// Workgroups a head in the fused attention's backward on the ordinary units (1, 2 or 3;
     /// `None`: the rule's), so that each spread can be timed.
     pub attention_sides: Option<u32>,
+    /// The f32 products of a feed-forward block on GELU write GELU with the first layer's
+    /// sums and take GELU's gradient with the second layer's input gradient
+    /// (`ops::LinearGelu`, `ops::MatmulGeluBackward`); off, their composites run (the products,
+    /// then GELU's kernels), so that the two can be timed against each other.
+    pub gelu_epilogues: bool,
 }
 
 /// How layer norm's row kernels sum a row ([`Knobs::row_sums`]).
@@ -257,6 +262,7 @@ impl Default for Knobs {
             tree_column_sums: false,
             row_sums: RowSums::Auto,
             attention_sides: None,
+            gelu_epilogues: false,
         }
     }
 }

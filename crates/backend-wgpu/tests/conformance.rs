@@ -163,17 +163,21 @@ fn fused_linear_bias_runs_here() {
     }
 }
 
-/// GELU and its gradient run in the f32 products' epilogues here; f16 is left to the
-/// composites (the products on the tensor cores, then GELU or its gradient).
+/// With `Knobs::gelu_epilogues`, GELU and its gradient run in the f32 products' epilogues
+/// here, and the feed-forward block matches its composite; f16 is left to the composites (the
+/// products on the tensor cores, then GELU or its gradient), as is everything without the knob.
 #[test]
 fn gelu_epilogues_run_here() {
+    use liandan_tensor::conformance::fused::{gelu_mlp_matches_composite, kernel_runs};
     use liandan_tensor::ops::{LinearGelu, MatmulGeluBackward};
-    use liandan_tensor::{conformance::fused::kernel_runs, CustomOp, DType};
-    let Some(d) = gpu() else { return };
+    use liandan_tensor::{CustomOp, DType};
+    let (Some(plain), Some(d)) = (gpu(), common::gpu_with(|o| o.testing.gelu_epilogues = true)) else { return };
     for op in [&LinearGelu as &dyn CustomOp, &MatmulGeluBackward] {
         assert!(kernel_runs(&d, op, DType::F32), "{} in f32", op.name());
         assert!(!kernel_runs(&d, op, DType::F16), "{} in f16", op.name());
+        assert!(!kernel_runs(&plain, op, DType::F32), "{} without the knob", op.name());
     }
+    gelu_mlp_matches_composite(&d);
 }
 
 /// Layer norm's row kernels summing a row each way besides the default (a subgroup a row where

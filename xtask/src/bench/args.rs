@@ -160,6 +160,10 @@ pub struct ChildArgs {
     /// (`testing::Knobs::attention_sides`), so that one build times each spread.
     #[arg(long)]
     pub attention_sides: Option<u32>,
+    /// Ours only, on the GPU: GELU and its gradient in the feed-forward block's f32 products
+    /// (`testing::Knobs::gelu_epilogues`).
+    #[arg(long)]
+    pub gelu_epilogues: bool,
 }
 
 impl ChildArgs {
@@ -171,6 +175,9 @@ impl ChildArgs {
         }
         if let Some(n) = self.attention_sides {
             v.extend(["--attention-sides".to_string(), n.to_string()]);
+        }
+        if self.gelu_epilogues {
+            v.push("--gelu-epilogues".to_string());
         }
         v
     }
@@ -258,6 +265,7 @@ mod tests {
             groups: 2,
             samples: 640,
             attention_sides: Some(2),
+            gelu_epilogues: true,
         };
         let back = ChildArgs::try_parse_from(std::iter::once("bench-model".to_string()).chain(c.to_args())).unwrap();
         assert_eq!(back, c);

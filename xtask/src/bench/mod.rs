@@ -247,6 +247,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
                     groups: plan.groups,
                     samples: 0,
                     attention_sides: None,
+                    gelu_epilogues: false,
                 };
                 let compiled = match torch.is_ok() {
                     true => a.compile_modes(model).iter().map(|m| (m.clone(), vec![])).collect(),
@@ -307,6 +308,7 @@ pub fn run(argv: &[String]) -> Fallible<()> {
             groups: 1,
             samples: a.epoch_samples(),
             attention_sides: None,
+            gelu_epilogues: false,
         };
         eprintln!("bench: an epoch of mnist_cnn on {device} through the DataLoader ({} samples)", child.samples);
         let times = spawn_json(&exe, &[vec!["bench-epoch".to_string()], child.to_args()].concat(), a.threads);

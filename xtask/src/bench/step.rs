@@ -187,7 +187,11 @@ pub const WARMUP_SECS: f64 = 1.0;
 /// groups did not.
 pub fn time_steps(a: &ChildArgs) -> Fallible<StepTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
-    crate::set_knobs(&device, |k| k.attention_sides = a.attention_sides).map_err(|e| e.to_string())?;
+    crate::set_knobs(&device, |k| {
+        k.attention_sides = a.attention_sides;
+        k.gelu_epilogues = a.gelu_epilogues;
+    })
+    .map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision, a.autocast_min_ops)?;
     let (x, y) = batch_for(&*s.model, a.batch, &device)?;
     let Plan { warmup, steps, sync_every, groups } = a.plan();
@@ -277,7 +281,11 @@ fn peak_bytes(device: &Device) -> Option<u64> {
 /// not read back, as the Trainer reads it once per log interval).
 pub fn time_epoch(a: &ChildArgs) -> Fallible<EpochTimes> {
     let device = Device::parse(&a.device).map_err(|e| e.to_string())?;
-    crate::set_knobs(&device, |k| k.attention_sides = a.attention_sides).map_err(|e| e.to_string())?;
+    crate::set_knobs(&device, |k| {
+        k.attention_sides = a.attention_sides;
+        k.gelu_epilogues = a.gelu_epilogues;
+    })
+    .map_err(|e| e.to_string())?;
     let mut s = setup(&a.model, &device, &a.precision, a.autocast_min_ops)?;
     let spec = s.model.spec();
     let classes = match spec.target {

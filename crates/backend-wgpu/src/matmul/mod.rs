@@ -453,10 +453,13 @@ impl WgpuBackend {
 
     /// `ops::MatmulGeluBackward`: f32 `dy [M, N]` times `weight [N, K]` (any strides), each sum
     /// multiplied by GELU's gradient at `h [M, K]` (contiguous) as the tiled kernel stores it;
-    /// `None` where the product would not run unsplit on the tiled kernel (the composite runs:
-    /// the product, then GELU's gradient).
+    /// `None` where the product would not run unsplit on the tiled kernel, or without
+    /// `Knobs::gelu_epilogues` (the composite runs: the product, then GELU's gradient).
     pub(crate) fn fused_matmul_gelu_backward(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [dy, w, h] = inputs else { return None };
+        if !self.gpu().ok()?.options().testing.gelu_epilogues {
+            return None;
+        }
         let (ds, ws) = (dy.layout.shape(), w.layout.shape());
         let shaped = ds.len() == 2 && ws.len() == 2 && ds[1] == ws[0] && h.layout.shape() == [ds[0], ws[1]] && h.layout.is_contiguous();
         if !shaped || inputs.iter().any(|v| v.dtype != DType::F32) || !self.repr.computes(DType::F32) {
@@ -474,9 +477,13 @@ impl WgpuBackend {
 
     /// `ops::LinearGelu`: f32 `x [M, K]` times `weight [N, K]` transposed plus `bias [N]`, and
     /// GELU of that, both written by the tiled kernel as it stores its sums; `None` where the
-    /// product would not run unsplit on the tiled kernel (the composite runs).
+    /// product would not run unsplit on the tiled kernel, or without `Knobs::gelu_epilogues`
+    /// (the composite runs).
     pub(crate) fn fused_linear_gelu(&self, inputs: &[Strided]) -> Option<Result<Vec<Storage>>> {
         let [x, w, b] = inputs else { return None };
+        if !self.gpu().ok()?.options().testing.gelu_epilogues {
+            return None;
+        }
         let (xs, ws) = (x.layout.shape(), w.layout.shape());
         let shaped = xs.len() == 2 && ws.len() == 2 && xs[1] == ws[1] && b.layout.shape() == [ws[0]] && b.layout.is_contiguous();
         if !shaped || inputs.iter().any(|v| v.dtype != DType::F32) || !self.repr.computes(DType::F32) {
