@@ -135,11 +135,7 @@ impl CustomKernel for MatmulBias {
     }
 
     fn flops(&self, inputs: &[Strided]) -> Option<u64> {
-        // x [M, K] times the weight [N, K] transposed.
-        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
-            (&[m, k], &[n, _]) => Some(2 * (m * k * n) as u64),
-            _ => None,
-        }
+        product_flops(inputs, 0)
     }
 }
 
@@ -171,10 +167,7 @@ impl CustomKernel for LinearGrads {
     }
 
     fn flops(&self, inputs: &[Strided]) -> Option<u64> {
-        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
-            (&[m, n], &[_, k]) => Some(2 * (m * k * n) as u64),
-            _ => None,
-        }
+        product_flops(inputs, 1)
     }
 }
 
@@ -225,10 +218,7 @@ impl CustomKernel for MatmulWide {
     }
 
     fn flops(&self, inputs: &[Strided]) -> Option<u64> {
-        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
-            (&[m, k], &[_, n]) => Some(2 * (m * k * n) as u64),
-            _ => None,
-        }
+        product_flops(inputs, 1)
     }
 }
 
@@ -387,10 +377,7 @@ impl CustomKernel for LinearGelu {
     }
 
     fn flops(&self, inputs: &[Strided]) -> Option<u64> {
-        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
-            (&[m, k], &[n, _]) => Some(2 * (m * k * n) as u64),
-            _ => None,
-        }
+        product_flops(inputs, 0)
     }
 }
 
@@ -419,10 +406,7 @@ impl CustomKernel for MatmulGeluBackward {
     }
 
     fn flops(&self, inputs: &[Strided]) -> Option<u64> {
-        match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
-            (&[m, n], &[_, k]) => Some(2 * (m * k * n) as u64),
-            _ => None,
-        }
+        product_flops(inputs, 1)
     }
 }
 
@@ -434,5 +418,15 @@ impl CustomOp for MatmulGeluBackward {
     fn composite(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
         let (dy, w, h) = (inputs[0], inputs[1], inputs[2]);
         fused::run_or_composite(&crate::ops::GeluBackward, &[h, &dy.matmul(w)?])
+    }
+}
+
+/// Operations of a product of the 2-D operands `inputs[0]` and `inputs[1]` (two per
+/// multiply-add): every element of the first against the second's dimension `b_dim`, the one
+/// it does not share (the weight `[N, K]` of a linear layer: 0).
+fn product_flops(inputs: &[Strided], b_dim: usize) -> Option<u64> {
+    match (inputs.first()?.layout.shape(), inputs.get(1)?.layout.shape()) {
+        (&[r, c], b @ &[_, _]) => Some(2 * (r * c * b[b_dim]) as u64),
+        _ => None,
     }
 }
